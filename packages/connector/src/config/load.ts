@@ -1,0 +1,101 @@
+import { readFileSync } from 'node:fs';
+import { TransferError } from '../errors/transfer-error.js';
+import { configFromEnv } from './env.js';
+import type { TeConfig, TeConfigInput } from './types.js';
+import { validateConfig } from './validate.js';
+
+const VLLM_ROLES: Record<string, string> = {
+  kv_producer: 'producer', kv_consumer: 'consumer', kv_both: 'both',
+  ec_producer: 'producer', ec_consumer: 'consumer', ec_both: 'both',
+};
+
+/**
+ * Accepts vLLM's KVTransferConfig / ECTransferConfig spelling (`kv_connector`,
+ * `kv_role: "kv_producer"`, `kv_connector_module_path`, `kv_connector_extra_config`,
+ * and the `ec_` equivalents) besides te's own keys, so a framework can pass its config through.
+ */
+export function fromFrameworkConfig(input: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(input)) {
+    const m = /^(kv|ec)_(connector|role|connector_module_path|connector_extra_config)$/.exec(key);
+    if (!m) {
+      out[key] = value;
+      continue;
+    }
+    switch (m[2]) {
+      case 'connector': out.connector = value; break;
+      case 'role': out.role = typeof value === 'string' ? (VLLM_ROLES[value] ?? value) : value; break;
+      case 'connector_module_path': out.modulePath = value; break;
+      case 'connector_extra_config': out.extra = value; break;
+    }
+  }
+  return out;
+}
+
+function mergeInputs(...inputs: TeConfigInput[]): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const input of inputs) {
+    for (const [key, value] of Object.entries(input)) {
+      if (value === undefined) continue;
+      const prev = out[key];
+      const nested = (key === 'metadata' || key === 'timeouts' || key === 'transportOptions' || key === 'extra') && typeof prev === 'object' && prev !== null;
+      out[key] = nested ? { ...(prev as object), ...(value as object) } : value;
+    }
+  }
+  return out;
+}
+
+export function parseConfigJson(text: string, source = 'config JSON'): Record<string, unknown> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (cause) {
+    throw new TransferError('INVALID_CONFIG', `${source} is not valid JSON: ${(cause as Error).message}`, { cause });
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new TransferError('INVALID_CONFIG', `${source} must hold a JSON object`);
+  }
+  return fromFrameworkConfig(parsed as Record<string, unknown>);
+}
+
+export function readConfigFile(path: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (cause) {
+    throw new TransferError('INVALID_CONFIG', `Cannot read config file ${path}: ${(cause as Error).message}`, { cause });
+  }
+  return parseConfigJson(text, `Config file ${path}`);
+}
+
+export interface LoadConfigOptions {
+  /** A JSON file; defaults to $TE_CONFIG when set. */
+  file?: string;
+  /** A JSON string or an object (te or vLLM spelling). */
+  json?: string | Record<string, unknown>;
+  /** Defaults to process.env; pass {} to ignore the environment. */
+  env?: NodeJS.ProcessEnv;
+  /** Values set in code; they win over everything. */
+  overrides?: TeConfigInput;
+}
+
+/**
+ * Builds the config. Precedence, lowest first: defaults, the JSON file, inline JSON,
+ * environment variables, overrides in code.
+ */
+export function loadConfig(options: LoadConfigOptions = {}): TeConfig {
+  const env = options.env ?? process.env;
+  const file = options.file ?? env.TE_CONFIG;
+  const fromFile = file ? readConfigFile(file) : {};
+  const fromJson = options.json === undefined ? {} : typeof options.json === 'string' ? parseConfigJson(options.json) : fromFrameworkConfig(options.json);
+  const merged = mergeInputs(fromFile as TeConfigInput, fromJson as TeConfigInput, configFromEnv(env), fromFrameworkConfig((options.overrides ?? {}) as Record<string, unknown>) as TeConfigInput);
+  return validateConfig(merged);
+}
+
+/** The plugin names an engine built from this config holds, primary first, without repeats. */
+export function transportsOf(config: TeConfig): string[] {
+  const names = [config.connector, ...config.transports];
+  if (config.intranodeNvlink) names.push('mooncake-intra-nvlink');
+  if (config.forceMnnvl) names.push('mooncake-nvlink');
+  return [...new Set(names)];
+}

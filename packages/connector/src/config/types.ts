@@ -1,0 +1,69 @@
+/** Which side of a transfer this process plays (vLLM's kv_producer / kv_consumer / kv_both). */
+export type ConnectorRole = 'producer' | 'consumer' | 'both';
+
+export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'silent';
+
+export interface MetadataConfig {
+  /** `p2p`: descriptors fetched from peers themselves (embedded, no service). */
+  type: 'p2p';
+  /** Control endpoint port; 0 picks a free one. */
+  port: number;
+}
+
+export interface TimeoutConfig {
+  /** Default deadline of a batch when the caller gives none. */
+  transferMs: number;
+  /** Fetching a peer's descriptor. */
+  handshakeMs: number;
+  /** Connecting a transport to a peer. */
+  connectMs: number;
+}
+
+/** The one config object of te, mirroring vLLM's KVTransferConfig / ECTransferConfig. */
+export interface TeConfig {
+  /** Transport plugin name (`mooncake-tcp`), or any name when `modulePath` is set. */
+  connector: string;
+  role: ConnectorRole;
+  /** Package name or file path of a third-party plugin; wins over the built-in table. */
+  modulePath?: string;
+  /** Further transports the engine holds besides `connector` (e.g. TCP for host-memory aux data). */
+  transports: string[];
+  /** Options per plugin name, validated by each plugin's schema. */
+  transportOptions: Record<string, Record<string, unknown>>;
+  metadata: MetadataConfig;
+  /** Address to bind and advertise (MC_TCP_BIND_ADDRESS). */
+  bindAddress: string;
+  timeouts: TimeoutConfig;
+  /** MC_FORCE_TCP: every request goes over a TCP-class transport. */
+  forceTcp: boolean;
+  /** MC_INTRANODE_NVLINK: add the intra-node NVLink transport. */
+  intranodeNvlink: boolean;
+  /** MC_FORCE_MNNVL: add the multi-node NVLink transport. */
+  forceMnnvl: boolean;
+  /** MC_TE_METRIC: collect transfer metrics. */
+  metrics: boolean;
+  /** MC_LOG_LEVEL. */
+  logLevel: LogLevel;
+  /** Free-form settings for the connector runtime (kv_connector_extra_config). */
+  extra: Record<string, unknown>;
+}
+
+export type TeConfigInput = Partial<Omit<TeConfig, 'metadata' | 'timeouts'>> & {
+  metadata?: Partial<MetadataConfig>;
+  timeouts?: Partial<TimeoutConfig>;
+};
+
+export const DEFAULT_CONFIG: Readonly<Omit<TeConfig, 'connector'>> = Object.freeze({
+  role: 'both',
+  transports: [],
+  transportOptions: {},
+  metadata: { type: 'p2p' as const, port: 0 },
+  bindAddress: '127.0.0.1',
+  timeouts: { transferMs: 30_000, handshakeMs: 5_000, connectMs: 5_000 },
+  forceTcp: false,
+  intranodeNvlink: false,
+  forceMnnvl: false,
+  metrics: false,
+  logLevel: 'warn',
+  extra: {},
+});

@@ -1,0 +1,179 @@
+import { Dealer, Router } from 'zeromq';
+import { TransferError } from '../errors/transfer-error.js';
+import { isTransferErrorCode } from '../errors/codes.js';
+import { decodeMessage, encodeMessage } from './codec.js';
+
+/** Version of the control-plane envelope. Fields are appended and optional. */
+export const CONTROL_VERSION = 1;
+
+interface RequestEnvelope {
+  v: number;
+  id: number;
+  type: string;
+  body?: unknown;
+}
+
+interface ReplyEnvelope {
+  v: number;
+  id: number;
+  ok: boolean;
+  body?: unknown;
+  code?: string;
+  message?: string;
+}
+
+export type ControlHandler = (body: unknown) => Promise<unknown> | unknown;
+
+/**
+ * The process's one control endpoint (zeromq ROUTER). Every user of the engine (the P2P
+ * handshake, KV bootstrap, EC coordination) registers handlers by message type here, so
+ * one listener serves all of them.
+ */
+export class ControlServer {
+  private readonly router = new Router({ linger: 0 });
+  private readonly handlers = new Map<string, ControlHandler>();
+  private endpointValue = '';
+  private loop: Promise<void> | undefined;
+
+  async bind(host: string, port: number): Promise<string> {
+    const hostPart = host.includes(':') ? `[${host}]` : host;
+    if (host.includes(':')) this.router.ipv6 = true;
+    try {
+      await this.router.bind(`tcp://${hostPart}:${port === 0 ? '*' : port}`);
+    } catch (cause) {
+      throw new TransferError('PEER_UNREACHABLE', `Cannot bind the control endpoint on ${hostPart}:${port}: ${(cause as Error).message}; choose another port (TE_HANDSHAKE_PORT) or address (MC_TCP_BIND_ADDRESS)`, { cause });
+    }
+    const last = this.router.lastEndpoint ?? '';
+    this.endpointValue = last.replace(/^tcp:\/\//, '');
+    this.loop = this.serve();
+    return this.endpointValue;
+  }
+
+  /** `host:port` peers use to reach this process. */
+  get endpoint(): string {
+    return this.endpointValue;
+  }
+
+  handle(type: string, handler: ControlHandler): () => void {
+    if (this.handlers.has(type)) throw new TransferError('INVALID_ARGUMENT', `A control handler for "${type}" is already registered`);
+    this.handlers.set(type, handler);
+    return () => this.handlers.delete(type);
+  }
+
+  private async serve(): Promise<void> {
+    try {
+      for await (const [identity, payload] of this.router) {
+        if (!identity || !payload) continue;
+        void this.dispatch(identity, payload);
+      }
+    } catch {
+      // The socket was closed: the loop ends.
+    }
+  }
+
+  private async dispatch(identity: Buffer, payload: Buffer): Promise<void> {
+    let request: RequestEnvelope;
+    try {
+      request = decodeMessage<RequestEnvelope>(payload);
+      if (typeof request !== 'object' || request === null || typeof request.id !== 'number' || typeof request.type !== 'string') throw new Error('not an envelope');
+    } catch {
+      return; // Malformed: nothing to correlate a reply with; the sender times out.
+    }
+    let reply: ReplyEnvelope;
+    if (request.v !== CONTROL_VERSION) {
+      reply = { v: CONTROL_VERSION, id: request.id, ok: false, code: 'PROTOCOL_MISMATCH', message: `control protocol version ${request.v} is not supported (this process speaks ${CONTROL_VERSION})` };
+    } else {
+      const handler = this.handlers.get(request.type);
+      if (!handler) {
+        reply = { v: CONTROL_VERSION, id: request.id, ok: false, code: 'INVALID_ARGUMENT', message: `unknown control message type "${request.type}"` };
+      } else {
+        try {
+          reply = { v: CONTROL_VERSION, id: request.id, ok: true, body: await handler(request.body) };
+        } catch (e) {
+          const err = e as TransferError;
+          reply = { v: CONTROL_VERSION, id: request.id, ok: false, code: isTransferErrorCode(err.code) ? err.code : 'INTERNAL', message: err.message };
+        }
+      }
+    }
+    try {
+      await this.router.send([identity, encodeMessage(reply)]);
+    } catch {
+      // Peer gone or socket closed: nothing to do.
+    }
+  }
+
+  async close(): Promise<void> {
+    this.router.close();
+    await this.loop;
+  }
+}
+
+interface Pending {
+  resolve: (value: unknown) => void;
+  reject: (error: TransferError) => void;
+  timer: NodeJS.Timeout;
+}
+
+/** A connection to one peer's control endpoint; requests are multiplexed by id. */
+export class ControlClient {
+  private readonly dealer = new Dealer({ linger: 0, sendHighWaterMark: 1000 });
+  private readonly pending = new Map<number, Pending>();
+  private nextId = 1;
+  private closed = false;
+
+  constructor(readonly endpoint: string) {
+    if (endpoint.startsWith('[')) this.dealer.ipv6 = true;
+    this.dealer.connect(`tcp://${endpoint}`);
+    void this.receiveLoop();
+  }
+
+  private async receiveLoop(): Promise<void> {
+    try {
+      for await (const [payload] of this.dealer) {
+        if (!payload) continue;
+        let reply: ReplyEnvelope;
+        try {
+          reply = decodeMessage<ReplyEnvelope>(payload);
+        } catch {
+          continue;
+        }
+        const p = this.pending.get(reply?.id);
+        if (!p) continue;
+        this.pending.delete(reply.id);
+        clearTimeout(p.timer);
+        if (reply.ok) p.resolve(reply.body);
+        else p.reject(new TransferError(isTransferErrorCode(reply.code) ? reply.code : 'INTERNAL', `${this.endpoint}: ${reply.message ?? 'request failed'}`));
+      }
+    } catch {
+      // Closed.
+    }
+  }
+
+  request<T = unknown>(type: string, body: unknown, timeoutMs: number): Promise<T> {
+    if (this.closed) return Promise.reject(new TransferError('ENGINE_CLOSED', `control client for ${this.endpoint} is closed`));
+    const id = this.nextId++;
+    return new Promise<T>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.pending.delete(id);
+        reject(new TransferError('TIMEOUT', `No answer from ${this.endpoint} to "${type}" within ${timeoutMs} ms; is the peer running and is its control endpoint reachable?`, { details: { endpoint: this.endpoint, type } }));
+      }, timeoutMs);
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, timer });
+      this.dealer.send(encodeMessage({ v: CONTROL_VERSION, id, type, body } satisfies RequestEnvelope)).catch((cause: Error) => {
+        clearTimeout(timer);
+        this.pending.delete(id);
+        reject(new TransferError('PEER_UNREACHABLE', `Cannot send to ${this.endpoint}: ${cause.message}`, { cause }));
+      });
+    });
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const [id, p] of this.pending) {
+      clearTimeout(p.timer);
+      p.reject(new TransferError('ENGINE_CLOSED', `control client for ${this.endpoint} closed`));
+      this.pending.delete(id);
+    }
+    this.dealer.close();
+  }
+}

@@ -1,0 +1,88 @@
+import { TransferError } from '../errors/transfer-error.js';
+import type { BufferSource, DeviceName } from '../spi/memory.js';
+
+/** One registered region of this process. */
+export interface LocalRegion {
+  addr: bigint;
+  length: bigint;
+  device: DeviceName;
+  remoteAccess: boolean;
+  /** Kept so the JS buffer outlives its registration even if the caller drops it. */
+  buffer?: BufferSource;
+  /** Per-transport attributes to publish (keys, handles). */
+  attrs: Record<string, unknown>;
+}
+
+/**
+ * Registered regions sorted by start address: overlap checks on insert and
+ * O(log n) lookup of the region holding a range.
+ */
+export class MemoryMap {
+  private regions: LocalRegion[] = [];
+
+  get size(): number {
+    return this.regions.length;
+  }
+
+  all(): readonly LocalRegion[] {
+    return this.regions;
+  }
+
+  /** Index of the last region starting at or before addr, or -1. */
+  private floorIndex(addr: bigint): number {
+    let lo = 0;
+    let hi = this.regions.length - 1;
+    let found = -1;
+    while (lo <= hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.regions[mid]!.addr <= addr) {
+        found = mid;
+        lo = mid + 1;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    return found;
+  }
+
+  /** Throws MEMORY_OVERLAP when [addr, addr+length) intersects a registered region. */
+  assertFree(addr: bigint, length: bigint): void {
+    const end = addr + length;
+    const i = this.floorIndex(end - 1n);
+    if (i >= 0) {
+      const r = this.regions[i]!;
+      if (r.addr + r.length > addr) {
+        throw new TransferError(
+          'MEMORY_OVERLAP',
+          `Memory [0x${addr.toString(16)}, 0x${end.toString(16)}) overlaps the registered region [0x${r.addr.toString(16)}, 0x${(r.addr + r.length).toString(16)}); unregister it first`,
+          { details: { addr, length, overlaps: r.addr } },
+        );
+      }
+    }
+  }
+
+  insert(region: LocalRegion): void {
+    this.assertFree(region.addr, region.length);
+    const i = this.floorIndex(region.addr);
+    this.regions.splice(i + 1, 0, region);
+  }
+
+  /** Removes the region starting exactly at addr; MEMORY_NOT_REGISTERED otherwise. */
+  remove(addr: bigint): LocalRegion {
+    const i = this.floorIndex(addr);
+    const r = i >= 0 ? this.regions[i] : undefined;
+    if (!r || r.addr !== addr) {
+      throw new TransferError('MEMORY_NOT_REGISTERED', `No registered region starts at 0x${addr.toString(16)}`);
+    }
+    this.regions.splice(i, 1);
+    return r;
+  }
+
+  /** The region wholly containing [addr, addr+length), or undefined. */
+  find(addr: bigint, length: bigint): LocalRegion | undefined {
+    const i = this.floorIndex(addr);
+    if (i < 0) return undefined;
+    const r = this.regions[i]!;
+    return addr + length <= r.addr + r.length ? r : undefined;
+  }
+}

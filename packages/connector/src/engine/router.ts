@@ -1,0 +1,114 @@
+import { TransferError } from '../errors/transfer-error.js';
+import { NATIVE_STATUS } from '../errors/codes.js';
+import { TRANSPORT_CLASSES, type SegmentDescriptor, type BufferDescriptor } from '../spi/descriptor.js';
+import { memoryKindOf, type MemoryKind } from '../spi/memory.js';
+import type { TransferBatch } from '../spi/batch.js';
+import type { TransportPlugin } from '../spi/plugin.js';
+import type { Transport } from '../spi/transport.js';
+import type { MemoryMap } from './memory-map.js';
+
+/** A transport held by an engine. */
+export interface EngineTransport {
+  name: string;
+  plugin: TransportPlugin;
+  transport: Transport;
+}
+
+/** A part of a batch sent through one transport; `indexes` null means the whole batch. */
+export interface Route {
+  via: EngineTransport;
+  indexes: Uint32Array | null;
+}
+
+export interface RoutePlan {
+  routes: Route[];
+  /** Requests refused before submission (index → native status). */
+  refused: Map<number, number>;
+}
+
+const rank = (t: EngineTransport): number => TRANSPORT_CLASSES.indexOf(t.plugin.capabilities.class);
+
+/**
+ * Transports both sides hold, best locality first. With `forceTcp` only TCP-class
+ * transports qualify. No common transport is a typed error naming both sides' lists.
+ */
+export function commonTransports(local: readonly EngineTransport[], peer: SegmentDescriptor, forceTcp: boolean): EngineTransport[] {
+  const shared = local.filter((t) => peer.transports[t.name] !== undefined && (!forceTcp || t.plugin.capabilities.class === 'tcp'));
+  if (shared.length === 0) {
+    const why = forceTcp ? ' (MC_FORCE_TCP is set, so only TCP transports qualify)' : '';
+    throw new TransferError(
+      'NO_COMMON_TRANSPORT',
+      `This process and segment ${peer.name} share no transport${why}: local [${local.map((t) => t.name).join(', ')}], peer [${Object.keys(peer.transports).join(', ')}]; add a transport both support to \`transports\``,
+      { details: { peer: peer.name } },
+    );
+  }
+  return shared.sort((a, b) => rank(a) - rank(b));
+}
+
+function supports(t: EngineTransport, peer: SegmentDescriptor, local: MemoryKind, remote: MemoryKind): boolean {
+  const peerKinds = peer.transports[t.name]?.memoryKinds ?? [];
+  return t.plugin.capabilities.memoryKinds.includes(local) && peerKinds.includes(remote);
+}
+
+function pick(candidates: readonly EngineTransport[], peer: SegmentDescriptor, local: MemoryKind, remote: MemoryKind): EngineTransport | undefined {
+  return candidates.find((t) => supports(t, peer, local, remote));
+}
+
+function kindsOf<T>(items: readonly T[], kind: (item: T) => MemoryKind): Set<MemoryKind> {
+  return new Set(items.map(kind));
+}
+
+function findBuffer(sorted: readonly BufferDescriptor[], addr: bigint): BufferDescriptor | undefined {
+  let lo = 0;
+  let hi = sorted.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    const b = sorted[mid]!;
+    if (addr < b.addr) hi = mid - 1;
+    else if (addr >= b.addr + b.length) lo = mid + 1;
+    else return b;
+  }
+  return undefined;
+}
+
+/**
+ * Chooses a transport for every request by the memory kinds on both ends. When each side
+ * has one memory kind (the common case) the whole batch takes one route without a
+ * per-request look-up; mixed kinds (GPU KV beside host aux buffers) are classified per request.
+ */
+export function planRoutes(batch: TransferBatch, memory: MemoryMap, peer: SegmentDescriptor, candidates: readonly EngineTransport[]): RoutePlan {
+  const localKinds = kindsOf(memory.all(), (r) => memoryKindOf(r.device));
+  const remoteKinds = kindsOf(peer.buffers, (b) => memoryKindOf(b.device));
+  const noRoute = (l: MemoryKind, r: MemoryKind): TransferError =>
+    new TransferError('NO_COMMON_TRANSPORT', `No transport shared with ${peer.name} moves ${l} memory to ${r} memory (candidates: ${candidates.map((c) => c.name).join(', ')})`, { details: { peer: peer.name } });
+
+  if (localKinds.size <= 1 && remoteKinds.size <= 1) {
+    const l = [...localKinds][0] ?? 'cpu';
+    const r = [...remoteKinds][0] ?? l;
+    const via = pick(candidates, peer, l, r);
+    if (!via) throw noRoute(l, r);
+    return { routes: [{ via, indexes: null }], refused: new Map() };
+  }
+
+  const sortedRemote = [...peer.buffers].sort((a, b) => (a.addr < b.addr ? -1 : a.addr > b.addr ? 1 : 0));
+  const perTransport = new Map<EngineTransport, number[]>();
+  const refused = new Map<number, number>();
+  for (let i = 0; i < batch.opcodes.length; i++) {
+    const region = memory.find(batch.localAddrs[i]!, batch.lengths[i]!);
+    if (!region) {
+      refused.set(i, NATIVE_STATUS.MEMORY_NOT_REGISTERED);
+      continue;
+    }
+    const l = memoryKindOf(region.device);
+    const remoteBuffer = findBuffer(sortedRemote, batch.remoteAddrs[i]!);
+    // A buffer the cached descriptor does not list yet is validated by the peer itself.
+    const r = remoteBuffer ? memoryKindOf(remoteBuffer.device) : l;
+    const via = pick(candidates, peer, l, r);
+    if (!via) throw noRoute(l, r);
+    let list = perTransport.get(via);
+    if (!list) perTransport.set(via, (list = []));
+    list.push(i);
+  }
+  const routes = [...perTransport].map(([via, idx]) => ({ via, indexes: Uint32Array.from(idx) }));
+  return { routes, refused };
+}

@@ -1,0 +1,494 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { TransferError, isTransferError } from '../errors/transfer-error.js';
+import { codeForStatus } from '../errors/codes.js';
+import { transportsOf } from '../config/load.js';
+import type { TeConfig, TeConfigInput } from '../config/types.js';
+import { validateConfig } from '../config/validate.js';
+import { batchOf, selectRequests, type BatchResult, type Notification, type SubmitOptions, type TransferBatch } from '../spi/batch.js';
+import { DESCRIPTOR_VERSION, type SegmentDescriptor } from '../spi/descriptor.js';
+import { isDeviceName, memoryKindOf, type BufferSource, type DeviceName, type RegisterRequest, type WireValue } from '../spi/memory.js';
+import { parseOptions } from '../spi/options.js';
+import type { TransportPlugin } from '../spi/plugin.js';
+import type { TransportPeer } from '../spi/transport.js';
+import { PluginRegistry, defaultRegistry } from '../registry/registry.js';
+import { checkBatch, checkTimeout } from './batch-check.js';
+import { ControlServer, type ControlClient } from './control-plane.js';
+import { createLogger, type Log } from './logger.js';
+import { MemoryMap, type LocalRegion } from './memory-map.js';
+import { P2PHandshake } from './metadata.js';
+import { emptyMetrics, type EngineMetrics } from './metrics.js';
+import { commonTransports, planRoutes, type EngineTransport, type Route } from './router.js';
+
+/** A registered region as the caller sees it. */
+export interface MemoryHandle {
+  readonly addr: bigint;
+  readonly length: bigint;
+  readonly device: DeviceName;
+  readonly remoteAccess: boolean;
+}
+
+export type MemoryTarget = BufferSource | { addr: bigint; length: bigint | number; device?: DeviceName };
+
+export interface RegisterOptions {
+  device?: DeviceName;
+  /** Whether peers may read/write it (default true). */
+  remoteAccess?: boolean;
+}
+
+export interface TransferOptions {
+  timeoutMs?: number;
+  signal?: AbortSignal;
+  notify?: Uint8Array;
+}
+
+interface PeerState {
+  descriptor: SegmentDescriptor;
+  opened: Map<string, Promise<TransportPeer>>;
+}
+
+export interface CreateEngineOptions {
+  /** Registry to resolve plugin names with (default: the process-wide registry). */
+  registry?: PluginRegistry;
+  /** Environment used by plugins' option parsing (default: process.env). */
+  env?: NodeJS.ProcessEnv;
+}
+
+const RECONNECT_CODES = new Set(['STALE_DESCRIPTOR', 'CONNECTION_LOST', 'PEER_FAILED', 'PEER_UNREACHABLE']);
+// Extra time a transport gets past the deadline before the engine stops waiting for it.
+const WATCHDOG_GRACE_MS = 2_000;
+
+function randomEpoch(): bigint {
+  return randomBytes(8).readBigUInt64LE() & ((1n << 63n) - 1n);
+}
+
+function isBufferSource(value: unknown): value is BufferSource {
+  return value instanceof ArrayBuffer || value instanceof SharedArrayBuffer || ArrayBuffer.isView(value);
+}
+
+function toBigInt(name: string, value: unknown): bigint {
+  if (typeof value === 'bigint') return value;
+  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return BigInt(value);
+  throw new TransferError('INVALID_ARGUMENT', `Expected \`${name}\` to be a non-negative bigint (or safe integer), got ${String(value)}`);
+}
+
+/**
+ * The transfer engine of a process: its transports, its segment (registered memory and
+ * descriptor) and its control endpoint. KV connectors, EC connectors and offload users
+ * share one instance (see `initTransferEngine`).
+ */
+export class TransferEngine {
+  readonly segmentName: string;
+  readonly epoch: bigint;
+  readonly config: TeConfig;
+  private readonly memory = new MemoryMap();
+  private readonly peers = new Map<string, Promise<PeerState>>();
+  private readonly listeners = new Set<(n: Notification) => void>();
+  private readonly counters = emptyMetrics();
+  private registrationQueue: Promise<unknown> = Promise.resolve();
+  private closing: Promise<void> | undefined;
+
+  private constructor(
+    config: TeConfig,
+    readonly control: ControlServer,
+    private readonly handshake: P2PHandshake,
+    private readonly held: EngineTransport[],
+    segmentName: string,
+    epoch: bigint,
+    private readonly log: Log,
+  ) {
+    this.config = config;
+    this.segmentName = segmentName;
+    this.epoch = epoch;
+    for (const t of held) {
+      t.transport.onNotification?.((n) => {
+        for (const l of this.listeners) {
+          try {
+            l(n);
+          } catch (e) {
+            this.log('error', `notification listener threw: ${(e as Error).message}`);
+          }
+        }
+      });
+    }
+  }
+
+  /** Builds an engine; most code calls `initTransferEngine` to share one per process. */
+  static async create(input: TeConfig | TeConfigInput, options: CreateEngineOptions = {}): Promise<TransferEngine> {
+    const config = validateConfig(input);
+    const registry = options.registry ?? defaultRegistry();
+    const env = options.env ?? process.env;
+    const log = createLogger(config.logLevel, '[te]');
+    const plugins = await TransferEngine.loadPlugins(config, registry);
+    const control = new ControlServer();
+    const endpoint = await control.bind(config.bindAddress, config.metadata.port);
+    const handshake = new P2PHandshake(control);
+    const epoch = randomEpoch();
+    const held: EngineTransport[] = [];
+    try {
+      for (const plugin of plugins) {
+        const pluginOptions = parseOptions(plugin.options, config.transportOptions[plugin.name] ?? {}, env, plugin.name);
+        const transport = await plugin.create(
+          { segmentName: endpoint, epoch, bindAddress: config.bindAddress, env, log: (level, message) => log(level, `[${plugin.name}] ${message}`) },
+          pluginOptions,
+        );
+        held.push({ name: plugin.name, plugin, transport });
+      }
+    } catch (error) {
+      await Promise.allSettled(held.map((t) => t.transport.close()));
+      await handshake.close();
+      await control.close();
+      throw error;
+    }
+    const engine = new TransferEngine(config, control, handshake, held, endpoint, epoch, log);
+    await engine.publish();
+    log('info', `segment ${endpoint} epoch ${epoch} with transports ${held.map((t) => t.name).join(', ')}`);
+    return engine;
+  }
+
+  private static async loadPlugins(config: TeConfig, registry: PluginRegistry): Promise<TransportPlugin[]> {
+    const names = transportsOf(config);
+    const plugins: TransportPlugin[] = [await registry.resolve(config)];
+    for (const name of names.slice(1)) plugins.push(await registry.load(name));
+    if (config.forceTcp && !plugins.some((p) => p.capabilities.class === 'tcp')) plugins.push(await registry.load('mooncake-tcp'));
+    return plugins;
+  }
+
+  /** Names of the transports this engine holds, primary first. */
+  get transports(): string[] {
+    return this.held.map((t) => t.name);
+  }
+
+  /** The plugin object of a held transport (capabilities, version). */
+  plugin(name: string): TransportPlugin | undefined {
+    return this.held.find((t) => t.name === name)?.plugin;
+  }
+
+  private assertOpen(): void {
+    if (this.closing) throw new TransferError('ENGINE_CLOSED', `The transfer engine of segment ${this.segmentName} is closed`);
+  }
+
+  private serialize<T>(work: () => Promise<T>): Promise<T> {
+    const next = this.registrationQueue.then(work, work);
+    this.registrationQueue = next.catch(() => undefined);
+    return next;
+  }
+
+  /**
+   * Registers memory with every transport that handles its kind and publishes it to peers.
+   * A JS buffer is kept alive until `unregisterMemory`; raw addresses (GPU pointers) need
+   * `length` and `device`.
+   */
+  registerMemory(target: MemoryTarget, options: RegisterOptions = {}): Promise<MemoryHandle> {
+    this.assertOpen();
+    const request = this.normaliseRegistration(target, options);
+    return this.serialize(() => this.registerNow(request));
+  }
+
+  private normaliseRegistration(target: MemoryTarget, options: RegisterOptions): RegisterRequest {
+    const remoteAccess = options.remoteAccess ?? true;
+    if (typeof remoteAccess !== 'boolean') throw new TransferError('INVALID_ARGUMENT', 'Expected the `remoteAccess` option to be a boolean');
+    if (isBufferSource(target)) {
+      const device = options.device ?? 'cpu';
+      if (device !== 'cpu') throw new TransferError('INVALID_ARGUMENT', `A JS buffer is host memory; it cannot be registered as ${device}`);
+      const length = BigInt(target.byteLength);
+      if (length === 0n) throw new TransferError('INVALID_ARGUMENT', 'Cannot register an empty buffer');
+      return { buffer: target, length, device, remoteAccess };
+    }
+    if (typeof target !== 'object' || target === null) throw new TransferError('INVALID_ARGUMENT', 'Expected an ArrayBuffer, a typed array/Buffer, or {addr, length, device}');
+    const addr = toBigInt('addr', target.addr);
+    const length = toBigInt('length', target.length);
+    const device = target.device ?? options.device ?? 'cpu';
+    if (!isDeviceName(device)) throw new TransferError('INVALID_ARGUMENT', `Expected \`device\` to be "cpu" or "cuda:N", got ${JSON.stringify(device)}`);
+    if (addr === 0n) throw new TransferError('INVALID_ARGUMENT', 'Cannot register address 0');
+    if (length === 0n) throw new TransferError('INVALID_ARGUMENT', 'Cannot register an empty region');
+    if (addr + length > 0xffff_ffff_ffff_ffffn) throw new TransferError('ADDRESS_OUT_OF_RANGE', `Region at 0x${addr.toString(16)} of ${length} bytes wraps past the end of the address space`);
+    return { addr, length, device, remoteAccess };
+  }
+
+  private async registerNow(request: RegisterRequest): Promise<MemoryHandle> {
+    this.assertOpen();
+    if (request.addr !== undefined) this.memory.assertFree(request.addr, request.length);
+    const kind = memoryKindOf(request.device);
+    const able = this.held.filter((t) => t.plugin.capabilities.memoryKinds.includes(kind) && (request.buffer !== undefined || t.plugin.capabilities.rawAddresses));
+    if (able.length === 0) {
+      const raw = request.buffer === undefined ? ' raw-address' : '';
+      throw new TransferError('MEMORY_KIND_UNSUPPORTED', `No transport of this engine (${this.transports.join(', ')}) registers${raw} ${kind} memory; add one that does to \`transports\` (e.g. mooncake-intra-nvlink for cuda)`, { details: { device: request.device } });
+    }
+    const done: { t: EngineTransport; addr: bigint }[] = [];
+    const attrs: Record<string, unknown> = {};
+    let addr = request.addr;
+    try {
+      for (const t of able) {
+        const reg = await t.transport.registerMemory(addr === undefined ? request : { ...request, addr });
+        if (addr === undefined) {
+          addr = reg.addr;
+          this.memory.assertFree(addr, request.length);
+        } else if (reg.addr !== addr) {
+          throw new TransferError('INTERNAL', `transport ${t.name} registered the buffer at 0x${reg.addr.toString(16)}, another at 0x${addr.toString(16)}`);
+        }
+        done.push({ t, addr: reg.addr });
+        if (reg.attrs !== undefined) attrs[t.name] = reg.attrs;
+      }
+    } catch (error) {
+      await Promise.allSettled(done.map((d) => d.t.transport.unregisterMemory(d.addr)));
+      throw error;
+    }
+    const region: LocalRegion = { addr: addr!, length: request.length, device: request.device, remoteAccess: request.remoteAccess, attrs };
+    if (request.buffer !== undefined) region.buffer = request.buffer;
+    this.memory.insert(region);
+    await this.publish();
+    return { addr: region.addr, length: region.length, device: region.device, remoteAccess: region.remoteAccess };
+  }
+
+  /** Unregisters a region by handle or start address; peers' later requests to it fail. */
+  unregisterMemory(target: MemoryHandle | bigint): Promise<void> {
+    this.assertOpen();
+    const addr = typeof target === 'bigint' ? target : toBigInt('addr', target?.addr);
+    return this.serialize(async () => {
+      const region = this.memory.remove(addr);
+      const kind = memoryKindOf(region.device);
+      const results = await Promise.allSettled(
+        this.held.filter((t) => t.plugin.capabilities.memoryKinds.includes(kind) && (region.buffer !== undefined || t.plugin.capabilities.rawAddresses)).map((t) => t.transport.unregisterMemory(addr)),
+      );
+      await this.publish();
+      const failed = results.find((r) => r.status === 'rejected') as PromiseRejectedResult | undefined;
+      if (failed) throw failed.reason;
+    });
+  }
+
+  /** Regions registered by this process. */
+  registeredMemory(): MemoryHandle[] {
+    return this.memory.all().map((r) => ({ addr: r.addr, length: r.length, device: r.device, remoteAccess: r.remoteAccess }));
+  }
+
+  /** This process's segment descriptor, as peers receive it. */
+  descriptor(): SegmentDescriptor {
+    return {
+      version: DESCRIPTOR_VERSION,
+      name: this.segmentName,
+      epoch: this.epoch,
+      hostname: hostname(),
+      pid: process.pid,
+      transports: Object.fromEntries(
+        this.held.map((t) => [t.name, { class: t.plugin.capabilities.class, memoryKinds: [...t.plugin.capabilities.memoryKinds], endpoint: t.transport.endpoint() }]),
+      ),
+      buffers: this.memory
+        .all()
+        .filter((r) => r.remoteAccess)
+        .map((r) => ({ addr: r.addr, length: r.length, device: r.device, attrs: r.attrs as Record<string, WireValue> })),
+    };
+  }
+
+  private publish(): Promise<void> {
+    return this.handshake.publish(this.descriptor());
+  }
+
+  /** A client for a peer's control endpoint, shared by every user of the engine. */
+  controlClient(segment: string): ControlClient {
+    this.assertOpen();
+    return this.handshake.client(segment);
+  }
+
+  /** Fetches (once, or again with `refresh`) a peer's descriptor. */
+  async openSegment(segment: string, options: { refresh?: boolean } = {}): Promise<SegmentDescriptor> {
+    this.assertOpen();
+    if (typeof segment !== 'string' || segment === '') throw new TransferError('INVALID_ARGUMENT', 'Expected a segment name (host:port)');
+    if (options.refresh) await this.forgetSegment(segment);
+    return (await this.peerState(segment)).descriptor;
+  }
+
+  /** Drops what is cached about a peer (descriptor, transport connections). */
+  async forgetSegment(segment: string): Promise<void> {
+    const state = this.peers.get(segment);
+    this.peers.delete(segment);
+    if (!state) return;
+    const s = await state.catch(() => undefined);
+    if (!s) return;
+    await Promise.allSettled(
+      [...s.opened].map(async ([name, p]) => {
+        const peer = await p;
+        await this.held.find((t) => t.name === name)?.transport.closePeer(peer);
+      }),
+    );
+  }
+
+  private peerState(segment: string): Promise<PeerState> {
+    let state = this.peers.get(segment);
+    if (!state) {
+      state = (async () => {
+        const descriptor = segment === this.segmentName ? this.descriptor() : await this.handshake.fetch(segment, this.config.timeouts.handshakeMs);
+        return { descriptor, opened: new Map() };
+      })();
+      this.peers.set(segment, state);
+      state.catch(() => {
+        if (this.peers.get(segment) === state) this.peers.delete(segment);
+      });
+    }
+    return state;
+  }
+
+  private transportPeer(state: PeerState, via: EngineTransport): Promise<TransportPeer> {
+    let p = state.opened.get(via.name);
+    if (!p) {
+      p = via.transport.openPeer(state.descriptor);
+      state.opened.set(via.name, p);
+      p.catch(() => state.opened.delete(via.name));
+    }
+    return p;
+  }
+
+  /**
+   * Moves a batch to or from a peer segment. Resolves when every request succeeded;
+   * otherwise rejects with a TransferError whose `statuses` holds each request's status.
+   */
+  async transfer(segment: string, batch: TransferBatch, options: TransferOptions = {}): Promise<BatchResult> {
+    this.assertOpen();
+    const { hasRead } = checkBatch(batch);
+    const timeoutMs = checkTimeout(options.timeoutMs ?? this.config.timeouts.transferMs);
+    if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw new TransferError('INVALID_ARGUMENT', 'Expected the `signal` option to be an AbortSignal');
+    if (options.notify !== undefined && !(options.notify instanceof Uint8Array)) throw new TransferError('INVALID_ARGUMENT', 'Expected the `notify` option to be a Uint8Array');
+    if (options.signal?.aborted) throw new TransferError('ABORTED', 'The transfer was aborted before it started');
+    const deadline = Date.now() + timeoutMs;
+    const state = await this.peerState(segment);
+    const candidates = commonTransports(this.held, state.descriptor, this.config.forceTcp);
+    const plan = planRoutes(batch, this.memory, state.descriptor, candidates);
+    for (const route of plan.routes) this.checkCapabilities(route, batch, hasRead, options.notify !== undefined && plan.routes.length === 1);
+    const n = batch.opcodes.length;
+    const statuses = new Int32Array(n);
+    for (const [i, status] of plan.refused) statuses[i] = status;
+    const split = plan.routes.length > 1;
+    let bytes = 0n;
+    try {
+      const results = await Promise.all(
+        plan.routes.map(async (route) => {
+          const part = route.indexes ? selectRequests(batch, route.indexes) : batch;
+          const submitOptions: SubmitOptions = { timeoutMs: Math.max(1, deadline - Date.now()) };
+          if (options.signal) submitOptions.signal = options.signal;
+          if (options.notify && !split) submitOptions.notify = options.notify;
+          const result = await this.submitWithWatchdog(route.via, await this.transportPeer(state, route.via), part, submitOptions);
+          if (route.indexes) route.indexes.forEach((i, j) => (statuses[i] = result.statuses[j]!));
+          else statuses.set(result.statuses);
+          return result;
+        }),
+      );
+      for (const r of results) bytes += r.bytes;
+      if (options.notify && split && plan.refused.size === 0 && statuses.every((s) => s === 0)) {
+        // Data went over several transports: the notification follows once all of it landed.
+        const via = candidates.find((c) => c.plugin.capabilities.notifications);
+        if (!via) throw new TransferError('UNSUPPORTED_CAPABILITY', `No transport shared with ${segment} delivers notifications`);
+        await this.submitWithWatchdog(via, await this.transportPeer(state, via), batchOf([]), { timeoutMs: Math.max(1, deadline - Date.now()), notify: options.notify, ...(options.signal ? { signal: options.signal } : {}) });
+      }
+    } catch (error) {
+      this.count(plan.routes, batch, false);
+      if (isTransferError(error) && RECONNECT_CODES.has(error.code)) await this.forgetSegment(segment);
+      throw error;
+    }
+    const failed = statuses.findIndex((s) => s !== 0);
+    this.count(plan.routes, batch, failed < 0);
+    if (failed >= 0) {
+      const count = statuses.reduce((acc, s) => acc + (s !== 0 ? 1 : 0), 0);
+      const code = codeForStatus(statuses[failed]!);
+      if (RECONNECT_CODES.has(code)) await this.forgetSegment(segment);
+      throw new TransferError(code, `${count} of ${n} requests to ${segment} failed; first: request ${failed} (${code}, remote 0x${batch.remoteAddrs[failed]!.toString(16)}, ${batch.lengths[failed]} bytes)`, {
+        statuses,
+        status: statuses[failed]!,
+        details: { segment, firstFailed: failed },
+      });
+    }
+    return { statuses, bytes };
+  }
+
+  private checkCapabilities(route: Route, batch: TransferBatch, hasRead: boolean, notify: boolean): void {
+    const caps = route.via.plugin.capabilities;
+    if (hasRead && !caps.read) {
+      const reads = route.indexes ? [...route.indexes].some((i) => batch.opcodes[i] === 0) : true;
+      if (reads) throw new TransferError('UNSUPPORTED_CAPABILITY', 'This transport does not support READ (capabilities.read is false)', { plugin: route.via.name });
+    }
+    if (notify && !caps.notifications) {
+      throw new TransferError('UNSUPPORTED_CAPABILITY', 'This transport does not deliver notifications (capabilities.notifications is false)', { plugin: route.via.name });
+    }
+  }
+
+  /**
+   * Submits through a transport and enforces the deadline from outside too: a transport
+   * that does not settle well past its deadline is reported, and the caller is released.
+   */
+  private submitWithWatchdog(via: EngineTransport, peer: TransportPeer, batch: TransferBatch, options: SubmitOptions): Promise<BatchResult> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.log('error', `transport ${via.name} did not settle a batch ${WATCHDOG_GRACE_MS} ms past its ${options.timeoutMs} ms deadline`);
+        reject(new TransferError('TIMEOUT', `Batch did not complete within ${options.timeoutMs} ms (the transport did not honour its deadline)`, { plugin: via.name }));
+      }, options.timeoutMs + WATCHDOG_GRACE_MS);
+      via.transport.submit(peer, batch, options).then(
+        (r) => {
+          clearTimeout(timer);
+          resolve(r);
+        },
+        (e) => {
+          clearTimeout(timer);
+          reject(isTransferError(e) ? e : new TransferError('INTERNAL', `transport ${via.name} failed with a non-TransferError: ${(e as Error)?.message ?? String(e)}`, { plugin: via.name, cause: e }));
+        },
+      );
+    });
+  }
+
+  private count(routes: Route[], batch: TransferBatch, ok: boolean): void {
+    if (!this.config.metrics) return;
+    const c = this.counters;
+    c.batches++;
+    c.requests += batch.opcodes.length;
+    if (ok) for (let i = 0; i < batch.lengths.length; i++) c.bytes += batch.lengths[i]!;
+    else c.failedBatches++;
+    for (const r of routes) c.byTransport[r.via.name] = (c.byTransport[r.via.name] ?? 0) + 1;
+  }
+
+  /** Counters collected when `metrics` (MC_TE_METRIC) is on. */
+  metrics(): EngineMetrics {
+    return structuredClone(this.counters);
+  }
+
+  /** Convenience: one WRITE of `length` bytes from local `local` to the peer's `remote`. */
+  write(segment: string, local: bigint, remote: bigint, length: bigint | number, options?: TransferOptions): Promise<BatchResult> {
+    return this.transfer(segment, batchOf([{ op: 'write', local, remote, length }]), options);
+  }
+
+  /** Convenience: one READ of `length` bytes from the peer's `remote` into local `local`. */
+  read(segment: string, local: bigint, remote: bigint, length: bigint | number, options?: TransferOptions): Promise<BatchResult> {
+    return this.transfer(segment, batchOf([{ op: 'read', local, remote, length }]), options);
+  }
+
+  /** Subscribes to notifications from peers; returns the unsubscribe function. */
+  onNotification(listener: (notification: Notification) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Facts about each transport for `te doctor`. */
+  describe(): Record<string, unknown> {
+    return Object.fromEntries(this.held.map((t) => [t.name, { version: t.plugin.version, capabilities: t.plugin.capabilities, ...(t.transport.describe?.() ?? {}) }]));
+  }
+
+  get closed(): boolean {
+    return this.closing !== undefined;
+  }
+
+  /** Closes transports and the control endpoint. Idempotent. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      await this.registrationQueue;
+      for (const segment of [...this.peers.keys()]) await this.forgetSegment(segment);
+      await Promise.allSettled(this.held.map((t) => t.transport.close()));
+      await this.handshake.close();
+      await this.control.close();
+      this.listeners.clear();
+    })();
+    return this.closing;
+  }
+}
+
+/** Builds a standalone engine (tests, tools); applications share one with `initTransferEngine`. */
+export function createTransferEngine(config: TeConfig | TeConfigInput, options?: CreateEngineOptions): Promise<TransferEngine> {
+  return TransferEngine.create(config, options);
+}
+

@@ -1,0 +1,41 @@
+// Errors
+export { TransferError, isTransferError, type TransferErrorOptions } from './errors/transfer-error.js';
+export { NATIVE_STATUS, JS_ONLY_CODES, codeForStatus, statusForCode, isTransferErrorCode, type TransferErrorCode, type NativeStatusCode } from './errors/codes.js';
+
+// Transport SPI
+export { PLUGIN_API_VERSION, definePlugin, validatePlugin, type TransportPlugin, type ProbeResult } from './spi/plugin.js';
+export type { Transport, TransportContext, TransportPeer } from './spi/transport.js';
+export { describeCapabilities, type TransportCapabilities } from './spi/capabilities.js';
+export { parseOptions, parseEnvBoolean, type OptionSpec, type OptionsSchema, type OptionsOf } from './spi/options.js';
+export { memoryKindOf, isDeviceName, type MemoryKind, type DeviceName, type BufferSource, type RegisterRequest, type TransportRegistration, type WireValue } from './spi/memory.js';
+export { DESCRIPTOR_VERSION, TRANSPORT_CLASSES, type SegmentDescriptor, type BufferDescriptor, type TransportAdvert, type TransportClass } from './spi/descriptor.js';
+export {
+  OP_READ, OP_WRITE, batchOf, allocateBatch, selectRequests, batchSize, batchBytes,
+  type TransferBatch, type TransferRequest, type TransferOp, type SubmitOptions, type BatchResult, type Notification,
+} from './spi/batch.js';
+
+// Registry
+export { PluginRegistry, defaultRegistry, registerPlugin, type PluginSource, type PluginRegistryOptions } from './registry/registry.js';
+export { BUILTIN_PLUGINS } from './registry/builtins.js';
+
+// Config
+export { loadConfig, parseConfigJson, readConfigFile, fromFrameworkConfig, transportsOf, type LoadConfigOptions } from './config/load.js';
+export { validateConfig, validateBindAddress } from './config/validate.js';
+export { configFromEnv, ENVIRONMENT_VARIABLES } from './config/env.js';
+export { DEFAULT_CONFIG, type TeConfig, type TeConfigInput, type ConnectorRole, type LogLevel, type MetadataConfig, type TimeoutConfig } from './config/types.js';
+
+// Engine
+export { TransferEngine, createTransferEngine, type MemoryHandle, type MemoryTarget, type RegisterOptions, type TransferOptions, type CreateEngineOptions } from './engine/transfer-engine.js';
+export { initTransferEngine, getTransferEngine, closeTransferEngine, hasTransferEngine } from './engine/shared.js';
+export { ControlServer, ControlClient, CONTROL_VERSION, type ControlHandler } from './engine/control-plane.js';
+export { P2PHandshake, type MetadataStore } from './engine/metadata.js';
+export { encodeMessage, decodeMessage } from './engine/codec.js';
+export type { EngineMetrics } from './engine/metrics.js';
+
+// KV connector contract
+export { KVStatus, StatusCell, combineStatus, kvStatusName } from './kv/status.js';
+export type { ParallelLayout, BootstrapInfo, BufferGroup, KVBuffers } from './kv/layout.js';
+export type { KVManager, KVManagerOptions, KVSender, KVReceiver, KVRequest, KVTimeouts, KVBootstrapServer } from './kv/connector.js';
+
+// EC connector contract
+export type { ECProducer, ECConsumer, ECConnectorOptions, ECItemParams, ECTransferParams, ECLoadResult } from './ec/connector.js';

@@ -1,0 +1,98 @@
+/** Opcode of one request in a batch, as stored in `TransferBatch.opcodes`. */
+export const OP_READ = 0;
+export const OP_WRITE = 1;
+export type TransferOp = 'read' | 'write';
+
+/**
+ * A batch of requests as struct-of-arrays: request i reads or writes `lengths[i]` bytes
+ * between local `localAddrs[i]` and the peer's `remoteAddrs[i]`. One native call carries
+ * the whole batch; nothing is done per request on the JS side.
+ */
+export interface TransferBatch {
+  opcodes: Uint8Array;
+  localAddrs: BigUint64Array;
+  remoteAddrs: BigUint64Array;
+  lengths: BigUint64Array;
+}
+
+export interface TransferRequest {
+  op: TransferOp;
+  local: bigint;
+  remote: bigint;
+  length: bigint | number;
+}
+
+/** Builds a batch from request objects (convenient for small batches; large ones build the arrays directly). */
+export function batchOf(requests: readonly TransferRequest[]): TransferBatch {
+  const n = requests.length;
+  const batch: TransferBatch = {
+    opcodes: new Uint8Array(n),
+    localAddrs: new BigUint64Array(n),
+    remoteAddrs: new BigUint64Array(n),
+    lengths: new BigUint64Array(n),
+  };
+  requests.forEach((r, i) => {
+    batch.opcodes[i] = r.op === 'write' ? OP_WRITE : OP_READ;
+    batch.localAddrs[i] = r.local;
+    batch.remoteAddrs[i] = r.remote;
+    batch.lengths[i] = BigInt(r.length);
+  });
+  return batch;
+}
+
+/** Allocates an empty batch of n requests, for planners that fill the arrays in place. */
+export function allocateBatch(n: number): TransferBatch {
+  return {
+    opcodes: new Uint8Array(n),
+    localAddrs: new BigUint64Array(n),
+    remoteAddrs: new BigUint64Array(n),
+    lengths: new BigUint64Array(n),
+  };
+}
+
+/** Returns the requests at `indexes` as a new batch (used when a batch is split across transports). */
+export function selectRequests(batch: TransferBatch, indexes: Uint32Array): TransferBatch {
+  const out = allocateBatch(indexes.length);
+  for (let j = 0; j < indexes.length; j++) {
+    const i = indexes[j]!;
+    out.opcodes[j] = batch.opcodes[i]!;
+    out.localAddrs[j] = batch.localAddrs[i]!;
+    out.remoteAddrs[j] = batch.remoteAddrs[i]!;
+    out.lengths[j] = batch.lengths[i]!;
+  }
+  return out;
+}
+
+export function batchSize(batch: TransferBatch): number {
+  return batch.opcodes.length;
+}
+
+/** Total bytes in a batch. */
+export function batchBytes(batch: TransferBatch): bigint {
+  let total = 0n;
+  for (let i = 0; i < batch.lengths.length; i++) total += batch.lengths[i]!;
+  return total;
+}
+
+/** Per-submission options. */
+export interface SubmitOptions {
+  /** Milliseconds until the batch fails with TIMEOUT; no batch is without a deadline. */
+  timeoutMs: number;
+  /** Aborting fails the batch with ABORTED; bytes already on the wire may still land on the peer. */
+  signal?: AbortSignal;
+  /** Delivered to the peer after every byte of the batch landed (requires the `notifications` capability). */
+  notify?: Uint8Array;
+}
+
+/** Outcome of a batch: one status per request (0 = OK, else a native status). */
+export interface BatchResult {
+  statuses: Int32Array;
+  bytes: bigint;
+}
+
+/** A small message delivered to this process after a peer's batch landed. */
+export interface Notification {
+  /** The segment name of the sender. */
+  from: string;
+  payload: Uint8Array;
+}

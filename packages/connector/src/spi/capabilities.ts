@@ -1,0 +1,26 @@
+import type { MemoryKind } from './memory.js';
+import type { TransportClass } from './descriptor.js';
+
+/** What a transport can do, declared before anything is created. The engine refuses the rest. */
+export interface TransportCapabilities {
+  /** Locality class used to pick among transports both peers support. */
+  class: TransportClass;
+  /** Memory kinds the transport can register locally and reach on peers. */
+  memoryKinds: readonly MemoryKind[];
+  /** Whether one-sided READ is supported (WRITE always is). */
+  read: boolean;
+  /** Whether a batch can carry a notification delivered after its data. */
+  notifications: boolean;
+  /** Requests the transport keeps in flight at once, for callers that size their windows. */
+  maxInFlight: number;
+  /** Whether raw addresses (not backed by a JS buffer) can be registered. */
+  rawAddresses: boolean;
+}
+
+export function describeCapabilities(c: TransportCapabilities): string {
+  const bits = [`class=${c.class}`, `memory=${c.memoryKinds.join('+')}`, c.read ? 'read' : 'write-only'];
+  if (c.notifications) bits.push('notifications');
+  if (c.rawAddresses) bits.push('raw-addresses');
+  bits.push(`inflight=${c.maxInFlight}`);
+  return bits.join(' ');
+}

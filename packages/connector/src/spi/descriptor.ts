@@ -1,0 +1,45 @@
+import type { DeviceName, WireValue } from './memory.js';
+
+/** The version of the segment descriptor layout. New fields are appended and optional. */
+export const DESCRIPTOR_VERSION = 1;
+
+/** One registered, remote-accessible buffer as peers see it. */
+export interface BufferDescriptor {
+  addr: bigint;
+  length: bigint;
+  device: DeviceName;
+  /** Per-transport attributes, keyed by plugin name (remote keys, IPC handles, ...). */
+  attrs: Record<string, WireValue>;
+}
+
+/** What a transport advertises about itself to peers. */
+export interface TransportAdvert {
+  /** The locality class used by the negotiation policy. */
+  class: TransportClass;
+  /** Memory kinds a peer may target through this transport. */
+  memoryKinds: readonly ('cpu' | 'cuda')[];
+  /** Transport-specific endpoint information (address, port, fabric names). */
+  endpoint: WireValue;
+}
+
+/**
+ * Everything a peer needs to move bytes to and from this process. The epoch changes at
+ * every start, so a descriptor cached from an earlier life of the same address is
+ * recognised as stale and never used for a write.
+ */
+export interface SegmentDescriptor {
+  version: number;
+  name: string;
+  epoch: bigint;
+  hostname: string;
+  pid: number;
+  transports: Record<string, TransportAdvert>;
+  buffers: BufferDescriptor[];
+}
+
+/**
+ * Locality classes, best first: the engine prefers the closest transport both peers
+ * support for the memory kinds of a request.
+ */
+export const TRANSPORT_CLASSES = ['intra-nvlink', 'nvlink', 'rdma', 'tcp', 'test'] as const;
+export type TransportClass = (typeof TRANSPORT_CLASSES)[number];

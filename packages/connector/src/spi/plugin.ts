@@ -1,0 +1,72 @@
+import { TransferError } from '../errors/transfer-error.js';
+import type { TransportCapabilities } from './capabilities.js';
+import type { OptionsOf, OptionsSchema } from './options.js';
+import type { Transport, TransportContext } from './transport.js';
+import { TRANSPORT_CLASSES } from './descriptor.js';
+
+/** The plugin API this package implements. A plugin built for another version is refused. */
+export const PLUGIN_API_VERSION = 1;
+
+/** What a plugin's hardware probe found, for `te doctor` and clear "unavailable" errors. */
+export interface ProbeResult {
+  available: boolean;
+  /** Why it is unavailable and what to do about it (install a package, set a variable). */
+  reason?: string;
+  /** Facts found (devices, providers, versions). */
+  details?: Record<string, unknown>;
+}
+
+export interface TransportPlugin<S extends OptionsSchema = OptionsSchema> {
+  apiVersion: number;
+  /** The name users put in config (`"connector": "mooncake-tcp"`). */
+  name: string;
+  version: string;
+  capabilities: TransportCapabilities;
+  options: S;
+  /** Detects hardware and libraries without creating anything. */
+  probe?(): Promise<ProbeResult> | ProbeResult;
+  create(context: TransportContext, options: OptionsOf<S>): Promise<Transport>;
+}
+
+/** Declares a transport plugin; the default export of a plugin package. */
+export function definePlugin<S extends OptionsSchema>(plugin: TransportPlugin<S>): TransportPlugin<S> {
+  return plugin;
+}
+
+/**
+ * Checks a loaded module's plugin object before anything uses it. `source` names the
+ * package or file, so the message says which install is at fault.
+ */
+export function validatePlugin(candidate: unknown, source: string): TransportPlugin {
+  if (typeof candidate !== 'object' || candidate === null) {
+    throw new TransferError('PLUGIN_INVALID', `${source} does not export a plugin object (export default definePlugin({...}))`);
+  }
+  const p = candidate as Partial<TransportPlugin>;
+  if (p.apiVersion !== PLUGIN_API_VERSION) {
+    throw new TransferError(
+      'PLUGIN_API_MISMATCH',
+      `${source}${p.name ? ` (plugin "${p.name}")` : ''} implements plugin API version ${String(p.apiVersion)}, but @te/connector expected ${PLUGIN_API_VERSION}, got ${String(p.apiVersion)}; install a version of the plugin built for plugin API ${PLUGIN_API_VERSION}`,
+      { details: { expected: PLUGIN_API_VERSION, got: p.apiVersion, source } },
+    );
+  }
+  const problems: string[] = [];
+  if (typeof p.name !== 'string' || !/^[a-z0-9][a-z0-9._-]*$/.test(p.name)) problems.push('`name` must be a lower-case identifier');
+  if (typeof p.version !== 'string') problems.push('`version` must be a string');
+  if (typeof p.create !== 'function') problems.push('`create` must be a function');
+  if (typeof p.options !== 'object' || p.options === null) problems.push('`options` must be an options schema object');
+  const c = p.capabilities;
+  if (typeof c !== 'object' || c === null) {
+    problems.push('`capabilities` must be declared');
+  } else {
+    if (!TRANSPORT_CLASSES.includes(c.class)) problems.push(`\`capabilities.class\` must be one of ${TRANSPORT_CLASSES.join(', ')}`);
+    if (!Array.isArray(c.memoryKinds) || c.memoryKinds.length === 0 || c.memoryKinds.some((k) => k !== 'cpu' && k !== 'cuda')) problems.push('`capabilities.memoryKinds` must list cpu and/or cuda');
+    for (const flag of ['read', 'notifications', 'rawAddresses'] as const) {
+      if (typeof c[flag] !== 'boolean') problems.push(`\`capabilities.${flag}\` must be a boolean`);
+    }
+    if (!Number.isInteger(c.maxInFlight) || c.maxInFlight < 1) problems.push('`capabilities.maxInFlight` must be a positive integer');
+  }
+  if (problems.length > 0) {
+    throw new TransferError('PLUGIN_INVALID', `${source} exports an invalid plugin: ${problems.join('; ')}`, p.name ? { plugin: p.name } : {});
+  }
+  return p as TransportPlugin;
+}

@@ -1,0 +1,55 @@
+import type { BatchResult, Notification, SubmitOptions, TransferBatch } from './batch.js';
+import type { SegmentDescriptor } from './descriptor.js';
+import type { RegisterRequest, TransportRegistration, WireValue } from './memory.js';
+
+/** Opaque per-peer state a transport keeps (connections, imported handles, address vectors). */
+export interface TransportPeer {
+  readonly segment: string;
+  readonly epoch: bigint;
+}
+
+/** What the engine gives a transport when it creates it. */
+export interface TransportContext {
+  /** This process's segment name (what peers call it). */
+  segmentName: string;
+  /** Changes at every process start; peers use it to detect stale descriptors. */
+  epoch: bigint;
+  /** The host address to advertise and bind data listeners to. */
+  bindAddress: string;
+  env: NodeJS.ProcessEnv;
+  log: (level: 'debug' | 'info' | 'warn' | 'error', message: string) => void;
+}
+
+/**
+ * A created transport. Every method may reject with a `TransferError`; none may throw
+ * anything else. The engine validates arguments before calling, the transport still
+ * validates what it executes (it is the last line before memory is touched).
+ */
+export interface Transport {
+  /** This transport's endpoint, published to peers in the segment descriptor. */
+  endpoint(): WireValue;
+  /** Registers memory; the transport keeps `buffer` alive until `unregisterMemory`. */
+  registerMemory(request: RegisterRequest): Promise<TransportRegistration>;
+  /** Unregisters by start address; afterwards peers' requests to it fail with MEMORY_NOT_REGISTERED. */
+  unregisterMemory(addr: bigint): Promise<void>;
+  /** Prepares to reach a peer (connections, key imports). Called again when the peer's epoch changes. */
+  openPeer(peer: SegmentDescriptor): Promise<TransportPeer>;
+  /** Releases what `openPeer` created. */
+  closePeer(peer: TransportPeer): Promise<void>;
+  /**
+   * Runs a batch. Resolves once every request reached a terminal status (per-request
+   * statuses in the result); rejects with TIMEOUT or ABORTED when the deadline passes or
+   * the signal fires, and with CONNECTION_LOST / PEER_FAILED when the peer goes away.
+   * After the promise settles the transport no longer touches this process's memory for
+   * the batch. Bytes already on the wire may still land on the peer after a rejection:
+   * protocols that reuse remote memory wait for the peer's acknowledgement first.
+   * A batch may be empty when `notify` is set (a notification alone).
+   */
+  submit(peer: TransportPeer, batch: TransferBatch, options: SubmitOptions): Promise<BatchResult>;
+  /** Called for each notification a peer sent; required when `notifications` is declared. */
+  onNotification?(listener: (notification: Notification) => void): void;
+  /** Hardware or provider facts for `te doctor`. */
+  describe?(): Record<string, WireValue>;
+  /** Closes connections and listeners and unregisters everything. Idempotent. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,86 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { createServer } from 'node:net';
+import { ControlClient, ControlServer, TransferError, decodeMessage, encodeMessage, isTransferError } from '../src/index.js';
+
+test('codec keeps u64 values as bigint', () => {
+  const v = decodeMessage<{ a: bigint; b: bigint; c: number }>(encodeMessage({ a: 0xffff_ffff_ffff_fff0n, b: 5n, c: 3 }));
+  assert.is(v.a, 0xffff_ffff_ffff_fff0n);
+  assert.is(v.b, 5n);
+  assert.is(v.c, 3);
+});
+
+test('requests reach handlers by type; errors come back typed', async () => {
+  const server = new ControlServer();
+  const endpoint = await server.bind('127.0.0.1', 0);
+  assert.match(endpoint, /^127\.0\.0\.1:\d+$/);
+  server.handle('echo', (body) => ({ got: body }));
+  server.handle('fail', () => {
+    throw new TransferError('POOL_EXHAUSTED', 'pool is full');
+  });
+  const client = new ControlClient(endpoint);
+  try {
+    assert.equal(await client.request('echo', { n: 1n }, 2000), { got: { n: 1n } });
+    const replies = await Promise.all(Array.from({ length: 20 }, (_, i) => client.request<{ got: number }>('echo', i, 2000)));
+    assert.equal(replies.map((r) => r.got), Array.from({ length: 20 }, (_, i) => i), 'replies matched to their requests');
+    for (const [type, code] of [['fail', 'POOL_EXHAUSTED'], ['nope', 'INVALID_ARGUMENT']] as const) {
+      try {
+        await client.request(type, null, 2000);
+        assert.unreachable();
+      } catch (e) {
+        assert.ok(isTransferError(e, code), String(e));
+      }
+    }
+    assert.throws(() => server.handle('echo', () => 1), /already registered/);
+  } finally {
+    client.close();
+    await server.close();
+  }
+});
+
+test('a request to an endpoint nobody serves times out with TIMEOUT', async () => {
+  // Find a port nobody listens on.
+  const probe = createServer();
+  await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
+  const port = (probe.address() as { port: number }).port;
+  await new Promise((r) => probe.close(r));
+  const client = new ControlClient(`127.0.0.1:${port}`);
+  const started = Date.now();
+  try {
+    await client.request('echo', null, 200);
+    assert.unreachable();
+  } catch (e) {
+    assert.ok(isTransferError(e, 'TIMEOUT'));
+    assert.match((e as Error).message, /No answer from 127\.0\.0\.1:\d+ to "echo" within 200 ms/);
+    assert.ok(Date.now() - started < 2000);
+  } finally {
+    client.close();
+  }
+});
+
+test('garbage sent to the control endpoint does not disturb other clients', async () => {
+  const server = new ControlServer();
+  const endpoint = await server.bind('127.0.0.1', 0);
+  server.handle('ping', () => 'pong');
+  const { Dealer } = await import('zeromq');
+  const rogue = new Dealer({ linger: 0 });
+  rogue.connect(`tcp://${endpoint}`);
+  await rogue.send(Buffer.from([0xc1, 0xff, 0x00]));
+  await rogue.send(encodeMessage({ v: 1, id: 'x', type: 7 }));
+  const client = new ControlClient(endpoint);
+  try {
+    assert.is(await client.request('ping', null, 2000), 'pong');
+    const wrongVersion = new Dealer({ linger: 0, receiveTimeout: 2000 });
+    wrongVersion.connect(`tcp://${endpoint}`);
+    await wrongVersion.send(encodeMessage({ v: 99, id: 1, type: 'ping' }));
+    const [reply] = await wrongVersion.receive();
+    assert.is(decodeMessage<{ code: string }>(reply!).code, 'PROTOCOL_MISMATCH');
+    wrongVersion.close();
+  } finally {
+    rogue.close();
+    client.close();
+    await server.close();
+  }
+});
+
+test.run();

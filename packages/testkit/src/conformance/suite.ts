@@ -1,0 +1,324 @@
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { OP_READ, OP_WRITE, allocateBatch, batchOf, isTransferError, type TransferEngine, type TransferErrorCode, type TransportCapabilities } from '@te/connector';
+import { checkPayload, type TargetMemory } from './target.js';
+
+/** Two engines that can reach each other, built by the plugin under test. */
+export interface ConformancePair {
+  initiator: TransferEngine;
+  /** The target's segment name. */
+  target: string;
+  targetMemory: TargetMemory;
+  /** Makes the target stop serving (SIGSTOP, a never-complete fault); needed by the abort/deadline cases. */
+  stall?(): Promise<void>;
+  resume?(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface ConformanceOptions {
+  /** Name shown in the suite title. */
+  name: string;
+  capabilities: TransportCapabilities;
+  createPair(): Promise<ConformancePair>;
+  /** Cases this plugin does not run, each with the reason (printed, never silent). */
+  exclude?: Record<string, string>;
+  /** Largest single write the suite tries (default 1 MiB). */
+  maxBytes?: number;
+}
+
+/** Deterministic bytes for a (seed, length), so every landed byte can be checked. */
+export function pattern(length: number, seed: number): Uint8Array {
+  const out = new Uint8Array(length);
+  let x = (seed * 2654435761) >>> 0 || 1;
+  for (let i = 0; i < length; i++) {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    out[i] = x & 0xff;
+  }
+  return out;
+}
+
+async function rejectsWith(promise: Promise<unknown>, codes: TransferErrorCode[]): Promise<Error> {
+  try {
+    await promise;
+  } catch (e) {
+    if (!isTransferError(e)) throw new assert.Assertion({ message: `expected a TransferError (${codes.join('|')}), got ${String(e)}`, operator: 'rejects', expects: codes, actual: e });
+    assert.ok(codes.includes(e.code), `expected ${codes.join(' or ')}, got ${e.code}: ${e.message}`);
+    return e;
+  }
+  throw new assert.Assertion({ message: `expected rejection with ${codes.join('|')}, but it resolved`, operator: 'rejects', expects: codes, actual: 'resolved' });
+}
+
+/**
+ * The conformance suite every transport plugin runs: register, write, read, batches,
+ * bounds, abort, deadline, notifications. Cases a plugin's capabilities exclude are
+ * dropped with the reason printed.
+ */
+export function transportConformance(options: ConformanceOptions) {
+  const test = suite<{ pair: ConformancePair }>(`conformance: ${options.name}`);
+  const maxBytes = options.maxBytes ?? 1 << 20;
+  const skipped: string[] = [];
+  const requires = (caseName: string): string | undefined => {
+    if (caseName.startsWith('read') && !options.capabilities.read) return 'capabilities.read is false';
+    if (caseName.startsWith('notification') && !options.capabilities.notifications) return 'capabilities.notifications is false';
+    return options.exclude?.[caseName];
+  };
+  const it = (caseName: string, body: (pair: ConformancePair) => Promise<void>): void => {
+    const reason = requires(caseName);
+    if (reason) {
+      skipped.push(`${caseName}: ${reason}`);
+      return;
+    }
+    test(caseName, (ctx) => body(ctx.pair));
+  };
+  const needsStall = (caseName: string, body: (pair: ConformancePair) => Promise<void>): void =>
+    it(caseName, async (pair) => {
+      if (!pair.stall || !pair.resume) throw new Error(`${caseName} needs pair.stall/resume; exclude the case with a reason if the transport cannot provide them`);
+      await body(pair);
+    });
+
+  test.before(async (ctx) => {
+    ctx.pair = await options.createPair();
+  });
+  test.after(async (ctx) => {
+    await ctx.pair?.close();
+    if (skipped.length) console.log(`  ${options.name}: skipped cases:\n${skipped.map((s) => `    - ${s}`).join('\n')}`);
+  });
+
+  it('register: published, overlap refused, unregistered', async ({ initiator }) => {
+    const buf = new Uint8Array(8192);
+    const h = await initiator.registerMemory(buf);
+    assert.ok(initiator.descriptor().buffers.some((b) => b.addr === h.addr && b.length === 8192n));
+    await rejectsWith(initiator.registerMemory({ addr: h.addr + 100n, length: 10n }), ['MEMORY_OVERLAP']);
+    await initiator.unregisterMemory(h);
+    assert.not.ok(initiator.descriptor().buffers.some((b) => b.addr === h.addr));
+    await rejectsWith(initiator.unregisterMemory(h.addr), ['MEMORY_NOT_REGISTERED']);
+  });
+
+  it('write: sizes land byte for byte', async ({ initiator, target, targetMemory }) => {
+    const sizes = [1, 7, 4096, 65_537, maxBytes];
+    const src = new Uint8Array(maxBytes);
+    const local = await initiator.registerMemory(src);
+    const remote = await targetMemory.alloc(maxBytes + 64, { fill: 0xee });
+    try {
+      for (const [k, size] of sizes.entries()) {
+        src.set(pattern(size, k + 1));
+        await initiator.write(target, local.addr, remote + 32n, size);
+        const landed = await targetMemory.read(remote, size + 64);
+        assert.equal(landed.subarray(32, 32 + size), pattern(size, k + 1), `payload of ${size} bytes`);
+        assert.equal(landed.subarray(0, 32), new Uint8Array(32).fill(0xee), 'bytes before the range untouched');
+        if (k === 0) assert.is(landed[33], 0xee, 'byte after a 1-byte write untouched');
+      }
+    } finally {
+      await initiator.unregisterMemory(local);
+      await targetMemory.free(remote);
+    }
+  });
+
+  it('read: remote bytes arrive', async ({ initiator, target, targetMemory }) => {
+    const size = Math.min(maxBytes, 256 * 1024);
+    const remote = await targetMemory.alloc(size);
+    await targetMemory.write(remote, pattern(size, 99));
+    const dst = new Uint8Array(size);
+    const local = await initiator.registerMemory(dst);
+    try {
+      await initiator.read(target, local.addr, remote, size);
+      assert.equal(dst, pattern(size, 99));
+    } finally {
+      await initiator.unregisterMemory(local);
+      await targetMemory.free(remote);
+    }
+  });
+
+  it('batch: 1000 scattered requests, mixed read and write when supported', async ({ initiator, target, targetMemory }) => {
+    const n = 1000;
+    const item = 64;
+    const src = pattern(n * item, 7);
+    const local = await initiator.registerMemory(Uint8Array.from(src));
+    const readBack = new Uint8Array(n * item);
+    const localRead = await initiator.registerMemory(readBack);
+    const remote = await targetMemory.alloc(n * item * 2);
+    try {
+      const w = allocateBatch(n);
+      for (let i = 0; i < n; i++) {
+        w.opcodes[i] = OP_WRITE;
+        w.localAddrs[i] = local.addr + BigInt(i * item);
+        w.remoteAddrs[i] = remote + BigInt((n - 1 - i) * item * 2); // reversed, strided
+        w.lengths[i] = BigInt(item);
+      }
+      const result = await initiator.transfer(target, w);
+      assert.is(result.statuses.length, n);
+      assert.ok(result.statuses.every((s) => s === 0));
+      const landed = await targetMemory.read(remote, n * item * 2);
+      for (let i = 0; i < n; i++) {
+        const at = (n - 1 - i) * item * 2;
+        assert.equal(landed.subarray(at, at + item), src.subarray(i * item, (i + 1) * item), `request ${i}`);
+      }
+      if (options.capabilities.read) {
+        const r = allocateBatch(n);
+        for (let i = 0; i < n; i++) {
+          r.opcodes[i] = OP_READ;
+          r.localAddrs[i] = localRead.addr + BigInt(i * item);
+          r.remoteAddrs[i] = w.remoteAddrs[i]!;
+          r.lengths[i] = BigInt(item);
+        }
+        await initiator.transfer(target, r);
+        assert.equal(readBack, src);
+      }
+    } finally {
+      await initiator.unregisterMemory(local);
+      await initiator.unregisterMemory(localRead);
+      await targetMemory.free(remote);
+    }
+  });
+
+  it('concurrent: batches from several callers at once', async ({ initiator, target, targetMemory }) => {
+    const callers = 8;
+    const size = 32 * 1024;
+    const src = new Uint8Array(callers * size);
+    for (let c = 0; c < callers; c++) src.set(pattern(size, 100 + c), c * size);
+    const local = await initiator.registerMemory(src);
+    const remote = await targetMemory.alloc(callers * size);
+    try {
+      await Promise.all(Array.from({ length: callers }, (_, c) => initiator.write(target, local.addr + BigInt(c * size), remote + BigInt(c * size), size)));
+      assert.equal(await targetMemory.read(remote, callers * size), src);
+    } finally {
+      await initiator.unregisterMemory(local);
+      await targetMemory.free(remote);
+    }
+  });
+
+  it('bounds: a write past the end of the peer region is refused and changes nothing', async ({ initiator, target, targetMemory }) => {
+    const local = await initiator.registerMemory(pattern(8192, 3));
+    const remote = await targetMemory.alloc(4096, { fill: 0x11 });
+    try {
+      const err = await rejectsWith(initiator.write(target, local.addr, remote + 2048n, 4096), ['ADDRESS_OUT_OF_RANGE']);
+      assert.ok((err as { statuses?: Int32Array }).statuses?.[0] !== 0);
+      assert.equal(await targetMemory.read(remote, 4096), new Uint8Array(4096).fill(0x11), 'target memory unchanged');
+      await initiator.write(target, local.addr, remote, 4096);
+      assert.equal(await targetMemory.read(remote, 4096), pattern(8192, 3).subarray(0, 4096), 'peer still serves after the refusal');
+    } finally {
+      await initiator.unregisterMemory(local);
+      await targetMemory.free(remote);
+    }
+  });
+
+  it('bounds: unregistered or local-only peer memory is refused', async ({ initiator, target, targetMemory }) => {
+    const local = await initiator.registerMemory(new Uint8Array(4096));
+    const gone = await targetMemory.alloc(4096);
+    await targetMemory.free(gone);
+    const privateRegion = await targetMemory.alloc(4096, { remoteAccess: false, fill: 0x22 });
+    try {
+      await rejectsWith(initiator.write(target, local.addr, gone, 4096), ['MEMORY_NOT_REGISTERED', 'ADDRESS_OUT_OF_RANGE']);
+      await rejectsWith(initiator.write(target, local.addr, privateRegion, 4096), ['MEMORY_NOT_REGISTERED', 'ADDRESS_OUT_OF_RANGE']);
+      assert.equal(await targetMemory.read(privateRegion, 4096), new Uint8Array(4096).fill(0x22));
+    } finally {
+      await initiator.unregisterMemory(local);
+      await targetMemory.free(privateRegion);
+    }
+  });
+
+  it('bounds: unregistered local memory is refused', async ({ initiator, target, targetMemory }) => {
+    const local = await initiator.registerMemory(new Uint8Array(4096));
+    const remote = await targetMemory.alloc(4096, { fill: 0x33 });
+    try {
+      await rejectsWith(initiator.write(target, local.addr + 4096n * 64n, remote, 16), ['MEMORY_NOT_REGISTERED', 'ADDRESS_OUT_OF_RANGE']);
+      await rejectsWith(initiator.write(target, local.addr + 4000n, remote, 200), ['ADDRESS_OUT_OF_RANGE', 'MEMORY_NOT_REGISTERED']);
+      assert.equal(await targetMemory.read(remote, 4096), new Uint8Array(4096).fill(0x33));
+    } finally {
+      await initiator.unregisterMemory(local);
+      await targetMemory.free(remote);
+    }
+  });
+
+  it('abort: an aborted signal refuses the batch', async ({ initiator, target, targetMemory }) => {
+    const local = await initiator.registerMemory(new Uint8Array(4096));
+    const remote = await targetMemory.alloc(4096, { fill: 0x44 });
+    try {
+      const ac = new AbortController();
+      ac.abort();
+      await rejectsWith(initiator.write(target, local.addr, remote, 4096, { signal: ac.signal }), ['ABORTED']);
+      assert.equal(await targetMemory.read(remote, 4096), new Uint8Array(4096).fill(0x44));
+    } finally {
+      await initiator.unregisterMemory(local);
+      await targetMemory.free(remote);
+    }
+  });
+
+  needsStall('abort: in flight, against a stalled peer', async (pair) => {
+    const { initiator, target, targetMemory } = pair;
+    const local = await initiator.registerMemory(new Uint8Array(1 << 20));
+    const remote = await targetMemory.alloc(1 << 20);
+    try {
+      await pair.stall!();
+      const ac = new AbortController();
+      const started = Date.now();
+      const p = initiator.write(target, local.addr, remote, 1 << 20, { signal: ac.signal, timeoutMs: 20_000 });
+      setTimeout(() => ac.abort(), 50);
+      await rejectsWith(p, ['ABORTED']);
+      assert.ok(Date.now() - started < 5_000, `abort took ${Date.now() - started} ms`);
+    } finally {
+      await pair.resume!();
+      await initiator.unregisterMemory(local);
+      await targetMemory.free(remote);
+    }
+    // The engine still works afterwards.
+    const again = await initiator.registerMemory(pattern(64, 5));
+    const r2 = await targetMemory.alloc(64);
+    await initiator.write(target, again.addr, r2, 64);
+    assert.equal(await targetMemory.read(r2, 64), pattern(64, 5));
+    await initiator.unregisterMemory(again);
+    await targetMemory.free(r2);
+  });
+
+  needsStall('deadline: a stalled peer fails the batch with TIMEOUT in time', async (pair) => {
+    const { initiator, target, targetMemory } = pair;
+    const local = await initiator.registerMemory(new Uint8Array(1 << 20));
+    const remote = await targetMemory.alloc(1 << 20);
+    try {
+      await pair.stall!();
+      const started = Date.now();
+      await rejectsWith(initiator.write(target, local.addr, remote, 1 << 20, { timeoutMs: 300 }), ['TIMEOUT']);
+      const took = Date.now() - started;
+      assert.ok(took >= 250 && took < 3_000, `deadline of 300 ms took ${took} ms`);
+    } finally {
+      await pair.resume!();
+      await initiator.unregisterMemory(local);
+      await targetMemory.free(remote);
+    }
+  });
+
+  it('notification: arrives after the data of its batch', async ({ initiator, target, targetMemory }) => {
+    const size = 64 * 1024;
+    const local = await initiator.registerMemory(pattern(size, 42));
+    const remote = await targetMemory.alloc(size);
+    try {
+      const before = (await targetMemory.notifications()).length;
+      await initiator.transfer(target, batchOf([{ op: 'write', local: local.addr, remote, length: size }]), { notify: checkPayload(remote, size) });
+      let got: Awaited<ReturnType<TargetMemory['notifications']>> = [];
+      for (let i = 0; i < 200 && got.length <= before; i++) {
+        got = await targetMemory.notifications();
+        if (got.length <= before) await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.ok(got.length > before, 'notification delivered');
+      const n = got[got.length - 1]!;
+      assert.is(n.from, initiator.segmentName);
+      assert.ok(n.snapshot, 'target could snapshot the range');
+      assert.equal(n.snapshot, pattern(size, 42), 'data was in place when the notification arrived');
+    } finally {
+      await initiator.unregisterMemory(local);
+      await targetMemory.free(remote);
+    }
+  });
+
+  it('batch: malformed batches are refused before any transport sees them', async ({ initiator, target }) => {
+    const bad = allocateBatch(2);
+    await rejectsWith(initiator.transfer(target, { ...bad, lengths: new BigUint64Array(1) }), ['INVALID_ARGUMENT']);
+    bad.opcodes[0] = 9;
+    await rejectsWith(initiator.transfer(target, bad), ['INVALID_ARGUMENT']);
+    await rejectsWith(initiator.transfer(target, allocateBatch(0), { timeoutMs: -1 }), ['INVALID_ARGUMENT']);
+  });
+
+  return test;
+}

@@ -1,0 +1,109 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import { createTransferEngine, type TeConfigInput } from '@te/connector';
+import { LocalTargetMemory, type ReceivedNotification, type TargetMemory } from './target.js';
+
+/*
+ * A conformance target in a child process, driven over Node's IPC channel, so a real
+ * transport is tested across processes. The child runs `serveTargetProcess()`; the parent
+ * calls `spawnTargetProcess(script, config)`. Bigints cross as strings.
+ */
+
+type Op = 'alloc' | 'read' | 'write' | 'free' | 'notifications' | 'close';
+interface OpMessage { id: number; op: Op; args: unknown[] }
+interface ReplyMessage { id: number; ok: boolean; value?: unknown; error?: string }
+
+/** Runs in the child: creates an engine from `TE_TARGET_CONFIG` (JSON) and serves memory ops. */
+export async function serveTargetProcess(): Promise<void> {
+  const config = JSON.parse(process.env.TE_TARGET_CONFIG ?? '{}') as TeConfigInput;
+  const engine = await createTransferEngine(config);
+  const memory = new LocalTargetMemory(engine);
+  const handlers: Record<Op, (...args: any[]) => Promise<unknown>> = {
+    alloc: async (length: number, options?: { fill?: number; remoteAccess?: boolean }) => (await memory.alloc(length, options)).toString(),
+    read: async (addr: string, length: number) => Buffer.from(await memory.read(BigInt(addr), length)).toString('base64'),
+    write: async (addr: string, b64: string) => memory.write(BigInt(addr), Buffer.from(b64, 'base64')),
+    free: async (addr: string) => memory.free(BigInt(addr)),
+    notifications: async () =>
+      (await memory.notifications()).map((n) => ({ from: n.from, payload: Buffer.from(n.payload).toString('base64'), snapshot: n.snapshot ? Buffer.from(n.snapshot).toString('base64') : undefined })),
+    close: async () => {
+      await engine.close();
+      setImmediate(() => process.exit(0));
+    },
+  };
+  process.on('message', (m: OpMessage) => {
+    handlers[m.op](...m.args).then(
+      (value) => process.send!({ id: m.id, ok: true, value } satisfies ReplyMessage),
+      (e: Error) => process.send!({ id: m.id, ok: false, error: `${(e as { code?: string }).code ?? 'Error'}: ${e.message}` } satisfies ReplyMessage),
+    );
+  });
+  process.send!({ ready: engine.segmentName });
+}
+
+export interface TargetProcess extends TargetMemory {
+  segment: string;
+  child: ChildProcess;
+  /** SIGSTOP: the target stops answering (for deadline and abort tests). */
+  stall(): Promise<void>;
+  resume(): Promise<void>;
+  kill(): void;
+  close(): Promise<void>;
+}
+
+/** Forks `script` (which calls `serveTargetProcess`) with the engine config. */
+export function spawnTargetProcess(script: string, config: TeConfigInput, options: { env?: NodeJS.ProcessEnv; execArgv?: string[] } = {}): Promise<TargetProcess> {
+  const child = fork(script, [], {
+    env: { ...process.env, ...options.env, TE_TARGET_CONFIG: JSON.stringify(config) },
+    execArgv: options.execArgv ?? ['--import', 'tsx'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  let nextId = 1;
+  const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  const call = (op: Op, ...args: unknown[]): Promise<any> =>
+    new Promise((resolve, reject) => {
+      const id = nextId++;
+      pending.set(id, { resolve, reject });
+      child.send({ id, op, args } satisfies OpMessage);
+    });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`target process ${script} did not start within 20 s`)), 20_000);
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      for (const p of pending.values()) p.reject(new Error(`target process exited (${code})`));
+      reject(new Error(`target process exited with ${code} before it was ready`));
+    });
+    child.on('message', (m: ReplyMessage | { ready: string }) => {
+      if ('ready' in m) {
+        clearTimeout(timer);
+        resolve({
+          segment: m.ready,
+          child,
+          alloc: async (length, opts) => BigInt(await call('alloc', length, opts)),
+          read: async (addr, length) => new Uint8Array(Buffer.from(await call('read', addr.toString(), length), 'base64')),
+          write: (addr, data) => call('write', addr.toString(), Buffer.from(data).toString('base64')),
+          free: (addr) => call('free', addr.toString()),
+          notifications: async () =>
+            ((await call('notifications')) as { from: string; payload: string; snapshot?: string }[]).map(
+              (n): ReceivedNotification => ({ from: n.from, payload: new Uint8Array(Buffer.from(n.payload, 'base64')), ...(n.snapshot ? { snapshot: new Uint8Array(Buffer.from(n.snapshot, 'base64')) } : {}) }),
+            ),
+          stall: async () => void child.kill('SIGSTOP'),
+          resume: async () => void child.kill('SIGCONT'),
+          kill: () => void child.kill('SIGKILL'),
+          close: async () => {
+            if (child.exitCode !== null || child.signalCode !== null) return;
+            const exited = new Promise((r) => child.once('exit', r));
+            child.kill('SIGCONT');
+            await Promise.race([call('close').catch(() => undefined), new Promise((r) => setTimeout(r, 3000))]);
+            const t = setTimeout(() => child.kill('SIGKILL'), 3000);
+            await exited;
+            clearTimeout(t);
+          },
+        });
+        return;
+      }
+      const p = pending.get(m.id);
+      if (!p) return;
+      pending.delete(m.id);
+      if (m.ok) p.resolve(m.value);
+      else p.reject(new Error(m.error));
+    });
+  });
+}

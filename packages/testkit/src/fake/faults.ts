@@ -1,0 +1,48 @@
+import { NATIVE_STATUS } from '@te/connector';
+
+/**
+ * Fault injection for the fake transport, shared by every instance of one fake plugin.
+ * Tests flip these between calls to exercise the engine's failure handling.
+ */
+export class FakeFaults {
+  /** The n-th request submitted from now on (1-based, across batches) fails with `status`. */
+  failNth: { n: number; status: number } | undefined;
+  /** Batches never complete: only their deadline or abort ends them. */
+  neverComplete = false;
+  /** Odd-numbered batches complete after even-numbered ones submitted later. */
+  outOfOrder = false;
+  /** Delay before a batch completes, in ms. */
+  latencyMs = 0;
+  /** Segments whose peer is considered dead. */
+  readonly droppedPeers = new Set<string>();
+  submitted = 0;
+  batches = 0;
+  private readonly dropListeners = new Set<(segment: string) => void>();
+
+  failRequest(n: number, status: number = NATIVE_STATUS.TRANSFER_FAILED): void {
+    this.failNth = { n: this.submitted + n, status };
+  }
+
+  /** Kills the link to a peer: in-flight and later batches to it fail with PEER_FAILED. */
+  dropPeer(segment: string): void {
+    this.droppedPeers.add(segment);
+    for (const l of this.dropListeners) l(segment);
+  }
+
+  restorePeer(segment: string): void {
+    this.droppedPeers.delete(segment);
+  }
+
+  onDrop(listener: (segment: string) => void): () => void {
+    this.dropListeners.add(listener);
+    return () => this.dropListeners.delete(listener);
+  }
+
+  reset(): void {
+    this.failNth = undefined;
+    this.neverComplete = false;
+    this.outOfOrder = false;
+    this.latencyMs = 0;
+    this.droppedPeers.clear();
+  }
+}
