@@ -103,6 +103,10 @@ export class ControlServer {
   }
 
   async close(): Promise<void> {
+    if (this.router.closed) return;
+    // Unbind first: close() alone releases the port asynchronously, and a process restarted
+    // on the same port (tests, supervisors) would find it still taken.
+    if (this.endpointValue) await this.router.unbind(`tcp://${this.endpointValue}`).catch(() => undefined);
     this.router.close();
     await this.loop;
   }

@@ -67,9 +67,9 @@ function isBufferSource(value: unknown): value is BufferSource {
 }
 
 function toBigInt(name: string, value: unknown): bigint {
-  if (typeof value === 'bigint') return value;
+  if (typeof value === 'bigint' && value >= 0n && value <= 0xffff_ffff_ffff_ffffn) return value;
   if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return BigInt(value);
-  throw new TransferError('INVALID_ARGUMENT', `Expected \`${name}\` to be a non-negative bigint (or safe integer), got ${String(value)}`);
+  throw new TransferError('INVALID_ARGUMENT', `Expected \`${name}\` to be a non-negative u64 bigint (or safe integer), got ${typeof value === 'bigint' ? `${value}n` : String(value)}`);
 }
 
 /**

@@ -56,7 +56,7 @@ async function rejectsWith(promise: Promise<unknown>, codes: TransferErrorCode[]
  * dropped with the reason printed.
  */
 export function transportConformance(options: ConformanceOptions) {
-  const test = suite<{ pair: ConformancePair }>(`conformance: ${options.name}`);
+  const test = suite<{ pair?: ConformancePair; setupError?: unknown }>(`conformance: ${options.name}`);
   const maxBytes = options.maxBytes ?? 1 << 20;
   const skipped: string[] = [];
   const requires = (caseName: string): string | undefined => {
@@ -70,7 +70,11 @@ export function transportConformance(options: ConformanceOptions) {
       skipped.push(`${caseName}: ${reason}`);
       return;
     }
-    test(caseName, (ctx) => body(ctx.pair));
+    test(caseName, (ctx) => {
+      // uvu 0.5 swallows errors thrown by `before` hooks: re-raise them in every case.
+      if (!ctx.pair) throw ctx.setupError ?? new Error('conformance pair was not created');
+      return body(ctx.pair);
+    });
   };
   const needsStall = (caseName: string, body: (pair: ConformancePair) => Promise<void>): void =>
     it(caseName, async (pair) => {
@@ -79,7 +83,11 @@ export function transportConformance(options: ConformanceOptions) {
     });
 
   test.before(async (ctx) => {
-    ctx.pair = await options.createPair();
+    try {
+      ctx.pair = await options.createPair();
+    } catch (error) {
+      ctx.setupError = error;
+    }
   });
   test.after(async (ctx) => {
     await ctx.pair?.close();

@@ -1,0 +1,152 @@
+import { createHash, randomFillSync } from 'node:crypto';
+import { OP_READ, OP_WRITE, TransferError, allocateBatch, createTransferEngine, type TeConfigInput, type TransferBatch, type TransferEngine } from '@te/connector';
+import { BENCH_DIGEST, BENCH_INFO, BENCH_RANDOMIZE, type BenchInfo } from './protocol.js';
+import { Samples, percentile } from './stats.js';
+
+export interface BenchOptions {
+  plugin: string;
+  target: string;
+  op: 'write' | 'read';
+  blockSize: number;
+  batchSize: number;
+  concurrency: number;
+  durationS: number;
+  verify: boolean;
+  timeoutMs?: number;
+  bindAddress?: string;
+  transportOptions?: Record<string, unknown>;
+  /** Called about every 250 ms while timing. */
+  onProgress?: (p: { elapsedS: number; bytesPerSecond: number; requestsPerSecond: number }) => void;
+}
+
+export interface BenchResult {
+  plugin: string;
+  op: 'write' | 'read';
+  blockSize: number;
+  batchSize: number;
+  concurrency: number;
+  durationS: number;
+  bytes: number;
+  requests: number;
+  batches: number;
+  bytesPerSecond: number;
+  requestsPerSecond: number;
+  p50Us: number;
+  p99Us: number;
+  /** True only when --verify ran and every byte matched. */
+  verified: boolean;
+}
+
+/** Bytes the target must register for these options. */
+export function benchBytes(o: Pick<BenchOptions, 'blockSize' | 'batchSize' | 'concurrency'>): number {
+  return o.blockSize * o.batchSize * o.concurrency;
+}
+
+function workerBatch(op: 'write' | 'read', worker: number, o: BenchOptions, local: bigint, remote: bigint): TransferBatch {
+  const batch = allocateBatch(o.batchSize);
+  const base = BigInt(worker * o.batchSize * o.blockSize);
+  for (let i = 0; i < o.batchSize; i++) {
+    const off = base + BigInt(i * o.blockSize);
+    batch.opcodes[i] = op === 'write' ? OP_WRITE : OP_READ;
+    batch.localAddrs[i] = local + off;
+    batch.remoteAddrs[i] = remote + off;
+    batch.lengths[i] = BigInt(o.blockSize);
+  }
+  return batch;
+}
+
+const sha256 = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
+
+/**
+ * The active side of `te bench`: `concurrency` workers, each submitting batches of
+ * `batchSize` requests of `blockSize` bytes over its own slice of the buffers, for
+ * `durationS` seconds. Latency is per batch. A verified batch runs before timing.
+ */
+export async function runBench(o: BenchOptions): Promise<BenchResult> {
+  const config: TeConfigInput = { connector: o.plugin, role: 'producer' };
+  if (o.bindAddress) config.bindAddress = o.bindAddress;
+  if (o.transportOptions) config.transportOptions = { [o.plugin]: o.transportOptions };
+  const engine = await createTransferEngine(config);
+  try {
+    return await measure(engine, o);
+  } finally {
+    await engine.close();
+  }
+}
+
+async function measure(engine: TransferEngine, o: BenchOptions): Promise<BenchResult> {
+  const total = benchBytes(o);
+  const control = engine.controlClient(o.target);
+  const info = await control.request<BenchInfo>(BENCH_INFO, null, 10_000);
+  if (info.length < BigInt(total)) throw new TransferError('INVALID_ARGUMENT', `target buffer has ${info.length} bytes, the run needs ${total}`);
+  const local = new Uint8Array(total);
+  randomFillSync(local);
+  const handle = await engine.registerMemory(local);
+  const timeoutMs = o.timeoutMs ?? 30_000;
+  const remoteDigest = (): Promise<string> => control.request<string>(BENCH_DIGEST, { offset: 0n, length: BigInt(total) }, 60_000);
+  const batches = Array.from({ length: o.concurrency }, (_, w) => workerBatch(o.op, w, o, handle.addr, info.addr));
+
+  // Correctness before speed: one full pass in each direction that matters, checked by digest.
+  await Promise.all(batches.map((b) => engine.transfer(o.target, b, { timeoutMs })));
+  const afterFirstPass = o.op === 'write' ? await remoteDigest() : sha256(local);
+  const expected = o.op === 'write' ? sha256(local) : await remoteDigest();
+  if (afterFirstPass !== expected) throw new TransferError('TRANSFER_FAILED', `pre-timing check failed: ${o.op} data does not match (sha256 ${afterFirstPass} vs ${expected})`);
+
+  if (o.verify) {
+    // Fresh contents so that the final check proves the timed run moved the bytes.
+    if (o.op === 'write') randomFillSync(local);
+    else {
+      await control.request(BENCH_RANDOMIZE, { offset: 0n, length: BigInt(total) }, 60_000);
+      local.fill(0);
+    }
+  }
+
+  const samples = new Samples();
+  let requests = 0;
+  let batchesDone = 0;
+  const started = performance.now();
+  const endAt = started + o.durationS * 1000;
+  let lastReport = started;
+  const worker = async (b: TransferBatch): Promise<void> => {
+    while (performance.now() < endAt) {
+      const t0 = performance.now();
+      await engine.transfer(o.target, b, { timeoutMs });
+      const t1 = performance.now();
+      samples.push((t1 - t0) * 1000);
+      requests += o.batchSize;
+      batchesDone++;
+      if (o.onProgress && t1 - lastReport >= 250) {
+        lastReport = t1;
+        const s = (t1 - started) / 1000;
+        o.onProgress({ elapsedS: s, bytesPerSecond: (requests * o.blockSize) / s, requestsPerSecond: requests / s });
+      }
+    }
+  };
+  await Promise.all(batches.map(worker));
+  const elapsedS = (performance.now() - started) / 1000;
+
+  let verified = false;
+  if (o.verify) {
+    const mine = sha256(local);
+    const theirs = await remoteDigest();
+    if (mine !== theirs) throw new TransferError('TRANSFER_FAILED', `verification failed after the timed run: local sha256 ${mine}, target ${theirs}`);
+    verified = true;
+  }
+  const sorted = samples.sorted();
+  return {
+    plugin: o.plugin,
+    op: o.op,
+    blockSize: o.blockSize,
+    batchSize: o.batchSize,
+    concurrency: o.concurrency,
+    durationS: elapsedS,
+    bytes: requests * o.blockSize,
+    requests,
+    batches: batchesDone,
+    bytesPerSecond: (requests * o.blockSize) / elapsedS,
+    requestsPerSecond: requests / elapsedS,
+    p50Us: percentile(sorted, 50),
+    p99Us: percentile(sorted, 99),
+    verified,
+  };
+}

@@ -1,0 +1,43 @@
+import { createHash, randomFillSync } from 'node:crypto';
+import { TransferError, createTransferEngine, type TeConfigInput, type TransferEngine } from '@te/connector';
+import { BENCH_DIGEST, BENCH_INFO, BENCH_RANDOMIZE, type BenchInfo, type DigestRequest } from './protocol.js';
+
+export interface BenchTargetOptions {
+  plugin: string;
+  bytes: number;
+  bindAddress?: string;
+  port?: number;
+  transportOptions?: Record<string, unknown>;
+}
+
+export interface BenchTarget {
+  engine: TransferEngine;
+  close(): Promise<void>;
+}
+
+/**
+ * The passive side of `te bench` and `te demo`: registers one buffer and answers
+ * info and digest requests, so the initiator can verify every byte that landed.
+ */
+export async function startBenchTarget(options: BenchTargetOptions): Promise<BenchTarget> {
+  const config: TeConfigInput = { connector: options.plugin, role: 'consumer', metadata: { port: options.port ?? 0 } };
+  if (options.bindAddress) config.bindAddress = options.bindAddress;
+  if (options.transportOptions) config.transportOptions = { [options.plugin]: options.transportOptions };
+  const engine = await createTransferEngine(config);
+  const buffer = new Uint8Array(options.bytes);
+  randomFillSync(buffer);
+  const handle = await engine.registerMemory(buffer);
+  const checkRange = ({ offset, length }: DigestRequest): Uint8Array => {
+    if (typeof offset !== 'bigint' || typeof length !== 'bigint' || offset < 0n || length < 0n || offset + length > BigInt(buffer.length)) {
+      throw new TransferError('INVALID_ARGUMENT', `digest range out of the bench buffer (${buffer.length} bytes)`);
+    }
+    return buffer.subarray(Number(offset), Number(offset + length));
+  };
+  engine.control.handle(BENCH_INFO, (): BenchInfo => ({ addr: handle.addr, length: handle.length, plugin: options.plugin }));
+  engine.control.handle(BENCH_DIGEST, (body) => createHash('sha256').update(checkRange(body as DigestRequest)).digest('hex'));
+  engine.control.handle(BENCH_RANDOMIZE, (body) => {
+    randomFillSync(checkRange(body as DigestRequest));
+    return true;
+  });
+  return { engine, close: () => engine.close() };
+}

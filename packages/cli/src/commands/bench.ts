@@ -1,0 +1,131 @@
+import pc from 'picocolors';
+import { benchBytes, runBench, type BenchOptions, type BenchResult } from '../bench/initiator.js';
+import { spawnBenchTarget } from '../bench/loopback.js';
+import { startBenchTarget } from '../bench/target.js';
+import { bytes, count, gbps, parseSize, table } from '../format.js';
+
+export interface BenchCliOptions {
+  mode: string;
+  loopback?: boolean;
+  target?: string;
+  plugin: string;
+  op: string;
+  blockSize: string;
+  batchSize: string;
+  concurrency: string;
+  duration: string;
+  verify?: boolean;
+  json?: boolean;
+  bind?: string;
+  port: string;
+  bytes?: string;
+  timeout: string;
+  option: string[];
+}
+
+/** A usage error: printed without a stack, exit code 2. */
+export class UsageError extends Error {}
+
+function positiveInt(name: string, text: string, max = 1 << 30): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1 || n > max) throw new UsageError(`Expected ${name} to be an integer from 1 to ${max}, got ${JSON.stringify(text)}`);
+  return n;
+}
+
+/** `--option ioThreads=2` pairs, values parsed as JSON when they look like JSON. */
+export function parseTransportOptions(pairs: string[]): Record<string, unknown> | undefined {
+  if (pairs.length === 0) return undefined;
+  const out: Record<string, unknown> = {};
+  for (const pair of pairs) {
+    const eq = pair.indexOf('=');
+    if (eq <= 0) throw new UsageError(`Expected --option key=value, got ${JSON.stringify(pair)}`);
+    const raw = pair.slice(eq + 1);
+    let value: unknown = raw;
+    try {
+      value = JSON.parse(raw);
+    } catch {
+      // A plain string.
+    }
+    out[pair.slice(0, eq)] = value;
+  }
+  return out;
+}
+
+export function benchOptionsFrom(cli: BenchCliOptions, target: string): BenchOptions {
+  if (cli.op !== 'write' && cli.op !== 'read') throw new UsageError(`Expected --op to be write or read, got ${JSON.stringify(cli.op)}`);
+  let blockSize: number;
+  try {
+    blockSize = parseSize(cli.blockSize);
+  } catch (e) {
+    throw new UsageError(`--block-size: ${(e as Error).message}`);
+  }
+  if (blockSize < 1 || blockSize > 1 << 30) throw new UsageError(`Expected --block-size from 1 B to 1 GiB, got ${cli.blockSize}`);
+  const duration = Number(cli.duration);
+  if (!(duration > 0 && duration <= 3600)) throw new UsageError(`Expected --duration to be seconds in (0, 3600], got ${JSON.stringify(cli.duration)}`);
+  const o: BenchOptions = {
+    plugin: cli.plugin,
+    target,
+    op: cli.op,
+    blockSize,
+    batchSize: positiveInt('--batch-size', cli.batchSize, 1_000_000),
+    concurrency: positiveInt('--concurrency', cli.concurrency, 1024),
+    durationS: duration,
+    verify: cli.verify === true,
+    timeoutMs: positiveInt('--timeout', cli.timeout, 3_600_000),
+  };
+  if (benchBytes(o) > 4 * 2 ** 30) throw new UsageError(`block-size × batch-size × concurrency is ${bytes(benchBytes(o))}; keep it at or under 4 GiB`);
+  if (cli.bind) o.bindAddress = cli.bind;
+  const transportOptions = parseTransportOptions(cli.option);
+  if (transportOptions) o.transportOptions = transportOptions;
+  return o;
+}
+
+export function printBenchResult(r: BenchResult): void {
+  console.log(
+    table([
+      ['plugin', 'op', 'block', 'batch', 'conc', 'throughput', 'requests/s', 'p50 (batch)', 'p99 (batch)', 'verified'],
+      [r.plugin, r.op, bytes(r.blockSize), String(r.batchSize), String(r.concurrency), gbps(r.bytesPerSecond), count(r.requestsPerSecond), `${r.p50Us.toFixed(0)} µs`, `${r.p99Us.toFixed(0)} µs`, r.verified ? pc.green('yes') : 'no'],
+    ]),
+  );
+}
+
+async function runTarget(cli: BenchCliOptions): Promise<void> {
+  const size = cli.bytes ? parseSize(cli.bytes) : 64 * 2 ** 20;
+  const transportOptions = parseTransportOptions(cli.option);
+  const target = await startBenchTarget({
+    plugin: cli.plugin,
+    bytes: size,
+    port: Number(cli.port),
+    ...(cli.bind ? { bindAddress: cli.bind } : {}),
+    ...(transportOptions ? { transportOptions } : {}),
+  });
+  console.log(JSON.stringify({ ready: target.engine.segmentName, bytes: size }));
+  // Serve until told to stop: stdin closing (the parent went away) or a signal.
+  await new Promise<void>((resolve) => {
+    process.stdin.on('end', resolve).on('error', resolve).resume();
+    process.once('SIGTERM', resolve);
+    process.once('SIGINT', resolve);
+  });
+  await target.close();
+}
+
+export async function benchCommand(cli: BenchCliOptions): Promise<void> {
+  if (cli.mode === 'target') return runTarget(cli);
+  if (cli.mode !== 'initiator') throw new UsageError(`Expected --mode to be initiator or target, got ${JSON.stringify(cli.mode)}`);
+  if (!cli.loopback && !cli.target) throw new UsageError('Give --target <host:port> of a running `te bench --mode target`, or --loopback to start one here');
+  const draft = benchOptionsFrom(cli, cli.target ?? '');
+  const spawned = cli.loopback ? await spawnBenchTarget(['--plugin', cli.plugin, '--bytes', String(benchBytes(draft)), ...(cli.bind ? ['--bind', cli.bind] : []), ...cli.option.flatMap((o) => ['--option', o])]) : undefined;
+  const progress = !cli.json && process.stderr.isTTY;
+  try {
+    const result = await runBench({
+      ...draft,
+      target: spawned?.segment ?? cli.target!,
+      ...(progress ? { onProgress: (p) => process.stderr.write(`\r  ${p.elapsedS.toFixed(1)} s  ${gbps(p.bytesPerSecond)}  ${count(p.requestsPerSecond)} req/s   `) } : {}),
+    });
+    if (progress) process.stderr.write('\r\x1b[K');
+    if (cli.json) console.log(JSON.stringify(result));
+    else printBenchResult(result);
+  } finally {
+    await spawned?.stop();
+  }
+}

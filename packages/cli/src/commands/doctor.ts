@@ -1,0 +1,98 @@
+import pc from 'picocolors';
+import { BUILTIN_PLUGINS, ENVIRONMENT_VARIABLES, PluginRegistry, describeCapabilities, isTransferError, loadConfig, type TeConfig, type TransportPlugin } from '@te/connector';
+import { table } from '../format.js';
+
+export interface PluginReport {
+  name: string;
+  source: string;
+  loaded: boolean;
+  version?: string;
+  capabilities?: string;
+  available?: boolean;
+  reason?: string;
+  details?: Record<string, unknown>;
+  error?: string;
+}
+
+export interface DoctorReport {
+  ok: boolean;
+  config?: TeConfig;
+  configError?: { code: string; message: string };
+  environment: Record<string, string>;
+  plugins: PluginReport[];
+}
+
+async function inspect(name: string, source: string, load: () => Promise<TransportPlugin>): Promise<PluginReport> {
+  let plugin: TransportPlugin;
+  try {
+    plugin = await load();
+  } catch (e) {
+    return { name, source, loaded: false, error: (e as Error).message };
+  }
+  const report: PluginReport = { name, source, loaded: true, version: plugin.version, capabilities: describeCapabilities(plugin.capabilities) };
+  try {
+    const probe = plugin.probe ? await plugin.probe() : { available: true };
+    report.available = probe.available;
+    if (probe.reason) report.reason = probe.reason;
+    if (probe.details) report.details = probe.details;
+  } catch (e) {
+    report.available = false;
+    report.reason = `probe failed: ${(e as Error).message}`;
+  }
+  return report;
+}
+
+/** Everything `te doctor` checks, as data (the command prints it or its JSON). */
+export async function runDoctor(env: NodeJS.ProcessEnv = process.env): Promise<DoctorReport> {
+  const environment = Object.fromEntries(Object.keys(ENVIRONMENT_VARIABLES).filter((k) => env[k] !== undefined).map((k) => [k, env[k]!]));
+  const report: DoctorReport = { ok: true, environment, plugins: [] };
+  try {
+    report.config = loadConfig({ env, overrides: env.TE_CONNECTOR || env.TE_CONFIG ? {} : { connector: 'mooncake-tcp' } });
+  } catch (e) {
+    report.ok = false;
+    report.configError = { code: isTransferError(e) ? e.code : 'INVALID_CONFIG', message: (e as Error).message };
+  }
+  const registry = new PluginRegistry();
+  for (const [name, pkg] of Object.entries(BUILTIN_PLUGINS)) report.plugins.push(await inspect(name, pkg, () => registry.load(name)));
+  const modulePath = report.config?.modulePath;
+  if (modulePath) report.plugins.push(await inspect(report.config!.connector, modulePath, () => registry.loadModulePath(modulePath, report.config!.connector)));
+  for (const name of report.config ? [report.config.connector, ...report.config.transports] : []) {
+    if (!report.plugins.some((p) => p.name === name)) report.plugins.push(await inspect(name, registry.sourceOf(name) ?? '(not registered)', () => registry.load(name)));
+  }
+  const wanted = report.config ? new Set([report.config.connector, ...report.config.transports]) : new Set<string>();
+  for (const p of report.plugins) {
+    if (wanted.has(p.name) && (!p.loaded || p.available === false)) report.ok = false;
+  }
+  return report;
+}
+
+export function printDoctor(report: DoctorReport): void {
+  console.log(pc.bold('te doctor'));
+  console.log('');
+  if (report.configError) {
+    console.log(`${pc.red('✘ config')}  ${report.configError.code}: ${report.configError.message}`);
+  } else if (report.config) {
+    const c = report.config;
+    console.log(`${pc.green('✔ config')}  connector=${c.connector} role=${c.role} transports=[${[c.connector, ...c.transports].join(', ')}] bind=${c.bindAddress} forceTcp=${c.forceTcp} intranodeNvlink=${c.intranodeNvlink} forceMnnvl=${c.forceMnnvl} metrics=${c.metrics} log=${c.logLevel}`);
+  }
+  const env = Object.entries(report.environment);
+  console.log(`  environment: ${env.length ? env.map(([k, v]) => `${k}=${v}`).join(' ') : '(no TE_/MC_ variables set)'}`);
+  console.log('');
+  const rows = [['plugin', 'package', 'status', 'details']];
+  for (const p of report.plugins) {
+    const status = !p.loaded ? pc.yellow('not loadable') : p.available === false ? pc.yellow('unavailable') : pc.green(`ok ${p.version}`);
+    const details = !p.loaded ? firstLine(p.error, p.source) : [p.capabilities, p.reason, p.details ? JSON.stringify(p.details) : undefined].filter(Boolean).join('; ');
+    rows.push([p.name, p.source, status, details]);
+  }
+  console.log(table(rows));
+  console.log('');
+  console.log(report.ok ? pc.green('The configured connector is ready.') : pc.red('Problems found: see above.'));
+}
+
+/** A one-line reason: "not installed" with the install command, or the loader's own words. */
+function firstLine(text?: string, source?: string): string {
+  const t = text ?? '';
+  if (source && new RegExp(`Cannot find (module|package) '${source.replace(/[/\\^$*+?.()|[\]{}]/g, '\\$&')}'`).test(t)) return `not installed (npm install ${source})`;
+  const tried = t.split('\n').find((l) => l.trim().startsWith('- '));
+  return (tried ?? t.split('\n')[0] ?? '').replace(/^\s*- /, '').trim();
+}

@@ -1,0 +1,4 @@
+export { runBench, benchBytes, type BenchOptions, type BenchResult } from './bench/initiator.js';
+export { startBenchTarget, type BenchTarget, type BenchTargetOptions } from './bench/target.js';
+export { runDoctor, type DoctorReport, type PluginReport } from './commands/doctor.js';
+export { percentile } from './bench/stats.js';

@@ -1,0 +1,63 @@
+#!/usr/bin/env node
+import { Command, Option } from 'commander';
+import pc from 'picocolors';
+import { isTransferError } from '@te/connector';
+import { UsageError, benchCommand, type BenchCliOptions } from './commands/bench.js';
+import { demoCommand, type DemoOptions } from './commands/demo.js';
+import { printDoctor, runDoctor } from './commands/doctor.js';
+
+const program = new Command('te').description('te: KV and encoder cache transfer for disaggregated LLM serving').showHelpAfterError();
+const collect = (value: string, previous: string[]) => [...previous, value];
+const defaultPlugin = process.env.TE_CONNECTOR ?? 'mooncake-tcp';
+
+program
+  .command('doctor')
+  .description('list installed transport plugins, what hardware they found, and the effective config')
+  .option('--json', 'print the report as JSON')
+  .action(async (o: { json?: boolean }) => {
+    const report = await runDoctor();
+    if (o.json) console.log(JSON.stringify(report, (_k, v) => (typeof v === 'bigint' ? v.toString() : v)));
+    else printDoctor(report);
+    if (!report.ok) process.exitCode = 1;
+  });
+
+program
+  .command('demo')
+  .description('move a request\'s KV cache between two processes on loopback, layer by layer, and verify it')
+  .option('--plugin <name>', 'transport plugin', defaultPlugin)
+  .option('--layers <n>', 'layers', '32')
+  .option('--pages <n>', 'pages per layer', '64')
+  .option('--page-size <bytes>', 'bytes per page per layer', '16384')
+  .action((o: DemoOptions) => demoCommand(o));
+
+program
+  .command('bench')
+  .description('measure a transport: throughput, requests/s and batch latency (p50/p99)')
+  .addOption(new Option('--mode <mode>', 'initiator, or target (serves a buffer)').choices(['initiator', 'target']).default('initiator'))
+  .option('--loopback', 'start the target as a second process on this machine')
+  .option('--target <host:port>', 'segment of a running `te bench --mode target`')
+  .option('--plugin <name>', 'transport plugin', defaultPlugin)
+  .option('--op <op>', 'write or read', 'write')
+  .option('--block-size <bytes>', 'bytes per request (4096, 64k, 1MiB)', '1MiB')
+  .option('--batch-size <n>', 'requests per batch', '1')
+  .option('--concurrency <n>', 'batches in flight', '4')
+  .option('--duration <s>', 'seconds to measure', '5')
+  .option('--verify', 'check every byte that landed (sha256 on both sides)')
+  .option('--json', 'print one JSON object as the last line of stdout')
+  .option('--bind <address>', 'address to bind and advertise')
+  .option('--port <n>', 'target: control port (0 = any)', '0')
+  .option('--bytes <n>', 'target: size of the served buffer')
+  .option('--timeout <ms>', 'deadline of each batch', '30000')
+  .option('--option <key=value>', 'transport option (repeatable)', collect, [])
+  .action((o: BenchCliOptions) => benchCommand(o));
+
+program.parseAsync(process.argv).catch((error: unknown) => {
+  if (error instanceof UsageError) {
+    console.error(pc.red(`te: ${error.message}`));
+    process.exitCode = 2;
+    return;
+  }
+  const code = isTransferError(error) ? ` [${error.code}]` : '';
+  console.error(pc.red(`te: ${(error as Error)?.message ?? String(error)}${code}`));
+  process.exitCode = 1;
+});

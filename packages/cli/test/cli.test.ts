@@ -1,0 +1,58 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { spawnSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const te = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'te.js');
+const run = (args: string[], env: NodeJS.ProcessEnv = {}) => {
+  const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(MC_|TE_)/.test(k)));
+  return spawnSync(process.execPath, [te, ...args], { encoding: 'utf8', env: { ...clean, ...env }, timeout: 60_000 });
+};
+
+test('doctor --json lists every built-in plugin with its package', () => {
+  const r = run(['doctor', '--json']);
+  const report = JSON.parse(r.stdout.trim().split('\n').pop()!);
+  assert.equal(report.plugins.map((p: { name: string }) => p.name).slice(0, 5), ['mooncake-tcp', 'mooncake-rdma', 'mooncake-nvlink', 'mooncake-intra-nvlink', 'barex']);
+  for (const p of report.plugins) assert.ok(p.loaded || typeof p.error === 'string', `${p.name} says why it does not load`);
+  assert.is(report.config.connector, 'mooncake-tcp');
+});
+
+test('doctor exits non-zero on contradictory environment and names both variables', () => {
+  const r = run(['doctor'], { MC_FORCE_MNNVL: '1', MC_INTRANODE_NVLINK: 'true' });
+  assert.is(r.status, 1);
+  assert.match(r.stdout, /CONFLICTING_ENV: MC_FORCE_MNNVL and MC_INTRANODE_NVLINK are both set/);
+});
+
+test('doctor exits non-zero on a bad value and says which', () => {
+  const r = run(['doctor'], { MC_TCP_BIND_ADDRESS: '0.0.0.0' });
+  assert.is(r.status, 1);
+  assert.match(r.stdout, /INVALID_CONFIG: .*MC_TCP_BIND_ADDRESS is 0\.0\.0\.0: peers cannot reach a wildcard address/);
+});
+
+test('doctor reports an unknown configured connector', () => {
+  const r = run(['doctor', '--json'], { TE_CONNECTOR: 'warp-drive' });
+  const report = JSON.parse(r.stdout);
+  assert.is(r.status, 1);
+  assert.is(report.ok, false);
+  assert.is(report.config.connector, 'warp-drive');
+});
+
+const usage: [string[], RegExp][] = [
+  [['bench', '--loopback', '--op', 'copy'], /Expected --op to be write or read, got "copy"/],
+  [['bench', '--loopback', '--block-size', '12 parsecs'], /--block-size: Expected a size like 4096, 64k or 1MiB/],
+  [['bench', '--loopback', '--batch-size', '0'], /Expected --batch-size to be an integer from 1 to 1000000, got "0"/],
+  [['bench', '--loopback', '--duration', '-3'], /Expected --duration to be seconds/],
+  [['bench'], /Give --target <host:port> of a running `te bench --mode target`, or --loopback/],
+  [['bench', '--loopback', '--block-size', '1g', '--batch-size', '8'], /keep it at or under 4 GiB/],
+  [['bench', '--loopback', '--option', 'novalue'], /Expected --option key=value, got "novalue"/],
+];
+for (const [args, message] of usage) {
+  test(`bench refuses bad usage with exit 2: ${args.slice(1).join(' ')}`, () => {
+    const r = run(args);
+    assert.is(r.status, 2, r.stderr);
+    assert.match(r.stderr, message);
+  });
+}
+
+test.run();

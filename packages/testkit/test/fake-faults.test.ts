@@ -1,0 +1,119 @@
+import { suite } from 'uvu';
+import * as assert from 'uvu/assert';
+import { NATIVE_STATUS, PluginRegistry, allocateBatch, batchOf, createTransferEngine, isTransferError, type TransferEngine } from '@te/connector';
+import { createFakePlugin, pattern } from '../src/index.js';
+
+const { plugin, faults } = createFakePlugin({ name: 'fault-fake' });
+type Ctx = { a: TransferEngine; b: TransferEngine; src: Uint8Array; dst: Uint8Array; local: bigint; remote: bigint };
+const test = suite<Ctx>('fake transport fault injection');
+
+// Setup runs in a `before.each` guard: uvu 0.5 ignores errors thrown by `before` hooks.
+let ready: Promise<void> | undefined;
+test.before.each((ctx) => (ready ??= setup(ctx)));
+async function setup(ctx: Ctx): Promise<void> {
+  const registry = new PluginRegistry({ builtins: false });
+  registry.register(plugin.name, plugin);
+  ctx.a = await createTransferEngine({ connector: plugin.name }, { registry });
+  ctx.b = await createTransferEngine({ connector: plugin.name }, { registry });
+  ctx.src = pattern(64 * 1024, 1);
+  ctx.dst = new Uint8Array(64 * 1024);
+  ctx.local = (await ctx.a.registerMemory(ctx.src)).addr;
+  ctx.remote = (await ctx.b.registerMemory(ctx.dst)).addr;
+}
+test.after(async (ctx) => {
+  await ctx.a?.close();
+  await ctx.b?.close();
+});
+test.after.each((ctx) => {
+  faults.reset();
+  ctx.dst.fill(0);
+});
+
+function stripes(local: bigint, remote: bigint, n: number, size: number) {
+  const b = allocateBatch(n);
+  for (let i = 0; i < n; i++) {
+    b.opcodes[i] = 1;
+    b.localAddrs[i] = local + BigInt(i * size);
+    b.remoteAddrs[i] = remote + BigInt(i * size);
+    b.lengths[i] = BigInt(size);
+  }
+  return b;
+}
+
+test('fail the N-th request: only that request fails, its status says why', async ({ a, b, src, dst, local, remote }) => {
+  faults.failRequest(3, NATIVE_STATUS.CONNECTION_LOST);
+  try {
+    await a.transfer(b.segmentName, stripes(local, remote, 8, 1024));
+    assert.unreachable();
+  } catch (e) {
+    assert.ok(isTransferError(e, 'CONNECTION_LOST'), String(e));
+    assert.equal([...e.statuses!], [0, 0, NATIVE_STATUS.CONNECTION_LOST, 0, 0, 0, 0, 0]);
+    assert.match(e.message, /1 of 8 requests .* failed; first: request 2/);
+  }
+  assert.equal(dst.subarray(0, 2048), src.subarray(0, 2048));
+  assert.equal(dst.subarray(2048, 3072), new Uint8Array(1024), 'the failed request wrote nothing');
+  assert.equal(dst.subarray(3072, 8192), src.subarray(3072, 8192));
+});
+
+test('never complete: the deadline ends the batch and nothing lands', async ({ a, b, dst, local, remote }) => {
+  faults.neverComplete = true;
+  const started = Date.now();
+  try {
+    await a.write(b.segmentName, local, remote, 4096, { timeoutMs: 100 });
+    assert.unreachable();
+  } catch (e) {
+    assert.ok(isTransferError(e, 'TIMEOUT'), String(e));
+  }
+  assert.ok(Date.now() - started < 1000);
+  faults.neverComplete = false;
+  await new Promise((r) => setTimeout(r, 20));
+  assert.equal(dst.subarray(0, 4096), new Uint8Array(4096));
+});
+
+test('out-of-order completion: each batch still gets its own result', async ({ a, b, src, dst, local, remote }) => {
+  faults.outOfOrder = true;
+  const order: number[] = [];
+  const first = a.write(b.segmentName, local, remote, 1024).then(() => order.push(1));
+  const second = a.write(b.segmentName, local + 1024n, remote + 1024n, 1024).then(() => order.push(2));
+  await Promise.all([first, second]);
+  assert.equal(order, [2, 1], 'the later batch finished first');
+  assert.equal(dst.subarray(0, 2048), src.subarray(0, 2048));
+});
+
+test('drop a peer: in-flight and later batches fail with PEER_FAILED; the peer is forgotten', async ({ a, b, local, remote }) => {
+  faults.latencyMs = 200;
+  const inFlight = a.write(b.segmentName, local, remote, 1024);
+  setTimeout(() => faults.dropPeer(b.segmentName), 20);
+  try {
+    await inFlight;
+    assert.unreachable();
+  } catch (e) {
+    assert.ok(isTransferError(e, 'PEER_FAILED'), String(e));
+  }
+  try {
+    await a.write(b.segmentName, local, remote, 1024);
+    assert.unreachable();
+  } catch (e) {
+    assert.ok(isTransferError(e, 'PEER_FAILED'));
+  }
+  faults.restorePeer(b.segmentName);
+  faults.latencyMs = 0;
+  await a.write(b.segmentName, local, remote, 1024);
+});
+
+test('notification follows data even when the batch is split over two transports', async () => {
+  // Covered in test/engine routing tests; here: a notification alone (empty batch).
+  const registry = new PluginRegistry({ builtins: false });
+  const p = createFakePlugin({ name: 'notify-fake' });
+  registry.register(p.plugin.name, p.plugin);
+  const x = await createTransferEngine({ connector: p.plugin.name }, { registry });
+  const y = await createTransferEngine({ connector: p.plugin.name }, { registry });
+  const got: string[] = [];
+  y.onNotification((n) => got.push(`${n.from}:${new TextDecoder().decode(n.payload)}`));
+  await x.transfer(y.segmentName, batchOf([]), { notify: new TextEncoder().encode('hello') });
+  assert.equal(got, [`${x.segmentName}:hello`]);
+  await x.close();
+  await y.close();
+});
+
+test.run();

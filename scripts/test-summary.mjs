@@ -1,0 +1,10 @@
+#!/usr/bin/env node
+// Prints one closing line over every package's uvu run (see scripts/uvu.mjs).
+import { existsSync, readFileSync } from 'node:fs';
+
+const file = process.argv[2];
+const rows = existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l)) : [];
+const sum = (k) => rows.reduce((acc, r) => acc + (Number.isFinite(r[k]) ? r[k] : 0), 0);
+for (const r of rows) console.log(`  ${r.where.padEnd(32)} ${r.passed}/${r.total} passed${r.skipped ? `, ${r.skipped} skipped` : ''}`);
+console.log(`${sum('passed')} passed, ${sum('failed')} failed, ${sum('skipped')} skipped`);
+process.exitCode = rows.length === 0 || sum('failed') > 0 ? 1 : 0;

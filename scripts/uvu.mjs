@@ -1,0 +1,38 @@
+#!/usr/bin/env node
+// Runs uvu and fails when any test did not pass. uvu 0.5 exits 0 when a `before` hook
+// throws (its tests are then neither passed nor failed), so the totals are checked here.
+// With TE_TEST_SUMMARY set, the counts are appended there for the root summary.
+import { spawn } from 'node:child_process';
+import { appendFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+
+const require = createRequire(import.meta.url);
+// uvu exports no ./bin.js subpath: find its folder through the main entry (dist/index.js).
+const uvuBin = join(dirname(dirname(require.resolve('uvu'))), 'bin.js');
+const child = spawn(process.execPath, ['--import', 'tsx', uvuBin, ...process.argv.slice(2)], {
+  stdio: ['ignore', 'pipe', 'inherit'],
+  env: { ...process.env, NODE_OPTIONS: '' },
+});
+let out = '';
+child.stdout.on('data', (chunk) => {
+  out += chunk;
+  process.stdout.write(chunk);
+});
+child.on('exit', (code, signal) => {
+  // eslint-disable-next-line no-control-regex
+  const plain = out.replace(/\x1b\[[0-9;]*m/g, '');
+  const num = (label) => Number(plain.match(new RegExp(`^\\s*${label}:\\s+(\\d+)`, 'm'))?.[1] ?? NaN);
+  const total = num('Total');
+  const passed = num('Passed');
+  const skipped = num('Skipped');
+  const failed = Number.isNaN(total) ? 1 : total - passed - skipped;
+  const where = process.cwd().replace(/.*\/(packages|plugins|test)\b/, '$1');
+  if (process.env.TE_TEST_SUMMARY) appendFileSync(process.env.TE_TEST_SUMMARY, `${JSON.stringify({ where, total, passed, skipped, failed })}\n`);
+  if (code !== 0 || signal) {
+    process.exitCode = code || 1;
+  } else if (Number.isNaN(total) || failed !== 0) {
+    console.error(`\n${where}: ${Number.isNaN(total) ? 'no uvu totals found' : `${failed} of ${total} tests neither passed nor were skipped (a before/after hook failed?)`}`);
+    process.exitCode = 1;
+  }
+});

@@ -1,0 +1,49 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { PluginRegistry, createTransferEngine, isTransferError, loadConfig } from '@te/connector';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const fixture = join(here, 'fixtures', 'third-party-plugin');
+
+test('a plugin outside the workspaces loads through modulePath (directory, file, relative)', async () => {
+  const registry = new PluginRegistry({ builtins: false });
+  for (const modulePath of [fixture, join(fixture, 'index.js'), `./${relative(process.cwd(), fixture)}`]) {
+    const plugin = await registry.resolve({ connector: 'example-memcpy', modulePath });
+    assert.is(plugin.name, 'example-memcpy', modulePath);
+  }
+});
+
+test('an engine built from config with modulePath moves bytes through the third-party plugin', async () => {
+  const config = loadConfig({ json: { connector: 'example-memcpy', modulePath: fixture }, env: {} });
+  const a = await createTransferEngine(config);
+  const b = await createTransferEngine(config);
+  try {
+    assert.equal(a.transports, ['example-memcpy']);
+    const src = await a.registerMemory(new TextEncoder().encode('third-party bytes'));
+    const dstBytes = new Uint8Array(17);
+    const dst = await b.registerMemory(dstBytes);
+    await a.write(b.segmentName, src.addr, dst.addr, 17);
+    assert.is(new TextDecoder().decode(dstBytes), 'third-party bytes');
+    try {
+      await a.read(b.segmentName, src.addr, dst.addr, 17);
+      assert.unreachable();
+    } catch (e) {
+      assert.ok(isTransferError(e, 'UNSUPPORTED_CAPABILITY'));
+      assert.is((e as { plugin?: string }).plugin, 'example-memcpy');
+    }
+  } finally {
+    await a.close();
+    await b.close();
+  }
+});
+
+test('modulePath via TE_MODULE_PATH in the environment', async () => {
+  const config = loadConfig({ env: { TE_CONNECTOR: 'example-memcpy', TE_MODULE_PATH: fixture } });
+  const e = await createTransferEngine(config);
+  assert.equal(e.transports, ['example-memcpy']);
+  await e.close();
+});
+
+test.run();
