@@ -40,7 +40,7 @@ test('instanceof holds for an error built by another copy of the class', () => {
   Object.defineProperty(foreign, Symbol.for('te.TransferError'), { value: true });
   assert.ok(foreign instanceof TransferError);
   assert.not.ok(new Error('plain') instanceof TransferError);
-  assert.not.ok(null instanceof TransferError);
+  assert.not.ok((null as unknown) instanceof TransferError);
 });
 
 test.run();

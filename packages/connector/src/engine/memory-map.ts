@@ -1,5 +1,5 @@
 import { TransferError } from '../errors/transfer-error.js';
-import type { BufferSource, DeviceName } from '../spi/memory.js';
+import { memoryKindOf, type BufferSource, type DeviceName, type MemoryKind } from '../spi/memory.js';
 
 /** One registered region of this process. */
 export interface LocalRegion {
@@ -19,6 +19,8 @@ export interface LocalRegion {
  */
 export class MemoryMap {
   private regions: LocalRegion[] = [];
+  // Regions per memory kind, so routing knows "all cpu" without a scan per batch.
+  private readonly kindCounts = new Map<MemoryKind, number>();
 
   get size(): number {
     return this.regions.length;
@@ -65,6 +67,13 @@ export class MemoryMap {
     this.assertFree(region.addr, region.length);
     const i = this.floorIndex(region.addr);
     this.regions.splice(i + 1, 0, region);
+    const kind = memoryKindOf(region.device);
+    this.kindCounts.set(kind, (this.kindCounts.get(kind) ?? 0) + 1);
+  }
+
+  /** The memory kinds registered now. */
+  kinds(): MemoryKind[] {
+    return [...this.kindCounts].filter(([, n]) => n > 0).map(([k]) => k);
   }
 
   /** Removes the region starting exactly at addr; MEMORY_NOT_REGISTERED otherwise. */
@@ -75,6 +84,8 @@ export class MemoryMap {
       throw new TransferError('MEMORY_NOT_REGISTERED', `No registered region starts at 0x${addr.toString(16)}`);
     }
     this.regions.splice(i, 1);
+    const kind = memoryKindOf(r.device);
+    this.kindCounts.set(kind, this.kindCounts.get(kind)! - 1);
     return r;
   }
 

@@ -14,6 +14,21 @@ export interface EngineTransport {
   transport: Transport;
 }
 
+/** What routing needs of a peer, computed once per descriptor. */
+export interface PeerRouting {
+  descriptor: SegmentDescriptor;
+  remoteKinds: MemoryKind[];
+  sortedBuffers: BufferDescriptor[];
+}
+
+export function peerRouting(descriptor: SegmentDescriptor): PeerRouting {
+  return {
+    descriptor,
+    remoteKinds: [...new Set(descriptor.buffers.map((b) => memoryKindOf(b.device)))],
+    sortedBuffers: [...descriptor.buffers].sort((a, b) => (a.addr < b.addr ? -1 : a.addr > b.addr ? 1 : 0)),
+  };
+}
+
 /** A part of a batch sent through one transport; `indexes` null means the whole batch. */
 export interface Route {
   via: EngineTransport;
@@ -54,10 +69,6 @@ function pick(candidates: readonly EngineTransport[], peer: SegmentDescriptor, l
   return candidates.find((t) => supports(t, peer, local, remote));
 }
 
-function kindsOf<T>(items: readonly T[], kind: (item: T) => MemoryKind): Set<MemoryKind> {
-  return new Set(items.map(kind));
-}
-
 function findBuffer(sorted: readonly BufferDescriptor[], addr: bigint): BufferDescriptor | undefined {
   let lo = 0;
   let hi = sorted.length - 1;
@@ -76,21 +87,21 @@ function findBuffer(sorted: readonly BufferDescriptor[], addr: bigint): BufferDe
  * has one memory kind (the common case) the whole batch takes one route without a
  * per-request look-up; mixed kinds (GPU KV beside host aux buffers) are classified per request.
  */
-export function planRoutes(batch: TransferBatch, memory: MemoryMap, peer: SegmentDescriptor, candidates: readonly EngineTransport[]): RoutePlan {
-  const localKinds = kindsOf(memory.all(), (r) => memoryKindOf(r.device));
-  const remoteKinds = kindsOf(peer.buffers, (b) => memoryKindOf(b.device));
+export function planRoutes(batch: TransferBatch, memory: MemoryMap, peer: PeerRouting, candidates: readonly EngineTransport[]): RoutePlan {
+  const localKinds = memory.kinds();
+  const { remoteKinds } = peer;
   const noRoute = (l: MemoryKind, r: MemoryKind): TransferError =>
-    new TransferError('NO_COMMON_TRANSPORT', `No transport shared with ${peer.name} moves ${l} memory to ${r} memory (candidates: ${candidates.map((c) => c.name).join(', ')})`, { details: { peer: peer.name } });
+    new TransferError('NO_COMMON_TRANSPORT', `No transport shared with ${peer.descriptor.name} moves ${l} memory to ${r} memory (candidates: ${candidates.map((c) => c.name).join(', ')})`, { details: { peer: peer.descriptor.name } });
 
-  if (localKinds.size <= 1 && remoteKinds.size <= 1) {
-    const l = [...localKinds][0] ?? 'cpu';
-    const r = [...remoteKinds][0] ?? l;
-    const via = pick(candidates, peer, l, r);
+  if (localKinds.length <= 1 && remoteKinds.length <= 1) {
+    const l = localKinds[0] ?? 'cpu';
+    const r = remoteKinds[0] ?? l;
+    const via = pick(candidates, peer.descriptor, l, r);
     if (!via) throw noRoute(l, r);
     return { routes: [{ via, indexes: null }], refused: new Map() };
   }
 
-  const sortedRemote = [...peer.buffers].sort((a, b) => (a.addr < b.addr ? -1 : a.addr > b.addr ? 1 : 0));
+  const sortedRemote = peer.sortedBuffers;
   const perTransport = new Map<EngineTransport, number[]>();
   const refused = new Map<number, number>();
   for (let i = 0; i < batch.opcodes.length; i++) {
@@ -103,7 +114,7 @@ export function planRoutes(batch: TransferBatch, memory: MemoryMap, peer: Segmen
     const remoteBuffer = findBuffer(sortedRemote, batch.remoteAddrs[i]!);
     // A buffer the cached descriptor does not list yet is validated by the peer itself.
     const r = remoteBuffer ? memoryKindOf(remoteBuffer.device) : l;
-    const via = pick(candidates, peer, l, r);
+    const via = pick(candidates, peer.descriptor, l, r);
     if (!via) throw noRoute(l, r);
     let list = perTransport.get(via);
     if (!list) perTransport.set(via, (list = []));

@@ -18,7 +18,7 @@ import { createLogger, type Log } from './logger.js';
 import { MemoryMap, type LocalRegion } from './memory-map.js';
 import { P2PHandshake } from './metadata.js';
 import { emptyMetrics, type EngineMetrics } from './metrics.js';
-import { commonTransports, planRoutes, type EngineTransport, type Route } from './router.js';
+import { commonTransports, peerRouting, planRoutes, type EngineTransport, type PeerRouting, type Route } from './router.js';
 
 /** A registered region as the caller sees it. */
 export interface MemoryHandle {
@@ -44,6 +44,9 @@ export interface TransferOptions {
 
 interface PeerState {
   descriptor: SegmentDescriptor;
+  routing: PeerRouting;
+  /** Transports both sides hold, best first (fixed for a descriptor; computed on first transfer). */
+  candidates?: EngineTransport[];
   opened: Map<string, Promise<TransportPeer>>;
 }
 
@@ -318,7 +321,7 @@ export class TransferEngine {
     if (!state) {
       state = (async () => {
         const descriptor = segment === this.segmentName ? this.descriptor() : await this.handshake.fetch(segment, this.config.timeouts.handshakeMs);
-        return { descriptor, opened: new Map() };
+        return { descriptor, routing: peerRouting(descriptor), opened: new Map() };
       })();
       this.peers.set(segment, state);
       state.catch(() => {
@@ -351,8 +354,8 @@ export class TransferEngine {
     if (options.signal?.aborted) throw new TransferError('ABORTED', 'The transfer was aborted before it started');
     const deadline = Date.now() + timeoutMs;
     const state = await this.peerState(segment);
-    const candidates = commonTransports(this.held, state.descriptor, this.config.forceTcp);
-    const plan = planRoutes(batch, this.memory, state.descriptor, candidates);
+    const candidates = (state.candidates ??= commonTransports(this.held, state.descriptor, this.config.forceTcp));
+    const plan = planRoutes(batch, this.memory, state.routing, candidates);
     for (const route of plan.routes) this.checkCapabilities(route, batch, hasRead, options.notify !== undefined && plan.routes.length === 1);
     const n = batch.opcodes.length;
     const statuses = new Int32Array(n);
