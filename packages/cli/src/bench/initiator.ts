@@ -77,7 +77,7 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
 async function measure(engine: TransferEngine, o: BenchOptions): Promise<BenchResult> {
   const total = benchBytes(o);
   const control = engine.controlClient(o.target);
-  const info = await control.request<BenchInfo>(BENCH_INFO, null, 10_000);
+  const info = await control.request<BenchInfo>(BENCH_INFO, null, Math.min(o.timeoutMs ?? 10_000, 10_000));
   if (info.length < BigInt(total)) throw new TransferError('INVALID_ARGUMENT', `target buffer has ${info.length} bytes, the run needs ${total}`);
   const local = new Uint8Array(total);
   randomFillSync(local);

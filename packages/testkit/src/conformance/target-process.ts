@@ -18,7 +18,8 @@ export async function serveTargetProcess(): Promise<void> {
   const engine = await createTransferEngine(config);
   const memory = new LocalTargetMemory(engine);
   const handlers: Record<Op, (...args: any[]) => Promise<unknown>> = {
-    alloc: async (length: number, options?: { fill?: number; remoteAccess?: boolean }) => (await memory.alloc(length, options)).toString(),
+    // Absent options cross the IPC channel as null.
+    alloc: async (length: number, options: { fill?: number; remoteAccess?: boolean } | null) => (await memory.alloc(length, options ?? {})).toString(),
     read: async (addr: string, length: number) => Buffer.from(await memory.read(BigInt(addr), length)).toString('base64'),
     write: async (addr: string, b64: string) => memory.write(BigInt(addr), Buffer.from(b64, 'base64')),
     free: async (addr: string) => memory.free(BigInt(addr)),

@@ -1,0 +1,88 @@
+// One client connection ("lane") to a peer. Slices are queued from any thread and sent
+// pipelined on the loop thread (header + body in one writev, body straight from
+// registered memory); responses come back in order and complete the slices.
+#pragma once
+
+#include <deque>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "transport.h"
+
+namespace tetcp {
+
+class Lane : public IoHandler {
+ public:
+  Lane(Peer* peer, Loop* loop, uint32_t index);
+  ~Lane() override;
+  /** Any thread: queue a slice; the loop connects if needed and sends it. */
+  void enqueue(Slice* s);
+  /** Any thread: connect now (openPeer); reports to Peer::lane_opened. */
+  void open();
+  /** Any thread: fail queued slices of cancelled batches; close if needed. */
+  void sweep();
+  /** Any thread: close and fail everything with `status` (closePeer). */
+  void shut(int32_t status, const std::string& why);
+
+  void on_event(uint32_t events) override;
+  void on_tick(int64_t now) override;
+  void on_shutdown() override;
+
+ private:
+  enum State { IDLE, CONNECTING, HELLO, AUTH, READY };
+  void post_pump();
+  void pump();
+  void start_connect();
+  void on_connected();
+  void fail(int32_t status, const std::string& why, bool sticky = false);
+  void refill();
+  void flush();
+  void read_input();
+  bool parse();
+  bool on_header(const Header& h);
+  void finish_body();
+  void complete_front(int32_t status, const char* why = nullptr);
+  void set_interest();
+  void send_ctrl(const Header& h, const uint8_t* body, size_t len);
+  void reached_ready();
+
+  Peer* peer_;
+  Loop* loop_;
+  uint32_t index_;
+  std::mutex qmu_;
+  std::vector<Slice*> incoming_;
+  bool pump_posted_ = false;
+  bool open_requested_ = false;
+
+  // Loop-thread state.
+  State state_ = IDLE;
+  int fd_ = -1;
+  bool reporting_open_ = false;
+  int64_t deadline_ = 0;
+  uint32_t interest_ = 0;
+  bool want_out_ = false;
+  std::deque<Slice*> pending_;
+  std::deque<Slice*> inflight_;
+  size_t tx_index_ = 0;  // first in-flight slice not fully written
+  uint64_t tx_off_ = 0;  // bytes of that slice's frame already written
+  uint64_t inflight_bytes_ = 0;
+  uint64_t next_id_ = 1;
+  std::vector<uint8_t> ctrl_out_;
+  size_t ctrl_off_ = 0;
+  std::vector<uint8_t> rbuf_;
+  size_t rpos_ = 0, rend_ = 0;
+  bool in_body_ = false;
+  Header cur_;
+  uint64_t body_left_ = 0;
+  uint64_t body_dst_ = 0;
+  bool body_drain_ = false;
+  bool body_ctrl_ = false;
+  int32_t body_status_ = 0;
+  std::vector<uint8_t> ctrl_body_;
+  uint8_t client_nonce_[kNonceSize];
+  uint8_t server_nonce_[kNonceSize];
+  uint64_t server_epoch_ = 0;
+};
+
+}  // namespace tetcp

@@ -1,0 +1,121 @@
+#include "loop.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <chrono>
+
+namespace tetcp {
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr int kTickMs = 10;
+
+Loop::Loop(int index) : index_(index) {
+  epfd_ = epoll_create1(EPOLL_CLOEXEC);
+  evfd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = nullptr;
+  epoll_ctl(epfd_, EPOLL_CTL_ADD, evfd_, &ev);
+}
+
+Loop::~Loop() {
+  stop();
+  if (evfd_ >= 0) close(evfd_);
+  if (epfd_ >= 0) close(epfd_);
+}
+
+void Loop::start() { thread_ = std::thread([this] { run(); }); }
+
+void Loop::post(std::function<void()> task) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push_back(std::move(task));
+  }
+  uint64_t one = 1;
+  ssize_t r = write(evfd_, &one, sizeof one);
+  (void)r;
+}
+
+void Loop::stop() {
+  if (!thread_.joinable()) return;
+  post([this] { stopping_ = true; });
+  thread_.join();
+}
+
+bool Loop::add(int fd, uint32_t events, IoHandler* h) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.ptr = h;
+  handlers_.insert(h);
+  return epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) == 0;
+}
+
+void Loop::modify(int fd, uint32_t events, IoHandler* h) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.ptr = h;
+  epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &ev);
+}
+
+void Loop::remove(int fd, IoHandler* h) {
+  if (fd >= 0) epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+  handlers_.erase(h);
+}
+
+void Loop::retire(IoHandler* h, bool destroy) {
+  handlers_.erase(h);
+  if (destroy) graveyard_.push_back(h);
+}
+
+void Loop::run_tasks() {
+  std::vector<std::function<void()>> tasks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks.swap(tasks_);
+  }
+  for (auto& t : tasks) t();
+}
+
+void Loop::run() {
+  epoll_event events[128];
+  last_tick_ = now_ms();
+  while (!stopping_) {
+    int n = epoll_wait(epfd_, events, 128, kTickMs);
+    for (int i = 0; i < n; ++i) {
+      auto* h = static_cast<IoHandler*>(events[i].data.ptr);
+      if (h == nullptr) {
+        uint64_t v;
+        ssize_t r = read(evfd_, &v, sizeof v);
+        (void)r;
+        run_tasks();
+        continue;
+      }
+      if (!h->closed && handlers_.count(h)) h->on_event(events[i].events);
+    }
+    int64_t now = now_ms();
+    if (now - last_tick_ >= kTickMs) {
+      last_tick_ = now;
+      std::vector<IoHandler*> hs(handlers_.begin(), handlers_.end());
+      for (auto* h : hs)
+        if (!h->closed && handlers_.count(h)) h->on_tick(now);
+    }
+    for (auto* h : graveyard_) delete h;
+    graveyard_.clear();
+  }
+  // Shutdown: finish queued tasks (they see stopping()), then close every handler.
+  run_tasks();
+  std::vector<IoHandler*> hs(handlers_.begin(), handlers_.end());
+  for (auto* h : hs)
+    if (handlers_.count(h)) h->on_shutdown();
+  run_tasks();
+  for (auto* h : graveyard_) delete h;
+  graveyard_.clear();
+}
+
+}  // namespace tetcp

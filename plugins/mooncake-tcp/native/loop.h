@@ -1,0 +1,65 @@
+// One epoll event loop on its own thread. Connections (server side and client lanes) are
+// owned by exactly one loop and only touched from its thread; other threads post tasks.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+namespace tetcp {
+
+int64_t now_ms();
+
+class IoHandler {
+ public:
+  virtual ~IoHandler() = default;
+  /** Readiness on the handler's fd (EPOLL* bits). */
+  virtual void on_event(uint32_t events) = 0;
+  /** Called every few milliseconds for deadlines. */
+  virtual void on_tick(int64_t now) {}
+  /** The loop is stopping: close the fd and fail what is pending. May delete itself. */
+  virtual void on_shutdown() = 0;
+  bool closed = false;
+};
+
+class Loop {
+ public:
+  explicit Loop(int index);
+  ~Loop();
+  void start();
+  /** Runs the remaining tasks, calls on_shutdown() on every handler and joins the thread. */
+  void stop();
+  /** Any thread: run `task` on the loop thread. */
+  void post(std::function<void()> task);
+  bool on_loop_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
+  int index() const { return index_; }
+
+  // Loop thread only.
+  bool add(int fd, uint32_t events, IoHandler* h);
+  void modify(int fd, uint32_t events, IoHandler* h);
+  void remove(int fd, IoHandler* h);
+  /** Deletes `h` at the end of the current iteration (after remove()). */
+  void retire(IoHandler* h, bool destroy);
+  void track(IoHandler* h) { handlers_.insert(h); }
+  bool stopping() const { return stopping_.load(); }
+
+ private:
+  void run();
+  void run_tasks();
+  int index_;
+  int epfd_ = -1;
+  int evfd_ = -1;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  std::mutex mu_;
+  std::vector<std::function<void()>> tasks_;
+  std::unordered_set<IoHandler*> handlers_;
+  std::vector<IoHandler*> graveyard_;
+  int64_t last_tick_ = 0;
+};
+
+}  // namespace tetcp

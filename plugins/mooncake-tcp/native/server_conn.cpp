@@ -1,0 +1,386 @@
+#include "server_conn.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "te/epoch.h"
+#include "te/hmac_sha256.h"
+
+namespace tetcp {
+
+namespace {
+constexpr size_t kRbuf = 256 * 1024;
+constexpr uint64_t kDirectMin = 16 * 1024;
+constexpr size_t kMaxIov = 512;
+constexpr size_t kPauseOut = 4096;   // stop reading requests while this many responses are queued
+constexpr size_t kResumeOut = 1024;
+constexpr int64_t kHandshakeMs = 10000;
+}  // namespace
+
+ServerConn::ServerConn(Transport* t, Loop* loop, int fd) : t_(t), loop_(loop), fd_(fd) {
+  rbuf_.resize(kRbuf);
+  deadline_ = now_ms() + kHandshakeMs;
+  interest_ = EPOLLIN;
+  loop_->add(fd_, interest_, this);
+}
+
+ServerConn::~ServerConn() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void ServerConn::drop(const std::string& why) {
+  if (closed) return;
+  (void)why;  // the initiator reports the failure; the target keeps serving others
+  closed = true;
+  loop_->remove(fd_, this);
+  ::close(fd_);
+  fd_ = -1;
+  loop_->retire(this, true);
+}
+
+void ServerConn::on_shutdown() { drop("transport closed"); }
+
+void ServerConn::on_tick(int64_t now) {
+  if (state_ != READY && now > deadline_) drop("handshake timed out");
+}
+
+void ServerConn::set_interest() {
+  if (closed) return;
+  uint32_t want = (input_paused_ || close_after_flush_ ? 0u : uint32_t(EPOLLIN)) | (want_out_ ? uint32_t(EPOLLOUT) : 0u);
+  if (want != interest_) {
+    interest_ = want;
+    loop_->modify(fd_, want, this);
+  }
+}
+
+void ServerConn::on_event(uint32_t events) {
+  if (events & (EPOLLERR | EPOLLHUP)) {
+    // Let recv report it (may still hold data); EPOLLHUP alone with no data is a close.
+    events |= EPOLLIN;
+  }
+  if ((events & EPOLLIN) && !input_paused_ && !close_after_flush_) read_input();
+  if (!closed) flush();
+}
+
+void ServerConn::read_input() {
+  for (int rounds = 0; rounds < 64 && !closed && !input_paused_ && !close_after_flush_; ++rounds) {
+    ssize_t r;
+    if (in_body_ && mode_ == DIRECT && rpos_ == rend_ && body_left_ >= kDirectMin) {
+      uint64_t chunk = body_left_ < (4u << 20) ? body_left_ : (4u << 20);
+      te::Lease l;
+      int32_t s = t_->registry().acquire(body_dst_, chunk, true, l);
+      if (s != te::TE_OK) {
+        // Unregistered while the body arrived: the rest is drained, the ack says so.
+        mode_ = DRAIN;
+        body_status_ = te::TE_MEMORY_NOT_REGISTERED;
+        continue;
+      }
+      r = ::recv(fd_, reinterpret_cast<void*>(body_dst_), chunk, 0);
+      if (r > 0) {
+        body_dst_ += r;
+        body_left_ -= r;
+        if (body_left_ == 0) finish_body();
+        continue;
+      }
+    } else {
+      if (rpos_ == rend_) rpos_ = rend_ = 0;
+      if (rend_ == rbuf_.size()) {
+        std::memmove(rbuf_.data(), rbuf_.data() + rpos_, rend_ - rpos_);
+        rend_ -= rpos_;
+        rpos_ = 0;
+      }
+      r = ::recv(fd_, rbuf_.data() + rend_, rbuf_.size() - rend_, 0);
+      if (r > 0) {
+        rend_ += r;
+        if (!parse()) return;
+        continue;
+      }
+    }
+    if (r == 0) {
+      drop("peer closed");
+      return;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+    if (errno == EINTR) continue;
+    drop(std::string("recv: ") + strerror(errno));
+    return;
+  }
+}
+
+bool ServerConn::parse() {
+  for (;;) {
+    if (closed || close_after_flush_) return false;
+    if (input_paused_) return true;
+    size_t avail = rend_ - rpos_;
+    if (in_body_) {
+      if (avail == 0) return true;
+      uint64_t take = avail < body_left_ ? avail : body_left_;
+      if (mode_ == CTRL) {
+        ctrl_body_.insert(ctrl_body_.end(), rbuf_.data() + rpos_, rbuf_.data() + rpos_ + take);
+      } else if (mode_ == DIRECT) {
+        te::Lease l;
+        if (t_->registry().acquire(body_dst_, take, true, l) == te::TE_OK) {
+          std::memcpy(reinterpret_cast<void*>(body_dst_), rbuf_.data() + rpos_, take);
+        } else {
+          mode_ = DRAIN;
+          body_status_ = te::TE_MEMORY_NOT_REGISTERED;
+        }
+      }  // DRAIN: the bytes stay in the scratch buffer and are dropped
+      body_dst_ += take;
+      body_left_ -= take;
+      rpos_ += take;
+      if (body_left_ == 0) finish_body();
+      continue;
+    }
+    if (avail < kHeaderSize) return true;
+    Header h = decode(rbuf_.data() + rpos_);
+    rpos_ += kHeaderSize;
+    if (!on_header(h)) return false;
+  }
+}
+
+// The whole request (span) must lie in one remote-accessible region, and the slice in it.
+int32_t ServerConn::validate(const Header& h) const {
+  uint64_t span_addr = h.span_length ? h.span_addr : h.addr;
+  uint64_t span_len = h.span_length ? h.span_length : h.length;
+  if (h.span_length && (te::range_overflows(h.addr, h.length) || !te::range_within(span_addr, span_len, h.addr, h.length)))
+    return te::TE_INVALID_ARGUMENT;
+  return t_->registry().check(span_addr, span_len, true);
+}
+
+bool ServerConn::on_header(const Header& h) {
+  if (h.magic != kMagic) {
+    drop("bad magic");
+    return false;
+  }
+  cur_ = h;
+  body_status_ = te::TE_OK;
+  if (h.version != kVersion) {
+    if (state_ == HELLO && h.op == OP_HELLO) {
+      respond(h, te::TE_PROTOCOL_MISMATCH);
+      close_after_flush_ = true;
+      return false;
+    }
+    drop("protocol version mismatch");
+    return false;
+  }
+  auto start_body = [&](BodyMode m, uint64_t dst) {
+    mode_ = m;
+    in_body_ = true;
+    body_left_ = h.length;
+    body_dst_ = dst;
+    ctrl_body_.clear();
+    if (h.length == 0) finish_body();
+  };
+  switch (state_) {
+    case HELLO:
+      if (h.op != OP_HELLO || h.length > kMaxControlBody || h.length < 8 + kNonceSize + 2) {
+        drop("expected HELLO");
+        return false;
+      }
+      start_body(CTRL, 0);
+      return !closed;
+    case AUTH:
+      if (h.op != OP_AUTH || h.length != kMacSize) {
+        drop("expected AUTH");
+        return false;
+      }
+      start_body(CTRL, 0);
+      return !closed;
+    case READY:
+      break;
+  }
+  switch (h.op) {
+    case OP_WRITE: {
+      if (h.length > kMaxBody) {
+        drop("WRITE body too large");
+        return false;
+      }
+      int32_t s = validate(h);
+      body_status_ = s;
+      start_body(s == te::TE_OK ? DIRECT : DRAIN, h.addr);
+      return !closed;
+    }
+    case OP_READ: {
+      if (h.length > kMaxBody) {
+        drop("READ length too large");
+        return false;
+      }
+      int32_t s = validate(h);
+      if (s == te::TE_OK)
+        respond(h, te::TE_OK, h.addr, h.length);
+      else
+        respond(h, s);
+      return true;
+    }
+    case OP_NOTIFY:
+      if (h.length > kMaxControlBody) {
+        drop("NOTIFY too large");
+        return false;
+      }
+      start_body(CTRL, 0);
+      return !closed;
+    default:
+      drop("unknown op");
+      return false;
+  }
+}
+
+void ServerConn::finish_body() {
+  in_body_ = false;
+  const Options& o = t_->options();
+  switch (state_) {
+    case HELLO: {
+      const uint8_t* b = ctrl_body_.data();
+      std::memcpy(client_nonce_, b + 8, kNonceSize);
+      size_t name_len = get16(b + 8 + kNonceSize);
+      if (8 + kNonceSize + 2 + name_len > ctrl_body_.size()) {
+        drop("bad HELLO");
+        return;
+      }
+      peer_name_.assign(reinterpret_cast<const char*>(b + 8 + kNonceSize + 2), name_len);
+      if (cur_.addr != 0 && cur_.addr != o.epoch) {
+        respond(cur_, te::TE_STALE_DESCRIPTOR);
+        close_after_flush_ = true;
+        return;
+      }
+      te::random_bytes(server_nonce_, kNonceSize);
+      uint8_t extra[kNonceSize + 1];
+      std::memcpy(extra, server_nonce_, kNonceSize);
+      extra[kNonceSize] = o.secret.empty() ? 0 : 1;
+      Header h = cur_;
+      respond(h, te::TE_OK, 0, 0, extra, sizeof extra);
+      out_.back().head[24] = 0;  // addr field: our epoch
+      put64(out_.back().head + 24, o.epoch);
+      state_ = o.secret.empty() ? READY : AUTH;
+      return;
+    }
+    case AUTH: {
+      uint8_t epoch_le[8];
+      put64(epoch_le, o.epoch);
+      te::Bytes parts[4] = {{kClientLabel, std::strlen(kClientLabel)},
+                            {client_nonce_, kNonceSize},
+                            {server_nonce_, kNonceSize},
+                            {epoch_le, 8}};
+      uint8_t mac[kMacSize];
+      te::hmac_sha256(o.secret.data(), o.secret.size(), parts, 4, mac);
+      if (!te::equal_ct(mac, ctrl_body_.data(), kMacSize)) {
+        respond(cur_, te::TE_AUTH_FAILED);
+        close_after_flush_ = true;
+        return;
+      }
+      te::Bytes sparts[3] = {{kServerLabel, std::strlen(kServerLabel)}, {server_nonce_, kNonceSize}, {client_nonce_, kNonceSize}};
+      uint8_t proof[kMacSize];
+      te::hmac_sha256(o.secret.data(), o.secret.size(), sparts, 3, proof);
+      respond(cur_, te::TE_OK, 0, 0, proof, kMacSize);
+      state_ = READY;
+      return;
+    }
+    case READY:
+      break;
+  }
+  if (cur_.op == OP_WRITE) {
+    respond(cur_, body_status_);
+  } else if (cur_.op == OP_NOTIFY) {
+    t_->deliver_notification(peer_name_, std::vector<uint8_t>(ctrl_body_.begin(), ctrl_body_.end()));
+    respond(cur_, te::TE_OK);
+  }
+}
+
+void ServerConn::respond(const Header& req, int32_t status, uint64_t body, uint64_t body_len, const uint8_t* extra,
+                         size_t extra_len) {
+  Out o;
+  Header h;
+  h.op = req.op | OP_RESPONSE;
+  h.id = req.id;
+  h.status = status;
+  h.length = body_len + extra_len;
+  encode(h, o.head);
+  if (extra_len) std::memcpy(o.head + kHeaderSize, extra, extra_len);
+  o.head_len = static_cast<uint32_t>(kHeaderSize + extra_len);
+  o.body = body;
+  o.body_len = body_len;
+  out_.push_back(o);
+  if (out_.size() >= kPauseOut && !input_paused_) {
+    input_paused_ = true;
+    set_interest();
+  }
+}
+
+void ServerConn::flush() {
+  while (!closed && !out_.empty()) {
+    iovec iov[kMaxIov];
+    std::vector<te::Lease> leases;
+    size_t n = 0;
+    uint64_t skip = out_off_;
+    for (size_t i = 0; i < out_.size() && n + 2 <= kMaxIov; ++i) {
+      Out& o = out_[i];
+      if (skip < o.head_len) iov[n++] = {o.head + skip, o.head_len - skip};
+      uint64_t body_skip = skip > o.head_len ? skip - o.head_len : 0;
+      skip = 0;
+      if (o.body_len == 0) continue;
+      bool covered = false;
+      for (auto& l : leases)
+        if (l.covers(o.body, o.body_len)) covered = true;
+      if (!covered) {
+        te::Lease l;
+        if (t_->registry().acquire(o.body, o.body_len, true, l) != te::TE_OK) {
+          if (n > 0) break;
+          // Unregistered while the answer was being sent: the status already said OK, so the
+          // stream cannot continue; the initiator sees CONNECTION_LOST.
+          drop("memory unregistered during a READ response");
+          return;
+        }
+        leases.push_back(std::move(l));
+      }
+      iov[n++] = {reinterpret_cast<void*>(o.body + body_skip), o.body_len - body_skip};
+    }
+    ssize_t w = ::writev(fd_, iov, static_cast<int>(n));
+    if (w < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        want_out_ = true;
+        set_interest();
+        return;
+      }
+      if (errno == EINTR) continue;
+      drop(std::string("send: ") + strerror(errno));
+      return;
+    }
+    uint64_t left = static_cast<uint64_t>(w);
+    while (left > 0 && !out_.empty()) {
+      uint64_t total = out_.front().head_len + out_.front().body_len - out_off_;
+      if (left >= total) {
+        left -= total;
+        out_off_ = 0;
+        out_.pop_front();
+      } else {
+        out_off_ += left;
+        left = 0;
+      }
+    }
+  }
+  if (closed) return;
+  if (out_.empty() && close_after_flush_) {
+    drop("handshake refused");
+    return;
+  }
+  want_out_ = !out_.empty();
+  if (input_paused_ && out_.size() <= kResumeOut) {
+    input_paused_ = false;
+    set_interest();
+    // Requests may already be buffered; continue parsing them.
+    if (!parse()) return;
+    if (!closed && !out_.empty()) {
+      flush();
+      return;
+    }
+  }
+  set_interest();
+}
+
+}  // namespace tetcp

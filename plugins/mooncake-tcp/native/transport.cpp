@@ -1,0 +1,390 @@
+#include "transport.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "lane.h"
+#include "server_conn.h"
+#include "te/slice_plan.h"
+
+namespace tetcp {
+
+void tune_socket(int fd, int buffer_bytes) {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  if (buffer_bytes > 0) {
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof buffer_bytes);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer_bytes, sizeof buffer_bytes);
+  }
+}
+
+// ---------------------------------------------------------------- Batch
+
+void Batch::note_error(const std::string& why) {
+  std::lock_guard<std::mutex> lock(err_mu);
+  if (error.empty()) error = why;
+}
+
+void Batch::complete(Slice* s, int32_t status, const char* why) {
+  if (status != te::TE_OK) {
+    if (s->req == kNotifyRequest) {
+      int32_t expected = 0;
+      batch_status.compare_exchange_strong(expected, status);
+    } else {
+      int32_t expected = 0;
+      statuses[s->req].compare_exchange_strong(expected, status);
+    }
+    if (why && *why) note_error(why);
+  }
+  if (remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) all_done();
+}
+
+void Batch::all_done() {
+  if (has_notify && !notify_sent.exchange(true) && !cancelled() && batch_status.load() == 0) {
+    bool ok = true;
+    for (size_t i = 0; i < n && ok; ++i) ok = statuses[i].load() == te::TE_OK;
+    if (ok && !peer->local) {
+      remaining.store(1);
+      peer->lanes[0]->enqueue(&notify_slice);
+      return;
+    }
+    if (ok && peer->local) owner->deliver_notification(owner->options().segment_name, notify);
+  }
+  owner->finish_batch(this);
+}
+
+// ---------------------------------------------------------------- Peer
+
+std::string Peer::label() const {
+  return (name.empty() ? std::string("?") : name) + " (" + host + ":" + std::to_string(port) + ")";
+}
+
+void Peer::lane_opened(int32_t status, const std::string& msg) {
+  uint64_t id = 0;
+  int32_t st = 0;
+  std::string m;
+  {
+    std::lock_guard<std::mutex> lock(open_mu);
+    if (open_pending == 0) return;
+    if (status != te::TE_OK && open_status == te::TE_OK) {
+      open_status = status;
+      open_msg = msg;
+    }
+    if (--open_pending > 0) return;
+    id = open_id;
+    st = open_status;
+    m = open_msg;
+  }
+  Event e;
+  e.kind = Event::OPEN;
+  e.id = id;
+  e.status = st;
+  e.text = m;
+  owner->emit(std::move(e));
+}
+
+Peer::~Peer() {
+  for (Lane* l : lanes) delete l;
+}
+
+// ---------------------------------------------------------------- Listener
+
+class Listener : public IoHandler {
+ public:
+  Listener(Transport* t, Loop* loop, int fd) : t_(t), loop_(loop), fd_(fd) { loop_->add(fd_, EPOLLIN, this); }
+  void on_event(uint32_t) override {
+    for (;;) {
+      int c = accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (c < 0) return;  // EAGAIN, or a transient error (EMFILE...): try again on the next event
+      t_->accept_fd(c);
+    }
+  }
+  void on_shutdown() override {
+    closed = true;
+    loop_->remove(fd_, this);
+    ::close(fd_);
+    loop_->retire(this, true);
+  }
+
+ private:
+  Transport* t_;
+  Loop* loop_;
+  int fd_;
+};
+
+// ---------------------------------------------------------------- Transport
+
+Transport::Transport(Options o, EventSink sink) : opt_(std::move(o)), sink_(std::move(sink)) {
+  if (opt_.io_threads < 1) opt_.io_threads = 1;
+  if (opt_.lanes < 1) opt_.lanes = 1;
+  if (opt_.slice_size == 0) opt_.slice_size = 1 << 20;
+}
+
+Transport::~Transport() { close(); }
+
+Status Transport::start(std::string* err) {
+  sockaddr_storage sa{};
+  socklen_t salen;
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&sa);
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&sa);
+  if (inet_pton(AF_INET, opt_.bind_address.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(opt_.port);
+    salen = sizeof *v4;
+  } else if (inet_pton(AF_INET6, opt_.bind_address.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(opt_.port);
+    salen = sizeof *v6;
+  } else {
+    *err = "bind address " + opt_.bind_address + " is not an IPv4/IPv6 literal";
+    return te::TE_INVALID_ARGUMENT;
+  }
+  int fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *err = std::string("socket(): ") + strerror(errno);
+    return te::TE_INTERNAL;
+  }
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (opt_.socket_buffer > 0) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &opt_.socket_buffer, sizeof opt_.socket_buffer);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), salen) < 0 || listen(fd, 512) < 0) {
+    *err = "cannot listen on " + opt_.bind_address + ":" + std::to_string(opt_.port) + ": " + strerror(errno);
+    ::close(fd);
+    return te::TE_PEER_UNREACHABLE;
+  }
+  sockaddr_storage bound{};
+  socklen_t bl = sizeof bound;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &bl);
+  port_ = ntohs(bound.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
+                                           : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
+  listen_fd_ = fd;
+  for (int i = 0; i < opt_.io_threads; ++i) {
+    loops_.push_back(std::make_unique<Loop>(i));
+    loops_.back()->start();
+  }
+  loops_[0]->post([this, fd] { listener_ = new Listener(this, loops_[0].get(), fd); });
+  return te::TE_OK;
+}
+
+void Transport::accept_fd(int fd) {
+  if (closing_) {
+    ::close(fd);
+    return;
+  }
+  tune_socket(fd, opt_.socket_buffer);
+  Loop* l = loops_[next_accept_++ % loops_.size()].get();
+  l->post([this, l, fd] {
+    if (l->stopping()) {
+      ::close(fd);
+      return;
+    }
+    new ServerConn(this, l, fd);
+  });
+}
+
+void Transport::deliver_notification(const std::string& from, std::vector<uint8_t> payload) {
+  Event e;
+  e.kind = Event::NOTIFY;
+  e.text = from;
+  e.payload = std::move(payload);
+  emit(std::move(e));
+}
+
+uint64_t Transport::open_peer(const std::string& host, uint16_t port, uint64_t epoch, const std::string& name,
+                              bool local, uint64_t open_id) {
+  auto p = std::make_shared<Peer>();
+  p->owner = this;
+  p->host = host;
+  p->port = port;
+  p->epoch = epoch;
+  p->name = name;
+  p->local = local;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    p->id = next_peer_++;
+    peers_[p->id] = p;
+  }
+  if (local) {
+    Event e;
+    e.kind = Event::OPEN;
+    e.id = open_id ? open_id : p->id;
+    emit(std::move(e));
+    return p->id;
+  }
+  uint32_t base = p->id % loops_.size();
+  for (int i = 0; i < opt_.lanes; ++i) p->lanes.push_back(new Lane(p.get(), loop_for(base + i), i));
+  {
+    std::lock_guard<std::mutex> lock(p->open_mu);
+    p->open_id = open_id ? open_id : p->id;
+    p->open_pending = opt_.lanes;
+  }
+  for (Lane* l : p->lanes) l->open();
+  return p->id;
+}
+
+void Transport::close_peer(uint64_t peer_id) {
+  std::shared_ptr<Peer> p;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = peers_.find(peer_id);
+    if (it == peers_.end()) return;
+    p = it->second;
+    peers_.erase(it);
+  }
+  p->closed = true;
+  for (Lane* l : p->lanes) l->shut(te::TE_ABORTED, "peer closed");
+}
+
+Status Transport::submit(uint64_t peer_id, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
+                         const uint64_t* lengths, size_t n, const uint8_t* notify, size_t notify_len,
+                         uint64_t* batch_id, std::string* err) {
+  if (closing_) {
+    *err = "transport closed";
+    return te::TE_ABORTED;
+  }
+  std::shared_ptr<Peer> p;
+  auto b = std::make_shared<Batch>();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = peers_.find(peer_id);
+    if (it == peers_.end()) {
+      *err = "peer is not open (closed, or never opened with openPeer)";
+      return te::TE_PEER_NOT_FOUND;
+    }
+    p = it->second;
+    b->id = next_batch_++;
+  }
+  if (notify_len > kMaxControlBody) {
+    *err = "notification payload larger than 64 KiB";
+    return te::TE_INVALID_ARGUMENT;
+  }
+  b->owner = this;
+  b->peer = p;
+  b->n = n;
+  b->lengths.assign(lengths, lengths + n);
+  b->statuses.reset(new std::atomic<int32_t>[n ? n : 1]);
+  if (notify) {
+    b->has_notify = true;
+    b->notify.assign(notify, notify + notify_len);
+    b->notify_slice.batch = b.get();
+    b->notify_slice.req = kNotifyRequest;
+    b->notify_slice.op = OP_NOTIFY;
+    b->notify_slice.len = notify_len;
+  }
+  // Local validation: op, length and the local range (any registered region; remote
+  // ranges are validated by the target against its own registrations).
+  std::vector<uint64_t> plan_lengths(n);
+  for (size_t i = 0; i < n; ++i) {
+    int32_t s = te::TE_OK;
+    if (ops[i] > 1) s = te::TE_INVALID_ARGUMENT;
+    if (s == te::TE_OK && lengths[i] > 0) s = registry_.check(local[i], lengths[i], false);
+    if (s == te::TE_OK && te::range_overflows(remote[i], lengths[i])) s = te::TE_ADDRESS_OUT_OF_RANGE;
+    b->statuses[i].store(s, std::memory_order_relaxed);
+    plan_lengths[i] = s == te::TE_OK ? lengths[i] : 0;
+  }
+  uint32_t lanes = p->local ? 1 : static_cast<uint32_t>(p->lanes.size());
+  uint64_t slice = opt_.slice_size > kMaxBody ? kMaxBody : opt_.slice_size;
+  auto plan = te::plan_slices(plan_lengths.data(), n, slice, lanes, p->next_lane.fetch_add(1));
+  b->slices.resize(plan.size());
+  for (size_t k = 0; k < plan.size(); ++k) {
+    Slice& s = b->slices[k];
+    const auto& pl = plan[k];
+    s.batch = b.get();
+    s.req = pl.request;
+    s.op = ops[pl.request] == 1 ? OP_WRITE : OP_READ;
+    s.lane = pl.lane;
+    s.local = local[pl.request] + pl.offset;
+    s.remote = remote[pl.request] + pl.offset;
+    s.len = pl.length;
+    s.span_addr = remote[pl.request];
+    s.span_len = lengths[pl.request];
+  }
+  b->remaining.store(static_cast<int64_t>(plan.size()) + 1);  // +1: released after queueing
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    batches_[b->id] = b;
+  }
+  *batch_id = b->id;
+  if (p->local) {
+    if (!b->slices.empty()) {
+      Loop* l = loop_for(static_cast<uint32_t>(b->id));
+      l->post([this, b] { run_local(b); });
+    }
+  } else {
+    for (Slice& s : b->slices) p->lanes[s.lane]->enqueue(&s);
+  }
+  Slice guard;
+  guard.batch = b.get();
+  guard.req = kNotifyRequest;
+  b->complete(&guard, te::TE_OK);
+  return te::TE_OK;
+}
+
+void Transport::run_local(std::shared_ptr<Batch> b) {
+  for (Slice& s : b->slices) {
+    int32_t st = b->cancel_status.load();
+    if (st == te::TE_OK && (closing_ || loops_[0]->stopping())) st = te::TE_ABORTED;
+    if (st == te::TE_OK) {
+      te::Lease ll, rl;
+      st = registry_.acquire(s.local, s.len, false, ll);
+      if (st == te::TE_OK) st = registry_.check(s.span_addr, s.span_len, true);
+      if (st == te::TE_OK) st = registry_.acquire(s.remote, s.len, true, rl);
+      if (st == te::TE_OK) {
+        if (s.op == OP_WRITE)
+          std::memmove(reinterpret_cast<void*>(s.remote), reinterpret_cast<const void*>(s.local), s.len);
+        else
+          std::memmove(reinterpret_cast<void*>(s.local), reinterpret_cast<const void*>(s.remote), s.len);
+      }
+    }
+    b->complete(&s, st, st ? "same-process copy refused" : nullptr);
+  }
+}
+
+void Transport::cancel(uint64_t batch_id, int32_t status) {
+  std::shared_ptr<Batch> b;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = batches_.find(batch_id);
+    if (it == batches_.end()) return;
+    b = it->second;
+  }
+  int32_t expected = 0;
+  b->cancel_at.store(now_ms());
+  if (!b->cancel_status.compare_exchange_strong(expected, status)) return;
+  if (!b->peer->local)
+    for (Lane* l : b->peer->lanes) l->sweep();
+}
+
+void Transport::finish_batch(Batch* b) {
+  Event e;
+  e.kind = Event::BATCH;
+  e.id = b->id;
+  emit(std::move(e));
+}
+
+std::shared_ptr<Batch> Transport::take_batch(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = batches_.find(id);
+  if (it == batches_.end()) return nullptr;
+  auto b = it->second;
+  batches_.erase(it);
+  return b;
+}
+
+void Transport::close() {
+  if (closing_.exchange(true)) return;
+  for (auto& l : loops_) l->stop();  // lanes fail their slices with ABORTED, connections close
+  if (!listener_ && listen_fd_ >= 0) ::close(listen_fd_);
+  listen_fd_ = -1;
+  std::lock_guard<std::mutex> lock(mu_);
+  peers_.clear();
+}
+
+}  // namespace tetcp

@@ -1,0 +1,174 @@
+// mooncake-tcp transport core (no N-API here): registry, I/O loops, listener, peers with
+// lanes, batches. The addon (addon.cpp) wraps it and carries events to JS.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "loop.h"
+#include "te/memory_registry.h"
+#include "te/status.h"
+#include "wire.h"
+
+namespace tetcp {
+
+using te::Status;
+
+struct Options {
+  std::string segment_name;
+  uint64_t epoch = 0;
+  std::string bind_address = "127.0.0.1";
+  uint16_t port = 0;
+  int io_threads = 2;
+  int lanes = 2;
+  int connect_timeout_ms = 3000;
+  uint64_t slice_size = 1 << 20;
+  int socket_buffer = 0;  // 0: kernel autotuning
+  uint64_t window_bytes = 32ull << 20;
+  int cancel_grace_ms = 250;
+  std::vector<uint8_t> secret;  // empty: no authentication
+};
+
+/** Something for the JS thread: a finished batch, a finished openPeer, a notification. */
+struct Event {
+  enum Kind { BATCH, OPEN, NOTIFY } kind = BATCH;
+  uint64_t id = 0;
+  int32_t status = 0;
+  std::string text;  // error message (BATCH/OPEN) or sender name (NOTIFY)
+  std::vector<uint8_t> payload;
+};
+using EventSink = std::function<void(Event)>;
+
+class Transport;
+struct Peer;
+struct Batch;
+
+struct Slice {
+  Batch* batch = nullptr;
+  uint32_t req = 0;
+  uint8_t op = 0;  // OP_WRITE, OP_READ or OP_NOTIFY
+  uint32_t lane = 0;
+  uint64_t local = 0;
+  uint64_t remote = 0;
+  uint64_t len = 0;
+  uint64_t span_addr = 0;  // the whole request's remote range (validated as one by the target)
+  uint64_t span_len = 0;
+  uint8_t hdr[kHeaderSize];
+};
+
+constexpr uint32_t kNotifyRequest = UINT32_MAX;
+
+struct Batch {
+  uint64_t id = 0;
+  Transport* owner = nullptr;
+  std::shared_ptr<Peer> peer;
+  size_t n = 0;
+  std::vector<uint64_t> lengths;
+  std::unique_ptr<std::atomic<int32_t>[]> statuses;
+  std::vector<Slice> slices;
+  std::atomic<int64_t> remaining{0};
+  std::atomic<int32_t> cancel_status{0};
+  std::atomic<int64_t> cancel_at{0};
+  std::atomic<int32_t> batch_status{0};
+  std::atomic<bool> notify_sent{false};
+  bool has_notify = false;
+  std::vector<uint8_t> notify;
+  Slice notify_slice;
+  std::mutex err_mu;
+  std::string error;
+
+  bool cancelled() const { return cancel_status.load(std::memory_order_acquire) != 0; }
+  void note_error(const std::string& why);
+  /** Any thread: slice `s` reached a terminal status. */
+  void complete(Slice* s, int32_t status, const char* why = nullptr);
+  void all_done();
+};
+
+class Lane;
+
+struct Peer : std::enable_shared_from_this<Peer> {
+  uint64_t id = 0;
+  Transport* owner = nullptr;
+  std::string host;
+  uint16_t port = 0;
+  uint64_t epoch = 0;
+  std::string name;
+  bool local = false;
+  std::vector<Lane*> lanes;
+  std::atomic<int32_t> sticky{0};  // STALE_DESCRIPTOR / AUTH_FAILED / PROTOCOL_MISMATCH: never retried
+  std::atomic<bool> closed{false};
+  std::atomic<uint32_t> next_lane{0};
+  // openPeer in progress
+  std::mutex open_mu;
+  uint64_t open_id = 0;
+  int open_pending = 0;
+  int32_t open_status = 0;
+  std::string open_msg;
+  std::string sticky_msg;
+
+  std::string label() const;
+  void lane_opened(int32_t status, const std::string& msg);
+  ~Peer();
+};
+
+class Transport {
+ public:
+  Transport(Options o, EventSink sink);
+  ~Transport();
+  /** Binds the listener and starts the loops. */
+  Status start(std::string* err);
+  uint16_t port() const { return port_; }
+  const Options& options() const { return opt_; }
+  te::MemoryRegistry& registry() { return registry_; }
+  Loop* loop_for(uint32_t i) { return loops_[i % loops_.size()].get(); }
+  size_t loop_count() const { return loops_.size(); }
+
+  /** Creates a peer and connects its lanes; an OPEN event with `open_id` reports the outcome. */
+  uint64_t open_peer(const std::string& host, uint16_t port, uint64_t epoch, const std::string& name, bool local,
+                     uint64_t open_id);
+  void close_peer(uint64_t peer_id);
+  /** Validates locally and starts a batch; BATCH event `*batch_id` when every request is terminal. */
+  Status submit(uint64_t peer_id, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
+                const uint64_t* lengths, size_t n, const uint8_t* notify, size_t notify_len, uint64_t* batch_id,
+                std::string* err);
+  /** Stops the batch: unsent slices fail with `status`, in-flight ones are awaited (bounded by the grace time). */
+  void cancel(uint64_t batch_id, int32_t status);
+  std::shared_ptr<Batch> take_batch(uint64_t id);
+  /** Stops everything; pending batches fail with ABORTED. Idempotent, blocking (joins threads). */
+  void close();
+  bool closing() const { return closing_.load(); }
+
+  void emit(Event e) { sink_(std::move(e)); }
+  void finish_batch(Batch* b);
+  void deliver_notification(const std::string& from, std::vector<uint8_t> payload);
+  void accept_fd(int fd);
+
+ private:
+  void run_local(std::shared_ptr<Batch> b);
+  Options opt_;
+  EventSink sink_;
+  te::MemoryRegistry registry_;
+  std::vector<std::unique_ptr<Loop>> loops_;
+  IoHandler* listener_ = nullptr;
+  int listen_fd_ = -1;
+  uint16_t port_ = 0;
+  std::atomic<bool> closing_{false};
+  std::atomic<uint32_t> next_accept_{0};
+  std::mutex mu_;
+  uint64_t next_peer_ = 1;
+  uint64_t next_batch_ = 1;
+  std::unordered_map<uint64_t, std::shared_ptr<Peer>> peers_;
+  std::unordered_map<uint64_t, std::shared_ptr<Batch>> batches_;
+};
+
+/** Socket options shared by both sides (non-blocking, TCP_NODELAY, buffer sizes). */
+void tune_socket(int fd, int buffer_bytes);
+
+}  // namespace tetcp

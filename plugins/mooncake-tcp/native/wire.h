@@ -1,0 +1,115 @@
+// The mooncake-tcp wire format. Every frame starts with a 40-byte little-endian header:
+//
+//   off size field
+//     0    4 magic    "TETC" (0x43544554 read as LE u32)
+//     4    2 version  protocol version (1)
+//     6    1 op       request op, or request op | 0x80 for its response
+//     7    1 flags    reserved, 0
+//     8    4 status   int32 te status (responses), 0 in requests
+//    12    4 reserved 0
+//    16    8 id       request id, echoed by the response
+//    24    8 addr     target address (WRITE/READ), expected target epoch (HELLO), target epoch (HELLO_ACK)
+//    32    8 length   body bytes following the header
+//    40    8 span_addr   start of the whole request this slice belongs to (WRITE/READ)
+//    48    8 span_length length of that request: the target validates the whole span, so a
+//                        request crossing the end of a region is refused in every slice
+//                        and no byte of it lands
+//
+// WRITE carries `length` body bytes (sent straight from registered memory) and is answered
+// by WRITE_ACK after the bytes were applied. READ has no body; READ_RESP carries the
+// status and, when OK, `length` bytes. Responses on a connection come in request order.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace tetcp {
+
+constexpr uint32_t kMagic = 0x43544554;  // bytes 'T','E','T','C'
+constexpr uint16_t kVersion = 1;
+constexpr size_t kHeaderSize = 56;
+/** A data body above this is a malformed frame: the connection is closed. */
+constexpr uint64_t kMaxBody = 1ull << 30;
+/** HELLO / AUTH / NOTIFY bodies above this are malformed frames. */
+constexpr uint64_t kMaxControlBody = 64 * 1024;
+constexpr size_t kNonceSize = 16;
+constexpr size_t kMacSize = 32;
+
+enum Op : uint8_t {
+  OP_WRITE = 1,
+  OP_READ = 2,
+  OP_NOTIFY = 3,
+  OP_HELLO = 16,
+  OP_AUTH = 17,
+  OP_RESPONSE = 0x80,
+};
+
+struct Header {
+  uint32_t magic = kMagic;
+  uint16_t version = kVersion;
+  uint8_t op = 0;
+  uint8_t flags = 0;
+  int32_t status = 0;
+  uint64_t id = 0;
+  uint64_t addr = 0;
+  uint64_t length = 0;
+  uint64_t span_addr = 0;
+  uint64_t span_length = 0;
+};
+
+inline void put16(uint8_t* p, uint16_t v) { p[0] = uint8_t(v), p[1] = uint8_t(v >> 8); }
+inline void put32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = uint8_t(v >> (8 * i));
+}
+inline void put64(uint8_t* p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = uint8_t(v >> (8 * i));
+}
+inline uint16_t get16(const uint8_t* p) { return uint16_t(p[0] | (p[1] << 8)); }
+inline uint32_t get32(const uint8_t* p) {
+  uint32_t v = 0;
+  for (int i = 3; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+inline uint64_t get64(const uint8_t* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+inline void encode(const Header& h, uint8_t out[kHeaderSize]) {
+  put32(out, h.magic);
+  put16(out + 4, h.version);
+  out[6] = h.op;
+  out[7] = h.flags;
+  put32(out + 8, static_cast<uint32_t>(h.status));
+  put32(out + 12, 0);
+  put64(out + 16, h.id);
+  put64(out + 24, h.addr);
+  put64(out + 32, h.length);
+  put64(out + 40, h.span_addr);
+  put64(out + 48, h.span_length);
+}
+
+inline Header decode(const uint8_t in[kHeaderSize]) {
+  Header h;
+  h.magic = get32(in);
+  h.version = get16(in + 4);
+  h.op = in[6];
+  h.flags = in[7];
+  h.status = static_cast<int32_t>(get32(in + 8));
+  h.id = get64(in + 16);
+  h.addr = get64(in + 24);
+  h.length = get64(in + 32);
+  h.span_addr = get64(in + 40);
+  h.span_length = get64(in + 48);
+  return h;
+}
+
+// HELLO body: u64 client epoch | nonce[16] | u16 name length | name bytes
+// HELLO_ACK body: nonce[16] | u8 auth required
+// AUTH body: mac[32] = HMAC(secret, "te-tcp/1 client" | client nonce | server nonce | target epoch)
+// AUTH_ACK body (OK only): mac[32] = HMAC(secret, "te-tcp/1 server" | server nonce | client nonce)
+constexpr const char* kClientLabel = "te-tcp/1 client";
+constexpr const char* kServerLabel = "te-tcp/1 server";
+
+}  // namespace tetcp

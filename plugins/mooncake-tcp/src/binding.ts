@@ -1,0 +1,123 @@
+/**
+ * The native surface of mooncake-tcp: the one place that declares what the addon exports
+ * and loads it. Arguments are validated in TypeScript before they get here.
+ */
+import { existsSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { TransferError } from '@te/connector';
+
+export const PLUGIN_NAME = 'mooncake-tcp';
+
+/** Options of one native transport (all validated and defaulted by src/options.ts). */
+export interface NativeTransportOptions {
+  segmentName: string;
+  epoch: bigint;
+  bindAddress: string;
+  port: number;
+  ioThreads: number;
+  lanesPerPeer: number;
+  connectTimeoutMs: number;
+  sliceSize: number;
+  socketBufferBytes: number;
+  windowBytes: number;
+  cancelGraceMs: number;
+  /** Shared secret bytes; absent: no authentication. */
+  authSecret?: Uint8Array;
+}
+
+/** Called on the JS thread, never from native threads. */
+export interface NativeCallbacks {
+  /**
+   * A batch is terminal. `batchStatus` is 0, the cancel status (TIMEOUT/ABORTED) or the
+   * notification's failure; `statuses` has one status per request; `bytes` counts the
+   * bytes of OK requests; `message` describes the first failure.
+   */
+  onBatch(batchId: number, batchStatus: number, statuses: Int32Array, bytes: bigint, message: string): void;
+  /** openPeer finished connecting every lane (status 0) or failed. */
+  onOpen(peerId: number, status: number, message: string): void;
+  /** A peer's notification arrived (after all its batch's bytes landed here). */
+  onNotify(from: string, payload: Uint8Array): void;
+}
+
+export interface NativeTcpTransport {
+  /** The bound data port (the ephemeral one when options.port was 0). */
+  port(): number;
+  /**
+   * Registers [addr, addr+length) (inside `buffer` when given; `addr` 0n = its start) and
+   * returns the start address. A buffer is kept alive until unregistered. Throws
+   * TransferError MEMORY_OVERLAP / ADDRESS_OUT_OF_RANGE / INVALID_ARGUMENT.
+   */
+  registerMemory(buffer: ArrayBuffer | SharedArrayBuffer | ArrayBufferView | null, addr: bigint, length: bigint, remoteAccess: boolean): bigint;
+  /** Unregisters and resolves once no access to that memory is in flight. */
+  unregisterMemory(addr: bigint): Promise<void>;
+  /** Starts connecting to a peer (or marks it same-process); `onOpen(peerId, ...)` reports. */
+  openPeer(host: string, port: number, epoch: bigint, name: string, local: boolean): number;
+  closePeer(peerId: number): void;
+  /**
+   * Starts a batch (one call for the whole struct-of-arrays batch) and returns its id;
+   * `onBatch(id, ...)` reports. Throws TransferError for PEER_NOT_FOUND / INVALID_ARGUMENT.
+   */
+  submit(peerId: number, opcodes: Uint8Array, localAddrs: BigUint64Array, remoteAddrs: BigUint64Array, lengths: BigUint64Array, notify: Uint8Array | null): number;
+  /** Stops a batch with `status`: unsent slices fail, in-flight ones are awaited (bounded by cancelGraceMs). */
+  cancel(batchId: number, status: number): void;
+  /** Closes listeners and connections, joins I/O threads, fails pending batches with ABORTED. Idempotent. */
+  close(): void;
+}
+
+export interface NativeModule {
+  TcpTransport: new (options: NativeTransportOptions, callbacks: NativeCallbacks) => NativeTcpTransport;
+  /** Native code throws whatever this factory returns (a TransferError). */
+  setErrorFactory(factory: (status: number, message: string) => Error): void;
+  /** The code name of a native status ("ADDRESS_OUT_OF_RANGE", ...). */
+  statusName(status: number): string;
+  /** The addon's per-process random epoch. */
+  processEpoch(): bigint;
+  /** Wire protocol version spoken by this build. */
+  protocolVersion: number;
+}
+
+const ADDON = 'te_mooncake_tcp.node';
+let cached: NativeModule | undefined;
+
+/** The package root (src/ and dist/ are both one level below it). */
+export function packageRoot(): string {
+  return fileURLToPath(new URL('..', import.meta.url));
+}
+
+/** Loads the addon once. A failure lists the paths tried and how to fix it. */
+export function loadBinding(): NativeModule {
+  if (cached) return cached;
+  const root = packageRoot();
+  const candidates = [
+    process.env.TE_MOONCAKE_TCP_ADDON,
+    join(root, 'build', 'Release', ADDON),
+    join(root, 'build', 'Debug', ADDON),
+  ].filter((p): p is string => typeof p === 'string' && p.length > 0);
+  const require = createRequire(import.meta.url);
+  const problems: string[] = [];
+  for (const path of candidates) {
+    if (!existsSync(path)) {
+      problems.push(`${path}: not found`);
+      continue;
+    }
+    try {
+      const mod = require(path) as NativeModule;
+      mod.setErrorFactory((status, message) => TransferError.fromStatus(status, message, { plugin: PLUGIN_NAME }));
+      cached = mod;
+      return mod;
+    } catch (e) {
+      problems.push(`${path}: ${(e as Error).message}`);
+    }
+  }
+  throw new TransferError(
+    'PLUGIN_LOAD_FAILED',
+    `cannot load the native addon ${ADDON}. Tried:\n  ${problems.join('\n  ')}\n` +
+      'Possible solutions:\n' +
+      '  - build it: `npm run build:native -w @te/mooncake-tcp` (needs cmake >= 3.18 and g++; Debian: apt-get install -y cmake g++)\n' +
+      '  - reinstall so the install script runs: `npm ci` at the repository root (do not pass --ignore-scripts)\n' +
+      '  - point TE_MOONCAKE_TCP_ADDON at a built te_mooncake_tcp.node',
+    { plugin: PLUGIN_NAME },
+  );
+}

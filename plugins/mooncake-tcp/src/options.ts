@@ -1,0 +1,84 @@
+import type { OptionsOf, OptionsSchema } from '@te/connector';
+
+/**
+ * Runtime parameters of mooncake-tcp, with defaults and the environment variable that
+ * sets each one (explicit config > environment > default).
+ */
+export const tcpOptions = {
+  port: {
+    type: 'integer',
+    default: 0,
+    min: 0,
+    max: 65535,
+    env: 'TE_TCP_PORT',
+    description: 'TCP port of the data listener (0 = an ephemeral port, published in the endpoint)',
+  },
+  advertiseHost: {
+    type: 'string',
+    env: 'TE_TCP_ADVERTISE_HOST',
+    description: 'Host peers connect to (default: the bind address, or the first non-internal IPv4 address when binding a wildcard)',
+  },
+  ioThreads: {
+    type: 'integer',
+    default: 2,
+    min: 1,
+    max: 64,
+    env: 'TE_TCP_IO_THREADS',
+    description: 'epoll I/O threads; connections (both directions) are spread over them',
+  },
+  lanesPerPeer: {
+    type: 'integer',
+    default: 2,
+    min: 1,
+    max: 64,
+    env: 'TE_TCP_LANES_PER_PEER',
+    description: 'Persistent TCP connections per peer; slices of a batch are spread over them and pipelined',
+  },
+  connectTimeoutMs: {
+    type: 'integer',
+    default: 3000,
+    min: 1,
+    max: 600000,
+    env: 'TE_TCP_CONNECT_TIMEOUT_MS',
+    description: 'Deadline for connect + handshake of one lane (then PEER_UNREACHABLE)',
+  },
+  sliceSize: {
+    type: 'integer',
+    default: 1048576,
+    min: 4096,
+    max: 1073741824,
+    env: 'TE_TCP_SLICE_SIZE',
+    description: 'Requests larger than this are cut into slices of this many bytes, spread over lanes',
+  },
+  socketBufferBytes: {
+    type: 'integer',
+    default: 0,
+    min: 0,
+    max: 1073741824,
+    env: 'TE_TCP_SOCKET_BUFFER_BYTES',
+    description: 'SO_SNDBUF/SO_RCVBUF of data sockets; 0 keeps kernel autotuning (fastest on loopback, see README)',
+  },
+  windowBytes: {
+    type: 'integer',
+    default: 33554432,
+    min: 65536,
+    max: 1073741824,
+    env: 'TE_TCP_WINDOW_BYTES',
+    description: 'Bytes in flight (sent, not yet acknowledged) per lane',
+  },
+  cancelGraceMs: {
+    type: 'integer',
+    default: 250,
+    min: 1,
+    max: 60000,
+    env: 'TE_TCP_CANCEL_GRACE_MS',
+    description: 'After a timeout/abort, how long in-flight slices may take to be acknowledged before their lane is dropped',
+  },
+  authSecret: {
+    type: 'string',
+    env: 'TE_TCP_AUTH_SECRET',
+    description: 'Shared secret: peers must prove it (HMAC-SHA256 challenge/response) at connect, else AUTH_FAILED',
+  },
+} as const satisfies OptionsSchema;
+
+export type TcpOptions = OptionsOf<typeof tcpOptions>;

@@ -1,0 +1,266 @@
+import { networkInterfaces } from 'node:os';
+import {
+  NATIVE_STATUS,
+  TransferError,
+  type BatchResult,
+  type Notification,
+  type RegisterRequest,
+  type SegmentDescriptor,
+  type SubmitOptions,
+  type TransferBatch,
+  type Transport,
+  type TransportContext,
+  type TransportPeer,
+  type TransportRegistration,
+  type WireValue,
+} from '@te/connector';
+import { loadBinding, PLUGIN_NAME, type NativeTcpTransport } from './binding.js';
+import type { TcpOptions } from './options.js';
+
+/** What mooncake-tcp publishes as its endpoint in the segment descriptor. */
+export interface TcpEndpoint {
+  host: string;
+  port: number;
+  protocol: number;
+}
+
+interface TcpPeer extends TransportPeer {
+  readonly id: number;
+  readonly local: boolean;
+  readonly owner: MooncakeTcpTransport;
+}
+
+interface PendingBatch {
+  resolve(result: BatchResult): void;
+  reject(error: TransferError): void;
+  timer: NodeJS.Timeout;
+  signal?: AbortSignal;
+  onAbort?: () => void;
+  peer: string;
+}
+
+const opts = { plugin: PLUGIN_NAME };
+
+function fail(code: ConstructorParameters<typeof TransferError>[0], message: string): TransferError {
+  return new TransferError(code, message, opts);
+}
+
+function advertisedHost(bind: string, override?: string): string {
+  if (override) return override;
+  if (bind !== '0.0.0.0' && bind !== '::') return bind;
+  for (const list of Object.values(networkInterfaces())) {
+    for (const a of list ?? []) if (a.family === 'IPv4' && !a.internal) return a.address;
+  }
+  return '127.0.0.1';
+}
+
+function parseEndpoint(value: WireValue | undefined, peer: string): TcpEndpoint {
+  const e = value as Partial<TcpEndpoint> | null | undefined;
+  if (!e || typeof e !== 'object' || typeof e.host !== 'string' || typeof e.port !== 'number' || e.port < 1 || e.port > 65535) {
+    throw fail('INVALID_ARGUMENT', `segment "${peer}" publishes no usable mooncake-tcp endpoint ({host, port})`);
+  }
+  return { host: e.host, port: e.port, protocol: typeof e.protocol === 'number' ? e.protocol : 1 };
+}
+
+export class MooncakeTcpTransport implements Transport {
+  readonly #native: NativeTcpTransport;
+  readonly #context: TransportContext;
+  readonly #options: TcpOptions;
+  readonly #endpoint: TcpEndpoint;
+  readonly #pending = new Map<number, PendingBatch>();
+  readonly #opening = new Map<number, { resolve(): void; reject(e: TransferError): void }>();
+  readonly #listeners = new Set<(n: Notification) => void>();
+  #closed = false;
+
+  constructor(context: TransportContext, options: TcpOptions) {
+    const native = loadBinding();
+    this.#context = context;
+    this.#options = options;
+    this.#native = new native.TcpTransport(
+      {
+        segmentName: context.segmentName,
+        epoch: context.epoch,
+        bindAddress: context.bindAddress,
+        port: options.port,
+        ioThreads: options.ioThreads,
+        lanesPerPeer: options.lanesPerPeer,
+        connectTimeoutMs: options.connectTimeoutMs,
+        sliceSize: options.sliceSize,
+        socketBufferBytes: options.socketBufferBytes,
+        windowBytes: options.windowBytes,
+        cancelGraceMs: options.cancelGraceMs,
+        ...(options.authSecret ? { authSecret: Buffer.from(options.authSecret, 'utf8') } : {}),
+      },
+      {
+        onBatch: (id, batchStatus, statuses, bytes, message) => this.#onBatch(id, batchStatus, statuses, bytes, message),
+        onOpen: (id, status, message) => this.#onOpen(id, status, message),
+        onNotify: (from, payload) => this.#onNotify(from, payload),
+      },
+    );
+    this.#endpoint = {
+      host: advertisedHost(context.bindAddress, options.advertiseHost),
+      port: this.#native.port(),
+      protocol: native.protocolVersion,
+    };
+  }
+
+  endpoint(): WireValue {
+    return { ...this.#endpoint };
+  }
+
+  async registerMemory(request: RegisterRequest): Promise<TransportRegistration> {
+    this.#checkOpen();
+    if (request.device !== 'cpu') {
+      throw fail(
+        'MEMORY_KIND_UNSUPPORTED',
+        `cannot register ${request.device} memory: this build of mooncake-tcp has no CUDA support (capabilities.memoryKinds = ['cpu']); register host memory, or use mooncake-intra-nvlink / mooncake-rdma for GPU memory`,
+      );
+    }
+    if (typeof request.length !== 'bigint' || request.length <= 0n) throw fail('INVALID_ARGUMENT', 'Expected `length` to be a positive bigint');
+    if (!request.buffer && request.addr === undefined) throw fail('INVALID_ARGUMENT', 'registerMemory needs `buffer` or `addr`');
+    // A bare SharedArrayBuffer has no Node-API accessor at NAPI 8: pass a view of it.
+    const buffer = request.buffer instanceof SharedArrayBuffer ? new Uint8Array(request.buffer) : request.buffer ?? null;
+    const addr = this.#native.registerMemory(buffer, request.addr ?? 0n, request.length, request.remoteAccess);
+    return { addr, length: request.length };
+  }
+
+  async unregisterMemory(addr: bigint): Promise<void> {
+    this.#checkOpen();
+    await this.#native.unregisterMemory(addr);
+  }
+
+  async openPeer(peer: SegmentDescriptor): Promise<TransportPeer> {
+    this.#checkOpen();
+    const local = peer.epoch === this.#context.epoch;
+    if (!local && peer.name === this.#context.segmentName) {
+      throw fail('STALE_DESCRIPTOR', `descriptor of segment "${peer.name}" has epoch ${peer.epoch}, but this process is epoch ${this.#context.epoch}: it describes an earlier life of this segment`);
+    }
+    const advert = peer.transports[PLUGIN_NAME];
+    if (!advert && !local) throw fail('NO_COMMON_TRANSPORT', `segment "${peer.name}" does not advertise ${PLUGIN_NAME}`);
+    const ep = local ? this.#endpoint : parseEndpoint(advert!.endpoint, peer.name);
+    if (ep.protocol !== 1) throw fail('PROTOCOL_MISMATCH', `segment "${peer.name}" speaks mooncake-tcp protocol ${ep.protocol}, this build speaks 1`);
+    const id = this.#native.openPeer(ep.host, ep.port, peer.epoch, peer.name, local);
+    try {
+      await new Promise<void>((resolve, reject) => this.#opening.set(id, { resolve, reject }));
+    } catch (e) {
+      this.#native.closePeer(id);
+      throw e;
+    }
+    const handle: TcpPeer = { segment: peer.name, epoch: peer.epoch, id, local, owner: this };
+    return handle;
+  }
+
+  async closePeer(peer: TransportPeer): Promise<void> {
+    const p = this.#own(peer);
+    if (!this.#closed) this.#native.closePeer(p.id);
+  }
+
+  submit(peer: TransportPeer, batch: TransferBatch, options: SubmitOptions): Promise<BatchResult> {
+    return new Promise<BatchResult>((resolve, reject) => {
+      this.#checkOpen();
+      const p = this.#own(peer);
+      const n = batch.opcodes.length;
+      if (batch.localAddrs.length !== n || batch.remoteAddrs.length !== n || batch.lengths.length !== n) {
+        throw fail('INVALID_ARGUMENT', `batch arrays differ in length (opcodes ${n}, localAddrs ${batch.localAddrs.length}, remoteAddrs ${batch.remoteAddrs.length}, lengths ${batch.lengths.length})`);
+      }
+      if (!Number.isFinite(options.timeoutMs) || options.timeoutMs <= 0) throw fail('INVALID_ARGUMENT', `Expected \`timeoutMs\` to be a positive number, got ${options.timeoutMs}`);
+      if (options.notify && options.notify.length > 65536) throw fail('INVALID_ARGUMENT', 'a notification payload is at most 64 KiB');
+      if (options.signal?.aborted) throw fail('ABORTED', `batch to "${p.segment}" aborted before it was submitted`);
+      const id = this.#native.submit(p.id, batch.opcodes, batch.localAddrs, batch.remoteAddrs, batch.lengths, options.notify ?? null);
+      const entry: PendingBatch = {
+        resolve,
+        reject,
+        peer: p.segment,
+        timer: setTimeout(() => this.#native.cancel(id, NATIVE_STATUS.TIMEOUT), options.timeoutMs),
+      };
+      if (options.signal) {
+        entry.signal = options.signal;
+        entry.onAbort = () => this.#native.cancel(id, NATIVE_STATUS.ABORTED);
+        options.signal.addEventListener('abort', entry.onAbort, { once: true });
+      }
+      this.#pending.set(id, entry);
+    });
+  }
+
+  onNotification(listener: (notification: Notification) => void): void {
+    this.#listeners.add(listener);
+  }
+
+  describe(): Record<string, WireValue> {
+    return {
+      host: this.#endpoint.host,
+      port: this.#endpoint.port,
+      protocol: this.#endpoint.protocol,
+      ioThreads: this.#options.ioThreads,
+      lanesPerPeer: this.#options.lanesPerPeer,
+      sliceSize: this.#options.sliceSize,
+      authentication: this.#options.authSecret ? 'hmac-sha256' : 'none',
+      cuda: false,
+    };
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#native.close(); // delivers the ABORTED completions of pending batches synchronously
+    for (const [id, o] of this.#opening) o.reject(fail('ABORTED', `transport closed while opening peer ${id}`));
+    this.#opening.clear();
+    for (const [, b] of this.#pending) {
+      clearTimeout(b.timer);
+      b.reject(fail('ABORTED', `transport closed; batch to "${b.peer}" abandoned`));
+    }
+    this.#pending.clear();
+    this.#listeners.clear();
+  }
+
+  #checkOpen(): void {
+    if (this.#closed) throw fail('ABORTED', 'transport is closed');
+  }
+
+  #own(peer: TransportPeer): TcpPeer {
+    const p = peer as TcpPeer;
+    if (p.owner !== this) throw fail('PEER_NOT_FOUND', `peer "${peer.segment}" was not opened by this mooncake-tcp transport`);
+    return p;
+  }
+
+  #onOpen(id: number, status: number, message: string): void {
+    const o = this.#opening.get(id);
+    if (!o) return;
+    this.#opening.delete(id);
+    if (status === 0) o.resolve();
+    else o.reject(TransferError.fromStatus(status, message || `cannot open peer ${id}`, opts));
+  }
+
+  #onBatch(id: number, batchStatus: number, statuses: Int32Array, bytes: bigint, message: string): void {
+    const b = this.#pending.get(id);
+    if (!b) return;
+    this.#pending.delete(id);
+    clearTimeout(b.timer);
+    if (b.signal && b.onAbort) b.signal.removeEventListener('abort', b.onAbort);
+    let status = batchStatus;
+    if (status === 0) {
+      // A peer/connection-level failure fails the batch; per-request address errors are reported in statuses.
+      for (let i = 0; i < statuses.length; i++) {
+        if (statuses[i]! <= -100) {
+          status = statuses[i]!;
+          break;
+        }
+      }
+    }
+    if (status !== 0) {
+      const what =
+        status === NATIVE_STATUS.TIMEOUT ? `batch to "${b.peer}" timed out` : status === NATIVE_STATUS.ABORTED ? `batch to "${b.peer}" aborted` : `batch to "${b.peer}" failed`;
+      b.reject(TransferError.fromStatus(status, message && status !== NATIVE_STATUS.TIMEOUT && status !== NATIVE_STATUS.ABORTED ? `${what}: ${message}` : what, { ...opts, statuses, details: { peer: b.peer, bytes } }));
+      return;
+    }
+    b.resolve({ statuses, bytes });
+  }
+
+  #onNotify(from: string, payload: Uint8Array): void {
+    for (const l of this.#listeners) l({ from, payload });
+  }
+}
+
+export async function createTcpTransport(context: TransportContext, options: TcpOptions): Promise<Transport> {
+  return new MooncakeTcpTransport(context, options);
+}

@@ -1,0 +1,110 @@
+import { fork, type ChildProcess } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { parseOptions, type SegmentDescriptor, type Transport } from '@te/connector';
+import plugin from '../src/index.js';
+
+export { pattern } from './pattern.js';
+
+/** How the target child describes itself to the parent (u64 values as decimal strings). */
+export interface BenchEndpointInfo {
+  name: string;
+  epoch: string;
+  endpoint: unknown;
+  addr: string;
+  length: string;
+}
+
+/** A segment descriptor for a target known only from its info (the tests run no engine). */
+export function descriptorOf(info: BenchEndpointInfo): SegmentDescriptor {
+  return {
+    version: 1,
+    name: info.name,
+    epoch: BigInt(info.epoch),
+    hostname: 'bench',
+    pid: 0,
+    transports: { [plugin.name]: { class: 'tcp', memoryKinds: ['cpu'], endpoint: info.endpoint as never } },
+    buffers: [{ addr: BigInt(info.addr), length: BigInt(info.length), device: 'cpu', attrs: {} }],
+  };
+}
+
+export const KiB = 1024;
+export const MiB = 1024 * KiB;
+export const hash = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
+
+export interface TargetProcess {
+  child: ChildProcess;
+  info: BenchEndpointInfo;
+  descriptor: SegmentDescriptor;
+  call<T = unknown>(cmd: string, args?: Record<string, unknown>): Promise<T>;
+  kill(signal?: NodeJS.Signals): Promise<void>;
+}
+
+export async function spawnTarget(size: number, options: Record<string, unknown> = {}, name?: string): Promise<TargetProcess> {
+  const child = fork(fileURLToPath(new URL('./fixtures/target.ts', import.meta.url)), [], {
+    execArgv: ['--import', 'tsx'],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  let next = 1;
+  const waiting = new Map<number, { resolve(v: unknown): void; reject(e: Error): void }>();
+  child.on('message', (m: { id: number; result?: unknown; error?: { message: string; code?: string } }) => {
+    const w = waiting.get(m.id);
+    if (!w) return;
+    waiting.delete(m.id);
+    if (m.error) w.reject(Object.assign(new Error(m.error.message), { code: m.error.code }));
+    else w.resolve(m.result);
+  });
+  child.on('exit', () => {
+    for (const w of waiting.values()) w.reject(new Error('target exited'));
+    waiting.clear();
+  });
+  const call = <T,>(cmd: string, args: Record<string, unknown> = {}) =>
+    new Promise<T>((resolve, reject) => {
+      const id = next++;
+      waiting.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      child.send({ id, cmd, ...args });
+    });
+  const info = await call<BenchEndpointInfo>('start', { size, options, name });
+  return {
+    child,
+    info,
+    descriptor: descriptorOf(info),
+    call,
+    kill: (signal = 'SIGKILL') =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null || child.signalCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill(signal);
+      }),
+  };
+}
+
+export interface Local {
+  transport: Transport;
+  buffer: Uint8Array;
+  addr: bigint;
+  epoch: bigint;
+}
+
+export async function localTransport(size: number, options: Record<string, unknown> = {}, name = `initiator-${process.pid}-${randomBytes(3).toString('hex')}`): Promise<Local> {
+  const epoch = randomBytes(8).readBigUInt64LE() | 1n;
+  const transport = await plugin.create(
+    { segmentName: name, epoch, bindAddress: '127.0.0.1', env: {}, log: () => {} },
+    parseOptions(plugin.options, options, {}, plugin.name),
+  );
+  const buffer = new Uint8Array(size);
+  const r = await transport.registerMemory({ buffer, length: BigInt(size), device: 'cpu', remoteAccess: true });
+  return { transport, buffer, addr: r.addr, epoch };
+}
+
+export async function rejectsWith(p: Promise<unknown>, code: string | string[]): Promise<Error & { code: string }> {
+  try {
+    await p;
+  } catch (e) {
+    const err = e as Error & { code: string };
+    const codes = Array.isArray(code) ? code : [code];
+    if (!codes.includes(err.code)) throw new Error(`expected ${codes.join('|')}, got ${err.code}: ${err.message}`);
+    return err;
+  }
+  throw new Error(`expected a rejection with ${code}, but it resolved`);
+}

@@ -1,0 +1,67 @@
+// Hand-built frames for hostile-peer tests (mirrors native/wire.h).
+import { connect, type Socket } from 'node:net';
+import { randomBytes } from 'node:crypto';
+
+export const OP = { WRITE: 1, READ: 2, NOTIFY: 3, HELLO: 16, AUTH: 17, RESPONSE: 0x80 } as const;
+
+export const HEADER = 56;
+
+export function header(op: number, fields: { id?: bigint; addr?: bigint; length?: bigint; version?: number; magic?: number } = {}): Buffer {
+  const h = Buffer.alloc(HEADER);
+  h.writeUInt32LE(fields.magic ?? 0x43544554, 0);
+  h.writeUInt16LE(fields.version ?? 1, 4);
+  h[6] = op;
+  h.writeBigUInt64LE(fields.id ?? 1n, 16);
+  h.writeBigUInt64LE(fields.addr ?? 0n, 24);
+  h.writeBigUInt64LE(fields.length ?? 0n, 32);
+  return h;
+}
+
+export function hello(expectedEpoch: bigint, name = 'raw'): Buffer {
+  const body = Buffer.alloc(8 + 16 + 2 + name.length);
+  body.writeBigUInt64LE(1n, 0);
+  randomBytes(16).copy(body, 8);
+  body.writeUInt16LE(name.length, 24);
+  body.write(name, 26);
+  return Buffer.concat([header(OP.HELLO, { addr: expectedEpoch, length: BigInt(body.length) }), body]);
+}
+
+export interface RawConn {
+  socket: Socket;
+  /** Resolves with the next `n` bytes, or null if the connection closed first. */
+  read(n: number): Promise<Buffer | null>;
+  /** Resolves true when the server closes the connection within `ms`. */
+  closed(ms: number): Promise<boolean>;
+}
+
+export async function rawConnect(port: number): Promise<RawConn> {
+  const socket = connect({ host: '127.0.0.1', port });
+  await new Promise<void>((resolve, reject) => socket.once('connect', resolve).once('error', reject));
+  let buf = Buffer.alloc(0);
+  let ended = false;
+  let wake: (() => void) | undefined;
+  socket.on('data', (d) => {
+    buf = Buffer.concat([buf, d]);
+    wake?.();
+  });
+  const onEnd = () => {
+    ended = true;
+    wake?.();
+  };
+  socket.on('end', onEnd).on('close', onEnd).on('error', onEnd);
+  return {
+    socket,
+    async read(n) {
+      while (buf.length < n && !ended) await new Promise<void>((r) => (wake = r));
+      if (buf.length < n) return null;
+      const out = buf.subarray(0, n);
+      buf = buf.subarray(n);
+      return out;
+    },
+    async closed(ms) {
+      const deadline = Date.now() + ms;
+      while (!ended && Date.now() < deadline) await new Promise<void>((r) => { wake = r; setTimeout(r, 20); });
+      return ended;
+    },
+  };
+}
