@@ -5,7 +5,7 @@
 import { spawn } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { dirname, join, relative } from 'node:path';
 
 const require = createRequire(import.meta.url);
 // uvu exports no ./bin.js subpath: find its folder through the main entry (dist/index.js).
@@ -27,7 +27,8 @@ child.on('exit', (code, signal) => {
   const passed = num('Passed');
   const skipped = num('Skipped');
   const failed = Number.isNaN(total) ? 1 : total - passed - skipped;
-  const where = process.cwd().replace(/.*\/(packages|plugins|test)\b/, '$1');
+  const root = process.env.TE_TEST_SUMMARY ? dirname(process.env.TE_TEST_SUMMARY) : process.cwd();
+  const where = relative(root, process.cwd()) || 'test (cross-package)';
   if (process.env.TE_TEST_SUMMARY) appendFileSync(process.env.TE_TEST_SUMMARY, `${JSON.stringify({ where, total, passed, skipped, failed })}\n`);
   if (code !== 0 || signal) {
     process.exitCode = code || 1;

@@ -54,6 +54,70 @@ test('GPU memory goes over the NVLink-class transport, host memory over TCP, in 
   assert.equal(notes, ['done'], 'notification delivered once, after both parts');
 });
 
+test('a notification alone reaches a peer that holds several memory kinds', async () => {
+  const [a, b] = [await make(both), await make(both)];
+  const g = allocFakeDeviceMemory(64);
+  await b.registerMemory({ addr: g.addr, length: 64n, device: 'cuda:0' });
+  await b.registerMemory(new Uint8Array(64));
+  await a.registerMemory(new Uint8Array(64));
+  const g2 = allocFakeDeviceMemory(64);
+  await a.registerMemory({ addr: g2.addr, length: 64n, device: 'cuda:0' });
+  const notes: string[] = [];
+  b.onNotification((n) => notes.push(new TextDecoder().decode(n.payload)));
+  await a.transfer(b.segmentName, batchOf([]), { notify: new TextEncoder().encode('only a note') });
+  assert.equal(notes, ['only a note']);
+});
+
+test('a split batch settles every part before it rejects', async () => {
+  const [a, b] = [await make(both), await make(both)];
+  const gs = allocFakeDeviceMemory(256);
+  gs.bytes.set(pattern(256, 4));
+  const gd = allocFakeDeviceMemory(256);
+  await a.registerMemory({ addr: gs.addr, length: 256n, device: 'cuda:0' });
+  await b.registerMemory({ addr: gd.addr, length: 256n, device: 'cuda:0' });
+  const hs = await a.registerMemory(new Uint8Array(64));
+  const hd = await b.registerMemory(new Uint8Array(64));
+  gpu.faults.latencyMs = 150;
+  tcp.faults.failRequest(1);
+  const started = Date.now();
+  try {
+    await a.transfer(b.segmentName, batchOf([
+      { op: 'write', local: gs.addr, remote: gd.addr, length: 256 },
+      { op: 'write', local: hs.addr, remote: hd.addr, length: 64 },
+    ]));
+    assert.unreachable();
+  } catch (e) {
+    assert.ok(isTransferError(e, 'TRANSFER_FAILED'), String(e));
+    assert.ok(Date.now() - started >= 140, 'released only after the slower GPU part settled');
+    assert.equal(gd.bytes, pattern(256, 4), 'the GPU part completed');
+  } finally {
+    gpu.faults.reset();
+    tcp.faults.reset();
+  }
+});
+
+test('the batch deadline and signal cover fetching the peer descriptor', async () => {
+  const a = await make({ connector: 'fake-tcp', timeouts: { handshakeMs: 10_000 } });
+  const src = await a.registerMemory(new Uint8Array(64));
+  const started = Date.now();
+  try {
+    await a.write('127.0.0.1:9', src.addr, 0x1000n, 64, { timeoutMs: 200 });
+    assert.unreachable();
+  } catch (e) {
+    assert.ok(isTransferError(e, 'TIMEOUT'), String(e));
+    assert.match((e as Error).message, /deadline passed while fetching the descriptor of 127\.0\.0\.1:9/);
+    assert.ok(Date.now() - started < 2_000);
+  }
+  const ac = new AbortController();
+  setTimeout(() => ac.abort(), 50);
+  try {
+    await a.write('127.0.0.1:9', src.addr, 0x1000n, 64, { signal: ac.signal });
+    assert.unreachable();
+  } catch (e) {
+    assert.ok(isTransferError(e, 'ABORTED'), String(e));
+  }
+});
+
 test('MC_FORCE_TCP routes everything over TCP; GPU memory then has no route', async () => {
   const a = await make({ ...both, forceTcp: true });
   const b = await make(both);

@@ -66,12 +66,27 @@ test('the CommonJS build shares the engine created through ESM', async () => {
   const cjs = require('@te/connector') as typeof import('@te/connector');
   assert.is(await cjs.getTransferEngine(), esm);
   try {
-    await cjs.initTransferEngine({ ...config, role: 'producer' });
+    await cjs.initTransferEngine({ ...config, timeouts: { transferMs: 1234 } });
     assert.unreachable();
   } catch (e) {
     assert.ok(e instanceof (await import('@te/connector')).TransferError, 'CJS error is an instance of the ESM class');
     assert.is((e as { code: string }).code, 'ENGINE_CONFIG_MISMATCH');
   }
+});
+
+test('role and extra may differ between users of one engine (KV producer and EC consumer)', async () => {
+  const kv = await initTransferEngine({ ...config, role: 'producer', extra: { kv: true } });
+  const ec = await initTransferEngine({ ...config, role: 'consumer', extra: { ec: true } });
+  assert.is(kv, ec);
+});
+
+test('an engine closed directly is replaced by the next init', async () => {
+  const a = await initTransferEngine(config);
+  await a.close();
+  const b = await initTransferEngine(config);
+  assert.is.not(a, b);
+  assert.not.ok(b.closed);
+  assert.is(await getTransferEngine(), b);
 });
 
 test('after close, a new engine can be created; the old one refuses work', async () => {

@@ -45,6 +45,12 @@ test("vLLM's KVTransferConfig spelling is accepted", () => {
   assert.is(c.modulePath, './x.js');
   assert.equal(c.extra, { a: 1 });
   assert.is(loadConfig({ json: { ec_connector: 'x', ec_role: 'ec_consumer' }, env: {} }).role, 'consumer');
+  assert.is(loadConfig({ json: { connector: 'x' }, env: { TE_ROLE: 'kv_consumer' } }).role, 'consumer');
+});
+
+test("vLLM's other fields pass through into extra instead of being refused", () => {
+  const c = loadConfig({ json: { kv_connector: 'mooncake-tcp', kv_role: 'kv_both', engine_id: 'e1', kv_rank: 0, kv_port: 14579, kv_buffer_device: 'cuda', kv_connector_extra_config: { a: 1 } }, env: {} });
+  assert.equal(c.extra, { engine_id: 'e1', kv_rank: 0, kv_port: 14579, kv_buffer_device: 'cuda', a: 1 });
 });
 
 test('Mooncake environment names are honoured', () => {

@@ -10,6 +10,17 @@ test('codec keeps u64 values as bigint', () => {
   assert.is(v.c, 3);
 });
 
+test('codec keeps typed arrays typed (page lists, address lists)', () => {
+  const v = decodeMessage<{ pages: Uint32Array; addrs: BigUint64Array; st: Int32Array }>(
+    encodeMessage({ pages: Uint32Array.from([1, 2, 0xffff_ffff]), addrs: BigUint64Array.from([0xffff_ffff_ffff_fff0n, 7n]), st: Int32Array.from([0, -2]) }),
+  );
+  assert.ok(v.pages instanceof Uint32Array);
+  assert.equal([...v.pages], [1, 2, 0xffff_ffff]);
+  assert.ok(v.addrs instanceof BigUint64Array);
+  assert.equal([...v.addrs], [0xffff_ffff_ffff_fff0n, 7n]);
+  assert.equal([...v.st], [0, -2]);
+});
+
 test('requests reach handlers by type; errors come back typed', async () => {
   const server = new ControlServer();
   const endpoint = await server.bind('127.0.0.1', 0);

@@ -36,11 +36,10 @@ export const tcpOptions = {
   },
   connectTimeoutMs: {
     type: 'integer',
-    default: 3000,
     min: 1,
     max: 600000,
     env: 'TE_TCP_CONNECT_TIMEOUT_MS',
-    description: 'Deadline for connect + handshake of one lane (then PEER_UNREACHABLE)',
+    description: 'Deadline for connect + handshake of one lane (then PEER_UNREACHABLE); defaults to the engine\'s timeouts.connectMs (TE_CONNECT_TIMEOUT_MS)',
   },
   sliceSize: {
     type: 'integer',

@@ -84,7 +84,7 @@ export class MooncakeTcpTransport implements Transport {
         port: options.port,
         ioThreads: options.ioThreads,
         lanesPerPeer: options.lanesPerPeer,
-        connectTimeoutMs: options.connectTimeoutMs,
+        connectTimeoutMs: options.connectTimeoutMs ?? context.connectTimeoutMs,
         sliceSize: options.sliceSize,
         socketBufferBytes: options.socketBufferBytes,
         windowBytes: options.windowBytes,

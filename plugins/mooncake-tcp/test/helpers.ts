@@ -89,7 +89,7 @@ export interface Local {
 export async function localTransport(size: number, options: Record<string, unknown> = {}, name = `initiator-${process.pid}-${randomBytes(3).toString('hex')}`): Promise<Local> {
   const epoch = randomBytes(8).readBigUInt64LE() | 1n;
   const transport = await plugin.create(
-    { segmentName: name, epoch, bindAddress: '127.0.0.1', env: {}, log: () => {} },
+    { segmentName: name, epoch, bindAddress: '127.0.0.1', connectTimeoutMs: 3000, env: {}, log: () => {} },
     parseOptions(plugin.options, options, {}, plugin.name),
   );
   const buffer = new Uint8Array(size);

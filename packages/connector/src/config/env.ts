@@ -2,6 +2,7 @@ import { TransferError } from '../errors/transfer-error.js';
 import { parseEnvBoolean } from '../spi/options.js';
 import type { LogLevel, TeConfigInput } from './types.js';
 import { validateBindAddress } from './validate.js';
+import { normaliseRole } from './roles.js';
 
 /**
  * The environment variables te reads. Mooncake's names are honoured as users already set
@@ -42,7 +43,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): TeConfigInp
   const out: TeConfigInput = {};
   const get = (name: keyof typeof ENVIRONMENT_VARIABLES): string | undefined => env[name];
   if (get('TE_CONNECTOR') !== undefined) out.connector = get('TE_CONNECTOR')!;
-  if (get('TE_ROLE') !== undefined) out.role = get('TE_ROLE') as TeConfigInput['role'];
+  if (get('TE_ROLE') !== undefined) out.role = normaliseRole(get('TE_ROLE')) as TeConfigInput['role'];
   if (get('TE_MODULE_PATH') !== undefined) out.modulePath = get('TE_MODULE_PATH')!;
   if (get('TE_TRANSPORTS') !== undefined) out.transports = get('TE_TRANSPORTS')!.split(',').map((s) => s.trim()).filter(Boolean);
   if (get('TE_HANDSHAKE_PORT') !== undefined) out.metadata = { port: integer('TE_HANDSHAKE_PORT', get('TE_HANDSHAKE_PORT')!) };

@@ -3,32 +3,37 @@ import { TransferError } from '../errors/transfer-error.js';
 import { configFromEnv } from './env.js';
 import type { TeConfig, TeConfigInput } from './types.js';
 import { validateConfig } from './validate.js';
+import { normaliseRole } from './roles.js';
 
-const VLLM_ROLES: Record<string, string> = {
-  kv_producer: 'producer', kv_consumer: 'consumer', kv_both: 'both',
-  ec_producer: 'producer', ec_consumer: 'consumer', ec_both: 'both',
-};
+
+const VLLM_ONLY_KEYS = /^(engine_id|(kv|ec)_[a-z_]+)$/;
+
 
 /**
  * Accepts vLLM's KVTransferConfig / ECTransferConfig spelling (`kv_connector`,
  * `kv_role: "kv_producer"`, `kv_connector_module_path`, `kv_connector_extra_config`,
- * and the `ec_` equivalents) besides te's own keys, so a framework can pass its config through.
+ * and the `ec_` equivalents) besides te's own keys, so a framework can pass its config
+ * through. Its other fields (`engine_id`, `kv_rank`, `kv_port`, `kv_buffer_device`, ...)
+ * are kept in `extra` under their own names for the connector runtime.
  */
 export function fromFrameworkConfig(input: Record<string, unknown>): Record<string, unknown> {
   const out: Record<string, unknown> = {};
+  const passThrough: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(input)) {
     const m = /^(kv|ec)_(connector|role|connector_module_path|connector_extra_config)$/.exec(key);
     if (!m) {
-      out[key] = value;
+      if (VLLM_ONLY_KEYS.test(key)) passThrough[key] = value;
+      else out[key] = value;
       continue;
     }
     switch (m[2]) {
       case 'connector': out.connector = value; break;
-      case 'role': out.role = typeof value === 'string' ? (VLLM_ROLES[value] ?? value) : value; break;
+      case 'role': out.role = normaliseRole(value); break;
       case 'connector_module_path': out.modulePath = value; break;
-      case 'connector_extra_config': out.extra = value; break;
+      case 'connector_extra_config': out.extra = { ...(out.extra as object), ...(value as object) }; break;
     }
   }
+  if (Object.keys(passThrough).length > 0) out.extra = { ...passThrough, ...(out.extra as object) };
   return out;
 }
 

@@ -8,8 +8,12 @@ export interface ECItemParams {
   remotePort: number;
   /** Segment holding the item and its location in the producer's transfer pool. */
   segment: string;
-  addr: bigint;
-  length: bigint;
+  /**
+   * u64 address and length as decimal strings: these params travel through the proxy as
+   * JSON, which has no 64-bit integer (a Number would lose bits above 2^53).
+   */
+  addr: string;
+  length: string;
   /** Element type and shape of the embedding, so the consumer can allocate and view it. */
   dtype?: string;
   shape?: number[];

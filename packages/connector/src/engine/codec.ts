@@ -2,9 +2,10 @@ import { Packr } from 'msgpackr';
 
 /**
  * The control-plane codec: msgpack with every 64-bit integer decoded as bigint, so
- * addresses, lengths and keys never pass through a lossy Number.
+ * addresses, lengths and keys never pass through a lossy Number, and typed arrays
+ * (page index lists, BigUint64Array address lists) keep their type.
  */
-const packr = new Packr({ useRecords: false, int64AsType: 'bigint', mapsAsObjects: true });
+const packr = new Packr({ useRecords: false, int64AsType: 'bigint', mapsAsObjects: true, moreTypes: true });
 
 export function encodeMessage(value: unknown): Buffer {
   return packr.pack(value);

@@ -41,7 +41,7 @@ export class ControlServer {
     try {
       await this.router.bind(`tcp://${hostPart}:${port === 0 ? '*' : port}`);
     } catch (cause) {
-      throw new TransferError('PEER_UNREACHABLE', `Cannot bind the control endpoint on ${hostPart}:${port}: ${(cause as Error).message}; choose another port (TE_HANDSHAKE_PORT) or address (MC_TCP_BIND_ADDRESS)`, { cause });
+      throw new TransferError('INVALID_CONFIG', `Cannot bind the control endpoint on ${hostPart}:${port}: ${(cause as Error).message}; choose another port (TE_HANDSHAKE_PORT) or address (MC_TCP_BIND_ADDRESS)`, { cause });
     }
     const last = this.router.lastEndpoint ?? '';
     this.endpointValue = last.replace(/^tcp:\/\//, '');

@@ -8,6 +8,8 @@ interface SharedSlot {
   key: string;
   config: TeConfig;
   engine: Promise<TransferEngine>;
+  /** Set once created, so a closed engine is noticed synchronously. */
+  created?: TransferEngine;
 }
 
 // Kept on globalThis so that ESM and CJS copies of this package (or two installed
@@ -22,22 +24,31 @@ function canonical(v: unknown): unknown {
   return v;
 }
 
-/** Canonical form of a config for comparison (sorted keys, bigint-safe). */
+// What does not shape the engine: one process may be a KV producer and an EC consumer
+// (role), and each user keeps its own connector settings (extra).
+const PER_USER_FIELDS = new Set(['role', 'extra']);
+
+function engineFields(config: TeConfig): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(config).filter(([k]) => !PER_USER_FIELDS.has(k)));
+}
+
+/** Canonical form of the engine-shaping part of a config (sorted keys, bigint-safe). */
 export function configKey(config: TeConfig): string {
-  return JSON.stringify(canonical(config));
+  return JSON.stringify(canonical(engineFields(config)));
 }
 
 /** Top-level fields on which two configs differ. */
 function differingFields(a: TeConfig, b: TeConfig): string[] {
-  const ra = a as unknown as Record<string, unknown>;
-  const rb = b as unknown as Record<string, unknown>;
+  const ra = engineFields(a);
+  const rb = engineFields(b);
   return Object.keys({ ...ra, ...rb }).filter((k) => JSON.stringify(canonical(ra[k])) !== JSON.stringify(canonical(rb[k])));
 }
 
 /**
  * Creates the process's transfer engine, or returns the existing one when called again
- * with the same config (concurrent callers share one creation). A different config is
- * an ENGINE_CONFIG_MISMATCH error: a process has one segment. With no argument the
+ * with the same config (concurrent callers share one creation). `role` and `extra` may
+ * differ between callers (a process can be KV producer and EC consumer); any other
+ * difference is an ENGINE_CONFIG_MISMATCH error: a process has one segment. With no argument the
  * config comes from $TE_CONFIG and the environment.
  */
 export function initTransferEngine(input?: TeConfig | TeConfigInput, options?: CreateEngineOptions): Promise<TransferEngine> {
@@ -48,7 +59,11 @@ export function initTransferEngine(input?: TeConfig | TeConfigInput, options?: C
     return Promise.reject(error);
   }
   const key = configKey(config);
-  const existing = slots[SLOT];
+  let existing = slots[SLOT];
+  if (existing?.created?.closed) {
+    // Closed through engine.close() rather than closeTransferEngine(): start afresh.
+    slots[SLOT] = existing = undefined;
+  }
   if (existing) {
     if (existing.key === key) return existing.engine;
     const fields = differingFields(existing.config, config);
@@ -60,9 +75,14 @@ export function initTransferEngine(input?: TeConfig | TeConfigInput, options?: C
   }
   const slot: SharedSlot = { key, config, engine: TransferEngine.create(config, options) };
   slots[SLOT] = slot;
-  slot.engine.catch(() => {
-    if (slots[SLOT] === slot) slots[SLOT] = undefined;
-  });
+  slot.engine.then(
+    (engine) => {
+      slot.created = engine;
+    },
+    () => {
+      if (slots[SLOT] === slot) slots[SLOT] = undefined;
+    },
+  );
   return slot.engine;
 }
 

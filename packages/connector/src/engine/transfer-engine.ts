@@ -132,7 +132,7 @@ export class TransferEngine {
       for (const plugin of plugins) {
         const pluginOptions = parseOptions(plugin.options, config.transportOptions[plugin.name] ?? {}, env, plugin.name);
         const transport = await plugin.create(
-          { segmentName: endpoint, epoch, bindAddress: config.bindAddress, env, log: (level, message) => log(level, `[${plugin.name}] ${message}`) },
+          { segmentName: endpoint, epoch, bindAddress: config.bindAddress, connectTimeoutMs: config.timeouts.connectMs, env, log: (level, message) => log(level, `[${plugin.name}] ${message}`) },
           pluginOptions,
         );
         held.push({ name: plugin.name, plugin, transport });
@@ -353,35 +353,41 @@ export class TransferEngine {
     if (options.notify !== undefined && !(options.notify instanceof Uint8Array)) throw new TransferError('INVALID_ARGUMENT', 'Expected the `notify` option to be a Uint8Array');
     if (options.signal?.aborted) throw new TransferError('ABORTED', 'The transfer was aborted before it started');
     const deadline = Date.now() + timeoutMs;
-    const state = await this.peerState(segment);
+    const { signal, notify } = options;
+    const state = await this.beforeDeadline(this.peerState(segment), deadline, signal, `fetching the descriptor of ${segment}`);
     const candidates = (state.candidates ??= commonTransports(this.held, state.descriptor, this.config.forceTcp));
     const plan = planRoutes(batch, this.memory, state.routing, candidates);
-    for (const route of plan.routes) this.checkCapabilities(route, batch, hasRead, options.notify !== undefined && plan.routes.length === 1);
-    const n = batch.opcodes.length;
-    const statuses = new Int32Array(n);
+    // With one route the notification rides with the data; with several (or none: an
+    // empty batch of mixed-kind peers) it follows alone once all data landed.
+    const trailing = notify !== undefined && plan.routes.length !== 1;
+    const notifier = trailing ? candidates.find((c) => c.plugin.capabilities.notifications) : undefined;
+    if (trailing && !notifier) throw new TransferError('UNSUPPORTED_CAPABILITY', `No transport shared with ${segment} delivers notifications`);
+    for (const route of plan.routes) this.checkCapabilities(route, batch, hasRead, notify !== undefined && !trailing);
+    const statuses = new Int32Array(batch.opcodes.length);
     for (const [i, status] of plan.refused) statuses[i] = status;
-    const split = plan.routes.length > 1;
+    const submitVia = async (via: EngineTransport, part: TransferBatch, withNotify: Uint8Array | undefined): Promise<BatchResult> => {
+      const peer = await this.beforeDeadline(this.transportPeer(state, via), deadline, signal, `connecting to ${segment} over ${via.name}`);
+      const submitOptions: SubmitOptions = { timeoutMs: Math.max(1, deadline - Date.now()) };
+      if (signal) submitOptions.signal = signal;
+      if (withNotify) submitOptions.notify = withNotify;
+      return this.submitWithWatchdog(via, peer, part, submitOptions);
+    };
     let bytes = 0n;
     try {
-      const results = await Promise.all(
+      // Every part settles before the caller is released, so no transport still uses the
+      // caller's memory when one part failed early.
+      const settled = await Promise.allSettled(
         plan.routes.map(async (route) => {
-          const part = route.indexes ? selectRequests(batch, route.indexes) : batch;
-          const submitOptions: SubmitOptions = { timeoutMs: Math.max(1, deadline - Date.now()) };
-          if (options.signal) submitOptions.signal = options.signal;
-          if (options.notify && !split) submitOptions.notify = options.notify;
-          const result = await this.submitWithWatchdog(route.via, await this.transportPeer(state, route.via), part, submitOptions);
+          const result = await submitVia(route.via, route.indexes ? selectRequests(batch, route.indexes) : batch, trailing ? undefined : notify);
           if (route.indexes) route.indexes.forEach((i, j) => (statuses[i] = result.statuses[j]!));
           else statuses.set(result.statuses);
           return result;
         }),
       );
-      for (const r of results) bytes += r.bytes;
-      if (options.notify && split && plan.refused.size === 0 && statuses.every((s) => s === 0)) {
-        // Data went over several transports: the notification follows once all of it landed.
-        const via = candidates.find((c) => c.plugin.capabilities.notifications);
-        if (!via) throw new TransferError('UNSUPPORTED_CAPABILITY', `No transport shared with ${segment} delivers notifications`);
-        await this.submitWithWatchdog(via, await this.transportPeer(state, via), batchOf([]), { timeoutMs: Math.max(1, deadline - Date.now()), notify: options.notify, ...(options.signal ? { signal: options.signal } : {}) });
-      }
+      const rejected = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+      if (rejected) throw rejected.reason;
+      for (const r of settled as PromiseFulfilledResult<BatchResult>[]) bytes += r.value.bytes;
+      if (trailing && statuses.every((st) => st === 0)) await submitVia(notifier!, batchOf([]), notify);
     } catch (error) {
       this.count(plan.routes, batch, false);
       if (isTransferError(error) && RECONNECT_CODES.has(error.code)) await this.forgetSegment(segment);
@@ -393,7 +399,7 @@ export class TransferEngine {
       const count = statuses.reduce((acc, s) => acc + (s !== 0 ? 1 : 0), 0);
       const code = codeForStatus(statuses[failed]!);
       if (RECONNECT_CODES.has(code)) await this.forgetSegment(segment);
-      throw new TransferError(code, `${count} of ${n} requests to ${segment} failed; first: request ${failed} (${code}, remote 0x${batch.remoteAddrs[failed]!.toString(16)}, ${batch.lengths[failed]} bytes)`, {
+      throw new TransferError(code, `${count} of ${statuses.length} requests to ${segment} failed; first: request ${failed} (${code}, remote 0x${batch.remoteAddrs[failed]!.toString(16)}, ${batch.lengths[failed]} bytes)`, {
         statuses,
         status: statuses[failed]!,
         details: { segment, firstFailed: failed },
@@ -411,6 +417,33 @@ export class TransferEngine {
     if (notify && !caps.notifications) {
       throw new TransferError('UNSUPPORTED_CAPABILITY', 'This transport does not deliver notifications (capabilities.notifications is false)', { plugin: route.via.name });
     }
+  }
+
+  /** Waits for a preparatory step (descriptor fetch, connect) within the batch's deadline and signal. */
+  private beforeDeadline<T>(step: Promise<T>, deadline: number, signal: AbortSignal | undefined, what: string): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const onAbort = (): void => {
+        clearTimeout(timer);
+        reject(new TransferError('ABORTED', `The transfer was aborted while ${what}`));
+      };
+      const timer = setTimeout(() => {
+        signal?.removeEventListener('abort', onAbort);
+        reject(new TransferError('TIMEOUT', `The batch deadline passed while ${what}`));
+      }, Math.max(0, deadline - Date.now()));
+      signal?.addEventListener('abort', onAbort, { once: true });
+      step.then(
+        (value) => {
+          clearTimeout(timer);
+          signal?.removeEventListener('abort', onAbort);
+          resolve(value);
+        },
+        (error) => {
+          clearTimeout(timer);
+          signal?.removeEventListener('abort', onAbort);
+          reject(error);
+        },
+      );
+    });
   }
 
   /**
@@ -480,9 +513,11 @@ export class TransferEngine {
   close(): Promise<void> {
     this.closing ??= (async () => {
       await this.registrationQueue;
+      // Closing the handshake first fails descriptor fetches still in flight, so close()
+      // does not wait out their timeouts.
+      await this.handshake.close();
       for (const segment of [...this.peers.keys()]) await this.forgetSegment(segment);
       await Promise.allSettled(this.held.map((t) => t.transport.close()));
-      await this.handshake.close();
       await this.control.close();
       this.listeners.clear();
     })();

@@ -5,9 +5,9 @@ import type { KVStatus, StatusCell } from './status.js';
 
 /** Timeouts of the PD protocol (SGLang's bootstrap / waiting timeouts and heartbeats). */
 export interface KVTimeouts {
-  /** Decode side: how long the prefill layout may take to become known. */
+  /** Prefill side: how long a request may wait for its decode peer to send the destination (SGLang's bootstrap timeout). */
   bootstrapMs: number;
-  /** Prefill side: how long a request may wait for its decode peer's destination. */
+  /** Decode side: how long a bootstrapped request may wait for its KV to arrive (SGLang's waiting timeout). */
   waitingMs: number;
   /** Interval of heartbeats to the bootstrap server; a peer missing several fails its rooms. */
   heartbeatMs: number;

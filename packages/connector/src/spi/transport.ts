@@ -16,6 +16,8 @@ export interface TransportContext {
   epoch: bigint;
   /** The host address to advertise and bind data listeners to. */
   bindAddress: string;
+  /** Default deadline for connecting to a peer (config `timeouts.connectMs`). */
+  connectTimeoutMs: number;
   env: NodeJS.ProcessEnv;
   log: (level: 'debug' | 'info' | 'warn' | 'error', message: string) => void;
 }
