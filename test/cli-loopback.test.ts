@@ -43,4 +43,10 @@ test('te bench against a target that is not there fails with a typed error in ti
   assert.ok(Date.now() - started < 30_000);
 });
 
+test('te bench --module-path loads a third-party plugin (an in-process one cannot reach another process: typed error)', () => {
+  const r = run(['bench', '--loopback', '--plugin', 'example-memcpy', '--module-path', './test/fixtures/third-party-plugin', '--duration', '0.2']);
+  assert.is(r.status, 1);
+  assert.match(r.stderr, /\[example-memcpy\] no peer 127\.0\.0\.1:\d+ \[PEER_FAILED\]/);
+});
+
 test.run();

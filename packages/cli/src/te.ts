@@ -37,6 +37,7 @@ program
   .option('--loopback', 'start the target as a second process on this machine')
   .option('--target <host:port>', 'segment of a running `te bench --mode target`')
   .option('--plugin <name>', 'transport plugin', defaultPlugin)
+  .option('--module-path <path>', 'package or file of a third-party plugin (as config modulePath)')
   .option('--op <op>', 'write or read', 'write')
   .option('--block-size <bytes>', 'bytes per request (4096, 64k, 1MiB)', '1MiB')
   .option('--batch-size <n>', 'requests per batch', '1')

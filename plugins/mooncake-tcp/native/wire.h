@@ -1,4 +1,4 @@
-// The mooncake-tcp wire format. Every frame starts with a 40-byte little-endian header:
+// The mooncake-tcp wire format. Every frame starts with a 56-byte little-endian header:
 //
 //   off size field
 //     0    4 magic    "TETC" (0x43544554 read as LE u32)

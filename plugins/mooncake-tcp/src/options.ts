@@ -55,7 +55,7 @@ export const tcpOptions = {
     min: 0,
     max: 1073741824,
     env: 'TE_TCP_SOCKET_BUFFER_BYTES',
-    description: 'SO_SNDBUF/SO_RCVBUF of data sockets; 0 keeps kernel autotuning (fastest on loopback, see README)',
+    description: 'SO_SNDBUF/SO_RCVBUF of data sockets; 0 keeps kernel autotuning (the fastest setting measured on loopback)',
   },
   windowBytes: {
     type: 'integer',

@@ -1,3 +1,5 @@
+import { lookup } from 'node:dns/promises';
+import { isIP } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import {
   NATIVE_STATUS,
@@ -262,5 +264,13 @@ export class MooncakeTcpTransport implements Transport {
 }
 
 export async function createTcpTransport(context: TransportContext, options: TcpOptions): Promise<Transport> {
+  // The native side binds IP literals only: resolve a host name here, off the I/O threads.
+  if (isIP(context.bindAddress) === 0) {
+    try {
+      context = { ...context, bindAddress: (await lookup(context.bindAddress)).address };
+    } catch (cause) {
+      throw new TransferError('INVALID_CONFIG', `cannot resolve bind address "${context.bindAddress}": ${(cause as Error).message}`, { ...opts, cause });
+    }
+  }
   return new MooncakeTcpTransport(context, options);
 }

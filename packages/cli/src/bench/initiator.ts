@@ -5,6 +5,8 @@ import { Samples, percentile } from './stats.js';
 
 export interface BenchOptions {
   plugin: string;
+  /** Package or file of a third-party plugin (config `modulePath`). */
+  modulePath?: string;
   target: string;
   op: 'write' | 'read';
   blockSize: number;
@@ -64,6 +66,7 @@ const sha256 = (bytes: Uint8Array): string => createHash('sha256').update(bytes)
  */
 export async function runBench(o: BenchOptions): Promise<BenchResult> {
   const config: TeConfigInput = { connector: o.plugin, role: 'producer' };
+  if (o.modulePath) config.modulePath = o.modulePath;
   if (o.bindAddress) config.bindAddress = o.bindAddress;
   if (o.transportOptions) config.transportOptions = { [o.plugin]: o.transportOptions };
   const engine = await createTransferEngine(config);

@@ -4,6 +4,7 @@ import { BENCH_DIGEST, BENCH_INFO, BENCH_RANDOMIZE, type BenchInfo, type DigestR
 
 export interface BenchTargetOptions {
   plugin: string;
+  modulePath?: string;
   bytes: number;
   bindAddress?: string;
   port?: number;
@@ -22,6 +23,7 @@ export interface BenchTarget {
 export async function startBenchTarget(options: BenchTargetOptions): Promise<BenchTarget> {
   const config: TeConfigInput = { connector: options.plugin, role: 'consumer', metadata: { port: options.port ?? 0 } };
   if (options.bindAddress) config.bindAddress = options.bindAddress;
+  if (options.modulePath) config.modulePath = options.modulePath;
   if (options.transportOptions) config.transportOptions = { [options.plugin]: options.transportOptions };
   const engine = await createTransferEngine(config);
   const buffer = new Uint8Array(options.bytes);

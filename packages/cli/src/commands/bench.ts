@@ -1,3 +1,4 @@
+import { resolve as resolveFromCwd } from 'node:path';
 import pc from 'picocolors';
 import { benchBytes, runBench, type BenchOptions, type BenchResult } from '../bench/initiator.js';
 import { spawnBenchTarget } from '../bench/loopback.js';
@@ -9,6 +10,7 @@ export interface BenchCliOptions {
   loopback?: boolean;
   target?: string;
   plugin: string;
+  modulePath?: string;
   op: string;
   blockSize: string;
   batchSize: string;
@@ -25,6 +27,11 @@ export interface BenchCliOptions {
 
 /** A usage error: printed without a stack, exit code 2. */
 export class UsageError extends Error {}
+
+/** File paths are made absolute so the spawned target resolves them the same way; package names stay. */
+function resolvePath(modulePath: string): string {
+  return modulePath.startsWith('.') ? resolveFromCwd(modulePath) : modulePath;
+}
 
 function positiveInt(name: string, text: string, max = 1 << 30): number {
   const n = Number(text);
@@ -75,6 +82,7 @@ export function benchOptionsFrom(cli: BenchCliOptions, target: string): BenchOpt
   };
   if (benchBytes(o) > 4 * 2 ** 30) throw new UsageError(`block-size × batch-size × concurrency is ${bytes(benchBytes(o))}; keep it at or under 4 GiB`);
   if (cli.bind) o.bindAddress = cli.bind;
+  if (cli.modulePath) o.modulePath = resolvePath(cli.modulePath);
   const transportOptions = parseTransportOptions(cli.option);
   if (transportOptions) o.transportOptions = transportOptions;
   return o;
@@ -96,6 +104,7 @@ async function runTarget(cli: BenchCliOptions): Promise<void> {
     plugin: cli.plugin,
     bytes: size,
     port: Number(cli.port),
+    ...(cli.modulePath ? { modulePath: resolvePath(cli.modulePath) } : {}),
     ...(cli.bind ? { bindAddress: cli.bind } : {}),
     ...(transportOptions ? { transportOptions } : {}),
   });
@@ -114,7 +123,7 @@ export async function benchCommand(cli: BenchCliOptions): Promise<void> {
   if (cli.mode !== 'initiator') throw new UsageError(`Expected --mode to be initiator or target, got ${JSON.stringify(cli.mode)}`);
   if (!cli.loopback && !cli.target) throw new UsageError('Give --target <host:port> of a running `te bench --mode target`, or --loopback to start one here');
   const draft = benchOptionsFrom(cli, cli.target ?? '');
-  const spawned = cli.loopback ? await spawnBenchTarget(['--plugin', cli.plugin, '--bytes', String(benchBytes(draft)), ...(cli.bind ? ['--bind', cli.bind] : []), ...cli.option.flatMap((o) => ['--option', o])]) : undefined;
+  const spawned = cli.loopback ? await spawnBenchTarget(['--plugin', cli.plugin, ...(draft.modulePath ? ['--module-path', draft.modulePath] : []), '--bytes', String(benchBytes(draft)), ...(cli.bind ? ['--bind', cli.bind] : []), ...cli.option.flatMap((o) => ['--option', o])]) : undefined;
   const progress = !cli.json && process.stderr.isTTY;
   try {
     const result = await runBench({

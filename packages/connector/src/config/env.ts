@@ -11,7 +11,7 @@ import { normaliseRole } from './roles.js';
 export const ENVIRONMENT_VARIABLES = {
   TE_CONFIG: 'Path of a JSON config file (merged under the environment)',
   TE_CONNECTOR: 'connector: transport plugin name',
-  TE_ROLE: 'role: producer | consumer | both',
+  TE_ROLE: 'role: producer | consumer | both (vLLM spellings kv_producer, ec_consumer, ... accepted)',
   TE_MODULE_PATH: 'modulePath: package or file of a third-party plugin',
   TE_TRANSPORTS: 'transports: extra plugin names, comma separated',
   TE_HANDSHAKE_PORT: 'metadata.port: control endpoint port (0 = any free port)',

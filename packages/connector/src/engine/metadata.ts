@@ -45,11 +45,8 @@ export class P2PHandshake implements MetadataStore {
     return checkDescriptor(body, segment);
   }
 
-  /** Forgets a peer's connection (after it failed), so the next fetch reconnects. */
-  forget(segment: string): void {
-    this.clients.get(segment)?.close();
-    this.clients.delete(segment);
-  }
+  // Clients are kept for the life of the engine: other users (KV bootstrap, EC) may hold
+  // them, and zeromq reconnects to a restarted peer by itself.
 
   async close(): Promise<void> {
     this.unhandle();

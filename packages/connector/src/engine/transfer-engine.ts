@@ -359,7 +359,8 @@ export class TransferEngine {
     const plan = planRoutes(batch, this.memory, state.routing, candidates);
     // With one route the notification rides with the data; with several (or none: an
     // empty batch of mixed-kind peers) it follows alone once all data landed.
-    const trailing = notify !== undefined && plan.routes.length !== 1;
+    // A request refused before submission also defers it: the note then never goes out.
+    const trailing = notify !== undefined && (plan.routes.length !== 1 || plan.refused.size > 0);
     const notifier = trailing ? candidates.find((c) => c.plugin.capabilities.notifications) : undefined;
     if (trailing && !notifier) throw new TransferError('UNSUPPORTED_CAPABILITY', `No transport shared with ${segment} delivers notifications`);
     for (const route of plan.routes) this.checkCapabilities(route, batch, hasRead, notify !== undefined && !trailing);

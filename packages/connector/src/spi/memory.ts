@@ -35,6 +35,9 @@ export type WireValue =
   | bigint
   | string
   | Uint8Array
+  | Uint32Array
+  | Int32Array
+  | BigUint64Array
   | WireValue[]
   | { [key: string]: WireValue };
 

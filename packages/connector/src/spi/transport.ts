@@ -34,14 +34,19 @@ export interface Transport {
   registerMemory(request: RegisterRequest): Promise<TransportRegistration>;
   /** Unregisters by start address; afterwards peers' requests to it fail with MEMORY_NOT_REGISTERED. */
   unregisterMemory(addr: bigint): Promise<void>;
-  /** Prepares to reach a peer (connections, key imports). Called again when the peer's epoch changes. */
+  /**
+   * Prepares to reach a peer (connections, key imports). Called again whenever the engine
+   * dropped the peer: a changed epoch, a connection-level failure, a refresh, or a failed open.
+   */
   openPeer(peer: SegmentDescriptor): Promise<TransportPeer>;
   /** Releases what `openPeer` created. */
   closePeer(peer: TransportPeer): Promise<void>;
   /**
    * Runs a batch. Resolves once every request reached a terminal status (per-request
    * statuses in the result); rejects with TIMEOUT or ABORTED when the deadline passes or
-   * the signal fires, and with CONNECTION_LOST / PEER_FAILED when the peer goes away.
+   * the signal fires, and with a connection-level code (CONNECTION_LOST, PEER_FAILED,
+   * PEER_UNREACHABLE, STALE_DESCRIPTOR, AUTH_FAILED, PROTOCOL_MISMATCH, BAD_FRAME) when the
+   * peer cannot be used; such a rejection may carry per-request `statuses`.
    * After the promise settles the transport no longer touches this process's memory for
    * the batch. Bytes already on the wire may still land on the peer after a rejection:
    * protocols that reuse remote memory wait for the peer's acknowledgement first.

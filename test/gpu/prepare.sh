@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Run on the build machine (no GPU needed): builds @te/connector and both CUDA plugins,
+# bundles the GPU harness into test/gpu/build/harness.mjs (no node_modules needed there),
+# copies the built addons and the sources + headers to rebuild them, and packs node for the
+# GPU machine (see /work/shared/gpu/README.md). Then, on the GPU machine: test/gpu/run.sh
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+cd "$root"
+b=test/gpu/build
+
+echo "== building @te/connector, @te/mooncake-intra-nvlink, @te/mooncake-nvlink"
+(cd packages/connector && npm run build --silent)
+(cd plugins/mooncake-intra-nvlink && npm run build --silent)
+(cd plugins/mooncake-nvlink && npm run build --silent)
+
+echo "== bundling the harness"
+rm -rf "$b"
+mkdir -p "$b/addons" "$b/src/plugins"
+node test/gpu/bundle.mjs
+cp plugins/mooncake-intra-nvlink/build/Release/te_mooncake_intra_nvlink.node "$b/addons/"
+cp plugins/mooncake-nvlink/build/Release/te_mooncake_nvlink.node "$b/addons/"
+
+echo "== sources and headers for an on-device rebuild (TE_GPU_REBUILD=1, or when the addons do not load there)"
+mkdir -p "$b/src/native"
+cp -r native/CMakeLists.txt native/cmake native/include native/src native/cuda "$b/src/native/"
+for p in mooncake-intra-nvlink mooncake-nvlink; do
+  mkdir -p "$b/src/plugins/$p"
+  cp -r "plugins/$p/CMakeLists.txt" "plugins/$p/native" "$b/src/plugins/$p/"
+  rm -rf "$b/src/plugins/$p/native/te-core" "$b/src/plugins/$p/native/te-cuda"
+done
+napi_headers=$(node -p "require('path').dirname(require.resolve('node-api-headers/package.json'))")
+addon_api=$(node -p "require('path').dirname(require.resolve('node-addon-api/package.json'))")
+mkdir -p "$b/src/node-api-headers" "$b/src/node-addon-api"
+cp -r "$napi_headers/include" "$b/src/node-api-headers/"
+cp "$addon_api"/*.h "$b/src/node-addon-api/"
+
+echo "== node for the GPU machine (it has none)"
+if [ ! -f .gpu/node.tar.xz ]; then
+  mkdir -p .gpu
+  node_bin=$(readlink -f "$(command -v node)")
+  tar -C / -cJf .gpu/node.tar.xz "${node_bin#/}"
+fi
+grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || { [ -d .git/info ] && echo /.gpu/ >> .git/info/exclude; } || true
+
+# Smoke test here: the bundle and addons load; without a GPU the harness exits 2 with the reason.
+set +e
+TE_MOONCAKE_INTRA_NVLINK_ADDON="$root/$b/addons/te_mooncake_intra_nvlink.node" TE_MOONCAKE_NVLINK_ADDON="$root/$b/addons/te_mooncake_nvlink.node" \
+  OUT="$root/$b/smoke" node "$b/harness.mjs" > "$b/smoke.log" 2>&1
+rc=$?
+set -e
+if [ "$rc" -ne 0 ] && [ "$rc" -ne 2 ]; then
+  echo "the bundled harness failed to start here (exit $rc):"; cat "$b/smoke.log"; exit 1
+fi
+echo "   smoke run here: exit $rc ($(tail -1 "$b/smoke.log"))"
+du -sh "$b" .gpu/node.tar.xz
+cat <<MSG
+== ready. On the GPU machine (device tool), carry [".gpu", "test/gpu/build"] and run:
+   tar -C / -xJf .gpu/node.tar.xz && export PATH=/usr/bin:\$PATH && bash test/gpu/run.sh
+MSG
