@@ -39,3 +39,8 @@ export type { KVManager, KVManagerOptions, KVSender, KVReceiver, KVRequest, KVTi
 
 // EC connector contract
 export type { ECProducer, ECConsumer, ECConnectorOptions, ECItemParams, ECTransferParams, ECLoadResult } from './ec/connector.js';
+
+// Helpers for native transport plugins
+export { loadNativeAddon, type LoadAddonOptions } from './plugin-kit/load-addon.js';
+export { BatchTracker } from './plugin-kit/batch-tracker.js';
+export { checkSubmit } from './plugin-kit/check-submit.js';

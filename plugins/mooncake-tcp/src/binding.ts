@@ -2,11 +2,8 @@
  * The native surface of mooncake-tcp: the one place that declares what the addon exports
  * and loads it. Arguments are validated in TypeScript before they get here.
  */
-import { existsSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { TransferError } from '@te/connector';
+import { loadNativeAddon } from '@te/connector';
 
 export const PLUGIN_NAME = 'mooncake-tcp';
 
@@ -88,36 +85,12 @@ export function packageRoot(): string {
 
 /** Loads the addon once. A failure lists the paths tried and how to fix it. */
 export function loadBinding(): NativeModule {
-  if (cached) return cached;
-  const root = packageRoot();
-  const candidates = [
-    process.env.TE_MOONCAKE_TCP_ADDON,
-    join(root, 'build', 'Release', ADDON),
-    join(root, 'build', 'Debug', ADDON),
-  ].filter((p): p is string => typeof p === 'string' && p.length > 0);
-  const require = createRequire(import.meta.url);
-  const problems: string[] = [];
-  for (const path of candidates) {
-    if (!existsSync(path)) {
-      problems.push(`${path}: not found`);
-      continue;
-    }
-    try {
-      const mod = require(path) as NativeModule;
-      mod.setErrorFactory((status, message) => TransferError.fromStatus(status, message, { plugin: PLUGIN_NAME }));
-      cached = mod;
-      return mod;
-    } catch (e) {
-      problems.push(`${path}: ${(e as Error).message}`);
-    }
-  }
-  throw new TransferError(
-    'PLUGIN_LOAD_FAILED',
-    `cannot load the native addon ${ADDON}. Tried:\n  ${problems.join('\n  ')}\n` +
-      'Possible solutions:\n' +
-      '  - build it: `npm run build:native -w @te/mooncake-tcp` (needs cmake >= 3.18 and g++; Debian: apt-get install -y cmake g++)\n' +
-      '  - reinstall so the install script runs: `npm ci` at the repository root (do not pass --ignore-scripts)\n' +
-      '  - point TE_MOONCAKE_TCP_ADDON at a built te_mooncake_tcp.node',
-    { plugin: PLUGIN_NAME },
-  );
+  cached ??= loadNativeAddon<NativeModule>({
+    plugin: PLUGIN_NAME,
+    file: ADDON,
+    packageRoot: packageRoot(),
+    envVar: 'TE_MOONCAKE_TCP_ADDON',
+    solutions: ['build it: `npm run build:native -w @te/mooncake-tcp` (needs cmake >= 3.18 and g++; Debian: apt-get install -y cmake g++)'],
+  });
+  return cached;
 }

@@ -2,8 +2,9 @@ import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import {
-  NATIVE_STATUS,
+  BatchTracker,
   TransferError,
+  checkSubmit,
   type BatchResult,
   type Notification,
   type RegisterRequest,
@@ -30,15 +31,6 @@ interface TcpPeer extends TransportPeer {
   readonly id: number;
   readonly local: boolean;
   readonly owner: MooncakeTcpTransport;
-}
-
-interface PendingBatch {
-  resolve(result: BatchResult): void;
-  reject(error: TransferError): void;
-  timer: NodeJS.Timeout;
-  signal?: AbortSignal;
-  onAbort?: () => void;
-  peer: string;
 }
 
 const opts = { plugin: PLUGIN_NAME };
@@ -69,7 +61,7 @@ export class MooncakeTcpTransport implements Transport {
   readonly #context: TransportContext;
   readonly #options: TcpOptions;
   readonly #endpoint: TcpEndpoint;
-  readonly #pending = new Map<number, PendingBatch>();
+  readonly #batches: BatchTracker;
   readonly #opening = new Map<number, { resolve(): void; reject(e: TransferError): void }>();
   readonly #listeners = new Set<(n: Notification) => void>();
   #closed = false;
@@ -94,11 +86,12 @@ export class MooncakeTcpTransport implements Transport {
         ...(options.authSecret ? { authSecret: Buffer.from(options.authSecret, 'utf8') } : {}),
       },
       {
-        onBatch: (id, batchStatus, statuses, bytes, message) => this.#onBatch(id, batchStatus, statuses, bytes, message),
+        onBatch: (id, batchStatus, statuses, bytes, message) => this.#batches.complete(id, batchStatus, statuses, bytes, message),
         onOpen: (id, status, message) => this.#onOpen(id, status, message),
         onNotify: (from, payload) => this.#onNotify(from, payload),
       },
     );
+    this.#batches = new BatchTracker(PLUGIN_NAME, (id, status) => this.#native.cancel(id, status));
     this.#endpoint = {
       host: advertisedHost(context.bindAddress, options.advertiseHost),
       port: this.#native.port(),
@@ -158,30 +151,15 @@ export class MooncakeTcpTransport implements Transport {
   }
 
   submit(peer: TransportPeer, batch: TransferBatch, options: SubmitOptions): Promise<BatchResult> {
-    return new Promise<BatchResult>((resolve, reject) => {
+    try {
       this.#checkOpen();
       const p = this.#own(peer);
-      const n = batch.opcodes.length;
-      if (batch.localAddrs.length !== n || batch.remoteAddrs.length !== n || batch.lengths.length !== n) {
-        throw fail('INVALID_ARGUMENT', `batch arrays differ in length (opcodes ${n}, localAddrs ${batch.localAddrs.length}, remoteAddrs ${batch.remoteAddrs.length}, lengths ${batch.lengths.length})`);
-      }
-      if (!Number.isFinite(options.timeoutMs) || options.timeoutMs <= 0) throw fail('INVALID_ARGUMENT', `Expected \`timeoutMs\` to be a positive number, got ${options.timeoutMs}`);
-      if (options.notify && options.notify.length > 65536) throw fail('INVALID_ARGUMENT', 'a notification payload is at most 64 KiB');
-      if (options.signal?.aborted) throw fail('ABORTED', `batch to "${p.segment}" aborted before it was submitted`);
+      checkSubmit(PLUGIN_NAME, p.segment, batch, options);
       const id = this.#native.submit(p.id, batch.opcodes, batch.localAddrs, batch.remoteAddrs, batch.lengths, options.notify ?? null);
-      const entry: PendingBatch = {
-        resolve,
-        reject,
-        peer: p.segment,
-        timer: setTimeout(() => this.#native.cancel(id, NATIVE_STATUS.TIMEOUT), options.timeoutMs),
-      };
-      if (options.signal) {
-        entry.signal = options.signal;
-        entry.onAbort = () => this.#native.cancel(id, NATIVE_STATUS.ABORTED);
-        options.signal.addEventListener('abort', entry.onAbort, { once: true });
-      }
-      this.#pending.set(id, entry);
-    });
+      return this.#batches.track(id, p.segment, options);
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   onNotification(listener: (notification: Notification) => void): void {
@@ -207,11 +185,7 @@ export class MooncakeTcpTransport implements Transport {
     this.#native.close(); // delivers the ABORTED completions of pending batches synchronously
     for (const [id, o] of this.#opening) o.reject(fail('ABORTED', `transport closed while opening peer ${id}`));
     this.#opening.clear();
-    for (const [, b] of this.#pending) {
-      clearTimeout(b.timer);
-      b.reject(fail('ABORTED', `transport closed; batch to "${b.peer}" abandoned`));
-    }
-    this.#pending.clear();
+    this.#batches.abandonAll('transport closed');
     this.#listeners.clear();
   }
 
@@ -231,31 +205,6 @@ export class MooncakeTcpTransport implements Transport {
     this.#opening.delete(id);
     if (status === 0) o.resolve();
     else o.reject(TransferError.fromStatus(status, message || `cannot open peer ${id}`, opts));
-  }
-
-  #onBatch(id: number, batchStatus: number, statuses: Int32Array, bytes: bigint, message: string): void {
-    const b = this.#pending.get(id);
-    if (!b) return;
-    this.#pending.delete(id);
-    clearTimeout(b.timer);
-    if (b.signal && b.onAbort) b.signal.removeEventListener('abort', b.onAbort);
-    let status = batchStatus;
-    if (status === 0) {
-      // A peer/connection-level failure fails the batch; per-request address errors are reported in statuses.
-      for (let i = 0; i < statuses.length; i++) {
-        if (statuses[i]! <= -100) {
-          status = statuses[i]!;
-          break;
-        }
-      }
-    }
-    if (status !== 0) {
-      const what =
-        status === NATIVE_STATUS.TIMEOUT ? `batch to "${b.peer}" timed out` : status === NATIVE_STATUS.ABORTED ? `batch to "${b.peer}" aborted` : `batch to "${b.peer}" failed`;
-      b.reject(TransferError.fromStatus(status, message && status !== NATIVE_STATUS.TIMEOUT && status !== NATIVE_STATUS.ABORTED ? `${what}: ${message}` : what, { ...opts, statuses, details: { peer: b.peer, bytes } }));
-      return;
-    }
-    b.resolve({ statuses, bytes });
   }
 
   #onNotify(from: string, payload: Uint8Array): void {

@@ -1,0 +1,90 @@
+import { NATIVE_STATUS } from '../errors/codes.js';
+import { TransferError } from '../errors/transfer-error.js';
+import type { BatchResult, SubmitOptions } from '../spi/batch.js';
+
+interface Pending {
+  resolve(result: BatchResult): void;
+  reject(error: TransferError): void;
+  timer: NodeJS.Timeout;
+  signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
+  peer: string;
+}
+
+/**
+ * The JS half of a native transport's batches: one promise per batch id, a deadline
+ * timer and an abort listener that ask native code to cancel, and the rule that turns a
+ * native completion into a result or a TransferError. Native code completes every batch
+ * exactly once (also after a cancel); this class never settles a batch on its own.
+ */
+export class BatchTracker {
+  private readonly pending = new Map<number, Pending>();
+
+  constructor(
+    private readonly plugin: string,
+    /** Asks native code to stop a batch; it then completes with `status`. */
+    private readonly cancel: (id: number, status: number) => void,
+  ) {}
+
+  get size(): number {
+    return this.pending.size;
+  }
+
+  /** Registers a submitted batch; returns its promise. */
+  track(id: number, peer: string, options: Pick<SubmitOptions, 'timeoutMs' | 'signal'>): Promise<BatchResult> {
+    return new Promise<BatchResult>((resolve, reject) => {
+      const entry: Pending = {
+        resolve,
+        reject,
+        peer,
+        timer: setTimeout(() => this.cancel(id, NATIVE_STATUS.TIMEOUT), options.timeoutMs),
+        signal: options.signal,
+        onAbort: undefined,
+      };
+      if (options.signal) {
+        entry.onAbort = () => this.cancel(id, NATIVE_STATUS.ABORTED);
+        options.signal.addEventListener('abort', entry.onAbort, { once: true });
+      }
+      this.pending.set(id, entry);
+    });
+  }
+
+  /**
+   * Settles a batch from its native completion. A batch-level status, or any request
+   * failing with a peer/connection/system status (≤ -100), rejects with `statuses`
+   * attached; per-request argument and memory failures (-1..-99) resolve in `statuses`.
+   */
+  complete(id: number, batchStatus: number, statuses: Int32Array, bytes: bigint, message = ''): void {
+    const b = this.pending.get(id);
+    if (!b) return;
+    this.pending.delete(id);
+    clearTimeout(b.timer);
+    if (b.signal && b.onAbort) b.signal.removeEventListener('abort', b.onAbort);
+    let status = batchStatus;
+    if (status === 0) {
+      for (let i = 0; i < statuses.length; i++) {
+        if (statuses[i]! <= -100) {
+          status = statuses[i]!;
+          break;
+        }
+      }
+    }
+    if (status === 0) {
+      b.resolve({ statuses, bytes });
+      return;
+    }
+    const what = status === NATIVE_STATUS.TIMEOUT ? `batch to "${b.peer}" timed out` : status === NATIVE_STATUS.ABORTED ? `batch to "${b.peer}" aborted` : `batch to "${b.peer}" failed`;
+    const text = message && status !== NATIVE_STATUS.TIMEOUT && status !== NATIVE_STATUS.ABORTED ? `${what}: ${message}` : what;
+    b.reject(TransferError.fromStatus(status, text, { plugin: this.plugin, statuses, details: { peer: b.peer, bytes } }));
+  }
+
+  /** Rejects every pending batch (the transport closed and native code will not complete them). */
+  abandonAll(reason: string): void {
+    for (const [id, b] of this.pending) {
+      clearTimeout(b.timer);
+      if (b.signal && b.onAbort) b.signal.removeEventListener('abort', b.onAbort);
+      b.reject(new TransferError('ABORTED', `${reason}; batch to "${b.peer}" abandoned`, { plugin: this.plugin }));
+      this.pending.delete(id);
+    }
+  }
+}

@@ -1,0 +1,16 @@
+import { TransferError } from '../errors/transfer-error.js';
+import type { SubmitOptions, TransferBatch } from '../spi/batch.js';
+
+/**
+ * The checks every transport repeats before handing a batch to native code (the engine
+ * checks too, but a transport may be driven directly).
+ */
+export function checkSubmit(plugin: string, peer: string, batch: TransferBatch, options: SubmitOptions, maxNotifyBytes = 65536): void {
+  const n = batch.opcodes.length;
+  if (batch.localAddrs.length !== n || batch.remoteAddrs.length !== n || batch.lengths.length !== n) {
+    throw new TransferError('INVALID_ARGUMENT', `batch arrays differ in length (opcodes ${n}, localAddrs ${batch.localAddrs.length}, remoteAddrs ${batch.remoteAddrs.length}, lengths ${batch.lengths.length})`, { plugin });
+  }
+  if (!Number.isFinite(options.timeoutMs) || options.timeoutMs <= 0) throw new TransferError('INVALID_ARGUMENT', `Expected \`timeoutMs\` to be a positive number, got ${options.timeoutMs}`, { plugin });
+  if (options.notify && options.notify.length > maxNotifyBytes) throw new TransferError('INVALID_ARGUMENT', `a notification payload is at most ${maxNotifyBytes} bytes, got ${options.notify.length}`, { plugin });
+  if (options.signal?.aborted) throw new TransferError('ABORTED', `batch to "${peer}" aborted before it was submitted`, { plugin });
+}
