@@ -7,7 +7,7 @@ export { PLUGIN_API_VERSION, definePlugin, validatePlugin, type TransportPlugin,
 export type { Transport, TransportContext, TransportPeer } from './spi/transport.js';
 export { describeCapabilities, type TransportCapabilities } from './spi/capabilities.js';
 export { parseOptions, parseEnvBoolean, type OptionSpec, type OptionsSchema, type OptionsOf } from './spi/options.js';
-export { memoryKindOf, isDeviceName, type MemoryKind, type DeviceName, type BufferSource, type RegisterRequest, type TransportRegistration, type WireValue } from './spi/memory.js';
+export { memoryKindOf, isDeviceName, type AllocatedMemory, type MemoryKind, type DeviceName, type BufferSource, type RegisterRequest, type TransportRegistration, type WireValue } from './spi/memory.js';
 export { DESCRIPTOR_VERSION, TRANSPORT_CLASSES, type SegmentDescriptor, type BufferDescriptor, type TransportAdvert, type TransportClass } from './spi/descriptor.js';
 export {
   OP_READ, OP_WRITE, batchOf, allocateBatch, selectRequests, batchSize, batchBytes,
@@ -25,7 +25,7 @@ export { configFromEnv, ENVIRONMENT_VARIABLES } from './config/env.js';
 export { DEFAULT_CONFIG, type TeConfig, type TeConfigInput, type ConnectorRole, type LogLevel, type MetadataConfig, type TimeoutConfig } from './config/types.js';
 
 // Engine
-export { TransferEngine, createTransferEngine, type MemoryHandle, type MemoryTarget, type RegisterOptions, type TransferOptions, type CreateEngineOptions } from './engine/transfer-engine.js';
+export { TransferEngine, createTransferEngine, type AllocatedHandle, type MemoryHandle, type MemoryTarget, type RegisterOptions, type TransferOptions, type CreateEngineOptions } from './engine/transfer-engine.js';
 export { initTransferEngine, getTransferEngine, closeTransferEngine, hasTransferEngine } from './engine/shared.js';
 export { ControlServer, ControlClient, CONTROL_VERSION, type ControlHandler } from './engine/control-plane.js';
 export { P2PHandshake, type MetadataStore } from './engine/metadata.js';

@@ -82,9 +82,10 @@ async function measure(engine: TransferEngine, o: BenchOptions): Promise<BenchRe
   const control = engine.controlClient(o.target);
   const info = await control.request<BenchInfo>(BENCH_INFO, null, Math.min(o.timeoutMs ?? 10_000, 10_000));
   if (info.length < BigInt(total)) throw new TransferError('INVALID_ARGUMENT', `target buffer has ${info.length} bytes, the run needs ${total}`);
-  const local = new Uint8Array(total);
+  // From the engine's allocator: pool-model transports (barex) only reach pool memory.
+  const handle = await engine.allocateMemory(total);
+  const local = handle.buffer!;
   randomFillSync(local);
-  const handle = await engine.registerMemory(local);
   const timeoutMs = o.timeoutMs ?? 30_000;
   const remoteDigest = (): Promise<string> => control.request<string>(BENCH_DIGEST, { offset: 0n, length: BigInt(total) }, 60_000);
   const batches = Array.from({ length: o.concurrency }, (_, w) => workerBatch(o.op, w, o, handle.addr, info.addr));

@@ -26,9 +26,9 @@ export async function startBenchTarget(options: BenchTargetOptions): Promise<Ben
   if (options.modulePath) config.modulePath = options.modulePath;
   if (options.transportOptions) config.transportOptions = { [options.plugin]: options.transportOptions };
   const engine = await createTransferEngine(config);
-  const buffer = new Uint8Array(options.bytes);
+  const handle = await engine.allocateMemory(options.bytes);
+  const buffer = handle.buffer!;
   randomFillSync(buffer);
-  const handle = await engine.registerMemory(buffer);
   const checkRange = ({ offset, length }: DigestRequest): Uint8Array => {
     if (typeof offset !== 'bigint' || typeof length !== 'bigint' || offset < 0n || length < 0n || offset + length > BigInt(buffer.length)) {
       throw new TransferError('INVALID_ARGUMENT', `digest range out of the bench buffer (${buffer.length} bytes)`);

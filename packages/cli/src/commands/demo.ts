@@ -39,9 +39,9 @@ export async function demoCommand(o: DemoOptions): Promise<void> {
     console.log(`  decode process ${decode.child.pid} serves segment ${decode.segment}`);
     console.log(`  prefill process ${process.pid} is segment ${prefill.segmentName}`);
     const info = await prefill.controlClient(decode.segment).request<BenchInfo>(BENCH_INFO, null, 10_000);
-    const kv = new Uint8Array(total);
+    const local = await prefill.allocateMemory(total);
+    const kv = local.buffer!;
     randomFillSync(kv);
-    const local = await prefill.registerMemory(kv);
     const started = performance.now();
     for (let layer = 0; layer < layers; layer++) {
       // Pages of one layer land in reverse order on the decode side, as a scattered page table would.

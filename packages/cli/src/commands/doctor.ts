@@ -1,5 +1,5 @@
 import pc from 'picocolors';
-import { BUILTIN_PLUGINS, ENVIRONMENT_VARIABLES, PluginRegistry, describeCapabilities, isTransferError, loadConfig, type TeConfig, type TransportPlugin } from '@te/connector';
+import { BUILTIN_PLUGINS, ENVIRONMENT_VARIABLES, PluginRegistry, describeCapabilities, isTransferError, loadConfig, transportsOf, type TeConfig, type TransportPlugin } from '@te/connector';
 import { table } from '../format.js';
 
 export interface PluginReport {
@@ -56,10 +56,11 @@ export async function runDoctor(env: NodeJS.ProcessEnv = process.env): Promise<D
   for (const [name, pkg] of Object.entries(BUILTIN_PLUGINS)) report.plugins.push(await inspect(name, pkg, () => registry.load(name)));
   const modulePath = report.config?.modulePath;
   if (modulePath) report.plugins.push(await inspect(report.config!.connector, modulePath, () => registry.loadModulePath(modulePath, report.config!.connector)));
-  for (const name of report.config ? [report.config.connector, ...report.config.transports] : []) {
+  const required = report.config ? transportsOf(report.config) : [];
+  for (const name of required) {
     if (!report.plugins.some((p) => p.name === name)) report.plugins.push(await inspect(name, registry.sourceOf(name) ?? '(not registered)', () => registry.load(name)));
   }
-  const wanted = report.config ? new Set([report.config.connector, ...report.config.transports]) : new Set<string>();
+  const wanted = new Set(required);
   for (const p of report.plugins) {
     if (wanted.has(p.name) && (!p.loaded || p.available === false)) report.ok = false;
   }

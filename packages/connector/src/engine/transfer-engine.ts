@@ -28,6 +28,11 @@ export interface MemoryHandle {
   readonly remoteAccess: boolean;
 }
 
+/** Memory from `allocateMemory`: registered, and viewable from JS when it is host memory. */
+export interface AllocatedHandle extends MemoryHandle {
+  readonly buffer?: Uint8Array;
+}
+
 export type MemoryTarget = BufferSource | { addr: bigint; length: bigint | number; device?: DeviceName };
 
 export interface RegisterOptions {
@@ -88,6 +93,8 @@ export class TransferEngine {
   private readonly peers = new Map<string, Promise<PeerState>>();
   private readonly listeners = new Set<(n: Notification) => void>();
   private readonly counters = emptyMetrics();
+  /** Allocations by address, with the transport that made them (none: plain host memory). */
+  private readonly allocations = new Map<bigint, EngineTransport | undefined>();
   private registrationQueue: Promise<unknown> = Promise.resolve();
   private closing: Promise<void> | undefined;
 
@@ -242,6 +249,49 @@ export class TransferEngine {
     this.memory.insert(region);
     await this.publish();
     return { addr: region.addr, length: region.length, device: region.device, remoteAccess: region.remoteAccess };
+  }
+
+  /**
+   * Allocates and registers memory peers can reach. A transport with an allocator for the
+   * device (barex's pool, fabric GPU memory) provides it; otherwise host memory is plain
+   * JS memory. Use it instead of `registerMemory` when writing code for any transport.
+   */
+  async allocateMemory(length: bigint | number, options: { device?: DeviceName; remoteAccess?: boolean } = {}): Promise<AllocatedHandle> {
+    this.assertOpen();
+    const size = toBigInt('length', length);
+    if (size === 0n) throw new TransferError('INVALID_ARGUMENT', 'Cannot allocate 0 bytes');
+    const device = options.device ?? 'cpu';
+    if (!isDeviceName(device)) throw new TransferError('INVALID_ARGUMENT', `Expected \`device\` to be "cpu" or "cuda:N", got ${JSON.stringify(device)}`);
+    const kind = memoryKindOf(device);
+    const allocator = this.held.find((t) => t.transport.allocateMemory && t.plugin.capabilities.memoryKinds.includes(kind));
+    const registerOptions: RegisterOptions = options.remoteAccess === undefined ? {} : { remoteAccess: options.remoteAccess };
+    if (!allocator) {
+      if (kind !== 'cpu') throw new TransferError('MEMORY_KIND_UNSUPPORTED', `No transport of this engine (${this.transports.join(', ')}) allocates ${kind} memory; allocate it yourself and use registerMemory({addr, length, device})`);
+      if (size > BigInt(Number.MAX_SAFE_INTEGER)) throw new TransferError('INVALID_ARGUMENT', `Cannot allocate ${size} bytes of host memory`);
+      const buffer = new Uint8Array(Number(size));
+      const handle = await this.registerMemory(buffer, registerOptions);
+      this.allocations.set(handle.addr, undefined);
+      return { ...handle, buffer };
+    }
+    const a = await allocator.transport.allocateMemory!(size, device);
+    try {
+      const handle = await this.registerMemory(a.buffer ?? { addr: a.addr, length: a.length, device }, { ...registerOptions, ...(a.buffer ? {} : { device }) });
+      this.allocations.set(handle.addr, allocator);
+      return a.buffer ? { ...handle, buffer: a.buffer } : handle;
+    } catch (error) {
+      await allocator.transport.freeMemory?.(a.addr).catch(() => undefined);
+      throw error;
+    }
+  }
+
+  /** Unregisters and returns memory from `allocateMemory`. */
+  async freeMemory(target: MemoryHandle | bigint): Promise<void> {
+    const addr = typeof target === 'bigint' ? target : toBigInt('addr', target?.addr);
+    if (!this.allocations.has(addr)) throw new TransferError('MEMORY_NOT_REGISTERED', `0x${addr.toString(16)} was not allocated by allocateMemory`);
+    const allocator = this.allocations.get(addr);
+    await this.unregisterMemory(addr);
+    this.allocations.delete(addr);
+    await allocator?.transport.freeMemory?.(addr);
   }
 
   /** Unregisters a region by handle or start address; peers' later requests to it fail. */

@@ -19,6 +19,14 @@ export interface RegisterRequest {
   remoteAccess: boolean;
 }
 
+/** Memory handed out by a transport's allocator (a pre-registered pool, fabric GPU memory). */
+export interface AllocatedMemory {
+  addr: bigint;
+  length: bigint;
+  /** A JS view of it, when it is host memory. */
+  buffer?: Uint8Array;
+}
+
 /** What a transport reports back for one registration. */
 export interface TransportRegistration {
   addr: bigint;

@@ -1,6 +1,6 @@
 import type { BatchResult, Notification, SubmitOptions, TransferBatch } from './batch.js';
 import type { SegmentDescriptor } from './descriptor.js';
-import type { RegisterRequest, TransportRegistration, WireValue } from './memory.js';
+import type { AllocatedMemory, DeviceName, RegisterRequest, TransportRegistration, WireValue } from './memory.js';
 
 /** Opaque per-peer state a transport keeps (connections, imported handles, address vectors). */
 export interface TransportPeer {
@@ -32,6 +32,14 @@ export interface Transport {
   endpoint(): WireValue;
   /** Registers memory; the transport keeps `buffer` alive until `unregisterMemory`. */
   registerMemory(request: RegisterRequest): Promise<TransportRegistration>;
+  /**
+   * Optional allocator, for transports whose peers may only reach memory the transport
+   * handed out (one pre-registered pool; GPU memory exportable over a fabric). The engine's
+   * `allocateMemory` uses it and registers the result. Fails with POOL_EXHAUSTED when full.
+   */
+  allocateMemory?(length: bigint, device: DeviceName): Promise<AllocatedMemory>;
+  /** Returns memory from `allocateMemory` (the engine unregisters it first). */
+  freeMemory?(addr: bigint): Promise<void>;
   /** Unregisters by start address; afterwards peers' requests to it fail with MEMORY_NOT_REGISTERED. */
   unregisterMemory(addr: bigint): Promise<void>;
   /**

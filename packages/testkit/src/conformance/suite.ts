@@ -1,6 +1,6 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { OP_READ, OP_WRITE, allocateBatch, batchOf, isTransferError, type TransferEngine, type TransferErrorCode, type TransportCapabilities } from '@te/connector';
+import { OP_READ, OP_WRITE, allocateBatch, batchOf, isTransferError, type AllocatedHandle, type TransferEngine, type TransferErrorCode, type TransportCapabilities } from '@te/connector';
 import { checkPayload, type TargetMemory } from './target.js';
 
 /** Two engines that can reach each other, built by the plugin under test. */
@@ -37,6 +37,19 @@ export function pattern(length: number, seed: number): Uint8Array {
     out[i] = x & 0xff;
   }
   return out;
+}
+
+/**
+ * Host memory for the initiator, from `engine.allocateMemory` so that pool-model
+ * transports (whose peers reach only pool memory) run the suite strict.
+ */
+async function hostMemory(engine: TransferEngine, size: number, init?: Uint8Array | number): Promise<AllocatedHandle & { buffer: Uint8Array }> {
+  const h = await engine.allocateMemory(size);
+  if (!h.buffer) throw new Error('allocateMemory returned no host view');
+  if (typeof init === 'number') h.buffer.fill(init);
+  else if (init) h.buffer.set(init);
+  else h.buffer.fill(0);
+  return h as AllocatedHandle & { buffer: Uint8Array };
 }
 
 async function rejectsWith(promise: Promise<unknown>, codes: TransferErrorCode[]): Promise<Error> {
@@ -95,19 +108,18 @@ export function transportConformance(options: ConformanceOptions) {
   });
 
   it('register: published, overlap refused, unregistered', async ({ initiator }) => {
-    const buf = new Uint8Array(8192);
-    const h = await initiator.registerMemory(buf);
+    const h = await hostMemory(initiator, 8192);
     assert.ok(initiator.descriptor().buffers.some((b) => b.addr === h.addr && b.length === 8192n));
     await rejectsWith(initiator.registerMemory({ addr: h.addr + 100n, length: 10n }), ['MEMORY_OVERLAP']);
-    await initiator.unregisterMemory(h);
+    await initiator.freeMemory(h);
     assert.not.ok(initiator.descriptor().buffers.some((b) => b.addr === h.addr));
     await rejectsWith(initiator.unregisterMemory(h.addr), ['MEMORY_NOT_REGISTERED']);
   });
 
   it('write: sizes land byte for byte', async ({ initiator, target, targetMemory }) => {
     const sizes = [1, 7, 4096, 65_537, maxBytes];
-    const src = new Uint8Array(maxBytes);
-    const local = await initiator.registerMemory(src);
+    const local = await hostMemory(initiator, maxBytes);
+    const src = local.buffer;
     const remote = await targetMemory.alloc(maxBytes + 64, { fill: 0xee });
     try {
       for (const [k, size] of sizes.entries()) {
@@ -119,7 +131,7 @@ export function transportConformance(options: ConformanceOptions) {
         if (k === 0) assert.is(landed[33], 0xee, 'byte after a 1-byte write untouched');
       }
     } finally {
-      await initiator.unregisterMemory(local);
+      await initiator.freeMemory(local);
       await targetMemory.free(remote);
     }
   });
@@ -128,13 +140,13 @@ export function transportConformance(options: ConformanceOptions) {
     const size = Math.min(maxBytes, 256 * 1024);
     const remote = await targetMemory.alloc(size);
     await targetMemory.write(remote, pattern(size, 99));
-    const dst = new Uint8Array(size);
-    const local = await initiator.registerMemory(dst);
+    const local = await hostMemory(initiator, size);
+    const dst = local.buffer;
     try {
       await initiator.read(target, local.addr, remote, size);
       assert.equal(dst, pattern(size, 99));
     } finally {
-      await initiator.unregisterMemory(local);
+      await initiator.freeMemory(local);
       await targetMemory.free(remote);
     }
   });
@@ -143,9 +155,9 @@ export function transportConformance(options: ConformanceOptions) {
     const n = 1000;
     const item = 64;
     const src = pattern(n * item, 7);
-    const local = await initiator.registerMemory(Uint8Array.from(src));
-    const readBack = new Uint8Array(n * item);
-    const localRead = await initiator.registerMemory(readBack);
+    const local = await hostMemory(initiator, n * item, src);
+    const localRead = await hostMemory(initiator, n * item);
+    const readBack = localRead.buffer;
     const remote = await targetMemory.alloc(n * item * 2);
     try {
       const w = allocateBatch(n);
@@ -175,8 +187,8 @@ export function transportConformance(options: ConformanceOptions) {
         assert.equal(readBack, src);
       }
     } finally {
-      await initiator.unregisterMemory(local);
-      await initiator.unregisterMemory(localRead);
+      await initiator.freeMemory(local);
+      await initiator.freeMemory(localRead);
       await targetMemory.free(remote);
     }
   });
@@ -184,21 +196,21 @@ export function transportConformance(options: ConformanceOptions) {
   it('concurrent: batches from several callers at once', async ({ initiator, target, targetMemory }) => {
     const callers = 8;
     const size = 32 * 1024;
-    const src = new Uint8Array(callers * size);
+    const local = await hostMemory(initiator, callers * size);
+    const src = local.buffer;
     for (let c = 0; c < callers; c++) src.set(pattern(size, 100 + c), c * size);
-    const local = await initiator.registerMemory(src);
     const remote = await targetMemory.alloc(callers * size);
     try {
       await Promise.all(Array.from({ length: callers }, (_, c) => initiator.write(target, local.addr + BigInt(c * size), remote + BigInt(c * size), size)));
       assert.equal(await targetMemory.read(remote, callers * size), src);
     } finally {
-      await initiator.unregisterMemory(local);
+      await initiator.freeMemory(local);
       await targetMemory.free(remote);
     }
   });
 
   it('bounds: a write past the end of the peer region is refused and changes nothing', async ({ initiator, target, targetMemory }) => {
-    const local = await initiator.registerMemory(pattern(8192, 3));
+    const local = await hostMemory(initiator, 8192, pattern(8192, 3));
     const remote = await targetMemory.alloc(4096, { fill: 0x11 });
     try {
       const err = await rejectsWith(initiator.write(target, local.addr, remote + 2048n, 4096), ['ADDRESS_OUT_OF_RANGE']);
@@ -207,13 +219,13 @@ export function transportConformance(options: ConformanceOptions) {
       await initiator.write(target, local.addr, remote, 4096);
       assert.equal(await targetMemory.read(remote, 4096), pattern(8192, 3).subarray(0, 4096), 'peer still serves after the refusal');
     } finally {
-      await initiator.unregisterMemory(local);
+      await initiator.freeMemory(local);
       await targetMemory.free(remote);
     }
   });
 
   it('bounds: unregistered or local-only peer memory is refused', async ({ initiator, target, targetMemory }) => {
-    const local = await initiator.registerMemory(new Uint8Array(4096));
+    const local = await hostMemory(initiator, 4096);
     const gone = await targetMemory.alloc(4096);
     await targetMemory.free(gone);
     const privateRegion = await targetMemory.alloc(4096, { remoteAccess: false, fill: 0x22 });
@@ -222,26 +234,26 @@ export function transportConformance(options: ConformanceOptions) {
       await rejectsWith(initiator.write(target, local.addr, privateRegion, 4096), ['MEMORY_NOT_REGISTERED', 'ADDRESS_OUT_OF_RANGE']);
       assert.equal(await targetMemory.read(privateRegion, 4096), new Uint8Array(4096).fill(0x22));
     } finally {
-      await initiator.unregisterMemory(local);
+      await initiator.freeMemory(local);
       await targetMemory.free(privateRegion);
     }
   });
 
   it('bounds: unregistered local memory is refused', async ({ initiator, target, targetMemory }) => {
-    const local = await initiator.registerMemory(new Uint8Array(4096));
+    const local = await hostMemory(initiator, 4096);
     const remote = await targetMemory.alloc(4096, { fill: 0x33 });
     try {
       await rejectsWith(initiator.write(target, local.addr + 4096n * 64n, remote, 16), ['MEMORY_NOT_REGISTERED', 'ADDRESS_OUT_OF_RANGE']);
       await rejectsWith(initiator.write(target, local.addr + 4000n, remote, 200), ['ADDRESS_OUT_OF_RANGE', 'MEMORY_NOT_REGISTERED']);
       assert.equal(await targetMemory.read(remote, 4096), new Uint8Array(4096).fill(0x33));
     } finally {
-      await initiator.unregisterMemory(local);
+      await initiator.freeMemory(local);
       await targetMemory.free(remote);
     }
   });
 
   it('abort: an aborted signal refuses the batch', async ({ initiator, target, targetMemory }) => {
-    const local = await initiator.registerMemory(new Uint8Array(4096));
+    const local = await hostMemory(initiator, 4096);
     const remote = await targetMemory.alloc(4096, { fill: 0x44 });
     try {
       const ac = new AbortController();
@@ -249,14 +261,14 @@ export function transportConformance(options: ConformanceOptions) {
       await rejectsWith(initiator.write(target, local.addr, remote, 4096, { signal: ac.signal }), ['ABORTED']);
       assert.equal(await targetMemory.read(remote, 4096), new Uint8Array(4096).fill(0x44));
     } finally {
-      await initiator.unregisterMemory(local);
+      await initiator.freeMemory(local);
       await targetMemory.free(remote);
     }
   });
 
   needsStall('abort: in flight, against a stalled peer', async (pair) => {
     const { initiator, target, targetMemory } = pair;
-    const local = await initiator.registerMemory(new Uint8Array(1 << 20));
+    const local = await hostMemory(initiator, 1 << 20);
     const remote = await targetMemory.alloc(1 << 20);
     try {
       await pair.stall!();
@@ -268,21 +280,21 @@ export function transportConformance(options: ConformanceOptions) {
       assert.ok(Date.now() - started < 5_000, `abort took ${Date.now() - started} ms`);
     } finally {
       await pair.resume!();
-      await initiator.unregisterMemory(local);
+      await initiator.freeMemory(local);
       await targetMemory.free(remote);
     }
     // The engine still works afterwards.
-    const again = await initiator.registerMemory(pattern(64, 5));
+    const again = await hostMemory(initiator, 64, pattern(64, 5));
     const r2 = await targetMemory.alloc(64);
     await initiator.write(target, again.addr, r2, 64);
     assert.equal(await targetMemory.read(r2, 64), pattern(64, 5));
-    await initiator.unregisterMemory(again);
+    await initiator.freeMemory(again);
     await targetMemory.free(r2);
   });
 
   needsStall('deadline: a stalled peer fails the batch with TIMEOUT in time', async (pair) => {
     const { initiator, target, targetMemory } = pair;
-    const local = await initiator.registerMemory(new Uint8Array(1 << 20));
+    const local = await hostMemory(initiator, 1 << 20);
     const remote = await targetMemory.alloc(1 << 20);
     try {
       await pair.stall!();
@@ -292,14 +304,14 @@ export function transportConformance(options: ConformanceOptions) {
       assert.ok(took >= 250 && took < 3_000, `deadline of 300 ms took ${took} ms`);
     } finally {
       await pair.resume!();
-      await initiator.unregisterMemory(local);
+      await initiator.freeMemory(local);
       await targetMemory.free(remote);
     }
   });
 
   it('notification: arrives after the data of its batch', async ({ initiator, target, targetMemory }) => {
     const size = 64 * 1024;
-    const local = await initiator.registerMemory(pattern(size, 42));
+    const local = await hostMemory(initiator, size, pattern(size, 42));
     const remote = await targetMemory.alloc(size);
     try {
       const before = (await targetMemory.notifications()).length;
@@ -315,7 +327,7 @@ export function transportConformance(options: ConformanceOptions) {
       assert.ok(n.snapshot, 'target could snapshot the range');
       assert.equal(n.snapshot, pattern(size, 42), 'data was in place when the notification arrived');
     } finally {
-      await initiator.unregisterMemory(local);
+      await initiator.freeMemory(local);
       await targetMemory.free(remote);
     }
   });

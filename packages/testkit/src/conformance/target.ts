@@ -55,8 +55,10 @@ export class LocalTargetMemory implements TargetMemory {
   }
 
   async alloc(length: number, options: { fill?: number; remoteAccess?: boolean } = {}): Promise<bigint> {
-    const bytes = new Uint8Array(length).fill(options.fill ?? 0);
-    const handle = await this.engine.registerMemory(bytes, { remoteAccess: options.remoteAccess ?? true });
+    // From the engine's allocator, so pool-model transports serve it strictly.
+    const handle = await this.engine.allocateMemory(length, { remoteAccess: options.remoteAccess ?? true });
+    const bytes = handle.buffer!;
+    bytes.fill(options.fill ?? 0);
     this.buffers.set(handle.addr, { handle, bytes });
     return handle.addr;
   }
@@ -76,7 +78,7 @@ export class LocalTargetMemory implements TargetMemory {
   async free(addr: bigint): Promise<void> {
     const entry = this.buffers.get(addr);
     if (!entry) throw new Error(`target has no buffer at 0x${addr.toString(16)}`);
-    await this.engine.unregisterMemory(entry.handle);
+    await this.engine.freeMemory(entry.handle);
     this.buffers.delete(addr);
   }
 

@@ -1,0 +1,133 @@
+// The transport shared by mooncake-intra-nvlink (CUDA IPC) and mooncake-nvlink (cuMem VMM):
+// registered memory, peers with their published buffers, bounds checks and the copy engine.
+// What differs (how memory is exported and how a peer's allocation is opened here) is a
+// Backend.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "te/cuda/copy_engine.h"
+#include "te/cuda/errors.h"
+#include "te/memory_registry.h"
+
+namespace te::cuda {
+
+/** What registration exports for one region (published to peers in the buffer's attrs). */
+struct ExportInfo {
+  uint64_t base = 0;   // start of the allocation holding the region (exporter's address)
+  uint64_t size = 0;   // size of that allocation
+  int device = 0;
+  std::vector<uint8_t> handle;  // IPC handle / fabric handle bytes (empty for posix-fd)
+  uint64_t alloc_id = 0;        // posix-fd: the id the exporter serves the fd under
+};
+
+/** An allocation a peer published (one per distinct base). */
+struct RemoteAlloc {
+  uint64_t base = 0, size = 0;
+  int device = 0;
+  std::vector<uint8_t> handle;
+  uint64_t alloc_id = 0;
+};
+
+/** A registered, remote-accessible buffer of a peer, inside allocs[alloc]. */
+struct RemoteBuffer {
+  uint64_t addr = 0, length = 0;
+  uint32_t alloc = 0;
+};
+
+/** What openPeer learns from the peer's descriptor (validated in TypeScript). */
+struct PeerInfo {
+  std::string name;
+  uint64_t epoch = 0;
+  bool local = false;     // same process: remote addresses are ours
+  std::string socket;     // backend-specific endpoint (nvlink posix-fd: unix socket name)
+  std::vector<RemoteAlloc> allocs;
+  std::vector<RemoteBuffer> buffers;  // sorted by addr, disjoint
+};
+
+/** A peer allocation opened in this process. */
+struct Import {
+  uint64_t mapped = 0;  // where the allocation's base is mapped here
+  uint64_t size = 0;
+  int open_device = 0;
+  uint64_t access_mask = 0;  // devices granted access (VMM)
+  uint64_t handle = 0;       // backend-specific (VMM: the imported generic handle)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual const char* name() const = 0;
+  /** Checks that [addr, addr+len) on `device` can be exported and exports it. */
+  virtual Error export_region(uint64_t addr, uint64_t len, int device, ExportInfo* out) = 0;
+  /** The region exported with `info` was unregistered. */
+  virtual void unexport(const ExportInfo& info) {}
+  /** Opens a peer allocation here (called on the copy thread, once per allocation). */
+  virtual Error open(const PeerInfo& peer, const RemoteAlloc& alloc, int local_device, Import* out) = 0;
+  /** Lets `local_device` reach an opened allocation (VMM access); default: nothing to do. */
+  virtual Error grant(Import& imp, int local_device) { return Error::none(); }
+  virtual void close(Import& imp) = 0;
+  /** The transport closed: release process-wide services (sockets); imports may still close later. */
+  virtual void stop() {}
+};
+
+struct TransportOptions {
+  CopyEngineOptions copy;
+};
+
+/** A completed batch, as handed to the addon. */
+using BatchDone = std::function<void(std::shared_ptr<CopyBatch>)>;
+
+class CudaTransport {
+ public:
+  CudaTransport(std::shared_ptr<Backend> backend, TransportOptions options, BatchDone done);
+  ~CudaTransport();
+
+  /** Registers [addr, addr+len) of `device`. Fills `out` with what peers need. */
+  Error register_memory(uint64_t addr, uint64_t len, int device, bool remote, ExportInfo* out);
+  /** Removes a registration and waits until no batch uses it (call off the JS thread). */
+  Error unregister_memory(uint64_t addr);
+  /** Returns a peer id. A peer seen before with another epoch loses its imports. */
+  uint64_t open_peer(PeerInfo info);
+  void close_peer(uint64_t id);
+  /** Queues a batch; PEER_NOT_FOUND for an unknown peer. */
+  Error submit(uint64_t peer, const uint8_t* ops, const uint64_t* local, const uint64_t* remote, const uint64_t* lengths,
+               size_t n, uint64_t* id_out);
+  void cancel(uint64_t id, int32_t status) { engine_->cancel(id, status); }
+  void close();
+  size_t imports_open() const;
+
+ private:
+  struct LocalRegion {
+    uint64_t length = 0;
+    int device = 0;
+    bool remote = false;
+    ExportInfo info;
+  };
+  struct ImportEntry;
+  struct Segment;
+  struct Peer;
+  void prepare(CopyBatch& b, const std::shared_ptr<Peer>& peer);
+  bool local_device_of(uint64_t addr, int* device) const;
+
+  std::shared_ptr<Backend> backend_;
+  MemoryRegistry registry_;
+  mutable std::shared_mutex local_mu_;
+  std::map<uint64_t, LocalRegion> local_;
+  std::mutex peers_mu_;
+  std::unordered_map<uint64_t, std::shared_ptr<Peer>> peers_;
+  std::unordered_map<std::string, std::shared_ptr<Segment>> segments_;
+  uint64_t next_peer_ = 1;
+  std::atomic<uint64_t> next_batch_{1};
+  std::unique_ptr<CopyEngine> engine_;
+  bool closed_ = false;
+};
+
+}  // namespace te::cuda

@@ -1,0 +1,146 @@
+// A one-sided RDMA transport over libfabric RDM endpoints (FI_RMA + FI_MSG), shared by
+// mooncake-rdma and barex. No libfabric type appears here, so the addons (and the stub
+// build without libfabric) compile against this header alone.
+//
+// Model: one "rail" per NIC (fabric + domain + endpoint + CQ + AV + progress thread).
+// Memory is registered in every rail's domain; keys are published per rail. A peer is
+// reached rail i -> peer rail (i % peer rails). Slices of a batch are striped over rails.
+// Every remote range is validated against the peer's published region table before it is
+// posted (providers do not protect uniformly). Control messages (hello, region table,
+// revocations, notifications) travel as FI_MSG sends on the same endpoints.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "te/status.h"
+
+namespace te::fabric {
+
+/** Events carried to the JS thread (by the addon's CompletionBridge). */
+struct Event {
+  enum Kind { BATCH, OPEN, NOTIFY, CHECK } kind = BATCH;
+  uint64_t id = 0;
+  int32_t status = 0;
+  std::string text;              // OPEN/CHECK: message or JSON; NOTIFY: sender's segment name
+  std::vector<uint8_t> payload;  // NOTIFY payload
+};
+
+struct Options {
+  std::string segment_name;
+  uint64_t epoch = 0;
+  /** Provider name ("" = automatic: verbs/efa/... first, then tcp;ofi_rxm, sockets). */
+  std::string provider;
+  /** Domain (NIC) names to use; empty = all domains of the chosen provider. */
+  std::vector<std::string> nics;
+  /** Node passed with FI_SOURCE to socket-based providers ("" = provider default). */
+  std::string source_address;
+  /** Whether the shm provider may be used (it checks neither keys nor bounds). */
+  bool allow_shm = false;
+  int max_rails = 4;
+  uint64_t slice_size = 1 << 20;
+  int window = 64;  // RMA operations in flight per rail
+  int connect_timeout_ms = 3000;
+  int cancel_grace_ms = 250;
+  bool delivery_complete = true;
+  /** barex: size of the pre-registered pool (0 = no pool). */
+  uint64_t pool_size = 0;
+  /** barex: refuse registrations outside the pool. */
+  bool pool_strict = false;
+  /** Name used in messages ("mooncake-rdma", "barex"). */
+  std::string plugin = "mooncake-rdma";
+};
+
+struct RailInfo {
+  std::string provider, fabric, domain;
+  std::vector<uint8_t> addr;  // fi_getname
+  bool virt_addr = false;     // FI_MR_VIRT_ADDR: remote address = virtual address
+  uint64_t mr_mode = 0;
+  uint64_t key_size = 0;
+  uint64_t max_msg_size = 0;
+  uint64_t inject_size = 0;
+};
+
+/** A remote buffer as published by the peer: [addr, addr+length) inside an MR starting at base. */
+struct RemoteRegion {
+  uint64_t addr = 0, length = 0, base = 0;
+  std::vector<uint64_t> keys;  // one per peer rail
+};
+
+struct PeerAddress {
+  std::vector<std::vector<uint8_t>> rails;
+  std::vector<bool> virt_addr;
+  std::string provider;
+};
+
+struct BatchOutcome {
+  std::vector<int32_t> statuses;
+  uint64_t bytes = 0;
+  int32_t status = 0;
+  std::string message;
+};
+
+/** Provider discovery (no endpoint created): what fi_getinfo offers, for probe()/doctor. */
+struct Discovery {
+  bool built_with_libfabric = false;
+  std::string version;                 // runtime libfabric version
+  std::vector<std::string> providers;  // every provider name fi_getinfo returned (any caps)
+  struct Candidate {
+    std::string provider, fabric, domain;
+    uint64_t mr_mode = 0;
+    bool hardware = false;
+  };
+  std::vector<Candidate> rma;  // RDM + RMA + MSG candidates
+  std::string chosen;          // what automatic selection would pick ("" = none)
+  std::string message;         // why nothing fits, with what to install
+};
+
+Discovery discover(const Options& options);
+
+class Transport {
+ public:
+  Transport(Options options, std::function<void(Event)> sink);
+  ~Transport();
+  Transport(const Transport&) = delete;
+  Transport& operator=(const Transport&) = delete;
+
+  /** Opens rails; PROVIDER_UNAVAILABLE with a precise message when nothing fits. */
+  Status start(std::string* err);
+  std::vector<RailInfo> rails() const;
+
+  /** Registers [addr, addr+len); keys (per rail) and the MR base are returned. */
+  Status register_memory(uint64_t addr, uint64_t len, bool remote, std::vector<uint64_t>* keys, uint64_t* base,
+                         std::string* err);
+  /** Unregisters; waits until no operation on the range is in flight, then revokes it at peers. */
+  Status unregister_memory(uint64_t addr, std::string* err);
+
+  /** Starts the handshake on every rail; an OPEN event reports. Same-process peers need none. */
+  uint64_t open_peer(const std::string& name, uint64_t epoch, const PeerAddress& address, bool same_process,
+                     const std::vector<RemoteRegion>& regions);
+  void close_peer(uint64_t id);
+  /** Pings every rail of a peer; a CHECK event carries a JSON report. */
+  Status check_peer(uint64_t id, int timeout_ms, uint64_t* check_id, std::string* err);
+
+  Status submit(uint64_t peer, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
+                const uint64_t* lengths, size_t n, const uint8_t* notify, size_t notify_len, uint64_t* id,
+                std::string* err);
+  std::unique_ptr<BatchOutcome> take_batch(uint64_t id);
+  void cancel(uint64_t id, int32_t status);
+
+  /** barex pool: allocate/free inside the pre-registered pool. */
+  Status pool_alloc(uint64_t bytes, uint64_t* addr, std::string* err);
+  Status pool_free(uint64_t addr, std::string* err);
+  void pool_stats(uint64_t* base, uint64_t* size, uint64_t* used, uint64_t* allocations) const;
+
+  void close();
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace te::fabric

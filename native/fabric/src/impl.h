@@ -1,0 +1,244 @@
+// Internal state of te::fabric::Transport (libfabric builds only).
+#pragma once
+
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "te/fabric/pool.h"
+#include "te/fabric/transport.h"
+#include "te/memory_registry.h"
+#include "wire.h"
+
+namespace te::fabric {
+
+inline int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+struct Peer;
+struct Rail;
+
+struct Batch {
+  uint64_t id = 0;
+  std::shared_ptr<Peer> peer;
+  size_t n = 0;
+  std::vector<uint8_t> ops;
+  std::vector<uint64_t> local, remote, lengths;
+  std::unique_ptr<std::atomic<int32_t>[]> statuses;
+  std::unique_ptr<std::atomic<uint32_t>[]> req_left;  // slices of request i not yet terminal
+  std::atomic<int64_t> slices_left{0};
+  std::atomic<int32_t> cancel_status{0};
+  std::atomic<int32_t> batch_status{0};
+  std::atomic<bool> done{false};
+  int64_t cancel_at = 0;
+  std::vector<uint8_t> notify;
+  bool has_notify = false;
+  std::mutex err_mu;
+  std::string error;
+  void fail_message(const std::string& m) {
+    std::lock_guard<std::mutex> l(err_mu);
+    if (error.empty()) error = m;
+  }
+};
+
+struct Slice {
+  std::shared_ptr<Batch> batch;
+  uint32_t req = 0;
+  uint64_t local = 0, len = 0, raddr = 0, key = 0;
+  bool write = true;
+};
+
+struct CtrlMsg {
+  std::shared_ptr<Peer> peer;  // may be null (replies to peers we did not open)
+  fi_addr_t dest = FI_ADDR_UNSPEC;
+  std::vector<uint8_t> bytes;
+  std::shared_ptr<Batch> batch;  // NOTIFY: completes this batch
+  int64_t deadline = 0;
+};
+
+struct Op {
+  fi_context2 ctx;  // first: providers with FI_CONTEXT/FI_CONTEXT2 use it
+  enum Kind : uint8_t { DATA, SEND, RECV } kind = DATA;
+  int slot = -1;
+  std::shared_ptr<Batch> batch;
+  std::shared_ptr<Peer> peer;
+  uint32_t req = 0;
+  uint64_t len = 0;
+  Lease lease;
+};
+
+struct Rail {
+  Transport::Impl* owner = nullptr;
+  int index = 0;
+  fi_info* info = nullptr;
+  fid_fabric* fabric = nullptr;
+  fid_domain* domain = nullptr;
+  fid_ep* ep = nullptr;
+  fid_cq* cq = nullptr;
+  fid_av* av = nullptr;
+  RailInfo pub;
+  bool mr_local = false, mr_endpoint = false, prov_key = false;
+  bool can_wait = true;
+  std::atomic<bool> delivery_complete{true};
+  int window = 64;
+
+  // Control buffers (registered: FI_MR_LOCAL providers need descriptors for sends too).
+  static constexpr int kRecvSlots = 16, kSendSlots = 16;
+  std::vector<uint8_t> recv_buf, send_buf;
+  fid_mr* recv_mr = nullptr;
+  fid_mr* send_mr = nullptr;
+  std::vector<int> free_send;
+
+  std::mutex q_mu;
+  std::deque<Slice> slices;
+  std::deque<CtrlMsg> ctrl;
+  std::atomic<bool> sleeping{false};
+  int inflight = 0;
+  std::unordered_set<Op*> live;  // every posted op (freed at close)
+
+  std::mutex av_mu;
+  std::map<std::vector<uint8_t>, fi_addr_t> av_map;
+
+  std::thread thread;
+  std::atomic<bool> stop{false};
+
+  Status open(std::string* err);
+  void start_thread();
+  void wake();
+  fi_addr_t address_of(const std::vector<uint8_t>& raw, std::string* err);
+  void forget_address(const std::vector<uint8_t>& raw);
+  void push_slices(std::vector<Slice>&& s);
+  void push_ctrl(CtrlMsg&& m);
+  void run();
+  bool post_some();
+  bool poll_cq(int timeout_ms);
+  void handle_error();
+  void repost_recv(Op* op);
+  void shutdown();
+  void* desc_of(fid_mr* mr) const { return mr_local && mr ? fi_mr_desc(mr) : nullptr; }
+};
+
+struct MrEntry {
+  uint64_t addr = 0, len = 0;
+  std::vector<fid_mr*> mrs;  // per rail
+};
+
+struct Published {
+  uint64_t len = 0, base = 0;
+  std::vector<uint64_t> keys;
+};
+
+struct Peer {
+  uint64_t id = 0;
+  std::string name;
+  uint64_t epoch = 0;
+  bool same_process = false;
+  PeerAddress address;
+  std::vector<fi_addr_t> dest;  // per local rail
+  std::vector<int> peer_rail;   // per local rail: which peer rail it talks to
+  std::atomic<int> state{0};    // 0 opening, 1 ready, 2 broken, 3 closed
+  std::mutex mu;
+  std::string broken_reason;
+  std::map<uint64_t, RemoteRegion> regions;  // by addr
+  std::vector<RemoteRegion> incoming;        // TABLE chunks being received
+  bool table_pending = false;
+  std::vector<std::shared_ptr<Batch>> parked;
+  int hellos_left = 0;
+  std::atomic<bool> open_reported{false};
+  std::atomic<uint64_t> rr{0};  // rail round robin
+};
+
+struct Pending {
+  enum Kind { HELLO, TABLE, CHECK } kind = HELLO;
+  std::shared_ptr<Peer> peer;
+  int rail = 0;
+  int64_t sent = 0, deadline = 0;
+  uint64_t check_id = 0;
+};
+
+struct CheckState {
+  std::shared_ptr<Peer> peer;
+  int left = 0;
+  std::vector<std::string> rails;  // JSON per rail
+  bool ok = true;
+};
+
+/** An unregistration waiting until every known peer dropped the region from its cache. */
+struct RevokeWait {
+  std::mutex mu;
+  std::condition_variable cv;
+  int left = 0;
+};
+
+struct Transport::Impl {
+  Options opt;
+  std::function<void(Event)> sink;
+  std::vector<std::unique_ptr<Rail>> rails;
+  MemoryRegistry registry;
+  std::shared_mutex mr_mu;
+  std::map<uint64_t, MrEntry> mrs;
+  std::mutex pub_mu;
+  std::map<uint64_t, Published> published;
+  std::atomic<uint64_t> next_key{1};
+  Pool* pool = nullptr;
+  std::vector<fid_mr*> pool_mrs;
+  std::vector<uint64_t> pool_keys;
+
+  std::mutex peers_mu;
+  std::unordered_map<uint64_t, std::shared_ptr<Peer>> peers;
+  uint64_t next_peer = 1;
+  std::mutex known_mu;
+  std::map<std::vector<uint8_t>, uint64_t> known;  // rail-0 addresses of peers that said hello -> their epoch
+
+  std::mutex batches_mu;
+  std::unordered_map<uint64_t, std::shared_ptr<Batch>> batches;
+  std::unordered_map<uint64_t, std::unique_ptr<BatchOutcome>> outcomes;
+  std::vector<std::shared_ptr<Batch>> cancelled;
+  std::atomic<uint64_t> next_batch{1};
+
+  std::mutex pending_mu;
+  std::unordered_map<uint64_t, Pending> pending;
+  std::unordered_map<uint64_t, CheckState> checks;
+  std::atomic<uint64_t> next_req{1};
+  std::unordered_map<uint64_t, std::shared_ptr<RevokeWait>> revokes;  // guarded by pending_mu
+  bool started = false;
+  std::atomic<bool> closed{false};
+
+  // Called on rail threads.
+  void on_message(Rail& r, const uint8_t* data, size_t len);
+  void finish_slice(const std::shared_ptr<Batch>& b, uint32_t req, int32_t status, const std::string& msg);
+  void data_done(const std::shared_ptr<Batch>& b);
+  void complete(const std::shared_ptr<Batch>& b);
+  void peer_broken(const std::shared_ptr<Peer>& p, const std::string& why);
+  void housekeeping();
+  void dispatch(const std::shared_ptr<Batch>& b, bool allow_refresh);
+  void send_ctrl(int rail, const std::shared_ptr<Peer>& peer, fi_addr_t dest, wire::Header h,
+                 const std::vector<uint8_t>& body, std::shared_ptr<Batch> batch = nullptr);
+  void request_table(const std::shared_ptr<Peer>& p);
+  void fail_pending(uint64_t req, Pending& pd, int32_t status, const std::string& why);
+  void fail_hellos(const std::shared_ptr<Peer>& p, int32_t status, const std::string& why);
+  void* local_desc(int rail, uint64_t addr);
+  wire::Header header(int rail, uint8_t type, uint64_t target_epoch) const;
+};
+
+int32_t status_of_cq_error(int err);
+
+}  // namespace te::fabric

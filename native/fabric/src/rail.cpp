@@ -1,0 +1,474 @@
+// One rail: a NIC's fabric, domain, RDM endpoint, completion queue and address vector,
+// driven by its own progress thread (providers such as ofi_rxm make progress only when
+// their CQ is read, so a target that merely receives still needs this thread).
+#include <sched.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "impl.h"
+#include "select.h"
+
+namespace te::fabric {
+
+int32_t status_of_cq_error(int err) {
+  switch (err) {
+    case FI_ECONNRESET:
+    case FI_ECONNREFUSED:
+    case FI_ENOTCONN:
+    case FI_ECONNABORTED:
+    case FI_EHOSTUNREACH:
+    case FI_ENETUNREACH:
+    case FI_ETIMEDOUT:
+    case EPIPE:
+    case FI_EIO:
+    case FI_EHOSTDOWN:
+    case FI_ENETDOWN:
+    case FI_ESHUTDOWN:
+    case FI_ECANCELED:  // te never cancels posted RMA: the provider dropped the connection
+      return TE_CONNECTION_LOST;
+    case FI_EACCES:
+    case FI_EKEYREJECTED:
+    case FI_EPERM:
+    case FI_EINVAL:
+      return TE_MEMORY_NOT_REGISTERED;
+    default:
+      return TE_TRANSFER_FAILED;
+  }
+}
+
+Status Rail::open(std::string* err) {
+  auto fail = [&](const char* what, int rc) {
+    *err = std::string(what) + " failed on " + pub.provider + "/" + pub.domain + ": " + fi_error(rc);
+    return TE_PROVIDER_UNAVAILABLE;
+  };
+  pub.provider = info->fabric_attr->prov_name ? info->fabric_attr->prov_name : "";
+  pub.fabric = info->fabric_attr->name ? info->fabric_attr->name : "";
+  pub.domain = info->domain_attr->name ? info->domain_attr->name : "";
+  pub.mr_mode = static_cast<uint64_t>(info->domain_attr->mr_mode);
+  pub.virt_addr = (info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) != 0;
+  pub.key_size = info->domain_attr->mr_key_size;
+  pub.max_msg_size = info->ep_attr->max_msg_size;
+  pub.inject_size = info->tx_attr->inject_size;
+  mr_local = (info->domain_attr->mr_mode & FI_MR_LOCAL) != 0;
+  mr_endpoint = (info->domain_attr->mr_mode & FI_MR_ENDPOINT) != 0;
+  prov_key = (info->domain_attr->mr_mode & FI_MR_PROV_KEY) != 0;
+  int rc;
+  if ((rc = fi_fabric(info->fabric_attr, &fabric, nullptr))) return fail("fi_fabric", rc);
+  if ((rc = fi_domain(fabric, info, &domain, nullptr))) return fail("fi_domain", rc);
+  fi_cq_attr cq_attr{};
+  cq_attr.format = FI_CQ_FORMAT_MSG;
+  cq_attr.wait_obj = FI_WAIT_UNSPEC;
+  cq_attr.size = 0;
+  if (fi_cq_open(domain, &cq_attr, &cq, nullptr)) {
+    cq_attr.wait_obj = FI_WAIT_NONE;
+    can_wait = false;
+    if ((rc = fi_cq_open(domain, &cq_attr, &cq, nullptr))) return fail("fi_cq_open", rc);
+  }
+  fi_av_attr av_attr{};
+  av_attr.type = FI_AV_UNSPEC;
+  if ((rc = fi_av_open(domain, &av_attr, &av, nullptr))) return fail("fi_av_open", rc);
+  if ((rc = fi_endpoint(domain, info, &ep, nullptr))) return fail("fi_endpoint", rc);
+  if ((rc = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV))) return fail("fi_ep_bind(cq)", rc);
+  if ((rc = fi_ep_bind(ep, &av->fid, 0))) return fail("fi_ep_bind(av)", rc);
+  if ((rc = fi_enable(ep))) return fail("fi_enable", rc);
+  uint8_t name[512];
+  size_t len = sizeof name;
+  if ((rc = fi_getname(&ep->fid, name, &len))) return fail("fi_getname", rc);
+  pub.addr.assign(name, name + len);
+  size_t tx = info->tx_attr->size ? info->tx_attr->size : 256;
+  window = static_cast<int>(std::min<size_t>(static_cast<size_t>(owner->opt.window), tx > 2 * kSendSlots ? tx - kSendSlots : tx / 2));
+  if (window < 1) window = 1;
+
+  // Control buffers.
+  recv_buf.assign(static_cast<size_t>(kRecvSlots) * wire::kMaxMessage, 0);
+  send_buf.assign(static_cast<size_t>(kSendSlots) * wire::kMaxMessage, 0);
+  uint64_t k1 = prov_key ? 0 : (0x7e00000000ull | (static_cast<uint64_t>(index) << 8) | 1);
+  uint64_t k2 = prov_key ? 0 : (0x7e00000000ull | (static_cast<uint64_t>(index) << 8) | 2);
+  if ((rc = fi_mr_reg(domain, recv_buf.data(), recv_buf.size(), FI_RECV, 0, k1, 0, &recv_mr, nullptr))) return fail("fi_mr_reg(control recv)", rc);
+  if ((rc = fi_mr_reg(domain, send_buf.data(), send_buf.size(), FI_SEND, 0, k2, 0, &send_mr, nullptr))) return fail("fi_mr_reg(control send)", rc);
+  if (mr_endpoint) {
+    for (fid_mr* m : {recv_mr, send_mr}) {
+      if ((rc = fi_mr_bind(m, &ep->fid, 0)) || (rc = fi_mr_enable(m))) return fail("fi_mr_bind(control)", rc);
+    }
+  }
+  for (int i = 0; i < kSendSlots; ++i) free_send.push_back(i);
+  for (int i = 0; i < kRecvSlots; ++i) {
+    Op* op = new Op();
+    op->kind = Op::RECV;
+    op->slot = i;
+    live.insert(op);
+    rc = fi_recv(ep, recv_buf.data() + static_cast<size_t>(i) * wire::kMaxMessage, wire::kMaxMessage, desc_of(recv_mr),
+                 FI_ADDR_UNSPEC, &op->ctx);
+    if (rc) return fail("fi_recv", rc);
+  }
+  return TE_OK;
+}
+
+void Rail::start_thread() {
+  thread = std::thread([this] { run(); });
+}
+
+void Rail::wake() {
+  if (sleeping.load(std::memory_order_acquire) && can_wait) fi_cq_signal(cq);
+}
+
+fi_addr_t Rail::address_of(const std::vector<uint8_t>& raw, std::string* err) {
+  std::lock_guard<std::mutex> l(av_mu);
+  auto it = av_map.find(raw);
+  if (it != av_map.end()) return it->second;
+  fi_addr_t fa = FI_ADDR_NOTAVAIL;
+  int rc = fi_av_insert(av, raw.data(), 1, &fa, 0, nullptr);
+  if (rc != 1) {
+    if (err) *err = "fi_av_insert failed on " + pub.provider + "/" + pub.domain + ": " + fi_error(rc < 0 ? rc : -FI_EINVAL);
+    return FI_ADDR_NOTAVAIL;
+  }
+  av_map[raw] = fa;
+  return fa;
+}
+
+void Rail::forget_address(const std::vector<uint8_t>& raw) {
+  // Removing the entry makes providers with connections under the AV (ofi_rxm) drop the
+  // broken connection, so the next insert of the address builds a new one.
+  std::lock_guard<std::mutex> l(av_mu);
+  auto it = av_map.find(raw);
+  if (it == av_map.end()) return;
+  fi_addr_t fa = it->second;
+  av_map.erase(it);
+  fi_av_remove(av, &fa, 1, 0);
+}
+
+void Rail::push_slices(std::vector<Slice>&& s) {
+  {
+    std::lock_guard<std::mutex> l(q_mu);
+    for (auto& x : s) slices.push_back(std::move(x));
+  }
+  wake();
+}
+
+void Rail::push_ctrl(CtrlMsg&& m) {
+  {
+    std::lock_guard<std::mutex> l(q_mu);
+    ctrl.push_back(std::move(m));
+  }
+  wake();
+}
+
+// Posts queued control messages and slices; true when something was posted or failed.
+bool Rail::post_some() {
+  bool did = false;
+  std::unique_lock<std::mutex> l(q_mu);
+  while (!ctrl.empty() && !free_send.empty()) {
+    CtrlMsg& m = ctrl.front();
+    if (m.deadline && now_ms() > m.deadline) {
+      CtrlMsg dead = std::move(m);
+      ctrl.pop_front();
+      l.unlock();
+      if (dead.batch) {
+        dead.batch->fail_message("notification to \"" + (dead.peer ? dead.peer->name : std::string("?")) + "\" could not be sent in time");
+        dead.batch->batch_status.store(TE_CONNECTION_LOST);
+        owner->complete(dead.batch);
+      }
+      l.lock();
+      did = true;
+      continue;
+    }
+    int slot = free_send.back();
+    uint8_t* buf = send_buf.data() + static_cast<size_t>(slot) * wire::kMaxMessage;
+    size_t n = std::min(m.bytes.size(), wire::kMaxMessage);
+    memcpy(buf, m.bytes.data(), n);
+    Op* op = new Op();
+    op->kind = Op::SEND;
+    op->slot = slot;
+    op->batch = m.batch;
+    op->peer = m.peer;
+    ssize_t rc = fi_send(ep, buf, n, desc_of(send_mr), m.dest, &op->ctx);
+    if (rc == -FI_EAGAIN) {
+      delete op;
+      break;
+    }
+    free_send.pop_back();
+    CtrlMsg sent = std::move(m);
+    ctrl.pop_front();
+    did = true;
+    if (rc) {
+      free_send.push_back(slot);
+      delete op;
+      l.unlock();
+      if (sent.batch) {
+        sent.batch->fail_message("fi_send(notification): " + fi_error(static_cast<int>(rc)));
+        sent.batch->batch_status.store(TE_CONNECTION_LOST);
+        owner->complete(sent.batch);
+      }
+      l.lock();
+      continue;
+    }
+    live.insert(op);
+  }
+  while (!slices.empty() && inflight < window) {
+    Slice& s = slices.front();
+    const std::shared_ptr<Batch>& b = s.batch;
+    int32_t cancel = b->cancel_status.load();
+    std::shared_ptr<Peer> peer = b->peer;
+    if (cancel || b->done.load() || peer->state.load() >= 2) {
+      Slice x = std::move(s);
+      slices.pop_front();
+      l.unlock();
+      if (cancel) owner->finish_slice(x.batch, x.req, cancel, "");
+      else if (peer->state.load() >= 2) {
+        std::string why;
+        {
+          std::lock_guard<std::mutex> pl(peer->mu);
+          why = peer->broken_reason;
+        }
+        owner->finish_slice(x.batch, x.req, TE_CONNECTION_LOST, why);
+      } else owner->finish_slice(x.batch, x.req, TE_ABORTED, "");
+      l.lock();
+      did = true;
+      continue;
+    }
+    Op* op = new Op();
+    op->kind = Op::DATA;
+    op->batch = b;
+    op->peer = peer;
+    op->req = s.req;
+    op->len = s.len;
+    Status ls = owner->registry.acquire(s.local, s.len, false, op->lease);
+    if (ls != TE_OK) {
+      Slice x = std::move(s);
+      slices.pop_front();
+      delete op;
+      l.unlock();
+      owner->finish_slice(x.batch, x.req, ls, "local memory was unregistered while the batch was queued");
+      l.lock();
+      did = true;
+      continue;
+    }
+    void* desc = mr_local ? owner->local_desc(index, s.local) : nullptr;
+    iovec iov{reinterpret_cast<void*>(s.local), s.len};
+    fi_rma_iov riov{s.raddr, s.len, s.key};
+    fi_msg_rma msg{};
+    msg.msg_iov = &iov;
+    msg.desc = &desc;
+    msg.iov_count = 1;
+    msg.addr = peer->dest[static_cast<size_t>(index)];
+    msg.rma_iov = &riov;
+    msg.rma_iov_count = 1;
+    msg.context = &op->ctx;
+    uint64_t flags = FI_COMPLETION;
+    if (s.write && delivery_complete.load()) flags |= FI_DELIVERY_COMPLETE;
+    ssize_t rc = s.write ? fi_writemsg(ep, &msg, flags) : fi_readmsg(ep, &msg, flags);
+    if (rc != 0 && rc != -FI_EAGAIN && s.write && (flags & FI_DELIVERY_COMPLETE)) {
+      // Provider without delivery-complete RMA: fall back to its default completion.
+      delivery_complete.store(false);
+      rc = fi_writemsg(ep, &msg, FI_COMPLETION);
+    }
+    if (rc == -FI_EAGAIN) {
+      delete op;
+      break;
+    }
+    Slice x = std::move(s);
+    slices.pop_front();
+    did = true;
+    if (rc) {
+      delete op;
+      l.unlock();
+      owner->finish_slice(x.batch, x.req, TE_TRANSFER_FAILED,
+                          std::string(x.write ? "fi_writemsg" : "fi_readmsg") + " on " + pub.provider + ": " + fi_error(static_cast<int>(rc)));
+      l.lock();
+      continue;
+    }
+    ++inflight;
+    live.insert(op);
+  }
+  return did;
+}
+
+void Rail::repost_recv(Op* op) {
+  if (stop.load()) return;
+  ssize_t rc;
+  do {
+    rc = fi_recv(ep, recv_buf.data() + static_cast<size_t>(op->slot) * wire::kMaxMessage, wire::kMaxMessage,
+                 desc_of(recv_mr), FI_ADDR_UNSPEC, &op->ctx);
+    if (rc == -FI_EAGAIN) fi_cq_read(cq, nullptr, 0);
+  } while (rc == -FI_EAGAIN && !stop.load());
+}
+
+void Rail::handle_error() {
+  fi_cq_err_entry e{};
+  if (fi_cq_readerr(cq, &e, 0) != 1) return;
+  Op* op = static_cast<Op*>(e.op_context);
+  char buf[256] = {0};
+  const char* ps = fi_cq_strerror(cq, e.prov_errno, e.err_data, buf, sizeof buf);
+  std::string msg = std::string(fi_strerror(e.err)) + (ps && *ps ? std::string(" (provider ") + pub.provider + ": " + ps + ")" : "");
+  if (getenv("TE_FABRIC_DEBUG")) fprintf(stderr, "[te_fabric rail %d] cq error %d %s op=%p kind=%d\n", index, e.err, msg.c_str(), (void*)op, op ? op->kind : -1);
+  if (!op) return;
+  {
+    std::lock_guard<std::mutex> l(q_mu);
+    live.erase(op);
+  }
+  int32_t st = status_of_cq_error(e.err);
+  switch (op->kind) {
+    case Op::RECV:
+      {
+        std::lock_guard<std::mutex> l(q_mu);
+        live.insert(op);
+      }
+      repost_recv(op);
+      return;
+    case Op::SEND: {
+      {
+        std::lock_guard<std::mutex> l(q_mu);
+        free_send.push_back(op->slot);
+      }
+      if (op->peer && st == TE_CONNECTION_LOST) {
+        owner->peer_broken(op->peer, "control message failed: " + msg);
+        owner->fail_hellos(op->peer, TE_PEER_UNREACHABLE, "cannot reach \"" + op->peer->name + "\" on rail " + std::to_string(index) + ": " + msg);
+      }
+      if (op->batch) {
+        op->batch->fail_message("notification to \"" + (op->peer ? op->peer->name : std::string("?")) + "\" failed: " + msg);
+        op->batch->batch_status.store(st == TE_MEMORY_NOT_REGISTERED ? TE_TRANSFER_FAILED : st);
+        owner->complete(op->batch);
+      }
+      delete op;
+      return;
+    }
+    case Op::DATA: {
+      {
+        std::lock_guard<std::mutex> l(q_mu);
+        --inflight;
+      }
+      std::string who = op->peer ? op->peer->name : std::string("?");
+      if (st == TE_CONNECTION_LOST && op->peer) owner->peer_broken(op->peer, msg);
+      if (st == TE_MEMORY_NOT_REGISTERED && op->peer) {
+        // The peer refused the key or range: forget its table so the next batch re-reads it.
+        std::lock_guard<std::mutex> pl(op->peer->mu);
+        op->peer->regions.clear();
+      }
+      auto b = op->batch;
+      uint32_t req = op->req;
+      delete op;  // releases the lease
+      owner->finish_slice(b, req, st, "RMA to \"" + who + "\" failed: " + msg);
+      return;
+    }
+  }
+}
+
+bool Rail::poll_cq(int timeout_ms) {
+  fi_cq_msg_entry ent[16];
+  ssize_t n = timeout_ms < 0 ? fi_cq_read(cq, ent, 16) : fi_cq_sread(cq, ent, 16, nullptr, timeout_ms);
+  if (n == -FI_ENOSYS || n == -FI_EOPNOTSUPP) {
+    can_wait = false;
+    return false;
+  }
+  if (n == -FI_EAVAIL) {
+    handle_error();
+    return true;
+  }
+  if (n <= 0) return false;
+  for (ssize_t i = 0; i < n; ++i) {
+    Op* op = static_cast<Op*>(ent[i].op_context);
+    if (!op) continue;
+    switch (op->kind) {
+      case Op::RECV:
+        owner->on_message(*this, recv_buf.data() + static_cast<size_t>(op->slot) * wire::kMaxMessage, ent[i].len);
+        repost_recv(op);
+        break;
+      case Op::SEND: {
+        {
+          std::lock_guard<std::mutex> l(q_mu);
+          free_send.push_back(op->slot);
+          live.erase(op);
+        }
+        if (op->batch) owner->complete(op->batch);
+        delete op;
+        break;
+      }
+      case Op::DATA: {
+        {
+          std::lock_guard<std::mutex> l(q_mu);
+          --inflight;
+          live.erase(op);
+        }
+        auto b = op->batch;
+        uint32_t req = op->req;
+        delete op;
+        owner->finish_slice(b, req, TE_OK, "");
+        break;
+      }
+    }
+  }
+  return true;
+}
+
+void Rail::run() {
+  int idle = 0;
+  int64_t last_house = 0;
+  while (!stop.load(std::memory_order_acquire)) {
+    bool did = post_some();
+    did = poll_cq(-1) || did;
+    if (index == 0) {
+      int64_t t = now_ms();
+      if (t - last_house >= 5) {
+        last_house = t;
+        owner->housekeeping();
+      }
+    }
+    if (did) {
+      idle = 0;
+      continue;
+    }
+    bool busy;
+    {
+      std::lock_guard<std::mutex> l(q_mu);
+      busy = inflight > 0 || !slices.empty() || !ctrl.empty();
+    }
+    static const bool debug = getenv("TE_FABRIC_DEBUG") != nullptr;
+    if (debug) {
+      static thread_local int64_t last = 0;
+      int64_t t = now_ms();
+      if (t - last > 1000) {
+        last = t;
+        std::lock_guard<std::mutex> l(q_mu);
+        fprintf(stderr, "[te_fabric rail %d %s] inflight=%d slices=%zu ctrl=%zu free_send=%zu\n", index, owner->opt.segment_name.c_str(), inflight, slices.size(), ctrl.size(), free_send.size());
+      }
+    }
+    if (busy || ++idle < 2000) {
+      if ((idle & 63) == 63) sched_yield();
+      continue;
+    }
+    // Idle: sleep on the CQ's wait object (fi_cq_signal wakes it), else nap.
+    if (can_wait) {
+      sleeping.store(true, std::memory_order_release);
+      bool queued;
+      {
+        std::lock_guard<std::mutex> l(q_mu);
+        queued = !slices.empty() || !ctrl.empty();
+      }
+      if (!queued && !stop.load()) poll_cq(2);
+      sleeping.store(false, std::memory_order_release);
+    } else {
+      usleep(100);
+    }
+    idle = 1000;  // after a wake-up, spin a little before sleeping again
+  }
+}
+
+void Rail::shutdown() {
+  stop.store(true);
+  if (thread.joinable()) {
+    if (can_wait && cq) fi_cq_signal(cq);
+    thread.join();
+  }
+  if (ep) fi_close(&ep->fid);
+  ep = nullptr;
+  for (Op* op : live) delete op;
+  live.clear();
+  if (recv_mr) fi_close(&recv_mr->fid);
+  if (send_mr) fi_close(&send_mr->fid);
+  recv_mr = send_mr = nullptr;
+}
+
+}  // namespace te::fabric

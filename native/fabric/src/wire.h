@@ -1,0 +1,61 @@
+// Control messages between te_fabric endpoints (FI_MSG sends on the data endpoints).
+// Little-endian, versioned; every message names its sender's rail address so the
+// receiver can answer without FI_SOURCE support.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace te::fabric::wire {
+
+constexpr uint32_t kMagic = 0x42464554;  // "TEFB"
+constexpr uint16_t kVersion = 1;
+constexpr size_t kMaxMessage = 64 * 1024 + 4096;  // receive buffer size
+constexpr size_t kMaxPayload = 64 * 1024;         // notification payload limit
+
+enum Type : uint8_t {
+  HELLO = 1,      // open a channel (req_id; target_epoch = the epoch the sender expects)
+  HELLO_ACK = 2,  // status OK or STALE_DESCRIPTOR
+  TABLE_REQ = 3,  // ask for the published region table
+  TABLE = 4,      // a chunk of it (last chunk has flags & kLast)
+  REVOKE = 5,     // a region was unregistered (addr in arg)
+  NOTIFY = 6,     // a notification (after the batch's data)
+  REVOKE_ACK = 7, // the peer dropped the region from its cache (req_id of the REVOKE)
+};
+constexpr uint8_t kLast = 1;
+
+struct Header {
+  uint8_t type = 0;
+  uint8_t flags = 0;
+  uint16_t rail = 0;       // sender's rail index
+  int32_t status = 0;
+  uint64_t req_id = 0;
+  uint64_t sender_epoch = 0;
+  uint64_t target_epoch = 0;
+  uint64_t arg = 0;
+  std::vector<uint8_t> sender_addr;
+};
+
+/** Appends a header; returns the offset where the body starts. */
+void put_header(std::vector<uint8_t>& out, const Header& h);
+/** Parses a header; false for a malformed message. `body` is set to the body offset. */
+bool get_header(const uint8_t* data, size_t len, Header* h, size_t* body);
+
+void put_u16(std::vector<uint8_t>& o, uint16_t v);
+void put_u32(std::vector<uint8_t>& o, uint32_t v);
+void put_u64(std::vector<uint8_t>& o, uint64_t v);
+void put_bytes(std::vector<uint8_t>& o, const void* p, size_t n);
+
+struct Reader {
+  const uint8_t* p;
+  size_t n, off;
+  bool ok = true;
+  uint16_t u16();
+  uint32_t u32();
+  uint64_t u64();
+  std::string str(size_t len);
+  const uint8_t* bytes(size_t len);
+};
+
+}  // namespace te::fabric::wire

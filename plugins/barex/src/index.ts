@@ -1,0 +1,54 @@
+import { definePlugin, PLUGIN_API_VERSION, TransferError, type ProbeResult, type Transport, type TransportContext } from '@te/connector';
+import { INSTALL_LIBFABRIC, probeFabric } from '@te/mooncake-rdma';
+import { loadBinding, PLUGIN_NAME } from './binding.js';
+import { barexOptions, type BarexOptions } from './options.js';
+import { BarexTransport } from './transport.js';
+
+export { barexOptions, type BarexOptions } from './options.js';
+export { BarexTransport, allocate, free, poolStats, checkSegment, type PoolAllocation, type PoolStats } from './transport.js';
+export type { SegmentHealth } from '@te/mooncake-rdma';
+
+export const VERSION = '0.1.0';
+
+const MODEL = 'BAREX memory-pool model implemented over libfabric by te; the vendor library accl-barex is not used';
+
+function vendor(): string {
+  try {
+    return loadBinding().vendorLibrary || 'not found at build time';
+  } catch {
+    return 'unknown (addon not loaded)';
+  }
+}
+
+function probe(): ProbeResult {
+  return probeFabric(loadBinding, PLUGIN_NAME, { provider: process.env.TE_BAREX_PROVIDER, allowShm: process.env.TE_BAREX_ALLOW_SHM === '1', nics: process.env.TE_BAREX_NICS?.split(',').filter(Boolean) ?? [] }, {
+    model: MODEL,
+    vendorLibrary: vendor(),
+  });
+}
+
+export async function createBarexTransport(context: TransportContext, options: BarexOptions): Promise<Transport> {
+  const native = loadBinding();
+  if (!native.builtWithLibfabric) {
+    throw new TransferError('PROVIDER_UNAVAILABLE', `barex was built without libfabric (libfabric-dev was missing at build time): ${INSTALL_LIBFABRIC}, then rebuild (npm rebuild, or npm run build:native -w @te/barex)`, { plugin: PLUGIN_NAME });
+  }
+  return new BarexTransport(native, context, options);
+}
+
+/** barex: BAREX's pre-registered memory pool, eager channels and segment checks, over libfabric. */
+export default definePlugin({
+  apiVersion: PLUGIN_API_VERSION,
+  name: PLUGIN_NAME,
+  version: VERSION,
+  capabilities: {
+    class: 'rdma',
+    memoryKinds: ['cpu'],
+    read: true,
+    notifications: true,
+    maxInFlight: 4096,
+    rawAddresses: true,
+  },
+  options: barexOptions,
+  probe,
+  create: createBarexTransport,
+});

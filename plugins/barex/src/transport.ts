@@ -1,0 +1,135 @@
+import { TransferError, type AllocatedMemory, type DeviceName, type SegmentDescriptor, type TransportContext, type TransportPeer, type WireValue } from '@te/connector';
+import { FabricTransport, nativeOptions, type NativeFabricModule, type SegmentHealth } from '@te/mooncake-rdma';
+import { PLUGIN_NAME } from './binding.js';
+import type { BarexOptions } from './options.js';
+
+/** Memory handed out by the pool. `buffer` is a view of exactly that memory. */
+export interface PoolAllocation {
+  addr: bigint;
+  length: number;
+  buffer: Uint8Array;
+}
+
+export interface PoolStats {
+  base: bigint;
+  size: bigint;
+  used: bigint;
+  allocations: number;
+}
+
+const live = new Set<BarexTransport>();
+
+/**
+ * barex: the libfabric transport with one pre-registered pool. Registrations must lie in
+ * the pool (unless allowExternalMemory); channels (one per rail) are opened eagerly at
+ * openPeer and checked by checkSegment().
+ */
+export class BarexTransport extends FabricTransport {
+  readonly #module: NativeFabricModule;
+  readonly #peers = new Map<string, TransportPeer>();
+  readonly #strict: boolean;
+
+  constructor(module: NativeFabricModule, context: TransportContext, options: BarexOptions) {
+    super(module, context, { ...nativeOptions(PLUGIN_NAME, context, options), poolSize: options.poolSize, poolStrict: !options.allowExternalMemory });
+    this.#module = module;
+    this.#strict = !options.allowExternalMemory;
+    live.add(this);
+  }
+
+  /** Allocates from the pool; POOL_EXHAUSTED when it cannot. */
+  allocate(bytes: number | bigint): PoolAllocation {
+    this.checkOpen();
+    const n = typeof bytes === 'bigint' ? bytes : BigInt(bytes);
+    if (n <= 0n || n > BigInt(Number.MAX_SAFE_INTEGER)) throw this.fail('INVALID_ARGUMENT', `Expected \`bytes\` to be a positive integer, got ${String(bytes)}`);
+    const addr = this.native.poolAlloc(n);
+    const pool = this.#module.poolBuffer();
+    const base = this.native.poolStats().base;
+    if (!pool) throw this.fail('INTERNAL', 'the barex pool has no buffer');
+    return { addr, length: Number(n), buffer: new Uint8Array(pool, Number(addr - base), Number(n)) };
+  }
+
+  /** The engine's allocator hook (`engine.allocateMemory`): pool memory, host only. */
+  async allocateMemory(length: bigint, device: DeviceName): Promise<AllocatedMemory> {
+    if (device !== 'cpu') throw this.fail('MEMORY_KIND_UNSUPPORTED', `the barex pool is host memory; cannot allocate ${device}`);
+    const a = this.allocate(length);
+    return { addr: a.addr, length: BigInt(a.length), buffer: a.buffer };
+  }
+
+  async freeMemory(addr: bigint): Promise<void> {
+    this.free(addr);
+  }
+
+  /** Returns an allocation to the pool (unregister it first). */
+  free(addr: bigint): void {
+    this.checkOpen();
+    this.native.poolFree(addr);
+  }
+
+  poolStats(): PoolStats {
+    return this.native.poolStats();
+  }
+
+  override async openPeer(peer: SegmentDescriptor): Promise<TransportPeer> {
+    const p = await super.openPeer(peer); // hello on every rail: the channels are open when this resolves
+    this.#peers.set(peer.name, p);
+    return p;
+  }
+
+  override async closePeer(peer: TransportPeer): Promise<void> {
+    if (this.#peers.get(peer.segment) === peer) this.#peers.delete(peer.segment);
+    await super.closePeer(peer);
+  }
+
+  /** The open peer handle of a segment, if any. */
+  peerOf(segment: string): TransportPeer | undefined {
+    return this.#peers.get(segment);
+  }
+
+  override describe(): Record<string, WireValue> {
+    const s = this.native.poolStats();
+    return {
+      ...super.describe(),
+      model: 'BAREX memory pool over libfabric (accl-barex is not used)',
+      vendorLibrary: this.#module.vendorLibrary || 'not found at build time',
+      pool: { base: s.base, size: s.size, used: s.used, allocations: s.allocations, strict: this.#strict },
+      openSegments: [...this.#peers.keys()],
+    };
+  }
+
+  override async close(): Promise<void> {
+    live.delete(this);
+    this.#peers.clear();
+    await super.close();
+  }
+}
+
+function anyTransport(): BarexTransport {
+  for (const t of live) return t;
+  throw new TransferError('PROVIDER_UNAVAILABLE', 'no barex transport exists in this process: create an engine with connector "barex" before allocating from its pool', { plugin: PLUGIN_NAME });
+}
+
+/** Allocates `bytes` from this process's barex pool (an engine with barex must exist). */
+export function allocate(bytes: number | bigint): PoolAllocation {
+  return anyTransport().allocate(bytes);
+}
+
+/** Frees a pool allocation by its address. */
+export function free(addr: bigint): void {
+  anyTransport().free(addr);
+}
+
+export function poolStats(): PoolStats {
+  return anyTransport().poolStats();
+}
+
+/**
+ * Segment-status check: pings every channel to `segment` (opened by an earlier transfer
+ * or openSegment) and reports whether each answered in time.
+ */
+export async function checkSegment(segment: string, timeoutMs = 1000): Promise<SegmentHealth> {
+  for (const t of live) {
+    const p = t.peerOf(segment);
+    if (p) return t.checkSegment(p, timeoutMs);
+  }
+  return { segment, healthy: false, rails: [], error: `no barex channel to segment "${segment}" is open in this process (transfer to it or open it first)` };
+}

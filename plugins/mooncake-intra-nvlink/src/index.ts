@@ -1,0 +1,37 @@
+import { definePlugin, PLUGIN_API_VERSION, type ProbeResult } from '@te/connector';
+import { loadBinding, PLUGIN_NAME } from './binding.js';
+import { deviceMemoryOf } from './cuda/device-memory.js';
+import { probeCuda } from './cuda/probe.js';
+import { intraNvlinkOptions } from './options.js';
+import { createIntraNvlinkTransport } from './transport.js';
+
+export { intraNvlinkOptions, type IntraNvlinkOptions } from './options.js';
+export { MooncakeIntraNvlinkTransport, createIntraNvlinkTransport } from './transport.js';
+export type { DeviceMemory } from './cuda/device-memory.js';
+
+export const VERSION = '0.1.0';
+
+/** cudaMalloc'ed memory and host<->device copies for tests, benchmarks and tools (synchronous). */
+export const deviceMemory = deviceMemoryOf(loadBinding, PLUGIN_NAME);
+
+function probe(): ProbeResult {
+  return probeCuda(loadBinding);
+}
+
+/** mooncake-intra-nvlink: GPU-to-GPU copies between processes of one node over CUDA IPC. */
+export default definePlugin({
+  apiVersion: PLUGIN_API_VERSION,
+  name: PLUGIN_NAME,
+  version: VERSION,
+  capabilities: {
+    class: 'intra-nvlink',
+    memoryKinds: ['cuda'],
+    read: true,
+    notifications: false,
+    maxInFlight: 65536,
+    rawAddresses: true,
+  },
+  options: intraNvlinkOptions,
+  probe,
+  create: createIntraNvlinkTransport,
+});

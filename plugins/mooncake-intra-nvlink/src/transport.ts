@@ -1,0 +1,19 @@
+import type { Transport, TransportContext } from '@te/connector';
+import { loadBinding, PLUGIN_NAME } from './binding.js';
+import { CudaTransportBase } from './cuda/transport-base.js';
+import type { IntraNvlinkOptions } from './options.js';
+
+/**
+ * GPU memory of processes on one node, over CUDA IPC: registration publishes the
+ * allocation's cudaIpcMemHandle; a peer opens it once per allocation and copies with
+ * cudaMemcpyAsync on its own streams (NVLink when the GPUs have it, else PCIe).
+ */
+export class MooncakeIntraNvlinkTransport extends CudaTransportBase {
+  constructor(context: TransportContext, options: IntraNvlinkOptions) {
+    super(context, { plugin: PLUGIN_NAME, native: loadBinding(), streamsPerDevice: options.streamsPerDevice, sliceBytes: options.sliceBytes, sameMachineOnly: true });
+  }
+}
+
+export async function createIntraNvlinkTransport(context: TransportContext, options: IntraNvlinkOptions): Promise<Transport> {
+  return new MooncakeIntraNvlinkTransport(context, options);
+}

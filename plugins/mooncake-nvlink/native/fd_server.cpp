@@ -1,0 +1,199 @@
+#include "fd_server.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "allocator.h"
+#include "te/epoch.h"
+
+namespace tenvl {
+
+using te::cuda::Error;
+
+namespace {
+
+constexpr uint32_t kMagic = 0x564e4554;  // "TENV"
+constexpr uint32_t kVersion = 1;
+
+struct Request {
+  uint32_t magic, version;
+  uint64_t id;
+};
+struct Reply {
+  uint32_t magic;
+  int32_t status;
+  uint64_t size;
+};
+
+std::mutex mu;
+int users = 0;
+int listen_fd = -1;
+std::string server_name;
+std::atomic<bool> stopping{false};
+std::thread server;
+
+socklen_t address_of(const std::string& name, sockaddr_un* a) {
+  memset(a, 0, sizeof *a);
+  a->sun_family = AF_UNIX;
+  // Abstract namespace: sun_path[0] = 0, no file to clean up.
+  size_t n = std::min(name.size(), sizeof(a->sun_path) - 2);
+  memcpy(a->sun_path + 1, name.data(), n);
+  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+}
+
+void serve_one(int c) {
+  timeval tv{2, 0};
+  setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  Request req{};
+  ssize_t got = recv(c, &req, sizeof req, MSG_WAITALL);
+  Reply rep{kMagic, te::TE_OK, 0};
+  int fd = -1;
+  if (got != static_cast<ssize_t>(sizeof req) || req.magic != kMagic || req.version != kVersion) {
+    rep.status = te::TE_PROTOCOL_MISMATCH;
+  } else {
+    fd = exported_fd(req.id, &rep.size);
+    if (fd < 0) rep.status = te::TE_MEMORY_NOT_REGISTERED;
+  }
+  iovec iov{&rep, sizeof rep};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  if (fd >= 0) {
+    memset(control, 0, sizeof control);
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+  }
+  sendmsg(c, &msg, MSG_NOSIGNAL);
+  if (fd >= 0) ::close(fd);
+}
+
+void run(int lfd) {
+  while (!stopping.load()) {
+    pollfd p{lfd, POLLIN, 0};
+    int r = poll(&p, 1, 200);
+    if (r <= 0) continue;
+    int c = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (c < 0) continue;
+    serve_one(c);
+    ::close(c);
+  }
+}
+
+}  // namespace
+
+Error fd_server_acquire(std::string* name) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (users > 0) {
+    ++users;
+    *name = server_name;
+    return Error::none();
+  }
+  uint64_t rnd = 0;
+  te::random_bytes(&rnd, sizeof rnd);
+  char buf[96];
+  snprintf(buf, sizeof buf, "te-nvlink-%d-%016llx", static_cast<int>(getpid()), static_cast<unsigned long long>(rnd));
+  int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (lfd < 0) return Error::make(te::TE_INTERNAL, std::string("socket(AF_UNIX) failed: ") + strerror(errno));
+  sockaddr_un a;
+  socklen_t len = address_of(buf, &a);
+  if (bind(lfd, reinterpret_cast<sockaddr*>(&a), len) != 0 || listen(lfd, 64) != 0) {
+    int err = errno;
+    ::close(lfd);
+    return Error::make(te::TE_INTERNAL, std::string("cannot listen on the unix socket @") + buf + ": " + strerror(err));
+  }
+  listen_fd = lfd;
+  server_name = buf;
+  stopping = false;
+  server = std::thread(run, lfd);
+  users = 1;
+  *name = server_name;
+  return Error::none();
+}
+
+void fd_server_release() {
+  std::thread t;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (users == 0 || --users > 0) return;
+    stopping = true;
+    t = std::move(server);
+  }
+  if (t.joinable()) t.join();
+  std::lock_guard<std::mutex> lock(mu);
+  if (users == 0 && listen_fd >= 0) {
+    ::close(listen_fd);
+    listen_fd = -1;
+  }
+}
+
+std::string fd_server_name() {
+  std::lock_guard<std::mutex> lock(mu);
+  return users > 0 ? server_name : std::string();
+}
+
+Error fetch_fd(const std::string& name, uint64_t id, int timeout_ms, int* fd_out, uint64_t* size_out) {
+  if (name.empty()) return Error::make(te::TE_PEER_UNREACHABLE, "the peer publishes no fd socket (is it using handleType 'posix-fd'?)");
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return Error::make(te::TE_INTERNAL, std::string("socket(AF_UNIX) failed: ") + strerror(errno));
+  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  sockaddr_un a;
+  socklen_t len = address_of(name, &a);
+  if (connect(s, reinterpret_cast<sockaddr*>(&a), len) != 0) {
+    int err = errno;
+    ::close(s);
+    return Error::make(te::TE_PEER_UNREACHABLE, "cannot reach the fd socket @" + name + " of the peer: " + strerror(err) +
+                                                    " (is it alive, on this machine and in this network namespace?)");
+  }
+  Request req{kMagic, kVersion, id};
+  if (send(s, &req, sizeof req, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof req)) {
+    int err = errno;
+    ::close(s);
+    return Error::make(te::TE_CONNECTION_LOST, std::string("sending the fd request failed: ") + strerror(err));
+  }
+  Reply rep{};
+  iovec iov{&rep, sizeof rep};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  ssize_t got = recvmsg(s, &msg, MSG_WAITALL | MSG_CMSG_CLOEXEC);
+  int err = errno;
+  ::close(s);
+  int fd = -1;
+  for (cmsghdr* cm = CMSG_FIRSTHDR(&msg); cm; cm = CMSG_NXTHDR(&msg, cm)) {
+    if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+  }
+  if (got != static_cast<ssize_t>(sizeof rep) || rep.magic != kMagic) {
+    if (fd >= 0) ::close(fd);
+    return Error::make(te::TE_CONNECTION_LOST, std::string("no valid reply from the fd socket @") + name + (got < 0 ? std::string(": ") + strerror(err) : ""));
+  }
+  if (rep.status != te::TE_OK || fd < 0) {
+    if (fd >= 0) ::close(fd);
+    return Error::make(rep.status != te::TE_OK ? rep.status : te::TE_INTERNAL,
+                       "the peer does not export allocation " + std::to_string(id) + " (unregistered or freed since its descriptor was published)");
+  }
+  *fd_out = fd;
+  *size_out = rep.size;
+  return Error::none();
+}
+
+}  // namespace tenvl

@@ -1,0 +1,109 @@
+/**
+ * The native surface shared by the libfabric plugins (mooncake-rdma, barex): both addons
+ * are built from native/fabric (include/te/fabric/napi_addon.h). Declarations only.
+ * Arguments are validated in TypeScript before they get here.
+ */
+
+/** Options of one native transport (validated and defaulted by the plugin's options schema). */
+export interface NativeFabricOptions {
+  plugin: string;
+  segmentName: string;
+  epoch: bigint;
+  /** libfabric provider name ('' = automatic). */
+  provider: string;
+  /** Domain (NIC) names to use; empty = all of the provider's domains. */
+  nics: string[];
+  /** Node passed with FI_SOURCE to socket-based providers ('' = provider default). */
+  sourceAddress: string;
+  allowShm: boolean;
+  maxRails: number;
+  sliceSize: number;
+  window: number;
+  connectTimeoutMs: number;
+  cancelGraceMs: number;
+  deliveryComplete: boolean;
+  /** barex: bytes of the pre-registered pool (0 = none). */
+  poolSize?: number;
+  /** barex: refuse registrations outside the pool. */
+  poolStrict?: boolean;
+}
+
+/** Called on the JS thread, never from native threads. */
+export interface NativeFabricCallbacks {
+  /** A batch is terminal: batch status (0, TIMEOUT/ABORTED, connection failure), per-request statuses, bytes of OK requests, first failure's text. */
+  onBatch(batchId: number, batchStatus: number, statuses: Int32Array, bytes: bigint, message: string): void;
+  /** openPeer finished its hello on every rail (status 0) or failed. */
+  onOpen(peerId: number, status: number, message: string): void;
+  /** A peer's notification arrived (sent after all its batch's writes completed with delivery-complete semantics). */
+  onNotify(from: string, payload: Uint8Array): void;
+  /** checkPeer's report: JSON `{healthy, rails: [{rail, ok, rttMs?, error?}]}`. */
+  onCheck(checkId: number, status: number, report: string): void;
+}
+
+export interface NativeRail {
+  provider: string;
+  fabric: string;
+  domain: string;
+  /** The endpoint's address (fi_getname). */
+  addr: Uint8Array;
+  /** FI_MR_VIRT_ADDR: peers address this rail's memory by virtual address (else by offset in the MR). */
+  virtAddr: boolean;
+  mrMode: number;
+  keySize: number;
+}
+
+export interface NativeRemoteRegion {
+  addr: bigint;
+  length: bigint;
+  /** Start of the memory registration holding the region (offset addressing is relative to it). */
+  base: bigint;
+  /** One key per peer rail. */
+  keys: bigint[];
+}
+
+export interface NativeFabricTransport {
+  rails(): NativeRail[];
+  /** Registers [addr, addr+length) in every rail's domain (or inside the barex pool). Throws a TransferError. */
+  registerMemory(buffer: ArrayBuffer | ArrayBufferView | null, addr: bigint, length: bigint, remoteAccess: boolean): { addr: bigint; keys: bigint[]; base: bigint };
+  /** Resolves once no operation on that memory is in flight and its keys are closed. */
+  unregisterMemory(addr: bigint): Promise<void>;
+  /** Starts the hello on every rail; `onOpen(id, ...)` reports. */
+  openPeer(name: string, epoch: bigint, provider: string, rails: Uint8Array[], virtAddr: boolean[], sameProcess: boolean, regions: NativeRemoteRegion[]): number;
+  closePeer(peerId: number): void;
+  /** Pings every rail of the peer; `onCheck(id, ...)` reports. */
+  checkPeer(peerId: number, timeoutMs: number): number;
+  /** One call per batch (struct of arrays); `onBatch(id, ...)` reports. */
+  submit(peerId: number, opcodes: Uint8Array, localAddrs: BigUint64Array, remoteAddrs: BigUint64Array, lengths: BigUint64Array, notify: Uint8Array | null): number;
+  /** Stops a batch: queued slices fail with `status`; in-flight ones are awaited up to cancelGraceMs. */
+  cancel(batchId: number, status: number): void;
+  poolAlloc(bytes: bigint): bigint;
+  poolFree(addr: bigint): void;
+  poolStats(): { base: bigint; size: bigint; used: bigint; allocations: number };
+  /** Stops progress threads, fails pending batches with ABORTED, closes every libfabric object. Idempotent. */
+  close(): void;
+}
+
+export interface NativeDiscovery {
+  builtWithLibfabric: boolean;
+  version: string;
+  providers: string[];
+  rma: { provider: string; fabric: string; domain: string; mrMode: number; hardware: boolean }[];
+  /** What automatic selection picks ('' = nothing fits, see `message`). */
+  chosen: string;
+  message: string;
+}
+
+export interface NativeFabricModule {
+  FabricTransport: new (options: NativeFabricOptions, callbacks: NativeFabricCallbacks) => NativeFabricTransport;
+  discover(options: Partial<NativeFabricOptions>): NativeDiscovery;
+  /** The process's barex pool as one ArrayBuffer (null before a pool exists). */
+  poolBuffer(): ArrayBuffer | null;
+  setErrorFactory(factory: (status: number, message: string) => Error): void;
+  statusName(status: number): string;
+  processEpoch(): bigint;
+  /** false when the addon was compiled without libfabric (libfabric-dev missing). */
+  builtWithLibfabric: boolean;
+  protocolVersion: number;
+  /** barex only: path of the vendor library accl-barex found at build time, '' when absent. */
+  vendorLibrary?: string;
+}

@@ -1,0 +1,149 @@
+// Typed failures: wrong and revoked remote keys, a peer killed mid-transfer, a stalled peer
+// against the per-batch deadline, and no usable provider or NIC; on both loopback providers.
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { randomBytes } from 'node:crypto';
+import { batchOf, parseOptions, type SegmentDescriptor, type Transport, type TransportPeer } from '@te/connector';
+import plugin from '../src/index.js';
+import { MiB, PROVIDERS, initiator, target } from './helpers.js';
+
+interface Side {
+  transport: Transport;
+  descriptor: SegmentDescriptor;
+  buffer: Uint8Array;
+  addr: bigint;
+}
+
+/** A bare transport in this process (no engine), with one registered buffer. */
+async function side(provider: string, size: number, options: Record<string, unknown> = {}): Promise<Side> {
+  const epoch = randomBytes(8).readBigUInt64LE() | 1n;
+  const name = `side-${randomBytes(3).toString('hex')}`;
+  const transport = await plugin.create({ segmentName: name, epoch, bindAddress: '127.0.0.1', connectTimeoutMs: 2000, env: {}, log: () => {} }, parseOptions(plugin.options, { provider, ...options }, {}, plugin.name));
+  const buffer = new Uint8Array(size).fill(0x5a);
+  const r = await transport.registerMemory({ buffer, length: BigInt(size), device: 'cpu', remoteAccess: true });
+  const descriptor: SegmentDescriptor = {
+    version: 1,
+    name,
+    epoch,
+    hostname: 'localhost',
+    pid: process.pid,
+    transports: { [plugin.name]: { class: 'rdma', memoryKinds: ['cpu'], endpoint: transport.endpoint() } },
+    buffers: [{ addr: r.addr, length: BigInt(size), device: 'cpu', attrs: { [plugin.name]: r.attrs! } }],
+  };
+  return { transport, descriptor, buffer, addr: r.addr };
+}
+
+async function code(p: Promise<unknown>): Promise<string> {
+  return p.then(
+    (r) => {
+      const st = (r as { statuses?: Int32Array })?.statuses?.find((x) => x !== 0);
+      return st === undefined ? 'OK' : st === -3 ? 'MEMORY_NOT_REGISTERED' : st === -2 ? 'ADDRESS_OUT_OF_RANGE' : `status ${st}`;
+    },
+    (e: { code?: string }) => e.code ?? String(e),
+  );
+}
+
+for (const provider of PROVIDERS) {
+  test(`${provider}: a wrong remote key is refused by the provider → typed error, no crash, peer reopens`, async () => {
+    const t = await side(provider, 64 * 1024);
+    const i = await side(provider, 64 * 1024);
+    try {
+      const attrs = t.descriptor.buffers[0]!.attrs[plugin.name] as { keys: bigint[]; base: bigint };
+      const forged = structuredClone(t.descriptor);
+      forged.buffers[0]!.attrs[plugin.name] = { keys: attrs.keys.map((k) => k ^ 0x5a5a5an), base: attrs.base };
+      const peer = await i.transport.openPeer(forged);
+      i.buffer.fill(0x11);
+      const c = await code(i.transport.submit(peer, batchOf([{ op: 'write', local: i.addr, remote: t.addr, length: 4096 }]), { timeoutMs: 3000 }));
+      assert.ok(['MEMORY_NOT_REGISTERED', 'CONNECTION_LOST', 'TRANSFER_FAILED'].includes(c), `got ${c}`);
+      assert.is(t.buffer[0], 0x5a, 'nothing landed through a wrong key');
+      await i.transport.closePeer(peer);
+      // With the right keys the same pair works again (rxm rebuilds its connection).
+      let ok = 'none';
+      for (let k = 0; k < 20 && ok !== 'OK'; k++) {
+        const again = await i.transport.openPeer(t.descriptor).catch(() => undefined);
+        if (again) {
+          ok = await code(i.transport.submit(again, batchOf([{ op: 'write', local: i.addr, remote: t.addr, length: 4096 }]), { timeoutMs: 3000 }));
+          await i.transport.closePeer(again);
+        }
+        if (ok !== 'OK') await new Promise((r) => setTimeout(r, 50));
+      }
+      assert.is(ok, 'OK');
+      assert.is(t.buffer[0], 0x11);
+    } finally {
+      await i.transport.close();
+      await t.transport.close();
+    }
+  });
+
+  test(`${provider}: a revoked key (buffer unregistered on the peer) → MEMORY_NOT_REGISTERED before posting`, async () => {
+    const t = await side(provider, 64 * 1024);
+    const i = await side(provider, 64 * 1024);
+    try {
+      const peer: TransportPeer = await i.transport.openPeer(t.descriptor);
+      const one = batchOf([{ op: 'write', local: i.addr, remote: t.addr, length: 1024 }]);
+      assert.is(await code(i.transport.submit(peer, one, { timeoutMs: 3000 })), 'OK');
+      await t.transport.unregisterMemory(t.addr);
+      t.buffer.fill(0x77);
+      let c = 'OK';
+      for (let k = 0; k < 50 && c === 'OK'; k++) {
+        c = await code(i.transport.submit(peer, one, { timeoutMs: 3000 }));
+        if (c === 'OK') await new Promise((r) => setTimeout(r, 10));
+      }
+      assert.ok(['MEMORY_NOT_REGISTERED', 'CONNECTION_LOST'].includes(c), `got ${c}`);
+      assert.is(t.buffer[0], 0x77, 'revoked memory untouched');
+      // A range the peer never published is refused without a round trip to the provider.
+      assert.is(await code(i.transport.submit(peer, batchOf([{ op: 'write', local: i.addr, remote: 0x1000n, length: 8 }]), { timeoutMs: 3000 })), 'MEMORY_NOT_REGISTERED');
+    } finally {
+      await i.transport.close();
+      await t.transport.close();
+    }
+  });
+
+  test(`${provider}: a peer killed mid-transfer fails the batch with a typed error well within its deadline`, async () => {
+    const victim = await target(provider);
+    const engine = await initiator(provider);
+    try {
+      const remote = await victim.alloc(16 * MiB);
+      const local = await engine.registerMemory(new Uint8Array(16 * MiB));
+      await engine.write(victim.segment, local.addr, remote, 4096);
+      const reqs = Array.from({ length: 64 }, () => ({ op: 'write' as const, local: local.addr, remote, length: 16 * MiB }));
+      const t0 = Date.now();
+      const p = code(engine.transfer(victim.segment, batchOf(reqs), { timeoutMs: 15_000 }));
+      await new Promise((r) => setTimeout(r, 60));
+      victim.kill();
+      const c = await p;
+      const took = Date.now() - t0;
+      assert.ok(['CONNECTION_LOST', 'PEER_UNREACHABLE', 'TIMEOUT'].includes(c), `got ${c}`);
+      assert.ok(took < 15_000 + 500, `settled after ${took} ms`);
+      if (c === 'TIMEOUT') console.log(`  (${provider}: dead peer surfaced only by the deadline)`);
+      else assert.ok(took < 5000, `connection loss surfaced after ${took} ms`);
+      // Later transfers fail fast and typed too (the engine drops the peer and cannot reach it).
+      const again = await code(engine.write(victim.segment, local.addr, remote, 16, { timeoutMs: 2000 }));
+      assert.not.equal(again, 'OK');
+    } finally {
+      await engine.close();
+      await victim.close();
+    }
+  });
+}
+
+test('no usable provider or NIC → PROVIDER_UNAVAILABLE naming what was found and what to install', async () => {
+  const create = (options: Record<string, unknown>) =>
+    plugin.create({ segmentName: 'x', epoch: 5n, bindAddress: '127.0.0.1', connectTimeoutMs: 2000, env: {}, log: () => {} }, parseOptions(plugin.options, options, {}, plugin.name));
+  const err = (await create({ provider: 'verbs' }).then(() => undefined, (e) => e)) as { code: string; message: string };
+  assert.is(err.code, 'PROVIDER_UNAVAILABLE');
+  assert.match(err.message, /provider "verbs"/);
+  assert.match(err.message, /RMA-capable providers found: .*tcp;ofi_rxm/);
+  assert.match(err.message, /apt-get install/);
+  const nic = (await create({ provider: 'sockets', nics: ['mlx5_0'] }).then(() => undefined, (e) => e)) as { code: string; message: string };
+  assert.is(nic.code, 'PROVIDER_UNAVAILABLE');
+  assert.match(nic.message, /found no usable NIC: its domains are \[lo\], none of them in the NIC filter \[mlx5_0\]/);
+  const shm = (await create({ provider: 'shm' }).then(() => undefined, (e) => e)) as { code: string; message: string };
+  assert.is(shm.code, 'PROVIDER_UNAVAILABLE');
+  assert.match(shm.message, /checks neither memory keys nor bounds/);
+  const probe = await plugin.probe!();
+  assert.ok(probe.available, probe.reason);
+  assert.ok(Array.isArray(probe.details?.providers));
+});
+
+test.run();

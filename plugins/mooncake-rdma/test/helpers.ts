@@ -1,0 +1,34 @@
+import { fileURLToPath } from 'node:url';
+import { PluginRegistry, createTransferEngine, type TeConfigInput, type TransferEngine } from '@te/connector';
+import { spawnTargetProcess, type TargetProcess } from '@te/testkit';
+import plugin from '../src/index.js';
+
+export const KiB = 1024;
+export const MiB = 1024 * KiB;
+export const SOURCE = fileURLToPath(new URL('../src/index.ts', import.meta.url));
+export const TARGET_SCRIPT = fileURLToPath(new URL('./fixtures/target.ts', import.meta.url));
+
+/** The two loopback providers every test runs on. */
+export const PROVIDERS = ['tcp;ofi_rxm', 'sockets'] as const;
+
+/** Engine config for this plugin with the provider set as an option (this process) or FI_PROVIDER (children). */
+export function config(provider: string, options: Record<string, unknown> = {}): TeConfigInput {
+  return { connector: plugin.name, modulePath: SOURCE, transportOptions: { [plugin.name]: { provider, connectTimeoutMs: 2000, ...options } } };
+}
+
+export function registry(): PluginRegistry {
+  const r = new PluginRegistry({ builtins: false });
+  r.register(plugin.name, plugin);
+  return r;
+}
+
+export function initiator(provider: string, options: Record<string, unknown> = {}): Promise<TransferEngine> {
+  return createTransferEngine({ ...config(provider, options), modulePath: undefined } as TeConfigInput, { registry: registry(), env: {} });
+}
+
+/** A target engine in a child process; the provider is chosen there with FI_PROVIDER. */
+export function target(provider: string, options: Record<string, unknown> = {}): Promise<TargetProcess> {
+  const c = config('', options);
+  delete (c.transportOptions as Record<string, Record<string, unknown>>)[plugin.name]!.provider;
+  return spawnTargetProcess(TARGET_SCRIPT, c, { env: { FI_PROVIDER: provider } });
+}
