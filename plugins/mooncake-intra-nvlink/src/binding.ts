@@ -20,5 +20,4 @@ export const loadBinding: () => NativeCudaModule = addonLoader<NativeCudaModule>
   addon: 'te_mooncake_intra_nvlink.node',
   envVar: 'TE_MOONCAKE_INTRA_NVLINK_ADDON',
   root: packageRoot(),
-  from: import.meta.url,
 });

@@ -45,5 +45,4 @@ export const loadBinding: () => NativeNvlinkModule = addonLoader<NativeNvlinkMod
   addon: 'te_mooncake_nvlink.node',
   envVar: 'TE_MOONCAKE_NVLINK_ADDON',
   root: packageRoot(),
-  from: import.meta.url,
 });

@@ -1,6 +1,8 @@
 import {
+  BatchTracker,
   NATIVE_STATUS,
   TransferError,
+  checkSubmit,
   type BatchResult,
   type Notification,
   type RegisterRequest,
@@ -34,15 +36,6 @@ export interface SegmentHealth {
 interface FabricPeer extends TransportPeer {
   readonly id: number;
   readonly owner: FabricTransport;
-}
-
-interface PendingBatch {
-  resolve(result: BatchResult): void;
-  reject(error: TransferError): void;
-  timer: NodeJS.Timeout;
-  signal?: AbortSignal;
-  onAbort?: () => void;
-  peer: string;
 }
 
 const MR_BITS: [number, string][] = [
@@ -95,7 +88,7 @@ export class FabricTransport implements Transport {
   readonly #options: NativeFabricOptions;
   readonly #rails: NativeRail[];
   readonly #endpoint: FabricEndpoint;
-  readonly #pending = new Map<number, PendingBatch>();
+  readonly #batches: BatchTracker;
   readonly #opening = new Map<number, { resolve(): void; reject(e: TransferError): void }>();
   readonly #checks = new Map<number, (status: number, report: string) => void>();
   readonly #listeners = new Set<(n: Notification) => void>();
@@ -106,7 +99,7 @@ export class FabricTransport implements Transport {
     this.#context = context;
     this.#options = options;
     this.native = new module.FabricTransport(options, {
-      onBatch: (id, status, statuses, bytes, message) => this.#onBatch(id, status, statuses, bytes, message),
+      onBatch: (id, status, statuses, bytes, message) => this.#batches.complete(id, status, statuses, bytes, message),
       onOpen: (id, status, message) => this.#onOpen(id, status, message),
       onNotify: (from, payload) => {
         for (const l of this.#listeners) l({ from, payload });
@@ -117,6 +110,7 @@ export class FabricTransport implements Transport {
         done?.(status, report);
       },
     });
+    this.#batches = new BatchTracker(this.plugin, (id, status) => this.native.cancel(id, status));
     this.#rails = this.native.rails();
     this.#endpoint = {
       provider: this.#rails[0]?.provider ?? '',
@@ -217,25 +211,15 @@ export class FabricTransport implements Transport {
   }
 
   submit(peer: TransportPeer, batch: TransferBatch, options: SubmitOptions): Promise<BatchResult> {
-    return new Promise<BatchResult>((resolve, reject) => {
+    try {
       this.checkOpen();
       const p = this.own(peer);
-      const n = batch.opcodes.length;
-      if (batch.localAddrs.length !== n || batch.remoteAddrs.length !== n || batch.lengths.length !== n) {
-        throw this.fail('INVALID_ARGUMENT', `batch arrays differ in length (opcodes ${n}, localAddrs ${batch.localAddrs.length}, remoteAddrs ${batch.remoteAddrs.length}, lengths ${batch.lengths.length})`);
-      }
-      if (!Number.isFinite(options.timeoutMs) || options.timeoutMs <= 0) throw this.fail('INVALID_ARGUMENT', `Expected \`timeoutMs\` to be a positive number, got ${options.timeoutMs}`);
-      if (options.notify && options.notify.length > 65536) throw this.fail('INVALID_ARGUMENT', 'a notification payload is at most 64 KiB');
-      if (options.signal?.aborted) throw this.fail('ABORTED', `batch to "${p.segment}" aborted before it was submitted`);
+      checkSubmit(this.plugin, p.segment, batch, options);
       const id = this.native.submit(p.id, batch.opcodes, batch.localAddrs, batch.remoteAddrs, batch.lengths, options.notify ?? null);
-      const entry: PendingBatch = { resolve, reject, peer: p.segment, timer: setTimeout(() => this.native.cancel(id, NATIVE_STATUS.TIMEOUT), options.timeoutMs) };
-      if (options.signal) {
-        entry.signal = options.signal;
-        entry.onAbort = () => this.native.cancel(id, NATIVE_STATUS.ABORTED);
-        options.signal.addEventListener('abort', entry.onAbort, { once: true });
-      }
-      this.#pending.set(id, entry);
-    });
+      return this.#batches.track(id, p.segment, options);
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   onNotification(listener: (notification: Notification) => void): void {
@@ -259,11 +243,7 @@ export class FabricTransport implements Transport {
     this.native.close(); // delivers ABORTED completions of pending batches
     for (const [id, o] of this.#opening) o.reject(this.fail('ABORTED', `transport closed while opening peer ${id}`));
     this.#opening.clear();
-    for (const [, b] of this.#pending) {
-      clearTimeout(b.timer);
-      b.reject(this.fail('ABORTED', `transport closed; batch to "${b.peer}" abandoned`));
-    }
-    this.#pending.clear();
+    this.#batches.abandonAll('transport closed');
     for (const [, done] of this.#checks) done(NATIVE_STATUS.ABORTED, '{"healthy":false,"rails":[],"error":"transport closed"}');
     this.#checks.clear();
     this.#listeners.clear();
@@ -289,28 +269,5 @@ export class FabricTransport implements Transport {
     this.#opening.delete(id);
     if (status === 0) o.resolve();
     else o.reject(TransferError.fromStatus(status, message || `cannot open peer ${id}`, { plugin: this.plugin }));
-  }
-
-  #onBatch(id: number, batchStatus: number, statuses: Int32Array, bytes: bigint, message: string): void {
-    const b = this.#pending.get(id);
-    if (!b) return;
-    this.#pending.delete(id);
-    clearTimeout(b.timer);
-    if (b.signal && b.onAbort) b.signal.removeEventListener('abort', b.onAbort);
-    let status = batchStatus;
-    if (status === 0) {
-      for (let i = 0; i < statuses.length; i++) {
-        if (statuses[i]! <= -100) {
-          status = statuses[i]!;
-          break;
-        }
-      }
-    }
-    if (status !== 0) {
-      const what = status === NATIVE_STATUS.TIMEOUT ? `batch to "${b.peer}" timed out` : status === NATIVE_STATUS.ABORTED ? `batch to "${b.peer}" aborted` : `batch to "${b.peer}" failed`;
-      b.reject(TransferError.fromStatus(status, message ? `${what}: ${message}` : what, { plugin: this.plugin, statuses, details: { peer: b.peer, bytes } }));
-      return;
-    }
-    b.resolve({ statuses, bytes });
   }
 }

@@ -1,6 +1,7 @@
 import {
-  NATIVE_STATUS,
+  BatchTracker,
   TransferError,
+  checkSubmit,
   type BatchResult,
   type RegisterRequest,
   type SegmentDescriptor,
@@ -31,15 +32,6 @@ interface CudaPeer extends TransportPeer {
   readonly owner: CudaTransportBase;
 }
 
-interface PendingBatch {
-  resolve(result: BatchResult): void;
-  reject(error: TransferError): void;
-  timer: NodeJS.Timeout;
-  signal?: AbortSignal;
-  onAbort?: () => void;
-  peer: string;
-}
-
 /** Parses `cuda:N`; host memory is refused with the transport to use instead. */
 export function cudaOrdinal(device: string, plugin: string): number {
   const m = /^cuda:(\d+)$/.exec(device);
@@ -61,7 +53,7 @@ export abstract class CudaTransportBase implements Transport {
   protected readonly native: NativeCudaTransport;
   protected readonly context: TransportContext;
   protected readonly settings: CudaTransportSettings;
-  readonly #pending = new Map<number, PendingBatch>();
+  readonly #batches: BatchTracker;
   #closed = false;
 
   constructor(context: TransportContext, settings: CudaTransportSettings) {
@@ -69,8 +61,9 @@ export abstract class CudaTransportBase implements Transport {
     this.settings = settings;
     this.native = new settings.native.CudaTransport(
       { ...settings.nativeOptions, streamsPerDevice: settings.streamsPerDevice, sliceBytes: settings.sliceBytes },
-      { onBatch: (id, status, statuses, bytes, message) => this.#onBatch(id, status, statuses, bytes, message) },
+      { onBatch: (id, status, statuses, bytes, message) => this.#batches.complete(id, status, statuses, bytes, message) },
     );
+    this.#batches = new BatchTracker(settings.plugin, (id, status) => this.native.cancel(id, status));
   }
 
   protected fail(code: ConstructorParameters<typeof TransferError>[0], message: string): TransferError {
@@ -144,30 +137,16 @@ export abstract class CudaTransportBase implements Transport {
   }
 
   submit(peer: TransportPeer, batch: TransferBatch, options: SubmitOptions): Promise<BatchResult> {
-    return new Promise<BatchResult>((resolve, reject) => {
+    try {
       this.#checkOpen();
       const p = this.#own(peer);
-      const n = batch.opcodes.length;
-      if (batch.localAddrs.length !== n || batch.remoteAddrs.length !== n || batch.lengths.length !== n) {
-        throw this.fail('INVALID_ARGUMENT', `batch arrays differ in length (opcodes ${n}, localAddrs ${batch.localAddrs.length}, remoteAddrs ${batch.remoteAddrs.length}, lengths ${batch.lengths.length})`);
-      }
-      if (!Number.isFinite(options.timeoutMs) || options.timeoutMs <= 0) throw this.fail('INVALID_ARGUMENT', `Expected \`timeoutMs\` to be a positive number, got ${options.timeoutMs}`);
       if (options.notify) throw this.fail('UNSUPPORTED_CAPABILITY', `${this.settings.plugin} does not deliver notifications (capabilities.notifications is false); send them over mooncake-tcp`);
-      if (options.signal?.aborted) throw this.fail('ABORTED', `batch to "${p.segment}" aborted before it was submitted`);
+      checkSubmit(this.settings.plugin, p.segment, batch, options);
       const id = this.native.submit(p.id, batch.opcodes, batch.localAddrs, batch.remoteAddrs, batch.lengths);
-      const entry: PendingBatch = {
-        resolve,
-        reject,
-        peer: p.segment,
-        timer: setTimeout(() => this.native.cancel(id, NATIVE_STATUS.TIMEOUT), options.timeoutMs),
-      };
-      if (options.signal) {
-        entry.signal = options.signal;
-        entry.onAbort = () => this.native.cancel(id, NATIVE_STATUS.ABORTED);
-        options.signal.addEventListener('abort', entry.onAbort, { once: true });
-      }
-      this.#pending.set(id, entry);
-    });
+      return this.#batches.track(id, p.segment, options);
+    } catch (error) {
+      return Promise.reject(error);
+    }
   }
 
   /** Peer allocations opened in this process (IPC handles or VMM mappings). */
@@ -193,11 +172,7 @@ export abstract class CudaTransportBase implements Transport {
     if (this.#closed) return;
     this.#closed = true;
     this.native.close(); // joins the copy thread; pending batches are delivered as ABORTED
-    for (const [, b] of this.#pending) {
-      clearTimeout(b.timer);
-      b.reject(this.fail('ABORTED', `transport closed; batch to "${b.peer}" abandoned`));
-    }
-    this.#pending.clear();
+    this.#batches.abandonAll('transport closed');
   }
 
   #checkOpen(): void {
@@ -208,20 +183,5 @@ export abstract class CudaTransportBase implements Transport {
     const p = peer as CudaPeer;
     if (p.owner !== this) throw this.fail('PEER_NOT_FOUND', `peer "${peer.segment}" was not opened by this ${this.settings.plugin} transport`);
     return p;
-  }
-
-  #onBatch(id: number, batchStatus: number, statuses: Int32Array, bytes: bigint, message: string): void {
-    const b = this.#pending.get(id);
-    if (!b) return;
-    this.#pending.delete(id);
-    clearTimeout(b.timer);
-    if (b.signal && b.onAbort) b.signal.removeEventListener('abort', b.onAbort);
-    if (batchStatus !== 0) {
-      const what =
-        batchStatus === NATIVE_STATUS.TIMEOUT ? `batch to "${b.peer}" timed out` : batchStatus === NATIVE_STATUS.ABORTED ? `batch to "${b.peer}" aborted` : `batch to "${b.peer}" failed`;
-      b.reject(TransferError.fromStatus(batchStatus, message ? `${what}: ${message}` : what, { plugin: this.settings.plugin, statuses, details: { peer: b.peer, bytes } }));
-      return;
-    }
-    b.resolve({ statuses, bytes });
   }
 }

@@ -1,0 +1,48 @@
+// The native build steps every transport plugin shares, run from the plugin's folder
+// through its scripts/native.mjs:
+//   build   compile the Node-API addon with cmake-js, offline and incremental
+//           (Node-API headers come from node-api-headers, see "binary.napi_versions")
+//   vendor  before `npm pack`: copy the shared C++ core, and the layers the plugin lists in
+//           package.json "teNative.layers" (e.g. ["fabric"], ["cuda"]), into native/te-core
+//           and native/te-<layer>, so the packed plugin builds on its own
+import { spawnSync } from 'node:child_process';
+import { cpSync, existsSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const pluginRoot = process.cwd();
+const pkg = JSON.parse(readFileSync(join(pluginRoot, 'package.json'), 'utf8'));
+const coreRoot = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+function build() {
+  const require = createRequire(join(pluginRoot, 'package.json'));
+  const cli = join(dirname(require.resolve('cmake-js/package.json')), 'bin', 'cmake-js');
+  const configured = existsSync(join(pluginRoot, 'build', 'CMakeCache.txt'));
+  const args = [cli, configured ? 'compile' : 'build', '--out', 'build', '--config', 'Release'];
+  if (process.env.TE_NATIVE_DEBUG === '1') args.splice(2, 0, '--debug');
+  const r = spawnSync(process.execPath, args, { cwd: pluginRoot, stdio: 'inherit' });
+  if (r.status !== 0) {
+    console.error(`[${pkg.name}] native build failed: needs cmake >= 3.18 and a C++17 compiler (Debian: apt-get install -y cmake g++)`);
+    process.exit(r.status ?? 1);
+  }
+}
+
+function vendor() {
+  // Inside a packed plugin the core is already vendored: nothing to do.
+  if (coreRoot.startsWith(join(pluginRoot, 'native'))) return;
+  const copy = (from, dest, parts) => {
+    rmSync(dest, { recursive: true, force: true });
+    for (const part of parts) if (existsSync(join(from, part))) cpSync(join(from, part), join(dest, part), { recursive: true });
+  };
+  copy(coreRoot, join(pluginRoot, 'native', 'te-core'), ['CMakeLists.txt', 'cmake', 'include', 'src', 'scripts']);
+  for (const layer of pkg.teNative?.layers ?? []) copy(join(coreRoot, layer), join(pluginRoot, 'native', `te-${layer}`), ['CMakeLists.txt', 'include', 'src']);
+}
+
+const command = process.argv[2];
+if (command === 'build') build();
+else if (command === 'vendor') vendor();
+else {
+  console.error(`usage: node scripts/native.mjs build|vendor (got ${JSON.stringify(command)})`);
+  process.exit(2);
+}
