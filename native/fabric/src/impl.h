@@ -48,6 +48,9 @@ struct Batch {
   std::atomic<int32_t> cancel_status{0};
   std::atomic<int32_t> batch_status{0};
   std::atomic<bool> done{false};
+  // Set once its slices were handed to the rails; a batch cancelled before that (parked
+  // for a table query) moved nothing, whatever its per-request statuses say.
+  std::atomic<bool> dispatched{false};
   int64_t cancel_at = 0;
   std::vector<uint8_t> notify;
   bool has_notify = false;

@@ -106,7 +106,7 @@ void Transport::Impl::complete(const std::shared_ptr<Batch>& b) {
   out->statuses.resize(b->n);
   for (size_t i = 0; i < b->n; ++i) {
     int32_t st = b->statuses[i].load();
-    if (st == 0 && b->req_left[i].load() > 0) st = cancel ? cancel : TE_ABORTED;
+    if (st == 0 && (b->req_left[i].load() > 0 || (cancel && !b->dispatched.load()))) st = cancel ? cancel : TE_ABORTED;
     out->statuses[i] = st;
     if (st == 0) out->bytes += b->lengths[i];
   }
@@ -330,6 +330,7 @@ void Transport::Impl::dispatch(const std::shared_ptr<Batch>& b, bool allow_refre
       total += count;
     }
     b->slices_left.store(static_cast<int64_t>(total) + 1);  // +1 released below
+    b->dispatched.store(true);
   }
   for (size_t r = 0; r < rails.size(); ++r)
     if (!per_rail[r].empty()) rails[r]->push_slices(std::move(per_rail[r]));
@@ -449,6 +450,28 @@ void Transport::Impl::on_message(Rail& r, const uint8_t* data, size_t len) {
         if (h.flags & wire::kLast) pending.erase(it);
       }
       auto& p = pd.peer;
+      if (h.status != TE_OK) {
+        // The peer answered for another life of itself (restarted): fail what waited for
+        // its table instead of trusting it.
+        std::vector<std::shared_ptr<Batch>> stale;
+        {
+          std::lock_guard<std::mutex> l(p->mu);
+          p->incoming.clear();
+          p->table_pending = false;
+          stale.swap(p->parked);
+        }
+        for (auto& b : stale) {
+          b->batch_status.store(h.status);
+          b->fail_message("peer \"" + p->name + "\" answered its region table with " + status_name(h.status) + " (it restarted; fetch its descriptor again)");
+          for (size_t i = 0; i < b->n; ++i) b->statuses[i].store(h.status);
+          complete(b);
+        }
+        if (!(h.flags & wire::kLast)) {
+          std::lock_guard<std::mutex> l(pending_mu);
+          pending.erase(h.req_id);
+        }
+        return;
+      }
       uint16_t nkeys = rd.u16();
       uint32_t count = rd.u32();
       std::vector<std::shared_ptr<Batch>> parked;

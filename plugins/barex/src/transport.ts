@@ -39,6 +39,7 @@ export class BarexTransport extends FabricTransport {
   /** Allocates from the pool; POOL_EXHAUSTED when it cannot. */
   allocate(bytes: number | bigint): PoolAllocation {
     this.checkOpen();
+    if (typeof bytes === 'number' && !Number.isSafeInteger(bytes)) throw this.fail('INVALID_ARGUMENT', `Expected \`bytes\` to be a positive integer, got ${String(bytes)}`);
     const n = typeof bytes === 'bigint' ? bytes : BigInt(bytes);
     if (n <= 0n || n > BigInt(Number.MAX_SAFE_INTEGER)) throw this.fail('INVALID_ARGUMENT', `Expected \`bytes\` to be a positive integer, got ${String(bytes)}`);
     const addr = this.native.poolAlloc(n);

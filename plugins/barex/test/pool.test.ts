@@ -104,4 +104,40 @@ test('probe() says what the plugin is and whether accl-barex was found', async (
   assert.is(p.details?.vendorLibrary, 'not found at build time');
 });
 
+
+
+test('engine.allocateMemory takes pool memory; closing the engine returns it to the pool', async () => {
+  const first = await initiator(PROVIDERS[0]);
+  const before = poolStats().allocations;
+  const a = await first.allocateMemory(4 * MiB);
+  assert.ok(a.buffer && a.buffer.byteLength === 4 * MiB);
+  assert.ok(a.addr >= poolStats().base && a.addr < poolStats().base + poolStats().size, 'from the pool');
+  assert.is(poolStats().allocations, before + 1);
+  await first.close();
+  const second = await initiator(PROVIDERS[0]);
+  try {
+    assert.is(poolStats().allocations, before, 'the closed engine gave its allocation back');
+    try {
+      allocate(1.5);
+      assert.unreachable();
+    } catch (e) {
+      assert.is((e as { code?: string }).code, 'INVALID_ARGUMENT');
+    }
+  } finally {
+    await second.close();
+  }
+});
+test('channels open eagerly at openSegment: the segment check is healthy before any transfer', async () => {
+  const target = await poolTarget(PROVIDERS[0]);
+  const engine = await initiator(PROVIDERS[0]);
+  try {
+    await engine.openSegment(target.segment);
+    const health = await checkSegment(target.segment);
+    assert.ok(health.healthy, JSON.stringify(health));
+  } finally {
+    await engine.close();
+    await target.close();
+  }
+});
+
 test.run();

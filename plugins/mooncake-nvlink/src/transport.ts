@@ -1,4 +1,5 @@
-import type { Transport, TransportContext, WireValue } from '@te/connector';
+import type { AllocatedMemory, DeviceName, Transport, TransportContext, WireValue } from '@te/connector';
+import { allocateFabricMemory, freeFabricMemory } from './allocator.js';
 import { CudaTransportBase, type CudaEndpoint, type NativeExport } from '@te/mooncake-intra-nvlink/cuda';
 import { loadBinding, PLUGIN_NAME } from './binding.js';
 import type { NvlinkOptions } from './options.js';
@@ -24,6 +25,18 @@ export class MooncakeNvlinkTransport extends CudaTransportBase {
     });
     this.handleType = options.handleType;
     this.#socket = options.handleType === 'posix-fd' ? native.fdServerName() : '';
+  }
+
+  /** The engine's allocator hook (`engine.allocateMemory(n, {device: 'cuda:N'})`): fabric-exportable memory of this transport's handle type. */
+  async allocateMemory(length: bigint, device: DeviceName): Promise<AllocatedMemory> {
+    if (device === 'cpu') throw this.fail('MEMORY_KIND_UNSUPPORTED', 'mooncake-nvlink allocates GPU memory only; host memory comes from the engine');
+    const a = allocateFabricMemory(length, { device: Number(device.slice('cuda:'.length)), handleType: this.handleType });
+    // The mapping is granularity-aligned; the caller's length is what gets registered.
+    return { addr: a.addr, length };
+  }
+
+  async freeMemory(addr: bigint): Promise<void> {
+    freeFabricMemory(addr);
   }
 
   protected override endpointExtra(): Record<string, WireValue> {

@@ -6,6 +6,9 @@
 #include <memory>
 #include <unordered_map>
 
+#include "cuda_staging.h"
+#include "te/cuda/device.h"
+#include "te/cuda/memory_tools.h"
 #include "te/epoch.h"
 #include "te/napi/completion_bridge.h"
 #include "te/napi/values.h"
@@ -26,7 +29,10 @@ class UnregisterWorker : public Napi::AsyncWorker {
         addr_(addr),
         done_(std::move(done)) {}
   Napi::Promise promise() { return deferred_.Promise(); }
-  void Execute() override { status_ = t_->registry().remove(addr_); }
+  void Execute() override {
+    status_ = t_->registry().remove(addr_);  // waits until no access to it is in flight
+    if (status_ == te::TE_OK) t_->devices().remove(addr_);
+  }
   void OnOK() override {
     if (status_ == te::TE_OK) {
       done_();
@@ -176,7 +182,8 @@ class TcpTransport : public Napi::ObjectWrap<TcpTransport> {
     return Napi::Number::New(info.Env(), transport_ ? transport_->port() : 0);
   }
 
-  // registerMemory(buffer | null, addr: bigint, length: bigint, remoteAccess: boolean): bigint
+  // registerMemory(buffer | null, addr: bigint, length: bigint, remoteAccess: boolean, device?: number): bigint
+  // device: -1 (or absent) host memory, N >= 0 raw device memory of cuda:N (validated here).
   Napi::Value RegisterMemory(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     check_open(env);
@@ -184,6 +191,22 @@ class TcpTransport : public Napi::ObjectWrap<TcpTransport> {
     uint64_t length = get_u64(info[2], "length");
     bool remote = info[3].ToBoolean().Value();
     bool has_buffer = !info[0].IsNull() && !info[0].IsUndefined();
+    int device = tetcp::kHost;
+    if (info.Length() > 4 && info[4].IsNumber()) device = info[4].As<Napi::Number>().Int32Value();
+    if (device != tetcp::kHost) {
+      if (device < 0) throw_status(env, te::TE_INVALID_ARGUMENT, "device must be -1 (host) or a CUDA ordinal");
+      if (has_buffer) throw_status(env, te::TE_INVALID_ARGUMENT, "a JS buffer is host memory; it cannot be registered as cuda:" + std::to_string(device));
+      if (length == 0 || addr == 0 || te::range_overflows(addr, length))
+        throw_status(env, te::TE_INVALID_ARGUMENT, "cannot register an empty, null or wrapping range");
+      std::string why;
+      te::Status s = tetcp::check_device_range(addr, length, device, &why);
+      if (s != te::TE_OK) throw_status(env, s, why);
+      s = transport_->registry().add(addr, length, remote);
+      if (s == te::TE_MEMORY_OVERLAP) throw_status(env, s, "memory overlaps a registered region");
+      if (s != te::TE_OK) throw_status(env, s, "cannot register an empty or wrapping range");
+      transport_->devices().add(addr, length, device);
+      return Napi::BigInt::New(env, addr);
+    }
     if (has_buffer) {
       auto bytes = te::napi::get_bytes(info[0], "buffer");
       uint64_t base = reinterpret_cast<uint64_t>(bytes.data);
@@ -287,12 +310,73 @@ Napi::Value StatusName(const Napi::CallbackInfo& info) {
 
 Napi::Value ProcessEpoch(const Napi::CallbackInfo& info) { return Napi::BigInt::New(info.Env(), te::process_epoch()); }
 
+// probeCuda(): {builtWithCuda, toolkitVersion, runtimeVersion, driverVersion, devices: [{ordinal, name, pciBusId}], reason}
+Napi::Value ProbeCuda(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  te::cuda::ProbeInfo p = te::cuda::probe();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("builtWithCuda", tetcp::built_with_cuda());
+  o.Set("toolkitVersion", p.toolkit_version);
+  o.Set("runtimeVersion", p.runtime_version);
+  o.Set("driverVersion", p.driver_version);
+  o.Set("reason", p.no_device_reason);
+  Napi::Array devs = Napi::Array::New(env, p.devices.size());
+  for (size_t i = 0; i < p.devices.size(); ++i) {
+    Napi::Object d = Napi::Object::New(env);
+    d.Set("ordinal", p.devices[i].ordinal);
+    d.Set("name", p.devices[i].name);
+    d.Set("pciBusId", p.devices[i].pci_bus_id);
+    devs.Set(static_cast<uint32_t>(i), d);
+  }
+  o.Set("devices", devs);
+  return o;
+}
+
+// Plain device memory for tests and tools (te_cuda's memory_tools; synchronous).
+void check_cuda(Napi::Env env, const te::cuda::Error& e) {
+  if (!e.ok()) throw_status(env, e.status, e.message);
+}
+int device_arg(const Napi::Value& v) { return static_cast<int>(get_u64(v, "device")); }
+Napi::Value DeviceAlloc(const Napi::CallbackInfo& info) {
+  uint64_t out = 0;
+  check_cuda(info.Env(), te::cuda::device_alloc(device_arg(info[0]), get_u64(info[1], "bytes"), &out));
+  return Napi::BigInt::New(info.Env(), out);
+}
+Napi::Value DeviceFree(const Napi::CallbackInfo& info) {
+  check_cuda(info.Env(), te::cuda::device_free(device_arg(info[0]), get_u64(info[1], "addr")));
+  return info.Env().Undefined();
+}
+Napi::Value CopyToDevice(const Napi::CallbackInfo& info) {
+  auto src = te::napi::get_bytes(info[2], "source");
+  check_cuda(info.Env(), te::cuda::copy_to_device(device_arg(info[0]), get_u64(info[1], "dst"), src.data, src.length));
+  return info.Env().Undefined();
+}
+Napi::Value CopyToHost(const Napi::CallbackInfo& info) {
+  auto dst = te::napi::get_bytes(info[1], "destination");
+  check_cuda(info.Env(), te::cuda::copy_to_host(device_arg(info[0]), dst.data, get_u64(info[2], "src"), dst.length));
+  return info.Env().Undefined();
+}
+Napi::Value Memset(const Napi::CallbackInfo& info) {
+  check_cuda(info.Env(), te::cuda::device_memset(device_arg(info[0]), get_u64(info[1], "dst"),
+                                                 static_cast<int>(get_u64(info[2], "value")), get_u64(info[3], "bytes")));
+  return info.Env().Undefined();
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("TcpTransport", TcpTransport::Init(env));
   exports.Set("setErrorFactory", Napi::Function::New(env, SetErrorFactory));
   exports.Set("statusName", Napi::Function::New(env, StatusName));
   exports.Set("processEpoch", Napi::Function::New(env, ProcessEpoch));
   exports.Set("protocolVersion", Napi::Number::New(env, tetcp::kVersion));
+  exports.Set("builtWithCuda", Napi::Boolean::New(env, tetcp::built_with_cuda()));
+  exports.Set("probeCuda", Napi::Function::New(env, ProbeCuda));
+  Napi::Object mem = Napi::Object::New(env);
+  mem.Set("alloc", Napi::Function::New(env, DeviceAlloc));
+  mem.Set("free", Napi::Function::New(env, DeviceFree));
+  mem.Set("copyToDevice", Napi::Function::New(env, CopyToDevice));
+  mem.Set("copyToHost", Napi::Function::New(env, CopyToHost));
+  mem.Set("memset", Napi::Function::New(env, Memset));
+  exports.Set("deviceMemory", mem);
   return exports;
 }
 

@@ -223,6 +223,9 @@ void Lane::fail(int32_t status, const std::string& why, bool sticky) {
   ctrl_off_ = 0;
   rpos_ = rend_ = 0;
   in_body_ = false;
+  body_staged_ = false;
+  body_why_.clear();
+  tx_staged_id_ = 0;
   tx_index_ = 0;
   tx_off_ = 0;
   inflight_bytes_ = 0;
@@ -271,6 +274,7 @@ void Lane::flush() {
     iovec iov[kMaxIov + 2];
     std::vector<te::Lease> leases;
     size_t n = 0;
+    bool restage = false;
     size_t ctrl_left = ctrl_out_.size() - ctrl_off_;
     if (ctrl_left) {
       iov[n++] = {ctrl_out_.data() + ctrl_off_, ctrl_left};
@@ -279,6 +283,30 @@ void Lane::flush() {
       uint64_t skip = tx_off_;
       for (size_t i = tx_index_; i < inflight_.size() && n + 2 <= kMaxIov; ++i) {
         Slice* s = inflight_[i];
+        if (s->device != kHost && s->op == OP_WRITE && s->len) {
+          // Device memory goes out through the pinned tx buffer, one slice at a time: the
+          // slice must be the first unsent one, so the buffer's previous slice is gone.
+          if (i != tx_index_) break;
+          uint64_t id = get64(s->hdr + 16);
+          if (tx_staged_id_ != id) {
+            std::string why;
+            te::Status st = stage_write(s, &why);
+            if (st != te::TE_OK) {
+              // Nothing of this frame was sent: it leaves the stream and fails alone.
+              inflight_.erase(inflight_.begin() + i);
+              inflight_bytes_ -= s->len;
+              s->batch->complete(s, st, why.c_str());
+              restage = true;
+              break;
+            }
+            tx_staged_id_ = id;
+          }
+          if (skip < kHeaderSize) iov[n++] = {s->hdr + skip, kHeaderSize - skip};
+          uint64_t body_skip = skip > kHeaderSize ? skip - kHeaderSize : 0;
+          skip = 0;
+          iov[n++] = {tx_stage_->data() + body_skip, s->len - body_skip};
+          continue;
+        }
         if (skip < kHeaderSize) iov[n++] = {s->hdr + skip, kHeaderSize - skip};
         uint64_t body_skip = skip > kHeaderSize ? skip - kHeaderSize : 0;
         skip = 0;
@@ -303,6 +331,7 @@ void Lane::flush() {
       }
     }
     if (n == 0) {
+      if (restage) continue;
       want_out_ = false;
       set_interest();
       return;
@@ -342,6 +371,24 @@ void Lane::flush() {
   }
 }
 
+te::Status Lane::stage_write(Slice* s, std::string* why) {
+  if (!tx_stage_) tx_stage_ = std::make_unique<Stager>(peer_->owner->staging_bytes());
+  te::Status st = te::TE_OK;
+  uint8_t* buf = tx_stage_->buffer(&st, why);
+  if (!buf) return st;
+  if (s->len > tx_stage_->capacity()) {
+    *why = "slice larger than the staging buffer";
+    return te::TE_INTERNAL;
+  }
+  te::Lease l;
+  st = peer_->owner->registry().acquire(s->local, s->len, false, l);
+  if (st != te::TE_OK) {
+    *why = "local memory unregistered while its write was being sent";
+    return st;
+  }
+  return tx_stage_->to_host(s->device, buf, s->local, s->len, why);
+}
+
 void Lane::set_interest() {
   if (fd_ < 0) return;
   uint32_t want = EPOLLIN | (want_out_ || state_ == CONNECTING ? uint32_t(EPOLLOUT) : 0u);
@@ -370,7 +417,9 @@ void Lane::read_input() {
       // Large READ body: receive straight into registered local memory.
       uint64_t chunk = body_left_ < (4u << 20) ? body_left_ : (4u << 20);
       te::Lease l;
-      if (peer_->owner->registry().acquire(body_dst_, chunk, false, l) != te::TE_OK) {
+      if (body_staged_) {
+        // Device destination: the body lands in the rx staging buffer (body_dst_ points there).
+      } else if (peer_->owner->registry().acquire(body_dst_, chunk, false, l) != te::TE_OK) {
         body_drain_ = true;
         body_status_ = te::TE_MEMORY_NOT_REGISTERED;
         continue;
@@ -416,6 +465,8 @@ bool Lane::parse() {
       uint64_t take = avail < body_left_ ? avail : body_left_;
       if (body_ctrl_) {
         ctrl_body_.insert(ctrl_body_.end(), rbuf_.data() + rpos_, rbuf_.data() + rpos_ + take);
+      } else if (body_staged_) {
+        std::memcpy(reinterpret_cast<void*>(body_dst_), rbuf_.data() + rpos_, take);
       } else if (!body_drain_) {
         te::Lease l;
         if (peer_->owner->registry().acquire(body_dst_, take, false, l) == te::TE_OK) {
@@ -488,6 +539,19 @@ bool Lane::on_header(const Header& h) {
     if (s->batch->cancelled()) {
       body_drain_ = true;  // nothing lands for a cancelled batch
       body_status_ = s->batch->cancel_status.load();
+    } else if (s->device != kHost && h.length) {
+      // Device destination: receive into pinned staging, copy to the device when complete.
+      if (!rx_stage_) rx_stage_ = std::make_unique<Stager>(peer_->owner->staging_bytes());
+      te::Status st = te::TE_OK;
+      uint8_t* buf = rx_stage_->buffer(&st, &body_why_);
+      if (buf && h.length <= rx_stage_->capacity()) {
+        body_staged_ = true;
+        body_dst_ = reinterpret_cast<uint64_t>(buf);
+      } else {
+        body_drain_ = true;
+        body_status_ = buf ? te::TE_INTERNAL : st;
+        if (buf) body_why_ = "READ response larger than the staging buffer";
+      }
     }
     if (h.length == 0) finish_body();
     return fd_ >= 0;
@@ -503,6 +567,10 @@ bool Lane::on_header(const Header& h) {
 void Lane::finish_body() {
   in_body_ = false;
   if (!body_ctrl_) {
+    if (body_staged_ || !body_why_.empty()) {
+      finish_staged_body();
+      return;
+    }
     complete_front(body_status_, body_status_ ? "local memory unregistered while the READ landed" : nullptr);
     return;
   }
@@ -569,6 +637,27 @@ void Lane::finish_body() {
     }
     reached_ready();
   }
+}
+
+// A READ body received into rx staging (or refused before it could be staged): copy it to
+// the device under a lease on the destination, then complete the slice.
+void Lane::finish_staged_body() {
+  Slice* s = inflight_.front();
+  std::string why;
+  why.swap(body_why_);
+  if (body_staged_) {
+    body_staged_ = false;
+    if (body_status_ == te::TE_OK) {
+      te::Lease l;
+      body_status_ = peer_->owner->registry().acquire(s->local, s->len, false, l);
+      if (body_status_ != te::TE_OK)
+        why = "local memory unregistered while the READ landed";
+      else
+        body_status_ = rx_stage_->to_device(s->device, s->local, rx_stage_->data(), s->len, &why);
+    }
+  }
+  if (body_status_ != te::TE_OK && why.empty()) why = "local memory unregistered while the READ landed";
+  complete_front(body_status_, body_status_ ? why.c_str() : nullptr);
 }
 
 void Lane::complete_front(int32_t status, const char* why) {

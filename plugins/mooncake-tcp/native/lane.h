@@ -4,6 +4,7 @@
 #pragma once
 
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -42,10 +43,13 @@ class Lane : public IoHandler {
   bool parse();
   bool on_header(const Header& h);
   void finish_body();
+  void finish_staged_body();
   void complete_front(int32_t status, const char* why = nullptr);
   void set_interest();
   void send_ctrl(const Header& h, const uint8_t* body, size_t len);
   void reached_ready();
+  /** Copies device slice `s` (at tx_index_, nothing of it sent yet) into the tx staging buffer. */
+  te::Status stage_write(Slice* s, std::string* why);
 
   Peer* peer_;
   Loop* loop_;
@@ -83,6 +87,12 @@ class Lane : public IoHandler {
   uint8_t client_nonce_[kNonceSize];
   uint8_t server_nonce_[kNonceSize];
   uint64_t server_epoch_ = 0;
+  // CUDA staging (device memory only; allocated on first use, freed with the lane).
+  std::unique_ptr<Stager> tx_stage_;  // WRITE bodies: device -> pinned, then sent
+  std::unique_ptr<Stager> rx_stage_;  // READ bodies: received into pinned, then -> device
+  uint64_t tx_staged_id_ = 0;         // frame id whose body the tx buffer holds (0: none)
+  bool body_staged_ = false;          // the READ body being received lands in rx staging
+  std::string body_why_;
 };
 
 }  // namespace tetcp

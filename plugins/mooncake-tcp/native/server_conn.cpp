@@ -87,6 +87,18 @@ void ServerConn::read_input() {
         if (body_left_ == 0) finish_body();
         continue;
       }
+    } else if (in_body_ && mode_ == STAGED && rpos_ == rend_ && body_left_ >= kDirectMin) {
+      // Device destination: straight into rx staging, copied to the device when it is full.
+      uint64_t room = rx_stage_->capacity() - stage_fill_;
+      uint64_t chunk = body_left_ < room ? body_left_ : room;
+      r = ::recv(fd_, rx_stage_->data() + stage_fill_, chunk, 0);
+      if (r > 0) {
+        stage_fill_ += r;
+        body_left_ -= r;
+        if (stage_fill_ == rx_stage_->capacity() || body_left_ == 0) stage_flush();
+        if (body_left_ == 0) finish_body();
+        continue;
+      }
     } else {
       if (rpos_ == rend_) rpos_ = rend_ = 0;
       if (rend_ == rbuf_.size()) {
@@ -120,6 +132,7 @@ bool ServerConn::parse() {
     if (in_body_) {
       if (avail == 0) return true;
       uint64_t take = avail < body_left_ ? avail : body_left_;
+      if (mode_ == STAGED && take > rx_stage_->capacity() - stage_fill_) take = rx_stage_->capacity() - stage_fill_;
       if (mode_ == CTRL) {
         ctrl_body_.insert(ctrl_body_.end(), rbuf_.data() + rpos_, rbuf_.data() + rpos_ + take);
       } else if (mode_ == DIRECT) {
@@ -130,6 +143,10 @@ bool ServerConn::parse() {
           mode_ = DRAIN;
           body_status_ = te::TE_MEMORY_NOT_REGISTERED;
         }
+      } else if (mode_ == STAGED) {
+        std::memcpy(rx_stage_->data() + stage_fill_, rbuf_.data() + rpos_, take);
+        stage_fill_ += take;
+        if (stage_fill_ == rx_stage_->capacity() || take == body_left_) stage_flush();
       }  // DRAIN: the bytes stay in the scratch buffer and are dropped
       body_dst_ += take;
       body_left_ -= take;
@@ -203,6 +220,22 @@ bool ServerConn::on_header(const Header& h) {
       }
       int32_t s = validate(h);
       body_status_ = s;
+      int device = s == te::TE_OK ? t_->devices().device_of(h.addr) : kHost;
+      if (device != kHost && h.length) {
+        // Device region: receive into pinned staging, copy to the device, then acknowledge.
+        if (!rx_stage_) rx_stage_ = std::make_unique<Stager>(t_->staging_bytes());
+        std::string why;
+        te::Status st = te::TE_OK;
+        if (rx_stage_->buffer(&st, &why)) {
+          stage_device_ = device;
+          stage_dst_ = h.addr;
+          stage_fill_ = 0;
+          start_body(STAGED, h.addr);
+          return !closed;
+        }
+        body_status_ = st;
+        s = st;
+      }
       start_body(s == te::TE_OK ? DIRECT : DRAIN, h.addr);
       return !closed;
     }
@@ -212,10 +245,12 @@ bool ServerConn::on_header(const Header& h) {
         return false;
       }
       int32_t s = validate(h);
-      if (s == te::TE_OK)
+      if (s == te::TE_OK) {
         respond(h, te::TE_OK, h.addr, h.length);
-      else
+        if (h.length) out_.back().device = t_->devices().device_of(h.addr);
+      } else {
         respond(h, s);
+      }
       return true;
     }
     case OP_NOTIFY:
@@ -305,11 +340,54 @@ void ServerConn::respond(const Header& req, int32_t status, uint64_t body, uint6
   o.head_len = static_cast<uint32_t>(kHeaderSize + extra_len);
   o.body = body;
   o.body_len = body_len;
+  o.seq = next_seq_++;
   out_.push_back(o);
   if (out_.size() >= kPauseOut && !input_paused_) {
     input_paused_ = true;
     set_interest();
   }
+}
+
+void ServerConn::stage_flush() {
+  if (stage_fill_ == 0) return;
+  uint64_t len = stage_fill_;
+  stage_fill_ = 0;
+  uint64_t dst = stage_dst_;
+  stage_dst_ += len;
+  if (body_status_ != te::TE_OK) return;
+  te::Lease l;
+  int32_t s = t_->registry().acquire(dst, len, true, l);
+  if (s != te::TE_OK) {
+    body_status_ = te::TE_MEMORY_NOT_REGISTERED;  // unregistered while the body arrived
+  } else {
+    std::string why;
+    s = rx_stage_->to_device(stage_device_, dst, rx_stage_->data(), len, &why);
+    if (s != te::TE_OK) body_status_ = s;
+  }
+  // After a failure the rest of the body is drained; the acknowledgement carries the status.
+  if (body_status_ != te::TE_OK) mode_ = DRAIN;
+}
+
+te::Status ServerConn::stage_read(Out& o, uint64_t from, std::string* why) {
+  if (!tx_stage_) tx_stage_ = std::make_unique<Stager>(t_->staging_bytes());
+  te::Status st = te::TE_OK;
+  uint8_t* buf = tx_stage_->buffer(&st, why);
+  if (!buf) return st;
+  uint64_t len = o.body_len - from;
+  if (len > tx_stage_->capacity()) len = tx_stage_->capacity();
+  tx_seq_ = 0;
+  te::Lease l;
+  st = t_->registry().acquire(o.body + from, len, true, l);
+  if (st != te::TE_OK) {
+    *why = "memory unregistered during a READ response";
+    return st;
+  }
+  st = tx_stage_->to_host(o.device, buf, o.body + from, len, why);
+  if (st != te::TE_OK) return st;
+  tx_seq_ = o.seq;
+  tx_from_ = from;
+  tx_len_ = len;
+  return te::TE_OK;
 }
 
 void ServerConn::flush() {
@@ -320,10 +398,36 @@ void ServerConn::flush() {
     uint64_t skip = out_off_;
     for (size_t i = 0; i < out_.size() && n + 2 <= kMaxIov; ++i) {
       Out& o = out_[i];
+      // A device body leaves through the one pinned tx buffer: only as the front response,
+      // so the chunk staged before it was fully sent.
+      if (o.device != kHost && i != 0) break;
       if (skip < o.head_len) iov[n++] = {o.head + skip, o.head_len - skip};
       uint64_t body_skip = skip > o.head_len ? skip - o.head_len : 0;
       skip = 0;
       if (o.body_len == 0) continue;
+      if (o.device != kHost) {
+        if (o.seq != tx_seq_ || body_skip < tx_from_ || body_skip >= tx_from_ + tx_len_) {
+          std::string why;
+          te::Status st = stage_read(o, body_skip, &why);
+          if (st != te::TE_OK) {
+            if (out_off_ == 0) {
+              // Nothing of this response was sent: it becomes a refusal with the CUDA status.
+              Header h = decode(o.head);
+              h.status = st;
+              h.length = 0;
+              encode(h, o.head);
+              o.body_len = 0;
+              o.device = kHost;
+              continue;
+            }
+            drop("device memory could not be staged during a READ response: " + why);
+            return;
+          }
+        }
+        iov[n++] = {tx_stage_->data() + (body_skip - tx_from_), tx_from_ + tx_len_ - body_skip};
+        if (tx_from_ + tx_len_ < o.body_len) break;  // the rest is staged once this chunk is sent
+        continue;
+      }
       bool covered = false;
       for (auto& l : leases)
         if (l.covers(o.body, o.body_len)) covered = true;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,8 @@ class ServerConn : public IoHandler {
     uint32_t head_len = 0;
     uint64_t body = 0;  // registered memory (READ responses)
     uint64_t body_len = 0;
+    int device = kHost;  // device of `body` (sent through the pinned tx buffer, chunk by chunk)
+    uint64_t seq = 0;
   };
   void read_input();
   bool parse();
@@ -38,6 +41,10 @@ class ServerConn : public IoHandler {
   void flush();
   void drop(const std::string& why);
   void set_interest();
+  /** Copies the filled part of rx staging to the device (WRITE into device memory). */
+  void stage_flush();
+  /** Stages body bytes [from, from+len) of the front READ response; false: dropped or refused. */
+  te::Status stage_read(Out& o, uint64_t from, std::string* why);
 
   Transport* t_;
   Loop* loop_;
@@ -52,7 +59,7 @@ class ServerConn : public IoHandler {
   std::vector<uint8_t> rbuf_;
   size_t rpos_ = 0, rend_ = 0;
   bool in_body_ = false;
-  enum BodyMode { DIRECT, DRAIN, CTRL } mode_ = DRAIN;
+  enum BodyMode { DIRECT, DRAIN, CTRL, STAGED } mode_ = DRAIN;
   Header cur_;
   uint64_t body_left_ = 0;
   uint64_t body_dst_ = 0;
@@ -62,6 +69,15 @@ class ServerConn : public IoHandler {
   uint64_t out_off_ = 0;
   uint8_t client_nonce_[kNonceSize];
   uint8_t server_nonce_[kNonceSize];
+  // CUDA staging (device regions only; allocated on first use, freed with the connection).
+  std::unique_ptr<Stager> rx_stage_;  // WRITE bodies: received here, then copied to the device
+  std::unique_ptr<Stager> tx_stage_;  // READ bodies: copied from the device, then sent
+  int stage_device_ = kHost;          // STAGED: device of the WRITE's destination
+  uint64_t stage_dst_ = 0;            // STAGED: device address of rx staging's first byte
+  uint64_t stage_fill_ = 0;           // STAGED: bytes in rx staging
+  uint64_t next_seq_ = 1;
+  uint64_t tx_seq_ = 0;               // response whose body bytes [tx_from_, +tx_len_) tx staging holds
+  uint64_t tx_from_ = 0, tx_len_ = 0;
 };
 
 }  // namespace tetcp

@@ -305,6 +305,7 @@ Status Transport::submit(uint64_t peer_id, const uint8_t* ops, const uint64_t* l
     s.len = pl.length;
     s.span_addr = remote[pl.request];
     s.span_len = lengths[pl.request];
+    s.device = devices_.device_of(s.local);
   }
   b->remaining.store(static_cast<int64_t>(plan.size()) + 1);  // +1: released after queueing
   {
@@ -337,10 +338,19 @@ void Transport::run_local(std::shared_ptr<Batch> b) {
       if (st == te::TE_OK) st = registry_.check(s.span_addr, s.span_len, true);
       if (st == te::TE_OK) st = registry_.acquire(s.remote, s.len, true, rl);
       if (st == te::TE_OK) {
-        if (s.op == OP_WRITE)
-          std::memmove(reinterpret_cast<void*>(s.remote), reinterpret_cast<const void*>(s.local), s.len);
-        else
-          std::memmove(reinterpret_cast<void*>(s.local), reinterpret_cast<const void*>(s.remote), s.len);
+        const uint64_t dst = s.op == OP_WRITE ? s.remote : s.local;
+        const uint64_t src = s.op == OP_WRITE ? s.local : s.remote;
+        const int remote_device = devices_.device_of(s.remote);
+        if (s.device == kHost && remote_device == kHost) {
+          std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), s.len);
+        } else {
+          std::string why;
+          st = copy_any(s.device != kHost ? s.device : remote_device, dst, src, s.len, &why);
+          if (st != te::TE_OK) {
+            b->complete(&s, st, why.c_str());
+            continue;
+          }
+        }
       }
     }
     b->complete(&s, st, st ? "same-process copy refused" : nullptr);

@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cuda_staging.h"
 #include "loop.h"
 #include "te/memory_registry.h"
 #include "te/status.h"
@@ -60,6 +61,7 @@ struct Slice {
   uint64_t len = 0;
   uint64_t span_addr = 0;  // the whole request's remote range (validated as one by the target)
   uint64_t span_len = 0;
+  int device = kHost;  // device of the local range (kHost: host memory), looked up at submit
   uint8_t hdr[kHeaderSize];
 };
 
@@ -127,6 +129,10 @@ class Transport {
   uint16_t port() const { return port_; }
   const Options& options() const { return opt_; }
   te::MemoryRegistry& registry() { return registry_; }
+  /** Which registered regions are device memory (staged through pinned host buffers). */
+  DeviceMap& devices() { return devices_; }
+  /** Bytes of one staging buffer: the slice size (a slice is the most one request frame carries from here). */
+  uint64_t staging_bytes() const { return opt_.slice_size > kMaxBody ? kMaxBody : opt_.slice_size; }
   Loop* loop_for(uint32_t i) { return loops_[i % loops_.size()].get(); }
   size_t loop_count() const { return loops_.size(); }
 
@@ -155,6 +161,7 @@ class Transport {
   Options opt_;
   EventSink sink_;
   te::MemoryRegistry registry_;
+  DeviceMap devices_;
   std::vector<std::unique_ptr<Loop>> loops_;
   IoHandler* listener_ = nullptr;
   int listen_fd_ = -1;

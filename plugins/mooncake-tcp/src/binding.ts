@@ -43,10 +43,14 @@ export interface NativeTcpTransport {
   port(): number;
   /**
    * Registers [addr, addr+length) (inside `buffer` when given; `addr` 0n = its start) and
-   * returns the start address. A buffer is kept alive until unregistered. Throws
-   * TransferError MEMORY_OVERLAP / ADDRESS_OUT_OF_RANGE / INVALID_ARGUMENT.
+   * returns the start address. A buffer is kept alive until unregistered. `device` N >= 0
+   * registers raw device memory of cuda:N (checked with cuPointerGetAttribute and
+   * cuMemGetAddressRange; staged through pinned host buffers on the data path); -1 or
+   * absent: host memory. Throws TransferError MEMORY_OVERLAP / ADDRESS_OUT_OF_RANGE /
+   * INVALID_ARGUMENT, NO_DEVICE (no usable GPU: the failing CUDA call and error),
+   * MEMORY_KIND_UNSUPPORTED (built without CUDA, or not device memory).
    */
-  registerMemory(buffer: ArrayBuffer | SharedArrayBuffer | ArrayBufferView | null, addr: bigint, length: bigint, remoteAccess: boolean): bigint;
+  registerMemory(buffer: ArrayBuffer | SharedArrayBuffer | ArrayBufferView | null, addr: bigint, length: bigint, remoteAccess: boolean, device?: number): bigint;
   /** Unregisters and resolves once no access to that memory is in flight. */
   unregisterMemory(addr: bigint): Promise<void>;
   /** Starts connecting to a peer (or marks it same-process); `onOpen(peerId, ...)` reports. */
@@ -63,6 +67,26 @@ export interface NativeTcpTransport {
   close(): void;
 }
 
+/** What the addon's CUDA layer (te_cuda) found. */
+export interface NativeCudaProbe {
+  builtWithCuda: boolean;
+  toolkitVersion: string;
+  runtimeVersion: number;
+  driverVersion: number;
+  /** Empty when a device is usable; else "no CUDA device: <call> failed: <error> ...". */
+  reason: string;
+  devices: { ordinal: number; name: string; pciBusId: string }[];
+}
+
+/** Plain device memory (te_cuda memory tools; synchronous), for tests and tools. */
+export interface NativeDeviceMemory {
+  alloc(device: number, bytes: bigint): bigint;
+  free(device: number, addr: bigint): void;
+  copyToDevice(device: number, dst: bigint, source: ArrayBufferView): void;
+  copyToHost(device: number, destination: ArrayBufferView, src: bigint): void;
+  memset(device: number, dst: bigint, value: number, bytes: bigint): void;
+}
+
 export interface NativeModule {
   TcpTransport: new (options: NativeTransportOptions, callbacks: NativeCallbacks) => NativeTcpTransport;
   /** Native code throws whatever this factory returns (a TransferError). */
@@ -73,6 +97,10 @@ export interface NativeModule {
   processEpoch(): bigint;
   /** Wire protocol version spoken by this build. */
   protocolVersion: number;
+  /** Whether the addon was built with the CUDA toolkit (device memory staged through pinned buffers). */
+  builtWithCuda: boolean;
+  probeCuda(): NativeCudaProbe;
+  deviceMemory: NativeDeviceMemory;
 }
 
 const ADDON = 'te_mooncake_tcp.node';

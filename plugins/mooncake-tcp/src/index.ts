@@ -8,14 +8,40 @@ export { MooncakeTcpTransport, createTcpTransport, type TcpEndpoint } from './tr
 
 export const VERSION = '0.1.0';
 
+/** What the CUDA staging path can do here: 'built without CUDA', 'no CUDA device: ...', or the devices. */
+function cudaSummary(native: ReturnType<typeof loadBinding>): string {
+  if (!native.builtWithCuda) return 'built without CUDA (host memory only)';
+  const p = native.probeCuda();
+  if (p.devices.length === 0) return p.reason;
+  return `staged through pinned host buffers; ${p.devices.map((d) => `cuda:${d.ordinal} ${d.name}`).join(', ')}`;
+}
+
 function probe(): ProbeResult {
   try {
     const native = loadBinding();
-    return { available: true, details: { protocolVersion: native.protocolVersion, cuda: false, authentication: 'hmac-sha256 (built in)' } };
+    // Host memory works everywhere: a missing GPU only limits what can be registered.
+    return { available: true, details: { protocolVersion: native.protocolVersion, cuda: cudaSummary(native), authentication: 'hmac-sha256 (built in)' } };
   } catch (e) {
     return { available: false, reason: (e as Error).message };
   }
 }
+
+/**
+ * cudaMalloc'ed memory and host<->device copies from this addon's CUDA layer, for tests and
+ * tools without another CUDA library in Node (synchronous: not for a serving hot path).
+ * Every call throws NO_DEVICE with the CUDA reason where there is no GPU.
+ */
+export const deviceMemory = {
+  alloc: (bytes: bigint | number, device = 0): bigint => loadBinding().deviceMemory.alloc(device, BigInt(bytes)),
+  free: (addr: bigint, device = 0): void => loadBinding().deviceMemory.free(device, addr),
+  write: (addr: bigint, data: ArrayBufferView, device = 0): void => loadBinding().deviceMemory.copyToDevice(device, addr, data),
+  read: (addr: bigint, length: number, device = 0): Uint8Array => {
+    const out = new Uint8Array(length);
+    loadBinding().deviceMemory.copyToHost(device, out, addr);
+    return out;
+  },
+  fill: (addr: bigint, value: number, length: bigint | number, device = 0): void => loadBinding().deviceMemory.memset(device, addr, value, BigInt(length)),
+};
 
 /** mooncake-tcp: one-sided READ/WRITE over persistent multi-lane TCP connections. */
 export default definePlugin({
@@ -24,7 +50,10 @@ export default definePlugin({
   version: VERSION,
   capabilities: {
     class: 'tcp',
-    memoryKinds: ['cpu'],
+    // cuda: raw device memory ({addr, length, device: 'cuda:N'}) is staged through pinned
+    // host buffers; registering it fails with NO_DEVICE where there is no GPU, and with
+    // MEMORY_KIND_UNSUPPORTED when the addon was built without the CUDA toolkit.
+    memoryKinds: ['cpu', 'cuda'],
     read: true,
     notifications: true,
     maxInFlight: 8192,

@@ -105,17 +105,28 @@ export class MooncakeTcpTransport implements Transport {
 
   async registerMemory(request: RegisterRequest): Promise<TransportRegistration> {
     this.#checkOpen();
-    if (request.device !== 'cpu') {
-      throw fail(
-        'MEMORY_KIND_UNSUPPORTED',
-        `cannot register ${request.device} memory: this build of mooncake-tcp has no CUDA support (capabilities.memoryKinds = ['cpu']); register host memory, or use mooncake-intra-nvlink / mooncake-rdma for GPU memory`,
-      );
-    }
     if (typeof request.length !== 'bigint' || request.length <= 0n) throw fail('INVALID_ARGUMENT', 'Expected `length` to be a positive bigint');
+    if (request.device !== 'cpu') return this.#registerDevice(request);
     if (!request.buffer && request.addr === undefined) throw fail('INVALID_ARGUMENT', 'registerMemory needs `buffer` or `addr`');
     // A bare SharedArrayBuffer has no Node-API accessor at NAPI 8: pass a view of it.
     const buffer = request.buffer instanceof SharedArrayBuffer ? new Uint8Array(request.buffer) : request.buffer ?? null;
     const addr = this.#native.registerMemory(buffer, request.addr ?? 0n, request.length, request.remoteAccess);
+    return { addr, length: request.length };
+  }
+
+  /** Raw device memory: validated natively, staged through pinned host buffers on the data path. */
+  #registerDevice(request: RegisterRequest): TransportRegistration {
+    const m = /^cuda:(\d+)$/.exec(String(request.device));
+    if (!m) throw fail('INVALID_ARGUMENT', `Expected \`device\` to be "cpu" or "cuda:N", got ${JSON.stringify(request.device)}`);
+    if (request.buffer !== undefined) throw fail('INVALID_ARGUMENT', `A JS buffer is host memory; it cannot be registered as ${request.device}`);
+    if (request.addr === undefined) throw fail('INVALID_ARGUMENT', `registering ${request.device} memory needs \`addr\``);
+    if (!loadBinding().builtWithCuda) {
+      throw fail(
+        'MEMORY_KIND_UNSUPPORTED',
+        `cannot register ${request.device} memory: this mooncake-tcp addon was built without CUDA (the CUDA toolkit was not found at build time; install it at /usr/local/cuda and rebuild: npm run build:native -w @te/mooncake-tcp)`,
+      );
+    }
+    const addr = this.#native.registerMemory(null, request.addr, request.length, request.remoteAccess, Number(m[1]));
     return { addr, length: request.length };
   }
 
@@ -175,7 +186,7 @@ export class MooncakeTcpTransport implements Transport {
       lanesPerPeer: this.#options.lanesPerPeer,
       sliceSize: this.#options.sliceSize,
       authentication: this.#options.authSecret ? 'hmac-sha256' : 'none',
-      cuda: false,
+      cuda: loadBinding().builtWithCuda ? 'staged through pinned host buffers' : 'built without CUDA',
     };
   }
 

@@ -268,7 +268,12 @@ export class TransferEngine {
     if (!allocator) {
       if (kind !== 'cpu') throw new TransferError('MEMORY_KIND_UNSUPPORTED', `No transport of this engine (${this.transports.join(', ')}) allocates ${kind} memory; allocate it yourself and use registerMemory({addr, length, device})`);
       if (size > BigInt(Number.MAX_SAFE_INTEGER)) throw new TransferError('INVALID_ARGUMENT', `Cannot allocate ${size} bytes of host memory`);
-      const buffer = new Uint8Array(Number(size));
+      let buffer: Uint8Array;
+      try {
+        buffer = new Uint8Array(Number(size));
+      } catch (cause) {
+        throw new TransferError('OUT_OF_MEMORY', `Cannot allocate ${size} bytes of host memory: ${(cause as Error).message}`, { cause });
+      }
       const handle = await this.registerMemory(buffer, registerOptions);
       this.allocations.set(handle.addr, undefined);
       return { ...handle, buffer };
@@ -343,12 +348,27 @@ export class TransferEngine {
     return this.handshake.client(segment);
   }
 
-  /** Fetches (once, or again with `refresh`) a peer's descriptor. */
-  async openSegment(segment: string, options: { refresh?: boolean } = {}): Promise<SegmentDescriptor> {
+  /**
+   * Fetches (once, or again with `refresh`) a peer's descriptor and opens the transports
+   * both sides share (connections, channels, key imports), so the first transfer does not
+   * pay for them. With `connect: false` only the descriptor is fetched.
+   */
+  async openSegment(segment: string, options: { refresh?: boolean; connect?: boolean } = {}): Promise<SegmentDescriptor> {
     this.assertOpen();
     if (typeof segment !== 'string' || segment === '') throw new TransferError('INVALID_ARGUMENT', 'Expected a segment name (host:port)');
     if (options.refresh) await this.forgetSegment(segment);
-    return (await this.peerState(segment)).descriptor;
+    const state = await this.peerState(segment);
+    if (options.connect !== false && segment !== this.segmentName) {
+      let candidates: EngineTransport[] = [];
+      try {
+        candidates = state.candidates ??= commonTransports(this.held, state.descriptor, this.config.forceTcp);
+      } catch {
+        // No shared transport: the descriptor is still useful; a transfer will say why.
+      }
+      const deadline = Date.now() + this.config.timeouts.connectMs;
+      await Promise.all(candidates.map((via) => this.beforeDeadline(this.transportPeer(state, via), deadline, undefined, `connecting to ${segment} over ${via.name}`)));
+    }
+    return state.descriptor;
   }
 
   /** Drops what is cached about a peer (descriptor, transport connections). */
@@ -564,6 +584,16 @@ export class TransferEngine {
   close(): Promise<void> {
     this.closing ??= (async () => {
       await this.registrationQueue;
+      // Memory from transport allocators goes back (barex's pool outlives one engine).
+      for (const [addr, allocator] of this.allocations) {
+        if (!allocator) continue;
+        if (this.memory.find(addr, 1n)) {
+          this.memory.remove(addr);
+          await Promise.allSettled(this.held.map((t) => t.transport.unregisterMemory(addr)));
+        }
+        await allocator.transport.freeMemory?.(addr).catch(() => undefined);
+      }
+      this.allocations.clear();
       // Closing the handshake first fails descriptor fetches still in flight, so close()
       // does not wait out their timeouts.
       await this.handshake.close();

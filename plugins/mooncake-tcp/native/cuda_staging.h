@@ -1,0 +1,84 @@
+// CUDA staging for mooncake-tcp: which registered regions are device memory, validation of a
+// raw device range at registration, pinned host staging buffers (one per direction of a
+// lane or server connection, allocated on first use) and the copies through them.
+//
+// Built on te_cuda (native/cuda): cudart is linked statically and the driver API is loaded
+// with dlopen, so the addon loads on machines without a GPU; without the toolkit at build
+// time (TE_HAVE_CUDA=0) every CUDA entry point answers "built without CUDA".
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <shared_mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "te/status.h"
+
+namespace tetcp {
+
+/** Device ordinal of host memory. */
+constexpr int kHost = -1;
+
+/** Whether this addon was built with the CUDA toolkit. */
+bool built_with_cuda();
+
+/** The device of every registered device region (host regions are not listed). */
+class DeviceMap {
+ public:
+  void add(uint64_t addr, uint64_t len, int device);
+  void remove(uint64_t addr);
+  /** Device of the region holding `addr`, or kHost. A single relaxed load while no device memory is registered. */
+  int device_of(uint64_t addr) const {
+    if (count_.load(std::memory_order_relaxed) == 0) return kHost;
+    return lookup(addr);
+  }
+
+ private:
+  int lookup(uint64_t addr) const;
+  mutable std::shared_mutex mu_;
+  std::map<uint64_t, std::pair<uint64_t, int>> regions_;  // start -> (length, device)
+  std::atomic<uint32_t> count_{0};
+};
+
+/**
+ * Checks that cuda:`device` is usable here and that [addr, addr+len) is device memory of it
+ * (cuPointerGetAttribute: memory type and device ordinal; cuMemGetAddressRange: the range
+ * lies in one allocation). NO_DEVICE with te_cuda's probe reason when there is no device,
+ * MEMORY_KIND_UNSUPPORTED when built without CUDA or the pointer is not device memory.
+ */
+te::Status check_device_range(uint64_t addr, uint64_t len, int device, std::string* why);
+
+/** Same-process copy where either side may be device memory (cudaMemcpy, cudaMemcpyDefault). */
+te::Status copy_any(int device, uint64_t dst, uint64_t src, uint64_t len, std::string* why);
+
+/**
+ * A pinned host buffer (cudaHostAlloc, portable) and one non-blocking stream per device,
+ * owned by one I/O thread. Copies are cudaMemcpyAsync on that stream + synchronize.
+ */
+class Stager {
+ public:
+  explicit Stager(uint64_t capacity) : capacity_(capacity) {}
+  ~Stager();
+  Stager(const Stager&) = delete;
+  Stager& operator=(const Stager&) = delete;
+  uint64_t capacity() const { return capacity_; }
+  /** The buffer once buffer() succeeded, else nullptr. */
+  uint8_t* data() const { return static_cast<uint8_t*>(buf_); }
+  /** The pinned buffer, allocated on first use; nullptr with status/why when that fails. */
+  uint8_t* buffer(te::Status* status, std::string* why);
+  /** Device (or any) memory -> staging buffer. */
+  te::Status to_host(int device, void* dst, uint64_t src, uint64_t len, std::string* why);
+  /** Staging buffer -> device (or any) memory. */
+  te::Status to_device(int device, uint64_t dst, const void* src, uint64_t len, std::string* why);
+
+ private:
+  te::Status copy(int device, void* dst, const void* src, uint64_t len, const char* what, std::string* why);
+  uint64_t capacity_;
+  void* buf_ = nullptr;
+  std::vector<void*> streams_;  // by device ordinal
+};
+
+}  // namespace tetcp
