@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run on the build machine (no GPU needed): builds @te/connector and both CUDA plugins,
+# Run on the build machine (no GPU needed): builds @te/connector, both CUDA plugins and
+# mooncake-tcp (built with CUDA staging),
 # bundles the GPU harness into test/gpu/build/harness.mjs (no node_modules needed there),
 # copies the built addons and the sources + headers to rebuild them, and packs node for the
 # GPU machine (see /work/shared/gpu/README.md). Then, on the GPU machine: test/gpu/run.sh
@@ -8,10 +9,14 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 b=test/gpu/build
 
-echo "== building @te/connector, @te/mooncake-intra-nvlink, @te/mooncake-nvlink"
+echo "== building @te/connector, @te/mooncake-intra-nvlink, @te/mooncake-nvlink, @te/mooncake-tcp"
 (cd packages/connector && npm run build --silent)
 (cd plugins/mooncake-intra-nvlink && npm run build --silent)
 (cd plugins/mooncake-nvlink && npm run build --silent)
+(cd plugins/mooncake-tcp && npm run build --silent)
+node -e "process.exit(require('./plugins/mooncake-tcp/build/Release/te_mooncake_tcp.node').builtWithCuda ? 0 : 1)" ||
+  echo "   warning: mooncake-tcp was built without CUDA here; run.sh rebuilds it on the GPU machine"
+
 
 echo "== bundling the harness"
 rm -rf "$b"
@@ -19,11 +24,12 @@ mkdir -p "$b/addons" "$b/src/plugins"
 node test/gpu/bundle.mjs
 cp plugins/mooncake-intra-nvlink/build/Release/te_mooncake_intra_nvlink.node "$b/addons/"
 cp plugins/mooncake-nvlink/build/Release/te_mooncake_nvlink.node "$b/addons/"
+cp plugins/mooncake-tcp/build/Release/te_mooncake_tcp.node "$b/addons/"
 
 echo "== sources and headers for an on-device rebuild (TE_GPU_REBUILD=1, or when the addons do not load there)"
 mkdir -p "$b/src/native"
 cp -r native/CMakeLists.txt native/cmake native/include native/src native/cuda "$b/src/native/"
-for p in mooncake-intra-nvlink mooncake-nvlink; do
+for p in mooncake-intra-nvlink mooncake-nvlink mooncake-tcp; do
   mkdir -p "$b/src/plugins/$p"
   cp -r "plugins/$p/CMakeLists.txt" "plugins/$p/native" "$b/src/plugins/$p/"
   rm -rf "$b/src/plugins/$p/native/te-core" "$b/src/plugins/$p/native/te-cuda"
@@ -45,6 +51,7 @@ grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || { [ -d .git/info ] && echo /.
 # Smoke test here: the bundle and addons load; without a GPU the harness exits 2 with the reason.
 set +e
 TE_MOONCAKE_INTRA_NVLINK_ADDON="$root/$b/addons/te_mooncake_intra_nvlink.node" TE_MOONCAKE_NVLINK_ADDON="$root/$b/addons/te_mooncake_nvlink.node" \
+  TE_MOONCAKE_TCP_ADDON="$root/$b/addons/te_mooncake_tcp.node" \
   OUT="$root/$b/smoke" node "$b/harness.mjs" > "$b/smoke.log" 2>&1
 rc=$?
 set -e

@@ -31,7 +31,7 @@ noDevice('probe: unavailable, naming the failing call and the CUDA error', () =>
 });
 
 noDevice('registration through an engine fails with NO_DEVICE and the probe reason', async () => {
-  const engine = await createTransferEngine({ connector: 'mooncake-tcp', transports: ['mooncake-intra-nvlink'] }, { env: {} });
+  const engine = await createTransferEngine({ connector: 'mooncake-intra-nvlink', transports: ['mooncake-tcp'] }, { env: {} });
   try {
     const err = await rejectsWith(engine.registerMemory({ addr: 0x7f0000000000n, length: 4096n, device: 'cuda:0' }), 'NO_DEVICE');
     assert.match(err.message, /\[mooncake-intra-nvlink\] no CUDA device: /);
