@@ -39,6 +39,8 @@ export async function demoCommand(o: DemoOptions): Promise<void> {
     console.log(`  decode process ${decode.child.pid} serves segment ${decode.segment}`);
     console.log(`  prefill process ${process.pid} is segment ${prefill.segmentName}`);
     const info = await prefill.controlClient(decode.segment).request<BenchInfo>(BENCH_INFO, null, 10_000);
+    // Connect before timing, as a serving system does when the decode instance registers.
+    await prefill.openSegment(decode.segment);
     const local = await prefill.allocateMemory(total);
     const kv = local.buffer!;
     randomFillSync(kv);
