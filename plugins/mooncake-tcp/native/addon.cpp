@@ -4,58 +4,24 @@
 #include <napi.h>
 
 #include <memory>
-#include <unordered_map>
 
 #include "cuda_staging.h"
 #include "te/cuda/device.h"
 #include "te/cuda/memory_tools.h"
-#include "te/epoch.h"
-#include "te/napi/completion_bridge.h"
-#include "te/napi/values.h"
+#include "te/napi/transport_wrap.h"
 #include "transport.h"
 
 namespace {
 
 using te::napi::get_u64;
 using te::napi::throw_status;
+using te::napi::u64_field;
 using tetcp::Event;
 
-class UnregisterWorker : public Napi::AsyncWorker {
- public:
-  UnregisterWorker(Napi::Env env, std::shared_ptr<tetcp::Transport> t, uint64_t addr, std::function<void()> done)
-      : Napi::AsyncWorker(env, "te:mooncake-tcp:unregister"),
-        deferred_(Napi::Promise::Deferred::New(env)),
-        t_(std::move(t)),
-        addr_(addr),
-        done_(std::move(done)) {}
-  Napi::Promise promise() { return deferred_.Promise(); }
-  void Execute() override {
-    status_ = t_->registry().remove(addr_);  // waits until no access to it is in flight
-    if (status_ == te::TE_OK) t_->devices().remove(addr_);
-  }
-  void OnOK() override {
-    if (status_ == te::TE_OK) {
-      done_();
-      deferred_.Resolve(Env().Undefined());
-    } else {
-      deferred_.Reject(te::napi::make_error(Env(), status_, "no registered memory starts at 0x" + hex(addr_)));
-    }
-  }
-  static std::string hex(uint64_t v) {
-    char b[32];
-    snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(v));
-    return b;
-  }
+class TcpTransport : public te::napi::TransportWrap<TcpTransport, tetcp::Transport, Event> {
+  using Base = te::napi::TransportWrap<TcpTransport, tetcp::Transport, Event>;
+  friend Base;
 
- private:
-  Napi::Promise::Deferred deferred_;
-  std::shared_ptr<tetcp::Transport> t_;
-  uint64_t addr_;
-  std::function<void()> done_;
-  int32_t status_ = 0;
-};
-
-class TcpTransport : public Napi::ObjectWrap<TcpTransport> {
  public:
   static Napi::Function Init(Napi::Env env) {
     return DefineClass(env, "TcpTransport",
@@ -69,112 +35,68 @@ class TcpTransport : public Napi::ObjectWrap<TcpTransport> {
                         InstanceMethod("close", &TcpTransport::Close)});
   }
 
-  explicit TcpTransport(const Napi::CallbackInfo& info) : Napi::ObjectWrap<TcpTransport>(info) {
+  explicit TcpTransport(const Napi::CallbackInfo& info) : Base(info, "new TcpTransport(options, callbacks)") {
     Napi::Env env = info.Env();
-    if (info.Length() < 2 || !info[0].IsObject() || !info[1].IsObject())
-      throw_status(env, te::TE_INVALID_ARGUMENT, "new TcpTransport(options, callbacks)");
     Napi::Object o = info[0].As<Napi::Object>();
     Napi::Object cb = info[1].As<Napi::Object>();
-    on_batch_ = Napi::Persistent(cb.Get("onBatch").As<Napi::Function>());
-    on_open_ = Napi::Persistent(cb.Get("onOpen").As<Napi::Function>());
-    on_notify_ = Napi::Persistent(cb.Get("onNotify").As<Napi::Function>());
+    on_batch_ = te::napi::callback_field(cb, "onBatch");
+    on_open_ = te::napi::callback_field(cb, "onOpen");
+    on_notify_ = te::napi::callback_field(cb, "onNotify");
 
     tetcp::Options opt;
-    opt.segment_name = o.Get("segmentName").As<Napi::String>().Utf8Value();
-    opt.epoch = get_u64(o.Get("epoch"), "epoch");
-    opt.bind_address = o.Get("bindAddress").As<Napi::String>().Utf8Value();
-    opt.port = static_cast<uint16_t>(get_u64(o.Get("port"), "port"));
-    opt.io_threads = static_cast<int>(get_u64(o.Get("ioThreads"), "ioThreads"));
-    opt.lanes = static_cast<int>(get_u64(o.Get("lanesPerPeer"), "lanesPerPeer"));
-    opt.connect_timeout_ms = static_cast<int>(get_u64(o.Get("connectTimeoutMs"), "connectTimeoutMs"));
-    opt.slice_size = get_u64(o.Get("sliceSize"), "sliceSize");
-    opt.socket_buffer = static_cast<int>(get_u64(o.Get("socketBufferBytes"), "socketBufferBytes"));
-    opt.window_bytes = get_u64(o.Get("windowBytes"), "windowBytes");
-    opt.cancel_grace_ms = static_cast<int>(get_u64(o.Get("cancelGraceMs"), "cancelGraceMs"));
+    opt.segment_name = te::napi::string_field(o, "segmentName");
+    opt.epoch = u64_field(o, "epoch");
+    opt.bind_address = te::napi::string_field(o, "bindAddress");
+    opt.port = static_cast<uint16_t>(u64_field(o, "port"));
+    opt.io_threads = static_cast<int>(u64_field(o, "ioThreads"));
+    opt.lanes = static_cast<int>(u64_field(o, "lanesPerPeer"));
+    opt.connect_timeout_ms = static_cast<int>(u64_field(o, "connectTimeoutMs"));
+    opt.slice_size = u64_field(o, "sliceSize");
+    opt.socket_buffer = static_cast<int>(u64_field(o, "socketBufferBytes"));
+    opt.window_bytes = u64_field(o, "windowBytes");
+    opt.cancel_grace_ms = static_cast<int>(u64_field(o, "cancelGraceMs"));
     Napi::Value secret = o.Get("authSecret");
-    if (!secret.IsUndefined() && !secret.IsNull()) {
+    if (te::napi::is_given(secret)) {
       auto bytes = te::napi::get_bytes(secret, "authSecret");
       opt.secret.assign(bytes.data, bytes.data + bytes.length);
     }
 
-    bridge_ = te::napi::CompletionBridge<Event>::create(
-        env, "te:mooncake-tcp", [this](Napi::Env env, std::vector<Event>& events) { deliver(env, events); });
-    auto* bridge = bridge_;
+    auto* bridge = create_bridge(env, "te:mooncake-tcp");
     transport_ = std::make_shared<tetcp::Transport>(opt, [bridge](Event e) { bridge->push(std::move(e)); });
-    std::string err;
-    te::Status s = transport_->start(&err);
-    if (s != te::TE_OK) {
-      transport_.reset();
-      bridge_->close(env);
-      bridge_ = nullptr;
-      closed_ = true;
-      throw_status(env, s, err);
-    }
-    napi_add_env_cleanup_hook(env, &TcpTransport::cleanup_hook, this);
-    hook_ = true;
+    start(env);
   }
-
-  ~TcpTransport() override { shutdown(nullptr); }
 
  private:
-  static void cleanup_hook(void* arg) {
-    auto* self = static_cast<TcpTransport*>(arg);
-    self->hook_ = false;
-    self->shutdown(nullptr);
-  }
-
-  // Stops threads first, then the bridge (no producer may outlive it).
-  void shutdown(napi_env env) {
-    if (closed_) return;
-    closed_ = true;
-    if (transport_) transport_->close();
-    if (bridge_) bridge_->close(env);
-    bridge_ = nullptr;
-    if (hook_ && env) napi_remove_env_cleanup_hook(env, &TcpTransport::cleanup_hook, this);
-    hook_ = false;
-  }
-
-  void check_open(Napi::Env env) {
-    if (closed_) throw_status(env, te::TE_ABORTED, "transport is closed");
-  }
-
-  void deliver(Napi::Env env, std::vector<Event>& events) {
-    for (Event& e : events) {
-      Napi::HandleScope scope(env);
-      switch (e.kind) {
-        case Event::BATCH: {
-          auto b = transport_ ? transport_->take_batch(e.id) : nullptr;
-          if (!b) break;
-          auto statuses = Napi::Int32Array::New(env, b->n);
-          uint64_t bytes = 0;
-          for (size_t i = 0; i < b->n; ++i) {
-            int32_t st = b->statuses[i].load();
-            statuses[i] = st;
-            if (st == te::TE_OK) bytes += b->lengths[i];
-          }
-          int32_t bs = b->cancel_status.load();
-          if (bs == 0) bs = b->batch_status.load();
-          std::string msg;
-          {
-            std::lock_guard<std::mutex> lock(b->err_mu);
-            msg = b->error;
-          }
-          if (bridge_) bridge_->unhold(env);
-          on_batch_.Call({Napi::Number::New(env, static_cast<double>(e.id)), Napi::Number::New(env, bs), statuses,
-                          Napi::BigInt::New(env, bytes), Napi::String::New(env, msg)});
-          break;
+  void deliver(Napi::Env env, Event& e) {
+    switch (e.kind) {
+      case Event::BATCH: {
+        auto b = transport_ ? transport_->take_batch(e.id) : nullptr;
+        if (!b) break;
+        auto statuses = Napi::Int32Array::New(env, b->n);
+        uint64_t bytes = 0;
+        for (size_t i = 0; i < b->n; ++i) {
+          int32_t st = b->statuses[i].load();
+          statuses[i] = st;
+          if (st == te::TE_OK) bytes += b->lengths[i];
         }
-        case Event::OPEN:
-          if (bridge_) bridge_->unhold(env);
-          on_open_.Call({Napi::Number::New(env, static_cast<double>(e.id)), Napi::Number::New(env, e.status),
-                         Napi::String::New(env, e.text)});
-          break;
-        case Event::NOTIFY: {
-          auto payload = Napi::Buffer<uint8_t>::Copy(env, e.payload.data(), e.payload.size());
-          on_notify_.Call({Napi::String::New(env, e.text), payload});
-          break;
+        int32_t bs = b->cancel_status.load();
+        if (bs == 0) bs = b->batch_status.load();
+        std::string msg;
+        {
+          std::lock_guard<std::mutex> lock(b->err_mu);
+          msg = b->error;
         }
+        unhold(env);
+        te::napi::call_on_batch(env, on_batch_, e.id, bs, statuses, bytes, msg);
+        break;
       }
+      case Event::OPEN:
+        unhold(env);
+        te::napi::call_on_status(env, on_open_, e.id, e.status, e.text);
+        break;
+      case Event::NOTIFY:
+        te::napi::call_on_notify(env, on_notify_, e.text, e.payload);
+        break;
     }
   }
 
@@ -190,7 +112,7 @@ class TcpTransport : public Napi::ObjectWrap<TcpTransport> {
     uint64_t addr = get_u64(info[1], "addr");
     uint64_t length = get_u64(info[2], "length");
     bool remote = info[3].ToBoolean().Value();
-    bool has_buffer = !info[0].IsNull() && !info[0].IsUndefined();
+    bool has_buffer = te::napi::is_given(info[0]);
     int device = tetcp::kHost;
     if (info.Length() > 4 && info[4].IsNumber()) device = info[4].As<Napi::Number>().Int32Value();
     if (device != tetcp::kHost) {
@@ -207,29 +129,27 @@ class TcpTransport : public Napi::ObjectWrap<TcpTransport> {
       transport_->devices().add(addr, length, device);
       return Napi::BigInt::New(env, addr);
     }
-    if (has_buffer) {
-      auto bytes = te::napi::get_bytes(info[0], "buffer");
-      uint64_t base = reinterpret_cast<uint64_t>(bytes.data);
-      if (addr == 0) addr = base;
-      if (bytes.length == 0 || !te::range_within(base, bytes.length, addr, length))
-        throw_status(env, te::TE_ADDRESS_OUT_OF_RANGE, "the range to register does not lie inside the given buffer");
-    }
+    if (has_buffer) te::napi::check_buffer_range(info[0], addr, length);
     te::Status s = transport_->registry().add(addr, length, remote);
     if (s == te::TE_MEMORY_OVERLAP) throw_status(env, s, "memory overlaps a registered region");
     if (s != te::TE_OK) throw_status(env, s, "cannot register an empty or wrapping range");
-    if (has_buffer) refs_[addr] = Napi::Persistent(info[0]);
+    if (has_buffer) keep_buffer(addr, info[0]);
     return Napi::BigInt::New(env, addr);
   }
 
   // unregisterMemory(addr: bigint): Promise<void> (waits until no access to it is in flight)
   Napi::Value UnregisterMemory(const Napi::CallbackInfo& info) {
-    Napi::Env env = info.Env();
-    check_open(env);
-    uint64_t addr = get_u64(info[0], "addr");
-    auto* w = new UnregisterWorker(env, transport_, addr, [this, addr] { refs_.erase(addr); });
-    Napi::Promise p = w->promise();
-    w->Queue();
-    return p;
+    return unregister_memory(info, "te:mooncake-tcp:unregister", [](tetcp::Transport& t, uint64_t addr, std::string* err) {
+      te::Status s = t.registry().remove(addr);
+      if (s == te::TE_OK) t.devices().remove(addr);
+      else *err = "no registered memory starts at 0x" + hex(addr);
+      return s;
+    });
+  }
+  static std::string hex(uint64_t v) {
+    char b[32];
+    snprintf(b, sizeof b, "%llx", static_cast<unsigned long long>(v));
+    return b;
   }
 
   // openPeer(host, port, epoch: bigint, name, local: boolean): number (peer id; onOpen reports)
@@ -246,69 +166,24 @@ class TcpTransport : public Napi::ObjectWrap<TcpTransport> {
     return Napi::Number::New(env, static_cast<double>(id));
   }
 
-  Napi::Value ClosePeer(const Napi::CallbackInfo& info) {
-    if (!closed_) transport_->close_peer(get_u64(info[0], "peer"));
-    return info.Env().Undefined();
-  }
-
   // submit(peer, opcodes: Uint8Array, local, remote, lengths: BigUint64Array, notify: Uint8Array | null): number
   Napi::Value Submit(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     check_open(env);
     uint64_t peer = get_u64(info[0], "peer");
-    auto ops = te::napi::get_typed<uint8_t>(info[1], napi_uint8_array, "opcodes");
-    auto local = te::napi::get_biguint64(info[2], "localAddrs");
-    auto remote = te::napi::get_biguint64(info[3], "remoteAddrs");
-    auto lengths = te::napi::get_biguint64(info[4], "lengths");
-    if (local.length != ops.length || remote.length != ops.length || lengths.length != ops.length)
-      throw_status(env, te::TE_INVALID_ARGUMENT, "batch arrays must all have the same length");
-    const uint8_t* notify = nullptr;
-    size_t notify_len = 0;
-    static const uint8_t empty = 0;
-    if (info.Length() > 5 && !info[5].IsNull() && !info[5].IsUndefined()) {
-      auto n = te::napi::get_bytes(info[5], "notify");
-      notify = n.length ? n.data : &empty;
-      notify_len = n.length;
-    }
+    auto batch = te::napi::get_batch(info, 1);
+    auto notify = te::napi::get_notify(info, 5);
     uint64_t id = 0;
     std::string err;
-    te::Status s = transport_->submit(peer, ops.data, local.data, remote.data, lengths.data, ops.length, notify,
-                                      notify_len, &id, &err);
+    te::Status s = transport_->submit(peer, batch.ops.data, batch.local.data, batch.remote.data, batch.lengths.data,
+                                      batch.ops.length, notify.data, notify.length, &id, &err);
     if (s != te::TE_OK) throw_status(env, s, err);
     bridge_->hold(env);
     return Napi::Number::New(env, static_cast<double>(id));
   }
 
-  Napi::Value Cancel(const Napi::CallbackInfo& info) {
-    if (!closed_) transport_->cancel(get_u64(info[0], "batch"), info[1].As<Napi::Number>().Int32Value());
-    return info.Env().Undefined();
-  }
-
-  Napi::Value Close(const Napi::CallbackInfo& info) {
-    Napi::Env env = info.Env();
-    shutdown(env);
-    refs_.clear();
-    return env.Undefined();
-  }
-
-  std::shared_ptr<tetcp::Transport> transport_;
-  te::napi::CompletionBridge<Event>* bridge_ = nullptr;
   Napi::FunctionReference on_batch_, on_open_, on_notify_;
-  std::unordered_map<uint64_t, Napi::Reference<Napi::Value>> refs_;
-  bool closed_ = false;
-  bool hook_ = false;
 };
-
-Napi::Value SetErrorFactory(const Napi::CallbackInfo& info) {
-  te::napi::addon_data(info.Env()).error_factory = Napi::Persistent(info[0].As<Napi::Function>());
-  return info.Env().Undefined();
-}
-
-Napi::Value StatusName(const Napi::CallbackInfo& info) {
-  return Napi::String::New(info.Env(), te::status_name(info[0].As<Napi::Number>().Int32Value()));
-}
-
-Napi::Value ProcessEpoch(const Napi::CallbackInfo& info) { return Napi::BigInt::New(info.Env(), te::process_epoch()); }
 
 // probeCuda(): {builtWithCuda, toolkitVersion, runtimeVersion, driverVersion, devices: [{ordinal, name, pciBusId}], reason}
 Napi::Value ProbeCuda(const Napi::CallbackInfo& info) {
@@ -364,9 +239,9 @@ Napi::Value Memset(const Napi::CallbackInfo& info) {
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("TcpTransport", TcpTransport::Init(env));
-  exports.Set("setErrorFactory", Napi::Function::New(env, SetErrorFactory));
-  exports.Set("statusName", Napi::Function::New(env, StatusName));
-  exports.Set("processEpoch", Napi::Function::New(env, ProcessEpoch));
+  exports.Set("setErrorFactory", Napi::Function::New(env, te::napi::SetErrorFactory));
+  exports.Set("statusName", Napi::Function::New(env, te::napi::StatusName));
+  exports.Set("processEpoch", Napi::Function::New(env, te::napi::ProcessEpoch));
   exports.Set("protocolVersion", Napi::Number::New(env, tetcp::kVersion));
   exports.Set("builtWithCuda", Napi::Boolean::New(env, tetcp::built_with_cuda()));
   exports.Set("probeCuda", Napi::Function::New(env, ProbeCuda));

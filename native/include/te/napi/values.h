@@ -44,6 +44,20 @@ inline Napi::Value make_error(Napi::Env env, int32_t status, const std::string& 
   throw Napi::Error(env, make_error(env, status, message));
 }
 
+/** setErrorFactory(factory): the TypeScript side registers how TransferErrors are built. */
+inline Napi::Value SetErrorFactory(const Napi::CallbackInfo& info) {
+  addon_data(info.Env()).error_factory = Napi::Persistent(info[0].As<Napi::Function>());
+  return info.Env().Undefined();
+}
+
+/** statusName(status): the native status name, so both sides name statuses alike. */
+inline Napi::Value StatusName(const Napi::CallbackInfo& info) {
+  return Napi::String::New(info.Env(), status_name(info[0].As<Napi::Number>().Int32Value()));
+}
+
+/** Optional arguments and fields are "not given" when undefined or null. */
+inline bool is_given(const Napi::Value& v) { return !v.IsUndefined() && !v.IsNull(); }
+
 /** A u64 from a BigInt (lossless) or a non-negative safe-integer Number. */
 inline uint64_t get_u64(const Napi::Value& v, const char* what) {
   Napi::Env env = v.Env();
@@ -59,6 +73,32 @@ inline uint64_t get_u64(const Napi::Value& v, const char* what) {
       return static_cast<uint64_t>(d);
   }
   throw_status(env, TE_INVALID_ARGUMENT, std::string("Expected `") + what + "` to be a non-negative integer (bigint)");
+}
+
+/** Field `key` of an options object as a u64; the key names it in the error. */
+inline uint64_t u64_field(const Napi::Object& o, const char* key) { return get_u64(o.Get(key), key); }
+
+/** Like u64_field, but `fallback` where the field is not given. */
+inline uint64_t u64_field_or(const Napi::Object& o, const char* key, uint64_t fallback) {
+  Napi::Value v = o.Get(key);
+  return is_given(v) ? get_u64(v, key) : fallback;
+}
+
+/** Field `key` as a string (TypeScript guarantees one; anything else throws). */
+inline std::string string_field(const Napi::Object& o, const char* key) {
+  return o.Get(key).As<Napi::String>().Utf8Value();
+}
+
+/** Field `key` as a string, or "" where it is not one. */
+inline std::string string_field_or_empty(const Napi::Object& o, const char* key) {
+  Napi::Value v = o.Get(key);
+  return v.IsString() ? v.As<Napi::String>().Utf8Value() : std::string();
+}
+
+/** Field `key` as a boolean, or `fallback` where it is not one. */
+inline bool bool_field_or(const Napi::Object& o, const char* key, bool fallback) {
+  Napi::Value v = o.Get(key);
+  return v.IsBoolean() ? v.As<Napi::Boolean>().Value() : fallback;
 }
 
 template <typename T>

@@ -13,13 +13,14 @@
 #include "te/cuda/cuda_transport.h"
 #include "te/cuda/device.h"
 #include "te/cuda/memory_tools.h"
-#include "te/napi/completion_bridge.h"
-#include "te/napi/values.h"
+#include "te/napi/transport_wrap.h"
 
 namespace te::cuda::napi {
 
 using te::napi::get_u64;
+using te::napi::string_field;
 using te::napi::throw_status;
+using te::napi::u64_field;
 
 [[noreturn]] inline void throw_error(Napi::Env env, const Error& e) { throw_status(env, e.status, e.message); }
 
@@ -29,97 +30,53 @@ inline Napi::Uint8Array bytes_of(Napi::Env env, const std::vector<uint8_t>& v) {
   return a;
 }
 
-class UnregisterWorker : public Napi::AsyncWorker {
- public:
-  UnregisterWorker(Napi::Env env, std::shared_ptr<CudaTransport> t, uint64_t addr)
-      : Napi::AsyncWorker(env, "te:cuda:unregister"), deferred_(Napi::Promise::Deferred::New(env)), t_(std::move(t)), addr_(addr) {}
-  Napi::Promise promise() { return deferred_.Promise(); }
-  void Execute() override { err_ = t_->unregister_memory(addr_); }
-  void OnOK() override {
-    if (err_.ok()) deferred_.Resolve(Env().Undefined());
-    else deferred_.Reject(te::napi::make_error(Env(), err_.status, err_.message));
-  }
-
- private:
-  Napi::Promise::Deferred deferred_;
-  std::shared_ptr<CudaTransport> t_;
-  uint64_t addr_;
-  Error err_;
-};
-
 struct BatchEvent {
   std::shared_ptr<CopyBatch> batch;
 };
 
 template <typename Traits>
-class TransportWrap : public Napi::ObjectWrap<TransportWrap<Traits>> {
-  using Base = Napi::ObjectWrap<TransportWrap<Traits>>;
+class CudaTransportWrap : public te::napi::TransportWrap<CudaTransportWrap<Traits>, CudaTransport, BatchEvent> {
+  using Base = te::napi::TransportWrap<CudaTransportWrap<Traits>, CudaTransport, BatchEvent>;
+  friend Base;
+  // Members of a dependent base need naming.
+  using Base::bridge_;
+  using Base::check_open;
+  using Base::closed_;
+  using Base::transport_;
 
  public:
   static Napi::Function Init(Napi::Env env) {
     return Base::DefineClass(env, "CudaTransport",
-                             {Base::InstanceMethod("registerMemory", &TransportWrap::RegisterMemory),
-                              Base::InstanceMethod("unregisterMemory", &TransportWrap::UnregisterMemory),
-                              Base::InstanceMethod("openPeer", &TransportWrap::OpenPeer),
-                              Base::InstanceMethod("closePeer", &TransportWrap::ClosePeer),
-                              Base::InstanceMethod("submit", &TransportWrap::Submit),
-                              Base::InstanceMethod("cancel", &TransportWrap::Cancel),
-                              Base::InstanceMethod("importsOpen", &TransportWrap::ImportsOpen),
-                              Base::InstanceMethod("close", &TransportWrap::Close)});
+                             {Base::InstanceMethod("registerMemory", &CudaTransportWrap::RegisterMemory),
+                              Base::InstanceMethod("unregisterMemory", &CudaTransportWrap::UnregisterMemory),
+                              Base::InstanceMethod("openPeer", &CudaTransportWrap::OpenPeer),
+                              Base::InstanceMethod("closePeer", &CudaTransportWrap::ClosePeer),
+                              Base::InstanceMethod("submit", &CudaTransportWrap::Submit),
+                              Base::InstanceMethod("cancel", &CudaTransportWrap::Cancel),
+                              Base::InstanceMethod("importsOpen", &CudaTransportWrap::ImportsOpen),
+                              Base::InstanceMethod("close", &CudaTransportWrap::Close)});
   }
 
-  explicit TransportWrap(const Napi::CallbackInfo& info) : Base(info) {
+  explicit CudaTransportWrap(const Napi::CallbackInfo& info) : Base(info, "new CudaTransport(options, callbacks)") {
     Napi::Env env = info.Env();
-    if (info.Length() < 2 || !info[0].IsObject() || !info[1].IsObject())
-      throw_status(env, TE_INVALID_ARGUMENT, "new CudaTransport(options, callbacks)");
     Napi::Object o = info[0].As<Napi::Object>();
-    on_batch_ = Napi::Persistent(info[1].As<Napi::Object>().Get("onBatch").As<Napi::Function>());
+    on_batch_ = te::napi::callback_field(info[1].As<Napi::Object>(), "onBatch");
     TransportOptions opt;
-    opt.copy.streams_per_device = static_cast<int>(get_u64(o.Get("streamsPerDevice"), "streamsPerDevice"));
-    opt.copy.slice_bytes = get_u64(o.Get("sliceBytes"), "sliceBytes");
+    opt.copy.streams_per_device = static_cast<int>(u64_field(o, "streamsPerDevice"));
+    opt.copy.slice_bytes = u64_field(o, "sliceBytes");
     std::shared_ptr<Backend> backend = Traits::make(o);
-    bridge_ = te::napi::CompletionBridge<BatchEvent>::create(
-        env, Traits::kName, [this](Napi::Env env, std::vector<BatchEvent>& events) { deliver(env, events); });
-    auto* bridge = bridge_;
+    auto* bridge = this->create_bridge(env, Traits::kName);
     transport_ = std::make_shared<CudaTransport>(std::move(backend), opt,
                                                  [bridge](std::shared_ptr<CopyBatch> b) { bridge->push(BatchEvent{std::move(b)}); });
-    napi_add_env_cleanup_hook(env, &TransportWrap::cleanup_hook, this);
-    hook_ = true;
+    this->add_cleanup_hook(env);
   }
-
-  ~TransportWrap() override { shutdown(nullptr); }
 
  private:
-  static void cleanup_hook(void* arg) {
-    auto* self = static_cast<TransportWrap*>(arg);
-    self->hook_ = false;
-    self->shutdown(nullptr);
-  }
-
-  void shutdown(napi_env env) {
-    if (closed_) return;
-    closed_ = true;
-    if (transport_) transport_->close();  // joins the copy thread: no producer outlives the bridge
-    if (bridge_) bridge_->close(env);
-    bridge_ = nullptr;
-    if (hook_ && env) napi_remove_env_cleanup_hook(env, &TransportWrap::cleanup_hook, this);
-    hook_ = false;
-  }
-
-  void check_open(Napi::Env env) {
-    if (closed_) throw_status(env, TE_ABORTED, "transport is closed");
-  }
-
-  void deliver(Napi::Env env, std::vector<BatchEvent>& events) {
-    for (BatchEvent& e : events) {
-      Napi::HandleScope scope(env);
-      CopyBatch& b = *e.batch;
-      auto statuses = Napi::Int32Array::New(env, b.statuses.size());
-      for (size_t i = 0; i < b.statuses.size(); ++i) statuses[i] = b.statuses[i];
-      if (bridge_) bridge_->unhold(env);
-      on_batch_.Call({Napi::Number::New(env, static_cast<double>(b.id)), Napi::Number::New(env, b.batch_status), statuses,
-                      Napi::BigInt::New(env, b.bytes), Napi::String::New(env, b.error)});
-    }
+  void deliver(Napi::Env env, BatchEvent& e) {
+    CopyBatch& b = *e.batch;
+    auto statuses = te::napi::int32_array(env, b.statuses);
+    this->unhold(env);
+    te::napi::call_on_batch(env, on_batch_, b.id, b.batch_status, statuses, b.bytes, b.error);
   }
 
   // registerMemory(addr: bigint, length: bigint, device: number, remote: boolean): export info
@@ -143,12 +100,11 @@ class TransportWrap : public Napi::ObjectWrap<TransportWrap<Traits>> {
   }
 
   Napi::Value UnregisterMemory(const Napi::CallbackInfo& info) {
-    Napi::Env env = info.Env();
-    check_open(env);
-    auto* w = new UnregisterWorker(env, transport_, get_u64(info[0], "addr"));
-    Napi::Promise p = w->promise();
-    w->Queue();
-    return p;
+    return this->unregister_memory(info, "te:cuda:unregister", [](CudaTransport& t, uint64_t addr, std::string* err) {
+      Error e = t.unregister_memory(addr);
+      *err = e.message;
+      return e.status;
+    });
   }
 
   // openPeer({name, epoch, local, socket, allocs: [{base, size, device, handle, allocId}], buffers: [{addr, length, alloc}]}): id
@@ -157,38 +113,33 @@ class TransportWrap : public Napi::ObjectWrap<TransportWrap<Traits>> {
     check_open(env);
     Napi::Object o = info[0].As<Napi::Object>();
     PeerInfo p;
-    p.name = o.Get("name").As<Napi::String>().Utf8Value();
-    p.epoch = get_u64(o.Get("epoch"), "epoch");
+    p.name = string_field(o, "name");
+    p.epoch = u64_field(o, "epoch");
     p.local = o.Get("local").ToBoolean().Value();
-    p.socket = o.Get("socket").As<Napi::String>().Utf8Value();
+    p.socket = string_field(o, "socket");
     Napi::Array allocs = o.Get("allocs").As<Napi::Array>();
     for (uint32_t i = 0; i < allocs.Length(); ++i) {
       Napi::Object a = allocs.Get(i).As<Napi::Object>();
       RemoteAlloc ra;
-      ra.base = get_u64(a.Get("base"), "base");
-      ra.size = get_u64(a.Get("size"), "size");
-      ra.device = static_cast<int>(get_u64(a.Get("device"), "device"));
+      ra.base = u64_field(a, "base");
+      ra.size = u64_field(a, "size");
+      ra.device = static_cast<int>(u64_field(a, "device"));
       auto h = te::napi::get_bytes(a.Get("handle"), "handle");
       ra.handle.assign(h.data, h.data + h.length);
-      ra.alloc_id = get_u64(a.Get("allocId"), "allocId");
+      ra.alloc_id = u64_field(a, "allocId");
       p.allocs.push_back(std::move(ra));
     }
     Napi::Array buffers = o.Get("buffers").As<Napi::Array>();
     for (uint32_t i = 0; i < buffers.Length(); ++i) {
       Napi::Object bo = buffers.Get(i).As<Napi::Object>();
       RemoteBuffer rb;
-      rb.addr = get_u64(bo.Get("addr"), "addr");
-      rb.length = get_u64(bo.Get("length"), "length");
-      rb.alloc = static_cast<uint32_t>(get_u64(bo.Get("alloc"), "alloc"));
+      rb.addr = u64_field(bo, "addr");
+      rb.length = u64_field(bo, "length");
+      rb.alloc = static_cast<uint32_t>(u64_field(bo, "alloc"));
       if (rb.alloc >= p.allocs.size()) throw_status(env, TE_INVALID_ARGUMENT, "buffer refers to an unknown allocation");
       p.buffers.push_back(rb);
     }
     return Napi::Number::New(env, static_cast<double>(transport_->open_peer(std::move(p))));
-  }
-
-  Napi::Value ClosePeer(const Napi::CallbackInfo& info) {
-    if (!closed_) transport_->close_peer(get_u64(info[0], "peer"));
-    return info.Env().Undefined();
   }
 
   // submit(peer, opcodes: Uint8Array, local, remote, lengths: BigUint64Array): batch id
@@ -196,15 +147,11 @@ class TransportWrap : public Napi::ObjectWrap<TransportWrap<Traits>> {
     Napi::Env env = info.Env();
     check_open(env);
     uint64_t peer = get_u64(info[0], "peer");
-    auto ops = te::napi::get_typed<uint8_t>(info[1], napi_uint8_array, "opcodes");
-    auto local = te::napi::get_biguint64(info[2], "localAddrs");
-    auto remote = te::napi::get_biguint64(info[3], "remoteAddrs");
-    auto lengths = te::napi::get_biguint64(info[4], "lengths");
-    if (local.length != ops.length || remote.length != ops.length || lengths.length != ops.length)
-      throw_status(env, TE_INVALID_ARGUMENT, "batch arrays must all have the same length");
+    auto batch = te::napi::get_batch(info, 1);
     uint64_t id = 0;
     bridge_->hold(env);
-    Error e = transport_->submit(peer, ops.data, local.data, remote.data, lengths.data, ops.length, &id);
+    Error e = transport_->submit(peer, batch.ops.data, batch.local.data, batch.remote.data, batch.lengths.data,
+                                 batch.ops.length, &id);
     if (!e.ok()) {
       bridge_->unhold(env);
       throw_error(env, e);
@@ -212,25 +159,11 @@ class TransportWrap : public Napi::ObjectWrap<TransportWrap<Traits>> {
     return Napi::Number::New(env, static_cast<double>(id));
   }
 
-  Napi::Value Cancel(const Napi::CallbackInfo& info) {
-    if (!closed_) transport_->cancel(get_u64(info[0], "batch"), info[1].As<Napi::Number>().Int32Value());
-    return info.Env().Undefined();
-  }
-
   Napi::Value ImportsOpen(const Napi::CallbackInfo& info) {
     return Napi::Number::New(info.Env(), closed_ ? 0 : static_cast<double>(transport_->imports_open()));
   }
 
-  Napi::Value Close(const Napi::CallbackInfo& info) {
-    shutdown(info.Env());
-    return info.Env().Undefined();
-  }
-
-  std::shared_ptr<CudaTransport> transport_;
-  te::napi::CompletionBridge<BatchEvent>* bridge_ = nullptr;
   Napi::FunctionReference on_batch_;
-  bool closed_ = false;
-  bool hook_ = false;
 };
 
 inline Napi::Value Probe(const Napi::CallbackInfo& info) {
@@ -300,21 +233,13 @@ inline Napi::Value BaselineCopy(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), s);
 }
 
-inline Napi::Value SetErrorFactory(const Napi::CallbackInfo& info) {
-  te::napi::addon_data(info.Env()).error_factory = Napi::Persistent(info[0].As<Napi::Function>());
-  return info.Env().Undefined();
-}
-inline Napi::Value StatusName(const Napi::CallbackInfo& info) {
-  return Napi::String::New(info.Env(), te::status_name(info[0].As<Napi::Number>().Int32Value()));
-}
-
 /** Exports shared by both CUDA addons. */
 template <typename Traits>
 void init(Napi::Env env, Napi::Object exports) {
-  exports.Set("CudaTransport", TransportWrap<Traits>::Init(env));
+  exports.Set("CudaTransport", CudaTransportWrap<Traits>::Init(env));
   exports.Set("probe", Napi::Function::New(env, Probe));
-  exports.Set("setErrorFactory", Napi::Function::New(env, SetErrorFactory));
-  exports.Set("statusName", Napi::Function::New(env, StatusName));
+  exports.Set("setErrorFactory", Napi::Function::New(env, te::napi::SetErrorFactory));
+  exports.Set("statusName", Napi::Function::New(env, te::napi::StatusName));
   Napi::Object mem = Napi::Object::New(env);
   mem.Set("alloc", Napi::Function::New(env, DeviceAlloc));
   mem.Set("free", Napi::Function::New(env, DeviceFree));

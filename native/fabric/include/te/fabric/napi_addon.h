@@ -8,14 +8,10 @@
 
 #include <memory>
 #include <string>
-#include <unordered_map>
 
-#include "te/epoch.h"
 #include "te/fabric/pool.h"
-#include "te/memory_registry.h"
 #include "te/fabric/transport.h"
-#include "te/napi/completion_bridge.h"
-#include "te/napi/values.h"
+#include "te/napi/transport_wrap.h"
 
 namespace te::fabric::napi {
 
@@ -23,66 +19,36 @@ using te::napi::get_u64;
 using te::napi::throw_status;
 
 inline Options options_from(const Napi::Object& o) {
+  using te::napi::bool_field_or;
+  using te::napi::string_field_or_empty;
+  using te::napi::u64_field_or;
   Options opt;
-  auto str = [&](const char* k) {
-    Napi::Value v = o.Get(k);
-    return v.IsString() ? v.As<Napi::String>().Utf8Value() : std::string();
-  };
-  auto num = [&](const char* k, uint64_t d) {
-    Napi::Value v = o.Get(k);
-    return v.IsUndefined() || v.IsNull() ? d : get_u64(v, k);
-  };
-  auto flag = [&](const char* k, bool d) {
-    Napi::Value v = o.Get(k);
-    return v.IsBoolean() ? v.As<Napi::Boolean>().Value() : d;
-  };
-  opt.segment_name = str("segmentName");
-  opt.epoch = num("epoch", 0);
-  opt.provider = str("provider");
-  opt.source_address = str("sourceAddress");
-  opt.plugin = str("plugin");
+  opt.segment_name = string_field_or_empty(o, "segmentName");
+  opt.epoch = u64_field_or(o, "epoch", 0);
+  opt.provider = string_field_or_empty(o, "provider");
+  opt.source_address = string_field_or_empty(o, "sourceAddress");
+  opt.plugin = string_field_or_empty(o, "plugin");
   Napi::Value nics = o.Get("nics");
   if (nics.IsArray()) {
     Napi::Array a = nics.As<Napi::Array>();
     for (uint32_t i = 0; i < a.Length(); ++i) opt.nics.push_back(a.Get(i).As<Napi::String>().Utf8Value());
   }
-  opt.allow_shm = flag("allowShm", false);
-  opt.max_rails = static_cast<int>(num("maxRails", 4));
-  opt.slice_size = num("sliceSize", 1 << 20);
-  opt.window = static_cast<int>(num("window", 64));
-  opt.connect_timeout_ms = static_cast<int>(num("connectTimeoutMs", 3000));
-  opt.cancel_grace_ms = static_cast<int>(num("cancelGraceMs", 250));
-  opt.delivery_complete = flag("deliveryComplete", true);
-  opt.pool_size = num("poolSize", 0);
-  opt.pool_strict = flag("poolStrict", false);
+  opt.allow_shm = bool_field_or(o, "allowShm", false);
+  opt.max_rails = static_cast<int>(u64_field_or(o, "maxRails", 4));
+  opt.slice_size = u64_field_or(o, "sliceSize", 1 << 20);
+  opt.window = static_cast<int>(u64_field_or(o, "window", 64));
+  opt.connect_timeout_ms = static_cast<int>(u64_field_or(o, "connectTimeoutMs", 3000));
+  opt.cancel_grace_ms = static_cast<int>(u64_field_or(o, "cancelGraceMs", 250));
+  opt.delivery_complete = bool_field_or(o, "deliveryComplete", true);
+  opt.pool_size = u64_field_or(o, "poolSize", 0);
+  opt.pool_strict = bool_field_or(o, "poolStrict", false);
   return opt;
 }
 
-class UnregisterWorker : public Napi::AsyncWorker {
- public:
-  UnregisterWorker(Napi::Env env, std::shared_ptr<Transport> t, uint64_t addr, std::function<void()> done)
-      : Napi::AsyncWorker(env, "te:fabric:unregister"), deferred_(Napi::Promise::Deferred::New(env)), t_(std::move(t)), addr_(addr), done_(std::move(done)) {}
-  Napi::Promise promise() { return deferred_.Promise(); }
-  void Execute() override { status_ = t_->unregister_memory(addr_, &err_); }
-  void OnOK() override {
-    if (status_ == TE_OK) {
-      done_();
-      deferred_.Resolve(Env().Undefined());
-    } else {
-      deferred_.Reject(te::napi::make_error(Env(), status_, err_));
-    }
-  }
+class FabricTransport : public te::napi::TransportWrap<FabricTransport, Transport, Event> {
+  using Base = te::napi::TransportWrap<FabricTransport, Transport, Event>;
+  friend Base;
 
- private:
-  Napi::Promise::Deferred deferred_;
-  std::shared_ptr<Transport> t_;
-  uint64_t addr_;
-  std::function<void()> done_;
-  int32_t status_ = 0;
-  std::string err_;
-};
-
-class FabricTransport : public Napi::ObjectWrap<FabricTransport> {
  public:
   static Napi::Function Init(Napi::Env env) {
     return DefineClass(env, "FabricTransport",
@@ -100,83 +66,41 @@ class FabricTransport : public Napi::ObjectWrap<FabricTransport> {
                         InstanceMethod("close", &FabricTransport::Close)});
   }
 
-  explicit FabricTransport(const Napi::CallbackInfo& info) : Napi::ObjectWrap<FabricTransport>(info) {
+  explicit FabricTransport(const Napi::CallbackInfo& info) : Base(info, "new FabricTransport(options, callbacks)") {
     Napi::Env env = info.Env();
-    if (info.Length() < 2 || !info[0].IsObject() || !info[1].IsObject())
-      throw_status(env, TE_INVALID_ARGUMENT, "new FabricTransport(options, callbacks)");
     Napi::Object cb = info[1].As<Napi::Object>();
-    on_batch_ = Napi::Persistent(cb.Get("onBatch").As<Napi::Function>());
-    on_open_ = Napi::Persistent(cb.Get("onOpen").As<Napi::Function>());
-    on_notify_ = Napi::Persistent(cb.Get("onNotify").As<Napi::Function>());
-    on_check_ = Napi::Persistent(cb.Get("onCheck").As<Napi::Function>());
+    on_batch_ = te::napi::callback_field(cb, "onBatch");
+    on_open_ = te::napi::callback_field(cb, "onOpen");
+    on_notify_ = te::napi::callback_field(cb, "onNotify");
+    on_check_ = te::napi::callback_field(cb, "onCheck");
     Options opt = options_from(info[0].As<Napi::Object>());
-    bridge_ = te::napi::CompletionBridge<Event>::create(env, "te:fabric", [this](Napi::Env e, std::vector<Event>& ev) { deliver(e, ev); });
-    auto* bridge = bridge_;
+    auto* bridge = create_bridge(env, "te:fabric");
     transport_ = std::make_shared<Transport>(opt, [bridge](Event e) { bridge->push(std::move(e)); });
-    std::string err;
-    Status s = transport_->start(&err);
-    if (s != TE_OK) {
-      transport_.reset();
-      bridge_->close(env);
-      bridge_ = nullptr;
-      closed_ = true;
-      throw_status(env, s, err);
-    }
-    napi_add_env_cleanup_hook(env, &FabricTransport::cleanup_hook, this);
-    hook_ = true;
+    start(env);
   }
-
-  ~FabricTransport() override { shutdown(nullptr); }
 
  private:
-  static void cleanup_hook(void* arg) {
-    auto* self = static_cast<FabricTransport*>(arg);
-    self->hook_ = false;
-    self->shutdown(nullptr);
-  }
-
-  void shutdown(napi_env env) {
-    if (closed_) return;
-    closed_ = true;
-    if (transport_) transport_->close();
-    if (bridge_) bridge_->close(env);
-    bridge_ = nullptr;
-    if (hook_ && env) napi_remove_env_cleanup_hook(env, &FabricTransport::cleanup_hook, this);
-    hook_ = false;
-  }
-
-  void check_open(Napi::Env env) {
-    if (closed_) throw_status(env, TE_ABORTED, "transport is closed");
-  }
-
-  void deliver(Napi::Env env, std::vector<Event>& events) {
-    for (Event& e : events) {
-      Napi::HandleScope scope(env);
-      switch (e.kind) {
-        case Event::BATCH: {
-          auto b = transport_ ? transport_->take_batch(e.id) : nullptr;
-          if (!b) break;
-          auto statuses = Napi::Int32Array::New(env, b->statuses.size());
-          for (size_t i = 0; i < b->statuses.size(); ++i) statuses[i] = b->statuses[i];
-          if (bridge_) bridge_->unhold(env);
-          on_batch_.Call({Napi::Number::New(env, static_cast<double>(e.id)), Napi::Number::New(env, b->status), statuses,
-                          Napi::BigInt::New(env, b->bytes), Napi::String::New(env, b->message)});
-          break;
-        }
-        case Event::OPEN:
-          if (bridge_) bridge_->unhold(env);
-          on_open_.Call({Napi::Number::New(env, static_cast<double>(e.id)), Napi::Number::New(env, e.status), Napi::String::New(env, e.text)});
-          break;
-        case Event::CHECK:
-          if (bridge_) bridge_->unhold(env);
-          on_check_.Call({Napi::Number::New(env, static_cast<double>(e.id)), Napi::Number::New(env, e.status), Napi::String::New(env, e.text)});
-          break;
-        case Event::NOTIFY: {
-          auto payload = Napi::Buffer<uint8_t>::Copy(env, e.payload.data(), e.payload.size());
-          on_notify_.Call({Napi::String::New(env, e.text), payload});
-          break;
-        }
+  void deliver(Napi::Env env, Event& e) {
+    switch (e.kind) {
+      case Event::BATCH: {
+        auto b = transport_ ? transport_->take_batch(e.id) : nullptr;
+        if (!b) break;
+        auto statuses = te::napi::int32_array(env, b->statuses);
+        unhold(env);
+        te::napi::call_on_batch(env, on_batch_, e.id, b->status, statuses, b->bytes, b->message);
+        break;
       }
+      case Event::OPEN:
+        unhold(env);
+        te::napi::call_on_status(env, on_open_, e.id, e.status, e.text);
+        break;
+      case Event::CHECK:
+        unhold(env);
+        te::napi::call_on_status(env, on_check_, e.id, e.status, e.text);
+        break;
+      case Event::NOTIFY:
+        te::napi::call_on_notify(env, on_notify_, e.text, e.payload);
+        break;
     }
   }
 
@@ -206,20 +130,14 @@ class FabricTransport : public Napi::ObjectWrap<FabricTransport> {
     uint64_t addr = get_u64(info[1], "addr");
     uint64_t length = get_u64(info[2], "length");
     bool remote = info[3].ToBoolean().Value();
-    bool has_buffer = !info[0].IsNull() && !info[0].IsUndefined();
-    if (has_buffer) {
-      auto bytes = te::napi::get_bytes(info[0], "buffer");
-      uint64_t base = reinterpret_cast<uint64_t>(bytes.data);
-      if (addr == 0) addr = base;
-      if (bytes.length == 0 || !te::range_within(base, bytes.length, addr, length))
-        throw_status(env, TE_ADDRESS_OUT_OF_RANGE, "the range to register does not lie inside the given buffer");
-    }
+    bool has_buffer = te::napi::is_given(info[0]);
+    if (has_buffer) te::napi::check_buffer_range(info[0], addr, length);
     std::vector<uint64_t> keys;
     uint64_t mr_base = 0;
     std::string err;
     Status s = transport_->register_memory(addr, length, remote, &keys, &mr_base, &err);
     if (s != TE_OK) throw_status(env, s, err);
-    if (has_buffer) refs_[addr] = Napi::Persistent(info[0]);
+    if (has_buffer) keep_buffer(addr, info[0]);
     Napi::Object out = Napi::Object::New(env);
     out.Set("addr", Napi::BigInt::New(env, addr));
     out.Set("base", Napi::BigInt::New(env, mr_base));
@@ -230,13 +148,8 @@ class FabricTransport : public Napi::ObjectWrap<FabricTransport> {
   }
 
   Napi::Value UnregisterMemory(const Napi::CallbackInfo& info) {
-    Napi::Env env = info.Env();
-    check_open(env);
-    uint64_t addr = get_u64(info[0], "addr");
-    auto* w = new UnregisterWorker(env, transport_, addr, [this, addr] { refs_.erase(addr); });
-    Napi::Promise p = w->promise();
-    w->Queue();
-    return p;
+    return unregister_memory(info, "te:fabric:unregister",
+                             [](Transport& t, uint64_t addr, std::string* err) { return t.unregister_memory(addr, err); });
   }
 
   // openPeer(name, epoch, provider, rails: Uint8Array[], virtAddr: boolean[], sameProcess, regions[]) -> id
@@ -260,9 +173,9 @@ class FabricTransport : public Napi::ObjectWrap<FabricTransport> {
     for (uint32_t i = 0; i < rs.Length(); ++i) {
       Napi::Object o = rs.Get(i).As<Napi::Object>();
       RemoteRegion r;
-      r.addr = get_u64(o.Get("addr"), "addr");
-      r.length = get_u64(o.Get("length"), "length");
-      r.base = get_u64(o.Get("base"), "base");
+      r.addr = te::napi::u64_field(o, "addr");
+      r.length = te::napi::u64_field(o, "length");
+      r.base = te::napi::u64_field(o, "base");
       Napi::Array k = o.Get("keys").As<Napi::Array>();
       for (uint32_t j = 0; j < k.Length(); ++j) r.keys.push_back(get_u64(k.Get(j), "key"));
       regions.push_back(std::move(r));
@@ -270,11 +183,6 @@ class FabricTransport : public Napi::ObjectWrap<FabricTransport> {
     bridge_->hold(env);
     uint64_t id = transport_->open_peer(name, epoch, a, same, regions);
     return Napi::Number::New(env, static_cast<double>(id));
-  }
-
-  Napi::Value ClosePeer(const Napi::CallbackInfo& info) {
-    if (!closed_) transport_->close_peer(get_u64(info[0], "peer"));
-    return info.Env().Undefined();
   }
 
   Napi::Value CheckPeer(const Napi::CallbackInfo& info) {
@@ -292,34 +200,18 @@ class FabricTransport : public Napi::ObjectWrap<FabricTransport> {
     Napi::Env env = info.Env();
     check_open(env);
     uint64_t peer = get_u64(info[0], "peer");
-    auto ops = te::napi::get_typed<uint8_t>(info[1], napi_uint8_array, "opcodes");
-    auto local = te::napi::get_biguint64(info[2], "localAddrs");
-    auto remote = te::napi::get_biguint64(info[3], "remoteAddrs");
-    auto lengths = te::napi::get_biguint64(info[4], "lengths");
-    if (local.length != ops.length || remote.length != ops.length || lengths.length != ops.length)
-      throw_status(env, TE_INVALID_ARGUMENT, "batch arrays must all have the same length");
-    const uint8_t* notify = nullptr;
-    size_t notify_len = 0;
-    static const uint8_t empty = 0;
-    if (info.Length() > 5 && !info[5].IsNull() && !info[5].IsUndefined()) {
-      auto n = te::napi::get_bytes(info[5], "notify");
-      notify = n.length ? n.data : &empty;
-      notify_len = n.length;
-    }
+    auto batch = te::napi::get_batch(info, 1);
+    auto notify = te::napi::get_notify(info, 5);
     bridge_->hold(env);
     uint64_t id = 0;
     std::string err;
-    Status s = transport_->submit(peer, ops.data, local.data, remote.data, lengths.data, ops.length, notify, notify_len, &id, &err);
+    Status s = transport_->submit(peer, batch.ops.data, batch.local.data, batch.remote.data, batch.lengths.data,
+                                  batch.ops.length, notify.data, notify.length, &id, &err);
     if (s != TE_OK) {
       bridge_->unhold(env);
       throw_status(env, s, err);
     }
     return Napi::Number::New(env, static_cast<double>(id));
-  }
-
-  Napi::Value Cancel(const Napi::CallbackInfo& info) {
-    if (!closed_) transport_->cancel(get_u64(info[0], "batch"), info[1].As<Napi::Number>().Int32Value());
-    return info.Env().Undefined();
   }
 
   Napi::Value PoolAlloc(const Napi::CallbackInfo& info) {
@@ -353,19 +245,7 @@ class FabricTransport : public Napi::ObjectWrap<FabricTransport> {
     return o;
   }
 
-  Napi::Value Close(const Napi::CallbackInfo& info) {
-    Napi::Env env = info.Env();
-    shutdown(env);
-    refs_.clear();
-    return env.Undefined();
-  }
-
-  std::shared_ptr<Transport> transport_;
-  te::napi::CompletionBridge<Event>* bridge_ = nullptr;
   Napi::FunctionReference on_batch_, on_open_, on_notify_, on_check_;
-  std::unordered_map<uint64_t, Napi::Reference<Napi::Value>> refs_;
-  bool closed_ = false;
-  bool hook_ = false;
 };
 
 inline Napi::Value Discover(const Napi::CallbackInfo& info) {
@@ -411,20 +291,13 @@ inline Napi::Value PoolBuffer(const Napi::CallbackInfo& info) {
   return cached->Value();
 }
 
-inline Napi::Value SetErrorFactory(const Napi::CallbackInfo& info) {
-  te::napi::addon_data(info.Env()).error_factory = Napi::Persistent(info[0].As<Napi::Function>());
-  return info.Env().Undefined();
-}
-
 inline Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("FabricTransport", FabricTransport::Init(env));
   exports.Set("discover", Napi::Function::New(env, Discover));
   exports.Set("poolBuffer", Napi::Function::New(env, PoolBuffer));
-  exports.Set("setErrorFactory", Napi::Function::New(env, SetErrorFactory));
-  exports.Set("statusName", Napi::Function::New(env, [](const Napi::CallbackInfo& i) {
-                return Napi::String::New(i.Env(), te::status_name(i[0].As<Napi::Number>().Int32Value()));
-              }));
-  exports.Set("processEpoch", Napi::Function::New(env, [](const Napi::CallbackInfo& i) { return Napi::BigInt::New(i.Env(), te::process_epoch()); }));
+  exports.Set("setErrorFactory", Napi::Function::New(env, te::napi::SetErrorFactory));
+  exports.Set("statusName", Napi::Function::New(env, te::napi::StatusName));
+  exports.Set("processEpoch", Napi::Function::New(env, te::napi::ProcessEpoch));
   exports.Set("builtWithLibfabric", Napi::Boolean::New(env, TE_HAVE_LIBFABRIC != 0));
   exports.Set("protocolVersion", Napi::Number::New(env, 1));
   return exports;
