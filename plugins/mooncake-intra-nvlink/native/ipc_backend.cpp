@@ -107,7 +107,9 @@ Error IpcBackend::open(const te::cuda::PeerInfo& peer, const te::cuda::RemoteAll
     cudaError_t e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
     if (e != cudaSuccess) {
       cudaGetLastError();
-      return Error::make(te::TE_TRANSFER_FAILED, te::cuda::runtime_error_text("cudaIpcOpenMemHandle", e) + " for allocation " + hex(alloc.base) +
+      // PEER_FAILED, not a per-request failure: the usual cause is an exporter that exited or
+      // restarted, and this code makes the engine drop the cached descriptor and fetch it again.
+      return Error::make(te::TE_PEER_FAILED, te::cuda::runtime_error_text("cudaIpcOpenMemHandle", e) + " for allocation " + hex(alloc.base) +
                                                      " of segment " + peer.name + " (is it on this host, alive, and its GPU visible here?)");
     }
     it = opened.emplace(key, Opened{reinterpret_cast<uint64_t>(p), 0}).first;
