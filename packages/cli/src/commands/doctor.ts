@@ -82,12 +82,22 @@ export function printDoctor(report: DoctorReport): void {
   const rows = [['plugin', 'package', 'status', 'details']];
   for (const p of report.plugins) {
     const status = !p.loaded ? pc.yellow('not loadable') : p.available === false ? pc.yellow('unavailable') : pc.green(`ok ${p.version}`);
-    const details = !p.loaded ? firstLine(p.error, p.source) : [p.capabilities, p.reason, p.details ? JSON.stringify(p.details) : undefined].filter(Boolean).join('; ');
+    const details = !p.loaded ? firstLine(p.error, p.source) : [p.capabilities, p.reason, p.details ? brief(p.details) : undefined].filter(Boolean).join('; ');
     rows.push([p.name, p.source, status, details]);
   }
   console.log(table(rows));
   console.log('');
   console.log(report.ok ? pc.green('The configured connector is ready.') : pc.red('Problems found: see above.'));
+}
+
+/** Probe facts on one line: scalars in full, lists and objects shortened (`te doctor --json` has everything). */
+function brief(details: Record<string, unknown>): string {
+  const show = (v: unknown): string => {
+    if (Array.isArray(v)) return v.length <= 3 ? `[${v.map(show).join(', ')}]` : `[${v.slice(0, 3).map(show).join(', ')}, +${v.length - 3}]`;
+    if (v && typeof v === 'object') return '{…}';
+    return String(v);
+  };
+  return Object.entries(details).map(([k, v]) => `${k}=${show(v)}`).join(' ');
 }
 
 /** A one-line reason: "not installed" with the install command, or the loader's own words. */
