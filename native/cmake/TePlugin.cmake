@@ -1,9 +1,33 @@
+# te_plugin_setup([LAYERS fabric cuda ...])
+#
+# What every plugin's CMakeLists does before add_te_plugin: C++17, a Release build unless
+# told otherwise, the te core (TE_CORE_DIR) and the shared layers it names (native/<layer>
+# of the repository, or native/te-<layer> vendored into a packed plugin), and Threads.
+#
 # add_te_plugin(NAME <name> SOURCES <files...> [REQUIRES <targets or -l flags...>])
 #
 # Builds <name>.node, a Node-API addon (NAPI_VERSION 8, C++ exceptions on) that links the
 # te core. Run from cmake-js: it provides CMAKE_JS_INC / CMAKE_JS_SRC / CMAKE_JS_LIB, and
 # node-addon-api's include folder is located with node.
 include_guard(GLOBAL)
+
+macro(te_plugin_setup)
+  cmake_parse_arguments(TPS "" "" "LAYERS" ${ARGN})
+  set(CMAKE_CXX_STANDARD 17)
+  set(CMAKE_CXX_STANDARD_REQUIRED ON)
+  if(NOT CMAKE_BUILD_TYPE)
+    set(CMAKE_BUILD_TYPE Release)
+  endif()
+  add_subdirectory(${TE_CORE_DIR} ${CMAKE_BINARY_DIR}/te-core)
+  foreach(layer IN LISTS TPS_LAYERS)
+    if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/native/te-${layer}/CMakeLists.txt)
+      add_subdirectory(${CMAKE_CURRENT_SOURCE_DIR}/native/te-${layer} ${CMAKE_BINARY_DIR}/te-${layer})
+    else()
+      add_subdirectory(${TE_CORE_DIR}/${layer} ${CMAKE_BINARY_DIR}/te-${layer})
+    endif()
+  endforeach()
+  find_package(Threads REQUIRED)
+endmacro()
 
 function(te_find_node_addon_api out)
   if(DEFINED TE_NODE_ADDON_API_DIR)

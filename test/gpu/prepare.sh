@@ -61,6 +61,6 @@ fi
 echo "   smoke run here: exit $rc ($(tail -1 "$b/smoke.log"))"
 du -sh "$b" .gpu/node.tar.xz
 cat <<MSG
-== ready. On the GPU machine (device tool), carry [".gpu", "test/gpu/build"] and run:
+== ready. On the GPU machine, with ".gpu" and "test/gpu/build" copied along, run:
    tar -C / -xJf .gpu/node.tar.xz && export PATH=/usr/bin:\$PATH && bash test/gpu/run.sh
 MSG
