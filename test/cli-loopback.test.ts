@@ -7,7 +7,7 @@ import { fileURLToPath } from 'node:url';
 // The README's main job and `te bench`, end to end over mooncake-tcp between two processes.
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const te = join(root, 'packages', 'cli', 'dist', 'te.js');
-const run = (args: string[]) => spawnSync(process.execPath, [te, ...args], { cwd: root, encoding: 'utf8', timeout: 120_000 });
+const run = (args: string[], env: NodeJS.ProcessEnv = {}) => spawnSync(process.execPath, [te, ...args], { cwd: root, encoding: 'utf8', timeout: 120_000, env: { ...process.env, ...env } });
 
 test('te demo moves a request\'s KV between two processes and verifies it', () => {
   const r = run(['demo', '--layers', '8', '--pages', '16', '--page-size', '8192']);
@@ -27,6 +27,20 @@ for (const op of ['write', 'read'] as const) {
     assert.ok(last.p50Us > 0 && last.p99Us >= last.p50Us);
     assert.is(last.bytes, last.requests * 65536);
   });
+}
+
+// The libfabric plugins over both loopback providers, two processes, every byte checked.
+for (const plugin of ['mooncake-rdma', 'barex']) {
+  for (const provider of ['tcp;ofi_rxm', 'sockets']) {
+    test(`te bench --plugin ${plugin} --loopback --verify over FI_PROVIDER=${provider}`, () => {
+      const r = run(['bench', '--plugin', plugin, '--loopback', '--verify', '--json', '--block-size', '256KiB', '--batch-size', '4', '--concurrency', '2', '--duration', '0.5'], { FI_PROVIDER: provider });
+      assert.is(r.status, 0, r.stderr);
+      const last = JSON.parse(r.stdout.trim().split('\n').pop()!);
+      assert.is(last.plugin, plugin);
+      assert.is(last.verified, true);
+      assert.ok(last.requests > 0 && last.bytes === last.requests * 262144, JSON.stringify(last));
+    });
+  }
 }
 
 test('te bench without --verify says verified: false', () => {
