@@ -38,8 +38,20 @@ export class ControlServer {
   async bind(host: string, port: number): Promise<string> {
     const hostPart = host.includes(':') ? `[${host}]` : host;
     if (host.includes(':')) this.router.ipv6 = true;
+    const address = `tcp://${hostPart}:${port === 0 ? '*' : port}`;
     try {
-      await this.router.bind(`tcp://${hostPart}:${port === 0 ? '*' : port}`);
+      // A fixed port may still be held by a socket of this process closed a moment ago
+      // (an engine restarted in place): retry briefly before giving up.
+      for (let attempt = 0; ; attempt++) {
+        try {
+          await this.router.bind(address);
+          break;
+        } catch (error) {
+          const inUse = /in use/i.test((error as Error).message);
+          if (port === 0 || !inUse || attempt >= 20) throw error;
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      }
     } catch (cause) {
       throw new TransferError('INVALID_CONFIG', `Cannot bind the control endpoint on ${hostPart}:${port}: ${(cause as Error).message}; choose another port (TE_HANDSHAKE_PORT) or address (MC_TCP_BIND_ADDRESS)`, { cause });
     }
@@ -104,9 +116,9 @@ export class ControlServer {
 
   async close(): Promise<void> {
     if (this.router.closed) return;
-    // Unbind first: close() alone releases the port asynchronously, and a process restarted
-    // on the same port (tests, supervisors) would find it still taken.
-    if (this.endpointValue) await this.router.unbind(`tcp://${this.endpointValue}`).catch(() => undefined);
+    // No unbind() before close(): libzmq 4.3.5 can abort the process (pipe.cpp assertion)
+    // when a peer's pipe terminates between the two. close() releases the port shortly
+    // after; bind() waits for that when a fixed port is reused.
     this.router.close();
     await this.loop;
   }
