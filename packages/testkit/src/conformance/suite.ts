@@ -24,6 +24,8 @@ export interface ConformanceOptions {
   exclude?: Record<string, string>;
   /** Largest single write the suite tries (default 1 MiB). */
   maxBytes?: number;
+  /** Size of the write sent to a stalled peer in the abort and deadline cases (default 32 MiB). */
+  stallBytes?: number;
 }
 
 /** Deterministic bytes for a (seed, length), so every landed byte can be checked. */
@@ -71,6 +73,9 @@ async function rejectsWith(promise: Promise<unknown>, codes: TransferErrorCode[]
 export function transportConformance(options: ConformanceOptions) {
   const test = suite<{ pair?: ConformancePair; setupError?: unknown }>(`conformance: ${options.name}`);
   const maxBytes = options.maxBytes ?? 1 << 20;
+  // Larger than what loopback socket buffers absorb: a transport whose writes complete once
+  // the data left the local buffer (a provider without delivery-complete) must still wait.
+  const stallBytes = options.stallBytes ?? 32 << 20;
   const skipped: string[] = [];
   const requires = (caseName: string): string | undefined => {
     if (caseName.startsWith('read') && !options.capabilities.read) return 'capabilities.read is false';
@@ -268,13 +273,13 @@ export function transportConformance(options: ConformanceOptions) {
 
   needsStall('abort: in flight, against a stalled peer', async (pair) => {
     const { initiator, target, targetMemory } = pair;
-    const local = await hostMemory(initiator, 1 << 20);
-    const remote = await targetMemory.alloc(1 << 20);
+    const local = await hostMemory(initiator, stallBytes);
+    const remote = await targetMemory.alloc(stallBytes);
     try {
       await pair.stall!();
       const ac = new AbortController();
       const started = Date.now();
-      const p = initiator.write(target, local.addr, remote, 1 << 20, { signal: ac.signal, timeoutMs: 20_000 });
+      const p = initiator.write(target, local.addr, remote, stallBytes, { signal: ac.signal, timeoutMs: 20_000 });
       setTimeout(() => ac.abort(), 50);
       await rejectsWith(p, ['ABORTED']);
       assert.ok(Date.now() - started < 5_000, `abort took ${Date.now() - started} ms`);
@@ -294,12 +299,12 @@ export function transportConformance(options: ConformanceOptions) {
 
   needsStall('deadline: a stalled peer fails the batch with TIMEOUT in time', async (pair) => {
     const { initiator, target, targetMemory } = pair;
-    const local = await hostMemory(initiator, 1 << 20);
-    const remote = await targetMemory.alloc(1 << 20);
+    const local = await hostMemory(initiator, stallBytes);
+    const remote = await targetMemory.alloc(stallBytes);
     try {
       await pair.stall!();
       const started = Date.now();
-      await rejectsWith(initiator.write(target, local.addr, remote, 1 << 20, { timeoutMs: 300 }), ['TIMEOUT']);
+      await rejectsWith(initiator.write(target, local.addr, remote, stallBytes, { timeoutMs: 300 }), ['TIMEOUT']);
       const took = Date.now() - started;
       assert.ok(took >= 250 && took < 3_000, `deadline of 300 ms took ${took} ms`);
     } finally {
