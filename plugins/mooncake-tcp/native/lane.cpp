@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "recv_buffer.h"
 #include "te/epoch.h"
 #include "te/hmac_sha256.h"
 
@@ -432,15 +433,8 @@ void Lane::read_input() {
         continue;
       }
     } else {
-      if (rpos_ == rend_) rpos_ = rend_ = 0;
-      if (rend_ == rbuf_.size()) {
-        std::memmove(rbuf_.data(), rbuf_.data() + rpos_, rend_ - rpos_);
-        rend_ -= rpos_;
-        rpos_ = 0;
-      }
-      r = ::recv(fd_, rbuf_.data() + rend_, rbuf_.size() - rend_, 0);
+      r = recv_buffered(fd_, rbuf_, rpos_, rend_);
       if (r > 0) {
-        rend_ += r;
         if (!parse()) return;
         continue;
       }
