@@ -1,0 +1,3 @@
+// @te/disagg: the disaggregation runtime on @te/connector's public API only.
+export * from './pd/index.js';
+export * from './ec/index.js';
