@@ -49,6 +49,7 @@ export const JS_ONLY_CODES = [
   'ENGINE_NOT_INITIALIZED',
   'ENGINE_CONFIG_MISMATCH',
   'ENGINE_CLOSED',
+  'LAYOUT_MISMATCH',
 ] as const;
 
 export type TransferErrorCode = NativeStatusCode | (typeof JS_ONLY_CODES)[number];

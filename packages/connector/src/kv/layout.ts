@@ -34,17 +34,27 @@ export interface KVBuffers {
   /** MHA: `[K_0..K_{L-1}, V_0..V_{L-1}]` (2L entries); MLA: one buffer per layer (L entries). */
   kv: BufferGroup;
   attention: 'mha' | 'mla';
+  /** Layers this rank holds (its PP stage's layers). */
   numLayers: number;
+  /** Absolute index of this rank's first layer (PP stage start; default 0). */
+  firstLayer?: number;
+  /** Layers of the whole model (default `numLayers`); both sides must agree. */
+  totalLayers?: number;
   /** Tokens per page. */
   pageSize: number;
   kvCacheDtype: string;
   /** KV heads held by this rank and bytes per head per token (heterogeneous TP slicing). */
   kvHeadsPerRank?: number;
   headBytes?: number;
+  /** KV heads of the whole model (MHA/GQA; needed when prefill and decode TP differ). */
+  totalKvHeads?: number;
   /** Metadata buffers (first output token, ...), indexed by slot. */
   aux: BufferGroup;
-  /** Mamba: one slot per request; SWA: page-indexed like KV. */
-  state?: BufferGroup & { kind: 'mamba' | 'swa' };
+  /**
+   * Mamba: one slot per request; SWA: page-indexed like KV. `totalUnits` is the size of
+   * the TP-sharded dimension of a Mamba state item (heads), needed when TP differs.
+   */
+  state?: BufferGroup & { kind: 'mamba' | 'swa'; totalUnits?: number };
   /** Where the KV lives; aux buffers are host memory. */
   device: 'cpu' | `cuda:${number}`;
 }

@@ -1,1 +1,6 @@
-export {};
+export { createKVManager, type CreateKVManagerOptions, type DisaggKVManager } from './create.js';
+export { resolveTimeouts, DEFAULT_PD_TIMEOUTS, type PDTimeouts } from './timeouts.js';
+export { planTargets, type TargetPlan, type TargetSet } from './targets.js';
+export { BootstrapServer, startBootstrapServer, BootstrapClient, type BootstrapServerOptions, type PrefillInfo, type RankRegistration, type RankEndpoint } from '../bootstrap/index.js';
+export * from '../plan/index.js';
+export { MSG as PD_MESSAGES, PD_PROTOCOL_VERSION } from '../protocol/index.js';

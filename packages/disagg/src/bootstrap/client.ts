@@ -1,0 +1,125 @@
+import { TransferError } from '@te/connector';
+import type { PrefillInfo, RankEndpoint, RankRegistration } from './schema.js';
+
+const RETRY_MS = 100;
+
+interface Answer {
+  status: number;
+  body: unknown;
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+async function call(url: string, init: RequestInit, timeoutMs: number): Promise<Answer> {
+  const res = await fetch(url, { ...init, signal: AbortSignal.timeout(Math.max(1, timeoutMs)) });
+  const text = await res.text();
+  let body: unknown = text;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    // plain text (GET /health)
+  }
+  return { status: res.status, body };
+}
+
+function errorText(body: unknown): string {
+  return typeof body === 'object' && body !== null && 'error' in body ? String((body as { error: unknown }).error) : String(body).slice(0, 300);
+}
+
+/**
+ * Talks to one prefill instance's bootstrap server, retrying what may still succeed
+ * (unreachable, not ready) until a deadline, failing at once on what never will
+ * (a layout mismatch, a malformed request).
+ */
+export class BootstrapClient {
+  private info: Promise<PrefillInfo> | undefined;
+  private readonly endpoints = new Map<string, Promise<RankEndpoint>>();
+
+  constructor(readonly address: string) {}
+
+  private url(path: string): string {
+    return `http://${this.address}${path}`;
+  }
+
+  private async retrying(what: string, deadline: number, attempt: () => Promise<Answer>, onAnswer: (a: Answer) => 'retry' | unknown): Promise<unknown> {
+    let last = 'no answer';
+    for (;;) {
+      const left = deadline - Date.now();
+      if (left <= 0) throw new TransferError('TIMEOUT', `bootstrap server ${this.address}: ${what} did not succeed in time (last: ${last})`, { details: { bootstrap: this.address } });
+      try {
+        const a = await attempt();
+        const out = onAnswer(a);
+        if (out !== 'retry') return out;
+        last = `${a.status} ${errorText(a.body)}`;
+      } catch (e) {
+        if (e instanceof TransferError) throw e;
+        last = (e as Error).message === 'This operation was aborted' ? 'request timed out' : ((e as { cause?: { code?: string } }).cause?.code ?? (e as Error).message);
+      }
+      await sleep(Math.min(RETRY_MS, Math.max(1, deadline - Date.now())));
+    }
+  }
+
+  /** A prefill rank registers itself (PUT /route), retrying until the server is up. */
+  async register(registration: RankRegistration, timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    await this.retrying(
+      'rank registration',
+      deadline,
+      () => call(this.url('/route'), { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(registration) }, deadline - Date.now()),
+      (a) => {
+        if (a.status === 200) return a.body;
+        if (a.status === 409) throw new TransferError('LAYOUT_MISMATCH', `bootstrap server ${this.address} refused the rank: ${errorText(a.body)}`);
+        if (a.status === 400) throw new TransferError('INVALID_ARGUMENT', `bootstrap server ${this.address} refused the rank: ${errorText(a.body)}`);
+        return 'retry';
+      },
+    );
+  }
+
+  /** The prefill layout, once every rank registered; the decode's own values are checked by the server. */
+  prefillInfo(decode: { page_size: number; kv_cache_dtype: string; attention: string; num_layers: number }, timeoutMs: number): Promise<PrefillInfo> {
+    if (!this.info) {
+      const deadline = Date.now() + timeoutMs;
+      const q = new URLSearchParams();
+      for (const [k, v] of Object.entries(decode)) q.set(k, String(v));
+      this.info = this.retrying('layout query', deadline, () => call(this.url(`/route?${q}`), {}, deadline - Date.now()), (a) => {
+        if (a.status === 200) return a.body;
+        if (a.status === 409) throw new TransferError('LAYOUT_MISMATCH', `bootstrap server ${this.address} refused this decode: ${errorText(a.body)}`);
+        return 'retry';
+      }) as Promise<PrefillInfo>;
+      // A failed lookup is not cached: the next request asks again.
+      this.info.catch(() => (this.info = undefined));
+    }
+    return this.info;
+  }
+
+  rankEndpoint(dp: number, tp: number, pp: number, timeoutMs: number): Promise<RankEndpoint> {
+    const key = `${dp}/${tp}/${pp}`;
+    let p = this.endpoints.get(key);
+    if (!p) {
+      const deadline = Date.now() + timeoutMs;
+      p = this.retrying(`endpoint query dp=${dp} tp=${tp} pp=${pp}`, deadline, () => call(this.url(`/route?prefill_dp_rank=${dp}&target_tp_rank=${tp}&target_pp_rank=${pp}`), {}, deadline - Date.now()), (a) =>
+        a.status === 200 ? a.body : 'retry',
+      ) as Promise<RankEndpoint>;
+      this.endpoints.set(key, p);
+      p.catch(() => this.endpoints.delete(key));
+    }
+    return p;
+  }
+
+  /** Forgets cached endpoints (a prefill rank restarted and registered again). */
+  forget(): void {
+    this.info = undefined;
+    this.endpoints.clear();
+  }
+
+  async health(timeoutMs: number): Promise<boolean> {
+    try {
+      const a = await call(this.url('/health'), {}, timeoutMs);
+      return a.status === 200;
+    } catch {
+      return false;
+    }
+  }
+}

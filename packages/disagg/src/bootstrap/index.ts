@@ -1,0 +1,3 @@
+export { BootstrapServer, startBootstrapServer, type BootstrapServerOptions } from './server.js';
+export { BootstrapClient } from './client.js';
+export type { RankRegistration, PrefillInfo, RankEndpoint } from './schema.js';

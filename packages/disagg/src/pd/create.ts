@@ -1,0 +1,123 @@
+import { TransferError, initTransferEngine, loadConfig, type BootstrapInfo, type KVBuffers, type KVManager, type KVReceiver, type KVSender, type ParallelLayout, type TransferEngine } from '@te/connector';
+import { BootstrapServer } from '../bootstrap/server.js';
+import { DecodeRank } from './decode-rank.js';
+import { checkBuffers, registerBuffers } from './local-buffers.js';
+import { PrefillRank } from './prefill-rank.js';
+import { resolveTimeouts, type PDTimeouts } from './timeouts.js';
+
+export interface CreateKVManagerOptions {
+  role: 'prefill' | 'decode';
+  layout: ParallelLayout;
+  buffers: KVBuffers;
+  /** Transport plugin name (`mooncake-tcp`, or a third party's with `modulePath`). */
+  connector?: string;
+  modulePath?: string;
+  /**
+   * Further engine config, in te's or vLLM's spelling (`kv_connector`, `kv_role`, ...),
+   * read through the same `loadConfig` as every other entry point ($TE_CONFIG and the
+   * environment included).
+   */
+  config?: Record<string, unknown>;
+  /** An engine to use instead of the process's shared one (tests with several ranks per process). */
+  engine?: TransferEngine;
+  /** Prefill: this instance's bootstrap server, which every rank registers with. */
+  bootstrapHost?: string;
+  bootstrapPort?: number;
+  /** Prefill: start the bootstrap server in this rank (default: the rank with every index 0). */
+  serveBootstrap?: boolean;
+  timeouts?: Partial<PDTimeouts>;
+  /** Send each layer as soon as it is written (not available yet on this runtime). */
+  layerwise?: boolean;
+}
+
+/** The KV contract's manager, plus what a deployment needs to see. */
+export interface DisaggKVManager extends KVManager {
+  readonly engine: TransferEngine;
+  readonly timeouts: PDTimeouts;
+  /** Prefill: the bootstrap server this rank started, if it started one. */
+  readonly bootstrapServer: BootstrapServer | undefined;
+  createSender(bootstrap: BootstrapInfo): KVSender;
+  createReceiver(bootstrap: BootstrapInfo): KVReceiver;
+}
+
+function checkLayout(l: ParallelLayout): void {
+  const pairs: [keyof ParallelLayout, keyof ParallelLayout][] = [['attnTpRank', 'attnTpSize'], ['attnDpRank', 'attnDpSize'], ['ppRank', 'ppSize'], ['systemDpRank', 'systemDpSize']];
+  for (const [rank, size] of pairs) {
+    const r = l[rank];
+    const s = l[size];
+    if (!Number.isInteger(s) || s < 1) throw new TransferError('INVALID_ARGUMENT', `Expected layout.${size} to be a positive integer, got ${String(s)}`);
+    if (!Number.isInteger(r) || r < 0 || r >= s) throw new TransferError('INVALID_ARGUMENT', `Expected layout.${rank} to be an integer in [0, ${s}), got ${String(r)}`);
+  }
+}
+
+class Manager implements DisaggKVManager {
+  constructor(
+    readonly role: 'prefill' | 'decode',
+    readonly layout: ParallelLayout,
+    readonly engine: TransferEngine,
+    readonly timeouts: PDTimeouts,
+    private readonly rank: PrefillRank | DecodeRank,
+    private readonly registered: bigint[],
+    readonly bootstrapServer: BootstrapServer | undefined,
+  ) {}
+
+  createSender(bootstrap: BootstrapInfo): KVSender {
+    if (!(this.rank instanceof PrefillRank)) throw new TransferError('INVALID_ARGUMENT', 'createSender is for prefill KV managers; this one is a decode');
+    checkBootstrap(bootstrap);
+    return this.rank.createSender(bootstrap);
+  }
+
+  createReceiver(bootstrap: BootstrapInfo): KVReceiver {
+    if (!(this.rank instanceof DecodeRank)) throw new TransferError('INVALID_ARGUMENT', 'createReceiver is for decode KV managers; this one is a prefill');
+    checkBootstrap(bootstrap);
+    return this.rank.createReceiver(bootstrap);
+  }
+
+  async close(): Promise<void> {
+    await this.rank.close();
+    await this.bootstrapServer?.close();
+    for (const addr of this.registered) await this.engine.unregisterMemory(addr).catch(() => undefined);
+  }
+}
+
+function checkBootstrap(b: BootstrapInfo): void {
+  if (!b || typeof b.host !== 'string' || b.host === '') throw new TransferError('INVALID_ARGUMENT', 'Expected bootstrap.host to be a host name');
+  if (!Number.isInteger(b.port) || b.port < 1 || b.port > 65535) throw new TransferError('INVALID_ARGUMENT', `Expected bootstrap.port to be a port number, got ${String(b.port)}`);
+  if (typeof b.room !== 'bigint' || b.room < 0n || b.room >= 1n << 63n) throw new TransferError('INVALID_ARGUMENT', `Expected bootstrap.room to be a u63 bigint, got ${String(b.room)}`);
+}
+
+/**
+ * Builds a rank's KV manager on any transport plugin: registers its buffers with the
+ * (shared) engine, serves the PD protocol on the engine's control endpoint, and — on a
+ * prefill — registers with the instance's bootstrap server (starting it on rank 0).
+ */
+export async function createKVManager(options: CreateKVManagerOptions): Promise<DisaggKVManager> {
+  if (options.role !== 'prefill' && options.role !== 'decode') throw new TransferError('INVALID_ARGUMENT', `Expected role 'prefill' or 'decode', got ${String(options.role)}`);
+  if (options.layerwise) throw new TransferError('UNSUPPORTED_CAPABILITY', 'layerwise KV transfer is not available in this version of @te/disagg');
+  checkLayout(options.layout);
+  checkBuffers(options.buffers);
+  const timeouts = resolveTimeouts(options.timeouts);
+  const engine =
+    options.engine ??
+    (await initTransferEngine(
+      loadConfig({ json: { ...(options.config ?? {}), ...(options.connector ? { connector: options.connector } : {}), ...(options.modulePath ? { modulePath: options.modulePath } : {}) } }),
+    ));
+  const registered = await registerBuffers(engine, options.buffers);
+  if (options.role === 'decode') return new Manager('decode', options.layout, engine, timeouts, new DecodeRank(engine, options.layout, options.buffers, timeouts), registered, undefined);
+
+  const l = options.layout;
+  const host = options.bootstrapHost ?? '127.0.0.1';
+  const port = options.bootstrapPort ?? 8998;
+  const first = l.attnTpRank === 0 && l.attnDpRank === 0 && l.ppRank === 0 && l.systemDpRank === 0;
+  let server: BootstrapServer | undefined;
+  if (options.serveBootstrap ?? first) server = await BootstrapServer.start({ host: options.bootstrapHost ?? '0.0.0.0', port });
+  const rank = new PrefillRank(engine, l, options.buffers, timeouts);
+  try {
+    await rank.registerWith(`${host}:${server?.port ?? port}`);
+  } catch (e) {
+    await rank.close();
+    await server?.close();
+    throw e;
+  }
+  return new Manager('prefill', l, engine, timeouts, rank, registered, server);
+}

@@ -1,0 +1,55 @@
+import { TransferError, type KVBuffers, type ParallelLayout } from '@te/connector';
+import { shardOfRank, type BufferTable, type LayerSpan } from '../plan/index.js';
+import type { RegisterMessage } from '../protocol/messages.js';
+import { tableFromWire } from './local-buffers.js';
+
+/** A decode rank as one prefill rank knows it: its layout and buffers, and whether it failed. */
+export interface Destination {
+  readonly segment: string;
+  readonly epoch: bigint;
+  readonly msg: RegisterMessage;
+  readonly span: LayerSpan;
+  readonly kv: BufferTable;
+  readonly aux: BufferTable;
+  readonly state: BufferTable | undefined;
+  /** Set after a connection-level failure: later rooms fail fast until it registers again. */
+  failed?: TransferError;
+}
+
+function mismatch(field: string, decode: unknown, prefill: unknown): never {
+  throw new TransferError('LAYOUT_MISMATCH', `${field} mismatch: decode has ${field}=${String(decode)}, prefill has ${field}=${String(prefill)}`);
+}
+
+/**
+ * Checks a decode rank's registration against this prefill rank's layout, so a
+ * mismatch is refused here, naming both values, instead of landing as corrupt KV.
+ */
+export function acceptDestination(msg: RegisterMessage, buffers: KVBuffers, layout: ParallelLayout): Destination {
+  const totalLayers = buffers.totalLayers ?? buffers.numLayers;
+  if (msg.pageSize !== buffers.pageSize) mismatch('page_size', msg.pageSize, buffers.pageSize);
+  if (msg.kvCacheDtype !== buffers.kvCacheDtype) mismatch('kv_cache_dtype', msg.kvCacheDtype, buffers.kvCacheDtype);
+  if (msg.attention !== buffers.attention) mismatch('attention', msg.attention, buffers.attention);
+  if (msg.totalLayers !== totalLayers) mismatch('num_layers', msg.totalLayers, totalLayers);
+  if (msg.ppSize !== 1 && msg.ppSize !== layout.ppSize) mismatch('pp_size', msg.ppSize, layout.ppSize);
+  const perLayer = msg.attention === 'mha' ? 2 : 1;
+  if (msg.kv.addrs.length !== msg.numLayers * perLayer) throw new TransferError('INVALID_ARGUMENT', `decode registers ${msg.kv.addrs.length} KV buffers for ${msg.numLayers} ${msg.attention} layers`);
+  if (msg.attention === 'mha' && msg.tpSize !== layout.attnTpSize) {
+    if (msg.totalKvHeads === undefined || buffers.totalKvHeads === undefined) {
+      throw new TransferError('LAYOUT_MISMATCH', `attention TP differs (decode ${msg.tpSize}, prefill ${layout.attnTpSize}): both sides must declare totalKvHeads for head slicing`);
+    }
+    if (msg.totalKvHeads !== buffers.totalKvHeads) mismatch('total_kv_heads', msg.totalKvHeads, buffers.totalKvHeads);
+    const want = shardOfRank(msg.totalKvHeads, msg.tpSize, msg.tpRank).count;
+    if (msg.kvHeadsPerRank !== undefined && msg.kvHeadsPerRank !== want) mismatch('kv_heads_per_rank', msg.kvHeadsPerRank, want);
+  }
+  if (Boolean(msg.state) !== Boolean(buffers.state)) mismatch('state', msg.state?.kind ?? 'none', buffers.state?.kind ?? 'none');
+  if (msg.state && buffers.state && msg.state.kind !== buffers.state.kind) mismatch('state', msg.state.kind, buffers.state.kind);
+  return {
+    segment: msg.decodeSegment,
+    epoch: msg.epoch,
+    msg,
+    span: { firstLayer: msg.firstLayer, layers: msg.numLayers },
+    kv: tableFromWire(msg.kv, 'decode KV'),
+    aux: tableFromWire(msg.aux, 'decode aux'),
+    state: msg.state ? tableFromWire(msg.state.table, 'decode state') : undefined,
+  };
+}

@@ -1,0 +1,53 @@
+/**
+ * Periodic liveness checks of the peers that have live rooms. A peer missing
+ * `maxFailures` consecutive checks (or answering "unreachable" at once) is reported
+ * dead once; its rooms are failed by the owner.
+ */
+export class Heartbeat {
+  private readonly failures = new Map<string, number>();
+  private timer: NodeJS.Timeout | undefined;
+  private running = false;
+
+  constructor(
+    private readonly intervalMs: number,
+    private readonly maxFailures: number,
+    private readonly peers: () => Iterable<string>,
+    private readonly check: (peer: string, timeoutMs: number) => Promise<'alive' | 'dead' | 'missed'>,
+    private readonly onDead: (peer: string) => void,
+  ) {}
+
+  start(): void {
+    if (this.timer) return;
+    this.timer = setInterval(() => void this.tick(), this.intervalMs);
+    this.timer.unref();
+  }
+
+  private async tick(): Promise<void> {
+    if (this.running) return; // a slow round must not pile up rounds
+    this.running = true;
+    try {
+      const live = new Set(this.peers());
+      for (const p of this.failures.keys()) if (!live.has(p)) this.failures.delete(p);
+      await Promise.all(
+        [...live].map(async (peer) => {
+          const r = await this.check(peer, this.intervalMs).catch(() => 'missed' as const);
+          if (r === 'alive') return void this.failures.delete(peer);
+          const n = r === 'dead' ? this.maxFailures : (this.failures.get(peer) ?? 0) + 1;
+          if (n >= this.maxFailures) {
+            this.failures.delete(peer);
+            this.onDead(peer);
+          } else {
+            this.failures.set(peer, n);
+          }
+        }),
+      );
+    } finally {
+      this.running = false;
+    }
+  }
+
+  stop(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+  }
+}

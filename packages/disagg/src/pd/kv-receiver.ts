@@ -1,0 +1,160 @@
+import { KVStatus, StatusCell, TransferError, isTransferError, type BootstrapInfo, type KVReceiver } from '@te/connector';
+import { MSG, PD_PROTOCOL_VERSION, type AbortMessage, type RequestMessage, type StatusMessage } from '../protocol/messages.js';
+import type { DecodeRank } from './decode-rank.js';
+import { planTargets, type TargetPlan } from './targets.js';
+
+interface ResolvedTarget extends TargetPlan {
+  segment: string;
+}
+
+/**
+ * Decode side of one request (SGLang's KVReceiver). Resolves the prefill ranks at once
+ * (bootstrap query, registration on first contact), sends the destination on `init`,
+ * and reaches Success when every prefill rank it needs reported success after its
+ * writes settled.
+ */
+export class DecodeReceiver implements KVReceiver {
+  readonly cell = new StatusCell(KVStatus.Bootstrapping);
+  private readonly resolved: Promise<ResolvedTarget[]>;
+  private readonly responses = new Set<string>();
+  private requested = false;
+  private waitingTimer: NodeJS.Timeout | undefined;
+  bytes = 0;
+
+  constructor(private readonly rank: DecodeRank, readonly bootstrap: BootstrapInfo) {
+    this.resolved = this.resolve();
+    this.resolved.catch((e) => this.fail(e instanceof TransferError ? e : new TransferError('INTERNAL', (e as Error).message, { cause: e })));
+  }
+
+  get room(): bigint {
+    return this.bootstrap.room;
+  }
+
+  get status(): KVStatus {
+    return this.cell.value;
+  }
+
+  get failure(): TransferError | undefined {
+    return this.cell.error;
+  }
+
+  get bootstrapAddress(): string {
+    return `${this.bootstrap.host}:${this.bootstrap.port}`;
+  }
+
+  /** Prefill segments this room depends on (known once resolved). */
+  segments: string[] = [];
+
+  private async resolve(): Promise<ResolvedTarget[]> {
+    const r = this.rank;
+    const deadline = Date.now() + r.timeouts.bootstrapMs;
+    const client = r.bootstrapClient(this.bootstrapAddress);
+    const info = await client.prefillInfo(r.selfDescription(), r.timeouts.bootstrapMs);
+    const set = planTargets(info, r.layout, r.buffers, this.room, this.bootstrap.prefillDpRank);
+    const out = await Promise.all(
+      set.targets.map(async (t) => {
+        const ep = await client.rankEndpoint(set.dpRank, t.tpRank, t.ppRank, Math.max(1, deadline - Date.now()));
+        await r.ensureRegistered(ep.endpoint, Math.max(1, deadline - Date.now()));
+        return { ...t, segment: ep.endpoint };
+      }),
+    );
+    this.segments = [...new Set(out.map((t) => t.segment))];
+    this.cell.advance(KVStatus.WaitingForInput);
+    return out;
+  }
+
+  async init(pageIndices: Uint32Array, auxIndex: number, stateIndices?: Uint32Array): Promise<void> {
+    if (!(pageIndices instanceof Uint32Array)) throw new TransferError('INVALID_ARGUMENT', 'Expected pageIndices to be a Uint32Array');
+    if (!Number.isInteger(auxIndex) || auxIndex < 0) throw new TransferError('INVALID_ARGUMENT', `Expected auxIndex to be a non-negative integer, got ${auxIndex}`);
+    if (stateIndices !== undefined && !(stateIndices instanceof Uint32Array)) throw new TransferError('INVALID_ARGUMENT', 'Expected stateIndices to be a Uint32Array');
+    if (this.requested) throw new TransferError('INVALID_ARGUMENT', `room ${this.room}: init was already called`);
+    const targets = await this.resolved;
+    if (this.cell.value === KVStatus.Failed) throw this.cell.error!;
+    this.requested = true;
+    this.waitingTimer = setTimeout(() => {
+      if (this.cell.value === KVStatus.Success || this.cell.value === KVStatus.Failed) return;
+      const e = new TransferError('TIMEOUT', `room ${this.room}: KV did not arrive within ${this.rank.timeouts.waitingMs} ms (waiting timeout; ${this.responses.size} of ${targets.length} prefill ranks reported)`, { details: { room: this.room } });
+      this.fail(e);
+      void this.sendAborts(targets, e.message).catch(() => undefined);
+    }, this.rank.timeouts.waitingMs);
+    this.waitingTimer.unref();
+    try {
+      await Promise.all(targets.map((t) => this.request(t, pageIndices, auxIndex, stateIndices)));
+    } catch (e) {
+      const error = isTransferError(e) ? e : new TransferError('INTERNAL', (e as Error).message, { cause: e });
+      this.fail(new TransferError(error.code, `room ${this.room}: ${error.message}`, { cause: error, details: { room: this.room } }));
+      throw this.cell.error!;
+    }
+    this.cell.advance(KVStatus.Transferring);
+  }
+
+  private async request(t: ResolvedTarget, pages: Uint32Array, auxIndex: number, stateIndices: Uint32Array | undefined): Promise<void> {
+    const msg: RequestMessage = {
+      v: PD_PROTOCOL_VERSION,
+      room: this.room,
+      decodeSegment: this.rank.engine.segmentName,
+      decodeTpRank: this.rank.layout.attnTpRank,
+      pages,
+      auxIndex,
+      requiredDecodeRanks: t.requiredDecodeRanks,
+      dummy: t.dummy,
+      sendsAux: t.sendsAux,
+      sendsState: t.sendsState,
+    };
+    if (stateIndices) msg.stateIndices = stateIndices;
+    if (t.kvSlice) msg.kvSlice = t.kvSlice;
+    if (t.stateSlice) msg.stateSlice = t.stateSlice;
+    try {
+      await this.rank.engine.controlClient(t.segment).request(MSG.request, msg, this.rank.timeouts.heartbeatMs * 2);
+    } catch (e) {
+      // A restarted prefill rank no longer knows this decode: register again, once.
+      if (!isTransferError(e, 'STALE_DESCRIPTOR')) throw e;
+      await this.rank.ensureRegistered(t.segment, this.rank.timeouts.heartbeatMs * 2, true);
+      await this.rank.engine.controlClient(t.segment).request(MSG.request, msg, this.rank.timeouts.heartbeatMs * 2);
+    }
+  }
+
+  /** A prefill rank's result. */
+  onStatus(m: StatusMessage): void {
+    if (m.status === KVStatus.Failed) {
+      this.fail(new TransferError(m.code && /^[A-Z_]+$/.test(m.code) ? (m.code as 'TRANSFER_FAILED') : 'TRANSFER_FAILED', `room ${this.room}: prefill rank tp=${m.prefillTpRank} pp=${m.prefillPpRank} failed: ${m.message ?? 'no reason given'}`, { details: { room: this.room, fromPeer: true } }));
+      return;
+    }
+    this.responses.add(`${m.prefillTpRank}/${m.prefillPpRank}`);
+    this.bytes += m.bytes ?? 0;
+    void this.resolved.then((targets) => {
+      if (this.responses.size >= targets.length && this.cell.advance(KVStatus.Success)) this.done();
+    });
+  }
+
+  fail(error: TransferError): void {
+    if (this.cell.fail(error)) this.done();
+  }
+
+  private done(): void {
+    if (this.waitingTimer) clearTimeout(this.waitingTimer);
+    this.rank.forget(this);
+  }
+
+  private async sendAborts(targets: ResolvedTarget[], reason: string): Promise<void> {
+    const msg: AbortMessage = { v: PD_PROTOCOL_VERSION, room: this.room, decodeSegment: this.rank.engine.segmentName, reason: reason.slice(0, 2000) };
+    const results = await Promise.allSettled(targets.map((t) => this.rank.engine.controlClient(t.segment).request(MSG.abort, msg, this.rank.timeouts.abortMs)));
+    const unsafe = results.find((r): r is PromiseRejectedResult => r.status === 'rejected' && !isTransferError(r.reason, 'PEER_UNREACHABLE'));
+    if (unsafe) {
+      throw new TransferError('TIMEOUT', `room ${this.room}: a prefill rank did not acknowledge the abort (${(unsafe.reason as Error).message}); its pages may still be written`, { cause: unsafe.reason, details: { room: this.room } });
+    }
+  }
+
+  /**
+   * Aborts the room on both sides. Resolves only when every prefill rank acknowledged
+   * that no write of this room is in flight (or is unreachable: a dead process writes
+   * nothing), so the pages may be freed then; rejects if that cannot be known.
+   */
+  async abort(reason = 'aborted by the decode'): Promise<void> {
+    const wasSuccess = this.cell.value === KVStatus.Success;
+    this.fail(new TransferError('ABORTED', `room ${this.room}: ${reason}`, { details: { room: this.room } }));
+    if (wasSuccess || !this.requested) return;
+    const targets = await this.resolved.catch(() => [] as ResolvedTarget[]);
+    await this.sendAborts(targets, reason);
+  }
+}

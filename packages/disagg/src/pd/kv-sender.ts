@@ -1,0 +1,171 @@
+import { KVStatus, StatusCell, TransferError, isTransferError, type KVSender, type BootstrapInfo, type TransferBatch } from '@te/connector';
+import { MSG, PD_PROTOCOL_VERSION, type RequestMessage, type StatusMessage } from '../protocol/messages.js';
+import type { Destination } from './destination.js';
+import { concatBatches, planAux, planKv, planState } from './transfer-plan.js';
+import type { PrefillRank } from './prefill-rank.js';
+
+/** One decode rank's request for this room, with the destination it registered. */
+export interface RoomRequest {
+  req: RequestMessage;
+  dest: Destination;
+}
+
+const CONNECTION_CODES = new Set(['CONNECTION_LOST', 'PEER_UNREACHABLE', 'PEER_FAILED', 'STALE_DESCRIPTOR', 'AUTH_FAILED']);
+
+/**
+ * Prefill side of one request (SGLang's KVSender). Ready (WaitingForInput) once every
+ * decode rank it serves sent its destination; each chunk is written as it is given; the
+ * last chunk adds aux and state, and the result goes to each decode rank over the
+ * control plane once every write settled.
+ */
+export class PrefillSender implements KVSender {
+  readonly cell = new StatusCell(KVStatus.Bootstrapping);
+  private readonly requests = new Map<string, RoomRequest>();
+  private required = Infinity;
+  private numPages: number | undefined;
+  private auxIndex: number | undefined;
+  private sentPages = 0;
+  private finished = false;
+  private chain: Promise<void> = Promise.resolve();
+  private readonly stop = new AbortController();
+  private readonly bootstrapTimer: NodeJS.Timeout;
+  bytes = 0;
+
+  constructor(private readonly rank: PrefillRank, readonly bootstrap: BootstrapInfo) {
+    this.bootstrapTimer = setTimeout(() => {
+      if (this.cell.value < KVStatus.WaitingForInput) this.fail(new TransferError('TIMEOUT', `room ${this.room}: no destination from the decode within ${rank.timeouts.bootstrapMs} ms (bootstrap timeout; ${this.requests.size} of ${Number.isFinite(this.required) ? this.required : '?'} decode ranks heard)`, { details: { room: this.room } }));
+    }, rank.timeouts.bootstrapMs);
+    this.bootstrapTimer.unref();
+  }
+
+  get room(): bigint {
+    return this.bootstrap.room;
+  }
+
+  get status(): KVStatus {
+    return this.cell.value;
+  }
+
+  get failure(): TransferError | undefined {
+    return this.cell.error;
+  }
+
+  /** The decode segments this room writes to (heartbeat targets). */
+  segments(): string[] {
+    return [...this.requests.values()].map((r) => r.dest.segment);
+  }
+
+  addRequest(rr: RoomRequest): void {
+    if (this.cell.value === KVStatus.Failed) throw this.cell.error!;
+    if (rr.dest.failed) {
+      const e = new TransferError(rr.dest.failed.code, `room ${this.room}: destination ${rr.dest.segment} failed before (${rr.dest.failed.message}); it must register again`, { details: { room: this.room } });
+      this.fail(e);
+      throw e;
+    }
+    this.requests.set(`${rr.dest.segment}#${rr.req.decodeTpRank}`, rr);
+    this.required = rr.req.requiredDecodeRanks;
+    if (this.requests.size >= this.required && this.cell.advance(KVStatus.WaitingForInput)) clearTimeout(this.bootstrapTimer);
+  }
+
+  init(numPages: number, auxIndex?: number): void {
+    if (!Number.isInteger(numPages) || numPages < 0) throw new TransferError('INVALID_ARGUMENT', `Expected numPages to be a non-negative integer, got ${numPages}`);
+    if (auxIndex !== undefined && (!Number.isInteger(auxIndex) || auxIndex < 0)) throw new TransferError('INVALID_ARGUMENT', `Expected auxIndex to be a non-negative integer, got ${auxIndex}`);
+    this.numPages = numPages;
+    this.auxIndex = auxIndex;
+  }
+
+  send(pageIndices: Uint32Array, options: { last?: boolean; stateIndices?: Uint32Array } = {}): Promise<void> {
+    if (!(pageIndices instanceof Uint32Array)) return Promise.reject(new TransferError('INVALID_ARGUMENT', 'Expected pageIndices to be a Uint32Array'));
+    if (this.finished) return Promise.reject(new TransferError('INVALID_ARGUMENT', `room ${this.room}: the last chunk was already sent`));
+    const last = options.last ?? (this.numPages !== undefined && this.sentPages + pageIndices.length >= this.numPages);
+    if (last) this.finished = true;
+    const offset = this.sentPages;
+    this.sentPages += pageIndices.length;
+    const step = this.chain.then(() => this.sendChunk(pageIndices, offset, last, options.stateIndices));
+    this.chain = step.catch(() => undefined);
+    return step;
+  }
+
+  private async sendChunk(pages: Uint32Array, offset: number, last: boolean, stateIndices: Uint32Array | undefined): Promise<void> {
+    if (this.cell.value === KVStatus.Failed) throw this.cell.error!;
+    await this.cell.reached(KVStatus.WaitingForInput);
+    this.cell.advance(KVStatus.Transferring);
+    try {
+      await Promise.all([...this.requests.values()].map((rr) => this.writeTo(rr, pages, offset, last, stateIndices)));
+    } catch (e) {
+      const error = isTransferError(e) ? e : new TransferError('INTERNAL', (e as Error).message, { cause: e });
+      this.fail(error);
+      throw error;
+    }
+    if (last) await this.finish();
+  }
+
+  private async writeTo(rr: RoomRequest, pages: Uint32Array, offset: number, last: boolean, stateIndices: Uint32Array | undefined): Promise<void> {
+    const { req, dest } = rr;
+    const parts: TransferBatch[] = [];
+    if (!req.dummy && pages.length > 0) {
+      if (offset + pages.length > req.pages.length) throw new TransferError('INVALID_ARGUMENT', `room ${this.room}: ${offset + pages.length} pages sent but decode rank ${req.decodeTpRank} gave ${req.pages.length} destination pages`, { details: { room: this.room } });
+      parts.push(planKv(this.rank.source, dest, req, pages, req.pages.subarray(offset, offset + pages.length)).batch);
+    }
+    if (parts.length > 0) await this.submit(dest, concatBatches(parts));
+    if (!last) return;
+    // Aux goes after the KV and state have landed, so a decode that reads Success can read it.
+    const state = stateIndices ? planState(this.rank.source, dest, req, stateIndices) : undefined;
+    if (state && state.batch.opcodes.length > 0) await this.submit(dest, state.batch);
+    if (req.sendsAux && this.auxIndex !== undefined) await this.submit(dest, planAux(this.rank.source, dest, this.auxIndex, req.auxIndex).batch);
+  }
+
+  private async submit(dest: Destination, batch: TransferBatch): Promise<void> {
+    try {
+      const r = await this.rank.engine.transfer(dest.segment, batch, { timeoutMs: this.rank.timeouts.transferMs, signal: this.stop.signal });
+      this.bytes += Number(r.bytes);
+    } catch (e) {
+      if (isTransferError(e) && CONNECTION_CODES.has(e.code)) this.rank.markFailed(dest, e);
+      throw isTransferError(e) ? new TransferError(e.code, `room ${this.room}: writing to ${dest.segment} failed: ${e.message}`, { cause: e, details: { room: this.room, segment: dest.segment } }) : e;
+    }
+  }
+
+  private async finish(): Promise<void> {
+    const results = await Promise.allSettled([...this.requests.values()].map((rr) => this.report(rr, KVStatus.Success)));
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) {
+      const e = new TransferError('PEER_FAILED', `room ${this.room}: the KV landed but the result could not be delivered: ${(failed.reason as Error).message}`, { details: { room: this.room } });
+      this.fail(e);
+      throw e;
+    }
+    this.cell.advance(KVStatus.Success);
+    this.rank.forget(this);
+  }
+
+  private report(rr: RoomRequest, status: 0 | 4, error?: TransferError): Promise<unknown> {
+    const msg: StatusMessage = { v: PD_PROTOCOL_VERSION, room: this.room, prefillTpRank: this.rank.layout.attnTpRank, prefillPpRank: this.rank.layout.ppRank, status, bytes: this.bytes };
+    if (error) {
+      msg.code = error.code;
+      msg.message = error.message.slice(0, 2000);
+    }
+    return this.rank.engine.controlClient(rr.dest.segment).request(MSG.status, msg, this.rank.timeouts.heartbeatMs * 2);
+  }
+
+  /** Fails the room here and tells every decode rank (best effort). */
+  fail(error: TransferError): void {
+    clearTimeout(this.bootstrapTimer);
+    if (!this.cell.fail(error)) return;
+    this.stop.abort();
+    for (const rr of this.requests.values()) this.report(rr, KVStatus.Failed, error).catch(() => undefined);
+    this.rank.forget(this);
+  }
+
+  /** Resolves once no write of this room is in flight (the engine's settle guarantee). */
+  settled(): Promise<void> {
+    return this.chain;
+  }
+
+  async abort(reason = 'aborted by the prefill'): Promise<void> {
+    this.fail(new TransferError('ABORTED', `room ${this.room}: ${reason}`, { details: { room: this.room } }));
+    await this.settled();
+  }
+
+  layerReady(): void {
+    throw new TransferError('UNSUPPORTED_CAPABILITY', 'layerwise transfer is not enabled for this KV manager');
+  }
+}

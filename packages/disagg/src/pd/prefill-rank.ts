@@ -1,0 +1,208 @@
+import { KVStatus, TransferError, isTransferError, type BootstrapInfo, type KVBuffers, type ParallelLayout, type TransferEngine } from '@te/connector';
+import { BootstrapClient } from '../bootstrap/client.js';
+import type { RankRegistration } from '../bootstrap/schema.js';
+import { handleMessage } from '../protocol/handle.js';
+import { AbortSchema, MSG, PD_PROTOCOL_VERSION, PingSchema, RegisterSchema, RequestSchema, type AbortMessage, type RequestMessage } from '../protocol/messages.js';
+import { acceptDestination, type Destination } from './destination.js';
+import { Heartbeat } from './heartbeat.js';
+import { PrefillSender, type RoomRequest } from './kv-sender.js';
+import { tableOf } from './local-buffers.js';
+import type { PDTimeouts } from './timeouts.js';
+import type { SourceSide } from './transfer-plan.js';
+
+// Requests for rooms whose sender does not exist yet are kept this long at most, and at
+// most this many: a decode may be ahead of the prefill, a hostile peer must not grow memory.
+const MAX_PENDING_ROOMS = 65_536;
+const MAX_DESTINATIONS = 4_096;
+
+/**
+ * One prefill rank: serves decode ranks' registrations, requests and aborts on the
+ * engine's control plane, and owns the senders of its rooms.
+ */
+export class PrefillRank {
+  readonly source: SourceSide;
+  private readonly destinations = new Map<string, Destination>();
+  private readonly senders = new Map<bigint, PrefillSender>();
+  private readonly pending = new Map<bigint, { requests: RoomRequest[]; at: number }>();
+  private readonly aborted = new Map<bigint, number>();
+  private readonly unhandle: (() => void)[] = [];
+  private readonly heartbeat: Heartbeat;
+  private readonly sweeper: NodeJS.Timeout;
+
+  constructor(
+    readonly engine: TransferEngine,
+    readonly layout: ParallelLayout,
+    readonly buffers: KVBuffers,
+    readonly timeouts: PDTimeouts,
+  ) {
+    this.source = {
+      buffers,
+      layout,
+      kv: tableOf(buffers.kv, 'KV'),
+      aux: tableOf(buffers.aux, 'aux'),
+      state: buffers.state ? tableOf(buffers.state, 'state') : undefined,
+      span: { firstLayer: buffers.firstLayer ?? 0, layers: buffers.numLayers },
+    };
+    this.unhandle.push(
+      handleMessage(engine, MSG.register, RegisterSchema, (m) => this.onRegister(m)),
+      handleMessage(engine, MSG.request, RequestSchema, (m) => this.onRequest(m)),
+      handleMessage(engine, MSG.abort, AbortSchema, (m) => this.onAbort(m)),
+      handleMessage(engine, MSG.ping, PingSchema, () => ({ v: PD_PROTOCOL_VERSION })),
+    );
+    this.heartbeat = new Heartbeat(
+      timeouts.heartbeatMs,
+      timeouts.heartbeatMaxFailures,
+      () => new Set([...this.senders.values()].flatMap((s) => (s.status < KVStatus.Success && s.status !== KVStatus.Failed ? s.segments() : []))),
+      (segment, timeoutMs) => pingPeer(engine, segment, MSG.decodePing, timeoutMs),
+      (segment) => this.onDecodeLost(segment),
+    );
+    this.heartbeat.start();
+    this.sweeper = setInterval(() => this.sweep(), Math.min(timeouts.bootstrapMs, 10_000));
+    this.sweeper.unref();
+  }
+
+  /** What this rank registers with its instance's bootstrap server. */
+  registration(): RankRegistration {
+    const b = this.buffers;
+    const l = this.layout;
+    const r: RankRegistration = {
+      attn_tp_size: l.attnTpSize,
+      attn_tp_rank: l.attnTpRank,
+      attn_dp_size: l.attnDpSize,
+      attn_dp_rank: l.attnDpRank,
+      pp_size: l.ppSize,
+      pp_rank: l.ppRank,
+      system_dp_size: l.systemDpSize,
+      system_dp_rank: l.systemDpRank,
+      endpoint: this.engine.segmentName,
+      page_size: b.pageSize,
+      kv_cache_dtype: b.kvCacheDtype,
+      attention: b.attention,
+      num_layers: b.totalLayers ?? b.numLayers,
+      first_layer: b.firstLayer ?? 0,
+      stage_layers: b.numLayers,
+    };
+    if (b.totalKvHeads !== undefined) r.total_kv_heads = b.totalKvHeads;
+    return r;
+  }
+
+  async registerWith(bootstrapAddress: string): Promise<void> {
+    await new BootstrapClient(bootstrapAddress).register(this.registration(), this.timeouts.bootstrapMs);
+  }
+
+  createSender(bootstrap: BootstrapInfo): PrefillSender {
+    if (this.senders.has(bootstrap.room)) throw new TransferError('INVALID_ARGUMENT', `room ${bootstrap.room} already has a sender on this rank`);
+    const sender = new PrefillSender(this, bootstrap);
+    if (this.aborted.has(bootstrap.room)) {
+      this.aborted.delete(bootstrap.room);
+      sender.fail(new TransferError('ABORTED', `room ${bootstrap.room} was aborted by the decode before the prefill started it`, { details: { room: bootstrap.room } }));
+      return sender;
+    }
+    this.senders.set(bootstrap.room, sender);
+    const waiting = this.pending.get(bootstrap.room);
+    this.pending.delete(bootstrap.room);
+    for (const rr of waiting?.requests ?? []) {
+      try {
+        sender.addRequest(rr);
+      } catch {
+        // the sender is failed and reports it
+      }
+    }
+    return sender;
+  }
+
+  forget(sender: PrefillSender): void {
+    if (this.senders.get(sender.room) === sender) this.senders.delete(sender.room);
+  }
+
+  /** A destination that failed at the connection level fails its later rooms fast until it registers again. */
+  markFailed(dest: Destination, error: TransferError): void {
+    dest.failed ??= error;
+  }
+
+  private onRegister(m: import('../protocol/messages.js').RegisterMessage): { tpRank: number; ppRank: number } {
+    const dest = acceptDestination(m, this.buffers, this.layout);
+    const key = `${m.decodeSegment}#${m.tpRank}`;
+    if (!this.destinations.has(key) && this.destinations.size >= MAX_DESTINATIONS) throw new TransferError('POOL_EXHAUSTED', `more than ${MAX_DESTINATIONS} decode ranks registered`);
+    // Registering again (a restart: new epoch) replaces the old table and clears its failure.
+    this.destinations.set(key, dest);
+    return { tpRank: this.layout.attnTpRank, ppRank: this.layout.ppRank };
+  }
+
+  private onRequest(m: RequestMessage): { accepted: true } {
+    const dest = this.destinations.get(`${m.decodeSegment}#${m.decodeTpRank}`);
+    if (!dest) throw new TransferError('STALE_DESCRIPTOR', `decode rank ${m.decodeSegment}#${m.decodeTpRank} is not registered with this prefill rank; register first`);
+    if (this.aborted.has(m.room)) throw new TransferError('ABORTED', `room ${m.room} was aborted`);
+    if (dest.failed) throw new TransferError('PEER_FAILED', `destination ${dest.segment} failed before (${dest.failed.message}); register again`);
+    this.checkRequest(m, dest);
+    const rr: RoomRequest = { req: m, dest };
+    const sender = this.senders.get(m.room);
+    if (sender) {
+      sender.addRequest(rr);
+    } else {
+      let p = this.pending.get(m.room);
+      if (!p) {
+        if (this.pending.size >= MAX_PENDING_ROOMS) throw new TransferError('POOL_EXHAUSTED', `${MAX_PENDING_ROOMS} rooms already wait for their prefill; retry later`);
+        p = { requests: [], at: Date.now() };
+        this.pending.set(m.room, p);
+      }
+      if (p.requests.length >= 4096) throw new TransferError('INVALID_ARGUMENT', `room ${m.room}: too many requests`);
+      p.requests.push(rr);
+    }
+    return { accepted: true };
+  }
+
+  /** Bounds a request against both layouts before it is ever planned. */
+  private checkRequest(m: RequestMessage, dest: Destination): void {
+    const dstPages = Math.floor(dest.kv.lengths[0]! / dest.kv.itemLens[0]!);
+    for (let i = 0; i < m.pages.length; i++) if (m.pages[i]! >= dstPages) throw new TransferError('ADDRESS_OUT_OF_RANGE', `room ${m.room}: destination page ${m.pages[i]} is outside the decode's ${dstPages} pages`);
+    if (m.sendsAux && dest.aux.addrs.length > 0 && m.auxIndex >= Math.floor(dest.aux.lengths[0]! / dest.aux.itemLens[0]!)) throw new TransferError('ADDRESS_OUT_OF_RANGE', `room ${m.room}: aux slot ${m.auxIndex} is outside the decode's aux buffer`);
+    if (m.kvSlice && m.kvSlice.count === 0 && !m.dummy) throw new TransferError('INVALID_ARGUMENT', `room ${m.room}: empty head slice on a non-dummy request`);
+  }
+
+  private async onAbort(m: AbortMessage): Promise<{ settled: true; status: number }> {
+    const sender = this.senders.get(m.room);
+    if (!sender) {
+      // Not started (or already finished): remember it so a later sender fails at once.
+      this.pending.delete(m.room);
+      if (this.aborted.size < MAX_PENDING_ROOMS) this.aborted.set(m.room, Date.now());
+      return { settled: true, status: KVStatus.Failed };
+    }
+    if (sender.status !== KVStatus.Success) sender.fail(new TransferError('ABORTED', `room ${m.room}: aborted by decode ${m.decodeSegment}${m.reason ? `: ${m.reason}` : ''}`, { details: { room: m.room } }));
+    await sender.settled();
+    return { settled: true, status: sender.status };
+  }
+
+  private onDecodeLost(segment: string): void {
+    for (const s of [...this.senders.values()]) {
+      if (s.segments().includes(segment)) s.fail(new TransferError('PEER_FAILED', `room ${s.room}: decode ${segment} stopped answering heartbeats`, { details: { room: s.room, segment } }));
+    }
+    for (const d of this.destinations.values()) if (d.segment === segment) d.failed ??= new TransferError('PEER_FAILED', `decode ${segment} stopped answering heartbeats`);
+  }
+
+  /** Drops requests and abort marks older than the bootstrap timeout. */
+  private sweep(): void {
+    const horizon = Date.now() - this.timeouts.bootstrapMs;
+    for (const [room, p] of this.pending) if (p.at < horizon) this.pending.delete(room);
+    for (const [room, at] of this.aborted) if (at < horizon) this.aborted.delete(room);
+  }
+
+  async close(): Promise<void> {
+    this.heartbeat.stop();
+    clearInterval(this.sweeper);
+    const live = [...this.senders.values()];
+    for (const s of live) s.fail(new TransferError('ENGINE_CLOSED', `room ${s.room}: the KV manager closed`, { details: { room: s.room } }));
+    await Promise.all(live.map((s) => s.settled()));
+    for (const u of this.unhandle) u();
+  }
+}
+
+/** One liveness check over the control plane: unreachable means dead, anything else slow. */
+export async function pingPeer(engine: TransferEngine, segment: string, type: string, timeoutMs: number): Promise<'alive' | 'dead' | 'missed'> {
+  try {
+    await engine.controlClient(segment).request(type, { v: PD_PROTOCOL_VERSION }, timeoutMs);
+    return 'alive';
+  } catch (e) {
+    return isTransferError(e, 'PEER_UNREACHABLE') ? 'dead' : 'missed';
+  }
+}

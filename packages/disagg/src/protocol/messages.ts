@@ -1,0 +1,110 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { BigUint64ArrayType, Uint32ArrayType } from './typed-arrays.js';
+
+/*
+ * The rank-to-rank PD protocol over the engine's zeromq control plane. Every message is a
+ * request with a reply; bodies are msgpack with u64 as bigint and index lists as typed
+ * arrays. New fields are appended as optional, so an older peer still parses them.
+ * Prefill ranks serve `te.kv.p.*`, decode ranks serve `te.kv.d.*`.
+ */
+export const PD_PROTOCOL_VERSION = 1;
+
+export const MSG = {
+  register: 'te.kv.p.register',
+  request: 'te.kv.p.request',
+  abort: 'te.kv.p.abort',
+  ping: 'te.kv.p.ping',
+  status: 'te.kv.d.status',
+  decodePing: 'te.kv.d.ping',
+} as const;
+
+const Int = (min = 0, max = 1 << 30) => Type.Integer({ minimum: min, maximum: max });
+
+export const BufferTableSchema = Type.Object({
+  addrs: BigUint64ArrayType(),
+  lengths: BigUint64ArrayType(),
+  itemLens: BigUint64ArrayType(),
+});
+export type BufferTableWire = Static<typeof BufferTableSchema>;
+
+/** Decode → prefill, once per (decode rank, prefill rank): where and how the decode keeps its KV. */
+export const RegisterSchema = Type.Object({
+  v: Type.Literal(PD_PROTOCOL_VERSION),
+  decodeSegment: Type.String({ minLength: 1, maxLength: 300 }),
+  epoch: Type.BigInt(),
+  tpSize: Int(1, 4096),
+  tpRank: Int(0, 4095),
+  ppSize: Int(1, 1024),
+  ppRank: Int(0, 1023),
+  attention: Type.Union([Type.Literal('mha'), Type.Literal('mla')]),
+  pageSize: Int(1),
+  kvCacheDtype: Type.String({ maxLength: 64 }),
+  firstLayer: Int(0),
+  numLayers: Int(1),
+  totalLayers: Int(1),
+  kvHeadsPerRank: Type.Optional(Int(1)),
+  totalKvHeads: Type.Optional(Int(1)),
+  kv: BufferTableSchema,
+  aux: BufferTableSchema,
+  state: Type.Optional(
+    Type.Object({
+      kind: Type.Union([Type.Literal('mamba'), Type.Literal('swa')]),
+      table: BufferTableSchema,
+      totalUnits: Type.Optional(Int(1)),
+    }),
+  ),
+});
+export type RegisterMessage = Static<typeof RegisterSchema>;
+
+export const RegisterReplySchema = Type.Object({ tpRank: Int(), ppRank: Int() });
+
+const SliceSchema = Type.Object({ srcOffset: Int(), dstOffset: Int(), count: Int() });
+export type SliceWire = Static<typeof SliceSchema>;
+
+/** Decode → prefill, per request and target rank: the destination of the room's KV. */
+export const RequestSchema = Type.Object({
+  v: Type.Literal(PD_PROTOCOL_VERSION),
+  room: Type.BigInt({ minimum: 0n }),
+  decodeSegment: Type.String({ minLength: 1, maxLength: 300 }),
+  decodeTpRank: Int(0, 4095),
+  pages: Uint32ArrayType(),
+  auxIndex: Int(0),
+  stateIndices: Type.Optional(Uint32ArrayType()),
+  /** Decode ranks this prefill rank must hear from before the room is ready. */
+  requiredDecodeRanks: Int(1, 4096),
+  /** Heads this prefill rank sends (absent: whole pages). */
+  kvSlice: Type.Optional(SliceSchema),
+  stateSlice: Type.Optional(SliceSchema),
+  /** Send no KV (MLA replicas, covered GQA replicas); still report success. */
+  dummy: Type.Boolean(),
+  /** This rank writes the aux slot (one rank per decode rank: the last PP stage's first target). */
+  sendsAux: Type.Boolean(),
+  /** This rank writes the state (absent stateSlice with state: whole items). */
+  sendsState: Type.Boolean(),
+});
+export type RequestMessage = Static<typeof RequestSchema>;
+
+/** Prefill → decode: a room's result from one prefill rank, after its writes settled. */
+export const StatusSchema = Type.Object({
+  v: Type.Literal(PD_PROTOCOL_VERSION),
+  room: Type.BigInt({ minimum: 0n }),
+  prefillTpRank: Int(0, 4095),
+  prefillPpRank: Int(0, 1023),
+  /** KVStatus: Success (4) or Failed (0). */
+  status: Type.Union([Type.Literal(0), Type.Literal(4)]),
+  code: Type.Optional(Type.String({ maxLength: 64 })),
+  message: Type.Optional(Type.String({ maxLength: 2000 })),
+  bytes: Type.Optional(Type.Number({ minimum: 0 })),
+});
+export type StatusMessage = Static<typeof StatusSchema>;
+
+/** Decode → prefill: stop writing this room; the reply comes once no write can still land. */
+export const AbortSchema = Type.Object({
+  v: Type.Literal(PD_PROTOCOL_VERSION),
+  room: Type.BigInt({ minimum: 0n }),
+  decodeSegment: Type.String({ minLength: 1, maxLength: 300 }),
+  reason: Type.Optional(Type.String({ maxLength: 2000 })),
+});
+export type AbortMessage = Static<typeof AbortSchema>;
+
+export const PingSchema = Type.Object({ v: Type.Literal(PD_PROTOCOL_VERSION) });
