@@ -1,4 +1,4 @@
-import { TransferError, type BootstrapInfo, type KVBuffers, type ParallelLayout, type TransferEngine } from '@te/connector';
+import { KVStatus, TransferError, type BootstrapInfo, type KVBuffers, type ParallelLayout, type TransferEngine } from '@te/connector';
 import { BootstrapClient } from '../bootstrap/client.js';
 import { checkReply, handleMessage } from '../protocol/handle.js';
 import { MSG, PD_PROTOCOL_VERSION, PingSchema, RegisterReplySchema, StatusSchema, type RegisterMessage, type StatusMessage } from '../protocol/messages.js';
@@ -119,6 +119,8 @@ export class DecodeRank {
   private livePeers(): Set<string> {
     const out = new Set<string>();
     for (const r of this.receivers.values()) {
+      // Before a room resolved its prefill, the bootstrap timeout governs, not heartbeats.
+      if (r.status < KVStatus.WaitingForInput) continue;
       out.add(`http:${r.bootstrapAddress}`);
       for (const s of r.segments) out.add(`seg:${s}`);
     }

@@ -24,7 +24,8 @@ export class PrefillRank {
   private readonly destinations = new Map<string, Destination>();
   private readonly senders = new Map<bigint, PrefillSender>();
   private readonly pending = new Map<bigint, { requests: RoomRequest[]; at: number }>();
-  private readonly aborted = new Map<bigint, number>();
+  /** Rooms that can no longer succeed here (aborted by the decode, or refused), with why. */
+  private readonly aborted = new Map<bigint, { at: number; error: TransferError }>();
   private readonly unhandle: (() => void)[] = [];
   private readonly heartbeat: Heartbeat;
   private readonly sweeper: NodeJS.Timeout;
@@ -93,9 +94,10 @@ export class PrefillRank {
   createSender(bootstrap: BootstrapInfo): PrefillSender {
     if (this.senders.has(bootstrap.room)) throw new TransferError('INVALID_ARGUMENT', `room ${bootstrap.room} already has a sender on this rank`);
     const sender = new PrefillSender(this, bootstrap);
-    if (this.aborted.has(bootstrap.room)) {
+    const ended = this.aborted.get(bootstrap.room);
+    if (ended) {
       this.aborted.delete(bootstrap.room);
-      sender.fail(new TransferError('ABORTED', `room ${bootstrap.room} was aborted by the decode before the prefill started it`, { details: { room: bootstrap.room } }));
+      sender.fail(ended.error);
       return sender;
     }
     this.senders.set(bootstrap.room, sender);
@@ -132,9 +134,16 @@ export class PrefillRank {
   private onRequest(m: RequestMessage): { accepted: true } {
     const dest = this.destinations.get(`${m.decodeSegment}#${m.decodeTpRank}`);
     if (!dest) throw new TransferError('STALE_DESCRIPTOR', `decode rank ${m.decodeSegment}#${m.decodeTpRank} is not registered with this prefill rank; register first`);
-    if (this.aborted.has(m.room)) throw new TransferError('ABORTED', `room ${m.room} was aborted`);
+    const ended = this.aborted.get(m.room);
+    if (ended) throw ended.error;
     if (dest.failed) throw new TransferError('PEER_FAILED', `destination ${dest.segment} failed before (${dest.failed.message}); register again`);
-    this.checkRequest(m, dest);
+    try {
+      this.checkRequest(m, dest);
+    } catch (e) {
+      // A destination that can never be served fails the room here too, not at the bootstrap timeout.
+      this.endRoom(m.room, e as TransferError);
+      throw e;
+    }
     const rr: RoomRequest = { req: m, dest };
     const sender = this.senders.get(m.room);
     if (sender) {
@@ -160,12 +169,19 @@ export class PrefillRank {
     if (m.kvSlice && m.kvSlice.count === 0 && !m.dummy) throw new TransferError('INVALID_ARGUMENT', `room ${m.room}: empty head slice on a non-dummy request`);
   }
 
+  /** Fails a room now, or when its sender is created. */
+  private endRoom(room: bigint, error: TransferError): void {
+    const sender = this.senders.get(room);
+    if (sender) return sender.fail(error);
+    this.pending.delete(room);
+    if (this.aborted.size < MAX_PENDING_ROOMS) this.aborted.set(room, { at: Date.now(), error });
+  }
+
   private async onAbort(m: AbortMessage): Promise<{ settled: true; status: number }> {
     const sender = this.senders.get(m.room);
     if (!sender) {
       // Not started (or already finished): remember it so a later sender fails at once.
-      this.pending.delete(m.room);
-      if (this.aborted.size < MAX_PENDING_ROOMS) this.aborted.set(m.room, Date.now());
+      this.endRoom(m.room, new TransferError('ABORTED', `room ${m.room} was aborted by decode ${m.decodeSegment} before the prefill started it`, { details: { room: m.room } }));
       return { settled: true, status: KVStatus.Failed };
     }
     if (sender.status !== KVStatus.Success) sender.fail(new TransferError('ABORTED', `room ${m.room}: aborted by decode ${m.decodeSegment}${m.reason ? `: ${m.reason}` : ''}`, { details: { room: m.room } }));
@@ -184,7 +200,7 @@ export class PrefillRank {
   private sweep(): void {
     const horizon = Date.now() - this.timeouts.bootstrapMs;
     for (const [room, p] of this.pending) if (p.at < horizon) this.pending.delete(room);
-    for (const [room, at] of this.aborted) if (at < horizon) this.aborted.delete(room);
+    for (const [room, e] of this.aborted) if (e.at < horizon) this.aborted.delete(room);
   }
 
   async close(): Promise<void> {
