@@ -1,0 +1,65 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { KVStatus, createTransferEngine, loadConfig, type TransferEngine } from '@te/connector';
+import { createKVManager, type DisaggKVManager } from '../src/index.js';
+import { allocateRank, fillPrefill, verifyDecode, type ModelSpec } from './fixtures/pd-model.js';
+import { freePort, layout } from './pd-harness.js';
+import { FAST, runScenario } from './pd-scenario.js';
+
+/*
+ * The runtime knows no transport: the same head-slicing layout runs over mooncake-rdma
+ * and barex (libfabric RMA over tcp;ofi_rxm, ranks in their own processes) and over a
+ * third-party plugin loaded by modulePath.
+ */
+const MODEL: ModelSpec = { attention: 'mha', totalLayers: 4, heads: 8, headBytes: 16, pageSize: 4, pages: 24, auxSlots: 8, auxBytes: 64 };
+const ROOM = { room: 0x55aa_55aa_55aan, srcPages: [2, 3, 4, 9, 10, 17], dstPages: [5, 6, 7, 8, 1, 20], auxSrc: 1, auxDst: 6 };
+const tps = (n: number) => Array.from({ length: n }, (_, i) => layout(n, i));
+
+for (const plugin of ['mooncake-rdma', 'barex']) {
+  test(`TP 4→2 with head slicing over ${plugin} (tcp;ofi_rxm)`, async () => {
+    const options: Record<string, unknown> = { provider: 'tcp;ofi_rxm', connectTimeoutMs: 2000 };
+    if (plugin === 'barex') options.poolSize = 16 << 20;
+    await runScenario({ model: MODEL, prefill: tps(4), decode: tps(2), rooms: [ROOM], config: { connector: plugin, bindAddress: '127.0.0.1', transportOptions: { [plugin]: options } } });
+  });
+}
+
+test('TP 2→1 with head slicing over a third-party plugin loaded by modulePath (in-process transport, one engine per rank)', async () => {
+  const fixture = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'test', 'fixtures', 'third-party-plugin');
+  const config = loadConfig({ json: { connector: 'example-memcpy', modulePath: fixture }, env: {} });
+  const port = await freePort();
+  const engines: TransferEngine[] = [];
+  const managers: DisaggKVManager[] = [];
+  try {
+    const make = async (role: 'prefill' | 'decode', l: ReturnType<typeof layout>) => {
+      const engine = await createTransferEngine(config);
+      engines.push(engine);
+      const memory = await allocateRank(engine, MODEL, l);
+      const manager = await createKVManager({ role, layout: l, buffers: memory.buffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: port, timeouts: FAST });
+      managers.push(manager);
+      return { memory, manager };
+    };
+    const p0 = await make('prefill', layout(2, 0));
+    const p1 = await make('prefill', layout(2, 1));
+    const d = await make('decode', layout(1, 0));
+    const bootstrap = { host: '127.0.0.1', port, room: ROOM.room };
+    const receiver = d.manager.createReceiver(bootstrap);
+    const senders = [p0, p1].map((p) => {
+      fillPrefill(MODEL, p.memory, ROOM.room, Uint32Array.from(ROOM.srcPages), ROOM.auxSrc);
+      const s = p.manager.createSender(bootstrap);
+      s.init(ROOM.srcPages.length, ROOM.auxSrc);
+      return s;
+    });
+    await receiver.init(Uint32Array.from(ROOM.dstPages), ROOM.auxDst);
+    await Promise.all(senders.map((s) => s.send(Uint32Array.from(ROOM.srcPages), { last: true })));
+    await receiver.cell.reached(KVStatus.Success, { timeoutMs: 10_000 });
+    assert.is(verifyDecode(MODEL, d.memory, [{ room: ROOM.room, pages: Uint32Array.from(ROOM.dstPages), auxSlot: ROOM.auxDst }]), undefined);
+    assert.equal(engines.map((e) => e.transports), [['example-memcpy'], ['example-memcpy'], ['example-memcpy']]);
+  } finally {
+    for (const m of managers) await m.close();
+    for (const e of engines) await e.close();
+  }
+});
+
+test.run();
