@@ -112,7 +112,7 @@ export class PrefillSender implements KVSender {
     // Aux goes after the KV and state have landed, so a decode that reads Success can read it.
     const state = stateIndices ? planState(this.rank.source, dest, req, stateIndices) : undefined;
     if (state && state.batch.opcodes.length > 0) await this.submit(dest, state.batch);
-    if (req.sendsAux && this.auxIndex !== undefined) await this.submit(dest, planAux(this.rank.source, dest, this.auxIndex, req.auxIndex).batch);
+    if (req.sendsAux && this.auxIndex !== undefined && this.rank.source.aux.addrs.length > 0) await this.submit(dest, planAux(this.rank.source, dest, this.auxIndex, req.auxIndex).batch);
   }
 
   private async submit(dest: Destination, batch: TransferBatch): Promise<void> {

@@ -1,0 +1,86 @@
+import { randomBytes } from 'node:crypto';
+import { TransferError } from '@te/connector';
+import type { KVConnectorMeta, KVTransferParams, KVRequestView } from './types.js';
+
+export interface SchedulerOptions {
+  role: 'prefill' | 'decode';
+  /** Prefill: where decode instances reach this instance's bootstrap server. */
+  bootstrapHost?: string;
+  bootstrapPort?: number;
+  engineId?: string;
+  tpSize?: number;
+}
+
+function randomRoom(): string {
+  return (randomBytes(8).readBigUInt64LE() & ((1n << 63n) - 1n)).toString();
+}
+
+/**
+ * The scheduler half of vLLM's KVConnectorBase_V1 over the PD runtime. Holds no memory;
+ * decides which requests load or send, and hands the worker one metadata object per step.
+ */
+export class KVConnectorScheduler {
+  private loads: KVConnectorMeta['loads'] = [];
+  private sends: KVConnectorMeta['sends'] = [];
+
+  constructor(readonly options: SchedulerOptions) {
+    if (options.role === 'prefill' && (!options.bootstrapHost || !options.bootstrapPort)) {
+      throw new TransferError('INVALID_ARGUMENT', 'a prefill scheduler needs bootstrapHost and bootstrapPort (where decode instances reach its bootstrap server)');
+    }
+  }
+
+  /**
+   * Tokens the decode will receive from the prefill instead of computing, and whether the
+   * load is asynchronous (across steps). Side-effect free: vLLM may call it repeatedly.
+   */
+  getNumNewMatchedTokens(request: KVRequestView, numComputedTokens: number): [number, boolean] {
+    if (this.options.role === 'decode' && request.kvTransferParams?.do_remote_prefill) return [Math.max(0, request.promptTokens - numComputedTokens), true];
+    return [0, false];
+  }
+
+  /** Blocks were allocated: queue the pull (once: do_remote_prefill is cleared). */
+  updateStateAfterAlloc(request: KVRequestView, blockIds: number[], numExternalTokens: number): void {
+    const params = request.kvTransferParams;
+    if (this.options.role !== 'decode' || !params?.do_remote_prefill) return;
+    if (numExternalTokens > 0) {
+      if (!params.remote_host || !params.remote_port || !params.remote_request_id) {
+        throw new TransferError('INVALID_ARGUMENT', `request ${request.requestId}: kv_transfer_params lack remote_host, remote_port or remote_request_id`);
+      }
+      this.loads.push({ requestId: request.requestId, blockIds: [...blockIds], params: { ...params } });
+    }
+    params.do_remote_prefill = false;
+  }
+
+  /** This step's work for the workers; resets the queue. */
+  buildConnectorMeta(): KVConnectorMeta {
+    const meta = { loads: this.loads, sends: this.sends };
+    this.loads = [];
+    this.sends = [];
+    return meta;
+  }
+
+  /**
+   * The request finished. A length-capped prefill request hands its KV off: blocks stay
+   * allocated until the worker reports it in `getFinished` (`true`), and the returned
+   * params go into the response for the proxy to copy into the decode request.
+   */
+  requestFinished(request: KVRequestView, blockIds: number[]): [boolean, KVTransferParams | null] {
+    const params = request.kvTransferParams;
+    if (this.options.role !== 'prefill' || !params?.do_remote_decode || request.finishReason !== 'length') return [false, null];
+    const room = params.remote_request_id ?? randomRoom();
+    this.sends.push({ requestId: request.requestId, blockIds: [...blockIds], room });
+    return [
+      true,
+      {
+        do_remote_prefill: true,
+        do_remote_decode: false,
+        remote_host: this.options.bootstrapHost!,
+        remote_port: this.options.bootstrapPort!,
+        remote_engine_id: this.options.engineId ?? null,
+        remote_block_ids: [...blockIds],
+        remote_request_id: room,
+        tp_size: this.options.tpSize ?? 1,
+      },
+    ];
+  }
+}

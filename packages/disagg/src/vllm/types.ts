@@ -1,0 +1,34 @@
+/**
+ * vLLM's `kv_transfer_params`, as they travel through the proxy (JSON: no u64, so the
+ * room is a decimal string).
+ */
+export interface KVTransferParams {
+  do_remote_prefill?: boolean;
+  do_remote_decode?: boolean;
+  /** The prefill instance's bootstrap server. */
+  remote_host?: string | null;
+  remote_port?: number | null;
+  remote_engine_id?: string | null;
+  /** Prefill-side block ids (informational: the decode sends its own destination). */
+  remote_block_ids?: number[] | null;
+  /** The room both sides use, as a decimal u63. */
+  remote_request_id?: string | null;
+  tp_size?: number;
+}
+
+/** The part of a vLLM `Request` the connector reads. */
+export interface KVRequestView {
+  requestId: string;
+  promptTokens: number;
+  kvTransferParams?: KVTransferParams | null;
+  /** vLLM's finish reason; KV is handed off only for a length-capped prefill (max_tokens 1). */
+  finishReason?: 'length' | 'stop' | 'abort' | null;
+}
+
+/** Scheduler → worker, once per step (vLLM's KVConnectorMetadata). */
+export interface KVConnectorMeta {
+  /** Decode: requests whose KV to pull into these blocks. */
+  loads: { requestId: string; blockIds: number[]; params: KVTransferParams }[];
+  /** Prefill: finished requests whose blocks to send. */
+  sends: { requestId: string; blockIds: number[]; room: string }[];
+}

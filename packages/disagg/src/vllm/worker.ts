@@ -1,0 +1,134 @@
+import { KVStatus, TransferError, type KVBuffers, type KVRequest, type ParallelLayout } from '@te/connector';
+import { createKVManager, type CreateKVManagerOptions, type DisaggKVManager } from '../pd/create.js';
+import type { KVConnectorMeta } from './types.js';
+
+/** One layer's cache as vLLM registers it: one region, K half then V half (`[2, numBlocks, ...]`). */
+export interface LayerCache {
+  name: string;
+  addr: bigint;
+  length: bigint;
+}
+
+export interface WorkerOptions extends Omit<CreateKVManagerOptions, 'buffers'> {
+  /** Blocks per layer cache and tokens per block. */
+  numBlocks: number;
+  blockSize: number;
+  kvCacheDtype: string;
+  device?: KVBuffers['device'];
+  /** Needed when prefill and decode attention TP differ (head slicing). */
+  totalKvHeads?: number;
+  kvHeadsPerRank?: number;
+}
+
+interface Active {
+  request: KVRequest;
+  direction: 'send' | 'recv';
+  blockIds: number[];
+}
+
+/**
+ * The worker half of vLLM's KVConnectorBase_V1 over the PD runtime: registers the layer
+ * caches, starts sends (prefill) and pulls (decode) from each step's metadata, and
+ * reports finished and failed requests. Transfers run in the background; nothing here
+ * blocks the forward pass.
+ */
+export class KVConnectorWorker {
+  private manager: DisaggKVManager | undefined;
+  private readonly active = new Map<string, Active>();
+  private readonly done = { sending: new Set<string>(), recving: new Set<string>() };
+  private readonly failedBlocks = new Set<number>();
+
+  constructor(readonly options: WorkerOptions) {}
+
+  get kvManager(): DisaggKVManager | undefined {
+    return this.manager;
+  }
+
+  /** vLLM's register_kv_caches: every layer's region, in layer order. */
+  async registerKvCaches(layers: LayerCache[]): Promise<void> {
+    if (this.manager) throw new TransferError('INVALID_ARGUMENT', 'registerKvCaches was already called');
+    if (layers.length === 0) throw new TransferError('INVALID_ARGUMENT', 'registerKvCaches needs at least one layer');
+    const length = layers[0]!.length;
+    const half = length / 2n;
+    const blocks = BigInt(this.options.numBlocks);
+    for (const l of layers) {
+      if (l.length !== length || half % blocks !== 0n) throw new TransferError('INVALID_ARGUMENT', `layer ${l.name}: every layer cache must be ${length} bytes, two halves of ${this.options.numBlocks} equal blocks`);
+    }
+    const regions = [...layers.map((l) => l.addr), ...layers.map((l) => l.addr + half)];
+    const buffers: KVBuffers = {
+      kv: { addrs: BigUint64Array.from(regions), lengths: BigUint64Array.from(regions.map(() => half)), itemLengths: BigUint64Array.from(regions.map(() => half / blocks)) },
+      attention: 'mha',
+      numLayers: layers.length,
+      pageSize: this.options.blockSize,
+      kvCacheDtype: this.options.kvCacheDtype,
+      aux: { addrs: new BigUint64Array(0), lengths: new BigUint64Array(0), itemLengths: new BigUint64Array(0) },
+      device: this.options.device ?? 'cpu',
+    };
+    if (this.options.totalKvHeads !== undefined) buffers.totalKvHeads = this.options.totalKvHeads;
+    if (this.options.kvHeadsPerRank !== undefined) buffers.kvHeadsPerRank = this.options.kvHeadsPerRank;
+    this.manager = await createKVManager({ ...this.options, buffers });
+  }
+
+  private need(): DisaggKVManager {
+    if (!this.manager) throw new TransferError('INVALID_ARGUMENT', 'registerKvCaches must be called first');
+    return this.manager;
+  }
+
+  /** Starts this step's pulls (decode) and sends (prefill); returns at once. */
+  startLoadKv(meta: KVConnectorMeta): void {
+    const m = this.need();
+    for (const load of meta.loads) {
+      const p = load.params;
+      const receiver = m.createReceiver({ host: p.remote_host!, port: p.remote_port!, room: BigInt(p.remote_request_id!) });
+      this.track(load.requestId, receiver, 'recv', load.blockIds);
+      receiver.init(Uint32Array.from(load.blockIds), 0).catch(() => undefined); // the failure is on the cell
+    }
+    for (const send of meta.sends) {
+      const sender = m.createSender({ host: this.options.bootstrapHost ?? '127.0.0.1', port: m.bootstrapServer?.port ?? this.options.bootstrapPort ?? 8998, room: BigInt(send.room) });
+      this.track(send.requestId, sender, 'send', send.blockIds);
+      sender.init(send.blockIds.length);
+      sender.send(Uint32Array.from(send.blockIds), { last: true }).catch(() => undefined);
+    }
+  }
+
+  private track(requestId: string, request: KVRequest, direction: 'send' | 'recv', blockIds: number[]): void {
+    this.active.set(requestId, { request, direction, blockIds });
+    const settle = (): void => {
+      this.active.delete(requestId);
+      (direction === 'send' ? this.done.sending : this.done.recving).add(requestId);
+      if (direction === 'recv' && request.status === KVStatus.Failed) for (const b of blockIds) this.failedBlocks.add(b);
+    };
+    request.cell.reached(KVStatus.Success).then(settle, settle);
+  }
+
+  /** Layerwise loading is not enabled: a layer is ready when the request's load is. */
+  async waitForLayerLoad(_layerName: string): Promise<void> {}
+
+  /** Non-layerwise: KV is sent when the request finishes (`startLoadKv`'s sends). */
+  saveKvLayer(_layerName: string): void {}
+
+  async waitForSave(): Promise<void> {}
+
+  /**
+   * Requests whose transfer ended since the last call: sending (the prefill may free the
+   * blocks) and receiving (the decode may schedule it; failed ones are also listed in
+   * `getBlockIdsWithLoadErrors`).
+   */
+  getFinished(_finishedRequestIds?: Set<string>): { sending: Set<string>; recving: Set<string> } {
+    const out = { sending: new Set(this.done.sending), recving: new Set(this.done.recving) };
+    this.done.sending.clear();
+    this.done.recving.clear();
+    return out;
+  }
+
+  /** Blocks of failed loads since the last call (vLLM then recomputes or fails per its policy). */
+  getBlockIdsWithLoadErrors(): Set<number> {
+    const out = new Set(this.failedBlocks);
+    this.failedBlocks.clear();
+    return out;
+  }
+
+  async shutdown(): Promise<void> {
+    await this.manager?.close();
+  }
+}

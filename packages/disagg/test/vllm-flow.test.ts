@@ -1,0 +1,111 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { createTransferEngine, type TransferEngine } from '@te/connector';
+import { KVConnectorScheduler, KVConnectorWorker, type KVTransferParams, type KVRequestView } from '../src/index.js';
+import { freePort, TCP_CONFIG } from './pd-harness.js';
+import { FAST } from './pd-scenario.js';
+
+/*
+ * vLLM's shape over the PD runtime, two engines over mooncake-tcp: a prefill request with
+ * max_tokens 1 finishes length-capped, a test proxy copies its kv_transfer_params into the
+ * decode request, the decode pulls the blocks, and getFinished reports both sides.
+ */
+const LAYERS = 3;
+const BLOCKS = 16;
+const BLOCK_BYTES = 256; // block_size 4 tokens × 64 bytes
+const layout = { attnTpSize: 1, attnTpRank: 0, attnDpSize: 1, attnDpRank: 0, ppSize: 1, ppRank: 0, systemDpSize: 1, systemDpRank: 0 };
+
+async function instance(engine: TransferEngine, role: 'prefill' | 'decode', port: number, fill: (layer: number, half: number, view: Uint8Array) => void) {
+  const caches = [];
+  const views: Uint8Array[] = [];
+  for (let l = 0; l < LAYERS; l++) {
+    const mem = await engine.allocateMemory(2 * BLOCKS * BLOCK_BYTES);
+    const v = mem.buffer!;
+    fill(l, 0, v.subarray(0, BLOCKS * BLOCK_BYTES));
+    fill(l, 1, v.subarray(BLOCKS * BLOCK_BYTES));
+    caches.push({ name: `model.layers.${l}.self_attn`, addr: mem.addr, length: mem.length });
+    views.push(v);
+  }
+  const scheduler = new KVConnectorScheduler({ role, bootstrapHost: '127.0.0.1', bootstrapPort: port, engineId: `${role}-engine`, tpSize: 1 });
+  const worker = new KVConnectorWorker({ role, layout, engine, numBlocks: BLOCKS, blockSize: 4, kvCacheDtype: 'bf16', bootstrapHost: '127.0.0.1', bootstrapPort: port, timeouts: { ...FAST, bootstrapMs: 3_000, waitingMs: 3_000 } });
+  await worker.registerKvCaches(caches);
+  return { scheduler, worker, views };
+}
+
+const byteOf = (l: number, half: number, block: number, i: number) => (l * 29 + half * 7 + block * 13 + i) & 0xff;
+
+async function until<T>(f: () => T | undefined, timeoutMs = 10_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = f();
+    if (v !== undefined) return v;
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+test('prefill (max_tokens 1) → proxy → decode: blocks byte-exact, getFinished on both sides, a failed load reported', async () => {
+  const port = await freePort();
+  const pe = await createTransferEngine(TCP_CONFIG);
+  const de = await createTransferEngine(TCP_CONFIG);
+  const P = await instance(pe, 'prefill', port, (l, h, v) => v.forEach((_, i) => (v[i] = byteOf(l, h, Math.floor(i / BLOCK_BYTES), i % BLOCK_BYTES))));
+  const D = await instance(de, 'decode', port, (_l, _h, v) => v.fill(0));
+  try {
+    // Proxy → prefill: do_remote_decode, max_tokens 1.
+    const pReq: KVRequestView = { requestId: 'p-1', promptTokens: 12, kvTransferParams: { do_remote_decode: true, do_remote_prefill: false }, finishReason: 'length' };
+    const pBlocks = [5, 6, 9];
+    const [delay, params] = P.scheduler.requestFinished(pReq, pBlocks);
+    assert.is(delay, true);
+    assert.ok(params?.do_remote_prefill && params.remote_request_id && params.remote_port === port);
+    P.worker.startLoadKv(P.scheduler.buildConnectorMeta());
+
+    // Proxy copies kv_transfer_params into the decode request (as JSON, the way it travels).
+    const dReq: KVRequestView = { requestId: 'd-1', promptTokens: 12, kvTransferParams: JSON.parse(JSON.stringify(params)) as KVTransferParams };
+    assert.equal(D.scheduler.getNumNewMatchedTokens(dReq, 0), [12, true]);
+    assert.equal(D.scheduler.getNumNewMatchedTokens(dReq, 0), [12, true], 'side-effect free');
+    const dBlocks = [1, 2, 3];
+    D.scheduler.updateStateAfterAlloc(dReq, dBlocks, 12);
+    assert.is(dReq.kvTransferParams!.do_remote_prefill, false, 'one transfer per request');
+    D.worker.startLoadKv(D.scheduler.buildConnectorMeta());
+    assert.equal(D.scheduler.buildConnectorMeta(), { loads: [], sends: [] }, 'metadata resets each step');
+
+    const recving = await until(() => { const f = D.worker.getFinished().recving; return f.size ? f : undefined; });
+    assert.equal([...recving], ['d-1']);
+    const sending = await until(() => { const f = P.worker.getFinished().sending; return f.size ? f : undefined; });
+    assert.equal([...sending], ['p-1']);
+    assert.equal([...D.worker.getBlockIdsWithLoadErrors()], []);
+    for (let l = 0; l < LAYERS; l++) {
+      for (let h = 0; h < 2; h++) {
+        const half = D.views[l]!.subarray(h * BLOCKS * BLOCK_BYTES, (h + 1) * BLOCKS * BLOCK_BYTES);
+        for (let b = 0; b < BLOCKS; b++) {
+          const at = dBlocks.indexOf(b);
+          const block = half.subarray(b * BLOCK_BYTES, (b + 1) * BLOCK_BYTES);
+          const want = at < 0 ? new Uint8Array(BLOCK_BYTES) : Uint8Array.from({ length: BLOCK_BYTES }, (_, i) => byteOf(l, h, pBlocks[at]!, i));
+          assert.ok(Buffer.compare(block, want) === 0, `layer ${l} half ${h} block ${b}`);
+        }
+      }
+    }
+
+    // A load whose prefill never sends: the decode reports its blocks as load errors.
+    const lost: KVRequestView = { requestId: 'd-2', promptTokens: 8, kvTransferParams: { ...params, remote_request_id: '77' } };
+    D.scheduler.updateStateAfterAlloc(lost, [10, 11], 8);
+    D.worker.startLoadKv(D.scheduler.buildConnectorMeta());
+    const failed = await until(() => { const f = D.worker.getFinished().recving; return f.size ? f : undefined; });
+    assert.equal([...failed], ['d-2']);
+    assert.equal([...D.worker.getBlockIdsWithLoadErrors()].sort(), [10, 11]);
+  } finally {
+    await D.worker.shutdown();
+    await P.worker.shutdown();
+    await de.close();
+    await pe.close();
+  }
+});
+
+test('requestFinished hands off only a length-capped prefill request', () => {
+  const s = new KVConnectorScheduler({ role: 'prefill', bootstrapHost: 'h', bootstrapPort: 1 });
+  assert.equal(s.requestFinished({ requestId: 'a', promptTokens: 1, kvTransferParams: { do_remote_decode: true }, finishReason: 'stop' }, [1]), [false, null]);
+  assert.equal(s.requestFinished({ requestId: 'b', promptTokens: 1, finishReason: 'length' }, [1]), [false, null]);
+  assert.throws(() => new KVConnectorScheduler({ role: 'prefill' }), /bootstrapHost/);
+});
+
+test.run();
