@@ -106,15 +106,9 @@ function planSliced({ src, dst, bufferPairs, srcItems, dstItems }: CopyPlanInput
     const dOff = s.dstOffset * unitBytes;
     const sBase = src.addrs[sb]! + sOff;
     const dBase = dst.addrs[db]! + dOff;
-    for (let i = 0; i < n; i++) {
-      let sa = sBase + srcItems[i]! * sItem;
-      let da = dBase + dstItems[i]! * dItem;
-      for (let t = 0; t < s.rows; t++) {
-        w.push(sa, da, len);
-        sa += sRow;
-        da += dRow;
-      }
-    }
+    const from = w.count;
+    for (let i = 0; i < n; i++) w.pushStrided(sBase + srcItems[i]! * sItem, dBase + dstItems[i]! * dItem, sRow, dRow, s.rows);
+    w.fillLengths(len, from, w.count);
   }
   return { batch: w.finish(), descriptorsBefore: n * s.rows * pairs, bytes: w.bytes };
 }

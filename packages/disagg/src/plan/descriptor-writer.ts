@@ -28,6 +28,48 @@ export class DescriptorWriter {
     this.length = new Uint32Array(this.batch.lengths.buffer);
   }
 
+  /**
+   * Emits `rows` descriptors whose addresses advance by fixed strides, without per-row
+   * division: the low halves carry into the high halves by hand. Lengths are set for a
+   * whole range at once with `fillLengths` (the head-sliced path emits millions of them).
+   */
+  pushStrided(local: number, remote: number, localStride: number, remoteStride: number, rows: number): void {
+    let lh = Math.floor(local / TWO_32);
+    let ll = local - lh * TWO_32;
+    let rh = Math.floor(remote / TWO_32);
+    let rl = remote - rh * TWO_32;
+    const L = this.local;
+    const R = this.remote;
+    let i = this.count * 2;
+    for (let t = 0; t < rows; t++) {
+      L[i] = ll;
+      L[i + 1] = lh;
+      R[i] = rl;
+      R[i + 1] = rh;
+      i += 2;
+      ll += localStride;
+      if (ll >= TWO_32) {
+        ll -= TWO_32;
+        lh++;
+      }
+      rl += remoteStride;
+      if (rl >= TWO_32) {
+        rl -= TWO_32;
+        rh++;
+      }
+    }
+    this.count += rows;
+  }
+
+  /** Sets lengths [from, to) to one value: one write, then doubling copies (memcpy speed). */
+  fillLengths(length: number, from: number, to: number): void {
+    if (to <= from) return;
+    const lengths = this.batch.lengths;
+    lengths[from] = BigInt(length);
+    for (let filled = 1; from + filled < to; filled *= 2) lengths.copyWithin(from + filled, from, Math.min(from + filled, to - filled));
+    this.bytes += length * (to - from);
+  }
+
   push(local: number, remote: number, length: number): void {
     const i = this.count++ * 2;
     const lh = Math.floor(local / TWO_32);
