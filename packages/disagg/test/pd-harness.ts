@@ -36,6 +36,7 @@ export interface RankSpec {
   config?: TeConfigInput;
   timeouts?: Partial<PDTimeouts>;
   env?: NodeJS.ProcessEnv;
+  layerwise?: boolean;
 }
 
 export function layout(tp: number, tpRank: number, extra: Partial<ParallelLayout> = {}): ParallelLayout {

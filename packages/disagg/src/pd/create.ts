@@ -2,6 +2,7 @@ import { TransferError, initTransferEngine, loadConfig, type BootstrapInfo, type
 import { BootstrapServer } from '../bootstrap/server.js';
 import { DecodeRank } from './decode-rank.js';
 import { checkBuffers, registerBuffers } from './local-buffers.js';
+import { LayerwiseBatch, layerwiseEnabled, type BatchEntry, type LayerwiseStats } from './layerwise.js';
 import { PrefillRank } from './prefill-rank.js';
 import { resolveTimeouts, type PDTimeouts } from './timeouts.js';
 
@@ -26,8 +27,13 @@ export interface CreateKVManagerOptions {
   /** Prefill: start the bootstrap server in this rank (default: the rank with every index 0). */
   serveBootstrap?: boolean;
   timeouts?: Partial<PDTimeouts>;
-  /** Send each layer as soon as it is written (not available yet on this runtime). */
+  /**
+   * Prefill: send each layer as soon as it is written (`beginBatch`). Default: the
+   * TE_LAYERWISE or SGLANG_MOONCAKE_ASYNC_KV environment switch.
+   */
   layerwise?: boolean;
+  /** Debug lines (layerwise fallbacks); default: stderr when MC_LOG_LEVEL / TE_LOG_LEVEL is debug. */
+  log?: (message: string) => void;
 }
 
 /** The KV contract's manager, plus what a deployment needs to see. */
@@ -38,6 +44,11 @@ export interface DisaggKVManager extends KVManager {
   readonly bootstrapServer: BootstrapServer | undefined;
   createSender(bootstrap: BootstrapInfo): KVSender;
   createReceiver(bootstrap: BootstrapInfo): KVReceiver;
+  /** Prefill: starts a forward batch whose requests go layer by layer where they can. */
+  beginBatch(entries: BatchEntry[]): LayerwiseBatch;
+  /** Layerwise rooms and fallbacks by reason, since creation. */
+  readonly layerwiseStats: LayerwiseStats;
+  readonly layerwise: boolean;
 }
 
 function checkLayout(l: ParallelLayout): void {
@@ -51,6 +62,7 @@ function checkLayout(l: ParallelLayout): void {
 }
 
 class Manager implements DisaggKVManager {
+  readonly layerwiseStats: LayerwiseStats = { layerwiseRooms: 0, fallbacks: {} };
   constructor(
     readonly role: 'prefill' | 'decode',
     readonly layout: ParallelLayout,
@@ -59,7 +71,14 @@ class Manager implements DisaggKVManager {
     private readonly rank: PrefillRank | DecodeRank,
     private readonly registered: bigint[],
     readonly bootstrapServer: BootstrapServer | undefined,
+    readonly layerwise: boolean,
+    private readonly log: (message: string) => void,
   ) {}
+
+  beginBatch(entries: BatchEntry[]): LayerwiseBatch {
+    if (!(this.rank instanceof PrefillRank)) throw new TransferError('INVALID_ARGUMENT', 'beginBatch is for prefill KV managers');
+    return new LayerwiseBatch(entries, this.layerwise, this.layerwiseStats, this.log);
+  }
 
   createSender(bootstrap: BootstrapInfo): KVSender {
     if (!(this.rank instanceof PrefillRank)) throw new TransferError('INVALID_ARGUMENT', 'createSender is for prefill KV managers; this one is a decode');
@@ -93,7 +112,9 @@ function checkBootstrap(b: BootstrapInfo): void {
  */
 export async function createKVManager(options: CreateKVManagerOptions): Promise<DisaggKVManager> {
   if (options.role !== 'prefill' && options.role !== 'decode') throw new TransferError('INVALID_ARGUMENT', `Expected role 'prefill' or 'decode', got ${String(options.role)}`);
-  if (options.layerwise) throw new TransferError('UNSUPPORTED_CAPABILITY', 'layerwise KV transfer is not available in this version of @te/disagg');
+  const layerwise = layerwiseEnabled(options.layerwise);
+  const debug = /^(debug|trace)$/i.test(process.env.TE_LOG_LEVEL ?? process.env.MC_LOG_LEVEL ?? '');
+  const log = options.log ?? ((m: string) => void (debug && process.stderr.write(`te:disagg ${m}\n`)));
   checkLayout(options.layout);
   checkBuffers(options.buffers);
   const timeouts = resolveTimeouts(options.timeouts);
@@ -103,7 +124,7 @@ export async function createKVManager(options: CreateKVManagerOptions): Promise<
       loadConfig({ json: { ...(options.config ?? {}), ...(options.connector ? { connector: options.connector } : {}), ...(options.modulePath ? { modulePath: options.modulePath } : {}) } }),
     ));
   const registered = await registerBuffers(engine, options.buffers);
-  if (options.role === 'decode') return new Manager('decode', options.layout, engine, timeouts, new DecodeRank(engine, options.layout, options.buffers, timeouts), registered, undefined);
+  if (options.role === 'decode') return new Manager('decode', options.layout, engine, timeouts, new DecodeRank(engine, options.layout, options.buffers, timeouts), registered, undefined, false, log);
 
   const l = options.layout;
   const host = options.bootstrapHost ?? '127.0.0.1';
@@ -119,5 +140,5 @@ export async function createKVManager(options: CreateKVManagerOptions): Promise<
     await server?.close();
     throw e;
   }
-  return new Manager('prefill', l, engine, timeouts, rank, registered, server);
+  return new Manager('prefill', l, engine, timeouts, rank, registered, server, layerwise, log);
 }

@@ -27,6 +27,8 @@ export class PrefillSender implements KVSender {
   private sentPages = 0;
   private finished = false;
   private chain: Promise<void> = Promise.resolve();
+  /** Set while the room goes layer by layer (see layerwise.ts). */
+  private layerwise: LayerwiseState | undefined;
   private readonly stop = new AbortController();
   private readonly bootstrapTimer: NodeJS.Timeout;
   bytes = 0;
@@ -156,8 +158,13 @@ export class PrefillSender implements KVSender {
   }
 
   /** Resolves once no write of this room is in flight (the engine's settle guarantee). */
-  settled(): Promise<void> {
-    return this.chain;
+  async settled(): Promise<void> {
+    await this.chain;
+    // Layer writes run beside the chain: wait for every one (including ones started after a first wait).
+    for (let n = -1; this.layerwise && n !== this.layerwise.inflight.length; ) {
+      n = this.layerwise.inflight.length;
+      await Promise.all(this.layerwise.inflight);
+    }
   }
 
   async abort(reason = 'aborted by the prefill'): Promise<void> {
@@ -165,7 +172,112 @@ export class PrefillSender implements KVSender {
     await this.settled();
   }
 
-  layerReady(): void {
-    throw new TransferError('UNSUPPORTED_CAPABILITY', 'layerwise transfer is not enabled for this KV manager');
+  // ---------------------------------------------------------------- layerwise
+
+  /** Why this room cannot go layer by layer now; undefined when it can. */
+  layerwiseBlocker(pages: Uint32Array): string | undefined {
+    if (this.cell.value === KVStatus.Failed) return 'failed';
+    if (this.finished || this.sentPages > 0) return 'chunked';
+    if (this.cell.value < KVStatus.WaitingForInput) return 'destination-not-ready';
+    for (const rr of this.requests.values()) if (!rr.req.dummy && rr.req.pages.length < pages.length) return 'destination-too-small';
+    return undefined;
   }
+
+  /** Batch start: the whole request's pages are known; later calls send one layer at a time. */
+  beginLayerwise(pages: Uint32Array, stateIndices: Uint32Array | undefined): void {
+    this.finished = true;
+    this.sentPages = pages.length;
+    this.layerwise = { pages, stateIndices, sentLayers: new Set(), sentStates: new Set(), inflight: [] };
+    this.cell.advance(KVStatus.Transferring);
+  }
+
+  /** Writes layer `layer` (absolute; K and V) to every destination, once `ready` resolved. Never blocks the caller. */
+  layerReady(layer: number, ready?: () => Promise<unknown>): void {
+    const lw = this.layerwise;
+    if (!lw) throw new TransferError('UNSUPPORTED_CAPABILITY', `room ${this.room}: not in a layerwise batch (KVManager.beginBatch, with layerwise enabled)`);
+    const span = this.rank.source.span;
+    if (!Number.isInteger(layer) || layer < span.firstLayer || layer >= span.firstLayer + span.layers) throw new TransferError('INVALID_ARGUMENT', `layer ${layer} is not held by this rank [${span.firstLayer}, ${span.firstLayer + span.layers})`);
+    if (lw.sentLayers.has(layer)) return;
+    lw.sentLayers.add(layer);
+    this.track(lw, ready, () => this.writeLayers(lw, [layer]));
+  }
+
+  /** Writes state buffer `index` (a Mamba layer's state) once `ready` resolved. */
+  stateReady(index: number, ready?: () => Promise<unknown>): void {
+    const lw = this.layerwise;
+    if (!lw) throw new TransferError('UNSUPPORTED_CAPABILITY', `room ${this.room}: not in a layerwise batch`);
+    if (!lw.stateIndices || lw.sentStates.has(index)) return;
+    lw.sentStates.add(index);
+    this.track(lw, ready, () => this.writeStates(lw, new Set([index])));
+  }
+
+  private track(lw: LayerwiseState, ready: (() => Promise<unknown>) | undefined, write: () => Promise<void>): void {
+    const step = (async () => {
+      if (ready) await ready();
+      // An aborted or failed room receives no later layer.
+      if (this.cell.value === KVStatus.Failed) return;
+      await write();
+    })();
+    lw.inflight.push(step.catch((e) => this.fail(isTransferError(e) ? e : new TransferError('INTERNAL', `room ${this.room}: ${(e as Error).message}`, { cause: e, details: { room: this.room } }))));
+  }
+
+  private async writeLayers(lw: LayerwiseState, layers: number[]): Promise<void> {
+    await Promise.all(
+      [...this.requests.values()]
+        .filter((rr) => !rr.req.dummy)
+        .map((rr) => this.submit(rr.dest, planKv(this.rank.source, rr.dest, rr.req, lw.pages, rr.req.pages.subarray(0, lw.pages.length), layers).batch)),
+    );
+  }
+
+  private async writeStates(lw: LayerwiseState, only?: Set<number>): Promise<void> {
+    await Promise.all(
+      [...this.requests.values()].map(async (rr) => {
+        const plan = planState(this.rank.source, rr.dest, rr.req, lw.stateIndices!, only);
+        if (plan && plan.batch.opcodes.length > 0) await this.submit(rr.dest, plan.batch);
+      }),
+    );
+  }
+
+  /**
+   * Batch end: waits for every layer in flight, sends what was never marked ready (layers
+   * and state), then aux, then reports Success; the first error fails this room only.
+   */
+  finishLayerwise(): Promise<void> {
+    const lw = this.layerwise!;
+    const step = this.chain.then(async () => {
+      await Promise.all(lw.inflight);
+      if (this.cell.value === KVStatus.Failed) throw this.cell.error!;
+      try {
+        const span = this.rank.source.span;
+        const missing = Array.from({ length: span.layers }, (_, i) => span.firstLayer + i).filter((l) => !lw.sentLayers.has(l));
+        if (missing.length > 0) await this.writeLayers(lw, missing);
+        if (lw.stateIndices && this.rank.source.state) {
+          const all = new Set(Array.from({ length: this.rank.source.state.addrs.length }, (_, i) => i));
+          for (const i of lw.sentStates) all.delete(i);
+          if (all.size > 0) await this.writeStates(lw, all);
+        }
+        await Promise.all(
+          [...this.requests.values()].map(async (rr) => {
+            if (rr.req.sendsAux && this.auxIndex !== undefined && this.rank.source.aux.addrs.length > 0) await this.submit(rr.dest, planAux(this.rank.source, rr.dest, this.auxIndex, rr.req.auxIndex).batch);
+          }),
+        );
+      } catch (e) {
+        const error = isTransferError(e) ? e : new TransferError('INTERNAL', (e as Error).message, { cause: e });
+        this.fail(error);
+        throw error;
+      }
+      await this.finish();
+    });
+    this.chain = step.catch(() => undefined);
+    return step;
+  }
+
+}
+
+interface LayerwiseState {
+  pages: Uint32Array;
+  stateIndices: Uint32Array | undefined;
+  sentLayers: Set<number>;
+  sentStates: Set<number>;
+  inflight: Promise<unknown>[];
 }

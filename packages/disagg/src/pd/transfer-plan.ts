@@ -55,11 +55,13 @@ function statePairs(src: SourceSide, dest: Destination): Int32Array {
   return identityPairs(s.addrs.length);
 }
 
-export function planState(src: SourceSide, dest: Destination, req: RequestMessage, srcIndices: Uint32Array): CopyPlan | undefined {
+/** The state of `srcIndices` into the decode's slots; `only` limits it to the given source state buffers (layerwise). */
+export function planState(src: SourceSide, dest: Destination, req: RequestMessage, srcIndices: Uint32Array, only?: ReadonlySet<number>): CopyPlan | undefined {
   if (!src.state || !dest.state || !req.sendsState) return undefined;
   const dstIndices = req.stateIndices ?? new Uint32Array(0);
   if (srcIndices.length !== dstIndices.length) throw new TransferError('INVALID_ARGUMENT', `room ${req.room}: ${srcIndices.length} source state indices but the decode sent ${dstIndices.length}`);
-  const pairs = statePairs(src, dest);
+  let pairs = statePairs(src, dest);
+  if (only) pairs = Int32Array.from([...pairs].filter((_, i, a) => i % 2 === 0 ? only.has(a[i]!) : only.has(a[i - 1]!)));
   const input = { src: src.state, dst: dest.state, bufferPairs: pairs, srcItems: srcIndices, dstItems: dstIndices };
   if (!req.stateSlice) return planCopy(input);
   const total = src.buffers.state!.totalUnits!;

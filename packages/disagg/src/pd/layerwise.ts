@@ -1,0 +1,84 @@
+import { KVStatus, TransferError, type KVSender } from '@te/connector';
+import { PrefillSender } from './kv-sender.js';
+
+/** One request of a forward batch: its sender and all of its pages (and state slots). */
+export interface BatchEntry {
+  sender: KVSender;
+  pages: Uint32Array;
+  stateIndices?: Uint32Array;
+}
+
+/** Why requests went through the normal path instead of layer by layer, by reason. */
+export interface LayerwiseStats {
+  layerwiseRooms: number;
+  fallbacks: Record<string, number>;
+}
+
+/** Whether layerwise transfer is on: the connector option, else TE_LAYERWISE or SGLang's SGLANG_MOONCAKE_ASYNC_KV. */
+export function layerwiseEnabled(option: boolean | undefined, env: NodeJS.ProcessEnv = process.env): boolean {
+  if (option !== undefined) return option;
+  const on = (v: string | undefined) => v !== undefined && /^(1|true|yes|on)$/i.test(v);
+  return on(env.TE_LAYERWISE) || on(env.SGLANG_MOONCAKE_ASYNC_KV);
+}
+
+/**
+ * One forward pass of a prefill batch, layer by layer. Created at batch start (the
+ * marker); the framework calls `layerReady(i)` after layer i's KV is stored (with an
+ * optional readiness promise, e.g. a CUDA event wait run off the JS thread) and
+ * `stateReady(j)` after state tensor j; each call returns at once, the writes run in the
+ * background under the remaining layers' compute. `finish()` sends whatever was never
+ * marked ready, then aux, and resolves with each room's status. Requests that cannot go
+ * layer by layer (chunked, destination not registered yet, ...) take the normal path at
+ * `finish()`, and the reason is counted.
+ */
+export class LayerwiseBatch {
+  private readonly layerwise: PrefillSender[] = [];
+  private readonly normal: BatchEntry[] = [];
+  private finishing: Promise<{ room: bigint; status: KVStatus; error?: TransferError }[]> | undefined;
+
+  constructor(entries: BatchEntry[], enabled: boolean, stats: LayerwiseStats, log: (message: string) => void) {
+    for (const e of entries) {
+      if (!(e.sender instanceof PrefillSender)) throw new TransferError('INVALID_ARGUMENT', 'a layerwise batch takes senders of this KV manager');
+      if (!(e.pages instanceof Uint32Array)) throw new TransferError('INVALID_ARGUMENT', 'Expected each entry\'s pages to be a Uint32Array');
+      const reason = enabled ? e.sender.layerwiseBlocker(e.pages) : 'disabled';
+      if (reason === undefined) {
+        e.sender.beginLayerwise(e.pages, e.stateIndices);
+        this.layerwise.push(e.sender);
+        stats.layerwiseRooms++;
+      } else {
+        this.normal.push(e);
+        stats.fallbacks[reason] = (stats.fallbacks[reason] ?? 0) + 1;
+        log(`room ${e.sender.room}: normal path instead of layerwise (${reason})`);
+      }
+    }
+  }
+
+  /** Layer `layer` (absolute index) is stored for every request of the batch. */
+  layerReady(layer: number, ready?: () => Promise<unknown>): void {
+    if (this.finishing) throw new TransferError('INVALID_ARGUMENT', 'layerReady after finish()');
+    for (const s of this.layerwise) s.layerReady(layer, ready);
+  }
+
+  /** State tensor `index` (one per layer for Mamba) is stored. */
+  stateReady(index: number, ready?: () => Promise<unknown>): void {
+    if (this.finishing) throw new TransferError('INVALID_ARGUMENT', 'stateReady after finish()');
+    for (const s of this.layerwise) s.stateReady(index, ready);
+  }
+
+  /** Ends the forward pass: resolves when every room succeeded or failed (never rejects for one room). */
+  finish(): Promise<{ room: bigint; status: KVStatus; error?: TransferError }[]> {
+    this.finishing ??= (async () => {
+      const work = [
+        ...this.layerwise.map((s) => s.finishLayerwise().then(() => s, () => s)),
+        ...this.normal.map((e) => e.sender.send(e.pages, { last: true, ...(e.stateIndices ? { stateIndices: e.stateIndices } : {}) }).then(() => e.sender, () => e.sender)),
+      ];
+      const done = await Promise.all(work);
+      return done.map((s) => {
+        const r: { room: bigint; status: KVStatus; error?: TransferError } = { room: s.room, status: s.status };
+        if (s.failure) r.error = s.failure;
+        return r;
+      });
+    })();
+    return this.finishing;
+  }
+}
