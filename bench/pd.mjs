@@ -12,11 +12,9 @@
 //     before and after merging page runs (equal TP, pages allocated in runs of 8);
 //   - per-request overhead: p50/p99 from a 1-page send() to decode Success (TP 1→1).
 // With --json the last stdout line is one JSON object.
-import { fork } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { createServer } from 'node:net';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
+import { closeRanks, freePort, gqaBuffers, headsDigest, layoutOf, median, now, percentile, serveRank, spawnRank } from './lib/ranks.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -35,7 +33,6 @@ const HEAD_BYTES = 128 * 2; // 128 dim × fp16
 const PAGE = 64;
 const RUN = 8; // decode pages are allocated in runs of 8 (shuffled), as a paged allocator hands them out
 
-const now = () => performance.timeOrigin + performance.now();
 
 // ---------------------------------------------------------------- rank process
 if (args.rank) {
@@ -44,30 +41,14 @@ if (args.rank) {
   const { createKVManager, shardOfRank } = await import('@te/disagg');
   const engine = await createTransferEngine({ connector: spec.connector, bindAddress: '127.0.0.1' });
   const heads = shardOfRank(HEADS, spec.tp, spec.rank).count;
-  const item = PAGE * heads * HEAD_BYTES;
-  const nBuf = 2 * spec.layers;
-  const mem = await engine.allocateMemory(nBuf * item * spec.pages);
+  const { mem, item, bytes: kvBytes, buffers } = await gqaBuffers(engine, { layers: spec.layers, pages: spec.pages, heads, headsTotal: HEADS, headBytes: HEAD_BYTES, pageSize: PAGE, fill: spec.role === 'prefill' ? spec.rank + 1 : 0 });
   const view = mem.buffer;
-  // Non-zero, position-dependent source bytes (a constant fill would hide misplaced data).
-  if (spec.role === 'prefill') for (let i = 0; i < view.length; i += 4096) view[i] = (i >>> 12) & 0xff || 1, view[i + 1] = spec.rank + 1;
-  const addrs = Array.from({ length: nBuf }, (_, i) => mem.addr + BigInt(i * item * spec.pages));
-  const group = (a, len, it) => ({ addrs: BigUint64Array.from(a), lengths: BigUint64Array.from(a.map(() => BigInt(len))), itemLengths: BigUint64Array.from(a.map(() => BigInt(it))) });
-  const aux = await engine.allocateMemory(64 * 64);
-  const buffers = {
-    kv: group(addrs, item * spec.pages, item),
-    attention: 'mha',
-    numLayers: spec.layers,
-    pageSize: PAGE,
-    kvCacheDtype: 'fp16',
-    totalKvHeads: HEADS,
-    aux: group([aux.addr], 64 * 64, 64),
-    device: 'cpu',
-  };
-  const layout = { attnTpSize: spec.tp, attnTpRank: spec.rank, attnDpSize: 1, attnDpRank: 0, ppSize: 1, ppRank: 0, systemDpSize: 1, systemDpRank: 0 };
+  const nBuf = 2 * spec.layers;
+  const layout = layoutOf(spec.tp, spec.rank);
   const manager = await createKVManager({ role: spec.role, layout, buffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: spec.port, timeouts: { transferMs: 120_000 } });
   const receivers = new Map();
   const ops = {
-    info: async () => ({ segment: engine.segmentName, addr: mem.addr.toString(), bytes: nBuf * item * spec.pages, item, heads }),
+    info: async () => ({ segment: engine.segmentName, addr: mem.addr.toString(), bytes: kvBytes, item, heads }),
     receive: async (a) => {
       const r = manager.createReceiver({ host: '127.0.0.1', port: spec.port, room: BigInt(a.room) });
       receivers.set(a.room, r);
@@ -79,8 +60,10 @@ if (args.rank) {
       await r.cell.reached(KVStatus.Success);
       const t = now();
       receivers.delete(a.room);
-      return { t, digest: a.digest ? createHash('sha256').update(view).digest('hex').slice(0, 16) : undefined };
+      return { t };
     },
+    /** What this rank holds at `pages` (decode), or what a decode holding `heads` from `headOffset` must hold (prefill). */
+    digest: async (a) => headsDigest(view, { buffers: nBuf, item, pages: a.pages, pageSize: PAGE, headBytes: HEAD_BYTES, rowHeads: heads, headOffset: a.headOffset ?? 0, heads: a.heads ?? heads, bufferBytes: item * spec.pages }),
     send: async (a) => {
       const s = manager.createSender({ host: '127.0.0.1', port: spec.port, room: BigInt(a.room) });
       s.init(a.pages.length, 0);
@@ -105,45 +88,12 @@ if (args.rank) {
       return true;
     },
   };
-  process.on('message', (m) => ops[m.op](m.args).then((value) => process.send({ id: m.id, ok: true, value }), (e) => process.send({ id: m.id, ok: false, error: `${e.code ?? 'Error'}: ${e.message}` })));
-  process.send({ ready: true });
+  serveRank(ops);
   await new Promise(() => {});
 }
 
 // ---------------------------------------------------------------- orchestration
-function freePort() {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
-function spawnRank(spec) {
-  const child = fork(fileURLToPath(import.meta.url), ['--rank', JSON.stringify(spec)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  let next = 1;
-  const pending = new Map();
-  child.on('message', (m) => {
-    if (m.id === undefined) return;
-    const p = pending.get(m.id);
-    pending.delete(m.id);
-    m.ok ? p.resolve(m.value) : p.reject(new Error(m.error));
-  });
-  return new Promise((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`rank exited (${code})`)));
-    child.once('message', () =>
-      resolve({
-        call: (op, a = {}) => new Promise((res, rej) => (pending.set(next, { resolve: res, reject: rej }), child.send({ id: next++, op, args: a }))),
-        kill: () => child.kill('SIGKILL'),
-      }),
-    );
-  });
-}
-
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const pct = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length * p) / 100))];
+const spawn = (spec) => spawnRank(fileURLToPath(import.meta.url), spec);
 const tokens = Number(args.tokens);
 const layers = Number(args.layers);
 const pagesPerRoom = Math.ceil(tokens / PAGE);
@@ -165,8 +115,8 @@ function shuffledRuns(n, seed) {
 async function layoutRun(ptp, dtp) {
   const port = await freePort();
   const base = { connector: args.connector, layers, pages: bufferPages, port };
-  const prefill = await Promise.all(Array.from({ length: ptp }, (_, r) => spawnRank({ ...base, role: 'prefill', tp: ptp, rank: r })));
-  const decode = await Promise.all(Array.from({ length: dtp }, (_, r) => spawnRank({ ...base, role: 'decode', tp: dtp, rank: r })));
+  const prefill = await Promise.all(Array.from({ length: ptp }, (_, r) => spawn({ ...base, role: 'prefill', tp: ptp, rank: r })));
+  const decode = await Promise.all(Array.from({ length: dtp }, (_, r) => spawn({ ...base, role: 'decode', tp: dtp, rank: r })));
   try {
     const dInfo = await Promise.all(decode.map((d) => d.call('info')));
     const src = Array.from({ length: pagesPerRoom }, (_, i) => i);
@@ -182,6 +132,15 @@ async function layoutRun(ptp, dtp) {
       const done = await Promise.all(decode.map((d) => d.call('wait', { room })));
       await Promise.all(sends);
       const t1 = Math.max(...done.map((x) => x.t));
+      // Verify every decode rank's pages against its prefill rank's heads (outside the timed region).
+      await Promise.all(
+        decode.map(async (d, di) => {
+          const per = dtp / ptp;
+          const p = prefill[Math.floor(di / per)];
+          const [want, got] = await Promise.all([p.call('digest', { pages: src, headOffset: (di % per) * dInfo[di].heads, heads: dInfo[di].heads }), d.call('digest', { pages: dst })]);
+          if (want !== got) throw new Error(`TP ${ptp}→${dtp} room ${room}: decode rank ${di} does not hold what prefill rank ${Math.floor(di / per)} sent`);
+        }),
+      );
       // Bytes the decode ranks received for one room: every token's KV of every layer, all heads.
       bytes = dInfo.reduce((a, i) => a + pagesPerRoom * i.item * 2 * layers, 0);
       // Raw: each decode rank's share written by the prefill rank that serves it, same concurrency.
@@ -194,15 +153,15 @@ async function layoutRun(ptp, dtp) {
     }
     return { pd: median(pd), raw: median(raw), bytes };
   } finally {
-    await Promise.all([...prefill, ...decode].map((r) => r.call('close').catch(() => r.kill())));
+    await closeRanks([...prefill, ...decode]);
   }
 }
 
 async function overhead() {
   const port = await freePort();
   const base = { connector: args.connector, layers, pages: 16, port, tp: 1, rank: 0 };
-  const p = await spawnRank({ ...base, role: 'prefill' });
-  const d = await spawnRank({ ...base, role: 'decode' });
+  const p = await spawn({ ...base, role: 'prefill' });
+  const d = await spawn({ ...base, role: 'decode' });
   const lat = [];
   try {
     const n = Number(args.requests);
@@ -213,9 +172,9 @@ async function overhead() {
       if (k >= 10) lat.push((w.t - s.t) * 1000);
     }
   } finally {
-    await Promise.all([p, d].map((r) => r.call('close').catch(() => r.kill())));
+    await closeRanks([p, d]);
   }
-  return { p50Us: pct(lat, 50), p99Us: pct(lat, 99), onePageBytes: PAGE * HEADS * HEAD_BYTES * 2 * layers };
+  return { p50Us: percentile(lat, 50), p99Us: percentile(lat, 99), onePageBytes: PAGE * HEADS * HEAD_BYTES * 2 * layers };
 }
 
 async function planning() {
