@@ -15,7 +15,7 @@ const BLOCKS = 16;
 const BLOCK_BYTES = 256; // block_size 4 tokens × 64 bytes
 const layout = { attnTpSize: 1, attnTpRank: 0, attnDpSize: 1, attnDpRank: 0, ppSize: 1, ppRank: 0, systemDpSize: 1, systemDpRank: 0 };
 
-async function instance(engine: TransferEngine, role: 'prefill' | 'decode', port: number, fill: (layer: number, half: number, view: Uint8Array) => void) {
+async function instance(engine: TransferEngine, role: 'prefill' | 'decode', port: number, fill: (layer: number, half: number, view: Uint8Array) => void, layerwise = false) {
   const caches = [];
   const views: Uint8Array[] = [];
   for (let l = 0; l < LAYERS; l++) {
@@ -26,8 +26,8 @@ async function instance(engine: TransferEngine, role: 'prefill' | 'decode', port
     caches.push({ name: `model.layers.${l}.self_attn`, addr: mem.addr, length: mem.length });
     views.push(v);
   }
-  const scheduler = new KVConnectorScheduler({ role, bootstrapHost: '127.0.0.1', bootstrapPort: port, engineId: `${role}-engine`, tpSize: 1 });
-  const worker = new KVConnectorWorker({ role, layout, engine, numBlocks: BLOCKS, blockSize: 4, kvCacheDtype: 'bf16', bootstrapHost: '127.0.0.1', bootstrapPort: port, timeouts: { ...FAST, bootstrapMs: 3_000, waitingMs: 3_000 } });
+  const scheduler = new KVConnectorScheduler({ role, bootstrapHost: '127.0.0.1', bootstrapPort: port, engineId: `${role}-engine`, tpSize: 1, layerwise });
+  const worker = new KVConnectorWorker({ role, layout, engine, numBlocks: BLOCKS, blockSize: 4, kvCacheDtype: 'bf16', bootstrapHost: '127.0.0.1', bootstrapPort: port, layerwise, timeouts: { ...FAST, bootstrapMs: 3_000, waitingMs: 3_000 } });
   await worker.registerKvCaches(caches);
   return { scheduler, worker, views };
 }
@@ -93,6 +93,66 @@ test('prefill (max_tokens 1) → proxy → decode: blocks byte-exact, getFinishe
     const failed = await until(() => { const f = D.worker.getFinished().recving; return f.size ? f : undefined; });
     assert.equal([...failed], ['d-2']);
     assert.equal([...D.worker.getBlockIdsWithLoadErrors()].sort(), [10, 11]);
+  } finally {
+    await D.worker.shutdown();
+    await P.worker.shutdown();
+    await de.close();
+    await pe.close();
+  }
+});
+
+function checkBlocks(views: Uint8Array[], dBlocks: number[], pBlocks: number[]) {
+  for (let l = 0; l < LAYERS; l++) {
+    for (let h = 0; h < 2; h++) {
+      const half = views[l]!.subarray(h * BLOCKS * BLOCK_BYTES, (h + 1) * BLOCKS * BLOCK_BYTES);
+      for (let b = 0; b < BLOCKS; b++) {
+        const at = dBlocks.indexOf(b);
+        const want = at < 0 ? new Uint8Array(BLOCK_BYTES) : Uint8Array.from({ length: BLOCK_BYTES }, (_, i) => byteOf(l, h, pBlocks[at]!, i));
+        assert.ok(Buffer.compare(half.subarray(b * BLOCK_BYTES, (b + 1) * BLOCK_BYTES), want) === 0, `layer ${l} half ${h} block ${b}`);
+      }
+    }
+  }
+}
+
+test('layerwise prefill: a proxy dispatching both sides with one room sends each layer from saveKvLayer; a sequential proxy falls back (counted) and still delivers', async () => {
+  const port = await freePort();
+  const pe = await createTransferEngine(TCP_CONFIG);
+  const de = await createTransferEngine(TCP_CONFIG);
+  const P = await instance(pe, 'prefill', port, (l, h, v) => v.forEach((_, i) => (v[i] = byteOf(l, h, Math.floor(i / BLOCK_BYTES), i % BLOCK_BYTES))), true);
+  const D = await instance(de, 'decode', port, (_l, _h, v) => v.fill(0));
+  try {
+    // Both requests at once, the room chosen by the proxy.
+    const room = '4242';
+    const dReq: KVRequestView = { requestId: 'd-lw', promptTokens: 8, kvTransferParams: { do_remote_prefill: true, remote_host: '127.0.0.1', remote_port: port, remote_request_id: room } };
+    D.scheduler.updateStateAfterAlloc(dReq, [7, 8], 8);
+    D.worker.startLoadKv(D.scheduler.buildConnectorMeta());
+    await until(() => ((D.worker.status('d-lw') ?? 0) >= 3 ? true : undefined)); // the prefill accepted the destination
+    const pReq: KVRequestView = { requestId: 'p-lw', promptTokens: 8, kvTransferParams: { do_remote_decode: true, remote_request_id: room }, finishReason: 'length' };
+    P.scheduler.updateStateAfterAlloc(pReq, [2, 12], 0);
+    P.worker.startLoadKv(P.scheduler.buildConnectorMeta()); // forward pass starts
+    for (let l = 0; l < LAYERS; l++) P.worker.saveKvLayer(`model.layers.${l}.self_attn`);
+    await P.worker.waitForSave();
+    const [, params] = P.scheduler.requestFinished(pReq, [2, 12]);
+    assert.is(params?.remote_request_id, room);
+    assert.equal(P.scheduler.buildConnectorMeta().sends, [], 'no second send at request_finished');
+    assert.equal(P.worker.kvManager!.layerwiseStats, { layerwiseRooms: 1, fallbacks: {} });
+    await until(() => { const f = D.worker.getFinished().recving; return f.size ? f : undefined; });
+    checkBlocks(D.views, [7, 8], [2, 12]);
+
+    // Sequential (toy proxy): the decode comes after the prefill finished.
+    const p2: KVRequestView = { requestId: 'p-seq', promptTokens: 4, kvTransferParams: { do_remote_decode: true }, finishReason: 'length' };
+    P.scheduler.updateStateAfterAlloc(p2, [3], 0);
+    P.worker.startLoadKv(P.scheduler.buildConnectorMeta());
+    for (let l = 0; l < LAYERS; l++) P.worker.saveKvLayer(`model.layers.${l}.self_attn`);
+    await P.worker.waitForSave(); // returns: the fallback does not hold the forward loop
+    const [, params2] = P.scheduler.requestFinished(p2, [3]);
+    assert.equal(P.worker.kvManager!.layerwiseStats.fallbacks, { 'destination-not-ready': 1 });
+    const d2: KVRequestView = { requestId: 'd-seq', promptTokens: 4, kvTransferParams: JSON.parse(JSON.stringify(params2)) };
+    D.scheduler.updateStateAfterAlloc(d2, [14], 4);
+    D.worker.startLoadKv(D.scheduler.buildConnectorMeta());
+    await until(() => { const f = D.worker.getFinished().recving; return f.size ? f : undefined; });
+    assert.equal([...D.worker.getBlockIdsWithLoadErrors()], []);
+    checkBlocks(D.views, [7, 8, 14], [2, 12, 3]);
   } finally {
     await D.worker.shutdown();
     await P.worker.shutdown();

@@ -1,5 +1,5 @@
 export { createKVManager, type CreateKVManagerOptions, type DisaggKVManager } from './create.js';
-export { LayerwiseBatch, layerwiseEnabled, type BatchEntry, type LayerwiseStats } from './layerwise.js';
+export { LayerwiseBatch, layerwiseEnabled, type BatchEntry, type LayerwiseStats, type RoomResult } from './layerwise.js';
 export { resolveTimeouts, DEFAULT_PD_TIMEOUTS, type PDTimeouts } from './timeouts.js';
 export { planTargets, type TargetPlan, type TargetSet } from './targets.js';
 export { BootstrapServer, startBootstrapServer, BootstrapClient, type BootstrapServerOptions, type PrefillInfo, type RankRegistration, type RankEndpoint } from '../bootstrap/index.js';

@@ -14,6 +14,18 @@ export interface LayerwiseStats {
   fallbacks: Record<string, number>;
 }
 
+export interface RoomResult {
+  room: bigint;
+  status: KVStatus;
+  error?: TransferError;
+}
+
+function resultOf(s: KVSender): RoomResult {
+  const r: RoomResult = { room: s.room, status: s.status };
+  if (s.failure) r.error = s.failure;
+  return r;
+}
+
 /** Whether layerwise transfer is on: the connector option, else TE_LAYERWISE or SGLang's SGLANG_MOONCAKE_ASYNC_KV. */
 export function layerwiseEnabled(option: boolean | undefined, env: NodeJS.ProcessEnv = process.env): boolean {
   if (option !== undefined) return option;
@@ -34,7 +46,7 @@ export function layerwiseEnabled(option: boolean | undefined, env: NodeJS.Proces
 export class LayerwiseBatch {
   private readonly layerwise: PrefillSender[] = [];
   private readonly normal: BatchEntry[] = [];
-  private finishing: Promise<{ room: bigint; status: KVStatus; error?: TransferError }[]> | undefined;
+  private finishing: Promise<RoomResult[]> | undefined;
 
   constructor(entries: BatchEntry[], enabled: boolean, stats: LayerwiseStats, log: (message: string) => void) {
     for (const e of entries) {
@@ -66,19 +78,34 @@ export class LayerwiseBatch {
   }
 
   /** Ends the forward pass: resolves when every room succeeded or failed (never rejects for one room). */
-  finish(): Promise<{ room: bigint; status: KVStatus; error?: TransferError }[]> {
-    this.finishing ??= (async () => {
-      const work = [
-        ...this.layerwise.map((s) => s.finishLayerwise().then(() => s, () => s)),
-        ...this.normal.map((e) => e.sender.send(e.pages, { last: true, ...(e.stateIndices ? { stateIndices: e.stateIndices } : {}) }).then(() => e.sender, () => e.sender)),
-      ];
-      const done = await Promise.all(work);
-      return done.map((s) => {
-        const r: { room: bigint; status: KVStatus; error?: TransferError } = { room: s.room, status: s.status };
-        if (s.failure) r.error = s.failure;
-        return r;
-      });
-    })();
+  finish(): Promise<RoomResult[]> {
+    this.finishing ??= (async () => Promise.all([...this.startLayerwiseFinish(), ...this.startNormal()]))();
     return this.finishing;
+  }
+
+  /**
+   * Ends the forward pass but waits only for the layerwise rooms; the normal-path rooms
+   * go on in the background (a destination that is not there yet must not hold the
+   * forward loop). Their outcome is on their senders' cells.
+   */
+  finishLayerwise(): Promise<RoomResult[]> {
+    const layerwise = this.startLayerwiseFinish();
+    this.finishing ??= Promise.all([...layerwise, ...this.startNormal()]);
+    return Promise.all(layerwise);
+  }
+
+  private layerwiseResults: Promise<RoomResult>[] | undefined;
+  private normalResults: Promise<RoomResult>[] | undefined;
+
+  private startLayerwiseFinish(): Promise<RoomResult>[] {
+    this.layerwiseResults ??= this.layerwise.map((s) => s.finishLayerwise().then(() => resultOf(s), () => resultOf(s)));
+    return this.layerwiseResults;
+  }
+
+  private startNormal(): Promise<RoomResult>[] {
+    this.normalResults ??= this.normal.map((e) =>
+      e.sender.send(e.pages, { last: true, ...(e.stateIndices ? { stateIndices: e.stateIndices } : {}) }).then(() => resultOf(e.sender), () => resultOf(e.sender)),
+    );
+    return this.normalResults;
   }
 }

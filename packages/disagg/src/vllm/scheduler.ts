@@ -9,6 +9,8 @@ export interface SchedulerOptions {
   bootstrapPort?: number;
   engineId?: string;
   tpSize?: number;
+  /** Prefill: send each layer during the forward pass (the worker must be layerwise too). */
+  layerwise?: boolean;
 }
 
 function randomRoom(): string {
@@ -22,6 +24,8 @@ function randomRoom(): string {
 export class KVConnectorScheduler {
   private loads: KVConnectorMeta['loads'] = [];
   private sends: KVConnectorMeta['sends'] = [];
+  /** Prefill, layerwise: requests whose send was queued at allocation, with their room. */
+  private readonly queued = new Map<string, string>();
 
   constructor(readonly options: SchedulerOptions) {
     if (options.role === 'prefill' && (!options.bootstrapHost || !options.bootstrapPort)) {
@@ -41,6 +45,14 @@ export class KVConnectorScheduler {
   /** Blocks were allocated: queue the pull (once: do_remote_prefill is cleared). */
   updateStateAfterAlloc(request: KVRequestView, blockIds: number[], numExternalTokens: number): void {
     const params = request.kvTransferParams;
+    if (this.options.role === 'prefill' && this.options.layerwise && params?.do_remote_decode && !this.queued.has(request.requestId)) {
+      // Layerwise: the send starts with this step's forward pass, under a room fixed now
+      // (the proxy's, when it dispatched both sides at once, so the decode is already waiting).
+      const room = params.remote_request_id ?? randomRoom();
+      this.queued.set(request.requestId, room);
+      this.sends.push({ requestId: request.requestId, blockIds: [...blockIds], room, layerwise: true });
+      return;
+    }
     if (this.options.role !== 'decode' || !params?.do_remote_prefill) return;
     if (numExternalTokens > 0) {
       if (!params.remote_host || !params.remote_port || !params.remote_request_id) {
@@ -67,8 +79,10 @@ export class KVConnectorScheduler {
   requestFinished(request: KVRequestView, blockIds: number[]): [boolean, KVTransferParams | null] {
     const params = request.kvTransferParams;
     if (this.options.role !== 'prefill' || !params?.do_remote_decode || request.finishReason !== 'length') return [false, null];
-    const room = params.remote_request_id ?? randomRoom();
-    this.sends.push({ requestId: request.requestId, blockIds: [...blockIds], room });
+    const queued = this.queued.get(request.requestId);
+    this.queued.delete(request.requestId);
+    const room = queued ?? params.remote_request_id ?? randomRoom();
+    if (queued === undefined) this.sends.push({ requestId: request.requestId, blockIds: [...blockIds], room });
     return [
       true,
       {

@@ -29,6 +29,9 @@ export interface KVRequestView {
 export interface KVConnectorMeta {
   /** Decode: requests whose KV to pull into these blocks. */
   loads: { requestId: string; blockIds: number[]; params: KVTransferParams }[];
-  /** Prefill: finished requests whose blocks to send. */
-  sends: { requestId: string; blockIds: number[]; room: string }[];
+  /**
+   * Prefill: requests whose blocks to send: finished ones, or (layerwise) the ones this
+   * step computes, sent layer by layer during the forward pass.
+   */
+  sends: { requestId: string; blockIds: number[]; room: string; layerwise?: boolean }[];
 }

@@ -1,5 +1,6 @@
 import { KVStatus, TransferError, type KVBuffers, type KVRequest, type ParallelLayout } from '@te/connector';
 import { createKVManager, type CreateKVManagerOptions, type DisaggKVManager } from '../pd/create.js';
+import type { BatchEntry, LayerwiseBatch } from '../pd/layerwise.js';
 import type { KVConnectorMeta } from './types.js';
 
 /** One layer's cache as vLLM registers it: one region, K half then V half (`[2, numBlocks, ...]`). */
@@ -37,6 +38,8 @@ export class KVConnectorWorker {
   private readonly active = new Map<string, Active>();
   private readonly done = { sending: new Set<string>(), recving: new Set<string>() };
   private readonly failedBlocks = new Set<number>();
+  private readonly layerIndex = new Map<string, number>();
+  private forward: LayerwiseBatch | undefined;
 
   constructor(readonly options: WorkerOptions) {}
 
@@ -54,6 +57,7 @@ export class KVConnectorWorker {
     for (const l of layers) {
       if (l.length !== length || half % blocks !== 0n) throw new TransferError('INVALID_ARGUMENT', `layer ${l.name}: every layer cache must be ${length} bytes, two halves of ${this.options.numBlocks} equal blocks`);
     }
+    layers.forEach((l, i) => this.layerIndex.set(l.name, i));
     const regions = [...layers.map((l) => l.addr), ...layers.map((l) => l.addr + half)];
     const buffers: KVBuffers = {
       kv: { addrs: BigUint64Array.from(regions), lengths: BigUint64Array.from(regions.map(() => half)), itemLengths: BigUint64Array.from(regions.map(() => half / blocks)) },
@@ -83,12 +87,16 @@ export class KVConnectorWorker {
       this.track(load.requestId, receiver, 'recv', load.blockIds);
       receiver.init(Uint32Array.from(load.blockIds), 0).catch(() => undefined); // the failure is on the cell
     }
+    const layerwise: BatchEntry[] = [];
     for (const send of meta.sends) {
       const sender = m.createSender({ host: this.options.bootstrapHost ?? '127.0.0.1', port: m.bootstrapServer?.port ?? this.options.bootstrapPort ?? 8998, room: BigInt(send.room) });
       this.track(send.requestId, sender, 'send', send.blockIds);
       sender.init(send.blockIds.length);
-      sender.send(Uint32Array.from(send.blockIds), { last: true }).catch(() => undefined);
+      if (send.layerwise) layerwise.push({ sender, pages: Uint32Array.from(send.blockIds) });
+      else sender.send(Uint32Array.from(send.blockIds), { last: true }).catch(() => undefined);
     }
+    // The batch-start marker: requests whose decode is not registered yet fall back (counted).
+    if (layerwise.length > 0) this.forward = m.beginBatch(layerwise);
   }
 
   private track(requestId: string, request: KVRequest, direction: 'send' | 'recv', blockIds: number[]): void {
@@ -101,13 +109,32 @@ export class KVConnectorWorker {
     request.cell.reached(KVStatus.Success).then(settle, settle);
   }
 
-  /** Layerwise loading is not enabled: a layer is ready when the request's load is. */
+  /** The transfer status of a request still in flight (undefined once it ended). */
+  status(requestId: string): KVStatus | undefined {
+    return this.active.get(requestId)?.request.status;
+  }
+
+  /**
+   * Decode: loads are asynchronous across steps (the request waits in vLLM's
+   * WAITING_FOR_REMOTE_KVS until `getFinished` lists it), so a scheduled request's layers
+   * are all present: nothing to wait for.
+   */
   async waitForLayerLoad(_layerName: string): Promise<void> {}
 
-  /** Non-layerwise: KV is sent when the request finishes (`startLoadKv`'s sends). */
-  saveKvLayer(_layerName: string): void {}
+  /** Prefill, layerwise: this layer's KV is stored; its transfer starts now, under the next layers' compute. */
+  saveKvLayer(layerName: string, ready?: () => Promise<unknown>): void {
+    if (!this.forward) return;
+    const i = this.layerIndex.get(layerName);
+    if (i === undefined) throw new TransferError('INVALID_ARGUMENT', `unknown layer "${layerName}" (not in registerKvCaches)`);
+    this.forward.layerReady(i, ready);
+  }
 
-  async waitForSave(): Promise<void> {}
+  /** End of the forward pass: layers never marked are sent now; resolves when the layerwise rooms settled. */
+  async waitForSave(): Promise<void> {
+    const batch = this.forward;
+    this.forward = undefined;
+    await batch?.finishLayerwise();
+  }
 
   /**
    * Requests whose transfer ended since the last call: sending (the prefill may free the
