@@ -6,6 +6,7 @@ import type { PDTimeouts } from '../src/index.js';
 import type { ModelSpec } from './fixtures/pd-model.js';
 
 const RANK_SCRIPT = fileURLToPath(new URL('./fixtures/pd-rank.ts', import.meta.url));
+const EC_SCRIPT = fileURLToPath(new URL('./fixtures/ec-rank.ts', import.meta.url));
 
 export function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -45,10 +46,29 @@ export function layout(tp: number, tpRank: number, extra: Partial<ParallelLayout
 
 export const TCP_CONFIG: TeConfigInput = { connector: 'mooncake-tcp', bindAddress: '127.0.0.1' };
 
+export interface ECSpec {
+  role: 'producer' | 'consumer';
+  config?: TeConfigInput;
+  poolBytes?: number;
+  destBytes?: number;
+  loadTimeoutMs?: number;
+  env?: NodeJS.ProcessEnv;
+}
+
+/** Starts an EC producer or consumer in its own process. */
+export function spawnEC(spec: ECSpec): Promise<RankProcess> {
+  return spawnWorker(EC_SCRIPT, { ...process.env, ...spec.env, TE_EC_SPEC: JSON.stringify({ ...spec, config: spec.config ?? TCP_CONFIG }) }, `EC ${spec.role}`);
+}
+
 /** Starts one rank in its own process; resolves when its KV manager is up. */
 export function spawnRank(spec: RankSpec): Promise<RankProcess> {
-  const child = fork(RANK_SCRIPT, [], {
-    env: { ...process.env, ...spec.env, TE_PD_SPEC: JSON.stringify({ ...spec, config: spec.config ?? TCP_CONFIG }) },
+  return spawnWorker(RANK_SCRIPT, { ...process.env, ...spec.env, TE_PD_SPEC: JSON.stringify({ ...spec, config: spec.config ?? TCP_CONFIG }) }, `${spec.role} rank`);
+}
+
+function spawnWorker(script: string, env: NodeJS.ProcessEnv, what: string): Promise<RankProcess> {
+  const spec = { role: what };
+  const child = fork(script, [], {
+    env,
     execArgv: ['--import', 'tsx'],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
@@ -75,11 +95,11 @@ export function spawnRank(spec: RankSpec): Promise<RankProcess> {
   });
   const event = (name: string, timeoutMs = 30_000): Promise<any> =>
     new Promise((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`no "${name}" event from the ${spec.role} rank within ${timeoutMs} ms`)), timeoutMs);
+      const t = setTimeout(() => reject(new Error(`no "${name}" event from the ${spec.role} within ${timeoutMs} ms`)), timeoutMs);
       waiters.push({ name, resolve: (v) => (clearTimeout(t), resolve(v)) });
     });
   return new Promise((resolve, reject) => {
-    const onExit = (code: number | null): void => reject(new Error(`${spec.role} rank exited before it was ready (${code})`));
+    const onExit = (code: number | null): void => reject(new Error(`${spec.role} exited before it was ready (${code})`));
     child.once('exit', onExit);
     const readyOrFail = (m: any): void => {
       if (m.event === 'startFailed') {
@@ -99,7 +119,7 @@ export function spawnRank(spec: RankSpec): Promise<RankProcess> {
               const id = next++;
               const t = setTimeout(() => {
                 pending.delete(id);
-                rej(new Error(`${spec.role} rank: "${op}" did not answer within ${timeoutMs} ms`));
+                rej(new Error(`${spec.role}: "${op}" did not answer within ${timeoutMs} ms`));
               }, timeoutMs);
               pending.set(id, { resolve: (v) => (clearTimeout(t), res(v)), reject: (e) => (clearTimeout(t), rej(e)) });
               child.send({ id, op, args });

@@ -1,20 +1,20 @@
 import type { TransferEngine } from '../engine/transfer-engine.js';
 import type { DeviceName } from '../spi/memory.js';
 
-/** Where one encoder-cache item can be pulled from (one entry of vLLM's `ec_transfer_params`). */
+/**
+ * Where one encoder-cache item can be pulled from: one entry of vLLM's
+ * `ec_transfer_params` (`{mm_hash: {do_remote_encode, remote_host, remote_port}}`), plus
+ * what a consumer needs to allocate the destination. It travels through the proxy as JSON,
+ * which has no 64-bit integer, so the length is a decimal string.
+ */
 export interface ECItemParams {
-  /** Producer's control host and port (its bootstrap endpoint). */
-  remoteHost: string;
-  remotePort: number;
-  /** Segment holding the item and its location in the producer's transfer pool. */
-  segment: string;
-  /**
-   * u64 address and length as decimal strings: these params travel through the proxy as
-   * JSON, which has no 64-bit integer (a Number would lose bits above 2^53).
-   */
-  addr: string;
+  do_remote_encode: boolean;
+  /** The producer's control endpoint (its engine's segment is `remote_host:remote_port`). */
+  remote_host: string;
+  remote_port: number;
+  /** Bytes of the embedding (decimal u64). */
   length: string;
-  /** Element type and shape of the embedding, so the consumer can allocate and view it. */
+  /** Element type and shape of the embedding, so the consumer can view it. */
   dtype?: string;
   shape?: number[];
 }
@@ -36,12 +36,10 @@ export interface ECConnectorOptions {
 /** Encoder side: stores each item's embedding in the transfer pool, keyed by content hash. */
 export interface ECProducer {
   /** Copies an embedding into the pool (evicting old items if needed) and returns its params. */
-  save(mmHash: string, embedding: ArrayBufferView | { addr: bigint; length: bigint; device: DeviceName }, meta?: { dtype?: string; shape?: number[] }): Promise<ECItemParams>;
+  save(mmHash: string, embedding: ArrayBufferView, meta?: { dtype?: string; shape?: number[] }): Promise<ECItemParams>;
   has(mmHash: string): boolean;
   /** Params of saved items, for the response the proxy forwards. */
   transferParams(mmHashes: readonly string[]): ECTransferParams;
-  /** Drops an item once every consumer that needed it loaded it. */
-  release(mmHash: string): void;
   close(): Promise<void>;
 }
 
@@ -53,9 +51,7 @@ export interface ECLoadResult {
 
 /** Prefill side: pulls the items a request needs into its encoder cache. */
 export interface ECConsumer {
-  /** Whether the item is already in the local encoder cache. */
-  has(mmHash: string): boolean;
-  /** Starts pulling the given items; `destination` says where each lands locally. */
+  /** Starts pulling the given items; `destination` says where each lands locally (registered memory). */
   startLoad(params: ECTransferParams, destination: (mmHash: string, length: bigint) => { addr: bigint }): void;
   /** Resolves when every started item arrived or failed. Never rejects for an item failure. */
   waitForLoad(options?: { timeoutMs?: number; signal?: AbortSignal }): Promise<ECLoadResult>;

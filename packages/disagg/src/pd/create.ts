@@ -1,5 +1,6 @@
-import { TransferError, initTransferEngine, loadConfig, type BootstrapInfo, type KVBuffers, type KVManager, type KVReceiver, type KVSender, type ParallelLayout, type TransferEngine } from '@te/connector';
+import { TransferError, type BootstrapInfo, type KVBuffers, type KVManager, type KVReceiver, type KVSender, type ParallelLayout, type TransferEngine } from '@te/connector';
 import { BootstrapServer } from '../bootstrap/server.js';
+import { engineFor } from '../shared/engine.js';
 import { DecodeRank } from './decode-rank.js';
 import { checkBuffers, registerBuffers } from './local-buffers.js';
 import { LayerwiseBatch, layerwiseEnabled, type BatchEntry, type LayerwiseStats } from './layerwise.js';
@@ -118,11 +119,7 @@ export async function createKVManager(options: CreateKVManagerOptions): Promise<
   checkLayout(options.layout);
   checkBuffers(options.buffers);
   const timeouts = resolveTimeouts(options.timeouts);
-  const engine =
-    options.engine ??
-    (await initTransferEngine(
-      loadConfig({ json: { ...(options.config ?? {}), ...(options.connector ? { connector: options.connector } : {}), ...(options.modulePath ? { modulePath: options.modulePath } : {}) } }),
-    ));
+  const engine = await engineFor(options);
   const registered = await registerBuffers(engine, options.buffers);
   if (options.role === 'decode') return new Manager('decode', options.layout, engine, timeouts, new DecodeRank(engine, options.layout, options.buffers, timeouts), registered, undefined, false, log);
 

@@ -1,0 +1,28 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { BigUint64ArrayType } from '../protocol/typed-arrays.js';
+
+/*
+ * Encoder-cache coordination over the engine's control plane. The consumer asks the
+ * producer for items and says where each must land; the producer writes them (one batch)
+ * into the consumer's registered memory and answers once the batch settled, per item.
+ * Write-based, as vLLM's Mooncake EC connector: every transport can write, not every one
+ * can read, and the producer knows exactly when its pool item is no longer read.
+ */
+export const EC_PROTOCOL_VERSION = 1;
+export const EC_PULL = 'te.ec.pull';
+export const MAX_ITEMS_PER_PULL = 4096;
+
+export const PullSchema = Type.Object({
+  v: Type.Literal(EC_PROTOCOL_VERSION),
+  consumerSegment: Type.String({ minLength: 3, maxLength: 300 }),
+  hashes: Type.Array(Type.String({ minLength: 1, maxLength: 256 }), { maxItems: MAX_ITEMS_PER_PULL }),
+  addrs: BigUint64ArrayType(),
+  lengths: BigUint64ArrayType(),
+  timeoutMs: Type.Integer({ minimum: 1, maximum: 600_000 }),
+});
+export type PullMessage = Static<typeof PullSchema>;
+
+export const PullReplySchema = Type.Object({
+  results: Type.Array(Type.Object({ ok: Type.Boolean(), code: Type.Optional(Type.String({ maxLength: 64 })), message: Type.Optional(Type.String({ maxLength: 2000 })) }), { maxItems: MAX_ITEMS_PER_PULL }),
+});
+export type PullReply = Static<typeof PullReplySchema>;

@@ -1,0 +1,140 @@
+import { TransferError, allocateBatch, codeForStatus, isTransferError, OP_WRITE, type ECItemParams, type ECProducer, type ECTransferParams, type TransferEngine } from '@te/connector';
+import { handleMessage } from '../protocol/handle.js';
+import { engineFor } from '../shared/engine.js';
+import { EC_PROTOCOL_VERSION, EC_PULL, PullSchema, type PullMessage, type PullReply } from './messages.js';
+import { TransferPool } from './transfer-pool.js';
+
+export interface ECProducerOptions {
+  /** Transport plugin name (or a third party's with `modulePath`), read through loadConfig. */
+  connector?: string;
+  modulePath?: string;
+  config?: Record<string, unknown>;
+  engine?: TransferEngine;
+  /** Bytes of the transfer pool (default 256 MiB). */
+  poolBytes?: number;
+  poolDevice?: 'cpu' | `cuda:${number}`;
+  /** The control port consumers reach (default VLLM_EC_MOONCAKE_BOOTSTRAP_PORT, else the engine's). */
+  port?: number;
+}
+
+function portFromEnv(): number | undefined {
+  const raw = process.env.VLLM_EC_MOONCAKE_BOOTSTRAP_PORT;
+  if (raw === undefined || raw === '') return undefined;
+  const port = Number(raw);
+  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new TransferError('INVALID_CONFIG', `Expected VLLM_EC_MOONCAKE_BOOTSTRAP_PORT to be a port number, got "${raw}"`);
+  return port;
+}
+
+/**
+ * The encoder side of EPD: saves each item's embedding into a registered transfer pool,
+ * keyed by its content hash, and writes items into consumers' memory when they ask. An
+ * item is pinned while a transfer reads it, so eviction never frees it mid-transfer;
+ * several consumers may pull the same item.
+ */
+export class ECPoolProducer implements ECProducer {
+  private readonly unhandle: () => void;
+  pulls = 0;
+
+  private constructor(readonly engine: TransferEngine, readonly pool: TransferPool) {
+    this.unhandle = handleMessage(engine, EC_PULL, PullSchema, (m) => this.onPull(m));
+  }
+
+  static async create(options: ECProducerOptions = {}): Promise<ECPoolProducer> {
+    const port = options.port ?? portFromEnv();
+    const engine = await engineFor(options, port !== undefined ? { metadata: { port } } : {});
+    const pool = await TransferPool.create(engine, options.poolBytes ?? 256 << 20, options.poolDevice ?? 'cpu');
+    return new ECPoolProducer(engine, pool);
+  }
+
+  /** Where consumers reach this producer: its engine's control endpoint. */
+  get endpoint(): { host: string; port: number } {
+    const name = this.engine.segmentName;
+    const i = name.lastIndexOf(':');
+    return { host: name.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(name.slice(i + 1)) };
+  }
+
+  async save(mmHash: string, embedding: ArrayBufferView, meta: { dtype?: string; shape?: number[] } = {}): Promise<ECItemParams> {
+    if (typeof mmHash !== 'string' || mmHash === '' || mmHash.length > 256) throw new TransferError('INVALID_ARGUMENT', 'Expected mmHash to be a non-empty string of at most 256 characters');
+    if (!ArrayBuffer.isView(embedding)) throw new TransferError('INVALID_ARGUMENT', 'Expected the embedding to be a typed array or DataView');
+    this.pool.store(mmHash, embedding, meta);
+    return this.paramsOf(mmHash)!;
+  }
+
+  has(mmHash: string): boolean {
+    return this.pool.has(mmHash);
+  }
+
+  private paramsOf(mmHash: string): ECItemParams | undefined {
+    const item = this.pool.pin(mmHash);
+    if (!item) return undefined;
+    this.pool.unpin(item);
+    const { host, port } = this.endpoint;
+    const p: ECItemParams = { do_remote_encode: true, remote_host: host, remote_port: port, length: String(item.length) };
+    const meta = this.pool.metaOf(mmHash);
+    if (meta?.dtype) p.dtype = meta.dtype;
+    if (meta?.shape) p.shape = meta.shape;
+    return p;
+  }
+
+  transferParams(mmHashes: readonly string[]): ECTransferParams {
+    const out: ECTransferParams = {};
+    for (const h of mmHashes) {
+      const p = this.paramsOf(h);
+      if (p) out[h] = p;
+    }
+    return out;
+  }
+
+  /** Writes the asked items into the consumer's memory; answers per item once the batch settled. */
+  private async onPull(m: PullMessage): Promise<PullReply> {
+    if (m.addrs.length !== m.hashes.length || m.lengths.length !== m.hashes.length) throw new TransferError('INVALID_ARGUMENT', `${m.hashes.length} hashes but ${m.addrs.length} addresses and ${m.lengths.length} lengths`);
+    this.pulls++;
+    const results: PullReply['results'] = m.hashes.map(() => ({ ok: false }));
+    const pinned = m.hashes.map((h, i) => {
+      const item = this.pool.pin(h);
+      if (!item) results[i] = { ok: false, code: 'PEER_NOT_FOUND', message: `item ${h} is not in the producer's pool (never saved, or evicted)` };
+      else if (BigInt(item.length) !== m.lengths[i]) {
+        this.pool.unpin(item);
+        results[i] = { ok: false, code: 'INVALID_ARGUMENT', message: `item ${h} has ${item.length} bytes, the consumer expects ${m.lengths[i]}` };
+        return undefined;
+      }
+      return item;
+    });
+    const present = pinned.map((item, i) => (item ? i : -1)).filter((i) => i >= 0);
+    try {
+      if (present.length === 0) return { results };
+      const batch = allocateBatch(present.length);
+      present.forEach((i, j) => {
+        batch.opcodes[j] = OP_WRITE;
+        batch.localAddrs[j] = this.pool.addressOf(pinned[i]!);
+        batch.remoteAddrs[j] = m.addrs[i]!;
+        batch.lengths[j] = m.lengths[i]!;
+      });
+      try {
+        await this.engine.transfer(m.consumerSegment, batch, { timeoutMs: m.timeoutMs });
+        for (const i of present) results[i] = { ok: true };
+      } catch (e) {
+        const error = isTransferError(e) ? e : new TransferError('INTERNAL', (e as Error).message);
+        present.forEach((i, j) => {
+          const st = error.statuses?.[j];
+          results[i] = st === 0 ? { ok: true } : { ok: false, code: st !== undefined ? codeForStatus(st) : error.code, message: error.message.slice(0, 2000) };
+        });
+      }
+      return { results };
+    } finally {
+      // The batch settled: no transport reads these items any more.
+      for (const item of pinned) if (item) this.pool.unpin(item);
+    }
+  }
+
+  async close(): Promise<void> {
+    this.unhandle();
+    await this.pool.close();
+  }
+}
+
+export function createECProducer(options: ECProducerOptions = {}): Promise<ECPoolProducer> {
+  return ECPoolProducer.create(options);
+}
+
+export { EC_PROTOCOL_VERSION };
