@@ -1,0 +1,118 @@
+#!/usr/bin/env node
+// Encoder-cache transfer benchmark: an EC producer and an EC consumer in their own
+// processes over a te transport (mooncake-tcp by default). For 1 MiB and 16 MiB items it
+// times a consumer's pull of a set of items (one pull request; the producer writes them in
+// one batch) beside the raw transport writing the same bytes between the same processes,
+// in the same run, as a ratio. Every pulled byte is verified.
+//
+//   node bench/ec.mjs [--connector mooncake-tcp] [--total-mib 256] [--runs 5] [--json]
+import { createHash } from 'node:crypto';
+import { parseArgs } from 'node:util';
+import { fileURLToPath } from 'node:url';
+import { closeRanks, median, now, serveRank, spawnRank } from './lib/ranks.mjs';
+
+const { values: args } = parseArgs({
+  options: {
+    connector: { type: 'string', default: 'mooncake-tcp' },
+    'total-mib': { type: 'string', default: '256' },
+    runs: { type: 'string', default: '5' },
+    json: { type: 'boolean', default: false },
+    rank: { type: 'string' },
+  },
+});
+const MiB = 1 << 20;
+const total = Number(args['total-mib']) * MiB;
+
+function fillItem(view, hash) {
+  const s = createHash('sha256').update(hash).digest().readUInt32LE(0);
+  const w = new Uint32Array(view.buffer, view.byteOffset, view.byteLength >>> 2);
+  for (let i = 0; i < w.length; i++) w[i] = Math.imul(i + 1, 2654435761) ^ s;
+}
+
+if (args.rank) {
+  const spec = JSON.parse(args.rank);
+  const { createTransferEngine, batchOf } = await import('@te/connector');
+  const { createECProducer, createECConsumer } = await import('@te/disagg');
+  const engine = await createTransferEngine({ connector: spec.connector, bindAddress: '127.0.0.1' });
+  let producer;
+  let dest;
+  if (spec.role === 'producer') producer = await createECProducer({ engine, poolBytes: total + 16 * MiB });
+  else dest = await engine.allocateMemory(total);
+  serveRank({
+    /** Producer: saves `count` items of `size` bytes; returns their params and pool addresses. */
+    save: async (a) => {
+      const params = {};
+      const item = new Uint8Array(a.size);
+      for (let i = 0; i < a.count; i++) {
+        const hash = `${a.prefix}-${i}`;
+        fillItem(item, hash);
+        params[hash] = await producer.save(hash, item);
+      }
+      return params;
+    },
+    info: async () => ({ segment: engine.segmentName, addr: dest?.addr.toString() }),
+    /** Consumer: one pull of every item in `params`; returns the time and a verification. */
+    pull: async (a) => {
+      const consumer = await createECConsumer({ engine, loadTimeoutMs: 60_000 });
+      dest.buffer.fill(0);
+      let off = 0;
+      const where = {};
+      const t0 = now();
+      consumer.startLoad(a.params, (hash, length) => ((where[hash] = off), (off += Number(length)), { addr: dest.addr + BigInt(where[hash]) }));
+      const r = await consumer.waitForLoad();
+      const t1 = now();
+      if (r.failed.length) throw new Error(`${r.failed.length} items failed: ${r.failed[0].error.message}`);
+      const want = new Uint8Array(a.size);
+      for (const hash of r.loaded) {
+        fillItem(want, hash);
+        if (Buffer.compare(dest.buffer.subarray(where[hash], where[hash] + a.size), want) !== 0) throw new Error(`item ${hash} differs`);
+      }
+      return { ms: t1 - t0, bytes: off };
+    },
+    /** Producer: the same bytes, written straight from the pool by the engine (one batch). */
+    raw: async (a) => {
+      const pool = producer.pool;
+      const reqs = [];
+      for (let off = 0; off < a.bytes; off += a.size) reqs.push({ op: 'write', local: pool.memory.addr + BigInt(off), remote: BigInt(a.addr) + BigInt(off), length: a.size });
+      const t0 = now();
+      await engine.transfer(a.segment, batchOf(reqs), { timeoutMs: 60_000 });
+      return { ms: now() - t0 };
+    },
+    close: async () => {
+      await producer?.close();
+      await engine.close();
+      setImmediate(() => process.exit(0));
+      return true;
+    },
+  });
+  await new Promise(() => {});
+}
+
+const log = (...a) => (args.json ? process.stderr.write(a.join(' ') + '\n') : console.log(...a));
+const script = fileURLToPath(import.meta.url);
+const [p, c] = await Promise.all([spawnRank(script, { role: 'producer', connector: args.connector }), spawnRank(script, { role: 'consumer', connector: args.connector })]);
+const out = { connector: args.connector, cases: [] };
+try {
+  const cinfo = await c.call('info');
+  log(`EC transfer over ${args.connector}: ${args['total-mib']} MiB per pull, producer and consumer in their own processes (loopback)`);
+  for (const size of [MiB, 16 * MiB]) {
+    const params = await p.call('save', { size, count: Math.floor(total / size), prefix: `s${size}` });
+    const ec = [];
+    const raw = [];
+    for (let k = 0; k < Number(args.runs) + 1; k++) {
+      const e = await c.call('pull', { params, size });
+      const r = await p.call('raw', { segment: cinfo.segment, addr: cinfo.addr, bytes: e.bytes, size });
+      if (k === 0) continue;
+      ec.push(e.bytes / (e.ms / 1000));
+      raw.push(e.bytes / (r.ms / 1000));
+    }
+    const row = { itemBytes: size, ecBytesPerSecond: median(ec), rawBytesPerSecond: median(raw) };
+    row.ratio = row.ecBytesPerSecond / row.rawBytesPerSecond;
+    out.cases.push(row);
+    log(`${size / MiB} MiB items: EC ${(row.ecBytesPerSecond / 1e9).toFixed(2)} GB/s, raw ${(row.rawBytesPerSecond / 1e9).toFixed(2)} GB/s: ratio ${row.ratio.toFixed(2)} (target ≥ 0.9); every item verified`);
+  }
+} finally {
+  await closeRanks([p, c]);
+}
+if (args.json) console.log(JSON.stringify(out));
+process.exit(0);
