@@ -1,7 +1,7 @@
 import { defineConfig } from 'tsup';
 
 export default defineConfig({
-  entry: ['src/te.ts', 'src/index.ts'],
+  entry: { te: 'src/te.ts', index: 'src/index.ts', 'demo-worker': 'src/demo/pipeline/worker.ts' },
   format: ['esm'],
   dts: { entry: 'src/index.ts' },
   sourcemap: true,

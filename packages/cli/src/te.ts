@@ -23,11 +23,21 @@ program
 
 program
   .command('demo')
-  .description('move a request\'s KV cache between two processes on loopback, layer by layer, and verify it')
-  .option('--plugin <name>', 'transport plugin', defaultPlugin)
-  .option('--layers <n>', 'layers', '32')
-  .option('--pages <n>', 'pages per layer', '64')
-  .option('--page-size <bytes>', 'bytes per page per layer', '16384')
+  .description('the EPD pipeline on loopback: encoder, prefill and decode processes behind an OpenAI-style proxy, every request verified')
+  .option('--connector <name>', 'transport plugin (default: $TE_CONNECTOR or the config, else mooncake-tcp)', process.env.TE_CONNECTOR ?? (process.env.TE_CONFIG || process.env.TE_MODULE_PATH ? undefined : 'mooncake-tcp'))
+  .option('--module-path <path>', 'package or file of a third-party plugin (implies its name)')
+  .option('--layers <n>', 'model layers', '16')
+  .option('--tokens <n>', 'text tokens per request', '256')
+  .option('--image-tokens <n>', 'tokens per image', '64')
+  .option('--hidden <n>', 'embedding width', '1024')
+  .option('--requests <n>', 'requests to send', '12')
+  .option('--concurrency <n>', 'requests in flight', '4')
+  .option('--layer-ms <ms>', 'simulated compute per prefill layer', '4')
+  .option('--encode-ms <ms>', 'simulated compute per image', '5')
+  .option('--images <n>', 'distinct images the requests share', '8')
+  .option('--pool-images <n>', 'images the encoder\'s transfer pool holds (fewer than --images: eviction runs)', '6')
+  .option('--fail-encoder <n>', 'make the encoder fail on request n\'s images (repeatable)', collect, [])
+  .option('--json', 'print one JSON object as the last line of stdout')
   .action((o: DemoOptions) => demoCommand(o));
 
 program

@@ -1,0 +1,32 @@
+import type { TransferEngine } from '@te/connector';
+import { createECProducer } from '@te/disagg';
+import { HttpError, serveJson } from './http.js';
+import { busyWait, encode, mmHashOf, type ModelSpec } from './model.js';
+
+/** The encoder worker: encodes each new image once, keeps it in the EC transfer pool, returns ec_transfer_params. */
+export async function startEncoder(engine: TransferEngine, m: ModelSpec, poolBytes: number) {
+  const producer = await createECProducer({ engine, poolBytes });
+  let encoded = 0;
+  let reused = 0;
+  const { server, port } = await serveJson({
+    'POST /encode': async (body: { images: string[] }) => {
+      const started = performance.now();
+      const hashes: string[] = [];
+      for (const url of body.images) {
+        const hash = mmHashOf(url);
+        hashes.push(hash);
+        if (url.includes('fail-encoder')) throw new HttpError(500, `the encoder failed on image ${url}`);
+        if (producer.has(hash)) {
+          reused++;
+          continue;
+        }
+        busyWait(m.encodeMs);
+        await producer.save(hash, encode(m, hash), { dtype: 'bf16', shape: [m.imageTokens, m.hidden] });
+        encoded++;
+      }
+      return { ec_transfer_params: producer.transferParams(hashes), encodeMs: performance.now() - started };
+    },
+    'GET /stats': async () => ({ encoded, reused, evictions: producer.pool.evictions, pulls: producer.pulls }),
+  });
+  return { port, close: async () => (server.close(), await producer.close()) };
+}

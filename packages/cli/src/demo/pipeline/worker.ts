@@ -1,0 +1,41 @@
+// A pipeline worker process (encoder, prefill or decode), started by `te demo`.
+import { initTransferEngine, loadConfig } from '@te/connector';
+import { startDecode } from './decode.js';
+import { startEncoder } from './encoder.js';
+import type { ModelSpec } from './model.js';
+import { startPrefill } from './prefill.js';
+
+export interface WorkerSpec {
+  role: 'encoder' | 'prefill' | 'decode';
+  model: ModelSpec;
+  /** Engine config: the connector and module path, through the same loadConfig as every command. */
+  config: Record<string, unknown>;
+  pages: number;
+  slots: number;
+  poolBytes: number;
+}
+
+async function main(): Promise<void> {
+  const spec = JSON.parse(process.env.TE_DEMO_WORKER ?? '') as WorkerSpec;
+  const engine = await initTransferEngine(loadConfig({ json: { ...spec.config, bindAddress: '127.0.0.1' } }));
+  const started =
+    spec.role === 'encoder'
+      ? await startEncoder(engine, spec.model, spec.poolBytes)
+      : spec.role === 'prefill'
+        ? await startPrefill(engine, spec.model, spec.pages, spec.slots)
+        : await startDecode(engine, spec.model, spec.pages, spec.slots);
+  const stop = async (): Promise<void> => {
+    await started.close().catch(() => undefined);
+    await engine.close().catch(() => undefined);
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop());
+  process.on('message', (m: { op?: string }) => m.op === 'stop' && void stop());
+  process.on('disconnect', () => void stop());
+  process.send!({ ready: true, role: spec.role, port: started.port, bootstrapPort: 'bootstrapPort' in started ? started.bootstrapPort : undefined, segment: engine.segmentName });
+}
+
+main().catch((e: Error & { code?: string }) => {
+  process.send?.({ ready: false, error: `${e.code ? `[${e.code}] ` : ''}${e.message}` });
+  process.exit(1);
+});

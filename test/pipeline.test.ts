@@ -1,0 +1,63 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { spawnSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/*
+ * The README's main job, `te demo`: encoder, prefill and decode worker processes behind an
+ * OpenAI-style proxy on loopback, run as a user runs it, judged by its JSON report.
+ */
+const te = join(dirname(fileURLToPath(import.meta.url)), '..', 'packages', 'cli', 'dist', 'te.js');
+const SMALL = ['--requests', '6', '--concurrency', '3', '--layers', '8', '--images', '4', '--pool-images', '3', '--json'];
+
+function demo(args: string[], env: NodeJS.ProcessEnv = {}) {
+  const r = spawnSync(process.execPath, [te, 'demo', ...args], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 120_000 });
+  const last = r.stdout.trim().split('\n').pop() ?? '';
+  let report: any;
+  try {
+    report = JSON.parse(last);
+  } catch {
+    throw new Error(`te demo printed no JSON report (exit ${r.status}):\n${r.stdout}\n${r.stderr}`);
+  }
+  return { status: r.status, report, stderr: r.stderr };
+}
+
+test('te demo over mooncake-tcp: every request verified, images shared and evicted', () => {
+  const { status, report } = demo([...SMALL, '--connector', 'mooncake-tcp']);
+  assert.is(status, 0);
+  assert.is(report.passed, true);
+  assert.is(report.rows.length, 6);
+  for (const r of report.rows) {
+    assert.ok(r.verified, `request ${r.id}: ${r.error}`);
+    assert.ok(r.bytes > 0 && r.totalMs > 0);
+  }
+  assert.ok(report.stats.encoder.reused > 0, 'requests shared images');
+  assert.ok(report.stats.encoder.evictions > 0, 'the pool evicted');
+  assert.is(report.stats.prefill.layerwise.layerwiseRooms, 6);
+});
+
+test('te demo over mooncake-rdma (tcp;ofi_rxm)', () => {
+  const { status, report } = demo([...SMALL, '--connector', 'mooncake-rdma'], { FI_PROVIDER: 'tcp;ofi_rxm' });
+  assert.is(status, 0, JSON.stringify(report.rows?.find((r: any) => !r.verified)));
+  assert.ok(report.rows.every((r: any) => r.verified));
+  assert.is(report.connector, 'mooncake-rdma');
+});
+
+test('a request whose images the encoder fails on is answered with an error; the others still verify', () => {
+  const { status, report } = demo([...SMALL, '--fail-encoder', '2']);
+  assert.is(status, 0);
+  const failed = report.rows.find((r: any) => r.id === 2);
+  assert.is(failed.ok, false);
+  assert.match(failed.error, /encoder/);
+  assert.ok(report.rows.filter((r: any) => r.id !== 2).every((r: any) => r.verified));
+});
+
+test('one corrupted KV byte fails verification and the exit code', () => {
+  const { status, report } = demo([...SMALL, '--requests', '2'], { TE_DEMO_FAULT: 'corrupt-kv' });
+  assert.is(status, 1);
+  assert.is(report.passed, false);
+  assert.ok(report.rows.some((r: any) => !r.verified && /layer 0 K byte/.test(r.error)), JSON.stringify(report.rows));
+});
+
+test.run();
