@@ -8,14 +8,15 @@ import { printDoctor, runDoctor } from './commands/doctor.js';
 
 const program = new Command('te').description('te: KV and encoder cache transfer for disaggregated LLM serving').showHelpAfterError();
 const collect = (value: string, previous: string[]) => [...previous, value];
-const defaultPlugin = process.env.TE_CONNECTOR ?? 'mooncake-tcp';
 
 program
   .command('doctor')
   .description('list installed transport plugins, what hardware they found, and the effective config')
+  .option('--plugin <name>', 'the connector to check (default: $TE_CONNECTOR, the config, or mooncake-tcp)')
+  .option('--module-path <path>', 'package or file of a third-party plugin (implies its name)')
   .option('--json', 'print the report as JSON')
-  .action(async (o: { json?: boolean }) => {
-    const report = await runDoctor();
+  .action(async (o: { json?: boolean; plugin?: string; modulePath?: string }) => {
+    const report = await runDoctor(process.env, { ...(o.plugin ? { plugin: o.plugin } : {}), ...(o.modulePath ? { modulePath: o.modulePath } : {}) });
     if (o.json) console.log(JSON.stringify(report, (_k, v) => (typeof v === 'bigint' ? v.toString() : v)));
     else printDoctor(report);
     if (!report.ok) process.exitCode = 1;
@@ -24,7 +25,7 @@ program
 program
   .command('demo')
   .description('the EPD pipeline on loopback: encoder, prefill and decode processes behind an OpenAI-style proxy, every request verified')
-  .option('--connector <name>', 'transport plugin (default: $TE_CONNECTOR or the config, else mooncake-tcp)', process.env.TE_CONNECTOR ?? (process.env.TE_CONFIG || process.env.TE_MODULE_PATH ? undefined : 'mooncake-tcp'))
+  .option('--connector <name>', 'transport plugin (default: $TE_CONNECTOR, the config, or mooncake-tcp)')
   .option('--module-path <path>', 'package or file of a third-party plugin (implies its name)')
   .option('--layers <n>', 'model layers', '16')
   .option('--tokens <n>', 'text tokens per request', '256')
@@ -46,8 +47,9 @@ program
   .addOption(new Option('--mode <mode>', 'initiator, or target (serves a buffer)').choices(['initiator', 'target']).default('initiator'))
   .option('--loopback', 'start the target as a second process on this machine')
   .option('--target <host:port>', 'segment of a running `te bench --mode target`')
-  .option('--plugin <name>', 'transport plugin', defaultPlugin)
-  .option('--module-path <path>', 'package or file of a third-party plugin (as config modulePath)')
+  .option('--plugin <name>', 'transport plugin (default: $TE_CONNECTOR, the config, or mooncake-tcp)')
+  .option('--module-path <path>', 'package or file of a third-party plugin (as config modulePath; implies its name)')
+  .addOption(new Option('--exit-with-parent', 'target: stop when stdin closes (used by --loopback)').hideHelp())
   .option('--op <op>', 'write or read', 'write')
   .option('--block-size <bytes>', 'bytes per request (4096, 64k, 1MiB)', '1MiB')
   .option('--batch-size <n>', 'requests per batch', '1')

@@ -1,5 +1,5 @@
 import { createHash, randomFillSync } from 'node:crypto';
-import { OP_READ, OP_WRITE, TransferError, allocateBatch, createTransferEngine, type TeConfigInput, type TransferBatch, type TransferEngine } from '@te/connector';
+import { OP_READ, OP_WRITE, TransferError, allocateBatch, createTransferEngine, type TeConfig, type TeConfigInput, type TransferBatch, type TransferEngine } from '@te/connector';
 import { BENCH_DIGEST, BENCH_INFO, BENCH_RANDOMIZE, type BenchInfo } from './protocol.js';
 import { Samples, percentile } from './stats.js';
 
@@ -17,6 +17,8 @@ export interface BenchOptions {
   timeoutMs?: number;
   bindAddress?: string;
   transportOptions?: Record<string, unknown>;
+  /** The engine config from the commands' one config path; the fields above are ignored when given. */
+  config?: TeConfig;
   /** Called about every 250 ms while timing. */
   onProgress?: (p: { elapsedS: number; bytesPerSecond: number; requestsPerSecond: number }) => void;
 }
@@ -65,10 +67,12 @@ const sha256 = (bytes: Uint8Array): string => createHash('sha256').update(bytes)
  * `durationS` seconds. Latency is per batch. A verified batch runs before timing.
  */
 export async function runBench(o: BenchOptions): Promise<BenchResult> {
-  const config: TeConfigInput = { connector: o.plugin, role: 'producer' };
-  if (o.modulePath) config.modulePath = o.modulePath;
-  if (o.bindAddress) config.bindAddress = o.bindAddress;
-  if (o.transportOptions) config.transportOptions = { [o.plugin]: o.transportOptions };
+  const config: TeConfigInput = o.config ? { ...o.config, role: 'producer' } : { connector: o.plugin, role: 'producer' };
+  if (!o.config) {
+    if (o.modulePath) config.modulePath = o.modulePath;
+    if (o.bindAddress) config.bindAddress = o.bindAddress;
+    if (o.transportOptions) config.transportOptions = { [o.plugin]: o.transportOptions };
+  }
   const engine = await createTransferEngine(config);
   try {
     return await measure(engine, o);

@@ -1,5 +1,5 @@
 import { createHash, randomFillSync } from 'node:crypto';
-import { TransferError, createTransferEngine, type TeConfigInput, type TransferEngine } from '@te/connector';
+import { TransferError, createTransferEngine, type TeConfig, type TeConfigInput, type TransferEngine } from '@te/connector';
 import { BENCH_DIGEST, BENCH_INFO, BENCH_RANDOMIZE, type BenchInfo, type DigestRequest } from './protocol.js';
 
 export interface BenchTargetOptions {
@@ -9,6 +9,8 @@ export interface BenchTargetOptions {
   bindAddress?: string;
   port?: number;
   transportOptions?: Record<string, unknown>;
+  /** The engine config from the commands' one config path; the fields above are ignored when given. */
+  config?: TeConfig;
 }
 
 export interface BenchTarget {
@@ -21,10 +23,12 @@ export interface BenchTarget {
  * info and digest requests, so the initiator can verify every byte that landed.
  */
 export async function startBenchTarget(options: BenchTargetOptions): Promise<BenchTarget> {
-  const config: TeConfigInput = { connector: options.plugin, role: 'consumer', metadata: { port: options.port ?? 0 } };
-  if (options.bindAddress) config.bindAddress = options.bindAddress;
-  if (options.modulePath) config.modulePath = options.modulePath;
-  if (options.transportOptions) config.transportOptions = { [options.plugin]: options.transportOptions };
+  const config: TeConfigInput = options.config ? { ...options.config, role: 'consumer' } : { connector: options.plugin, role: 'consumer', metadata: { port: options.port ?? 0 } };
+  if (!options.config) {
+    if (options.bindAddress) config.bindAddress = options.bindAddress;
+    if (options.modulePath) config.modulePath = options.modulePath;
+    if (options.transportOptions) config.transportOptions = { [options.plugin]: options.transportOptions };
+  }
   const engine = await createTransferEngine(config);
   const handle = await engine.allocateMemory(options.bytes);
   const buffer = handle.buffer!;

@@ -3,14 +3,17 @@ import pc from 'picocolors';
 import { benchBytes, runBench, type BenchOptions, type BenchResult } from '../bench/initiator.js';
 import { spawnBenchTarget } from '../bench/loopback.js';
 import { startBenchTarget } from '../bench/target.js';
+import { commandConfig, type CommandFlags } from '../config.js';
 import { bytes, count, gbps, parseSize, table } from '../format.js';
 
 export interface BenchCliOptions {
   mode: string;
   loopback?: boolean;
   target?: string;
-  plugin: string;
+  plugin?: string;
   modulePath?: string;
+  /** Target started by --loopback: stop when the parent's stdin pipe closes. */
+  exitWithParent?: boolean;
   op: string;
   blockSize: string;
   batchSize: string;
@@ -58,7 +61,7 @@ export function parseTransportOptions(pairs: string[]): Record<string, unknown> 
   return out;
 }
 
-export function benchOptionsFrom(cli: BenchCliOptions, target: string): BenchOptions {
+export function benchOptionsFrom(cli: BenchCliOptions & { plugin: string }, target: string): BenchOptions {
   if (cli.op !== 'write' && cli.op !== 'read') throw new UsageError(`Expected --op to be write or read, got ${JSON.stringify(cli.op)}`);
   let blockSize: number;
   try {
@@ -97,21 +100,28 @@ export function printBenchResult(r: BenchResult): void {
   );
 }
 
+function flagsOf(cli: BenchCliOptions, port?: number): CommandFlags {
+  const transportOptions = parseTransportOptions(cli.option);
+  return {
+    ...(cli.plugin ? { plugin: cli.plugin } : {}),
+    ...(cli.modulePath ? { modulePath: cli.modulePath } : {}),
+    ...(cli.bind ? { bindAddress: cli.bind } : {}),
+    ...(port !== undefined ? { port } : {}),
+    ...(transportOptions ? { transportOptions } : {}),
+  };
+}
+
 async function runTarget(cli: BenchCliOptions): Promise<void> {
   const size = cli.bytes ? parseSize(cli.bytes) : 64 * 2 ** 20;
-  const transportOptions = parseTransportOptions(cli.option);
-  const target = await startBenchTarget({
-    plugin: cli.plugin,
-    bytes: size,
-    port: Number(cli.port),
-    ...(cli.modulePath ? { modulePath: resolvePath(cli.modulePath) } : {}),
-    ...(cli.bind ? { bindAddress: cli.bind } : {}),
-    ...(transportOptions ? { transportOptions } : {}),
-  });
+  const port = Number(cli.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`Expected --port to be a port number, got ${JSON.stringify(cli.port)}`);
+  const config = await commandConfig(flagsOf(cli, port));
+  const target = await startBenchTarget({ plugin: config.connector, bytes: size, config });
   console.log(JSON.stringify({ ready: target.engine.segmentName, bytes: size }));
-  // Serve until told to stop: stdin closing (the parent went away) or a signal.
+  // Serve until a signal (SIGINT/SIGTERM), so it runs under a service manager or nohup with
+  // stdin closed; a target started by --loopback also stops when its parent's pipe closes.
   await new Promise<void>((resolve) => {
-    process.stdin.on('end', resolve).on('error', resolve).resume();
+    if (cli.exitWithParent) process.stdin.on('end', resolve).on('error', resolve).resume();
     process.once('SIGTERM', resolve);
     process.once('SIGINT', resolve);
   });
@@ -122,8 +132,11 @@ export async function benchCommand(cli: BenchCliOptions): Promise<void> {
   if (cli.mode === 'target') return runTarget(cli);
   if (cli.mode !== 'initiator') throw new UsageError(`Expected --mode to be initiator or target, got ${JSON.stringify(cli.mode)}`);
   if (!cli.loopback && !cli.target) throw new UsageError('Give --target <host:port> of a running `te bench --mode target`, or --loopback to start one here');
-  const draft = benchOptionsFrom(cli, cli.target ?? '');
-  const spawned = cli.loopback ? await spawnBenchTarget(['--plugin', cli.plugin, ...(draft.modulePath ? ['--module-path', draft.modulePath] : []), '--bytes', String(benchBytes(draft)), ...(cli.bind ? ['--bind', cli.bind] : []), ...cli.option.flatMap((o) => ['--option', o])]) : undefined;
+  const config = await commandConfig(flagsOf(cli));
+  const draft = { ...benchOptionsFrom({ ...cli, plugin: config.connector }, cli.target ?? ''), config };
+  const spawned = cli.loopback
+    ? await spawnBenchTarget(['--exit-with-parent', '--plugin', config.connector, ...(config.modulePath ? ['--module-path', config.modulePath] : []), '--bytes', String(benchBytes(draft)), ...(cli.bind ? ['--bind', cli.bind] : []), ...cli.option.flatMap((o) => ['--option', o])])
+    : undefined;
   const progress = !cli.json && process.stderr.isTTY;
   try {
     const result = await runBench({

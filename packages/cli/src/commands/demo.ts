@@ -1,5 +1,6 @@
 import pc from 'picocolors';
-import { PluginRegistry, loadConfig } from '@te/connector';
+import { PluginRegistry } from '@te/connector';
+import { commandConfig } from '../config.js';
 import { runPipeline } from '../demo/pipeline/run.js';
 import { printDoctor, runDoctor } from './doctor.js';
 
@@ -31,7 +32,7 @@ function positive(name: string, value: string, min = 1): number {
  * OpenAI-style proxy, every request verified (see demo/pipeline).
  */
 export async function demoCommand(o: DemoOptions): Promise<void> {
-  const config = loadConfig({ json: { ...(o.connector ? { connector: o.connector } : {}), ...(o.modulePath ? { modulePath: o.modulePath } : {}) } });
+  const config = await commandConfig({ ...(o.connector ? { plugin: o.connector } : {}), ...(o.modulePath ? { modulePath: o.modulePath } : {}) });
   try {
     await new PluginRegistry().resolve({ connector: config.connector, ...(config.modulePath ? { modulePath: config.modulePath } : {}) });
   } catch (e) {
@@ -41,8 +42,8 @@ export async function demoCommand(o: DemoOptions): Promise<void> {
     return;
   }
   const ok = await runPipeline({
-    ...(o.connector ? { connector: o.connector } : {}),
-    ...(o.modulePath ? { modulePath: o.modulePath } : {}),
+    connector: config.connector,
+    ...(config.modulePath ? { modulePath: config.modulePath } : {}),
     layers: positive('layers', o.layers),
     tokens: positive('tokens', o.tokens),
     imageTokens: positive('image-tokens', o.imageTokens),

@@ -1,6 +1,7 @@
 import pc from 'picocolors';
-import { BUILTIN_PLUGINS, ENVIRONMENT_VARIABLES, PluginRegistry, describeCapabilities, isTransferError, loadConfig, transportsOf, type TeConfig, type TransportPlugin } from '@te/connector';
+import { BUILTIN_PLUGINS, ENVIRONMENT_VARIABLES, PluginRegistry, describeCapabilities, isTransferError, transportsOf, type TeConfig, type TransportPlugin } from '@te/connector';
 import { table } from '../format.js';
+import { commandConfig, type CommandFlags } from '../config.js';
 
 export interface PluginReport {
   name: string;
@@ -43,11 +44,11 @@ async function inspect(name: string, source: string, load: () => Promise<Transpo
 }
 
 /** Everything `te doctor` checks, as data (the command prints it or its JSON). */
-export async function runDoctor(env: NodeJS.ProcessEnv = process.env): Promise<DoctorReport> {
+export async function runDoctor(env: NodeJS.ProcessEnv = process.env, flags: CommandFlags = {}): Promise<DoctorReport> {
   const environment = Object.fromEntries(Object.keys(ENVIRONMENT_VARIABLES).filter((k) => env[k] !== undefined).map((k) => [k, env[k]!]));
   const report: DoctorReport = { ok: true, environment, plugins: [] };
   try {
-    report.config = loadConfig({ env, overrides: env.TE_CONNECTOR || env.TE_CONFIG ? {} : { connector: 'mooncake-tcp' } });
+    report.config = await commandConfig(flags, env);
   } catch (e) {
     report.ok = false;
     report.configError = { code: isTransferError(e) ? e.code : 'INVALID_CONFIG', message: (e as Error).message };
