@@ -1,6 +1,6 @@
-/** Loads the barex addon (its native surface is declared in @te/mooncake-rdma's native-types). */
+/** Loads the barex addon (its native surface is declared in @te/fabric's native-types). */
 import { fileURLToPath } from 'node:url';
-import { loadFabricAddon, type NativeFabricModule } from '@te/mooncake-rdma';
+import { loadFabricAddon, type NativeFabricModule } from '@te/fabric';
 
 export const PLUGIN_NAME = 'barex';
 

@@ -1,12 +1,12 @@
 import { definePlugin, PLUGIN_API_VERSION, TransferError, type ProbeResult, type Transport, type TransportContext } from '@te/connector';
-import { INSTALL_LIBFABRIC, probeFabric } from '@te/mooncake-rdma';
+import { INSTALL_LIBFABRIC, probeFabric } from '@te/fabric';
 import { loadBinding, PLUGIN_NAME } from './binding.js';
 import { barexOptions, type BarexOptions } from './options.js';
 import { BarexTransport } from './transport.js';
 
 export { barexOptions, type BarexOptions } from './options.js';
 export { BarexTransport, allocate, free, poolStats, checkSegment, type PoolAllocation, type PoolStats } from './transport.js';
-export type { SegmentHealth } from '@te/mooncake-rdma';
+export type { SegmentHealth } from '@te/fabric';
 
 export const VERSION = '0.1.0';
 

@@ -1,5 +1,5 @@
 import type { OptionsOf, OptionsSchema } from '@te/connector';
-import { fabricOptionsSchema } from '@te/mooncake-rdma';
+import { fabricOptionsSchema } from '@te/fabric';
 
 /** barex options: the libfabric options (TE_BAREX_*) plus the pool. */
 export const barexOptions = {

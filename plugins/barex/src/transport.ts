@@ -1,5 +1,5 @@
 import { TransferError, type AllocatedMemory, type DeviceName, type SegmentDescriptor, type TransportContext, type TransportPeer, type WireValue } from '@te/connector';
-import { FabricTransport, nativeOptions, type NativeFabricModule, type SegmentHealth } from '@te/mooncake-rdma';
+import { FabricTransport, nativeOptions, type NativeFabricModule, type SegmentHealth } from '@te/fabric';
 import { PLUGIN_NAME } from './binding.js';
 import type { BarexOptions } from './options.js';
 

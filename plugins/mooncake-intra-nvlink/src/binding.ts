@@ -3,8 +3,8 @@
  * shape (shared with mooncake-nvlink) is declared in ./cuda/native-types.ts.
  */
 import { fileURLToPath } from 'node:url';
-import { addonLoader } from './cuda/loader.js';
-import type { NativeCudaModule } from './cuda/native-types.js';
+import { addonLoader } from '@te/cuda';
+import type { NativeCudaModule } from '@te/cuda';
 
 export const PLUGIN_NAME = 'mooncake-intra-nvlink';
 

@@ -1,13 +1,13 @@
 import { definePlugin, PLUGIN_API_VERSION, type ProbeResult } from '@te/connector';
 import { loadBinding, PLUGIN_NAME } from './binding.js';
-import { deviceMemoryOf } from './cuda/device-memory.js';
-import { probeCuda } from './cuda/probe.js';
+import { deviceMemoryOf } from '@te/cuda';
+import { probeCuda } from '@te/cuda';
 import { intraNvlinkOptions } from './options.js';
 import { createIntraNvlinkTransport } from './transport.js';
 
 export { intraNvlinkOptions, type IntraNvlinkOptions } from './options.js';
 export { MooncakeIntraNvlinkTransport, createIntraNvlinkTransport } from './transport.js';
-export type { DeviceMemory } from './cuda/device-memory.js';
+export type { DeviceMemory } from '@te/cuda';
 
 export const VERSION = '0.1.0';
 

@@ -1,6 +1,6 @@
 import type { Transport, TransportContext } from '@te/connector';
 import { loadBinding, PLUGIN_NAME } from './binding.js';
-import { CudaTransportBase } from './cuda/transport-base.js';
+import { CudaTransportBase } from '@te/cuda';
 import type { IntraNvlinkOptions } from './options.js';
 
 /**

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { parseOptions, type SegmentDescriptor, type Transport, type WireValue } from '@te/connector';
 import plugin from '../src/index.js';
-import { bootId } from '../src/cuda/descriptor.js';
+import { bootId } from '@te/cuda';
 
 /** The probe, once: GPU-only cases are skipped with its reason when no device is usable. */
 export const probe = await plugin.probe!();

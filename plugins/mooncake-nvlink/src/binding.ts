@@ -1,10 +1,10 @@
 /**
  * The native surface of mooncake-nvlink: the shared CUDA transport surface (declared in
- * @te/mooncake-intra-nvlink/cuda) plus the fabric-memory allocator. The one place that
+ * @te/cuda) plus the fabric-memory allocator. The one place that
  * loads the addon.
  */
 import { fileURLToPath } from 'node:url';
-import { addonLoader, type NativeCudaModule } from '@te/mooncake-intra-nvlink/cuda';
+import { addonLoader, type NativeCudaModule } from '@te/cuda';
 
 export const PLUGIN_NAME = 'mooncake-nvlink';
 

@@ -1,5 +1,5 @@
 import { definePlugin, PLUGIN_API_VERSION, type ProbeResult } from '@te/connector';
-import { deviceMemoryOf, probeCuda } from '@te/mooncake-intra-nvlink/cuda';
+import { deviceMemoryOf, probeCuda } from '@te/cuda';
 import { loadBinding, PLUGIN_NAME } from './binding.js';
 import { nvlinkOptions } from './options.js';
 import { createNvlinkTransport } from './transport.js';

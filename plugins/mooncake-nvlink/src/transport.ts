@@ -1,6 +1,6 @@
 import type { AllocatedMemory, DeviceName, Transport, TransportContext, WireValue } from '@te/connector';
 import { allocateFabricMemory, freeFabricMemory } from './allocator.js';
-import { CudaTransportBase, type CudaEndpoint, type NativeExport } from '@te/mooncake-intra-nvlink/cuda';
+import { CudaTransportBase, type CudaEndpoint, type NativeExport } from '@te/cuda';
 import { loadBinding, PLUGIN_NAME } from './binding.js';
 import type { NvlinkOptions } from './options.js';
 

@@ -1,21 +1,8 @@
-/** Loads the mooncake-rdma addon (declared in native-types.ts). */
+/** Loads the mooncake-rdma addon (its surface is declared in @te/fabric's native-types). */
 import { fileURLToPath } from 'node:url';
-import { loadNativeAddon } from '@te/connector';
-import type { NativeFabricModule } from './native-types.js';
+import { loadFabricAddon, type NativeFabricModule } from '@te/fabric';
 
 export const PLUGIN_NAME = 'mooncake-rdma';
-export const INSTALL_LIBFABRIC = 'apt-get install -y libfabric-dev libfabric-bin';
-
-/** Loads a libfabric plugin's addon; a failure lists the paths tried and how to fix it. */
-export function loadFabricAddon(options: { plugin: string; addon: string; envOverride: string; packageRoot: string; workspace: string }): NativeFabricModule {
-  return loadNativeAddon<NativeFabricModule>({
-    plugin: options.plugin,
-    file: options.addon,
-    packageRoot: options.packageRoot,
-    envVar: options.envOverride,
-    solutions: [`build it: \`npm run build:native -w ${options.workspace}\` (needs cmake >= 3.18, g++ and, for a working transport, libfabric: ${INSTALL_LIBFABRIC})`],
-  });
-}
 
 let cached: NativeFabricModule | undefined;
 

@@ -1,4 +1,5 @@
 import { fork, type ChildProcess } from 'node:child_process';
+import { readdir, readFile } from 'node:fs/promises';
 import { createTransferEngine, type TeConfigInput } from '@te/connector';
 import { LocalTargetMemory, type ReceivedNotification, type TargetMemory } from './target.js';
 
@@ -49,6 +50,30 @@ export interface TargetProcess extends TargetMemory {
   close(): Promise<void>;
 }
 
+/**
+ * Resolves once every thread of the process is stopped (state T in /proc), so a test that
+ * stalls a peer never races the signal: a thread busy in a system call stops only when it
+ * returns. Where /proc is missing it waits a fixed 50 ms.
+ */
+async function untilStopped(pid: number, timeoutMs = 5_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    let states: string[];
+    try {
+      const tasks = await readdir(`/proc/${pid}/task`);
+      states = await Promise.all(tasks.map(async (t) => {
+        const stat = await readFile(`/proc/${pid}/task/${t}/stat`, 'utf8');
+        return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+      }));
+    } catch {
+      return new Promise((r) => setTimeout(r, 50));
+    }
+    if (states.every((st) => st === 'T' || st === 't')) return;
+    if (Date.now() > end) throw new Error(`process ${pid} did not stop within ${timeoutMs} ms (thread states ${states.join('')})`);
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
+
 /** Forks `script` (which calls `serveTargetProcess`) with the engine config. */
 export function spawnTargetProcess(script: string, config: TeConfigInput, options: { env?: NodeJS.ProcessEnv; execArgv?: string[] } = {}): Promise<TargetProcess> {
   const child = fork(script, [], {
@@ -85,7 +110,10 @@ export function spawnTargetProcess(script: string, config: TeConfigInput, option
             ((await call('notifications')) as { from: string; payload: string; snapshot?: string }[]).map(
               (n): ReceivedNotification => ({ from: n.from, payload: new Uint8Array(Buffer.from(n.payload, 'base64')), ...(n.snapshot ? { snapshot: new Uint8Array(Buffer.from(n.snapshot, 'base64')) } : {}) }),
             ),
-          stall: async () => void child.kill('SIGSTOP'),
+          stall: async () => {
+            child.kill('SIGSTOP');
+            await untilStopped(child.pid!);
+          },
           resume: async () => void child.kill('SIGCONT'),
           kill: () => void child.kill('SIGKILL'),
           close: async () => {

@@ -1,0 +1,83 @@
+import type { OptionsOf, OptionsSchema } from '@te/connector';
+
+/**
+ * Runtime parameters shared by the libfabric plugins, with defaults and the environment
+ * variable that sets each (explicit config > environment > default). `prefix` is
+ * TE_RDMA for mooncake-rdma and TE_BAREX for barex. libfabric's own variables
+ * (FI_PROVIDER, FI_TCP_IFACE, FI_SOCKETS_IFACE, FI_LOG_LEVEL, ...) apply as well.
+ */
+export function fabricOptionsSchema<P extends string>(prefix: P) {
+  return {
+    provider: {
+      type: 'string',
+      env: `${prefix}_PROVIDER`,
+      description:
+        'libfabric provider ("verbs", "efa", "tcp;ofi_rxm", "sockets", ...). Default: automatic (verbs/efa/psm3/cxi/opx when a NIC exists, else tcp;ofi_rxm, then sockets; never shm). FI_PROVIDER also narrows what libfabric reports.',
+    },
+    nics: {
+      type: 'list',
+      default: [],
+      env: `${prefix}_NICS`,
+      description: 'NIC (libfabric domain) names to use, comma separated, like Mooncake\'s device list (e.g. "mlx5_0,mlx5_1"); default: every domain of the provider, up to maxRails',
+    },
+    maxRails: {
+      type: 'integer',
+      default: 4,
+      min: 1,
+      max: 64,
+      env: `${prefix}_MAX_RAILS`,
+      description: 'Most NICs (one domain, endpoint and progress thread each) to use; slices are striped over them',
+    },
+    sourceAddress: {
+      type: 'string',
+      env: `${prefix}_SOURCE_ADDRESS`,
+      description: 'Source node for socket-based providers (tcp, sockets), passed with FI_SOURCE. Default: the engine bind address when it is not a wildcard',
+    },
+    allowShm: {
+      type: 'boolean',
+      default: false,
+      env: `${prefix}_ALLOW_SHM`,
+      description: 'Permit the shm provider when named explicitly. shm checks neither keys nor bounds: use it only when every peer is trusted',
+    },
+    sliceSize: {
+      type: 'integer',
+      default: 1048576,
+      min: 4096,
+      max: 1073741824,
+      env: `${prefix}_SLICE_SIZE`,
+      description: 'Requests larger than this are cut into slices of this many bytes, striped over rails',
+    },
+    window: {
+      type: 'integer',
+      default: 64,
+      min: 1,
+      max: 4096,
+      env: `${prefix}_WINDOW`,
+      description: 'RMA operations in flight per rail (also bounded by the provider\'s tx queue size)',
+    },
+    connectTimeoutMs: {
+      type: 'integer',
+      min: 1,
+      max: 600000,
+      env: `${prefix}_CONNECT_TIMEOUT_MS`,
+      description: 'Deadline of the hello on every rail at openPeer and of region-table queries (then PEER_UNREACHABLE). Default: the engine\'s timeouts.connectMs',
+    },
+    cancelGraceMs: {
+      type: 'integer',
+      default: 250,
+      min: 1,
+      max: 60000,
+      env: `${prefix}_CANCEL_GRACE_MS`,
+      description: 'After a timeout/abort, how long posted RMA operations may take to complete before the batch settles anyway',
+    },
+    deliveryComplete: {
+      type: 'boolean',
+      default: true,
+      env: `${prefix}_DELIVERY_COMPLETE`,
+      description: 'Post writes with FI_DELIVERY_COMPLETE, so a completed write is known applied at the target (falls back when the provider refuses it)',
+    },
+  } as const satisfies OptionsSchema;
+}
+
+/** The options every libfabric plugin shares. */
+export type FabricOptions = OptionsOf<ReturnType<typeof fabricOptionsSchema<string>>>;

