@@ -3,14 +3,15 @@
 # mooncake-tcp (built with CUDA staging),
 # bundles the GPU harness into test/gpu/build/harness.mjs (no node_modules needed there),
 # copies the built addons and the sources + headers to rebuild them, and packs node for the
-# GPU machine (see /work/shared/gpu/README.md). Then, on the GPU machine: test/gpu/run.sh
+# GPU machine (see test/gpu/README.md). Then, on the GPU machine: test/gpu/run.sh
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 b=test/gpu/build
 
-echo "== building @te/connector, @te/mooncake-intra-nvlink, @te/mooncake-nvlink, @te/mooncake-tcp"
+echo "== building @te/connector, @te/cuda, @te/mooncake-intra-nvlink, @te/mooncake-nvlink, @te/mooncake-tcp"
 (cd packages/connector && npm run build --silent)
+(cd packages/cuda && npm run build --silent)
 (cd plugins/mooncake-intra-nvlink && npm run build --silent)
 (cd plugins/mooncake-nvlink && npm run build --silent)
 (cd plugins/mooncake-tcp && npm run build --silent)
