@@ -2,25 +2,11 @@ import { Dealer, Router } from 'zeromq';
 import { TransferError } from '../errors/transfer-error.js';
 import { isTransferErrorCode } from '../errors/codes.js';
 import { decodeMessage, encodeMessage } from './codec.js';
+import { MAX_CONTROL_MESSAGE_BYTES, checkReplyEnvelope, checkRequestEnvelope, salvageId, type ReplyEnvelope, type RequestEnvelope } from './messages.js';
 
 /** Version of the control-plane envelope. Fields are appended and optional. */
 export const CONTROL_VERSION = 1;
 
-interface RequestEnvelope {
-  v: number;
-  id: number;
-  type: string;
-  body?: unknown;
-}
-
-interface ReplyEnvelope {
-  v: number;
-  id: number;
-  ok: boolean;
-  body?: unknown;
-  code?: string;
-  message?: string;
-}
 
 export type ControlHandler = (body: unknown) => Promise<unknown> | unknown;
 
@@ -30,7 +16,7 @@ export type ControlHandler = (body: unknown) => Promise<unknown> | unknown;
  * one listener serves all of them.
  */
 export class ControlServer {
-  private readonly router = new Router({ linger: 0 });
+  private readonly router = new Router({ linger: 0, maxMessageSize: MAX_CONTROL_MESSAGE_BYTES });
   private readonly handlers = new Map<string, ControlHandler>();
   private endpointValue = '';
   private loop: Promise<void> | undefined;
@@ -76,7 +62,9 @@ export class ControlServer {
     try {
       for await (const [identity, payload] of this.router) {
         if (!identity || !payload) continue;
-        void this.dispatch(identity, payload);
+        // A handler's failure is answered inside dispatch; nothing may escape as an
+        // unhandled rejection (that would end the process).
+        this.dispatch(identity, payload).catch(() => undefined);
       }
     } catch {
       // The socket was closed: the loop ends.
@@ -84,33 +72,41 @@ export class ControlServer {
   }
 
   private async dispatch(identity: Buffer, payload: Buffer): Promise<void> {
-    let request: RequestEnvelope;
+    let decoded: unknown;
     try {
-      request = decodeMessage<RequestEnvelope>(payload);
-      if (typeof request !== 'object' || request === null || typeof request.id !== 'number' || typeof request.type !== 'string') throw new Error('not an envelope');
+      decoded = decodeMessage(payload);
     } catch {
-      return; // Malformed: nothing to correlate a reply with; the sender times out.
+      return; // Not msgpack: nothing to correlate a reply with; the sender times out.
     }
     let reply: ReplyEnvelope;
-    if (request.v !== CONTROL_VERSION) {
-      reply = { v: CONTROL_VERSION, id: request.id, ok: false, code: 'PROTOCOL_MISMATCH', message: `control protocol version ${request.v} is not supported (this process speaks ${CONTROL_VERSION})` };
+    if (!checkRequestEnvelope.Check(decoded)) {
+      const id = salvageId(decoded);
+      if (id === undefined) return;
+      const first = checkRequestEnvelope.Errors(decoded).First();
+      reply = { v: CONTROL_VERSION, id, ok: false, code: 'INVALID_ARGUMENT', message: `malformed control message: ${first ? `${first.path || '(envelope)'} ${first.message}` : 'not an envelope'}` };
     } else {
-      const handler = this.handlers.get(request.type);
-      if (!handler) {
-        reply = { v: CONTROL_VERSION, id: request.id, ok: false, code: 'INVALID_ARGUMENT', message: `unknown control message type "${request.type}"` };
-      } else {
-        try {
-          reply = { v: CONTROL_VERSION, id: request.id, ok: true, body: await handler(request.body) };
-        } catch (e) {
-          const err = e as TransferError;
-          reply = { v: CONTROL_VERSION, id: request.id, ok: false, code: isTransferErrorCode(err.code) ? err.code : 'INTERNAL', message: err.message };
-        }
-      }
+      reply = await this.answer(decoded);
     }
     try {
       await this.router.send([identity, encodeMessage(reply)]);
     } catch {
       // Peer gone or socket closed: nothing to do.
+    }
+  }
+
+  /** The reply to a well-formed request; a handler's throw becomes an error reply, never an exception. */
+  private async answer(request: RequestEnvelope): Promise<ReplyEnvelope> {
+    if (request.v !== CONTROL_VERSION) {
+      return { v: CONTROL_VERSION, id: request.id, ok: false, code: 'PROTOCOL_MISMATCH', message: `control protocol version ${request.v} is not supported (this process speaks ${CONTROL_VERSION})` };
+    }
+    const handler = this.handlers.get(request.type);
+    if (!handler) return { v: CONTROL_VERSION, id: request.id, ok: false, code: 'INVALID_ARGUMENT', message: `unknown control message type "${request.type}"` };
+    try {
+      return { v: CONTROL_VERSION, id: request.id, ok: true, body: await handler(request.body) };
+    } catch (e) {
+      const err = e as { code?: unknown; message?: unknown } | null;
+      const message = typeof err?.message === 'string' ? err.message.slice(0, 4096) : 'handler failed';
+      return { v: CONTROL_VERSION, id: request.id, ok: false, code: isTransferErrorCode(err?.code) ? err.code : 'INTERNAL', message };
     }
   }
 
@@ -132,7 +128,7 @@ interface Pending {
 
 /** A connection to one peer's control endpoint; requests are multiplexed by id. */
 export class ControlClient {
-  private readonly dealer = new Dealer({ linger: 0, sendHighWaterMark: 1000 });
+  private readonly dealer = new Dealer({ linger: 0, sendHighWaterMark: 1000, maxMessageSize: MAX_CONTROL_MESSAGE_BYTES });
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
   private closed = false;
@@ -149,11 +145,13 @@ export class ControlClient {
         if (!payload) continue;
         let reply: ReplyEnvelope;
         try {
-          reply = decodeMessage<ReplyEnvelope>(payload);
+          const decoded = decodeMessage(payload);
+          if (!checkReplyEnvelope.Check(decoded)) continue; // a malformed reply is dropped; its request times out
+          reply = decoded;
         } catch {
           continue;
         }
-        const p = this.pending.get(reply?.id);
+        const p = this.pending.get(reply.id);
         if (!p) continue;
         this.pending.delete(reply.id);
         clearTimeout(p.timer);

@@ -1,0 +1,141 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { Dealer } from 'zeromq';
+import { ControlClient, ControlServer, decodeMessage, encodeMessage, isTransferError } from '../src/index.js';
+
+/*
+ * A hostile or careless peer on the control plane: malformed envelopes, hostile field
+ * types, non-msgpack bytes, oversized messages, handlers that throw odd values. The
+ * process must survive (no unhandled rejection), answer what it can correlate, and keep
+ * serving well-formed requests.
+ */
+async function withServer(run: (server: ControlServer, endpoint: string, raw: Dealer) => Promise<void>): Promise<void> {
+  const server = new ControlServer();
+  const endpoint = await server.bind('127.0.0.1', 0);
+  server.handle('echo', (body) => ({ got: body }));
+  const raw = new Dealer({ linger: 0 });
+  raw.connect(`tcp://${endpoint}`);
+  const rejections: unknown[] = [];
+  const onRejection = (e: unknown): void => void rejections.push(e);
+  process.on('unhandledRejection', onRejection);
+  try {
+    await run(server, endpoint, raw);
+    await new Promise((r) => setTimeout(r, 100));
+    assert.equal(rejections.map(String), [], 'no unhandled rejection escaped the control server');
+  } finally {
+    process.off('unhandledRejection', onRejection);
+    raw.close();
+    await server.close();
+  }
+}
+
+// One reader per socket (zeromq allows one receive at a time); replies queue up here.
+const inboxes = new WeakMap<Dealer, { queue: unknown[]; wake?: () => void }>();
+
+function inbox(raw: Dealer): { queue: unknown[]; wake?: () => void } {
+  let box = inboxes.get(raw);
+  if (!box) {
+    const b: { queue: unknown[]; wake?: () => void } = { queue: [] };
+    inboxes.set(raw, (box = b));
+    void (async () => {
+      try {
+        for await (const [payload] of raw) {
+          b.queue.push(decodeMessage(payload!));
+          b.wake?.();
+        }
+      } catch {
+        // closed
+      }
+    })();
+  }
+  return box;
+}
+
+async function reply(raw: Dealer, timeoutMs = 2_000): Promise<any> {
+  const box = inbox(raw);
+  const end = Date.now() + timeoutMs;
+  while (box.queue.length === 0) {
+    const left = end - Date.now();
+    if (left <= 0) return 'no reply';
+    await new Promise<void>((r) => {
+      const t = setTimeout(r, left);
+      box.wake = () => (clearTimeout(t), r());
+    });
+  }
+  return box.queue.shift();
+}
+
+async function stillServes(endpoint: string): Promise<void> {
+  const client = new ControlClient(endpoint);
+  try {
+    assert.equal(await client.request('echo', { n: 1 }, 2_000), { got: { n: 1 } });
+  } finally {
+    client.close();
+  }
+}
+
+test('a hostile field type ({v: {toString: 0}}) is answered INVALID_ARGUMENT, not a crash', async () => {
+  await withServer(async (_s, endpoint, raw) => {
+    await raw.send(encodeMessage({ v: { toString: 0 }, id: 1, type: 'x' }));
+    const r = await reply(raw);
+    assert.is(r.id, 1);
+    assert.is(r.ok, false);
+    assert.is(r.code, 'INVALID_ARGUMENT');
+    assert.match(r.message, /malformed control message/);
+    await stillServes(endpoint);
+  });
+});
+
+test('malformed envelopes: a reply when the id can be read, silence otherwise; never a crash', async () => {
+  await withServer(async (_s, endpoint, raw) => {
+    for (const bad of [null, 7, 'x', [], { id: 2 }, { v: 1, id: 3 }, { v: 1, id: 4, type: 5 }, { v: 1, id: 5, type: { toString: 0 } }, { v: 1n, id: 6, type: 'echo' }]) {
+      await raw.send(encodeMessage(bad));
+      const r = await reply(raw, 300);
+      if (r === 'no reply') continue;
+      assert.is(r.ok, false, JSON.stringify(r));
+      assert.is(r.code, 'INVALID_ARGUMENT');
+    }
+    await raw.send(Buffer.from([0xc1, 0xff, 0x00])); // not msgpack
+    assert.is(await reply(raw, 300), 'no reply');
+    await stillServes(endpoint);
+  });
+});
+
+test('a long type is refused without being echoed; an oversized message is dropped', async () => {
+  await withServer(async (_s, endpoint, raw) => {
+    await raw.send(encodeMessage({ v: 1, id: 9, type: 'x'.repeat(100_000) }));
+    const r = await reply(raw);
+    assert.is(r.code, 'INVALID_ARGUMENT');
+    assert.ok(r.message.length < 300, `reply of ${r.message.length} characters`);
+    const big = new Dealer({ linger: 0 });
+    big.connect(`tcp://${endpoint}`);
+    await big.send(encodeMessage({ v: 1, id: 10, type: 'echo', body: Buffer.alloc(20 << 20) })); // over the 16 MiB cap
+    assert.is(await reply(big, 500), 'no reply');
+    big.close();
+    await stillServes(endpoint);
+  });
+});
+
+test('handlers that throw odd values (a number, a code object, a rejected promise) give INTERNAL or their code', async () => {
+  await withServer(async (server, endpoint) => {
+    server.handle('num', () => {
+      throw 42;
+    });
+    server.handle('weird', () => {
+      throw { code: { toString: 0 }, message: { toString: 0 } };
+    });
+    server.handle('rej', () => Promise.reject(new Error('boom')));
+    const client = new ControlClient(endpoint);
+    try {
+      for (const type of ['num', 'weird', 'rej']) {
+        const e = await client.request(type, null, 2_000).then(() => undefined, (x: unknown) => x);
+        assert.ok(isTransferError(e, 'INTERNAL'), `${type}: ${String(e)}`);
+      }
+    } finally {
+      client.close();
+    }
+    await stillServes(endpoint);
+  });
+});
+
+test.run();
