@@ -49,7 +49,7 @@ test('requests reach handlers by type; errors come back typed', async () => {
   }
 });
 
-test('a request to an endpoint nobody serves times out with TIMEOUT', async () => {
+test('a request to an endpoint nobody serves fails fast with PEER_UNREACHABLE', async () => {
   // Find a port nobody listens on.
   const probe = createServer();
   await new Promise<void>((r) => probe.listen(0, '127.0.0.1', r));
@@ -58,11 +58,11 @@ test('a request to an endpoint nobody serves times out with TIMEOUT', async () =
   const client = new ControlClient(`127.0.0.1:${port}`);
   const started = Date.now();
   try {
-    await client.request('echo', null, 200);
+    await client.request('echo', null, 5_000);
     assert.unreachable();
   } catch (e) {
-    assert.ok(isTransferError(e, 'TIMEOUT'));
-    assert.match((e as Error).message, /No answer from 127\.0\.0\.1:\d+ to "echo" within 200 ms/);
+    assert.ok(isTransferError(e, 'PEER_UNREACHABLE'), String(e));
+    assert.match((e as Error).message, /127\.0\.0\.1:\d+ refused the connection/);
     assert.ok(Date.now() - started < 2000);
   } finally {
     client.close();
@@ -91,6 +91,23 @@ test('garbage sent to the control endpoint does not disturb other clients', asyn
     rogue.close();
     client.close();
     await server.close();
+  }
+});
+
+test('a peer that accepts but never answers is slow, not dead: TIMEOUT at the deadline', async () => {
+  const held: import('node:net').Socket[] = [];
+  const silent = createServer((sock) => void held.push(sock));
+  await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+  const client = new ControlClient(`127.0.0.1:${(silent.address() as { port: number }).port}`);
+  const started = Date.now();
+  try {
+    const e = await client.request('echo', null, 400).then(() => undefined, (x: unknown) => x);
+    assert.ok(isTransferError(e, 'TIMEOUT'), String(e));
+    assert.ok(Date.now() - started >= 350);
+  } finally {
+    client.close();
+    for (const s of held) s.destroy();
+    silent.close();
   }
 });
 

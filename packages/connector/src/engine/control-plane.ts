@@ -2,6 +2,7 @@ import { Dealer, Router } from 'zeromq';
 import { TransferError } from '../errors/transfer-error.js';
 import { isTransferErrorCode } from '../errors/codes.js';
 import { decodeMessage, encodeMessage } from './codec.js';
+import { probeEndpoint } from './reachability.js';
 import { MAX_CONTROL_MESSAGE_BYTES, checkReplyEnvelope, checkRequestEnvelope, salvageId, type ReplyEnvelope, type RequestEnvelope } from './messages.js';
 
 /** Version of the control-plane envelope. Fields are appended and optional. */
@@ -126,12 +127,17 @@ interface Pending {
   timer: NodeJS.Timeout;
 }
 
+const PROBE_AFTER_SILENCE_MS = 1_000;
+const PROBE_TIMEOUT_MS = 1_000;
+
 /** A connection to one peer's control endpoint; requests are multiplexed by id. */
 export class ControlClient {
   private readonly dealer = new Dealer({ linger: 0, sendHighWaterMark: 1000, maxMessageSize: MAX_CONTROL_MESSAGE_BYTES });
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
   private closed = false;
+  /** When the peer last answered anything: a peer silent for longer is probed alongside a request. */
+  private lastAnswerAt = 0;
 
   constructor(readonly endpoint: string) {
     if (endpoint.startsWith('[')) this.dealer.ipv6 = true;
@@ -151,6 +157,7 @@ export class ControlClient {
         } catch {
           continue;
         }
+        this.lastAnswerAt = Date.now();
         const p = this.pending.get(reply.id);
         if (!p) continue;
         this.pending.delete(reply.id);
@@ -172,6 +179,16 @@ export class ControlClient {
         reject(new TransferError('TIMEOUT', `No answer from ${this.endpoint} to "${type}" within ${timeoutMs} ms; is the peer running and is its control endpoint reachable?`, { details: { endpoint: this.endpoint, type } }));
       }, timeoutMs);
       this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, timer });
+      if (Date.now() - this.lastAnswerAt > PROBE_AFTER_SILENCE_MS) {
+        // A dead peer refuses the connection at once: fail fast as PEER_UNREACHABLE rather than wait out the deadline.
+        void probeEndpoint(this.endpoint, Math.min(timeoutMs, PROBE_TIMEOUT_MS)).then((r) => {
+          const p = this.pending.get(id);
+          if (r !== 'refused' || !p) return;
+          this.pending.delete(id);
+          clearTimeout(p.timer);
+          p.reject(new TransferError('PEER_UNREACHABLE', `${this.endpoint} refused the connection: no process listens there (it exited or never started)`, { details: { endpoint: this.endpoint, type } }));
+        });
+      }
       this.dealer.send(encodeMessage({ v: CONTROL_VERSION, id, type, body } satisfies RequestEnvelope)).catch((cause: Error) => {
         clearTimeout(timer);
         this.pending.delete(id);

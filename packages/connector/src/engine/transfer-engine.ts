@@ -16,6 +16,7 @@ import { checkBatch, checkTimeout } from './batch-check.js';
 import { ControlServer, type ControlClient } from './control-plane.js';
 import { createLogger, type Log } from './logger.js';
 import { MemoryMap, type LocalRegion } from './memory-map.js';
+import { checkSegmentName } from './segment-name.js';
 import { P2PHandshake } from './metadata.js';
 import { emptyMetrics, type EngineMetrics } from './metrics.js';
 import { commonTransports, peerRouting, planRoutes, type EngineTransport, type PeerRouting, type Route } from './router.js';
@@ -189,7 +190,7 @@ export class TransferEngine {
    * A JS buffer is kept alive until `unregisterMemory`; raw addresses (GPU pointers) need
    * `length` and `device`.
    */
-  registerMemory(target: MemoryTarget, options: RegisterOptions = {}): Promise<MemoryHandle> {
+  async registerMemory(target: MemoryTarget, options: RegisterOptions = {}): Promise<MemoryHandle> {
     this.assertOpen();
     const request = this.normaliseRegistration(target, options);
     return this.serialize(() => this.registerNow(request));
@@ -300,7 +301,7 @@ export class TransferEngine {
   }
 
   /** Unregisters a region by handle or start address; peers' later requests to it fail. */
-  unregisterMemory(target: MemoryHandle | bigint): Promise<void> {
+  async unregisterMemory(target: MemoryHandle | bigint): Promise<void> {
     this.assertOpen();
     const addr = typeof target === 'bigint' ? target : toBigInt('addr', target?.addr);
     return this.serialize(async () => {
@@ -345,7 +346,7 @@ export class TransferEngine {
   /** A client for a peer's control endpoint, shared by every user of the engine. */
   controlClient(segment: string): ControlClient {
     this.assertOpen();
-    return this.handshake.client(segment);
+    return this.handshake.client(checkSegmentName(segment));
   }
 
   /**
@@ -355,7 +356,7 @@ export class TransferEngine {
    */
   async openSegment(segment: string, options: { refresh?: boolean; connect?: boolean } = {}): Promise<SegmentDescriptor> {
     this.assertOpen();
-    if (typeof segment !== 'string' || segment === '') throw new TransferError('INVALID_ARGUMENT', 'Expected a segment name (host:port)');
+    checkSegmentName(segment);
     if (options.refresh) await this.forgetSegment(segment);
     const state = await this.peerState(segment);
     if (options.connect !== false && segment !== this.segmentName) {
@@ -417,6 +418,7 @@ export class TransferEngine {
    */
   async transfer(segment: string, batch: TransferBatch, options: TransferOptions = {}): Promise<BatchResult> {
     this.assertOpen();
+    checkSegmentName(segment);
     const { hasRead } = checkBatch(batch);
     const timeoutMs = checkTimeout(options.timeoutMs ?? this.config.timeouts.transferMs);
     if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw new TransferError('INVALID_ARGUMENT', 'Expected the `signal` option to be an AbortSignal');
@@ -556,12 +558,12 @@ export class TransferEngine {
   }
 
   /** Convenience: one WRITE of `length` bytes from local `local` to the peer's `remote`. */
-  write(segment: string, local: bigint, remote: bigint, length: bigint | number, options?: TransferOptions): Promise<BatchResult> {
+  async write(segment: string, local: bigint, remote: bigint, length: bigint | number, options?: TransferOptions): Promise<BatchResult> {
     return this.transfer(segment, batchOf([{ op: 'write', local, remote, length }]), options);
   }
 
   /** Convenience: one READ of `length` bytes from the peer's `remote` into local `local`. */
-  read(segment: string, local: bigint, remote: bigint, length: bigint | number, options?: TransferOptions): Promise<BatchResult> {
+  async read(segment: string, local: bigint, remote: bigint, length: bigint | number, options?: TransferOptions): Promise<BatchResult> {
     return this.transfer(segment, batchOf([{ op: 'read', local, remote, length }]), options);
   }
 
