@@ -54,6 +54,10 @@ interface PeerState {
   /** Transports both sides hold, best first (fixed for a descriptor; computed on first transfer). */
   candidates?: EngineTransport[];
   opened: Map<string, Promise<TransportPeer>>;
+  /** Batches using this peer's connections now. */
+  inFlight: number;
+  /** Forgotten while batches were in flight: its connections close when the last one settles. */
+  closeWhenIdle?: boolean;
 }
 
 export interface CreateEngineOptions {
@@ -305,6 +309,9 @@ export class TransferEngine {
     this.assertOpen();
     const addr = typeof target === 'bigint' ? target : toBigInt('addr', target?.addr);
     return this.serialize(async () => {
+      if (this.inUse.has(addr)) {
+        throw new TransferError('MEMORY_IN_USE', `Region 0x${addr.toString(16)} is still used by a batch its transport has not settled (it timed out without releasing the memory); it cannot be unregistered yet`, { details: { addr } });
+      }
       const region = this.memory.remove(addr);
       const kind = memoryKindOf(region.device);
       const results = await Promise.allSettled(
@@ -379,8 +386,19 @@ export class TransferEngine {
     if (!state) return;
     const s = await state.catch(() => undefined);
     if (!s) return;
+    // Only what failed fails: batches still using these connections keep them until they settle.
+    if (s.inFlight > 0) {
+      s.closeWhenIdle = true;
+      return;
+    }
+    await this.closePeers(s);
+  }
+
+  private async closePeers(s: PeerState): Promise<void> {
+    const opened = [...s.opened];
+    s.opened.clear();
     await Promise.allSettled(
-      [...s.opened].map(async ([name, p]) => {
+      opened.map(async ([name, p]) => {
         const peer = await p;
         await this.held.find((t) => t.name === name)?.transport.closePeer(peer);
       }),
@@ -392,7 +410,7 @@ export class TransferEngine {
     if (!state) {
       state = (async () => {
         const descriptor = segment === this.segmentName ? this.descriptor() : await this.handshake.fetch(segment, this.config.timeouts.handshakeMs);
-        return { descriptor, routing: peerRouting(descriptor), opened: new Map() };
+        return { descriptor, routing: peerRouting(descriptor), opened: new Map(), inFlight: 0 } as PeerState;
       })();
       this.peers.set(segment, state);
       state.catch(() => {
@@ -446,6 +464,7 @@ export class TransferEngine {
       return this.submitWithWatchdog(via, peer, part, submitOptions);
     };
     let bytes = 0n;
+    state.inFlight++;
     try {
       // Every part settles before the caller is released, so no transport still uses the
       // caller's memory when one part failed early.
@@ -463,9 +482,11 @@ export class TransferEngine {
       if (trailing && statuses.every((st) => st === 0)) await submitVia(notifier!, batchOf([]), notify);
     } catch (error) {
       this.count(plan.routes, batch, false);
+      this.releasePeer(state);
       if (isTransferError(error) && RECONNECT_CODES.has(error.code)) await this.forgetSegment(segment);
       throw error;
     }
+    this.releasePeer(state);
     const failed = statuses.findIndex((s) => s !== 0);
     this.count(plan.routes, batch, failed < 0);
     if (failed >= 0) {
@@ -479,6 +500,11 @@ export class TransferEngine {
       });
     }
     return { statuses, bytes };
+  }
+
+  private releasePeer(state: PeerState): void {
+    state.inFlight--;
+    if (state.inFlight === 0 && state.closeWhenIdle) void this.closePeers(state);
   }
 
   private checkCapabilities(route: Route, batch: TransferBatch, hasRead: boolean, notify: boolean): void {
@@ -525,21 +551,56 @@ export class TransferEngine {
    */
   private submitWithWatchdog(via: EngineTransport, peer: TransportPeer, batch: TransferBatch, options: SubmitOptions): Promise<BatchResult> {
     return new Promise((resolve, reject) => {
+      let pinned: bigint[] | undefined;
       const timer = setTimeout(() => {
-        this.log('error', `transport ${via.name} did not settle a batch ${WATCHDOG_GRACE_MS} ms past its ${options.timeoutMs} ms deadline`);
-        reject(new TransferError('TIMEOUT', `Batch did not complete within ${options.timeoutMs} ms (the transport did not honour its deadline)`, { plugin: via.name }));
+        // Settled means done with memory, and this batch is not settled: the caller gets a
+        // deadline-bound answer, but the batch's local regions stay marked in use (their
+        // unregistration is refused) until the transport really settles it.
+        pinned = this.pinRegions(batch);
+        this.log('error', `transport ${via.name} did not settle a batch ${WATCHDOG_GRACE_MS} ms past its ${options.timeoutMs} ms deadline; its memory stays in use until it does`);
+        reject(
+          new TransferError('TIMEOUT', `Batch did not complete within ${options.timeoutMs} ms and the transport has not settled it: its local memory is still in use (unregistering it is refused until the transport lets go)`, {
+            plugin: via.name,
+            details: { settled: false },
+          }),
+        );
       }, options.timeoutMs + WATCHDOG_GRACE_MS);
+      const release = (): void => {
+        clearTimeout(timer);
+        if (pinned) this.unpinRegions(pinned);
+      };
       via.transport.submit(peer, batch, options).then(
         (r) => {
-          clearTimeout(timer);
+          release();
           resolve(r);
         },
         (e) => {
-          clearTimeout(timer);
+          release();
           reject(isTransferError(e) ? e : new TransferError('INTERNAL', `transport ${via.name} failed with a non-TransferError: ${(e as Error)?.message ?? String(e)}`, { plugin: via.name, cause: e }));
         },
       );
     });
+  }
+
+  /** Regions that a batch no transport has settled still uses, by start address. */
+  private readonly inUse = new Map<bigint, number>();
+
+  private pinRegions(batch: TransferBatch): bigint[] {
+    const starts = new Set<bigint>();
+    for (let i = 0; i < batch.localAddrs.length; i++) {
+      const r = this.memory.find(batch.localAddrs[i]!, 1n);
+      if (r) starts.add(r.addr);
+    }
+    for (const a of starts) this.inUse.set(a, (this.inUse.get(a) ?? 0) + 1);
+    return [...starts];
+  }
+
+  private unpinRegions(starts: bigint[]): void {
+    for (const a of starts) {
+      const n = (this.inUse.get(a) ?? 1) - 1;
+      if (n <= 0) this.inUse.delete(a);
+      else this.inUse.set(a, n);
+    }
   }
 
   private count(routes: Route[], batch: TransferBatch, ok: boolean): void {

@@ -50,6 +50,7 @@ export const JS_ONLY_CODES = [
   'ENGINE_CONFIG_MISMATCH',
   'ENGINE_CLOSED',
   'LAYOUT_MISMATCH',
+  'MEMORY_IN_USE',
 ] as const;
 
 export type TransferErrorCode = NativeStatusCode | (typeof JS_ONLY_CODES)[number];

@@ -65,7 +65,15 @@ export class FakeTransport implements Transport {
     return p;
   }
 
-  async closePeer(): Promise<void> {}
+  /** Closing a peer fails the batches still using it, as tearing down a real connection does. */
+  async closePeer(peer: TransportPeer): Promise<void> {
+    const set = this.inFlight.get(peer as FakePeer);
+    if (!set) return;
+    this.inFlight.delete(peer as FakePeer);
+    for (const fail of set) fail();
+  }
+
+  private readonly inFlight = new Map<FakePeer, Set<() => void>>();
 
   /** Status of [addr, addr+len) against this transport's regions. */
   private locate(addr: bigint, length: bigint, remote: boolean): { status: number; bytes?: Uint8Array } {
@@ -85,9 +93,29 @@ export class FakeTransport implements Transport {
       if (this.faults.failNth && this.faults.submitted === this.faults.failNth.n) failAt.set(i, this.faults.failNth.status);
     }
     const batchNo = ++this.faults.batches;
+    if (this.faults.hang) {
+      return new Promise<BatchResult>((resolve, reject) => {
+        this.faults.parkHung(() => {
+          try {
+            resolve(this.apply(peer, batch, failAt, options.notify));
+          } catch (e) {
+            reject(e);
+          }
+        });
+      });
+    }
     return new Promise<BatchResult>((resolve, reject) => {
+      const fp = peer as FakePeer;
+      let peerSet = this.inFlight.get(fp);
+      if (!peerSet) this.inFlight.set(fp, (peerSet = new Set()));
+      const onClose = (): void => {
+        cleanup();
+        reject(new TransferError('CONNECTION_LOST', `the connection to ${peer.segment} was closed under the batch`, { plugin: this.plugin }));
+      };
+      peerSet.add(onClose);
       let timer: NodeJS.Timeout | undefined;
       const cleanup = (): void => {
+        peerSet!.delete(onClose);
         clearTimeout(deadline);
         if (timer) clearTimeout(timer);
         options.signal?.removeEventListener('abort', onAbort);

@@ -11,6 +11,12 @@ export class FakeFaults {
   neverComplete = false;
   /** Odd-numbered batches complete after even-numbered ones submitted later. */
   outOfOrder = false;
+  /**
+   * Batches ignore their deadline and abort and settle only on `releaseHung()`: a broken
+   * transport, for testing what the engine does when one never lets go of memory.
+   */
+  hang = false;
+  private readonly hung = new Set<() => void>();
   /** Delay before a batch completes, in ms. */
   latencyMs = 0;
   /** Segments whose peer is considered dead. */
@@ -33,6 +39,18 @@ export class FakeFaults {
     this.droppedPeers.delete(segment);
   }
 
+  /** @internal */
+  parkHung(settle: () => void): void {
+    this.hung.add(settle);
+  }
+
+  /** Lets every hung batch complete now. */
+  releaseHung(): void {
+    const all = [...this.hung];
+    this.hung.clear();
+    for (const settle of all) settle();
+  }
+
   onDrop(listener: (segment: string) => void): () => void {
     this.dropListeners.add(listener);
     return () => this.dropListeners.delete(listener);
@@ -41,6 +59,7 @@ export class FakeFaults {
   reset(): void {
     this.failNth = undefined;
     this.neverComplete = false;
+    this.hang = false;
     this.outOfOrder = false;
     this.latencyMs = 0;
     this.droppedPeers.clear();

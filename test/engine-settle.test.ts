@@ -1,0 +1,61 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { NATIVE_STATUS, PluginRegistry, batchOf, createTransferEngine, isTransferError, type TransferEngine } from '@te/connector';
+import { createFakePlugin } from '@te/testkit';
+
+/*
+ * Engine logic with the fault-injecting fake transport (a test tool, in-process):
+ * settled means done with memory, even when a transport breaks its deadline; and one
+ * batch's connection failure does not fail the batches beside it.
+ */
+const fake = createFakePlugin({ name: 'fake-settle' });
+const registry = new PluginRegistry({ builtins: false });
+registry.register(fake.plugin.name, fake.plugin);
+
+async function pair(): Promise<{ a: TransferEngine; b: TransferEngine; local: bigint; remote: bigint; close: () => Promise<void> }> {
+  const a = await createTransferEngine({ connector: 'fake-settle', bindAddress: '127.0.0.1' }, { registry, env: {} });
+  const b = await createTransferEngine({ connector: 'fake-settle', bindAddress: '127.0.0.1' }, { registry, env: {} });
+  const local = (await a.registerMemory(new Uint8Array(4096))).addr;
+  const remote = (await b.registerMemory(new Uint8Array(4096))).addr;
+  return { a, b, local, remote, close: async () => (fake.faults.reset(), await a.close(), await b.close()) };
+}
+
+test('a transport that ignores its deadline: the caller is answered, and the memory stays in use until the transport lets go', async () => {
+  const { a, b, local, remote, close } = await pair();
+  try {
+    await a.openSegment(b.segmentName);
+    fake.faults.hang = true;
+    const e = await a.write(b.segmentName, local, remote, 64, { timeoutMs: 100 }).then(() => undefined, (x: unknown) => x);
+    assert.ok(isTransferError(e, 'TIMEOUT'), String(e));
+    assert.equal((e as { details?: unknown }).details, { settled: false });
+    const u = await a.unregisterMemory(local).then(() => undefined, (x: unknown) => x);
+    assert.ok(isTransferError(u, 'MEMORY_IN_USE'), `unregister while the batch is unsettled: ${String(u)}`);
+    fake.faults.releaseHung();
+    await new Promise((r) => setTimeout(r, 20));
+    await a.unregisterMemory(local); // now free
+  } finally {
+    await close();
+  }
+});
+
+test('one batch failing with a connection error does not fail the batch beside it on the same peer', async () => {
+  const { a, b, local, remote, close } = await pair();
+  try {
+    await a.openSegment(b.segmentName);
+    fake.faults.latencyMs = 150;
+    const slow = a.write(b.segmentName, local, remote, 64, { timeoutMs: 5_000 });
+    await new Promise((r) => setTimeout(r, 20));
+    fake.faults.latencyMs = 0;
+    fake.faults.failRequest(1, NATIVE_STATUS.CONNECTION_LOST);
+    const failed = await a.write(b.segmentName, local + 64n, remote + 64n, 64).then(() => undefined, (x: unknown) => x);
+    assert.ok(isTransferError(failed, 'CONNECTION_LOST'), String(failed));
+    const r = await slow.then((x) => x, (x: unknown) => x);
+    assert.ok(!(r instanceof Error), `the sibling batch failed: ${String(r)}`);
+    // The forgotten peer is reopened for the next transfer.
+    await a.write(b.segmentName, local, remote, 64);
+  } finally {
+    await close();
+  }
+});
+
+test.run();
