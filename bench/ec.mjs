@@ -9,6 +9,7 @@
 import { createHash } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
+import { quick } from './lib/quick.mjs';
 import { closeRanks, median, now, serveRank, spawnRank } from './lib/ranks.mjs';
 
 const { values: args } = parseArgs({
@@ -20,6 +21,7 @@ const { values: args } = parseArgs({
     rank: { type: 'string' },
   },
 });
+quick(args, { 'total-mib': '32', runs: '1' });
 const MiB = 1 << 20;
 const total = Number(args['total-mib']) * MiB;
 

@@ -13,6 +13,7 @@
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
+import { quick } from './lib/quick.mjs';
 import { closeRanks, freePort, gqaBuffers, headsDigest, layoutOf, median, now, serveRank, spawnRank } from './lib/ranks.mjs';
 
 const { values: args } = parseArgs({
@@ -26,6 +27,7 @@ const { values: args } = parseArgs({
     rank: { type: 'string' },
   },
 });
+quick(args, { layers: '8', tokens: '512', runs: '1', 'layer-ms': '5' });
 const HEADS = 8;
 const HEAD_BYTES = 256; // 128 dim × fp16
 const PAGE = 64;

@@ -14,6 +14,7 @@
 // With --json the last stdout line is one JSON object.
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
+import { quick } from './lib/quick.mjs';
 import { closeRanks, freePort, gqaBuffers, headsDigest, layoutOf, median, now, percentile, serveRank, spawnRank } from './lib/ranks.mjs';
 
 const { values: args } = parseArgs({
@@ -27,6 +28,7 @@ const { values: args } = parseArgs({
     rank: { type: 'string' },
   },
 });
+quick(args, { tokens: '512', layers: '4', rooms: '1', requests: '10' });
 
 const HEADS = 8;
 const HEAD_BYTES = 128 * 2; // 128 dim × fp16

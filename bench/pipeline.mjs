@@ -7,6 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { quick } from './lib/quick.mjs';
 import { percentile } from './lib/ranks.mjs';
 
 const { values: args } = parseArgs({
@@ -17,6 +18,7 @@ const { values: args } = parseArgs({
     json: { type: 'boolean', default: false },
   },
 });
+quick(args, { requests: '6' });
 const te = join(dirname(fileURLToPath(import.meta.url)), '..', 'packages', 'cli', 'dist', 'te.js');
 const r = spawnSync(process.execPath, [te, 'demo', '--json', '--requests', args.requests, '--concurrency', args.concurrency, '--connector', args.connector], { encoding: 'utf8', maxBuffer: 64 << 20 });
 const report = JSON.parse(r.stdout.trim().split('\n').pop());

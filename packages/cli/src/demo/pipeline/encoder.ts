@@ -1,4 +1,4 @@
-import type { TransferEngine } from '@te/connector';
+import { isTransferError, type TransferEngine } from '@te/connector';
 import { createECProducer } from '@te/disagg';
 import { HttpError, serveJson } from './http.js';
 import { busyWait, encode, mmHashOf, type ModelSpec } from './model.js';
@@ -8,6 +8,7 @@ export async function startEncoder(engine: TransferEngine, m: ModelSpec, poolByt
   const producer = await createECProducer({ engine, poolBytes });
   let encoded = 0;
   let reused = 0;
+  let notPooled = 0;
   const { server, port } = await serveJson({
     'POST /encode': async (body: { images: string[] }) => {
       const started = performance.now();
@@ -21,12 +22,19 @@ export async function startEncoder(engine: TransferEngine, m: ModelSpec, poolByt
           continue;
         }
         busyWait(m.encodeMs);
-        await producer.save(hash, encode(m, hash), { dtype: 'bf16', shape: [m.imageTokens, m.hidden] });
         encoded++;
+        try {
+          await producer.save(hash, encode(m, hash), { dtype: 'bf16', shape: [m.imageTokens, m.hidden] });
+        } catch (e) {
+          // Every pooled item is being read: this one is not pooled, and the prefill
+          // encodes it locally (its params are simply absent), as vLLM's connector does.
+          if (!isTransferError(e, 'POOL_EXHAUSTED')) throw e;
+          notPooled++;
+        }
       }
       return { ec_transfer_params: producer.transferParams(hashes), encodeMs: performance.now() - started };
     },
-    'GET /stats': async () => ({ encoded, reused, evictions: producer.pool.evictions, pulls: producer.pulls }),
+    'GET /stats': async () => ({ encoded, reused, notPooled, evictions: producer.pool.evictions, pulls: producer.pulls }),
   });
   return { port, close: async () => (server.close(), await producer.close()) };
 }

@@ -1,10 +1,17 @@
+function gcd(a: number, b: number): number {
+  return b === 0 ? a : gcd(b, a % b);
+}
+
 /** A page allocator over `count` pages, handing out scattered pages as a paged KV cache does. */
 export class PageAllocator {
   private readonly free: number[];
 
   constructor(readonly count: number) {
-    // Interleaved order: consecutive requests get non-contiguous pages.
-    this.free = Array.from({ length: count }, (_, i) => (i * 7) % count);
+    // Interleaved order, so consecutive requests get non-contiguous pages: a stride
+    // coprime with the page count visits every page exactly once.
+    let stride = 7;
+    while (gcd(stride, count) !== 1) stride += 2;
+    this.free = Array.from({ length: count }, (_, i) => (i * stride) % count);
   }
 
   allocate(n: number): Uint32Array {

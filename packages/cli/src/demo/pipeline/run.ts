@@ -108,7 +108,7 @@ export async function runPipeline(o: PipelineOptions): Promise<boolean> {
     }));
     rows.sort((a, b) => a.id - b.id);
     const stats = {
-      encoder: (await fetch(`${url(encoder)}/stats`).then((r) => r.json())) as { encoded: number; reused: number; evictions: number; pulls: number },
+      encoder: (await fetch(`${url(encoder)}/stats`).then((r) => r.json())) as { encoded: number; reused: number; notPooled: number; evictions: number; pulls: number },
       prefill: (await fetch(`${url(prefill)}/stats`).then((r) => r.json())) as { localEncodes: number; layerwise: { layerwiseRooms: number } },
     };
     const passed = rows.every((r) => (r.expectedFailure ? !r.ok : r.verified));
@@ -123,7 +123,7 @@ export async function runPipeline(o: PipelineOptions): Promise<boolean> {
       out(`  ${String(r.id).padStart(3)}  ${ms(r.encodeMs).padStart(7)}  ${ms(r.ecMs).padStart(7)}  ${ms(r.prefillMs).padStart(7)}  ${ms(r.kvMs).padStart(7)}  ${ms(r.firstTokenMs).padStart(7)}  ${ms(r.totalMs).padStart(7)}  ${(r.bytes ? `${(r.bytes / 2 ** 20).toFixed(1)} MiB` : '—').padStart(9)}  ${mark}`);
     }
     out('  (milliseconds; KV xfer = the transfer tail after the last layer, the rest overlapped with compute)');
-    out(`  encoder: ${stats.encoder.encoded} images encoded, ${stats.encoder.reused} reused from the pool, ${stats.encoder.evictions} evicted; prefill: ${stats.encoder.pulls} EC pulls, ${stats.prefill.localEncodes} image(s) encoded locally after a failed pull; ${stats.prefill.layerwise.layerwiseRooms} requests sent layer by layer`);
+    out(`  encoder: ${stats.encoder.encoded} images encoded, ${stats.encoder.reused} reused from the pool, ${stats.encoder.evictions} evicted, ${stats.encoder.notPooled} not pooled (pool busy); prefill: ${stats.encoder.pulls} EC pulls, ${stats.prefill.localEncodes} image(s) encoded locally after a failed pull; ${stats.prefill.layerwise.layerwiseRooms} requests sent layer by layer`);
     out(passed ? pc.green(`  ✔ every request verified: the decode holds exactly the KV and first token the prefill computed from the encoder's embeddings`) : pc.red('  ✘ some requests did not verify'));
     return passed;
   } finally {
