@@ -1,6 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { readdir, readFile } from 'node:fs/promises';
-import { createTransferEngine, type TeConfigInput } from '@te/connector';
+import { createRequire } from 'node:module';
+import { createTransferEngine, loadConfig, type TeConfigInput } from '@te/connector';
 import { LocalTargetMemory, type ReceivedNotification, type TargetMemory } from './target.js';
 
 /*
@@ -15,7 +16,8 @@ interface ReplyMessage { id: number; ok: boolean; value?: unknown; error?: strin
 
 /** Runs in the child: creates an engine from `TE_TARGET_CONFIG` (JSON) and serves memory ops. */
 export async function serveTargetProcess(): Promise<void> {
-  const config = JSON.parse(process.env.TE_TARGET_CONFIG ?? '{}') as TeConfigInput;
+  // Through loadConfig, so the environment applies as everywhere else (TE_HANDSHAKE_PORT, MC_*, ...).
+  const config = loadConfig({ json: JSON.parse(process.env.TE_TARGET_CONFIG ?? '{}') as Record<string, unknown> });
   const engine = await createTransferEngine(config);
   const memory = new LocalTargetMemory(engine);
   const handlers: Record<Op, (...args: any[]) => Promise<unknown>> = {
@@ -74,20 +76,53 @@ async function untilStopped(pid: number, timeoutMs = 5_000): Promise<void> {
   }
 }
 
+/**
+ * How to run the target script: as is for JavaScript; with tsx's loader for TypeScript,
+ * which must then be installed (it is the caller's choice of runner, not a dependency).
+ */
+function defaultExecArgv(script: string): string[] {
+  if (!/\.[mc]?ts$/.test(script)) return [];
+  try {
+    createRequire(import.meta.url).resolve('tsx');
+  } catch {
+    throw new Error(`the target script ${script} is TypeScript, and tsx is not installed to run it: npm install -D tsx, pass execArgv for another loader, or point at compiled JavaScript`);
+  }
+  return ['--import', 'tsx'];
+}
+
 /** Forks `script` (which calls `serveTargetProcess`) with the engine config. */
 export function spawnTargetProcess(script: string, config: TeConfigInput, options: { env?: NodeJS.ProcessEnv; execArgv?: string[] } = {}): Promise<TargetProcess> {
+  let execArgv: string[];
+  try {
+    execArgv = options.execArgv ?? defaultExecArgv(script);
+  } catch (e) {
+    return Promise.reject(e);
+  }
   const child = fork(script, [], {
     env: { ...process.env, ...options.env, TE_TARGET_CONFIG: JSON.stringify(config) },
-    execArgv: options.execArgv ?? ['--import', 'tsx'],
+    execArgv,
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
+  // A dead target must fail the call that needed it, never crash the suite (EPIPE, ERR_IPC_CHANNEL_CLOSED).
+  child.on('error', () => undefined);
+  let killed = false;
   let nextId = 1;
   const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   const call = (op: Op, ...args: unknown[]): Promise<any> =>
     new Promise((resolve, reject) => {
+      if (!child.connected) return reject(new Error(`target process is gone (${child.signalCode ?? child.exitCode ?? 'disconnected'}); "${op}" cannot run`));
       const id = nextId++;
       pending.set(id, { resolve, reject });
-      child.send({ id, op, args } satisfies OpMessage);
+      try {
+        child.send({ id, op, args } satisfies OpMessage, (err) => {
+          if (!err) return;
+          pending.delete(id);
+          reject(new Error(`target process is gone: "${op}" could not be sent (${err.message})`));
+        });
+      } catch (err) {
+        pending.delete(id);
+        reject(new Error(`target process is gone: "${op}" could not be sent (${(err as Error).message})`));
+      }
     });
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`target process ${script} did not start within 20 s`)), 20_000);
@@ -115,10 +150,17 @@ export function spawnTargetProcess(script: string, config: TeConfigInput, option
             await untilStopped(child.pid!);
           },
           resume: async () => void child.kill('SIGCONT'),
-          kill: () => void child.kill('SIGKILL'),
+          kill: () => {
+            killed = true;
+            child.kill('SIGKILL');
+          },
           close: async () => {
             if (child.exitCode !== null || child.signalCode !== null) return;
             const exited = new Promise((r) => child.once('exit', r));
+            if (killed || !child.connected) {
+              await exited; // killed already: wait for the exit, send nothing to a dead channel
+              return;
+            }
             child.kill('SIGCONT');
             await Promise.race([call('close').catch(() => undefined), new Promise((r) => setTimeout(r, 3000))]);
             const t = setTimeout(() => child.kill('SIGKILL'), 3000);
