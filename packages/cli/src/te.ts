@@ -65,6 +65,10 @@ program
   .action((o: BenchCliOptions) => benchCommand(o));
 
 program.parseAsync(process.argv).catch((error: unknown) => {
+  if ((error as { quiet?: boolean }).quiet) {
+    process.exitCode = (error as { exitCode?: number }).exitCode ?? 1;
+    return;
+  }
   if (error instanceof UsageError) {
     console.error(pc.red(`te: ${error.message}`));
     process.exitCode = 2;

@@ -31,7 +31,8 @@ export function spawnBenchTarget(args: string[], env: NodeJS.ProcessEnv = proces
     }, timeoutMs);
     child.once('exit', (code) => {
       clearTimeout(timer);
-      reject(new Error(`bench target exited (code ${code}) before it was ready`));
+      // The target printed its own error (stderr is inherited): end with its exit code, quietly.
+      reject(Object.assign(new Error(`bench target exited (code ${code}) before it was ready`), { quiet: true, exitCode: code ?? 1 }));
     });
     const lines = createInterface({ input: child.stdout! });
     lines.on('line', (line) => {

@@ -81,12 +81,23 @@ export function printDoctor(report: DoctorReport): void {
   console.log(`  environment: ${env.length ? env.map(([k, v]) => `${k}=${v}`).join(' ') : '(no TE_/MC_ variables set)'}`);
   console.log('');
   const rows = [['plugin', 'package', 'status', 'details']];
+  // A long reason several plugins share (no CUDA driver, say) is printed once below the table.
+  const notes: string[] = [];
+  const counts = new Map<string, number>();
+  for (const p of report.plugins) if (p.reason) counts.set(p.reason, (counts.get(p.reason) ?? 0) + 1);
+  const noteFor = (reason: string): string => {
+    if ((counts.get(reason) ?? 0) < 2 || reason.length < 60) return reason;
+    let i = notes.indexOf(reason);
+    if (i < 0) i = notes.push(reason) - 1;
+    return `see note [${i + 1}]`;
+  };
   for (const p of report.plugins) {
     const status = !p.loaded ? pc.yellow('not loadable') : p.available === false ? pc.yellow('unavailable') : pc.green(`ok ${p.version}`);
-    const details = !p.loaded ? firstLine(p.error, p.source) : [p.capabilities, p.reason, p.details ? brief(p.details) : undefined].filter(Boolean).join('; ');
+    const details = !p.loaded ? firstLine(p.error, p.source) : [p.capabilities, p.reason ? noteFor(p.reason) : undefined, p.details ? brief(p.details) : undefined].filter(Boolean).join('; ');
     rows.push([p.name, p.source, status, details]);
   }
   console.log(table(rows));
+  notes.forEach((n, i) => console.log(`  [${i + 1}] ${n}`));
   console.log('');
   console.log(report.ok ? pc.green('The configured connector is ready.') : pc.red('Problems found: see above.'));
 }

@@ -143,10 +143,16 @@ export class TransferEngine {
     try {
       for (const plugin of plugins) {
         const pluginOptions = parseOptions(plugin.options, config.transportOptions[plugin.name] ?? {}, env, plugin.name);
-        const transport = await plugin.create(
-          { segmentName: endpoint, epoch, bindAddress: config.bindAddress, connectTimeoutMs: config.timeouts.connectMs, env, log: (level, message) => log(level, `[${plugin.name}] ${message}`) },
-          pluginOptions,
-        );
+        let transport;
+        try {
+          transport = await plugin.create(
+            { segmentName: endpoint, epoch, bindAddress: config.bindAddress, connectTimeoutMs: config.timeouts.connectMs, env, log: (level, message) => log(level, `[${plugin.name}] ${message}`) },
+            pluginOptions,
+          );
+        } catch (cause) {
+          const message = (cause as Error)?.message ?? String(cause);
+          throw new TransferError(isTransferError(cause) ? cause.code : 'INTERNAL', `plugin "${plugin.name}" failed to create its transport (create()): ${message.replace(/^\[[^\]]+\] /, '')}`, { plugin: plugin.name, cause });
+        }
         held.push({ name: plugin.name, plugin, transport });
       }
     } catch (error) {
@@ -228,7 +234,13 @@ export class TransferEngine {
     const able = this.held.filter((t) => t.plugin.capabilities.memoryKinds.includes(kind) && (request.buffer !== undefined || t.plugin.capabilities.rawAddresses));
     if (able.length === 0) {
       const raw = request.buffer === undefined ? ' raw-address' : '';
-      throw new TransferError('MEMORY_KIND_UNSUPPORTED', `No transport of this engine (${this.transports.join(', ')}) registers${raw} ${kind} memory; add one that does to \`transports\` (e.g. mooncake-intra-nvlink for cuda)`, { details: { device: request.device } });
+      const hint =
+        kind === 'cuda'
+          ? 'add a transport that registers device memory to `transports` (mooncake-intra-nvlink, mooncake-nvlink, or mooncake-tcp built with CUDA)'
+          : request.buffer === undefined
+            ? 'register a JS buffer (ArrayBuffer, typed array) instead, or add a transport that registers raw host addresses (mooncake-tcp, mooncake-rdma) to `transports`'
+            : 'add a transport that registers host memory (mooncake-tcp, mooncake-rdma) to `transports`';
+      throw new TransferError('MEMORY_KIND_UNSUPPORTED', `No transport of this engine (${this.transports.join(', ')}) registers${raw} ${kind} memory: ${hint}`, { details: { device: request.device } });
     }
     const done: { t: EngineTransport; addr: bigint }[] = [];
     const attrs: Record<string, unknown> = {};

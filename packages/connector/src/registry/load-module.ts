@@ -1,7 +1,7 @@
 import { createRequire } from 'node:module';
 import { isAbsolute, join, resolve as resolvePath } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { readFileSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { TransferError } from '../errors/transfer-error.js';
 
 /** One way a module was looked for, and what happened. */
@@ -50,6 +50,9 @@ export async function importPluginModule(specifier: string, baseDir = process.cw
   const attempts: LoadAttempt[] = [];
   if (isFilePath(specifier)) {
     const path = specifier.startsWith('file:') ? fileURLToPath(specifier) : resolvePath(baseDir, specifier);
+    if (!existsSync(path)) {
+      throw new TransferError('PLUGIN_LOAD_FAILED', `Plugin module path ${specifier} does not exist${path !== specifier ? ` (resolved to ${path})` : ''}; check the path (relative paths are resolved from ${baseDir})`, { details: { specifier, path } });
+    }
     const url = pathToFileURL(isDirectory(path) ? packageEntry(path) : path).href;
     try {
       return { module: (await import(url)) as Record<string, unknown>, resolved: url };
