@@ -58,4 +58,16 @@ test('one batch failing with a connection error does not fail the batch beside i
   }
 });
 
+test('MC_FORCE_TCP is satisfied by any TCP-class plugin, a third party\'s too: decided by capability, not by name', async () => {
+  const acme = createFakePlugin({ name: 'acme-tcp', class: 'tcp' });
+  const r = new PluginRegistry({ builtins: false });
+  r.register('acme-tcp', acme.plugin);
+  const e = await createTransferEngine({ connector: 'acme-tcp', forceTcp: true, bindAddress: '127.0.0.1' }, { registry: r, env: {} });
+  try {
+    assert.equal(e.transports, ['acme-tcp']);
+  } finally {
+    await e.close();
+  }
+});
+
 test.run();

@@ -16,7 +16,7 @@ export {
 
 // Registry
 export { PluginRegistry, defaultRegistry, registerPlugin, type PluginSource, type PluginRegistryOptions } from './registry/registry.js';
-export { BUILTIN_PLUGINS } from './registry/builtins.js';
+export { BUILTIN_PLUGINS, SWITCH_PROVIDERS } from './registry/builtins.js';
 
 // Config
 export { loadConfig, parseConfigJson, readConfigFile, fromFrameworkConfig, transportsOf, type LoadConfigOptions } from './config/load.js';

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { TransferError } from '../errors/transfer-error.js';
 import { configFromEnv } from './env.js';
+import { SWITCH_PROVIDERS } from '../registry/builtins.js';
 import type { TeConfig, TeConfigInput } from './types.js';
 import { validateConfig } from './validate.js';
 import { normaliseRole } from './roles.js';
@@ -100,7 +101,7 @@ export function loadConfig(options: LoadConfigOptions = {}): TeConfig {
 /** The plugin names an engine built from this config holds, primary first, without repeats. */
 export function transportsOf(config: TeConfig): string[] {
   const names = [config.connector, ...config.transports];
-  if (config.intranodeNvlink) names.push('mooncake-intra-nvlink');
-  if (config.forceMnnvl) names.push('mooncake-nvlink');
+  if (config.intranodeNvlink) names.push(SWITCH_PROVIDERS.intranodeNvlink);
+  if (config.forceMnnvl) names.push(SWITCH_PROVIDERS.forceMnnvl);
   return [...new Set(names)];
 }

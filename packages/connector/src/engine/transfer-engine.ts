@@ -12,6 +12,7 @@ import { parseOptions } from '../spi/options.js';
 import type { TransportPlugin } from '../spi/plugin.js';
 import type { TransportPeer } from '../spi/transport.js';
 import { PluginRegistry, defaultRegistry } from '../registry/registry.js';
+import { SWITCH_PROVIDERS } from '../registry/builtins.js';
 import { checkBatch, checkTimeout } from './batch-check.js';
 import { ControlServer, type ControlClient } from './control-plane.js';
 import { createLogger, type Log } from './logger.js';
@@ -171,7 +172,8 @@ export class TransferEngine {
     const names = transportsOf(config);
     const plugins: TransportPlugin[] = [await registry.resolve(config)];
     for (const name of names.slice(1)) plugins.push(await registry.load(name));
-    if (config.forceTcp && !plugins.some((p) => p.capabilities.class === 'tcp')) plugins.push(await registry.load('mooncake-tcp'));
+    // MC_FORCE_TCP needs a TCP-class transport: any plugin of that class (a third party's too) will do.
+    if (config.forceTcp && !plugins.some((p) => p.capabilities.class === 'tcp')) plugins.push(await registry.load(SWITCH_PROVIDERS.forceTcp));
     return plugins;
   }
 

@@ -6,3 +6,14 @@ export const BUILTIN_PLUGINS: Readonly<Record<string, string>> = Object.freeze({
   'mooncake-intra-nvlink': '@te/mooncake-intra-nvlink',
   barex: '@te/barex',
 });
+
+/**
+ * The built-in that provides what each of Mooncake's environment switches asks for
+ * (MC_FORCE_TCP, MC_INTRANODE_NVLINK, MC_FORCE_MNNVL). With BUILTIN_PLUGINS, the only place
+ * @te/connector names a plugin; everything else is decided from capabilities.
+ */
+export const SWITCH_PROVIDERS = Object.freeze({
+  forceTcp: 'mooncake-tcp',
+  intranodeNvlink: 'mooncake-intra-nvlink',
+  forceMnnvl: 'mooncake-nvlink',
+} as const);
