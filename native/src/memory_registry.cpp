@@ -94,14 +94,6 @@ Status MemoryRegistry::check(uint64_t addr, uint64_t len, bool remote) const {
   return find_locked(addr, len, remote, &r);
 }
 
-std::vector<uint64_t> MemoryRegistry::starts() const {
-  std::shared_lock lock(mu_);
-  std::vector<uint64_t> out;
-  out.reserve(regions_.size());
-  for (auto& r : regions_) out.push_back(r->addr);
-  return out;
-}
-
 size_t MemoryRegistry::size() const {
   std::shared_lock lock(mu_);
   return regions_.size();

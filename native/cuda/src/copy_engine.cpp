@@ -61,11 +61,6 @@ void CopyEngine::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-size_t CopyEngine::in_flight() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return live_.size();
-}
-
 void CopyEngine::run() {
   using namespace std::chrono;
   int idle_polls = 0;

@@ -101,8 +101,6 @@ class MemoryRegistry {
   Status acquire(uint64_t addr, uint64_t len, bool remote, Lease& lease) const;
   /** Like acquire() without taking a lease (validation only; the answer may change afterwards). */
   Status check(uint64_t addr, uint64_t len, bool remote) const;
-  /** Start addresses of all regions (for close()). */
-  std::vector<uint64_t> starts() const;
   size_t size() const;
 
  private:

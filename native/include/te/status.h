@@ -38,7 +38,4 @@ enum Status : int32_t {
 /** The code name of a status ("OK", "ADDRESS_OUT_OF_RANGE", ...); "INTERNAL" for an unknown value. */
 const char* status_name(int32_t status);
 
-/** Whether a status is a per-request failure (argument or memory class, -1..-99). */
-inline bool is_request_status(int32_t status) { return status < 0 && status > -100; }
-
 }  // namespace te

@@ -87,7 +87,6 @@ class CopyEngine {
   void cancel(uint64_t id, int32_t status);
   /** Fails queued batches with ABORTED, waits for issued copies, joins the thread. Idempotent. */
   void stop();
-  size_t in_flight() const;
 
  private:
   void run();
