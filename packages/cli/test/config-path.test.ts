@@ -26,7 +26,9 @@ const COMMANDS: [string, string[]][] = [
 for (const [what, env, code] of BAD) {
   test(`${what} is refused by doctor, bench and demo alike (${code})`, () => {
     for (const [name, args] of COMMANDS) {
-      const r = spawnSync(process.execPath, [te, ...args], { encoding: 'utf8', env: { ...process.env, TE_CONNECTOR: '', TE_CONFIG: '', TE_MODULE_PATH: '', ...env }, timeout: 60_000 });
+      const base = { ...process.env };
+      for (const k of Object.keys(base)) if (/^(TE|MC)_/.test(k)) delete base[k]; // unset, not empty: an empty value is a setting
+      const r = spawnSync(process.execPath, [te, ...args], { encoding: 'utf8', env: { ...base, ...env }, timeout: 60_000 });
       assert.ok(r.status !== 0 && r.status !== null, `te ${name} exited ${r.status} with ${JSON.stringify(env)}`);
       assert.match(r.stdout + r.stderr, code, `te ${name}: ${r.stdout}${r.stderr}`);
     }

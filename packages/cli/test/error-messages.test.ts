@@ -6,7 +6,9 @@ import { fileURLToPath } from 'node:url';
 /* What a user reads when something is wrong: the cause, named once, with what to do. */
 const te = fileURLToPath(new URL('../bin/te.js', import.meta.url));
 const thrower = fileURLToPath(new URL('./fixtures/throwing-plugin.mjs', import.meta.url));
-const run = (args: string[]) => spawnSync(process.execPath, [te, ...args], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, FORCE_COLOR: '0', TE_CONNECTOR: '', TE_MODULE_PATH: '', TE_CONFIG: '' } });
+const env = { ...process.env, FORCE_COLOR: '0' };
+for (const k of Object.keys(env)) if (/^(TE|MC)_/.test(k)) delete env[k];
+const run = (args: string[]) => spawnSync(process.execPath, [te, ...args], { encoding: 'utf8', timeout: 60_000, env });
 
 test('a module path that does not exist is reported as such, not as a package to install', () => {
   const r = run(['doctor', '--module-path', '/nonexistent/my-plugin']);
