@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 /* What a user reads when something is wrong: the cause, named once, with what to do. */
 const te = fileURLToPath(new URL('../bin/te.js', import.meta.url));
 const thrower = fileURLToPath(new URL('./fixtures/throwing-plugin.mjs', import.meta.url));
-const env = { ...process.env, FORCE_COLOR: '0' };
+const env: NodeJS.ProcessEnv = { ...process.env, FORCE_COLOR: '0' };
 for (const k of Object.keys(env)) if (/^(TE|MC)_/.test(k)) delete env[k];
 const run = (args: string[]) => spawnSync(process.execPath, [te, ...args], { encoding: 'utf8', timeout: 60_000, env });
 

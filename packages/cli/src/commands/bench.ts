@@ -4,6 +4,7 @@ import { benchBytes, runBench, type BenchOptions, type BenchResult } from '../be
 import { spawnBenchTarget } from '../bench/loopback.js';
 import { startBenchTarget } from '../bench/target.js';
 import { commandConfig, type CommandFlags } from '../config.js';
+import { SWEEP_SIZES, runSweep } from '../sweep/run-sweep.js';
 import { bytes, count, gbps, parseSize, table } from '../format.js';
 
 export interface BenchCliOptions {
@@ -14,6 +15,10 @@ export interface BenchCliOptions {
   modulePath?: string;
   /** Target started by --loopback: stop when the parent's stdin pipe closes. */
   exitWithParent?: boolean;
+  /** Block sizes 4 KiB … 64 MiB for each plugin (`--plugin a,b`), with a chart to `--out`. */
+  sweep?: boolean;
+  sizes?: string;
+  out?: string;
   op: string;
   blockSize: string;
   batchSize: string;
@@ -130,6 +135,19 @@ async function runTarget(cli: BenchCliOptions): Promise<void> {
 
 export async function benchCommand(cli: BenchCliOptions): Promise<void> {
   if (cli.mode === 'target') return runTarget(cli);
+  if (cli.sweep) {
+    const duration = Number(cli.duration);
+    if (!(duration > 0 && duration <= 60)) throw new UsageError(`Expected --duration to be seconds in (0, 60] for a sweep, got ${JSON.stringify(cli.duration)}`);
+    let sizes = SWEEP_SIZES;
+    if (cli.sizes) {
+      try {
+        sizes = cli.sizes.split(',').map((x) => parseSize(x.trim()));
+      } catch (e) {
+        throw new UsageError(`--sizes: ${(e as Error).message}`);
+      }
+    }
+    return runSweep({ plugins: (cli.plugin ?? 'mooncake-tcp').split(',').map((p) => p.trim()).filter(Boolean), ...(cli.modulePath ? { modulePath: cli.modulePath } : {}), durationS: duration, sizes, ...(cli.out ? { out: cli.out } : {}), json: Boolean(cli.json) });
+  }
   if (cli.mode !== 'initiator') throw new UsageError(`Expected --mode to be initiator or target, got ${JSON.stringify(cli.mode)}`);
   if (!cli.loopback && !cli.target) throw new UsageError('Give --target <host:port> of a running `te bench --mode target`, or --loopback to start one here');
   const config = await commandConfig(flagsOf(cli));
