@@ -30,7 +30,9 @@ export { initTransferEngine, getTransferEngine, closeTransferEngine, hasTransfer
 export { ControlServer, ControlClient, CONTROL_VERSION, type ControlHandler } from './engine/control-plane.js';
 export { P2PHandshake, type MetadataStore } from './engine/metadata.js';
 export { encodeMessage, decodeMessage } from './engine/codec.js';
-export type { EngineMetrics } from './engine/metrics.js';
+export type { EngineMetrics, BatchRecord } from './engine/metrics.js';
+export { createMetricsRegistry, type PromRegistry } from './metrics/prometheus.js';
+export { startMetricLog } from './metrics/periodic-log.js';
 
 // KV connector contract
 export { KVStatus, StatusCell, combineStatus, kvStatusName } from './kv/status.js';

@@ -21,7 +21,8 @@ export const ENVIRONMENT_VARIABLES = {
   MC_FORCE_TCP: 'forceTcp: route every request over TCP',
   MC_INTRANODE_NVLINK: 'intranodeNvlink: add mooncake-intra-nvlink (exclusive with MC_FORCE_MNNVL)',
   MC_FORCE_MNNVL: 'forceMnnvl: add mooncake-nvlink (exclusive with MC_INTRANODE_NVLINK)',
-  MC_TE_METRIC: 'metrics: collect transfer metrics',
+  MC_TE_METRIC: 'metrics: collect transfer metrics and log a throughput line periodically',
+  TE_METRIC_INTERVAL_S: 'seconds between MC_TE_METRIC lines (default 5)',
   MC_LOG_LEVEL: 'logLevel: trace | debug | info | warn | error | silent',
   MC_TCP_BIND_ADDRESS: 'bindAddress: address to bind and advertise',
 } as const;

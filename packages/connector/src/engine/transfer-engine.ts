@@ -19,7 +19,8 @@ import { createLogger, type Log } from './logger.js';
 import { MemoryMap, type LocalRegion } from './memory-map.js';
 import { checkSegmentName } from './segment-name.js';
 import { P2PHandshake } from './metadata.js';
-import { emptyMetrics, type EngineMetrics } from './metrics.js';
+import { emptyMetrics, type BatchRecord, type EngineMetrics } from './metrics.js';
+import { startMetricLog } from '../metrics/periodic-log.js';
 import { commonTransports, peerRouting, planRoutes, type EngineTransport, type PeerRouting, type Route } from './router.js';
 
 /** A registered region as the caller sees it. */
@@ -163,6 +164,11 @@ export class TransferEngine {
       throw error;
     }
     const engine = new TransferEngine(config, control, handshake, held, endpoint, epoch, log);
+    if (config.metrics) {
+      const raw = env.TE_METRIC_INTERVAL_S;
+      const interval = raw !== undefined && Number(raw) > 0 ? Number(raw) : 5;
+      engine.stopMetricLog = startMetricLog(engine, (line) => log('info', line), interval);
+    }
     await engine.publish();
     log('info', `segment ${endpoint} epoch ${epoch} with transports ${held.map((t) => t.name).join(', ')}`);
     return engine;
@@ -470,6 +476,13 @@ export class TransferEngine {
     for (const route of plan.routes) this.checkCapabilities(route, batch, hasRead, notify !== undefined && !trailing);
     const statuses = new Int32Array(batch.opcodes.length);
     for (const [i, status] of plan.refused) statuses[i] = status;
+    const started = performance.now();
+    const carriers = plan.routes.map((r) => r.via.name);
+    for (const t of carriers) this.inFlightByTransport.set(t, (this.inFlightByTransport.get(t) ?? 0) + 1);
+    const settle = (code: string | undefined, landed: bigint): void => {
+      for (const t of carriers) this.inFlightByTransport.set(t, (this.inFlightByTransport.get(t) ?? 1) - 1);
+      this.emitBatch({ segment, transports: carriers, requests: batch.opcodes.length, bytes: landed, code, seconds: (performance.now() - started) / 1000 });
+    };
     const submitVia = async (via: EngineTransport, part: TransferBatch, withNotify: Uint8Array | undefined): Promise<BatchResult> => {
       const peer = await this.beforeDeadline(this.transportPeer(state, via), deadline, signal, `connecting to ${segment} over ${via.name}`);
       const submitOptions: SubmitOptions = { timeoutMs: Math.max(1, deadline - Date.now()) };
@@ -496,6 +509,7 @@ export class TransferEngine {
       if (trailing && statuses.every((st) => st === 0)) await submitVia(notifier!, batchOf([]), notify);
     } catch (error) {
       this.count(plan.routes, batch, false);
+      settle(isTransferError(error) ? error.code : 'INTERNAL', 0n);
       this.releasePeer(state);
       if (isTransferError(error) && RECONNECT_CODES.has(error.code)) await this.forgetSegment(segment);
       throw error;
@@ -503,6 +517,7 @@ export class TransferEngine {
     this.releasePeer(state);
     const failed = statuses.findIndex((s) => s !== 0);
     this.count(plan.routes, batch, failed < 0);
+    settle(failed < 0 ? undefined : codeForStatus(statuses[failed]!), failed < 0 ? bytes : 0n);
     if (failed >= 0) {
       const count = statuses.reduce((acc, s) => acc + (s !== 0 ? 1 : 0), 0);
       const code = codeForStatus(statuses[failed]!);
@@ -627,6 +642,30 @@ export class TransferEngine {
     for (const r of routes) c.byTransport[r.via.name] = (c.byTransport[r.via.name] ?? 0) + 1;
   }
 
+  private readonly batchObservers = new Set<(r: BatchRecord) => void>();
+  private readonly inFlightByTransport = new Map<string, number>();
+
+  /** Calls `observer` after every batch settles (metrics exporters use it); returns the unsubscribe. */
+  observeBatches(observer: (r: BatchRecord) => void): () => void {
+    this.batchObservers.add(observer);
+    return () => this.batchObservers.delete(observer);
+  }
+
+  /** Batches in flight now, by transport. */
+  inFlight(): Record<string, number> {
+    return Object.fromEntries(this.inFlightByTransport);
+  }
+
+  private emitBatch(r: BatchRecord): void {
+    for (const o of this.batchObservers) {
+      try {
+        o(r);
+      } catch (e) {
+        this.log('error', `a batch observer threw: ${(e as Error).message}`);
+      }
+    }
+  }
+
   /** Counters collected when `metrics` (MC_TE_METRIC) is on. */
   metrics(): EngineMetrics {
     return structuredClone(this.counters);
@@ -658,7 +697,11 @@ export class TransferEngine {
   }
 
   /** Closes transports and the control endpoint. Idempotent. */
+  /** Stops MC_TE_METRIC's periodic line (set when metrics are on). */
+  private stopMetricLog: (() => void) | undefined;
+
   close(): Promise<void> {
+    this.stopMetricLog?.();
     this.closing ??= (async () => {
       await this.registrationQueue;
       // Memory from transport allocators goes back (barex's pool outlives one engine).

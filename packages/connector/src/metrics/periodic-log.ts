@@ -1,0 +1,33 @@
+import type { TransferEngine } from '../engine/transfer-engine.js';
+
+/**
+ * MC_TE_METRIC's periodic line, as Mooncake users know it: throughput over the interval,
+ * batches, failures and latency, one line every `intervalS` seconds (TE_METRIC_INTERVAL_S,
+ * default 5). Stops with the engine.
+ */
+export function startMetricLog(engine: TransferEngine, log: (line: string) => void, intervalS = 5): () => void {
+  let bytes = 0n;
+  let batches = 0;
+  let failed = 0;
+  let latencies: number[] = [];
+  const stop = engine.observeBatches((r) => {
+    batches++;
+    if (r.code !== undefined) failed++;
+    bytes += r.bytes;
+    if (latencies.length < 100_000) latencies.push(r.seconds);
+  });
+  const timer = setInterval(() => {
+    latencies.sort((a, b) => a - b);
+    const pct = (q: number): string => (latencies.length ? `${(latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * q))]! * 1e6).toFixed(0)} us` : '-');
+    log(`[Metric] Transfer Engine throughput: ${(Number(bytes) / intervalS / 1e6).toFixed(2)} MB/s over ${intervalS} s, ${batches} batches, ${failed} failed, latency p50 ${pct(0.5)} p99 ${pct(0.99)}, in flight ${JSON.stringify(engine.inFlight())}`);
+    bytes = 0n;
+    batches = 0;
+    failed = 0;
+    latencies = [];
+  }, intervalS * 1000);
+  timer.unref();
+  return () => {
+    clearInterval(timer);
+    stop();
+  };
+}
