@@ -21,6 +21,8 @@ export { BUILTIN_PLUGINS, SWITCH_PROVIDERS } from './registry/builtins.js';
 // Config
 export { loadConfig, parseConfigJson, readConfigFile, fromFrameworkConfig, transportsOf, type LoadConfigOptions } from './config/load.js';
 export { validateConfig, validateBindAddress } from './config/validate.js';
+export { ConfigInputSchema } from './config/schema.js';
+export { OptionSpecSchema } from './spi/option-spec-schema.js';
 export { configFromEnv, ENVIRONMENT_VARIABLES } from './config/env.js';
 export { DEFAULT_CONFIG, type TeConfig, type TeConfigInput, type ConnectorRole, type LogLevel, type MetadataConfig, type TimeoutConfig } from './config/types.js';
 

@@ -1,9 +1,11 @@
 import { isIP } from 'node:net';
+import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { ValueErrorType } from '@sinclair/typebox/errors';
+import type { TSchema } from '@sinclair/typebox';
 import { TransferError } from '../errors/transfer-error.js';
+import { ConfigInputSchema } from './schema.js';
 import { DEFAULT_CONFIG, type ConnectorRole, type LogLevel, type TeConfig } from './types.js';
 
-const ROLES: readonly ConnectorRole[] = ['producer', 'consumer', 'both'];
-const LOG_LEVELS: readonly LogLevel[] = ['trace', 'debug', 'info', 'warn', 'error', 'silent'];
 const HOSTNAME = /^(?=.{1,253}$)([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)(\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*$/;
 
 function fail(message: string): never {
@@ -18,17 +20,7 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-function positiveInt(path: string, value: unknown, { allowZero = false, max = Number.MAX_SAFE_INTEGER } = {}): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < (allowZero ? 0 : 1) || value > max) {
-    fail(`Expected \`${path}\` to be ${allowZero ? 'a non-negative' : 'a positive'} integer${max < Number.MAX_SAFE_INTEGER ? ` no larger than ${max}` : ''}, got ${show(value)}`);
-  }
-  return value;
-}
 
-function bool(path: string, value: unknown): boolean {
-  if (typeof value !== 'boolean') fail(`Expected \`${path}\` to be a boolean, got ${show(value)}`);
-  return value;
-}
 
 /** Validates an advertised/bind address: an IP literal or a DNS host name. */
 export function validateBindAddress(value: unknown, source = '`bindAddress`'): string {
@@ -41,50 +33,59 @@ export function validateBindAddress(value: unknown, source = '`bindAddress`'): s
   return value;
 }
 
-const KNOWN_KEYS = new Set(['connector', 'role', 'modulePath', 'transports', 'transportOptions', 'metadata', 'bindAddress', 'timeouts', 'forceTcp', 'intranodeNvlink', 'forceMnnvl', 'metrics', 'logLevel', 'extra']);
+const checkInput = TypeCompiler.Compile(ConfigInputSchema);
+const KNOWN_KEYS = Object.keys(ConfigInputSchema.properties);
+
+/** The first schema error, in the words of the field it is about. */
+function schemaFailure(input: unknown): never {
+  const e = checkInput.Errors(input).First()!;
+  const path = e.path.replace(/^\//, '').replace(/\//g, '.');
+  if (e.type === ValueErrorType.ObjectAdditionalProperties) {
+    const top = path.split('.')[0];
+    if (!path.includes('.')) fail(`Unknown config key \`${top}\`; known keys: ${KNOWN_KEYS.join(', ')}`);
+    fail(`Unknown key \`${path}\` in the config`);
+  }
+  // The property's own schema carries the phrase; a nested error (an item of a list) uses its parent's.
+  let expected: string | undefined;
+  let at = path;
+  for (let p = path; p !== '' && expected === undefined; p = p.includes('.') ? p.slice(0, p.lastIndexOf('.')) : '') {
+    let node: TSchema | undefined = ConfigInputSchema;
+    for (const part of p.split('.')) node = (node as { properties?: Record<string, TSchema> })?.properties?.[part];
+    expected = (node as { expected?: string } | undefined)?.expected;
+    at = p;
+  }
+  const value = at.split('.').reduce<unknown>((v, k) => (isObject(v) ? v[k] : undefined), input);
+  fail(expected ? `Expected \`${at}\` to ${expected}, got ${show(value)}` : `Invalid config at \`${path || '(root)'}\`: ${e.message}`);
+}
 
 /** Turns a merged input into a complete, checked config; every message names the field. */
 export function validateConfig(input: unknown): TeConfig {
   if (!isObject(input)) fail(`Expected the config to be an object, got ${show(input)}`);
-  for (const key of Object.keys(input)) {
-    if (!KNOWN_KEYS.has(key)) fail(`Unknown config key \`${key}\`; known keys: ${[...KNOWN_KEYS].join(', ')}`);
-  }
-  const c = input;
-  if (typeof c.connector !== 'string' || c.connector.trim() === '') {
-    fail(`Expected \`connector\` to name a transport plugin (e.g. "mooncake-tcp"), got ${show(c.connector)}`);
-  }
+  // undefined fields (a spread of optional values) count as absent.
+  const c = Object.fromEntries(Object.entries(input).filter(([, v]) => v !== undefined));
+  if (!checkInput.Check(c)) schemaFailure(c);
+  c.connector = (c.connector as string).trim();
   const role = c.role ?? DEFAULT_CONFIG.role;
-  if (!ROLES.includes(role as ConnectorRole)) fail(`Expected \`role\` to be one of ${ROLES.join(', ')}, got ${show(role)}`);
-  if (c.modulePath !== undefined && (typeof c.modulePath !== 'string' || c.modulePath === '')) fail(`Expected \`modulePath\` to be a package name or file path, got ${show(c.modulePath)}`);
   const transports = c.transports ?? [];
-  if (!Array.isArray(transports) || transports.some((t) => typeof t !== 'string' || t === '')) fail(`Expected \`transports\` to be a list of plugin names, got ${show(transports)}`);
   const transportOptions = c.transportOptions ?? {};
-  if (!isObject(transportOptions) || Object.values(transportOptions).some((v) => !isObject(v))) fail(`Expected \`transportOptions\` to map plugin names to option objects, got ${show(transportOptions)}`);
   const metadata = { ...DEFAULT_CONFIG.metadata, ...(isObject(c.metadata) ? c.metadata : {}) };
-  if (c.metadata !== undefined && !isObject(c.metadata)) fail(`Expected \`metadata\` to be an object, got ${show(c.metadata)}`);
-  if (metadata.type !== 'p2p') fail(`Expected \`metadata.type\` to be "p2p", got ${show(metadata.type)}`);
-  positiveInt('metadata.port', metadata.port, { allowZero: true, max: 65535 });
-  if (c.timeouts !== undefined && !isObject(c.timeouts)) fail(`Expected \`timeouts\` to be an object, got ${show(c.timeouts)}`);
   const timeouts = { ...DEFAULT_CONFIG.timeouts, ...(isObject(c.timeouts) ? c.timeouts : {}) };
-  for (const [k, v] of Object.entries(timeouts)) positiveInt(`timeouts.${k}`, v, { max: 2_147_483_647 });
   const logLevel = c.logLevel ?? DEFAULT_CONFIG.logLevel;
-  if (!LOG_LEVELS.includes(logLevel as LogLevel)) fail(`Expected \`logLevel\` to be one of ${LOG_LEVELS.join(', ')}, got ${show(logLevel)}`);
   const extra = c.extra ?? {};
-  if (!isObject(extra)) fail(`Expected \`extra\` to be an object, got ${show(extra)}`);
   const config: TeConfig = {
-    connector: c.connector.trim(),
+    connector: c.connector as string,
     role: role as ConnectorRole,
     transports: [...(transports as string[])],
     transportOptions: transportOptions as TeConfig['transportOptions'],
     metadata: metadata as TeConfig['metadata'],
     bindAddress: validateBindAddress(c.bindAddress ?? DEFAULT_CONFIG.bindAddress),
     timeouts: timeouts as TeConfig['timeouts'],
-    forceTcp: bool('forceTcp', c.forceTcp ?? false),
-    intranodeNvlink: bool('intranodeNvlink', c.intranodeNvlink ?? false),
-    forceMnnvl: bool('forceMnnvl', c.forceMnnvl ?? false),
-    metrics: bool('metrics', c.metrics ?? false),
+    forceTcp: (c.forceTcp as boolean | undefined) ?? false,
+    intranodeNvlink: (c.intranodeNvlink as boolean | undefined) ?? false,
+    forceMnnvl: (c.forceMnnvl as boolean | undefined) ?? false,
+    metrics: (c.metrics as boolean | undefined) ?? false,
     logLevel: logLevel as LogLevel,
-    extra,
+    extra: extra as Record<string, unknown>,
   };
   if (c.modulePath !== undefined) config.modulePath = c.modulePath as string;
   if (config.forceMnnvl && config.intranodeNvlink) {

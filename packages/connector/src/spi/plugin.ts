@@ -1,6 +1,7 @@
 import { TransferError } from '../errors/transfer-error.js';
 import type { TransportCapabilities } from './capabilities.js';
 import type { OptionsOf, OptionsSchema } from './options.js';
+import { checkOptionSpec } from './option-spec-schema.js';
 import type { Transport, TransportContext } from './transport.js';
 import { TRANSPORT_CLASSES } from './descriptor.js';
 
@@ -54,6 +55,19 @@ export function validatePlugin(candidate: unknown, source: string): TransportPlu
   if (typeof p.version !== 'string') problems.push('`version` must be a string');
   if (typeof p.create !== 'function') problems.push('`create` must be a function');
   if (typeof p.options !== 'object' || p.options === null) problems.push('`options` must be an options schema object');
+  else {
+    for (const [name, spec] of Object.entries(p.options as Record<string, unknown>)) {
+      if (!checkOptionSpec.Check(spec)) {
+        const t = (spec as { type?: unknown } | null)?.type;
+        problems.push(`option \`${name}\` is not a valid option spec (type ${JSON.stringify(t)}; expected string, integer, number, boolean, enum or list with a description, a default of that type, and an UPPER_CASE env name)`);
+        continue;
+      }
+      const s = spec as { type: string; default?: unknown; values?: string[]; min?: number; max?: number; pattern?: unknown };
+      if (s.pattern !== undefined && !(s.pattern instanceof RegExp)) problems.push(`option \`${name}\`: pattern must be a RegExp`);
+      if (s.type === 'enum' && s.default !== undefined && !s.values!.includes(s.default as string)) problems.push(`option \`${name}\`: default ${JSON.stringify(s.default)} is not one of its values`);
+      if (typeof s.default === 'number' && ((s.min !== undefined && s.default < s.min) || (s.max !== undefined && s.default > s.max))) problems.push(`option \`${name}\`: default ${s.default} is outside [${s.min ?? '-∞'}, ${s.max ?? '∞'}]`);
+    }
+  }
   const c = p.capabilities;
   if (typeof c !== 'object' || c === null) {
     problems.push('`capabilities` must be declared');

@@ -1,0 +1,49 @@
+import { Type, type TSchema } from '@sinclair/typebox';
+
+/*
+ * The config's shape, one definition: validateConfig checks inputs against it, and
+ * docs/config.schema.json is generated from it (scripts/config-schema.mjs; a test fails when
+ * the file is stale). `expected` is the phrase error messages use ("Expected `x` to …").
+ */
+const expect = <T extends TSchema>(schema: T, expected: string): T => Object.assign(schema, { expected });
+
+const MAX_MS = 2_147_483_647;
+
+export const TimeoutsSchema = Type.Object(
+  {
+    transferMs: expect(Type.Integer({ minimum: 1, maximum: MAX_MS, description: 'Default deadline of a batch when the caller gives none (ms)' }), `be a positive integer no larger than ${MAX_MS}`),
+    handshakeMs: expect(Type.Integer({ minimum: 1, maximum: MAX_MS, description: "Fetching a peer's descriptor (ms)" }), `be a positive integer no larger than ${MAX_MS}`),
+    connectMs: expect(Type.Integer({ minimum: 1, maximum: MAX_MS, description: 'Connecting a transport to a peer (ms)' }), `be a positive integer no larger than ${MAX_MS}`),
+  },
+  { additionalProperties: false },
+);
+
+export const ConfigInputSchema = Type.Object(
+  {
+    connector: expect(Type.String({ minLength: 1, pattern: '\\S', description: 'Transport plugin name (mooncake-tcp, …), or any name with modulePath' }), 'name a transport plugin (e.g. "mooncake-tcp")'),
+    role: Type.Optional(expect(Type.Union([Type.Literal('producer'), Type.Literal('consumer'), Type.Literal('both')], { description: "vLLM's kv_role without the kv_ prefix" }), 'be one of producer, consumer, both')),
+    modulePath: Type.Optional(expect(Type.String({ minLength: 1, description: 'Package name or file path of a third-party plugin; wins over the built-in table' }), 'be a package name or file path')),
+    transports: Type.Optional(expect(Type.Array(Type.String({ minLength: 1 }), { description: 'Further transports besides connector' }), 'be a list of plugin names')),
+    transportOptions: Type.Optional(expect(Type.Record(Type.String(), Type.Record(Type.String(), Type.Unknown()), { description: "Options per plugin name, checked by each plugin's options schema" }), 'map plugin names to option objects')),
+    metadata: Type.Optional(
+      expect(
+      Type.Partial(Type.Object(
+        {
+          type: expect(Type.Literal('p2p', { description: 'p2p: descriptors fetched from peers themselves' }), 'be "p2p"'),
+          port: expect(Type.Integer({ minimum: 0, maximum: 65535, description: 'Control endpoint port; 0 picks a free one' }), 'be a non-negative integer no larger than 65535'),
+        },
+        { additionalProperties: false },
+      )),
+      'be an object',
+    )),
+    bindAddress: Type.Optional(expect(Type.String({ description: 'Address to bind and advertise (MC_TCP_BIND_ADDRESS): an IP literal or a host name, not a wildcard' }), 'be an IPv4/IPv6 address or a host name')),
+    timeouts: Type.Optional(expect(Type.Partial(TimeoutsSchema), 'be an object')),
+    forceTcp: Type.Optional(expect(Type.Boolean({ description: 'MC_FORCE_TCP' }), 'be a boolean')),
+    intranodeNvlink: Type.Optional(expect(Type.Boolean({ description: 'MC_INTRANODE_NVLINK' }), 'be a boolean')),
+    forceMnnvl: Type.Optional(expect(Type.Boolean({ description: 'MC_FORCE_MNNVL' }), 'be a boolean')),
+    metrics: Type.Optional(expect(Type.Boolean({ description: 'MC_TE_METRIC' }), 'be a boolean')),
+    logLevel: Type.Optional(expect(Type.Union(['trace', 'debug', 'info', 'warn', 'error', 'silent'].map((l) => Type.Literal(l)), { description: 'MC_LOG_LEVEL' }), 'be one of trace, debug, info, warn, error, silent')),
+    extra: Type.Optional(expect(Type.Record(Type.String(), Type.Unknown(), { description: "Connector-specific settings (vLLM's kv_connector_extra_config)" }), 'be an object')),
+  },
+  { additionalProperties: false, $id: 'https://te.invalid/config.schema.json', title: 'te connector config' },
+);
