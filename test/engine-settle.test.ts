@@ -70,4 +70,17 @@ test('MC_FORCE_TCP is satisfied by any TCP-class plugin, a third party\'s too: d
   }
 });
 
+test('the fake transport registered after a native one follows the registration rule', async () => {
+  const r = new PluginRegistry();
+  r.register('fake-settle', fake.plugin);
+  const e = await createTransferEngine({ connector: 'mooncake-tcp', transports: ['fake-settle'], bindAddress: '127.0.0.1' }, { registry: r, env: {} });
+  try {
+    const h = await e.registerMemory(new Uint8Array(256));
+    assert.ok(h.addr > 0n);
+    await e.unregisterMemory(h);
+  } finally {
+    await e.close();
+  }
+});
+
 test.run();

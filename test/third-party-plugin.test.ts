@@ -1,5 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { readFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PluginRegistry, createTransferEngine, isTransferError, loadConfig } from '@te/connector';
@@ -55,6 +56,32 @@ test('raw host addresses on an engine whose transports cannot register them: the
     assert.not.match((e as Error).message, /nvlink|cuda/i);
   } finally {
     await engine.close();
+  }
+});
+
+test('the plugin in docs/plugins/writing-a-plugin.md is this fixture, byte for byte', () => {
+  const doc = readFileSync(join(here, '..', 'docs', 'plugins', 'writing-a-plugin.md'), 'utf8');
+  const block = doc.split('<!-- example-plugin -->\n```js\n')[1]?.split('```')[0];
+  assert.ok(block, 'the example block is in the guide');
+  assert.is(block, readFileSync(join(fixture, 'index.js'), 'utf8'));
+});
+
+test('a JS plugin registered after a native one adopts the address the first chose (the registration rule)', async () => {
+  const registry = new PluginRegistry();
+  registry.register('example-memcpy', () => import(join(fixture, 'index.js')));
+  const config = { connector: 'mooncake-tcp', transports: ['example-memcpy'], bindAddress: '127.0.0.1' };
+  const a = await createTransferEngine(config, { registry, env: {} });
+  const b = await createTransferEngine(config, { registry, env: {} });
+  try {
+    assert.equal(a.transports, ['mooncake-tcp', 'example-memcpy']);
+    const src = await a.registerMemory(new TextEncoder().encode('registered by both transports'));
+    const dstBytes = new Uint8Array(29);
+    const dst = await b.registerMemory(dstBytes);
+    await a.write(b.segmentName, src.addr, dst.addr, 29);
+    assert.is(new TextDecoder().decode(dstBytes), 'registered by both transports');
+  } finally {
+    await a.close();
+    await b.close();
   }
 });
 

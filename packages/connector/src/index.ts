@@ -48,3 +48,4 @@ export type { ECProducer, ECConsumer, ECConnectorOptions, ECItemParams, ECTransf
 export { loadNativeAddon, type LoadAddonOptions } from './plugin-kit/load-addon.js';
 export { BatchTracker } from './plugin-kit/batch-tracker.js';
 export { checkSubmit } from './plugin-kit/check-submit.js';
+export { HostAddressSpace } from './plugin-kit/host-address-space.js';

@@ -11,7 +11,14 @@ export type BufferSource = ArrayBuffer | SharedArrayBuffer | ArrayBufferView;
 export interface RegisterRequest {
   /** Backing JS memory; absent for raw addresses (GPU pointers, memory owned by another library). */
   buffer?: BufferSource;
-  /** Raw start address; given when `buffer` is absent, resolved by the transport otherwise. */
+  /**
+   * The region's address. Without `buffer`: the raw start address to register. With
+   * `buffer`: absent for the first transport that registers it, which chooses the address
+   * (a native one returns the buffer's pointer, a JS one a stable synthetic address); present
+   * for every later transport of the engine, which must register the buffer under exactly
+   * this address (`HostAddressSpace` does it for JS transports). A different address is
+   * refused (INTERNAL).
+   */
   addr?: bigint;
   length: bigint;
   device: DeviceName;

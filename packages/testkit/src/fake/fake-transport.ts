@@ -45,8 +45,10 @@ export class FakeTransport implements Transport {
 
   async registerMemory(request: RegisterRequest): Promise<TransportRegistration> {
     this.assertOpen();
+    // A buffer registered first by another transport arrives with that transport's address:
+    // the bytes are the buffer's, the address the engine's (the registration rule).
     const addr = request.addr ?? fakeAddressOf(request.buffer!);
-    const bytes = fakeBytesAt(addr, request.length);
+    const bytes = request.buffer ? new Uint8Array(ArrayBuffer.isView(request.buffer) ? request.buffer.buffer : request.buffer, ArrayBuffer.isView(request.buffer) ? request.buffer.byteOffset : 0, Number(request.length)) : fakeBytesAt(addr, request.length);
     if (!bytes) throw new TransferError('MEMORY_NOT_REGISTERED', `fake fabric has no memory at 0x${addr.toString(16)} (allocate it with allocFakeDeviceMemory)`, { plugin: this.plugin });
     if (this.regions.some((r) => addr < r.addr + r.length && r.addr < addr + request.length)) throw new TransferError('MEMORY_OVERLAP', `0x${addr.toString(16)} overlaps a registered region`, { plugin: this.plugin });
     this.regions.push({ addr, length: request.length, remoteAccess: request.remoteAccess, bytes });
