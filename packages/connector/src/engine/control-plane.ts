@@ -138,6 +138,13 @@ export class ControlClient {
   private closed = false;
   /** When the peer last answered anything: a peer silent for longer is probed alongside a request. */
   private lastAnswerAt = 0;
+  /** When a request was last made (idle clients are closed by their owner). */
+  lastUsedAt = Date.now();
+
+  /** Requests waiting for an answer: a busy client is never evicted. */
+  get busy(): boolean {
+    return this.pending.size > 0;
+  }
 
   constructor(readonly endpoint: string) {
     if (endpoint.startsWith('[')) this.dealer.ipv6 = true;
@@ -172,6 +179,7 @@ export class ControlClient {
 
   request<T = unknown>(type: string, body: unknown, timeoutMs: number): Promise<T> {
     if (this.closed) return Promise.reject(new TransferError('ENGINE_CLOSED', `control client for ${this.endpoint} is closed`));
+    this.lastUsedAt = Date.now();
     const id = this.nextId++;
     return new Promise<T>((resolve, reject) => {
       const timer = setTimeout(() => {

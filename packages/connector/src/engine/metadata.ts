@@ -22,7 +22,7 @@ export class P2PHandshake implements MetadataStore {
   private readonly clients = new Map<string, ControlClient>();
   private readonly unhandle: () => void;
 
-  constructor(server: ControlServer) {
+  constructor(server: ControlServer, private readonly maxClients = 1024, private readonly idleMs = 5 * 60_000) {
     this.unhandle = server.handle(DESCRIPTOR_REQUEST, () => this.current);
   }
 
@@ -33,11 +33,38 @@ export class P2PHandshake implements MetadataStore {
   /** The control client of a peer, shared with every other user of the control plane. */
   client(segment: string): ControlClient {
     let c = this.clients.get(segment);
-    if (!c) {
-      c = new ControlClient(segment);
+    if (c) {
+      // Most recently used last: the Map's order is the eviction order.
+      this.clients.delete(segment);
       this.clients.set(segment, c);
+      return c;
     }
+    this.evictIdle();
+    c = new ControlClient(segment);
+    this.clients.set(segment, c);
     return c;
+  }
+
+  /** Peers whose control client is open now. */
+  get size(): number {
+    return this.clients.size;
+  }
+
+  /**
+   * Bounds the clients: ones idle longer than `idleMs` are closed, and past `maxClients`
+   * the least recently used idle ones too. A closed client is recreated on next use; a
+   * busy one (requests waiting) is never closed.
+   */
+  private evictIdle(): void {
+    const now = Date.now();
+    for (const [segment, c] of this.clients) {
+      if (this.clients.size < this.maxClients && now - c.lastUsedAt < this.idleMs) break;
+      if (c.busy) continue;
+      if (this.clients.size >= this.maxClients || now - c.lastUsedAt >= this.idleMs) {
+        c.close();
+        this.clients.delete(segment);
+      }
+    }
   }
 
   async fetch(segment: string, timeoutMs: number): Promise<SegmentDescriptor> {
@@ -45,8 +72,8 @@ export class P2PHandshake implements MetadataStore {
     return checkDescriptor(body, segment);
   }
 
-  // Clients are kept for the life of the engine: other users (KV bootstrap, EC) may hold
-  // them, and zeromq reconnects to a restarted peer by itself.
+  // Users of the control plane take a client for each exchange (engine.controlClient), so
+  // closing an idle one is invisible to them; zeromq reconnects to a restarted peer itself.
 
   async close(): Promise<void> {
     this.unhandle();
