@@ -87,4 +87,48 @@ test('eviction never frees an item while it is being written to a stalled consum
   }
 });
 
+test('a load given up at its timeout keeps its late answer out of the next load', async () => {
+  const ranks: RankProcess[] = [];
+  try {
+    const [p, c] = await Promise.all([spawnEC({ role: 'producer', poolBytes: 96 * MiB }), spawnEC({ role: 'consumer', destBytes: 64 * MiB })]);
+    ranks.push(p, c);
+    const params = { x: (await p.call('save', { hash: 'x', length: 64 * MiB })).params };
+    // 64 MiB cannot be pulled within 1 ms: the first load reports x failed (TIMEOUT); its
+    // answer arrives later, and the second load (nothing started) must not report it.
+    const r = await c.call('load', { params, waitTimeoutMs: 1, againAfterMs: 2_000 }, 30_000);
+    assert.equal(r.loaded, []);
+    assert.equal(r.failed, [{ hash: 'x', code: 'TIMEOUT' }]);
+    assert.is((await p.call('stats')).pulls, 1, 'the pull did reach the producer');
+    assert.equal(r.again, { loaded: [], failed: [] });
+  } finally {
+    await closeAll(ranks);
+  }
+});
+
+test('closing a producer waits for the pulls it is serving before freeing its pool', async () => {
+  const ranks: RankProcess[] = [];
+  try {
+    const big = 256 * MiB;
+    const [p, c] = await Promise.all([spawnEC({ role: 'producer', poolBytes: big + MiB }), spawnEC({ role: 'consumer', destBytes: big, loadTimeoutMs: 30_000 })]);
+    ranks.push(p, c);
+    const params = { a: (await p.call('save', { hash: 'a', length: big })).params };
+    const loading = c.call('load', { params, stopMidWrite: true }, 60_000);
+    const deadline = Date.now() + 10_000;
+    while ((await readState(c.child.pid!)) !== 'T' && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    assert.is(await readState(c.child.pid!), 'T', 'the consumer stopped mid-write');
+    let closed = false;
+    const closing = p.call('closeProducer', {}, 60_000).then((v) => ((closed = true), v));
+    await new Promise((r) => setTimeout(r, 1_000));
+    assert.is(closed, false, 'close returned while a pull was still writing from the pool');
+    c.child.kill('SIGCONT');
+    const r = await loading;
+    assert.is(r.stopped, 'mid-write');
+    assert.equal(r.loaded, ['a']);
+    assert.equal(r.mismatches, []);
+    assert.equal(await closing, { poolRegistered: false });
+  } finally {
+    await closeAll(ranks);
+  }
+});
+
 test.run();

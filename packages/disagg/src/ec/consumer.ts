@@ -1,4 +1,4 @@
-import { TransferError, isTransferError, type ECConsumer, type ECLoadResult, type ECTransferParams, type TransferEngine } from '@te/connector';
+import { TransferError, isTransferError, isTransferErrorCode, type ECConsumer, type ECLoadResult, type ECTransferParams, type TransferEngine } from '@te/connector';
 import { checkReply } from '../protocol/handle.js';
 import { engineFor } from '../shared/engine.js';
 import { EC_PROTOCOL_VERSION, EC_PULL, MAX_ITEMS_PER_PULL, PullReplySchema, type PullMessage } from './messages.js';
@@ -12,9 +12,10 @@ export interface ECConsumerOptions {
   loadTimeoutMs?: number;
 }
 
+/** One pull request to one producer: its items, and the outcome it alone resolves with. */
 interface Pending {
   hashes: string[];
-  done: Promise<void>;
+  done: Promise<ECLoadResult>;
 }
 
 /**
@@ -24,8 +25,10 @@ interface Pending {
  */
 export class ECPullConsumer implements ECConsumer {
   private pending: Pending[] = [];
-  private loaded: string[] = [];
-  private failed: { mmHash: string; error: Error }[] = [];
+  /** Items refused before any pull was sent (bad params, no destination): reported by the next waitForLoad. */
+  private refused: ECLoadResult['failed'] = [];
+  /** Every pull not yet answered, including those a timed-out waitForLoad gave up on (close waits for them). */
+  private readonly inflight = new Set<Promise<ECLoadResult>>();
 
   private constructor(readonly engine: TransferEngine, readonly loadTimeoutMs: number) {}
 
@@ -50,18 +53,23 @@ export class ECPullConsumer implements ECConsumer {
         if (!list) byProducer.set(segment, (list = []));
         list.push({ hash, addr, length });
       } catch (e) {
-        this.failed.push({ mmHash: hash, error: e as Error });
+        this.refused.push({ mmHash: hash, error: e as Error });
       }
     }
     for (const [segment, items] of byProducer) {
       for (let i = 0; i < items.length; i += MAX_ITEMS_PER_PULL) {
         const part = items.slice(i, i + MAX_ITEMS_PER_PULL);
-        this.pending.push({ hashes: part.map((x) => x.hash), done: this.pull(segment, part) });
+        const done = this.pull(segment, part);
+        this.inflight.add(done);
+        void done.finally(() => this.inflight.delete(done));
+        this.pending.push({ hashes: part.map((x) => x.hash), done });
       }
     }
   }
 
-  private async pull(segment: string, items: { hash: string; addr: bigint; length: bigint }[]): Promise<void> {
+  /** One pull; resolves (never rejects) with its own items' outcome, so a late answer cannot leak into a later load. */
+  private async pull(segment: string, items: { hash: string; addr: bigint; length: bigint }[]): Promise<ECLoadResult> {
+    const out: ECLoadResult = { loaded: [], failed: [] };
     const body: PullMessage = {
       v: EC_PROTOCOL_VERSION,
       consumerSegment: this.engine.segmentName,
@@ -76,40 +84,50 @@ export class ECPullConsumer implements ECConsumer {
       const reply = checkReply(EC_PULL, PullReplySchema, await this.engine.controlClient(segment).request(EC_PULL, body, this.loadTimeoutMs + 2_000));
       items.forEach((x, i) => {
         const r = reply.results[i];
-        if (r?.ok) this.loaded.push(x.hash);
-        else this.failed.push({ mmHash: x.hash, error: new TransferError(r?.code && /^[A-Z_]+$/.test(r.code) ? (r.code as 'TRANSFER_FAILED') : 'TRANSFER_FAILED', `item ${x.hash} from ${segment}: ${r?.message ?? 'no result'}`) });
+        if (r?.ok) out.loaded.push(x.hash);
+        else out.failed.push({ mmHash: x.hash, error: new TransferError(r?.code && isTransferErrorCode(r.code) ? r.code : 'TRANSFER_FAILED', `item ${x.hash} from ${segment}: ${r?.message ?? 'no result'}`) });
       });
     } catch (e) {
       const code = isTransferError(e) ? e.code : 'TRANSFER_FAILED';
-      for (const x of items) this.failed.push({ mmHash: x.hash, error: new TransferError(code, `item ${x.hash} from ${segment}: ${(e as Error).message}`, { cause: e }) });
+      for (const x of items) out.failed.push({ mmHash: x.hash, error: new TransferError(code, `item ${x.hash} from ${segment}: ${(e as Error).message}`, { cause: e }) });
     }
+    return out;
   }
 
   async waitForLoad(options: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<ECLoadResult> {
     const pending = this.pending;
+    const result: ECLoadResult = { loaded: [], failed: this.refused };
     this.pending = [];
+    this.refused = [];
     const timeoutMs = options.timeoutMs ?? this.loadTimeoutMs + 5_000;
+    const outcomes: (ECLoadResult | undefined)[] = pending.map(() => undefined);
     let timer: NodeJS.Timeout | undefined;
+    const signal = options.signal;
     const outcome = await Promise.race([
-      Promise.all(pending.map((p) => p.done)).then(() => 'done' as const),
+      Promise.all(pending.map((p, i) => p.done.then((o) => (outcomes[i] = o)))).then(() => 'done' as const),
       new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), timeoutMs))),
-      ...(options.signal ? [new Promise<'aborted'>((r) => (options.signal!.aborted ? r('aborted') : options.signal!.addEventListener('abort', () => r('aborted'), { once: true })))] : []),
+      ...(signal ? [new Promise<'aborted'>((r) => (signal.aborted ? r('aborted') : signal.addEventListener('abort', () => r('aborted'), { once: true })))] : []),
     ]);
     clearTimeout(timer);
-    if (outcome !== 'done') {
-      // Items still in flight count as failed; their producer may still write their destination
-      // until its own deadline passes, so that memory must not be reused before then.
-      const settled = new Set([...this.loaded, ...this.failed.map((f) => f.mmHash)]);
-      for (const p of pending) for (const h of p.hashes) if (!settled.has(h)) this.failed.push({ mmHash: h, error: new TransferError(outcome === 'timeout' ? 'TIMEOUT' : 'ABORTED', `item ${h}: not loaded within ${timeoutMs} ms`) });
-    }
-    const result = { loaded: this.loaded, failed: this.failed };
-    this.loaded = [];
-    this.failed = [];
+    pending.forEach((p, i) => {
+      const o = outcomes[i];
+      if (o) {
+        result.loaded.push(...o.loaded);
+        result.failed.push(...o.failed);
+        return;
+      }
+      // Still in flight: failed for this load (its late answer is dropped). Its producer may
+      // still write the destination until its own deadline passes, so that memory must not
+      // be reused before then.
+      const code = outcome === 'aborted' ? 'ABORTED' : 'TIMEOUT';
+      for (const h of p.hashes) result.failed.push({ mmHash: h, error: new TransferError(code, `item ${h}: not loaded within ${timeoutMs} ms${code === 'ABORTED' ? ' (aborted)' : ''}`) });
+    });
     return result;
   }
 
+  /** Waits for every pull still out (each ends by its own deadline), so their destinations are no longer written. */
   async close(): Promise<void> {
-    await Promise.allSettled(this.pending.map((p) => p.done));
+    await Promise.allSettled([...this.inflight]);
   }
 }
 

@@ -13,16 +13,33 @@ export interface ECProducerOptions {
   /** Bytes of the transfer pool (default 256 MiB). */
   poolBytes?: number;
   poolDevice?: 'cpu' | `cuda:${number}`;
-  /** The control port consumers reach (default VLLM_EC_MOONCAKE_BOOTSTRAP_PORT, else the engine's). */
+  /**
+   * The control port consumers reach: this, else `bootstrapPort` (the contract's name), else
+   * VLLM_EC_MOONCAKE_BOOTSTRAP_PORT (plus this rank's offset, as vLLM binds), else the
+   * engine's own (TE_HANDSHAKE_PORT / `metadata.port`).
+   */
   port?: number;
+  bootstrapPort?: number;
+  /** vLLM's rank offset on VLLM_EC_MOONCAKE_BOOTSTRAP_PORT: `+ dpRank · tpSize + tpRank`. */
+  rank?: { dpRank?: number; tpRank?: number; tpSize?: number };
 }
 
-function portFromEnv(): number | undefined {
+/** VLLM_EC_MOONCAKE_BOOTSTRAP_PORT, offset by the rank as vLLM's workers bind it. */
+function portFromEnv(rank: ECProducerOptions['rank'] = {}): number | undefined {
   const raw = process.env.VLLM_EC_MOONCAKE_BOOTSTRAP_PORT;
   if (raw === undefined || raw === '') return undefined;
-  const port = Number(raw);
-  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new TransferError('INVALID_CONFIG', `Expected VLLM_EC_MOONCAKE_BOOTSTRAP_PORT to be a port number, got "${raw}"`);
+  const { dpRank = 0, tpRank = 0, tpSize = 1 } = rank;
+  for (const [name, v] of [['dpRank', dpRank], ['tpRank', tpRank], ['tpSize', tpSize]] as const) {
+    if (!Number.isInteger(v) || v < (name === 'tpSize' ? 1 : 0)) throw new TransferError('INVALID_ARGUMENT', `Expected rank.${name} to be an integer ≥ ${name === 'tpSize' ? 1 : 0}, got ${v}`);
+  }
+  const base = Number(raw);
+  const port = base + dpRank * tpSize + tpRank;
+  if (!/^\d+$/.test(raw) || base < 1 || port > 65535) throw new TransferError('INVALID_CONFIG', `Expected VLLM_EC_MOONCAKE_BOOTSTRAP_PORT to be a port number (with this rank's offset ${port - base} at most 65535), got "${raw}"`);
   return port;
+}
+
+function portOf(segment: string): number {
+  return Number(segment.slice(segment.lastIndexOf(':') + 1));
 }
 
 /**
@@ -33,15 +50,27 @@ function portFromEnv(): number | undefined {
  */
 export class ECPoolProducer implements ECProducer {
   private readonly unhandle: () => void;
+  /** Pulls being served: close waits for them, so the pool is freed only once no transfer reads it. */
+  private readonly serving = new Set<Promise<PullReply>>();
   pulls = 0;
 
   private constructor(readonly engine: TransferEngine, readonly pool: TransferPool) {
-    this.unhandle = handleMessage(engine, EC_PULL, PullSchema, (m) => this.onPull(m));
+    this.unhandle = handleMessage(engine, EC_PULL, PullSchema, (m) => {
+      const served = this.onPull(m);
+      this.serving.add(served);
+      void served.finally(() => this.serving.delete(served)).catch(() => undefined);
+      return served;
+    });
   }
 
   static async create(options: ECProducerOptions = {}): Promise<ECPoolProducer> {
-    const port = options.port ?? portFromEnv();
-    const engine = await engineFor(options, port !== undefined ? { metadata: { port } } : {});
+    const port = options.port ?? options.bootstrapPort ?? portFromEnv(options.rank);
+    const engine = await engineFor(options, port !== undefined && !options.engine ? { metadata: { port } } : {});
+    // A given (or already shared) engine listens where it listens: a different port asked
+    // for would be silently ignored, and consumers sent to it would find nobody.
+    if (port !== undefined && port !== 0 && portOf(engine.segmentName) !== port) {
+      throw new TransferError('ENGINE_CONFIG_MISMATCH', `the EC producer should listen on port ${port} (${options.port ?? options.bootstrapPort ? 'option' : 'VLLM_EC_MOONCAKE_BOOTSTRAP_PORT'}), but its engine's control endpoint is ${engine.segmentName}; start the engine with metadata.port ${port} (TE_HANDSHAKE_PORT) or drop the port`);
+    }
     const pool = await TransferPool.create(engine, options.poolBytes ?? 256 << 20, options.poolDevice ?? 'cpu');
     return new ECPoolProducer(engine, pool);
   }
@@ -49,8 +78,7 @@ export class ECPoolProducer implements ECProducer {
   /** Where consumers reach this producer: its engine's control endpoint. */
   get endpoint(): { host: string; port: number } {
     const name = this.engine.segmentName;
-    const i = name.lastIndexOf(':');
-    return { host: name.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(name.slice(i + 1)) };
+    return { host: name.slice(0, name.lastIndexOf(':')).replace(/^\[|\]$/g, ''), port: portOf(name) };
   }
 
   async save(mmHash: string, embedding: ArrayBufferView, meta: { dtype?: string; shape?: number[] } = {}): Promise<ECItemParams> {
@@ -127,8 +155,10 @@ export class ECPoolProducer implements ECProducer {
     }
   }
 
+  /** Stops serving pulls, waits for those in flight (each ends by its transfer deadline), then frees the pool. */
   async close(): Promise<void> {
     this.unhandle();
+    await Promise.allSettled([...this.serving]);
     await this.pool.close();
   }
 }

@@ -1,4 +1,4 @@
-import { TransferError, type AllocatedHandle, type DeviceName, type TransferEngine } from '@te/connector';
+import { TransferError, isTransferError, type AllocatedHandle, type DeviceName, type TransferEngine } from '@te/connector';
 import { PoolAllocator, type PoolItem } from './pool-allocator.js';
 
 /**
@@ -19,7 +19,16 @@ export class TransferPool {
   }
 
   static async create(engine: TransferEngine, bytes: number, device: DeviceName = 'cpu'): Promise<TransferPool> {
-    const memory = await engine.allocateMemory(bytes, { device });
+    if (!Number.isSafeInteger(bytes) || bytes < 64) throw new TransferError('INVALID_ARGUMENT', `Expected the EC transfer pool size to be an integer of at least 64 bytes, got ${bytes}`);
+    let memory: AllocatedHandle;
+    try {
+      memory = await engine.allocateMemory(bytes, { device });
+    } catch (e) {
+      // Keep the engine's code (NO_DEVICE without a GPU, MEMORY_KIND_UNSUPPORTED without a
+      // transport that allocates device memory), and say what was being allocated.
+      if (!isTransferError(e)) throw e;
+      throw new TransferError(e.code, `the EC transfer pool (${bytes} bytes on ${String(device)}) could not be allocated: ${e.message}`, { cause: e });
+    }
     if (device === 'cpu' && !memory.buffer) throw new TransferError('INTERNAL', 'the engine returned host pool memory without a view');
     return new TransferPool(engine, memory);
   }
