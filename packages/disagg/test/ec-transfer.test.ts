@@ -61,8 +61,8 @@ test('eviction never frees an item while it is being written to a stalled consum
   const ranks: RankProcess[] = [];
   try {
     const big = 256 * MiB;
-    const [p, c] = await Promise.all([spawnEC({ role: 'producer', poolBytes: big + 64 * MiB }), spawnEC({ role: 'consumer', destBytes: big, loadTimeoutMs: 30_000 })]);
-    ranks.push(p, c);
+    const [p, c, c2] = await Promise.all([spawnEC({ role: 'producer', poolBytes: big + 64 * MiB, maxPulls: 1 }), spawnEC({ role: 'consumer', destBytes: big, loadTimeoutMs: 30_000 }), spawnEC({ role: 'consumer', destBytes: big })]);
+    ranks.push(p, c, c2);
     const params = { a: (await p.call('save', { hash: 'a', length: big })).params };
     // The consumer asks for `a` and stops itself once the first bytes landed: the producer's
     // write of 256 MiB is then stuck in flight, with `a` pinned.
@@ -73,6 +73,11 @@ test('eviction never frees an item while it is being written to a stalled consum
     const b = await p.call('save', { hash: 'b', length: big }); // needs a's range
     assert.is(b.code, 'POOL_EXHAUSTED', `save while 'a' is read: ${b.message ?? 'succeeded'}`);
     assert.is((await p.call('stats')).evictions, 0);
+    // The producer serves one pull at a time here: another consumer is refused at once (bounded), not queued.
+    const t = Date.now();
+    const refused = await c2.call('load', { params }, 20_000);
+    assert.equal(refused.failed, [{ hash: 'a', code: 'POOL_EXHAUSTED' }]);
+    assert.ok(Date.now() - t < 4_000, `refused in ${Date.now() - t} ms`);
     c.child.kill('SIGCONT');
     const r = await loading;
     assert.is(r.stopped, 'mid-write');
@@ -82,6 +87,8 @@ test('eviction never frees an item while it is being written to a stalled consum
     const b2 = await p.call('save', { hash: 'b', length: big });
     assert.ok(b2.params, b2.message);
     assert.is((await p.call('stats')).evictions, 1);
+    const small = (await p.call('save', { hash: 'c', length: MiB })).params;
+    assert.equal((await c2.call('load', { params: { c: small } })).loaded, ['c'], 'the pull slot was freed');
   } finally {
     await closeAll(ranks);
   }

@@ -52,6 +52,7 @@ export interface ECSpec {
   poolBytes?: number;
   destBytes?: number;
   loadTimeoutMs?: number;
+  maxPulls?: number;
   env?: NodeJS.ProcessEnv;
 }
 

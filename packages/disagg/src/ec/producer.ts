@@ -20,6 +20,8 @@ export interface ECProducerOptions {
    */
   port?: number;
   bootstrapPort?: number;
+  /** Pulls served at once (default 256); one more is refused with POOL_EXHAUSTED (the consumer encodes locally). */
+  maxPulls?: number;
   /** vLLM's rank offset on VLLM_EC_MOONCAKE_BOOTSTRAP_PORT: `+ dpRank · tpSize + tpRank`. */
   rank?: { dpRank?: number; tpRank?: number; tpSize?: number };
 }
@@ -54,8 +56,10 @@ export class ECPoolProducer implements ECProducer {
   private readonly serving = new Set<Promise<PullReply>>();
   pulls = 0;
 
-  private constructor(readonly engine: TransferEngine, readonly pool: TransferPool) {
+  private constructor(readonly engine: TransferEngine, readonly pool: TransferPool, readonly maxPulls: number) {
     this.unhandle = handleMessage(engine, EC_PULL, PullSchema, (m) => {
+      // Bounded: every pull pins items and holds a batch; past the cap the consumer is told at once.
+      if (this.serving.size >= this.maxPulls) throw new TransferError('POOL_EXHAUSTED', `the EC producer is serving ${this.serving.size} pulls (its limit); encode locally or retry`);
       const served = this.onPull(m);
       this.serving.add(served);
       void served.finally(() => this.serving.delete(served)).catch(() => undefined);
@@ -71,8 +75,10 @@ export class ECPoolProducer implements ECProducer {
     if (port !== undefined && port !== 0 && portOf(engine.segmentName) !== port) {
       throw new TransferError('ENGINE_CONFIG_MISMATCH', `the EC producer should listen on port ${port} (${options.port ?? options.bootstrapPort ? 'option' : 'VLLM_EC_MOONCAKE_BOOTSTRAP_PORT'}), but its engine's control endpoint is ${engine.segmentName}; start the engine with metadata.port ${port} (TE_HANDSHAKE_PORT) or drop the port`);
     }
+    const maxPulls = options.maxPulls ?? 256;
+    if (!Number.isInteger(maxPulls) || maxPulls < 1) throw new TransferError('INVALID_ARGUMENT', `Expected maxPulls to be an integer ≥ 1, got ${maxPulls}`);
     const pool = await TransferPool.create(engine, options.poolBytes ?? 256 << 20, options.poolDevice ?? 'cpu');
-    return new ECPoolProducer(engine, pool);
+    return new ECPoolProducer(engine, pool, maxPulls);
   }
 
   /** Where consumers reach this producer: its engine's control endpoint. */
