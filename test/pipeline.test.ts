@@ -53,6 +53,14 @@ test('a request whose images the encoder fails on is answered with an error; the
   assert.ok(report.rows.filter((r: any) => r.id !== 2).every((r: any) => r.verified));
 });
 
+test('te demo --module-path runs every worker on the plugin loaded from that path (this one is in-process: each request fails with its typed error, exit 1)', () => {
+  const { status, report } = demo([...SMALL, '--requests', '2', '--module-path', './test/fixtures/third-party-plugin']);
+  assert.is(status, 1);
+  assert.is(report.connector, 'example-memcpy');
+  assert.is(report.passed, false);
+  for (const r of report.rows) assert.match(r.error, /\[example-memcpy\] no peer 127\.0\.0\.1:\d+/);
+});
+
 test('one corrupted KV byte fails verification and the exit code', () => {
   const { status, report } = demo([...SMALL, '--requests', '2'], { TE_DEMO_FAULT: 'corrupt-kv' });
   assert.is(status, 1);

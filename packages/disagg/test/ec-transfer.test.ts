@@ -94,7 +94,7 @@ test('eviction never frees an item while it is being written to a stalled consum
   }
 });
 
-test('a load given up at its timeout keeps its late answer out of the next load', async () => {
+test('a load given up at its timeout keeps its late answer out of the next load; close waits for the abandoned pull', async () => {
   const ranks: RankProcess[] = [];
   try {
     const [p, c] = await Promise.all([spawnEC({ role: 'producer', poolBytes: 96 * MiB }), spawnEC({ role: 'consumer', destBytes: 64 * MiB })]);
@@ -102,9 +102,10 @@ test('a load given up at its timeout keeps its late answer out of the next load'
     const params = { x: (await p.call('save', { hash: 'x', length: 64 * MiB })).params };
     // 64 MiB cannot be pulled within 1 ms: the first load reports x failed (TIMEOUT); its
     // answer arrives later, and the second load (nothing started) must not report it.
-    const r = await c.call('load', { params, waitTimeoutMs: 1, againAfterMs: 2_000 }, 30_000);
+    const r = await c.call('load', { params, waitTimeoutMs: 1, closeAfter: true, againAfterMs: 2_000 }, 30_000);
     assert.equal(r.loaded, []);
     assert.equal(r.failed, [{ hash: 'x', code: 'TIMEOUT' }]);
+    assert.is(r.landedAtClose, true, 'close waited for the abandoned pull: its destination is no longer being written');
     assert.is((await p.call('stats')).pulls, 1, 'the pull did reach the producer');
     assert.equal(r.again, { loaded: [], failed: [] });
   } finally {

@@ -29,10 +29,11 @@ export async function startPrefill(engine: TransferEngine, m: ModelSpec, pages: 
       const slot = freeSlots.shift();
       if (slot === undefined) throw new TransferError('POOL_EXHAUSTED', 'no free aux slot');
       const keys: string[] = [];
+      let consumer: Awaited<ReturnType<typeof createECConsumer>> | undefined;
       try {
         // Encoder cache: pull what the encoder has, encode locally what failed.
         const t0 = performance.now();
-        const consumer = await createECConsumer({ engine, loadTimeoutMs: 10_000 });
+        consumer = await createECConsumer({ engine, loadTimeoutMs: 10_000 });
         const where = new Map<string, number>();
         consumer.startLoad(body.ec_transfer_params ?? {}, (hash, length) => {
           const key = `${r.id}/${hash}`;
@@ -80,6 +81,9 @@ export async function startPrefill(engine: TransferEngine, m: ModelSpec, pages: 
         if (result!.status !== KVStatus.Success) throw result!.error ?? new TransferError('TRANSFER_FAILED', `room ${body.bootstrap_room} failed`);
         return { first_token: token, ecMs, prefillMs, kvTailMs: tailMs, ecLoaded: loaded.loaded.length, ecFailed: loaded.failed.length };
       } finally {
+        // A pull given up at its timeout may still be writing its destination: reuse the
+        // encoder-cache range only once every pull of this request has been answered.
+        await consumer?.close();
         for (const k of keys) ecCache.release(k);
         pageAlloc.release(reqPages);
         freeSlots.push(slot);
