@@ -25,6 +25,17 @@ test('allocator: first fit, oldest unpinned evicted first, neighbours coalesce',
   assert.is(a.count, 2);
 });
 
+test('allocator: eviction takes the least recently used first (a touched item is kept)', () => {
+  for (const [touched, want] of [[[], ['x']], [['x'], ['y']], [['x', 'y'], ['z']], [['y', 'x', 'z'], ['y']]] as const) {
+    const evicted: string[] = [];
+    const a = new PoolAllocator(960, (it) => evicted.push(it.key));
+    for (const k of ['x', 'y', 'z']) a.allocate(k, 320);
+    for (const k of touched) a.touch(k);
+    a.allocate('w', 320);
+    assert.equal(evicted, want, `touched ${touched.join(',') || 'none'}`);
+  }
+});
+
 test('allocator: pinned items are never evicted; nothing evictable → POOL_EXHAUSTED at once', () => {
   const a = new PoolAllocator(1024);
   for (const k of ['a', 'b', 'c']) a.allocate(k, 300).pins = 1;

@@ -12,8 +12,8 @@ export interface PoolItem {
 }
 
 /**
- * A bounded first-fit allocator over one region, with eviction of the oldest unpinned
- * items when nothing fits. Every `allocate` ends after at most one eviction per item:
+ * A bounded first-fit allocator over one region, with eviction of the least recently used
+ * unpinned items when nothing fits. Every `allocate` ends after at most one eviction per item:
  * it never loops, and never evicts an item a transfer is reading.
  *
  * First-fit with coalescing rather than a ring: items of very different sizes (an image
@@ -23,7 +23,7 @@ export interface PoolItem {
 export class PoolAllocator {
   /** Free ranges, sorted by offset, never adjacent (coalesced). */
   private readonly free: { offset: number; length: number }[];
-  /** Items in insertion order: the first is the oldest. */
+  /** Items in order of last use (allocation or `touch`): the first is the least recently used. */
   private readonly items = new Map<string, PoolItem>();
 
   constructor(readonly size: number, private readonly onEvict: (item: PoolItem) => void = () => undefined) {
@@ -33,6 +33,14 @@ export class PoolAllocator {
 
   get(key: string): PoolItem | undefined {
     return this.items.get(key);
+  }
+
+  /** Marks an item used now (saved again, or handed to a consumer): it is evicted after older ones. */
+  touch(key: string): void {
+    const item = this.items.get(key);
+    if (!item) return;
+    this.items.delete(key);
+    this.items.set(key, item);
   }
 
   get count(): number {

@@ -110,11 +110,14 @@ export class ECPoolProducer implements ECProducer {
     return p;
   }
 
+  /** Params of saved items; handing them out counts as a use (a consumer is about to pull them). */
   transferParams(mmHashes: readonly string[]): ECTransferParams {
     const out: ECTransferParams = {};
     for (const h of mmHashes) {
       const p = this.paramsOf(h);
-      if (p) out[h] = p;
+      if (!p) continue;
+      this.pool.touch(h);
+      out[h] = p;
     }
     return out;
   }

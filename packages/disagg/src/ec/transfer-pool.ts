@@ -4,7 +4,7 @@ import { PoolAllocator, type PoolItem } from './pool-allocator.js';
 /**
  * Registered memory the producer stores items in, keyed by content hash: allocated and
  * registered once through the engine (so every transport can read from it), bounded,
- * evicting the oldest items no transfer is reading.
+ * evicting the least recently used items no transfer is reading.
  */
 export class TransferPool {
   private readonly allocator: PoolAllocator;
@@ -48,13 +48,21 @@ export class TransferPool {
   /** Stores bytes under `key` (evicting as needed); an existing key is kept as is (same content, same hash). */
   store(key: string, bytes: ArrayBufferView, meta: { dtype?: string; shape?: number[] } = {}): PoolItem {
     const existing = this.allocator.get(key);
-    if (existing) return existing;
+    if (existing) {
+      this.allocator.touch(key);
+      return existing;
+    }
     const view = this.memory.buffer;
     if (!view) throw new TransferError('MEMORY_KIND_UNSUPPORTED', `the transfer pool is on ${this.memory.device}: store device embeddings through a CUDA copy into pool memory`);
     const item = this.allocator.allocate(key, bytes.byteLength);
     view.set(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength), item.offset);
     this.meta.set(key, meta);
     return item;
+  }
+
+  /** Marks an item used now: eviction takes least recently used items first. */
+  touch(key: string): void {
+    this.allocator.touch(key);
   }
 
   metaOf(key: string): { dtype?: string; shape?: number[] } | undefined {
