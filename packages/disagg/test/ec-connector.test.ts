@@ -1,4 +1,5 @@
 import { test } from 'uvu';
+import { getEventListeners } from 'node:events';
 import * as assert from 'uvu/assert';
 import { closeTransferEngine, createTransferEngine, isTransferError, type TransferEngine } from '@te/connector';
 import { createECConsumer, createECProducer, ECConnectorScheduler, ECConnectorWorker, type ECRequestView } from '../src/index.js';
@@ -153,6 +154,35 @@ test('vLLM flow: saveCaches → requestFinished params → proxy (JSON) → hasC
     assert.equal([...finished.failed.keys()], ['h3']);
     assert.is((finished.failed.get('h3') as { code?: string }).code, 'PEER_NOT_FOUND');
     assert.is(cWorker.getFinished().recving.size, 0, 'reported once');
+    await consumer.close();
+    await producer.close();
+  } finally {
+    for (const e of engines) await e.close();
+  }
+});
+
+test('waitForLoad with a signal: aborted → the items still out fail ABORTED at once; a long-lived signal keeps no listener per load', async () => {
+  const engines: TransferEngine[] = [await createTransferEngine(TCP_CONFIG), await createTransferEngine(TCP_CONFIG)];
+  const [pe, ce] = engines as [TransferEngine, TransferEngine];
+  try {
+    const producer = await createECProducer({ engine: pe, poolBytes: 80 << 20 });
+    const params = { big: await producer.save('big', embedding('big', 64 << 20)), small: await producer.save('small', embedding('small', 4096)) };
+    const dest = await ce.allocateMemory(64 << 20);
+    const consumer = await createECConsumer({ engine: ce, loadTimeoutMs: 10_000 });
+    const lasting = new AbortController();
+    for (let i = 0; i < 3; i++) {
+      consumer.startLoad({ small: params.small }, () => ({ addr: dest.addr }));
+      assert.equal((await consumer.waitForLoad({ signal: lasting.signal })).loaded, ['small']);
+    }
+    assert.is(getEventListeners(lasting.signal, 'abort').length, 0);
+    const abort = new AbortController();
+    consumer.startLoad({ big: params.big }, () => ({ addr: dest.addr }));
+    const started = Date.now();
+    setTimeout(() => abort.abort(), 1);
+    const r = await consumer.waitForLoad({ signal: abort.signal });
+    assert.equal(r.loaded, []);
+    assert.equal(r.failed.map((f) => [f.mmHash, (f.error as { code?: string }).code]), [['big', 'ABORTED']]);
+    assert.ok(Date.now() - started < 1_000, `${Date.now() - started} ms`);
     await consumer.close();
     await producer.close();
   } finally {

@@ -102,13 +102,15 @@ export class ECPullConsumer implements ECConsumer {
     const timeoutMs = options.timeoutMs ?? this.loadTimeoutMs + 5_000;
     const outcomes: (ECLoadResult | undefined)[] = pending.map(() => undefined);
     let timer: NodeJS.Timeout | undefined;
+    let onAbort: (() => void) | undefined;
     const signal = options.signal;
     const outcome = await Promise.race([
       Promise.all(pending.map((p, i) => p.done.then((o) => (outcomes[i] = o)))).then(() => 'done' as const),
       new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), timeoutMs))),
-      ...(signal ? [new Promise<'aborted'>((r) => (signal.aborted ? r('aborted') : signal.addEventListener('abort', () => r('aborted'), { once: true })))] : []),
+      ...(signal ? [new Promise<'aborted'>((r) => (signal.aborted ? r('aborted') : signal.addEventListener('abort', (onAbort = () => r('aborted')), { once: true })))] : []),
     ]);
     clearTimeout(timer);
+    if (onAbort) signal!.removeEventListener('abort', onAbort); // a long-lived signal keeps no listener per load
     pending.forEach((p, i) => {
       const o = outcomes[i];
       if (o) {
