@@ -52,10 +52,19 @@ export function embeddingBytes(m: ModelSpec): number {
 /** The encoder: one image's embedding (imageTokens × hidden bf16), from its content hash. */
 export function encode(m: ModelSpec, mmHash: string): Uint8Array {
   const out = new Uint8Array(embeddingBytes(m));
-  const w = new Uint32Array(out.buffer);
+  // Whole words where they fit, then the odd tail bytes (any --hidden × --image-tokens).
+  const w = new Uint32Array(out.buffer, 0, out.byteLength >>> 2);
   const seed = Number.parseInt(mmHash.slice(0, 8), 16) >>> 0;
   for (let i = 0; i < w.length; i++) w[i] = Math.imul(i + 1, 2654435761) ^ seed;
+  for (let i = w.length * 4; i < out.length; i++) out[i] = (seed >>> ((i & 3) * 8)) ^ i;
   return out;
+}
+
+/** FNV-1a over every byte of one embedding row: any changed byte changes the row's token seed. */
+function rowDigest(bytes: Uint8Array): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < bytes.length; i++) h = Math.imul(h ^ bytes[i]!, 16777619);
+  return h >>> 0;
 }
 
 export function tokenCount(m: ModelSpec, r: ChatRequest): number {
@@ -63,8 +72,9 @@ export function tokenCount(m: ModelSpec, r: ChatRequest): number {
 }
 
 /**
- * The seed of every token: text tokens from the text, image tokens from their embedding
- * rows, so the KV depends on the embeddings the prefill actually used.
+ * The seed of every token: text tokens from the text, image tokens from every byte of
+ * their embedding rows, so the KV depends on the embeddings the prefill actually used and
+ * the decode's check of the KV also checks every embedding byte the EC transfer moved.
  */
 export function tokenSeeds(m: ModelSpec, r: ChatRequest, embeddings: Map<string, Uint8Array>): Uint32Array {
   const seeds = new Uint32Array(tokenCount(m, r));
@@ -73,9 +83,8 @@ export function tokenSeeds(m: ModelSpec, r: ChatRequest, embeddings: Map<string,
   r.images.forEach((url, k) => {
     const e = embeddings.get(mmHashOf(url));
     if (!e) throw new Error(`no embedding for image ${k} of ${r.id}`);
-    const rows = new Uint32Array(e.buffer, e.byteOffset, e.byteLength >>> 2);
-    const perRow = (m.hidden * 2) >>> 2;
-    for (let j = 0; j < m.imageTokens; j++) seeds[m.tokens + k * m.imageTokens + j] = (rows[j * perRow]! ^ rows[j * perRow + perRow - 1]! ^ k) >>> 0;
+    const row = m.hidden * 2;
+    for (let j = 0; j < m.imageTokens; j++) seeds[m.tokens + k * m.imageTokens + j] = (rowDigest(e.subarray(j * row, (j + 1) * row)) ^ k) >>> 0;
   });
   return seeds;
 }

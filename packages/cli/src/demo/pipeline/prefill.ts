@@ -46,6 +46,9 @@ export async function startPrefill(engine: TransferEngine, m: ModelSpec, pages: 
         const ecMs = performance.now() - t0;
         const embeddings = new Map<string, Uint8Array>();
         for (const h of loaded.loaded) embeddings.set(h, ecMem.buffer!.subarray(where.get(h)!, where.get(h)! + embeddingBytes(m)));
+        // Fault injection for the pipeline's own tests: one wrong byte in the middle of a
+        // pulled embedding's middle row must fail the decode's verification.
+        if (process.env.TE_DEMO_FAULT === 'corrupt-embedding' && loaded.loaded.length > 0) embeddings.get(loaded.loaded[0]!)![Math.floor(m.imageTokens / 2) * m.hidden * 2 + m.hidden] ^= 0x01;
         for (const url of r.images) {
           const h = mmHashOf(url);
           if (embeddings.has(h)) continue;
