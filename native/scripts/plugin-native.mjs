@@ -5,6 +5,8 @@
 //   vendor  before `npm pack`: copy the shared C++ core, and the layers the plugin lists in
 //           package.json "teNative.layers" (e.g. ["fabric"], ["cuda"]), into native/te-core
 //           and native/te-<layer>, so the packed plugin builds on its own
+//   unvendor after `npm pack` in the repository: remove those copies again, so later builds
+//           compile the repository's native/ and not a stale snapshot of it
 import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -39,10 +41,19 @@ function vendor() {
   for (const layer of pkg.teNative?.layers ?? []) copy(join(coreRoot, layer), join(pluginRoot, 'native', `te-${layer}`), ['CMakeLists.txt', 'include', 'src']);
 }
 
+function unvendor() {
+  // Only in the repository (its native/ beside plugins/): a published plugin keeps its copy.
+  if (!existsSync(join(pluginRoot, '..', '..', 'native', 'scripts', 'plugin-native.mjs'))) return;
+  for (const name of ['te-core', ...(pkg.teNative?.layers ?? []).map((l) => `te-${l}`)]) {
+    rmSync(join(pluginRoot, 'native', name), { recursive: true, force: true });
+  }
+}
+
 const command = process.argv[2];
 if (command === 'build') build();
 else if (command === 'vendor') vendor();
+else if (command === 'unvendor') unvendor();
 else {
-  console.error(`usage: node scripts/native.mjs build|vendor (got ${JSON.stringify(command)})`);
+  console.error(`usage: node scripts/native.mjs build|vendor|unvendor (got ${JSON.stringify(command)})`);
   process.exit(2);
 }

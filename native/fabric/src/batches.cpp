@@ -1,0 +1,228 @@
+// A batch's life on the rail threads: validation of every request against the peer's
+// published table, slicing over the rails, completion (with the notification sent after
+// the data), and cancellation past the grace period.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "impl.h"
+
+namespace te::fabric {
+
+wire::Header Transport::Impl::header(int rail, uint8_t type, uint64_t target_epoch) const {
+  wire::Header h;
+  h.type = type;
+  h.rail = static_cast<uint16_t>(rail);
+  h.sender_epoch = opt.epoch;
+  h.target_epoch = target_epoch;
+  h.sender_addr = rails[static_cast<size_t>(rail)]->pub.addr;
+  return h;
+}
+
+void Transport::Impl::send_ctrl(int rail, const std::shared_ptr<Peer>& peer, fi_addr_t dest, wire::Header h,
+                                const std::vector<uint8_t>& body, std::shared_ptr<Batch> batch) {
+  CtrlMsg m;
+  m.peer = peer;
+  m.dest = dest;
+  wire::put_header(m.bytes, h);
+  m.bytes.insert(m.bytes.end(), body.begin(), body.end());
+  m.batch = std::move(batch);
+  m.deadline = now_ms() + std::max(opt.connect_timeout_ms, 1000);
+  rails[static_cast<size_t>(rail)]->push_ctrl(std::move(m));
+}
+
+void* Transport::Impl::local_desc(int rail, uint64_t addr) {
+  std::shared_lock<std::shared_mutex> l(mr_mu);
+  auto it = mrs.upper_bound(addr);
+  if (it == mrs.begin()) return nullptr;
+  --it;
+  if (addr - it->second.addr >= it->second.len) return nullptr;
+  fid_mr* mr = it->second.mrs[static_cast<size_t>(rail)];
+  return mr ? fi_mr_desc(mr) : nullptr;
+}
+
+void Transport::Impl::finish_slice(const std::shared_ptr<Batch>& b, uint32_t req, int32_t status, const std::string& msg) {
+  if (status != TE_OK) {
+    int32_t zero = 0;
+    b->statuses[req].compare_exchange_strong(zero, status);
+    if (!msg.empty()) b->fail_message(msg);
+  }
+  b->req_left[req].fetch_sub(1);
+  if (b->slices_left.fetch_sub(1) == 1) data_done(b);
+}
+
+void Transport::Impl::data_done(const std::shared_ptr<Batch>& b) {
+  bool ok = b->cancel_status.load() == 0;
+  for (size_t i = 0; ok && i < b->n; ++i) ok = b->statuses[i].load() == 0;
+  if (b->has_notify && ok && !b->done.load()) {
+    auto p = b->peer;
+    if (p->state.load() >= 2) {
+      b->batch_status.store(TE_CONNECTION_LOST);
+      b->fail_message("notification not sent: connection to \"" + p->name + "\" lost");
+      complete(b);
+      return;
+    }
+    wire::Header h = header(0, wire::NOTIFY, p->epoch);
+    std::vector<uint8_t> body;
+    wire::put_u16(body, static_cast<uint16_t>(opt.segment_name.size()));
+    wire::put_bytes(body, opt.segment_name.data(), opt.segment_name.size());
+    wire::put_u32(body, static_cast<uint32_t>(b->notify.size()));
+    wire::put_bytes(body, b->notify.data(), b->notify.size());
+    send_ctrl(0, p, p->dest[0], h, body, b);
+    return;
+  }
+  complete(b);
+}
+
+void Transport::Impl::complete(const std::shared_ptr<Batch>& b) {
+  if (b->done.exchange(true)) return;
+  auto out = std::make_unique<BatchOutcome>();
+  int32_t cancel = b->cancel_status.load();
+  out->statuses.resize(b->n);
+  for (size_t i = 0; i < b->n; ++i) {
+    int32_t st = b->statuses[i].load();
+    if (st == 0 && (b->req_left[i].load() > 0 || (cancel && !b->dispatched.load()))) st = cancel ? cancel : TE_ABORTED;
+    out->statuses[i] = st;
+    if (st == 0) out->bytes += b->lengths[i];
+  }
+  out->status = cancel ? cancel : b->batch_status.load();
+  {
+    std::lock_guard<std::mutex> l(b->err_mu);
+    out->message = b->error;
+  }
+  {
+    std::lock_guard<std::mutex> l(batches_mu);
+    batches.erase(b->id);
+    outcomes[b->id] = std::move(out);
+  }
+  Event e;
+  e.kind = Event::BATCH;
+  e.id = b->id;
+  sink(std::move(e));
+}
+
+// Validates every request (local: registered here; remote: inside a region the peer
+// published), then cuts the valid ones into slices striped over the rails.
+void Transport::Impl::dispatch(const std::shared_ptr<Batch>& b, bool allow_refresh) {
+  auto& p = b->peer;
+  std::vector<std::vector<Slice>> per_rail(rails.size());
+  std::vector<int32_t> st(b->n, 0);
+  std::vector<const RemoteRegion*> reg(b->n, nullptr);
+  {
+    std::unique_lock<std::mutex> l(p->mu);
+    bool miss = false;
+    for (size_t i = 0; i < b->n; ++i) {
+      uint64_t ra = b->remote[i], len = b->lengths[i];
+      if (len == 0) continue;
+      if (range_overflows(ra, len)) {
+        st[i] = TE_ADDRESS_OUT_OF_RANGE;
+        continue;
+      }
+      auto it = p->regions.upper_bound(ra);
+      if (it != p->regions.begin()) {
+        --it;
+        const RemoteRegion& r = it->second;
+        if (ra - r.addr < r.length) {
+          if (range_within(r.addr, r.length, ra, len)) reg[i] = &r;
+          else st[i] = TE_ADDRESS_OUT_OF_RANGE;
+          continue;
+        }
+      }
+      st[i] = TE_MEMORY_NOT_REGISTERED;
+      miss = true;
+    }
+    if (miss && allow_refresh) {
+      // The cached table may predate a registration: ask the peer for its table once.
+      p->parked.push_back(b);
+      bool send = !p->table_pending;
+      p->table_pending = true;
+      l.unlock();
+      if (send) request_table(p);
+      return;
+    }
+    uint64_t total = 0;
+    size_t nr = rails.size();
+    for (size_t i = 0; i < b->n; ++i) {
+      uint64_t len = b->lengths[i];
+      if (st[i] == 0 && len) {
+        Status ls = registry.check(b->local[i], len, false);
+        if (ls != TE_OK) st[i] = ls;
+      }
+      if (st[i] != 0) {
+        b->statuses[i].store(st[i]);
+        continue;
+      }
+      if (len == 0) continue;
+      const RemoteRegion& r = *reg[i];
+      uint64_t off = 0;
+      uint32_t count = 0;
+      while (off < len) {
+        uint64_t sl = std::min<uint64_t>(opt.slice_size, len - off);
+        size_t rail = static_cast<size_t>(p->rr.fetch_add(1) % nr);
+        int prail = p->peer_rail[rail];
+        bool virt = p->address.virt_addr[static_cast<size_t>(prail)];
+        Slice s;
+        s.batch = b;
+        s.req = static_cast<uint32_t>(i);
+        s.local = b->local[i] + off;
+        s.len = sl;
+        uint64_t ra = b->remote[i] + off;
+        s.raddr = virt ? ra : ra - r.base;
+        s.key = r.keys[static_cast<size_t>(prail) < r.keys.size() ? static_cast<size_t>(prail) : 0];
+        s.write = b->ops[i] == 1;
+        per_rail[rail].push_back(std::move(s));
+        off += sl;
+        ++count;
+      }
+      b->req_left[i].store(count);
+      total += count;
+    }
+    b->slices_left.store(static_cast<int64_t>(total) + 1);  // +1 released below
+    b->dispatched.store(true);
+  }
+  for (size_t r = 0; r < rails.size(); ++r)
+    if (!per_rail[r].empty()) rails[r]->push_slices(std::move(per_rail[r]));
+  if (b->slices_left.fetch_sub(1) == 1) data_done(b);
+}
+
+void Transport::Impl::housekeeping() {
+  int64_t t = now_ms();
+  // Requests without an answer.
+  std::vector<std::pair<uint64_t, Pending>> expired;
+  {
+    std::lock_guard<std::mutex> l(pending_mu);
+    for (auto it = pending.begin(); it != pending.end();) {
+      if (t > it->second.deadline) {
+        expired.emplace_back(it->first, it->second);
+        it = pending.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto& [id, pd] : expired) {
+      if (getenv("TE_FABRIC_DEBUG")) fprintf(stderr, "[te_fabric %s] request %llu expired\n", opt.segment_name.c_str(), (unsigned long long)id);
+      std::string why = "no answer from \"" + pd.peer->name + "\" on rail " + std::to_string(pd.rail) + " (" +
+                        rails[static_cast<size_t>(pd.rail)]->pub.provider + ") within " + std::to_string(opt.connect_timeout_ms) + " ms";
+      fail_pending(id, pd, TE_PEER_UNREACHABLE, why);
+    }
+  }
+  // Cancelled batches whose in-flight operations did not finish within the grace period.
+  std::vector<std::shared_ptr<Batch>> force;
+  {
+    std::lock_guard<std::mutex> l(batches_mu);
+    for (auto it = cancelled.begin(); it != cancelled.end();) {
+      if ((*it)->done.load()) {
+        it = cancelled.erase(it);
+      } else if (t - (*it)->cancel_at >= opt.cancel_grace_ms) {
+        force.push_back(*it);
+        it = cancelled.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& b : force) complete(b);
+}
+
+}  // namespace te::fabric

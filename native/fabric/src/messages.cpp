@@ -1,0 +1,221 @@
+// Control messages received on a rail: hello and its answer, region tables, revocations,
+// notifications. Malformed or foreign messages are dropped.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "impl.h"
+
+namespace te::fabric {
+
+void Transport::Impl::on_message(Rail& r, const uint8_t* data, size_t len) {
+  wire::Header h;
+  size_t off = 0;
+  if (!wire::get_header(data, len, &h, &off)) return;  // not ours / malformed: dropped
+  if (getenv("TE_FABRIC_DEBUG")) fprintf(stderr, "[te_fabric %s] message type %d req %llu status %d\n", opt.segment_name.c_str(), h.type, (unsigned long long)h.req_id, h.status);
+  wire::Reader rd{data, len, off};
+  std::string err;
+  switch (h.type) {
+    case wire::HELLO: {
+      fi_addr_t from = r.address_of(h.sender_addr, &err);
+      if (from == FI_ADDR_NOTAVAIL) return;
+      bool ok = h.target_epoch == opt.epoch;
+      if (ok && r.index == 0) {
+        std::lock_guard<std::mutex> l(known_mu);
+        known[h.sender_addr] = h.sender_epoch;
+      }
+      wire::Header a = header(r.index, wire::HELLO_ACK, h.sender_epoch);
+      a.req_id = h.req_id;
+      a.status = ok ? TE_OK : TE_STALE_DESCRIPTOR;
+      send_ctrl(r.index, nullptr, from, a, {});
+      return;
+    }
+    case wire::HELLO_ACK: {
+      Pending pd;
+      {
+        std::lock_guard<std::mutex> l(pending_mu);
+        auto it = pending.find(h.req_id);
+        if (it == pending.end()) return;
+        pd = it->second;
+        pending.erase(it);
+        int64_t rtt = now_ms() - pd.sent;
+        if (pd.kind == Pending::CHECK) {
+          auto c = checks.find(pd.check_id);
+          if (c == checks.end()) return;
+          bool ok = h.status == TE_OK;
+          c->second.ok = c->second.ok && ok;
+          c->second.rails.push_back("{\"rail\":" + std::to_string(pd.rail) + ",\"ok\":" + (ok ? "true" : "false") +
+                                    ",\"rttMs\":" + std::to_string(rtt) + (ok ? "" : ",\"error\":\"segment restarted (epoch changed)\"") + "}");
+          if (--c->second.left == 0) {
+            Event e;
+            e.kind = Event::CHECK;
+            e.id = pd.check_id;
+            e.status = c->second.ok ? 0 : TE_STALE_DESCRIPTOR;
+            std::string rs;
+            for (auto& x : c->second.rails) rs += (rs.empty() ? "" : ",") + x;
+            e.text = std::string("{\"healthy\":") + (c->second.ok ? "true" : "false") + ",\"rails\":[" + rs + "]}";
+            checks.erase(c);
+            sink(std::move(e));
+          }
+          return;
+        }
+      }
+      if (pd.kind != Pending::HELLO) return;
+      auto& p = pd.peer;
+      if (h.status != TE_OK) {
+        fail_pending(h.req_id, pd, h.status,
+                     "segment \"" + p->name + "\" answered with epoch mismatch: the descriptor describes an earlier life of that segment (restarted)");
+        return;
+      }
+      bool all;
+      {
+        std::lock_guard<std::mutex> l(p->mu);
+        all = --p->hellos_left == 0;
+      }
+      if (all && p->state.load() == 0 && !p->open_reported.exchange(true)) {
+        p->state.store(1);
+        Event e;
+        e.kind = Event::OPEN;
+        e.id = p->id;
+        sink(std::move(e));
+      }
+      return;
+    }
+    case wire::TABLE_REQ: {
+      fi_addr_t from = r.address_of(h.sender_addr, &err);
+      if (from == FI_ADDR_NOTAVAIL) return;
+      std::vector<std::pair<uint64_t, Published>> table;
+      {
+        std::lock_guard<std::mutex> l(pub_mu);
+        table.assign(published.begin(), published.end());
+      }
+      size_t nkeys = rails.size();
+      size_t per = (wire::kMaxMessage - 1024) / (24 + 8 * nkeys);
+      size_t i = 0;
+      do {
+        std::vector<uint8_t> body;
+        size_t end = std::min(table.size(), i + per);
+        wire::put_u16(body, static_cast<uint16_t>(nkeys));
+        wire::put_u32(body, static_cast<uint32_t>(end - i));
+        for (; i < end; ++i) {
+          wire::put_u64(body, table[i].first);
+          wire::put_u64(body, table[i].second.len);
+          wire::put_u64(body, table[i].second.base);
+          for (size_t k = 0; k < nkeys; ++k) wire::put_u64(body, k < table[i].second.keys.size() ? table[i].second.keys[k] : 0);
+        }
+        wire::Header a = header(r.index, wire::TABLE, h.sender_epoch);
+        a.req_id = h.req_id;
+        a.status = h.target_epoch == opt.epoch ? TE_OK : TE_STALE_DESCRIPTOR;
+        a.flags = i >= table.size() ? wire::kLast : 0;
+        send_ctrl(r.index, nullptr, from, a, body);
+      } while (i < table.size());
+      return;
+    }
+    case wire::TABLE: {
+      Pending pd;
+      {
+        std::lock_guard<std::mutex> l(pending_mu);
+        auto it = pending.find(h.req_id);
+        if (it == pending.end() || it->second.kind != Pending::TABLE) return;
+        pd = it->second;
+        if (h.flags & wire::kLast) pending.erase(it);
+      }
+      auto& p = pd.peer;
+      if (h.status != TE_OK) {
+        // The peer answered for another life of itself (restarted): fail what waited for
+        // its table instead of trusting it.
+        std::vector<std::shared_ptr<Batch>> stale;
+        {
+          std::lock_guard<std::mutex> l(p->mu);
+          p->incoming.clear();
+          p->table_pending = false;
+          stale.swap(p->parked);
+        }
+        for (auto& b : stale) {
+          b->batch_status.store(h.status);
+          b->fail_message("peer \"" + p->name + "\" answered its region table with " + status_name(h.status) + " (it restarted; fetch its descriptor again)");
+          for (size_t i = 0; i < b->n; ++i) b->statuses[i].store(h.status);
+          complete(b);
+        }
+        if (!(h.flags & wire::kLast)) {
+          std::lock_guard<std::mutex> l(pending_mu);
+          pending.erase(h.req_id);
+        }
+        return;
+      }
+      uint16_t nkeys = rd.u16();
+      uint32_t count = rd.u32();
+      std::vector<std::shared_ptr<Batch>> parked;
+      {
+        std::lock_guard<std::mutex> l(p->mu);
+        for (uint32_t k = 0; k < count && rd.ok; ++k) {
+          RemoteRegion rr;
+          rr.addr = rd.u64();
+          rr.length = rd.u64();
+          rr.base = rd.u64();
+          for (uint16_t j = 0; j < nkeys; ++j) rr.keys.push_back(rd.u64());
+          if (rd.ok) p->incoming.push_back(std::move(rr));
+        }
+        if (!(h.flags & wire::kLast)) return;
+        p->regions.clear();
+        for (auto& x : p->incoming) p->regions[x.addr] = x;
+        p->incoming.clear();
+        p->table_pending = false;
+        parked.swap(p->parked);
+      }
+      for (auto& b : parked) dispatch(b, false);
+      return;
+    }
+    case wire::REVOKE: {
+      std::vector<std::shared_ptr<Peer>> ps;
+      {
+        std::lock_guard<std::mutex> l(peers_mu);
+        for (auto& [id, p] : peers)
+          if (p->epoch == h.sender_epoch) ps.push_back(p);
+      }
+      for (auto& p : ps) {
+        std::lock_guard<std::mutex> l(p->mu);
+        p->regions.erase(h.arg);
+      }
+      fi_addr_t from = r.address_of(h.sender_addr, &err);
+      if (from == FI_ADDR_NOTAVAIL) return;
+      wire::Header a = header(r.index, wire::REVOKE_ACK, h.sender_epoch);
+      a.req_id = h.req_id;
+      send_ctrl(r.index, nullptr, from, a, {});
+      return;
+    }
+    case wire::REVOKE_ACK: {
+      std::shared_ptr<RevokeWait> w;
+      {
+        std::lock_guard<std::mutex> l(pending_mu);
+        auto it = revokes.find(h.req_id);
+        if (it != revokes.end()) w = it->second;
+      }
+      if (w) {
+        std::lock_guard<std::mutex> l(w->mu);
+        --w->left;
+        w->cv.notify_all();
+      }
+      return;
+    }
+    case wire::NOTIFY: {
+      if (h.target_epoch != opt.epoch) return;
+      uint16_t nl = rd.u16();
+      std::string from = rd.str(nl);
+      uint32_t pl = rd.u32();
+      const uint8_t* payload = rd.bytes(pl);
+      if (!rd.ok) return;
+      Event e;
+      e.kind = Event::NOTIFY;
+      e.text = from;
+      e.payload.assign(payload, payload + pl);
+      sink(std::move(e));
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+}  // namespace te::fabric
