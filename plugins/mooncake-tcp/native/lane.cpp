@@ -138,9 +138,9 @@ void Lane::pump() {
 }
 
 void Lane::start_connect() {
-  int32_t sticky = peer_->sticky.load();
-  if (sticky != 0) {
-    fail(sticky, peer_->sticky_msg);
+  std::string sticky_msg;
+  if (int32_t sticky = peer_->sticky_failure(&sticky_msg)) {
+    fail(sticky, sticky_msg);
     return;
   }
   sockaddr_storage sa;
@@ -208,10 +208,7 @@ void Lane::reached_ready() {
 }
 
 void Lane::fail(int32_t status, const std::string& why, bool sticky) {
-  if (sticky && peer_->sticky.load() == 0) {
-    peer_->sticky_msg = why;
-    peer_->sticky.store(status);
-  }
+  if (sticky) peer_->set_sticky(status, why);
   if (fd_ >= 0) {
     loop_->remove(fd_, this);
     ::close(fd_);

@@ -90,6 +90,20 @@ void Peer::lane_opened(int32_t status, const std::string& msg) {
   owner->emit(std::move(e));
 }
 
+void Peer::set_sticky(int32_t status, const std::string& msg) {
+  std::lock_guard<std::mutex> lock(sticky_mu);
+  if (sticky.load() != 0) return;
+  sticky_msg = msg;
+  sticky.store(status);
+}
+
+int32_t Peer::sticky_failure(std::string* msg) const {
+  if (sticky.load() == 0) return 0;  // fast path: no lock while the peer is healthy
+  std::lock_guard<std::mutex> lock(sticky_mu);
+  *msg = sticky_msg;
+  return sticky.load();
+}
+
 Peer::~Peer() {
   for (Lane* l : lanes) delete l;
 }

@@ -104,7 +104,9 @@ struct Peer : std::enable_shared_from_this<Peer> {
   std::string name;
   bool local = false;
   std::vector<Lane*> lanes;
-  std::atomic<int32_t> sticky{0};  // STALE_DESCRIPTOR / AUTH_FAILED / PROTOCOL_MISMATCH: never retried
+  // STALE_DESCRIPTOR / AUTH_FAILED / PROTOCOL_MISMATCH: never retried. Lanes of one peer run on
+  // different loops and may fail at once: the first failure wins, under sticky_mu.
+  std::atomic<int32_t> sticky{0};
   std::atomic<bool> closed{false};
   std::atomic<uint32_t> next_lane{0};
   // openPeer in progress
@@ -113,11 +115,18 @@ struct Peer : std::enable_shared_from_this<Peer> {
   int open_pending = 0;
   int32_t open_status = 0;
   std::string open_msg;
-  std::string sticky_msg;
 
   std::string label() const;
+  /** Any thread: records the first permanent failure (later ones are ignored). */
+  void set_sticky(int32_t status, const std::string& msg);
+  /** Any thread: the permanent failure (0 if none) and its message. */
+  int32_t sticky_failure(std::string* msg) const;
   void lane_opened(int32_t status, const std::string& msg);
   ~Peer();
+
+ private:
+  mutable std::mutex sticky_mu;
+  std::string sticky_msg;
 };
 
 class Transport {

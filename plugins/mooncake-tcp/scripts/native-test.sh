@@ -1,0 +1,31 @@
+#!/bin/sh
+# Builds and runs the transport core's C++ tests (test/native/) without N-API or cmake.
+#   scripts/native-test.sh           plain build (-O1 -g)
+#   scripts/native-test.sh --tsan    ThreadSanitizer build; any report fails the run
+# Extra arguments after the mode select test cases by name. CXX picks the compiler (g++ by default).
+set -eu
+here=$(cd "$(dirname "$0")/.." && pwd)
+core=$(cd "$here/../../native" && pwd)
+mode=plain
+if [ "${1:-}" = "--tsan" ]; then mode=tsan; shift; fi
+out="$here/build/native-tests/$mode"
+mkdir -p "$out"
+flags="-std=c++17 -O1 -g -Wall -Wextra -Wno-unused-parameter -DTE_HAVE_CUDA=0"
+[ "$mode" = tsan ] && flags="$flags -fsanitize=thread"
+includes="-I$here/native -I$core/include -I$core/cuda/include"
+sources="$here/native/transport.cpp $here/native/lane*.cpp $here/native/server_conn.cpp $here/native/loop.cpp
+  $here/native/cuda_staging.cpp $core/src/status.cpp $core/src/epoch.cpp $core/src/memory_registry.cpp
+  $core/src/slice_plan.cpp $core/src/hmac_sha256.cpp $core/cuda/src/errors.cpp $core/cuda/src/driver.cpp
+  $core/cuda/src/device.cpp $here/test/native/tcp_core_test.cpp"
+# Compile in parallel (two jobs), only what changed since the last build of this mode.
+objs=""
+for src in $sources; do objs="$objs $out/$(basename "$src" .cpp).o"; done
+for src in $sources; do
+  obj="$out/$(basename "$src" .cpp).o"
+  if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ -n "$(find "$here/native" "$core/include" -name '*.h' -newer "$obj" 2>/dev/null | head -1)" ]; then
+    echo "$src $obj"
+  fi
+done | xargs -r -P 2 -n 2 sh -c "${CXX:-g++} $flags $includes -c \"\$0\" -o \"\$1\""
+${CXX:-g++} $flags $objs -o "$out/tcp_core_test" -lpthread -ldl
+# halt_on_error: the first race fails the run (exit 66) instead of being printed and ignored.
+TSAN_OPTIONS="halt_on_error=1 exitcode=66 ${TSAN_OPTIONS:-}" "$out/tcp_core_test" "$@"

@@ -1,0 +1,162 @@
+// C++ tests of the mooncake-tcp transport core (no N-API): two transports in one process
+// talking over loopback. Built and run by scripts/native-test.sh, plain or under
+// ThreadSanitizer (`--tsan`), so races between the I/O loops and callers are caught.
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "transport.h"
+
+using namespace tetcp;
+
+namespace {
+
+int failures = 0;
+#define CHECK(cond)                                                        \
+  do {                                                                     \
+    if (!(cond)) {                                                         \
+      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
+      ++failures;                                                          \
+    }                                                                      \
+  } while (0)
+
+/** One transport with its events collected for the test thread. */
+struct Node {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<Event> events;
+  std::unique_ptr<Transport> t;
+
+  explicit Node(Options o) {
+    t = std::make_unique<Transport>(std::move(o), [this](Event e) {
+      std::lock_guard<std::mutex> lock(mu);
+      events.push_back(std::move(e));
+      cv.notify_all();
+    });
+    std::string err;
+    if (t->start(&err) != te::TE_OK) {
+      std::fprintf(stderr, "start: %s\n", err.c_str());
+      std::exit(2);
+    }
+  }
+  ~Node() { t->close(); }
+
+  /** Waits (bounded) for the event of `kind` with `id`; false on timeout. */
+  bool wait(Event::Kind kind, uint64_t id, Event* out, int ms = 10000) {
+    std::unique_lock<std::mutex> lock(mu);
+    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    for (;;) {
+      for (auto it = events.begin(); it != events.end(); ++it) {
+        if (it->kind == kind && (kind == Event::NOTIFY || it->id == id)) {
+          if (out) *out = std::move(*it);
+          events.erase(it);
+          return true;
+        }
+      }
+      if (cv.wait_until(lock, until) == std::cv_status::timeout) return false;
+    }
+  }
+};
+
+Options options(const std::string& name, uint64_t epoch, int lanes = 2, int threads = 2) {
+  Options o;
+  o.segment_name = name;
+  o.epoch = epoch;
+  o.lanes = lanes;
+  o.io_threads = threads;
+  o.cancel_grace_ms = 100;
+  return o;
+}
+
+/** Opens a peer of `from` to `to` (expecting `epoch`); returns the OPEN status. */
+int32_t open(Node& from, Node& to, uint64_t epoch, uint64_t open_id, uint64_t* peer) {
+  *peer = from.t->open_peer("127.0.0.1", to.t->port(), epoch, "target", false, open_id);
+  Event e;
+  if (!from.wait(Event::OPEN, open_id, &e)) return te::TE_TIMEOUT;
+  return e.status;
+}
+
+/** Submits one request and waits for the batch; returns its first status (or batch status). */
+int32_t transfer(Node& n, uint64_t peer, uint8_t op, uint64_t local, uint64_t remote, uint64_t len) {
+  uint64_t id = 0;
+  std::string err;
+  te::Status s = n.t->submit(peer, &op, &local, &remote, &len, 1, nullptr, 0, &id, &err);
+  if (s != te::TE_OK) return s;
+  Event e;
+  if (!n.wait(Event::BATCH, id, &e)) return te::TE_TIMEOUT;
+  auto b = n.t->take_batch(id);
+  if (!b) return te::TE_INTERNAL;
+  if (b->batch_status.load()) return b->batch_status.load();
+  return b->statuses[0].load();
+}
+
+void test_write_read_roundtrip() {
+  // Memory first: it must outlive the transports (destroyed in reverse order).
+  std::vector<uint8_t> tmem(4 << 20), imem(4 << 20);
+  Node target(options("target", 0x1111));
+  Node init(options("init", 0x2222));
+  CHECK(target.t->registry().add(reinterpret_cast<uint64_t>(tmem.data()), tmem.size(), true) == te::TE_OK);
+  CHECK(init.t->registry().add(reinterpret_cast<uint64_t>(imem.data()), imem.size(), false) == te::TE_OK);
+  for (size_t i = 0; i < imem.size(); ++i) imem[i] = uint8_t(i * 7 + 3);
+  uint64_t peer = 0;
+  CHECK(open(init, target, 0x1111, 1, &peer) == te::TE_OK);
+  const uint64_t t0 = reinterpret_cast<uint64_t>(tmem.data()), i0 = reinterpret_cast<uint64_t>(imem.data());
+  CHECK(transfer(init, peer, 1, i0, t0, 3 << 20) == te::TE_OK);
+  CHECK(std::memcmp(tmem.data(), imem.data(), 3 << 20) == 0);
+  std::memset(imem.data(), 0, imem.size());
+  CHECK(transfer(init, peer, 0, i0 + 100, t0 + 50, 100000) == te::TE_OK);
+  CHECK(std::memcmp(imem.data() + 100, tmem.data() + 50, 100000) == 0);
+  init.t->close_peer(peer);
+}
+
+// Every lane of a peer with a stale epoch fails permanently, on several loops at once,
+// while later submits read the recorded failure (the race this test exists for).
+void test_sticky_failure_from_many_lanes() {
+  std::vector<uint8_t> imem(4096);
+  Node target(options("target", 0x1111));
+  Node init(options("init", 0x2222, 16, 4));
+  CHECK(init.t->registry().add(reinterpret_cast<uint64_t>(imem.data()), imem.size(), false) == te::TE_OK);
+  for (int round = 0; round < 40; ++round) {
+    uint64_t peer = 0;
+    CHECK(open(init, target, 0x9999, 100 + round, &peer) == te::TE_STALE_DESCRIPTOR);
+    std::vector<std::thread> submitters;
+    for (int k = 0; k < 2; ++k)
+      submitters.emplace_back([&] {
+        for (int j = 0; j < 4; ++j)
+          CHECK(transfer(init, peer, 1, reinterpret_cast<uint64_t>(imem.data()), 0x1000, 64) == te::TE_STALE_DESCRIPTOR);
+      });
+    for (auto& th : submitters) th.join();
+    init.t->close_peer(peer);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  struct Case {
+    const char* name;
+    std::function<void()> run;
+  } cases[] = {
+      {"write_read_roundtrip", test_write_read_roundtrip},
+      {"sticky_failure_from_many_lanes", test_sticky_failure_from_many_lanes},
+  };
+  for (auto& c : cases) {
+    if (argc > 1 && std::strcmp(argv[1], c.name) != 0) continue;
+    int before = failures;
+    auto t0 = std::chrono::steady_clock::now();
+    c.run();
+    long ms = long(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
+    std::printf("%s %s (%ld ms)\n", failures == before ? "ok  " : "FAIL", c.name, ms);
+  }
+  return failures ? 1 : 0;
+}
