@@ -1,6 +1,12 @@
 // A batch's life on the rail threads: validation of every request against the peer's
 // published table, slicing over the rails, completion (with the notification sent after
-// the data), and cancellation past the grace period.
+// the data), and answers that never came.
+//
+// A cancelled batch settles only when every slice is terminal: queued slices fail at once,
+// and posted RMA, which libfabric cannot recall, is awaited until the provider reports it
+// (or the transport closes). Reporting earlier would let the caller reuse memory that a
+// stalled peer's provider still reads or writes; the engine's watchdog answers the caller
+// at the deadline instead and keeps that memory marked in use.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -207,22 +213,7 @@ void Transport::Impl::housekeeping() {
       fail_pending(id, pd, TE_PEER_UNREACHABLE, why);
     }
   }
-  // Cancelled batches whose in-flight operations did not finish within the grace period.
-  std::vector<std::shared_ptr<Batch>> force;
-  {
-    std::lock_guard<std::mutex> l(batches_mu);
-    for (auto it = cancelled.begin(); it != cancelled.end();) {
-      if ((*it)->done.load()) {
-        it = cancelled.erase(it);
-      } else if (t - (*it)->cancel_at >= opt.cancel_grace_ms) {
-        force.push_back(*it);
-        it = cancelled.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-  for (auto& b : force) complete(b);
 }
 
 }  // namespace te::fabric
+

@@ -70,7 +70,6 @@ struct Batch {
   // Set once its slices were handed to the rails; a batch cancelled before that (parked
   // for a table query) moved nothing, whatever its per-request statuses say.
   std::atomic<bool> dispatched{false};
-  int64_t cancel_at = 0;
   std::vector<uint8_t> notify;
   bool has_notify = false;
   std::mutex err_mu;
@@ -233,7 +232,6 @@ struct Transport::Impl {
   std::mutex batches_mu;
   std::unordered_map<uint64_t, std::shared_ptr<Batch>> batches;
   std::unordered_map<uint64_t, std::unique_ptr<BatchOutcome>> outcomes;
-  std::vector<std::shared_ptr<Batch>> cancelled;
   std::atomic<uint64_t> next_batch{1};
 
   std::mutex pending_mu;

@@ -176,8 +176,6 @@ void Transport::cancel(uint64_t id, int32_t status) {
     b = it->second;
     int32_t zero = 0;
     if (!b->cancel_status.compare_exchange_strong(zero, status)) return;
-    b->cancel_at = now_ms();
-    m.cancelled.push_back(b);
   }
   // A batch parked for a table refresh has nothing in flight.
   bool parked = false;
@@ -204,17 +202,6 @@ void Transport::close() {
       r->thread.join();
     }
   }
-  // Fail what is still pending.
-  std::vector<std::shared_ptr<Batch>> left;
-  {
-    std::lock_guard<std::mutex> l(m.batches_mu);
-    for (auto& [id, b] : m.batches) left.push_back(b);
-  }
-  for (auto& b : left) {
-    int32_t zero = 0;
-    b->cancel_status.compare_exchange_strong(zero, TE_ABORTED);
-    m.complete(b);
-  }
   {
     std::lock_guard<std::mutex> l(m.pending_mu);
     for (auto& [id, pd] : m.pending)
@@ -230,7 +217,19 @@ void Transport::close() {
     m.pending.clear();
     m.checks.clear();
   }
+  // The endpoints close first: after that no posted operation can touch memory, so what
+  // is still pending may settle.
   for (auto& r : m.rails) r->shutdown();
+  std::vector<std::shared_ptr<Batch>> left;
+  {
+    std::lock_guard<std::mutex> l(m.batches_mu);
+    for (auto& [id, b] : m.batches) left.push_back(b);
+  }
+  for (auto& b : left) {
+    int32_t zero = 0;
+    b->cancel_status.compare_exchange_strong(zero, TE_ABORTED);
+    m.complete(b);
+  }
   {
     std::unique_lock<std::shared_mutex> l(m.mr_mu);
     for (auto& [a, e] : m.mrs)

@@ -74,7 +74,7 @@ export interface NativeFabricTransport {
   checkPeer(peerId: number, timeoutMs: number): number;
   /** One call per batch (struct of arrays); `onBatch(id, ...)` reports. */
   submit(peerId: number, opcodes: Uint8Array, localAddrs: BigUint64Array, remoteAddrs: BigUint64Array, lengths: BigUint64Array, notify: Uint8Array | null): number;
-  /** Stops a batch: queued slices fail with `status`; in-flight ones are awaited up to cancelGraceMs. */
+  /** Stops a batch: queued slices fail with `status`; posted ones are awaited until the provider reports them. */
   cancel(batchId: number, status: number): void;
   poolAlloc(bytes: bigint): bigint;
   poolFree(addr: bigint): void;

@@ -68,7 +68,7 @@ export function fabricOptionsSchema<P extends string>(prefix: P) {
       min: 1,
       max: 60000,
       env: `${prefix}_CANCEL_GRACE_MS`,
-      description: 'After a timeout/abort, how long posted RMA operations may take to complete before the batch settles anyway',
+      description: 'Deprecated, no effect: after a timeout or abort a batch settles only when the provider has reported its posted RMA (libfabric cannot recall it); accepted so existing configurations still load',
     },
     deliveryComplete: {
       type: 'boolean',

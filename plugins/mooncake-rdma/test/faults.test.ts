@@ -2,7 +2,7 @@
 // against the per-batch deadline, and no usable provider or NIC; on both loopback providers.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { batchOf, parseOptions, type SegmentDescriptor, type Transport, type TransportPeer } from '@te/connector';
 import plugin from '../src/index.js';
 import { MiB, PROVIDERS, initiator, target } from './helpers.js';
@@ -121,6 +121,59 @@ for (const provider of PROVIDERS) {
       const again = await code(engine.write(victim.segment, local.addr, remote, 16, { timeoutMs: 2000 }));
       assert.not.equal(again, 'OK');
     } finally {
+      await engine.close();
+      await victim.close();
+    }
+  });
+}
+
+for (const provider of PROVIDERS) {
+  test(`${provider}: a read timed out against a stalled peer is not reported settled while its RMA is posted`, async () => {
+    const victim = await target(provider);
+    const engine = await initiator(provider, { cancelGraceMs: 200 });
+    const size = 64 * MiB;
+    try {
+      const remote = await victim.alloc(size, { fill: 0x33 });
+      const bytes = new Uint8Array(size);
+      const local = await engine.registerMemory(bytes);
+      await engine.read(victim.segment, local.addr, remote, 4096);
+      bytes.fill(0);
+      await victim.stall();
+      const started = Date.now();
+      const err = (await engine.read(victim.segment, local.addr, remote, size, { timeoutMs: 300 }).then(() => undefined, (e) => e)) as { code?: string; details?: { settled?: boolean } };
+      assert.is(err?.code, 'TIMEOUT');
+      assert.ok(Date.now() - started < 5000, `answered after ${Date.now() - started} ms`);
+      const atAnswer = createHash('sha256').update(bytes).digest('hex');
+      if (err.details?.settled !== false) {
+        // Reported settled: then nothing may land afterwards, even when the peer wakes up.
+        await victim.resume();
+        await new Promise((r) => setTimeout(r, 1000));
+        assert.is(createHash('sha256').update(bytes).digest('hex'), atAnswer, 'local memory changed after the batch was reported settled');
+      } else {
+        // Reported unsettled: the memory stays in use until the provider reports the reads.
+        assert.is(await engine.unregisterMemory(local.addr).then(() => 'OK', (e) => e.code), 'MEMORY_IN_USE');
+        await victim.resume();
+        let c = 'MEMORY_IN_USE';
+        for (let k = 0; k < 100 && c === 'MEMORY_IN_USE'; k++) {
+          await new Promise((r) => setTimeout(r, 50));
+          c = await engine.unregisterMemory(local.addr).then(() => 'OK', (e) => e.code);
+        }
+        assert.is(c, 'OK', 'the transport settled the batch once the peer answered');
+        const after = createHash('sha256').update(bytes).digest('hex');
+        await new Promise((r) => setTimeout(r, 300));
+        assert.is(createHash('sha256').update(bytes).digest('hex'), after, 'nothing landed after the transport settled');
+        await engine.registerMemory(bytes);
+      }
+      // The engine keeps working with that peer.
+      let again = 'none';
+      for (let k = 0; k < 20 && again !== 'OK'; k++) {
+        again = await code(engine.read(victim.segment, local.addr, remote, 4096, { timeoutMs: 2000 }));
+        if (again !== 'OK') await new Promise((r) => setTimeout(r, 100));
+      }
+      assert.is(again, 'OK');
+      assert.is(bytes[0], 0x33);
+    } finally {
+      await victim.resume();
       await engine.close();
       await victim.close();
     }
