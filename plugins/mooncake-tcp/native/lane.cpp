@@ -207,9 +207,13 @@ void Lane::reached_ready() {
   flush();
 }
 
-void Lane::fail(int32_t status, const std::string& why, bool sticky) {
-  if (sticky) peer_->set_sticky(status, why);
+void Lane::close_connection() {
   if (fd_ >= 0) {
+    // Abortive close (RST): a FIN would queue behind the bytes not yet sent, so the target
+    // would still see an open connection while it reads them; an RST discards them and
+    // tells the target at once that nothing more it reads from here may be applied.
+    linger off{1, 0};
+    setsockopt(fd_, SOL_SOCKET, SO_LINGER, &off, sizeof off);
     loop_->remove(fd_, this);
     ::close(fd_);
     fd_ = -1;
@@ -227,6 +231,11 @@ void Lane::fail(int32_t status, const std::string& why, bool sticky) {
   tx_index_ = 0;
   tx_off_ = 0;
   inflight_bytes_ = 0;
+}
+
+void Lane::fail(int32_t status, const std::string& why, bool sticky) {
+  if (sticky) peer_->set_sticky(status, why);
+  close_connection();
   if (reporting_open_) {
     reporting_open_ = false;
     peer_->lane_opened(status, why);
@@ -241,6 +250,29 @@ void Lane::fail(int32_t status, const std::string& why, bool sticky) {
     incoming_.clear();
   }
   for (Slice* s : victims) s->batch->complete(s, status, why.c_str());
+}
+
+// A cancelled batch's slices were not answered within the grace time. The connection is
+// closed first, so the target discards what it has not applied yet (it applies nothing
+// from a connection its initiator closed); only then do the cancelled slices settle.
+// Slices of other batches on this connection did nothing wrong: they are sent again, in
+// order, on a fresh connection (WRITE and READ are idempotent).
+void Lane::drop_for_cancel(int64_t grace) {
+  read_input();  // answers that already arrived complete their slices first
+  if (fd_ < 0) return;  // the connection failed meanwhile (and with it its slices)
+  std::vector<Slice*> cancelled;
+  std::deque<Slice*> resend;
+  for (Slice* s : inflight_) (s->batch->cancelled() ? cancelled.push_back(s) : resend.push_back(s));
+  inflight_.clear();
+  close_connection();
+  while (!resend.empty()) {
+    pending_.push_front(resend.back());
+    resend.pop_back();
+  }
+  const std::string why = "peer " + peer_->label() + " did not answer within " + std::to_string(grace) +
+                          " ms of the cancel; its connection was closed before the batch settled";
+  for (Slice* s : cancelled) s->batch->complete(s, s->batch->cancel_status.load(), why.c_str());
+  if (!pending_.empty() && fd_ < 0 && !closed) start_connect();
 }
 
 void Lane::refill() {
@@ -676,8 +708,7 @@ void Lane::on_tick(int64_t now) {
     for (Slice* s : inflight_) {
       Batch* b = s->batch;
       if (b->cancelled() && now - b->cancel_at.load() > grace) {
-        fail(te::TE_CONNECTION_LOST, "peer " + peer_->label() + " did not answer within " + std::to_string(grace) +
-                                         " ms of a cancelled batch; connection dropped");
+        drop_for_cancel(grace);
         return;
       }
     }

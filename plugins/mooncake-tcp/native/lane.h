@@ -36,7 +36,10 @@ class Lane : public IoHandler {
   void pump();
   void start_connect();
   void on_connected();
+  /** Closes the socket and forgets the connection's state; slices stay where they are. */
+  void close_connection();
   void fail(int32_t status, const std::string& why, bool sticky = false);
+  void drop_for_cancel(int64_t grace);
   void refill();
   void flush();
   void read_input();

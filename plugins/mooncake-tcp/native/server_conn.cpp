@@ -1,5 +1,7 @@
 #include "server_conn.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -73,6 +75,7 @@ void ServerConn::read_input() {
     ssize_t r;
     if (in_body_ && mode_ == DIRECT && rpos_ == rend_ && body_left_ >= kDirectMin) {
       uint64_t chunk = body_left_ < (4u << 20) ? body_left_ : (4u << 20);
+      if (!initiator_connected()) return;
       te::Lease l;
       int32_t s = t_->registry().acquire(body_dst_, chunk, true, l);
       if (s != te::TE_OK) {
@@ -82,6 +85,7 @@ void ServerConn::read_input() {
         continue;
       }
       r = ::recv(fd_, reinterpret_cast<void*>(body_dst_), chunk, 0);
+      liveness_ = UNKNOWN;
       if (r > 0) {
         body_dst_ += r;
         body_left_ -= r;
@@ -93,6 +97,7 @@ void ServerConn::read_input() {
       uint64_t room = rx_stage_->capacity() - stage_fill_;
       uint64_t chunk = body_left_ < room ? body_left_ : room;
       r = ::recv(fd_, rx_stage_->data() + stage_fill_, chunk, 0);
+      liveness_ = UNKNOWN;
       if (r > 0) {
         stage_fill_ += r;
         body_left_ -= r;
@@ -102,6 +107,7 @@ void ServerConn::read_input() {
       }
     } else {
       r = recv_buffered(fd_, rbuf_, rpos_, rend_);
+      liveness_ = UNKNOWN;
       if (r > 0) {
         if (!parse()) return;
         continue;
@@ -130,6 +136,7 @@ bool ServerConn::parse() {
       if (mode_ == CTRL) {
         ctrl_body_.insert(ctrl_body_.end(), rbuf_.data() + rpos_, rbuf_.data() + rpos_ + take);
       } else if (mode_ == DIRECT) {
+        if (!initiator_connected()) return false;
         te::Lease l;
         if (t_->registry().acquire(body_dst_, take, true, l) == te::TE_OK) {
           std::memcpy(reinterpret_cast<void*>(body_dst_), rbuf_.data() + rpos_, take);
@@ -316,6 +323,7 @@ void ServerConn::finish_body() {
   if (cur_.op == OP_WRITE) {
     respond(cur_, body_status_);
   } else if (cur_.op == OP_NOTIFY) {
+    if (!initiator_connected()) return;
     t_->deliver_notification(peer_name_, std::vector<uint8_t>(ctrl_body_.begin(), ctrl_body_.end()));
     respond(cur_, te::TE_OK);
   }
@@ -342,6 +350,23 @@ void ServerConn::respond(const Header& req, int32_t status, uint64_t body, uint6
   }
 }
 
+// A WRITE is applied (and a NOTIFY delivered) only while its initiator still holds the
+// connection. An initiator closes it before it settles a cancelled batch, so bytes still
+// queued here (a stopped or slow target) never land after the batch settled. TCP reports
+// the close (FIN: CLOSE_WAIT, RST: CLOSE) before the bytes queued ahead of it are read.
+// Asked once per received chunk, only when something is about to be applied.
+bool ServerConn::initiator_connected() {
+  if (liveness_ == UNKNOWN) {
+    tcp_info ti{};
+    socklen_t len = sizeof ti;
+    bool up = getsockopt(fd_, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && ti.tcpi_state == TCP_ESTABLISHED;
+    liveness_ = up ? CONNECTED : GONE;
+  }
+  if (liveness_ == CONNECTED) return true;
+  drop("the initiator closed the connection; its unapplied requests are discarded");
+  return false;
+}
+
 void ServerConn::stage_flush() {
   if (stage_fill_ == 0) return;
   uint64_t len = stage_fill_;
@@ -349,6 +374,7 @@ void ServerConn::stage_flush() {
   uint64_t dst = stage_dst_;
   stage_dst_ += len;
   if (body_status_ != te::TE_OK) return;
+  if (!initiator_connected()) return;
   te::Lease l;
   int32_t s = t_->registry().acquire(dst, len, true, l);
   if (s != te::TE_OK) {

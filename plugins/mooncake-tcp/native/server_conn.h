@@ -41,6 +41,8 @@ class ServerConn : public IoHandler {
   void flush();
   void drop(const std::string& why);
   void set_interest();
+  /** False (and the connection dropped) once the initiator closed its end. */
+  bool initiator_connected();
   /** Copies the filled part of rx staging to the device (WRITE into device memory). */
   void stage_flush();
   /** Stages body bytes [from, from+len) of the front READ response; false: dropped or refused. */
@@ -75,6 +77,7 @@ class ServerConn : public IoHandler {
   int stage_device_ = kHost;          // STAGED: device of the WRITE's destination
   uint64_t stage_dst_ = 0;            // STAGED: device address of rx staging's first byte
   uint64_t stage_fill_ = 0;           // STAGED: bytes in rx staging
+  enum Liveness { UNKNOWN, CONNECTED, GONE } liveness_ = UNKNOWN;  // since the last recv
   uint64_t next_seq_ = 1;
   uint64_t tx_seq_ = 0;               // response whose body bytes [tx_from_, +tx_len_) tx staging holds
   uint64_t tx_from_ = 0, tx_len_ = 0;
