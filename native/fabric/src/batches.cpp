@@ -39,13 +39,19 @@ void Transport::Impl::send_ctrl(int rail, const std::shared_ptr<Peer>& peer, fi_
 }
 
 void* Transport::Impl::local_desc(int rail, uint64_t addr) {
-  std::shared_lock<std::shared_mutex> l(mr_mu);
-  auto it = mrs.upper_bound(addr);
-  if (it == mrs.begin()) return nullptr;
-  --it;
-  if (addr - it->second.addr >= it->second.len) return nullptr;
-  fid_mr* mr = it->second.mrs[static_cast<size_t>(rail)];
-  return mr ? fi_mr_desc(mr) : nullptr;
+  {
+    std::shared_lock<std::shared_mutex> l(mr_mu);
+    auto it = mrs.upper_bound(addr);
+    if (it != mrs.begin()) {
+      --it;
+      if (addr - it->second.addr < it->second.len) {
+        fid_mr* mr = it->second.mrs[static_cast<size_t>(rail)];
+        return mr ? fi_mr_desc(mr) : nullptr;
+      }
+    }
+  }
+  if (pool && pool->contains(addr, 1) && static_cast<size_t>(rail) < pool_mrs.size()) return fi_mr_desc(pool_mrs[static_cast<size_t>(rail)]);
+  return nullptr;
 }
 
 void Transport::Impl::finish_slice(const std::shared_ptr<Batch>& b, uint32_t req, int32_t status, const std::string& msg) {
@@ -171,6 +177,7 @@ void Transport::Impl::dispatch(const std::shared_ptr<Batch>& b, bool allow_refre
         Slice s;
         s.batch = b;
         s.req = static_cast<uint32_t>(i);
+        s.region = r.addr;
         s.local = b->local[i] + off;
         s.len = sl;
         uint64_t ra = b->remote[i] + off;

@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <deque>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -83,6 +84,7 @@ struct Batch {
 struct Slice {
   std::shared_ptr<Batch> batch;
   uint32_t req = 0;
+  uint64_t region = 0;  // start of the peer's region it targets (revocation drains by region)
   uint64_t local = 0, len = 0, raddr = 0, key = 0;
   bool write = true;
 };
@@ -103,6 +105,7 @@ struct Op {
   std::shared_ptr<Peer> peer;
   uint32_t req = 0;
   uint64_t len = 0;
+  uint64_t region = 0;
   Lease lease;
 };
 
@@ -167,6 +170,14 @@ struct Published {
   std::vector<uint64_t> keys;
 };
 
+/** A REVOKE_ACK owed to a peer once every operation posted into the revoked region finished. */
+struct OwedAck {
+  int rail = 0;
+  fi_addr_t to = FI_ADDR_UNSPEC;
+  uint64_t req = 0, epoch = 0;
+  std::atomic<int> left{1};
+};
+
 struct Peer {
   uint64_t id = 0;
   std::string name;
@@ -180,6 +191,8 @@ struct Peer {
   std::string broken_reason;
   std::map<uint64_t, RemoteRegion> regions;  // by addr
   std::vector<RemoteRegion> incoming;        // TABLE chunks being received
+  std::map<uint64_t, int> posted;            // region start -> operations posted into it
+  std::multimap<uint64_t, std::shared_ptr<OwedAck>> owed;  // region start -> acks waiting for its drain
   bool table_pending = false;
   std::vector<std::shared_ptr<Batch>> parked;
   int hellos_left = 0;
@@ -202,12 +215,15 @@ struct CheckState {
   bool ok = true;
 };
 
-/** An unregistration waiting until every known peer dropped the region from its cache. */
+/** An unregistration waiting until every known peer dropped the region and drained it. */
 struct RevokeWait {
   std::mutex mu;
   std::condition_variable cv;
-  int left = 0;
+  std::set<std::vector<uint8_t>> waiting;  // rail-0 addresses of peers that did not answer yet
 };
+
+/** Peers remembered for revocation: at most this many, the least recently heard-from dropped. */
+constexpr size_t kMaxKnownPeers = 4096;
 
 struct Transport::Impl {
   Options opt;
@@ -218,16 +234,19 @@ struct Transport::Impl {
   std::map<uint64_t, MrEntry> mrs;
   std::mutex pub_mu;
   std::map<uint64_t, Published> published;
-  std::atomic<uint64_t> next_key{1};
   Pool* pool = nullptr;
+  // The whole pool, registered once for local access only (descriptors for FI_MR_LOCAL
+  // providers). Remote access to pool memory goes through a registration per region, so
+  // unregistering a region revokes its key even though the pool stays registered.
   std::vector<fid_mr*> pool_mrs;
-  std::vector<uint64_t> pool_keys;
 
   std::mutex peers_mu;
   std::unordered_map<uint64_t, std::shared_ptr<Peer>> peers;
   uint64_t next_peer = 1;
   std::mutex known_mu;
-  std::map<std::vector<uint8_t>, uint64_t> known;  // rail-0 addresses of peers that said hello -> their epoch
+  // Rail-0 addresses of peers that said hello -> when they last did. Bounded, and a peer
+  // that does not answer a revocation is forgotten (it says hello again when it comes back).
+  std::map<std::vector<uint8_t>, int64_t> known;
 
   std::mutex batches_mu;
   std::unordered_map<uint64_t, std::shared_ptr<Batch>> batches;
@@ -256,7 +275,14 @@ struct Transport::Impl {
   void fail_pending(uint64_t req, Pending& pd, int32_t status, const std::string& why);
   void fail_hellos(const std::shared_ptr<Peer>& p, int32_t status, const std::string& why);
   void* local_desc(int rail, uint64_t addr);
+  /** Registers [addr, addr+len) on every rail with random keys; on failure nothing stays registered. */
+  Status register_on_rails(uint64_t addr, uint64_t len, uint64_t access, std::vector<fid_mr*>* mrs, std::string* err);
   wire::Header header(int rail, uint8_t type, uint64_t target_epoch) const;
+  void remember_peer(const std::vector<uint8_t>& addr);
+  void revoke(uint64_t addr);
+  /** A posted operation into `region` of `p` finished: sends the acks that waited for its drain. */
+  void drained(const std::shared_ptr<Peer>& p, uint64_t region);
+  void send_owed(const std::shared_ptr<OwedAck>& a);
 };
 
 int32_t status_of_cq_error(int err);

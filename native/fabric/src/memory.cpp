@@ -1,9 +1,13 @@
-// Registration: a key per rail for every region (or the barex pool's keys for memory
-// inside the pool), the published table peers read, and revocation at unregister.
+// Registration: a random key per rail for every region (pool memory too: the pool is
+// registered once for local access, and a region in it that peers may access gets its own
+// registration, so freeing and reusing pool memory never leaves an old key writable), the
+// published table peers read, and revocation at unregister.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+
+#include <random>
 
 #include "impl.h"
 #include "select.h"
@@ -25,40 +29,61 @@ Status Transport::register_memory(uint64_t addr, uint64_t len, bool remote, std:
   Status s = m.registry.add(addr, len, remote);
   if (s == TE_MEMORY_OVERLAP) return *err = "memory overlaps a registered region", s;
   if (s != TE_OK) return *err = "cannot register an empty or wrapping range", s;
-  if (in_pool) {
-    *keys = m.pool_keys;
-    *base = m.pool->base();
-  } else {
+  // Pool memory without remote access needs no registration of its own: the pool's
+  // local registration gives its descriptors.
+  if (!(in_pool && !remote)) {
     MrEntry e;
     e.addr = addr;
     e.len = len;
     uint64_t access = FI_READ | FI_WRITE | FI_SEND | FI_RECV | (remote ? FI_REMOTE_READ | FI_REMOTE_WRITE : 0);
-    for (auto& r : m.rails) {
-      fid_mr* mr = nullptr;
-      uint64_t key = r->prov_key ? 0 : m.next_key++;
-      int rc = fi_mr_reg(r->domain, reinterpret_cast<void*>(addr), len, access, 0, key, 0, &mr, nullptr);
-      if (!rc && r->mr_endpoint) {
-        rc = fi_mr_bind(mr, &r->ep->fid, 0);
-        if (!rc) rc = fi_mr_enable(mr);
-      }
-      if (rc) {
-        if (mr) fi_close(&mr->fid);
-        for (fid_mr* x : e.mrs) fi_close(&x->fid);
-        m.registry.remove(addr);
-        *err = "fi_mr_reg of " + std::to_string(len) + " bytes at " + hex(addr) + " failed on " + r->pub.provider + "/" +
-               r->pub.domain + ": " + fi_error(rc);
-        return rc == -FI_ENOMEM ? TE_OUT_OF_MEMORY : TE_INTERNAL;
-      }
-      e.mrs.push_back(mr);
-      keys->push_back(fi_mr_key(mr));
+    s = m.register_on_rails(addr, len, access, &e.mrs, err);
+    if (s != TE_OK) {
+      m.registry.remove(addr);
+      return s;
     }
-    *base = addr;
+    for (fid_mr* mr : e.mrs) keys->push_back(fi_mr_key(mr));
     std::unique_lock<std::shared_mutex> l(m.mr_mu);
     m.mrs[addr] = std::move(e);
   }
+  *base = addr;
   if (remote) {
     std::lock_guard<std::mutex> l(m.pub_mu);
     m.published[addr] = Published{len, *base, *keys};
+  }
+  return TE_OK;
+}
+
+Status Transport::Impl::register_on_rails(uint64_t addr, uint64_t len, uint64_t access, std::vector<fid_mr*>* out,
+                                          std::string* err) {
+  // Keys are random where te chooses them: a peer cannot guess another region's key from
+  // its own, and a key of an unregistered region is unlikely to come back.
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  for (auto& r : rails) {
+    fid_mr* mr = nullptr;
+    int rc = -FI_ENOKEY;
+    for (int attempt = 0; attempt < 8 && rc == -FI_ENOKEY; ++attempt) {
+      uint64_t key = 0;
+      if (!r->prov_key) {
+        key = rng();
+        size_t bytes = r->pub.key_size;
+        if (bytes > 0 && bytes < 8) key &= (1ull << (8 * bytes)) - 1;
+        if (key == 0) key = 1;
+      }
+      rc = fi_mr_reg(r->domain, reinterpret_cast<void*>(addr), len, access, 0, key, 0, &mr, nullptr);
+    }
+    if (!rc && r->mr_endpoint) {
+      rc = fi_mr_bind(mr, &r->ep->fid, 0);
+      if (!rc) rc = fi_mr_enable(mr);
+    }
+    if (rc) {
+      if (mr) fi_close(&mr->fid);
+      for (fid_mr* x : *out) fi_close(&x->fid);
+      out->clear();
+      *err = "fi_mr_reg of " + std::to_string(len) + " bytes at " + hex(addr) + " failed on " + r->pub.provider + "/" +
+             r->pub.domain + ": " + fi_error(rc);
+      return rc == -FI_ENOMEM ? TE_OUT_OF_MEMORY : TE_INTERNAL;
+    }
+    out->push_back(mr);
   }
   return TE_OK;
 }
@@ -72,48 +97,62 @@ Status Transport::unregister_memory(uint64_t addr, std::string* err) {
     std::lock_guard<std::mutex> l(m.pub_mu);
     was_published = m.published.erase(addr) > 0;
   }
-  {
-    std::unique_lock<std::shared_mutex> l(m.mr_mu);
-    auto it = m.mrs.find(addr);
-    if (it != m.mrs.end() && !(m.pool && addr == m.pool->base() && it->second.len == m.pool->size())) {
-      for (fid_mr* mr : it->second.mrs) fi_close(&mr->fid);  // the key stops working at the provider
-      m.mrs.erase(it);
-    }
-  }
-  if (was_published && !m.closed.load() && !m.rails.empty()) {
-    std::vector<std::vector<uint8_t>> to;
-    {
-      std::lock_guard<std::mutex> l(m.known_mu);
-      for (auto& [a, e] : m.known) to.push_back(a);
-    }
-    // Tell every peer that said hello, and wait (bounded) until each dropped the region
-    // from its cache: a pool key stays valid, so a stale cache must not outlive this call.
-    auto w = std::make_shared<RevokeWait>();
-    uint64_t req = m.next_req++;
-    {
-      std::lock_guard<std::mutex> l(m.pending_mu);
-      m.revokes[req] = w;
-    }
-    for (auto& a : to) {
-      fi_addr_t d = m.rails[0]->address_of(a, nullptr);
-      if (d == FI_ADDR_NOTAVAIL) continue;
-      wire::Header h = m.header(0, wire::REVOKE, 0);
-      h.arg = addr;
-      h.req_id = req;
-      {
-        std::lock_guard<std::mutex> l(w->mu);
-        ++w->left;
-      }
-      m.send_ctrl(0, nullptr, d, h, {});
-    }
-    {
-      std::unique_lock<std::mutex> l(w->mu);
-      w->cv.wait_for(l, std::chrono::milliseconds(std::min(m.opt.connect_timeout_ms, 1000)), [&] { return w->left <= 0; });
-    }
-    std::lock_guard<std::mutex> l(m.pending_mu);
-    m.revokes.erase(req);
+  if (was_published && !m.closed.load() && !m.rails.empty()) m.revoke(addr);
+  std::unique_lock<std::shared_mutex> l(m.mr_mu);
+  auto it = m.mrs.find(addr);
+  if (it != m.mrs.end()) {
+    for (fid_mr* mr : it->second.mrs) fi_close(&mr->fid);  // the keys stop working at the provider
+    m.mrs.erase(it);
   }
   return TE_OK;
+}
+
+// Tells every peer that said hello to drop the region, and waits until each answered,
+// which it does once its operations into the region finished. A peer that does not
+// answer in time is taken for dead: it is forgotten (so later unregistrations do not
+// wait for it) and its connection is dropped; if it was only slow, the keys closed right
+// after this refuse whatever it still posts.
+void Transport::Impl::revoke(uint64_t addr) {
+  auto w = std::make_shared<RevokeWait>();
+  {
+    std::lock_guard<std::mutex> l(known_mu);
+    for (auto& [a, seen] : known) w->waiting.insert(a);
+  }
+  if (w->waiting.empty()) return;
+  uint64_t req = next_req++;
+  {
+    std::lock_guard<std::mutex> l(pending_mu);
+    revokes[req] = w;
+  }
+  std::vector<std::vector<uint8_t>> to(w->waiting.begin(), w->waiting.end());
+  for (auto& a : to) {
+    fi_addr_t d = rails[0]->address_of(a, nullptr);
+    if (d == FI_ADDR_NOTAVAIL) {
+      std::lock_guard<std::mutex> l(w->mu);
+      w->waiting.erase(a);
+      continue;
+    }
+    wire::Header h = header(0, wire::REVOKE, 0);
+    h.arg = addr;
+    h.req_id = req;
+    send_ctrl(0, nullptr, d, h, {});
+  }
+  std::set<std::vector<uint8_t>> silent;
+  {
+    std::unique_lock<std::mutex> l(w->mu);
+    w->cv.wait_for(l, std::chrono::milliseconds(std::min(opt.connect_timeout_ms, 1000)), [&] { return w->waiting.empty(); });
+    silent = w->waiting;
+  }
+  {
+    std::lock_guard<std::mutex> l(pending_mu);
+    revokes.erase(req);
+  }
+  if (silent.empty()) return;
+  {
+    std::lock_guard<std::mutex> l(known_mu);
+    for (auto& a : silent) known.erase(a);
+  }
+  for (auto& a : silent) rails[0]->forget_address(a);
 }
 
 Status Transport::pool_alloc(uint64_t bytes, uint64_t* addr, std::string* err) {

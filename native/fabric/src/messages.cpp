@@ -21,10 +21,7 @@ void Transport::Impl::on_message(Rail& r, const uint8_t* data, size_t len) {
       fi_addr_t from = r.address_of(h.sender_addr, &err);
       if (from == FI_ADDR_NOTAVAIL) return;
       bool ok = h.target_epoch == opt.epoch;
-      if (ok && r.index == 0) {
-        std::lock_guard<std::mutex> l(known_mu);
-        known[h.sender_addr] = h.sender_epoch;
-      }
+      if (ok && r.index == 0) remember_peer(h.sender_addr);
       wire::Header a = header(r.index, wire::HELLO_ACK, h.sender_epoch);
       a.req_id = h.req_id;
       a.status = ok ? TE_OK : TE_STALE_DESCRIPTOR;
@@ -168,6 +165,16 @@ void Transport::Impl::on_message(Rail& r, const uint8_t* data, size_t len) {
       return;
     }
     case wire::REVOKE: {
+      // Drop the region from every cached table of that peer, then answer only once the
+      // operations already posted into it finished: the owner frees the memory after the
+      // answer, so nothing of ours may still be writing there.
+      fi_addr_t from = r.address_of(h.sender_addr, &err);
+      if (from == FI_ADDR_NOTAVAIL) return;
+      auto ack = std::make_shared<OwedAck>();
+      ack->rail = r.index;
+      ack->to = from;
+      ack->req = h.req_id;
+      ack->epoch = h.sender_epoch;
       std::vector<std::shared_ptr<Peer>> ps;
       {
         std::lock_guard<std::mutex> l(peers_mu);
@@ -177,12 +184,13 @@ void Transport::Impl::on_message(Rail& r, const uint8_t* data, size_t len) {
       for (auto& p : ps) {
         std::lock_guard<std::mutex> l(p->mu);
         p->regions.erase(h.arg);
+        auto it = p->posted.find(h.arg);
+        if (it != p->posted.end() && it->second > 0) {
+          ack->left.fetch_add(1);
+          p->owed.emplace(h.arg, ack);
+        }
       }
-      fi_addr_t from = r.address_of(h.sender_addr, &err);
-      if (from == FI_ADDR_NOTAVAIL) return;
-      wire::Header a = header(r.index, wire::REVOKE_ACK, h.sender_epoch);
-      a.req_id = h.req_id;
-      send_ctrl(r.index, nullptr, from, a, {});
+      if (ack->left.fetch_sub(1) == 1) send_owed(ack);
       return;
     }
     case wire::REVOKE_ACK: {
@@ -194,7 +202,7 @@ void Transport::Impl::on_message(Rail& r, const uint8_t* data, size_t len) {
       }
       if (w) {
         std::lock_guard<std::mutex> l(w->mu);
-        --w->left;
+        w->waiting.erase(h.sender_addr);
         w->cv.notify_all();
       }
       return;
@@ -216,6 +224,41 @@ void Transport::Impl::on_message(Rail& r, const uint8_t* data, size_t len) {
     default:
       return;
   }
+}
+
+}  // namespace te::fabric
+
+namespace te::fabric {
+
+void Transport::Impl::remember_peer(const std::vector<uint8_t>& addr) {
+  std::lock_guard<std::mutex> l(known_mu);
+  known[addr] = now_ms();
+  if (known.size() <= kMaxKnownPeers) return;
+  auto oldest = known.begin();
+  for (auto it = known.begin(); it != known.end(); ++it)
+    if (it->second < oldest->second) oldest = it;
+  known.erase(oldest);
+}
+
+void Transport::Impl::drained(const std::shared_ptr<Peer>& p, uint64_t region) {
+  std::vector<std::shared_ptr<OwedAck>> ready;
+  {
+    std::lock_guard<std::mutex> l(p->mu);
+    auto it = p->posted.find(region);
+    if (it == p->posted.end() || --it->second > 0) return;
+    p->posted.erase(it);
+    auto range = p->owed.equal_range(region);
+    for (auto o = range.first; o != range.second; ++o) ready.push_back(o->second);
+    p->owed.erase(range.first, range.second);
+  }
+  for (auto& a : ready)
+    if (a->left.fetch_sub(1) == 1) send_owed(a);
+}
+
+void Transport::Impl::send_owed(const std::shared_ptr<OwedAck>& a) {
+  wire::Header h = header(a->rail, wire::REVOKE_ACK, a->epoch);
+  h.req_id = a->req;
+  send_ctrl(a->rail, nullptr, a->to, h, {});
 }
 
 }  // namespace te::fabric

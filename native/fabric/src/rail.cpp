@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <algorithm>
+
 #include "impl.h"
 #include "select.h"
 
@@ -229,18 +231,38 @@ bool Rail::post_some() {
       did = true;
       continue;
     }
+    // The region may have been revoked since the batch was validated: re-check under the
+    // peer's lock and count the operation into the region, so a revocation waits for it.
+    bool live_region;
+    {
+      std::lock_guard<std::mutex> pl(peer->mu);
+      auto it = peer->regions.find(s.region);
+      live_region = it != peer->regions.end() && std::find(it->second.keys.begin(), it->second.keys.end(), s.key) != it->second.keys.end();
+      if (live_region) ++peer->posted[s.region];
+    }
+    if (!live_region) {
+      Slice x = std::move(s);
+      slices.pop_front();
+      l.unlock();
+      owner->finish_slice(x.batch, x.req, TE_MEMORY_NOT_REGISTERED, "the peer revoked the region while the batch was queued");
+      l.lock();
+      did = true;
+      continue;
+    }
     Op* op = new Op();
     op->kind = Op::DATA;
     op->batch = b;
     op->peer = peer;
     op->req = s.req;
     op->len = s.len;
+    op->region = s.region;
     Status ls = owner->registry.acquire(s.local, s.len, false, op->lease);
     if (ls != TE_OK) {
       Slice x = std::move(s);
       slices.pop_front();
       delete op;
       l.unlock();
+      owner->drained(peer, x.region);
       owner->finish_slice(x.batch, x.req, ls, "local memory was unregistered while the batch was queued");
       l.lock();
       did = true;
@@ -267,6 +289,10 @@ bool Rail::post_some() {
     }
     if (rc == -FI_EAGAIN) {
       delete op;
+      uint64_t region = s.region;
+      l.unlock();
+      owner->drained(peer, region);  // counted again when it is posted again
+      l.lock();
       break;
     }
     Slice x = std::move(s);
@@ -275,6 +301,7 @@ bool Rail::post_some() {
     if (rc) {
       delete op;
       l.unlock();
+      owner->drained(peer, x.region);
       owner->finish_slice(x.batch, x.req, TE_TRANSFER_FAILED,
                           std::string(x.write ? "fi_writemsg" : "fi_readmsg") + " on " + pub.provider + ": " + fi_error(static_cast<int>(rc)));
       l.lock();
@@ -348,8 +375,11 @@ void Rail::handle_error() {
         op->peer->regions.clear();
       }
       auto b = op->batch;
+      auto p = op->peer;
       uint32_t req = op->req;
+      uint64_t region = op->region;
       delete op;  // releases the lease
+      if (p) owner->drained(p, region);
       owner->finish_slice(b, req, st, "RMA to \"" + who + "\" failed: " + msg);
       return;
     }
@@ -393,8 +423,11 @@ bool Rail::poll_cq(int timeout_ms) {
           live.erase(op);
         }
         auto b = op->batch;
+        auto p = op->peer;
         uint32_t req = op->req;
+        uint64_t region = op->region;
         delete op;
+        owner->drained(p, region);
         owner->finish_slice(b, req, TE_OK, "");
         break;
       }

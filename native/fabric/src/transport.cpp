@@ -45,26 +45,13 @@ Status Transport::start(std::string* err) {
       close();
       return s;
     }
-    MrEntry e;
-    e.addr = m.pool->base();
-    e.len = m.pool->size();
-    for (auto& r : m.rails) {
-      fid_mr* mr = nullptr;
-      uint64_t key = r->prov_key ? 0 : m.next_key++;
-      int rc = fi_mr_reg(r->domain, reinterpret_cast<void*>(e.addr), e.len,
-                         FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, key, 0, &mr, nullptr);
-      if (!rc && r->mr_endpoint) rc = fi_mr_bind(mr, &r->ep->fid, 0) ? -FI_EINVAL : fi_mr_enable(mr);
-      if (rc) {
-        *err = "cannot register the barex pool (" + std::to_string(e.len) + " bytes) with " + r->pub.provider + ": " + fi_error(rc);
-        if (mr) fi_close(&mr->fid);
-        close();
-        return TE_PROVIDER_UNAVAILABLE;
-      }
-      e.mrs.push_back(mr);
-      m.pool_keys.push_back(fi_mr_key(mr));
+    // Local access only: remote access is granted per registered region (memory.cpp).
+    s = m.register_on_rails(m.pool->base(), m.pool->size(), FI_READ | FI_WRITE | FI_SEND | FI_RECV, &m.pool_mrs, err);
+    if (s != TE_OK) {
+      *err = "cannot register the barex pool: " + *err;
+      close();
+      return TE_PROVIDER_UNAVAILABLE;
     }
-    std::unique_lock<std::shared_mutex> l(m.mr_mu);
-    m.mrs[e.addr] = e;
   }
   for (auto& r : m.rails) r->start_thread();
   m.started = true;
@@ -236,6 +223,8 @@ void Transport::close() {
       for (fid_mr* mr : e.mrs)
         if (mr) fi_close(&mr->fid);
     m.mrs.clear();
+    for (fid_mr* mr : m.pool_mrs) fi_close(&mr->fid);
+    m.pool_mrs.clear();
   }
   for (auto& r : m.rails) {
     if (r->av) fi_close(&r->av->fid);

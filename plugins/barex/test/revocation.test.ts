@@ -1,0 +1,157 @@
+// Pool memory and revocation: a region's key dies with its registration even though the
+// pool stays registered, so a peer holding a stale descriptor cannot write into pool
+// memory that was freed and handed to someone else. Two bare transports in this process
+// (different epochs, so every byte goes through the provider), both loopback providers.
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { createHash, randomBytes } from 'node:crypto';
+import { batchOf, parseOptions, type SegmentDescriptor, type Transport } from '@te/connector';
+import plugin, { allocate, free } from '../src/index.js';
+import { POOL, PROVIDERS } from './helpers.js';
+
+async function bare(provider: string, extra: Record<string, unknown> = {}): Promise<{ transport: Transport; name: string; epoch: bigint }> {
+  const epoch = randomBytes(8).readBigUInt64LE() | 1n;
+  const name = `bare-${randomBytes(3).toString('hex')}`;
+  const options = parseOptions(plugin.options, { provider, poolSize: POOL, ...extra }, {}, plugin.name);
+  const transport = await plugin.create({ segmentName: name, epoch, bindAddress: '127.0.0.1', connectTimeoutMs: 2000, env: {}, log: () => {} }, options);
+  return { transport, name, epoch };
+}
+
+function descriptor(side: { transport: Transport; name: string; epoch: bigint }, addr: bigint, length: number, attrs: unknown): SegmentDescriptor {
+  return {
+    version: 1,
+    name: side.name,
+    epoch: side.epoch,
+    hostname: 'localhost',
+    pid: process.pid,
+    transports: { [plugin.name]: { class: 'rdma', memoryKinds: ['cpu'], endpoint: side.transport.endpoint() } },
+    buffers: [{ addr, length: BigInt(length), device: 'cpu', attrs: { [plugin.name]: attrs as Record<string, unknown> } }],
+  };
+}
+
+async function outcome(p: Promise<{ statuses?: Int32Array }>): Promise<string> {
+  return p.then(
+    (r) => (r.statuses?.some((s) => s !== 0) ? `status ${r.statuses.find((s) => s !== 0)}` : 'OK'),
+    (e: { code?: string }) => e.code ?? String(e),
+  );
+}
+
+for (const provider of PROVIDERS) {
+  test(`${provider}: a stale key of freed and reused pool memory does not write into its new owner`, async () => {
+    const t = await bare(provider);
+    const i = await bare(provider);
+    const size = 64 * 1024;
+    try {
+      const src = allocate(size);
+      src.buffer.fill(0x11);
+      const local = await i.transport.registerMemory({ buffer: src.buffer, length: BigInt(size), device: 'cpu', remoteAccess: false });
+      const a = allocate(size);
+      a.buffer.fill(0x5a);
+      const ra = await t.transport.registerMemory({ buffer: a.buffer, length: BigInt(size), device: 'cpu', remoteAccess: true });
+      const stale = descriptor(t, ra.addr, size, ra.attrs);
+      const peer = await i.transport.openPeer(stale);
+      const write = batchOf([{ op: 'write', local: local.addr, remote: ra.addr, length: 4096 }]);
+      assert.is(await outcome(i.transport.submit(peer, write, { timeoutMs: 3000 })), 'OK');
+      assert.is(a.buffer[0], 0x11, 'the live key writes');
+
+      // The owner frees the region; the pool hands the same memory to a new region.
+      await t.transport.unregisterMemory(ra.addr);
+      free(ra.addr);
+      const b = allocate(size);
+      assert.is(b.addr, ra.addr, 'first fit returns the same memory');
+      b.buffer.fill(0x77);
+      await t.transport.registerMemory({ buffer: b.buffer, length: BigInt(size), device: 'cpu', remoteAccess: true });
+
+      // A peer that still holds the old descriptor (opened from a stale copy) writes with the old key.
+      const again = await i.transport.openPeer(stale);
+      const c = await outcome(i.transport.submit(again, write, { timeoutMs: 3000 }));
+      assert.ok(c !== 'OK', 'the stale key was refused');
+      assert.ok(['MEMORY_NOT_REGISTERED', 'CONNECTION_LOST', 'TRANSFER_FAILED', 'status -3'].includes(c), `got ${c}`);
+      assert.ok(b.buffer.every((x) => x === 0x77), 'the new owner\'s bytes are untouched');
+    } finally {
+      await i.transport.close();
+      await t.transport.close();
+    }
+  });
+}
+
+for (const provider of PROVIDERS) {
+  test(`${provider}: unregister returns only after the peer drained its writes into the region; queued ones are refused`, async () => {
+    const t = await bare(provider);
+    const i = await bare(provider, { window: 1, sliceSize: 4096 });
+    const size = 8 * 1024 * 1024;
+    try {
+      const src = allocate(size);
+      src.buffer.fill(0x22);
+      const local = await i.transport.registerMemory({ buffer: src.buffer, length: BigInt(size), device: 'cpu', remoteAccess: false });
+      const dst = allocate(size);
+      dst.buffer.fill(0);
+      const reg = await t.transport.registerMemory({ buffer: dst.buffer, length: BigInt(size), device: 'cpu', remoteAccess: true });
+      const peer = await i.transport.openPeer(descriptor(t, reg.addr, size, reg.attrs));
+      const chunk = 4096;
+      const reqs = Array.from({ length: size / chunk }, (_, k) => ({ op: 'write' as const, local: local.addr + BigInt(k * chunk), remote: reg.addr + BigInt(k * chunk), length: chunk }));
+      const batch = i.transport.submit(peer, batchOf(reqs), { timeoutMs: 10_000 });
+      await new Promise((r) => setTimeout(r, 2));
+      await t.transport.unregisterMemory(reg.addr);
+      const atReturn = createHash('sha256').update(dst.buffer).digest('hex');
+      const result = await batch.then((r) => r.statuses, (e: { details?: { statuses?: Int32Array }; code?: string }) => e.details?.statuses ?? e.code);
+      await new Promise((r) => setTimeout(r, 300));
+      assert.is(createHash('sha256').update(dst.buffer).digest('hex'), atReturn, 'bytes landed after unregisterMemory returned');
+      if (result instanceof Int32Array) {
+        const refused = result.filter((x) => x !== 0).length;
+        assert.ok(refused > 0, 'requests still queued at the revocation were refused');
+      }
+    } finally {
+      await i.transport.close();
+      await t.transport.close();
+    }
+  });
+}
+
+test('remote keys are random, not a sequence a peer could walk', async () => {
+  const t = await bare(PROVIDERS[0]);
+  try {
+    const keys: bigint[] = [];
+    for (let k = 0; k < 4; k++) {
+      const a = allocate(4096);
+      const r = await t.transport.registerMemory({ buffer: a.buffer, length: 4096n, device: 'cpu', remoteAccess: true });
+      keys.push(...((r.attrs as { keys: bigint[] }).keys));
+    }
+    const steps = keys.slice(1).map((k, j) => k - keys[j]!);
+    assert.ok(steps.some((d) => d !== 1n && d !== -1n), `keys ${keys.join(', ')} form a sequence`);
+    assert.ok(keys.filter((k) => k < 1n << 32n).length <= 1, `keys ${keys.join(', ')} are small numbers`);
+  } finally {
+    await t.transport.close();
+  }
+});
+
+test('a peer that stopped answering costs one revocation wait, not one per unregistration', async () => {
+  const t = await bare(PROVIDERS[0]);
+  const gone = await bare(PROVIDERS[0]);
+  const size = 4096;
+  try {
+    const a = allocate(size);
+    const reg = await t.transport.registerMemory({ buffer: a.buffer, length: BigInt(size), device: 'cpu', remoteAccess: true });
+    await gone.transport.openPeer(descriptor(t, reg.addr, size, reg.attrs)); // its hello makes t remember it
+    await gone.transport.close();
+    const timed = async (addr: bigint) => {
+      const started = Date.now();
+      await t.transport.unregisterMemory(addr);
+      return Date.now() - started;
+    };
+    const first = await timed(reg.addr);
+    const regions = [];
+    for (let k = 0; k < 3; k++) {
+      const b = allocate(size);
+      regions.push(await t.transport.registerMemory({ buffer: b.buffer, length: BigInt(size), device: 'cpu', remoteAccess: true }));
+    }
+    const later = [];
+    for (const r of regions) later.push(await timed(r.addr));
+    assert.ok(first >= 500, `the first revocation waited for the silent peer (${first} ms)`);
+    assert.ok(Math.max(...later) < 300, `later revocations no longer wait for it: ${later.join(', ')} ms`);
+  } finally {
+    await t.transport.close();
+  }
+});
+
+test.run();
