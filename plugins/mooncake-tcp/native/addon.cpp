@@ -55,6 +55,12 @@ class TcpTransport : public te::napi::TransportWrap<TcpTransport, tetcp::Transpo
     opt.socket_buffer = static_cast<int>(u64_field(o, "socketBufferBytes"));
     opt.window_bytes = u64_field(o, "windowBytes");
     opt.cancel_grace_ms = static_cast<int>(u64_field(o, "cancelGraceMs"));
+    opt.notify_queue_per_peer = u64_field(o, "notifyQueuePerPeer");
+    opt.notify_queue_bytes = u64_field(o, "notifyQueueBytes");
+    opt.max_connections = u64_field(o, "maxConnections");
+    opt.max_connections_per_address = u64_field(o, "maxConnectionsPerAddress");
+    opt.handshake_timeout_ms = static_cast<int64_t>(u64_field(o, "handshakeTimeoutMs"));
+    opt.idle_timeout_ms = static_cast<int64_t>(u64_field(o, "idleTimeoutMs"));
     Napi::Value secret = o.Get("authSecret");
     if (te::napi::is_given(secret)) {
       auto bytes = te::napi::get_bytes(secret, "authSecret");
@@ -95,6 +101,8 @@ class TcpTransport : public te::napi::TransportWrap<TcpTransport, tetcp::Transpo
         te::napi::call_on_status(env, on_open_, e.id, e.status, e.text);
         break;
       case Event::NOTIFY:
+        // Out of the bounded queue before the listeners run (a throwing listener must not leak it).
+        if (transport_) transport_->notification_taken(e.text, e.payload.size());
         te::napi::call_on_notify(env, on_notify_, e.text, e.payload);
         break;
     }

@@ -583,7 +583,12 @@ bool Lane::on_header(const Header& h) {
     fail(te::TE_BAD_FRAME, "response with an unexpected body from " + peer_->label());
     return false;
   }
-  complete_front(h.status, h.status != te::TE_OK ? "the target refused the request" : nullptr);
+  const char* why = nullptr;
+  if (h.status == te::TE_POOL_EXHAUSTED && s->op == OP_NOTIFY)
+    why = "the target's notification queue is full (its listeners are behind); the notification was not delivered";
+  else if (h.status != te::TE_OK)
+    why = "the target refused the request";
+  complete_front(h.status, why);
   return fd_ >= 0;
 }
 

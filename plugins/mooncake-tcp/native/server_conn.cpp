@@ -324,8 +324,8 @@ void ServerConn::finish_body() {
     respond(cur_, body_status_);
   } else if (cur_.op == OP_NOTIFY) {
     if (!initiator_connected()) return;
-    t_->deliver_notification(peer_name_, std::vector<uint8_t>(ctrl_body_.begin(), ctrl_body_.end()));
-    respond(cur_, te::TE_OK);
+    // Acknowledged only once queued; a full queue refuses it (the sender's batch fails).
+    respond(cur_, t_->deliver_notification(peer_name_, std::vector<uint8_t>(ctrl_body_.begin(), ctrl_body_.end())));
   }
 }
 

@@ -55,7 +55,13 @@ void Batch::all_done() {
       peer->lanes[0]->enqueue(&notify_slice);
       return;
     }
-    if (ok && peer->local) owner->deliver_notification(owner->options().segment_name, notify);
+    if (ok && peer->local) {
+      int32_t st = owner->deliver_notification(owner->options().segment_name, notify);
+      if (st != te::TE_OK) {
+        batch_status.store(st);
+        note_error("this process's notification queue is full (notifyQueuePerPeer / notifyQueueBytes)");
+      }
+    }
   }
   owner->finish_batch(this);
 }
@@ -203,12 +209,38 @@ void Transport::accept_fd(int fd) {
   });
 }
 
-void Transport::deliver_notification(const std::string& from, std::vector<uint8_t> payload) {
+namespace {
+// What one queued notification costs besides its payload (event, strings, bookkeeping), so
+// a flood of empty ones is bounded by the byte budget too.
+constexpr uint64_t kNotifyOverhead = 256;
+}  // namespace
+
+Status Transport::deliver_notification(const std::string& from, std::vector<uint8_t> payload) {
+  const uint64_t cost = payload.size() + kNotifyOverhead;
+  {
+    std::lock_guard<std::mutex> lock(notify_mu_);
+    uint64_t& mine = notify_queued_[from];
+    if (mine >= opt_.notify_queue_per_peer || notify_bytes_ + cost > opt_.notify_queue_bytes) {
+      if (mine == 0) notify_queued_.erase(from);
+      return te::TE_POOL_EXHAUSTED;
+    }
+    ++mine;
+    notify_bytes_ += cost;
+  }
   Event e;
   e.kind = Event::NOTIFY;
   e.text = from;
   e.payload = std::move(payload);
   emit(std::move(e));
+  return te::TE_OK;
+}
+
+void Transport::notification_taken(const std::string& from, size_t bytes) {
+  std::lock_guard<std::mutex> lock(notify_mu_);
+  auto it = notify_queued_.find(from);
+  if (it == notify_queued_.end()) return;
+  if (--it->second == 0) notify_queued_.erase(it);
+  notify_bytes_ -= bytes + kNotifyOverhead;
 }
 
 uint64_t Transport::open_peer(const std::string& host, uint16_t port, uint64_t epoch, const std::string& name,

@@ -35,6 +35,14 @@ struct Options {
   uint64_t window_bytes = 32ull << 20;
   int cancel_grace_ms = 250;
   std::vector<uint8_t> secret;  // empty: no authentication
+  // Received notifications not yet taken by the JS thread: per sending peer and in bytes.
+  uint64_t notify_queue_per_peer = 1024;
+  uint64_t notify_queue_bytes = 64ull << 20;
+  // Accepted connections: caps, and how long one may take to handshake or sit idle.
+  uint64_t max_connections = 4096;
+  uint64_t max_connections_per_address = 1024;
+  int64_t handshake_timeout_ms = 5000;
+  int64_t idle_timeout_ms = 300000;
 };
 
 /** Something for the JS thread: a finished batch, a finished openPeer, a notification. */
@@ -162,7 +170,10 @@ class Transport {
 
   void emit(Event e) { sink_(std::move(e)); }
   void finish_batch(Batch* b);
-  void deliver_notification(const std::string& from, std::vector<uint8_t> payload);
+  /** Queues a notification for the JS thread; POOL_EXHAUSTED (nothing queued) when the queue is full. */
+  Status deliver_notification(const std::string& from, std::vector<uint8_t> payload);
+  /** JS thread: a notification left the queue (it is being handed to listeners). */
+  void notification_taken(const std::string& from, size_t bytes);
   void accept_fd(int fd);
 
  private:
@@ -182,6 +193,9 @@ class Transport {
   uint64_t next_batch_ = 1;
   std::unordered_map<uint64_t, std::shared_ptr<Peer>> peers_;
   std::unordered_map<uint64_t, std::shared_ptr<Batch>> batches_;
+  std::mutex notify_mu_;
+  std::unordered_map<std::string, uint64_t> notify_queued_;  // per sender
+  uint64_t notify_bytes_ = 0;
 };
 
 /** Socket options shared by both sides (non-blocking, TCP_NODELAY, buffer sizes). */

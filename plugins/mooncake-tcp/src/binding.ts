@@ -20,6 +20,12 @@ export interface NativeTransportOptions {
   socketBufferBytes: number;
   windowBytes: number;
   cancelGraceMs: number;
+  notifyQueuePerPeer: number;
+  notifyQueueBytes: number;
+  maxConnections: number;
+  maxConnectionsPerAddress: number;
+  handshakeTimeoutMs: number;
+  idleTimeoutMs: number;
   /** Shared secret bytes; absent: no authentication. */
   authSecret?: Uint8Array;
 }

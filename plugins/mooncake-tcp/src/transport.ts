@@ -83,6 +83,12 @@ export class MooncakeTcpTransport implements Transport {
         socketBufferBytes: options.socketBufferBytes,
         windowBytes: options.windowBytes,
         cancelGraceMs: options.cancelGraceMs,
+        notifyQueuePerPeer: options.notifyQueuePerPeer,
+        notifyQueueBytes: options.notifyQueueBytes,
+        maxConnections: options.maxConnections,
+        maxConnectionsPerAddress: options.maxConnectionsPerAddress,
+        handshakeTimeoutMs: options.handshakeTimeoutMs,
+        idleTimeoutMs: options.idleTimeoutMs,
         ...(options.authSecret ? { authSecret: Buffer.from(options.authSecret, 'utf8') } : {}),
       },
       {

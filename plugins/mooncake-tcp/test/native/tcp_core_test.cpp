@@ -203,6 +203,35 @@ void test_cancel_fails_only_the_cancelled_batch() {
   init.t->close_peer(peer);
 }
 
+// Notifications wait for the JS thread in a bounded queue: beyond notify_queue_per_peer the
+// sender's batch fails with POOL_EXHAUSTED; taking one makes room again.
+void test_notification_queue_is_bounded() {
+  Options to = options("target", 0x1111);
+  to.notify_queue_per_peer = 3;
+  Node target(to);
+  Node init(options("init", 0x2222));
+  uint64_t peer = 0;
+  CHECK(open(init, target, 0x1111, 1, &peer) == te::TE_OK);
+  auto notify = [&](const char* text) {
+    uint64_t id = 0;
+    std::string err;
+    CHECK(init.t->submit(peer, nullptr, nullptr, nullptr, nullptr, 0, reinterpret_cast<const uint8_t*>(text),
+                         std::strlen(text), &id, &err) == te::TE_OK);
+    Event e;
+    CHECK(init.wait(Event::BATCH, id, &e));
+    auto b = init.t->take_batch(id);
+    return b ? b->batch_status.load() : int32_t(te::TE_INTERNAL);
+  };
+  for (int i = 0; i < 3; ++i) CHECK(notify("hello") == te::TE_OK);
+  CHECK(notify("one too many") == te::TE_POOL_EXHAUSTED);
+  Event e;
+  CHECK(target.wait(Event::NOTIFY, 0, &e));
+  CHECK(e.text == "init" && e.payload.size() == 5);
+  target.t->notification_taken(e.text, e.payload.size());
+  CHECK(notify("room again") == te::TE_OK);
+  init.t->close_peer(peer);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -213,6 +242,7 @@ int main(int argc, char** argv) {
       {"write_read_roundtrip", test_write_read_roundtrip},
       {"sticky_failure_from_many_lanes", test_sticky_failure_from_many_lanes},
       {"cancel_fails_only_the_cancelled_batch", test_cancel_fails_only_the_cancelled_batch},
+      {"notification_queue_is_bounded", test_notification_queue_is_bounded},
   };
   for (auto& c : cases) {
     if (argc > 1 && std::strcmp(argv[1], c.name) != 0) continue;
