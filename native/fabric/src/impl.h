@@ -260,6 +260,19 @@ struct Transport::Impl {
   std::unordered_map<uint64_t, std::shared_ptr<RevokeWait>> revokes;  // guarded by pending_mu
   bool started = false;
   std::atomic<bool> closed{false};
+  // Same-process copies (local_copy.cpp).
+  std::mutex copy_mu;
+  std::condition_variable copy_cv;
+  std::deque<std::shared_ptr<Batch>> copy_queue;
+  std::thread copy_thread;
+  bool copy_stop = false;
+  void copy_locally(std::shared_ptr<Batch> b);
+  void run_local_copies();
+  void stop_local_copies();
+
+  // Registrations run on worker threads: close() takes this exclusively, so it never closes
+  // a domain under a registration in progress.
+  std::shared_mutex life_mu;
 
   // Called on rail threads.
   void on_message(Rail& r, const uint8_t* data, size_t len);

@@ -17,6 +17,7 @@ namespace te::fabric {
 Status Transport::register_memory(uint64_t addr, uint64_t len, bool remote, std::vector<uint64_t>* keys, uint64_t* base,
                                   std::string* err) {
   Impl& m = *impl_;
+  std::shared_lock<std::shared_mutex> life(m.life_mu);
   if (m.closed.load()) return *err = "transport is closed", TE_ABORTED;
   bool in_pool = m.pool && m.pool->contains(addr, len);
   if (m.pool && m.opt.pool_strict && !in_pool) {
@@ -98,6 +99,7 @@ Status Transport::unregister_memory(uint64_t addr, std::string* err) {
     was_published = m.published.erase(addr) > 0;
   }
   if (was_published && !m.closed.load() && !m.rails.empty()) m.revoke(addr);
+  std::shared_lock<std::shared_mutex> life(m.life_mu);  // close() closes every region itself
   std::unique_lock<std::shared_mutex> l(m.mr_mu);
   auto it = m.mrs.find(addr);
   if (it != m.mrs.end()) {

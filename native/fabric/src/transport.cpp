@@ -113,30 +113,7 @@ Status Transport::submit(uint64_t peer, const uint8_t* ops, const uint64_t* loca
     return TE_OK;
   }
   if (p->same_process) {
-    // This process: validated memcpy, no provider involved.
-    for (size_t i = 0; i < n; ++i) {
-      if (!lengths[i]) continue;
-      Lease ll, rl;
-      Status s = m.registry.acquire(local[i], lengths[i], false, ll);
-      if (s == TE_OK) s = m.registry.acquire(remote[i], lengths[i], true, rl);
-      if (s != TE_OK) {
-        b->statuses[i].store(s);
-        continue;
-      }
-      void* dst = reinterpret_cast<void*>(ops[i] == 1 ? remote[i] : local[i]);
-      void* src = reinterpret_cast<void*>(ops[i] == 1 ? local[i] : remote[i]);
-      memmove(dst, src, lengths[i]);
-    }
-    bool ok = true;
-    for (size_t i = 0; i < n; ++i) ok = ok && b->statuses[i].load() == 0;
-    if (ok && notify) {
-      Event e;
-      e.kind = Event::NOTIFY;
-      e.text = m.opt.segment_name;
-      e.payload = b->notify;
-      m.sink(std::move(e));
-    }
-    m.complete(b);
+    m.copy_locally(std::move(b));
     return TE_OK;
   }
   m.dispatch(b, true);
@@ -182,6 +159,8 @@ void Transport::cancel(uint64_t id, int32_t status) {
 void Transport::close() {
   Impl& m = *impl_;
   if (m.closed.exchange(true)) return;
+  std::unique_lock<std::shared_mutex> life(m.life_mu);  // waits for registrations in progress
+  m.stop_local_copies();  // a copy in progress stops at its next step
   for (auto& r : m.rails) {
     r->stop.store(true);
     if (r->thread.joinable()) {

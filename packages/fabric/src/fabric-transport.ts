@@ -138,7 +138,7 @@ export class FabricTransport implements Transport {
     if (typeof request.length !== 'bigint' || request.length <= 0n) throw this.fail('INVALID_ARGUMENT', 'Expected `length` to be a positive bigint');
     if (!request.buffer && request.addr === undefined) throw this.fail('INVALID_ARGUMENT', 'registerMemory needs `buffer` or `addr`');
     const buffer = request.buffer instanceof SharedArrayBuffer ? new Uint8Array(request.buffer) : request.buffer ?? null;
-    const r = this.native.registerMemory(buffer, request.addr ?? 0n, request.length, request.remoteAccess);
+    const r = await this.native.registerMemory(buffer, request.addr ?? 0n, request.length, request.remoteAccess);
     return { addr: r.addr, length: request.length, attrs: { keys: r.keys, base: r.base } };
   }
 

@@ -64,7 +64,8 @@ export interface NativeRemoteRegion {
 export interface NativeFabricTransport {
   rails(): NativeRail[];
   /** Registers [addr, addr+length) in every rail's domain (or inside the barex pool). Throws a TransferError. */
-  registerMemory(buffer: ArrayBuffer | ArrayBufferView | null, addr: bigint, length: bigint, remoteAccess: boolean): { addr: bigint; keys: bigint[]; base: bigint };
+  /** Registers on a worker thread (fi_mr_reg can take long for large regions). */
+  registerMemory(buffer: ArrayBuffer | ArrayBufferView | null, addr: bigint, length: bigint, remoteAccess: boolean): Promise<{ addr: bigint; keys: bigint[]; base: bigint }>;
   /** Resolves once no operation on that memory is in flight and its keys are closed. */
   unregisterMemory(addr: bigint): Promise<void>;
   /** Starts the hello on every rail; `onOpen(id, ...)` reports. */

@@ -171,6 +171,7 @@ class TransportWrap : public Napi::ObjectWrap<Derived> {
    * closed (addons that register only raw addresses never call it).
    */
   void keep_buffer(uint64_t addr, const Napi::Value& buffer) { refs_[addr] = Napi::Persistent(buffer); }
+  void forget_buffer(uint64_t addr) { refs_.erase(addr); }
 
   /**
    * unregisterMemory(addr): Promise<void>. `remove` runs on a worker thread because it waits

@@ -123,7 +123,9 @@ class FabricTransport : public te::napi::TransportWrap<FabricTransport, Transpor
     return out;
   }
 
-  // registerMemory(buffer | null, addr, length, remote) -> {addr, keys: bigint[], base}
+  // registerMemory(buffer | null, addr, length, remote) -> Promise<{addr, keys: bigint[], base}>.
+  // fi_mr_reg pins and maps pages (milliseconds to seconds for large regions with verbs):
+  // it runs on a worker thread, with the buffer kept alive from the call on.
   Napi::Value RegisterMemory(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     check_open(env);
@@ -131,21 +133,58 @@ class FabricTransport : public te::napi::TransportWrap<FabricTransport, Transpor
     uint64_t length = get_u64(info[2], "length");
     bool remote = info[3].ToBoolean().Value();
     bool has_buffer = te::napi::is_given(info[0]);
-    if (has_buffer) te::napi::check_buffer_range(info[0], addr, length);
-    std::vector<uint64_t> keys;
-    uint64_t mr_base = 0;
-    std::string err;
-    Status s = transport_->register_memory(addr, length, remote, &keys, &mr_base, &err);
-    if (s != TE_OK) throw_status(env, s, err);
-    if (has_buffer) keep_buffer(addr, info[0]);
-    Napi::Object out = Napi::Object::New(env);
-    out.Set("addr", Napi::BigInt::New(env, addr));
-    out.Set("base", Napi::BigInt::New(env, mr_base));
-    Napi::Array k = Napi::Array::New(env, keys.size());
-    for (uint32_t i = 0; i < keys.size(); ++i) k.Set(i, Napi::BigInt::New(env, keys[i]));
-    out.Set("keys", k);
-    return out;
+    if (has_buffer) {
+      te::napi::check_buffer_range(info[0], addr, length);
+      keep_buffer(addr, info[0]);
+    }
+    auto* w = new RegisterWorker(env, transport_, addr, length, remote, [this, addr, has_buffer](bool ok) {
+      if (!ok && has_buffer) forget_buffer(addr);
+    });
+    Napi::Promise p = w->promise();
+    w->Queue();
+    return p;
   }
+
+  class RegisterWorker : public Napi::AsyncWorker {
+   public:
+    RegisterWorker(Napi::Env env, std::shared_ptr<Transport> t, uint64_t addr, uint64_t length, bool remote,
+                   std::function<void(bool)> done)
+        : Napi::AsyncWorker(env, "te:fabric:register"),
+          deferred_(Napi::Promise::Deferred::New(env)),
+          t_(std::move(t)),
+          addr_(addr),
+          length_(length),
+          remote_(remote),
+          done_(std::move(done)) {}
+    Napi::Promise promise() { return deferred_.Promise(); }
+    void Execute() override { status_ = t_->register_memory(addr_, length_, remote_, &keys_, &base_, &err_); }
+    void OnOK() override {
+      Napi::Env env = Env();
+      done_(status_ == TE_OK);
+      if (status_ != TE_OK) {
+        deferred_.Reject(te::napi::make_error(env, status_, err_));
+        return;
+      }
+      Napi::Object out = Napi::Object::New(env);
+      out.Set("addr", Napi::BigInt::New(env, addr_));
+      out.Set("base", Napi::BigInt::New(env, base_));
+      Napi::Array k = Napi::Array::New(env, keys_.size());
+      for (uint32_t i = 0; i < keys_.size(); ++i) k.Set(i, Napi::BigInt::New(env, keys_[i]));
+      out.Set("keys", k);
+      deferred_.Resolve(out);
+    }
+
+   private:
+    Napi::Promise::Deferred deferred_;
+    std::shared_ptr<Transport> t_;  // outlives the job even if the transport is closed meanwhile
+    uint64_t addr_, length_;
+    bool remote_;
+    std::function<void(bool)> done_;
+    std::vector<uint64_t> keys_;
+    uint64_t base_ = 0;
+    int32_t status_ = TE_OK;
+    std::string err_;
+  };
 
   Napi::Value UnregisterMemory(const Napi::CallbackInfo& info) {
     return unregister_memory(info, "te:fabric:unregister",
