@@ -7,7 +7,7 @@ import type { TeConfig, TeConfigInput } from '../config/types.js';
 import { validateConfig } from '../config/validate.js';
 import { batchOf, selectRequests, type BatchResult, type Notification, type SubmitOptions, type TransferBatch } from '../spi/batch.js';
 import { DESCRIPTOR_VERSION, type SegmentDescriptor } from '../spi/descriptor.js';
-import { isDeviceName, memoryKindOf, type BufferSource, type DeviceName, type RegisterRequest, type WireValue } from '../spi/memory.js';
+import { isDeviceName, memoryKindOf, type DeviceName, type RegisterRequest, type WireValue } from '../spi/memory.js';
 import { parseOptions } from '../spi/options.js';
 import type { TransportPlugin } from '../spi/plugin.js';
 import type { TransportPeer } from '../spi/transport.js';
@@ -19,36 +19,14 @@ import { createLogger, type Log } from './logger.js';
 import { MemoryMap, type LocalRegion } from './memory-map.js';
 import { checkSegmentName } from './segment-name.js';
 import { P2PHandshake } from './metadata.js';
-import { emptyMetrics, type BatchRecord, type EngineMetrics } from './metrics.js';
+import type { BatchRecord, EngineMetrics } from './metrics.js';
+import { BatchStats } from './batch-stats.js';
+import type { AllocatedHandle, CreateEngineOptions, MemoryHandle, MemoryTarget, RegisterOptions, TransferOptions } from './engine-api.js';
+import { registrationRequest, toBigInt } from './registration-request.js';
+import { RegionPins, beforeDeadline, submitWithWatchdog } from './watchdog.js';
 import { startMetricLog } from '../metrics/periodic-log.js';
 import { commonTransports, peerRouting, planRoutes, type EngineTransport, type PeerRouting, type Route } from './router.js';
 
-/** A registered region as the caller sees it. */
-export interface MemoryHandle {
-  readonly addr: bigint;
-  readonly length: bigint;
-  readonly device: DeviceName;
-  readonly remoteAccess: boolean;
-}
-
-/** Memory from `allocateMemory`: registered, and viewable from JS when it is host memory. */
-export interface AllocatedHandle extends MemoryHandle {
-  readonly buffer?: Uint8Array;
-}
-
-export type MemoryTarget = BufferSource | { addr: bigint; length: bigint | number; device?: DeviceName };
-
-export interface RegisterOptions {
-  device?: DeviceName;
-  /** Whether peers may read/write it (default true). */
-  remoteAccess?: boolean;
-}
-
-export interface TransferOptions {
-  timeoutMs?: number;
-  signal?: AbortSignal;
-  notify?: Uint8Array;
-}
 
 interface PeerState {
   descriptor: SegmentDescriptor;
@@ -62,30 +40,15 @@ interface PeerState {
   closeWhenIdle?: boolean;
 }
 
-export interface CreateEngineOptions {
-  /** Registry to resolve plugin names with (default: the process-wide registry). */
-  registry?: PluginRegistry;
-  /** Environment used by plugins' option parsing (default: process.env). */
-  env?: NodeJS.ProcessEnv;
-}
+
+export type { AllocatedHandle, CreateEngineOptions, MemoryHandle, MemoryTarget, RegisterOptions, TransferOptions } from './engine-api.js';
 
 const RECONNECT_CODES = new Set(['STALE_DESCRIPTOR', 'CONNECTION_LOST', 'PEER_FAILED', 'PEER_UNREACHABLE']);
-// Extra time a transport gets past the deadline before the engine stops waiting for it.
-const WATCHDOG_GRACE_MS = 2_000;
 
 function randomEpoch(): bigint {
   return randomBytes(8).readBigUInt64LE() & ((1n << 63n) - 1n);
 }
 
-function isBufferSource(value: unknown): value is BufferSource {
-  return value instanceof ArrayBuffer || value instanceof SharedArrayBuffer || ArrayBuffer.isView(value);
-}
-
-function toBigInt(name: string, value: unknown): bigint {
-  if (typeof value === 'bigint' && value >= 0n && value <= 0xffff_ffff_ffff_ffffn) return value;
-  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return BigInt(value);
-  throw new TransferError('INVALID_ARGUMENT', `Expected \`${name}\` to be a non-negative u64 bigint (or safe integer), got ${typeof value === 'bigint' ? `${value}n` : String(value)}`);
-}
 
 /**
  * The transfer engine of a process: its transports, its segment (registered memory and
@@ -99,11 +62,12 @@ export class TransferEngine {
   private readonly memory = new MemoryMap();
   private readonly peers = new Map<string, Promise<PeerState>>();
   private readonly listeners = new Set<(n: Notification) => void>();
-  private readonly counters = emptyMetrics();
   /** Allocations by address, with the transport that made them (none: plain host memory). */
   private readonly allocations = new Map<bigint, EngineTransport | undefined>();
   private registrationQueue: Promise<unknown> = Promise.resolve();
   private closing: Promise<void> | undefined;
+  private readonly pins = new RegionPins(this.memory);
+  private readonly stats: BatchStats;
 
   private constructor(
     config: TeConfig,
@@ -115,6 +79,7 @@ export class TransferEngine {
     private readonly log: Log,
   ) {
     this.config = config;
+    this.stats = new BatchStats(config.metrics, log);
     this.segmentName = segmentName;
     this.epoch = epoch;
     for (const t of held) {
@@ -210,30 +175,10 @@ export class TransferEngine {
    */
   async registerMemory(target: MemoryTarget, options: RegisterOptions = {}): Promise<MemoryHandle> {
     this.assertOpen();
-    const request = this.normaliseRegistration(target, options);
+    const request = registrationRequest(target, options);
     return this.serialize(() => this.registerNow(request));
   }
 
-  private normaliseRegistration(target: MemoryTarget, options: RegisterOptions): RegisterRequest {
-    const remoteAccess = options.remoteAccess ?? true;
-    if (typeof remoteAccess !== 'boolean') throw new TransferError('INVALID_ARGUMENT', 'Expected the `remoteAccess` option to be a boolean');
-    if (isBufferSource(target)) {
-      const device = options.device ?? 'cpu';
-      if (device !== 'cpu') throw new TransferError('INVALID_ARGUMENT', `A JS buffer is host memory; it cannot be registered as ${device}`);
-      const length = BigInt(target.byteLength);
-      if (length === 0n) throw new TransferError('INVALID_ARGUMENT', 'Cannot register an empty buffer');
-      return { buffer: target, length, device, remoteAccess };
-    }
-    if (typeof target !== 'object' || target === null) throw new TransferError('INVALID_ARGUMENT', 'Expected an ArrayBuffer, a typed array/Buffer, or {addr, length, device}');
-    const addr = toBigInt('addr', target.addr);
-    const length = toBigInt('length', target.length);
-    const device = target.device ?? options.device ?? 'cpu';
-    if (!isDeviceName(device)) throw new TransferError('INVALID_ARGUMENT', `Expected \`device\` to be "cpu" or "cuda:N", got ${JSON.stringify(device)}`);
-    if (addr === 0n) throw new TransferError('INVALID_ARGUMENT', 'Cannot register address 0');
-    if (length === 0n) throw new TransferError('INVALID_ARGUMENT', 'Cannot register an empty region');
-    if (addr + length > 0xffff_ffff_ffff_ffffn) throw new TransferError('ADDRESS_OUT_OF_RANGE', `Region at 0x${addr.toString(16)} of ${length} bytes wraps past the end of the address space`);
-    return { addr, length, device, remoteAccess };
-  }
 
   private async registerNow(request: RegisterRequest): Promise<MemoryHandle> {
     this.assertOpen();
@@ -329,7 +274,7 @@ export class TransferEngine {
     this.assertOpen();
     const addr = typeof target === 'bigint' ? target : toBigInt('addr', target?.addr);
     return this.serialize(async () => {
-      if (this.inUse.has(addr)) {
+      if (this.pins.has(addr)) {
         throw new TransferError('MEMORY_IN_USE', `Region 0x${addr.toString(16)} is still used by a batch its transport has not settled (it timed out without releasing the memory); it cannot be unregistered yet`, { details: { addr } });
       }
       const region = this.memory.remove(addr);
@@ -394,7 +339,7 @@ export class TransferEngine {
         // No shared transport: the descriptor is still useful; a transfer will say why.
       }
       const deadline = Date.now() + this.config.timeouts.connectMs;
-      await Promise.all(candidates.map((via) => this.beforeDeadline(this.transportPeer(state, via), deadline, undefined, `connecting to ${segment} over ${via.name}`)));
+      await Promise.all(candidates.map((via) => beforeDeadline(this.transportPeer(state, via), deadline, undefined, `connecting to ${segment} over ${via.name}`)));
     }
     return state.descriptor;
   }
@@ -464,7 +409,7 @@ export class TransferEngine {
     if (options.signal?.aborted) throw new TransferError('ABORTED', 'The transfer was aborted before it started');
     const deadline = Date.now() + timeoutMs;
     const { signal, notify } = options;
-    const state = await this.beforeDeadline(this.peerState(segment), deadline, signal, `fetching the descriptor of ${segment}`);
+    const state = await beforeDeadline(this.peerState(segment), deadline, signal, `fetching the descriptor of ${segment}`);
     const candidates = (state.candidates ??= commonTransports(this.held, state.descriptor, this.config.forceTcp));
     const plan = planRoutes(batch, this.memory, state.routing, candidates);
     // With one route the notification rides with the data; with several (or none: an
@@ -478,17 +423,17 @@ export class TransferEngine {
     for (const [i, status] of plan.refused) statuses[i] = status;
     const started = performance.now();
     const carriers = plan.routes.map((r) => r.via.name);
-    for (const t of carriers) this.inFlightByTransport.set(t, (this.inFlightByTransport.get(t) ?? 0) + 1);
+    this.stats.track(carriers, 1);
     const settle = (code: string | undefined, landed: bigint): void => {
-      for (const t of carriers) this.inFlightByTransport.set(t, (this.inFlightByTransport.get(t) ?? 1) - 1);
-      this.emitBatch({ segment, transports: carriers, requests: batch.opcodes.length, bytes: landed, code, seconds: (performance.now() - started) / 1000 });
+      this.stats.track(carriers, -1);
+      this.stats.emit({ segment, transports: carriers, requests: batch.opcodes.length, bytes: landed, code, seconds: (performance.now() - started) / 1000 });
     };
     const submitVia = async (via: EngineTransport, part: TransferBatch, withNotify: Uint8Array | undefined): Promise<BatchResult> => {
-      const peer = await this.beforeDeadline(this.transportPeer(state, via), deadline, signal, `connecting to ${segment} over ${via.name}`);
+      const peer = await beforeDeadline(this.transportPeer(state, via), deadline, signal, `connecting to ${segment} over ${via.name}`);
       const submitOptions: SubmitOptions = { timeoutMs: Math.max(1, deadline - Date.now()) };
       if (signal) submitOptions.signal = signal;
       if (withNotify) submitOptions.notify = withNotify;
-      return this.submitWithWatchdog(via, peer, part, submitOptions);
+      return submitWithWatchdog(via, peer, part, submitOptions, this.pins, this.log);
     };
     let bytes = 0n;
     state.inFlight++;
@@ -508,7 +453,7 @@ export class TransferEngine {
       for (const r of settled as PromiseFulfilledResult<BatchResult>[]) bytes += r.value.bytes;
       if (trailing && statuses.every((st) => st === 0)) await submitVia(notifier!, batchOf([]), notify);
     } catch (error) {
-      this.count(plan.routes, batch, false);
+      this.stats.count(plan.routes, batch, false);
       settle(isTransferError(error) ? error.code : 'INTERNAL', 0n);
       this.releasePeer(state);
       if (isTransferError(error) && RECONNECT_CODES.has(error.code)) await this.forgetSegment(segment);
@@ -516,7 +461,7 @@ export class TransferEngine {
     }
     this.releasePeer(state);
     const failed = statuses.findIndex((s) => s !== 0);
-    this.count(plan.routes, batch, failed < 0);
+    this.stats.count(plan.routes, batch, failed < 0);
     settle(failed < 0 ? undefined : codeForStatus(statuses[failed]!), failed < 0 ? bytes : 0n);
     if (failed >= 0) {
       const count = statuses.reduce((acc, s) => acc + (s !== 0 ? 1 : 0), 0);
@@ -548,127 +493,24 @@ export class TransferEngine {
   }
 
   /** Waits for a preparatory step (descriptor fetch, connect) within the batch's deadline and signal. */
-  private beforeDeadline<T>(step: Promise<T>, deadline: number, signal: AbortSignal | undefined, what: string): Promise<T> {
-    return new Promise<T>((resolve, reject) => {
-      const onAbort = (): void => {
-        clearTimeout(timer);
-        reject(new TransferError('ABORTED', `The transfer was aborted while ${what}`));
-      };
-      const timer = setTimeout(() => {
-        signal?.removeEventListener('abort', onAbort);
-        reject(new TransferError('TIMEOUT', `The batch deadline passed while ${what}`));
-      }, Math.max(0, deadline - Date.now()));
-      signal?.addEventListener('abort', onAbort, { once: true });
-      step.then(
-        (value) => {
-          clearTimeout(timer);
-          signal?.removeEventListener('abort', onAbort);
-          resolve(value);
-        },
-        (error) => {
-          clearTimeout(timer);
-          signal?.removeEventListener('abort', onAbort);
-          reject(error);
-        },
-      );
-    });
+
+
+
+
+
+  /** Counters collected when `metrics` (MC_TE_METRIC) is on. */
+  metrics(): EngineMetrics {
+    return this.stats.metrics();
   }
-
-  /**
-   * Submits through a transport and enforces the deadline from outside too: a transport
-   * that does not settle well past its deadline is reported, and the caller is released.
-   */
-  private submitWithWatchdog(via: EngineTransport, peer: TransportPeer, batch: TransferBatch, options: SubmitOptions): Promise<BatchResult> {
-    return new Promise((resolve, reject) => {
-      let pinned: bigint[] | undefined;
-      const timer = setTimeout(() => {
-        // Settled means done with memory, and this batch is not settled: the caller gets a
-        // deadline-bound answer, but the batch's local regions stay marked in use (their
-        // unregistration is refused) until the transport really settles it.
-        pinned = this.pinRegions(batch);
-        this.log('error', `transport ${via.name} did not settle a batch ${WATCHDOG_GRACE_MS} ms past its ${options.timeoutMs} ms deadline; its memory stays in use until it does`);
-        reject(
-          new TransferError('TIMEOUT', `Batch did not complete within ${options.timeoutMs} ms and the transport has not settled it: its local memory is still in use (unregistering it is refused until the transport lets go)`, {
-            plugin: via.name,
-            details: { settled: false },
-          }),
-        );
-      }, options.timeoutMs + WATCHDOG_GRACE_MS);
-      const release = (): void => {
-        clearTimeout(timer);
-        if (pinned) this.unpinRegions(pinned);
-      };
-      via.transport.submit(peer, batch, options).then(
-        (r) => {
-          release();
-          resolve(r);
-        },
-        (e) => {
-          release();
-          reject(isTransferError(e) ? e : new TransferError('INTERNAL', `transport ${via.name} failed with a non-TransferError: ${(e as Error)?.message ?? String(e)}`, { plugin: via.name, cause: e }));
-        },
-      );
-    });
-  }
-
-  /** Regions that a batch no transport has settled still uses, by start address. */
-  private readonly inUse = new Map<bigint, number>();
-
-  private pinRegions(batch: TransferBatch): bigint[] {
-    const starts = new Set<bigint>();
-    for (let i = 0; i < batch.localAddrs.length; i++) {
-      const r = this.memory.find(batch.localAddrs[i]!, 1n);
-      if (r) starts.add(r.addr);
-    }
-    for (const a of starts) this.inUse.set(a, (this.inUse.get(a) ?? 0) + 1);
-    return [...starts];
-  }
-
-  private unpinRegions(starts: bigint[]): void {
-    for (const a of starts) {
-      const n = (this.inUse.get(a) ?? 1) - 1;
-      if (n <= 0) this.inUse.delete(a);
-      else this.inUse.set(a, n);
-    }
-  }
-
-  private count(routes: Route[], batch: TransferBatch, ok: boolean): void {
-    if (!this.config.metrics) return;
-    const c = this.counters;
-    c.batches++;
-    c.requests += batch.opcodes.length;
-    if (ok) for (let i = 0; i < batch.lengths.length; i++) c.bytes += batch.lengths[i]!;
-    else c.failedBatches++;
-    for (const r of routes) c.byTransport[r.via.name] = (c.byTransport[r.via.name] ?? 0) + 1;
-  }
-
-  private readonly batchObservers = new Set<(r: BatchRecord) => void>();
-  private readonly inFlightByTransport = new Map<string, number>();
 
   /** Calls `observer` after every batch settles (metrics exporters use it); returns the unsubscribe. */
   observeBatches(observer: (r: BatchRecord) => void): () => void {
-    this.batchObservers.add(observer);
-    return () => this.batchObservers.delete(observer);
+    return this.stats.observe(observer);
   }
 
   /** Batches in flight now, by transport. */
   inFlight(): Record<string, number> {
-    return Object.fromEntries(this.inFlightByTransport);
-  }
-
-  private emitBatch(r: BatchRecord): void {
-    for (const o of this.batchObservers) {
-      try {
-        o(r);
-      } catch (e) {
-        this.log('error', `a batch observer threw: ${(e as Error).message}`);
-      }
-    }
-  }
-
-  /** Counters collected when `metrics` (MC_TE_METRIC) is on. */
-  metrics(): EngineMetrics {
-    return structuredClone(this.counters);
+    return this.stats.inFlight();
   }
 
   /** Convenience: one WRITE of `length` bytes from local `local` to the peer's `remote`. */

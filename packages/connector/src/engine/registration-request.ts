@@ -1,0 +1,36 @@
+// Turns registerMemory's arguments (a JS buffer, or {addr, length, device}) into the
+// request every transport receives, refusing what no transport could register.
+import { TransferError } from '../errors/transfer-error.js';
+import { isDeviceName, type BufferSource, type RegisterRequest } from '../spi/memory.js';
+import type { MemoryTarget, RegisterOptions } from './engine-api.js';
+
+function isBufferSource(value: unknown): value is BufferSource {
+  return value instanceof ArrayBuffer || value instanceof SharedArrayBuffer || ArrayBuffer.isView(value);
+}
+
+export function toBigInt(name: string, value: unknown): bigint {
+  if (typeof value === 'bigint' && value >= 0n && value <= 0xffff_ffff_ffff_ffffn) return value;
+  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return BigInt(value);
+  throw new TransferError('INVALID_ARGUMENT', `Expected \`${name}\` to be a non-negative u64 bigint (or safe integer), got ${typeof value === 'bigint' ? `${value}n` : String(value)}`);
+}
+
+export function registrationRequest(target: MemoryTarget, options: RegisterOptions): RegisterRequest {
+  const remoteAccess = options.remoteAccess ?? true;
+  if (typeof remoteAccess !== 'boolean') throw new TransferError('INVALID_ARGUMENT', 'Expected the `remoteAccess` option to be a boolean');
+  if (isBufferSource(target)) {
+    const device = options.device ?? 'cpu';
+    if (device !== 'cpu') throw new TransferError('INVALID_ARGUMENT', `A JS buffer is host memory; it cannot be registered as ${device}`);
+    const length = BigInt(target.byteLength);
+    if (length === 0n) throw new TransferError('INVALID_ARGUMENT', 'Cannot register an empty buffer');
+    return { buffer: target, length, device, remoteAccess };
+  }
+  if (typeof target !== 'object' || target === null) throw new TransferError('INVALID_ARGUMENT', 'Expected an ArrayBuffer, a typed array/Buffer, or {addr, length, device}');
+  const addr = toBigInt('addr', target.addr);
+  const length = toBigInt('length', target.length);
+  const device = target.device ?? options.device ?? 'cpu';
+  if (!isDeviceName(device)) throw new TransferError('INVALID_ARGUMENT', `Expected \`device\` to be "cpu" or "cuda:N", got ${JSON.stringify(device)}`);
+  if (addr === 0n) throw new TransferError('INVALID_ARGUMENT', 'Cannot register address 0');
+  if (length === 0n) throw new TransferError('INVALID_ARGUMENT', 'Cannot register an empty region');
+  if (addr + length > 0xffff_ffff_ffff_ffffn) throw new TransferError('ADDRESS_OUT_OF_RANGE', `Region at 0x${addr.toString(16)} of ${length} bytes wraps past the end of the address space`);
+  return { addr, length, device, remoteAccess };
+}
