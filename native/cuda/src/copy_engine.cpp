@@ -2,15 +2,11 @@
 
 #include <chrono>
 
-#include "te/cuda/device.h"
-
-#if TE_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 namespace te::cuda {
 
-CopyEngine::CopyEngine(CopyEngineOptions options, Done done) : options_(options), done_(std::move(done)) {
+CopyEngine::CopyEngine(CopyEngineOptions options, Done done)
+    : options_(options), rt_(options.runtime ? options.runtime : cuda_runtime()), done_(std::move(done)) {
   if (options_.streams_per_device < 1) options_.streams_per_device = 1;
   thread_ = std::thread([this] { run(); });
 }
@@ -96,63 +92,59 @@ void CopyEngine::run() {
     }
   }
   // Stopped: free streams and events.
-#if TE_HAVE_CUDA
   for (auto& [dev, list] : streams_) {
-    if (!use_device(dev).ok()) continue;
-    for (void* s : list) cudaStreamDestroy(static_cast<cudaStream_t>(s));
+    if (!rt_->set_device(dev).ok()) continue;
+    for (void* st : list) rt_->destroy_stream(st);
   }
   for (auto& [dev, list] : free_events_) {
-    if (!use_device(dev).ok()) continue;
-    for (void* e : list) cudaEventDestroy(static_cast<cudaEvent_t>(e));
+    if (!rt_->set_device(dev).ok()) continue;
+    for (void* e : list) rt_->destroy_event(e);
   }
-#endif
   streams_.clear();
   free_events_.clear();
 }
 
 void* CopyEngine::stream_for(int device, Error* err) {
-#if TE_HAVE_CUDA
   auto& list = streams_[device];
   if (list.empty()) {
     for (int i = 0; i < options_.streams_per_device; ++i) {
-      cudaStream_t s = nullptr;
-      cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-      if (e != cudaSuccess) {
-        *err = runtime_error("cudaStreamCreateWithFlags", e);
+      void* st = nullptr;
+      Error e = rt_->create_stream(&st);
+      if (!e.ok()) {
+        *err = e;
         return nullptr;
       }
-      list.push_back(s);
+      list.push_back(st);
     }
   }
   size_t& next = next_stream_[device];
-  void* s = list[next % list.size()];
+  void* st = list[next % list.size()];
   ++next;
-  return s;
-#else
-  *err = Error::make(TE_NO_DEVICE, built_without_cuda_reason());
-  return nullptr;
-#endif
+  return st;
 }
 
 void* CopyEngine::event_for(int device, Error* err) {
-#if TE_HAVE_CUDA
   auto& list = free_events_[device];
   if (!list.empty()) {
     void* e = list.back();
     list.pop_back();
     return e;
   }
-  cudaEvent_t ev = nullptr;
-  cudaError_t e = cudaEventCreateWithFlags(&ev, cudaEventDisableTiming);
-  if (e != cudaSuccess) {
-    *err = runtime_error("cudaEventCreateWithFlags", e);
+  void* ev = nullptr;
+  Error e = rt_->create_event(&ev);
+  if (!e.ok()) {
+    *err = e;
     return nullptr;
   }
   return ev;
-#else
-  *err = Error::make(TE_NO_DEVICE, built_without_cuda_reason());
-  return nullptr;
-#endif
+}
+
+void CopyEngine::fail_copy(CopyBatch& b, uint32_t index, const Error& err) {
+  // The runtime's "invalid argument" for a copy means the pointers were not copyable: the
+  // request failed, the caller's arguments were checked already.
+  int32_t status = err.status == TE_INVALID_ARGUMENT ? TE_TRANSFER_FAILED : err.status;
+  b.fail(index, status, err.message);
+  if (b.copy_error == 0) b.copy_error = status;
 }
 
 void CopyEngine::start_batch(const std::shared_ptr<CopyBatch>& b) {
@@ -171,56 +163,50 @@ void CopyEngine::start_batch(const std::shared_ptr<CopyBatch>& b) {
     finish(b);
     return;
   }
-#if TE_HAVE_CUDA
   // Streams used by this batch, per device: one event is recorded on each after the copies.
   std::map<int, std::vector<void*>> used;
-  size_t issued = 0;
+  // Requests handled so far, issued or failed: those after it were never started (cancel).
+  size_t handled = 0;
   for (const CopyOp& op : b->ops) {
-    if ((issued & 255) == 0 && b->cancel_status.load() != 0) break;  // stop issuing; the rest fail with the cancel status
-    Error err = use_device(op.device);
+    if ((handled & 255) == 0 && b->cancel_status.load() != 0) break;  // stop issuing; the rest fail with the cancel status
+    ++handled;
+    Error err = rt_->set_device(op.device);
     void* stream = err.ok() ? stream_for(op.device, &err) : nullptr;
     if (!err.ok()) {
-      b->fail(op.index, err.status, err.message);
+      fail_copy(*b, op.index, err);
       continue;
     }
-    uint64_t off = 0;
     const uint64_t slice = options_.slice_bytes ? options_.slice_bytes : op.len;
-    bool ok = true;
-    while (off < op.len) {
+    for (uint64_t off = 0; off < op.len;) {
       uint64_t n = op.len - off < slice ? op.len - off : slice;
-      cudaError_t e = cudaMemcpyAsync(reinterpret_cast<void*>(op.dst + off), reinterpret_cast<const void*>(op.src + off), n,
-                                      cudaMemcpyDefault, static_cast<cudaStream_t>(stream));
-      if (e != cudaSuccess) {
-        Error re = runtime_error("cudaMemcpyAsync", e);
-        b->fail(op.index, re.status == TE_INVALID_ARGUMENT ? TE_TRANSFER_FAILED : re.status, re.message);
-        ok = false;
+      err = rt_->copy_async(op.dst + off, op.src + off, n, stream);
+      if (!err.ok()) {
+        fail_copy(*b, op.index, err);
         break;
       }
       auto& list = used[op.device];
       bool seen = false;
-      for (void* s : list) seen = seen || s == stream;
+      for (void* st : list) seen = seen || st == stream;
       if (!seen) list.push_back(stream);
       off += n;
-      if (off < op.len) {
-        stream = stream_for(op.device, &err);
-        if (!stream) break;
+      if (off < op.len && !(stream = stream_for(op.device, &err))) {
+        fail_copy(*b, op.index, err);  // slices already issued still complete before the batch does
+        break;
       }
     }
-    ++issued;
-    if (!ok) continue;
   }
-  for (size_t i = issued; i < b->ops.size(); ++i) b->statuses[b->ops[i].index] = b->cancel_status.load();
+  for (size_t i = handled; i < b->ops.size(); ++i) b->statuses[b->ops[i].index] = b->cancel_status.load();
   for (auto& [dev, streams] : used) {
-    Error err = use_device(dev);
-    for (void* s : streams) {
+    Error err = rt_->set_device(dev);
+    for (void* st : streams) {
       void* ev = err.ok() ? event_for(dev, &err) : nullptr;
-      cudaError_t e = ev ? cudaEventRecord(static_cast<cudaEvent_t>(ev), static_cast<cudaStream_t>(s)) : cudaErrorUnknown;
-      if (!ev || e != cudaSuccess) {
+      Error rec = ev ? rt_->record_event(ev, st) : err;
+      if (!ev || !rec.ok()) {
         // Without an event the copies cannot be tracked: wait for the stream instead.
-        cudaError_t se = cudaStreamSynchronize(static_cast<cudaStream_t>(s));
-        if (se != cudaSuccess) {
+        Error se = rt_->synchronize_stream(st);
+        if (!se.ok()) {
           b->gpu_error = true;
-          if (b->error.empty()) b->error = runtime_error_text("cudaStreamSynchronize", se);
+          if (b->error.empty()) b->error = se.message;
         }
         if (ev) free_events_[dev].push_back(ev);
         continue;
@@ -233,27 +219,22 @@ void CopyEngine::start_batch(const std::shared_ptr<CopyBatch>& b) {
     return;
   }
   inflight_.push_back(b);
-#else
-  for (const CopyOp& op : b->ops) b->fail(op.index, TE_NO_DEVICE, built_without_cuda_reason());
-  finish(b);
-#endif
 }
 
 bool CopyEngine::poll(CopyBatch& b) {
-#if TE_HAVE_CUDA
   while (!b.events.empty()) {
     auto [dev, ev] = b.events.back();
-    if (!use_device(dev).ok()) return false;
-    cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(ev));
-    if (e == cudaErrorNotReady) return false;
-    if (e != cudaSuccess) {
+    if (!rt_->set_device(dev).ok()) return false;
+    bool ready = false;
+    Error e = rt_->query_event(ev, &ready);
+    if (!ready) return false;
+    if (!e.ok()) {
       b.gpu_error = true;
-      if (b.error.empty()) b.error = runtime_error_text("cudaEventQuery (copy failed on the device)", e);
+      if (b.error.empty()) b.error = e.message;
     }
     free_events_[dev].push_back(ev);
     b.events.pop_back();
   }
-#endif
   return true;
 }
 
@@ -269,6 +250,8 @@ void CopyEngine::finish(const std::shared_ptr<CopyBatch>& b) {
     if (s == TE_OK) bytes += b->lengths[i];
   }
   b->bytes = bytes;
+  // A request whose copy failed fails the batch too; the others keep their own status.
+  if (b->batch_status == 0 && b->copy_error != 0) b->batch_status = b->copy_error;
   // Nothing of this batch is touched any more: release leases and imports before reporting.
   b->leases.clear();
   b->keep.clear();

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "te/memory_registry.h"
+#include "te/cuda/copy_runtime.h"
 #include "te/cuda/errors.h"
 
 namespace te::cuda {
@@ -62,12 +63,15 @@ struct CopyBatch {
   // Engine-private.
   std::vector<std::pair<int, void*>> events;  // (device, cudaEvent_t)
   bool gpu_error = false;
+  int32_t copy_error = 0;  // status of the first request whose copy could not be issued
 };
 
 struct CopyEngineOptions {
   int streams_per_device = 4;
   /** Requests longer than this are cut into slices spread over the streams (0: never). */
   uint64_t slice_bytes = 64ull << 20;
+  /** The runtime the copies go through (default: cuda_runtime(); tests inject faults here). */
+  std::shared_ptr<CopyRuntime> runtime;
 };
 
 class CopyEngine {
@@ -96,7 +100,11 @@ class CopyEngine {
   void* stream_for(int device, Error* err);
   void* event_for(int device, Error* err);
 
+  /** Fails request `index` (and the batch, when it is the first failure) with a copy error. */
+  static void fail_copy(CopyBatch& b, uint32_t index, const Error& err);
+
   CopyEngineOptions options_;
+  std::shared_ptr<CopyRuntime> rt_;
   Done done_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

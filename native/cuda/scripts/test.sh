@@ -1,0 +1,17 @@
+#!/bin/sh
+# Builds and runs the CUDA layer's C++ tests on the fault-injection runtime (no GPU, no
+# CUDA toolkit needed): scripts/test.sh, or scripts/test.sh --tsan for ThreadSanitizer.
+set -eu
+here=$(cd "$(dirname "$0")/.." && pwd)
+core=$(cd "$here/.." && pwd)
+mode=plain
+if [ "${1:-}" = "--tsan" ]; then mode=tsan; shift; fi
+out="$core/build/cuda-tests/$mode"
+mkdir -p "$out"
+flags="-std=c++17 -O1 -g -Wall -Wextra -Wno-unused-parameter -DTE_HAVE_CUDA=0 -pthread"
+[ "$mode" = tsan ] && flags="$flags -fsanitize=thread"
+${CXX:-g++} $flags -I"$here/include" -I"$core/include" \
+  "$here/test/copy_engine_test.cpp" "$here/src/copy_engine.cpp" "$here/src/copy_runtime.cpp" "$here/src/errors.cpp" \
+  "$here/src/device.cpp" "$here/src/driver.cpp" "$core/src/status.cpp" "$core/src/memory_registry.cpp" \
+  -o "$out/copy_engine_test" -ldl
+TSAN_OPTIONS="halt_on_error=1 exitcode=66 ${TSAN_OPTIONS:-}" "$out/copy_engine_test"
