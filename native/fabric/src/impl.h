@@ -222,6 +222,9 @@ struct RevokeWait {
   std::set<std::vector<uint8_t>> waiting;  // rail-0 addresses of peers that did not answer yet
 };
 
+/** A peer's region table holds at most this many regions (a longer answer is refused). */
+constexpr size_t kMaxTableRegions = 1 << 20;
+
 /** Peers remembered for revocation: at most this many, the least recently heard-from dropped. */
 constexpr size_t kMaxKnownPeers = 4096;
 

@@ -141,25 +141,27 @@ void Transport::Impl::on_message(Rail& r, const uint8_t* data, size_t len) {
         }
         return;
       }
-      uint16_t nkeys = rd.u16();
-      uint32_t count = rd.u32();
+      // A malformed or oversized answer is refused: the batches that waited for it are
+      // checked against the table this side already had.
+      std::vector<wire::TableEntry> chunk;
+      bool refused = !wire::get_table(rd, &chunk);
       std::vector<std::shared_ptr<Batch>> parked;
       {
         std::lock_guard<std::mutex> l(p->mu);
-        for (uint32_t k = 0; k < count && rd.ok; ++k) {
-          RemoteRegion rr;
-          rr.addr = rd.u64();
-          rr.length = rd.u64();
-          rr.base = rd.u64();
-          for (uint16_t j = 0; j < nkeys; ++j) rr.keys.push_back(rd.u64());
-          if (rd.ok) p->incoming.push_back(std::move(rr));
+        if (!refused && p->incoming.size() + chunk.size() > kMaxTableRegions) refused = true;
+        if (!refused) {
+          for (auto& e : chunk) p->incoming.push_back(RemoteRegion{e.addr, e.length, e.base, std::move(e.keys)});
+          if (!(h.flags & wire::kLast)) return;
+          p->regions.clear();
+          for (auto& x : p->incoming) p->regions[x.addr] = x;
         }
-        if (!(h.flags & wire::kLast)) return;
-        p->regions.clear();
-        for (auto& x : p->incoming) p->regions[x.addr] = x;
         p->incoming.clear();
         p->table_pending = false;
         parked.swap(p->parked);
+      }
+      if (refused) {
+        std::lock_guard<std::mutex> l(pending_mu);
+        pending.erase(h.req_id);
       }
       for (auto& b : parked) dispatch(b, false);
       return;
@@ -209,11 +211,10 @@ void Transport::Impl::on_message(Rail& r, const uint8_t* data, size_t len) {
     }
     case wire::NOTIFY: {
       if (h.target_epoch != opt.epoch) return;
-      uint16_t nl = rd.u16();
-      std::string from = rd.str(nl);
-      uint32_t pl = rd.u32();
-      const uint8_t* payload = rd.bytes(pl);
-      if (!rd.ok) return;
+      std::string from;
+      const uint8_t* payload = nullptr;
+      uint32_t pl = 0;
+      if (!wire::get_notify(rd, &from, &payload, &pl)) return;
       Event e;
       e.kind = Event::NOTIFY;
       e.text = from;

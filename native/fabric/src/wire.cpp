@@ -85,4 +85,34 @@ bool get_header(const uint8_t* data, size_t len, Header* h, size_t* body) {
   return true;
 }
 
+bool get_table(Reader& r, std::vector<TableEntry>* out) {
+  uint16_t nkeys = r.u16();
+  uint32_t count = r.u32();
+  if (!r.ok) return false;
+  // A count the message cannot hold is malformed (and must not size an allocation).
+  uint64_t per = 24 + 8ull * nkeys;
+  if (count > (r.n - r.off) / per) return false;
+  out->reserve(out->size() + count);
+  for (uint32_t k = 0; k < count; ++k) {
+    TableEntry e;
+    e.addr = r.u64();
+    e.length = r.u64();
+    e.base = r.u64();
+    e.keys.reserve(nkeys);
+    for (uint16_t j = 0; j < nkeys; ++j) e.keys.push_back(r.u64());
+    if (!r.ok) return false;
+    out->push_back(std::move(e));
+  }
+  return true;
+}
+
+bool get_notify(Reader& r, std::string* from, const uint8_t** payload, uint32_t* payload_len) {
+  uint16_t nl = r.u16();
+  *from = r.str(nl);
+  *payload_len = r.u32();
+  if (!r.ok || *payload_len > kMaxPayload) return false;
+  *payload = r.bytes(*payload_len);
+  return r.ok && *payload != nullptr;
+}
+
 }  // namespace te::fabric::wire

@@ -58,4 +58,15 @@ struct Reader {
   const uint8_t* bytes(size_t len);
 };
 
+/** One region of a TABLE chunk: start, length, base of its registration, one key per rail. */
+struct TableEntry {
+  uint64_t addr = 0, length = 0, base = 0;
+  std::vector<uint64_t> keys;
+};
+
+/** TABLE body: u16 keys per region | u32 count | count × (addr, length, base, keys). False when malformed. */
+bool get_table(Reader& r, std::vector<TableEntry>* out);
+/** NOTIFY body: u16 name length | name | u32 payload length | payload (at most kMaxPayload). False when malformed. */
+bool get_notify(Reader& r, std::string* from, const uint8_t** payload, uint32_t* payload_len);
+
 }  // namespace te::fabric::wire
