@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Runs the native C++ tests under the sanitizers; clean means exit 0, any report fails.
+#   - the core's tests (native/test/core_tests.cpp through native/CMakeLists.txt) under
+#     ThreadSanitizer and under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   - the mooncake-tcp transport core's tests and the CUDA copy engine's tests (on its
+#     fault-injection runtime) under ThreadSanitizer, through their own scripts.
+# (The TCP and fabric wire parsers run under ASan + UBSan in the fuzz targets, scripts/fuzz.sh.)
+#   bash scripts/sanitize.sh            everything
+#   bash scripts/sanitize.sh core       only the core's tests (both sanitizers)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what="${1:-all}"
+root=$PWD
+fail=0
+
+# Reports stop the process with a distinct exit status (66) instead of being printed and ignored.
+export TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 ${TSAN_OPTIONS:-}"
+export ASAN_OPTIONS="halt_on_error=1 exitcode=66 detect_leaks=1 detect_stack_use_after_return=1 strict_init_order=1 ${ASAN_OPTIONS:-}"
+export UBSAN_OPTIONS="halt_on_error=1 exitcode=66 print_stacktrace=1 ${UBSAN_OPTIONS:-}"
+
+core() {
+  local name=$1 flags=$2
+  local build="$root/build/sanitize/core-$name"
+  echo "sanitize: core tests under $name"
+  # A separate build tree per sanitizer; the core's sources themselves are unchanged.
+  cmake -S native -B "$build" -DCMAKE_BUILD_TYPE=Debug -DTE_BUILD_TESTS=ON \
+    -DCMAKE_CXX_FLAGS="-O1 -g -fno-omit-frame-pointer $flags" \
+    -DCMAKE_EXE_LINKER_FLAGS="$flags" >/dev/null
+  cmake --build "$build" -j 2 --target te_core_tests >/dev/null
+  if ! "$build/te_core_tests"; then
+    echo "sanitize: core tests under $name FAILED" >&2
+    fail=1
+  fi
+}
+
+run() {
+  local label=$1; shift
+  echo "sanitize: $label"
+  if ! "$@"; then
+    echo "sanitize: $label FAILED" >&2
+    fail=1
+  fi
+}
+
+core tsan "-fsanitize=thread"
+core asan-ubsan "-fsanitize=address,undefined -fno-sanitize-recover=undefined"
+if [ "$what" = all ]; then
+  run "mooncake-tcp core tests under tsan" sh plugins/mooncake-tcp/scripts/native-test.sh --tsan
+  run "CUDA copy engine tests under tsan" sh native/cuda/scripts/test.sh --tsan
+fi
+[ "$fail" -eq 0 ] && echo "sanitize: clean"
+exit "$fail"
