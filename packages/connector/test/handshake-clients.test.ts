@@ -5,7 +5,7 @@ import { ControlServer, P2PHandshake } from '../src/index.js';
 test('the handshake keeps a bounded number of control clients: least recently used idle ones go first', async () => {
   const server = new ControlServer();
   await server.bind('127.0.0.1', 0);
-  const h = new P2PHandshake(server, 8, 60_000);
+  const h = new P2PHandshake(server, undefined, 8, 60_000);
   try {
     const first = h.client('127.0.0.1:40001');
     for (let i = 2; i <= 40; i++) h.client(`127.0.0.1:${40000 + i}`);
@@ -25,7 +25,7 @@ test('idle clients expire; a busy one is never closed under a request', async ()
   const endpoint = await server.bind('127.0.0.1', 0);
   let release: () => void = () => undefined;
   server.handle('slow', () => new Promise<string>((r) => (release = () => r('done'))));
-  const h = new P2PHandshake(server, 2, 50);
+  const h = new P2PHandshake(server, undefined, 2, 50);
   try {
     const busy = h.client(endpoint);
     const answer = busy.request('slow', null, 5_000);

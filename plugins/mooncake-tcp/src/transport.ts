@@ -89,7 +89,8 @@ export class MooncakeTcpTransport implements Transport {
         maxConnectionsPerAddress: options.maxConnectionsPerAddress,
         handshakeTimeoutMs: options.handshakeTimeoutMs,
         idleTimeoutMs: options.idleTimeoutMs,
-        ...(options.authSecret ? { authSecret: Buffer.from(options.authSecret, 'utf8') } : {}),
+        // The plugin's own secret, else the deployment's (config `secret`): either turns authentication on.
+        ...(options.authSecret ?? context.secret ? { authSecret: Buffer.from((options.authSecret ?? context.secret)!, 'utf8') } : {}),
       },
       {
         onBatch: (id, batchStatus, statuses, bytes, message) => this.#batches.complete(id, batchStatus, statuses, bytes, message),
@@ -191,7 +192,7 @@ export class MooncakeTcpTransport implements Transport {
       ioThreads: this.#options.ioThreads,
       lanesPerPeer: this.#options.lanesPerPeer,
       sliceSize: this.#options.sliceSize,
-      authentication: this.#options.authSecret ? 'hmac-sha256' : 'none',
+      authentication: this.#options.authSecret ?? this.#context.secret ? 'hmac-sha256' : 'none',
       cuda: loadBinding().builtWithCuda ? 'staged through pinned host buffers' : 'built without CUDA',
     };
   }

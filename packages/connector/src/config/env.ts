@@ -25,6 +25,7 @@ export const ENVIRONMENT_VARIABLES = {
   TE_METRIC_INTERVAL_S: 'seconds between MC_TE_METRIC lines (default 5)',
   MC_LOG_LEVEL: 'logLevel: trace | debug | info | warn | error | silent',
   MC_TCP_BIND_ADDRESS: 'bindAddress: address to bind and advertise',
+  TE_SECRET: 'secret: shared secret that authenticates the control plane and the transports (16+ characters)',
 } as const;
 
 const LOG_ALIASES: Record<string, LogLevel> = {
@@ -63,6 +64,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): TeConfigInp
     if (!mapped) throw new TransferError('INVALID_CONFIG', `Expected environment variable MC_LOG_LEVEL to be one of trace, debug, info, warn, error, silent, got ${JSON.stringify(level)}`);
     out.logLevel = mapped;
   }
+  if (get('TE_SECRET') !== undefined) out.secret = get('TE_SECRET')!;
   if (get('MC_TCP_BIND_ADDRESS') !== undefined) out.bindAddress = validateBindAddress(get('MC_TCP_BIND_ADDRESS')!.trim(), 'environment variable MC_TCP_BIND_ADDRESS');
   if (out.forceMnnvl && out.intranodeNvlink) {
     throw new TransferError('CONFLICTING_ENV', 'MC_FORCE_MNNVL and MC_INTRANODE_NVLINK are both set: multi-node NVLink and intra-node NVLink are mutually exclusive; unset one of them');

@@ -44,6 +44,7 @@ export const ConfigInputSchema = Type.Object(
     metrics: Type.Optional(expect(Type.Boolean({ description: 'MC_TE_METRIC' }), 'be a boolean')),
     logLevel: Type.Optional(expect(Type.Union(['trace', 'debug', 'info', 'warn', 'error', 'silent'].map((l) => Type.Literal(l)), { description: 'MC_LOG_LEVEL' }), 'be one of trace, debug, info, warn, error, silent')),
     extra: Type.Optional(expect(Type.Record(Type.String(), Type.Unknown(), { description: "Connector-specific settings (vLLM's kv_connector_extra_config)" }), 'be an object')),
+    secret: Type.Optional(expect(Type.String({ minLength: 16, maxLength: 1024, description: 'TE_SECRET: shared secret; authenticates (and, on the control plane, encrypts) every connection between processes' }), 'be a string of 16 to 1024 characters')),
   },
   { additionalProperties: false, $id: 'https://te.invalid/config.schema.json', title: 'te connector config' },
 );

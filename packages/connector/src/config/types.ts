@@ -46,6 +46,12 @@ export interface TeConfig {
   logLevel: LogLevel;
   /** Free-form settings for the connector runtime (kv_connector_extra_config). */
   extra: Record<string, unknown>;
+  /**
+   * TE_SECRET: a secret every process of the deployment shares. When set, the control plane
+   * only talks to holders of it (CURVE, encrypted) and every transport that can
+   * authenticate its connections does (mooncake-tcp). See docs/security.md.
+   */
+  secret?: string;
 }
 
 export type TeConfigInput = Partial<Omit<TeConfig, 'metadata' | 'timeouts'>> & {

@@ -88,6 +88,7 @@ export function validateConfig(input: unknown): TeConfig {
     extra: extra as Record<string, unknown>,
   };
   if (c.modulePath !== undefined) config.modulePath = c.modulePath as string;
+  if (c.secret !== undefined) config.secret = c.secret as string;
   if (config.forceMnnvl && config.intranodeNvlink) {
     throw new TransferError('CONFLICTING_ENV', 'MC_FORCE_MNNVL and MC_INTRANODE_NVLINK are both set: multi-node NVLink and intra-node NVLink are mutually exclusive; unset one of them (forceMnnvl / intranodeNvlink)');
   }

@@ -4,6 +4,7 @@ import { isTransferErrorCode } from '../errors/codes.js';
 import { decodeMessage, encodeMessage } from './codec.js';
 import { probeEndpoint } from './reachability.js';
 import { MAX_CONTROL_MESSAGE_BYTES, checkReplyEnvelope, checkRequestEnvelope, salvageId, type ReplyEnvelope, type RequestEnvelope } from './messages.js';
+import type { ControlKeys } from './control-security.js';
 
 /** Version of the control-plane envelope. Fields are appended and optional. */
 export const CONTROL_VERSION = 1;
@@ -18,6 +19,14 @@ export type ControlHandler = (body: unknown) => Promise<unknown> | unknown;
  */
 export class ControlServer {
   private readonly router = new Router({ linger: 0, maxMessageSize: MAX_CONTROL_MESSAGE_BYTES });
+
+  /** With keys (a shared secret is configured), only clients holding the secret get through. */
+  constructor(readonly keys?: ControlKeys) {
+    if (keys) {
+      this.router.curveServer = true;
+      this.router.curveSecretKey = keys.server.secretKey;
+    }
+  }
   private readonly handlers = new Map<string, ControlHandler>();
   private endpointValue = '';
   private loop: Promise<void> | undefined;
@@ -146,8 +155,17 @@ export class ControlClient {
     return this.pending.size > 0;
   }
 
-  constructor(readonly endpoint: string) {
+  constructor(
+    readonly endpoint: string,
+    keys?: ControlKeys,
+  ) {
     if (endpoint.startsWith('[')) this.dealer.ipv6 = true;
+    if (keys) {
+      const mine = keys.client();
+      this.dealer.curveServerKey = keys.server.publicKey;
+      this.dealer.curvePublicKey = mine.publicKey;
+      this.dealer.curveSecretKey = mine.secretKey;
+    }
     this.dealer.connect(`tcp://${endpoint}`);
     void this.receiveLoop();
   }

@@ -1,6 +1,7 @@
 import type { SegmentDescriptor } from '../spi/descriptor.js';
 import { ControlClient, type ControlServer } from './control-plane.js';
 import { checkDescriptor } from './descriptor-check.js';
+import type { ControlKeys } from './control-security.js';
 
 /** Where peers learn each other's segment descriptors. */
 export interface MetadataStore {
@@ -22,7 +23,12 @@ export class P2PHandshake implements MetadataStore {
   private readonly clients = new Map<string, ControlClient>();
   private readonly unhandle: () => void;
 
-  constructor(server: ControlServer, private readonly maxClients = 1024, private readonly idleMs = 5 * 60_000) {
+  constructor(
+    server: ControlServer,
+    private readonly keys?: ControlKeys,
+    private readonly maxClients = 1024,
+    private readonly idleMs = 5 * 60_000,
+  ) {
     this.unhandle = server.handle(DESCRIPTOR_REQUEST, () => this.current);
   }
 
@@ -40,7 +46,7 @@ export class P2PHandshake implements MetadataStore {
       return c;
     }
     this.evictIdle();
-    c = new ControlClient(segment);
+    c = new ControlClient(segment, this.keys);
     this.clients.set(segment, c);
     return c;
   }

@@ -15,6 +15,7 @@ import { PluginRegistry, defaultRegistry } from '../registry/registry.js';
 import { SWITCH_PROVIDERS } from '../registry/builtins.js';
 import { checkBatch, checkTimeout } from './batch-check.js';
 import { ControlServer, type ControlClient } from './control-plane.js';
+import { controlKeys } from './control-security.js';
 import { createLogger, type Log } from './logger.js';
 import { MemoryMap, type LocalRegion } from './memory-map.js';
 import { checkSegmentName } from './segment-name.js';
@@ -102,9 +103,10 @@ export class TransferEngine {
     const env = options.env ?? process.env;
     const log = createLogger(config.logLevel, '[te]');
     const plugins = await TransferEngine.loadPlugins(config, registry);
-    const control = new ControlServer();
+    const keys = config.secret === undefined ? undefined : controlKeys(config.secret);
+    const control = new ControlServer(keys);
     const endpoint = await control.bind(config.bindAddress, config.metadata.port);
-    const handshake = new P2PHandshake(control);
+    const handshake = new P2PHandshake(control, keys);
     const epoch = randomEpoch();
     const held: EngineTransport[] = [];
     try {
@@ -113,7 +115,7 @@ export class TransferEngine {
         let transport;
         try {
           transport = await plugin.create(
-            { segmentName: endpoint, epoch, bindAddress: config.bindAddress, connectTimeoutMs: config.timeouts.connectMs, env, log: (level, message) => log(level, `[${plugin.name}] ${message}`) },
+            { segmentName: endpoint, epoch, bindAddress: config.bindAddress, connectTimeoutMs: config.timeouts.connectMs, env, log: (level, message) => log(level, `[${plugin.name}] ${message}`), ...(config.secret === undefined ? {} : { secret: config.secret }) },
             pluginOptions,
           );
         } catch (cause) {

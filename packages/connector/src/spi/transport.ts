@@ -20,6 +20,11 @@ export interface TransportContext {
   connectTimeoutMs: number;
   env: NodeJS.ProcessEnv;
   log: (level: 'debug' | 'info' | 'warn' | 'error', message: string) => void;
+  /**
+   * The deployment's shared secret (config `secret`, TE_SECRET), when set: a transport that
+   * can authenticate its connections must do so with it, and refuse peers that cannot.
+   */
+  secret?: string;
 }
 
 /**
