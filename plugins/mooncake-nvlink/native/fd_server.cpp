@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -49,6 +50,18 @@ socklen_t address_of(const std::string& name, sockaddr_un* a) {
   return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
 }
 
+/**
+ * Only processes of this user (or root) may import this process's GPU memory: the abstract
+ * socket's name is not a secret (it travels in descriptors), so the kernel's record of who
+ * connected decides.
+ */
+bool peer_allowed(int c) {
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return false;
+  return cred.uid == getuid() || cred.uid == 0;
+}
+
 void serve_one(int c) {
   timeval tv{2, 0};
   setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
@@ -57,7 +70,9 @@ void serve_one(int c) {
   ssize_t got = recv(c, &req, sizeof req, MSG_WAITALL);
   Reply rep{kMagic, te::TE_OK, 0};
   int fd = -1;
-  if (got != static_cast<ssize_t>(sizeof req) || req.magic != kMagic || req.version != kVersion) {
+  if (!peer_allowed(c)) {
+    rep.status = te::TE_AUTH_FAILED;
+  } else if (got != static_cast<ssize_t>(sizeof req) || req.magic != kMagic || req.version != kVersion) {
     rep.status = te::TE_PROTOCOL_MISMATCH;
   } else {
     fd = exported_fd(req.id, &rep.size);
@@ -185,6 +200,10 @@ Error fetch_fd(const std::string& name, uint64_t id, int timeout_ms, int* fd_out
   if (got != static_cast<ssize_t>(sizeof rep) || rep.magic != kMagic) {
     if (fd >= 0) ::close(fd);
     return Error::make(te::TE_CONNECTION_LOST, std::string("no valid reply from the fd socket @") + name + (got < 0 ? std::string(": ") + strerror(err) : ""));
+  }
+  if (rep.status == te::TE_AUTH_FAILED) {
+    if (fd >= 0) ::close(fd);
+    return Error::make(rep.status, "the fd socket @" + name + " refused this process: only processes of the same user may import its GPU memory");
   }
   if (rep.status != te::TE_OK || fd < 0) {
     if (fd >= 0) ::close(fd);
