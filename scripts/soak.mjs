@@ -1,140 +1,397 @@
 #!/usr/bin/env node
-// Soak run (not part of `npm test`): for N minutes, verified transfers between this
-// process and two target processes over mooncake-tcp, one target restarted every 30 s
-// (the engine reconnects), and a steady stream of hostile connections (garbage frames,
-// half handshakes, connect-and-close) against the stable target's data port and control
-// endpoint. Prints duration, transfers, bytes, failures, and the RSS of this process and of
-// the stable target after warm-up and at the end; exits 1 when RSS grew past the tolerance
-// (20% + 32 MiB) or a transfer to the stable target failed.
-//   npm run build && node scripts/soak.mjs [minutes]
+// Soak run over mooncake-tcp (not part of `npm test`): for N minutes,
+//   - process A writes random bytes into process B and reads them back (4 loops, 4 KiB to
+//     8 MiB per request, 1 to 16 requests per batch, some batches with a notification),
+//     comparing every byte; B counts the notifications that reached it;
+//   - a churn process C does the same against B and is restarted every few seconds,
+//     alternately killed (SIGKILL, mid-transfer) and closed gracefully, so B sees peers
+//     vanish and come back; A also forgets B's segment periodically and reconnects;
+//   - hostile connections hit B's data port (garbage, half headers left open, stale HELLOs,
+//     oversized frames) and its zeromq control endpoint (garbage, half greetings, malformed
+//     and oversized control messages), several per second;
+// then prints a report: duration, transfers, bytes, failures, notifications, the RSS of A
+// and B at start (after a warm-up) and at the end, and PASS when nothing failed and each
+// end RSS is within the tolerance of its start (default: +20% or +32 MiB, whichever is
+// larger). Exit status 0 only on PASS.
+//   node scripts/soak.mjs [minutes=5] [--warmup 20] [--churn 15] [--tolerance-pct 20] [--tolerance-mib 32] [--json file]
+// Needs the built packages (npm run build, or the build step of npm test).
 import { fork } from 'node:child_process';
-import { createHash, randomBytes } from 'node:crypto';
+import { randomBytes, randomFillSync } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
-import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
 
-const minutes = Number(process.argv[2] ?? 5);
-const SIZE = 16 << 20;
+const role = process.env.TE_SOAK_ROLE;
+const MiB = 1024 * 1024;
 
-if (process.env.TE_SOAK_TARGET) {
-  // Target process: one engine, one registered buffer, RSS on request.
-  const { createTransferEngine } = await import('@te/connector');
-  const engine = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1' });
-  const buffer = new Uint8Array(SIZE);
-  const h = await engine.registerMemory(buffer);
-  const d = engine.descriptor();
-  process.on('message', (m) => {
-    if (m === 'rss') process.send({ rss: process.memoryUsage().rss });
-  });
-  process.send({ segment: engine.segmentName, addr: h.addr.toString(), dataPort: d.transports['mooncake-tcp'].endpoint.port, control: engine.control.endpoint });
-} else {
-  await main();
-}
+// ====================================================================== engine processes
+if (role) {
+  const { createTransferEngine, TransferError } = await import('@te/connector');
+  const send = (m) => process.send?.(m);
+  const engine = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1', logLevel: 'error', metadata: { port: 0 } });
+  const size = Number(process.env.TE_SOAK_BYTES);
+  const mem = await engine.allocateMemory(size);
+  const buf = Buffer.from(mem.buffer.buffer, mem.buffer.byteOffset, mem.buffer.byteLength);
+  randomFillSync(buf); // every page touched now: RSS growth later is growth, not first touch
+  let notifications = 0;
+  engine.onNotification(() => notifications++);
+  const tcp = engine.descriptor().transports['mooncake-tcp'].endpoint;
+  send({ ready: true, segment: engine.segmentName, addr: mem.addr.toString(), length: size, dataPort: tcp.port, controlPort: Number(engine.segmentName.split(':').pop()) });
 
-function spawnTarget() {
-  const child = fork(fileURLToPath(import.meta.url), [], { env: { ...process.env, TE_SOAK_TARGET: '1' }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  return new Promise((resolve, reject) => {
-    child.once('message', (info) => resolve({ child, ...info, addr: BigInt(info.addr) }));
-    child.once('exit', (code) => reject(new Error(`target exited with ${code}`)));
-  });
-}
-
-function rssOf(t) {
-  return new Promise((resolve) => {
-    t.child.once('message', (m) => resolve(m.rss));
-    t.child.send('rss');
-  });
-}
-
-/** One hostile connection: garbage, a truncated or oversized frame, or connect-and-close. */
-function hostile(port) {
-  return new Promise((resolve) => {
-    const s = connect(port, '127.0.0.1');
-    s.on('error', () => resolve());
-    s.on('close', () => resolve());
-    s.setTimeout(500, () => s.destroy());
-    s.on('connect', () => {
-      const kind = Math.floor(Math.random() * 4);
-      if (kind === 0) s.end(randomBytes(1 + Math.floor(Math.random() * 512)));
-      else if (kind === 1) {
-        const h = Buffer.alloc(56);
-        h.writeUInt32LE(0x43544554, 0);
-        h.writeUInt16LE(1, 4);
-        h[6] = 16;
-        h.writeBigUInt64LE(1n << 40n, 32); // HELLO claiming a 1 TiB body
-        s.write(h);
-      } else if (kind === 2) s.write(Buffer.from('TETC')); // a partial header, then silence
-      else s.end();
-    });
-  });
-}
-
-async function main() {
-  const { createTransferEngine } = await import('@te/connector');
-  const engine = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1' });
-  const src = new Uint8Array(SIZE);
-  const back = new Uint8Array(SIZE);
-  const hs = await engine.registerMemory(src);
-  const hb = await engine.registerMemory(back);
-  const stable = await spawnTarget();
-  let flapping = await spawnTarget();
-  const stats = { transfers: 0, bytes: 0, stableFailures: 0, flappingFailures: 0, restarts: 0, hostile: 0 };
-  const started = Date.now();
-  const end = started + minutes * 60_000;
-  let rssStart;
-  let targetRssStart;
-  let lastRestart = Date.now();
-  let hostileLoop = true;
-  const hostileRun = (async () => {
-    while (hostileLoop) {
-      const controlPort = Number(stable.control.split(':').pop());
-      await Promise.all(Array.from({ length: 8 }, (_, i) => hostile(i % 2 ? controlPort : stable.dataPort)));
-      stats.hostile += 8;
+  let stopping = false;
+  const stats = { transfers: 0, bytes: 0, failures: 0, failureCodes: {}, notifies: 0, reconnects: 0 };
+  const loops = [];
+  process.on('message', async (m) => {
+    if (m.cmd === 'run') {
+      for (let i = 0; i < m.loops; i++) loops.push(transferLoop(m, i));
+    } else if (m.cmd === 'stats') {
+      send({ stats: { ...stats }, notifications });
+    } else if (m.cmd === 'stop') {
+      stopping = true;
+      await Promise.all(loops);
+      send({ stats: { ...stats }, notifications, stopped: true });
+    } else if (m.cmd === 'exit') {
+      stopping = true;
+      await Promise.all(loops);
+      await engine.close();
+      send({ closed: true });
+      process.exit(0);
     }
-  })();
-  while (Date.now() < end) {
-    const len = 1 + Math.floor(Math.random() * SIZE);
-    const off = Math.floor(Math.random() * (SIZE - len + 1));
-    src.subarray(0, len).set(randomBytes(Math.min(len, 65536)));
-    for (const [target, key] of [[stable, 'stableFailures'], [flapping, 'flappingFailures']]) {
+  });
+
+  // Loop i owns slot i here ([write source | read-back destination]) and half a slot on the target
+  // (remote slot remoteSlot0 + i, slotBytes / 2 each).
+  async function transferLoop(m, i) {
+    const remoteBase = BigInt(m.remoteAddr) + BigInt(m.remoteSlot0 + i) * BigInt(m.slotBytes / 2);
+    const half = m.slotBytes / 2;
+    const src = i * m.slotBytes;
+    const dst = src + half;
+    let lastForget = Date.now();
+    while (!stopping) {
+      if (m.forgetEveryMs && Date.now() - lastForget > m.forgetEveryMs && i === 0) {
+        lastForget = Date.now();
+        await engine.forgetSegment(m.segment);
+        stats.reconnects++;
+      }
+      // A batch of n requests laid out back to back in the slot.
+      const n = 1 + Math.floor(Math.random() * 16);
+      const lens = [];
+      let total = 0;
+      for (let k = 0; k < n; k++) {
+        const len = Math.random() < 0.5 ? 4096 * (1 + Math.floor(Math.random() * 16)) : Math.floor(Math.random() * 8 * MiB) + 1;
+        if (total + len > half) break;
+        lens.push(len);
+        total += len;
+      }
+      if (lens.length === 0) continue;
+      randomFillSync(buf, src, total);
+      buf.fill(0, dst, dst + total);
+      const batch = (op) => {
+        const b = { opcodes: new Uint8Array(lens.length).fill(op), localAddrs: new BigUint64Array(lens.length), remoteAddrs: new BigUint64Array(lens.length), lengths: new BigUint64Array(lens.length) };
+        let off = 0;
+        lens.forEach((len, k) => {
+          b.localAddrs[k] = mem.addr + BigInt((op === 1 ? src : dst) + off);
+          b.remoteAddrs[k] = remoteBase + BigInt(off);
+          b.lengths[k] = BigInt(len);
+          off += len;
+        });
+        return b;
+      };
+      const notify = Math.random() < 0.1 ? randomBytes(64) : undefined;
       try {
-        await engine.write(target.segment, hs.addr, target.addr + BigInt(off), len, { timeoutMs: 5000 });
-        await engine.read(target.segment, hb.addr, target.addr + BigInt(off), len, { timeoutMs: 5000 });
-        const a = createHash('sha256').update(src.subarray(0, len)).digest('hex');
-        const b = createHash('sha256').update(back.subarray(0, len)).digest('hex');
-        if (a !== b) throw new Error('read back differs from what was written');
-        stats.transfers += 2;
-        stats.bytes += 2 * len;
+        const w = await engine.transfer(m.segment, batch(1), { timeoutMs: 20_000, notify });
+        const r = await engine.transfer(m.segment, batch(0), { timeoutMs: 20_000 });
+        const bad = [...w.statuses, ...r.statuses].some((s) => s !== 0);
+        if (bad || buf.compare(buf, src, src + total, dst, dst + total) !== 0) {
+          stats.failures++;
+          stats.failureCodes.MISMATCH = (stats.failureCodes.MISMATCH ?? 0) + 1;
+          send({ failure: bad ? `statuses ${[...w.statuses, ...r.statuses]}` : `read-back of ${total} bytes differs from what was written` });
+        } else {
+          stats.transfers += 2 * lens.length;
+          stats.bytes += 2 * total;
+          if (notify) stats.notifies++;
+        }
       } catch (e) {
-        stats[key]++;
-        if (target === stable) console.error(`soak: transfer to the stable target failed: ${e.message}`);
+        stats.failures++;
+        const code = e instanceof TransferError ? e.code : 'UNTYPED';
+        stats.failureCodes[code] = (stats.failureCodes[code] ?? 0) + 1;
+        send({ failure: `${code}: ${e.message}` });
+        await new Promise((r) => setTimeout(r, 100));
       }
     }
-    if (rssStart === undefined && Date.now() - started > 20_000) {
-      rssStart = process.memoryUsage().rss;
-      targetRssStart = await rssOf(stable);
+  }
+}
+
+// ====================================================================== the orchestrator
+else {
+  const { values, positionals } = parseArgs({
+    allowPositionals: true,
+    options: {
+      warmup: { type: 'string', default: '20' },
+      churn: { type: 'string', default: '15' },
+      'tolerance-pct': { type: 'string', default: '20' },
+      'tolerance-mib': { type: 'string', default: '32' },
+      json: { type: 'string' },
+    },
+  });
+  const minutes = Number(positionals[0] ?? 5);
+  const warmupMs = Number(values.warmup) * 1000;
+  const churnMs = Number(values.churn) * 1000;
+  const tolPct = Number(values['tolerance-pct']);
+  const tolMiB = Number(values['tolerance-mib']);
+  const LOOPS = 4;
+  const SLOT = 32 * MiB; // per loop: 16 MiB source + 16 MiB read-back on the initiator, 16 MiB used on B
+  const { Dealer } = await import('zeromq');
+  const { encodeMessage } = await import('@te/connector');
+
+  const failures = [];
+  const children = new Set();
+  function start(name, bytes) {
+    const child = fork(new URL(import.meta.url).pathname, [], { env: { ...process.env, TE_SOAK_ROLE: name, TE_SOAK_BYTES: String(bytes) }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    children.add(child);
+    const waiters = [];
+    child.on('message', (m) => {
+      if (m.failure) failures.push(`${name}: ${m.failure}`);
+      else waiters.shift()?.(m);
+    });
+    child.on('exit', (code, signal) => {
+      children.delete(child);
+      child.exited = { code, signal };
+      while (waiters.length) waiters.shift()(undefined);
+    });
+    const next = () => new Promise((r) => waiters.push(r));
+    return { child, name, next, ask: (cmd, extra = {}) => (child.send({ cmd, ...extra }), next()) };
+  }
+  const rssOf = (pid) => {
+    try {
+      return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) * 1024;
+    } catch {
+      return NaN;
     }
-    if (Date.now() - lastRestart > 30_000) {
-      flapping.child.kill('SIGKILL');
-      flapping = await spawnTarget();
-      stats.restarts++;
-      lastRestart = Date.now();
+  };
+  const mib = (b) => (b / MiB).toFixed(1);
+  process.on('exit', () => children.forEach((c) => c.kill('SIGKILL')));
+
+  // B: the target (its slots: 0..3 for A, 4 for C). A: the initiator. Both live throughout.
+  const B = start('B', 5 * 16 * MiB);
+  const b = await B.next();
+  const A = start('A', LOOPS * SLOT);
+  await A.next();
+  A.child.send({ cmd: 'run', loops: LOOPS, segment: b.segment, remoteAddr: b.addr, remoteSlot0: 0, slotBytes: SLOT, forgetEveryMs: 10_000 });
+  console.log(`soak: ${minutes} min; A -> B (${b.segment}, data port ${b.dataPort}); churn every ${churnMs / 1000} s; warm-up ${warmupMs / 1000} s`);
+
+  // ---------------------------------------------------------------- churn: C restarted
+  let churnRestarts = 0, churnKills = 0, churnTransfers = 0, churnBytes = 0, churnFailures = 0;
+  let stopChurn = false;
+  const churn = (async () => {
+    while (!stopChurn) {
+      const C = start('C', SLOT);
+      const ready = await C.next();
+      if (!ready) { failures.push('C did not start'); break; }
+      C.child.send({ cmd: 'run', loops: 1, segment: b.segment, remoteAddr: b.addr, remoteSlot0: LOOPS, slotBytes: SLOT, forgetEveryMs: 0 });
+      await sleep(churnMs * (0.5 + Math.random()));
+      const s = await C.ask('stats');
+      if (s) {
+        churnTransfers += s.stats.transfers;
+        churnBytes += s.stats.bytes;
+        churnFailures += s.stats.failures;
+      }
+      if (churnRestarts % 2 === 0) {
+        C.child.kill('SIGKILL');
+        churnKills++;
+      } else {
+        await C.ask('stop');
+        await C.ask('exit');
+      }
+      await new Promise((r) => (C.child.exited ? r() : C.child.once('exit', r)));
+      churnRestarts++;
+    }
+  })();
+
+  // ---------------------------------------------------------------- hostile connections
+  const hostile = {};
+  const count = (k) => (hostile[k] = (hostile[k] ?? 0) + 1);
+  const open = new Map();
+  let closedByServer = 0;
+  const u16 = (v) => { const x = Buffer.alloc(2); x.writeUInt16LE(v); return x; };
+  const u32 = (v) => { const x = Buffer.alloc(4); x.writeUInt32LE(v); return x; };
+  const u64 = (v) => { const x = Buffer.alloc(8); x.writeBigUInt64LE(BigInt(v)); return x; };
+  const frame = (op, { id = 1n, addr = 0n, length = 0n, body = Buffer.alloc(0) } = {}) =>
+    Buffer.concat([u32(0x43544554), u16(1), Buffer.from([op, 0]), u32(0), u32(0), u64(id), u64(addr), u64(length || BigInt(body.length)), u64(addr), u64(length || BigInt(body.length)), body]);
+  const hello = (epoch) => frame(16, { addr: epoch, body: Buffer.concat([u64(1), randomBytes(16), u16(7), Buffer.from('hostile')]) });
+  // Held connections, per kind: how many the server closed, and for how long it let them hang.
+  const held = {};
+  function raw(port, bytes, { hold = false, kind = '' } = {}) {
+    const s = connect(port, '127.0.0.1');
+    s.on('error', () => {});
+    let answer = Buffer.alloc(0);
+    s.on('data', (d) => {
+      if (answer.length < 56) answer = Buffer.concat([answer, d]);
+      if (kind.startsWith('tcp') && answer.length >= 56 && !s.answered) {
+        // A frame header came back: note its op and status (a HELLO_ACK with status 0 = accepted).
+        s.answered = true;
+        const key = `op 0x${answer[6].toString(16)} status ${answer.readInt32LE(8)}`;
+        held[kind].answers[key] = (held[kind].answers[key] ?? 0) + 1;
+      }
+    });
+    s.on('connect', () => {
+      s.write(bytes);
+      if (!hold) s.end();
+    });
+    if (hold) {
+      const h = (held[kind] ??= { closedByServer: 0, longestMs: 0, droppedByUs: 0, answers: {} });
+      const at = Date.now();
+      open.set(s, { kind, at });
+      s.on('close', () => {
+        if (open.delete(s)) {
+          closedByServer++;
+          h.closedByServer++;
+          h.longestMs = Math.max(h.longestMs, Date.now() - at);
+        }
+      });
+      // Bound what we hold: past 300, the oldest is dropped by us (counted apart).
+      if (open.size > 300) {
+        const [oldest, o] = open.entries().next().value;
+        open.delete(oldest);
+        held[o.kind].droppedByUs++;
+        oldest.destroy();
+      }
+    } else {
+      setTimeout(() => s.destroy(), 2000);
     }
   }
-  hostileLoop = false;
-  await hostileRun;
-  rssStart ??= process.memoryUsage().rss;
-  targetRssStart ??= await rssOf(stable);
-  const rssEnd = process.memoryUsage().rss;
-  const targetRssEnd = await rssOf(stable);
-  const mib = (x) => `${(x / 2 ** 20).toFixed(0)} MiB`;
-  const within = (a, b) => b <= a * 1.2 + 32 * 2 ** 20;
-  const ok = within(rssStart, rssEnd) && within(targetRssStart, targetRssEnd) && stats.stableFailures === 0;
-  console.log(`soak: ${((Date.now() - started) / 60_000).toFixed(1)} min, ${stats.transfers} verified transfers, ${(stats.bytes / 2 ** 30).toFixed(1)} GiB`);
-  console.log(`soak: failures: stable target ${stats.stableFailures}, restarted target ${stats.flappingFailures} (across ${stats.restarts} restarts); ${stats.hostile} hostile connections`);
-  console.log(`soak: RSS this process ${mib(rssStart)} → ${mib(rssEnd)}, stable target ${mib(targetRssStart)} → ${mib(targetRssEnd)} (tolerance +20% + 32 MiB)`);
-  console.log(`soak: ${ok ? 'PASS' : 'FAIL'}`);
-  flapping.child.kill('SIGKILL');
-  stable.child.kill('SIGKILL');
-  await engine.close();
-  process.exit(ok ? 0 : 1);
+  const dealer = new Dealer({ linger: 0 });
+  dealer.connect(`tcp://${b.segment}`);
+  let controlAnswered = 0;
+  let controlWithId = 0;
+  void (async () => {
+    try {
+      for await (const _ of dealer) controlAnswered++;
+    } catch {
+      /* closed */
+    }
+  })();
+  let hostileId = 1;
+  const kinds = [
+    ['tcp-garbage', () => raw(b.dataPort, randomBytes(1 + Math.floor(Math.random() * 4096)))],
+    ['tcp-half-header', () => raw(b.dataPort, hello(1n).subarray(0, 20), { hold: true, kind: 'tcp-half-header' })],
+    ['tcp-stale-hello', () => raw(b.dataPort, Buffer.concat([hello(BigInt('0x' + randomBytes(7).toString('hex'))), frame(1, { addr: 0x1000n, body: randomBytes(256) })]))],
+    ['tcp-oversized', () => raw(b.dataPort, Buffer.concat([hello(0n), frame(1, { addr: 0x1000n, length: 1n << 40n })]))],
+    ['tcp-hello-held', () => raw(b.dataPort, hello(0n), { hold: true, kind: 'tcp-hello-held' })],
+    ['zmq-garbage', () => raw(b.controlPort, randomBytes(1 + Math.floor(Math.random() * 512)))],
+    ['zmq-half-greeting', () => raw(b.controlPort, Buffer.from([0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f, 3]), { hold: true, kind: 'zmq-half-greeting' })],
+    ['zmq-malformed', () => {
+      const bodies = [
+        randomBytes(64),
+        encodeMessage({ v: { toString: 0 }, id: hostileId++, type: 'x' }),
+        encodeMessage({ v: 1, id: hostileId++, type: 'y'.repeat(5000) }),
+        encodeMessage({ v: 1, id: hostileId++, type: 'te.descriptor.get', body: { deep: Array(1000).fill([[[]]]) } }),
+        encodeMessage({ v: 9, id: hostileId++, type: 'te.descriptor.get' }),
+        encodeMessage({ v: 1, id: hostileId++, type: 'te.kv.p.register', body: { v: 1, room: -1 } }),
+      ];
+      const k = Math.floor(Math.random() * bodies.length);
+      if (k > 0) controlWithId++; // random bytes are not msgpack: no id to answer to (dropped by design)
+      void dealer.send(bodies[k]).catch(() => {});
+    }],
+  ];
+  let stopHostile = false;
+  const hostileLoop = (async () => {
+    let lastOversize = 0;
+    while (!stopHostile) {
+      const [k, fn] = kinds[Math.floor(Math.random() * kinds.length)];
+      fn();
+      count(k);
+      if (Date.now() - lastOversize > 30_000) {
+        // Above the control plane's 16 MiB cap: zeromq drops the connection before buffering it.
+        lastOversize = Date.now();
+        const big = new Dealer({ linger: 0 });
+        big.connect(`tcp://${b.segment}`);
+        void big.send(Buffer.alloc(20 * MiB)).catch(() => {});
+        setTimeout(() => big.close(), 2000);
+        count('zmq-oversized');
+      }
+      await sleep(50 + Math.random() * 100);
+    }
+  })();
+
+  // ---------------------------------------------------------------- sampling and the end
+  const started = Date.now();
+  const samples = [];
+  const sample = () => samples.push({ t: (Date.now() - started) / 1000, A: rssOf(A.child.pid), B: rssOf(B.child.pid) });
+  sample();
+  const first = samples[0];
+  let atWarmup;
+  const endAt = started + minutes * 60_000;
+  while (Date.now() < endAt) {
+    await sleep(Math.min(5000, endAt - Date.now()));
+    sample();
+    if (!atWarmup && Date.now() - started >= warmupMs) atWarmup = samples[samples.length - 1];
+    if (A.child.exited || B.child.exited) {
+      failures.push(`process ${A.child.exited ? 'A' : 'B'} exited: ${JSON.stringify((A.child.exited ?? B.child.exited))}`);
+      break;
+    }
+  }
+  stopHostile = true;
+  stopChurn = true;
+  await hostileLoop;
+  await churn;
+  const aStats = await A.ask('stop');
+  // Let B hand pending notifications to its listener, then ask.
+  await sleep(500);
+  const bStats = await B.ask('stats');
+  sample();
+  const last = samples[samples.length - 1];
+  const now = Date.now();
+  const stillOpen = {};
+  for (const [, o] of open) {
+    const so = (stillOpen[o.kind] ??= { count: 0, oldestMs: 0 });
+    so.count++;
+    so.oldestMs = Math.max(so.oldestMs, now - o.at);
+  }
+  const ours = [...open.keys()];
+  open.clear(); // closed by us from here on
+  ours.forEach((s) => s.destroy());
+  dealer.close();
+  const seconds = (Date.now() - started) / 1000;
+  await A.ask('exit');
+  await B.ask('exit');
+
+  // ---------------------------------------------------------------- report
+  const base = atWarmup ?? first;
+  const verdicts = ['A', 'B'].map((p) => {
+    const limit = base[p] + Math.max(base[p] * tolPct / 100, tolMiB * MiB);
+    // Least-squares slope of RSS after the warm-up, MiB per minute: the trend behind the two points.
+    const pts = samples.filter((s) => s.t >= base.t && Number.isFinite(s[p]));
+    const mt = pts.reduce((a, s) => a + s.t, 0) / pts.length, mr = pts.reduce((a, s) => a + s[p], 0) / pts.length;
+    const slope = pts.length > 2 ? (pts.reduce((a, s) => a + (s.t - mt) * (s[p] - mr), 0) / pts.reduce((a, s) => a + (s.t - mt) ** 2, 0)) * 60 / MiB : NaN;
+    return { p, start: base[p], end: last[p], min: Math.min(...samples.map((s) => s[p])), max: Math.max(...samples.map((s) => s[p])), slope, limit, ok: last[p] <= limit };
+  });
+  const notifiesSent = (aStats?.stats.notifies ?? 0);
+  const notifiesGot = bStats?.notifications ?? -1;
+  // C's notifications also count on B (C sends them too): B must have at least A's.
+  if (notifiesGot < notifiesSent) failures.push(`B received ${notifiesGot} notifications, A had ${notifiesSent} acknowledged`);
+  const aFailures = aStats?.stats.failures ?? NaN;
+  const pass = failures.length === 0 && aFailures === 0 && churnFailures === 0 && verdicts.every((v) => v.ok) && (aStats?.stats.transfers ?? 0) > 0;
+  const lines = [
+    `soak report (mooncake-tcp, loopback)`,
+    `  duration            ${seconds.toFixed(0)} s (${minutes} min requested; RSS "start" = after ${warmupMs / 1000} s warm-up)`,
+    `  A -> B transfers    ${aStats?.stats.transfers} requests, ${(aStats?.stats.bytes / 1e9).toFixed(2)} GB written and read back, every byte compared; ${aFailures} failed ${JSON.stringify(aStats?.stats.failureCodes ?? {})}`,
+    `  A reconnects        ${aStats?.stats.reconnects} (segment forgotten, descriptor fetched and lanes reconnected)`,
+    `  notifications       ${notifiesSent} acknowledged to A, ${notifiesGot} received by B (A's and C's)`,
+    `  churn peer C        ${churnRestarts} incarnations (${churnKills} SIGKILLed mid-transfer, ${churnRestarts - churnKills} closed), ${churnTransfers} requests, ${(churnBytes / 1e9).toFixed(2)} GB verified, ${churnFailures} failed while alive`,
+    `  hostile             ${Object.entries(hostile).map(([k, v]) => `${k} ${v}`).join(', ')}`,
+    ...Object.entries(held).map(([k, h]) => `  held ${k.padEnd(18)} closed by B ${h.closedByServer} (longest ${(h.longestMs / 1000).toFixed(1)} s); still open at the end ${stillOpen[k]?.count ?? 0} (oldest ${((stillOpen[k]?.oldestMs ?? 0) / 1000).toFixed(1)} s); dropped by us ${h.droppedByUs}${Object.keys(h.answers).length ? `; answered ${JSON.stringify(h.answers)}` : ''}`),
+    `  control replies     ${controlAnswered} answers to ${controlWithId} malformed control messages that carry an id (${(hostile['zmq-malformed'] ?? 0) - controlWithId} more were random bytes)`,
+    ...verdicts.map((v) => `  RSS ${v.p}               start ${mib(v.start)} MiB, end ${mib(v.end)} MiB (min ${mib(v.min)}, max ${mib(v.max)}, trend ${v.slope.toFixed(2)} MiB/min; first sample ${mib(first[v.p])}); limit ${mib(v.limit)} MiB (+${tolPct}% or +${tolMiB} MiB) -> ${v.ok ? 'flat' : 'GREW'}`),
+    ...failures.slice(0, 20).map((f) => `  failure: ${f}`),
+    failures.length > 20 ? `  ... ${failures.length - 20} more failures` : '',
+    `  result              ${pass ? 'PASS' : 'FAIL'}`,
+  ].filter(Boolean);
+  console.log(lines.join('\n'));
+  if (values.json) writeFileSync(values.json, JSON.stringify({ seconds, a: aStats, b: bStats, churn: { churnRestarts, churnKills, churnTransfers, churnBytes, churnFailures }, hostile, held, closedByServer, stillOpen, controlAnswered, samples, verdicts, failures, pass }, null, 2));
+  process.exit(pass ? 0 : 1);
+}
+
+function sleep(ms) {
+  return new Promise((r) => setTimeout(r, ms));
 }
