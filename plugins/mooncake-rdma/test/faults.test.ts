@@ -54,7 +54,9 @@ for (const provider of PROVIDERS) {
       const peer = await i.transport.openPeer(forged);
       i.buffer.fill(0x11);
       const c = await code(i.transport.submit(peer, batchOf([{ op: 'write', local: i.addr, remote: t.addr, length: 4096 }]), { timeoutMs: 3000 }));
-      assert.ok(['MEMORY_NOT_REGISTERED', 'CONNECTION_LOST', 'TRANSFER_FAILED'].includes(c), `got ${c}`);
+      // Each provider reports a refused key its own way, always the same: ofi_rxm drops the
+      // connection the bad RMA arrived on, sockets answers the request with FI_EACCES.
+      assert.is(c, provider === 'sockets' ? 'MEMORY_NOT_REGISTERED' : 'CONNECTION_LOST');
       assert.is(t.buffer[0], 0x5a, 'nothing landed through a wrong key');
       await i.transport.closePeer(peer);
       // With the right keys the same pair works again (rxm rebuilds its connection).
@@ -89,7 +91,9 @@ for (const provider of PROVIDERS) {
         c = await code(i.transport.submit(peer, one, { timeoutMs: 3000 }));
         if (c === 'OK') await new Promise((r) => setTimeout(r, 10));
       }
-      assert.ok(['MEMORY_NOT_REGISTERED', 'CONNECTION_LOST'].includes(c), `got ${c}`);
+      // The revocation removed the region from this side's table before unregister returned:
+      // the request is refused here, before anything is posted.
+      assert.is(c, 'MEMORY_NOT_REGISTERED');
       assert.is(t.buffer[0], 0x77, 'revoked memory untouched');
       // A range the peer never published is refused without a round trip to the provider.
       assert.is(await code(i.transport.submit(peer, batchOf([{ op: 'write', local: i.addr, remote: 0x1000n, length: 8 }]), { timeoutMs: 3000 })), 'MEMORY_NOT_REGISTERED');
@@ -113,10 +117,9 @@ for (const provider of PROVIDERS) {
       victim.kill();
       const c = await p;
       const took = Date.now() - t0;
-      assert.ok(['CONNECTION_LOST', 'PEER_UNREACHABLE', 'TIMEOUT'].includes(c), `got ${c}`);
-      assert.ok(took < 15_000 + 500, `settled after ${took} ms`);
-      if (c === 'TIMEOUT') console.log(`  (${provider}: dead peer surfaced only by the deadline)`);
-      else assert.ok(took < 5000, `connection loss surfaced after ${took} ms`);
+      // Both loopback providers see the reset connection: the deadline (15 s) plays no part.
+      assert.is(c, 'CONNECTION_LOST');
+      assert.ok(took < 5000, `connection loss surfaced after ${took} ms`);
       // Later transfers fail fast and typed too (the engine drops the peer and cannot reach it).
       const again = await code(engine.write(victim.segment, local.addr, remote, 16, { timeoutMs: 2000 }));
       assert.not.equal(again, 'OK');
