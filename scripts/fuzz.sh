@@ -41,3 +41,7 @@ run tcp_frames -max_len=20000
 TE_FUZZ_SECRET=1 run tcp_frames -max_len=20000
 echo "fuzz: control_plane for ${budget}s"
 node --import tsx fuzz/control-plane.ts "$budget"
+# The decoding stages themselves (codec, envelope and descriptor checks) in process, through a
+# real control server and a real control client: only TransferErrors, nothing unhandled.
+echo "fuzz: control_decode for ${budget}s"
+node --import tsx fuzz/control-decode.ts "$budget"
