@@ -154,7 +154,7 @@ function input(types: [string, TSchema][]): Buffer {
 const sockets = targets.map((t) => {
   const d = new Dealer({ linger: 0, sendHighWaterMark: 10_000 });
   d.connect(`tcp://${t.endpoint}`);
-  return { ...t, d, waiting: new Map<number, number>() };
+  return { ...t, d, waiting: new Map<number, { at: number; bytes: Buffer }>() };
 });
 let answered = 0;
 for (const s of sockets) {
@@ -185,13 +185,19 @@ while (Date.now() - started < seconds * 1000) {
     } catch {
       id = undefined;
     }
-    if (typeof id === 'number' && Number.isSafeInteger(id) && id >= 0) s.waiting.set(id, Date.now());
+    if (typeof id === 'number' && Number.isSafeInteger(id) && id >= 0) s.waiting.set(id, { at: Date.now(), bytes });
     await s.d.send(bytes);
     sent++;
   }
   await new Promise((r) => setImmediate(r));
   const now = Date.now();
-  for (const s of sockets) for (const [id, at] of s.waiting) if (now - at > 10_000) fail(`request ${id} to ${s.endpoint} got no answer in 10 s`);
+  for (const s of sockets) {
+    for (const [id, w] of s.waiting) {
+      if (now - w.at <= 10_000) continue;
+      recent.push(w.bytes); // the unanswered request itself is saved with the others
+      fail(`request ${id} to ${s.endpoint} got no answer in 10 s`);
+    }
+  }
   if (process.memoryUsage().rss > MAX_RSS) fail(`RSS ${(process.memoryUsage().rss / 2 ** 20).toFixed(0)} MiB past the ${MAX_RSS / 2 ** 20} MiB bound`);
   while (sockets.some((s) => s.waiting.size > 2000)) await new Promise((r) => setTimeout(r, 5));
 }

@@ -2,6 +2,6 @@ export { createFakePlugin, type FakePlugin, type FakePluginOptions } from './fak
 export { FakeFaults } from './fake/faults.js';
 export { FakeTransport } from './fake/fake-transport.js';
 export { allocFakeDeviceMemory, fakeAddressOf } from './fake/fake-memory.js';
-export { transportConformance, pattern, type ConformancePair, type ConformanceOptions } from './conformance/suite.js';
+export { transportConformance, pattern, assertBytes, type ConformancePair, type ConformanceOptions } from './conformance/suite.js';
 export { LocalTargetMemory, checkPayload, type TargetMemory, type ReceivedNotification } from './conformance/target.js';
 export { serveTargetProcess, spawnTargetProcess, type TargetProcess } from './conformance/target-process.js';

@@ -70,6 +70,22 @@ test('never complete: the deadline ends the batch and nothing lands', async ({ a
   assert.equal(dst.subarray(0, 4096), new Uint8Array(4096));
 });
 
+test('write early: bytes land at submit; a batch past its deadline still reports TIMEOUT, never success', async ({ a, b, src, dst, local, remote }) => {
+  faults.writeEarly = true;
+  faults.latencyMs = 500;
+  const started = Date.now();
+  const err = await a.write(b.segmentName, local, remote, 4096, { timeoutMs: 100 }).then(() => undefined, (e) => e);
+  assert.ok(isTransferError(err, 'TIMEOUT'), String(err));
+  assert.ok(Date.now() - started < 450, 'the deadline, not the completion, ended it');
+  assert.equal(dst.subarray(0, 4096), src.subarray(0, 4096), 'the bytes had landed before the deadline');
+  // Within its deadline the same batch succeeds with the data in place.
+  dst.fill(0);
+  faults.latencyMs = 20;
+  const r = await a.write(b.segmentName, local, remote, 4096);
+  assert.is(r.bytes, 4096n);
+  assert.equal(dst.subarray(0, 4096), src.subarray(0, 4096));
+});
+
 test('out-of-order completion: each batch still gets its own result', async ({ a, b, src, dst, local, remote }) => {
   faults.outOfOrder = true;
   const order: number[] = [];

@@ -22,6 +22,8 @@ export interface ConformanceOptions {
   createPair(): Promise<ConformancePair>;
   /** Cases this plugin does not run, each with the reason (printed, never silent). */
   exclude?: Record<string, string>;
+  /** Run only these cases (while debugging one); the others are registered as skipped. */
+  only?: string[];
   /** Largest single write the suite tries (default 1 MiB). */
   maxBytes?: number;
   /** Size of the write sent to a stalled peer in the abort and deadline cases (default 32 MiB). */
@@ -54,6 +56,31 @@ async function hostMemory(engine: TransferEngine, size: number, init?: Uint8Arra
   return h as AllocatedHandle & { buffer: Uint8Array };
 }
 
+/**
+ * Byte equality that stays fast on large buffers: a mismatch names the first differing
+ * byte and both values instead of diffing the arrays (which takes minutes on megabytes).
+ */
+export function assertBytes(actual: Uint8Array, expected: Uint8Array, label = 'bytes'): void {
+  if (actual.length !== expected.length) {
+    throw new assert.Assertion({ message: `${label}: ${actual.length} bytes, expected ${expected.length}`, operator: 'bytes', expects: expected.length, actual: actual.length });
+  }
+  const a = Buffer.from(actual.buffer, actual.byteOffset, actual.length);
+  const e = Buffer.from(expected.buffer, expected.byteOffset, expected.length);
+  if (a.equals(e)) return;
+  // Halve the range until the first difference is found (each step a native compare).
+  let lo = 0;
+  let hi = a.length;
+  while (hi - lo > 64) {
+    const mid = lo + Math.floor((hi - lo) / 2);
+    if (a.subarray(lo, mid).equals(e.subarray(lo, mid))) lo = mid;
+    else hi = mid;
+  }
+  let at = lo;
+  while (at < hi && a[at] === e[at]) at++;
+  const hex = (x: number | undefined) => `0x${(x ?? 0).toString(16).padStart(2, '0')}`;
+  throw new assert.Assertion({ message: `${label}: first difference at byte ${at} of ${a.length}: got ${hex(a[at])}, expected ${hex(e[at])}`, operator: 'bytes', expects: hex(e[at]), actual: hex(a[at]) });
+}
+
 async function rejectsWith(promise: Promise<unknown>, codes: TransferErrorCode[]): Promise<Error> {
   try {
     await promise;
@@ -78,6 +105,7 @@ export function transportConformance(options: ConformanceOptions) {
   const stallBytes = options.stallBytes ?? 32 << 20;
   const skipped: string[] = [];
   const requires = (caseName: string): string | undefined => {
+    if (options.only && !options.only.includes(caseName)) return 'not selected (options.only)';
     if (caseName.startsWith('read') && !options.capabilities.read) return 'capabilities.read is false';
     if (caseName.startsWith('notification') && !options.capabilities.notifications) return 'capabilities.notifications is false';
     return options.exclude?.[caseName];
@@ -86,6 +114,8 @@ export function transportConformance(options: ConformanceOptions) {
     const reason = requires(caseName);
     if (reason) {
       skipped.push(`${caseName}: ${reason}`);
+      // Registered, so the runner's summary counts it; the reason is in its name.
+      test.skip(`${caseName} — skipped: ${reason}`, () => undefined);
       return;
     }
     test(caseName, (ctx) => {
@@ -131,8 +161,8 @@ export function transportConformance(options: ConformanceOptions) {
         src.set(pattern(size, k + 1));
         await initiator.write(target, local.addr, remote + 32n, size);
         const landed = await targetMemory.read(remote, size + 64);
-        assert.equal(landed.subarray(32, 32 + size), pattern(size, k + 1), `payload of ${size} bytes`);
-        assert.equal(landed.subarray(0, 32), new Uint8Array(32).fill(0xee), 'bytes before the range untouched');
+        assertBytes(landed.subarray(32, 32 + size), pattern(size, k + 1), `payload of ${size} bytes`);
+        assertBytes(landed.subarray(0, 32), new Uint8Array(32).fill(0xee), 'bytes before the range untouched');
         if (k === 0) assert.is(landed[33], 0xee, 'byte after a 1-byte write untouched');
       }
     } finally {
@@ -149,7 +179,7 @@ export function transportConformance(options: ConformanceOptions) {
     const dst = local.buffer;
     try {
       await initiator.read(target, local.addr, remote, size);
-      assert.equal(dst, pattern(size, 99));
+      assertBytes(dst, pattern(size, 99));
     } finally {
       await initiator.freeMemory(local);
       await targetMemory.free(remote);
@@ -178,7 +208,7 @@ export function transportConformance(options: ConformanceOptions) {
       const landed = await targetMemory.read(remote, n * item * 2);
       for (let i = 0; i < n; i++) {
         const at = (n - 1 - i) * item * 2;
-        assert.equal(landed.subarray(at, at + item), src.subarray(i * item, (i + 1) * item), `request ${i}`);
+        assertBytes(landed.subarray(at, at + item), src.subarray(i * item, (i + 1) * item), `request ${i}`);
       }
       if (options.capabilities.read) {
         const r = allocateBatch(n);
@@ -189,7 +219,7 @@ export function transportConformance(options: ConformanceOptions) {
           r.lengths[i] = BigInt(item);
         }
         await initiator.transfer(target, r);
-        assert.equal(readBack, src);
+        assertBytes(readBack, src);
       }
     } finally {
       await initiator.freeMemory(local);
@@ -207,7 +237,7 @@ export function transportConformance(options: ConformanceOptions) {
     const remote = await targetMemory.alloc(callers * size);
     try {
       await Promise.all(Array.from({ length: callers }, (_, c) => initiator.write(target, local.addr + BigInt(c * size), remote + BigInt(c * size), size)));
-      assert.equal(await targetMemory.read(remote, callers * size), src);
+      assertBytes(await targetMemory.read(remote, callers * size), src);
     } finally {
       await initiator.freeMemory(local);
       await targetMemory.free(remote);
@@ -220,9 +250,9 @@ export function transportConformance(options: ConformanceOptions) {
     try {
       const err = await rejectsWith(initiator.write(target, local.addr, remote + 2048n, 4096), ['ADDRESS_OUT_OF_RANGE']);
       assert.ok((err as { statuses?: Int32Array }).statuses?.[0] !== 0);
-      assert.equal(await targetMemory.read(remote, 4096), new Uint8Array(4096).fill(0x11), 'target memory unchanged');
+      assertBytes(await targetMemory.read(remote, 4096), new Uint8Array(4096).fill(0x11), 'target memory unchanged');
       await initiator.write(target, local.addr, remote, 4096);
-      assert.equal(await targetMemory.read(remote, 4096), pattern(8192, 3).subarray(0, 4096), 'peer still serves after the refusal');
+      assertBytes(await targetMemory.read(remote, 4096), pattern(8192, 3).subarray(0, 4096), 'peer still serves after the refusal');
     } finally {
       await initiator.freeMemory(local);
       await targetMemory.free(remote);
@@ -237,7 +267,7 @@ export function transportConformance(options: ConformanceOptions) {
     try {
       await rejectsWith(initiator.write(target, local.addr, gone, 4096), ['MEMORY_NOT_REGISTERED', 'ADDRESS_OUT_OF_RANGE']);
       await rejectsWith(initiator.write(target, local.addr, privateRegion, 4096), ['MEMORY_NOT_REGISTERED', 'ADDRESS_OUT_OF_RANGE']);
-      assert.equal(await targetMemory.read(privateRegion, 4096), new Uint8Array(4096).fill(0x22));
+      assertBytes(await targetMemory.read(privateRegion, 4096), new Uint8Array(4096).fill(0x22));
     } finally {
       await initiator.freeMemory(local);
       await targetMemory.free(privateRegion);
@@ -250,7 +280,7 @@ export function transportConformance(options: ConformanceOptions) {
     try {
       await rejectsWith(initiator.write(target, local.addr + 4096n * 64n, remote, 16), ['MEMORY_NOT_REGISTERED', 'ADDRESS_OUT_OF_RANGE']);
       await rejectsWith(initiator.write(target, local.addr + 4000n, remote, 200), ['ADDRESS_OUT_OF_RANGE', 'MEMORY_NOT_REGISTERED']);
-      assert.equal(await targetMemory.read(remote, 4096), new Uint8Array(4096).fill(0x33));
+      assertBytes(await targetMemory.read(remote, 4096), new Uint8Array(4096).fill(0x33));
     } finally {
       await initiator.freeMemory(local);
       await targetMemory.free(remote);
@@ -264,7 +294,7 @@ export function transportConformance(options: ConformanceOptions) {
       const ac = new AbortController();
       ac.abort();
       await rejectsWith(initiator.write(target, local.addr, remote, 4096, { signal: ac.signal }), ['ABORTED']);
-      assert.equal(await targetMemory.read(remote, 4096), new Uint8Array(4096).fill(0x44));
+      assertBytes(await targetMemory.read(remote, 4096), new Uint8Array(4096).fill(0x44));
     } finally {
       await initiator.freeMemory(local);
       await targetMemory.free(remote);
@@ -292,7 +322,7 @@ export function transportConformance(options: ConformanceOptions) {
     const again = await hostMemory(initiator, 64, pattern(64, 5));
     const r2 = await targetMemory.alloc(64);
     await initiator.write(target, again.addr, r2, 64);
-    assert.equal(await targetMemory.read(r2, 64), pattern(64, 5));
+    assertBytes(await targetMemory.read(r2, 64), pattern(64, 5));
     await initiator.freeMemory(again);
     await targetMemory.free(r2);
   });
@@ -304,9 +334,12 @@ export function transportConformance(options: ConformanceOptions) {
     try {
       await pair.stall!();
       const started = Date.now();
-      await rejectsWith(initiator.write(target, local.addr, remote, stallBytes, { timeoutMs: 300 }), ['TIMEOUT']);
+      const err = (await rejectsWith(initiator.write(target, local.addr, remote, stallBytes, { timeoutMs: 300 }), ['TIMEOUT'])) as Error & { details?: { settled?: boolean } };
       const took = Date.now() - started;
-      assert.ok(took >= 250 && took < 3_000, `deadline of 300 ms took ${took} ms`);
+      // The engine releases a caller 2 s past the deadline even when the transport has not
+      // answered (settled: false): passing on that would hide a transport that ignores timeoutMs.
+      assert.is.not(err.details?.settled, false, `the transport did not end the batch at its deadline: the engine's watchdog did (${err.message})`);
+      assert.ok(took >= 250 && took < 2_000, `deadline of 300 ms took ${took} ms`);
     } finally {
       await pair.resume!();
       await initiator.freeMemory(local);
@@ -330,7 +363,7 @@ export function transportConformance(options: ConformanceOptions) {
       const n = got[got.length - 1]!;
       assert.is(n.from, initiator.segmentName);
       assert.ok(n.snapshot, 'target could snapshot the range');
-      assert.equal(n.snapshot, pattern(size, 42), 'data was in place when the notification arrived');
+      assertBytes(n.snapshot!, pattern(size, 42), 'data was in place when the notification arrived');
     } finally {
       await initiator.freeMemory(local);
       await targetMemory.free(remote);

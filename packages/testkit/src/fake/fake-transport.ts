@@ -23,8 +23,10 @@ const key = (plugin: string, segment: string): string => `${plugin}\u0000${segme
 
 /**
  * A test-only transport: moves bytes with memcpy between engines of one process. It
- * validates like a real transport (local and remote ranges, epochs) and applies data
- * only when a batch completes, so an aborted or timed-out batch changes nothing.
+ * validates like a real transport (local and remote ranges, epochs) and applies data when
+ * a batch completes, so an aborted or timed-out batch changes nothing, or, with
+ * `faults.writeEarly`, when it is submitted, as a real transport's bytes land before its
+ * completion (then a timed-out batch has changed memory, and only its status says so).
  */
 export class FakeTransport implements Transport {
   private readonly regions: FakeRegion[] = [];
@@ -95,6 +97,21 @@ export class FakeTransport implements Transport {
       if (this.faults.failNth && this.faults.submitted === this.faults.failNth.n) failAt.set(i, this.faults.failNth.status);
     }
     const batchNo = ++this.faults.batches;
+    // Early writes: the bytes land now; completion (or the deadline) only reports.
+    let early: { result?: BatchResult; error?: unknown } | undefined;
+    if (this.faults.writeEarly && !this.faults.hang && !this.faults.droppedPeers.has(peer.segment)) {
+      try {
+        early = { result: this.apply(peer, batch, failAt, undefined) };
+      } catch (error) {
+        early = { error };
+      }
+    }
+    const complete = (): BatchResult => {
+      if (!early) return this.apply(peer, batch, failAt, options.notify);
+      if (early.error) throw early.error;
+      if (options.notify && early.result!.statuses.every((s) => s === 0)) fabric.get(key(this.plugin, peer.segment))?.deliver({ from: this.context.segmentName, payload: Uint8Array.from(options.notify) });
+      return early.result!;
+    };
     if (this.faults.hang) {
       return new Promise<BatchResult>((resolve, reject) => {
         this.faults.parkHung(() => {
@@ -147,7 +164,7 @@ export class FakeTransport implements Transport {
       timer = setTimeout(() => {
         cleanup();
         try {
-          resolve(this.apply(peer, batch, failAt, options.notify));
+          resolve(complete());
         } catch (e) {
           reject(e);
         }

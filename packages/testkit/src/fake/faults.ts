@@ -19,6 +19,12 @@ export class FakeFaults {
   private readonly hung = new Set<() => void>();
   /** Delay before a batch completes, in ms. */
   latencyMs = 0;
+  /**
+   * Requests are applied when the batch is submitted, as a real transport's bytes land
+   * before its completion arrives: a batch that then times out or is aborted has already
+   * changed memory. Off, data is applied only at completion.
+   */
+  writeEarly = false;
   /** Segments whose peer is considered dead. */
   readonly droppedPeers = new Set<string>();
   submitted = 0;
@@ -62,6 +68,7 @@ export class FakeFaults {
     this.hang = false;
     this.outOfOrder = false;
     this.latencyMs = 0;
+    this.writeEarly = false;
     this.droppedPeers.clear();
   }
 }

@@ -1,0 +1,26 @@
+// The conformance suite itself must fail what it claims to check: a transport that ignores
+// its deadline (the engine's watchdog releasing the caller) fails the deadline case, an
+// honest one passes, and the cases left out are counted as skipped.
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const fixture = fileURLToPath(new URL('./fixtures/deadline-suite.ts', import.meta.url));
+const run = (stall: string) =>
+  spawnSync(process.execPath, ['--import', 'tsx', fixture], { encoding: 'utf8', timeout: 60_000, env: { ...process.env, TE_STALL: stall, FORCE_COLOR: '0' } });
+
+test('a transport that ignores timeoutMs fails the deadline case', () => {
+  const r = run('ignores');
+  assert.is.not(r.status, 0, r.stdout);
+  assert.match(r.stdout, /watchdog/);
+});
+
+test('one that honours it passes, with the other cases registered as skipped', () => {
+  const r = run('honest');
+  assert.is(r.status, 0, r.stdout + r.stderr);
+  assert.match(r.stdout, /Passed:\s+1/);
+  assert.match(r.stdout, /Skipped:\s+12/);
+});
+
+test.run();
