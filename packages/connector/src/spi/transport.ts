@@ -60,9 +60,15 @@ export interface Transport {
    * the signal fires, and with a connection-level code (CONNECTION_LOST, PEER_FAILED,
    * PEER_UNREACHABLE, STALE_DESCRIPTOR, AUTH_FAILED, PROTOCOL_MISMATCH, BAD_FRAME) when the
    * peer cannot be used; such a rejection may carry per-request `statuses`.
-   * After the promise settles the transport no longer touches this process's memory for
-   * the batch. Bytes already on the wire may still land on the peer after a rejection:
-   * protocols that reuse remote memory wait for the peer's acknowledgement first.
+   *
+   * Settled means done with memory, on both sides: once the promise settles, no byte of
+   * the batch is read from or written to this process's memory, and none lands in the
+   * peer's memory any more. A transport that cannot recall work already handed to the
+   * network (posted RMA, bytes in a socket buffer) settles only when that work is reported
+   * finished or can no longer complete (its connection or endpoint torn down), and says
+   * which in the rejection's message. Until then the engine answers the caller at the
+   * deadline plus a grace period with TIMEOUT and `details.settled: false`, and keeps the
+   * batch's local memory in use (unregistering it is refused with MEMORY_IN_USE).
    * A batch may be empty when `notify` is set (a notification alone).
    */
   submit(peer: TransportPeer, batch: TransferBatch, options: SubmitOptions): Promise<BatchResult>;
