@@ -8,11 +8,15 @@ export interface MetadataStore {
   /** Makes this process's current descriptor available to peers. */
   publish(descriptor: SegmentDescriptor): Promise<void>;
   /** Fetches a peer's descriptor by segment name. */
-  fetch(segment: string, timeoutMs: number): Promise<SegmentDescriptor>;
+  fetch(segment: string, timeoutMs: number, from?: string): Promise<SegmentDescriptor>;
   close(): Promise<void>;
 }
 
 export const DESCRIPTOR_REQUEST = 'te.descriptor.get';
+/** Owner → every peer that fetched its descriptor: a region was unregistered. */
+export const REVOKE_REQUEST = 'te.segment.revoke';
+/** Peers remembered as holders of this process's descriptor (the least recent forgotten first). */
+const MAX_SUBSCRIBERS = 4096;
 
 /**
  * The embedded default: no service. A segment's name is its control endpoint
@@ -23,13 +27,42 @@ export class P2PHandshake implements MetadataStore {
   private readonly clients = new Map<string, ControlClient>();
   private readonly unhandle: () => void;
 
+  /** Segments that fetched this process's descriptor: they are told when a region goes away. */
+  private readonly subscribers = new Set<string>();
+
   constructor(
     server: ControlServer,
     private readonly keys?: ControlKeys,
     private readonly maxClients = 1024,
     private readonly idleMs = 5 * 60_000,
   ) {
-    this.unhandle = server.handle(DESCRIPTOR_REQUEST, () => this.current);
+    this.unhandle = server.handle(DESCRIPTOR_REQUEST, (body) => {
+      // A fetch names its sender (older peers send nothing): remembered, bounded.
+      const from = (body as { from?: unknown } | null)?.from;
+      if (typeof from === 'string' && from.length > 0 && from.length <= 300) {
+        this.subscribers.delete(from);
+        this.subscribers.add(from);
+        if (this.subscribers.size > MAX_SUBSCRIBERS) this.subscribers.delete(this.subscribers.values().next().value!);
+      }
+      return this.current;
+    });
+  }
+
+  /**
+   * Tells every peer holding this process's descriptor that the region at `addr` is gone,
+   * and waits (at most `timeoutMs`) until each dropped what it cached of this process and
+   * finished the batches it had in flight to it. A peer that does not answer is forgotten.
+   */
+  async revoke(self: { segment: string; epoch: bigint }, addr: bigint, timeoutMs: number): Promise<void> {
+    await Promise.all(
+      [...this.subscribers].map(async (segment) => {
+        try {
+          await this.client(segment).request(REVOKE_REQUEST, { segment: self.segment, epoch: self.epoch, addr }, timeoutMs);
+        } catch {
+          this.subscribers.delete(segment);
+        }
+      }),
+    );
   }
 
   async publish(descriptor: SegmentDescriptor): Promise<void> {
@@ -73,8 +106,8 @@ export class P2PHandshake implements MetadataStore {
     }
   }
 
-  async fetch(segment: string, timeoutMs: number): Promise<SegmentDescriptor> {
-    const body = await this.client(segment).request(DESCRIPTOR_REQUEST, null, timeoutMs);
+  async fetch(segment: string, timeoutMs: number, from?: string): Promise<SegmentDescriptor> {
+    const body = await this.client(segment).request(DESCRIPTOR_REQUEST, from === undefined ? null : { from }, timeoutMs);
     return checkDescriptor(body, segment);
   }
 

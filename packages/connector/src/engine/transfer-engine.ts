@@ -19,7 +19,7 @@ import { controlKeys } from './control-security.js';
 import { createLogger, type Log } from './logger.js';
 import { MemoryMap, type LocalRegion } from './memory-map.js';
 import { checkSegmentName } from './segment-name.js';
-import { P2PHandshake } from './metadata.js';
+import { P2PHandshake, REVOKE_REQUEST } from './metadata.js';
 import type { BatchRecord, EngineMetrics } from './metrics.js';
 import { BatchStats } from './batch-stats.js';
 import type { AllocatedHandle, CreateEngineOptions, MemoryHandle, MemoryTarget, RegisterOptions, TransferOptions } from './engine-api.js';
@@ -39,6 +39,8 @@ interface PeerState {
   inFlight: number;
   /** Forgotten while batches were in flight: its connections close when the last one settles. */
   closeWhenIdle?: boolean;
+  /** Called when the last batch in flight settles. */
+  onIdle?: (() => void)[];
 }
 
 
@@ -83,6 +85,7 @@ export class TransferEngine {
     this.stats = new BatchStats(config.metrics, log);
     this.segmentName = segmentName;
     this.epoch = epoch;
+    control.handle(REVOKE_REQUEST, (body) => this.onPeerRevoked(body));
     for (const t of held) {
       t.transport.onNotification?.((n) => {
         for (const l of this.listeners) {
@@ -280,6 +283,12 @@ export class TransferEngine {
         throw new TransferError('MEMORY_IN_USE', `Region 0x${addr.toString(16)} is still used by a batch its transport has not settled (it timed out without releasing the memory); it cannot be unregistered yet`, { details: { addr } });
       }
       const region = this.memory.remove(addr);
+      if (region.remoteAccess) {
+        // Peers drop what they cached of it (imported handles, keys) and finish their
+        // batches into it before the transports let go of the memory.
+        await this.publish();
+        await this.handshake.revoke({ segment: this.segmentName, epoch: this.epoch }, addr, this.config.timeouts.handshakeMs);
+      }
       const kind = memoryKindOf(region.device);
       const results = await Promise.allSettled(
         this.held.filter((t) => t.plugin.capabilities.memoryKinds.includes(kind) && (region.buffer !== undefined || t.plugin.capabilities.rawAddresses)).map((t) => t.transport.unregisterMemory(addr)),
@@ -376,7 +385,7 @@ export class TransferEngine {
     let state = this.peers.get(segment);
     if (!state) {
       state = (async () => {
-        const descriptor = segment === this.segmentName ? this.descriptor() : await this.handshake.fetch(segment, this.config.timeouts.handshakeMs);
+        const descriptor = segment === this.segmentName ? this.descriptor() : await this.handshake.fetch(segment, this.config.timeouts.handshakeMs, this.segmentName);
         return { descriptor, routing: peerRouting(descriptor), opened: new Map(), inFlight: 0 } as PeerState;
       })();
       this.peers.set(segment, state);
@@ -480,7 +489,29 @@ export class TransferEngine {
 
   private releasePeer(state: PeerState): void {
     state.inFlight--;
-    if (state.inFlight === 0 && state.closeWhenIdle) void this.closePeers(state);
+    if (state.inFlight !== 0) return;
+    if (state.closeWhenIdle) void this.closePeers(state);
+    for (const f of state.onIdle?.splice(0) ?? []) f();
+  }
+
+  /**
+   * A peer unregistered a region (REVOKE_REQUEST): what is cached of it goes (descriptor,
+   * transport peers, and with them imported handles and keys), and the answer waits until
+   * the batches in flight to it settled, so nothing of this process still writes into the
+   * region when the owner frees it. The next transfer fetches a fresh descriptor.
+   */
+  private async onPeerRevoked(body: unknown): Promise<{ dropped: boolean }> {
+    const m = body as { segment?: unknown; epoch?: unknown; addr?: unknown } | null;
+    if (typeof m?.segment !== 'string' || (typeof m.epoch !== 'bigint' && typeof m.epoch !== 'number') || typeof m.addr !== 'bigint') {
+      throw new TransferError('INVALID_ARGUMENT', 'malformed revocation: expected {segment, epoch, addr}');
+    }
+    const pending = this.peers.get(m.segment);
+    const state = await pending?.catch(() => undefined);
+    if (!state || state.descriptor.epoch !== BigInt(m.epoch)) return { dropped: false };
+    if (!state.descriptor.buffers.some((b) => b.addr === m.addr)) return { dropped: false };
+    await this.forgetSegment(m.segment);
+    if (state.inFlight > 0) await new Promise<void>((resolve) => (state.onIdle ??= []).push(resolve));
+    return { dropped: true };
   }
 
   private checkCapabilities(route: Route, batch: TransferBatch, hasRead: boolean, notify: boolean): void {
