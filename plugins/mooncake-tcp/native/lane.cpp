@@ -57,7 +57,7 @@ uint64_t frame_bytes(const Slice* s) {
 }
 }  // namespace
 
-Lane::Lane(Peer* peer, Loop* loop, uint32_t index) : peer_(peer), loop_(loop), index_(index) { rbuf_.resize(kRbuf); }
+Lane::Lane(Peer* peer, Loop* loop, uint32_t index) : peer_(peer), loop_(loop), index_(index) {}
 
 Lane::~Lane() {
   if (fd_ >= 0) ::close(fd_);
@@ -199,6 +199,7 @@ void Lane::on_connected() {
 
 void Lane::reached_ready() {
   state_ = READY;
+  last_used_ = now_ms();
   if (reporting_open_) {
     reporting_open_ = false;
     peer_->lane_opened(te::TE_OK, "");
@@ -223,7 +224,8 @@ void Lane::close_connection() {
   interest_ = 0;
   ctrl_out_.clear();
   ctrl_off_ = 0;
-  rpos_ = rend_ = 0;
+  rbuf_.clear();
+  rbuf_.release();  // a lane without a connection holds no receive buffer
   in_body_ = false;
   body_staged_ = false;
   body_why_.clear();
@@ -295,6 +297,7 @@ void Lane::refill() {
     encode(h, s->hdr);
     inflight_.push_back(s);
     inflight_bytes_ += s->len;
+    last_used_ = now_ms();
   }
 }
 
@@ -443,7 +446,7 @@ void Lane::on_event(uint32_t events) {
 void Lane::read_input() {
   for (int rounds = 0; rounds < 64 && fd_ >= 0; ++rounds) {
     ssize_t r;
-    if (in_body_ && !body_drain_ && !body_ctrl_ && rpos_ == rend_ && body_left_ >= kDirectMin) {
+    if (in_body_ && !body_drain_ && !body_ctrl_ && rbuf_.empty() && body_left_ >= kDirectMin) {
       // Large READ body: receive straight into registered local memory.
       uint64_t chunk = body_left_ < (4u << 20) ? body_left_ : (4u << 20);
       te::Lease l;
@@ -462,7 +465,7 @@ void Lane::read_input() {
         continue;
       }
     } else {
-      r = recv_buffered(fd_, rbuf_, rpos_, rend_);
+      r = rbuf_.fill(fd_, kRbuf);
       if (r > 0) {
         if (!parse()) return;
         continue;
@@ -482,18 +485,18 @@ void Lane::read_input() {
 // Consumes buffered bytes; false when the lane failed.
 bool Lane::parse() {
   for (;;) {
-    size_t avail = rend_ - rpos_;
+    size_t avail = rbuf_.size();
     if (in_body_) {
       if (avail == 0) return true;
       uint64_t take = avail < body_left_ ? avail : body_left_;
       if (body_ctrl_) {
-        ctrl_body_.insert(ctrl_body_.end(), rbuf_.data() + rpos_, rbuf_.data() + rpos_ + take);
+        ctrl_body_.insert(ctrl_body_.end(), rbuf_.data(), rbuf_.data() + take);
       } else if (body_staged_) {
-        std::memcpy(reinterpret_cast<void*>(body_dst_), rbuf_.data() + rpos_, take);
+        std::memcpy(reinterpret_cast<void*>(body_dst_), rbuf_.data(), take);
       } else if (!body_drain_) {
         te::Lease l;
         if (peer_->owner->registry().acquire(body_dst_, take, false, l) == te::TE_OK) {
-          std::memcpy(reinterpret_cast<void*>(body_dst_), rbuf_.data() + rpos_, take);
+          std::memcpy(reinterpret_cast<void*>(body_dst_), rbuf_.data(), take);
         } else {
           body_drain_ = true;
           body_status_ = te::TE_MEMORY_NOT_REGISTERED;
@@ -501,7 +504,7 @@ bool Lane::parse() {
       }
       body_dst_ += take;
       body_left_ -= take;
-      rpos_ += take;
+      rbuf_.consume(take);
       if (body_left_ == 0) {
         finish_body();
         if (fd_ < 0) return false;
@@ -509,8 +512,8 @@ bool Lane::parse() {
       continue;
     }
     if (avail < kHeaderSize) return true;
-    Header h = decode(rbuf_.data() + rpos_);
-    rpos_ += kHeaderSize;
+    Header h = decode(rbuf_.data());
+    rbuf_.consume(kHeaderSize);
     if (!on_header(h)) return false;
   }
 }
@@ -692,6 +695,7 @@ void Lane::complete_front(int32_t status, const char* why) {
   Slice* s = inflight_.front();
   inflight_.pop_front();
   --tx_index_;
+  last_used_ = now_ms();
   inflight_bytes_ -= s->len;
   int32_t cancel = s->batch->cancel_status.load();
   if (status == te::TE_OK && cancel != 0 && s->op == OP_READ) status = cancel;
@@ -703,6 +707,13 @@ void Lane::complete_front(int32_t status, const char* why) {
 }
 
 void Lane::on_tick(int64_t now) {
+  // Idle lanes close at half the idle timeout, before a target (same setting) closes them
+  // and races a request just being sent; the next slice connects again.
+  if (state_ == READY && inflight_.empty() && pending_.empty() && ctrl_out_.empty() &&
+      now - last_used_ > peer_->owner->options().idle_timeout_ms / 2) {
+    close_connection();
+    return;
+  }
   if ((state_ == CONNECTING || state_ == HELLO || state_ == AUTH) && now > deadline_) {
     fail(te::TE_PEER_UNREACHABLE, "connecting to " + peer_->label() + " timed out after " +
                                       std::to_string(peer_->owner->options().connect_timeout_ms) + " ms");

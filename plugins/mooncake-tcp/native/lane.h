@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "recv_buffer.h"
 #include "transport.h"
 
 namespace tetcp {
@@ -67,6 +68,7 @@ class Lane : public IoHandler {
   int fd_ = -1;
   bool reporting_open_ = false;
   int64_t deadline_ = 0;
+  int64_t last_used_ = 0;  // last slice sent or answered (idle lanes close)
   uint32_t interest_ = 0;
   bool want_out_ = false;
   std::deque<Slice*> pending_;
@@ -77,8 +79,7 @@ class Lane : public IoHandler {
   uint64_t next_id_ = 1;
   std::vector<uint8_t> ctrl_out_;
   size_t ctrl_off_ = 0;
-  std::vector<uint8_t> rbuf_;
-  size_t rpos_ = 0, rend_ = 0;
+  RecvBuffer rbuf_;
   bool in_body_ = false;
   Header cur_;
   uint64_t body_left_ = 0;

@@ -8,23 +8,52 @@
 
 #include <cstdint>
 #include <cstring>
-#include <vector>
+#include <memory>
 
 namespace tetcp {
 
-// Receives into the free tail of buf[pos, end), first resetting an empty buffer or moving
-// unparsed bytes to the front of a full one. Returns what recv returned; on success `end`
-// has grown by that much.
-inline ssize_t recv_buffered(int fd, std::vector<uint8_t>& buf, size_t& pos, size_t& end) {
-  if (pos == end) pos = end = 0;
-  if (end == buf.size()) {
-    std::memmove(buf.data(), buf.data() + pos, end - pos);
-    end -= pos;
-    pos = 0;
+class RecvBuffer {
+ public:
+  /**
+   * Receives into the free tail, first allocating (uninitialised: an idle connection costs
+   * no touched pages) or growing to `capacity`, resetting an empty buffer or moving
+   * unparsed bytes to the front of a full one. Returns what recv returned.
+   */
+  ssize_t fill(int fd, size_t capacity) {
+    if (pos_ == end_) pos_ = end_ = 0;
+    if (cap_ < capacity) {
+      std::unique_ptr<uint8_t[]> bigger(new uint8_t[capacity]);
+      if (end_ > pos_) std::memcpy(bigger.get(), buf_.get() + pos_, end_ - pos_);
+      end_ -= pos_;
+      pos_ = 0;
+      buf_ = std::move(bigger);
+      cap_ = capacity;
+    } else if (end_ == cap_) {
+      std::memmove(buf_.get(), buf_.get() + pos_, end_ - pos_);
+      end_ -= pos_;
+      pos_ = 0;
+    }
+    ssize_t r = ::recv(fd, buf_.get() + end_, cap_ - end_, 0);
+    if (r > 0) end_ += static_cast<size_t>(r);
+    return r;
   }
-  ssize_t r = ::recv(fd, buf.data() + end, buf.size() - end, 0);
-  if (r > 0) end += static_cast<size_t>(r);
-  return r;
-}
+  /** The unparsed bytes. */
+  const uint8_t* data() const { return buf_.get() + pos_; }
+  size_t size() const { return end_ - pos_; }
+  bool empty() const { return pos_ == end_; }
+  void consume(size_t n) { pos_ += n; }
+  void clear() { pos_ = end_ = 0; }
+  /** Frees the memory if nothing is buffered; the next fill allocates again. */
+  void release() {
+    if (pos_ != end_) return;
+    buf_.reset();
+    cap_ = pos_ = end_ = 0;
+  }
+  size_t capacity() const { return cap_; }
+
+ private:
+  std::unique_ptr<uint8_t[]> buf_;
+  size_t cap_ = 0, pos_ = 0, end_ = 0;
+};
 
 }  // namespace tetcp

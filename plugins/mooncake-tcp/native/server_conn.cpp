@@ -17,17 +17,21 @@
 namespace tetcp {
 
 namespace {
-constexpr size_t kRbuf = 256 * 1024;
+// Receive buffer: small until the handshake is done (a connection that never completes it
+// costs little), then large enough for many small frames per recv; freed when idle.
+constexpr size_t kHandshakeRbuf = 4 * 1024;
+constexpr size_t kRbuf = 64 * 1024;
+constexpr int64_t kReleaseIdleMs = 1000;
 constexpr uint64_t kDirectMin = 16 * 1024;
 constexpr size_t kMaxIov = 512;
 constexpr size_t kPauseOut = 4096;   // stop reading requests while this many responses are queued
 constexpr size_t kResumeOut = 1024;
-constexpr int64_t kHandshakeMs = 10000;
 }  // namespace
 
-ServerConn::ServerConn(Transport* t, Loop* loop, int fd) : t_(t), loop_(loop), fd_(fd) {
-  rbuf_.resize(kRbuf);
-  deadline_ = now_ms() + kHandshakeMs;
+ServerConn::ServerConn(Transport* t, Loop* loop, int fd, std::string address)
+    : t_(t), loop_(loop), fd_(fd), address_(std::move(address)) {
+  last_active_ = now_ms();
+  deadline_ = last_active_ + t_->options().handshake_timeout_ms;
   interest_ = EPOLLIN;
   loop_->add(fd_, interest_, this);
 }
@@ -43,13 +47,28 @@ void ServerConn::drop(const std::string& why) {
   loop_->remove(fd_, this);
   ::close(fd_);
   fd_ = -1;
+  t_->connection_closed(address_);
   loop_->retire(this, true);
 }
 
 void ServerConn::on_shutdown() { drop("transport closed"); }
 
 void ServerConn::on_tick(int64_t now) {
-  if (state_ != READY && now > deadline_) drop("handshake timed out");
+  if (state_ != READY && now > deadline_) {
+    drop("handshake timed out");
+    return;
+  }
+  if (active_) {
+    active_ = false;
+    last_active_ = now;
+    return;
+  }
+  // Idle: no byte moved either way (an initiator closes its idle lanes at half this time).
+  if (now - last_active_ > t_->options().idle_timeout_ms) {
+    drop("idle");
+    return;
+  }
+  if (now - last_active_ > kReleaseIdleMs) rbuf_.release();
 }
 
 void ServerConn::set_interest() {
@@ -73,7 +92,7 @@ void ServerConn::on_event(uint32_t events) {
 void ServerConn::read_input() {
   for (int rounds = 0; rounds < 64 && !closed && !input_paused_ && !close_after_flush_; ++rounds) {
     ssize_t r;
-    if (in_body_ && mode_ == DIRECT && rpos_ == rend_ && body_left_ >= kDirectMin) {
+    if (in_body_ && mode_ == DIRECT && rbuf_.empty() && body_left_ >= kDirectMin) {
       uint64_t chunk = body_left_ < (4u << 20) ? body_left_ : (4u << 20);
       if (!initiator_connected()) return;
       te::Lease l;
@@ -86,18 +105,20 @@ void ServerConn::read_input() {
       }
       r = ::recv(fd_, reinterpret_cast<void*>(body_dst_), chunk, 0);
       liveness_ = UNKNOWN;
+      active_ |= r > 0;
       if (r > 0) {
         body_dst_ += r;
         body_left_ -= r;
         if (body_left_ == 0) finish_body();
         continue;
       }
-    } else if (in_body_ && mode_ == STAGED && rpos_ == rend_ && body_left_ >= kDirectMin) {
+    } else if (in_body_ && mode_ == STAGED && rbuf_.empty() && body_left_ >= kDirectMin) {
       // Device destination: straight into rx staging, copied to the device when it is full.
       uint64_t room = rx_stage_->capacity() - stage_fill_;
       uint64_t chunk = body_left_ < room ? body_left_ : room;
       r = ::recv(fd_, rx_stage_->data() + stage_fill_, chunk, 0);
       liveness_ = UNKNOWN;
+      active_ |= r > 0;
       if (r > 0) {
         stage_fill_ += r;
         body_left_ -= r;
@@ -106,8 +127,9 @@ void ServerConn::read_input() {
         continue;
       }
     } else {
-      r = recv_buffered(fd_, rbuf_, rpos_, rend_);
+      r = rbuf_.fill(fd_, state_ == READY ? kRbuf : kHandshakeRbuf);
       liveness_ = UNKNOWN;
+      active_ |= r > 0;
       if (r > 0) {
         if (!parse()) return;
         continue;
@@ -128,36 +150,36 @@ bool ServerConn::parse() {
   for (;;) {
     if (closed || close_after_flush_) return false;
     if (input_paused_) return true;
-    size_t avail = rend_ - rpos_;
+    size_t avail = rbuf_.size();
     if (in_body_) {
       if (avail == 0) return true;
       uint64_t take = avail < body_left_ ? avail : body_left_;
       if (mode_ == STAGED && take > rx_stage_->capacity() - stage_fill_) take = rx_stage_->capacity() - stage_fill_;
       if (mode_ == CTRL) {
-        ctrl_body_.insert(ctrl_body_.end(), rbuf_.data() + rpos_, rbuf_.data() + rpos_ + take);
+        ctrl_body_.insert(ctrl_body_.end(), rbuf_.data(), rbuf_.data() + take);
       } else if (mode_ == DIRECT) {
         if (!initiator_connected()) return false;
         te::Lease l;
         if (t_->registry().acquire(body_dst_, take, true, l) == te::TE_OK) {
-          std::memcpy(reinterpret_cast<void*>(body_dst_), rbuf_.data() + rpos_, take);
+          std::memcpy(reinterpret_cast<void*>(body_dst_), rbuf_.data(), take);
         } else {
           mode_ = DRAIN;
           body_status_ = te::TE_MEMORY_NOT_REGISTERED;
         }
       } else if (mode_ == STAGED) {
-        std::memcpy(rx_stage_->data() + stage_fill_, rbuf_.data() + rpos_, take);
+        std::memcpy(rx_stage_->data() + stage_fill_, rbuf_.data(), take);
         stage_fill_ += take;
         if (stage_fill_ == rx_stage_->capacity() || take == body_left_) stage_flush();
       }  // DRAIN: the bytes stay in the scratch buffer and are dropped
       body_dst_ += take;
       body_left_ -= take;
-      rpos_ += take;
+      rbuf_.consume(take);
       if (body_left_ == 0) finish_body();
       continue;
     }
     if (avail < kHeaderSize) return true;
-    Header h = decode(rbuf_.data() + rpos_);
-    rpos_ += kHeaderSize;
+    Header h = decode(rbuf_.data());
+    rbuf_.consume(kHeaderSize);
     if (!on_header(h)) return false;
   }
 }
@@ -476,6 +498,7 @@ void ServerConn::flush() {
       return;
     }
     uint64_t left = static_cast<uint64_t>(w);
+    active_ |= w > 0;
     while (left > 0 && !out_.empty()) {
       uint64_t total = out_.front().head_len + out_.front().body_len - out_off_;
       if (left >= total) {

@@ -9,13 +9,15 @@
 #include <string>
 #include <vector>
 
+#include "recv_buffer.h"
 #include "transport.h"
 
 namespace tetcp {
 
 class ServerConn : public IoHandler {
  public:
-  ServerConn(Transport* t, Loop* loop, int fd);
+  /** `address`: the initiator's IP address, counted against the per-address cap until dropped. */
+  ServerConn(Transport* t, Loop* loop, int fd, std::string address);
   ~ServerConn() override;
   void on_event(uint32_t events) override;
   void on_tick(int64_t now) override;
@@ -51,15 +53,17 @@ class ServerConn : public IoHandler {
   Transport* t_;
   Loop* loop_;
   int fd_;
+  std::string address_;
   State state_ = HELLO;
-  int64_t deadline_;
+  int64_t deadline_;       // handshake deadline
+  int64_t last_active_;    // last tick that saw bytes move (either direction)
+  bool active_ = false;    // bytes moved since the last tick
   bool close_after_flush_ = false;
   bool want_out_ = false;
   bool input_paused_ = false;
   uint32_t interest_ = 0;
   std::string peer_name_ = "?";
-  std::vector<uint8_t> rbuf_;
-  size_t rpos_ = 0, rend_ = 0;
+  RecvBuffer rbuf_;
   bool in_body_ = false;
   enum BodyMode { DIRECT, DRAIN, CTRL, STAGED } mode_ = DRAIN;
   Header cur_;

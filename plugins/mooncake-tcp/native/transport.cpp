@@ -116,14 +116,31 @@ Peer::~Peer() {
 
 // ---------------------------------------------------------------- Listener
 
+namespace {
+/** The IP address of an accepted peer as a map key (raw bytes; the port is left out). */
+std::string address_key(const sockaddr_storage& sa) {
+  if (sa.ss_family == AF_INET) {
+    const auto& a = reinterpret_cast<const sockaddr_in&>(sa).sin_addr;
+    return std::string(reinterpret_cast<const char*>(&a), sizeof a);
+  }
+  if (sa.ss_family == AF_INET6) {
+    const auto& a = reinterpret_cast<const sockaddr_in6&>(sa).sin6_addr;
+    return std::string(reinterpret_cast<const char*>(&a), sizeof a);
+  }
+  return std::string();
+}
+}  // namespace
+
 class Listener : public IoHandler {
  public:
   Listener(Transport* t, Loop* loop, int fd) : t_(t), loop_(loop), fd_(fd) { loop_->add(fd_, EPOLLIN, this); }
   void on_event(uint32_t) override {
     for (;;) {
-      int c = accept4(fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      sockaddr_storage sa{};
+      socklen_t len = sizeof sa;
+      int c = accept4(fd_, reinterpret_cast<sockaddr*>(&sa), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (c < 0) return;  // EAGAIN, or a transient error (EMFILE...): try again on the next event
-      t_->accept_fd(c);
+      t_->accept_fd(c, address_key(sa));
     }
   }
   void on_shutdown() override {
@@ -193,20 +210,41 @@ Status Transport::start(std::string* err) {
   return te::TE_OK;
 }
 
-void Transport::accept_fd(int fd) {
+void Transport::accept_fd(int fd, const std::string& address) {
   if (closing_) {
     ::close(fd);
     return;
   }
-  tune_socket(fd, opt_.socket_buffer);
-  Loop* l = loops_[next_accept_++ % loops_.size()].get();
-  l->post([this, l, fd] {
-    if (l->stopping()) {
+  {
+    // Capped before anything is allocated for it: past the caps the connection is closed.
+    std::lock_guard<std::mutex> lock(conn_mu_);
+    uint64_t& mine = connections_by_address_[address];
+    if (connections_ >= opt_.max_connections || mine >= opt_.max_connections_per_address) {
+      if (mine == 0) connections_by_address_.erase(address);
       ::close(fd);
       return;
     }
-    new ServerConn(this, l, fd);
+    ++mine;
+    ++connections_;
+  }
+  tune_socket(fd, opt_.socket_buffer);
+  Loop* l = loops_[next_accept_++ % loops_.size()].get();
+  l->post([this, l, fd, address] {
+    if (l->stopping()) {
+      ::close(fd);
+      connection_closed(address);
+      return;
+    }
+    new ServerConn(this, l, fd, address);
   });
+}
+
+void Transport::connection_closed(const std::string& address) {
+  std::lock_guard<std::mutex> lock(conn_mu_);
+  auto it = connections_by_address_.find(address);
+  if (it == connections_by_address_.end()) return;
+  if (--it->second == 0) connections_by_address_.erase(it);
+  --connections_;
 }
 
 namespace {

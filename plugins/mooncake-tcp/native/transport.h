@@ -174,7 +174,10 @@ class Transport {
   Status deliver_notification(const std::string& from, std::vector<uint8_t> payload);
   /** JS thread: a notification left the queue (it is being handed to listeners). */
   void notification_taken(const std::string& from, size_t bytes);
-  void accept_fd(int fd);
+  /** Listener: takes an accepted connection from `address` (refused past the connection caps). */
+  void accept_fd(int fd, const std::string& address);
+  /** Loop thread: an accepted connection from `address` closed. */
+  void connection_closed(const std::string& address);
 
  private:
   void run_local(std::shared_ptr<Batch> b);
@@ -193,6 +196,9 @@ class Transport {
   uint64_t next_batch_ = 1;
   std::unordered_map<uint64_t, std::shared_ptr<Peer>> peers_;
   std::unordered_map<uint64_t, std::shared_ptr<Batch>> batches_;
+  std::mutex conn_mu_;
+  uint64_t connections_ = 0;
+  std::unordered_map<std::string, uint64_t> connections_by_address_;
   std::mutex notify_mu_;
   std::unordered_map<std::string, uint64_t> notify_queued_;  // per sender
   uint64_t notify_bytes_ = 0;
