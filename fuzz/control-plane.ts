@@ -9,6 +9,7 @@
 //   node --import tsx fuzz/control-plane.ts [seconds]
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Kind, type TSchema } from '@sinclair/typebox';
@@ -30,7 +31,13 @@ const MODEL: ModelSpec = { attention: 'mha', totalLayers: 2, heads: 2, headBytes
 const LAYOUT: ParallelLayout = { attnTpSize: 1, attnTpRank: 0, attnDpSize: 1, attnDpRank: 0, ppSize: 1, ppRank: 0, systemDpSize: 1, systemDpRank: 0 };
 const config = { connector: 'mooncake-tcp', bindAddress: '127.0.0.1' };
 const timeouts = { bootstrapMs: 3000, waitingMs: 3000, heartbeatIntervalMs: 500, heartbeatMaxFailures: 2, abortMs: 1000 };
-const port = 20000 + Math.floor(Math.random() * 20000);
+const port = await new Promise<number>((resolve) => {
+  // A free port for the bootstrap server (asked of the kernel, then released).
+  const probe = createServer().listen(0, '127.0.0.1', () => {
+    const p = (probe.address() as { port: number }).port;
+    probe.close(() => resolve(p));
+  });
+});
 const prefillEngine = await createTransferEngine(config);
 const decodeEngine = await createTransferEngine(config);
 const prefillMemory = await allocateRank(prefillEngine, MODEL, LAYOUT);
@@ -47,9 +54,11 @@ const targets = [
 // ---------------------------------------------------------------- failure bookkeeping
 const recent: Buffer[] = [];
 function fail(why: string): never {
-  mkdirSync(join(here, 'crashes'), { recursive: true });
-  recent.forEach((b, i) => writeFileSync(join(here, 'crashes', `control_plane-${createHash('sha1').update(b).digest('hex').slice(0, 12)}-${i}`), b));
-  console.error(`fuzz: control_plane FAILED: ${why}; the last ${recent.length} inputs are in fuzz/crashes/`);
+  const dir = process.env.TE_FUZZ_CRASH_DIR ?? join(here, 'crashes');
+  mkdirSync(dir, { recursive: true });
+  recent.forEach((b, i) => writeFileSync(join(dir, `control_plane-${createHash('sha1').update(b).digest('hex').slice(0, 12)}-${i}`), b));
+  console.error(`fuzz: event-loop lag up to ${maxLag} ms; slowest answers (ms): ${worst()}`);
+  console.error(`fuzz: control_plane FAILED: ${why}; the last ${recent.length} inputs (the unanswered request last) are in ${dir}`);
   process.exit(1);
 }
 process.on('unhandledRejection', (e) => fail(`unhandled rejection: ${(e as Error)?.stack ?? e}`));
@@ -154,15 +163,33 @@ function input(types: [string, TSchema][]): Buffer {
 const sockets = targets.map((t) => {
   const d = new Dealer({ linger: 0, sendHighWaterMark: 10_000 });
   d.connect(`tcp://${t.endpoint}`);
-  return { ...t, d, waiting: new Map<number, { at: number; bytes: Buffer }>() };
+  return { ...t, d, waiting: new Map<number, { at: number; bytes: Buffer; type: string }>() };
 });
 let answered = 0;
+// Event-loop lag (a blocked loop delays every answer): reported with a failure.
+let maxLag = 0;
+let lastTick = Date.now();
+const lagTimer = setInterval(() => {
+  const now = Date.now();
+  maxLag = Math.max(maxLag, now - lastTick - 50);
+  lastTick = now;
+}, 50);
+const slowest = new Map<string, number>();
+/** The five slowest answers, by message type (types of well-formed messages only). */
+const worst = (): string =>
+  JSON.stringify(Object.fromEntries([...slowest].filter(([t]) => /^te\.[a-z.]+$/.test(t)).sort((a, b) => b[1] - a[1]).slice(0, 5)));
 for (const s of sockets) {
   void (async () => {
     for await (const [msg] of s.d) {
       try {
         const reply = packr.unpack(msg!) as { id?: number };
-        if (typeof reply?.id === 'number' && s.waiting.delete(reply.id)) answered++;
+        const w = typeof reply?.id === 'number' ? s.waiting.get(reply.id) : undefined;
+        if (w) {
+          s.waiting.delete(reply.id!);
+          answered++;
+          const type = w.type;
+          slowest.set(type, Math.max(slowest.get(type) ?? 0, Date.now() - w.at));
+        }
       } catch {
         fail('a reply that is not msgpack');
       }
@@ -185,7 +212,13 @@ while (Date.now() - started < seconds * 1000) {
     } catch {
       id = undefined;
     }
-    if (typeof id === 'number' && Number.isSafeInteger(id) && id >= 0) s.waiting.set(id, { at: Date.now(), bytes });
+    let type = '?';
+    try {
+      type = String((packr.unpack(bytes) as { type?: unknown })?.type ?? '?').slice(0, 40);
+    } catch {
+      // not msgpack
+    }
+    if (typeof id === 'number' && Number.isSafeInteger(id) && id >= 0) s.waiting.set(id, { at: Date.now(), bytes, type });
     await s.d.send(bytes);
     sent++;
   }
@@ -199,7 +232,9 @@ while (Date.now() - started < seconds * 1000) {
     }
   }
   if (process.memoryUsage().rss > MAX_RSS) fail(`RSS ${(process.memoryUsage().rss / 2 ** 20).toFixed(0)} MiB past the ${MAX_RSS / 2 ** 20} MiB bound`);
-  while (sockets.some((s) => s.waiting.size > 2000)) await new Promise((r) => setTimeout(r, 5));
+  // At most 256 requests in flight per socket: a ROUTER drops replies to a peer whose pipe
+  // is full (1000 messages), which would look like a missing answer.
+  while (sockets.some((s) => s.waiting.size > 256)) await new Promise((r) => setTimeout(r, 2));
 }
 // Replies still due get their 10 s.
 const drainUntil = Date.now() + 10_000;
@@ -221,6 +256,8 @@ if (wrong) fail(`after fuzzing, a real room did not land byte-exact: ${wrong}`);
 
 const took = (Date.now() - started) / 1000;
 console.log(`  control_plane: ${sent} messages in ${took.toFixed(1)} s (${(sent / took).toFixed(0)}/s), ${answered} answered; RSS ${(rssStart / 2 ** 20).toFixed(0)} → ${(process.memoryUsage().rss / 2 ** 20).toFixed(0)} MiB; a real room landed byte-exact afterwards`);
+clearInterval(lagTimer);
+console.log(`  control_plane: event-loop lag up to ${maxLag} ms; slowest answers (ms): ${worst()}`);
 for (const s of sockets) s.d.close();
 await producer.close();
 await prefill.close();
