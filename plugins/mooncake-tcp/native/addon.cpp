@@ -42,6 +42,7 @@ class TcpTransport : public te::napi::TransportWrap<TcpTransport, tetcp::Transpo
     on_batch_ = te::napi::callback_field(cb, "onBatch");
     on_open_ = te::napi::callback_field(cb, "onOpen");
     on_notify_ = te::napi::callback_field(cb, "onNotify");
+    on_log_ = te::napi::callback_field(cb, "onLog");
 
     tetcp::Options opt;
     opt.segment_name = te::napi::string_field(o, "segmentName");
@@ -104,6 +105,9 @@ class TcpTransport : public te::napi::TransportWrap<TcpTransport, tetcp::Transpo
         // Out of the bounded queue before the listeners run (a throwing listener must not leak it).
         if (transport_) transport_->notification_taken(e.text, e.payload.size());
         te::napi::call_on_notify(env, on_notify_, e.text, e.payload);
+        break;
+      case Event::LOG:
+        on_log_.Call({Napi::String::New(env, "warn"), Napi::String::New(env, e.text)});
         break;
     }
   }
@@ -190,7 +194,7 @@ class TcpTransport : public te::napi::TransportWrap<TcpTransport, tetcp::Transpo
     return Napi::Number::New(env, static_cast<double>(id));
   }
 
-  Napi::FunctionReference on_batch_, on_open_, on_notify_;
+  Napi::FunctionReference on_batch_, on_open_, on_notify_, on_log_;
 };
 
 // probeCuda(): {builtWithCuda, toolkitVersion, runtimeVersion, driverVersion, devices: [{ordinal, name, pciBusId}], reason}

@@ -47,10 +47,10 @@ struct Options {
 
 /** Something for the JS thread: a finished batch, a finished openPeer, a notification. */
 struct Event {
-  enum Kind { BATCH, OPEN, NOTIFY } kind = BATCH;
+  enum Kind { BATCH, OPEN, NOTIFY, LOG } kind = BATCH;
   uint64_t id = 0;
   int32_t status = 0;
-  std::string text;  // error message (BATCH/OPEN) or sender name (NOTIFY)
+  std::string text;  // error message (BATCH/OPEN), sender name (NOTIFY) or warning (LOG)
   std::vector<uint8_t> payload;
 };
 using EventSink = std::function<void(Event)>;
@@ -169,6 +169,8 @@ class Transport {
   bool closing() const { return closing_.load(); }
 
   void emit(Event e) { sink_(std::move(e)); }
+  /** A warning for the engine's log (rare events only: each is one JS call). */
+  void warn(const std::string& message);
   void finish_batch(Batch* b);
   /** Queues a notification for the JS thread; POOL_EXHAUSTED (nothing queued) when the queue is full. */
   Status deliver_notification(const std::string& from, std::vector<uint8_t> payload);

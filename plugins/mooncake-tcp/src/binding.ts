@@ -42,6 +42,8 @@ export interface NativeCallbacks {
   onOpen(peerId: number, status: number, message: string): void;
   /** A peer's notification arrived (after all its batch's bytes landed here). */
   onNotify(from: string, payload: Uint8Array): void;
+  /** A rare warning from native code (descriptor exhaustion), for the engine's log. */
+  onLog(level: 'warn', message: string): void;
 }
 
 export interface NativeTcpTransport {

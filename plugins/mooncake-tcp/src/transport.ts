@@ -96,6 +96,7 @@ export class MooncakeTcpTransport implements Transport {
         onBatch: (id, batchStatus, statuses, bytes, message) => this.#batches.complete(id, batchStatus, statuses, bytes, message),
         onOpen: (id, status, message) => this.#onOpen(id, status, message),
         onNotify: (from, payload) => this.#onNotify(from, payload),
+        onLog: (level, message) => context.log(level, `[${PLUGIN_NAME}] ${message}`),
       },
     );
     this.#batches = new BatchTracker(PLUGIN_NAME, (id, status) => this.#native.cancel(id, status));

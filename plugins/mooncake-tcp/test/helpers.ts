@@ -41,11 +41,16 @@ export interface TargetProcess {
   kill(signal?: NodeJS.Signals): Promise<void>;
 }
 
-export async function spawnTarget(size: number, options: Record<string, unknown> = {}, name?: string): Promise<TargetProcess> {
-  const child = fork(fileURLToPath(new URL('./fixtures/target.ts', import.meta.url)), [], {
-    execArgv: ['--import', 'tsx'],
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
+/** `nofile`: run the target with this RLIMIT_NOFILE (soft and hard), through prlimit(1). */
+export async function spawnTarget(size: number, options: Record<string, unknown> = {}, name?: string, limits: { nofile?: number } = {}): Promise<TargetProcess> {
+  const script = fileURLToPath(new URL('./fixtures/target.ts', import.meta.url));
+  const child = limits.nofile
+    ? fork(script, [], {
+        execPath: 'prlimit',
+        execArgv: [`--nofile=${limits.nofile}:${limits.nofile}`, process.execPath, '--import', 'tsx'],
+        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      })
+    : fork(script, [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   let next = 1;
   const waiting = new Map<number, { resolve(v: unknown): void; reject(e: Error): void }>();
   child.on('message', (m: { id: number; result?: unknown; error?: { message: string; code?: string } }) => {
