@@ -620,7 +620,7 @@ void Lane::finish_body() {
       return;
     }
     server_epoch_ = cur_.addr;
-    if (peer_->epoch != 0 && server_epoch_ != peer_->epoch) {
+    if (server_epoch_ != peer_->epoch) {
       fail(te::TE_STALE_DESCRIPTOR, "peer " + peer_->label() + " has epoch " + std::to_string(server_epoch_) +
                                         ", the descriptor says " + std::to_string(peer_->epoch), true);
       return;
@@ -640,12 +640,13 @@ void Lane::finish_body() {
     }
     uint8_t epoch_le[8];
     put64(epoch_le, server_epoch_);
-    te::Bytes parts[4] = {{kClientLabel, std::strlen(kClientLabel)},
+    te::Bytes parts[5] = {{kClientLabel, std::strlen(kClientLabel)},
                           {client_nonce_, kNonceSize},
                           {server_nonce_, kNonceSize},
-                          {epoch_le, 8}};
+                          {epoch_le, 8},
+                          {o.segment_name.data(), o.segment_name.size()}};
     uint8_t mac[kMacSize];
-    te::hmac_sha256(o.secret.data(), o.secret.size(), parts, 4, mac);
+    te::hmac_sha256(o.secret.data(), o.secret.size(), parts, 5, mac);
     Header h;
     h.op = OP_AUTH;
     h.length = kMacSize;

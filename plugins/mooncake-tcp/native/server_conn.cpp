@@ -302,7 +302,8 @@ void ServerConn::finish_body() {
         return;
       }
       peer_name_.assign(reinterpret_cast<const char*>(b + 8 + kNonceSize + 2), name_len);
-      if (cur_.addr != 0 && cur_.addr != o.epoch) {
+      // Always checked: an initiator names the epoch it expects (there is no "any epoch").
+      if (cur_.addr != o.epoch) {
         respond(cur_, te::TE_STALE_DESCRIPTOR);
         close_after_flush_ = true;
         return;
@@ -321,12 +322,15 @@ void ServerConn::finish_body() {
     case AUTH: {
       uint8_t epoch_le[8];
       put64(epoch_le, o.epoch);
-      te::Bytes parts[4] = {{kClientLabel, std::strlen(kClientLabel)},
+      // The proof covers the name the initiator gave in its HELLO: that name is what
+      // notifications from this connection carry as their sender.
+      te::Bytes parts[5] = {{kClientLabel, std::strlen(kClientLabel)},
                             {client_nonce_, kNonceSize},
                             {server_nonce_, kNonceSize},
-                            {epoch_le, 8}};
+                            {epoch_le, 8},
+                            {peer_name_.data(), peer_name_.size()}};
       uint8_t mac[kMacSize];
-      te::hmac_sha256(o.secret.data(), o.secret.size(), parts, 4, mac);
+      te::hmac_sha256(o.secret.data(), o.secret.size(), parts, 5, mac);
       if (!te::equal_ct(mac, ctrl_body_.data(), kMacSize)) {
         respond(cur_, te::TE_AUTH_FAILED);
         close_after_flush_ = true;

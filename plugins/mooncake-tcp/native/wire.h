@@ -8,7 +8,8 @@
 //     8    4 status   int32 te status (responses), 0 in requests
 //    12    4 reserved 0
 //    16    8 id       request id, echoed by the response
-//    24    8 addr     target address (WRITE/READ), expected target epoch (HELLO), target epoch (HELLO_ACK)
+//    24    8 addr     target address (WRITE/READ), expected target epoch (HELLO, always checked),
+//                     target epoch (HELLO_ACK)
 //    32    8 length   body bytes following the header
 //    40    8 span_addr   start of the whole request this slice belongs to (WRITE/READ)
 //    48    8 span_length length of that request: the target validates the whole span, so a
@@ -107,7 +108,8 @@ inline Header decode(const uint8_t in[kHeaderSize]) {
 
 // HELLO body: u64 client epoch | nonce[16] | u16 name length | name bytes
 // HELLO_ACK body: nonce[16] | u8 auth required
-// AUTH body: mac[32] = HMAC(secret, "te-tcp/1 client" | client nonce | server nonce | target epoch)
+// AUTH body: mac[32] = HMAC(secret, "te-tcp/1 client" | client nonce | server nonce | target epoch | name)
+//   (name: the HELLO's name bytes; the target hands it to listeners as a notification's sender)
 // AUTH_ACK body (OK only): mac[32] = HMAC(secret, "te-tcp/1 server" | server nonce | client nonce)
 constexpr const char* kClientLabel = "te-tcp/1 client";
 constexpr const char* kServerLabel = "te-tcp/1 server";
