@@ -60,7 +60,8 @@ export interface NativeCudaTransport {
   /** Peer allocations currently opened (IPC handles / VMM mappings), for tests. */
   importsOpen(): number;
   /** Fails pending batches with ABORTED, joins the copy thread, closes imports. Idempotent. */
-  close(): void;
+  /** Stops the copy thread on a worker thread (copies in flight are awaited there). */
+  close(): Promise<void>;
 }
 
 export interface NativeDevice {

@@ -171,7 +171,9 @@ export abstract class CudaTransportBase implements Transport {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    this.native.close(); // joins the copy thread; pending batches are delivered as ABORTED
+    // Joins the copy thread (which waits for copies in flight) on a worker thread; pending
+    // batches are delivered as ABORTED before it resolves.
+    await this.native.close();
     this.#batches.abandonAll('transport closed');
   }
 

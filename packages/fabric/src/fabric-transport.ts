@@ -240,7 +240,8 @@ export class FabricTransport implements Transport {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    this.native.close(); // delivers ABORTED completions of pending batches
+    // Stops the rails on a worker thread; the ABORTED completions of pending batches arrive first.
+    await this.native.close();
     for (const [id, o] of this.#opening) o.reject(this.fail('ABORTED', `transport closed while opening peer ${id}`));
     this.#opening.clear();
     this.#batches.abandonAll('transport closed');

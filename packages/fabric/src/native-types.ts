@@ -81,7 +81,8 @@ export interface NativeFabricTransport {
   poolFree(addr: bigint): void;
   poolStats(): { base: bigint; size: bigint; used: bigint; allocations: number };
   /** Stops progress threads, fails pending batches with ABORTED, closes every libfabric object. Idempotent. */
-  close(): void;
+  /** Stops the transport on a worker thread (joins rail threads, closes endpoints). */
+  close(): Promise<void>;
 }
 
 export interface NativeDiscovery {

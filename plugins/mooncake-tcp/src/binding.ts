@@ -72,7 +72,8 @@ export interface NativeTcpTransport {
   /** Stops a batch with `status`: unsent slices fail, in-flight ones are awaited (bounded by cancelGraceMs). */
   cancel(batchId: number, status: number): void;
   /** Closes listeners and connections, joins I/O threads, fails pending batches with ABORTED. Idempotent. */
-  close(): void;
+  /** Stops the transport on a worker thread (joins the I/O threads). */
+  close(): Promise<void>;
 }
 
 /** What the addon's CUDA layer (te_cuda) found. */

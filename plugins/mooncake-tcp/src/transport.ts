@@ -201,7 +201,8 @@ export class MooncakeTcpTransport implements Transport {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
-    this.#native.close(); // delivers the ABORTED completions of pending batches synchronously
+    // Joins the I/O threads on a worker thread; the ABORTED completions of pending batches arrive first.
+    await this.#native.close();
     for (const [id, o] of this.#opening) o.reject(fail('ABORTED', `transport closed while opening peer ${id}`));
     this.#opening.clear();
     this.#batches.abandonAll('transport closed');

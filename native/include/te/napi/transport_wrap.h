@@ -198,11 +198,25 @@ class TransportWrap : public Napi::ObjectWrap<Derived> {
     return info.Env().Undefined();
   }
 
+  /**
+   * close(): Promise<void>. Stopping a transport joins its threads and waits for work that
+   * cannot be recalled (a CUDA copy in flight, posted RMA): that runs on a worker thread, so
+   * the JS thread never blocks on it. Methods refuse work from the call on; the completions
+   * of batches cut short (ABORTED) are delivered before the promise resolves.
+   */
   Napi::Value Close(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
-    shutdown(env);
-    refs_.clear();
-    return env.Undefined();
+    auto deferred = Napi::Promise::Deferred::New(env);
+    if (closed_ || !transport_) {
+      shutdown(env);
+      refs_.clear();
+      deferred.Resolve(env.Undefined());
+      return deferred.Promise();
+    }
+    closed_ = true;
+    closing_ = true;
+    (new CloseWorker(env, transport_, deferred, [this](Napi::Env e) { finish_close(e); }))->Queue();
+    return deferred.Promise();
   }
 
   std::shared_ptr<Transport> transport_;
@@ -210,6 +224,33 @@ class TransportWrap : public Napi::ObjectWrap<Derived> {
   bool closed_ = false;
 
  private:
+  class CloseWorker : public Napi::AsyncWorker {
+   public:
+    CloseWorker(Napi::Env env, std::shared_ptr<Transport> t, Napi::Promise::Deferred deferred, std::function<void(Napi::Env)> done)
+        : Napi::AsyncWorker(env, "te:close"), t_(std::move(t)), deferred_(deferred), done_(std::move(done)) {}
+    void Execute() override { t_->close(); }
+    void OnOK() override {
+      done_(Env());
+      deferred_.Resolve(Env().Undefined());
+    }
+
+   private:
+    std::shared_ptr<Transport> t_;
+    Napi::Promise::Deferred deferred_;
+    std::function<void(Napi::Env)> done_;
+  };
+
+  /** JS thread, after an asynchronous close: deliver what is queued, then release the bridge. */
+  void finish_close(Napi::Env env) {
+    if (!closing_) return;  // the env cleanup hook got there first
+    closing_ = false;
+    if (bridge_) bridge_->close(env);
+    bridge_ = nullptr;
+    if (hook_) napi_remove_env_cleanup_hook(env, &TransportWrap::cleanup_hook, this);
+    hook_ = false;
+    refs_.clear();
+  }
+
   class UnregisterWorker : public Napi::AsyncWorker {
    public:
     UnregisterWorker(Napi::Env env, const char* resource, std::shared_ptr<Transport> t, uint64_t addr,
@@ -249,8 +290,9 @@ class TransportWrap : public Napi::ObjectWrap<Derived> {
 
   // Stops the transport's threads first, then the bridge: no producer may outlive it.
   void shutdown(napi_env env) {
-    if (closed_) return;
+    if (closed_ && !closing_) return;
     closed_ = true;
+    closing_ = false;  // an asynchronous close in progress is finished here (close is idempotent)
     if (transport_) transport_->close();
     if (bridge_) bridge_->close(env);
     bridge_ = nullptr;
@@ -260,6 +302,7 @@ class TransportWrap : public Napi::ObjectWrap<Derived> {
 
   std::unordered_map<uint64_t, Napi::Reference<Napi::Value>> refs_;
   bool hook_ = false;
+  bool closing_ = false;  // close() handed to a worker, not finished yet
 };
 
 }  // namespace te::napi
