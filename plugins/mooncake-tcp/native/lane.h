@@ -3,6 +3,7 @@
 // registered memory); responses come back in order and complete the slices.
 #pragma once
 
+#include <cstring>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -47,6 +48,7 @@ class Lane : public IoHandler {
   bool parse();
   bool on_header(const Header& h);
   void finish_body();
+  void on_handshake_answer();
   void finish_staged_body();
   void complete_front(int32_t status, const char* why = nullptr);
   void set_interest();
@@ -98,5 +100,8 @@ class Lane : public IoHandler {
   bool body_staged_ = false;          // the READ body being received lands in rx staging
   std::string body_why_;
 };
+
+/** strerror as a std::string, for failure messages. */
+inline std::string errstr(int e) { return std::string(std::strerror(e)); }
 
 }  // namespace tetcp

@@ -22,7 +22,6 @@ namespace {
 constexpr size_t kHandshakeRbuf = 4 * 1024;
 constexpr size_t kRbuf = 64 * 1024;
 constexpr int64_t kReleaseIdleMs = 1000;
-constexpr uint64_t kDirectMin = 16 * 1024;
 constexpr size_t kMaxIov = 512;
 constexpr size_t kPauseOut = 4096;   // stop reading requests while this many responses are queued
 constexpr size_t kResumeOut = 1024;
@@ -91,58 +90,54 @@ void ServerConn::on_event(uint32_t events) {
 
 void ServerConn::read_input() {
   for (int rounds = 0; rounds < 64 && !closed && !input_paused_ && !close_after_flush_; ++rounds) {
+    // A large body with nothing buffered goes to its destination without the buffer.
+    const bool in_place = in_body_ && (mode_ == DIRECT || mode_ == STAGED) && rbuf_.empty() && body_left_ >= kDirectMin;
     ssize_t r;
-    if (in_body_ && mode_ == DIRECT && rbuf_.empty() && body_left_ >= kDirectMin) {
-      uint64_t chunk = body_left_ < (4u << 20) ? body_left_ : (4u << 20);
+    if (in_place && mode_ == DIRECT) {
       if (!initiator_connected()) return;
-      te::Lease l;
-      int32_t s = t_->registry().acquire(body_dst_, chunk, true, l);
-      if (s != te::TE_OK) {
+      bool unregistered = false;
+      r = recv_into_registered(fd_, t_->registry(), true, body_dst_, body_left_, &unregistered);
+      if (unregistered) {
         // Unregistered while the body arrived: the rest is drained, the ack says so.
         mode_ = DRAIN;
         body_status_ = te::TE_MEMORY_NOT_REGISTERED;
         continue;
       }
-      r = ::recv(fd_, reinterpret_cast<void*>(body_dst_), chunk, 0);
-      liveness_ = UNKNOWN;
-      active_ |= r > 0;
-      if (r > 0) {
-        body_dst_ += r;
-        body_left_ -= r;
-        if (body_left_ == 0) finish_body();
-        continue;
-      }
-    } else if (in_body_ && mode_ == STAGED && rbuf_.empty() && body_left_ >= kDirectMin) {
-      // Device destination: straight into rx staging, copied to the device when it is full.
+    } else if (in_place) {
+      // Device destination: into rx staging, copied to the device when it is full.
       uint64_t room = rx_stage_->capacity() - stage_fill_;
-      uint64_t chunk = body_left_ < room ? body_left_ : room;
-      r = ::recv(fd_, rx_stage_->data() + stage_fill_, chunk, 0);
-      liveness_ = UNKNOWN;
-      active_ |= r > 0;
-      if (r > 0) {
-        stage_fill_ += r;
-        body_left_ -= r;
-        if (stage_fill_ == rx_stage_->capacity() || body_left_ == 0) stage_flush();
-        if (body_left_ == 0) finish_body();
-        continue;
-      }
+      r = recv_in_place(fd_, reinterpret_cast<uint64_t>(rx_stage_->data() + stage_fill_), body_left_ < room ? body_left_ : room);
     } else {
       r = rbuf_.fill(fd_, state_ == READY ? kRbuf : kHandshakeRbuf);
-      liveness_ = UNKNOWN;
-      active_ |= r > 0;
-      if (r > 0) {
-        if (!parse()) return;
+    }
+    liveness_ = UNKNOWN;
+    switch (classify_recv(r)) {
+      case RecvResult::DATA:
+        break;
+      case RecvResult::AGAIN:
+        return;
+      case RecvResult::INTERRUPTED:
         continue;
-      }
+      case RecvResult::CLOSED:
+        drop("peer closed");
+        return;
+      case RecvResult::FAILED:
+        drop(std::string("recv: ") + strerror(errno));
+        return;
     }
-    if (r == 0) {
-      drop("peer closed");
-      return;
+    active_ = true;
+    if (!in_place) {
+      if (!parse()) return;
+      continue;
     }
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-    if (errno == EINTR) continue;
-    drop(std::string("recv: ") + strerror(errno));
-    return;
+    body_left_ -= r;
+    if (mode_ == STAGED) {
+      stage_fill_ += r;
+      if (stage_fill_ == rx_stage_->capacity() || body_left_ == 0) stage_flush();
+    } else {
+      body_dst_ += r;
+    }
+    if (body_left_ == 0) finish_body();
   }
 }
 
@@ -159,10 +154,7 @@ bool ServerConn::parse() {
         ctrl_body_.insert(ctrl_body_.end(), rbuf_.data(), rbuf_.data() + take);
       } else if (mode_ == DIRECT) {
         if (!initiator_connected()) return false;
-        te::Lease l;
-        if (t_->registry().acquire(body_dst_, take, true, l) == te::TE_OK) {
-          std::memcpy(reinterpret_cast<void*>(body_dst_), rbuf_.data(), take);
-        } else {
+        if (!copy_into_registered(t_->registry(), true, body_dst_, rbuf_.data(), take)) {
           mode_ = DRAIN;
           body_status_ = te::TE_MEMORY_NOT_REGISTERED;
         }
@@ -294,14 +286,13 @@ void ServerConn::finish_body() {
   const Options& o = t_->options();
   switch (state_) {
     case HELLO: {
-      const uint8_t* b = ctrl_body_.data();
-      std::memcpy(client_nonce_, b + 8, kNonceSize);
-      size_t name_len = get16(b + 8 + kNonceSize);
-      if (8 + kNonceSize + 2 + name_len > ctrl_body_.size()) {
+      HelloBody hello;
+      if (!parse_hello(ctrl_body_.data(), ctrl_body_.size(), &hello)) {
         drop("bad HELLO");
         return;
       }
-      peer_name_.assign(reinterpret_cast<const char*>(b + 8 + kNonceSize + 2), name_len);
+      std::memcpy(client_nonce_, hello.nonce, kNonceSize);
+      peer_name_.assign(reinterpret_cast<const char*>(hello.name), hello.name_len);
       // Always checked: an initiator names the epoch it expects (there is no "any epoch").
       if (cur_.addr != o.epoch) {
         respond(cur_, te::TE_STALE_DESCRIPTOR);

@@ -114,4 +114,29 @@ inline Header decode(const uint8_t in[kHeaderSize]) {
 constexpr const char* kClientLabel = "te-tcp/1 client";
 constexpr const char* kServerLabel = "te-tcp/1 server";
 
+/** A HELLO body, pointing into the bytes it was parsed from. */
+struct HelloBody {
+  uint64_t initiator_epoch = 0;
+  const uint8_t* nonce = nullptr;  // kNonceSize bytes
+  const uint8_t* name = nullptr;
+  size_t name_len = 0;
+};
+
+/**
+ * Parses a HELLO body of `len` bytes (hostile input: any bytes, any length). False when it
+ * is malformed: shorter than its fixed part, or a name running past the end. Trailing
+ * bytes after the name are ignored (room for later fields).
+ */
+inline bool parse_hello(const uint8_t* body, size_t len, HelloBody* out) {
+  constexpr size_t kFixed = 8 + kNonceSize + 2;
+  if (body == nullptr || len < kFixed) return false;
+  const size_t name_len = get16(body + 8 + kNonceSize);
+  if (name_len > len - kFixed) return false;
+  out->initiator_epoch = get64(body);
+  out->nonce = body + 8;
+  out->name = body + kFixed;
+  out->name_len = name_len;
+  return true;
+}
+
 }  // namespace tetcp

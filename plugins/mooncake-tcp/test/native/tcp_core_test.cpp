@@ -232,6 +232,26 @@ void test_notification_queue_is_bounded() {
   init.t->close_peer(peer);
 }
 
+// The HELLO body parser takes any bytes: short bodies and names past the end are refused.
+void test_parse_hello() {
+  uint8_t b[64] = {};
+  put64(b, 42);
+  for (int i = 0; i < 16; ++i) b[8 + i] = uint8_t(i);
+  put16(b + 24, 5);
+  std::memcpy(b + 26, "alice", 5);
+  HelloBody h;
+  CHECK(parse_hello(b, 31, &h) && h.initiator_epoch == 42 && h.name_len == 5 && std::memcmp(h.name, "alice", 5) == 0);
+  CHECK(h.nonce == b + 8);
+  CHECK(parse_hello(b, 40, &h));        // trailing bytes are ignored
+  CHECK(!parse_hello(b, 30, &h));       // name runs past the end
+  CHECK(!parse_hello(b, 25, &h));       // shorter than the fixed part
+  CHECK(!parse_hello(nullptr, 0, &h));
+  put16(b + 24, 0xffff);
+  CHECK(!parse_hello(b, sizeof b, &h));
+  put16(b + 24, 0);
+  CHECK(parse_hello(b, 26, &h) && h.name_len == 0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -239,6 +259,7 @@ int main(int argc, char** argv) {
     const char* name;
     std::function<void()> run;
   } cases[] = {
+      {"parse_hello", test_parse_hello},
       {"write_read_roundtrip", test_write_read_roundtrip},
       {"sticky_failure_from_many_lanes", test_sticky_failure_from_many_lanes},
       {"cancel_fails_only_the_cancelled_batch", test_cancel_fails_only_the_cancelled_batch},

@@ -1,0 +1,218 @@
+// Lane: reading responses (in order), READ bodies into local memory or rx staging, and
+// completing the slices they answer.
+#include "lane.h"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace tetcp {
+
+namespace {
+constexpr size_t kRbuf = 256 * 1024;
+}  // namespace
+
+void Lane::read_input() {
+  for (int rounds = 0; rounds < 64 && fd_ >= 0; ++rounds) {
+    // A large READ body with nothing buffered goes to its destination without the buffer.
+    const bool in_place = in_body_ && !body_drain_ && !body_ctrl_ && rbuf_.empty() && body_left_ >= kDirectMin;
+    ssize_t r;
+    if (in_place && !body_staged_) {
+      bool unregistered = false;
+      r = recv_into_registered(fd_, peer_->owner->registry(), false, body_dst_, body_left_, &unregistered);
+      if (unregistered) {
+        body_drain_ = true;
+        body_status_ = te::TE_MEMORY_NOT_REGISTERED;
+        continue;
+      }
+    } else if (in_place) {
+      r = recv_in_place(fd_, body_dst_, body_left_);  // device destination: body_dst_ is rx staging
+    } else {
+      r = rbuf_.fill(fd_, kRbuf);
+    }
+    switch (classify_recv(r)) {
+      case RecvResult::DATA:
+        break;
+      case RecvResult::AGAIN:
+        return;
+      case RecvResult::INTERRUPTED:
+        continue;
+      case RecvResult::CLOSED:
+        fail(te::TE_CONNECTION_LOST, "peer " + peer_->label() + " closed the connection");
+        return;
+      case RecvResult::FAILED:
+        fail(te::TE_CONNECTION_LOST, "receive from " + peer_->label() + ": " + errstr(errno));
+        return;
+    }
+    if (!in_place) {
+      if (!parse()) return;
+      continue;
+    }
+    body_dst_ += r;
+    body_left_ -= r;
+    if (body_left_ == 0) finish_body();
+  }
+}
+
+// Consumes buffered bytes; false when the lane failed.
+bool Lane::parse() {
+  for (;;) {
+    size_t avail = rbuf_.size();
+    if (in_body_) {
+      if (avail == 0) return true;
+      uint64_t take = avail < body_left_ ? avail : body_left_;
+      if (body_ctrl_) {
+        ctrl_body_.insert(ctrl_body_.end(), rbuf_.data(), rbuf_.data() + take);
+      } else if (body_staged_) {
+        std::memcpy(reinterpret_cast<void*>(body_dst_), rbuf_.data(), take);
+      } else if (!body_drain_) {
+        if (!copy_into_registered(peer_->owner->registry(), false, body_dst_, rbuf_.data(), take)) {
+          body_drain_ = true;
+          body_status_ = te::TE_MEMORY_NOT_REGISTERED;
+        }
+      }
+      body_dst_ += take;
+      body_left_ -= take;
+      rbuf_.consume(take);
+      if (body_left_ == 0) {
+        finish_body();
+        if (fd_ < 0) return false;
+      }
+      continue;
+    }
+    if (avail < kHeaderSize) return true;
+    Header h = decode(rbuf_.data());
+    rbuf_.consume(kHeaderSize);
+    if (!on_header(h)) return false;
+  }
+}
+
+bool Lane::on_header(const Header& h) {
+  if (h.magic != kMagic) {
+    fail(te::TE_BAD_FRAME, "peer " + peer_->label() + " sent a frame with a bad magic");
+    return false;
+  }
+  if (h.version != kVersion) {
+    fail(te::TE_PROTOCOL_MISMATCH, "peer " + peer_->label() + " speaks protocol version " + std::to_string(h.version) +
+                                       ", this build speaks " + std::to_string(kVersion), true);
+    return false;
+  }
+  cur_ = h;
+  body_status_ = te::TE_OK;
+  body_drain_ = false;
+  body_ctrl_ = false;
+  if (state_ == HELLO || state_ == AUTH) {
+    uint8_t want = (state_ == HELLO ? OP_HELLO : OP_AUTH) | OP_RESPONSE;
+    if (h.op != want || h.length > kMaxControlBody) {
+      fail(te::TE_BAD_FRAME, "unexpected handshake frame from " + peer_->label());
+      return false;
+    }
+    ctrl_body_.clear();
+    body_ctrl_ = true;
+    in_body_ = true;
+    body_left_ = h.length;
+    if (h.length == 0) finish_body();
+    return fd_ >= 0;
+  }
+  if (state_ != READY || inflight_.empty() || tx_index_ == 0) {
+    fail(te::TE_BAD_FRAME, "unsolicited response from " + peer_->label());
+    return false;
+  }
+  Slice* s = inflight_.front();
+  if (h.id != get64(s->hdr + 16) || h.op != (s->op | OP_RESPONSE)) {
+    fail(te::TE_BAD_FRAME, "out-of-order response from " + peer_->label());
+    return false;
+  }
+  if (s->op == OP_READ && h.status == te::TE_OK) {
+    if (h.length != s->len) {
+      fail(te::TE_BAD_FRAME, "READ response of the wrong length from " + peer_->label());
+      return false;
+    }
+    in_body_ = true;
+    body_left_ = h.length;
+    body_dst_ = s->local;
+    if (s->batch->cancelled()) {
+      body_drain_ = true;  // nothing lands for a cancelled batch
+      body_status_ = s->batch->cancel_status.load();
+    } else if (s->device != kHost && h.length) {
+      // Device destination: receive into pinned staging, copy to the device when complete.
+      if (!rx_stage_) rx_stage_ = std::make_unique<Stager>(peer_->owner->staging_bytes());
+      te::Status st = te::TE_OK;
+      uint8_t* buf = rx_stage_->buffer(&st, &body_why_);
+      if (buf && h.length <= rx_stage_->capacity()) {
+        body_staged_ = true;
+        body_dst_ = reinterpret_cast<uint64_t>(buf);
+      } else {
+        body_drain_ = true;
+        body_status_ = buf ? te::TE_INTERNAL : st;
+        if (buf) body_why_ = "READ response larger than the staging buffer";
+      }
+    }
+    if (h.length == 0) finish_body();
+    return fd_ >= 0;
+  }
+  if (h.length != 0) {
+    fail(te::TE_BAD_FRAME, "response with an unexpected body from " + peer_->label());
+    return false;
+  }
+  const char* why = nullptr;
+  if (h.status == te::TE_POOL_EXHAUSTED && s->op == OP_NOTIFY)
+    why = "the target's notification queue is full (its listeners are behind); the notification was not delivered";
+  else if (h.status != te::TE_OK)
+    why = "the target refused the request";
+  complete_front(h.status, why);
+  return fd_ >= 0;
+}
+
+void Lane::finish_body() {
+  in_body_ = false;
+  if (body_ctrl_) {
+    body_ctrl_ = false;
+    on_handshake_answer();
+    return;
+  }
+  if (body_staged_ || !body_why_.empty()) {
+    finish_staged_body();
+    return;
+  }
+  complete_front(body_status_, body_status_ ? "local memory unregistered while the READ landed" : nullptr);
+}
+
+// A READ body received into rx staging (or refused before it could be staged): copy it to
+// the device under a lease on the destination, then complete the slice.
+void Lane::finish_staged_body() {
+  Slice* s = inflight_.front();
+  std::string why;
+  why.swap(body_why_);
+  if (body_staged_) {
+    body_staged_ = false;
+    if (body_status_ == te::TE_OK) {
+      te::Lease l;
+      body_status_ = peer_->owner->registry().acquire(s->local, s->len, false, l);
+      if (body_status_ != te::TE_OK)
+        why = "local memory unregistered while the READ landed";
+      else
+        body_status_ = rx_stage_->to_device(s->device, s->local, rx_stage_->data(), s->len, &why);
+    }
+  }
+  if (body_status_ != te::TE_OK && why.empty()) why = "local memory unregistered while the READ landed";
+  complete_front(body_status_, body_status_ ? why.c_str() : nullptr);
+}
+
+void Lane::complete_front(int32_t status, const char* why) {
+  Slice* s = inflight_.front();
+  inflight_.pop_front();
+  --tx_index_;
+  last_used_ = now_ms();
+  inflight_bytes_ -= s->len;
+  int32_t cancel = s->batch->cancel_status.load();
+  if (status == te::TE_OK && cancel != 0 && s->op == OP_READ) status = cancel;
+  s->batch->complete(s, status, why);
+  if (!pending_.empty()) {
+    refill();
+    flush();
+  }
+}
+
+}  // namespace tetcp
