@@ -76,7 +76,16 @@ void Lane::pump() {
       reporting_open_ = true;
     }
   }
-  // Cancelled slices that were never sent fail right away.
+  fail_cancelled_pending();
+  if (state_ == IDLE && (!pending_.empty() || reporting_open_)) start_connect();
+  if (state_ == READY) {
+    refill();
+    flush();
+  }
+}
+
+// Cancelled slices that were never sent fail right away.
+void Lane::fail_cancelled_pending() {
   for (auto it = pending_.begin(); it != pending_.end();) {
     if ((*it)->batch->cancelled()) {
       Slice* s = *it;
@@ -85,11 +94,6 @@ void Lane::pump() {
     } else {
       ++it;
     }
-  }
-  if (state_ == IDLE && (!pending_.empty() || reporting_open_)) start_connect();
-  if (state_ == READY) {
-    refill();
-    flush();
   }
 }
 
@@ -159,6 +163,7 @@ void Lane::drop_for_cancel(int64_t grace) {
   const std::string why = "peer " + peer_->label() + " did not answer within " + std::to_string(grace) +
                           " ms of the cancel; its connection was closed before the batch settled";
   for (Slice* s : cancelled) s->batch->complete(s, s->batch->cancel_status.load(), why.c_str());
+  fail_cancelled_pending();
   if (!pending_.empty() && fd_ < 0 && !closed) start_connect();
 }
 

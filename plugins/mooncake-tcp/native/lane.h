@@ -40,6 +40,7 @@ class Lane : public IoHandler {
   void on_connected();
   /** Closes the socket and forgets the connection's state; slices stay where they are. */
   void close_connection();
+  void fail_cancelled_pending();
   void fail(int32_t status, const std::string& why, bool sticky = false);
   void drop_for_cancel(int64_t grace);
   void refill();

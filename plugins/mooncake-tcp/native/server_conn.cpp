@@ -515,7 +515,9 @@ void ServerConn::flush() {
   if (input_paused_ && out_.size() <= kResumeOut) {
     input_paused_ = false;
     set_interest();
-    // Requests may already be buffered; continue parsing them.
+    // Requests may already be buffered; continue parsing them (asking TCP afresh whether
+    // the initiator is still there: time passed since they were received).
+    liveness_ = UNKNOWN;
     if (!parse()) return;
     if (!closed && !out_.empty()) {
       flush();
