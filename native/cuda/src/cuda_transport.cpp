@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <thread>
 
 #include "te/cuda/device.h"
 
@@ -28,12 +29,13 @@ constexpr int32_t kUnprepared = 2;
 
 struct CudaTransport::ImportEntry {
   std::shared_ptr<Backend> backend;
+  std::shared_ptr<CopyRuntime> rt;
   std::mutex mu;
   bool opened = false;
   Import imp;
   ~ImportEntry() {
     if (!opened) return;
-    if (use_device(imp.open_device).ok()) backend->close(imp);
+    if (rt->set_device(imp.open_device).ok()) backend->close(imp);
   }
 };
 
@@ -42,6 +44,12 @@ struct CudaTransport::Segment {
   uint64_t epoch = 0;
   std::mutex mu;
   std::unordered_map<std::string, std::shared_ptr<ImportEntry>> imports;
+  // Batches to this peer waiting for prepare(). Preparing can block (an IPC open, a
+  // posix-fd fetch from the peer's socket): each peer gets its own preparation thread while
+  // it has batches queued, so a slow peer never holds the copy thread or another peer.
+  std::mutex prep_mu;
+  std::deque<std::pair<std::shared_ptr<CopyBatch>, std::shared_ptr<Peer>>> prep_queue;
+  bool prep_running = false;
 };
 
 struct CudaTransport::Peer {
@@ -50,7 +58,7 @@ struct CudaTransport::Peer {
 };
 
 CudaTransport::CudaTransport(std::shared_ptr<Backend> backend, TransportOptions options, BatchDone done)
-    : backend_(std::move(backend)) {
+    : backend_(std::move(backend)), rt_(options.copy.runtime ? options.copy.runtime : cuda_runtime()) {
   engine_ = std::make_unique<CopyEngine>(options.copy, std::move(done));
 }
 
@@ -59,7 +67,7 @@ CudaTransport::~CudaTransport() { close(); }
 Error CudaTransport::register_memory(uint64_t addr, uint64_t len, int device, bool remote, ExportInfo* out) {
   if (len == 0 || range_overflows(addr, len) || addr == 0)
     return Error::make(TE_INVALID_ARGUMENT, "cannot register an empty, null or wrapping range");
-  Error e = use_device(device);
+  Error e = rt_->set_device(device);
   if (!e.ok()) return e;
   ExportInfo info;
   e = backend_->export_region(addr, len, device, &info);
@@ -173,10 +181,82 @@ Error CudaTransport::submit(uint64_t peer_id, const uint8_t* ops, const uint64_t
   b->remote.assign(remote, remote + n);
   b->lengths.assign(lengths, lengths + n);
   b->statuses.assign(n, kUnprepared);
-  b->prepare = [this, peer](CopyBatch& batch) { prepare(batch, peer); };
   *id_out = b->id;
-  engine_->submit(std::move(b));
+  auto seg = peer->segment;
+  {
+    std::lock_guard<std::mutex> lock(prep_mu_);
+    if (prep_stop_) return Error::make(TE_ABORTED, "transport is closed");
+    preparing_[b->id] = b;
+    bool queue_peer = false;
+    {
+      std::lock_guard<std::mutex> sl(seg->prep_mu);
+      seg->prep_queue.emplace_back(std::move(b), peer);
+      if (!seg->prep_running) queue_peer = seg->prep_running = true;
+    }
+    if (queue_peer) {
+      prep_ready_.push_back(seg);
+      if (prep_idle_ == 0 && prep_threads_.size() < kPrepThreads) prep_threads_.emplace_back([this] { prepare_loop(); });
+      else prep_cv_.notify_one();
+    }
+  }
   return Error::none();
+}
+
+void CudaTransport::prepare_loop() {
+  std::unique_lock<std::mutex> lock(prep_mu_);
+  for (;;) {
+    ++prep_idle_;
+    prep_cv_.wait(lock, [&] { return prep_stop_ || !prep_ready_.empty(); });
+    --prep_idle_;
+    if (prep_ready_.empty()) return;  // stopping, nothing left
+    std::shared_ptr<Segment> seg = std::move(prep_ready_.front());
+    prep_ready_.pop_front();
+    lock.unlock();
+    // This peer's batches, in order, until its queue is empty.
+    for (;;) {
+      std::pair<std::shared_ptr<CopyBatch>, std::shared_ptr<Peer>> next;
+      {
+        std::lock_guard<std::mutex> sl(seg->prep_mu);
+        if (seg->prep_queue.empty()) {
+          seg->prep_running = false;
+          break;
+        }
+        next = std::move(seg->prep_queue.front());
+        seg->prep_queue.pop_front();
+      }
+      auto& b = next.first;
+      // A batch cancelled while it waited goes on unprepared: the engine ends it with the
+      // cancel status and copies nothing.
+      if (b->cancel_status.load() == 0) {
+        try {
+          prepare(*b, next.second);
+        } catch (const std::exception& e) {
+          b->batch_status = TE_INTERNAL;
+          b->error = std::string("preparing the batch failed: ") + e.what();
+        }
+      }
+      {
+        std::lock_guard<std::mutex> pl(prep_mu_);
+        preparing_.erase(b->id);
+      }
+      engine_->submit(std::move(b));
+    }
+    lock.lock();
+  }
+}
+
+void CudaTransport::cancel(uint64_t id, int32_t status) {
+  {
+    std::lock_guard<std::mutex> lock(prep_mu_);
+    auto it = preparing_.find(id);
+    if (it != preparing_.end()) {
+      if (auto b = it->second.lock()) {
+        int32_t expected = 0;
+        b->cancel_status.compare_exchange_strong(expected, status);
+      }
+    }
+  }
+  engine_->cancel(id, status);
 }
 
 void CudaTransport::prepare(CopyBatch& b, const std::shared_ptr<Peer>& peer) {
@@ -255,6 +335,7 @@ void CudaTransport::prepare(CopyBatch& b, const std::shared_ptr<Peer>& peer) {
         if (!slot) {
           slot = std::make_shared<ImportEntry>();
           slot->backend = backend_;
+          slot->rt = rt_;
         }
         entry = slot;
       }
@@ -262,7 +343,7 @@ void CudaTransport::prepare(CopyBatch& b, const std::shared_ptr<Peer>& peer) {
       {
         std::lock_guard<std::mutex> el(entry->mu);
         if (!entry->opened) {
-          err = use_device(device);
+          err = rt_->set_device(device);
           if (err.ok()) err = backend_->open(info, alloc, device, &entry->imp);
           if (err.ok()) {
             entry->opened = true;
@@ -305,6 +386,20 @@ void CudaTransport::close() {
     if (closed_) return;
     closed_ = true;
   }
+  {
+    // Batches still waiting for preparation are cut short (handed on unprepared, they end
+    // ABORTED); the threads finish the batch in hand, then stop.
+    std::lock_guard<std::mutex> lock(prep_mu_);
+    prep_stop_ = true;
+    for (auto& [id, w] : preparing_)
+      if (auto b = w.lock()) {
+        int32_t expected = 0;
+        b->cancel_status.compare_exchange_strong(expected, TE_ABORTED);
+      }
+  }
+  prep_cv_.notify_all();
+  for (auto& t : prep_threads_)
+    if (t.joinable()) t.join();
   engine_->stop();
   std::unordered_map<uint64_t, std::shared_ptr<Peer>> peers;
   std::unordered_map<std::string, std::shared_ptr<Segment>> segments;

@@ -8,7 +8,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <condition_variable>
+#include <deque>
 #include <shared_mutex>
+#include <thread>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -69,7 +72,7 @@ class Backend {
   virtual Error export_region(uint64_t addr, uint64_t len, int device, ExportInfo* out) = 0;
   /** The region exported with `info` was unregistered. */
   virtual void unexport(const ExportInfo& info) {}
-  /** Opens a peer allocation here (called on the copy thread, once per allocation). */
+  /** Opens a peer allocation here (on that peer's preparation thread, once per allocation). */
   virtual Error open(const PeerInfo& peer, const RemoteAlloc& alloc, int local_device, Import* out) = 0;
   /** Lets `local_device` reach an opened allocation (VMM access); default: nothing to do. */
   virtual Error grant(Import& imp, int local_device) { return Error::none(); }
@@ -100,7 +103,7 @@ class CudaTransport {
   /** Queues a batch; PEER_NOT_FOUND for an unknown peer. */
   Error submit(uint64_t peer, const uint8_t* ops, const uint64_t* local, const uint64_t* remote, const uint64_t* lengths,
                size_t n, uint64_t* id_out);
-  void cancel(uint64_t id, int32_t status) { engine_->cancel(id, status); }
+  void cancel(uint64_t id, int32_t status);
   void close();
   size_t imports_open() const;
 
@@ -115,6 +118,8 @@ class CudaTransport {
   struct Segment;
   struct Peer;
   void prepare(CopyBatch& b, const std::shared_ptr<Peer>& peer);
+  /** A preparation thread: takes a peer with queued batches, prepares them in order, hands them on. */
+  void prepare_loop();
   bool local_device_of(uint64_t addr, int* device) const;
 
   std::shared_ptr<Backend> backend_;
@@ -127,7 +132,18 @@ class CudaTransport {
   uint64_t next_peer_ = 1;
   std::atomic<uint64_t> next_batch_{1};
   std::unique_ptr<CopyEngine> engine_;
+  std::shared_ptr<CopyRuntime> rt_;
   bool closed_ = false;
+  // Preparation (bounds checks and imports, which can block on a peer) runs on a few
+  // threads of its own, one peer at a time per thread, never on the copy thread.
+  static constexpr size_t kPrepThreads = 4;
+  std::mutex prep_mu_;
+  std::condition_variable prep_cv_;
+  std::deque<std::shared_ptr<Segment>> prep_ready_;  // peers with batches queued and no thread on them
+  std::unordered_map<uint64_t, std::weak_ptr<CopyBatch>> preparing_;  // cancel reaches them here
+  std::vector<std::thread> prep_threads_;
+  size_t prep_idle_ = 0;
+  bool prep_stop_ = false;
 };
 
 }  // namespace te::cuda
