@@ -56,6 +56,14 @@ function parseEndpoint(value: WireValue | undefined, peer: string): TcpEndpoint 
   return { host: e.host, port: e.port, protocol: typeof e.protocol === 'number' ? e.protocol : 1 };
 }
 
+async function resolveHost(host: string, segment: string): Promise<string> {
+  try {
+    return (await lookup(host)).address;
+  } catch (e) {
+    throw fail('PEER_UNREACHABLE', `cannot resolve the host ${JSON.stringify(host)} of segment "${segment}": ${(e as Error).message}`);
+  }
+}
+
 export class MooncakeTcpTransport implements Transport {
   readonly #native: NativeTcpTransport;
   readonly #context: TransportContext;
@@ -153,7 +161,10 @@ export class MooncakeTcpTransport implements Transport {
     if (!advert && !local) throw fail('NO_COMMON_TRANSPORT', `segment "${peer.name}" does not advertise ${PLUGIN_NAME}`);
     const ep = local ? this.#endpoint : parseEndpoint(advert!.endpoint, peer.name);
     if (ep.protocol !== 1) throw fail('PROTOCOL_MISMATCH', `segment "${peer.name}" speaks mooncake-tcp protocol ${ep.protocol}, this build speaks 1`);
-    const id = this.#native.openPeer(ep.host, ep.port, peer.epoch, peer.name, local);
+    // A host name is resolved here, asynchronously: the I/O threads connect to addresses
+    // only, so a slow resolver never stalls the other peers their loops serve.
+    const host = local || isIP(ep.host) !== 0 ? ep.host : await resolveHost(ep.host, peer.name);
+    const id = this.#native.openPeer(host, ep.port, peer.epoch, peer.name, local);
     try {
       await new Promise<void>((resolve, reject) => this.#opening.set(id, { resolve, reject }));
     } catch (e) {
