@@ -68,13 +68,13 @@ te::Status copy_any(int, uint64_t, uint64_t, uint64_t, std::string* why) {
   *why = without_cuda();
   return te::TE_MEMORY_KIND_UNSUPPORTED;
 }
-Stager::~Stager() = default;
-uint8_t* Stager::buffer(te::Status* status, std::string* why) {
+void Stager::cuda_release() {}
+uint8_t* Stager::cuda_buffer(te::Status* status, std::string* why) {
   *status = te::TE_MEMORY_KIND_UNSUPPORTED;
   *why = without_cuda();
   return nullptr;
 }
-te::Status Stager::copy(int, void*, const void*, uint64_t, const char*, std::string* why) {
+te::Status Stager::cuda_copy(int, void*, const void*, uint64_t, const char*, std::string* why) {
   *why = without_cuda();
   return te::TE_MEMORY_KIND_UNSUPPORTED;
 }
@@ -133,7 +133,7 @@ te::Status copy_any(int device, uint64_t dst, uint64_t src, uint64_t len, std::s
   return te::TE_OK;
 }
 
-Stager::~Stager() {
+void Stager::cuda_release() {
   // Errors are ignored: at process exit cudart may already be unloading.
   for (size_t i = 0; i < streams_.size(); ++i) {
     if (!streams_[i]) continue;
@@ -143,8 +143,7 @@ Stager::~Stager() {
   cudaGetLastError();
 }
 
-uint8_t* Stager::buffer(te::Status* status, std::string* why) {
-  if (buf_) return static_cast<uint8_t*>(buf_);
+uint8_t* Stager::cuda_buffer(te::Status* status, std::string* why) {
   te::cuda::Error e = te::cuda::require_devices();
   if (!e.ok()) {
     *status = fail_with(e, why);
@@ -161,7 +160,7 @@ uint8_t* Stager::buffer(te::Status* status, std::string* why) {
   return static_cast<uint8_t*>(buf_);
 }
 
-te::Status Stager::copy(int device, void* dst, const void* src, uint64_t len, const char* what, std::string* why) {
+te::Status Stager::cuda_copy(int device, void* dst, const void* src, uint64_t len, const char* what, std::string* why) {
   te::cuda::Error e = te::cuda::use_device(device);
   if (!e.ok()) return fail_with(e, why);
   if (static_cast<size_t>(device) >= streams_.size()) streams_.resize(device + 1, nullptr);
@@ -185,6 +184,26 @@ te::Status Stager::copy(int device, void* dst, const void* src, uint64_t len, co
 }
 
 #endif
+
+Stager::~Stager() {
+  if (!backend_) {
+    cuda_release();
+  } else if (buf_) {
+    backend_->release(buf_);
+  }
+}
+
+uint8_t* Stager::buffer(te::Status* status, std::string* why) {
+  if (buf_) return static_cast<uint8_t*>(buf_);
+  if (!backend_) return cuda_buffer(status, why);
+  buf_ = backend_->alloc(capacity_, status, why);
+  return static_cast<uint8_t*>(buf_);
+}
+
+te::Status Stager::copy(int device, void* dst, const void* src, uint64_t len, const char* what, std::string* why) {
+  if (!backend_) return cuda_copy(device, dst, src, len, what, why);
+  return backend_->copy(device, dst, src, len, why);
+}
 
 te::Status Stager::to_host(int device, void* dst, uint64_t src, uint64_t len, std::string* why) {
   return copy(device, dst, reinterpret_cast<const void*>(src), len, "cudaMemcpyAsync (device to pinned staging)", why);

@@ -55,12 +55,27 @@ te::Status check_device_range(uint64_t addr, uint64_t len, int device, std::stri
 te::Status copy_any(int device, uint64_t dst, uint64_t src, uint64_t len, std::string* why);
 
 /**
- * A pinned host buffer (cudaHostAlloc, portable) and one non-blocking stream per device,
- * owned by one I/O thread. Copies are cudaMemcpyAsync on that stream + synchronize.
+ * Where staging buffers come from and how they are filled: CUDA (pinned memory, device
+ * copies) unless a transport is given another. The C++ tests give a host one (memory from
+ * the heap, memcpy after an injected delay) so that the staging paths and their ordering
+ * run without a GPU.
+ */
+class StagingBackend {
+ public:
+  virtual ~StagingBackend() = default;
+  virtual void* alloc(uint64_t bytes, te::Status* status, std::string* why) = 0;
+  virtual void release(void* p) = 0;
+  virtual te::Status copy(int device, void* dst, const void* src, uint64_t len, std::string* why) = 0;
+};
+
+/**
+ * A pinned host buffer (cudaHostAlloc, portable) and one non-blocking stream per device.
+ * Copies are cudaMemcpyAsync on that stream + synchronize, so they run on a worker thread
+ * (worker_pool.h), never on an I/O loop; one copy at a time per Stager.
  */
 class Stager {
  public:
-  explicit Stager(uint64_t capacity) : capacity_(capacity) {}
+  explicit Stager(uint64_t capacity, StagingBackend* backend = nullptr) : capacity_(capacity), backend_(backend) {}
   ~Stager();
   Stager(const Stager&) = delete;
   Stager& operator=(const Stager&) = delete;
@@ -76,7 +91,11 @@ class Stager {
 
  private:
   te::Status copy(int device, void* dst, const void* src, uint64_t len, const char* what, std::string* why);
+  uint8_t* cuda_buffer(te::Status* status, std::string* why);
+  te::Status cuda_copy(int device, void* dst, const void* src, uint64_t len, const char* what, std::string* why);
+  void cuda_release();
   uint64_t capacity_;
+  StagingBackend* backend_;
   void* buf_ = nullptr;
   std::vector<void*> streams_;  // by device ordinal
 };

@@ -90,7 +90,7 @@ void Lane::fail_cancelled_pending() {
     if ((*it)->batch->cancelled()) {
       Slice* s = *it;
       it = pending_.erase(it);
-      s->batch->complete(s, s->batch->cancel_status.load());
+      settle(s, s->batch->cancel_status.load(), nullptr);
     } else {
       ++it;
     }
@@ -140,7 +140,7 @@ void Lane::fail(int32_t status, const std::string& why, bool sticky) {
     for (Slice* s : incoming_) victims.push_back(s);
     incoming_.clear();
   }
-  for (Slice* s : victims) s->batch->complete(s, status, why.c_str());
+  for (Slice* s : victims) settle(s, status, why.c_str());
 }
 
 // A cancelled batch's slices were not answered within the grace time. The connection is
@@ -162,14 +162,16 @@ void Lane::drop_for_cancel(int64_t grace) {
   }
   const std::string why = "peer " + peer_->label() + " did not answer within " + std::to_string(grace) +
                           " ms of the cancel; its connection was closed before the batch settled";
-  for (Slice* s : cancelled) s->batch->complete(s, s->batch->cancel_status.load(), why.c_str());
+  for (Slice* s : cancelled) settle(s, s->batch->cancel_status.load(), why.c_str());
   fail_cancelled_pending();
   if (!pending_.empty() && fd_ < 0 && !closed) start_connect();
 }
 
 void Lane::set_interest() {
   if (fd_ < 0) return;
-  uint32_t want = EPOLLIN | (want_out_ || state_ == CONNECTING ? uint32_t(EPOLLOUT) : 0u);
+  // While a worker copies rx staging to the device, nothing more is read (the next READ
+  // body would land in the same buffer).
+  uint32_t want = (rx_job_ ? 0u : uint32_t(EPOLLIN)) | (want_out_ || state_ == CONNECTING ? uint32_t(EPOLLOUT) : 0u);
   if (want != interest_) {
     interest_ = want;
     loop_->modify(fd_, want, this);
@@ -181,7 +183,13 @@ void Lane::on_event(uint32_t events) {
     if (events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) on_connected();
     return;
   }
-  if (events & (EPOLLIN | EPOLLERR | EPOLLHUP)) read_input();
+  if (rx_job_ && (events & (EPOLLERR | EPOLLHUP))) {
+    // Input is paused but the socket failed (epoll reports that whatever the interest):
+    // fail now rather than spin until the copy is done.
+    fail(te::TE_CONNECTION_LOST, "connection to " + peer_->label() + " failed");
+    return;
+  }
+  if ((events & (EPOLLIN | EPOLLERR | EPOLLHUP)) && !rx_job_) read_input();
   if (fd_ >= 0 && (events & EPOLLOUT)) {
     if (state_ == READY) refill();
     flush();

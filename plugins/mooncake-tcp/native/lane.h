@@ -55,8 +55,22 @@ class Lane : public IoHandler {
   void set_interest();
   void send_ctrl(const Header& h, const uint8_t* body, size_t len);
   void reached_ready();
-  /** Copies device slice `s` (at tx_index_, nothing of it sent yet) into the tx staging buffer. */
-  te::Status stage_write(Slice* s, std::string* why);
+  /** Worker thread: copies device slice `s` into `stager` (the tx staging buffer). */
+  static te::Status stage_write(Transport* owner, Stager* stager, Slice* s, std::string* why);
+  /** Hands the copy of device slice `s` (at tx_index_, nothing of it sent) to a worker. */
+  void start_tx_stage(Slice* s, uint64_t id);
+  /** Loop thread: the tx staging copy of `s` (frame `id`) finished with `status`. */
+  void on_tx_staged(Slice* s, uint64_t id, int32_t status, const std::string& why);
+  /** Hands the copy of the front READ's body (in rx staging) to the device to a worker. */
+  void start_rx_unstage(Slice* s);
+  /** Loop thread: the rx copy of `s` finished: completes it and resumes reading. */
+  void on_rx_unstaged(Slice* s, int32_t status, const std::string& why);
+  /**
+   * Completes `s` with `status`, or, when a worker is still copying from its memory, records
+   * the status and completes it when the copy is done: a slice settles only once nothing
+   * touches its memory any more.
+   */
+  void settle(Slice* s, int32_t status, const char* why);
 
   Peer* peer_;
   Loop* loop_;
@@ -94,12 +108,19 @@ class Lane : public IoHandler {
   uint8_t client_nonce_[kNonceSize];
   uint8_t server_nonce_[kNonceSize];
   uint64_t server_epoch_ = 0;
-  // CUDA staging (device memory only; allocated on first use, freed with the lane).
+  // CUDA staging (device memory only; allocated on first use, freed with the lane). The copies
+  // between a staging buffer and the device run on the transport's workers, one per
+  // direction at a time; the lane (kept alive by the job) resumes when the copy posts back.
   std::unique_ptr<Stager> tx_stage_;  // WRITE bodies: device -> pinned, then sent
   std::unique_ptr<Stager> rx_stage_;  // READ bodies: received into pinned, then -> device
   uint64_t tx_staged_id_ = 0;         // frame id whose body the tx buffer holds (0: none)
   bool body_staged_ = false;          // the READ body being received lands in rx staging
   std::string body_why_;
+  Slice* tx_job_ = nullptr;           // slice a worker is copying into tx staging
+  bool tx_job_settled_ = false;       // ...which failed or was cancelled meanwhile:
+  int32_t tx_job_status_ = 0;         //    completed with this status once the copy is done
+  std::string tx_job_why_;
+  bool rx_job_ = false;               // a worker copies rx staging to the device: input paused
 };
 
 /** strerror as a std::string, for failure messages. */

@@ -14,7 +14,7 @@ constexpr size_t kRbuf = 256 * 1024;
 }  // namespace
 
 void Lane::read_input() {
-  for (int rounds = 0; rounds < 64 && fd_ >= 0; ++rounds) {
+  for (int rounds = 0; rounds < 64 && fd_ >= 0 && !rx_job_; ++rounds) {
     // A large READ body with nothing buffered goes to its destination without the buffer.
     const bool in_place = in_body_ && !body_drain_ && !body_ctrl_ && rbuf_.empty() && body_left_ >= kDirectMin;
     ssize_t r;
@@ -58,6 +58,7 @@ void Lane::read_input() {
 // Consumes buffered bytes; false when the lane failed.
 bool Lane::parse() {
   for (;;) {
+    if (rx_job_) return true;  // resumed when the device copy is done
     size_t avail = rbuf_.size();
     if (in_body_) {
       if (avail == 0) return true;
@@ -137,7 +138,7 @@ bool Lane::on_header(const Header& h) {
       body_status_ = s->batch->cancel_status.load();
     } else if (s->device != kHost && h.length) {
       // Device destination: receive into pinned staging, copy to the device when complete.
-      if (!rx_stage_) rx_stage_ = std::make_unique<Stager>(peer_->owner->staging_bytes());
+      if (!rx_stage_) rx_stage_ = std::make_unique<Stager>(peer_->owner->staging_bytes(), peer_->owner->staging_backend());
       te::Status st = te::TE_OK;
       uint8_t* buf = rx_stage_->buffer(&st, &body_why_);
       if (buf && h.length <= rx_stage_->capacity()) {
@@ -179,25 +180,57 @@ void Lane::finish_body() {
   complete_front(body_status_, body_status_ ? "local memory unregistered while the READ landed" : nullptr);
 }
 
-// A READ body received into rx staging (or refused before it could be staged): copy it to
-// the device under a lease on the destination, then complete the slice.
+// A READ body received into rx staging (or refused before it could be staged). A staged
+// body is copied to the device on a worker; its slice leaves the stream now (its answer was
+// read) and completes when the copy is done, and reading pauses until then.
 void Lane::finish_staged_body() {
   Slice* s = inflight_.front();
   std::string why;
   why.swap(body_why_);
-  if (body_staged_) {
-    body_staged_ = false;
-    if (body_status_ == te::TE_OK) {
-      te::Lease l;
-      body_status_ = peer_->owner->registry().acquire(s->local, s->len, false, l);
-      if (body_status_ != te::TE_OK)
-        why = "local memory unregistered while the READ landed";
-      else
-        body_status_ = rx_stage_->to_device(s->device, s->local, rx_stage_->data(), s->len, &why);
-    }
+  const bool staged = body_staged_;
+  body_staged_ = false;
+  if (!staged || body_status_ != te::TE_OK) {
+    if (body_status_ != te::TE_OK && why.empty()) why = "local memory unregistered while the READ landed";
+    complete_front(body_status_, body_status_ ? why.c_str() : nullptr);
+    return;
   }
-  if (body_status_ != te::TE_OK && why.empty()) why = "local memory unregistered while the READ landed";
-  complete_front(body_status_, body_status_ ? why.c_str() : nullptr);
+  inflight_.pop_front();
+  --tx_index_;
+  last_used_ = now_ms();
+  inflight_bytes_ -= s->len;
+  start_rx_unstage(s);
+}
+
+void Lane::start_rx_unstage(Slice* s) {
+  rx_job_ = true;
+  set_interest();
+  Transport* owner = peer_->owner;
+  Stager* stager = rx_stage_.get();
+  owner->workers().run([this, owner, stager, s, keep = peer_->shared_from_this()] {
+    std::string why;
+    te::Lease l;
+    int32_t status = owner->registry().acquire(s->local, s->len, false, l);
+    if (status != te::TE_OK)
+      why = "local memory unregistered while the READ landed";
+    else
+      status = stager->to_device(s->device, s->local, stager->data(), s->len, &why);
+    loop_->post([this, s, status, why = std::move(why), keep] { on_rx_unstaged(s, status, why); });
+  });
+}
+
+void Lane::on_rx_unstaged(Slice* s, int32_t status, const std::string& why) {
+  rx_job_ = false;
+  int32_t cancel = s->batch->cancel_status.load();
+  if (status == te::TE_OK && cancel != 0) status = cancel;
+  s->batch->complete(s, status, status ? why.c_str() : nullptr);
+  if (closed || fd_ < 0) return;
+  set_interest();
+  if (!parse()) return;  // answers buffered behind this one first
+  read_input();
+  if (fd_ >= 0 && state_ == READY && !pending_.empty()) {
+    refill();
+    flush();
+  }
 }
 
 void Lane::complete_front(int32_t status, const char* why) {

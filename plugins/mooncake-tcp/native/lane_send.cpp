@@ -26,7 +26,7 @@ void Lane::refill() {
     Slice* s = pending_.front();
     pending_.pop_front();
     if (s->batch->cancelled()) {
-      s->batch->complete(s, s->batch->cancel_status.load());
+      settle(s, s->batch->cancel_status.load(), nullptr);
       continue;
     }
     Header h;
@@ -49,7 +49,6 @@ void Lane::flush() {
     iovec iov[kMaxIov + 2];
     std::vector<te::Lease> leases;
     size_t n = 0;
-    bool restage = false;
     size_t ctrl_left = ctrl_out_.size() - ctrl_off_;
     if (ctrl_left) {
       iov[n++] = {ctrl_out_.data() + ctrl_off_, ctrl_left};
@@ -64,17 +63,9 @@ void Lane::flush() {
           if (i != tx_index_) break;
           uint64_t id = get64(s->hdr + 16);
           if (tx_staged_id_ != id) {
-            std::string why;
-            te::Status st = stage_write(s, &why);
-            if (st != te::TE_OK) {
-              // Nothing of this frame was sent: it leaves the stream and fails alone.
-              inflight_.erase(inflight_.begin() + i);
-              inflight_bytes_ -= s->len;
-              s->batch->complete(s, st, why.c_str());
-              restage = true;
-              break;
-            }
-            tx_staged_id_ = id;
+            // Copied to the tx buffer on a worker; this frame and those behind it wait.
+            if (!tx_job_) start_tx_stage(s, id);
+            break;
           }
           if (skip < kHeaderSize) iov[n++] = {s->hdr + skip, kHeaderSize - skip};
           uint64_t body_skip = skip > kHeaderSize ? skip - kHeaderSize : 0;
@@ -106,7 +97,6 @@ void Lane::flush() {
       }
     }
     if (n == 0) {
-      if (restage) continue;
       want_out_ = false;
       set_interest();
       return;
@@ -146,22 +136,75 @@ void Lane::flush() {
   }
 }
 
-te::Status Lane::stage_write(Slice* s, std::string* why) {
-  if (!tx_stage_) tx_stage_ = std::make_unique<Stager>(peer_->owner->staging_bytes());
+te::Status Lane::stage_write(Transport* owner, Stager* stager, Slice* s, std::string* why) {
   te::Status st = te::TE_OK;
-  uint8_t* buf = tx_stage_->buffer(&st, why);
+  uint8_t* buf = stager->buffer(&st, why);
   if (!buf) return st;
-  if (s->len > tx_stage_->capacity()) {
+  if (s->len > stager->capacity()) {
     *why = "slice larger than the staging buffer";
     return te::TE_INTERNAL;
   }
   te::Lease l;
-  st = peer_->owner->registry().acquire(s->local, s->len, false, l);
+  st = owner->registry().acquire(s->local, s->len, false, l);
   if (st != te::TE_OK) {
     *why = "local memory unregistered while its write was being sent";
     return st;
   }
-  return tx_stage_->to_host(s->device, buf, s->local, s->len, why);
+  return stager->to_host(s->device, buf, s->local, s->len, why);
+}
+
+void Lane::start_tx_stage(Slice* s, uint64_t id) {
+  if (!tx_stage_) tx_stage_ = std::make_unique<Stager>(peer_->owner->staging_bytes(), peer_->owner->staging_backend());
+  tx_job_ = s;
+  tx_job_settled_ = false;
+  Transport* owner = peer_->owner;
+  Stager* stager = tx_stage_.get();
+  // The job keeps the peer, and so this lane and its buffers, alive until its result ran.
+  owner->workers().run([this, owner, stager, s, id, keep = peer_->shared_from_this()] {
+    std::string why;
+    int32_t status = stage_write(owner, stager, s, &why);
+    loop_->post([this, s, id, status, why = std::move(why), keep] { on_tx_staged(s, id, status, why); });
+  });
+}
+
+void Lane::on_tx_staged(Slice* s, uint64_t id, int32_t status, const std::string& why) {
+  tx_job_ = nullptr;
+  if (tx_job_settled_) {
+    // The lane failed or the batch was cancelled while the copy ran: it settles now.
+    tx_job_settled_ = false;
+    std::string reason;
+    reason.swap(tx_job_why_);
+    s->batch->complete(s, tx_job_status_, reason.empty() ? nullptr : reason.c_str());
+  } else if (fd_ >= 0 && state_ == READY && tx_index_ < inflight_.size() && inflight_[tx_index_] == s &&
+             tx_off_ == 0 && get64(s->hdr + 16) == id) {
+    if (status == te::TE_OK) {
+      tx_staged_id_ = id;
+    } else {
+      // Nothing of this frame was sent: it leaves the stream and fails alone.
+      inflight_.erase(inflight_.begin() + static_cast<std::ptrdiff_t>(tx_index_));
+      inflight_bytes_ -= s->len;
+      s->batch->complete(s, status, why.c_str());
+    }
+  }
+  // Otherwise the connection was reset meanwhile and the slice waits in pending_: it is
+  // staged again when it is next at the front.
+  if (closed) return;
+  if (state_ == READY) {
+    refill();
+    flush();
+  }
+}
+
+void Lane::settle(Slice* s, int32_t status, const char* why) {
+  if (s == tx_job_) {
+    if (!tx_job_settled_) {
+      tx_job_settled_ = true;
+      tx_job_status_ = status;
+      tx_job_why_ = why ? why : "";
+    }
+    return;
+  }
+  s->batch->complete(s, status, why);
 }
 
 }  // namespace tetcp

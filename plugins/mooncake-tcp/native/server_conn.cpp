@@ -72,7 +72,7 @@ void ServerConn::on_tick(int64_t now) {
 
 void ServerConn::set_interest() {
   if (closed) return;
-  uint32_t want = (input_paused_ || close_after_flush_ ? 0u : uint32_t(EPOLLIN)) | (want_out_ ? uint32_t(EPOLLOUT) : 0u);
+  uint32_t want = (input_paused_ || rx_busy_ || close_after_flush_ ? 0u : uint32_t(EPOLLIN)) | (want_out_ ? uint32_t(EPOLLOUT) : 0u);
   if (want != interest_) {
     interest_ = want;
     loop_->modify(fd_, want, this);
@@ -84,12 +84,18 @@ void ServerConn::on_event(uint32_t events) {
     // Let recv report it (may still hold data); EPOLLHUP alone with no data is a close.
     events |= EPOLLIN;
   }
-  if ((events & EPOLLIN) && !input_paused_ && !close_after_flush_) read_input();
+  if (rx_busy_ && (events & (EPOLLERR | EPOLLHUP))) {
+    // Input is paused for a device copy but the socket failed (reported whatever the
+    // interest): drop now rather than spin until the copy is done.
+    drop("connection failed during a device copy");
+    return;
+  }
+  if ((events & EPOLLIN) && !input_paused_ && !rx_busy_ && !close_after_flush_) read_input();
   if (!closed) flush();
 }
 
 void ServerConn::read_input() {
-  for (int rounds = 0; rounds < 64 && !closed && !input_paused_ && !close_after_flush_; ++rounds) {
+  for (int rounds = 0; rounds < 64 && !closed && !input_paused_ && !rx_busy_ && !close_after_flush_; ++rounds) {
     // A large body with nothing buffered goes to its destination without the buffer.
     const bool in_place = in_body_ && (mode_ == DIRECT || mode_ == STAGED) && rbuf_.empty() && body_left_ >= kDirectMin;
     ssize_t r;
@@ -133,7 +139,10 @@ void ServerConn::read_input() {
     body_left_ -= r;
     if (mode_ == STAGED) {
       stage_fill_ += r;
-      if (stage_fill_ == rx_stage_->capacity() || body_left_ == 0) stage_flush();
+      if (stage_fill_ == rx_stage_->capacity() || body_left_ == 0) {
+        const bool handed_over = stage_flush();
+        if (closed || handed_over) return;  // resumed (and the body finished) by on_stage_flushed
+      }
     } else {
       body_dst_ += r;
     }
@@ -144,7 +153,7 @@ void ServerConn::read_input() {
 bool ServerConn::parse() {
   for (;;) {
     if (closed || close_after_flush_) return false;
-    if (input_paused_) return true;
+    if (input_paused_ || rx_busy_) return true;
     size_t avail = rbuf_.size();
     if (in_body_) {
       if (avail == 0) return true;
@@ -158,14 +167,21 @@ bool ServerConn::parse() {
           mode_ = DRAIN;
           body_status_ = te::TE_MEMORY_NOT_REGISTERED;
         }
-      } else if (mode_ == STAGED) {
+      }  // DRAIN: the bytes stay in the scratch buffer and are dropped
+      bool flush_now = false;
+      if (mode_ == STAGED) {
         std::memcpy(rx_stage_->data() + stage_fill_, rbuf_.data(), take);
         stage_fill_ += take;
-        if (stage_fill_ == rx_stage_->capacity() || take == body_left_) stage_flush();
-      }  // DRAIN: the bytes stay in the scratch buffer and are dropped
+        flush_now = stage_fill_ == rx_stage_->capacity() || take == body_left_;
+      }
       body_dst_ += take;
       body_left_ -= take;
       rbuf_.consume(take);
+      if (flush_now) {
+        const bool handed_over = stage_flush();
+        if (closed) return false;
+        if (handed_over) return true;  // resumed (and the body finished) by on_stage_flushed
+      }
       if (body_left_ == 0) finish_body();
       continue;
     }
@@ -238,7 +254,7 @@ bool ServerConn::on_header(const Header& h) {
       int device = s == te::TE_OK ? t_->devices().device_of(h.addr) : kHost;
       if (device != kHost && h.length) {
         // Device region: receive into pinned staging, copy to the device, then acknowledge.
-        if (!rx_stage_) rx_stage_ = std::make_unique<Stager>(t_->staging_bytes());
+        if (!rx_stage_) rx_stage_ = std::make_shared<Stager>(t_->staging_bytes(), t_->staging_backend());
         std::string why;
         te::Status st = te::TE_OK;
         if (rx_stage_->buffer(&st, &why)) {
@@ -384,47 +400,99 @@ bool ServerConn::initiator_connected() {
   return false;
 }
 
-void ServerConn::stage_flush() {
-  if (stage_fill_ == 0) return;
-  uint64_t len = stage_fill_;
-  stage_fill_ = 0;
-  uint64_t dst = stage_dst_;
+bool ServerConn::stage_flush() {
+  if (stage_fill_ == 0) return false;
+  const uint64_t len = stage_fill_;
+  const uint64_t dst = stage_dst_;
   stage_dst_ += len;
-  if (body_status_ != te::TE_OK) return;
-  if (!initiator_connected()) return;
-  te::Lease l;
-  int32_t s = t_->registry().acquire(dst, len, true, l);
-  if (s != te::TE_OK) {
-    body_status_ = te::TE_MEMORY_NOT_REGISTERED;  // unregistered while the body arrived
-  } else {
-    std::string why;
-    s = rx_stage_->to_device(stage_device_, dst, rx_stage_->data(), len, &why);
-    if (s != te::TE_OK) body_status_ = s;
+  if (body_status_ != te::TE_OK) {
+    stage_fill_ = 0;
+    return false;
   }
-  // After a failure the rest of the body is drained; the acknowledgement carries the status.
-  if (body_status_ != te::TE_OK) mode_ = DRAIN;
+  if (!initiator_connected()) return false;
+  rx_busy_ = true;
+  set_interest();
+  Transport* t = t_;
+  Loop* loop = loop_;
+  t_->workers().run([this, t, loop, stager = rx_stage_, device = stage_device_, dst, len, alive = std::weak_ptr<bool>(alive_)] {
+    std::string why;
+    te::Lease l;
+    int32_t s = t->registry().acquire(dst, len, true, l);
+    if (s != te::TE_OK)
+      s = te::TE_MEMORY_NOT_REGISTERED;  // unregistered while the body arrived
+    else
+      s = stager->to_device(device, dst, stager->data(), len, &why);
+    loop->post([this, s, alive] {
+      if (!alive.expired()) on_stage_flushed(s);
+    });
+  });
+  return true;
 }
 
-te::Status ServerConn::stage_read(Out& o, uint64_t from, std::string* why) {
-  if (!tx_stage_) tx_stage_ = std::make_unique<Stager>(t_->staging_bytes());
-  te::Status st = te::TE_OK;
-  uint8_t* buf = tx_stage_->buffer(&st, why);
-  if (!buf) return st;
+void ServerConn::on_stage_flushed(int32_t status) {
+  rx_busy_ = false;
+  stage_fill_ = 0;
+  // After a failure the rest of the body is drained; the acknowledgement carries the status.
+  if (status != te::TE_OK) {
+    body_status_ = status;
+    mode_ = DRAIN;
+  }
+  if (closed) return;
+  if (in_body_ && body_left_ == 0) finish_body();
+  set_interest();
+  liveness_ = UNKNOWN;  // time passed: asked afresh before the next chunk is applied
+  if (parse()) read_input();
+  if (!closed) flush();
+}
+
+void ServerConn::start_read_stage(const Out& o, uint64_t from) {
+  if (!tx_stage_) tx_stage_ = std::make_shared<Stager>(t_->staging_bytes(), t_->staging_backend());
   uint64_t len = o.body_len - from;
   if (len > tx_stage_->capacity()) len = tx_stage_->capacity();
+  tx_busy_ = true;
   tx_seq_ = 0;
-  te::Lease l;
-  st = t_->registry().acquire(o.body + from, len, true, l);
-  if (st != te::TE_OK) {
-    *why = "memory unregistered during a READ response";
-    return st;
+  Transport* t = t_;
+  Loop* loop = loop_;
+  t_->workers().run([this, t, loop, stager = tx_stage_, device = o.device, src = o.body + from, seq = o.seq, from, len,
+                     alive = std::weak_ptr<bool>(alive_)] {
+    std::string why;
+    te::Status st = te::TE_OK;
+    uint8_t* buf = stager->buffer(&st, &why);
+    if (buf) {
+      te::Lease l;
+      st = t->registry().acquire(src, len, true, l);
+      if (st != te::TE_OK)
+        why = "memory unregistered during a READ response";
+      else
+        st = stager->to_host(device, buf, src, len, &why);
+    }
+    loop->post([this, seq, from, len, st, why = std::move(why), alive] {
+      if (!alive.expired()) on_read_staged(seq, from, len, st, why);
+    });
+  });
+}
+
+void ServerConn::on_read_staged(uint64_t seq, uint64_t from, uint64_t len, int32_t status, const std::string& why) {
+  tx_busy_ = false;
+  if (closed || out_.empty() || out_.front().seq != seq) return;
+  if (status == te::TE_OK) {
+    tx_seq_ = seq;
+    tx_from_ = from;
+    tx_len_ = len;
+  } else if (out_off_ == 0) {
+    // Nothing of this response was sent: it becomes a refusal with the CUDA status.
+    Out& o = out_.front();
+    Header h = decode(o.head);
+    h.status = status;
+    h.length = 0;
+    encode(h, o.head);
+    o.body_len = 0;
+    o.device = kHost;
+  } else {
+    drop("device memory could not be staged during a READ response: " + why);
+    return;
   }
-  st = tx_stage_->to_host(o.device, buf, o.body + from, len, why);
-  if (st != te::TE_OK) return st;
-  tx_seq_ = o.seq;
-  tx_from_ = from;
-  tx_len_ = len;
-  return te::TE_OK;
+  flush();
 }
 
 void ServerConn::flush() {
@@ -438,29 +506,18 @@ void ServerConn::flush() {
       // A device body leaves through the one pinned tx buffer: only as the front response,
       // so the chunk staged before it was fully sent.
       if (o.device != kHost && i != 0) break;
-      if (skip < o.head_len) iov[n++] = {o.head + skip, o.head_len - skip};
       uint64_t body_skip = skip > o.head_len ? skip - o.head_len : 0;
+      if (o.device != kHost && o.body_len != 0 &&
+          (o.seq != tx_seq_ || body_skip < tx_from_ || body_skip >= tx_from_ + tx_len_)) {
+        // The next chunk is copied from the device on a worker; the response (its header
+        // too, so a failed first copy can still become a refusal) waits for it.
+        if (!tx_busy_) start_read_stage(o, body_skip);
+        break;
+      }
+      if (skip < o.head_len) iov[n++] = {o.head + skip, o.head_len - skip};
       skip = 0;
       if (o.body_len == 0) continue;
       if (o.device != kHost) {
-        if (o.seq != tx_seq_ || body_skip < tx_from_ || body_skip >= tx_from_ + tx_len_) {
-          std::string why;
-          te::Status st = stage_read(o, body_skip, &why);
-          if (st != te::TE_OK) {
-            if (out_off_ == 0) {
-              // Nothing of this response was sent: it becomes a refusal with the CUDA status.
-              Header h = decode(o.head);
-              h.status = st;
-              h.length = 0;
-              encode(h, o.head);
-              o.body_len = 0;
-              o.device = kHost;
-              continue;
-            }
-            drop("device memory could not be staged during a READ response: " + why);
-            return;
-          }
-        }
         iov[n++] = {tx_stage_->data() + (body_skip - tx_from_), tx_from_ + tx_len_ - body_skip};
         if (tx_from_ + tx_len_ < o.body_len) break;  // the rest is staged once this chunk is sent
         continue;
@@ -481,6 +538,7 @@ void ServerConn::flush() {
       }
       iov[n++] = {reinterpret_cast<void*>(o.body + body_skip), o.body_len - body_skip};
     }
+    if (n == 0) break;  // the front response waits for its device copy (on_read_staged)
     ssize_t w = ::writev(fd_, iov, static_cast<int>(n));
     if (w < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
@@ -511,7 +569,8 @@ void ServerConn::flush() {
     drop("handshake refused");
     return;
   }
-  want_out_ = !out_.empty();
+  // A response waiting for its device copy needs no writability events (on_read_staged flushes).
+  want_out_ = !out_.empty() && !tx_busy_;
   if (input_paused_ && out_.size() <= kResumeOut) {
     input_paused_ = false;
     set_interest();

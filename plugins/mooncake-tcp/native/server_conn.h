@@ -45,10 +45,16 @@ class ServerConn : public IoHandler {
   void set_interest();
   /** False (and the connection dropped) once the initiator closed its end. */
   bool initiator_connected();
-  /** Copies the filled part of rx staging to the device (WRITE into device memory). */
-  void stage_flush();
-  /** Stages body bytes [from, from+len) of the front READ response; false: dropped or refused. */
-  te::Status stage_read(Out& o, uint64_t from, std::string* why);
+  /**
+   * Hands the filled part of rx staging to a worker, which copies it to the device (WRITE
+   * into device memory); input pauses until on_stage_flushed. False when nothing was handed
+   * over (nothing staged, the body already refused, or the connection dropped).
+   */
+  bool stage_flush();
+  void on_stage_flushed(int32_t status);
+  /** Hands the copy of body bytes [from, +chunk) of the front READ response to a worker. */
+  void start_read_stage(const Out& o, uint64_t from);
+  void on_read_staged(uint64_t seq, uint64_t from, uint64_t len, int32_t status, const std::string& why);
 
   Transport* t_;
   Loop* loop_;
@@ -75,9 +81,14 @@ class ServerConn : public IoHandler {
   uint64_t out_off_ = 0;
   uint8_t client_nonce_[kNonceSize];
   uint8_t server_nonce_[kNonceSize];
-  // CUDA staging (device regions only; allocated on first use, freed with the connection).
-  std::unique_ptr<Stager> rx_stage_;  // WRITE bodies: received here, then copied to the device
-  std::unique_ptr<Stager> tx_stage_;  // READ bodies: copied from the device, then sent
+  // CUDA staging (device regions only; allocated on first use). The copies between a staging
+  // buffer and the device run on the transport's workers, one per direction at a time; a
+  // job holds its Stager, and its result is dropped if this connection is gone by then.
+  std::shared_ptr<Stager> rx_stage_;  // WRITE bodies: received here, then copied to the device
+  std::shared_ptr<Stager> tx_stage_;  // READ bodies: copied from the device, then sent
+  bool rx_busy_ = false;              // a worker copies rx staging to the device: input paused
+  bool tx_busy_ = false;              // a worker fills tx staging: the front response waits
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // expires with this connection
   int stage_device_ = kHost;          // STAGED: device of the WRITE's destination
   uint64_t stage_dst_ = 0;            // STAGED: device address of rx staging's first byte
   uint64_t stage_fill_ = 0;           // STAGED: bytes in rx staging

@@ -449,8 +449,8 @@ Status Transport::submit(uint64_t peer_id, const uint8_t* ops, const uint64_t* l
   *batch_id = b->id;
   if (p->local) {
     if (!b->slices.empty()) {
-      Loop* l = loop_for(static_cast<uint32_t>(b->id));
-      l->post([this, b] { run_local(b); });
+      // A same-process batch may copy gigabytes or wait on a device: on a worker, not a loop.
+      workers_.run([this, b] { run_local(b); });
     }
   } else {
     for (Slice& s : b->slices) p->lanes[s.lane]->enqueue(&s);
@@ -531,6 +531,9 @@ std::shared_ptr<Batch> Transport::take_batch(uint64_t id) {
 
 void Transport::close() {
   if (closing_.exchange(true)) return;
+  // Copies in progress finish first and post their results to the loops, which still run,
+  // so no slice settles while a worker still touches its memory.
+  workers_.stop();
   for (auto& l : loops_) l->stop();  // lanes fail their slices with ABORTED, connections close
   if (!listener_ && listen_fd_ >= 0) ::close(listen_fd_);
   listen_fd_ = -1;

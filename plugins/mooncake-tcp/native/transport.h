@@ -14,6 +14,7 @@
 
 #include "cuda_staging.h"
 #include "loop.h"
+#include "worker_pool.h"
 #include "te/memory_registry.h"
 #include "te/status.h"
 #include "wire.h"
@@ -43,6 +44,8 @@ struct Options {
   uint64_t max_connections_per_address = 1024;
   int64_t handshake_timeout_ms = 5000;
   int64_t idle_timeout_ms = 300000;
+  // Threads for CUDA staging copies and same-process copies (started on first use).
+  int worker_threads = 2;
 };
 
 /** Something for the JS thread: a finished batch, a finished openPeer, a notification. */
@@ -150,6 +153,12 @@ class Transport {
   DeviceMap& devices() { return devices_; }
   /** Bytes of one staging buffer: the slice size (a slice is the most one request frame carries from here). */
   uint64_t staging_bytes() const { return opt_.slice_size > kMaxBody ? kMaxBody : opt_.slice_size; }
+  /** Where blocking copies run (CUDA staging, same-process batches): never on an I/O loop. */
+  WorkerPool& workers() { return workers_; }
+  /** The staging buffers' backend: nullptr for CUDA. */
+  StagingBackend* staging_backend() const { return staging_backend_; }
+  /** Tests: stage through `b` instead of CUDA (before any device memory is used). */
+  void set_staging_backend(StagingBackend* b) { staging_backend_ = b; }
   Loop* loop_for(uint32_t i) { return loops_[i % loops_.size()].get(); }
   size_t loop_count() const { return loops_.size(); }
 
@@ -187,7 +196,9 @@ class Transport {
   EventSink sink_;
   te::MemoryRegistry registry_;
   DeviceMap devices_;
+  StagingBackend* staging_backend_ = nullptr;
   std::vector<std::unique_ptr<Loop>> loops_;
+  WorkerPool workers_{opt_.worker_threads};
   IoHandler* listener_ = nullptr;
   int listen_fd_ = -1;
   uint16_t port_ = 0;

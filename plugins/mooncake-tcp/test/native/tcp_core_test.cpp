@@ -3,6 +3,8 @@
 // ThreadSanitizer (`--tsan`), so races between the I/O loops and callers are caught.
 #include <unistd.h>
 
+#include <atomic>
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -252,6 +254,150 @@ void test_parse_hello() {
   CHECK(parse_hello(b, 26, &h) && h.name_len == 0);
 }
 
+
+/**
+ * Staging without a GPU: "device" memory is host memory the test lists in the DeviceMap,
+ * staging buffers come from the heap, and each copy sleeps `delay_ms` first (a device busy
+ * with other work). Records when the last copy finished.
+ */
+struct SlowHostStaging : StagingBackend {
+  std::atomic<int> delay_ms{0};
+  std::atomic<int> copies{0};
+  std::atomic<int64_t> last_copy_end{0};
+  void* alloc(uint64_t bytes, te::Status*, std::string*) override { return std::malloc(bytes); }
+  void release(void* p) override { std::free(p); }
+  te::Status copy(int, void* dst, const void* src, uint64_t len, std::string*) override {
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms.load()));
+    std::memcpy(dst, src, len);
+    ++copies;
+    last_copy_end.store(now_ms());
+    return te::TE_OK;
+  }
+};
+
+/** Submits one request; returns the batch id (0 on a refused submit). */
+uint64_t start(Node& n, uint64_t peer, uint8_t op, uint64_t local, uint64_t remote, uint64_t len) {
+  uint64_t id = 0;
+  std::string err;
+  return n.t->submit(peer, &op, &local, &remote, &len, 1, nullptr, 0, &id, &err) == te::TE_OK ? id : 0;
+}
+
+/** Waits for batch `id`; its first status (or batch status), and when it arrived. */
+int32_t finish(Node& n, uint64_t id, int64_t* at = nullptr) {
+  Event e;
+  if (!n.wait(Event::BATCH, id, &e)) return te::TE_TIMEOUT;
+  if (at) *at = now_ms();
+  auto b = n.t->take_batch(id);
+  if (!b) return te::TE_INTERNAL;
+  return b->batch_status.load() ? b->batch_status.load() : b->statuses[0].load();
+}
+
+// One I/O loop serves both peers of the initiator. A WRITE from device memory whose staging
+// copy takes 600 ms must not hold up a host WRITE to the other peer: the copy runs on a
+// worker. (When the copy ran on the loop, the host write waited the whole 600 ms.)
+void test_slow_staging_stalls_no_other_peer() {
+  SlowHostStaging staging;
+  std::vector<uint8_t> amem(2 << 20), bmem(2 << 20), dev(1 << 20), host(1 << 20);
+  for (size_t i = 0; i < dev.size(); ++i) dev[i] = uint8_t(i * 13 + 1);
+  for (size_t i = 0; i < host.size(); ++i) host[i] = uint8_t(i * 5 + 2);
+  Node a(options("a", 0x1111)), b(options("b", 0x3333));
+  Node init(options("init", 0x2222, 1, 1));
+  init.t->set_staging_backend(&staging);
+  const uint64_t a0 = reinterpret_cast<uint64_t>(amem.data()), b0 = reinterpret_cast<uint64_t>(bmem.data());
+  const uint64_t d0 = reinterpret_cast<uint64_t>(dev.data()), h0 = reinterpret_cast<uint64_t>(host.data());
+  CHECK(a.t->registry().add(a0, amem.size(), true) == te::TE_OK);
+  CHECK(b.t->registry().add(b0, bmem.size(), true) == te::TE_OK);
+  CHECK(init.t->registry().add(d0, dev.size(), false) == te::TE_OK);
+  init.t->devices().add(d0, dev.size(), 0);
+  CHECK(init.t->registry().add(h0, host.size(), false) == te::TE_OK);
+  uint64_t pa = 0, pb = 0;
+  CHECK(open(init, a, 0x1111, 1, &pa) == te::TE_OK);
+  CHECK(open(init, b, 0x3333, 2, &pb) == te::TE_OK);
+  staging.delay_ms = 600;
+  const int64_t t0 = now_ms();
+  uint64_t slow = start(init, pa, 1, d0, a0, 256 << 10);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the copy has begun
+  uint64_t fast = start(init, pb, 1, h0, b0, 256 << 10);
+  int64_t fast_at = 0, slow_at = 0;
+  CHECK(finish(init, fast, &fast_at) == te::TE_OK);
+  CHECK(finish(init, slow, &slow_at) == te::TE_OK);
+  std::printf("  host write to the other peer done after %lld ms, the staged write after %lld ms\n",
+              static_cast<long long>(fast_at - t0), static_cast<long long>(slow_at - t0));
+  CHECK(fast_at - t0 < 300);
+  CHECK(slow_at - t0 >= 600);
+  CHECK(std::memcmp(amem.data(), dev.data(), 256 << 10) == 0);
+  CHECK(std::memcmp(bmem.data(), host.data(), 256 << 10) == 0);
+  init.t->close_peer(pa);
+  init.t->close_peer(pb);
+}
+
+// Every staging path moves the right bytes: WRITE and READ with device memory on the
+// initiator (tx and rx staging of a lane), and on the target (rx and tx staging of a server
+// connection), across several slices and chunks.
+void test_staged_paths_move_the_right_bytes() {
+  SlowHostStaging staging;
+  staging.delay_ms = 1;
+  std::vector<uint8_t> tdev(4 << 20), idev(4 << 20), ihost(4 << 20);
+  Options to = options("target", 0x1111);
+  to.slice_size = 256 << 10;  // several staging chunks per request
+  Node target(to);
+  Options io = options("init", 0x2222, 2, 1);
+  io.slice_size = 256 << 10;
+  Node init(io);
+  target.t->set_staging_backend(&staging);
+  init.t->set_staging_backend(&staging);
+  const uint64_t t0 = reinterpret_cast<uint64_t>(tdev.data()), d0 = reinterpret_cast<uint64_t>(idev.data()),
+                 h0 = reinterpret_cast<uint64_t>(ihost.data());
+  CHECK(target.t->registry().add(t0, tdev.size(), true) == te::TE_OK);
+  target.t->devices().add(t0, tdev.size(), 0);
+  CHECK(init.t->registry().add(d0, idev.size(), false) == te::TE_OK);
+  init.t->devices().add(d0, idev.size(), 0);
+  CHECK(init.t->registry().add(h0, ihost.size(), false) == te::TE_OK);
+  for (size_t i = 0; i < idev.size(); ++i) idev[i] = uint8_t(i * 7 + 3);
+  for (size_t i = 0; i < ihost.size(); ++i) ihost[i] = uint8_t(i * 11 + 5);
+  uint64_t peer = 0;
+  CHECK(open(init, target, 0x1111, 1, &peer) == te::TE_OK);
+  // device -> device (lane tx staging, server rx staging)
+  CHECK(finish(init, start(init, peer, 1, d0, t0, 1 << 20)) == te::TE_OK);
+  CHECK(std::memcmp(tdev.data(), idev.data(), 1 << 20) == 0);
+  // host -> device (server rx staging only)
+  CHECK(finish(init, start(init, peer, 1, h0 + 4096, t0 + (1 << 20), (1 << 20) + 4096)) == te::TE_OK);
+  CHECK(std::memcmp(tdev.data() + (1 << 20), ihost.data() + 4096, (1 << 20) + 4096) == 0);
+  // device -> device READ (server tx staging, lane rx staging)
+  std::memset(idev.data(), 0, idev.size());
+  CHECK(finish(init, start(init, peer, 0, d0 + 8, t0 + 100, 700000)) == te::TE_OK);
+  CHECK(std::memcmp(idev.data() + 8, tdev.data() + 100, 700000) == 0);
+  // device -> host READ (server tx staging only)
+  std::memset(ihost.data(), 0, ihost.size());
+  CHECK(finish(init, start(init, peer, 0, h0, t0, 2 << 20)) == te::TE_OK);
+  CHECK(std::memcmp(ihost.data(), tdev.data(), 2 << 20) == 0);
+  CHECK(staging.copies.load() > 8);
+  init.t->close_peer(peer);
+}
+
+// A staged WRITE whose peer is closed while its copy runs settles only after the copy: a
+// slice is reported done only once nothing touches its memory.
+void test_staged_slice_settles_after_its_copy() {
+  SlowHostStaging staging;
+  std::vector<uint8_t> tmem(1 << 20), dev(1 << 20, 0x33);
+  Node target(options("target", 0x1111));
+  Node init(options("init", 0x2222, 1, 1));
+  init.t->set_staging_backend(&staging);
+  const uint64_t t0 = reinterpret_cast<uint64_t>(tmem.data()), d0 = reinterpret_cast<uint64_t>(dev.data());
+  CHECK(target.t->registry().add(t0, tmem.size(), true) == te::TE_OK);
+  CHECK(init.t->registry().add(d0, dev.size(), false) == te::TE_OK);
+  init.t->devices().add(d0, dev.size(), 0);
+  uint64_t peer = 0;
+  CHECK(open(init, target, 0x1111, 1, &peer) == te::TE_OK);
+  staging.delay_ms = 400;
+  uint64_t id = start(init, peer, 1, d0, t0, 512 << 10);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  init.t->close_peer(peer);
+  int64_t at = 0;
+  CHECK(finish(init, id, &at) == te::TE_ABORTED);
+  CHECK(staging.last_copy_end.load() != 0 && at >= staging.last_copy_end.load());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -264,6 +410,9 @@ int main(int argc, char** argv) {
       {"sticky_failure_from_many_lanes", test_sticky_failure_from_many_lanes},
       {"cancel_fails_only_the_cancelled_batch", test_cancel_fails_only_the_cancelled_batch},
       {"notification_queue_is_bounded", test_notification_queue_is_bounded},
+      {"slow_staging_stalls_no_other_peer", test_slow_staging_stalls_no_other_peer},
+      {"staged_paths_move_the_right_bytes", test_staged_paths_move_the_right_bytes},
+      {"staged_slice_settles_after_its_copy", test_staged_slice_settles_after_its_copy},
   };
   for (auto& c : cases) {
     if (argc > 1 && std::strcmp(argv[1], c.name) != 0) continue;
