@@ -1,0 +1,326 @@
+// Raw libfabric RMA between two processes: the ceiling te's transports are compared with.
+// No te code is involved: a target process registers a buffer and polls its completion
+// queue (providers such as tcp;ofi_rxm progress data only when polled); an initiator keeps
+// `window` fi_write or fi_read operations in flight against it for a fixed time. Every
+// slot of the destination is checked afterwards (a checksum computed on both sides).
+//
+//   fi_rma_bench --op write|read --size BYTES --window N --seconds S [--provider tcp;ofi_rxm]
+//
+// Prints one JSON line: op, size, window, provider, ops, seconds, bytesPerSecond,
+// requestsPerSecond, p50Us, p99Us, verified. Exit status 0 only when verified.
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <rdma/fabric.h>
+#include <rdma/fi_cm.h>
+#include <rdma/fi_domain.h>
+#include <rdma/fi_endpoint.h>
+#include <rdma/fi_errno.h>
+#include <rdma/fi_rma.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_ADDR 256
+#define MAX_SAMPLES (1 << 20)
+
+struct options {
+  int write;
+  size_t size;
+  int window;
+  double seconds;
+  const char *provider;
+};
+
+// What the target tells the initiator (over a socketpair, before the run).
+struct target_info {
+  uint64_t key;
+  uint64_t base;  // remote address of the buffer's first byte (0 unless FI_MR_VIRT_ADDR)
+  uint64_t bytes;
+  uint64_t addrlen;
+  uint8_t addr[MAX_ADDR];
+};
+
+struct fabric {
+  struct fi_info *info;
+  struct fid_fabric *fabric;
+  struct fid_domain *domain;
+  struct fid_cq *cq;
+  struct fid_av *av;
+  struct fid_ep *ep;
+  struct fid_mr *mr;
+  void *desc;
+  uint8_t *buf;
+  size_t bytes;
+};
+
+static void die(const char *what, int rc) {
+  fprintf(stderr, "fi_rma_bench: %s: %s\n", what, rc < 0 ? fi_strerror(-rc) : strerror(errno));
+  exit(2);
+}
+
+#define CHECK(call)                    \
+  do {                                 \
+    int rc_ = (call);                  \
+    if (rc_) die(#call, rc_);          \
+  } while (0)
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static uint8_t pattern(size_t i) { return (uint8_t)(i * 31 + 7 + (i >> 12)); }
+
+// FNV-1a over 64-bit words: both sides hash the same slots the same way.
+static uint64_t checksum(const uint8_t *p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, p + i, 8);
+    h = (h ^ w) * 1099511628211ull;
+  }
+  for (; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+static void write_all(int fd, const void *p, size_t n) {
+  const uint8_t *b = p;
+  while (n) {
+    ssize_t w = write(fd, b, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) die("write to the other process", 0);
+    b += w;
+    n -= (size_t)w;
+  }
+}
+
+static void read_all(int fd, void *p, size_t n) {
+  uint8_t *b = p;
+  while (n) {
+    ssize_t r = read(fd, b, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) die("read from the other process", 0);
+    b += r;
+    n -= (size_t)r;
+  }
+}
+
+static void open_fabric(struct fabric *f, const struct options *o, size_t bytes) {
+  struct fi_info *hints = fi_allocinfo();
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->caps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
+  hints->mode = FI_CONTEXT;
+  hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY;
+  hints->domain_attr->threading = FI_THREAD_DOMAIN;
+  hints->fabric_attr->prov_name = strdup(o->provider);
+  CHECK(fi_getinfo(FI_VERSION(1, 9), "127.0.0.1", NULL, FI_SOURCE, hints, &f->info));
+  fi_freeinfo(hints);
+  CHECK(fi_fabric(f->info->fabric_attr, &f->fabric, NULL));
+  CHECK(fi_domain(f->fabric, f->info, &f->domain, NULL));
+  struct fi_cq_attr cq = {.format = FI_CQ_FORMAT_CONTEXT, .size = (size_t)o->window * 2 + 64};
+  CHECK(fi_cq_open(f->domain, &cq, &f->cq, NULL));
+  struct fi_av_attr av = {.type = FI_AV_TABLE};
+  CHECK(fi_av_open(f->domain, &av, &f->av, NULL));
+  CHECK(fi_endpoint(f->domain, f->info, &f->ep, NULL));
+  CHECK(fi_ep_bind(f->ep, &f->cq->fid, FI_TRANSMIT | FI_RECV));
+  CHECK(fi_ep_bind(f->ep, &f->av->fid, 0));
+  CHECK(fi_enable(f->ep));
+  f->bytes = bytes;
+  if (posix_memalign((void **)&f->buf, 4096, bytes)) die("posix_memalign", 0);
+  memset(f->buf, 0, bytes);
+  CHECK(fi_mr_reg(f->domain, f->buf, bytes, FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 1, 0, &f->mr, NULL));
+  f->desc = fi_mr_desc(f->mr);
+}
+
+static void close_fabric(struct fabric *f) {
+  fi_close(&f->mr->fid);
+  fi_close(&f->ep->fid);
+  fi_close(&f->av->fid);
+  fi_close(&f->cq->fid);
+  fi_close(&f->domain->fid);
+  fi_close(&f->fabric->fid);
+  fi_freeinfo(f->info);
+  free(f->buf);
+}
+
+// Target: serves RMA (by polling) until the initiator says stop, then returns the checksum
+// of the slots it was told about.
+static int run_target(int sock, const struct options *o, size_t bytes) {
+  struct fabric f;
+  open_fabric(&f, o, bytes);
+  for (size_t i = 0; i < bytes; ++i) f.buf[i] = pattern(i);  // what a READ must return
+  struct target_info ti = {0};
+  ti.key = fi_mr_key(f.mr);
+  ti.base = (f.info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)f.buf : 0;
+  ti.bytes = bytes;
+  size_t len = MAX_ADDR;
+  CHECK(fi_getname(&f.ep->fid, ti.addr, &len));
+  ti.addrlen = len;
+  write_all(sock, &ti, sizeof ti);
+  fcntl(sock, F_SETFL, O_NONBLOCK);
+  uint64_t verify_bytes = 0;
+  for (;;) {
+    struct fi_cq_entry e[16];
+    fi_cq_read(f.cq, e, 16);  // drives the provider's progress; the target posts nothing
+    ssize_t r = read(sock, &verify_bytes, sizeof verify_bytes);
+    if (r == sizeof verify_bytes) break;
+    if (r == 0) return 1;  // the initiator died
+  }
+  fcntl(sock, F_SETFL, 0);
+  uint64_t sum = checksum(f.buf, verify_bytes);
+  write_all(sock, &sum, sizeof sum);
+  close_fabric(&f);
+  return 0;
+}
+
+static int cmp_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+struct slot {
+  struct fi_context ctx;  // first: a completion's op_context points here
+  double posted;
+  int index;
+};
+
+static int run_initiator(int sock, const struct options *o, size_t bytes) {
+  struct fabric f;
+  open_fabric(&f, o, bytes);
+  struct target_info ti;
+  read_all(sock, &ti, sizeof ti);
+  fi_addr_t peer;
+  if (fi_av_insert(f.av, ti.addr, 1, &peer, 0, NULL) != 1) die("fi_av_insert", -FI_EINVAL);
+  if (o->write)
+    for (size_t i = 0; i < bytes; ++i) f.buf[i] = pattern(i * 3 + 1);
+  struct slot *slots = calloc((size_t)o->window, sizeof *slots);
+  uint32_t *samples = malloc(sizeof(uint32_t) * MAX_SAMPLES);
+  size_t nsamples = 0;
+  uint64_t done = 0;
+  int inflight = 0;
+  const double start = now_s(), until = start + o->seconds;
+  double end = start;
+  int stopping = 0;
+  // Slots ready to post (every one at first); a completed slot is posted again until the time
+  // is up. A slot's context stays where it is while its operation is in flight.
+  struct slot **ready = malloc(sizeof(struct slot *) * (size_t)o->window);
+  int nready = 0;
+  for (int i = 0; i < o->window; ++i) {
+    slots[i].index = i;
+    ready[nready++] = &slots[i];
+  }
+  for (;;) {
+    while (!stopping && nready > 0) {
+      struct slot *s = ready[nready - 1];
+      uint8_t *local = f.buf + (size_t)s->index * o->size;
+      uint64_t remote = ti.base + (uint64_t)s->index * o->size;
+      s->posted = now_s();
+      ssize_t rc = o->write ? fi_write(f.ep, local, o->size, f.desc, peer, remote, ti.key, &s->ctx)
+                            : fi_read(f.ep, local, o->size, f.desc, peer, remote, ti.key, &s->ctx);
+      if (rc == -FI_EAGAIN) break;  // the provider is full: poll, then retry
+      if (rc) die(o->write ? "fi_write" : "fi_read", (int)rc);
+      ++inflight;
+      --nready;
+    }
+    if (stopping && inflight == 0) break;
+    struct fi_cq_entry e[64];
+    ssize_t n = fi_cq_read(f.cq, e, 64);
+    if (n == -FI_EAGAIN) continue;
+    if (n < 0) {
+      struct fi_cq_err_entry err = {0};
+      fi_cq_readerr(f.cq, &err, 0);
+      fprintf(stderr, "fi_rma_bench: operation failed: %s\n", fi_strerror(err.err));
+      return 1;
+    }
+    const double t = now_s();
+    for (ssize_t k = 0; k < n; ++k) {
+      struct slot *s = (struct slot *)e[k].op_context;
+      --inflight;
+      ++done;
+      if (nsamples < MAX_SAMPLES) samples[nsamples++] = (uint32_t)((t - s->posted) * 1e6);
+      if (t >= until) {
+        stopping = 1;
+        continue;
+      }
+      ready[nready++] = s;
+    }
+    end = t;
+  }
+  // Every slot was written (or read) at least once: compare the whole window.
+  const uint64_t verify = (uint64_t)o->window * o->size;
+  write_all(sock, &verify, sizeof verify);
+  uint64_t remote_sum = 0;
+  read_all(sock, &remote_sum, sizeof remote_sum);
+  int verified;
+  if (o->write) {
+    verified = remote_sum == checksum(f.buf, verify);
+  } else {
+    uint8_t *want = malloc(verify);
+    for (size_t i = 0; i < verify; ++i) want[i] = pattern(i);
+    verified = remote_sum == checksum(want, verify) && memcmp(want, f.buf, verify) == 0;
+    free(want);
+  }
+  qsort(samples, nsamples, sizeof *samples, cmp_u32);
+  const double secs = end - start;
+  printf("{\"op\":\"%s\",\"size\":%zu,\"window\":%d,\"provider\":\"%s\",\"ops\":%llu,\"seconds\":%.3f,"
+         "\"bytesPerSecond\":%.0f,\"requestsPerSecond\":%.0f,\"p50Us\":%u,\"p99Us\":%u,\"verified\":%s}\n",
+         o->write ? "write" : "read", o->size, o->window, o->provider, (unsigned long long)done, secs,
+         done * (double)o->size / secs, done / secs, nsamples ? samples[nsamples / 2] : 0,
+         nsamples ? samples[(size_t)(nsamples * 0.99)] : 0, verified ? "true" : "false");
+  free(samples);
+  free(ready);
+  free(slots);
+  close_fabric(&f);
+  return verified ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+  struct options o = {.write = 1, .size = 1 << 20, .window = 4, .seconds = 2, .provider = "tcp;ofi_rxm"};
+  static struct option longs[] = {{"op", required_argument, 0, 'o'},       {"size", required_argument, 0, 's'},
+                                  {"window", required_argument, 0, 'w'},   {"seconds", required_argument, 0, 't'},
+                                  {"provider", required_argument, 0, 'p'}, {0, 0, 0, 0}};
+  for (int c; (c = getopt_long(argc, argv, "", longs, NULL)) != -1;) {
+    switch (c) {
+      case 'o': o.write = strcmp(optarg, "read") != 0; break;
+      case 's': o.size = strtoull(optarg, NULL, 0); break;
+      case 'w': o.window = atoi(optarg); break;
+      case 't': o.seconds = atof(optarg); break;
+      case 'p': o.provider = optarg; break;
+      default:
+        fprintf(stderr, "usage: fi_rma_bench --op write|read --size BYTES --window N --seconds S [--provider P]\n");
+        return 2;
+    }
+  }
+  if (o.size == 0 || o.window < 1 || o.seconds <= 0) {
+    fprintf(stderr, "fi_rma_bench: --size, --window and --seconds must be positive\n");
+    return 2;
+  }
+  const size_t bytes = (size_t)o.window * o.size;
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) die("socketpair", 0);
+  pid_t child = fork();
+  if (child < 0) die("fork", 0);
+  if (child == 0) {
+    close(sv[0]);
+    _exit(run_target(sv[1], &o, bytes));
+  }
+  close(sv[1]);
+  int rc = run_initiator(sv[0], &o, bytes);
+  close(sv[0]);
+  int status = 0;
+  waitpid(child, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fprintf(stderr, "fi_rma_bench: the target process failed\n");
+    return 1;
+  }
+  return rc;
+}
