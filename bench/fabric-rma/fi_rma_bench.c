@@ -5,6 +5,7 @@
 // slot of the destination is checked afterwards (a checksum computed on both sides).
 //
 //   fi_rma_bench --op write|read --size BYTES --window N --seconds S [--provider tcp;ofi_rxm]
+//                [--delivery-complete]   (writes complete once applied at the target)
 //
 // Prints one JSON line: op, size, window, provider, ops, seconds, bytesPerSecond,
 // requestsPerSecond, p50Us, p99Us, verified. Exit status 0 only when verified.
@@ -36,6 +37,7 @@ struct options {
   int window;
   double seconds;
   const char *provider;
+  int delivery_complete;  // writes complete only once applied at the target, as te posts them
 };
 
 // What the target tells the initiator (over a socketpair, before the run).
@@ -224,8 +226,17 @@ static int run_initiator(int sock, const struct options *o, size_t bytes) {
       uint8_t *local = f.buf + (size_t)s->index * o->size;
       uint64_t remote = ti.base + (uint64_t)s->index * o->size;
       s->posted = now_s();
-      ssize_t rc = o->write ? fi_write(f.ep, local, o->size, f.desc, peer, remote, ti.key, &s->ctx)
-                            : fi_read(f.ep, local, o->size, f.desc, peer, remote, ti.key, &s->ctx);
+      ssize_t rc;
+      if (o->write && o->delivery_complete) {
+        struct iovec iov = {.iov_base = local, .iov_len = o->size};
+        struct fi_rma_iov rma = {.addr = remote, .len = o->size, .key = ti.key};
+        struct fi_msg_rma msg = {.msg_iov = &iov, .desc = &f.desc, .iov_count = 1, .addr = peer,
+                                 .rma_iov = &rma, .rma_iov_count = 1, .context = &s->ctx};
+        rc = fi_writemsg(f.ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+      } else {
+        rc = o->write ? fi_write(f.ep, local, o->size, f.desc, peer, remote, ti.key, &s->ctx)
+                      : fi_read(f.ep, local, o->size, f.desc, peer, remote, ti.key, &s->ctx);
+      }
       if (rc == -FI_EAGAIN) break;  // the provider is full: poll, then retry
       if (rc) die(o->write ? "fi_write" : "fi_read", (int)rc);
       ++inflight;
@@ -271,9 +282,9 @@ static int run_initiator(int sock, const struct options *o, size_t bytes) {
   }
   qsort(samples, nsamples, sizeof *samples, cmp_u32);
   const double secs = end - start;
-  printf("{\"op\":\"%s\",\"size\":%zu,\"window\":%d,\"provider\":\"%s\",\"ops\":%llu,\"seconds\":%.3f,"
+  printf("{\"op\":\"%s\",\"deliveryComplete\":%s,\"size\":%zu,\"window\":%d,\"provider\":\"%s\",\"ops\":%llu,\"seconds\":%.3f,"
          "\"bytesPerSecond\":%.0f,\"requestsPerSecond\":%.0f,\"p50Us\":%u,\"p99Us\":%u,\"verified\":%s}\n",
-         o->write ? "write" : "read", o->size, o->window, o->provider, (unsigned long long)done, secs,
+         o->write ? "write" : "read", o->write && o->delivery_complete ? "true" : "false", o->size, o->window, o->provider, (unsigned long long)done, secs,
          done * (double)o->size / secs, done / secs, nsamples ? samples[nsamples / 2] : 0,
          nsamples ? samples[(size_t)(nsamples * 0.99)] : 0, verified ? "true" : "false");
   free(samples);
@@ -287,7 +298,8 @@ int main(int argc, char **argv) {
   struct options o = {.write = 1, .size = 1 << 20, .window = 4, .seconds = 2, .provider = "tcp;ofi_rxm"};
   static struct option longs[] = {{"op", required_argument, 0, 'o'},       {"size", required_argument, 0, 's'},
                                   {"window", required_argument, 0, 'w'},   {"seconds", required_argument, 0, 't'},
-                                  {"provider", required_argument, 0, 'p'}, {0, 0, 0, 0}};
+                                  {"provider", required_argument, 0, 'p'}, {"delivery-complete", no_argument, 0, 'd'},
+                                  {0, 0, 0, 0}};
   for (int c; (c = getopt_long(argc, argv, "", longs, NULL)) != -1;) {
     switch (c) {
       case 'o': o.write = strcmp(optarg, "read") != 0; break;
@@ -295,8 +307,9 @@ int main(int argc, char **argv) {
       case 'w': o.window = atoi(optarg); break;
       case 't': o.seconds = atof(optarg); break;
       case 'p': o.provider = optarg; break;
+      case 'd': o.delivery_complete = 1; break;
       default:
-        fprintf(stderr, "usage: fi_rma_bench --op write|read --size BYTES --window N --seconds S [--provider P]\n");
+        fprintf(stderr, "usage: fi_rma_bench --op write|read --size BYTES --window N --seconds S [--provider P] [--delivery-complete]\n");
         return 2;
     }
   }

@@ -22,9 +22,15 @@ export function buildRawFabric() {
   return binary;
 }
 
-/** One run: {op, size, window, bytesPerSecond, requestsPerSecond, p50Us, p99Us, verified}. */
-export function runRawFabric({ op, size, window, seconds, provider = 'tcp;ofi_rxm' }) {
-  const out = execFileSync(buildRawFabric(), ['--op', op, '--size', String(size), '--window', String(window), '--seconds', String(seconds), '--provider', provider], {
+/**
+ * One run: {op, size, window, bytesPerSecond, requestsPerSecond, p50Us, p99Us, verified}.
+ * `deliveryComplete`: writes complete only once applied at the target (FI_DELIVERY_COMPLETE),
+ * the guarantee te's transports give for a completed write.
+ */
+export function runRawFabric({ op, size, window, seconds, provider = 'tcp;ofi_rxm', deliveryComplete = false }) {
+  const args = ['--op', op, '--size', String(size), '--window', String(window), '--seconds', String(seconds), '--provider', provider];
+  if (deliveryComplete) args.push('--delivery-complete');
+  const out = execFileSync(buildRawFabric(), args, {
     encoding: 'utf8',
     stdio: ['ignore', 'pipe', 'inherit'],
     timeout: (seconds + 60) * 1000,
