@@ -1,5 +1,6 @@
 #include "te/cuda/copy_engine.h"
 
+#include <pthread.h>
 #include <chrono>
 
 
@@ -8,7 +9,10 @@ namespace te::cuda {
 CopyEngine::CopyEngine(CopyEngineOptions options, Done done)
     : options_(options), rt_(options.runtime ? options.runtime : cuda_runtime()), done_(std::move(done)) {
   if (options_.streams_per_device < 1) options_.streams_per_device = 1;
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "te-cuda-copy");
+    run();
+  });
 }
 
 CopyEngine::~CopyEngine() { stop(); }

@@ -1,5 +1,6 @@
 #include "te/cuda/cuda_transport.h"
 
+#include <pthread.h>
 #include <algorithm>
 #include <cstdio>
 #include <thread>
@@ -195,7 +196,10 @@ Error CudaTransport::submit(uint64_t peer_id, const uint8_t* ops, const uint64_t
     }
     if (queue_peer) {
       prep_ready_.push_back(seg);
-      if (prep_idle_ == 0 && prep_threads_.size() < kPrepThreads) prep_threads_.emplace_back([this] { prepare_loop(); });
+      if (prep_idle_ == 0 && prep_threads_.size() < kPrepThreads) prep_threads_.emplace_back([this] {
+        pthread_setname_np(pthread_self(), "te-cuda-prep");
+        prepare_loop();
+      });
       else prep_cv_.notify_one();
     }
   }

@@ -153,6 +153,9 @@ struct Rail {
   void push_ctrl(CtrlMsg&& m);
   void run();
   bool post_some();
+  bool post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted);
+  /** Slices taken from the queue at a time to be posted without the queue lock. */
+  static constexpr size_t kPostChunk = 32;
   bool poll_cq(int timeout_ms);
   void handle_error();
   void repost_recv(Op* op);

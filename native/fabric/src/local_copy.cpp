@@ -1,6 +1,7 @@
 // Same-process transfers (the engine's own segment): validated memmove, no provider
 // involved, on a thread of its own so that a large copy never runs on the JS thread nor
 // holds up a rail. Copies go in 4 MiB steps and stop at a cancel.
+#include <pthread.h>
 #include <cstring>
 
 #include "impl.h"
@@ -14,7 +15,11 @@ constexpr uint64_t kStep = 4ull << 20;
 void Transport::Impl::copy_locally(std::shared_ptr<Batch> b) {
   {
     std::lock_guard<std::mutex> l(copy_mu);
-    if (!copy_thread.joinable()) copy_thread = std::thread([this] { run_local_copies(); });
+    if (!copy_thread.joinable())
+      copy_thread = std::thread([this] {
+        pthread_setname_np(pthread_self(), "te-fi-copy");
+        run_local_copies();
+      });
     copy_queue.push_back(std::move(b));
   }
   copy_cv.notify_one();

@@ -1,6 +1,7 @@
 // One rail: a NIC's fabric, domain, RDM endpoint, completion queue and address vector,
 // driven by its own progress thread (providers such as ofi_rxm make progress only when
 // their CQ is read, so a target that merely receives still needs this thread).
+#include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -110,7 +111,10 @@ Status Rail::open(std::string* err) {
 }
 
 void Rail::start_thread() {
-  thread = std::thread([this] { run(); });
+  thread = std::thread([this] {
+    pthread_setname_np(pthread_self(), ("te-fi-rail" + std::to_string(index)).c_str());
+    run();
+  });
 }
 
 void Rail::wake() {
@@ -209,15 +213,59 @@ bool Rail::post_some() {
     }
     live.insert(op);
   }
-  while (!slices.empty() && inflight < window) {
-    Slice& s = slices.front();
+  l.unlock();
+  // Slices are taken from the queue in chunks and posted without the queue lock: callers
+  // queue more (push_slices, from the JS thread) while this thread is in the provider.
+  // Their places in the window are reserved while they are out of the queue.
+  for (;;) {
+    std::deque<Slice> chunk;
+    {
+      std::lock_guard<std::mutex> ql(q_mu);
+      size_t room = inflight < window ? static_cast<size_t>(window - inflight) : 0;
+      size_t take = std::min<size_t>({room, slices.size(), kPostChunk});
+      for (size_t i = 0; i < take; ++i) {
+        chunk.push_back(std::move(slices.front()));
+        slices.pop_front();
+      }
+      inflight += static_cast<int>(take);
+    }
+    if (chunk.empty()) return did;
+    std::vector<Op*> posted;
+    posted.reserve(chunk.size());
+    const bool full = post_chunk(chunk, posted);
+    did = true;  // posted, finished or refused: something moved
+    {
+      std::lock_guard<std::mutex> ql(q_mu);
+      for (Op* op : posted) live.insert(op);
+      // What was not posted (the provider was full) goes back to the front, in order.
+      inflight -= static_cast<int>(chunk.size());
+      while (!chunk.empty()) {
+        slices.push_front(std::move(chunk.back()));
+        chunk.pop_back();
+      }
+    }
+    if (full) return true;
+  }
+}
+
+// Posts the slices of `chunk` in order, without the queue lock (their window places are
+// reserved). Failed or refused slices are finished (and their places given back); posted
+// ops are added to `posted`; on a full provider the rest stays in `chunk` and the result is
+// true. The caller returns what stayed to the queue.
+bool Rail::post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted) {
+  auto give_back_place = [this] {
+    std::lock_guard<std::mutex> ql(q_mu);
+    --inflight;
+  };
+  while (!chunk.empty()) {
+    Slice& s = chunk.front();
     const std::shared_ptr<Batch>& b = s.batch;
     int32_t cancel = b->cancel_status.load();
     std::shared_ptr<Peer> peer = b->peer;
     if (cancel || b->done.load() || peer->state.load() >= 2) {
       Slice x = std::move(s);
-      slices.pop_front();
-      l.unlock();
+      chunk.pop_front();
+      give_back_place();
       if (cancel) owner->finish_slice(x.batch, x.req, cancel, "");
       else if (peer->state.load() >= 2) {
         std::string why;
@@ -227,8 +275,6 @@ bool Rail::post_some() {
         }
         owner->finish_slice(x.batch, x.req, TE_CONNECTION_LOST, why);
       } else owner->finish_slice(x.batch, x.req, TE_ABORTED, "");
-      l.lock();
-      did = true;
       continue;
     }
     // The region may have been revoked since the batch was validated: re-check under the
@@ -242,11 +288,9 @@ bool Rail::post_some() {
     }
     if (!live_region) {
       Slice x = std::move(s);
-      slices.pop_front();
-      l.unlock();
+      chunk.pop_front();
+      give_back_place();
       owner->finish_slice(x.batch, x.req, TE_MEMORY_NOT_REGISTERED, "the peer revoked the region while the batch was queued");
-      l.lock();
-      did = true;
       continue;
     }
     Op* op = new Op();
@@ -259,13 +303,11 @@ bool Rail::post_some() {
     Status ls = owner->registry.acquire(s.local, s.len, false, op->lease);
     if (ls != TE_OK) {
       Slice x = std::move(s);
-      slices.pop_front();
+      chunk.pop_front();
       delete op;
-      l.unlock();
+      give_back_place();
       owner->drained(peer, x.region);
       owner->finish_slice(x.batch, x.req, ls, "local memory was unregistered while the batch was queued");
-      l.lock();
-      did = true;
       continue;
     }
     void* desc = mr_local ? owner->local_desc(index, s.local) : nullptr;
@@ -289,28 +331,22 @@ bool Rail::post_some() {
     }
     if (rc == -FI_EAGAIN) {
       delete op;
-      uint64_t region = s.region;
-      l.unlock();
-      owner->drained(peer, region);  // counted again when it is posted again
-      l.lock();
-      break;
+      owner->drained(peer, s.region);  // counted again when it is posted again
+      return true;
     }
     Slice x = std::move(s);
-    slices.pop_front();
-    did = true;
+    chunk.pop_front();
     if (rc) {
       delete op;
-      l.unlock();
+      give_back_place();
       owner->drained(peer, x.region);
       owner->finish_slice(x.batch, x.req, TE_TRANSFER_FAILED,
                           std::string(x.write ? "fi_writemsg" : "fi_readmsg") + " on " + pub.provider + ": " + fi_error(static_cast<int>(rc)));
-      l.lock();
       continue;
     }
-    ++inflight;
-    live.insert(op);
+    posted.push_back(op);
   }
-  return did;
+  return false;
 }
 
 void Rail::repost_recv(Op* op) {
@@ -398,6 +434,8 @@ bool Rail::poll_cq(int timeout_ms) {
     return true;
   }
   if (n <= 0) return false;
+  Op* data[16];
+  size_t ndata = 0;
   for (ssize_t i = 0; i < n; ++i) {
     Op* op = static_cast<Op*>(ent[i].op_context);
     if (!op) continue;
@@ -416,22 +454,27 @@ bool Rail::poll_cq(int timeout_ms) {
         delete op;
         break;
       }
-      case Op::DATA: {
-        {
-          std::lock_guard<std::mutex> l(q_mu);
-          --inflight;
-          live.erase(op);
-        }
-        auto b = op->batch;
-        auto p = op->peer;
-        uint32_t req = op->req;
-        uint64_t region = op->region;
-        delete op;
-        owner->drained(p, region);
-        owner->finish_slice(b, req, TE_OK, "");
+      case Op::DATA:
+        data[ndata++] = op;
         break;
-      }
     }
+  }
+  if (ndata == 0) return true;
+  // One lock for every data completion of this read (the queue lock is what submitters wait for).
+  {
+    std::lock_guard<std::mutex> l(q_mu);
+    inflight -= static_cast<int>(ndata);
+    for (size_t i = 0; i < ndata; ++i) live.erase(data[i]);
+  }
+  for (size_t i = 0; i < ndata; ++i) {
+    Op* op = data[i];
+    auto b = op->batch;
+    auto p = op->peer;
+    uint32_t req = op->req;
+    uint64_t region = op->region;
+    delete op;  // releases the lease
+    owner->drained(p, region);
+    owner->finish_slice(b, req, TE_OK, "");
   }
   return true;
 }

@@ -1,5 +1,7 @@
 #include "worker_pool.h"
 
+#include <pthread.h>
+
 namespace tetcp {
 
 void WorkerPool::run(std::function<void()> job) {
@@ -37,6 +39,7 @@ void WorkerPool::stop() {
 }
 
 void WorkerPool::work() {
+  pthread_setname_np(pthread_self(), "te-tcp-copy");
   for (;;) {
     std::function<void()> job;
     {
