@@ -1,6 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { fileURLToPath } from 'node:url';
+import type { TeConfigInput } from '@te/connector';
 import { Cluster, netnsSupport, testIf } from './harness/index.js';
 
 /*
@@ -12,9 +13,14 @@ const EC_NODE = fileURLToPath(new URL('./fixtures/ec-node.ts', import.meta.url))
 const MiB = 1 << 20;
 const ITEMS = [['img-a', MiB], ['img-b', 3 * MiB + 17], ['vid-c', 8 * MiB], ['tiny', 1]] as const;
 
-testIf(test, netnsSupport(), 'EC across hosts over mooncake-tcp: the prefill host pulls every item byte-exact from the encoder host', async () => {
+const CONFIGS: [string, (address: string) => TeConfigInput][] = [
+  ['mooncake-tcp', (address) => ({ connector: 'mooncake-tcp', bindAddress: address })],
+  ['mooncake-rdma (tcp;ofi_rxm)', (address) => ({ connector: 'mooncake-rdma', bindAddress: address, transportOptions: { 'mooncake-rdma': { provider: 'tcp;ofi_rxm', connectTimeoutMs: 2000 } } })],
+];
+
+for (const [name, config] of CONFIGS) testIf(test, netnsSupport(), `EC across hosts over ${name}: the prefill host pulls every item byte-exact from the encoder host`, async () => {
   await Cluster.with(['encoder', 'prefill'], async (c) => {
-    const spec = (role: string, address: string) => ({ TE_NETNS_EC: JSON.stringify({ role, config: { connector: 'mooncake-tcp', bindAddress: address } }) });
+    const spec = (role: string, address: string) => ({ TE_NETNS_EC: JSON.stringify({ role, config: config(address) }) });
     const [producer, consumer] = await Promise.all([
       c.spawn('encoder', EC_NODE, { env: spec('producer', c.host('encoder').address) }),
       c.spawn('prefill', EC_NODE, { env: spec('consumer', c.host('prefill').address) }),

@@ -11,7 +11,7 @@ const layout = { attnTpSize: 1, attnTpRank: 0, attnDpSize: 1, attnDpRank: 0, ppS
  * The decode worker: receives the request's KV and first token from the prefill, then
  * checks every byte against what the encoder and the prefill must have computed.
  */
-export async function startDecode(engine: TransferEngine, m: ModelSpec, pages: number, slots: number) {
+export async function startDecode(engine: TransferEngine, m: ModelSpec, pages: number, slots: number, host = '127.0.0.1') {
   const mem = await allocateKv(engine, m, pages, slots);
   const kv = await createKVManager({ role: 'decode', layout, buffers: mem.buffers, engine, timeouts: { bootstrapMs: 30_000, waitingMs: 30_000, heartbeatMs: 1_000 } });
   const pageAlloc = new PageAllocator(pages);
@@ -52,6 +52,6 @@ export async function startDecode(engine: TransferEngine, m: ModelSpec, pages: n
         freeSlots.push(slot);
       }
     },
-  });
+  }, 0, host);
   return { port, close: async () => (server.close(), await kv.close()) };
 }

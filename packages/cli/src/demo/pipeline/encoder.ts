@@ -4,7 +4,7 @@ import { HttpError, serveJson } from './http.js';
 import { busyWait, encode, mmHashOf, type ModelSpec } from './model.js';
 
 /** The encoder worker: encodes each new image once, keeps it in the EC transfer pool, returns ec_transfer_params. */
-export async function startEncoder(engine: TransferEngine, m: ModelSpec, poolBytes: number) {
+export async function startEncoder(engine: TransferEngine, m: ModelSpec, poolBytes: number, host = '127.0.0.1') {
   const producer = await createECProducer({ engine, poolBytes });
   let encoded = 0;
   let reused = 0;
@@ -35,6 +35,6 @@ export async function startEncoder(engine: TransferEngine, m: ModelSpec, poolByt
       return { ec_transfer_params: producer.transferParams(hashes), encodeMs: performance.now() - started };
     },
     'GET /stats': async () => ({ encoded, reused, notPooled, evictions: producer.pool.evictions, pulls: producer.pulls }),
-  });
+  }, 0, host);
   return { port, close: async () => (server.close(), await producer.close()) };
 }

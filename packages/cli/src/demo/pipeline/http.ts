@@ -11,11 +11,11 @@ export class HttpError extends Error {
 
 export type Route = (body: any, req: IncomingMessage) => Promise<unknown>;
 
-/** A JSON-over-HTTP server on loopback: routes by "METHOD /path"; errors answer with {error}. */
-export async function serveJson(routes: Record<string, Route>, port = 0): Promise<{ server: Server; port: number }> {
+/** A JSON-over-HTTP server (on loopback unless `host` says otherwise): routes by "METHOD /path"; errors answer with {error}. */
+export async function serveJson(routes: Record<string, Route>, port = 0, host = '127.0.0.1'): Promise<{ server: Server; port: number }> {
   const server = createServer((req, res) => void handle(routes, req, res));
   server.keepAliveTimeout = 5_000;
-  await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', () => resolve()));
+  await new Promise<void>((resolve) => server.listen(port, host, () => resolve()));
   return { server, port: (server.address() as AddressInfo).port };
 }
 

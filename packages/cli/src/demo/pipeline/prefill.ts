@@ -12,9 +12,9 @@ const layout = { attnTpSize: 1, attnTpRank: 0, attnDpSize: 1, attnDpRank: 0, ppS
  * what failed), runs the forward pass layer by layer, and sends each layer's KV to the
  * decode as soon as it is computed (layerwise), then the first token in the aux slot.
  */
-export async function startPrefill(engine: TransferEngine, m: ModelSpec, pages: number, slots: number) {
+export async function startPrefill(engine: TransferEngine, m: ModelSpec, pages: number, slots: number, host = '127.0.0.1') {
   const mem = await allocateKv(engine, m, pages, slots);
-  const kv = await createKVManager({ role: 'prefill', layout, buffers: mem.buffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: 0, layerwise: true, timeouts: { bootstrapMs: 30_000, waitingMs: 30_000, heartbeatMs: 1_000 } });
+  const kv = await createKVManager({ role: 'prefill', layout, buffers: mem.buffers, engine, bootstrapHost: host, bootstrapPort: 0, layerwise: true, timeouts: { bootstrapMs: 30_000, waitingMs: 30_000, heartbeatMs: 1_000 } });
   const ecBytes = 64 * embeddingBytes(m);
   const ecMem = await engine.allocateMemory(ecBytes);
   const ecCache = new RegionAllocator(ecBytes);
@@ -59,7 +59,7 @@ export async function startPrefill(engine: TransferEngine, m: ModelSpec, pages: 
         const seeds = tokenSeeds(m, r, embeddings);
 
         // Forward pass, layer by layer; each layer's KV leaves as soon as it is written.
-        const sender = kv.createSender({ host: '127.0.0.1', port: kv.bootstrapServer!.port, room: BigInt(body.bootstrap_room) });
+        const sender = kv.createSender({ host, port: kv.bootstrapServer!.port, room: BigInt(body.bootstrap_room) });
         sender.init(reqPages.length, slot);
         await sender.cell.reached(KVStatus.WaitingForInput, { timeoutMs: 30_000 });
         const batch = kv.beginBatch([{ sender, pages: reqPages }]);
@@ -93,6 +93,6 @@ export async function startPrefill(engine: TransferEngine, m: ModelSpec, pages: 
       }
     },
     'GET /stats': async () => ({ localEncodes, layerwise: kv.layerwiseStats }),
-  });
+  }, 0, host);
   return { port, bootstrapPort: kv.bootstrapServer!.port, close: async () => (server.close(), await kv.close()) };
 }

@@ -13,17 +13,20 @@ export interface WorkerSpec {
   pages: number;
   slots: number;
   poolBytes: number;
+  /** Address the worker binds (engine, HTTP, bootstrap) and advertises; default 127.0.0.1. Set when the workers run on different hosts. */
+  host?: string;
 }
 
 async function main(): Promise<void> {
   const spec = JSON.parse(process.env.TE_DEMO_WORKER ?? '') as WorkerSpec;
-  const engine = await initTransferEngine(loadConfig({ json: { ...spec.config, bindAddress: '127.0.0.1' } }));
+  const host = spec.host ?? '127.0.0.1';
+  const engine = await initTransferEngine(loadConfig({ json: { ...spec.config, bindAddress: host } }));
   const started =
     spec.role === 'encoder'
-      ? await startEncoder(engine, spec.model, spec.poolBytes)
+      ? await startEncoder(engine, spec.model, spec.poolBytes, host)
       : spec.role === 'prefill'
-        ? await startPrefill(engine, spec.model, spec.pages, spec.slots)
-        : await startDecode(engine, spec.model, spec.pages, spec.slots);
+        ? await startPrefill(engine, spec.model, spec.pages, spec.slots, host)
+        : await startDecode(engine, spec.model, spec.pages, spec.slots, host);
   const stop = async (): Promise<void> => {
     await started.close().catch(() => undefined);
     await engine.close().catch(() => undefined);
