@@ -62,6 +62,7 @@ class TcpTransport : public te::napi::TransportWrap<TcpTransport, tetcp::Transpo
     opt.max_connections_per_address = u64_field(o, "maxConnectionsPerAddress");
     opt.handshake_timeout_ms = static_cast<int64_t>(u64_field(o, "handshakeTimeoutMs"));
     opt.idle_timeout_ms = static_cast<int64_t>(u64_field(o, "idleTimeoutMs"));
+    opt.busy_poll_us = static_cast<int64_t>(u64_field(o, "busyPollUs"));
     Napi::Value secret = o.Get("authSecret");
     if (te::napi::is_given(secret)) {
       auto bytes = te::napi::get_bytes(secret, "authSecret");

@@ -9,6 +9,10 @@
 
 namespace tetcp {
 
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
@@ -16,7 +20,7 @@ int64_t now_ms() {
 
 constexpr int kTickMs = 10;
 
-Loop::Loop(int index) : index_(index) {
+Loop::Loop(int index, int64_t spin_us) : index_(index), spin_us_(spin_us) {
   epfd_ = epoll_create1(EPOLL_CLOEXEC);
   evfd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   epoll_event ev{};
@@ -88,8 +92,16 @@ void Loop::run() {
   pthread_setname_np(pthread_self(), ("te-tcp-io" + std::to_string(index_)).c_str());
   epoll_event events[128];
   last_tick_ = now_ms();
+  const int64_t spin_us = spin_us_;
+  int64_t busy_until = 0;  // steady-clock µs until which an empty poll does not sleep
   while (!stopping_) {
-    int n = epoll_wait(epfd_, events, 128, kTickMs);
+    // Busy-poll window: right after events, poll without sleeping for a short while, since
+    // the next response or request usually follows within microseconds; sleeping and being
+    // woken again costs two context switches per round trip.
+    int timeout = kTickMs;
+    if (spin_us > 0 && now_us() < busy_until) timeout = 0;
+    int n = epoll_wait(epfd_, events, 128, timeout);
+    if (n > 0 && spin_us > 0) busy_until = now_us() + spin_us;
     for (int i = 0; i < n; ++i) {
       auto* h = static_cast<IoHandler*>(events[i].data.ptr);
       if (h == nullptr) {

@@ -13,6 +13,7 @@
 namespace tetcp {
 
 int64_t now_ms();
+int64_t now_us();
 
 class IoHandler {
  public:
@@ -28,7 +29,8 @@ class IoHandler {
 
 class Loop {
  public:
-  explicit Loop(int index);
+  /** `spin_us`: busy-poll window after events (0: always sleep in epoll_wait). */
+  explicit Loop(int index, int64_t spin_us = 0);
   ~Loop();
   void start();
   /** Runs the remaining tasks, calls on_shutdown() on every handler and joins the thread. */
@@ -51,6 +53,7 @@ class Loop {
   void run();
   void run_tasks();
   int index_;
+  int64_t spin_us_;
   int epfd_ = -1;
   int evfd_ = -1;
   std::thread thread_;

@@ -253,7 +253,7 @@ Status Transport::start(std::string* err) {
                                            : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
   listen_fd_ = fd;
   for (int i = 0; i < opt_.io_threads; ++i) {
-    loops_.push_back(std::make_unique<Loop>(i));
+    loops_.push_back(std::make_unique<Loop>(i, opt_.busy_poll_us));
     loops_.back()->start();
   }
   loops_[0]->post([this, fd] { listener_ = new Listener(this, loops_[0].get(), fd); });

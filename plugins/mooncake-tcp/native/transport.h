@@ -46,6 +46,8 @@ struct Options {
   int64_t idle_timeout_ms = 300000;
   // Threads for CUDA staging copies and same-process copies (started on first use).
   int worker_threads = 2;
+  // After events, an I/O loop polls without sleeping for this long (0: never spins).
+  int64_t busy_poll_us = 0;
 };
 
 /** Something for the JS thread: a finished batch, a finished openPeer, a notification. */

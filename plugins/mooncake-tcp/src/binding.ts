@@ -26,6 +26,7 @@ export interface NativeTransportOptions {
   maxConnectionsPerAddress: number;
   handshakeTimeoutMs: number;
   idleTimeoutMs: number;
+  busyPollUs: number;
   /** Shared secret bytes; absent: no authentication. */
   authSecret?: Uint8Array;
 }

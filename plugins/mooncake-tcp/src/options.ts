@@ -121,6 +121,14 @@ export const tcpOptions = {
     env: 'TE_TCP_IDLE_TIMEOUT_MS',
     description: 'A connection with nothing in flight for this long is closed (initiators close theirs at half of it, so a target never closes a lane under a request)',
   },
+  busyPollUs: {
+    type: 'integer',
+    default: 0,
+    min: 0,
+    max: 10000,
+    env: 'TE_TCP_BUSY_POLL_US',
+    description: 'After handling events, an I/O thread polls without sleeping for this many microseconds before it waits in epoll again (saves two context switches per round trip when replies follow quickly; costs CPU while idle-ish). 0: never spins',
+  },
   authSecret: {
     type: 'string',
     env: 'TE_TCP_AUTH_SECRET',

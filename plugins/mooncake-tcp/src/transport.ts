@@ -97,6 +97,7 @@ export class MooncakeTcpTransport implements Transport {
         maxConnectionsPerAddress: options.maxConnectionsPerAddress,
         handshakeTimeoutMs: options.handshakeTimeoutMs,
         idleTimeoutMs: options.idleTimeoutMs,
+        busyPollUs: options.busyPollUs,
         // The plugin's own secret, else the deployment's (config `secret`): either turns authentication on.
         ...(options.authSecret ?? context.secret ? { authSecret: Buffer.from((options.authSecret ?? context.secret)!, 'utf8') } : {}),
       },

@@ -1,6 +1,7 @@
 // C++ tests of the mooncake-tcp transport core (no N-API): two transports in one process
 // talking over loopback. Built and run by scripts/native-test.sh, plain or under
 // ThreadSanitizer (`--tsan`), so races between the I/O loops and callers are caught.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -398,6 +399,37 @@ void test_staged_slice_settles_after_its_copy() {
   CHECK(staging.last_copy_end.load() != 0 && at >= staging.last_copy_end.load());
 }
 
+// With a busy-poll window the loops still move bytes, and an idle loop goes back to sleep:
+// 300 ms without traffic cost (almost) no CPU.
+void test_busy_poll_window_sleeps_when_idle() {
+  std::vector<uint8_t> tmem(1 << 20), imem(1 << 20, 0x42);
+  Options to = options("target", 0x1111);
+  to.busy_poll_us = 200;
+  Node target(to);
+  Options io = options("init", 0x2222);
+  io.busy_poll_us = 200;
+  Node init(io);
+  const uint64_t t0 = reinterpret_cast<uint64_t>(tmem.data()), i0 = reinterpret_cast<uint64_t>(imem.data());
+  CHECK(target.t->registry().add(t0, tmem.size(), true) == te::TE_OK);
+  CHECK(init.t->registry().add(i0, imem.size(), false) == te::TE_OK);
+  uint64_t peer = 0;
+  CHECK(open(init, target, 0x1111, 1, &peer) == te::TE_OK);
+  for (int i = 0; i < 50; ++i) CHECK(transfer(init, peer, 1, i0, t0, 64 << 10) == te::TE_OK);
+  CHECK(tmem[(64 << 10) - 1] == 0x42);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the last windows close
+  auto cpu_ms = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1000.0 + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1000.0;
+  };
+  double before = cpu_ms();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  double used = cpu_ms() - before;
+  std::printf("  CPU used by 4 idle loops with a 200 µs busy-poll window over 300 ms: %.1f ms\n", used);
+  CHECK(used < 60);
+  init.t->close_peer(peer);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -413,6 +445,7 @@ int main(int argc, char** argv) {
       {"slow_staging_stalls_no_other_peer", test_slow_staging_stalls_no_other_peer},
       {"staged_paths_move_the_right_bytes", test_staged_paths_move_the_right_bytes},
       {"staged_slice_settles_after_its_copy", test_staged_slice_settles_after_its_copy},
+      {"busy_poll_window_sleeps_when_idle", test_busy_poll_window_sleeps_when_idle},
   };
   for (auto& c : cases) {
     if (argc > 1 && std::strcmp(argv[1], c.name) != 0) continue;
