@@ -50,7 +50,7 @@ export class Cluster {
   private readonly processes = new Set<NodeProcess>();
   private destroyed = false;
 
-  private constructor(names: string[]) {
+  private constructor(names: string[], private readonly mtu?: number) {
     hook();
     if (!swept) {
       swept = true;
@@ -62,6 +62,7 @@ export class Cluster {
     this.bridge = nextName('bridge');
     try {
       ip('link', 'add', this.bridge, 'type', 'bridge');
+      if (mtu) ip('link', 'set', this.bridge, 'mtu', String(mtu));
       ip('addr', 'add', `${this.gateway}/24`, 'dev', this.bridge);
       ip('link', 'set', this.bridge, 'up');
       names.forEach((name, i) => this.addHost(name, `${this.subnet}.${10 + i}`));
@@ -71,9 +72,9 @@ export class Cluster {
     }
   }
 
-  /** Creates the hosts, named by role ("prefill", "decode", …). */
-  static create(names: string[]): Cluster {
-    return new Cluster(names);
+  /** Creates the hosts, named by role ("prefill", "decode", …); links have the veth default MTU (1500) unless given. */
+  static create(names: string[], o: { mtu?: number } = {}): Cluster {
+    return new Cluster(names, o.mtu);
   }
 
   /** Runs `fn` on a fresh cluster and always tears it down. */
@@ -93,6 +94,10 @@ export class Cluster {
     this.hosts.push({ name, ns, address, veth });
     ip('netns', 'add', ns);
     ip('link', 'add', veth, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', ns);
+    if (this.mtu) {
+      ip('link', 'set', veth, 'mtu', String(this.mtu));
+      ip('-n', ns, 'link', 'set', 'eth0', 'mtu', String(this.mtu));
+    }
     ip('link', 'set', veth, 'master', this.bridge, 'up');
     ip('-n', ns, 'addr', 'add', `${address}/24`, 'dev', 'eth0');
     ip('-n', ns, 'link', 'set', 'eth0', 'up');
