@@ -59,6 +59,8 @@ function skipReason(command: string): string | undefined {
   if (/^apt-get /.test(command)) return 'a system package install (.ci/run installs what the tests need)';
   if (/test\/gpu\/|\.gpu\//.test(command)) return 'prepares or runs the GPU test, which needs a GPU machine (test/gpu/README.md)';
   if (/10\.0\.0\.\d+/.test(command)) return 'a multi-host example with the hosts\' own addresses';
+  if (/test\/netns/.test(command)) return 'the multi-host namespace tests, which npm run test:cross runs in this same suite';
+  if (/bench:netns|bench\/netns/.test(command) && process.getuid?.() !== 0) return 'builds network namespaces, which needs root';
   if (/^npm run soak\b/.test(command)) return 'a soak run of several minutes, outside the test suite by design (scripts/soak.mjs)';
   if (/--out docs\//.test(command)) return 'regenerates a committed chart in docs/ (packages/cli/test/sweep.test.ts runs the sweep into a temporary file)';
   return undefined;
