@@ -1,3 +1,4 @@
+import { spawn, type ChildProcess } from 'node:child_process';
 import { ip, quietly, run } from './ip.js';
 import { killInside, nextName, sweepDeadRuns } from './names.js';
 import { spawnNode, type NodeProcess, type SpawnOptions } from './node.js';
@@ -48,6 +49,7 @@ export class Cluster {
   readonly bridge: string;
   readonly gateway: string;
   private readonly processes = new Set<NodeProcess>();
+  private readonly others = new Set<ChildProcess>();
   private destroyed = false;
 
   private constructor(names: string[], private readonly mtu?: number) {
@@ -118,6 +120,15 @@ export class Cluster {
     return p;
   }
 
+  /** Starts any program on a host (a service such as etcd); killed by close(). */
+  start(host: string, cmd: string, args: string[], o: { env?: NodeJS.ProcessEnv } = {}): ChildProcess {
+    const child = spawn('ip', ['netns', 'exec', this.host(host).ns, cmd, ...args], { env: { ...process.env, ...o.env }, stdio: ['ignore', 'ignore', 'pipe'] });
+    child.on('error', () => undefined);
+    this.others.add(child);
+    if (this.destroyed) child.kill('SIGKILL');
+    return child;
+  }
+
   /** Runs a command inside a host's namespace (synchronously, with a deadline). */
   exec(host: string, cmd: string, args: string[], timeoutMs = 10_000): string {
     return run('ip', ['netns', 'exec', this.host(host).ns, cmd, ...args], timeoutMs);
@@ -148,6 +159,7 @@ export class Cluster {
     if (this.destroyed) return;
     this.destroyed = true;
     for (const p of this.processes) p.kill();
+    for (const child of this.others) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     for (const h of this.hosts) killInside(h.ns);
     for (const h of this.hosts) quietly('ip', ['link', 'del', h.veth]);
     quietly('ip', ['link', 'del', this.bridge]);
