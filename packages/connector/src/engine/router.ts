@@ -44,11 +44,12 @@ export interface RoutePlan {
 const rank = (t: EngineTransport): number => TRANSPORT_CLASSES.indexOf(t.plugin.capabilities.class);
 
 /**
- * Transports both sides hold, best locality first. With `forceTcp` only TCP-class
- * transports qualify. No common transport is a typed error naming both sides' lists.
+ * Transports both sides hold and that can reach the peer (`Transport.reaches`: a same-host
+ * transport only for a peer on this machine), best locality first. With `forceTcp` only
+ * TCP-class transports qualify. No common transport is a typed error naming both sides' lists.
  */
 export function commonTransports(local: readonly EngineTransport[], peer: SegmentDescriptor, forceTcp: boolean): EngineTransport[] {
-  const shared = local.filter((t) => peer.transports[t.name] !== undefined && (!forceTcp || t.plugin.capabilities.class === 'tcp'));
+  const shared = local.filter((t) => peer.transports[t.name] !== undefined && (!forceTcp || t.plugin.capabilities.class === 'tcp') && reaches(t, peer));
   if (shared.length === 0) {
     const why = forceTcp ? ' (MC_FORCE_TCP is set, so only TCP transports qualify)' : '';
     throw new TransferError(
@@ -58,6 +59,14 @@ export function commonTransports(local: readonly EngineTransport[], peer: Segmen
     );
   }
   return shared.sort((a, b) => rank(a) - rank(b));
+}
+
+function reaches(t: EngineTransport, peer: SegmentDescriptor): boolean {
+  try {
+    return t.transport.reaches?.(peer) ?? true;
+  } catch {
+    return false;  // a transport that cannot even judge the peer cannot carry its traffic
+  }
 }
 
 function supports(t: EngineTransport, peer: SegmentDescriptor, local: MemoryKind, remote: MemoryKind): boolean {

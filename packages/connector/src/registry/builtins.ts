@@ -5,6 +5,7 @@ export const BUILTIN_PLUGINS: Readonly<Record<string, string>> = Object.freeze({
   'mooncake-nvlink': '@te/mooncake-nvlink',
   'mooncake-intra-nvlink': '@te/mooncake-intra-nvlink',
   barex: '@te/barex',
+  'mooncake-shm': '@te/mooncake-shm',
 });
 
 /**

@@ -39,7 +39,8 @@ export interface SegmentDescriptor {
 
 /**
  * Locality classes, best first: the engine prefers the closest transport both peers
- * support for the memory kinds of a request.
+ * support for the memory kinds of a request. `same-host` transports reach only peers on
+ * this machine; they say which through `Transport.reaches`.
  */
-export const TRANSPORT_CLASSES = ['intra-nvlink', 'nvlink', 'rdma', 'tcp', 'test'] as const;
+export const TRANSPORT_CLASSES = ['intra-nvlink', 'nvlink', 'same-host', 'rdma', 'tcp', 'test'] as const;
 export type TransportClass = (typeof TRANSPORT_CLASSES)[number];

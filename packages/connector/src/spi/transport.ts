@@ -52,6 +52,12 @@ export interface Transport {
    * dropped the peer: a changed epoch, a connection-level failure, a refresh, or a failed open.
    */
   openPeer(peer: SegmentDescriptor): Promise<TransportPeer>;
+  /**
+   * Optional: whether this transport can reach `peer` at all (a same-host transport: the
+   * peer runs on this machine). The router leaves a transport that answers false out of
+   * the peer's candidates, so the next shared transport carries the traffic. Absent: yes.
+   */
+  reaches?(peer: SegmentDescriptor): boolean;
   /** Releases what `openPeer` created. */
   closePeer(peer: TransportPeer): Promise<void>;
   /**

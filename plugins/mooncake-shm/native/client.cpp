@@ -1,0 +1,496 @@
+// Initiator side of mooncake-shm (see client.h and docs/design/same-host.md).
+#include "client.h"
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+namespace teshm {
+
+struct Client::Peer {
+  enum State { CONNECTING, HELLO_SENT, OPEN, REVOKING, FAILED } state = CONNECTING;
+  uint64_t id = 0;
+  std::string socket_name, segment;
+  uint64_t epoch = 0;
+  int fd = -1;
+  int ctl_fd = -1;
+  ControlPage* page = nullptr;
+  int pidfd = -1;
+  int64_t open_deadline = 0;
+  bool open_reported = false;
+  bool closed_by_user = false;
+  int32_t failure = 0;
+  std::string failure_msg;
+  int32_t revoke_status = 0;
+  std::string revoke_msg;
+  uint64_t next_seq = 1;
+  uint32_t window = 0;
+  std::deque<Pending> unsent;
+  std::unordered_map<uint64_t, Pending> inflight;
+  bool want_out = false;
+  uint8_t nonce[16] = {};  // the target reads it from this process to prove it may (HELLO probe)
+
+  std::string label() const { return "segment \"" + segment + "\" (@" + socket_name + ")"; }
+};
+
+Client::Client(Transport* owner, const Options& opt, te::MemoryRegistry& registry)
+    : owner_(owner), opt_(opt), registry_(registry) {}
+
+Client::~Client() { stop(); }
+
+Status Client::start(std::string* err) {
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (epoll_fd_ < 0 || wake_fd_ < 0) {
+    *err = std::string("epoll/eventfd: ") + std::strerror(errno);
+    return te::TE_INTERNAL;
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = wake_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  thread_ = std::thread([this] { loop(); });
+  return te::TE_OK;
+}
+
+void Client::wake() {
+  uint64_t one = 1;
+  ssize_t r = write(wake_fd_, &one, sizeof one);
+  (void)r;
+}
+
+void Client::stop() {
+  if (stop_.exchange(true)) return;
+  if (thread_.joinable()) {
+    wake();
+    thread_.join();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  // Fence every connection, then wait (bounded) until no target copies into this process.
+  int64_t deadline = now_ms() + 2000;
+  for (auto& [id, p] : peers_) {
+    if (p->page) revoke(p->page);
+  }
+  for (auto& [id, p] : peers_) {
+    while (p->page && !quiescent(p->page, kMaxCopyThreads) && !pidfd_exited(p->pidfd) && now_ms() < deadline) usleep(1000);
+    if (p->page && !quiescent(p->page, kMaxCopyThreads) && !pidfd_exited(p->pidfd))
+      owner_->emit(Event{Event::LOG, 0, 0, "closing while " + p->label() + " is stopped inside a copy into this process", {}});
+    fail_locked(*p, te::TE_ABORTED, "transport closed");
+  }
+  peers_.clear();
+  by_fd_.clear();
+  for (auto& [id, b] : batches_) {
+    if (b->remaining != 0) {
+      b->remaining = 0;
+      if (!b->batch_status) b->batch_status = te::TE_ABORTED;
+      owner_->emit(Event{Event::BATCH, id, 0, "", {}});
+    }
+  }
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (wake_fd_ >= 0) close(wake_fd_);
+  epoll_fd_ = wake_fd_ = -1;
+}
+
+uint64_t Client::open_peer(const std::string& socket_name, uint64_t epoch, const std::string& segment) {
+  auto p = std::make_shared<Peer>();
+  std::random_device rd;
+  for (auto& b : p->nonce) b = static_cast<uint8_t>(rd());
+  p->socket_name = socket_name;
+  p->segment = segment;
+  p->epoch = epoch;
+  p->open_deadline = now_ms() + opt_.connect_timeout_ms;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    p->id = next_peer_++;
+    peers_[p->id] = p;
+  }
+  wake();  // the loop connects
+  return p->id;
+}
+
+void Client::close_peer(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = peers_.find(id);
+  if (it == peers_.end()) return;
+  Peer& p = *it->second;
+  p.closed_by_user = true;
+  if (p.state == Peer::FAILED) {
+    peers_.erase(it);
+    return;
+  }
+  revoke_locked(p, te::TE_CONNECTION_LOST, "the peer was closed");
+  wake();
+}
+
+void Client::connect_locked(Peer& p) {
+  std::string err;
+  Status s = connect_abstract(p.socket_name, opt_.connect_timeout_ms, &p.fd, &err);
+  if (s == te::TE_OK) s = create_control_page(&p.ctl_fd, &p.page, &err);
+  PeerCred cred;
+  if (s == te::TE_OK && (!peer_cred(p.fd, &cred) || cred.uid != geteuid())) {
+    // Whoever holds the abstract name must be this user's process, or it gets nothing.
+    s = te::TE_AUTH_FAILED;
+    err = "the process listening on @" + p.socket_name + " runs as uid " + std::to_string(cred.uid) + ", not " +
+          std::to_string(geteuid());
+  }
+  if (s == te::TE_OK) {
+    p.pidfd = open_pidfd(cred.pid);
+    Hello h;
+    h.expected_epoch = p.epoch;
+    h.probe_addr = reinterpret_cast<uint64_t>(p.nonce);
+    std::memcpy(h.nonce, p.nonce, sizeof h.nonce);
+    h.name = opt_.segment_name;
+    std::vector<uint8_t> msg;
+    encode_hello(h, &msg);
+    if (send_message(p.fd, msg, p.ctl_fd) < 0) {
+      s = te::TE_PEER_UNREACHABLE;
+      err = std::string("sending HELLO: ") + std::strerror(errno);
+    }
+  }
+  if (s != te::TE_OK) {
+    fail_locked(p, s, err);
+    return;
+  }
+  p.state = Peer::HELLO_SENT;
+  by_fd_[p.fd] = peers_[p.id];
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = p.fd;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, p.fd, &ev);
+}
+
+void Client::on_reply_locked(Peer& p, const HelloReply& r) {
+  if (r.status != te::TE_OK) {
+    fail_locked(p, r.status, "target " + p.label() + " refused the connection: " + r.message);
+    return;
+  }
+  p.state = Peer::OPEN;
+  p.window = r.max_outstanding == 0 ? 1 : r.max_outstanding;
+  p.open_reported = true;
+  owner_->emit(Event{Event::OPEN, p.id, 0, "", {}});
+}
+
+void Client::arm_locked(Peer& p, bool out) {
+  if (p.fd < 0 || p.want_out == out) return;
+  p.want_out = out;
+  epoll_event ev{};
+  ev.events = EPOLLIN | (out ? static_cast<uint32_t>(EPOLLOUT) : 0u);
+  ev.data.fd = p.fd;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, p.fd, &ev);
+}
+
+void Client::flush_locked(Peer& p) {
+  if (p.state != Peer::OPEN) return;
+  std::vector<uint8_t> msg;
+  std::vector<Request> reqs;
+  while (!p.unsent.empty() && p.inflight.size() < p.window) {
+    size_t room = std::min<size_t>(kMaxRequestsPerMessage, p.window - p.inflight.size());
+    reqs.clear();
+    if (p.unsent.front().index == kNotify) {
+      const Pending& n = p.unsent.front();
+      encode_notify(n.req.seq, n.batch->notify.data(), n.batch->notify.size(), &msg);
+    } else {
+      for (size_t i = 0; i < p.unsent.size() && reqs.size() < room && p.unsent[i].index != kNotify; ++i)
+        reqs.push_back(p.unsent[i].req);
+      encode_requests(reqs.data(), reqs.size(), &msg);
+    }
+    if (send_message(p.fd, msg) < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return arm_locked(p, true);
+      // The target closed its end: its end-of-stream (read next) fails the peer once it is safe.
+      return revoke_locked(p, te::TE_CONNECTION_LOST, std::string("sending to the target: ") + std::strerror(errno));
+    }
+    size_t sent = reqs.empty() ? 1 : reqs.size();
+    for (size_t i = 0; i < sent; ++i) {
+      Pending q = std::move(p.unsent.front());
+      p.unsent.pop_front();
+      uint64_t seq = q.req.seq;
+      p.inflight.emplace(seq, std::move(q));
+    }
+  }
+  arm_locked(p, false);
+}
+
+Status Client::submit(uint64_t peer, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
+                      const uint64_t* lengths, size_t n, const uint8_t* notify, size_t notify_len, uint64_t* batch_id,
+                      std::string* err) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = peers_.find(peer);
+  if (it == peers_.end() || it->second->closed_by_user) {
+    *err = "unknown or closed peer " + std::to_string(peer);
+    return te::TE_PEER_NOT_FOUND;
+  }
+  Peer& p = *it->second;
+  if (p.state != Peer::OPEN) {
+    *err = p.failure ? p.failure_msg : "the connection to " + p.label() + " is not open";
+    return p.failure ? static_cast<Status>(p.failure) : te::TE_CONNECTION_LOST;
+  }
+  auto b = std::make_shared<Batch>();
+  b->id = next_batch_++;
+  b->peer = peer;
+  b->n = n;
+  b->lengths.assign(lengths, lengths + n);
+  b->statuses.reset(new std::atomic<int32_t>[n ? n : 1]);
+  b->leases.resize(n);
+  b->has_notify = notify != nullptr;
+  if (notify) b->notify.assign(notify, notify + notify_len);
+  for (size_t i = 0; i < n; ++i) {
+    b->statuses[i].store(te::TE_OK);
+    Status s = te::TE_OK;
+    if (ops[i] != OP_READ && ops[i] != OP_WRITE) s = te::TE_INVALID_ARGUMENT;
+    else if (lengths[i] == 0 || te::range_overflows(remote[i], lengths[i])) s = te::TE_INVALID_ARGUMENT;
+    // Local ranges are this process's to check: any registered region, remote access or not.
+    else s = registry_.acquire(local[i], lengths[i], false, b->leases[i]);
+    if (s != te::TE_OK) {
+      b->statuses[i].store(s);
+      continue;
+    }
+    Pending q;
+    q.batch = b;
+    q.index = i;
+    q.req = Request{p.next_seq++, b->id, ops[i], local[i], remote[i], lengths[i]};
+    p.unsent.push_back(std::move(q));
+    b->remaining++;
+  }
+  batches_[b->id] = b;
+  *batch_id = b->id;
+  if (b->remaining == 0) {
+    settle_or_notify_locked(p, b);  // nothing to send: maybe the notification alone
+  } else {
+    flush_locked(p);
+  }
+  return te::TE_OK;
+}
+
+void Client::complete_locked(Peer& p, const std::shared_ptr<Batch>& b, size_t index, int32_t status) {
+  if (index == kNotify) {
+    if (status != te::TE_OK && b->batch_status == te::TE_OK) {
+      b->batch_status = status;
+      b->error = "the notification to " + p.label() + " failed: " + te::status_name(status);
+    }
+    if (b->remaining > 0) b->remaining--;
+  } else {
+    b->statuses[index].store(status);
+    b->leases[index].release();
+    if (b->remaining > 0) b->remaining--;
+  }
+  if (b->remaining == 0) settle_or_notify_locked(p, b);
+}
+
+void Client::settle_or_notify_locked(Peer& p, const std::shared_ptr<Batch>& b) {
+  bool all_ok = true;
+  for (size_t i = 0; i < b->n; ++i) all_ok = all_ok && b->statuses[i].load() == te::TE_OK;
+  // The notification goes only after every byte of its batch landed.
+  if (b->has_notify && !b->notify_queued && all_ok && b->cancel_status == 0 && b->batch_status == 0 && p.state == Peer::OPEN) {
+    b->notify_queued = true;
+    b->remaining = 1;
+    Pending q;
+    q.batch = b;
+    q.index = kNotify;
+    q.req.seq = p.next_seq++;
+    p.unsent.push_back(std::move(q));
+    flush_locked(p);
+    return;
+  }
+  finish_locked(b);
+}
+
+void Client::finish_locked(const std::shared_ptr<Batch>& b) {
+  cancelling_.erase(b->id);
+  owner_->emit(Event{Event::BATCH, b->id, 0, "", {}});
+}
+
+std::shared_ptr<Batch> Client::take_batch(uint64_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = batches_.find(id);
+  if (it == batches_.end() || it->second->remaining != 0) return nullptr;
+  auto b = it->second;
+  batches_.erase(it);
+  return b;
+}
+
+void Client::cancel(uint64_t id, int32_t status) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto bit = batches_.find(id);
+  if (bit == batches_.end() || bit->second->remaining == 0 || bit->second->cancel_status != 0) return;
+  std::shared_ptr<Batch> b = bit->second;
+  b->cancel_status = status;
+  auto pit = peers_.find(b->peer);
+  if (pit == peers_.end()) return;
+  Peer& p = *pit->second;
+  // What was not sent yet is failed at once; what the target holds is cancelled there.
+  std::deque<Pending> keep;
+  std::vector<Pending> dropped;
+  for (Pending& q : p.unsent) {
+    if (q.batch == b) dropped.push_back(std::move(q));
+    else keep.push_back(std::move(q));
+  }
+  p.unsent.swap(keep);
+  bool at_target = false;
+  for (auto& [seq, q] : p.inflight) at_target = at_target || q.batch == b;
+  if (at_target && p.state == Peer::OPEN) {
+    std::vector<uint8_t> msg;
+    encode_cancel(b->id, &msg);
+    send_message(p.fd, msg);  // best effort: the grace deadline below covers a target that does not answer
+    b->cancel_deadline = now_ms() + opt_.cancel_grace_ms;
+    cancelling_.insert(b->id);
+    wake();
+  }
+  for (Pending& q : dropped) complete_locked(p, b, q.index, status);
+}
+
+void Client::revoke_locked(Peer& p, int32_t status, const std::string& why) {
+  if (p.state == Peer::FAILED || p.state == Peer::REVOKING) return;
+  if (!p.page || p.state != Peer::OPEN) return fail_locked(p, status, why);
+  revoke(p.page);
+  p.state = Peer::REVOKING;
+  p.revoke_status = status;
+  p.revoke_msg = why;
+}
+
+void Client::fail_locked(Peer& p, int32_t status, const std::string& why) {
+  if (p.state == Peer::FAILED) return;
+  bool was_open = p.state == Peer::OPEN || p.state == Peer::REVOKING;
+  p.state = Peer::FAILED;
+  p.failure = status;
+  p.failure_msg = why;
+  if (p.fd >= 0) {
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, p.fd, nullptr);
+    by_fd_.erase(p.fd);
+    close(p.fd);
+    p.fd = -1;
+  }
+  if (p.ctl_fd >= 0) close(p.ctl_fd);
+  p.ctl_fd = -1;
+  unmap_control_page(p.page);
+  p.page = nullptr;
+  if (p.pidfd >= 0) close(p.pidfd);
+  p.pidfd = -1;
+  if (!p.open_reported) {
+    p.open_reported = true;
+    owner_->emit(Event{Event::OPEN, p.id, status, why, {}});
+  }
+  (void)was_open;
+  std::vector<Pending> all;
+  for (Pending& q : p.unsent) all.push_back(std::move(q));
+  for (auto& [seq, q] : p.inflight) all.push_back(std::move(q));
+  p.unsent.clear();
+  p.inflight.clear();
+  for (Pending& q : all) {
+    auto& b = q.batch;
+    if (b->cancel_status == 0 && b->batch_status == 0) {
+      b->batch_status = status;
+      b->error = why;
+    }
+    complete_locked(p, b, q.index, b->cancel_status ? b->cancel_status : status);
+  }
+  if (p.closed_by_user) peers_.erase(p.id);
+}
+
+void Client::read_peer_locked(const std::shared_ptr<Peer>& pp) {
+  Peer& p = *pp;
+  std::vector<uint8_t> buf;
+  Message m;
+  for (int budget = 0; budget < 256 && p.fd >= 0; ++budget) {
+    int got_fd = -1;
+    bool truncated = false;
+    ssize_t r = recv_message(p.fd, &buf, &got_fd, &truncated);
+    if (got_fd >= 0) close(got_fd);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (r <= 0) {
+      // End of stream: the target exited or let go of the connection after its last copy,
+      // so nothing touches this process's memory for it any more.
+      bool exited = pidfd_exited(p.pidfd);
+      std::string why = p.state == Peer::HELLO_SENT ? "target " + p.label() + " closed the connection during the handshake"
+                        : exited ? "target " + p.label() + " exited with requests in flight"
+                                 : "target " + p.label() + " closed the connection";
+      if (p.state == Peer::REVOKING) return fail_locked(p, p.revoke_status, p.revoke_msg);
+      return fail_locked(p, p.state == Peer::HELLO_SENT ? te::TE_PEER_UNREACHABLE : te::TE_CONNECTION_LOST, why);
+    }
+    std::string why;
+    Status s = truncated ? te::TE_BAD_FRAME : parse_message(buf.data(), buf.size(), &m, &why);
+    bool expected = s == te::TE_OK && ((p.state == Peer::HELLO_SENT && m.type == HELLO_REPLY) ||
+                                       (p.state != Peer::HELLO_SENT && m.type == COMPLETIONS));
+    if (!expected) {
+      // A target that speaks nonsense may still be copying: fence it before failing anything.
+      return revoke_locked(p, te::TE_BAD_FRAME, "target " + p.label() + " sent a malformed message: " + (why.empty() ? "unexpected type" : why));
+    }
+    if (m.type == HELLO_REPLY) {
+      on_reply_locked(p, m.reply);
+      continue;
+    }
+    for (const Completion& c : m.completions) {
+      auto it = p.inflight.find(c.seq);
+      if (it == p.inflight.end()) continue;  // already failed locally (cancel) or unknown
+      Pending q = std::move(it->second);
+      p.inflight.erase(it);
+      complete_locked(p, q.batch, q.index, c.status);
+    }
+    flush_locked(p);
+  }
+}
+
+int Client::timers_locked() {
+  int64_t now = now_ms();
+  int wait = 1000;
+  for (auto it = peers_.begin(); it != peers_.end();) {
+    std::shared_ptr<Peer> p = it->second;
+    ++it;
+    if (p->state == Peer::CONNECTING) connect_locked(*p);
+    if (p->state == Peer::HELLO_SENT) {
+      if (now >= p->open_deadline) fail_locked(*p, te::TE_PEER_UNREACHABLE, "target " + p->label() + " did not answer HELLO in time");
+      else wait = std::min<int>(wait, static_cast<int>(p->open_deadline - now));
+    }
+    if (p->state == Peer::REVOKING) {
+      if (quiescent(p->page, kMaxCopyThreads) || pidfd_exited(p->pidfd)) fail_locked(*p, p->revoke_status, p->revoke_msg);
+      else wait = 1;  // the target is inside a copy: look again soon
+    }
+  }
+  for (auto it = cancelling_.begin(); it != cancelling_.end();) {
+    auto bit = batches_.find(*it);
+    if (bit == batches_.end() || bit->second->remaining == 0) {
+      it = cancelling_.erase(it);
+      continue;
+    }
+    auto b = bit->second;
+    ++it;
+    if (now >= b->cancel_deadline) {
+      auto pit = peers_.find(b->peer);
+      if (pit != peers_.end())
+        revoke_locked(*pit->second, te::TE_CONNECTION_LOST,
+                      "the connection to " + pit->second->label() + " was revoked: a cancelled batch was not answered within cancelGraceMs");
+      wait = 1;
+    } else {
+      wait = std::min<int>(wait, static_cast<int>(b->cancel_deadline - now));
+    }
+  }
+  return wait;
+}
+
+void Client::loop() {
+  epoll_event events[64];
+  int wait = 0;
+  while (!stop_.load()) {
+    int n = epoll_wait(epoll_fd_, events, 64, wait);
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int i = 0; i < n; ++i) {
+      int fd = events[i].data.fd;
+      if (fd == wake_fd_) {
+        uint64_t v;
+        while (read(wake_fd_, &v, sizeof v) > 0) {
+        }
+        continue;
+      }
+      auto it = by_fd_.find(fd);
+      if (it == by_fd_.end()) continue;
+      std::shared_ptr<Peer> p = it->second;
+      if (events[i].events & EPOLLOUT) flush_locked(*p);
+      if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) read_peer_locked(p);
+    }
+    wait = timers_locked();
+  }
+}
+
+}  // namespace teshm

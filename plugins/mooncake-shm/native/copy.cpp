@@ -1,0 +1,77 @@
+// process_vm_* copies and the huge-page hint (see copy.h).
+#include "copy.h"
+
+#include <cerrno>
+#include <cstring>
+#include <sys/mman.h>
+#include <sys/uio.h>
+
+#include "wire.h"
+
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25
+#endif
+
+namespace teshm {
+
+static te::Status map_errno(int e, const char* call, std::string* why) {
+  *why = std::string(call) + ": " + std::strerror(e);
+  switch (e) {
+    case ESRCH:
+      *why += " (the initiator exited)";
+      return te::TE_PEER_FAILED;
+    case EFAULT:
+      *why += " (the initiator's range is not mapped in its address space)";
+      return te::TE_ADDRESS_OUT_OF_RANGE;
+    case EPERM:
+      *why += " (ptrace access to the initiator is not permitted: same user and Yama ptrace_scope <= 1, or CAP_SYS_PTRACE)";
+      return te::TE_AUTH_FAILED;
+    default:
+      return te::TE_TRANSFER_FAILED;
+  }
+}
+
+te::Status copy_with_peer(pid_t pid, uint8_t op, uint64_t local, uint64_t remote, uint64_t len, std::string* why) {
+  uint64_t done = 0;
+  // The kernel may copy less than asked (it stops at the first fault); continue where it stopped.
+  while (done < len) {
+    iovec l{reinterpret_cast<void*>(local + done), static_cast<size_t>(len - done)};
+    iovec r{reinterpret_cast<void*>(remote + done), static_cast<size_t>(len - done)};
+    ssize_t n = op == OP_WRITE ? process_vm_readv(pid, &l, 1, &r, 1, 0) : process_vm_writev(pid, &l, 1, &r, 1, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return map_errno(errno, op == OP_WRITE ? "process_vm_readv" : "process_vm_writev", why);
+    }
+    if (n == 0) {
+      *why = "the kernel copied nothing (a range ends in an unmapped page)";
+      return te::TE_TRANSFER_FAILED;
+    }
+    done += static_cast<uint64_t>(n);
+  }
+  return te::TE_OK;
+}
+
+te::Status read_peer(pid_t pid, uint64_t remote, void* out, size_t len, std::string* why) {
+  iovec l{out, len};
+  iovec r{reinterpret_cast<void*>(remote), len};
+  ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
+  if (n == static_cast<ssize_t>(len)) return te::TE_OK;
+  if (n < 0) return map_errno(errno, "process_vm_readv", why);
+  *why = "short read of the initiator's probe";
+  return te::TE_TRANSFER_FAILED;
+}
+
+std::string prefer_huge_pages(uint64_t addr, uint64_t len) {
+  constexpr uint64_t kHuge = 2ull << 20;
+  uint64_t start = (addr + kHuge - 1) & ~(kHuge - 1);
+  uint64_t end = (addr + len) & ~(kHuge - 1);
+  if (end <= start) return "smaller than a huge page";
+  void* p = reinterpret_cast<void*>(start);
+  size_t n = static_cast<size_t>(end - start);
+  if (madvise(p, n, MADV_HUGEPAGE) != 0) return std::string("MADV_HUGEPAGE refused: ") + std::strerror(errno);
+  // Collapsing copies the pages once now; refused (old kernel, THP off) it stays a hint for later faults.
+  if (madvise(p, n, MADV_COLLAPSE) != 0) return std::string("hinted; MADV_COLLAPSE refused: ") + std::strerror(errno);
+  return "collapsed";
+}
+
+}  // namespace teshm

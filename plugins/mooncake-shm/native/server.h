@@ -1,0 +1,60 @@
+// The target side of mooncake-shm: admits same-user connections, validates every request
+// against this process's registry, and runs the copies on its own threads.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "socket.h"
+#include "transport.h"
+
+namespace teshm {
+
+class Server {
+ public:
+  Server(Transport* owner, const Options& opt, te::MemoryRegistry& registry);
+  ~Server();
+  Status start(std::string* err);
+  /** Stops accepting, answers queued work with ABORTED without copying, joins every thread. */
+  void stop();
+
+  struct Conn;
+  struct Work;
+
+ private:
+  void loop();
+  void copy_worker(uint32_t slot);
+  void accept_all();
+  void read_conn(const std::shared_ptr<Conn>& c);
+  Status handle_hello(Conn& c, const Hello& h, int ctl_fd, std::string* why);
+  void handle_requests(const std::shared_ptr<Conn>& c, const std::vector<Request>& reqs);
+  void drop(const std::shared_ptr<Conn>& c, const std::string& why);
+  void finish(Work& w);
+  void complete(Conn& c, uint64_t seq, int32_t status, bool flush_now);
+  void flush_locked(Conn& c);
+  void wake();
+
+  Transport* owner_;
+  const Options& opt_;
+  te::MemoryRegistry& registry_;
+  int listen_fd_ = -1;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::thread loop_thread_;
+  std::vector<std::thread> copy_threads_;
+  std::unordered_map<int, std::shared_ptr<Conn>> conns_;  // loop thread only
+  std::mutex qmu_;
+  std::condition_variable qcv_;
+  std::deque<std::shared_ptr<Work>> queue_;
+};
+
+}  // namespace teshm

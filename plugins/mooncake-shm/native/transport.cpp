@@ -1,0 +1,73 @@
+// mooncake-shm transport: the facade the addon drives (see transport.h).
+#include "transport.h"
+
+#include "client.h"
+#include "server.h"
+
+namespace teshm {
+
+Transport::Transport(Options o, EventSink sink) : opt_(std::move(o)), sink_(std::move(sink)) {
+  if (opt_.copy_threads == 0) opt_.copy_threads = 1;
+  if (opt_.copy_threads > kMaxCopyThreads) opt_.copy_threads = kMaxCopyThreads;
+  if (opt_.chunk_bytes == 0) opt_.chunk_bytes = 256 << 10;
+  server_ = std::make_unique<Server>(this, opt_, registry_);
+  client_ = std::make_unique<Client>(this, opt_, registry_);
+}
+
+Transport::~Transport() { close(); }
+
+Status Transport::start(std::string* err) {
+  Status s = server_->start(err);
+  if (s == te::TE_OK) s = client_->start(err);
+  if (s != te::TE_OK) close();
+  return s;
+}
+
+uint64_t Transport::open_peer(const std::string& socket_name, uint64_t epoch, const std::string& name) {
+  return client_->open_peer(socket_name, epoch, name);
+}
+
+void Transport::close_peer(uint64_t peer) { client_->close_peer(peer); }
+
+Status Transport::submit(uint64_t peer, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
+                         const uint64_t* lengths, size_t n, const uint8_t* notify, size_t notify_len, uint64_t* batch_id,
+                         std::string* err) {
+  if (closed_.load()) {
+    *err = "transport is closed";
+    return te::TE_ABORTED;
+  }
+  return client_->submit(peer, ops, local, remote, lengths, n, notify, notify_len, batch_id, err);
+}
+
+void Transport::cancel(uint64_t batch, int32_t status) { client_->cancel(batch, status); }
+
+std::shared_ptr<Batch> Transport::take_batch(uint64_t id) { return client_->take_batch(id); }
+
+void Transport::close() {
+  if (closed_.exchange(true)) return;
+  // The initiator side first: once it returns no target copies into this process's memory;
+  // then the target side, whose copy threads are joined.
+  client_->stop();
+  server_->stop();
+}
+
+Status Transport::deliver_notification(const std::string& from, std::vector<uint8_t> payload) {
+  {
+    std::lock_guard<std::mutex> lock(notify_mu_);
+    uint64_t& queued = notify_queued_[from];
+    if (queued >= opt_.notify_queue_per_peer || notify_bytes_ + payload.size() > opt_.notify_queue_bytes) return te::TE_POOL_EXHAUSTED;
+    queued++;
+    notify_bytes_ += payload.size();
+  }
+  emit(Event{Event::NOTIFY, 0, 0, from, std::move(payload)});
+  return te::TE_OK;
+}
+
+void Transport::notification_taken(const std::string& from, size_t bytes) {
+  std::lock_guard<std::mutex> lock(notify_mu_);
+  auto it = notify_queued_.find(from);
+  if (it != notify_queued_.end() && --it->second == 0) notify_queued_.erase(it);
+  notify_bytes_ -= bytes < notify_bytes_ ? bytes : notify_bytes_;
+}
+
+}  // namespace teshm

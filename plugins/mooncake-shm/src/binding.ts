@@ -1,0 +1,89 @@
+/**
+ * The native surface of mooncake-shm: the one place that declares what the addon exports
+ * and loads it. Arguments are validated in TypeScript before they get here.
+ */
+import { fileURLToPath } from 'node:url';
+import { loadNativeAddon } from '@te/connector';
+
+export const PLUGIN_NAME = 'mooncake-shm';
+
+/** Options of one native transport (validated and defaulted by src/options.ts). */
+export interface NativeTransportOptions {
+  segmentName: string;
+  epoch: bigint;
+  /** Abstract unix socket name to listen on (no leading NUL); '' listens nowhere (transport disabled). */
+  socketName: string;
+  copyThreads: number;
+  chunkBytes: number;
+  maxOutstanding: number;
+  maxConnections: number;
+  connectTimeoutMs: number;
+  cancelGraceMs: number;
+  notifyQueuePerPeer: number;
+  notifyQueueBytes: number;
+}
+
+/** Called on the JS thread, never from native threads. */
+export interface NativeCallbacks {
+  /**
+   * A batch is terminal. `batchStatus` is 0, the cancel status (TIMEOUT/ABORTED) or a
+   * connection-level failure; `statuses` has one status per request; `bytes` counts the
+   * bytes of OK requests; `message` describes the failure.
+   */
+  onBatch(batchId: number, batchStatus: number, statuses: Int32Array, bytes: bigint, message: string): void;
+  /** openPeer finished its handshake (status 0) or failed. */
+  onOpen(peerId: number, status: number, message: string): void;
+  /** A peer's notification arrived (after all its batch's bytes landed here). */
+  onNotify(from: string, payload: Uint8Array): void;
+  /** A rare warning from native code (a refused or dropped connection), for the engine's log. */
+  onLog(level: 'warn', message: string): void;
+}
+
+export interface NativeShmTransport {
+  /**
+   * Registers [addr, addr+length) (inside `buffer` when given; `addr` 0n = its start); the
+   * buffer is kept alive until unregistered. With `hugePages` the kernel is asked to back
+   * the whole 2 MiB pages inside it with huge pages. Throws TransferError MEMORY_OVERLAP /
+   * ADDRESS_OUT_OF_RANGE / INVALID_ARGUMENT.
+   */
+  registerMemory(buffer: ArrayBuffer | ArrayBufferView | null, addr: bigint, length: bigint, remoteAccess: boolean, hugePages: boolean): { addr: bigint; hugePages: string };
+  /** Unregisters and resolves once no copy touches that memory. */
+  unregisterMemory(addr: bigint): Promise<void>;
+  /** Starts the handshake with the target listening on `socketName`; `onOpen(peerId, ...)` reports. */
+  openPeer(socketName: string, epoch: bigint, name: string): number;
+  closePeer(peerId: number): void;
+  /** Starts a batch and returns its id; `onBatch(id, ...)` reports. Throws TransferError (PEER_NOT_FOUND, CONNECTION_LOST, ...). */
+  submit(peerId: number, opcodes: Uint8Array, localAddrs: BigUint64Array, remoteAddrs: BigUint64Array, lengths: BigUint64Array, notify: Uint8Array | null): number;
+  /** Stops a batch with `status`; its completion comes once the target copies nothing more for it. */
+  cancel(batchId: number, status: number): void;
+  /** Stops the transport on a worker thread (fences every connection, joins the threads). */
+  close(): Promise<void>;
+}
+
+export interface NativeModule {
+  ShmTransport: new (options: NativeTransportOptions, callbacks: NativeCallbacks) => NativeShmTransport;
+  /** Native code throws whatever this factory returns (a TransferError). */
+  setErrorFactory(factory: (status: number, message: string) => Error): void;
+  statusName(status: number): string;
+  /** Wire protocol version spoken by this build. */
+  protocolVersion: number;
+}
+
+let cached: NativeModule | undefined;
+
+/** The package root (src/ and dist/ are both one level below it). */
+export function packageRoot(): string {
+  return fileURLToPath(new URL('..', import.meta.url));
+}
+
+/** Loads the addon once. A failure lists the paths tried and how to fix it. */
+export function loadBinding(): NativeModule {
+  cached ??= loadNativeAddon<NativeModule>({
+    plugin: PLUGIN_NAME,
+    file: 'te_mooncake_shm.node',
+    packageRoot: packageRoot(),
+    envVar: 'TE_MOONCAKE_SHM_ADDON',
+    solutions: ['build it: `npm run build:native -w @te/mooncake-shm` (needs cmake >= 3.18 and g++; Debian: apt-get install -y cmake g++)'],
+  });
+  return cached;
+}
