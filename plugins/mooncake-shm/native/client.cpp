@@ -36,6 +36,11 @@ struct Client::Peer {
   std::string label() const { return "segment \"" + segment + "\" (@" + socket_name + ")"; }
 };
 
+/** Failures a new connection would meet again: the peer must be opened afresh from a new descriptor. */
+static bool sticky(int32_t status) {
+  return status == te::TE_STALE_DESCRIPTOR || status == te::TE_AUTH_FAILED || status == te::TE_PROTOCOL_MISMATCH;
+}
+
 Client::Client(Transport* owner, const Options& opt, te::MemoryRegistry& registry)
     : owner_(owner), opt_(opt), registry_(registry) {}
 
@@ -169,8 +174,11 @@ void Client::on_reply_locked(Peer& p, const HelloReply& r) {
   }
   p.state = Peer::OPEN;
   p.window = r.max_outstanding == 0 ? 1 : r.max_outstanding;
-  p.open_reported = true;
-  owner_->emit(Event{Event::OPEN, p.id, 0, "", {}});
+  if (!p.open_reported) {
+    p.open_reported = true;  // a reconnect reports nothing: its batches were waiting for it
+    owner_->emit(Event{Event::OPEN, p.id, 0, "", {}});
+  }
+  flush_locked(p);
 }
 
 void Client::arm_locked(Peer& p, bool out) {
@@ -223,8 +231,15 @@ Status Client::submit(uint64_t peer, const uint8_t* ops, const uint64_t* local, 
     return te::TE_PEER_NOT_FOUND;
   }
   Peer& p = *it->second;
-  if (p.state != Peer::OPEN) {
-    *err = p.failure ? p.failure_msg : "the connection to " + p.label() + " is not open";
+  if (p.state == Peer::FAILED && !sticky(p.failure)) {
+    // A lost or revoked connection is made again; this batch waits in `unsent` until then.
+    p.state = Peer::CONNECTING;
+    p.failure = 0;
+    p.open_deadline = now_ms() + opt_.connect_timeout_ms;
+    wake();
+  }
+  if (p.state == Peer::FAILED || p.state == Peer::REVOKING) {
+    *err = p.failure ? p.failure_msg : "the connection to " + p.label() + " is being revoked";
     return p.failure ? static_cast<Status>(p.failure) : te::TE_CONNECTION_LOST;
   }
   auto b = std::make_shared<Batch>();

@@ -362,13 +362,19 @@ void Server::finish(Work& w) {
   w.lease.release();
   Conn& c = *w.conn;
   c.outstanding.fetch_sub(1);
+  // Coalesce completions while more work is queued. The completion is queued before the
+  // queue is looked at: a thread that finishes later sees it and sends it with its own, so
+  // none is left behind when another thread emptied the queue in between.
+  complete(c, w.req.seq, w.status.load(), false);
   bool idle;
   {
     std::lock_guard<std::mutex> lock(qmu_);
     idle = queue_.empty();
   }
-  // Coalesce completions while more work is queued; whoever empties the queue sends them.
-  complete(c, w.req.seq, w.status.load(), idle);
+  if (idle) {
+    std::lock_guard<std::mutex> lock(c.mu);
+    flush_locked(c);
+  }
 }
 
 void Server::complete(Conn& c, uint64_t seq, int32_t status, bool flush_now) {

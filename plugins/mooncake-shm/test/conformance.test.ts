@@ -1,0 +1,29 @@
+import { fileURLToPath } from 'node:url';
+import { createTransferEngine } from '@te/connector';
+import { spawnTargetProcess, transportConformance } from '@te/testkit';
+import plugin from '../src/index.js';
+
+// The shared conformance suite, through the engine, with the target in another process of
+// this host: every byte crosses the process boundary through process_vm_readv/writev.
+const config = { connector: 'mooncake-shm', timeouts: { transferMs: 10_000, handshakeMs: 5_000 } };
+
+transportConformance({
+  name: 'mooncake-shm (two processes, same host)',
+  capabilities: plugin.capabilities,
+  maxBytes: 8 << 20,
+  async createPair() {
+    const target = await spawnTargetProcess(fileURLToPath(new URL('./fixtures/conformance-target.ts', import.meta.url)), config);
+    const initiator = await createTransferEngine(config);
+    return {
+      initiator,
+      target: target.segment,
+      targetMemory: target,
+      stall: target.stall,
+      resume: target.resume,
+      close: async () => {
+        await initiator.close();
+        await target.close();
+      },
+    };
+  },
+}).run();
