@@ -148,9 +148,14 @@ export class Cluster {
     return { rx: link!.stats64.rx.bytes, tx: link!.stats64.tx.bytes };
   }
 
-  /** Stops every process (each asked to close, killed after a deadline), then removes the network. */
-  async close(): Promise<void> {
+  /** Stops every Node.js process started by spawn (each asked to close, killed after a deadline). */
+  async stopProcesses(): Promise<void> {
     await Promise.all([...this.processes].map((p) => p.stop().catch(() => p.kill())));
+  }
+
+  /** Stops every process, then removes the network. */
+  async close(): Promise<void> {
+    await this.stopProcesses();
     this.destroySync();
   }
 
