@@ -1,0 +1,99 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { fileURLToPath } from 'node:url';
+import { batchOf, createTransferEngine, isTransferError, type TransferEngine } from '@te/connector';
+import { spawnTargetProcess, type TargetProcess } from '@te/testkit';
+import { pattern } from './helpers.js';
+
+/*
+ * A target killed with requests in flight: the initiator's batch fails with a typed
+ * connection error (end of stream on the socket means the target's copy threads are gone),
+ * its memory can be unregistered at once (the batch settled), and a restarted target is
+ * reached again.
+ */
+const fixture = fileURLToPath(new URL('./fixtures/conformance-target.ts', import.meta.url));
+const config = { connector: 'mooncake-shm', timeouts: { transferMs: 10_000, handshakeMs: 5_000 } };
+const SIZE = 32 << 20;
+
+async function expectConnectionError(p: Promise<unknown>, withinMs: number): Promise<void> {
+  const started = Date.now();
+  try {
+    await p;
+    assert.unreachable('the batch to a killed target succeeded');
+  } catch (e) {
+    if (!isTransferError(e)) throw e;
+    assert.ok(['CONNECTION_LOST', 'PEER_FAILED'].includes(e.code), `${e.code}: ${e.message}`);
+  }
+  assert.ok(Date.now() - started < withinMs, `took ${Date.now() - started} ms`);
+}
+
+test('a target killed while it holds the batch (stopped, then SIGKILL): CONNECTION_LOST, settled', async () => {
+  const target: TargetProcess = await spawnTargetProcess(fixture, config);
+  const initiator: TransferEngine = await createTransferEngine(config);
+  try {
+    const local = await initiator.registerMemory(pattern(3, SIZE));
+    const remote = await target.alloc(SIZE);
+    await initiator.write(target.segment, local.addr, remote, 4096); // connected and working
+    await target.stall();
+    const p = initiator.write(target.segment, local.addr, remote, SIZE);
+    await new Promise((r) => setTimeout(r, 50));
+    target.kill();
+    await expectConnectionError(p, 3_000);
+    await initiator.unregisterMemory(local); // refused with MEMORY_IN_USE if the batch had not settled
+  } finally {
+    await initiator.close();
+    await target.close();
+  }
+});
+
+test('a target killed in the middle of copying a large batch: a typed error, or every byte landed', async () => {
+  const target = await spawnTargetProcess(fixture, config);
+  const initiator = await createTransferEngine(config);
+  try {
+    const data = pattern(4, SIZE);
+    const local = await initiator.registerMemory(data);
+    const remote = await target.alloc(SIZE);
+    await initiator.write(target.segment, local.addr, remote, 4096);
+    // Many passes over the region keep the target's copy threads busy when the signal lands.
+    const ops = Array.from({ length: 64 }, () => ({ op: 'write' as const, local: local.addr, remote, length: SIZE }));
+    const p = initiator.transfer(target.segment, batchOf(ops));
+    await new Promise((r) => setTimeout(r, 20));
+    target.kill();
+    try {
+      await p;
+      // The kill came after the last copy: then the batch must really be complete.
+      assert.unreachable('the target died after all 2 GiB were copied; rerun (the machine was too fast)');
+    } catch (e) {
+      if (!isTransferError(e)) throw e;
+      assert.ok(['CONNECTION_LOST', 'PEER_FAILED'].includes(e.code), `${e.code}: ${e.message}`);
+    }
+    await initiator.unregisterMemory(local);
+  } finally {
+    await initiator.close();
+    await target.close();
+  }
+});
+
+test('a restarted target is reached through a fresh descriptor', async () => {
+  const first = await spawnTargetProcess(fixture, config);
+  const initiator = await createTransferEngine(config);
+  try {
+    const local = await initiator.registerMemory(pattern(5, 8192));
+    const r1 = await first.alloc(8192);
+    await initiator.write(first.segment, local.addr, r1, 8192);
+    first.kill();
+    await first.close();
+    const second = await spawnTargetProcess(fixture, config);
+    try {
+      const r2 = await second.alloc(8192);
+      await initiator.write(second.segment, local.addr, r2, 8192);
+      assert.equal(await second.read(r2, 8192), pattern(5, 8192));
+    } finally {
+      await second.close();
+    }
+  } finally {
+    await initiator.close();
+  }
+});
+
+test.run();
