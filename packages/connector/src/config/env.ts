@@ -3,6 +3,7 @@ import { parseEnvBoolean } from '../spi/options.js';
 import type { LogLevel, TeConfigInput } from './types.js';
 import { validateBindAddress } from './validate.js';
 import { normaliseRole } from './roles.js';
+import { parseMetadataString } from '../metadata/connection-string.js';
 
 /**
  * The environment variables te reads. Mooncake's names are honoured as users already set
@@ -15,6 +16,9 @@ export const ENVIRONMENT_VARIABLES = {
   TE_MODULE_PATH: 'modulePath: package or file of a third-party plugin',
   TE_TRANSPORTS: 'transports: extra plugin names, comma separated',
   TE_HANDSHAKE_PORT: 'metadata.port: control endpoint port (0 = any free port)',
+  TE_METADATA: 'metadata: "p2p" or "etcd://host:2379[,host:2379]"',
+  MC_METADATA_SERVER: 'metadata: Mooncake\'s spelling of TE_METADATA (TE_METADATA wins)',
+  TE_METADATA_PREFIX: 'metadata.prefix: etcd key prefix (cluster id)',
   TE_TRANSFER_TIMEOUT_MS: 'timeouts.transferMs: default batch deadline',
   TE_HANDSHAKE_TIMEOUT_MS: 'timeouts.handshakeMs: descriptor fetch deadline',
   TE_CONNECT_TIMEOUT_MS: 'timeouts.connectMs: transport connect deadline',
@@ -48,7 +52,12 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): TeConfigInp
   if (get('TE_ROLE') !== undefined) out.role = normaliseRole(get('TE_ROLE')) as TeConfigInput['role'];
   if (get('TE_MODULE_PATH') !== undefined) out.modulePath = get('TE_MODULE_PATH')!;
   if (get('TE_TRANSPORTS') !== undefined) out.transports = get('TE_TRANSPORTS')!.split(',').map((s) => s.trim()).filter(Boolean);
-  if (get('TE_HANDSHAKE_PORT') !== undefined) out.metadata = { port: integer('TE_HANDSHAKE_PORT', get('TE_HANDSHAKE_PORT')!) };
+  const metadata: Record<string, unknown> = {};
+  const server = get('TE_METADATA') ?? get('MC_METADATA_SERVER');
+  if (server !== undefined) Object.assign(metadata, parseMetadataString(server, get('TE_METADATA') !== undefined ? 'environment variable TE_METADATA' : 'environment variable MC_METADATA_SERVER'));
+  if (get('TE_HANDSHAKE_PORT') !== undefined) metadata.port = integer('TE_HANDSHAKE_PORT', get('TE_HANDSHAKE_PORT')!);
+  if (get('TE_METADATA_PREFIX') !== undefined) metadata.prefix = get('TE_METADATA_PREFIX')!;
+  if (Object.keys(metadata).length > 0) out.metadata = metadata as TeConfigInput['metadata'];
   const timeouts: NonNullable<TeConfigInput['timeouts']> = {};
   if (get('TE_TRANSFER_TIMEOUT_MS') !== undefined) timeouts.transferMs = integer('TE_TRANSFER_TIMEOUT_MS', get('TE_TRANSFER_TIMEOUT_MS')!);
   if (get('TE_HANDSHAKE_TIMEOUT_MS') !== undefined) timeouts.handshakeMs = integer('TE_HANDSHAKE_TIMEOUT_MS', get('TE_HANDSHAKE_TIMEOUT_MS')!);

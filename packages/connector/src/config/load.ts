@@ -5,6 +5,7 @@ import { SWITCH_PROVIDERS } from '../registry/builtins.js';
 import type { TeConfig, TeConfigInput } from './types.js';
 import { validateConfig } from './validate.js';
 import { normaliseRole } from './roles.js';
+import { parseMetadataString } from '../metadata/connection-string.js';
 
 
 const VLLM_ONLY_KEYS = /^(engine_id|(kv|ec)_[a-z_]+)$/;
@@ -21,6 +22,11 @@ export function fromFrameworkConfig(input: Record<string, unknown>): Record<stri
   const out: Record<string, unknown> = {};
   const passThrough: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(input)) {
+    if (key === 'metadata_server') {
+      // Mooncake's config spelling: "P2PHANDSHAKE" or "etcd://host:port".
+      out.metadata = value;
+      continue;
+    }
     const m = /^(kv|ec)_(connector|role|connector_module_path|connector_extra_config)$/.exec(key);
     if (!m) {
       if (VLLM_ONLY_KEYS.test(key)) passThrough[key] = value;
@@ -44,8 +50,11 @@ function mergeInputs(...inputs: TeConfigInput[]): Record<string, unknown> {
     for (const [key, value] of Object.entries(input)) {
       if (value === undefined) continue;
       const prev = out[key];
-      const nested = (key === 'metadata' || key === 'timeouts' || key === 'transportOptions' || key === 'extra') && typeof prev === 'object' && prev !== null;
-      out[key] = nested ? { ...(prev as object), ...(value as object) } : value;
+      // A metadata connection string is expanded first so a later layer (TE_HANDSHAKE_PORT)
+      // can refine it; a later string replaces what came before.
+      const v = key === 'metadata' && typeof value === 'string' ? { ...parseMetadataString(value) } : value;
+      const nested = (key === 'metadata' || key === 'timeouts' || key === 'transportOptions' || key === 'extra') && typeof prev === 'object' && prev !== null && typeof v === 'object';
+      out[key] = nested ? { ...(prev as object), ...(v as object) } : v;
     }
   }
   return out;

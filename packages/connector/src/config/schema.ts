@@ -18,6 +18,20 @@ export const TimeoutsSchema = Type.Object(
   { additionalProperties: false },
 );
 
+/** The object form of `metadata` (the other form is a connection string). */
+export const MetadataObjectSchema = Type.Partial(
+  Type.Object(
+    {
+      type: expect(Type.Union([Type.Literal('p2p'), Type.Literal('etcd')], { description: 'p2p: descriptors fetched from peers themselves; etcd: kept in etcd under a lease' }), 'be "p2p" or "etcd"'),
+      port: expect(Type.Integer({ minimum: 0, maximum: 65535, description: 'Control endpoint port; 0 picks a free one' }), 'be a non-negative integer no larger than 65535'),
+      endpoints: expect(Type.Array(Type.String({ minLength: 1 }), { description: 'etcd members, host:port (with type etcd)' }), 'be a list of host:port strings'),
+      prefix: expect(Type.String({ minLength: 1, maxLength: 128, pattern: '^[A-Za-z0-9._/-]+$', description: 'Key prefix (cluster id) separating deployments that share one etcd' }), 'be 1 to 128 characters of letters, digits, . _ / -'),
+      leaseTtlS: expect(Type.Integer({ minimum: 2, maximum: 3600, description: 'Lease TTL (s): a dead process\'s descriptor disappears this long after it died' }), 'be an integer from 2 to 3600'),
+    },
+    { additionalProperties: false },
+  ),
+);
+
 export const ConfigInputSchema = Type.Object(
   {
     connector: expect(Type.String({ minLength: 1, pattern: '\\S', description: 'Transport plugin name (mooncake-tcp, …), or any name with modulePath' }), 'name a transport plugin (e.g. "mooncake-tcp")'),
@@ -27,15 +41,13 @@ export const ConfigInputSchema = Type.Object(
     transportOptions: Type.Optional(expect(Type.Record(Type.String(), Type.Record(Type.String(), Type.Unknown()), { description: "Options per plugin name, checked by each plugin's options schema" }), 'map plugin names to option objects')),
     metadata: Type.Optional(
       expect(
-      Type.Partial(Type.Object(
-        {
-          type: expect(Type.Literal('p2p', { description: 'p2p: descriptors fetched from peers themselves' }), 'be "p2p"'),
-          port: expect(Type.Integer({ minimum: 0, maximum: 65535, description: 'Control endpoint port; 0 picks a free one' }), 'be a non-negative integer no larger than 65535'),
-        },
-        { additionalProperties: false },
-      )),
-      'be an object',
-    )),
+        Type.Union([
+          Type.String({ minLength: 1, description: 'Connection string: "p2p" or "etcd://host:2379[,host2:2379]" (Mooncake\'s metadata_server spelling)' }),
+          MetadataObjectSchema,
+        ]),
+        'be "p2p", "etcd://host:port[,host:port]" or an object',
+      ),
+    ),
     bindAddress: Type.Optional(expect(Type.String({ description: 'Address to bind and advertise (MC_TCP_BIND_ADDRESS): an IP literal or a host name, not a wildcard' }), 'be an IPv4/IPv6 address or a host name')),
     timeouts: Type.Optional(expect(Type.Partial(TimeoutsSchema), 'be an object')),
     forceTcp: Type.Optional(expect(Type.Boolean({ description: 'MC_FORCE_TCP' }), 'be a boolean')),

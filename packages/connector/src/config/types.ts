@@ -4,10 +4,19 @@ export type ConnectorRole = 'producer' | 'consumer' | 'both';
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'silent';
 
 export interface MetadataConfig {
-  /** `p2p`: descriptors fetched from peers themselves (embedded, no service). */
-  type: 'p2p';
+  /**
+   * `p2p`: descriptors fetched from peers themselves (embedded, no service). `etcd`:
+   * descriptors kept in etcd under a lease the live process renews.
+   */
+  type: 'p2p' | 'etcd';
   /** Control endpoint port; 0 picks a free one. */
   port: number;
+  /** etcd members (`host:port`), with `type: 'etcd'`. */
+  endpoints: string[];
+  /** Key prefix (a cluster id): deployments sharing one etcd use different prefixes. */
+  prefix: string;
+  /** Lease time-to-live in seconds: a dead process's descriptor is gone this long after it died. */
+  leaseTtlS: number;
 }
 
 export interface TimeoutConfig {
@@ -55,7 +64,8 @@ export interface TeConfig {
 }
 
 export type TeConfigInput = Partial<Omit<TeConfig, 'metadata' | 'timeouts'>> & {
-  metadata?: Partial<MetadataConfig>;
+  /** An object, or a connection string: `p2p` or `etcd://host:2379[,host2:2379]`. */
+  metadata?: Partial<MetadataConfig> | string;
   timeouts?: Partial<TimeoutConfig>;
 };
 
@@ -63,7 +73,7 @@ export const DEFAULT_CONFIG: Readonly<Omit<TeConfig, 'connector'>> = Object.free
   role: 'both',
   transports: [],
   transportOptions: {},
-  metadata: { type: 'p2p' as const, port: 0 },
+  metadata: { type: 'p2p' as const, port: 0, endpoints: [], prefix: 'te', leaseTtlS: 10 },
   bindAddress: '127.0.0.1',
   timeouts: { transferMs: 30_000, handshakeMs: 5_000, connectMs: 5_000 },
   forceTcp: false,

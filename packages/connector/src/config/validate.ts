@@ -3,7 +3,8 @@ import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { ValueErrorType } from '@sinclair/typebox/errors';
 import type { TSchema } from '@sinclair/typebox';
 import { TransferError } from '../errors/transfer-error.js';
-import { ConfigInputSchema } from './schema.js';
+import { ConfigInputSchema, MetadataObjectSchema } from './schema.js';
+import { checkEndpoint, parseMetadataString } from '../metadata/connection-string.js';
 import { DEFAULT_CONFIG, type ConnectorRole, type LogLevel, type TeConfig } from './types.js';
 
 const HOSTNAME = /^(?=.{1,253}$)([a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)(\.[a-zA-Z0-9]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*$/;
@@ -34,11 +35,18 @@ export function validateBindAddress(value: unknown, source = '`bindAddress`'): s
 }
 
 const checkInput = TypeCompiler.Compile(ConfigInputSchema);
+const checkMetadataObject = TypeCompiler.Compile(MetadataObjectSchema);
 const KNOWN_KEYS = Object.keys(ConfigInputSchema.properties);
 
 /** The first schema error, in the words of the field it is about. */
 function schemaFailure(input: unknown): never {
-  const e = checkInput.Errors(input).First()!;
+  let e = checkInput.Errors(input).First()!;
+  // `metadata` is a string or an object: for an object, report the field that is wrong.
+  const metadata = (input as Record<string, unknown>).metadata;
+  if (e.path === '/metadata' && isObject(metadata)) {
+    const inner = checkMetadataObject.Errors(metadata).First();
+    if (inner) e = { ...inner, path: `/metadata${inner.path}` };
+  }
   const path = e.path.replace(/^\//, '').replace(/\//g, '.');
   if (e.type === ValueErrorType.ObjectAdditionalProperties) {
     const top = path.split('.')[0];
@@ -50,12 +58,26 @@ function schemaFailure(input: unknown): never {
   let at = path;
   for (let p = path; p !== '' && expected === undefined; p = p.includes('.') ? p.slice(0, p.lastIndexOf('.')) : '') {
     let node: TSchema | undefined = ConfigInputSchema;
-    for (const part of p.split('.')) node = (node as { properties?: Record<string, TSchema> })?.properties?.[part];
+    for (const part of p.split('.')) {
+      // Through a union, the branch that has fields (metadata: string | object).
+      const withFields: TSchema | undefined = (node as { anyOf?: TSchema[] })?.anyOf?.find((b) => (b as { properties?: unknown }).properties) ?? node;
+      node = (withFields as { properties?: Record<string, TSchema> })?.properties?.[part];
+    }
     expected = (node as { expected?: string } | undefined)?.expected;
     at = p;
   }
   const value = at.split('.').reduce<unknown>((v, k) => (isObject(v) ? v[k] : undefined), input);
   fail(expected ? `Expected \`${at}\` to ${expected}, got ${show(value)}` : `Invalid config at \`${path || '(root)'}\`: ${e.message}`);
+}
+
+/** The metadata settings from a connection string or an object, defaults filled in. */
+function metadataOf(input: unknown): TeConfig['metadata'] {
+  const given = typeof input === 'string' ? parseMetadataString(input) : isObject(input) ? input : {};
+  const m = { ...DEFAULT_CONFIG.metadata, ...given } as TeConfig['metadata'];
+  m.endpoints = [...m.endpoints];
+  for (const e of m.endpoints) checkEndpoint(e);
+  if (m.type === 'etcd' && m.endpoints.length === 0) fail('`metadata.type` is "etcd" but no `metadata.endpoints` are given (e.g. metadata: "etcd://10.0.0.5:2379")');
+  return m;
 }
 
 /** Turns a merged input into a complete, checked config; every message names the field. */
@@ -68,7 +90,7 @@ export function validateConfig(input: unknown): TeConfig {
   const role = c.role ?? DEFAULT_CONFIG.role;
   const transports = c.transports ?? [];
   const transportOptions = c.transportOptions ?? {};
-  const metadata = { ...DEFAULT_CONFIG.metadata, ...(isObject(c.metadata) ? c.metadata : {}) };
+  const metadata = metadataOf(c.metadata);
   const timeouts = { ...DEFAULT_CONFIG.timeouts, ...(isObject(c.timeouts) ? c.timeouts : {}) };
   const logLevel = c.logLevel ?? DEFAULT_CONFIG.logLevel;
   const extra = c.extra ?? {};

@@ -20,6 +20,7 @@ import { createLogger, type Log } from './logger.js';
 import { MemoryMap, type LocalRegion } from './memory-map.js';
 import { checkSegmentName } from './segment-name.js';
 import { P2PHandshake, REVOKE_REQUEST } from './metadata.js';
+import { EtcdMetadata } from '../metadata/etcd-store.js';
 import type { BatchRecord, EngineMetrics } from './metrics.js';
 import { BatchStats } from './batch-stats.js';
 import type { AllocatedHandle, CreateEngineOptions, MemoryHandle, MemoryTarget, RegisterOptions, TransferOptions } from './engine-api.js';
@@ -80,6 +81,8 @@ export class TransferEngine {
     segmentName: string,
     epoch: bigint,
     private readonly log: Log,
+    /** Descriptors in etcd (metadata type `etcd`); otherwise they are fetched from peers. */
+    private readonly etcd?: EtcdMetadata,
   ) {
     this.config = config;
     this.stats = new BatchStats(config.metrics, log);
@@ -112,7 +115,14 @@ export class TransferEngine {
     const handshake = new P2PHandshake(control, keys);
     const epoch = randomEpoch();
     const held: EngineTransport[] = [];
+    let etcd: EtcdMetadata | undefined;
+    // The watch may report a changed peer before the engine exists: held until then.
+    let onPeerChanged: (segment: string) => void = () => undefined;
     try {
+      if (config.metadata.type === 'etcd') {
+        const { endpoints, prefix, leaseTtlS } = config.metadata;
+        etcd = await EtcdMetadata.connect({ endpoints, prefix, leaseTtlS, self: endpoint, connectMs: config.timeouts.handshakeMs, log, onPeerChanged: (segment) => onPeerChanged(segment) });
+      }
       for (const plugin of plugins) {
         const pluginOptions = parseOptions(plugin.options, config.transportOptions[plugin.name] ?? {}, env, plugin.name);
         let transport;
@@ -129,11 +139,13 @@ export class TransferEngine {
       }
     } catch (error) {
       await Promise.allSettled(held.map((t) => t.transport.close()));
+      await etcd?.close();
       await handshake.close();
       await control.close();
       throw error;
     }
-    const engine = new TransferEngine(config, control, handshake, held, endpoint, epoch, log);
+    const engine = new TransferEngine(config, control, handshake, held, endpoint, epoch, log, etcd);
+    onPeerChanged = (segment) => void engine.forgetSegment(segment).catch(() => undefined);
     if (config.metrics) {
       const raw = env.TE_METRIC_INTERVAL_S;
       const interval = raw !== undefined && Number(raw) > 0 ? Number(raw) : 5;
@@ -322,8 +334,24 @@ export class TransferEngine {
     };
   }
 
-  private publish(): Promise<void> {
-    return this.handshake.publish(this.descriptor());
+  private async publish(): Promise<void> {
+    // The control plane serves the descriptor in every mode (revocation and peers that
+    // fetch it directly); with etcd it is also written there.
+    const d = this.descriptor();
+    await this.handshake.publish(d);
+    await this.etcd?.publish(d);
+  }
+
+  /** A peer's descriptor: from etcd when configured, else from the peer itself. */
+  private async fetchDescriptor(segment: string): Promise<SegmentDescriptor> {
+    const { handshakeMs } = this.config.timeouts;
+    if (!this.etcd) return this.handshake.fetch(segment, handshakeMs, this.segmentName);
+    const d = await this.etcd.fetch(segment, handshakeMs);
+    // Tell the owner this process holds its descriptor, so its unregistrations (revocation)
+    // reach this process before it frees memory; a peer that does not answer is not
+    // waited for here (the transports refuse stale access on their own).
+    void this.handshake.fetch(segment, handshakeMs, this.segmentName).catch(() => undefined);
+    return d;
   }
 
   /** A client for a peer's control endpoint, shared by every user of the engine. */
@@ -357,6 +385,7 @@ export class TransferEngine {
 
   /** Drops what is cached about a peer (descriptor, transport connections). */
   async forgetSegment(segment: string): Promise<void> {
+    this.etcd?.forget(segment);
     const state = this.peers.get(segment);
     this.peers.delete(segment);
     if (!state) return;
@@ -385,7 +414,7 @@ export class TransferEngine {
     let state = this.peers.get(segment);
     if (!state) {
       state = (async () => {
-        const descriptor = segment === this.segmentName ? this.descriptor() : await this.handshake.fetch(segment, this.config.timeouts.handshakeMs, this.segmentName);
+        const descriptor = segment === this.segmentName ? this.descriptor() : await this.fetchDescriptor(segment);
         return { descriptor, routing: peerRouting(descriptor), opened: new Map(), inFlight: 0 } as PeerState;
       })();
       this.peers.set(segment, state);
@@ -592,6 +621,8 @@ export class TransferEngine {
       // Closing the handshake first fails descriptor fetches still in flight, so close()
       // does not wait out their timeouts.
       await this.handshake.close();
+      // Revoking the etcd lease removes this process's descriptor at once.
+      await this.etcd?.close();
       for (const segment of [...this.peers.keys()]) await this.forgetSegment(segment);
       await Promise.allSettled(this.held.map((t) => t.transport.close()));
       await this.control.close();
