@@ -1,10 +1,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { TransferError, type KVBootstrapServer } from '@te/connector';
-import { RankRegistrationSchema, SHARED_FIELDS, type PrefillInfo, type RankEndpoint, type RankRegistration } from './schema.js';
-
-const checkRegistration = TypeCompiler.Compile(RankRegistrationSchema);
+import { HttpError, RankTable } from './rank-table.js';
+import type { PrefillInfo, RankEndpoint } from './schema.js';
 const MAX_BODY_BYTES = 64 * 1024;
 
 export interface BootstrapServerOptions {
@@ -12,21 +10,6 @@ export interface BootstrapServerOptions {
   host?: string;
   /** Port (SGLang's default is 8998; 0 picks a free one). */
   port?: number;
-}
-
-class HttpError extends Error {
-  constructor(readonly status: number, message: string) {
-    super(message);
-  }
-}
-
-/** `dp_group` as SGLang keys it: the attention DP rank, or the system DP rank when there are several. */
-function dpGroupOf(r: RankRegistration): number {
-  return r.system_dp_size === 1 ? r.attn_dp_rank : r.system_dp_rank;
-}
-
-function dpSizeOf(r: RankRegistration): number {
-  return r.system_dp_size === 1 ? r.attn_dp_size : r.system_dp_size;
 }
 
 function intParam(url: URL, name: string): number | undefined {
@@ -43,8 +26,7 @@ function intParam(url: URL, name: string): number | undefined {
  * count differs is refused (409) with both values named.
  */
 export class BootstrapServer implements KVBootstrapServer {
-  private readonly ranks = new Map<string, RankRegistration>();
-  private shared: RankRegistration | undefined;
+  private readonly table = new RankTable();
   private constructor(private readonly server: Server, readonly host: string, readonly port: number) {}
 
   static async start(options: BootstrapServerOptions = {}): Promise<BootstrapServer> {
@@ -66,12 +48,11 @@ export class BootstrapServer implements KVBootstrapServer {
 
   /** Number of ranks a complete prefill instance registers. */
   get expectedRanks(): number {
-    const s = this.shared;
-    return s ? dpSizeOf(s) * s.attn_tp_size * s.pp_size : Infinity;
+    return this.table.expectedRanks;
   }
 
   get ready(): boolean {
-    return this.ranks.size >= this.expectedRanks;
+    return this.table.ready;
   }
 
   private serve(req: IncomingMessage, res: ServerResponse): void {
@@ -98,52 +79,18 @@ export class BootstrapServer implements KVBootstrapServer {
   }
 
   private register(body: unknown): { registered: number; expected: number } {
-    if (!checkRegistration.Check(body)) {
-      const first = checkRegistration.Errors(body).First();
-      throw new HttpError(400, `malformed registration: ${first ? `${first.path || '(body)'} ${first.message}` : 'does not match the schema'}`);
-    }
-    if (this.shared) {
-      for (const field of SHARED_FIELDS) {
-        if (this.shared[field] !== body[field]) {
-          throw new HttpError(409, `rank tp=${body.attn_tp_rank} pp=${body.pp_rank} dp=${dpGroupOf(body)} registers ${field}=${String(body[field])}, but this prefill instance has ${field}=${String(this.shared[field])}`);
-        }
-      }
-    } else {
-      this.shared = body;
-    }
-    if (body.attn_tp_rank >= body.attn_tp_size || body.pp_rank >= body.pp_size || dpGroupOf(body) >= dpSizeOf(body)) {
-      throw new HttpError(400, `rank tp=${body.attn_tp_rank} pp=${body.pp_rank} dp=${dpGroupOf(body)} lies outside the layout tp=${body.attn_tp_size} pp=${body.pp_size} dp=${dpSizeOf(body)}`);
-    }
-    // A restarted rank registers again with its new endpoint: the newest entry wins.
-    this.ranks.set(`${dpGroupOf(body)}/${body.attn_tp_rank}/${body.pp_rank}`, body);
-    return { registered: this.ranks.size, expected: this.expectedRanks };
+    return this.table.register(body);
   }
 
   private query(url: URL): PrefillInfo | RankEndpoint {
     const dp = intParam(url, 'prefill_dp_rank');
     const tp = intParam(url, 'target_tp_rank');
     const pp = intParam(url, 'target_pp_rank');
-    if (!this.shared || !this.ready) throw new HttpError(503, `prefill instance not ready: ${this.ranks.size} of ${Number.isFinite(this.expectedRanks) ? this.expectedRanks : '?'} ranks registered`);
-    const s = this.shared;
-    if ((dp ?? -1) < 0 && (tp ?? -1) < 0 && (pp ?? -1) < 0) {
-      this.checkDecode(url, s);
-      const info: PrefillInfo = { attn_tp_size: s.attn_tp_size, dp_size: dpSizeOf(s), pp_size: s.pp_size, page_size: s.page_size, kv_cache_dtype: s.kv_cache_dtype, attention: s.attention, num_layers: s.num_layers };
-      if (s.total_kv_heads !== undefined) info.total_kv_heads = s.total_kv_heads;
-      return info;
-    }
+    // A decode passes its own page size, dtype, attention and layer count: a mismatch is
+    // refused here, not found as corrupt KV later.
+    if ((dp ?? -1) < 0 && (tp ?? -1) < 0 && (pp ?? -1) < 0) return this.table.info((field) => url.searchParams.get(field));
     if (dp === undefined || tp === undefined || pp === undefined) throw new HttpError(400, 'prefill_dp_rank, target_tp_rank and target_pp_rank are all required for an endpoint query');
-    const rank = this.ranks.get(`${dp}/${tp}/${pp}`);
-    if (!rank) throw new HttpError(404, `no prefill rank dp=${dp} tp=${tp} pp=${pp}`);
-    return { endpoint: rank.endpoint, first_layer: rank.first_layer, stage_layers: rank.stage_layers };
-  }
-
-  /** A decode passes its own page size, dtype, attention and layer count: refuse a mismatch here, not as corrupt KV later. */
-  private checkDecode(url: URL, s: RankRegistration): void {
-    const mine: Record<string, string | number> = { page_size: s.page_size, kv_cache_dtype: s.kv_cache_dtype, attention: s.attention, num_layers: s.num_layers };
-    for (const [field, value] of Object.entries(mine)) {
-      const theirs = url.searchParams.get(field);
-      if (theirs !== null && theirs !== String(value)) throw new HttpError(409, `${field} mismatch: decode has ${field}=${theirs.slice(0, 64)}, prefill has ${field}=${value}`);
-    }
+    return this.table.endpoint(dp, tp, pp);
   }
 
   close(): Promise<void> {
