@@ -36,7 +36,7 @@ testIf(test, etcdSupport(), 'PD TP 2→1 across hosts with etcd metadata on a th
     const etcd = await startEtcd(c, 'etcd');
     try {
       const metadata = `etcd://${c.host('etcd').address}:2379`;
-      await runPD(c, (address) => ({ connector: 'mooncake-tcp', bindAddress: address, metadata }) as never, {
+      await runPD(c, (address) => ({ connector: 'mooncake-tcp', bindAddress: address, metadata }), {
         // While the ranks run: each one's descriptor is in etcd, under the default prefix.
         during: async (segments) => assert.equal((await keys(etcd.url)).sort(), segments.map((s) => `te/segments/${s}`).sort()),
       });
