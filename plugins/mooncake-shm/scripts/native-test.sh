@@ -1,0 +1,20 @@
+#!/bin/sh
+# Builds and runs the mooncake-shm core's C++ tests (test/native/) without N-API or cmake:
+# the wire parser on malformed and random input, and a live target answering hostile clients.
+#   scripts/native-test.sh           plain build (-O1 -g)
+#   scripts/native-test.sh --tsan    ThreadSanitizer build; any report fails the run
+# CXX picks the compiler (g++ by default).
+set -eu
+here=$(cd "$(dirname "$0")/.." && pwd)
+core=$(cd "$here/../../native" && pwd)
+mode=plain
+if [ "${1:-}" = "--tsan" ]; then mode=tsan; shift; fi
+out="$here/build/native-tests/$mode"
+mkdir -p "$out"
+flags="-std=c++17 -O1 -g -Wall -Wextra -Wno-unused-parameter"
+[ "$mode" = tsan ] && flags="$flags -fsanitize=thread"
+sources="$here/native/wire.cpp $here/native/socket.cpp $here/native/control_page.cpp $here/native/copy.cpp
+  $here/native/server.cpp $here/native/client.cpp $here/native/transport.cpp
+  $core/src/status.cpp $core/src/memory_registry.cpp $here/test/native/shm_core_test.cpp"
+${CXX:-g++} $flags -I"$here/native" -I"$core/include" $sources -o "$out/shm_core_test" -lpthread
+TSAN_OPTIONS="halt_on_error=1 exitcode=66 ${TSAN_OPTIONS:-}" "$out/shm_core_test" "$@"

@@ -1,0 +1,265 @@
+// C++ tests of the mooncake-shm core without N-API: the wire parser on malformed and
+// random input, and a live target answering hostile clients on its real socket.
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "control_page.h"
+#include "socket.h"
+#include "transport.h"
+#include "wire.h"
+
+using namespace teshm;
+
+static int failures = 0;
+#define CHECK(c)                                                           \
+  do {                                                                     \
+    if (!(c)) {                                                            \
+      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
+      ++failures;                                                          \
+    }                                                                      \
+  } while (0)
+
+static te::Status parse(const std::vector<uint8_t>& b, Message* m = nullptr) {
+  Message local;
+  std::string why;
+  return parse_message(b.data(), b.size(), m ? m : &local, &why);
+}
+
+static void test_round_trips() {
+  std::vector<uint8_t> b;
+  Request r[2] = {{1, 7, OP_WRITE, 0x1000, 0x2000, 4096}, {2, 7, OP_READ, 0x3000, 0x4000, 1}};
+  encode_requests(r, 2, &b);
+  Message m;
+  CHECK(parse(b, &m) == te::TE_OK && m.requests.size() == 2 && m.requests[1].target_addr == 0x4000 && m.requests[0].op == OP_WRITE);
+  Hello h;
+  h.expected_epoch = 42;
+  h.name = "prefill-0";
+  encode_hello(h, &b);
+  CHECK(parse(b, &m) == te::TE_OK && m.hello.name == "prefill-0" && m.hello.expected_epoch == 42);
+  Completion c{9, -2};
+  encode_completions(&c, 1, &b);
+  CHECK(parse(b, &m) == te::TE_OK && m.completions[0].status == -2);
+  uint8_t payload[3] = {1, 2, 3};
+  encode_notify(5, payload, 3, &b);
+  CHECK(parse(b, &m) == te::TE_OK && m.notify.size() == 3 && m.notify_seq == 5);
+}
+
+static void test_malformed() {
+  std::vector<uint8_t> b;
+  Request r{1, 1, OP_WRITE, 0x1000, 0x2000, 64};
+  encode_requests(&r, 1, &b);
+  auto bad = b;
+  bad[0] ^= 1;
+  CHECK(parse(bad) == te::TE_BAD_FRAME);  // magic
+  bad = b;
+  bad[4] = 9;
+  CHECK(parse(bad) == te::TE_BAD_FRAME);  // version
+  bad = b;
+  bad[6] = 77;
+  CHECK(parse(bad) == te::TE_BAD_FRAME);  // type
+  bad = b;
+  bad.pop_back();
+  CHECK(parse(bad) == te::TE_BAD_FRAME);  // truncated
+  bad = b;
+  bad.push_back(0);
+  CHECK(parse(bad) == te::TE_BAD_FRAME);  // trailing byte
+  bad = b;
+  bad[8] = 2;
+  CHECK(parse(bad) == te::TE_BAD_FRAME);  // count says 2, body holds 1
+  bad = b;
+  bad[8 + 4 + 16] = 5;
+  CHECK(parse(bad) == te::TE_BAD_FRAME);  // unknown op
+  Request zero{1, 1, OP_WRITE, 0x1000, 0x2000, 0};
+  encode_requests(&zero, 1, &b);
+  CHECK(parse(b) == te::TE_BAD_FRAME);  // zero length
+  Hello h;
+  h.name = std::string(300, 'x');
+  encode_hello(h, &b);  // the encoder cuts the name; forge a longer one by hand
+  b[8 + 8 + 8 + 16] = 0x2c;
+  b[8 + 8 + 8 + 16 + 1] = 0x01;
+  CHECK(parse(b) == te::TE_BAD_FRAME);
+  CHECK(parse(std::vector<uint8_t>{}) == te::TE_BAD_FRAME);
+  CHECK(parse(std::vector<uint8_t>(kMaxMessage + 1, 0)) == te::TE_BAD_FRAME);
+}
+
+// Random bytes and random mutations of valid messages: the parser answers, never crashes
+// (run under the sanitizers this is a short fuzz pass).
+static void test_random_input() {
+  std::mt19937 rng(12345);
+  std::vector<uint8_t> seed;
+  Request r[3] = {{1, 1, OP_WRITE, 1, 2, 3}, {2, 1, OP_READ, 4, 5, 6}, {3, 2, OP_WRITE, 7, 8, 9}};
+  encode_requests(r, 3, &seed);
+  for (int i = 0; i < 200000; ++i) {
+    std::vector<uint8_t> b = seed;
+    if (i % 2) {
+      b.resize(rng() % 256);
+      for (auto& x : b) x = static_cast<uint8_t>(rng());
+      if (b.size() >= 4) std::memcpy(b.data(), &kMagic, 4);
+    } else {
+      for (int k = 0; k < 4; ++k) b[rng() % b.size()] = static_cast<uint8_t>(rng());
+      if (rng() % 4 == 0) b.resize(rng() % (b.size() + 1));
+    }
+    Message m;
+    std::string why;
+    te::Status s = parse_message(b.data(), b.size(), &m, &why);
+    CHECK(s == te::TE_OK || s == te::TE_BAD_FRAME);
+    if (s == te::TE_OK && m.type == REQUESTS)
+      for (auto& q : m.requests) CHECK(q.len != 0 && (q.op == OP_READ || q.op == OP_WRITE));
+  }
+}
+
+struct LiveTarget {
+  std::atomic<int> logs{0};
+  std::vector<uint8_t> memory = std::vector<uint8_t>(1 << 16, 0);
+  std::unique_ptr<Transport> t;
+  std::string name = "te-shm-test/" + std::to_string(getpid());
+  LiveTarget() {
+    Options o;
+    o.segment_name = "target";
+    o.epoch = 77;
+    o.socket_name = name;
+    t = std::make_unique<Transport>(o, [this](Event e) {
+      if (e.kind == Event::LOG) logs++;
+    });
+    std::string err;
+    CHECK(t->start(&err) == te::TE_OK);
+    CHECK(t->registry().add(reinterpret_cast<uint64_t>(memory.data()), memory.size(), true) == te::TE_OK);
+  }
+};
+
+/** Waits for one datagram (or end of stream: returns 0). */
+static ssize_t recv_wait(int fd, std::vector<uint8_t>* buf) {
+  for (int i = 0; i < 2000; ++i) {
+    int got = -1;
+    bool trunc = false;
+    ssize_t r = recv_message(fd, buf, &got, &trunc);
+    if (got >= 0) close(got);
+    if (r >= 0) return r;
+    if (errno != EAGAIN) return -1;
+    usleep(1000);
+  }
+  return -2;
+}
+
+static void test_hostile_clients(LiveTarget& lt) {
+  std::string err;
+  // Garbage before HELLO: the connection is dropped (end of stream), the target lives on.
+  int fd = -1;
+  CHECK(connect_abstract(lt.name, 1000, &fd, &err) == te::TE_OK);
+  std::vector<uint8_t> junk(100, 0xAB);
+  send_message(fd, junk);
+  std::vector<uint8_t> buf;
+  CHECK(recv_wait(fd, &buf) == 0);
+  close(fd);
+  // REQUESTS before HELLO: dropped without a copy.
+  CHECK(connect_abstract(lt.name, 1000, &fd, &err) == te::TE_OK);
+  Request r{1, 1, OP_WRITE, reinterpret_cast<uint64_t>(junk.data()), reinterpret_cast<uint64_t>(lt.memory.data()), 100};
+  std::vector<uint8_t> msg;
+  encode_requests(&r, 1, &msg);
+  send_message(fd, msg);
+  CHECK(recv_wait(fd, &buf) == 0);
+  close(fd);
+  CHECK(lt.memory[0] == 0);
+  // HELLO without its control page: refused with BAD_FRAME.
+  CHECK(connect_abstract(lt.name, 1000, &fd, &err) == te::TE_OK);
+  Hello h;
+  h.expected_epoch = 77;
+  encode_hello(h, &msg);
+  send_message(fd, msg);
+  Message m;
+  std::string why;
+  CHECK(recv_wait(fd, &buf) > 0 && parse_message(buf.data(), buf.size(), &m, &why) == te::TE_OK && m.reply.status == te::TE_BAD_FRAME);
+  close(fd);
+  // HELLO for another epoch: STALE_DESCRIPTOR.
+  CHECK(connect_abstract(lt.name, 1000, &fd, &err) == te::TE_OK);
+  int ctl = -1;
+  ControlPage* page = nullptr;
+  CHECK(create_control_page(&ctl, &page, &err) == te::TE_OK);
+  h.expected_epoch = 78;
+  encode_hello(h, &msg);
+  send_message(fd, msg, ctl);
+  CHECK(recv_wait(fd, &buf) > 0 && parse_message(buf.data(), buf.size(), &m, &why) == te::TE_OK && m.reply.status == te::TE_STALE_DESCRIPTOR);
+  close(fd);
+  // A proper HELLO, then a request past the end of the registered memory and one straddling it.
+  CHECK(connect_abstract(lt.name, 1000, &fd, &err) == te::TE_OK);
+  uint8_t nonce[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+  h.expected_epoch = 77;
+  h.probe_addr = reinterpret_cast<uint64_t>(nonce);
+  std::memcpy(h.nonce, nonce, 16);
+  encode_hello(h, &msg);
+  send_message(fd, msg, ctl);
+  CHECK(recv_wait(fd, &buf) > 0 && parse_message(buf.data(), buf.size(), &m, &why) == te::TE_OK && m.reply.status == te::TE_OK);
+  uint64_t base = reinterpret_cast<uint64_t>(lt.memory.data());
+  Request two[2] = {{10, 1, OP_WRITE, reinterpret_cast<uint64_t>(junk.data()), base + lt.memory.size(), 16},
+                    {11, 1, OP_WRITE, reinterpret_cast<uint64_t>(junk.data()), base + lt.memory.size() - 8, 16}};
+  encode_requests(two, 2, &msg);
+  send_message(fd, msg);
+  std::vector<Completion> got;
+  while (got.size() < 2 && recv_wait(fd, &buf) > 0 && parse_message(buf.data(), buf.size(), &m, &why) == te::TE_OK)
+    got.insert(got.end(), m.completions.begin(), m.completions.end());
+  CHECK(got.size() == 2);
+  for (auto& c : got) CHECK(c.status == (c.seq == 10 ? te::TE_MEMORY_NOT_REGISTERED : te::TE_ADDRESS_OUT_OF_RANGE));
+  CHECK(lt.memory[lt.memory.size() - 1] == 0);
+  // A good write lands; then a malformed message drops the connection.
+  Request good{12, 2, OP_WRITE, reinterpret_cast<uint64_t>(junk.data()), base, 100};
+  encode_requests(&good, 1, &msg);
+  send_message(fd, msg);
+  CHECK(recv_wait(fd, &buf) > 0 && parse_message(buf.data(), buf.size(), &m, &why) == te::TE_OK && m.completions[0].status == te::TE_OK);
+  CHECK(lt.memory[0] == 0xAB && lt.memory[99] == 0xAB && lt.memory[100] == 0);
+  send_message(fd, junk);
+  CHECK(recv_wait(fd, &buf) == 0);
+  close(fd);
+  unmap_control_page(page);
+  close(ctl);
+}
+
+// A client of another uid is refused before anything it sends is read.
+static void test_other_uid(LiveTarget& lt) {
+  if (geteuid() != 0) {
+    std::printf("  skipped: other-uid client (needs root)\n");
+    return;
+  }
+  pid_t child = fork();
+  if (child == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
+    int fd = -1;
+    std::string err;
+    if (connect_abstract(lt.name, 1000, &fd, &err) != te::TE_OK) _exit(4);
+    std::vector<uint8_t> buf;
+    Message m;
+    std::string why;
+    if (recv_wait(fd, &buf) <= 0 || parse_message(buf.data(), buf.size(), &m, &why) != te::TE_OK) _exit(5);
+    _exit(m.type == HELLO_REPLY && m.reply.status == te::TE_AUTH_FAILED ? 0 : 6);
+  }
+  int st = 0;
+  waitpid(child, &st, 0);
+  CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+int main() {
+  test_round_trips();
+  test_malformed();
+  test_random_input();
+  {
+    LiveTarget lt;
+    test_hostile_clients(lt);
+    test_other_uid(lt);
+    CHECK(lt.logs.load() >= 3);
+    lt.t->close();
+  }
+  if (failures) {
+    std::fprintf(stderr, "%d check(s) failed\n", failures);
+    return 1;
+  }
+  std::printf("mooncake-shm core tests passed\n");
+  return 0;
+}
