@@ -20,7 +20,7 @@ function cleanEnv(): NodeJS.ProcessEnv {
   for (const k of Object.keys(env)) if (/^(TE|MC)_/.test(k)) delete env[k];
   return env;
 }
-const PACKAGES = ['packages/connector', 'packages/fabric', 'packages/cuda', 'packages/testkit', 'packages/disagg', 'packages/cli', 'plugins/mooncake-tcp', 'plugins/mooncake-rdma', 'plugins/barex', 'plugins/mooncake-intra-nvlink', 'plugins/mooncake-nvlink'];
+const PACKAGES = ['packages/connector', 'packages/fabric', 'packages/cuda', 'packages/testkit', 'packages/disagg', 'packages/cli', 'plugins/mooncake-tcp', 'plugins/mooncake-rdma', 'plugins/barex', 'plugins/mooncake-intra-nvlink', 'plugins/mooncake-nvlink', 'plugins/mooncake-shm'];
 
 let installed = false;
 function install(): void {
