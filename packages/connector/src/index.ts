@@ -31,6 +31,8 @@ export { TransferEngine, createTransferEngine, type AllocatedHandle, type Memory
 export { initTransferEngine, getTransferEngine, closeTransferEngine, hasTransferEngine } from './engine/shared.js';
 export { ControlServer, ControlClient, CONTROL_VERSION, type ControlHandler } from './engine/control-plane.js';
 export { P2PHandshake, type MetadataStore } from './engine/metadata.js';
+export type { MetadataRecords } from './metadata/records.js';
+export { parseMetadataString } from './metadata/connection-string.js';
 export { encodeMessage, decodeMessage } from './engine/codec.js';
 export type { EngineMetrics, BatchRecord } from './engine/metrics.js';
 export { createMetricsRegistry, type PromRegistry } from './metrics/prometheus.js';

@@ -21,6 +21,7 @@ import { MemoryMap, type LocalRegion } from './memory-map.js';
 import { checkSegmentName } from './segment-name.js';
 import { P2PHandshake, REVOKE_REQUEST } from './metadata.js';
 import { EtcdMetadata } from '../metadata/etcd-store.js';
+import type { MetadataRecords } from '../metadata/records.js';
 import type { BatchRecord, EngineMetrics } from './metrics.js';
 import { BatchStats } from './batch-stats.js';
 import type { AllocatedHandle, CreateEngineOptions, MemoryHandle, MemoryTarget, RegisterOptions, TransferOptions } from './engine-api.js';
@@ -352,6 +353,14 @@ export class TransferEngine {
     // waited for here (the transports refuse stale access on their own).
     void this.handshake.fetch(segment, handshakeMs, this.segmentName).catch(() => undefined);
     return d;
+  }
+
+  /**
+   * Records in the cluster store beside the descriptors (metadata type `etcd`), for runtimes
+   * that find each other through it; undefined with `p2p` metadata.
+   */
+  get metadataRecords(): MetadataRecords | undefined {
+    return this.etcd;
   }
 
   /** A client for a peer's control endpoint, shared by every user of the engine. */

@@ -4,6 +4,7 @@ import { checkDescriptor } from '../engine/descriptor-check.js';
 import type { Log } from '../engine/logger.js';
 import type { MetadataStore } from '../engine/metadata.js';
 import type { SegmentDescriptor } from '../spi/descriptor.js';
+import type { MetadataRecords } from './records.js';
 
 // The part of etcd3's API used here (an optional peer dependency, loaded on demand).
 interface EtcdKv {
@@ -25,6 +26,8 @@ interface EtcdLease {
 interface EtcdClient {
   lease(ttl: number, options?: { autoKeepAlive?: boolean }): EtcdLease;
   get(key: string): { buffer(): Promise<Buffer | null> };
+  getAll(): { prefix(p: string): { buffers(): Promise<Record<string, Buffer>> } };
+  delete(): { key(k: string): Promise<unknown> };
   watch(): { prefix(p: string): { create(): Promise<EtcdWatcher> } };
   close(): void;
 }
@@ -54,8 +57,10 @@ const RETRY_MS = 500;
  * restarted without its data, or unreachable past the TTL) is replaced and the descriptor
  * written again without the process restarting.
  */
-export class EtcdMetadata implements MetadataStore {
+export class EtcdMetadata implements MetadataStore, MetadataRecords {
   private readonly cache = new Map<string, SegmentDescriptor>();
+  /** This process's records (written again with the descriptor after a lost lease). */
+  private readonly records = new Map<string, Buffer>();
   private current: SegmentDescriptor | undefined;
   private lease: EtcdLease | undefined;
   private watcher: EtcdWatcher | undefined;
@@ -141,6 +146,7 @@ export class EtcdMetadata implements MetadataStore {
     try {
       if (!this.lease) await this.withDeadline(this.newLease(), this.options.connectMs, 'granting a lease');
       if (this.current) await this.withDeadline(this.lease!.put(this.keyOf(this.current.name)).value(encodeMessage(this.current)), this.options.connectMs, 'writing the descriptor');
+      for (const [key, value] of this.records) await this.withDeadline(this.lease!.put(this.recordKey(key)).value(value), this.options.connectMs, `writing record ${key}`);
       this.dirty = false;
       if (this.warned) this.options.log('info', `etcd: this process's descriptor is written again (${this.where})`);
       this.warned = false;
@@ -222,6 +228,31 @@ export class EtcdMetadata implements MetadataStore {
     return descriptor;
   }
 
+  private recordKey(key: string): string {
+    return `${this.options.prefix}/records/${key}`;
+  }
+
+  async put(key: string, value: Uint8Array): Promise<void> {
+    checkRecordKey(key);
+    const bytes = Buffer.from(value);
+    this.records.set(key, bytes);
+    if (!this.lease) throw new TransferError('PEER_UNREACHABLE', `${this.where} has no live lease for this process now; record ${key} is written when it returns`);
+    await this.withDeadline(this.lease.put(this.recordKey(key)).value(bytes), this.options.connectMs, `writing record ${key}`);
+  }
+
+  async list(prefix: string, timeoutMs: number): Promise<Map<string, Uint8Array>> {
+    checkRecordKey(prefix, true);
+    const all = await this.withDeadline(this.client.getAll().prefix(this.recordKey(prefix)).buffers(), timeoutMs, `listing records under ${prefix}`);
+    const strip = this.recordKey('').length;
+    return new Map(Object.entries(all).map(([k, v]) => [k.slice(strip), new Uint8Array(v)]));
+  }
+
+  async delete(key: string): Promise<void> {
+    checkRecordKey(key);
+    this.records.delete(key);
+    await this.withDeadline(this.client.delete().key(this.recordKey(key)), this.options.connectMs, `deleting record ${key}`);
+  }
+
   /** Drops a cached descriptor (the engine forgot the peer: read it afresh next time). */
   forget(segment: string): void {
     this.cache.delete(segment);
@@ -236,5 +267,11 @@ export class EtcdMetadata implements MetadataStore {
     // after the TTL.
     if (this.lease) await this.withDeadline(this.lease.revoke(), 1000, 'revoking the lease').catch(() => this.lease?.release());
     this.client.close();
+  }
+}
+
+function checkRecordKey(key: unknown, prefix = false): asserts key is string {
+  if (typeof key !== 'string' || key.length > 512 || (!prefix && key === '') || !/^[A-Za-z0-9._:/-]*$/.test(key)) {
+    throw new TransferError('INVALID_ARGUMENT', `Expected a record key of up to 512 characters of letters, digits and . _ : / -, got ${JSON.stringify(key)?.slice(0, 80)}`);
   }
 }

@@ -1,4 +1,5 @@
 import { TransferError } from '@te/connector';
+import type { DecodeDescription, RankDirectory } from './directory.js';
 import type { PrefillInfo, RankEndpoint, RankRegistration } from './schema.js';
 
 const RETRY_MS = 100;
@@ -33,7 +34,7 @@ function errorText(body: unknown): string {
  * (unreachable, not ready) until a deadline, failing at once on what never will
  * (a layout mismatch, a malformed request).
  */
-export class BootstrapClient {
+export class BootstrapClient implements RankDirectory {
   private info: Promise<PrefillInfo> | undefined;
   private readonly endpoints = new Map<string, Promise<RankEndpoint>>();
 
@@ -78,7 +79,7 @@ export class BootstrapClient {
   }
 
   /** The prefill layout, once every rank registered; the decode's own values are checked by the server. */
-  prefillInfo(decode: { page_size: number; kv_cache_dtype: string; attention: string; num_layers: number }, timeoutMs: number): Promise<PrefillInfo> {
+  prefillInfo(decode: DecodeDescription, timeoutMs: number): Promise<PrefillInfo> {
     if (!this.info) {
       const deadline = Date.now() + timeoutMs;
       const q = new URLSearchParams();

@@ -1,5 +1,6 @@
 import { TransferError, type BootstrapInfo, type KVBuffers, type KVManager, type KVReceiver, type KVSender, type ParallelLayout, type TransferEngine } from '@te/connector';
 import { BootstrapServer } from '../bootstrap/server.js';
+import { bootstrapStoreOf, directoryFactory, type BootstrapStore } from '../bootstrap/directory-for.js';
 import { engineFor } from '../shared/engine.js';
 import { DecodeRank } from './decode-rank.js';
 import { checkBuffers, registerBuffers } from './local-buffers.js';
@@ -25,8 +26,15 @@ export interface CreateKVManagerOptions {
   /** Prefill: this instance's bootstrap server, which every rank registers with. */
   bootstrapHost?: string;
   bootstrapPort?: number;
-  /** Prefill: start the bootstrap server in this rank (default: the rank with every index 0). */
+  /** Prefill: start the bootstrap server in this rank (default: the rank with every index 0; never with the etcd store). */
   serveBootstrap?: boolean;
+  /**
+   * Where prefill ranks register and decode ranks find them: `http` (default), the prefill
+   * instance's bootstrap server; `etcd`, the cluster store of the engine's etcd metadata, so
+   * no bootstrap server runs (the instance is still named by bootstrapHost:bootstrapPort,
+   * the address decode requests carry). Default: TE_PD_BOOTSTRAP_STORE, else `http`.
+   */
+  bootstrapStore?: BootstrapStore;
   timeouts?: Partial<PDTimeouts>;
   /**
    * Prefill: send each layer as soon as it is written (`beginBatch`). Default: the
@@ -120,16 +128,18 @@ export async function createKVManager(options: CreateKVManagerOptions): Promise<
   checkBuffers(options.buffers);
   const timeouts = resolveTimeouts(options.timeouts);
   const engine = await engineFor(options);
+  const store = bootstrapStoreOf(options.bootstrapStore);
+  const directoryOf = directoryFactory(store, engine);
   const registered = await registerBuffers(engine, options.buffers);
-  if (options.role === 'decode') return new Manager('decode', options.layout, engine, timeouts, new DecodeRank(engine, options.layout, options.buffers, timeouts), registered, undefined, false, log);
+  if (options.role === 'decode') return new Manager('decode', options.layout, engine, timeouts, new DecodeRank(engine, options.layout, options.buffers, timeouts, directoryOf), registered, undefined, false, log);
 
   const l = options.layout;
   const host = options.bootstrapHost ?? '127.0.0.1';
   const port = options.bootstrapPort ?? 8998;
   const first = l.attnTpRank === 0 && l.attnDpRank === 0 && l.ppRank === 0 && l.systemDpRank === 0;
   let server: BootstrapServer | undefined;
-  if (options.serveBootstrap ?? first) server = await BootstrapServer.start({ host: options.bootstrapHost ?? '0.0.0.0', port });
-  const rank = new PrefillRank(engine, l, options.buffers, timeouts);
+  if (store === 'http' && (options.serveBootstrap ?? first)) server = await BootstrapServer.start({ host: options.bootstrapHost ?? '0.0.0.0', port });
+  const rank = new PrefillRank(engine, l, options.buffers, timeouts, directoryOf);
   try {
     await rank.registerWith(`${host}:${server?.port ?? port}`);
   } catch (e) {

@@ -1,5 +1,6 @@
 import { KVStatus, TransferError, type BootstrapInfo, type KVBuffers, type ParallelLayout, type TransferEngine } from '@te/connector';
 import { BootstrapClient } from '../bootstrap/client.js';
+import type { RankDirectory } from '../bootstrap/directory.js';
 import { checkReply, handleMessage } from '../protocol/handle.js';
 import { MSG, PD_PROTOCOL_VERSION, PingSchema, RegisterReplySchema, StatusSchema, type RegisterMessage, type StatusMessage } from '../protocol/messages.js';
 import { Heartbeat } from './heartbeat.js';
@@ -18,7 +19,7 @@ const MAX_BOOTSTRAP_CLIENTS = 1024;
 export class DecodeRank {
   private readonly receivers = new Map<bigint, DecodeReceiver>();
   private readonly registered = new Map<string, Promise<void>>();
-  private readonly clients = new Map<string, BootstrapClient>();
+  private readonly clients = new Map<string, RankDirectory>();
   private readonly unhandle: (() => void)[] = [];
   private readonly heartbeat: Heartbeat;
   private readonly registerMessage: RegisterMessage;
@@ -28,6 +29,7 @@ export class DecodeRank {
     readonly layout: ParallelLayout,
     readonly buffers: KVBuffers,
     readonly timeouts: PDTimeouts,
+    private readonly directoryOf: (address: string) => RankDirectory = (address) => new BootstrapClient(address),
   ) {
     const b = buffers;
     this.registerMessage = {
@@ -73,11 +75,11 @@ export class DecodeRank {
     return { page_size: b.pageSize, kv_cache_dtype: b.kvCacheDtype, attention: b.attention, num_layers: b.totalLayers ?? b.numLayers };
   }
 
-  bootstrapClient(address: string): BootstrapClient {
+  bootstrapClient(address: string): RankDirectory {
     let c = this.clients.get(address);
     if (!c) {
       if (this.clients.size >= MAX_BOOTSTRAP_CLIENTS) this.clients.delete(this.clients.keys().next().value!);
-      c = new BootstrapClient(address);
+      c = this.directoryOf(address);
       this.clients.set(address, c);
     }
     return c;

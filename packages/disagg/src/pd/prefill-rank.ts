@@ -1,5 +1,6 @@
 import { KVStatus, TransferError, isTransferError, type BootstrapInfo, type KVBuffers, type ParallelLayout, type TransferEngine } from '@te/connector';
 import { BootstrapClient } from '../bootstrap/client.js';
+import type { RankDirectory } from '../bootstrap/directory.js';
 import type { RankRegistration } from '../bootstrap/schema.js';
 import { handleMessage } from '../protocol/handle.js';
 import { AbortSchema, MSG, PD_PROTOCOL_VERSION, PingSchema, RegisterSchema, RequestSchema, type AbortMessage, type RequestMessage } from '../protocol/messages.js';
@@ -35,6 +36,7 @@ export class PrefillRank {
     readonly layout: ParallelLayout,
     readonly buffers: KVBuffers,
     readonly timeouts: PDTimeouts,
+    private readonly directoryOf: (address: string) => RankDirectory = (address) => new BootstrapClient(address),
   ) {
     this.source = {
       buffers,
@@ -88,7 +90,7 @@ export class PrefillRank {
   }
 
   async registerWith(bootstrapAddress: string): Promise<void> {
-    await new BootstrapClient(bootstrapAddress).register(this.registration(), this.timeouts.bootstrapMs);
+    await this.directoryOf(bootstrapAddress).register(this.registration(), this.timeouts.bootstrapMs);
   }
 
   createSender(bootstrap: BootstrapInfo): PrefillSender {

@@ -1,0 +1,26 @@
+import type { PrefillInfo, RankEndpoint, RankRegistration } from './schema.js';
+
+/** The decode's own values the prefill layout is checked against. */
+export interface DecodeDescription {
+  page_size: number;
+  kv_cache_dtype: string;
+  attention: string;
+  num_layers: number;
+}
+
+/**
+ * Where the ranks of one prefill instance are registered and looked up: its bootstrap
+ * HTTP server (BootstrapClient), or the cluster store (EtcdRankDirectory). Both apply the
+ * rules of RankTable.
+ */
+export interface RankDirectory {
+  /** The instance's address (`host:port` of its bootstrap server, or its name in the store). */
+  readonly address: string;
+  register(registration: RankRegistration, timeoutMs: number): Promise<void>;
+  prefillInfo(decode: DecodeDescription, timeoutMs: number): Promise<PrefillInfo>;
+  rankEndpoint(dp: number, tp: number, pp: number, timeoutMs: number): Promise<RankEndpoint>;
+  /** Forgets cached answers (a prefill rank restarted and registered again). */
+  forget(): void;
+  /** Whether the instance is there (its server answers, or its ranks' records are alive). */
+  health(timeoutMs: number): Promise<boolean>;
+}

@@ -1,0 +1,114 @@
+// The PD bootstrap through the cluster store: with bootstrapStore "etcd", prefill ranks
+// register in etcd (under their engine's lease) and decode ranks find them there, so no
+// bootstrap HTTP server runs; the same layout rules apply (a page-size mismatch is refused
+// naming both values), a room lands byte-exact, and a prefill that is gone is reported
+// unhealthy. A real etcd (Debian etcd-server) on loopback; ranks over mooncake-tcp.
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { createConnection } from 'node:net';
+import { randomBytes } from 'node:crypto';
+import { KVStatus, createTransferEngine, isTransferError, type ParallelLayout, type TransferEngine } from '@te/connector';
+import { EtcdRankDirectory, createKVManager } from '@te/disagg';
+import { allocateRank, fillPrefill, verifyDecode, type ModelSpec } from '../packages/disagg/test/fixtures/pd-model.js';
+import { EtcdServer, NO_ETCD } from './fixtures/etcd.js';
+
+const MODEL: ModelSpec = { attention: 'mha', totalLayers: 2, heads: 2, headBytes: 16, pageSize: 4, pages: 16, auxSlots: 4, auxBytes: 32 };
+const LAYOUT: ParallelLayout = { attnTpSize: 1, attnTpRank: 0, attnDpSize: 1, attnDpRank: 0, ppSize: 1, ppRank: 0, systemDpSize: 1, systemDpRank: 0 };
+const timeouts = { bootstrapMs: 3000, waitingMs: 3000, heartbeatIntervalMs: 500, heartbeatMaxFailures: 2, abortMs: 1000 };
+
+function listening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = createConnection({ host: '127.0.0.1', port }, () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.on('error', () => resolve(false));
+  });
+}
+
+if (NO_ETCD) {
+  test.skip(`PD bootstrap through etcd — skipped: ${NO_ETCD}`, () => undefined);
+} else {
+  let etcd: EtcdServer;
+  const engines: TransferEngine[] = [];
+  const closers: (() => Promise<void>)[] = [];
+  test.before(async () => {
+    etcd = await EtcdServer.create();
+  });
+  test.after(async () => {
+    for (const c of closers) await c().catch(() => undefined);
+    await Promise.allSettled(engines.map((e) => e.close()));
+    etcd?.dispose();
+  });
+  const engine = async (prefix: string): Promise<TransferEngine> => {
+    const e = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1', metadata: { type: 'etcd', endpoints: [etcd.endpoint], prefix, leaseTtlS: 2 } });
+    engines.push(e);
+    return e;
+  };
+
+  test('prefill ranks registered in etcd are found by the decode; no bootstrap server runs; the room lands byte-exact', async () => {
+    const prefix = `b-${randomBytes(4).toString('hex')}`;
+    const port = 18998;
+    const pe = await engine(prefix);
+    const de = await engine(prefix);
+    const pm = await allocateRank(pe, MODEL, LAYOUT);
+    const dm = await allocateRank(de, MODEL, LAYOUT);
+    const prefill = await createKVManager({ role: 'prefill', engine: pe, layout: LAYOUT, buffers: pm.buffers, bootstrapHost: '127.0.0.1', bootstrapPort: port, bootstrapStore: 'etcd', timeouts });
+    closers.push(() => prefill.close());
+    const decode = await createKVManager({ role: 'decode', engine: de, layout: LAYOUT, buffers: dm.buffers, bootstrapStore: 'etcd', timeouts });
+    closers.push(() => decode.close());
+    assert.is(prefill.bootstrapServer, undefined, 'no HTTP bootstrap server with the etcd store');
+    assert.not.ok(await listening(port), 'nothing listens on the bootstrap port');
+    assert.ok((await etcd.keys(`${prefix}/records/pd/`)).includes(`${prefix}/records/pd/127.0.0.1:${port}/0/0/0`));
+    const room = 777n;
+    const pages = Uint32Array.from([2, 7, 5]);
+    fillPrefill(MODEL, pm, room, pages, 1);
+    const receiver = decode.createReceiver({ host: '127.0.0.1', port, room });
+    const sender = prefill.createSender({ host: '127.0.0.1', port, room });
+    await receiver.init(pages, 1);
+    sender.init(pages.length, 1);
+    await sender.send(pages, { last: true });
+    await receiver.cell.reached(KVStatus.Success);
+    assert.is(verifyDecode(MODEL, dm, [{ room, pages, auxSlot: 1 }]), undefined);
+  });
+
+  test('the same layout rules: a decode with another page size is refused naming both values', async () => {
+    const prefix = `b-${randomBytes(4).toString('hex')}`;
+    const pe = await engine(prefix);
+    const de = await engine(prefix);
+    const pm = await allocateRank(pe, MODEL, LAYOUT);
+    const dm = await allocateRank(de, { ...MODEL, pageSize: 8 }, LAYOUT);
+    const prefill = await createKVManager({ role: 'prefill', engine: pe, layout: LAYOUT, buffers: pm.buffers, bootstrapHost: '127.0.0.1', bootstrapPort: 18999, bootstrapStore: 'etcd', timeouts });
+    closers.push(() => prefill.close());
+    const directory = new EtcdRankDirectory('127.0.0.1:18999', de.metadataRecords!);
+    try {
+      await directory.prefillInfo({ page_size: dm.buffers.pageSize, kv_cache_dtype: dm.buffers.kvCacheDtype, attention: dm.buffers.attention, num_layers: MODEL.totalLayers }, 2000);
+      assert.unreachable('mismatch accepted');
+    } catch (e) {
+      assert.ok(isTransferError(e));
+      assert.is((e as { code: string }).code, 'LAYOUT_MISMATCH');
+      assert.match((e as Error).message, 'decode has page_size=8, prefill has page_size=4');
+    }
+    assert.ok(await directory.health(1000), 'the instance is alive');
+    await prefill.close();
+    await pe.close();
+    const gone = Date.now();
+    while (Date.now() - gone < 6000 && (await directory.health(1000))) await new Promise((r) => setTimeout(r, 100));
+    assert.not.ok(await directory.health(1000), 'a closed prefill instance is no longer healthy');
+  });
+
+  test('bootstrapStore "etcd" without etcd metadata is refused with the reason', async () => {
+    const e = await createTransferEngine({ connector: 'mooncake-tcp' });
+    engines.push(e);
+    const m = await allocateRank(e, MODEL, LAYOUT);
+    try {
+      await createKVManager({ role: 'decode', engine: e, layout: LAYOUT, buffers: m.buffers, bootstrapStore: 'etcd', timeouts });
+      assert.unreachable('accepted');
+    } catch (err) {
+      assert.is((err as { code?: string }).code, 'INVALID_CONFIG');
+      assert.match((err as Error).message, 'metadata is not etcd');
+    }
+  });
+}
+
+test.run();
