@@ -1,11 +1,11 @@
 #!/usr/bin/env node
-// Benchmarks te transports on loopback beside two baselines measured in the same run:
+// Benchmarks te transports on loopback beside the baselines measured in the same run:
 // iperf3's single TCP stream (before and after te, mean taken) and raw libfabric RMA
 // (bench/fabric-rma: two processes, fi_write/fi_read over tcp;ofi_rxm with the same number
 // of operations in flight as te has requests in flight). Prints ratios next to the targets.
 // Writes are also measured raw with FI_DELIVERY_COMPLETE: a te write completes only once
 // applied at the target, and that column compares like with like; the targets use the
-// plain (faster) raw figure.
+// plain (faster) raw figure. Last, the same-host path (mooncake-shm) beside memcpy.
 //
 //   node bench/vs-iperf3.mjs [--plugin mooncake-tcp,mooncake-rdma] [--duration 3] [--json out.json] [--strict]
 //
@@ -122,6 +122,10 @@ for (const plugin of plugins) {
     results.push({ plugin, case: c, r: teBench(plugin, c) });
   }
 }
+// The same-host path (mooncake-shm) beside single-thread memcpy, measured by its own
+// benchmark in this run (bench/same-host.mjs: both processes, every case verified).
+process.stderr.write('mooncake-shm: same-host writes beside memcpy ...\n');
+const sameHost = JSON.parse(execFileSync(process.execPath, [join(dirname(fileURLToPath(import.meta.url)), 'same-host.mjs'), '--no-tcp', '--json', '--seconds', String(duration)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim().split('\n').pop());
 const baselineAfter = await iperf3();
 const iperf = (baselineBefore + baselineAfter) / 2;
 
@@ -162,7 +166,16 @@ for (const { plugin, case: c, r } of results) {
 }
 const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => String(row[i] ?? '').length)));
 for (const row of rows) console.log(row.map((cell, i) => String(cell).padEnd(widths[i] ?? 0)).join('  ').trimEnd());
+console.log(`\nsame-host (mooncake-shm, ${sameHost.inflight} batches in flight) beside single-thread memcpy in this run:`);
+for (const r of sameHost.rows) {
+  const target = r.size === '1 MiB' ? '≥ 0.5× memcpy' : '-';
+  const met = r.size === '1 MiB' ? r.shmVsMemcpy >= 0.5 : undefined;
+  if (met === false) missed++;
+  if (!r.verified) unverified++;
+  console.log(`  ${r.size.padEnd(7)} memcpy ${String(r.memcpyGBps).padStart(6)} GB/s  mooncake-shm ${String(r.shmGBps).padStart(6)} GB/s  ${String(r.shmVsMemcpy).padStart(5)}×  ${target}${met === undefined ? '' : met ? '  met' : '  NOT met'}`);
+  summary.push({ plugin: 'mooncake-shm', case: `${r.size} write, same host`, bytesPerSecond: r.shmGBps * 1e9, verified: r.verified, ratioToMemcpy: r.shmVsMemcpy, target, met });
+}
 const withTargets = summary.filter((s) => s.met !== undefined).length;
 console.log(`\ntargets met: ${withTargets - missed} of ${withTargets}${QUICK ? ' (smoke run: figures not meaningful)' : ''}; cases verified: ${summary.length - unverified} of ${summary.length}`);
-if (values.json) writeFileSync(values.json, JSON.stringify({ iperf3: { before: baselineBefore, after: baselineAfter }, raw: Object.fromEntries(raw), results: summary }, null, 2));
+if (values.json) writeFileSync(values.json, JSON.stringify({ iperf3: { before: baselineBefore, after: baselineAfter }, raw: Object.fromEntries(raw), sameHost, results: summary }, null, 2));
 process.exitCode = unverified > 0 || (values.strict && missed > 0) ? 1 : 0;
