@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every fuzz target for a fixed budget (seconds each, default 60): the libFuzzer
-# targets for the wire parsers (mooncake-tcp frames end to end, fabric control messages),
+# targets for the wire parsers (mooncake-tcp frames end to end, fabric control messages,
+# mooncake-shm datagrams),
 # built with clang and AddressSanitizer + UndefinedBehaviorSanitizer, and the control-plane
 # fuzzer (JS: envelope and message decoding through the real control server). Exits
 # non-zero on the first crash; the reproducer is left in fuzz/crashes/.
@@ -15,6 +16,8 @@ command -v clang++ >/dev/null || { echo "fuzz: clang++ is needed (Debian: apt-ge
 flags="-std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -DTE_HAVE_CUDA=0 -pthread"
 tcp=plugins/mooncake-tcp/native
 clang++ $flags -Inative/fabric/src fuzz/fabric_messages.cpp native/fabric/src/wire.cpp -o "$out/fabric_messages"
+clang++ $flags -Iplugins/mooncake-shm/native -Inative/include fuzz/shm_messages.cpp plugins/mooncake-shm/native/wire.cpp \
+  native/src/status.cpp -o "$out/shm_messages"
 # Every source of the TCP transport core except its Node-API addon.
 clang++ $flags -I$tcp -Inative/include -Inative/cuda/include fuzz/tcp_frames.cpp $(ls $tcp/*.cpp | grep -v addon.cpp) \
   native/src/status.cpp native/src/epoch.cpp native/src/memory_registry.cpp native/src/slice_plan.cpp native/src/hmac_sha256.cpp \
@@ -39,6 +42,7 @@ run() {
 run fabric_messages -max_len=70000
 run tcp_frames -max_len=20000
 TE_FUZZ_SECRET=1 run tcp_frames -max_len=20000
+run shm_messages -max_len=70000
 echo "fuzz: control_plane for ${budget}s"
 node --import tsx fuzz/control-plane.ts "$budget"
 # The decoding stages themselves (codec, envelope and descriptor checks) in process, through a
