@@ -2,9 +2,9 @@
 # Runs the native C++ tests under the sanitizers; clean means exit 0, any report fails.
 #   - the core's tests (native/test/core_tests.cpp through native/CMakeLists.txt) under
 #     ThreadSanitizer and under AddressSanitizer + UndefinedBehaviorSanitizer;
-#   - the mooncake-tcp transport core's tests and the CUDA copy engine's tests (on its
+#   - the mooncake-tcp and mooncake-shm transport cores' tests and the CUDA copy engine's tests (on its
 #     fault-injection runtime) under ThreadSanitizer, through their own scripts.
-# (The TCP and fabric wire parsers run under ASan + UBSan in the fuzz targets, scripts/fuzz.sh.)
+# (The TCP, fabric and shm wire parsers run under ASan + UBSan in the fuzz targets, scripts/fuzz.sh.)
 #   bash scripts/sanitize.sh            everything
 #   bash scripts/sanitize.sh core       only the core's tests (both sanitizers)
 set -euo pipefail
@@ -47,6 +47,7 @@ core asan-ubsan "-fsanitize=address,undefined -fno-sanitize-recover=undefined"
 if [ "$what" = all ]; then
   run "mooncake-tcp core tests under tsan" sh plugins/mooncake-tcp/scripts/native-test.sh --tsan
   run "CUDA copy engine tests under tsan" sh native/cuda/scripts/test.sh --tsan
+  run "mooncake-shm core tests under tsan" sh plugins/mooncake-shm/scripts/native-test.sh --tsan
 fi
 [ "$fail" -eq 0 ] && echo "sanitize: clean"
 exit "$fail"
