@@ -50,6 +50,7 @@ class ShmTransport : public te::napi::TransportWrap<ShmTransport, teshm::Transpo
     opt.chunk_bytes = u64_field(o, "chunkBytes");
     opt.max_outstanding = static_cast<uint32_t>(u64_field(o, "maxOutstanding"));
     opt.max_connections = static_cast<uint32_t>(u64_field(o, "maxConnections"));
+    if (te::napi::is_given(o.Get("handshakeTimeoutMs"))) opt.handshake_timeout_ms = static_cast<int>(u64_field(o, "handshakeTimeoutMs"));
     opt.connect_timeout_ms = static_cast<int>(u64_field(o, "connectTimeoutMs"));
     opt.cancel_grace_ms = static_cast<int>(u64_field(o, "cancelGraceMs"));
     opt.notify_queue_per_peer = u64_field(o, "notifyQueuePerPeer");

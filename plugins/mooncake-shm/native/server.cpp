@@ -4,6 +4,8 @@
 #include <cerrno>
 #include <cstring>
 #include <sys/epoll.h>
+
+#include <chrono>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -19,6 +21,7 @@ struct Server::Conn {
   int pidfd = -1;
   ControlPage* page = nullptr;
   bool hello_done = false;
+  std::chrono::steady_clock::time_point accepted_at = std::chrono::steady_clock::now();
   std::string name;
   std::atomic<bool> dead{false};
   std::atomic<uint32_t> outstanding{0};
@@ -105,7 +108,8 @@ void Server::stop() {
 void Server::loop() {
   epoll_event events[64];
   while (!stop_.load()) {
-    int n = epoll_wait(epoll_fd_, events, 64, 1000);
+    int n = epoll_wait(epoll_fd_, events, 64, kSweepMs);
+    drop_silent();
     for (int i = 0; i < n; ++i) {
       int fd = events[i].data.fd;
       if (fd == wake_fd_) {
@@ -145,6 +149,17 @@ void Server::loop() {
       if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) read_conn(c);
     }
   }
+}
+
+// Connections that did not complete HELLO in time are closed.
+void Server::drop_silent() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_sweep_ < std::chrono::milliseconds(kSweepMs)) return;
+  last_sweep_ = now;
+  std::vector<std::shared_ptr<Conn>> late;
+  for (auto& [fd, c] : conns_)
+    if (!c->hello_done && now - c->accepted_at > std::chrono::milliseconds(opt_.handshake_timeout_ms)) late.push_back(c);
+  for (auto& c : late) drop(c, "no HELLO within " + std::to_string(opt_.handshake_timeout_ms) + " ms");
 }
 
 void Server::accept_all() {

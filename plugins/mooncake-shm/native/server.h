@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -33,6 +34,7 @@ class Server {
   void loop();
   void copy_worker(uint32_t slot);
   void accept_all();
+  void drop_silent();
   void read_conn(const std::shared_ptr<Conn>& c);
   Status handle_hello(Conn& c, const Hello& h, int ctl_fd, std::string* why);
   void handle_requests(const std::shared_ptr<Conn>& c, const std::vector<Request>& reqs);
@@ -52,6 +54,8 @@ class Server {
   std::thread loop_thread_;
   std::vector<std::thread> copy_threads_;
   std::unordered_map<int, std::shared_ptr<Conn>> conns_;  // loop thread only
+  static constexpr int kSweepMs = 250;  // how often silent connections are looked for
+  std::chrono::steady_clock::time_point last_sweep_{};
   std::mutex qmu_;
   std::condition_variable qcv_;
   std::deque<std::shared_ptr<Work>> queue_;

@@ -39,6 +39,9 @@ struct Options {
   uint64_t chunk_bytes = 256 << 10;  // a request is copied in chunks of this size, spread over the threads
   uint32_t max_outstanding = 4096;   // requests one initiator may have in flight at this target
   uint32_t max_connections = 1024;
+  // An accepted connection that has not completed HELLO within this is closed (a same-uid
+  // process that connects and stays silent would otherwise hold a slot forever).
+  int handshake_timeout_ms = 5000;
   int connect_timeout_ms = 5000;
   int cancel_grace_ms = 250;
   uint64_t notify_queue_per_peer = 1024;

@@ -17,6 +17,7 @@ export interface NativeTransportOptions {
   chunkBytes: number;
   maxOutstanding: number;
   maxConnections: number;
+  handshakeTimeoutMs: number;
   connectTimeoutMs: number;
   cancelGraceMs: number;
   notifyQueuePerPeer: number;

@@ -49,6 +49,14 @@ export const shmOptions = {
     env: 'TE_SHM_MAX_CONNECTIONS',
     description: 'Accepted connections held at once; further ones are refused with POOL_EXHAUSTED',
   },
+  handshakeTimeoutMs: {
+    type: 'integer',
+    default: 5000,
+    min: 50,
+    max: 600000,
+    env: 'TE_SHM_HANDSHAKE_TIMEOUT_MS',
+    description: 'An accepted connection that has not sent HELLO within this is closed',
+  },
   connectTimeoutMs: {
     type: 'integer',
     min: 1,

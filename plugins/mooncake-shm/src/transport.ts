@@ -54,6 +54,7 @@ export class MooncakeShmTransport implements Transport {
         chunkBytes: options.chunkBytes,
         maxOutstanding: options.maxOutstanding,
         maxConnections: options.maxConnections,
+        handshakeTimeoutMs: options.handshakeTimeoutMs,
         connectTimeoutMs: options.connectTimeoutMs ?? context.connectTimeoutMs,
         cancelGraceMs: options.cancelGraceMs,
         notifyQueuePerPeer: options.notifyQueuePerPeer,

@@ -1,5 +1,6 @@
 // C++ tests of the mooncake-shm core without N-API: the wire parser on malformed and
 // random input, and a live target answering hostile clients on its real socket.
+#include <chrono>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -245,6 +246,30 @@ static void test_other_uid(LiveTarget& lt) {
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
+// A same-uid process that connects and never says HELLO loses its connection at the
+// handshake deadline (it held a slot forever before).
+static void test_silent_connection_dropped() {
+  Options o;
+  o.segment_name = "target";
+  o.epoch = 78;
+  o.socket_name = "te-shm-silent/" + std::to_string(getpid());
+  o.handshake_timeout_ms = 300;
+  Transport t(o, [](Event) {});
+  std::string err;
+  CHECK(t.start(&err) == te::TE_OK);
+  int fd = -1;
+  CHECK(connect_abstract(o.socket_name, 1000, &fd, &err) == te::TE_OK);
+  std::vector<uint8_t> buf;
+  auto t0 = std::chrono::steady_clock::now();
+  ssize_t r = recv_wait(fd, &buf);  // end of stream when the target closes it
+  long ms = long(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
+  std::printf("  silent connection closed after %ld ms (deadline 300 ms)\n", ms);
+  CHECK(r == 0);
+  CHECK(ms >= 250 && ms < 1500);
+  close(fd);
+  t.close();
+}
+
 int main() {
   test_round_trips();
   test_malformed();
@@ -256,6 +281,7 @@ int main() {
     CHECK(lt.logs.load() >= 3);
     lt.t->close();
   }
+  test_silent_connection_dropped();
   if (failures) {
     std::fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;
