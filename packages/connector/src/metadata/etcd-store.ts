@@ -1,46 +1,20 @@
-import { TransferError, isTransferError } from '../errors/transfer-error.js';
-import { decodeMessage, encodeMessage } from '../engine/codec.js';
-import { checkDescriptor } from '../engine/descriptor-check.js';
+import { TransferError } from '../errors/transfer-error.js';
+import { encodeMessage } from '../engine/codec.js';
 import type { Log } from '../engine/logger.js';
 import type { MetadataStore } from '../engine/metadata.js';
 import type { SegmentDescriptor } from '../spi/descriptor.js';
+import { etcdCall, openEtcdClient, type EtcdClient, type EtcdLease } from './etcd-client.js';
+import { PeerDescriptorCache, epochOf } from './etcd-peer-cache.js';
 import type { MetadataRecords } from './records.js';
-
-// The part of etcd3's API used here (an optional peer dependency, loaded on demand).
-interface EtcdKv {
-  key: Buffer;
-  value: Buffer;
-}
-interface EtcdWatcher {
-  on(event: 'put' | 'delete', fn: (kv: EtcdKv) => void): EtcdWatcher;
-  on(event: 'error' | 'disconnected' | 'connected', fn: (e?: unknown) => void): EtcdWatcher;
-  cancel(): Promise<void>;
-}
-interface EtcdLease {
-  grant(): Promise<string>;
-  revoke(): Promise<void>;
-  release(): void;
-  put(key: string): { value(v: Buffer): Promise<unknown> };
-  on(event: 'lost', fn: (e: unknown) => void): EtcdLease;
-}
-interface EtcdClient {
-  lease(ttl: number, options?: { autoKeepAlive?: boolean }): EtcdLease;
-  get(key: string): { buffer(): Promise<Buffer | null> };
-  getAll(): { prefix(p: string): { buffers(): Promise<Record<string, Buffer>> } };
-  delete(): { key(k: string): Promise<unknown> };
-  watch(): { prefix(p: string): { create(): Promise<EtcdWatcher> } };
-  close(): void;
-}
-type EtcdModule = { Etcd3: new (options: Record<string, unknown>) => EtcdClient };
 
 export interface EtcdStoreOptions {
   endpoints: string[];
   /** Key prefix (cluster id). */
   prefix: string;
   leaseTtlS: number;
-  /** This process's segment name (its own key is not watched into the cache). */
+  /** This process's segment name. */
   self: string;
-  /** Deadline of connecting at start (ms). */
+  /** Deadline of connecting at start, and of each write (ms). */
   connectMs: number;
   log: Log;
   /** A peer's descriptor changed (new epoch) or disappeared: what is cached of it must go. */
@@ -48,74 +22,66 @@ export interface EtcdStoreOptions {
 }
 
 const RETRY_MS = 500;
+/** Records one process may keep (each is written again after a lost lease). */
+const MAX_RECORDS = 1024;
+/** etcd refuses requests over 1.5 MiB by default; a record is far smaller than that. */
+const MAX_RECORD_BYTES = 512 * 1024;
 
 /**
  * Segment descriptors in etcd. Each process writes its own under
  * `<prefix>/segments/<segment name>` with a lease it keeps alive, so the key disappears
- * within the lease TTL after the process dies; readers cache descriptors and a watch on the
- * prefix drops a cached one when its key changes epoch or is deleted. A lost lease (etcd
- * restarted without its data, or unreachable past the TTL) is replaced and the descriptor
- * written again without the process restarting.
+ * within the lease TTL after the process dies; peers' descriptors are read and cached by
+ * PeerDescriptorCache. A lost lease (etcd restarted without its data, or unreachable past
+ * the TTL) is replaced and everything this process wrote is written again, without the
+ * process restarting.
  */
 export class EtcdMetadata implements MetadataStore, MetadataRecords {
-  private readonly cache = new Map<string, SegmentDescriptor>();
   /** This process's records (written again with the descriptor after a lost lease). */
   private readonly records = new Map<string, Buffer>();
   private current: SegmentDescriptor | undefined;
   private lease: EtcdLease | undefined;
-  private watcher: EtcdWatcher | undefined;
   private dirty = false;
   private closed = false;
   private retry: ReturnType<typeof setTimeout> | undefined;
   /** A write failed and was reported; the next ones are quiet until one succeeds. */
   private warned = false;
+  private readonly peers: PeerDescriptorCache;
 
   private constructor(
     private readonly client: EtcdClient,
     private readonly options: EtcdStoreOptions,
-  ) {}
-
-  /** Connects (lease granted, prefix watched) or fails with PEER_UNREACHABLE naming etcd. */
-  static async connect(options: EtcdStoreOptions): Promise<EtcdMetadata> {
-    let mod: EtcdModule;
-    try {
-      mod = (await import('etcd3')) as unknown as EtcdModule;
-    } catch (cause) {
-      throw new TransferError('INVALID_CONFIG', 'etcd metadata needs the etcd3 package: npm install etcd3', { cause });
-    }
-    const client = new mod.Etcd3({ hosts: options.endpoints.map((e) => `http://${e}`), dialTimeout: options.connectMs });
-    const store = new EtcdMetadata(client, options);
-    try {
-      await store.withDeadline(store.newLease(), options.connectMs, 'granting a lease');
-      store.watcher = await store.withDeadline(client.watch().prefix(store.segmentsPrefix).create(), options.connectMs, 'watching the segment keys');
-    } catch (error) {
-      client.close();
-      throw error;
-    }
-    store.watcher.on('put', (kv) => store.onPut(kv)).on('delete', (kv) => store.onDelete(kv));
-    store.watcher.on('error', () => undefined);
-    return store;
+  ) {
+    this.peers = new PeerDescriptorCache(client, {
+      endpoints: options.endpoints,
+      keyPrefix: `${options.prefix}/segments/`,
+      self: options.self,
+      callMs: options.connectMs,
+      log: options.log,
+      onPeerChanged: options.onPeerChanged,
+      onOwnKey: (value) => this.onOwnKey(value),
+    });
   }
 
-  private get segmentsPrefix(): string {
-    return `${this.options.prefix}/segments/`;
+  /** Connects (lease granted, segment keys watched) or fails with PEER_UNREACHABLE naming etcd. */
+  static async connect(options: EtcdStoreOptions): Promise<EtcdMetadata> {
+    const client = await openEtcdClient(options.endpoints, options.connectMs);
+    const store = new EtcdMetadata(client, options);
+    try {
+      await store.call(store.newLease(), 'granting a lease');
+      await store.peers.start(options.connectMs);
+    } catch (error) {
+      await store.close();
+      throw error;
+    }
+    return store;
   }
 
   private get where(): string {
     return `etcd at ${this.options.endpoints.join(',')}`;
   }
 
-  private withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-    let timer: ReturnType<typeof setTimeout>;
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new TransferError('PEER_UNREACHABLE', `${this.where} did not answer within ${ms} ms (${what})`, { details: { endpoints: this.options.endpoints } })), ms);
-    });
-    return Promise.race([p, deadline])
-      .catch((cause: unknown) => {
-        if (isTransferError(cause)) throw cause;
-        throw new TransferError('PEER_UNREACHABLE', `${this.where} failed while ${what}: ${(cause as Error)?.message ?? cause}`, { cause, details: { endpoints: this.options.endpoints } });
-      })
-      .finally(() => clearTimeout(timer));
+  private call<T>(p: Promise<T>, what: string): Promise<T> {
+    return etcdCall(this.options.endpoints, p, this.options.connectMs, what);
   }
 
   private async newLease(): Promise<void> {
@@ -126,9 +92,34 @@ export class EtcdMetadata implements MetadataStore, MetadataRecords {
       this.lease = undefined;
       this.dirty = true;
       this.scheduleRepublish(0);
+      // Whatever made the lease go (an outage past the TTL, etcd restarted empty) may have
+      // hidden changes of peers from the watch too.
+      this.peers.rewatch('the lease was lost');
     });
-    await lease.grant();
+    try {
+      await lease.grant();
+    } catch (error) {
+      lease.release();
+      throw error;
+    }
     this.lease = lease;
+  }
+
+  /** Our own key changed under us: gone (TTL passed during an outage) or written by another epoch. */
+  private onOwnKey(value: Buffer | undefined): void {
+    if (this.closed || !this.current) return;
+    if (value !== undefined) {
+      const epoch = epochOf(value, this.current.name);
+      if (epoch === this.current.epoch) return;
+      // Not ours: a stale write, or another process announcing the same segment name (two
+      // hosts binding the same address). Ours is written again, no faster than RETRY_MS.
+      this.options.log('warn', `etcd: the key of segment ${this.current.name} holds epoch ${epoch ?? '(not a te descriptor)'}, not this process's ${this.current.epoch}; writing this process's descriptor again`);
+      this.dirty = true;
+      this.scheduleRepublish(RETRY_MS);
+      return;
+    }
+    this.dirty = true;
+    this.scheduleRepublish(0);
   }
 
   private scheduleRepublish(delayMs: number): void {
@@ -140,13 +131,13 @@ export class EtcdMetadata implements MetadataStore, MetadataRecords {
     this.retry.unref?.();
   }
 
-  /** Writes the current descriptor (under a fresh lease when needed); retried until etcd takes it. */
+  /** Writes the current descriptor and records (under a fresh lease when needed); retried until etcd takes them. */
   private async republish(): Promise<void> {
     if (this.closed || !this.dirty) return;
     try {
-      if (!this.lease) await this.withDeadline(this.newLease(), this.options.connectMs, 'granting a lease');
-      if (this.current) await this.withDeadline(this.lease!.put(this.keyOf(this.current.name)).value(encodeMessage(this.current)), this.options.connectMs, 'writing the descriptor');
-      for (const [key, value] of this.records) await this.withDeadline(this.lease!.put(this.recordKey(key)).value(value), this.options.connectMs, `writing record ${key}`);
+      if (!this.lease) await this.call(this.newLease(), 'granting a lease');
+      if (this.current) await this.call(this.lease!.put(this.keyOf(this.current.name)).value(encodeMessage(this.current)), 'writing the descriptor');
+      for (const [key, value] of this.records) await this.call(this.lease!.put(this.recordKey(key)).value(value), `writing record ${key}`);
       this.dirty = false;
       if (this.warned) this.options.log('info', `etcd: this process's descriptor is written again (${this.where})`);
       this.warned = false;
@@ -157,41 +148,7 @@ export class EtcdMetadata implements MetadataStore, MetadataRecords {
   }
 
   private keyOf(segment: string): string {
-    return `${this.segmentsPrefix}${segment}`;
-  }
-
-  private segmentOf(key: Buffer): string {
-    return key.toString('utf8').slice(this.segmentsPrefix.length);
-  }
-
-  private onPut(kv: EtcdKv): void {
-    const segment = this.segmentOf(kv.key);
-    if (segment === this.options.self) return;
-    const cached = this.cache.get(segment);
-    if (!cached) return;
-    let epoch: bigint | undefined;
-    try {
-      epoch = checkDescriptor(decodeMessage(kv.value), segment).epoch;
-    } catch {
-      epoch = undefined;
-    }
-    // A new epoch is a restarted process: nothing cached of the old one may be used.
-    // The same epoch with other buffers is a registration change: re-read on next use.
-    this.cache.delete(segment);
-    if (epoch !== cached.epoch) this.options.onPeerChanged(segment);
-  }
-
-  private onDelete(kv: EtcdKv): void {
-    const segment = this.segmentOf(kv.key);
-    if (segment === this.options.self) {
-      // Our own key went (lease expired during an outage, or removed by hand): write it again.
-      if (!this.closed && this.current) {
-        this.dirty = true;
-        this.scheduleRepublish(0);
-      }
-      return;
-    }
-    if (this.cache.delete(segment)) this.options.onPeerChanged(segment);
+    return `${this.options.prefix}/segments/${segment}`;
   }
 
   async publish(descriptor: SegmentDescriptor): Promise<void> {
@@ -199,8 +156,9 @@ export class EtcdMetadata implements MetadataStore, MetadataRecords {
     this.dirty = true;
     try {
       if (!this.lease) throw new Error('no lease');
-      await this.withDeadline(this.lease.put(this.keyOf(descriptor.name)).value(encodeMessage(descriptor)), this.options.connectMs, 'writing the descriptor');
-      this.dirty = false;
+      await this.call(this.lease.put(this.keyOf(descriptor.name)).value(encodeMessage(descriptor)), 'writing the descriptor');
+      // A later publish may have started meanwhile: only the newest clears the flag.
+      if (this.current === descriptor) this.dirty = false;
     } catch (error) {
       // Registration does not fail because etcd is away: the descriptor is written when it
       // returns (peers that read the old one meanwhile refresh it on a refused request).
@@ -210,22 +168,13 @@ export class EtcdMetadata implements MetadataStore, MetadataRecords {
     }
   }
 
-  async fetch(segment: string, timeoutMs: number): Promise<SegmentDescriptor> {
-    const cached = this.cache.get(segment);
-    if (cached) return cached;
-    const bytes = await this.withDeadline(this.client.get(this.keyOf(segment)).buffer(), timeoutMs, `looking up segment ${segment}`);
-    if (bytes === null) {
-      throw new TransferError('PEER_NOT_FOUND', `Segment ${segment} is not registered in ${this.where} under prefix "${this.options.prefix}" (the process is not running, or its lease expired)`, { details: { segment } });
-    }
-    let descriptor: SegmentDescriptor;
-    try {
-      descriptor = checkDescriptor(decodeMessage(bytes), segment);
-    } catch (cause) {
-      if (isTransferError(cause)) throw cause;
-      throw new TransferError('BAD_FRAME', `Segment descriptor of ${segment} in ${this.where} is not a te descriptor`, { cause });
-    }
-    this.cache.set(segment, descriptor);
-    return descriptor;
+  fetch(segment: string, timeoutMs: number): Promise<SegmentDescriptor> {
+    return this.peers.get(segment, timeoutMs);
+  }
+
+  /** Drops a cached descriptor (the engine forgot the peer: read it afresh next time). */
+  forget(segment: string): void {
+    this.peers.forget(segment);
   }
 
   private recordKey(key: string): string {
@@ -234,15 +183,22 @@ export class EtcdMetadata implements MetadataStore, MetadataRecords {
 
   async put(key: string, value: Uint8Array): Promise<void> {
     checkRecordKey(key);
+    if (!(value instanceof Uint8Array) || value.byteLength > MAX_RECORD_BYTES) {
+      throw new TransferError('INVALID_ARGUMENT', `Expected a record value of up to ${MAX_RECORD_BYTES} bytes (a Uint8Array), got ${value instanceof Uint8Array ? `${value.byteLength} bytes` : typeof value}`);
+    }
+    if (!this.records.has(key) && this.records.size >= MAX_RECORDS) {
+      throw new TransferError('POOL_EXHAUSTED', `This process already keeps ${MAX_RECORDS} records in ${this.where}; delete some first`);
+    }
     const bytes = Buffer.from(value);
     this.records.set(key, bytes);
     if (!this.lease) throw new TransferError('PEER_UNREACHABLE', `${this.where} has no live lease for this process now; record ${key} is written when it returns`);
-    await this.withDeadline(this.lease.put(this.recordKey(key)).value(bytes), this.options.connectMs, `writing record ${key}`);
+    await this.call(this.lease.put(this.recordKey(key)).value(bytes), `writing record ${key}`);
   }
 
   async list(prefix: string, timeoutMs: number): Promise<Map<string, Uint8Array>> {
     checkRecordKey(prefix, true);
-    const all = await this.withDeadline(this.client.getAll().prefix(this.recordKey(prefix)).buffers(), timeoutMs, `listing records under ${prefix}`);
+    checkTimeout(timeoutMs);
+    const all = await etcdCall(this.options.endpoints, this.client.getAll().prefix(this.recordKey(prefix)).buffers(), timeoutMs, `listing records under ${prefix}`);
     const strip = this.recordKey('').length;
     return new Map(Object.entries(all).map(([k, v]) => [k.slice(strip), new Uint8Array(v)]));
   }
@@ -250,22 +206,17 @@ export class EtcdMetadata implements MetadataStore, MetadataRecords {
   async delete(key: string): Promise<void> {
     checkRecordKey(key);
     this.records.delete(key);
-    await this.withDeadline(this.client.delete().key(this.recordKey(key)), this.options.connectMs, `deleting record ${key}`);
-  }
-
-  /** Drops a cached descriptor (the engine forgot the peer: read it afresh next time). */
-  forget(segment: string): void {
-    this.cache.delete(segment);
+    await this.call(this.client.delete().key(this.recordKey(key)), `deleting record ${key}`);
   }
 
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
     if (this.retry) clearTimeout(this.retry);
-    await this.watcher?.cancel().catch(() => undefined);
-    // Revoking the lease removes the key at once: peers see this process leave now, not
+    await this.peers.close();
+    // Revoking the lease removes this process's keys at once: peers see it leave now, not
     // after the TTL.
-    if (this.lease) await this.withDeadline(this.lease.revoke(), 1000, 'revoking the lease').catch(() => this.lease?.release());
+    if (this.lease) await etcdCall(this.options.endpoints, this.lease.revoke(), 1000, 'revoking the lease').catch(() => this.lease?.release());
     this.client.close();
   }
 }
@@ -273,5 +224,11 @@ export class EtcdMetadata implements MetadataStore, MetadataRecords {
 function checkRecordKey(key: unknown, prefix = false): asserts key is string {
   if (typeof key !== 'string' || key.length > 512 || (!prefix && key === '') || !/^[A-Za-z0-9._:/-]*$/.test(key)) {
     throw new TransferError('INVALID_ARGUMENT', `Expected a record key of up to 512 characters of letters, digits and . _ : / -, got ${JSON.stringify(key)?.slice(0, 80)}`);
+  }
+}
+
+function checkTimeout(ms: unknown): void {
+  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms <= 0) {
+    throw new TransferError('INVALID_ARGUMENT', `Expected a timeout in ms (a positive number), got ${String(ms)}`);
   }
 }

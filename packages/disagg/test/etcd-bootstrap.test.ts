@@ -8,9 +8,10 @@ import * as assert from 'uvu/assert';
 import { createConnection } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { KVStatus, createTransferEngine, isTransferError, type ParallelLayout, type TransferEngine } from '@te/connector';
-import { EtcdRankDirectory, createKVManager } from '@te/disagg';
-import { allocateRank, fillPrefill, verifyDecode, type ModelSpec } from '../packages/disagg/test/fixtures/pd-model.js';
-import { EtcdServer, NO_ETCD } from './fixtures/etcd.js';
+import { EtcdRankDirectory, createKVManager } from '../src/index.js';
+import { allocateRank, fillPrefill, verifyDecode, type ModelSpec } from './fixtures/pd-model.js';
+import { EtcdServer, NO_ETCD } from '../../connector/test/fixtures/etcd.js';
+import { freePort } from './pd-harness.js';
 
 const MODEL: ModelSpec = { attention: 'mha', totalLayers: 2, heads: 2, headBytes: 16, pageSize: 4, pages: 16, auxSlots: 4, auxBytes: 32 };
 const LAYOUT: ParallelLayout = { attnTpSize: 1, attnTpRank: 0, attnDpSize: 1, attnDpRank: 0, ppSize: 1, ppRank: 0, systemDpSize: 1, systemDpRank: 0 };
@@ -48,7 +49,7 @@ if (NO_ETCD) {
 
   test('prefill ranks registered in etcd are found by the decode; no bootstrap server runs; the room lands byte-exact', async () => {
     const prefix = `b-${randomBytes(4).toString('hex')}`;
-    const port = 18998;
+    const port = await freePort();
     const pe = await engine(prefix);
     const de = await engine(prefix);
     const pm = await allocateRank(pe, MODEL, LAYOUT);
@@ -78,9 +79,10 @@ if (NO_ETCD) {
     const de = await engine(prefix);
     const pm = await allocateRank(pe, MODEL, LAYOUT);
     const dm = await allocateRank(de, { ...MODEL, pageSize: 8 }, LAYOUT);
-    const prefill = await createKVManager({ role: 'prefill', engine: pe, layout: LAYOUT, buffers: pm.buffers, bootstrapHost: '127.0.0.1', bootstrapPort: 18999, bootstrapStore: 'etcd', timeouts });
+    const port = await freePort();
+    const prefill = await createKVManager({ role: 'prefill', engine: pe, layout: LAYOUT, buffers: pm.buffers, bootstrapHost: '127.0.0.1', bootstrapPort: port, bootstrapStore: 'etcd', timeouts });
     closers.push(() => prefill.close());
-    const directory = new EtcdRankDirectory('127.0.0.1:18999', de.metadataRecords!);
+    const directory = new EtcdRankDirectory(`127.0.0.1:${port}`, de.metadataRecords!);
     try {
       await directory.prefillInfo({ page_size: dm.buffers.pageSize, kv_cache_dtype: dm.buffers.kvCacheDtype, attention: dm.buffers.attention, num_layers: MODEL.totalLayers }, 2000);
       assert.unreachable('mismatch accepted');
