@@ -114,6 +114,18 @@ if (NO_ETCD) {
     assert.ok(Date.now() - t0 < 3000, 'a lookup of a gone process fails at once');
   });
 
+  test('a live process whose key is overwritten (another epoch, or not a descriptor) writes its own again', async () => {
+    const prefix = `t-${randomBytes(4).toString('hex')}`;
+    const b = await peer(prefix, 2);
+    const key = `${prefix}/segments/${b.segment}`;
+    const mine = (await etcd.range(key)).get(key)!;
+    await etcd.put(key, Buffer.from('not a descriptor'));
+    const ms = await until('own descriptor written back', async () => (await etcd.range(key)).get(key)?.equals(mine) ?? false, 5000);
+    console.log(`  an overwritten key held the owner's descriptor again after ${ms} ms`);
+    const a = await engine(prefix);
+    assert.ok((await readFrom(a, b.segment, b.addr, 4096)).every((x) => x === 2));
+  });
+
   test('a closed engine takes its descriptor and records out of etcd at once (lease revoked)', async () => {
     const prefix = `t-${randomBytes(4).toString('hex')}`;
     const e = await engine(prefix);

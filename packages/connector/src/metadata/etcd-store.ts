@@ -45,6 +45,8 @@ export class EtcdMetadata implements MetadataStore, MetadataRecords {
   private retry: ReturnType<typeof setTimeout> | undefined;
   /** A write failed and was reported; the next ones are quiet until one succeeds. */
   private warned = false;
+  /** When our key was last reported holding another epoch (reported once a minute at most). */
+  private contestedAt = -Infinity;
   private readonly peers: PeerDescriptorCache;
 
   private constructor(
@@ -113,7 +115,9 @@ export class EtcdMetadata implements MetadataStore, MetadataRecords {
       if (epoch === this.current.epoch) return;
       // Not ours: a stale write, or another process announcing the same segment name (two
       // hosts binding the same address). Ours is written again, no faster than RETRY_MS.
-      this.options.log('warn', `etcd: the key of segment ${this.current.name} holds epoch ${epoch ?? '(not a te descriptor)'}, not this process's ${this.current.epoch}; writing this process's descriptor again`);
+      const quiet = Date.now() - this.contestedAt < 60_000;
+      if (!quiet) this.contestedAt = Date.now();
+      this.options.log(quiet ? 'debug' : 'warn', `etcd: the key of segment ${this.current.name} holds epoch ${epoch ?? '(not a te descriptor)'}, not this process's ${this.current.epoch}; writing this process's descriptor again (two processes announcing the same address keep doing this)`);
       this.dirty = true;
       this.scheduleRepublish(RETRY_MS);
       return;
