@@ -126,6 +126,26 @@ if (NO_ETCD) {
     assert.ok((await readFrom(a, b.segment, b.addr, 4096)).every((x) => x === 2));
   });
 
+  test('revocation still travels over the control plane: a region unregistered right after a lookup leaves the peer\'s view', async () => {
+    const prefix = `t-${randomBytes(4).toString('hex')}`;
+    const owner = await engine(prefix);
+    const peer = await engine(prefix);
+    const keep = await owner.registerMemory(Buffer.alloc(4096, 1));
+    let gone = await owner.registerMemory(Buffer.alloc(4096, 2));
+    for (let i = 0; i < 5; i++) {
+      // A lookup only (descriptor from etcd), then at once the owner unregisters: by the
+      // time the lookup returned, the owner must know this peer holds its descriptor.
+      const seen = await peer.openSegment(owner.segmentName, { connect: false });
+      assert.ok(seen.buffers.some((b) => b.addr === gone.addr));
+      await owner.unregisterMemory(gone.addr);
+      const after = await peer.openSegment(owner.segmentName, { connect: false });
+      assert.not.ok(after.buffers.some((b) => b.addr === gone.addr), `round ${i}: the peer still lists the unregistered region`);
+      assert.ok(after.buffers.some((b) => b.addr === keep.addr));
+      gone = await owner.registerMemory(Buffer.alloc(4096, 2));
+      await peer.forgetSegment(owner.segmentName);
+    }
+  });
+
   test('a closed engine takes its descriptor and records out of etcd at once (lease revoked)', async () => {
     const prefix = `t-${randomBytes(4).toString('hex')}`;
     const e = await engine(prefix);

@@ -348,10 +348,13 @@ export class TransferEngine {
     const { handshakeMs } = this.config.timeouts;
     if (!this.etcd) return this.handshake.fetch(segment, handshakeMs, this.segmentName);
     const d = await this.etcd.fetch(segment, handshakeMs);
-    // Tell the owner this process holds its descriptor, so its unregistrations (revocation)
-    // reach this process before it frees memory; a peer that does not answer is not
-    // waited for here (the transports refuse stale access on their own).
-    void this.handshake.fetch(segment, handshakeMs, this.segmentName).catch(() => undefined);
+    // Tell the owner this process holds its descriptor before the descriptor is used, so an
+    // unregistration that follows (revocation, over the control plane in every mode) reaches
+    // this process before the owner frees the memory. A peer that does not answer within
+    // the deadline does not fail the lookup: the transports refuse stale access on their own.
+    await this.handshake.fetch(segment, handshakeMs, this.segmentName).catch((e: unknown) => {
+      this.log('debug', `${segment} did not take note of this process (${(e as Error)?.message ?? e}); its unregistrations will not be announced here`);
+    });
     return d;
   }
 
