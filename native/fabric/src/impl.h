@@ -137,14 +137,6 @@ struct Rail {
   std::atomic<bool> sleeping{false};
   int inflight = 0;
   std::unordered_set<Op*> live;  // every posted op (freed at close)
-  // Lock-free mirrors of slices.size() + ctrl.size() and of inflight, written under q_mu
-  // (note_counts) and read by the progress loop to skip the lock when nothing is queued.
-  std::atomic<size_t> queued_hint{0};
-  std::atomic<int> inflight_hint{0};
-  void note_counts() {
-    queued_hint.store(slices.size() + ctrl.size(), std::memory_order_release);
-    inflight_hint.store(inflight, std::memory_order_release);
-  }
 
   std::mutex av_mu;
   std::map<std::vector<uint8_t>, fi_addr_t> av_map;

@@ -150,7 +150,6 @@ void Rail::push_slices(std::vector<Slice>&& s) {
   {
     std::lock_guard<std::mutex> l(q_mu);
     for (auto& x : s) slices.push_back(std::move(x));
-    note_counts();
   }
   wake();
 }
@@ -159,14 +158,12 @@ void Rail::push_ctrl(CtrlMsg&& m) {
   {
     std::lock_guard<std::mutex> l(q_mu);
     ctrl.push_back(std::move(m));
-    note_counts();
   }
   wake();
 }
 
 // Posts queued control messages and slices; true when something was posted or failed.
 bool Rail::post_some() {
-  if (queued_hint.load(std::memory_order_acquire) == 0) return false;  // nothing queued: no lock
   bool did = false;
   std::unique_lock<std::mutex> l(q_mu);
   while (!ctrl.empty() && !free_send.empty()) {
@@ -174,7 +171,6 @@ bool Rail::post_some() {
     if (m.deadline && now_ms() > m.deadline) {
       CtrlMsg dead = std::move(m);
       ctrl.pop_front();
-      note_counts();
       l.unlock();
       if (dead.batch) {
         dead.batch->fail_message("notification to \"" + (dead.peer ? dead.peer->name : std::string("?")) + "\" could not be sent in time");
@@ -202,7 +198,6 @@ bool Rail::post_some() {
     free_send.pop_back();
     CtrlMsg sent = std::move(m);
     ctrl.pop_front();
-    note_counts();
     did = true;
     if (rc) {
       free_send.push_back(slot);
@@ -233,7 +228,6 @@ bool Rail::post_some() {
         slices.pop_front();
       }
       inflight += static_cast<int>(take);
-      note_counts();
     }
     if (chunk.empty()) return did;
     std::vector<Op*> posted;
@@ -249,7 +243,6 @@ bool Rail::post_some() {
         slices.push_front(std::move(chunk.back()));
         chunk.pop_back();
       }
-      note_counts();
     }
     if (full) return true;
   }
@@ -263,7 +256,6 @@ bool Rail::post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted) {
   auto give_back_place = [this] {
     std::lock_guard<std::mutex> ql(q_mu);
     --inflight;
-    note_counts();
   };
   while (!chunk.empty()) {
     Slice& s = chunk.front();
@@ -410,7 +402,6 @@ void Rail::handle_error() {
       {
         std::lock_guard<std::mutex> l(q_mu);
         --inflight;
-        note_counts();
       }
       std::string who = op->peer ? op->peer->name : std::string("?");
       if (st == TE_CONNECTION_LOST && op->peer) owner->peer_broken(op->peer, msg);
@@ -473,7 +464,6 @@ bool Rail::poll_cq(int timeout_ms) {
   {
     std::lock_guard<std::mutex> l(q_mu);
     inflight -= static_cast<int>(ndata);
-    note_counts();
     for (size_t i = 0; i < ndata; ++i) live.erase(data[i]);
   }
   for (size_t i = 0; i < ndata; ++i) {
@@ -506,7 +496,11 @@ void Rail::run() {
       idle = 0;
       continue;
     }
-    const bool busy = inflight_hint.load(std::memory_order_acquire) > 0 || queued_hint.load(std::memory_order_acquire) > 0;
+    bool busy;
+    {
+      std::lock_guard<std::mutex> l(q_mu);
+      busy = inflight > 0 || !slices.empty() || !ctrl.empty();
+    }
     static const bool debug = getenv("TE_FABRIC_DEBUG") != nullptr;
     if (debug) {
       static thread_local int64_t last = 0;
