@@ -4,11 +4,10 @@
 // and the records API refusing bad input. Outages and restarts: etcd-outage.test.ts.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createTransferEngine, isTransferError, loadConfig, validateConfig, type TransferEngine } from '../src/index.js';
-import { EtcdServer, NO_ETCD } from './fixtures/etcd.js';
-import { PEER_TTL_S, codeOf, expectedSum, freePort, readFrom, startPeer, until, writeTo, type Peer } from './fixtures/etcd-harness.js';
+import { createTransferEngine, isTransferError, loadConfig, validateConfig } from '../src/index.js';
+import { NO_ETCD } from './fixtures/etcd.js';
+import { PEER_TTL_S, etcdSuite, codeOf, expectedSum, freePort, readFrom, until, writeTo } from './fixtures/etcd-harness.js';
 
 test('the metadata setting: connection strings, the object form, Mooncake\'s spelling, the environment', () => {
   const c = loadConfig({ env: {}, json: { connector: 'mooncake-tcp', metadata_server: 'etcd://10.0.0.5:2379,10.0.0.6' } });
@@ -59,33 +58,14 @@ test('etcd unreachable at start: PEER_UNREACHABLE naming the endpoint, within th
 if (NO_ETCD) {
   test.skip(`etcd metadata between processes — skipped: ${NO_ETCD}`, () => undefined);
 } else {
-  let etcd: EtcdServer;
-  const children: ChildProcess[] = [];
-  const engines: TransferEngine[] = [];
-  test.before(async () => {
-    etcd = await EtcdServer.create();
-  });
-  test.after(async () => {
-    for (const c of children) c.kill('SIGKILL');
-    await Promise.allSettled(engines.map((e) => e.close()));
-    etcd?.dispose();
-  });
-  const engine = async (prefix: string): Promise<TransferEngine> => {
-    const e = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1', metadata: { type: 'etcd', endpoints: [etcd.endpoint], prefix, leaseTtlS: PEER_TTL_S }, timeouts: { handshakeMs: 3000 } }, { env: {} });
-    engines.push(e);
-    return e;
-  };
-  const peer = async (prefix: string, fill: number): Promise<Peer> => {
-    const p = await startPeer(etcd.endpoint, prefix, fill);
-    children.push(p.child);
-    return p;
-  };
+  const suite = etcdSuite();
+  const { engine, peer } = suite;
 
   test('engines in two processes find each other through etcd and move bytes both ways, byte-exact', async () => {
     const prefix = `t-${randomBytes(4).toString('hex')}`;
     const b = await peer(prefix, 0x5a);
     const a = await engine(prefix);
-    assert.equal((await etcd.keys(`${prefix}/segments/`)).sort(), [`${prefix}/segments/${a.segmentName}`, `${prefix}/segments/${b.segment}`].sort(), 'one key per process, under the prefix');
+    assert.equal((await suite.etcd().keys(`${prefix}/segments/`)).sort(), [`${prefix}/segments/${a.segmentName}`, `${prefix}/segments/${b.segment}`].sort(), 'one key per process, under the prefix');
     const got = await readFrom(a, b.segment, b.addr + 100n, 4096);
     assert.ok(got.every((x) => x === 0x5a), 'bytes read from the peer');
     const src = randomBytes(256 * 1024);
@@ -102,7 +82,7 @@ if (NO_ETCD) {
     const a = await engine(prefix);
     await readFrom(a, b.segment, b.addr, 64);
     b.child.kill('SIGKILL');
-    const gone = await until('descriptor removed', async () => !(await etcd.keys(`${prefix}/segments/`)).includes(`${prefix}/segments/${b.segment}`), (PEER_TTL_S + 4) * 1000);
+    const gone = await until('descriptor removed', async () => !(await suite.etcd().keys(`${prefix}/segments/`)).includes(`${prefix}/segments/${b.segment}`), (PEER_TTL_S + 4) * 1000);
     console.log(`  descriptor of the killed process gone from etcd after ${gone} ms (lease TTL ${PEER_TTL_S} s)`);
     assert.ok(gone <= (PEER_TTL_S + 2) * 1000, `${gone} ms`);
     // A process that knew it: a connection-level error or not found (the watch told it).
@@ -118,9 +98,9 @@ if (NO_ETCD) {
     const prefix = `t-${randomBytes(4).toString('hex')}`;
     const b = await peer(prefix, 2);
     const key = `${prefix}/segments/${b.segment}`;
-    const mine = (await etcd.range(key)).get(key)!;
-    await etcd.put(key, Buffer.from('not a descriptor'));
-    const ms = await until('own descriptor written back', async () => (await etcd.range(key)).get(key)?.equals(mine) ?? false, 5000);
+    const mine = (await suite.etcd().range(key)).get(key)!;
+    await suite.etcd().put(key, Buffer.from('not a descriptor'));
+    const ms = await until('own descriptor written back', async () => (await suite.etcd().range(key)).get(key)?.equals(mine) ?? false, 5000);
     console.log(`  an overwritten key held the owner's descriptor again after ${ms} ms`);
     const a = await engine(prefix);
     assert.ok((await readFrom(a, b.segment, b.addr, 4096)).every((x) => x === 2));
@@ -150,9 +130,9 @@ if (NO_ETCD) {
     const prefix = `t-${randomBytes(4).toString('hex')}`;
     const e = await engine(prefix);
     await e.metadataRecords!.put('probe/1', Buffer.from('x'));
-    assert.is((await etcd.keys(`${prefix}/`)).length, 2);
+    assert.is((await suite.etcd().keys(`${prefix}/`)).length, 2);
     await e.close();
-    assert.equal(await etcd.keys(`${prefix}/`), []);
+    assert.equal(await suite.etcd().keys(`${prefix}/`), []);
   });
 
   test('records: bad input is refused with a TransferError, values round-trip', async () => {

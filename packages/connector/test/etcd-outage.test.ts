@@ -5,11 +5,10 @@
 // same address, whose old-life descriptor is never used to write into its new memory.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createTransferEngine, type TransferEngine } from '../src/index.js';
-import { EtcdServer, NO_ETCD } from './fixtures/etcd.js';
-import { PEER_TTL_S, codeOf, expectedSum, freePort, readFrom, startPeer, until, writeTo, type Peer } from './fixtures/etcd-harness.js';
+import type { TransferEngine } from '../src/index.js';
+import { NO_ETCD } from './fixtures/etcd.js';
+import { PEER_TTL_S, etcdSuite, codeOf, expectedSum, freePort, readFrom, until, writeTo, type Peer } from './fixtures/etcd-harness.js';
 
 const CHUNK = 64 * 1024;
 
@@ -36,27 +35,8 @@ function seesEpoch(engine: TransferEngine, segment: string, epoch: bigint, ms: n
 if (NO_ETCD) {
   test.skip(`etcd metadata through outages and restarts — skipped: ${NO_ETCD}`, () => undefined);
 } else {
-  let etcd: EtcdServer;
-  const children: ChildProcess[] = [];
-  const engines: TransferEngine[] = [];
-  test.before(async () => {
-    etcd = await EtcdServer.create();
-  });
-  test.after(async () => {
-    for (const c of children) c.kill('SIGKILL');
-    await Promise.allSettled(engines.map((e) => e.close()));
-    etcd?.dispose();
-  });
-  const engine = async (prefix: string): Promise<TransferEngine> => {
-    const e = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1', metadata: { type: 'etcd', endpoints: [etcd.endpoint], prefix, leaseTtlS: PEER_TTL_S }, timeouts: { handshakeMs: 3000 } }, { env: {} });
-    engines.push(e);
-    return e;
-  };
-  const peer = async (prefix: string, fill: number, ports: { control?: number; data?: number } = {}): Promise<Peer> => {
-    const p = await startPeer(etcd.endpoint, prefix, fill, ports);
-    children.push(p.child);
-    return p;
-  };
+  const suite = etcdSuite();
+  const { engine, peer } = suite;
 
   test('etcd stopped during transfers: known peers go on, new lookups fail typed and fast; back with its data: lookups work, nothing restarted', async () => {
     const prefix = `t-${randomBytes(4).toString('hex')}`;
@@ -73,7 +53,7 @@ if (NO_ETCD) {
       return !stopped || ++afterStop <= 20;
     });
     await until('transfers under way', () => written >= 10, 10_000);
-    await etcd.stop();
+    await suite.etcd().stop();
     stopped = true;
     try {
       const writes = await loop;
@@ -85,12 +65,12 @@ if (NO_ETCD) {
       console.log(`  a new lookup with etcd stopped failed after ${ms} ms (handshakeMs 3000)`);
       assert.ok(ms < 4500, `${ms} ms`);
     } finally {
-      await etcd.start();
+      await suite.etcd().start();
     }
     const back = await until('a new lookup after etcd came back', async () => (await codeOf(readFrom(a, c.segment, c.addr, 64))) === 'OK', 15_000);
     console.log(`  new lookups work ${back} ms after etcd came back with its data`);
     assert.ok((await readFrom(a, c.segment, c.addr, 4096)).every((x) => x === 9));
-    assert.equal((await etcd.keys(`${prefix}/segments/`)).length, 3, 'every process still has its descriptor in etcd');
+    assert.equal((await suite.etcd().keys(`${prefix}/segments/`)).length, 3, 'every process still has its descriptor in etcd');
   });
 
   test('etcd back without its data: descriptors are written again, lookups work, and the watch sees a peer restarted at the same address', async () => {
@@ -102,7 +82,7 @@ if (NO_ETCD) {
     await readFrom(a, b.segment, b.addr, 64);
     // Revisions of the old etcd run ahead of the new one's (as in any etcd that lived a
     // while): a watch resumed at the old revision would report nothing for a long time.
-    for (let i = 0; i < 60; i++) await etcd.put(`unrelated/${i}`, Buffer.from('x'));
+    for (let i = 0; i < 60; i++) await suite.etcd().put(`unrelated/${i}`, Buffer.from('x'));
     const src = randomBytes(256 * 1024);
     let stopped = false;
     let afterStop = 0;
@@ -112,13 +92,13 @@ if (NO_ETCD) {
       return !stopped || ++afterStop <= 20;
     });
     await until('transfers under way', () => written >= 10, 10_000);
-    await etcd.stop();
+    await suite.etcd().stop();
     stopped = true;
-    await etcd.start({ wipe: true });
+    await suite.etcd().start({ wipe: true });
     const t0 = Date.now();
     await loop;
     assert.is(await b.sum(), expectedSum(3, 0, src), 'writes to a known peer landed across the empty restart');
-    const back = await until('descriptors written again', async () => (await etcd.keys(`${prefix}/segments/`)).length === 3, (PEER_TTL_S + 10) * 1000);
+    const back = await until('descriptors written again', async () => (await suite.etcd().keys(`${prefix}/segments/`)).length === 3, (PEER_TTL_S + 10) * 1000);
     console.log(`  all three descriptors back in etcd ${Date.now() - t0} ms after it restarted empty (${back} ms of polling)`);
     // A lookup the engine never made before, from the same engine: no restart needed.
     assert.ok((await readFrom(a, c.segment, c.addr, 4096)).every((x) => x === 5));
@@ -140,7 +120,7 @@ if (NO_ETCD) {
     const old = await peer(prefix, 0x11, ports);
     const a = await engine(prefix);
     await writeTo(a, old.segment, old.addr, randomBytes(4096));
-    const oldDescriptor = (await etcd.range(`${prefix}/segments/${old.segment}`)).get(`${prefix}/segments/${old.segment}`)!;
+    const oldDescriptor = (await suite.etcd().range(`${prefix}/segments/${old.segment}`)).get(`${prefix}/segments/${old.segment}`)!;
     // Killed and back at once: the old key (its lease still alive) is overwritten, not
     // expired, so only the epoch in it tells the two lives apart.
     old.child.kill('SIGKILL');
@@ -155,7 +135,7 @@ if (NO_ETCD) {
     // the live process does not write over it): same address, old epoch. Refused at the
     // transport's handshake; the new memory is untouched, also at the old address.
     const stalePrefix = `${prefix}-stale`;
-    await etcd.put(`${stalePrefix}/segments/${old.segment}`, oldDescriptor);
+    await suite.etcd().put(`${stalePrefix}/segments/${old.segment}`, oldDescriptor);
     const f = await engine(stalePrefix);
     assert.is((await f.openSegment(old.segment, { connect: false })).epoch, old.epoch, 'f holds the old-life descriptor');
     assert.is(await codeOf(writeTo(f, old.segment, old.addr, randomBytes(4096))), 'STALE_DESCRIPTOR');
