@@ -110,6 +110,15 @@ if (NO_ETCD) {
       assert.is((err as { code?: string }).code, 'INVALID_CONFIG');
       assert.match((err as Error).message, 'metadata is not etcd');
     }
+    for (const bad of ['zookeeper', '', 42]) {
+      try {
+        await createKVManager({ role: 'decode', engine: e, layout: LAYOUT, buffers: m.buffers, bootstrapStore: bad as 'etcd', timeouts });
+        assert.unreachable(`accepted ${JSON.stringify(bad)}`);
+      } catch (err) {
+        assert.is((err as { code?: string }).code, 'INVALID_CONFIG', String(bad));
+        assert.match((err as Error).message, 'bootstrapStore');
+      }
+    }
   });
 }
 
