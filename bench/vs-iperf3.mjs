@@ -18,12 +18,12 @@
 // is missed.
 import { execFileSync, spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { QUICK } from './lib/quick.mjs';
 import { runRawFabric } from './lib/raw-fabric.mjs';
+import { freePort } from './lib/ranks.mjs';
 
 const { values } = parseArgs({
   options: {
@@ -69,16 +69,6 @@ function targetOf(plugin, c) {
     if (c.size === 64 * KiB || c.size === MiB) return { rawRatio: 0.9 };
   }
   return undefined;
-}
-
-function freePort() {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 async function iperf3() {
