@@ -26,16 +26,34 @@ wire::Header Transport::Impl::header(int rail, uint8_t type, uint64_t target_epo
   return h;
 }
 
-void Transport::Impl::send_ctrl(int rail, const std::shared_ptr<Peer>& peer, fi_addr_t dest, wire::Header h,
-                                const std::vector<uint8_t>& body, std::shared_ptr<Batch> batch) {
+void Transport::Impl::send_ctrl(int rail, const std::shared_ptr<Peer>& peer, wire::Header h, const std::vector<uint8_t>& body,
+                                std::shared_ptr<Batch> batch) {
   CtrlMsg m;
   m.peer = peer;
-  m.dest = dest;
+  m.dest = peer->dest[static_cast<size_t>(rail)];
   wire::put_header(m.bytes, h);
   m.bytes.insert(m.bytes.end(), body.begin(), body.end());
   m.batch = std::move(batch);
   m.deadline = now_ms() + std::max(opt.connect_timeout_ms, 1000);
   rails[static_cast<size_t>(rail)]->push_ctrl(std::move(m));
+}
+
+void Transport::Impl::send_ctrl_to(int rail, const std::vector<uint8_t>& to, wire::Header h, const std::vector<uint8_t>& body) {
+  CtrlMsg m;
+  m.to = to;
+  wire::put_header(m.bytes, h);
+  m.bytes.insert(m.bytes.end(), body.begin(), body.end());
+  m.deadline = now_ms() + std::max(opt.connect_timeout_ms, 1000);
+  rails[static_cast<size_t>(rail)]->push_ctrl(std::move(m));
+}
+
+bool Transport::Impl::address_in_use(int rail, fi_addr_t fa) {
+  std::lock_guard<std::mutex> l(peers_mu);
+  for (auto& [id, p] : peers) {
+    if (p->state.load() >= 2 || static_cast<size_t>(rail) >= p->dest.size()) continue;
+    if (p->dest[static_cast<size_t>(rail)] == fa) return true;
+  }
+  return false;
 }
 
 void* Transport::Impl::local_desc(int rail, uint64_t addr) {
@@ -81,7 +99,7 @@ void Transport::Impl::data_done(const std::shared_ptr<Batch>& b) {
     wire::put_bytes(body, opt.segment_name.data(), opt.segment_name.size());
     wire::put_u32(body, static_cast<uint32_t>(b->notify.size()));
     wire::put_bytes(body, b->notify.data(), b->notify.size());
-    send_ctrl(0, p, p->dest[0], h, body, b);
+    send_ctrl(0, p, h, body, b);
     return;
   }
   complete(b);

@@ -90,8 +90,12 @@ struct Slice {
 };
 
 struct CtrlMsg {
-  std::shared_ptr<Peer> peer;  // may be null (replies to peers we did not open)
+  std::shared_ptr<Peer> peer;  // a peer this transport opened: sent to its `dest`, never once it broke
   fi_addr_t dest = FI_ADDR_UNSPEC;
+  // Peerless messages (answers, revocations) name the raw address instead: the rail thread
+  // resolves it when it sends, so an address forgotten meanwhile is never used.
+  std::vector<uint8_t> to;
+  bool tried = false;  // the provider said "again" once: a forgotten address is not looked up anew
   std::vector<uint8_t> bytes;
   std::shared_ptr<Batch> batch;  // NOTIFY: completes this batch
   int64_t deadline = 0;
@@ -101,6 +105,7 @@ struct Op {
   fi_context2 ctx;  // first: providers with FI_CONTEXT/FI_CONTEXT2 use it
   enum Kind : uint8_t { DATA, SEND, RECV } kind = DATA;
   int slot = -1;
+  fi_addr_t dest = FI_ADDR_UNSPEC;  // SEND and DATA: the address it went to (kept in the AV until it finished)
   std::shared_ptr<Batch> batch;
   std::shared_ptr<Peer> peer;
   uint32_t req = 0;
@@ -140,6 +145,14 @@ struct Rail {
 
   std::mutex av_mu;
   std::map<std::vector<uint8_t>, fi_addr_t> av_map;
+  // Forgotten addresses -> since when. Removing an address from the AV while an operation
+  // or a queued message still uses it makes the provider touch freed state (ofi_rxm
+  // crashed in fi_send), so the rail thread removes one only once nothing refers to it.
+  std::map<fi_addr_t, int64_t> retiring;
+  std::atomic<bool> has_retiring{false};
+  int64_t last_retire_scan = 0;
+  /** Time a forgotten address stays in the AV at least: covers a caller between resolving an address and using it. */
+  static constexpr int64_t kRetireGraceMs = 2000;
 
   std::thread thread;
   std::atomic<bool> stop{false};
@@ -148,11 +161,18 @@ struct Rail {
   void start_thread();
   void wake();
   fi_addr_t address_of(const std::vector<uint8_t>& raw, std::string* err);
+  /** The address's AV entry if it has one (no insert), else FI_ADDR_NOTAVAIL. */
+  fi_addr_t lookup_address(const std::vector<uint8_t>& raw);
+  /** Drops the address's mapping; its AV entry is removed later by retire_addresses. */
   void forget_address(const std::vector<uint8_t>& raw);
+  /** Rail thread: removes forgotten addresses that no message, operation or open peer uses. */
+  void retire_addresses();
   void push_slices(std::vector<Slice>&& s);
   void push_ctrl(CtrlMsg&& m);
   void run();
   bool post_some();
+  bool post_ctrl();
+  void drop_ctrl(CtrlMsg&& m, const std::string& why);
   bool post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted);
   /** Slices taken from the queue at a time to be posted without the queue lock. */
   static constexpr size_t kPostChunk = 32;
@@ -176,7 +196,7 @@ struct Published {
 /** A REVOKE_ACK owed to a peer once every operation posted into the revoked region finished. */
 struct OwedAck {
   int rail = 0;
-  fi_addr_t to = FI_ADDR_UNSPEC;
+  std::vector<uint8_t> to;  // the revoking peer's raw address on that rail
   uint64_t req = 0, epoch = 0;
   std::atomic<int> left{1};
 };
@@ -288,8 +308,13 @@ struct Transport::Impl {
   void peer_broken(const std::shared_ptr<Peer>& p, const std::string& why);
   void housekeeping();
   void dispatch(const std::shared_ptr<Batch>& b, bool allow_refresh);
-  void send_ctrl(int rail, const std::shared_ptr<Peer>& peer, fi_addr_t dest, wire::Header h,
-                 const std::vector<uint8_t>& body, std::shared_ptr<Batch> batch = nullptr);
+  /** Queues a message to a peer this transport opened (sent to its address on that rail). */
+  void send_ctrl(int rail, const std::shared_ptr<Peer>& peer, wire::Header h, const std::vector<uint8_t>& body,
+                 std::shared_ptr<Batch> batch = nullptr);
+  /** Queues a message to a raw address (answers and revocations to peers not opened here). */
+  void send_ctrl_to(int rail, const std::vector<uint8_t>& to, wire::Header h, const std::vector<uint8_t>& body);
+  /** True while a peer that is not broken sends to `fa` on `rail` (its AV entry must stay). */
+  bool address_in_use(int rail, fi_addr_t fa);
   void request_table(const std::shared_ptr<Peer>& p);
   void fail_pending(uint64_t req, Pending& pd, int32_t status, const std::string& why);
   void fail_hellos(const std::shared_ptr<Peer>& p, int32_t status, const std::string& why);

@@ -137,7 +137,7 @@ void Transport::Impl::revoke(uint64_t addr) {
     wire::Header h = header(0, wire::REVOKE, 0);
     h.arg = addr;
     h.req_id = req;
-    send_ctrl(0, nullptr, d, h, {});
+    send_ctrl_to(0, a, h, {});
   }
   std::set<std::vector<uint8_t>> silent;
   {

@@ -25,7 +25,7 @@ void Transport::Impl::on_message(Rail& r, const uint8_t* data, size_t len) {
       wire::Header a = header(r.index, wire::HELLO_ACK, h.sender_epoch);
       a.req_id = h.req_id;
       a.status = ok ? TE_OK : TE_STALE_DESCRIPTOR;
-      send_ctrl(r.index, nullptr, from, a, {});
+      send_ctrl_to(r.index, h.sender_addr, a, {});
       return;
     }
     case wire::HELLO_ACK: {
@@ -105,7 +105,7 @@ void Transport::Impl::on_message(Rail& r, const uint8_t* data, size_t len) {
         a.req_id = h.req_id;
         a.status = h.target_epoch == opt.epoch ? TE_OK : TE_STALE_DESCRIPTOR;
         a.flags = i >= table.size() ? wire::kLast : 0;
-        send_ctrl(r.index, nullptr, from, a, body);
+        send_ctrl_to(r.index, h.sender_addr, a, body);
       } while (i < table.size());
       return;
     }
@@ -174,7 +174,7 @@ void Transport::Impl::on_message(Rail& r, const uint8_t* data, size_t len) {
       if (from == FI_ADDR_NOTAVAIL) return;
       auto ack = std::make_shared<OwedAck>();
       ack->rail = r.index;
-      ack->to = from;
+      ack->to = h.sender_addr;
       ack->req = h.req_id;
       ack->epoch = h.sender_epoch;
       std::vector<std::shared_ptr<Peer>> ps;
@@ -259,7 +259,7 @@ void Transport::Impl::drained(const std::shared_ptr<Peer>& p, uint64_t region) {
 void Transport::Impl::send_owed(const std::shared_ptr<OwedAck>& a) {
   wire::Header h = header(a->rail, wire::REVOKE_ACK, a->epoch);
   h.req_id = a->req;
-  send_ctrl(a->rail, nullptr, a->to, h, {});
+  send_ctrl_to(a->rail, a->to, h, {});
 }
 
 }  // namespace te::fabric

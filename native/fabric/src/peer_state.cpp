@@ -94,7 +94,7 @@ void Transport::Impl::request_table(const std::shared_ptr<Peer>& p) {
   }
   wire::Header h = header(0, wire::TABLE_REQ, p->epoch);
   h.req_id = req;
-  send_ctrl(0, p, p->dest[0], h, {});
+  send_ctrl(0, p, h, {});
 }
 
 }  // namespace te::fabric

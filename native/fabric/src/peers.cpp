@@ -72,7 +72,7 @@ uint64_t Transport::open_peer(const std::string& name, uint64_t epoch, const Pee
     std::vector<uint8_t> body;
     wire::put_u16(body, static_cast<uint16_t>(m.opt.segment_name.size()));
     wire::put_bytes(body, m.opt.segment_name.data(), m.opt.segment_name.size());
-    m.send_ctrl(static_cast<int>(r), p, p->dest[r], h, body);
+    m.send_ctrl(static_cast<int>(r), p, h, body);
   }
   return p->id;
 }
@@ -134,7 +134,7 @@ Status Transport::check_peer(uint64_t id, int timeout_ms, uint64_t* check_id, st
       m.pending[req] = pd;
       wire::Header h = m.header(static_cast<int>(r), wire::HELLO, p->epoch);
       h.req_id = req;
-      m.send_ctrl(static_cast<int>(r), p, p->dest[r], h, {});
+      m.send_ctrl(static_cast<int>(r), p, h, {});
     }
   }
   return TE_OK;

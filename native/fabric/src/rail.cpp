@@ -135,15 +135,59 @@ fi_addr_t Rail::address_of(const std::vector<uint8_t>& raw, std::string* err) {
   return fa;
 }
 
+fi_addr_t Rail::lookup_address(const std::vector<uint8_t>& raw) {
+  std::lock_guard<std::mutex> l(av_mu);
+  auto it = av_map.find(raw);
+  return it == av_map.end() ? FI_ADDR_NOTAVAIL : it->second;
+}
+
 void Rail::forget_address(const std::vector<uint8_t>& raw) {
   // Removing the entry makes providers with connections under the AV (ofi_rxm) drop the
-  // broken connection, so the next insert of the address builds a new one.
+  // broken connection, so the next insert of the address builds a new one. The removal
+  // itself waits for the rail thread (retire_addresses): the address may still be in use.
   std::lock_guard<std::mutex> l(av_mu);
   auto it = av_map.find(raw);
   if (it == av_map.end()) return;
-  fi_addr_t fa = it->second;
+  retiring.emplace(it->second, now_ms());
   av_map.erase(it);
-  fi_av_remove(av, &fa, 1, 0);
+  has_retiring.store(true, std::memory_order_release);
+}
+
+void Rail::retire_addresses() {
+  if (!has_retiring.load(std::memory_order_acquire)) return;
+  const int64_t t = now_ms();
+  if (t - last_retire_scan < 50) return;
+  last_retire_scan = t;
+  std::vector<fi_addr_t> due;
+  {
+    std::lock_guard<std::mutex> l(av_mu);
+    for (auto& [fa, since] : retiring) {
+      if (t - since < kRetireGraceMs) continue;
+      bool mapped = false;  // inserted again meanwhile (a provider may hand out the same entry)
+      for (auto& [raw, f] : av_map)
+        if (f == fa) {
+          mapped = true;
+          break;
+        }
+      if (!mapped) due.push_back(fa);
+    }
+  }
+  for (fi_addr_t fa : due) {
+    bool used = false;
+    {
+      std::lock_guard<std::mutex> l(q_mu);
+      for (const CtrlMsg& m : ctrl)
+        if (m.to.empty() && m.dest == fa) used = true;
+      for (const Op* op : live)
+        if (op->kind != Op::RECV && op->dest == fa) used = true;
+    }
+    if (used || owner->address_in_use(index, fa)) continue;
+    fi_av_remove(av, &fa, 1, 0);
+    std::lock_guard<std::mutex> l(av_mu);
+    retiring.erase(fa);
+  }
+  std::lock_guard<std::mutex> l(av_mu);
+  has_retiring.store(!retiring.empty(), std::memory_order_release);
 }
 
 void Rail::push_slices(std::vector<Slice>&& s) {
@@ -162,23 +206,50 @@ void Rail::push_ctrl(CtrlMsg&& m) {
   wake();
 }
 
-// Posts queued control messages and slices; true when something was posted or failed.
-bool Rail::post_some() {
+// A control message that will not be sent: the batch it completes fails.
+void Rail::drop_ctrl(CtrlMsg&& m, const std::string& why) {
+  if (!m.batch) return;
+  std::string who = m.peer ? m.peer->name : std::string("?");
+  m.batch->fail_message("notification to \"" + who + "\" " + why);
+  m.batch->batch_status.store(TE_CONNECTION_LOST);
+  owner->complete(m.batch);
+}
+
+// Posts queued control messages; true when one was posted or dropped. A destination the
+// provider cannot take a message for yet (ofi_rxm says "again" while it connects, and
+// keeps saying it to a peer that is gone) holds back only later messages to the same
+// destination, which stay in order; others go out.
+bool Rail::post_ctrl() {
   bool did = false;
+  std::vector<fi_addr_t> blocked;
   std::unique_lock<std::mutex> l(q_mu);
-  while (!ctrl.empty() && !free_send.empty()) {
-    CtrlMsg& m = ctrl.front();
-    if (m.deadline && now_ms() > m.deadline) {
+  size_t i = 0;
+  while (i < ctrl.size() && !free_send.empty()) {
+    CtrlMsg& m = ctrl[i];
+    std::string why;
+    fi_addr_t dest = m.dest;
+    if (now_ms() > m.deadline) {
+      why = "could not be sent in time";
+    } else if (m.peer && m.peer->state.load() >= 2) {
+      std::lock_guard<std::mutex> pl(m.peer->mu);
+      why = "not sent: " + (m.peer->broken_reason.empty() ? std::string("the peer was closed") : m.peer->broken_reason);
+    } else if (!m.to.empty()) {
+      // A message the provider already refused once is not sent to an address forgotten
+      // meanwhile (its peer was given up): looking it up anew would bring the entry back.
+      dest = m.tried ? lookup_address(m.to) : address_of(m.to, nullptr);
+      if (dest == FI_ADDR_NOTAVAIL) why = "not sent: the peer's address was given up";
+    }
+    if (!why.empty()) {
       CtrlMsg dead = std::move(m);
-      ctrl.pop_front();
+      ctrl.erase(ctrl.begin() + static_cast<std::ptrdiff_t>(i));
       l.unlock();
-      if (dead.batch) {
-        dead.batch->fail_message("notification to \"" + (dead.peer ? dead.peer->name : std::string("?")) + "\" could not be sent in time");
-        dead.batch->batch_status.store(TE_CONNECTION_LOST);
-        owner->complete(dead.batch);
-      }
+      drop_ctrl(std::move(dead), why);
       l.lock();
       did = true;
+      continue;
+    }
+    if (std::find(blocked.begin(), blocked.end(), dest) != blocked.end()) {
+      ++i;
       continue;
     }
     int slot = free_send.back();
@@ -188,32 +259,37 @@ bool Rail::post_some() {
     Op* op = new Op();
     op->kind = Op::SEND;
     op->slot = slot;
+    op->dest = dest;
     op->batch = m.batch;
     op->peer = m.peer;
-    ssize_t rc = fi_send(ep, buf, n, desc_of(send_mr), m.dest, &op->ctx);
+    ssize_t rc = fi_send(ep, buf, n, desc_of(send_mr), dest, &op->ctx);
     if (rc == -FI_EAGAIN) {
       delete op;
-      break;
+      m.tried = true;
+      blocked.push_back(dest);
+      ++i;
+      continue;
     }
     free_send.pop_back();
     CtrlMsg sent = std::move(m);
-    ctrl.pop_front();
+    ctrl.erase(ctrl.begin() + static_cast<std::ptrdiff_t>(i));
     did = true;
     if (rc) {
       free_send.push_back(slot);
       delete op;
       l.unlock();
-      if (sent.batch) {
-        sent.batch->fail_message("fi_send(notification): " + fi_error(static_cast<int>(rc)));
-        sent.batch->batch_status.store(TE_CONNECTION_LOST);
-        owner->complete(sent.batch);
-      }
+      drop_ctrl(std::move(sent), "failed: fi_send: " + fi_error(static_cast<int>(rc)));
       l.lock();
       continue;
     }
     live.insert(op);
   }
-  l.unlock();
+  return did;
+}
+
+// Posts queued control messages and slices; true when something was posted or failed.
+bool Rail::post_some() {
+  bool did = post_ctrl();
   // Slices are taken from the queue in chunks and posted without the queue lock: callers
   // queue more (push_slices, from the JS thread) while this thread is in the provider.
   // Their places in the window are reserved while they are out of the queue.
@@ -300,6 +376,7 @@ bool Rail::post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted) {
     op->req = s.req;
     op->len = s.len;
     op->region = s.region;
+    op->dest = peer->dest[static_cast<size_t>(index)];
     Status ls = owner->registry.acquire(s.local, s.len, false, op->lease);
     if (ls != TE_OK) {
       Slice x = std::move(s);
@@ -317,7 +394,7 @@ bool Rail::post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted) {
     msg.msg_iov = &iov;
     msg.desc = &desc;
     msg.iov_count = 1;
-    msg.addr = peer->dest[static_cast<size_t>(index)];
+    msg.addr = op->dest;
     msg.rma_iov = &riov;
     msg.rma_iov_count = 1;
     msg.context = &op->ctx;
@@ -485,6 +562,7 @@ void Rail::run() {
   while (!stop.load(std::memory_order_acquire)) {
     bool did = post_some();
     did = poll_cq(-1) || did;
+    retire_addresses();
     if (index == 0) {
       int64_t t = now_ms();
       if (t - last_house >= 5) {

@@ -108,6 +108,48 @@ for (const provider of PROVIDERS) {
   });
 }
 
+for (const provider of PROVIDERS) {
+  test(`${provider}: a revocation to a peer whose endpoint is gone neither crashes nor holds up other messages`, async () => {
+    // ofi_rxm answers "again" to every send to a peer it cannot connect to. The revocation
+    // gives that peer up while its REVOKE is still queued; the AV entry used to be removed
+    // at once and the next send attempt crashed inside the provider (SIGSEGV in fi_send).
+    const t = await bare(provider);
+    const gone = await bare(provider);
+    const other = await bare(provider);
+    const size = 4096;
+    try {
+      const a = allocate(size);
+      const reg = await t.transport.registerMemory({ buffer: a.buffer, length: BigInt(size), device: 'cpu', remoteAccess: true });
+      await gone.transport.openPeer(descriptor(t, reg.addr, size, reg.attrs));
+      await gone.transport.close();
+      await new Promise((r) => setTimeout(r, 300)); // t's provider notices the closed connection
+      await t.transport.unregisterMemory(reg.addr);
+      // While the REVOKE to the gone peer is retried (up to its deadline), t still answers
+      // a new peer: its hello and a write land.
+      const b = allocate(size);
+      b.buffer.fill(0);
+      const rb = await t.transport.registerMemory({ buffer: b.buffer, length: BigInt(size), device: 'cpu', remoteAccess: true });
+      const src = allocate(size);
+      src.buffer.fill(0x3c);
+      const local = await other.transport.registerMemory({ buffer: src.buffer, length: BigInt(size), device: 'cpu', remoteAccess: false });
+      const started = Date.now();
+      const peer = await other.transport.openPeer(descriptor(t, rb.addr, size, rb.attrs));
+      const write = batchOf([{ op: 'write', local: local.addr, remote: rb.addr, length: size }]);
+      assert.is(await outcome(other.transport.submit(peer, write, { timeoutMs: 3000 })), 'OK');
+      assert.ok(b.buffer.every((x) => x === 0x3c), 'the write landed');
+      assert.ok(Date.now() - started < 1000, `a new peer waited ${Date.now() - started} ms behind the gone one`);
+      // Past the REVOKE's deadline and the address's grace period the rail keeps working.
+      await new Promise((r) => setTimeout(r, 2500));
+      src.buffer.fill(0x4d);
+      assert.is(await outcome(other.transport.submit(peer, write, { timeoutMs: 3000 })), 'OK');
+      assert.ok(b.buffer.every((x) => x === 0x4d), 'a later write landed');
+    } finally {
+      await other.transport.close();
+      await t.transport.close();
+    }
+  });
+}
+
 test('remote keys are random, not a sequence a peer could walk', async () => {
   const t = await bare(PROVIDERS[0]);
   try {
