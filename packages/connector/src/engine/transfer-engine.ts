@@ -1,26 +1,20 @@
-import { randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { TransferError, isTransferError } from '../errors/transfer-error.js';
 import { codeForStatus } from '../errors/codes.js';
-import { transportsOf } from '../config/load.js';
 import type { TeConfig, TeConfigInput } from '../config/types.js';
-import { validateConfig } from '../config/validate.js';
 import { batchOf, selectRequests, type BatchResult, type Notification, type SubmitOptions, type TransferBatch } from '../spi/batch.js';
 import { DESCRIPTOR_VERSION, type SegmentDescriptor } from '../spi/descriptor.js';
 import { isDeviceName, memoryKindOf, type DeviceName, type RegisterRequest, type WireValue } from '../spi/memory.js';
-import { parseOptions } from '../spi/options.js';
 import type { TransportPlugin } from '../spi/plugin.js';
-import type { TransportPeer } from '../spi/transport.js';
-import { PluginRegistry, defaultRegistry } from '../registry/registry.js';
-import { SWITCH_PROVIDERS } from '../registry/builtins.js';
 import { checkBatch, checkTimeout } from './batch-check.js';
-import { ControlServer, type ControlClient } from './control-plane.js';
-import { controlKeys } from './control-security.js';
-import { createLogger, type Log } from './logger.js';
+import type { ControlServer, ControlClient } from './control-plane.js';
+import type { Log } from './logger.js';
+import { assembleEngine } from './assemble.js';
+import { PeerTable } from './peer-table.js';
 import { MemoryMap, type LocalRegion } from './memory-map.js';
 import { checkSegmentName } from './segment-name.js';
-import { P2PHandshake, REVOKE_REQUEST } from './metadata.js';
-import { EtcdMetadata } from '../metadata/etcd-store.js';
+import { type P2PHandshake, REVOKE_REQUEST } from './metadata.js';
+import type { EtcdMetadata } from '../metadata/etcd-store.js';
 import type { MetadataRecords } from '../metadata/records.js';
 import type { BatchRecord, EngineMetrics } from './metrics.js';
 import { BatchStats } from './batch-stats.js';
@@ -28,31 +22,13 @@ import type { AllocatedHandle, CreateEngineOptions, MemoryHandle, MemoryTarget, 
 import { registrationRequest, toBigInt } from './registration-request.js';
 import { RegionPins, beforeDeadline, submitWithWatchdog } from './watchdog.js';
 import { startMetricLog } from '../metrics/periodic-log.js';
-import { commonTransports, peerRouting, planRoutes, type EngineTransport, type PeerRouting, type Route } from './router.js';
-
-
-interface PeerState {
-  descriptor: SegmentDescriptor;
-  routing: PeerRouting;
-  /** Transports both sides hold, best first (fixed for a descriptor; computed on first transfer). */
-  candidates?: EngineTransport[];
-  opened: Map<string, Promise<TransportPeer>>;
-  /** Batches using this peer's connections now. */
-  inFlight: number;
-  /** Forgotten while batches were in flight: its connections close when the last one settles. */
-  closeWhenIdle?: boolean;
-  /** Called when the last batch in flight settles. */
-  onIdle?: (() => void)[];
-}
+import { commonTransports, planRoutes, type EngineTransport, type Route } from './router.js';
 
 
 export type { AllocatedHandle, CreateEngineOptions, MemoryHandle, MemoryTarget, RegisterOptions, TransferOptions } from './engine-api.js';
 
 const RECONNECT_CODES = new Set(['STALE_DESCRIPTOR', 'CONNECTION_LOST', 'PEER_FAILED', 'PEER_UNREACHABLE']);
 
-function randomEpoch(): bigint {
-  return randomBytes(8).readBigUInt64LE() & ((1n << 63n) - 1n);
-}
 
 
 /**
@@ -65,7 +41,7 @@ export class TransferEngine {
   readonly epoch: bigint;
   readonly config: TeConfig;
   private readonly memory = new MemoryMap();
-  private readonly peers = new Map<string, Promise<PeerState>>();
+  private readonly peers: PeerTable;
   private readonly listeners = new Set<(n: Notification) => void>();
   /** Allocations by address, with the transport that made them (none: plain host memory). */
   private readonly allocations = new Map<bigint, EngineTransport | undefined>();
@@ -87,6 +63,7 @@ export class TransferEngine {
   ) {
     this.config = config;
     this.stats = new BatchStats(config.metrics, log);
+    this.peers = new PeerTable(held, (segment) => (segment === this.segmentName ? Promise.resolve(this.descriptor()) : this.fetchDescriptor(segment)));
     this.segmentName = segmentName;
     this.epoch = epoch;
     control.handle(REVOKE_REQUEST, (body) => this.onPeerRevoked(body));
@@ -105,46 +82,11 @@ export class TransferEngine {
 
   /** Builds an engine; most code calls `initTransferEngine` to share one per process. */
   static async create(input: TeConfig | TeConfigInput, options: CreateEngineOptions = {}): Promise<TransferEngine> {
-    const config = validateConfig(input);
-    const registry = options.registry ?? defaultRegistry();
     const env = options.env ?? process.env;
-    const log = createLogger(config.logLevel, '[te]');
-    const plugins = await TransferEngine.loadPlugins(config, registry);
-    const keys = config.secret === undefined ? undefined : controlKeys(config.secret);
-    const control = new ControlServer(keys);
-    const endpoint = await control.bind(config.bindAddress, config.metadata.port);
-    const handshake = new P2PHandshake(control, keys);
-    const epoch = randomEpoch();
-    const held: EngineTransport[] = [];
-    let etcd: EtcdMetadata | undefined;
     // The watch may report a changed peer before the engine exists: held until then.
     let onPeerChanged: (segment: string) => void = () => undefined;
-    try {
-      if (config.metadata.type === 'etcd') {
-        const { endpoints, prefix, leaseTtlS } = config.metadata;
-        etcd = await EtcdMetadata.connect({ endpoints, prefix, leaseTtlS, self: endpoint, connectMs: config.timeouts.handshakeMs, log, onPeerChanged: (segment) => onPeerChanged(segment) });
-      }
-      for (const plugin of plugins) {
-        const pluginOptions = parseOptions(plugin.options, config.transportOptions[plugin.name] ?? {}, env, plugin.name);
-        let transport;
-        try {
-          transport = await plugin.create(
-            { segmentName: endpoint, epoch, bindAddress: config.bindAddress, connectTimeoutMs: config.timeouts.connectMs, env, log: (level, message) => log(level, `[${plugin.name}] ${message}`), ...(config.secret === undefined ? {} : { secret: config.secret }) },
-            pluginOptions,
-          );
-        } catch (cause) {
-          const message = (cause as Error)?.message ?? String(cause);
-          throw new TransferError(isTransferError(cause) ? cause.code : 'INTERNAL', `plugin "${plugin.name}" failed to create its transport (create()): ${message.replace(/^\[[^\]]+\] /, '')}`, { plugin: plugin.name, cause });
-        }
-        held.push({ name: plugin.name, plugin, transport });
-      }
-    } catch (error) {
-      await Promise.allSettled(held.map((t) => t.transport.close()));
-      await etcd?.close();
-      await handshake.close();
-      await control.close();
-      throw error;
-    }
+    const parts = await assembleEngine(input, options, (segment) => onPeerChanged(segment));
+    const { config, control, handshake, held, endpoint, epoch, log, etcd } = parts;
     const engine = new TransferEngine(config, control, handshake, held, endpoint, epoch, log, etcd);
     onPeerChanged = (segment) => void engine.forgetSegment(segment).catch(() => undefined);
     if (config.metrics) {
@@ -155,15 +97,6 @@ export class TransferEngine {
     await engine.publish();
     log('info', `segment ${endpoint} epoch ${epoch} with transports ${held.map((t) => t.name).join(', ')}`);
     return engine;
-  }
-
-  private static async loadPlugins(config: TeConfig, registry: PluginRegistry): Promise<TransportPlugin[]> {
-    const names = transportsOf(config);
-    const plugins: TransportPlugin[] = [await registry.resolve(config)];
-    for (const name of names.slice(1)) plugins.push(await registry.load(name));
-    // MC_FORCE_TCP needs a TCP-class transport: any plugin of that class (a third party's too) will do.
-    if (config.forceTcp && !plugins.some((p) => p.capabilities.class === 'tcp')) plugins.push(await registry.load(SWITCH_PROVIDERS.forceTcp));
-    return plugins;
   }
 
   /** Names of the transports this engine holds, primary first. */
@@ -381,7 +314,7 @@ export class TransferEngine {
     this.assertOpen();
     checkSegmentName(segment);
     if (options.refresh) await this.forgetSegment(segment);
-    const state = await this.peerState(segment);
+    const state = await this.peers.state(segment);
     if (options.connect !== false && segment !== this.segmentName) {
       let candidates: EngineTransport[] = [];
       try {
@@ -390,7 +323,7 @@ export class TransferEngine {
         // No shared transport: the descriptor is still useful; a transfer will say why.
       }
       const deadline = Date.now() + this.config.timeouts.connectMs;
-      await Promise.all(candidates.map((via) => beforeDeadline(this.transportPeer(state, via), deadline, undefined, `connecting to ${segment} over ${via.name}`)));
+      await Promise.all(candidates.map((via) => beforeDeadline(this.peers.open(state, via), deadline, undefined, `connecting to ${segment} over ${via.name}`)));
     }
     return state.descriptor;
   }
@@ -398,53 +331,7 @@ export class TransferEngine {
   /** Drops what is cached about a peer (descriptor, transport connections). */
   async forgetSegment(segment: string): Promise<void> {
     this.etcd?.forget(segment);
-    const state = this.peers.get(segment);
-    this.peers.delete(segment);
-    if (!state) return;
-    const s = await state.catch(() => undefined);
-    if (!s) return;
-    // Only what failed fails: batches still using these connections keep them until they settle.
-    if (s.inFlight > 0) {
-      s.closeWhenIdle = true;
-      return;
-    }
-    await this.closePeers(s);
-  }
-
-  private async closePeers(s: PeerState): Promise<void> {
-    const opened = [...s.opened];
-    s.opened.clear();
-    await Promise.allSettled(
-      opened.map(async ([name, p]) => {
-        const peer = await p;
-        await this.held.find((t) => t.name === name)?.transport.closePeer(peer);
-      }),
-    );
-  }
-
-  private peerState(segment: string): Promise<PeerState> {
-    let state = this.peers.get(segment);
-    if (!state) {
-      state = (async () => {
-        const descriptor = segment === this.segmentName ? this.descriptor() : await this.fetchDescriptor(segment);
-        return { descriptor, routing: peerRouting(descriptor), opened: new Map(), inFlight: 0 } as PeerState;
-      })();
-      this.peers.set(segment, state);
-      state.catch(() => {
-        if (this.peers.get(segment) === state) this.peers.delete(segment);
-      });
-    }
-    return state;
-  }
-
-  private transportPeer(state: PeerState, via: EngineTransport): Promise<TransportPeer> {
-    let p = state.opened.get(via.name);
-    if (!p) {
-      p = via.transport.openPeer(state.descriptor);
-      state.opened.set(via.name, p);
-      p.catch(() => state.opened.delete(via.name));
-    }
-    return p;
+    await this.peers.forget(segment);
   }
 
   /**
@@ -461,7 +348,7 @@ export class TransferEngine {
     if (options.signal?.aborted) throw new TransferError('ABORTED', 'The transfer was aborted before it started');
     const deadline = Date.now() + timeoutMs;
     const { signal, notify } = options;
-    const state = await beforeDeadline(this.peerState(segment), deadline, signal, `fetching the descriptor of ${segment}`);
+    const state = await beforeDeadline(this.peers.state(segment), deadline, signal, `fetching the descriptor of ${segment}`);
     const candidates = (state.candidates ??= commonTransports(this.held, state.descriptor, this.config.forceTcp));
     const plan = planRoutes(batch, this.memory, state.routing, candidates);
     // With one route the notification rides with the data; with several (or none: an
@@ -481,14 +368,14 @@ export class TransferEngine {
       this.stats.emit({ segment, transports: carriers, requests: batch.opcodes.length, bytes: landed, code, seconds: (performance.now() - started) / 1000 });
     };
     const submitVia = async (via: EngineTransport, part: TransferBatch, withNotify: Uint8Array | undefined): Promise<BatchResult> => {
-      const peer = await beforeDeadline(this.transportPeer(state, via), deadline, signal, `connecting to ${segment} over ${via.name}`);
+      const peer = await beforeDeadline(this.peers.open(state, via), deadline, signal, `connecting to ${segment} over ${via.name}`);
       const submitOptions: SubmitOptions = { timeoutMs: Math.max(1, deadline - Date.now()) };
       if (signal) submitOptions.signal = signal;
       if (withNotify) submitOptions.notify = withNotify;
       return submitWithWatchdog(via, peer, part, submitOptions, this.pins, this.log);
     };
     let bytes = 0n;
-    state.inFlight++;
+    this.peers.acquire(state);
     try {
       // Every part settles before the caller is released, so no transport still uses the
       // caller's memory when one part failed early.
@@ -507,11 +394,11 @@ export class TransferEngine {
     } catch (error) {
       this.stats.count(plan.routes, batch, false);
       settle(isTransferError(error) ? error.code : 'INTERNAL', 0n);
-      this.releasePeer(state);
+      this.peers.release(state);
       if (isTransferError(error) && RECONNECT_CODES.has(error.code)) await this.forgetSegment(segment);
       throw error;
     }
-    this.releasePeer(state);
+    this.peers.release(state);
     const failed = statuses.findIndex((s) => s !== 0);
     this.stats.count(plan.routes, batch, failed < 0);
     settle(failed < 0 ? undefined : codeForStatus(statuses[failed]!), failed < 0 ? bytes : 0n);
@@ -528,13 +415,6 @@ export class TransferEngine {
     return { statuses, bytes };
   }
 
-  private releasePeer(state: PeerState): void {
-    state.inFlight--;
-    if (state.inFlight !== 0) return;
-    if (state.closeWhenIdle) void this.closePeers(state);
-    for (const f of state.onIdle?.splice(0) ?? []) f();
-  }
-
   /**
    * A peer unregistered a region (REVOKE_REQUEST): what is cached of it goes (descriptor,
    * transport peers, and with them imported handles and keys), and the answer waits until
@@ -546,12 +426,12 @@ export class TransferEngine {
     if (typeof m?.segment !== 'string' || (typeof m.epoch !== 'bigint' && typeof m.epoch !== 'number') || typeof m.addr !== 'bigint') {
       throw new TransferError('INVALID_ARGUMENT', 'malformed revocation: expected {segment, epoch, addr}');
     }
-    const pending = this.peers.get(m.segment);
+    const pending = this.peers.known(m.segment);
     const state = await pending?.catch(() => undefined);
     if (!state || state.descriptor.epoch !== BigInt(m.epoch)) return { dropped: false };
     if (!state.descriptor.buffers.some((b) => b.addr === m.addr)) return { dropped: false };
     await this.forgetSegment(m.segment);
-    if (state.inFlight > 0) await new Promise<void>((resolve) => (state.onIdle ??= []).push(resolve));
+    await this.peers.idle(state);
     return { dropped: true };
   }
 
@@ -635,7 +515,7 @@ export class TransferEngine {
       await this.handshake.close();
       // Revoking the etcd lease removes this process's descriptor at once.
       await this.etcd?.close();
-      for (const segment of [...this.peers.keys()]) await this.forgetSegment(segment);
+      for (const segment of this.peers.segments()) await this.forgetSegment(segment);
       await Promise.allSettled(this.held.map((t) => t.transport.close()));
       await this.control.close();
       this.listeners.clear();

@@ -1,0 +1,92 @@
+// Assembling an engine: the validated config, the plugins it names, the control endpoint,
+// the metadata backend and one transport per plugin. On any failure what was already
+// started is closed again, so a failed createTransferEngine leaves no socket or thread.
+import { randomBytes } from 'node:crypto';
+import { TransferError, isTransferError } from '../errors/transfer-error.js';
+import { transportsOf } from '../config/load.js';
+import type { TeConfig, TeConfigInput } from '../config/types.js';
+import { validateConfig } from '../config/validate.js';
+import { parseOptions } from '../spi/options.js';
+import type { TransportPlugin } from '../spi/plugin.js';
+import { type PluginRegistry, defaultRegistry } from '../registry/registry.js';
+import { SWITCH_PROVIDERS } from '../registry/builtins.js';
+import { EtcdMetadata } from '../metadata/etcd-store.js';
+import { ControlServer } from './control-plane.js';
+import { controlKeys } from './control-security.js';
+import { createLogger, type Log } from './logger.js';
+import { P2PHandshake } from './metadata.js';
+import type { CreateEngineOptions } from './engine-api.js';
+import type { EngineTransport } from './router.js';
+
+export interface EngineParts {
+  config: TeConfig;
+  control: ControlServer;
+  handshake: P2PHandshake;
+  held: EngineTransport[];
+  /** The control endpoint, which is also the segment name. */
+  endpoint: string;
+  epoch: bigint;
+  log: Log;
+  /** Descriptors in etcd (metadata type `etcd`); otherwise they are fetched from peers. */
+  etcd?: EtcdMetadata;
+}
+
+/** A random 63-bit epoch: a restarted process at the same address is told apart by it. */
+function randomEpoch(): bigint {
+  return randomBytes(8).readBigUInt64LE() & ((1n << 63n) - 1n);
+}
+
+async function loadPlugins(config: TeConfig, registry: PluginRegistry): Promise<TransportPlugin[]> {
+  const names = transportsOf(config);
+  const plugins: TransportPlugin[] = [await registry.resolve(config)];
+  for (const name of names.slice(1)) plugins.push(await registry.load(name));
+  // MC_FORCE_TCP needs a TCP-class transport: any plugin of that class (a third party's too) will do.
+  if (config.forceTcp && !plugins.some((p) => p.capabilities.class === 'tcp')) plugins.push(await registry.load(SWITCH_PROVIDERS.forceTcp));
+  return plugins;
+}
+
+/**
+ * Starts everything an engine holds. `onPeerChanged` receives the etcd watch's reports
+ * (a peer re-registered or left) from the moment the watch runs.
+ */
+export async function assembleEngine(input: TeConfig | TeConfigInput, options: CreateEngineOptions, onPeerChanged: (segment: string) => void): Promise<EngineParts> {
+  const config = validateConfig(input);
+  const registry = options.registry ?? defaultRegistry();
+  const env = options.env ?? process.env;
+  const log = createLogger(config.logLevel, '[te]');
+  const plugins = await loadPlugins(config, registry);
+  const keys = config.secret === undefined ? undefined : controlKeys(config.secret);
+  const control = new ControlServer(keys);
+  const endpoint = await control.bind(config.bindAddress, config.metadata.port);
+  const handshake = new P2PHandshake(control, keys);
+  const epoch = randomEpoch();
+  const held: EngineTransport[] = [];
+  let etcd: EtcdMetadata | undefined;
+  try {
+    if (config.metadata.type === 'etcd') {
+      const { endpoints, prefix, leaseTtlS } = config.metadata;
+      etcd = await EtcdMetadata.connect({ endpoints, prefix, leaseTtlS, self: endpoint, connectMs: config.timeouts.handshakeMs, log, onPeerChanged });
+    }
+    for (const plugin of plugins) {
+      const pluginOptions = parseOptions(plugin.options, config.transportOptions[plugin.name] ?? {}, env, plugin.name);
+      let transport;
+      try {
+        transport = await plugin.create(
+          { segmentName: endpoint, epoch, bindAddress: config.bindAddress, connectTimeoutMs: config.timeouts.connectMs, env, log: (level, message) => log(level, `[${plugin.name}] ${message}`), ...(config.secret === undefined ? {} : { secret: config.secret }) },
+          pluginOptions,
+        );
+      } catch (cause) {
+        const message = (cause as Error)?.message ?? String(cause);
+        throw new TransferError(isTransferError(cause) ? cause.code : 'INTERNAL', `plugin "${plugin.name}" failed to create its transport (create()): ${message.replace(/^\[[^\]]+\] /, '')}`, { plugin: plugin.name, cause });
+      }
+      held.push({ name: plugin.name, plugin, transport });
+    }
+  } catch (error) {
+    await Promise.allSettled(held.map((t) => t.transport.close()));
+    await etcd?.close();
+    await handshake.close();
+    await control.close();
+    throw error;
+  }
+  return { config, control, handshake, held, endpoint, epoch, log, ...(etcd ? { etcd } : {}) };
+}
