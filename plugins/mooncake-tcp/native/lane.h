@@ -46,6 +46,7 @@ class Lane : public IoHandler {
   void refill();
   void flush();
   void read_input();
+  bool header_only() const;
   bool parse();
   bool on_header(const Header& h);
   void finish_body();

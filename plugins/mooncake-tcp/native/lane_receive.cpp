@@ -29,7 +29,7 @@ void Lane::read_input() {
     } else if (in_place) {
       r = recv_in_place(fd_, body_dst_, body_left_);  // device destination: body_dst_ is rx staging
     } else {
-      r = rbuf_.fill(fd_, kRbuf);
+      r = rbuf_.fill(fd_, kRbuf, header_only() ? kHeaderSize - rbuf_.size() : kRbuf);
     }
     switch (classify_recv(r)) {
       case RecvResult::DATA:
@@ -53,6 +53,16 @@ void Lane::read_input() {
     body_left_ -= r;
     if (body_left_ == 0) finish_body();
   }
+}
+
+// True when the next frame is the answer to a large READ into host memory and its header
+// is not buffered yet: the header alone is received, so the body goes straight to its
+// destination instead of partly through the buffer (a full buffer held up to 256 KiB of
+// every 1 MiB body, copied again afterwards). One more recv per answer, no copy.
+bool Lane::header_only() const {
+  if (in_body_ || state_ != READY || inflight_.empty() || tx_index_ == 0 || rbuf_.size() >= kHeaderSize) return false;
+  const Slice* s = inflight_.front();
+  return s->op == OP_READ && s->device == kHost && s->len >= kDirectMin;
 }
 
 // Consumes buffered bytes; false when the lane failed.

@@ -66,7 +66,9 @@ class RecvBuffer {
    * no touched pages) or growing to `capacity`, resetting an empty buffer or moving
    * unparsed bytes to the front of a full one. Returns what recv returned.
    */
-  ssize_t fill(int fd, size_t capacity) {
+  ssize_t fill(int fd, size_t capacity) { return fill(fd, capacity, capacity); }
+  /** As fill, receiving at most `most` bytes (0 < most). */
+  ssize_t fill(int fd, size_t capacity, size_t most) {
     if (pos_ == end_) pos_ = end_ = 0;
     if (cap_ < capacity) {
       std::unique_ptr<uint8_t[]> bigger(new uint8_t[capacity]);
@@ -80,7 +82,8 @@ class RecvBuffer {
       end_ -= pos_;
       pos_ = 0;
     }
-    ssize_t r = ::recv(fd, buf_.get() + end_, cap_ - end_, 0);
+    const size_t room = cap_ - end_;
+    ssize_t r = ::recv(fd, buf_.get() + end_, most < room ? most : room, 0);
     if (r > 0) end_ += static_cast<size_t>(r);
     return r;
   }

@@ -114,7 +114,8 @@ void ServerConn::read_input() {
       uint64_t room = rx_stage_->capacity() - stage_fill_;
       r = recv_in_place(fd_, reinterpret_cast<uint64_t>(rx_stage_->data() + stage_fill_), body_left_ < room ? body_left_ : room);
     } else {
-      r = rbuf_.fill(fd_, state_ == READY ? kRbuf : kHandshakeRbuf);
+      const size_t cap = state_ == READY ? kRbuf : kHandshakeRbuf;
+      r = rbuf_.fill(fd_, cap, header_only() ? kHeaderSize - rbuf_.size() : cap);
     }
     liveness_ = UNKNOWN;
     switch (classify_recv(r)) {
@@ -148,6 +149,14 @@ void ServerConn::read_input() {
     }
     if (body_left_ == 0) finish_body();
   }
+}
+
+// While large WRITEs arrive, a frame's header is received alone, so its body goes to its
+// destination directly instead of mostly through the buffer and a second copy (a 64 KiB
+// body fit in one buffer fill almost whole). Small frames keep being read many per recv:
+// the first one after large writes turns this off again.
+bool ServerConn::header_only() const {
+  return large_writes_ && state_ == READY && !in_body_ && rbuf_.size() < kHeaderSize;
 }
 
 bool ServerConn::parse() {
@@ -243,6 +252,7 @@ bool ServerConn::on_header(const Header& h) {
     case READY:
       break;
   }
+  large_writes_ = h.op == OP_WRITE && h.length >= kDirectMin;
   switch (h.op) {
     case OP_WRITE: {
       if (h.length > kMaxBody) {

@@ -34,6 +34,7 @@ class ServerConn : public IoHandler {
     uint64_t seq = 0;
   };
   void read_input();
+  bool header_only() const;
   bool parse();
   bool on_header(const Header& h);
   int32_t validate(const Header& h) const;
@@ -71,6 +72,7 @@ class ServerConn : public IoHandler {
   std::string peer_name_ = "?";
   RecvBuffer rbuf_;
   bool in_body_ = false;
+  bool large_writes_ = false;  // the last request was a WRITE of at least kDirectMin bytes
   enum BodyMode { DIRECT, DRAIN, CTRL, STAGED } mode_ = DRAIN;
   Header cur_;
   uint64_t body_left_ = 0;
