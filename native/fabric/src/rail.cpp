@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include <algorithm>
+#include <set>
 
 #include "impl.h"
 #include "select.h"
@@ -161,15 +162,17 @@ void Rail::retire_addresses() {
   std::vector<fi_addr_t> due;
   {
     std::lock_guard<std::mutex> l(av_mu);
-    for (auto& [fa, since] : retiring) {
-      if (t - since < kRetireGraceMs) continue;
-      bool mapped = false;  // inserted again meanwhile (a provider may hand out the same entry)
-      for (auto& [raw, f] : av_map)
-        if (f == fa) {
-          mapped = true;
-          break;
-        }
-      if (!mapped) due.push_back(fa);
+    std::set<fi_addr_t> mapped;
+    for (auto& [raw, f] : av_map) mapped.insert(f);
+    for (auto it = retiring.begin(); it != retiring.end();) {
+      // Inserted again meanwhile (a provider may hand out the same entry): in use again,
+      // and retired anew when it is forgotten again.
+      if (mapped.count(it->first)) {
+        it = retiring.erase(it);
+        continue;
+      }
+      if (t - it->second >= kRetireGraceMs) due.push_back(it->first);
+      ++it;
     }
   }
   for (fi_addr_t fa : due) {
