@@ -10,6 +10,24 @@ import type { ControlKeys } from './control-security.js';
 export const CONTROL_VERSION = 1;
 
 
+/**
+ * zmq_connect first drains the socket's command mailbox with a zero-timeout poll, which a
+ * signal arriving at that moment interrupts (EINTR: a child process exiting is enough, as
+ * SIGCHLD has a handler in any Node.js process that spawned one). zeromq.js retries bind,
+ * unbind, send and receive on EINTR but not connect. A connect that failed this way has
+ * not started anything yet, so it is simply made again.
+ */
+function connectThroughSignals(socket: Dealer, address: string): void {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      socket.connect(address);
+      return;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EINTR' || attempt >= 1000) throw err;
+    }
+  }
+}
+
 export type ControlHandler = (body: unknown) => Promise<unknown> | unknown;
 
 /**
@@ -166,7 +184,7 @@ export class ControlClient {
       this.dealer.curvePublicKey = mine.publicKey;
       this.dealer.curveSecretKey = mine.secretKey;
     }
-    this.dealer.connect(`tcp://${endpoint}`);
+    connectThroughSignals(this.dealer, `tcp://${endpoint}`);
     void this.receiveLoop();
   }
 
