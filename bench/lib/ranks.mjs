@@ -1,21 +1,13 @@
 // Process plumbing shared by the PD benchmarks: a rank is this script forked with
 // `--rank <json>`, answering ops over Node's IPC channel.
 import { fork } from 'node:child_process';
-import { createServer } from 'node:net';
 
 export const now = () => performance.timeOrigin + performance.now();
 export const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 export const percentile = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length * p) / 100))];
 
-export function freePort() {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
+// Outside the ephemeral range, so a rank's connections cannot take the bootstrap port first.
+export { freePort } from '@te/testkit';
 
 /** Forks `script --rank <spec>`; resolves with `call(op, args)` once the rank said it is ready. */
 export function spawnRank(script, spec) {

@@ -1,5 +1,4 @@
 import { fork, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import type { ParallelLayout, TeConfigInput } from '@te/connector';
 import type { PDTimeouts } from '../src/index.js';
@@ -8,16 +7,9 @@ import type { ModelSpec } from './fixtures/pd-model.js';
 const RANK_SCRIPT = fileURLToPath(new URL('./fixtures/pd-rank.ts', import.meta.url));
 const EC_SCRIPT = fileURLToPath(new URL('./fixtures/ec-rank.ts', import.meta.url));
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
+// Ports outside the ephemeral range: a port-0 number passed to a rank could be taken by
+// another test process's connection before the rank binds it.
+export { freePort } from '@te/testkit';
 
 export interface RankProcess {
   segment: string;

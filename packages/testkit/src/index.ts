@@ -5,3 +5,4 @@ export { allocFakeDeviceMemory, fakeAddressOf } from './fake/fake-memory.js';
 export { transportConformance, pattern, assertBytes, type ConformancePair, type ConformanceOptions } from './conformance/suite.js';
 export { LocalTargetMemory, checkPayload, type TargetMemory, type ReceivedNotification } from './conformance/target.js';
 export { serveTargetProcess, spawnTargetProcess, type TargetProcess } from './conformance/target-process.js';
+export { freePort } from './ports.js';

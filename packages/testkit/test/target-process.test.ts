@@ -1,8 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
-import { spawnTargetProcess } from '../src/index.js';
+import { freePort, spawnTargetProcess } from '../src/index.js';
 
 /*
  * The cross-process target helper as plugin authors use it: a JavaScript target needs no
@@ -11,16 +10,6 @@ import { spawnTargetProcess } from '../src/index.js';
  */
 const JS_TARGET = fileURLToPath(new URL('./fixtures/js-target.mjs', import.meta.url));
 const config = { connector: 'mooncake-tcp', bindAddress: '127.0.0.1' };
-
-function freePort(): Promise<number> {
-  return new Promise((resolve) => {
-    const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 test('a JavaScript target runs without tsx; TE_HANDSHAKE_PORT sets its control port', async () => {
   const port = await freePort();
