@@ -9,22 +9,18 @@ import { createEndpoint, register } from './helpers.js';
  * process of another user is refused before any request is read. The child drops to
  * `nobody` with process.setuid, then uses the plugin like any initiator would.
  */
+const name = 'a connection from another uid is refused by the target (AUTH_FAILED), and its memory is untouched';
 const fixture = fileURLToPath(new URL('./fixtures/other-user.ts', import.meta.url));
 const root = process.getuid?.() === 0;
 
-test('a connection from another uid is refused by the target (AUTH_FAILED), and its memory is untouched', async () => {
-  if (!root) {
-    console.log('  skipped: switching the child to nobody needs root');
-    return;
-  }
+async function refusedAcrossUsers(): Promise<void> {
   const target = await createEndpoint('credentials-target');
   const memory = new Uint8Array(4096);
   await register(target.transport, memory);
   try {
-    const script = `process.setgid('nogroup'); process.setuid('nobody'); await import(${JSON.stringify(fixture)});`;
     const env = { ...process.env, TE_SHM_TEST_TARGET: JSON.stringify({ name: target.name, epoch: target.epoch.toString(), endpoint: target.transport.endpoint() }) };
     // spawnSync would block this process's event loop, which is fine: the target's accept runs on its own thread.
-    const r = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { env, encoding: 'utf8', timeout: 20_000, cwd: fileURLToPath(new URL('..', import.meta.url)) });
+    const r = spawnSync(process.execPath, ['--import', 'tsx', fixture], { env, encoding: 'utf8', timeout: 20_000, cwd: fileURLToPath(new URL('..', import.meta.url)) });
     assert.is(r.status, 0, r.stderr);
     const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as { uid: number; code: string; message?: string };
     assert.is.not(out.uid, 0);
@@ -37,7 +33,13 @@ test('a connection from another uid is refused by the target (AUTH_FAILED), and 
   } finally {
     await target.transport.close();
   }
-});
+}
+
+if (root) test(name, refusedAcrossUsers);
+else {
+  console.log(`  skipped "${name}": switching the child to nobody needs root`);
+  test.skip(name, () => undefined);
+}
 
 test('a same-user peer is admitted (the control case of the test above)', async () => {
   const target = await createEndpoint('credentials-same-user');
