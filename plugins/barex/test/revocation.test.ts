@@ -5,7 +5,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createHash, randomBytes } from 'node:crypto';
-import { batchOf, parseOptions, type SegmentDescriptor, type Transport } from '@te/connector';
+import { batchOf, parseOptions, type SegmentDescriptor, type Transport, type WireValue } from '@te/connector';
 import plugin, { allocate, free } from '../src/index.js';
 import { POOL, PROVIDERS } from './helpers.js';
 
@@ -25,8 +25,16 @@ function descriptor(side: { transport: Transport; name: string; epoch: bigint },
     hostname: 'localhost',
     pid: process.pid,
     transports: { [plugin.name]: { class: 'rdma', memoryKinds: ['cpu'], endpoint: side.transport.endpoint() } },
-    buffers: [{ addr, length: BigInt(length), device: 'cpu', attrs: { [plugin.name]: attrs as Record<string, unknown> } }],
+    buffers: [{ addr, length: BigInt(length), device: 'cpu', attrs: { [plugin.name]: attrs as WireValue } }],
   };
+}
+
+/** Pool memory of `size` bytes filled with `fill`, registered with `transport`. */
+async function filledRegion(transport: Transport, size: number, fill: number, remoteAccess: boolean) {
+  const memory = allocate(size);
+  memory.buffer.fill(fill);
+  const reg = await transport.registerMemory({ buffer: memory.buffer, length: BigInt(size), device: 'cpu', remoteAccess });
+  return { buffer: memory.buffer, addr: reg.addr, attrs: reg.attrs };
 }
 
 async function outcome(p: Promise<{ statuses?: Int32Array }>): Promise<string> {
@@ -42,17 +50,13 @@ for (const provider of PROVIDERS) {
     const i = await bare(provider);
     const size = 64 * 1024;
     try {
-      const src = allocate(size);
-      src.buffer.fill(0x11);
-      const local = await i.transport.registerMemory({ buffer: src.buffer, length: BigInt(size), device: 'cpu', remoteAccess: false });
-      const a = allocate(size);
-      a.buffer.fill(0x5a);
-      const ra = await t.transport.registerMemory({ buffer: a.buffer, length: BigInt(size), device: 'cpu', remoteAccess: true });
+      const local = await filledRegion(i.transport, size, 0x11, false);
+      const ra = await filledRegion(t.transport, size, 0x5a, true);
       const stale = descriptor(t, ra.addr, size, ra.attrs);
       const peer = await i.transport.openPeer(stale);
       const write = batchOf([{ op: 'write', local: local.addr, remote: ra.addr, length: 4096 }]);
       assert.is(await outcome(i.transport.submit(peer, write, { timeoutMs: 3000 })), 'OK');
-      assert.is(a.buffer[0], 0x11, 'the live key writes');
+      assert.is(ra.buffer[0], 0x11, 'the live key writes');
 
       // The owner frees the region; the pool hands the same memory to a new region.
       await t.transport.unregisterMemory(ra.addr);
@@ -81,22 +85,18 @@ for (const provider of PROVIDERS) {
     const i = await bare(provider, { window: 1, sliceSize: 4096 });
     const size = 8 * 1024 * 1024;
     try {
-      const src = allocate(size);
-      src.buffer.fill(0x22);
-      const local = await i.transport.registerMemory({ buffer: src.buffer, length: BigInt(size), device: 'cpu', remoteAccess: false });
-      const dst = allocate(size);
-      dst.buffer.fill(0);
-      const reg = await t.transport.registerMemory({ buffer: dst.buffer, length: BigInt(size), device: 'cpu', remoteAccess: true });
+      const local = await filledRegion(i.transport, size, 0x22, false);
+      const reg = await filledRegion(t.transport, size, 0, true);
       const peer = await i.transport.openPeer(descriptor(t, reg.addr, size, reg.attrs));
       const chunk = 4096;
       const reqs = Array.from({ length: size / chunk }, (_, k) => ({ op: 'write' as const, local: local.addr + BigInt(k * chunk), remote: reg.addr + BigInt(k * chunk), length: chunk }));
       const batch = i.transport.submit(peer, batchOf(reqs), { timeoutMs: 10_000 });
       await new Promise((r) => setTimeout(r, 2));
       await t.transport.unregisterMemory(reg.addr);
-      const atReturn = createHash('sha256').update(dst.buffer).digest('hex');
+      const atReturn = createHash('sha256').update(reg.buffer).digest('hex');
       const result = await batch.then((r) => r.statuses, (e: { details?: { statuses?: Int32Array }; code?: string }) => e.details?.statuses ?? e.code);
       await new Promise((r) => setTimeout(r, 300));
-      assert.is(createHash('sha256').update(dst.buffer).digest('hex'), atReturn, 'bytes landed after unregisterMemory returned');
+      assert.is(createHash('sha256').update(reg.buffer).digest('hex'), atReturn, 'bytes landed after unregisterMemory returned');
       if (result instanceof Int32Array) {
         const refused = result.filter((x) => x !== 0).length;
         assert.ok(refused > 0, 'requests still queued at the revocation were refused');
@@ -126,23 +126,19 @@ for (const provider of PROVIDERS) {
       await t.transport.unregisterMemory(reg.addr);
       // While the REVOKE to the gone peer is retried (up to its deadline), t still answers
       // a new peer: its hello and a write land.
-      const b = allocate(size);
-      b.buffer.fill(0);
-      const rb = await t.transport.registerMemory({ buffer: b.buffer, length: BigInt(size), device: 'cpu', remoteAccess: true });
-      const src = allocate(size);
-      src.buffer.fill(0x3c);
-      const local = await other.transport.registerMemory({ buffer: src.buffer, length: BigInt(size), device: 'cpu', remoteAccess: false });
+      const rb = await filledRegion(t.transport, size, 0, true);
+      const local = await filledRegion(other.transport, size, 0x3c, false);
       const started = Date.now();
       const peer = await other.transport.openPeer(descriptor(t, rb.addr, size, rb.attrs));
       const write = batchOf([{ op: 'write', local: local.addr, remote: rb.addr, length: size }]);
       assert.is(await outcome(other.transport.submit(peer, write, { timeoutMs: 3000 })), 'OK');
-      assert.ok(b.buffer.every((x) => x === 0x3c), 'the write landed');
+      assert.ok(rb.buffer.every((x) => x === 0x3c), 'the write landed');
       assert.ok(Date.now() - started < 1000, `a new peer waited ${Date.now() - started} ms behind the gone one`);
       // Past the REVOKE's deadline and the address's grace period the rail keeps working.
       await new Promise((r) => setTimeout(r, 2500));
-      src.buffer.fill(0x4d);
+      local.buffer.fill(0x4d);
       assert.is(await outcome(other.transport.submit(peer, write, { timeoutMs: 3000 })), 'OK');
-      assert.ok(b.buffer.every((x) => x === 0x4d), 'a later write landed');
+      assert.ok(rb.buffer.every((x) => x === 0x4d), 'a later write landed');
     } finally {
       await other.transport.close();
       await t.transport.close();
