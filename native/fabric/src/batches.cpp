@@ -212,8 +212,15 @@ void Transport::Impl::dispatch(const std::shared_ptr<Batch>& b, bool allow_refre
     b->slices_left.store(static_cast<int64_t>(total) + 1);  // +1 released below
     b->dispatched.store(true);
   }
-  for (size_t r = 0; r < rails.size(); ++r)
+  for (size_t r = 0; r < rails.size(); ++r) {
+    // The batch's last write on each rail proves the delivery of its others there.
+    for (auto it = per_rail[r].rbegin(); it != per_rail[r].rend(); ++it)
+      if (it->write) {
+        it->fence = true;
+        break;
+      }
     if (!per_rail[r].empty()) rails[r]->push_slices(std::move(per_rail[r]));
+  }
   if (b->slices_left.fetch_sub(1) == 1) data_done(b);
 }
 

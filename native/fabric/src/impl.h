@@ -28,6 +28,7 @@
 #include "te/fabric/transport.h"
 #include "te/memory_registry.h"
 #include "wire.h"
+#include "write_fences.h"
 
 namespace te::fabric {
 
@@ -87,6 +88,7 @@ struct Slice {
   uint64_t region = 0;  // start of the peer's region it targets (revocation drains by region)
   uint64_t local = 0, len = 0, raddr = 0, key = 0;
   bool write = true;
+  bool fence = false;  // the batch's last write on its rail (see write_fences.h)
 };
 
 struct CtrlMsg {
@@ -111,6 +113,8 @@ struct Op {
   uint32_t req = 0;
   uint64_t len = 0;
   uint64_t region = 0;
+  bool plain_write = false;  // posted without delivery completion: held for its fence
+  bool fence = false;        // its delivery proves the batch's plain writes on this rail
   Lease lease;
 };
 
@@ -127,6 +131,11 @@ struct Rail {
   bool mr_local = false, mr_endpoint = false, prov_key = false;
   bool can_wait = true;
   std::atomic<bool> delivery_complete{true};
+  // The provider places writes to a peer in posted order (FI_ORDER_WAW) up to this size:
+  // one delivery-complete write per batch proves the others (write_fences.h).
+  bool ordered_writes = false;
+  uint64_t max_order_waw = 0;
+  WriteFences fences;
   int window = 64;
 
   // Control buffers (registered: FI_MR_LOCAL providers need descriptors for sends too).
@@ -141,6 +150,14 @@ struct Rail {
   std::deque<CtrlMsg> ctrl;
   std::atomic<bool> sleeping{false};
   int inflight = 0;
+  // Queue lengths and all work (queued + in flight), written under q_mu and read without it,
+  // so the rail thread's spin checks do not take the lock submitters queue under.
+  std::atomic<int64_t> queued_slices{0}, queued_ctrl{0}, pending_work{0};
+  void count_work() {
+    queued_slices.store(static_cast<int64_t>(slices.size()));
+    queued_ctrl.store(static_cast<int64_t>(ctrl.size()));
+    pending_work.store(static_cast<int64_t>(slices.size() + ctrl.size()) + inflight);
+  }
   std::unordered_set<Op*> live;  // every posted op (freed at close)
 
   std::mutex av_mu;
@@ -179,6 +196,12 @@ struct Rail {
   bool poll_cq(int timeout_ms);
   void handle_error();
   void repost_recv(Op* op);
+  /** Reports a data op's outcome (deletes it, releasing its lease) and counts it out of its region. */
+  void finish_op(Op* op, int32_t status, const std::string& why);
+  /** A data op the provider finished (locally): holds a plain write for its fence, reports the rest. */
+  void data_finished(Op* op, int32_t status, const std::string& why);
+  /** A fence that will not be posted: the writes held for it are reported with `status`. */
+  void fence_dropped(const Slice& s, int32_t status, const std::string& why);
   void shutdown();
   void* desc_of(fid_mr* mr) const { return mr_local && mr ? fi_mr_desc(mr) : nullptr; }
 };

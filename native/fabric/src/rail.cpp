@@ -82,6 +82,9 @@ Status Rail::open(std::string* err) {
   size_t len = sizeof name;
   if ((rc = fi_getname(&ep->fid, name, &len))) return fail("fi_getname", rc);
   pub.addr.assign(name, name + len);
+  delivery_complete.store(owner->opt.delivery_complete);
+  ordered_writes = owner->opt.write_fence && (info->tx_attr->msg_order & (FI_ORDER_WAW | FI_ORDER_RMA_WAW)) != 0;
+  max_order_waw = info->ep_attr->max_order_waw_size;
   size_t tx = info->tx_attr->size ? info->tx_attr->size : 256;
   window = static_cast<int>(std::min<size_t>(static_cast<size_t>(owner->opt.window), tx > 2 * kSendSlots ? tx - kSendSlots : tx / 2));
   if (window < 1) window = 1;
@@ -119,7 +122,7 @@ void Rail::start_thread() {
 }
 
 void Rail::wake() {
-  if (sleeping.load(std::memory_order_acquire) && can_wait) fi_cq_signal(cq);
+  if (sleeping.load() && can_wait) fi_cq_signal(cq);
 }
 
 fi_addr_t Rail::address_of(const std::vector<uint8_t>& raw, std::string* err) {
@@ -197,6 +200,7 @@ void Rail::push_slices(std::vector<Slice>&& s) {
   {
     std::lock_guard<std::mutex> l(q_mu);
     for (auto& x : s) slices.push_back(std::move(x));
+    count_work();
   }
   wake();
 }
@@ -205,6 +209,7 @@ void Rail::push_ctrl(CtrlMsg&& m) {
   {
     std::lock_guard<std::mutex> l(q_mu);
     ctrl.push_back(std::move(m));
+    count_work();
   }
   wake();
 }
@@ -224,6 +229,7 @@ void Rail::drop_ctrl(CtrlMsg&& m, const std::string& why) {
 // destination, which stay in order; others go out.
 bool Rail::post_ctrl() {
   bool did = false;
+  if (queued_ctrl.load() == 0) return false;
   std::vector<fi_addr_t> blocked;
   std::unique_lock<std::mutex> l(q_mu);
   size_t i = 0;
@@ -287,6 +293,7 @@ bool Rail::post_ctrl() {
     }
     live.insert(op);
   }
+  count_work();
   return did;
 }
 
@@ -297,6 +304,7 @@ bool Rail::post_some() {
   // queue more (push_slices, from the JS thread) while this thread is in the provider.
   // Their places in the window are reserved while they are out of the queue.
   for (;;) {
+    if (queued_slices.load() == 0) return did;
     std::deque<Slice> chunk;
     {
       std::lock_guard<std::mutex> ql(q_mu);
@@ -307,6 +315,7 @@ bool Rail::post_some() {
         slices.pop_front();
       }
       inflight += static_cast<int>(take);
+      count_work();
     }
     if (chunk.empty()) return did;
     std::vector<Op*> posted;
@@ -322,6 +331,7 @@ bool Rail::post_some() {
         slices.push_front(std::move(chunk.back()));
         chunk.pop_back();
       }
+      count_work();
     }
     if (full) return true;
   }
@@ -335,6 +345,7 @@ bool Rail::post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted) {
   auto give_back_place = [this] {
     std::lock_guard<std::mutex> ql(q_mu);
     --inflight;
+    count_work();
   };
   while (!chunk.empty()) {
     Slice& s = chunk.front();
@@ -345,15 +356,18 @@ bool Rail::post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted) {
       Slice x = std::move(s);
       chunk.pop_front();
       give_back_place();
-      if (cancel) owner->finish_slice(x.batch, x.req, cancel, "");
-      else if (peer->state.load() >= 2) {
-        std::string why;
-        {
-          std::lock_guard<std::mutex> pl(peer->mu);
-          why = peer->broken_reason;
-        }
-        owner->finish_slice(x.batch, x.req, TE_CONNECTION_LOST, why);
-      } else owner->finish_slice(x.batch, x.req, TE_ABORTED, "");
+      int32_t st = TE_ABORTED;
+      std::string why = "the batch ended before it was posted";
+      if (cancel) {
+        st = cancel;
+        why = "the batch was cancelled before it was posted";
+      } else if (peer->state.load() >= 2) {
+        st = TE_CONNECTION_LOST;
+        std::lock_guard<std::mutex> pl(peer->mu);
+        why = peer->broken_reason;
+      }
+      if (x.fence) fence_dropped(x, st, why);
+      owner->finish_slice(x.batch, x.req, st, cancel || st == TE_ABORTED ? "" : why);
       continue;
     }
     // The region may have been revoked since the batch was validated: re-check under the
@@ -369,6 +383,7 @@ bool Rail::post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted) {
       Slice x = std::move(s);
       chunk.pop_front();
       give_back_place();
+      if (x.fence) fence_dropped(x, TE_MEMORY_NOT_REGISTERED, "the peer revoked the region while the batch was queued");
       owner->finish_slice(x.batch, x.req, TE_MEMORY_NOT_REGISTERED, "the peer revoked the region while the batch was queued");
       continue;
     }
@@ -387,6 +402,7 @@ bool Rail::post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted) {
       delete op;
       give_back_place();
       owner->drained(peer, x.region);
+      if (x.fence) fence_dropped(x, ls, "local memory was unregistered while the batch was queued");
       owner->finish_slice(x.batch, x.req, ls, "local memory was unregistered while the batch was queued");
       continue;
     }
@@ -401,8 +417,11 @@ bool Rail::post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted) {
     msg.rma_iov = &riov;
     msg.rma_iov_count = 1;
     msg.context = &op->ctx;
+    // A write is posted plainly when a later write of its batch (the fence) proves it.
+    const bool dc = delivery_complete.load();
+    const bool plain = s.write && !s.fence && dc && ordered_writes && s.len <= max_order_waw;
     uint64_t flags = FI_COMPLETION;
-    if (s.write && delivery_complete.load()) flags |= FI_DELIVERY_COMPLETE;
+    if (s.write && dc && !plain) flags |= FI_DELIVERY_COMPLETE;
     ssize_t rc = s.write ? fi_writemsg(ep, &msg, flags) : fi_readmsg(ep, &msg, flags);
     if (rc != 0 && rc != -FI_EAGAIN && s.write && (flags & FI_DELIVERY_COMPLETE)) {
       // Provider without delivery-complete RMA: fall back to its default completion.
@@ -420,10 +439,14 @@ bool Rail::post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted) {
       delete op;
       give_back_place();
       owner->drained(peer, x.region);
-      owner->finish_slice(x.batch, x.req, TE_TRANSFER_FAILED,
-                          std::string(x.write ? "fi_writemsg" : "fi_readmsg") + " on " + pub.provider + ": " + fi_error(static_cast<int>(rc)));
+      std::string why = std::string(x.write ? "fi_writemsg" : "fi_readmsg") + " on " + pub.provider + ": " + fi_error(static_cast<int>(rc));
+      if (x.fence) fence_dropped(x, TE_TRANSFER_FAILED, why);
+      owner->finish_slice(x.batch, x.req, TE_TRANSFER_FAILED, why);
       continue;
     }
+    op->plain_write = plain;
+    op->fence = x.write && x.fence;
+    if (plain) fences.posted_plain(x.batch.get());
     posted.push_back(op);
   }
   return false;
@@ -482,6 +505,7 @@ void Rail::handle_error() {
       {
         std::lock_guard<std::mutex> l(q_mu);
         --inflight;
+        count_work();
       }
       std::string who = op->peer ? op->peer->name : std::string("?");
       if (st == TE_CONNECTION_LOST && op->peer) owner->peer_broken(op->peer, msg);
@@ -490,13 +514,7 @@ void Rail::handle_error() {
         std::lock_guard<std::mutex> pl(op->peer->mu);
         op->peer->regions.clear();
       }
-      auto b = op->batch;
-      auto p = op->peer;
-      uint32_t req = op->req;
-      uint64_t region = op->region;
-      delete op;  // releases the lease
-      if (p) owner->drained(p, region);
-      owner->finish_slice(b, req, st, "RMA to \"" + who + "\" failed: " + msg);
+      data_finished(op, st, "RMA to \"" + who + "\" failed: " + msg);
       return;
     }
   }
@@ -545,18 +563,43 @@ bool Rail::poll_cq(int timeout_ms) {
     std::lock_guard<std::mutex> l(q_mu);
     inflight -= static_cast<int>(ndata);
     for (size_t i = 0; i < ndata; ++i) live.erase(data[i]);
+    count_work();
   }
-  for (size_t i = 0; i < ndata; ++i) {
-    Op* op = data[i];
-    auto b = op->batch;
-    auto p = op->peer;
-    uint32_t req = op->req;
-    uint64_t region = op->region;
-    delete op;  // releases the lease
-    owner->drained(p, region);
-    owner->finish_slice(b, req, TE_OK, "");
-  }
+  for (size_t i = 0; i < ndata; ++i) data_finished(data[i], TE_OK, "");
   return true;
+}
+
+void Rail::finish_op(Op* op, int32_t status, const std::string& why) {
+  auto b = op->batch;
+  auto p = op->peer;
+  uint32_t req = op->req;
+  uint64_t region = op->region;
+  delete op;  // releases the lease
+  if (p) owner->drained(p, region);
+  owner->finish_slice(b, req, status, why);
+}
+
+void Rail::data_finished(Op* op, int32_t status, const std::string& why) {
+  if (op->plain_write) {
+    // Held writes keep their lease and their count in the region: a revocation waits for
+    // them until their delivery is proven.
+    WriteFences::Outcome o = fences.plain_done(op, op->batch.get(), status);
+    if (o.held) return;
+    finish_op(op, o.status, status != 0 ? why : o.why);
+    return;
+  }
+  if (op->fence) {
+    std::vector<std::pair<Op*, WriteFences::Outcome>> released;
+    fences.fence_done(op->batch.get(), status, why, released);
+    for (auto& [held, o] : released) finish_op(held, o.status, o.why);
+  }
+  finish_op(op, status, why);
+}
+
+void Rail::fence_dropped(const Slice& s, int32_t status, const std::string& why) {
+  std::vector<std::pair<Op*, WriteFences::Outcome>> released;
+  fences.fence_done(s.batch.get(), status, why, released);
+  for (auto& [held, o] : released) finish_op(held, o.status, o.why);
 }
 
 void Rail::run() {
@@ -577,11 +620,7 @@ void Rail::run() {
       idle = 0;
       continue;
     }
-    bool busy;
-    {
-      std::lock_guard<std::mutex> l(q_mu);
-      busy = inflight > 0 || !slices.empty() || !ctrl.empty();
-    }
+    const bool busy = pending_work.load() > 0;
     static const bool debug = getenv("TE_FABRIC_DEBUG") != nullptr;
     if (debug) {
       static thread_local int64_t last = 0;
@@ -598,13 +637,9 @@ void Rail::run() {
     }
     // Idle: sleep on the CQ's wait object (fi_cq_signal wakes it), else nap.
     if (can_wait) {
-      sleeping.store(true, std::memory_order_release);
-      bool queued;
-      {
-        std::lock_guard<std::mutex> l(q_mu);
-        queued = !slices.empty() || !ctrl.empty();
-      }
-      if (!queued && !stop.load()) poll_cq(2);
+      sleeping.store(true);
+      // Re-checked after `sleeping` is set: a submitter that queued before it saw no sleeper.
+      if (pending_work.load() == 0 && !stop.load()) poll_cq(2);
       sleeping.store(false, std::memory_order_release);
     } else {
       usleep(100);
@@ -623,6 +658,7 @@ void Rail::shutdown() {
   ep = nullptr;
   for (Op* op : live) delete op;
   live.clear();
+  for (Op* op : fences.drain_all()) delete op;
   if (recv_mr) fi_close(&recv_mr->fid);
   if (send_mr) fi_close(&send_mr->fid);
   recv_mr = send_mr = nullptr;

@@ -74,6 +74,7 @@ export function nativeOptions(plugin: string, context: Pick<TransportContext, 's
     connectTimeoutMs: o.connectTimeoutMs ?? context.connectTimeoutMs ?? 3000,
     cancelGraceMs: o.cancelGraceMs,
     deliveryComplete: o.deliveryComplete,
+    writeFence: o.writeFence,
   };
 }
 
@@ -233,6 +234,7 @@ export class FabricTransport implements Transport {
       sliceSize: this.#options.sliceSize,
       window: this.#options.window,
       deliveryComplete: this.#options.deliveryComplete,
+      writeFence: this.#options.writeFence,
       shmAllowed: this.#options.allowShm,
     };
   }

@@ -22,6 +22,7 @@ export interface NativeFabricOptions {
   connectTimeoutMs: number;
   cancelGraceMs: number;
   deliveryComplete: boolean;
+  writeFence: boolean;
   /** barex: bytes of the pre-registered pool (0 = none). */
   poolSize?: number;
   /** barex: refuse registrations outside the pool. */

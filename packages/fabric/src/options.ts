@@ -76,6 +76,13 @@ export function fabricOptionsSchema<P extends string>(prefix: P) {
       env: `${prefix}_DELIVERY_COMPLETE`,
       description: 'Post writes with FI_DELIVERY_COMPLETE, so a completed write is known applied at the target (falls back when the provider refuses it)',
     },
+    writeFence: {
+      type: 'boolean',
+      default: true,
+      env: `${prefix}_WRITE_FENCE`,
+      description:
+        'Where the provider places writes to a peer in posted order (FI_ORDER_WAW), ask for delivery completion only on each batch\'s last write per rail and hold the others until it is delivered (same guarantee, fewer acknowledgements); off: every write asks for it',
+    },
   } as const satisfies OptionsSchema;
 }
 

@@ -183,6 +183,63 @@ for (const provider of PROVIDERS) {
   });
 }
 
+for (const provider of PROVIDERS) {
+  test(`${provider}: writes a stopped, then killed target never applied are not reported done`, async () => {
+    // Most writes of a batch are posted without delivery completion and held until the
+    // batch's last write (its fence) is delivered (write_fences.h). Their local completion
+    // (the bytes left) must never count: when the fence fails, they fail with it.
+    const victim = await target(provider);
+    const engine = await initiator(provider);
+    const n = 32;
+    const size = n * 4096;
+    try {
+      const remote = await victim.alloc(size, { fill: 0 });
+      const bytes = new Uint8Array(size);
+      const local = await engine.registerMemory(bytes);
+      await engine.write(victim.segment, local.addr, remote, 4096);  // connection up
+      bytes.set(randomBytes(size));
+      const requests = Array.from({ length: n }, (_, k) => ({ op: 'write' as const, local: local.addr + BigInt(k * 4096), remote: remote + BigInt(k * 4096), length: 4096 }));
+      await victim.stall();
+      let settledAt = 0;
+      const done = engine.transfer(victim.segment, batchOf(requests), { timeoutMs: 20_000 }).then(
+        (r) => ({ statuses: r.statuses, code: 'OK' }),
+        (e: { code?: string; statuses?: Int32Array }) => ({ statuses: e.statuses, code: e.code }),
+      ).finally(() => (settledAt = Date.now()));
+      await new Promise((r) => setTimeout(r, 700));
+      assert.is(settledAt, 0, 'the batch was reported done while the target was stopped');
+      victim.kill();
+      const outcome = await done;
+      assert.is.not(outcome.code, 'OK');
+      assert.ok(outcome.statuses, `no per-request statuses with ${outcome.code}`);
+      const reportedDone = [...outcome.statuses!].filter((s) => s === 0).length;
+      assert.is(reportedDone, 0, `${reportedDone} of ${n} writes reported done that the killed target never applied`);
+    } finally {
+      await engine.close();
+      await victim.close().catch(() => {});
+    }
+  });
+}
+
+test('tcp;ofi_rxm: deliveryComplete: false is honoured (a write completes once its bytes left, even to a stopped target)', async () => {
+  const victim = await target('tcp;ofi_rxm');
+  const engine = await initiator('tcp;ofi_rxm', { deliveryComplete: false });
+  try {
+    const remote = await victim.alloc(64 * 1024, { fill: 0 });
+    const bytes = new Uint8Array(64 * 1024).fill(7);
+    const local = await engine.registerMemory(bytes);
+    await engine.write(victim.segment, local.addr, remote, 4096);
+    await victim.stall();
+    // 16 KiB fits the loopback socket buffers: without delivery completion nothing waits for the target.
+    const r = await engine.write(victim.segment, local.addr, remote, 16 * 1024, { timeoutMs: 3000 }).then(() => 'OK', (e) => e.code);
+    assert.is(r, 'OK');
+    await victim.resume();
+  } finally {
+    await victim.resume();
+    await engine.close();
+    await victim.close();
+  }
+});
+
 test('no usable provider or NIC → PROVIDER_UNAVAILABLE naming what was found and what to install', async () => {
   const create = (options: Record<string, unknown>) =>
     plugin.create({ segmentName: 'x', epoch: 5n, bindAddress: '127.0.0.1', connectTimeoutMs: 2000, env: {}, log: () => {} }, parseOptions(plugin.options, options, {}, plugin.name));

@@ -40,6 +40,7 @@ inline Options options_from(const Napi::Object& o) {
   opt.connect_timeout_ms = static_cast<int>(u64_field_or(o, "connectTimeoutMs", 3000));
   opt.cancel_grace_ms = static_cast<int>(u64_field_or(o, "cancelGraceMs", 250));
   opt.delivery_complete = bool_field_or(o, "deliveryComplete", true);
+  opt.write_fence = bool_field_or(o, "writeFence", true);
   opt.pool_size = u64_field_or(o, "poolSize", 0);
   opt.pool_strict = bool_field_or(o, "poolStrict", false);
   return opt;

@@ -46,6 +46,7 @@ struct Options {
   int connect_timeout_ms = 3000;
   int cancel_grace_ms = 250;
   bool delivery_complete = true;
+  bool write_fence = true;  // one delivery-complete write per batch and rail where writes are ordered
   /** barex: size of the pre-registered pool (0 = no pool). */
   uint64_t pool_size = 0;
   /** barex: refuse registrations outside the pool. */
