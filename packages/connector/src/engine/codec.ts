@@ -1,4 +1,5 @@
 import { Packr } from 'msgpackr';
+import { checkMsgpackBounds } from './msgpack-bounds.js';
 
 /**
  * The control-plane codec: msgpack with every 64-bit integer decoded as bigint, so
@@ -11,6 +12,8 @@ export function encodeMessage(value: unknown): Buffer {
   return packr.pack(value);
 }
 
+/** Decodes bytes from a peer; headers that would make the decoder over-allocate are refused first. */
 export function decodeMessage<T = unknown>(bytes: Uint8Array): T {
+  checkMsgpackBounds(bytes);
   return packr.unpack(bytes) as T;
 }
