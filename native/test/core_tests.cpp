@@ -12,16 +12,8 @@
 #include "te/memory_registry.h"
 #include "te/slice_plan.h"
 #include "te/status.h"
+#include "check.h"
 
-static int failures = 0;
-#define CHECK(cond)                                                          \
-  do {                                                                       \
-    if (!(cond)) {                                                           \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                            \
-    }                                                                        \
-  } while (0)
-#define CHECK_EQ(a, b) CHECK((a) == (b))
 
 using namespace te;
 

@@ -6,15 +6,7 @@
 #include <vector>
 
 #include "../src/write_fences.h"
-
-static int failures = 0;
-#define CHECK(cond)                                                                  \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                                    \
-    }                                                                                \
-  } while (0)
+#include "../../test/check.h"
 
 using te::fabric::Batch;
 using te::fabric::Op;
