@@ -103,6 +103,15 @@ struct CtrlMsg {
   int64_t deadline = 0;
 };
 
+// One slice carried by a data op: the request it belongs to, the peer region it targets
+// (counted there while the op is out) and the lease on its local memory.
+struct OpPart {
+  uint32_t req = 0;
+  uint64_t len = 0;
+  uint64_t region = 0;
+  Lease lease;
+};
+
 struct Op {
   fi_context2 ctx;  // first: providers with FI_CONTEXT/FI_CONTEXT2 use it
   enum Kind : uint8_t { DATA, SEND, RECV } kind = DATA;
@@ -110,12 +119,13 @@ struct Op {
   fi_addr_t dest = FI_ADDR_UNSPEC;  // SEND and DATA: the address it went to (kept in the AV until it finished)
   std::shared_ptr<Batch> batch;
   std::shared_ptr<Peer> peer;
-  uint32_t req = 0;
-  uint64_t len = 0;
-  uint64_t region = 0;
+  // A DATA op carries up to kMaxParts slices of one batch to one peer region, posted as one
+  // scatter-gather RMA where the provider takes several iovs: its outcome is theirs.
+  static constexpr int kMaxParts = 4;
+  int nparts = 0;
+  OpPart parts[kMaxParts];
   bool plain_write = false;  // posted without delivery completion: held for its fence
   bool fence = false;        // its delivery proves the batch's plain writes on this rail
-  Lease lease;
 };
 
 struct Rail {
@@ -137,6 +147,9 @@ struct Rail {
   uint64_t max_order_waw = 0;
   WriteFences fences;
   int window = 64;
+  // Slices one op may carry: the provider's local and remote iov limits (1 on verbs).
+  int max_parts = 1;
+  std::atomic<uint64_t> rma_ops{0}, rma_slices{0};  // posted, for rails() (tests and tuning)
 
   // Control buffers (registered: FI_MR_LOCAL providers need descriptors for sends too).
   static constexpr int kRecvSlots = 16, kSendSlots = 16;
@@ -190,7 +203,10 @@ struct Rail {
   bool post_some();
   bool post_ctrl();
   void drop_ctrl(CtrlMsg&& m, const std::string& why);
-  bool post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted);
+  /** Posts `chunk`'s slices; `merged` counts the window places freed by carrying several slices in one op. */
+  bool post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted, int& merged);
+  /** Whether a queued slice may still be posted: on OK it is counted into its region and `lease` holds its local memory. */
+  int32_t admit(const Slice& s, Lease& lease, std::string& why);
   /** Slices taken from the queue at a time to be posted without the queue lock. */
   static constexpr size_t kPostChunk = 32;
   bool poll_cq(int timeout_ms);

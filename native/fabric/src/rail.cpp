@@ -88,6 +88,9 @@ Status Rail::open(std::string* err) {
   size_t tx = info->tx_attr->size ? info->tx_attr->size : 256;
   window = static_cast<int>(std::min<size_t>(static_cast<size_t>(owner->opt.window), tx > 2 * kSendSlots ? tx - kSendSlots : tx / 2));
   if (window < 1) window = 1;
+  max_parts = static_cast<int>(std::min<size_t>({static_cast<size_t>(Op::kMaxParts), info->tx_attr->iov_limit ? info->tx_attr->iov_limit : 1,
+                                                 info->tx_attr->rma_iov_limit ? info->tx_attr->rma_iov_limit : 1}));
+  if (owner->opt.max_op_parts > 0) max_parts = std::min(max_parts, owner->opt.max_op_parts);
 
   // Control buffers.
   recv_buf.assign(static_cast<size_t>(kRecvSlots) * wire::kMaxMessage, 0);
@@ -320,13 +323,15 @@ bool Rail::post_some() {
     if (chunk.empty()) return did;
     std::vector<Op*> posted;
     posted.reserve(chunk.size());
-    const bool full = post_chunk(chunk, posted);
+    int merged = 0;
+    const bool full = post_chunk(chunk, posted, merged);
     did = true;  // posted, finished or refused: something moved
     {
       std::lock_guard<std::mutex> ql(q_mu);
       for (Op* op : posted) live.insert(op);
-      // What was not posted (the provider was full) goes back to the front, in order.
-      inflight -= static_cast<int>(chunk.size());
+      // What was not posted (the provider was full) goes back to the front, in order; a
+      // place is an operation, so slices that shared one give theirs back.
+      inflight -= static_cast<int>(chunk.size()) + merged;
       while (!chunk.empty()) {
         slices.push_front(std::move(chunk.back()));
         chunk.pop_back();
@@ -337,116 +342,151 @@ bool Rail::post_some() {
   }
 }
 
+// Checks, at posting time, what may have changed since the batch was validated: the batch
+// ended or was cancelled, the peer broke, the peer revoked the region (re-checked under the
+// peer's lock and counted into the region, so a revocation waits for the operation), local
+// memory was unregistered. Refusals hold nothing; `why` is empty where the status says it all.
+int32_t Rail::admit(const Slice& s, Lease& lease, std::string& why) {
+  const std::shared_ptr<Batch>& b = s.batch;
+  const std::shared_ptr<Peer>& peer = b->peer;
+  int32_t cancel = b->cancel_status.load();
+  if (cancel) return cancel;
+  if (b->done.load()) return TE_ABORTED;
+  if (peer->state.load() >= 2) {
+    std::lock_guard<std::mutex> pl(peer->mu);
+    why = peer->broken_reason;
+    return TE_CONNECTION_LOST;
+  }
+  {
+    std::lock_guard<std::mutex> pl(peer->mu);
+    auto it = peer->regions.find(s.region);
+    if (it == peer->regions.end() || std::find(it->second.keys.begin(), it->second.keys.end(), s.key) == it->second.keys.end()) {
+      why = "the peer revoked the region while the batch was queued";
+      return TE_MEMORY_NOT_REGISTERED;
+    }
+    ++peer->posted[s.region];
+  }
+  Status ls = owner->registry.acquire(s.local, s.len, false, lease);
+  if (ls != TE_OK) {
+    owner->drained(peer, s.region);
+    why = "local memory was unregistered while the batch was queued";
+    return ls;
+  }
+  return TE_OK;
+}
+
 // Posts the slices of `chunk` in order, without the queue lock (their window places are
-// reserved). Failed or refused slices are finished (and their places given back); posted
-// ops are added to `posted`; on a full provider the rest stays in `chunk` and the result is
-// true. The caller returns what stayed to the queue.
-bool Rail::post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted) {
+// reserved). Consecutive slices of one batch to one peer region, in one direction, go out
+// as one scatter-gather operation where the provider allows several iovs (tcp;ofi_rxm: 4),
+// which divides the provider's per-operation cost (a message and a syscall on tcp) among
+// them. Failed or refused slices are finished (and their places given back); posted ops are
+// added to `posted`; on a full provider the rest stays in `chunk` and the result is true.
+// The caller returns what stayed to the queue.
+bool Rail::post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted, int& merged) {
   auto give_back_place = [this] {
     std::lock_guard<std::mutex> ql(q_mu);
     --inflight;
     count_work();
   };
+  const uint64_t group_bytes = owner->opt.slice_size;
   while (!chunk.empty()) {
-    Slice& s = chunk.front();
-    const std::shared_ptr<Batch>& b = s.batch;
-    int32_t cancel = b->cancel_status.load();
-    std::shared_ptr<Peer> peer = b->peer;
-    if (cancel || b->done.load() || peer->state.load() >= 2) {
-      Slice x = std::move(s);
-      chunk.pop_front();
-      give_back_place();
-      int32_t st = TE_ABORTED;
-      std::string why = "the batch ended before it was posted";
-      if (cancel) {
-        st = cancel;
-        why = "the batch was cancelled before it was posted";
-      } else if (peer->state.load() >= 2) {
-        st = TE_CONNECTION_LOST;
-        std::lock_guard<std::mutex> pl(peer->mu);
-        why = peer->broken_reason;
-      }
-      if (x.fence) fence_dropped(x, st, why);
-      owner->finish_slice(x.batch, x.req, st, cancel || st == TE_ABORTED ? "" : why);
-      continue;
-    }
-    // The region may have been revoked since the batch was validated: re-check under the
-    // peer's lock and count the operation into the region, so a revocation waits for it.
-    bool live_region;
-    {
-      std::lock_guard<std::mutex> pl(peer->mu);
-      auto it = peer->regions.find(s.region);
-      live_region = it != peer->regions.end() && std::find(it->second.keys.begin(), it->second.keys.end(), s.key) != it->second.keys.end();
-      if (live_region) ++peer->posted[s.region];
-    }
-    if (!live_region) {
-      Slice x = std::move(s);
-      chunk.pop_front();
-      give_back_place();
-      if (x.fence) fence_dropped(x, TE_MEMORY_NOT_REGISTERED, "the peer revoked the region while the batch was queued");
-      owner->finish_slice(x.batch, x.req, TE_MEMORY_NOT_REGISTERED, "the peer revoked the region while the batch was queued");
-      continue;
-    }
     Op* op = new Op();
     op->kind = Op::DATA;
-    op->batch = b;
-    op->peer = peer;
-    op->req = s.req;
-    op->len = s.len;
-    op->region = s.region;
-    op->dest = peer->dest[static_cast<size_t>(index)];
-    Status ls = owner->registry.acquire(s.local, s.len, false, op->lease);
-    if (ls != TE_OK) {
-      Slice x = std::move(s);
-      chunk.pop_front();
-      delete op;
-      give_back_place();
-      owner->drained(peer, x.region);
-      if (x.fence) fence_dropped(x, ls, "local memory was unregistered while the batch was queued");
-      owner->finish_slice(x.batch, x.req, ls, "local memory was unregistered while the batch was queued");
-      continue;
+    {
+      Slice& s = chunk.front();
+      std::string why;
+      int32_t st = admit(s, op->parts[0].lease, why);
+      if (st != TE_OK) {
+        Slice x = std::move(s);
+        chunk.pop_front();
+        delete op;
+        give_back_place();
+        if (x.fence) fence_dropped(x, st, why);
+        owner->finish_slice(x.batch, x.req, st, why);
+        continue;
+      }
     }
-    void* desc = mr_local ? owner->local_desc(index, s.local) : nullptr;
-    iovec iov{reinterpret_cast<void*>(s.local), s.len};
-    fi_rma_iov riov{s.raddr, s.len, s.key};
+    // What the group shares, copied: the slices are moved out of `chunk` once posted.
+    const bool write = chunk.front().write;
+    const uint64_t region = chunk.front().region, key = chunk.front().key;
+    op->batch = chunk.front().batch;
+    op->peer = op->batch->peer;
+    op->dest = op->peer->dest[static_cast<size_t>(index)];
+    iovec iov[Op::kMaxParts];
+    void* desc[Op::kMaxParts];
+    fi_rma_iov riov[Op::kMaxParts];
+    uint64_t total = 0;
+    bool fence = false;
+    size_t n = 0;
+    for (;;) {
+      const Slice& s = chunk[n];
+      OpPart& part = op->parts[n];
+      part.req = s.req;
+      part.len = s.len;
+      part.region = s.region;
+      iov[n] = iovec{reinterpret_cast<void*>(s.local), s.len};
+      desc[n] = mr_local ? owner->local_desc(index, s.local) : nullptr;
+      riov[n] = fi_rma_iov{s.raddr, s.len, s.key};
+      total += s.len;
+      fence = fence || (s.write && s.fence);
+      ++n;
+      if (fence || n >= static_cast<size_t>(max_parts) || n >= chunk.size()) break;
+      const Slice& t = chunk[n];
+      // Same batch, direction and region only: one op has one outcome, and a revoked region
+      // must fail only the requests that targeted it.
+      if (t.batch != op->batch || t.write != write || t.region != region || t.key != key ||
+          total + t.len > group_bytes)
+        break;
+      std::string ignored;
+      if (admit(t, op->parts[n].lease, ignored) != TE_OK) break;  // refused on its own turn
+    }
+    op->nparts = static_cast<int>(n);
     fi_msg_rma msg{};
-    msg.msg_iov = &iov;
-    msg.desc = &desc;
-    msg.iov_count = 1;
+    msg.msg_iov = iov;
+    msg.desc = desc;
+    msg.iov_count = n;
     msg.addr = op->dest;
-    msg.rma_iov = &riov;
-    msg.rma_iov_count = 1;
+    msg.rma_iov = riov;
+    msg.rma_iov_count = n;
     msg.context = &op->ctx;
     // A write is posted plainly when a later write of its batch (the fence) proves it.
     const bool dc = delivery_complete.load();
-    const bool plain = s.write && !s.fence && dc && ordered_writes && s.len <= max_order_waw;
+    const bool plain = write && !fence && dc && ordered_writes && total <= max_order_waw;
     uint64_t flags = FI_COMPLETION;
-    if (s.write && dc && !plain) flags |= FI_DELIVERY_COMPLETE;
-    ssize_t rc = s.write ? fi_writemsg(ep, &msg, flags) : fi_readmsg(ep, &msg, flags);
-    if (rc != 0 && rc != -FI_EAGAIN && s.write && (flags & FI_DELIVERY_COMPLETE)) {
+    if (write && dc && !plain) flags |= FI_DELIVERY_COMPLETE;
+    ssize_t rc = write ? fi_writemsg(ep, &msg, flags) : fi_readmsg(ep, &msg, flags);
+    if (rc != 0 && rc != -FI_EAGAIN && write && (flags & FI_DELIVERY_COMPLETE)) {
       // Provider without delivery-complete RMA: fall back to its default completion.
       delivery_complete.store(false);
       rc = fi_writemsg(ep, &msg, FI_COMPLETION);
     }
     if (rc == -FI_EAGAIN) {
-      delete op;
-      owner->drained(peer, s.region);  // counted again when it is posted again
+      std::shared_ptr<Peer> peer = op->peer;
+      delete op;  // releases the leases
+      for (size_t i = 0; i < n; ++i) owner->drained(peer, chunk[i].region);  // counted again when posted again
       return true;
     }
-    Slice x = std::move(s);
-    chunk.pop_front();
     if (rc) {
+      std::string why = std::string(write ? "fi_writemsg" : "fi_readmsg") + " on " + pub.provider + ": " + fi_error(static_cast<int>(rc));
+      std::shared_ptr<Peer> peer = op->peer;
       delete op;
-      give_back_place();
-      owner->drained(peer, x.region);
-      std::string why = std::string(x.write ? "fi_writemsg" : "fi_readmsg") + " on " + pub.provider + ": " + fi_error(static_cast<int>(rc));
-      if (x.fence) fence_dropped(x, TE_TRANSFER_FAILED, why);
-      owner->finish_slice(x.batch, x.req, TE_TRANSFER_FAILED, why);
+      for (size_t i = 0; i < n; ++i) {
+        Slice x = std::move(chunk.front());
+        chunk.pop_front();
+        give_back_place();
+        owner->drained(peer, x.region);
+        if (x.fence) fence_dropped(x, TE_TRANSFER_FAILED, why);
+        owner->finish_slice(x.batch, x.req, TE_TRANSFER_FAILED, why);
+      }
       continue;
     }
+    for (size_t i = 0; i < n; ++i) chunk.pop_front();
+    merged += static_cast<int>(n) - 1;
+    rma_ops.fetch_add(1, std::memory_order_relaxed);
+    rma_slices.fetch_add(n, std::memory_order_relaxed);
     op->plain_write = plain;
-    op->fence = x.write && x.fence;
-    if (plain) fences.posted_plain(x.batch.get());
+    op->fence = fence;
+    if (plain) fences.posted_plain(op->batch.get());
     posted.push_back(op);
   }
   return false;
@@ -572,11 +612,18 @@ bool Rail::poll_cq(int timeout_ms) {
 void Rail::finish_op(Op* op, int32_t status, const std::string& why) {
   auto b = op->batch;
   auto p = op->peer;
-  uint32_t req = op->req;
-  uint64_t region = op->region;
-  delete op;  // releases the lease
-  if (p) owner->drained(p, region);
-  owner->finish_slice(b, req, status, why);
+  const int n = op->nparts;
+  uint32_t req[Op::kMaxParts];
+  uint64_t region[Op::kMaxParts];
+  for (int i = 0; i < n; ++i) {
+    req[i] = op->parts[i].req;
+    region[i] = op->parts[i].region;
+  }
+  delete op;  // releases the leases
+  for (int i = 0; i < n; ++i) {
+    if (p) owner->drained(p, region[i]);
+    owner->finish_slice(b, req[i], status, why);
+  }
 }
 
 void Rail::data_finished(Op* op, int32_t status, const std::string& why) {

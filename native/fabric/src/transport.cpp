@@ -60,7 +60,12 @@ Status Transport::start(std::string* err) {
 
 std::vector<RailInfo> Transport::rails() const {
   std::vector<RailInfo> out;
-  for (auto& r : impl_->rails) out.push_back(r->pub);
+  for (auto& r : impl_->rails) {
+    out.push_back(r->pub);
+    out.back().slices_per_op = r->max_parts;
+    out.back().rma_ops = r->rma_ops.load(std::memory_order_relaxed);
+    out.back().rma_slices = r->rma_slices.load(std::memory_order_relaxed);
+  }
   return out;
 }
 

@@ -75,6 +75,7 @@ export function nativeOptions(plugin: string, context: Pick<TransportContext, 's
     cancelGraceMs: o.cancelGraceMs,
     deliveryComplete: o.deliveryComplete,
     writeFence: o.writeFence,
+    slicesPerOp: o.slicesPerOp,
   };
 }
 
@@ -122,6 +123,12 @@ export class FabricTransport implements Transport {
 
   protected fail(code: ConstructorParameters<typeof TransferError>[0], message: string): TransferError {
     return new TransferError(code, message, { plugin: this.plugin });
+  }
+
+  /** RMA operations posted per rail and the slices they carried (slices ÷ ops: how much scatter-gather grouped). */
+  rmaCounters(): { ops: number; slices: number }[] {
+    this.checkOpen();
+    return this.native.rails().map((r) => ({ ops: r.rmaOps, slices: r.rmaSlices }));
   }
 
   endpoint(): WireValue {
@@ -230,11 +237,12 @@ export class FabricTransport implements Transport {
   describe(): Record<string, WireValue> {
     return {
       provider: this.#endpoint.provider,
-      rails: this.#rails.map((r) => ({ domain: r.domain, fabric: r.fabric, mrMode: mrModeNames(r.mrMode).join('|') || '0', keySize: r.keySize, addressing: r.virtAddr ? 'virtual address' : 'offset' })),
+      rails: this.#rails.map((r) => ({ domain: r.domain, fabric: r.fabric, mrMode: mrModeNames(r.mrMode).join('|') || '0', keySize: r.keySize, addressing: r.virtAddr ? 'virtual address' : 'offset', slicesPerOp: r.slicesPerOp })),
       sliceSize: this.#options.sliceSize,
       window: this.#options.window,
       deliveryComplete: this.#options.deliveryComplete,
       writeFence: this.#options.writeFence,
+      slicesPerOp: this.#options.slicesPerOp,
       shmAllowed: this.#options.allowShm,
     };
   }

@@ -23,6 +23,8 @@ export interface NativeFabricOptions {
   cancelGraceMs: number;
   deliveryComplete: boolean;
   writeFence: boolean;
+  /** Slices one RMA may carry as a scatter-gather list (bounded by the provider's iov limits). */
+  slicesPerOp: number;
   /** barex: bytes of the pre-registered pool (0 = none). */
   poolSize?: number;
   /** barex: refuse registrations outside the pool. */
@@ -51,6 +53,11 @@ export interface NativeRail {
   virtAddr: boolean;
   mrMode: number;
   keySize: number;
+  /** Slices one RMA operation carries at most (the provider's iov limits and `slicesPerOp`). */
+  slicesPerOp: number;
+  /** RMA operations posted on this rail so far, and the slices they carried. */
+  rmaOps: number;
+  rmaSlices: number;
 }
 
 export interface NativeRemoteRegion {

@@ -83,6 +83,15 @@ export function fabricOptionsSchema<P extends string>(prefix: P) {
       description:
         'Where the provider places writes to a peer in posted order (FI_ORDER_WAW), ask for delivery completion only on each batch\'s last write per rail and hold the others until it is delivered (same guarantee, fewer acknowledgements); off: every write asks for it',
     },
+    slicesPerOp: {
+      type: 'integer',
+      default: 4,
+      min: 1,
+      max: 4,
+      env: `${prefix}_SLICES_PER_OP`,
+      description:
+        'Consecutive slices of one batch to one peer region carried by one scatter-gather RMA, up to the provider\'s iov limits (tcp;ofi_rxm: 4, verbs: 1); 1: one operation per slice',
+    },
   } as const satisfies OptionsSchema;
 }
 

@@ -41,6 +41,7 @@ inline Options options_from(const Napi::Object& o) {
   opt.cancel_grace_ms = static_cast<int>(u64_field_or(o, "cancelGraceMs", 250));
   opt.delivery_complete = bool_field_or(o, "deliveryComplete", true);
   opt.write_fence = bool_field_or(o, "writeFence", true);
+  opt.max_op_parts = static_cast<int>(u64_field_or(o, "slicesPerOp", 4));
   opt.pool_size = u64_field_or(o, "poolSize", 0);
   opt.pool_strict = bool_field_or(o, "poolStrict", false);
   return opt;
@@ -119,6 +120,9 @@ class FabricTransport : public te::napi::TransportWrap<FabricTransport, Transpor
       o.Set("virtAddr", r.virt_addr);
       o.Set("mrMode", Napi::Number::New(env, static_cast<double>(r.mr_mode)));
       o.Set("keySize", Napi::Number::New(env, static_cast<double>(r.key_size)));
+      o.Set("slicesPerOp", Napi::Number::New(env, r.slices_per_op));
+      o.Set("rmaOps", Napi::Number::New(env, static_cast<double>(r.rma_ops)));
+      o.Set("rmaSlices", Napi::Number::New(env, static_cast<double>(r.rma_slices)));
       out.Set(i++, o);
     }
     return out;

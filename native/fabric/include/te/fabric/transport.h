@@ -47,6 +47,7 @@ struct Options {
   int cancel_grace_ms = 250;
   bool delivery_complete = true;
   bool write_fence = true;  // one delivery-complete write per batch and rail where writes are ordered
+  int max_op_parts = 4;      // slices one RMA may carry as a scatter-gather list (the provider's iov limits bound it; 1: one each)
   /** barex: size of the pre-registered pool (0 = no pool). */
   uint64_t pool_size = 0;
   /** barex: refuse registrations outside the pool. */
@@ -63,6 +64,9 @@ struct RailInfo {
   uint64_t key_size = 0;
   uint64_t max_msg_size = 0;
   uint64_t inject_size = 0;
+  int slices_per_op = 1;     // slices one RMA carries at most on this rail (scatter-gather)
+  uint64_t rma_ops = 0;      // RMA operations posted so far
+  uint64_t rma_slices = 0;   // slices those operations carried
 };
 
 /** A remote buffer as published by the peer: [addr, addr+length) inside an MR starting at base. */
