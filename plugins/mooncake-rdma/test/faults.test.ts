@@ -5,7 +5,7 @@ import * as assert from 'uvu/assert';
 import { createHash, randomBytes } from 'node:crypto';
 import { batchOf, parseOptions, type SegmentDescriptor, type Transport, type TransportPeer } from '@te/connector';
 import plugin from '../src/index.js';
-import { MiB, PROVIDERS, initiator, target } from './helpers.js';
+import { MiB, PROVIDERS, bareSide, initiator, target } from './helpers.js';
 
 interface Side {
   transport: Transport;
@@ -16,21 +16,9 @@ interface Side {
 
 /** A bare transport in this process (no engine), with one registered buffer. */
 async function side(provider: string, size: number, options: Record<string, unknown> = {}): Promise<Side> {
-  const epoch = randomBytes(8).readBigUInt64LE() | 1n;
-  const name = `side-${randomBytes(3).toString('hex')}`;
-  const transport = await plugin.create({ segmentName: name, epoch, bindAddress: '127.0.0.1', connectTimeoutMs: 2000, env: {}, log: () => {} }, parseOptions(plugin.options, { provider, ...options }, {}, plugin.name));
   const buffer = new Uint8Array(size).fill(0x5a);
-  const r = await transport.registerMemory({ buffer, length: BigInt(size), device: 'cpu', remoteAccess: true });
-  const descriptor: SegmentDescriptor = {
-    version: 1,
-    name,
-    epoch,
-    hostname: 'localhost',
-    pid: process.pid,
-    transports: { [plugin.name]: { class: 'rdma', memoryKinds: ['cpu'], endpoint: transport.endpoint() } },
-    buffers: [{ addr: r.addr, length: BigInt(size), device: 'cpu', attrs: { [plugin.name]: r.attrs! } }],
-  };
-  return { transport, descriptor, buffer, addr: r.addr };
+  const s = await bareSide(provider, [buffer], options);
+  return { transport: s.transport, descriptor: s.descriptor, buffer, addr: s.addrs[0]! };
 }
 
 async function code(p: Promise<unknown>): Promise<string> {

@@ -1,5 +1,6 @@
 import { fileURLToPath } from 'node:url';
-import { PluginRegistry, createTransferEngine, type TeConfigInput, type TransferEngine } from '@te/connector';
+import { randomBytes } from 'node:crypto';
+import { PluginRegistry, createTransferEngine, parseOptions, type SegmentDescriptor, type TeConfigInput, type TransferEngine, type Transport } from '@te/connector';
 import { spawnTargetProcess, type TargetProcess } from '@te/testkit';
 import plugin from '../src/index.js';
 
@@ -31,4 +32,28 @@ export function target(provider: string, options: Record<string, unknown> = {}):
   const c = config('', options);
   delete (c.transportOptions as Record<string, Record<string, unknown>>)[plugin.name]!.provider;
   return spawnTargetProcess(TARGET_SCRIPT, c, { env: { FI_PROVIDER: provider } });
+}
+
+/** A bare transport in this process (no engine) with `buffers` registered, and the descriptor a peer opens it with. */
+export async function bareSide(provider: string, buffers: Uint8Array[], options: Record<string, unknown> = {}): Promise<{ transport: Transport; descriptor: SegmentDescriptor; addrs: bigint[] }> {
+  const epoch = randomBytes(8).readBigUInt64LE() | 1n;
+  const name = `side-${randomBytes(3).toString('hex')}`;
+  const transport = await plugin.create({ segmentName: name, epoch, bindAddress: '127.0.0.1', connectTimeoutMs: 2000, env: {}, log: () => {} }, parseOptions(plugin.options, { provider, ...options }, {}, plugin.name));
+  const addrs: bigint[] = [];
+  const published: SegmentDescriptor['buffers'] = [];
+  for (const buffer of buffers) {
+    const r = await transport.registerMemory({ buffer, length: BigInt(buffer.length), device: 'cpu', remoteAccess: true });
+    addrs.push(r.addr);
+    published.push({ addr: r.addr, length: BigInt(buffer.length), device: 'cpu', attrs: { [plugin.name]: r.attrs! } });
+  }
+  const descriptor: SegmentDescriptor = {
+    version: 1,
+    name,
+    epoch,
+    hostname: 'localhost',
+    pid: process.pid,
+    transports: { [plugin.name]: { class: 'rdma', memoryKinds: ['cpu'], endpoint: transport.endpoint() } },
+    buffers: published,
+  };
+  return { transport, descriptor, addrs };
 }

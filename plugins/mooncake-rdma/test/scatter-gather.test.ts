@@ -5,9 +5,9 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { randomBytes } from 'node:crypto';
-import { batchOf, parseOptions, type TransferRequest, type SegmentDescriptor, type Transport } from '@te/connector';
+import { TransferError, batchOf, parseOptions, type TransferRequest, type SegmentDescriptor, type Transport } from '@te/connector';
 import plugin from '../src/index.js';
-import { PROVIDERS } from './helpers.js';
+import { PROVIDERS, bareSide } from './helpers.js';
 
 interface Counters {
   rmaCounters(): { ops: number; slices: number }[];
@@ -21,30 +21,9 @@ interface Side {
 
 /** A bare transport (no engine) with `count` registered buffers of `size` bytes, filled with random bytes. */
 async function side(provider: string, size: number, count: number, options: Record<string, unknown> = {}): Promise<Side> {
-  const epoch = randomBytes(8).readBigUInt64LE() | 1n;
-  const name = `sg-${randomBytes(3).toString('hex')}`;
-  const transport = (await plugin.create(
-    { segmentName: name, epoch, bindAddress: '127.0.0.1', connectTimeoutMs: 2000, env: {}, log: () => {} },
-    parseOptions(plugin.options, { provider, ...options }, {}, plugin.name),
-  )) as Transport & Counters;
-  const buffers: Side['buffers'] = [];
-  const published: SegmentDescriptor['buffers'] = [];
-  for (let i = 0; i < count; i++) {
-    const bytes = new Uint8Array(randomBytes(size));
-    const r = await transport.registerMemory({ buffer: bytes, length: BigInt(size), device: 'cpu', remoteAccess: true });
-    buffers.push({ bytes, addr: r.addr });
-    published.push({ addr: r.addr, length: BigInt(size), device: 'cpu', attrs: { [plugin.name]: r.attrs! } });
-  }
-  const descriptor: SegmentDescriptor = {
-    version: 1,
-    name,
-    epoch,
-    hostname: 'localhost',
-    pid: process.pid,
-    transports: { [plugin.name]: { class: 'rdma', memoryKinds: ['cpu'], endpoint: transport.endpoint() } },
-    buffers: published,
-  };
-  return { transport, descriptor, buffers };
+  const bytes = Array.from({ length: count }, () => new Uint8Array(randomBytes(size)));
+  const s = await bareSide(provider, bytes, options);
+  return { transport: s.transport as Transport & Counters, descriptor: s.descriptor, buffers: bytes.map((b, k) => ({ bytes: b, addr: s.addrs[k]! })) };
 }
 
 function shuffled(n: number): number[] {
@@ -154,6 +133,19 @@ for (const provider of PROVIDERS) {
     assert.is(r.ops, r.slices, 'one operation per slice');
   });
 }
+
+test('slicesPerOp outside 1..4 or not an integer → INVALID_CONFIG naming the option', () => {
+  for (const [input, env] of [[{ slicesPerOp: 0 }, {}], [{ slicesPerOp: 5 }, {}], [{ slicesPerOp: 2.5 }, {}], [{}, { TE_RDMA_SLICES_PER_OP: 'many' }]] as const) {
+    try {
+      parseOptions(plugin.options, input, env, plugin.name);
+      assert.unreachable(`accepted ${JSON.stringify(input)} ${JSON.stringify(env)}`);
+    } catch (e) {
+      assert.instance(e, TransferError);
+      assert.is((e as TransferError).code, 'INVALID_CONFIG');
+      assert.match((e as Error).message, /slicesPerOp|TE_RDMA_SLICES_PER_OP/);
+    }
+  }
+});
 
 test('describe() reports how many slices one operation carries', async () => {
   const s = await side('tcp;ofi_rxm', 4096, 1, { slicesPerOp: 2 });
