@@ -7,7 +7,13 @@
 // applied at the target, and that column compares like with like; the targets use the
 // plain (faster) raw figure. Last, the same-host path (mooncake-shm) beside memcpy.
 //
-//   node bench/vs-iperf3.mjs [--plugin mooncake-tcp,mooncake-rdma] [--duration 3] [--json out.json] [--strict]
+//   node bench/vs-iperf3.mjs [--plugin mooncake-tcp,mooncake-rdma] [--duration 3] [--rounds 1] [--json out.json] [--strict]
+//
+// Each case's raw baseline runs immediately before its te runs (raw, raw applied, then every
+// plugin), so a ratio compares figures taken seconds apart, not minutes: on a shared host
+// the provider's own rate drifts by 2× between minutes. `--rounds N` repeats the whole
+// sequence N times; each figure printed is the median over rounds, and each ratio is the
+// median of the per-round ratios (te and raw of the same round), with their spread.
 //
 // Methodology: every te case runs `te bench --loopback --verify` (two processes; every byte
 // that landed is checked by sha256 on both sides after the timed run, and a verified pass
@@ -29,6 +35,7 @@ const { values } = parseArgs({
   options: {
     plugin: { type: 'string', default: 'mooncake-tcp,mooncake-rdma' },
     duration: { type: 'string', default: '3' },
+    rounds: { type: 'string', default: '1' },
     json: { type: 'string' },
     strict: { type: 'boolean', default: false },
   },
@@ -36,6 +43,13 @@ const { values } = parseArgs({
 const te = join(dirname(fileURLToPath(import.meta.url)), '..', 'packages', 'cli', 'dist', 'te.js');
 const duration = QUICK ? 1 : Number(values.duration);
 const plugins = values.plugin.split(',').map((p) => p.trim()).filter(Boolean);
+const requestedRounds = Number(values.rounds);
+if (!Number.isInteger(requestedRounds) || requestedRounds < 1 || requestedRounds > 20) {
+  console.error(`bench/vs-iperf3.mjs: --rounds must be an integer from 1 to 20, got ${values.rounds}`);
+  process.exit(2);
+}
+// A smoke run keeps two rounds at most: enough to run the pairing and the medians.
+const rounds = QUICK ? Math.min(requestedRounds, 2) : requestedRounds;
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -97,21 +111,47 @@ function teBench(plugin, c) {
 const gb = (x) => (x / 1e9).toFixed(2);
 const rawKey = (c, applied = false) => `${c.op}/${c.size}/${c.batch * c.concurrency}${applied ? '/applied' : ''}`;
 
-const baselineBefore = await iperf3();
-const raw = new Map();
-const results = [];
-for (const c of CASES) {
-  if (raw.has(rawKey(c))) continue;
-  process.stderr.write(`raw libfabric: ${caseName(c)} ...\n`);
-  raw.set(rawKey(c), runRawFabric({ op: c.op, size: c.size, window: c.batch * c.concurrency, seconds: duration }));
-  if (c.op === 'write') raw.set(rawKey(c, true), runRawFabric({ op: c.op, size: c.size, window: c.batch * c.concurrency, seconds: duration, deliveryComplete: true }));
+const median = (xs) => {
+  const v = [...xs].sort((a, b) => a - b);
+  const m = v.length >> 1;
+  return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+};
+/** One figure per field, the median over rounds (verified only when every round was). */
+function medianRun(runs) {
+  const out = { ...runs[0], rounds: runs.length };
+  for (const k of ['bytesPerSecond', 'requestsPerSecond', 'p50Us', 'p99Us']) out[k] = median(runs.map((r) => r[k]));
+  out.verified = runs.every((r) => r.verified);
+  return out;
 }
-for (const plugin of plugins) {
-  for (const c of CASES) {
-    process.stderr.write(`${plugin}: ${caseName(c)} ...\n`);
-    results.push({ plugin, case: c, r: teBench(plugin, c) });
+/** Median and spread of te/raw over rounds, each round's te against that round's raw. */
+function pairedRatio(teRuns, rawRuns) {
+  const ratios = teRuns.map((r, i) => r.bytesPerSecond / rawRuns[i].bytesPerSecond);
+  return { median: median(ratios), min: Math.min(...ratios), max: Math.max(...ratios) };
+}
+
+const baselineBefore = await iperf3();
+const rawRuns = new Map(); // rawKey -> one run per round
+const teRuns = new Map(); // plugin/case index -> one run per round
+const push = (map, key, run) => (map.get(key) ?? map.set(key, []).get(key)).push(run);
+for (let round = 1; round <= rounds; round++) {
+  const measured = new Set();
+  for (const [i, c] of CASES.entries()) {
+    const tag = rounds > 1 ? ` (round ${round} of ${rounds})` : '';
+    // Cases that share op, size and operations in flight share their raw runs.
+    if (!measured.has(rawKey(c))) {
+      measured.add(rawKey(c));
+      process.stderr.write(`raw libfabric: ${caseName(c)}${tag} ...\n`);
+      push(rawRuns, rawKey(c), runRawFabric({ op: c.op, size: c.size, window: c.batch * c.concurrency, seconds: duration }));
+      if (c.op === 'write') push(rawRuns, rawKey(c, true), runRawFabric({ op: c.op, size: c.size, window: c.batch * c.concurrency, seconds: duration, deliveryComplete: true }));
+    }
+    for (const plugin of plugins) {
+      process.stderr.write(`${plugin}: ${caseName(c)}${tag} ...\n`);
+      push(teRuns, `${plugin}/${i}`, teBench(plugin, c));
+    }
   }
 }
+const raw = new Map([...rawRuns].map(([k, runs]) => [k, medianRun(runs)]));
+const results = plugins.flatMap((plugin) => CASES.map((c, i) => ({ plugin, case: c, runs: teRuns.get(`${plugin}/${i}`), r: medianRun(teRuns.get(`${plugin}/${i}`)) })));
 // The same-host path (mooncake-shm) beside single-thread memcpy, measured by its own
 // benchmark in this run (bench/same-host.mjs: both processes, every case verified).
 process.stderr.write('mooncake-shm: same-host writes beside memcpy ...\n');
@@ -120,18 +160,21 @@ const baselineAfter = await iperf3();
 const iperf = (baselineBefore + baselineAfter) / 2;
 
 console.log(`\niperf3 single stream, loopback: ${gb(baselineBefore)} GB/s before, ${gb(baselineAfter)} GB/s after (using ${gb(iperf)})`);
-console.log(`raw libfabric RMA (tcp;ofi_rxm, two processes, same operations in flight), ${duration} s per case, measured in this run;`);
+console.log(`raw libfabric RMA (tcp;ofi_rxm, two processes, same operations in flight), ${duration} s per case, each run just before te's runs of the same case;`);
+if (rounds > 1) console.log(`${rounds} rounds: figures are medians over rounds; "× raw" is the median of each round's te/raw, its spread in brackets`);
 console.log('"× raw applied": against raw writes with FI_DELIVERY_COMPLETE (complete once applied at the target, as te\'s writes are)');
 console.log(`te: ${plugins.join(', ')}, ${duration} s per case, every case verified by sha256\n`);
 const rows = [['plugin', 'case', 'GB/s', 'req/s', 'p50 µs', 'p99 µs', '× iperf3', 'raw GB/s', '× raw', '× raw applied', 'target', 'met']];
 const summary = [];
 let missed = 0;
 let unverified = 0;
-for (const { plugin, case: c, r } of results) {
+for (const { plugin, case: c, runs, r } of results) {
   const base = raw.get(rawKey(c));
-  const rawRatio = r.bytesPerSecond / base.bytesPerSecond;
+  const paired = pairedRatio(runs, rawRuns.get(rawKey(c)));
+  const rawRatio = paired.median;
   const applied = raw.get(rawKey(c, true));
-  const appliedRatio = applied ? r.bytesPerSecond / applied.bytesPerSecond : undefined;
+  const appliedRatio = applied ? pairedRatio(runs, rawRuns.get(rawKey(c, true))).median : undefined;
+  const spread = rounds > 1 ? ` [${paired.min.toFixed(2)}–${paired.max.toFixed(2)}]` : '';
   const goal = targetOf(plugin, c);
   let target = '-';
   let met;
@@ -144,15 +187,16 @@ for (const { plugin, case: c, r } of results) {
   } else if (goal?.ofWrite) {
     const w = results.find((x) => x.plugin === plugin && x.case.op === 'write' && x.case.size === c.size && x.case.shape === c.shape);
     if (w) {
+      // Read and write of one shape run one after the other in each round: paired too.
       target = `≥ ${goal.ofWrite}× write`;
-      met = r.bytesPerSecond >= goal.ofWrite * w.r.bytesPerSecond;
+      met = median(runs.map((x, i) => x.bytesPerSecond / w.runs[i].bytesPerSecond)) >= goal.ofWrite;
     }
   }
   const verified = r.verified && base.verified && (applied?.verified ?? true);
   if (!verified) unverified++;
   if (met === false) missed++;
-  rows.push([plugin, caseName(c), gb(r.bytesPerSecond), Math.round(r.requestsPerSecond).toLocaleString('en'), r.p50Us.toFixed(0), r.p99Us.toFixed(0), (r.bytesPerSecond / iperf).toFixed(2), gb(base.bytesPerSecond), rawRatio.toFixed(2), appliedRatio === undefined ? '-' : appliedRatio.toFixed(2), target, met === undefined ? '-' : met ? 'yes' : 'NO', ...(verified ? [] : ['NOT VERIFIED'])]);
-  summary.push({ plugin, case: caseName(c), ...r, ratioToIperf3: r.bytesPerSecond / iperf, raw: base, ratioToRaw: rawRatio, rawApplied: applied, ratioToRawApplied: appliedRatio, target, met });
+  rows.push([plugin, caseName(c), gb(r.bytesPerSecond), Math.round(r.requestsPerSecond).toLocaleString('en'), r.p50Us.toFixed(0), r.p99Us.toFixed(0), (r.bytesPerSecond / iperf).toFixed(2), gb(base.bytesPerSecond), rawRatio.toFixed(2) + spread, appliedRatio === undefined ? '-' : appliedRatio.toFixed(2), target, met === undefined ? '-' : met ? 'yes' : 'NO', ...(verified ? [] : ['NOT VERIFIED'])]);
+  summary.push({ plugin, case: caseName(c), ...r, ratioToIperf3: r.bytesPerSecond / iperf, raw: base, ratioToRaw: rawRatio, ratioToRawRange: [paired.min, paired.max], rawApplied: applied, ratioToRawApplied: appliedRatio, target, met, perRound: runs });
 }
 const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => String(row[i] ?? '').length)));
 for (const row of rows) console.log(row.map((cell, i) => String(cell).padEnd(widths[i] ?? 0)).join('  ').trimEnd());
@@ -167,5 +211,5 @@ for (const r of sameHost.rows) {
 }
 const withTargets = summary.filter((s) => s.met !== undefined).length;
 console.log(`\ntargets met: ${withTargets - missed} of ${withTargets}${QUICK ? ' (smoke run: figures not meaningful)' : ''}; cases verified: ${summary.length - unverified} of ${summary.length}`);
-if (values.json) writeFileSync(values.json, JSON.stringify({ iperf3: { before: baselineBefore, after: baselineAfter }, raw: Object.fromEntries(raw), sameHost, results: summary }, null, 2));
+if (values.json) writeFileSync(values.json, JSON.stringify({ iperf3: { before: baselineBefore, after: baselineAfter }, rounds, raw: Object.fromEntries(raw), rawPerRound: Object.fromEntries(rawRuns), sameHost, results: summary }, null, 2));
 process.exitCode = unverified > 0 || (values.strict && missed > 0) ? 1 : 0;

@@ -6,6 +6,12 @@
 //
 //   fi_rma_bench --op write|read --size BYTES --window N --seconds S [--provider tcp;ofi_rxm]
 //                [--delivery-complete]   (writes complete once applied at the target)
+//                [--third-thread ON_US:OFF_US]
+//
+// --third-thread adds a thread to the initiator that spins ON_US microseconds, sleeps
+// OFF_US, and so on: the load te's JS thread puts beside its transport threads (woken for
+// each completion, busy a fraction of the time). On a host with no spare core it shows how
+// much the baseline itself loses to one more runnable thread.
 //
 // Prints one JSON line: op, size, window, provider, ops, seconds, bytesPerSecond,
 // requestsPerSecond, p50Us, p99Us, verified. Exit status 0 only when verified.
@@ -13,6 +19,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <pthread.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
@@ -38,6 +45,7 @@ struct options {
   double seconds;
   const char *provider;
   int delivery_complete;  // writes complete only once applied at the target, as te posts them
+  unsigned third_on_us, third_off_us;  // --third-thread; 0:0 = none
 };
 
 // What the target tells the initiator (over a socketpair, before the run).
@@ -282,9 +290,9 @@ static int run_initiator(int sock, const struct options *o, size_t bytes) {
   }
   qsort(samples, nsamples, sizeof *samples, cmp_u32);
   const double secs = end - start;
-  printf("{\"op\":\"%s\",\"deliveryComplete\":%s,\"size\":%zu,\"window\":%d,\"provider\":\"%s\",\"ops\":%llu,\"seconds\":%.3f,"
+  printf("{\"op\":\"%s\",\"deliveryComplete\":%s,\"size\":%zu,\"window\":%d,\"provider\":\"%s\",\"thirdThread\":\"%u:%u\",\"ops\":%llu,\"seconds\":%.3f,"
          "\"bytesPerSecond\":%.0f,\"requestsPerSecond\":%.0f,\"p50Us\":%u,\"p99Us\":%u,\"verified\":%s}\n",
-         o->write ? "write" : "read", o->write && o->delivery_complete ? "true" : "false", o->size, o->window, o->provider, (unsigned long long)done, secs,
+         o->write ? "write" : "read", o->write && o->delivery_complete ? "true" : "false", o->size, o->window, o->provider, o->third_on_us, o->third_off_us, (unsigned long long)done, secs,
          done * (double)o->size / secs, done / secs, nsamples ? samples[nsamples / 2] : 0,
          nsamples ? samples[(size_t)(nsamples * 0.99)] : 0, verified ? "true" : "false");
   free(samples);
@@ -294,12 +302,25 @@ static int run_initiator(int sock, const struct options *o, size_t bytes) {
   return verified ? 0 : 1;
 }
 
+static volatile int third_stop;
+
+static void *third_thread(void *arg) {
+  const struct options *o = arg;
+  while (!third_stop) {
+    const double until = now_s() + o->third_on_us * 1e-6;
+    while (now_s() < until) {
+    }
+    if (o->third_off_us) usleep(o->third_off_us);
+  }
+  return NULL;
+}
+
 int main(int argc, char **argv) {
   struct options o = {.write = 1, .size = 1 << 20, .window = 4, .seconds = 2, .provider = "tcp;ofi_rxm"};
   static struct option longs[] = {{"op", required_argument, 0, 'o'},       {"size", required_argument, 0, 's'},
                                   {"window", required_argument, 0, 'w'},   {"seconds", required_argument, 0, 't'},
                                   {"provider", required_argument, 0, 'p'}, {"delivery-complete", no_argument, 0, 'd'},
-                                  {0, 0, 0, 0}};
+                                  {"third-thread", required_argument, 0, 'x'}, {0, 0, 0, 0}};
   for (int c; (c = getopt_long(argc, argv, "", longs, NULL)) != -1;) {
     switch (c) {
       case 'o': o.write = strcmp(optarg, "read") != 0; break;
@@ -308,8 +329,14 @@ int main(int argc, char **argv) {
       case 't': o.seconds = atof(optarg); break;
       case 'p': o.provider = optarg; break;
       case 'd': o.delivery_complete = 1; break;
+      case 'x':
+        if (sscanf(optarg, "%u:%u", &o.third_on_us, &o.third_off_us) != 2 || o.third_on_us == 0) {
+          fprintf(stderr, "fi_rma_bench: --third-thread takes ON_US:OFF_US with ON_US > 0, e.g. 30:90\n");
+          return 2;
+        }
+        break;
       default:
-        fprintf(stderr, "usage: fi_rma_bench --op write|read --size BYTES --window N --seconds S [--provider P] [--delivery-complete]\n");
+        fprintf(stderr, "usage: fi_rma_bench --op write|read --size BYTES --window N --seconds S [--provider P] [--delivery-complete] [--third-thread ON_US:OFF_US]\n");
         return 2;
     }
   }
@@ -327,7 +354,13 @@ int main(int argc, char **argv) {
     _exit(run_target(sv[1], &o, bytes));
   }
   close(sv[1]);
+  pthread_t third;
+  if (o.third_on_us && pthread_create(&third, NULL, third_thread, &o)) die("pthread_create", 0);
   int rc = run_initiator(sv[0], &o, bytes);
+  if (o.third_on_us) {
+    third_stop = 1;
+    pthread_join(third, NULL);
+  }
   close(sv[0]);
   int status = 0;
   waitpid(child, &status, 0);

@@ -1,0 +1,49 @@
+// The raw libfabric baseline (bench/fabric-rma) is what every "× raw" ratio of `npm run
+// bench` divides by: it must move and verify real bytes over tcp;ofi_rxm, refuse bad
+// arguments, and run its optional third thread (--third-thread) without losing bytes.
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { spawnSync } from 'node:child_process';
+// @ts-expect-error plain ES module without types (the benchmark's own helper)
+import { buildRawFabric } from '../bench/lib/raw-fabric.mjs';
+
+const provider = 'tcp;ofi_rxm';
+const fabricInfo = spawnSync('fi_info', ['-p', provider], { encoding: 'utf8' });
+const reason = fabricInfo.error ? 'fi_info is not installed (apt-get install -y libfabric-bin libfabric-dev)' : fabricInfo.status !== 0 ? `libfabric has no ${provider} provider here` : undefined;
+
+function run(args: string[]) {
+  const r = spawnSync(buildRawFabric() as string, args, { encoding: 'utf8', timeout: 60_000 });
+  return { status: r.status, json: r.status === 0 ? JSON.parse(r.stdout.trim().split('\n').pop()!) : undefined, stderr: r.stderr };
+}
+
+if (reason) {
+  test.skip(`raw libfabric baseline — skipped: ${reason}`, () => undefined);
+} else {
+  test('writes and reads move verified bytes, with and without delivery completion', () => {
+    for (const args of [['--op', 'write'], ['--op', 'write', '--delivery-complete'], ['--op', 'read']]) {
+      const r = run([...args, '--size', '65536', '--window', '8', '--seconds', '0.3', '--provider', provider]);
+      assert.is(r.status, 0, r.stderr);
+      assert.is(r.json.verified, true);
+      assert.ok(r.json.ops > 0 && r.json.bytesPerSecond > 0, JSON.stringify(r.json));
+      assert.is(r.json.deliveryComplete, args.includes('--delivery-complete'));
+      assert.is(r.json.thirdThread, '0:0');
+    }
+  });
+
+  test('--third-thread runs beside the transfer and the bytes still verify', () => {
+    const r = run(['--op', 'write', '--size', '4096', '--window', '16', '--seconds', '0.3', '--third-thread', '30:90', '--provider', provider]);
+    assert.is(r.status, 0, r.stderr);
+    assert.is(r.json.verified, true);
+    assert.is(r.json.thirdThread, '30:90');
+  });
+
+  test('bad arguments exit 2 with a message, before any fabric is opened', () => {
+    for (const args of [['--third-thread', '0:90'], ['--third-thread', 'busy'], ['--window', '0'], ['--size', '0'], ['--bogus']]) {
+      const r = run(args);
+      assert.is(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
+      assert.match(r.stderr, /fi_rma_bench|usage/);
+    }
+  });
+}
+
+test.run();
