@@ -5,7 +5,9 @@
 // of operations in flight as te has requests in flight). Prints ratios next to the targets.
 // Writes are also measured raw with FI_DELIVERY_COMPLETE: a te write completes only once
 // applied at the target, and that column compares like with like; the targets use the
-// plain (faster) raw figure. Last, the same-host path (mooncake-shm) beside memcpy.
+// plain (faster) raw figure. They are measured a third time with one more busy thread in the
+// raw initiator (as te's JS thread), printed in a second table. Last, the same-host path
+// (mooncake-shm) beside memcpy.
 //
 //   node bench/vs-iperf3.mjs [--plugin mooncake-tcp,mooncake-rdma] [--duration 3] [--rounds 1] [--json out.json] [--strict]
 //
@@ -24,6 +26,7 @@
 // is missed.
 import { execFileSync, spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -109,7 +112,16 @@ function teBench(plugin, c) {
 }
 
 const gb = (x) => (x / 1e9).toFixed(2);
-const rawKey = (c, applied = false) => `${c.op}/${c.size}/${c.batch * c.concurrency}${applied ? '/applied' : ''}`;
+function printTable(rows) {
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => String(row[i] ?? '').length)));
+  for (const row of rows) console.log(row.map((cell, i) => String(cell).padEnd(widths[i] ?? 0)).join('  ').trimEnd());
+}
+const rawKey = (c, applied = false, third = false) => `${c.op}/${c.size}/${c.batch * c.concurrency}${applied ? '/applied' : ''}${third ? '/third-thread' : ''}`;
+// te runs a JS thread beside its transport threads (woken for each completion, busy part of
+// the time); raw libfabric runs one thread per process. Raw delivery-complete writes are
+// measured once more with such a thread added, so a host without a spare core shows what
+// one more runnable thread costs the provider itself.
+const THIRD_THREAD = '30:90';
 
 const median = (xs) => {
   const v = [...xs].sort((a, b) => a - b);
@@ -142,7 +154,10 @@ for (let round = 1; round <= rounds; round++) {
       measured.add(rawKey(c));
       process.stderr.write(`raw libfabric: ${caseName(c)}${tag} ...\n`);
       push(rawRuns, rawKey(c), runRawFabric({ op: c.op, size: c.size, window: c.batch * c.concurrency, seconds: duration }));
-      if (c.op === 'write') push(rawRuns, rawKey(c, true), runRawFabric({ op: c.op, size: c.size, window: c.batch * c.concurrency, seconds: duration, deliveryComplete: true }));
+      if (c.op === 'write') {
+        push(rawRuns, rawKey(c, true), runRawFabric({ op: c.op, size: c.size, window: c.batch * c.concurrency, seconds: duration, deliveryComplete: true }));
+        push(rawRuns, rawKey(c, true, true), runRawFabric({ op: c.op, size: c.size, window: c.batch * c.concurrency, seconds: duration, deliveryComplete: true, thirdThread: THIRD_THREAD }));
+      }
     }
     for (const plugin of plugins) {
       process.stderr.write(`${plugin}: ${caseName(c)}${tag} ...\n`);
@@ -192,14 +207,28 @@ for (const { plugin, case: c, runs, r } of results) {
       met = median(runs.map((x, i) => x.bytesPerSecond / w.runs[i].bytesPerSecond)) >= goal.ofWrite;
     }
   }
-  const verified = r.verified && base.verified && (applied?.verified ?? true);
+  const verified = r.verified && base.verified && (applied?.verified ?? true) && (rawRuns.get(rawKey(c, true, true)) ?? []).every((x) => x.verified);
   if (!verified) unverified++;
   if (met === false) missed++;
   rows.push([plugin, caseName(c), gb(r.bytesPerSecond), Math.round(r.requestsPerSecond).toLocaleString('en'), r.p50Us.toFixed(0), r.p99Us.toFixed(0), (r.bytesPerSecond / iperf).toFixed(2), gb(base.bytesPerSecond), rawRatio.toFixed(2) + spread, appliedRatio === undefined ? '-' : appliedRatio.toFixed(2), target, met === undefined ? '-' : met ? 'yes' : 'NO', ...(verified ? [] : ['NOT VERIFIED'])]);
   summary.push({ plugin, case: caseName(c), ...r, ratioToIperf3: r.bytesPerSecond / iperf, raw: base, ratioToRaw: rawRatio, ratioToRawRange: [paired.min, paired.max], rawApplied: applied, ratioToRawApplied: appliedRatio, target, met, perRound: runs });
 }
-const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => String(row[i] ?? '').length)));
-for (const row of rows) console.log(row.map((cell, i) => String(cell).padEnd(widths[i] ?? 0)).join('  ').trimEnd());
+printTable(rows);
+
+// Writes beside raw delivery-complete writes with one more busy thread (same rounds, paired).
+const third = [['plugin', 'case', 'GB/s', 'raw applied GB/s', `+ third thread (${THIRD_THREAD} µs)`, '× raw applied + third thread']];
+for (const { plugin, case: c, runs, r } of results) {
+  const withThird = rawRuns.get(rawKey(c, true, true));
+  if (!withThird) continue;
+  const ratio = pairedRatio(runs, withThird);
+  third.push([plugin, caseName(c), gb(r.bytesPerSecond), gb(raw.get(rawKey(c, true)).bytesPerSecond), gb(medianRun(withThird).bytesPerSecond), ratio.median.toFixed(2) + (rounds > 1 ? ` [${ratio.min.toFixed(2)}–${ratio.max.toFixed(2)}]` : '')]);
+  const s = summary.find((x) => x.plugin === plugin && x.case === caseName(c));
+  s.rawAppliedThirdThread = medianRun(withThird);
+  s.ratioToRawAppliedThirdThread = ratio.median;
+}
+console.log(`\nwrites beside raw delivery-complete writes with one more busy thread in the raw initiator (fi_rma_bench --third-thread ${THIRD_THREAD}: spins ${THIRD_THREAD.split(':')[0]} µs, sleeps ${THIRD_THREAD.split(':')[1]} µs),`);
+console.log(`as te's JS thread runs beside its transport threads; on a host with no spare core this is the like-for-like baseline (${availableParallelism()} cores here):`);
+printTable(third);
 console.log(`\nsame-host (mooncake-shm, ${sameHost.inflight} batches in flight) beside single-thread memcpy in this run:`);
 for (const r of sameHost.rows) {
   const target = r.size === '1 MiB' ? '≥ 0.5× memcpy' : '-';
