@@ -32,7 +32,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { QUICK } from './lib/quick.mjs';
 import { runRawFabric } from './lib/raw-fabric.mjs';
-import { freePort } from './lib/ranks.mjs';
+import { freePort, median } from './lib/ranks.mjs';
 
 const { values } = parseArgs({
   options: {
@@ -123,11 +123,6 @@ const rawKey = (c, applied = false, third = false) => `${c.op}/${c.size}/${c.bat
 // one more runnable thread costs the provider itself.
 const THIRD_THREAD = '30:90';
 
-const median = (xs) => {
-  const v = [...xs].sort((a, b) => a - b);
-  const m = v.length >> 1;
-  return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
-};
 /** One figure per field, the median over rounds (verified only when every round was). */
 function medianRun(runs) {
   const out = { ...runs[0], rounds: runs.length };
@@ -140,6 +135,8 @@ function pairedRatio(teRuns, rawRuns) {
   const ratios = teRuns.map((r, i) => r.bytesPerSecond / rawRuns[i].bytesPerSecond);
   return { median: median(ratios), min: Math.min(...ratios), max: Math.max(...ratios) };
 }
+/** "0.45", or "0.45 [0.42–0.48]" (the spread over rounds) when there were several. */
+const ratioText = (p) => p.median.toFixed(2) + (rounds > 1 ? ` [${p.min.toFixed(2)}–${p.max.toFixed(2)}]` : '');
 
 const baselineBefore = await iperf3();
 const rawRuns = new Map(); // rawKey -> one run per round
@@ -180,6 +177,7 @@ if (rounds > 1) console.log(`${rounds} rounds: figures are medians over rounds; 
 console.log('"× raw applied": against raw writes with FI_DELIVERY_COMPLETE (complete once applied at the target, as te\'s writes are)');
 console.log(`te: ${plugins.join(', ')}, ${duration} s per case, every case verified by sha256\n`);
 const rows = [['plugin', 'case', 'GB/s', 'req/s', 'p50 µs', 'p99 µs', '× iperf3', 'raw GB/s', '× raw', '× raw applied', 'target', 'met']];
+const third = [['plugin', 'case', 'GB/s', 'raw applied GB/s', `+ third thread (${THIRD_THREAD} µs)`, '× raw applied + third thread']];
 const summary = [];
 let missed = 0;
 let unverified = 0;
@@ -189,7 +187,9 @@ for (const { plugin, case: c, runs, r } of results) {
   const rawRatio = paired.median;
   const applied = raw.get(rawKey(c, true));
   const appliedRatio = applied ? pairedRatio(runs, rawRuns.get(rawKey(c, true))).median : undefined;
-  const spread = rounds > 1 ? ` [${paired.min.toFixed(2)}–${paired.max.toFixed(2)}]` : '';
+  // Writes also beside raw delivery-complete writes with one more busy thread (second table).
+  const appliedThird = raw.get(rawKey(c, true, true));
+  const thirdRatio = appliedThird && pairedRatio(runs, rawRuns.get(rawKey(c, true, true)));
   const goal = targetOf(plugin, c);
   let target = '-';
   let met;
@@ -207,25 +207,14 @@ for (const { plugin, case: c, runs, r } of results) {
       met = median(runs.map((x, i) => x.bytesPerSecond / w.runs[i].bytesPerSecond)) >= goal.ofWrite;
     }
   }
-  const verified = r.verified && base.verified && (applied?.verified ?? true) && (rawRuns.get(rawKey(c, true, true)) ?? []).every((x) => x.verified);
+  const verified = r.verified && base.verified && (applied?.verified ?? true) && (appliedThird?.verified ?? true);
   if (!verified) unverified++;
   if (met === false) missed++;
-  rows.push([plugin, caseName(c), gb(r.bytesPerSecond), Math.round(r.requestsPerSecond).toLocaleString('en'), r.p50Us.toFixed(0), r.p99Us.toFixed(0), (r.bytesPerSecond / iperf).toFixed(2), gb(base.bytesPerSecond), rawRatio.toFixed(2) + spread, appliedRatio === undefined ? '-' : appliedRatio.toFixed(2), target, met === undefined ? '-' : met ? 'yes' : 'NO', ...(verified ? [] : ['NOT VERIFIED'])]);
-  summary.push({ plugin, case: caseName(c), ...r, ratioToIperf3: r.bytesPerSecond / iperf, raw: base, ratioToRaw: rawRatio, ratioToRawRange: [paired.min, paired.max], rawApplied: applied, ratioToRawApplied: appliedRatio, target, met, perRound: runs });
+  rows.push([plugin, caseName(c), gb(r.bytesPerSecond), Math.round(r.requestsPerSecond).toLocaleString('en'), r.p50Us.toFixed(0), r.p99Us.toFixed(0), (r.bytesPerSecond / iperf).toFixed(2), gb(base.bytesPerSecond), ratioText(paired), appliedRatio === undefined ? '-' : appliedRatio.toFixed(2), target, met === undefined ? '-' : met ? 'yes' : 'NO', ...(verified ? [] : ['NOT VERIFIED'])]);
+  if (appliedThird) third.push([plugin, caseName(c), gb(r.bytesPerSecond), gb(applied.bytesPerSecond), gb(appliedThird.bytesPerSecond), ratioText(thirdRatio)]);
+  summary.push({ plugin, case: caseName(c), ...r, ratioToIperf3: r.bytesPerSecond / iperf, raw: base, ratioToRaw: rawRatio, ratioToRawRange: [paired.min, paired.max], rawApplied: applied, ratioToRawApplied: appliedRatio, rawAppliedThirdThread: appliedThird, ratioToRawAppliedThirdThread: thirdRatio?.median, target, met, perRound: runs });
 }
 printTable(rows);
-
-// Writes beside raw delivery-complete writes with one more busy thread (same rounds, paired).
-const third = [['plugin', 'case', 'GB/s', 'raw applied GB/s', `+ third thread (${THIRD_THREAD} µs)`, '× raw applied + third thread']];
-for (const { plugin, case: c, runs, r } of results) {
-  const withThird = rawRuns.get(rawKey(c, true, true));
-  if (!withThird) continue;
-  const ratio = pairedRatio(runs, withThird);
-  third.push([plugin, caseName(c), gb(r.bytesPerSecond), gb(raw.get(rawKey(c, true)).bytesPerSecond), gb(medianRun(withThird).bytesPerSecond), ratio.median.toFixed(2) + (rounds > 1 ? ` [${ratio.min.toFixed(2)}–${ratio.max.toFixed(2)}]` : '')]);
-  const s = summary.find((x) => x.plugin === plugin && x.case === caseName(c));
-  s.rawAppliedThirdThread = medianRun(withThird);
-  s.ratioToRawAppliedThirdThread = ratio.median;
-}
 console.log(`\nwrites beside raw delivery-complete writes with one more busy thread in the raw initiator (fi_rma_bench --third-thread ${THIRD_THREAD}: spins ${THIRD_THREAD.split(':')[0]} µs, sleeps ${THIRD_THREAD.split(':')[1]} µs),`);
 console.log(`as te's JS thread runs beside its transport threads; on a host with no spare core this is the like-for-like baseline (${availableParallelism()} cores here):`);
 printTable(third);

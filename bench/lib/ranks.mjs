@@ -3,7 +3,12 @@
 import { fork } from 'node:child_process';
 
 export const now = () => performance.timeOrigin + performance.now();
-export const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+/** The middle value; for an even count, the mean of the two middle ones. */
+export const median = (xs) => {
+  const v = [...xs].sort((a, b) => a - b);
+  const m = v.length >> 1;
+  return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+};
 export const percentile = (xs, p) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((xs.length * p) / 100))];
 
 // Outside the ephemeral range, so a rank's connections cannot take the bootstrap port first.

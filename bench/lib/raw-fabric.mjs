@@ -1,25 +1,11 @@
 // The raw libfabric RMA baseline (bench/fabric-rma/fi_rma_bench.c): configured and built
 // with CMake on first use (and again when its source changed), then run as a child process.
 import { execFileSync } from 'node:child_process';
-import { existsSync, statSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-
-const dir = join(dirname(fileURLToPath(import.meta.url)), '..', 'fabric-rma');
-const binary = join(dir, 'build', 'fi_rma_bench');
+import { buildCBench } from './c-bench.mjs';
 
 /** Builds the baseline if needed; throws an error that says what to install. */
 export function buildRawFabric() {
-  const source = join(dir, 'fi_rma_bench.c');
-  if (existsSync(binary) && statSync(binary).mtimeMs >= statSync(source).mtimeMs) return binary;
-  try {
-    execFileSync('cmake', ['-S', dir, '-B', join(dir, 'build'), '-DCMAKE_BUILD_TYPE=Release'], { stdio: 'pipe' });
-    execFileSync('cmake', ['--build', join(dir, 'build')], { stdio: 'pipe' });
-  } catch (e) {
-    const detail = `${e.stderr ?? ''}${e.stdout ?? ''}`.trim().split('\n').slice(-5).join('\n');
-    throw new Error(`the raw libfabric baseline did not build (it needs cmake, a C compiler and libfabric's headers: apt-get install -y cmake gcc libfabric-dev)\n${detail}`);
-  }
-  return binary;
+  return buildCBench('fabric-rma', 'fi_rma_bench', "cmake, a C compiler and libfabric's headers: apt-get install -y cmake gcc libfabric-dev");
 }
 
 /**
