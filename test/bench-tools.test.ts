@@ -1,0 +1,46 @@
+// The benchmark tools refuse bad arguments before measuring anything, and the MSG_ZEROCOPY
+// comparison (bench/tcp-zerocopy) moves bytes in both of its modes.
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { spawnSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+// @ts-expect-error plain ES module without types (the benchmarks' own helper)
+import { buildCBench } from '../bench/lib/c-bench.mjs';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+test('bench/vs-iperf3.mjs: --rounds outside 1..20 or not an integer exits 2 with a message', () => {
+  for (const rounds of ['0', '21', '2.5', 'many']) {
+    const r = spawnSync(process.execPath, [join(root, 'bench', 'vs-iperf3.mjs'), '--rounds', rounds], { encoding: 'utf8', timeout: 30_000 });
+    assert.is(r.status, 2, `--rounds ${rounds}: ${r.stderr}`);
+    assert.match(r.stderr, /--rounds must be an integer from 1 to 20/);
+  }
+});
+
+const zc = (args: string[]) => spawnSync(buildCBench('tcp-zerocopy', 'zc_bench') as string, args, { encoding: 'utf8', timeout: 60_000 });
+
+test('zc_bench: bad arguments exit 2 with a message', () => {
+  for (const args of [['--size', '0'], ['--window', '0'], ['--seconds', '0'], ['--host', 'not-an-address'], ['--bogus']]) {
+    const r = zc(args);
+    assert.is(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, /zc_bench|usage/);
+  }
+});
+
+test('zc_bench: plain and MSG_ZEROCOPY sends both move bytes; every zerocopy send is released', () => {
+  const copy = zc(['--size', '65536', '--window', '4', '--seconds', '0.2']);
+  assert.is(copy.status, 0, copy.stderr);
+  const c = JSON.parse(copy.stdout.trim());
+  assert.is(c.mode, 'copy');
+  assert.ok(c.bytesPerSecond > 0);
+  const zero = zc(['--size', '65536', '--window', '4', '--seconds', '0.2', '--zerocopy']);
+  assert.is(zero.status, 0, zero.stderr);
+  const z = JSON.parse(zero.stdout.trim());
+  assert.is(z.mode, 'zerocopy');
+  assert.ok(z.bytesPerSecond > 0 && z.sends > 0, zero.stdout);
+  // Releases come as ranges, so there are at most as many reports as sends, and at least one.
+  assert.ok(z.notifications >= 1 && z.notifications <= z.sends, zero.stdout);
+});
+
+test.run();
