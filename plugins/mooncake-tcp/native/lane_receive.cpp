@@ -18,19 +18,24 @@ void Lane::read_input() {
     // A large READ body with nothing buffered goes to its destination without the buffer.
     const bool in_place = in_body_ && !body_drain_ && !body_ctrl_ && rbuf_.empty() && body_left_ >= kDirectMin;
     ssize_t r;
+    uint64_t asked = 0;
     if (in_place && !body_staged_) {
       bool unregistered = false;
-      r = recv_into_registered(fd_, peer_->owner->registry(), false, body_dst_, body_left_, &unregistered);
+      // The body's last part brings the next answer's header with it, when it has arrived.
+      r = body_left_ <= kDirectChunk
+              ? recv_body_end(fd_, peer_->owner->registry(), false, body_dst_, body_left_, rbuf_, kRbuf, kHeaderSize, &unregistered, &asked)
+              : recv_into_registered(fd_, peer_->owner->registry(), false, body_dst_, body_left_, &unregistered, &asked);
       if (unregistered) {
         body_drain_ = true;
         body_status_ = te::TE_MEMORY_NOT_REGISTERED;
         continue;
       }
     } else if (in_place) {
-      r = recv_in_place(fd_, body_dst_, body_left_);  // device destination: body_dst_ is rx staging
+      r = recv_in_place(fd_, body_dst_, body_left_, &asked);  // device destination: body_dst_ is rx staging
     } else {
-      r = rbuf_.fill(fd_, kRbuf, header_only() ? kHeaderSize - rbuf_.size() : kRbuf);
+      r = rbuf_.fill(fd_, kRbuf, header_only() ? kHeaderSize - rbuf_.size() : kRbuf, &asked);
     }
+    const bool socket_empty = drained(r, asked);
     switch (classify_recv(r)) {
       case RecvResult::DATA:
         break;
@@ -46,12 +51,17 @@ void Lane::read_input() {
         return;
     }
     if (!in_place) {
-      if (!parse()) return;
+      if (!parse() || socket_empty) return;
       continue;
     }
-    body_dst_ += r;
-    body_left_ -= r;
-    if (body_left_ == 0) finish_body();
+    const uint64_t got = static_cast<uint64_t>(r) < body_left_ ? static_cast<uint64_t>(r) : body_left_;  // the rest went to rbuf_
+    body_dst_ += got;
+    body_left_ -= got;
+    if (body_left_ == 0) {
+      finish_body();
+      if (fd_ >= 0 && !rbuf_.empty() && !parse()) return;  // the next answer's header came with this body
+    }
+    if (socket_empty) return;
   }
 }
 

@@ -112,6 +112,9 @@ void Lane::flush() {
       fail(te::TE_CONNECTION_LOST, "send to " + peer_->label() + ": " + errstr(errno));
       return;
     }
+    // Less than offered: the send buffer is full, so wait for EPOLLOUT rather than spend a
+    // writev on EAGAIN (the accounting below still runs).
+    const bool full = static_cast<uint64_t>(w) < iov_bytes(iov, n);
     uint64_t left = static_cast<uint64_t>(w);
     if (ctrl_left) {
       uint64_t t = left < ctrl_left ? left : ctrl_left;
@@ -132,6 +135,11 @@ void Lane::flush() {
         tx_off_ += left;
         left = 0;
       }
+    }
+    if (full) {
+      want_out_ = true;
+      set_interest();
+      return;
     }
   }
 }

@@ -6,6 +6,7 @@
 
 #include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -31,9 +32,18 @@ inline RecvResult classify_recv(ssize_t r) {
   return RecvResult::FAILED;
 }
 
+/**
+ * True when a receive that asked for `asked` bytes got fewer (`r` >= 0): the socket held no
+ * more just then, so the read loop returns to epoll (level-triggered: it reports the next
+ * bytes) rather than spend a recv on EAGAIN.
+ */
+inline bool drained(ssize_t r, uint64_t asked) { return r >= 0 && static_cast<uint64_t>(r) < asked; }
+
 /** Receives the next part (at most kDirectChunk) of a body whose `left` bytes go to `dst`. */
-inline ssize_t recv_in_place(int fd, uint64_t dst, uint64_t left) {
-  return ::recv(fd, reinterpret_cast<void*>(dst), left < kDirectChunk ? left : kDirectChunk, 0);
+inline ssize_t recv_in_place(int fd, uint64_t dst, uint64_t left, uint64_t* asked = nullptr) {
+  const uint64_t chunk = left < kDirectChunk ? left : kDirectChunk;
+  if (asked) *asked = chunk;
+  return ::recv(fd, reinterpret_cast<void*>(dst), chunk, 0);
 }
 
 /**
@@ -42,12 +52,12 @@ inline ssize_t recv_in_place(int fd, uint64_t dst, uint64_t left) {
  * drains the rest of the body and reports MEMORY_NOT_REGISTERED).
  */
 inline ssize_t recv_into_registered(int fd, const te::MemoryRegistry& registry, bool remote, uint64_t dst, uint64_t left,
-                                    bool* unregistered) {
+                                    bool* unregistered, uint64_t* asked = nullptr) {
   te::Lease lease;
   const uint64_t chunk = left < kDirectChunk ? left : kDirectChunk;
   *unregistered = registry.acquire(dst, chunk, remote, lease) != te::TE_OK;
   if (*unregistered) return 0;
-  return recv_in_place(fd, dst, chunk);
+  return recv_in_place(fd, dst, chunk, asked);
 }
 
 /** Copies buffered body bytes into registered memory under a lease; false if no longer registered. */
@@ -67,8 +77,20 @@ class RecvBuffer {
    * unparsed bytes to the front of a full one. Returns what recv returned.
    */
   ssize_t fill(int fd, size_t capacity) { return fill(fd, capacity, capacity); }
-  /** As fill, receiving at most `most` bytes (0 < most). */
-  ssize_t fill(int fd, size_t capacity, size_t most) {
+  /** As fill, receiving at most `most` bytes (0 < most); `*asked`: how many it asked for. */
+  ssize_t fill(int fd, size_t capacity, size_t most, uint64_t* asked = nullptr) {
+    size_t room = 0;
+    uint8_t* at = tail(capacity, most, &room);
+    if (asked) *asked = room;
+    ssize_t r = ::recv(fd, at, room, 0);
+    if (r > 0) grew(static_cast<size_t>(r));
+    return r;
+  }
+  /**
+   * The free tail, at most `most` bytes of it (`*room`), prepared as fill prepares it; the
+   * caller receives into it and then calls grew() with the count received.
+   */
+  uint8_t* tail(size_t capacity, size_t most, size_t* room) {
     if (pos_ == end_) pos_ = end_ = 0;
     if (cap_ < capacity) {
       std::unique_ptr<uint8_t[]> bigger(new uint8_t[capacity]);
@@ -82,11 +104,12 @@ class RecvBuffer {
       end_ -= pos_;
       pos_ = 0;
     }
-    const size_t room = cap_ - end_;
-    ssize_t r = ::recv(fd, buf_.get() + end_, most < room ? most : room, 0);
-    if (r > 0) end_ += static_cast<size_t>(r);
-    return r;
+    const size_t free = cap_ - end_;
+    *room = most < free ? most : free;
+    return buf_.get() + end_;
   }
+  /** `n` bytes were received into tail(). */
+  void grew(size_t n) { end_ += n; }
   /** The unparsed bytes. */
   const uint8_t* data() const { return buf_.get() + pos_; }
   size_t size() const { return end_ - pos_; }
@@ -105,5 +128,28 @@ class RecvBuffer {
   std::unique_ptr<uint8_t[]> buf_;
   size_t cap_ = 0, pos_ = 0, end_ = 0;
 };
+
+/**
+ * The last part of a body into registered memory (as recv_into_registered, `left` at most
+ * kDirectChunk), and, in the same recv, up to `next` bytes after it into `rbuf` (empty):
+ * the next frame's header, when it has arrived, costs no recv of its own. Returns what
+ * recvmsg returned; bytes past `left` are already in `rbuf`.
+ */
+inline ssize_t recv_body_end(int fd, const te::MemoryRegistry& registry, bool remote, uint64_t dst, uint64_t left,
+                             RecvBuffer& rbuf, size_t capacity, size_t next, bool* unregistered, uint64_t* asked) {
+  te::Lease lease;
+  *unregistered = registry.acquire(dst, left, remote, lease) != te::TE_OK;
+  if (*unregistered) return 0;
+  size_t room = 0;
+  uint8_t* tail = rbuf.tail(capacity, next, &room);
+  iovec iov[2] = {{reinterpret_cast<void*>(dst), left}, {tail, room}};
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = 2;
+  *asked = left + room;
+  ssize_t r = ::recvmsg(fd, &msg, 0);
+  if (r > 0 && static_cast<uint64_t>(r) > left) rbuf.grew(static_cast<size_t>(r - static_cast<ssize_t>(left)));
+  return r;
+}
 
 }  // namespace tetcp

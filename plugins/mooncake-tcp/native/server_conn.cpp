@@ -99,10 +99,14 @@ void ServerConn::read_input() {
     // A large body with nothing buffered goes to its destination without the buffer.
     const bool in_place = in_body_ && (mode_ == DIRECT || mode_ == STAGED) && rbuf_.empty() && body_left_ >= kDirectMin;
     ssize_t r;
+    uint64_t asked = 0;
     if (in_place && mode_ == DIRECT) {
       if (!initiator_connected()) return;
       bool unregistered = false;
-      r = recv_into_registered(fd_, t_->registry(), true, body_dst_, body_left_, &unregistered);
+      // The body's last part brings the next frame's header with it, when it has arrived.
+      r = body_left_ <= kDirectChunk
+              ? recv_body_end(fd_, t_->registry(), true, body_dst_, body_left_, rbuf_, kRbuf, kHeaderSize, &unregistered, &asked)
+              : recv_into_registered(fd_, t_->registry(), true, body_dst_, body_left_, &unregistered, &asked);
       if (unregistered) {
         // Unregistered while the body arrived: the rest is drained, the ack says so.
         mode_ = DRAIN;
@@ -112,11 +116,12 @@ void ServerConn::read_input() {
     } else if (in_place) {
       // Device destination: into rx staging, copied to the device when it is full.
       uint64_t room = rx_stage_->capacity() - stage_fill_;
-      r = recv_in_place(fd_, reinterpret_cast<uint64_t>(rx_stage_->data() + stage_fill_), body_left_ < room ? body_left_ : room);
+      r = recv_in_place(fd_, reinterpret_cast<uint64_t>(rx_stage_->data() + stage_fill_), body_left_ < room ? body_left_ : room, &asked);
     } else {
       const size_t cap = state_ == READY ? kRbuf : kHandshakeRbuf;
-      r = rbuf_.fill(fd_, cap, header_only() ? kHeaderSize - rbuf_.size() : cap);
+      r = rbuf_.fill(fd_, cap, header_only() ? kHeaderSize - rbuf_.size() : cap, &asked);
     }
+    const bool socket_empty = drained(r, asked);
     liveness_ = UNKNOWN;
     switch (classify_recv(r)) {
       case RecvResult::DATA:
@@ -135,19 +140,25 @@ void ServerConn::read_input() {
     active_ = true;
     if (!in_place) {
       if (!parse()) return;
+      if (socket_empty) return;
       continue;
     }
-    body_left_ -= r;
+    const uint64_t got = static_cast<uint64_t>(r) < body_left_ ? static_cast<uint64_t>(r) : body_left_;  // the rest went to rbuf_
+    body_left_ -= got;
     if (mode_ == STAGED) {
-      stage_fill_ += r;
+      stage_fill_ += got;
       if (stage_fill_ == rx_stage_->capacity() || body_left_ == 0) {
         const bool handed_over = stage_flush();
         if (closed || handed_over) return;  // resumed (and the body finished) by on_stage_flushed
       }
     } else {
-      body_dst_ += r;
+      body_dst_ += got;
     }
-    if (body_left_ == 0) finish_body();
+    if (body_left_ == 0) {
+      finish_body();
+      if (!rbuf_.empty() && !parse()) return;  // the next frame's header came with this body
+    }
+    if (closed || socket_empty) return;
   }
 }
 
@@ -560,6 +571,9 @@ void ServerConn::flush() {
       drop(std::string("send: ") + strerror(errno));
       return;
     }
+    // Less than offered: the send buffer is full; EPOLLOUT says when to go on (no writev
+    // spent on EAGAIN).
+    const bool full = static_cast<uint64_t>(w) < iov_bytes(iov, n);
     uint64_t left = static_cast<uint64_t>(w);
     active_ |= w > 0;
     while (left > 0 && !out_.empty()) {
@@ -572,6 +586,11 @@ void ServerConn::flush() {
         out_off_ += left;
         left = 0;
       }
+    }
+    if (full) {
+      want_out_ = true;
+      set_interest();
+      return;
     }
   }
   if (closed) return;

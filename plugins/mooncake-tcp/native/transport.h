@@ -2,6 +2,8 @@
 // lanes, batches. The addon (addon.cpp) wraps it and carries events to JS.
 #pragma once
 
+#include <sys/uio.h>
+
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -221,5 +223,12 @@ class Transport {
 
 /** Socket options shared by both sides (non-blocking, TCP_NODELAY, buffer sizes). */
 void tune_socket(int fd, int buffer_bytes);
+
+/** Bytes a writev of `iov[0..n)` offers (fewer sent: the send buffer is full). */
+inline uint64_t iov_bytes(const iovec* iov, size_t n) {
+  uint64_t total = 0;
+  for (size_t i = 0; i < n; ++i) total += iov[i].iov_len;
+  return total;
+}
 
 }  // namespace tetcp
