@@ -132,6 +132,13 @@ void Transport::Impl::complete(const std::shared_ptr<Batch>& b) {
   sink(std::move(e));
 }
 
+// Whether `r` has a key for every peer rail this side's rails talk to.
+static bool keys_cover(const Peer& p, const RemoteRegion& r) {
+  for (int pr : p.peer_rail)
+    if (pr < 0 || static_cast<size_t>(pr) >= r.keys.size()) return false;
+  return true;
+}
+
 // Validates every request (local: registered here; remote: inside a region the peer
 // published), then cuts the valid ones into slices striped over the rails.
 void Transport::Impl::dispatch(const std::shared_ptr<Batch>& b, bool allow_refresh) {
@@ -154,7 +161,10 @@ void Transport::Impl::dispatch(const std::shared_ptr<Batch>& b, bool allow_refre
         --it;
         const RemoteRegion& r = it->second;
         if (ra - r.addr < r.length) {
-          if (range_within(r.addr, r.length, ra, len)) reg[i] = &r;
+          // A region without a key for every peer rail we may use (a descriptor or table
+          // that lacks them) is unusable: refused here, never indexed past its keys.
+          if (r.keys.empty() || !keys_cover(*p, r)) st[i] = TE_MEMORY_NOT_REGISTERED;
+          else if (range_within(r.addr, r.length, ra, len)) reg[i] = &r;
           else st[i] = TE_ADDRESS_OUT_OF_RANGE;
           continue;
         }
@@ -191,7 +201,7 @@ void Transport::Impl::dispatch(const std::shared_ptr<Batch>& b, bool allow_refre
         uint64_t sl = std::min<uint64_t>(opt.slice_size, len - off);
         size_t rail = static_cast<size_t>(p->rr.fetch_add(1) % nr);
         int prail = p->peer_rail[rail];
-        bool virt = p->address.virt_addr[static_cast<size_t>(prail)];
+        bool virt = static_cast<size_t>(prail) < p->address.virt_addr.size() && p->address.virt_addr[static_cast<size_t>(prail)];
         Slice s;
         s.batch = b;
         s.req = static_cast<uint32_t>(i);
@@ -200,7 +210,7 @@ void Transport::Impl::dispatch(const std::shared_ptr<Batch>& b, bool allow_refre
         s.len = sl;
         uint64_t ra = b->remote[i] + off;
         s.raddr = virt ? ra : ra - r.base;
-        s.key = r.keys[static_cast<size_t>(prail) < r.keys.size() ? static_cast<size_t>(prail) : 0];
+        s.key = r.keys[static_cast<size_t>(prail)];  // keys_cover checked it
         s.write = b->ops[i] == 1;
         per_rail[rail].push_back(std::move(s));
         off += sl;
@@ -213,12 +223,9 @@ void Transport::Impl::dispatch(const std::shared_ptr<Batch>& b, bool allow_refre
     b->dispatched.store(true);
   }
   for (size_t r = 0; r < rails.size(); ++r) {
-    // The batch's last write on each rail proves the delivery of its others there.
-    for (auto it = per_rail[r].rbegin(); it != per_rail[r].rend(); ++it)
-      if (it->write) {
-        it->fence = true;
-        break;
-      }
+    // The batch's last write of an ordered size on each rail proves the delivery of its
+    // others there (write_fences.h).
+    mark_fence(per_rail[r], rails[r]->max_order_waw);
     if (!per_rail[r].empty()) rails[r]->push_slices(std::move(per_rail[r]));
   }
   if (b->slices_left.fetch_sub(1) == 1) data_done(b);

@@ -161,6 +161,14 @@ struct Rail {
   std::mutex q_mu;
   std::deque<Slice> slices;
   std::deque<CtrlMsg> ctrl;
+  // Peerless messages (answers to whoever asked) in `ctrl`: a peer's requests decide how many
+  // there are, so they are bounded; beyond the bound an answer is not queued (the asker
+  // times out and asks again). Guarded by q_mu.
+  static constexpr size_t kMaxAnswers = 4096;
+  static constexpr size_t kMaxAnswerBytes = 64u << 20;
+  size_t answers = 0, answer_bytes = 0;
+  /** Removes ctrl[i] (q_mu held), keeping the answer counts. */
+  CtrlMsg take_ctrl(size_t i);
   std::atomic<bool> sleeping{false};
   int inflight = 0;
   // Queue lengths and all work (queued + in flight), written under q_mu and read without it,
@@ -190,7 +198,10 @@ struct Rail {
   Status open(std::string* err);
   void start_thread();
   void wake();
+  /** The address's AV entry, inserted if new; FI_ADDR_NOTAVAIL for an address the provider refuses or that does not fit it. */
   fi_addr_t address_of(const std::vector<uint8_t>& raw, std::string* err);
+  /** Whether `raw` has this provider's address length (and socket family): only such addresses reach fi_av_insert. */
+  bool address_fits(const std::vector<uint8_t>& raw) const;
   /** The address's AV entry if it has one (no insert), else FI_ADDR_NOTAVAIL. */
   fi_addr_t lookup_address(const std::vector<uint8_t>& raw);
   /** Drops the address's mapping; its AV entry is removed later by retire_addresses. */
@@ -198,7 +209,8 @@ struct Rail {
   /** Rail thread: removes forgotten addresses that no message, operation or open peer uses. */
   void retire_addresses();
   void push_slices(std::vector<Slice>&& s);
-  void push_ctrl(CtrlMsg&& m);
+  /** Queues a control message; false (dropped: answers carry no batch) for an answer beyond the bound. */
+  bool push_ctrl(CtrlMsg&& m);
   void run();
   bool post_some();
   bool post_ctrl();
@@ -325,6 +337,14 @@ struct Transport::Impl {
   std::unordered_map<uint64_t, std::shared_ptr<RevokeWait>> revokes;  // guarded by pending_mu
   bool started = false;
   std::atomic<bool> closed{false};
+  // Notifications handed to the sink and not yet taken (notification_taken): per sender
+  // name and in bytes, bounded by opt.notify_queue_per_peer / notify_queue_bytes.
+  std::mutex notify_mu;
+  std::unordered_map<std::string, uint64_t> notify_queued;
+  uint64_t notify_bytes = 0;
+  /** Emits a NOTIFY event within the budget; POOL_EXHAUSTED (nothing emitted) beyond it. */
+  Status deliver_notification(const std::string& from, std::vector<uint8_t> payload);
+  void notification_taken(const std::string& from, size_t bytes);
   // Same-process copies (local_copy.cpp).
   std::mutex copy_mu;
   std::condition_variable copy_cv;

@@ -66,12 +66,9 @@ void Transport::Impl::run_local_copies() {
     }
     bool ok = b->cancel_status.load() == 0;
     for (size_t i = 0; ok && i < b->n; ++i) ok = b->statuses[i].load() == 0;
-    if (ok && b->has_notify) {
-      Event e;
-      e.kind = Event::NOTIFY;
-      e.text = opt.segment_name;
-      e.payload = b->notify;
-      sink(std::move(e));
+    if (ok && b->has_notify && deliver_notification(opt.segment_name, b->notify) != TE_OK) {
+      b->batch_status.store(TE_POOL_EXHAUSTED);
+      b->fail_message("this process's notification queue is full (notifyQueuePerPeer / notifyQueueBytes)");
     }
     complete(b);
   }

@@ -149,6 +149,9 @@ void Transport::Impl::on_message(Rail& r, const uint8_t* data, size_t len) {
       {
         std::lock_guard<std::mutex> l(p->mu);
         if (!refused && p->incoming.size() + chunk.size() > kMaxTableRegions) refused = true;
+        // One key per rail of the peer: fewer would leave some of our rails without a key.
+        for (size_t k = 0; !refused && k < chunk.size(); ++k)
+          if (chunk[k].keys.empty() || chunk[k].keys.size() < p->address.rails.size()) refused = true;
         if (!refused) {
           for (auto& e : chunk) p->incoming.push_back(RemoteRegion{e.addr, e.length, e.base, std::move(e.keys)});
           if (!(h.flags & wire::kLast)) return;
@@ -215,11 +218,9 @@ void Transport::Impl::on_message(Rail& r, const uint8_t* data, size_t len) {
       const uint8_t* payload = nullptr;
       uint32_t pl = 0;
       if (!wire::get_notify(rd, &from, &payload, &pl)) return;
-      Event e;
-      e.kind = Event::NOTIFY;
-      e.text = from;
-      e.payload.assign(payload, payload + pl);
-      sink(std::move(e));
+      // Beyond the budget (notifications the JS thread has not taken yet) it is dropped.
+      if (deliver_notification(from, std::vector<uint8_t>(payload, payload + pl)) != TE_OK && getenv("TE_FABRIC_DEBUG"))
+        fprintf(stderr, "[te_fabric %s] notification from \"%s\" dropped: queue full\n", opt.segment_name.c_str(), from.c_str());
       return;
     }
     default:
@@ -230,6 +231,43 @@ void Transport::Impl::on_message(Rail& r, const uint8_t* data, size_t len) {
 }  // namespace te::fabric
 
 namespace te::fabric {
+
+namespace {
+// What one queued notification costs besides its payload (event, strings, bookkeeping), so
+// a flood of empty ones is bounded by the byte budget too (as mooncake-tcp counts).
+constexpr uint64_t kNotifyOverhead = 256;
+}  // namespace
+
+Status Transport::Impl::deliver_notification(const std::string& from, std::vector<uint8_t> payload) {
+  const uint64_t cost = payload.size() + kNotifyOverhead;
+  {
+    std::lock_guard<std::mutex> l(notify_mu);
+    uint64_t& mine = notify_queued[from];
+    if (mine >= opt.notify_queue_per_peer || notify_bytes + cost > opt.notify_queue_bytes) {
+      if (mine == 0) notify_queued.erase(from);
+      return TE_POOL_EXHAUSTED;
+    }
+    ++mine;
+    notify_bytes += cost;
+  }
+  Event e;
+  e.kind = Event::NOTIFY;
+  e.text = from;
+  e.payload = std::move(payload);
+  sink(std::move(e));
+  return TE_OK;
+}
+
+void Transport::Impl::notification_taken(const std::string& from, size_t bytes) {
+  std::lock_guard<std::mutex> l(notify_mu);
+  auto it = notify_queued.find(from);
+  if (it == notify_queued.end()) return;
+  if (--it->second == 0) notify_queued.erase(it);
+  const uint64_t cost = bytes + kNotifyOverhead;
+  notify_bytes = notify_bytes > cost ? notify_bytes - cost : 0;
+}
+
+void Transport::notification_taken(const std::string& from, size_t bytes) { impl_->notification_taken(from, bytes); }
 
 void Transport::Impl::remember_peer(const std::vector<uint8_t>& addr) {
   std::lock_guard<std::mutex> l(known_mu);

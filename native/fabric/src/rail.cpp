@@ -132,6 +132,13 @@ fi_addr_t Rail::address_of(const std::vector<uint8_t>& raw, std::string* err) {
   std::lock_guard<std::mutex> l(av_mu);
   auto it = av_map.find(raw);
   if (it != av_map.end()) return it->second;
+  // fi_av_insert reads the provider's fixed address length from `raw`: an address of another
+  // length (a peer's message may name any) is refused before the provider sees it.
+  if (!address_fits(raw)) {
+    if (err) *err = "refused a " + std::to_string(raw.size()) + "-byte address on " + pub.provider + "/" + pub.domain +
+                    " (its addresses are " + std::to_string(pub.addr.size()) + " bytes)";
+    return FI_ADDR_NOTAVAIL;
+  }
   fi_addr_t fa = FI_ADDR_NOTAVAIL;
   int rc = fi_av_insert(av, raw.data(), 1, &fa, 0, nullptr);
   if (rc != 1) {
@@ -140,6 +147,14 @@ fi_addr_t Rail::address_of(const std::vector<uint8_t>& raw, std::string* err) {
   }
   av_map[raw] = fa;
   return fa;
+}
+
+bool Rail::address_fits(const std::vector<uint8_t>& raw) const {
+  if (raw.empty() || raw.size() != pub.addr.size()) return false;
+  // Socket addresses: the provider sizes them by their family, so it must be this rail's.
+  const uint32_t fmt = info ? info->addr_format : 0;
+  if ((fmt == FI_SOCKADDR_IN || fmt == FI_SOCKADDR_IN6) && raw.size() >= 2 && memcmp(raw.data(), pub.addr.data(), 2) != 0) return false;
+  return true;
 }
 
 fi_addr_t Rail::lookup_address(const std::vector<uint8_t>& raw) {
@@ -208,13 +223,32 @@ void Rail::push_slices(std::vector<Slice>&& s) {
   wake();
 }
 
-void Rail::push_ctrl(CtrlMsg&& m) {
+bool Rail::push_ctrl(CtrlMsg&& m) {
   {
     std::lock_guard<std::mutex> l(q_mu);
+    if (!m.peer) {
+      if (answers >= kMaxAnswers || answer_bytes + m.bytes.size() > kMaxAnswerBytes) {
+        if (getenv("TE_FABRIC_DEBUG")) fprintf(stderr, "[te_fabric rail %d] answer dropped: %zu queued\n", index, answers);
+        return false;  // peerless messages carry no batch: nothing to fail
+      }
+      ++answers;
+      answer_bytes += m.bytes.size();
+    }
     ctrl.push_back(std::move(m));
     count_work();
   }
   wake();
+  return true;
+}
+
+CtrlMsg Rail::take_ctrl(size_t i) {
+  CtrlMsg m = std::move(ctrl[i]);
+  ctrl.erase(ctrl.begin() + static_cast<std::ptrdiff_t>(i));
+  if (!m.peer) {
+    --answers;
+    answer_bytes -= m.bytes.size();
+  }
+  return m;
 }
 
 // A control message that will not be sent: the batch it completes fails.
@@ -252,8 +286,7 @@ bool Rail::post_ctrl() {
       if (dest == FI_ADDR_NOTAVAIL) why = "not sent: the peer's address was given up";
     }
     if (!why.empty()) {
-      CtrlMsg dead = std::move(m);
-      ctrl.erase(ctrl.begin() + static_cast<std::ptrdiff_t>(i));
+      CtrlMsg dead = take_ctrl(i);
       l.unlock();
       drop_ctrl(std::move(dead), why);
       l.lock();
@@ -283,8 +316,7 @@ bool Rail::post_ctrl() {
       continue;
     }
     free_send.pop_back();
-    CtrlMsg sent = std::move(m);
-    ctrl.erase(ctrl.begin() + static_cast<std::ptrdiff_t>(i));
+    CtrlMsg sent = take_ctrl(i);
     did = true;
     if (rc) {
       free_send.push_back(slot);
@@ -437,6 +469,8 @@ bool Rail::post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted, int& m
       if (t.batch != op->batch || t.write != write || t.region != region || t.key != key ||
           total + t.len > group_bytes)
         break;
+      // The fence goes out within the ordered size, else its delivery proves nothing.
+      if (t.write && t.fence && total + t.len > max_order_waw) break;
       std::string ignored;
       if (admit(t, op->parts[n].lease, ignored) != TE_OK) break;  // refused on its own turn
     }

@@ -40,5 +40,6 @@ Status Transport::pool_alloc(uint64_t, uint64_t*, std::string* err) { return *er
 Status Transport::pool_free(uint64_t, std::string* err) { return *err = kWhy, TE_PROVIDER_UNAVAILABLE; }
 void Transport::pool_stats(uint64_t* a, uint64_t* b, uint64_t* c, uint64_t* d) const { *a = *b = *c = *d = 0; }
 void Transport::close() {}
+void Transport::notification_taken(const std::string&, size_t) {}
 
 }  // namespace te::fabric

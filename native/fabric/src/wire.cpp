@@ -88,7 +88,9 @@ bool get_header(const uint8_t* data, size_t len, Header* h, size_t* body) {
 bool get_table(Reader& r, std::vector<TableEntry>* out) {
   uint16_t nkeys = r.u16();
   uint32_t count = r.u32();
-  if (!r.ok) return false;
+  // Every region carries one key per rail of its owner, which has at least one rail: a
+  // table without keys would leave nothing to address its regions with.
+  if (!r.ok || nkeys == 0) return false;
   // A count the message cannot hold is malformed (and must not size an allocation).
   uint64_t per = 24 + 8ull * nkeys;
   if (count > (r.n - r.off) / per) return false;

@@ -64,7 +64,7 @@ struct TableEntry {
   std::vector<uint64_t> keys;
 };
 
-/** TABLE body: u16 keys per region | u32 count | count × (addr, length, base, keys). False when malformed. */
+/** TABLE body: u16 keys per region (at least 1) | u32 count | count × (addr, length, base, keys). False when malformed. */
 bool get_table(Reader& r, std::vector<TableEntry>* out);
 /** NOTIFY body: u16 name length | name | u32 payload length | payload (at most kMaxPayload). False when malformed. */
 bool get_notify(Reader& r, std::string* from, const uint8_t** payload, uint32_t* payload_len);

@@ -26,6 +26,24 @@ namespace te::fabric {
 struct Batch;
 struct Op;
 
+/**
+ * Marks the fence among one batch's slices on a rail (in posting order; each has `write`,
+ * `len` and `fence`): the last write of at most `max_ordered` bytes. The provider orders
+ * writes only up to that size, so a larger fence's delivery proves nothing about the writes
+ * before it; writes larger than it are posted delivery-complete anyway and need no fence.
+ * Returns the index marked, or -1 (no write of an ordered size).
+ */
+template <class Slices>
+long mark_fence(Slices& slices, uint64_t max_ordered) {
+  for (size_t i = slices.size(); i-- > 0;) {
+    if (slices[i].write && slices[i].len <= max_ordered) {
+      slices[i].fence = true;
+      return static_cast<long>(i);
+    }
+  }
+  return -1;
+}
+
 class WriteFences {
  public:
   /** What a plain write's local completion turned into. */

@@ -90,6 +90,27 @@ static void test_unknown_batch() {
   CHECK(!o.held && o.status == 0);
 }
 
+// The fence is the last write the provider orders (at most max_order_waw_size bytes): a
+// larger last write is posted delivery-complete on its own, and the fence before it proves
+// the smaller writes; without any write of an ordered size there is no fence.
+struct FakeSlice {
+  bool write;
+  uint64_t len;
+  bool fence = false;
+};
+static void test_fence_within_ordered_size() {
+  std::vector<FakeSlice> s = {{true, 10}, {false, 10}, {true, 20}, {true, 100}, {false, 5}};
+  CHECK(te::fabric::mark_fence(s, 50) == 2);
+  CHECK(s[2].fence && !s[3].fence && !s[0].fence);
+  std::vector<FakeSlice> big = {{true, 100}, {true, 200}};
+  CHECK(te::fabric::mark_fence(big, 50) == -1);
+  CHECK(!big[0].fence && !big[1].fence);
+  std::vector<FakeSlice> any = {{true, 100}, {true, 200}, {false, 1}};
+  CHECK(te::fabric::mark_fence(any, ~0ull) == 1);  // unlimited ordering: the last write
+  std::vector<FakeSlice> reads = {{false, 1}};
+  CHECK(te::fabric::mark_fence(reads, ~0ull) == -1);
+}
+
 int main() {
   struct {
     const char* name;
@@ -98,7 +119,8 @@ int main() {
                 {"fence delivered first", test_fence_first},
                 {"fence failed", test_fence_failed},
                 {"batches independent", test_batches_independent},
-                {"unknown batch", test_unknown_batch}};
+                {"unknown batch", test_unknown_batch},
+                {"fence within the ordered size", test_fence_within_ordered_size}};
   for (auto& g : groups) {
     int before = failures;
     g.fn();

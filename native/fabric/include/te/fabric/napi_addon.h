@@ -44,6 +44,8 @@ inline Options options_from(const Napi::Object& o) {
   opt.max_op_parts = static_cast<int>(u64_field_or(o, "slicesPerOp", 4));
   opt.pool_size = u64_field_or(o, "poolSize", 0);
   opt.pool_strict = bool_field_or(o, "poolStrict", false);
+  opt.notify_queue_per_peer = u64_field_or(o, "notifyQueuePerPeer", 1024);
+  opt.notify_queue_bytes = u64_field_or(o, "notifyQueueBytes", 64ull << 20);
   return opt;
 }
 
@@ -101,6 +103,7 @@ class FabricTransport : public te::napi::TransportWrap<FabricTransport, Transpor
         te::napi::call_on_status(env, on_check_, e.id, e.status, e.text);
         break;
       case Event::NOTIFY:
+        if (transport_) transport_->notification_taken(e.text, e.payload.size());
         te::napi::call_on_notify(env, on_notify_, e.text, e.payload);
         break;
     }

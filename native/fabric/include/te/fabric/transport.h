@@ -52,6 +52,10 @@ struct Options {
   uint64_t pool_size = 0;
   /** barex: refuse registrations outside the pool. */
   bool pool_strict = false;
+  /** Notifications received from one sender and not yet taken (notification_taken); beyond it more are refused. */
+  uint64_t notify_queue_per_peer = 1024;
+  /** Bytes of notifications received and not yet taken, all senders together (each counts its payload + 256). */
+  uint64_t notify_queue_bytes = 64ull << 20;
   /** Name used in messages ("mooncake-rdma", "barex"). */
   std::string plugin = "mooncake-rdma";
 };
@@ -142,7 +146,11 @@ class Transport {
 
   void close();
 
+  /** A NOTIFY event was handed on (the addon calls it as it delivers one): frees its place in the notification budget. */
+  void notification_taken(const std::string& from, size_t bytes);
+
   struct Impl;
+  friend struct TransportTestAccess;  // native/fabric/test
 
  private:
   std::unique_ptr<Impl> impl_;

@@ -1,0 +1,273 @@
+// C++ tests of te_fabric's handling of hostile control messages, over libfabric's
+// tcp;ofi_rxm provider on loopback (no NIC needed). Crafted messages are handed to the
+// receiving rail's on_message, exactly as the rail thread does with received bytes.
+// Built with the core's tests (native/CMakeLists.txt) and run by ctest (native/scripts/test.sh),
+// and under ASan + UBSan by scripts/sanitize.sh. Exit 77: libfabric's tcp provider is missing.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../src/impl.h"
+#include "../../test/check.h"
+
+namespace te::fabric {
+struct TransportTestAccess {
+  static Transport::Impl& impl(Transport& t) { return *t.impl_; }
+};
+}  // namespace te::fabric
+
+using namespace te::fabric;
+
+namespace {
+
+struct Node {
+  std::mutex mu;
+  std::vector<Event> events;
+  std::unique_ptr<Transport> t;
+  bool ok = false;
+
+  explicit Node(const std::string& name, uint64_t epoch, Options o = Options()) {
+    o.segment_name = name;
+    o.epoch = epoch;
+    o.provider = "tcp;ofi_rxm";
+    o.source_address = "127.0.0.1";
+    o.max_rails = 1;
+    o.connect_timeout_ms = 2000;
+    t = std::make_unique<Transport>(o, [this](Event e) {
+      std::lock_guard<std::mutex> l(mu);
+      events.push_back(std::move(e));
+    });
+    std::string err;
+    ok = t->start(&err) == te::TE_OK;
+    if (!ok) fprintf(stderr, "cannot start %s: %s\n", name.c_str(), err.c_str());
+  }
+  Transport::Impl& m() { return TransportTestAccess::impl(*t); }
+  Rail& rail() { return *m().rails[0]; }
+  size_t count(Event::Kind k) {
+    std::lock_guard<std::mutex> l(mu);
+    size_t n = 0;
+    for (auto& e : events) n += e.kind == k;
+    return n;
+  }
+  bool wait_for(Event::Kind k, size_t n, int ms = 5000) {
+    for (int i = 0; i < ms / 10; ++i) {
+      if (count(k) >= n) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  size_t av_entries() {
+    std::lock_guard<std::mutex> l(rail().av_mu);
+    return rail().av_map.size();
+  }
+  size_t queued_ctrl() {
+    std::lock_guard<std::mutex> l(rail().q_mu);
+    return rail().ctrl.size();
+  }
+  /** Stops the rail thread (queued messages stay queued); close() still cleans up. */
+  void stop_rail_thread() {
+    rail().stop.store(true);
+    if (rail().can_wait) fi_cq_signal(rail().cq);
+    rail().thread.join();
+  }
+};
+
+std::vector<uint8_t> message(uint8_t type, const std::vector<uint8_t>& sender, uint64_t target_epoch, uint64_t req = 1,
+                             const std::vector<uint8_t>& body = {}, uint8_t flags = 0) {
+  wire::Header h;
+  h.type = type;
+  h.flags = flags;
+  h.req_id = req;
+  h.sender_epoch = 99;
+  h.target_epoch = target_epoch;
+  h.sender_addr = sender;
+  std::vector<uint8_t> out;
+  wire::put_header(out, h);
+  out.insert(out.end(), body.begin(), body.end());
+  return out;
+}
+
+void deliver(Node& n, const std::vector<uint8_t>& msg) { n.m().on_message(n.rail(), msg.data(), msg.size()); }
+
+// Finding 1: a HELLO / TABLE_REQ / REVOKE naming a sender address of another length than
+// the provider's (0 included) reached fi_av_insert, which read the provider's fixed length
+// from it: a null dereference for 0 bytes, a heap over-read for fewer. Refused now: no AV
+// entry, no answer queued.
+void test_sender_address_of_wrong_length(Node& victim, Node& other) {
+  const std::vector<uint8_t>& good = other.rail().pub.addr;
+  const size_t alen = victim.rail().pub.addr.size();
+  CHECK(good.size() == alen);
+  const size_t av0 = victim.av_entries();
+  for (size_t len : {size_t(0), size_t(1), size_t(5), alen - 1, alen + 1, size_t(200)}) {
+    std::vector<uint8_t> bad(len, 0xab);
+    if (len >= 2) memcpy(bad.data(), good.data(), 2);  // even with the right family
+    for (uint8_t type : {wire::HELLO, wire::TABLE_REQ, wire::REVOKE}) deliver(victim, message(type, bad, 7));
+  }
+  // The right length with another socket family is refused as well.
+  std::vector<uint8_t> family = good;
+  family[0] ^= 0x0f;
+  deliver(victim, message(wire::HELLO, family, 7));
+  CHECK(victim.av_entries() == av0);
+  CHECK(victim.rail().address_fits(good));
+  CHECK(!victim.rail().address_fits({}));
+  CHECK(!victim.rail().address_fits(family));
+  // Control: a well-formed hello is answered (its address enters the AV).
+  deliver(victim, message(wire::HELLO, good, 7));
+  CHECK(victim.av_entries() == av0 + 1);
+}
+
+std::vector<uint8_t> table_body(uint16_t nkeys, uint64_t addr, uint64_t len) {
+  std::vector<uint8_t> b;
+  wire::put_u16(b, nkeys);
+  wire::put_u32(b, 1);
+  wire::put_u64(b, addr);
+  wire::put_u64(b, len);
+  wire::put_u64(b, addr);
+  for (uint16_t k = 0; k < nkeys; ++k) wire::put_u64(b, 0x1234 + k);
+  return b;
+}
+
+// Finding 2: a TABLE with 0 keys per region (or fewer than the peer's rails) was stored,
+// and the next batch into it indexed the empty key vector. Refused at parse and at use.
+void test_table_without_keys(Node& a, Node& b) {
+  CHECK(b.rail().pub.addr.size() > 0);
+  PeerAddress pa;
+  pa.rails = {b.rail().pub.addr, b.rail().pub.addr};  // a peer of two rails
+  pa.virt_addr = {true, true};
+  pa.provider = b.rail().pub.provider;
+  uint64_t id = a.t->open_peer("b", 8, pa, false, {});
+  CHECK(a.wait_for(Event::OPEN, 1));
+  std::shared_ptr<Peer> p;
+  {
+    std::lock_guard<std::mutex> l(a.m().peers_mu);
+    p = a.m().peers[id];
+  }
+  CHECK(p != nullptr);
+  if (!p) return;
+  // The parser refuses a table without keys.
+  {
+    std::vector<uint8_t> body = table_body(0, 0x10000, 4096);
+    wire::Reader r{body.data(), body.size(), 0};
+    std::vector<wire::TableEntry> out;
+    CHECK(!wire::get_table(r, &out));
+  }
+  auto answer = [&](uint16_t nkeys) {
+    uint64_t req = 1000000 + nkeys;
+    {
+      std::lock_guard<std::mutex> l(a.m().pending_mu);
+      Pending pd;
+      pd.kind = Pending::TABLE;
+      pd.peer = p;
+      pd.sent = now_ms();
+      pd.deadline = pd.sent + 60000;
+      a.m().pending[req] = pd;
+    }
+    deliver(a, message(wire::TABLE, b.rail().pub.addr, 7, req, table_body(nkeys, 0x10000, 4096), wire::kLast));
+    std::lock_guard<std::mutex> l(p->mu);
+    return p->regions.size();
+  };
+  CHECK(answer(0) == 0);  // no keys
+  CHECK(answer(1) == 0);  // fewer keys than the peer's two rails
+  CHECK(answer(2) == 1);  // control: accepted
+  a.t->close_peer(id);
+}
+
+// Finding 2, at use: a region handed in by open_peer (the peer's descriptor) without keys
+// fails the request instead of being indexed.
+void test_region_without_keys_at_use(Node& a, Node& b) {
+  PeerAddress pa;
+  pa.rails = {b.rail().pub.addr};
+  pa.virt_addr = {};  // shorter than the rails: read as offset addressing, never indexed
+  pa.provider = b.rail().pub.provider;
+  RemoteRegion reg;
+  reg.addr = 0x20000;
+  reg.length = 4096;
+  reg.base = 0x20000;
+  size_t opens = a.count(Event::OPEN);
+  uint64_t id = a.t->open_peer("b2", 8, pa, false, {reg});
+  CHECK(a.wait_for(Event::OPEN, opens + 1));
+  static std::vector<uint8_t> local(4096);
+  std::vector<uint64_t> keys;
+  uint64_t base = 0;
+  std::string err;
+  uint64_t la = reinterpret_cast<uint64_t>(local.data());
+  CHECK(a.t->register_memory(la, local.size(), false, &keys, &base, &err) == te::TE_OK);
+  uint8_t op = 1;
+  uint64_t remote = 0x20000, len = 64, bid = 0;
+  size_t batches = a.count(Event::BATCH);
+  CHECK(a.t->submit(id, &op, &la, &remote, &len, 1, nullptr, 0, &bid, &err) == te::TE_OK);
+  CHECK(a.wait_for(Event::BATCH, batches + 1));
+  auto out = a.t->take_batch(bid);
+  CHECK(out != nullptr);
+  if (out) CHECK(out->statuses.size() == 1 && out->statuses[0] == te::TE_MEMORY_NOT_REGISTERED);
+  a.t->close_peer(id);
+  a.t->unregister_memory(la, &err);
+}
+
+std::vector<uint8_t> notify_body(const std::string& from, size_t payload) {
+  std::vector<uint8_t> b;
+  wire::put_u16(b, static_cast<uint16_t>(from.size()));
+  wire::put_bytes(b, from.data(), from.size());
+  wire::put_u32(b, static_cast<uint32_t>(payload));
+  std::vector<uint8_t> p(payload, 0x5a);
+  wire::put_bytes(b, p.data(), p.size());
+  return b;
+}
+
+// Finding 3: every NOTIFY went to the sink (the addon's unbounded queue). Now at most
+// notify_queue_per_peer per sender and notify_queue_bytes in all wait to be taken.
+void test_notify_budget() {
+  Options o;
+  o.notify_queue_per_peer = 3;
+  o.notify_queue_bytes = 3 * (1000 + 256) + 3 * (256 + 10);
+  Node n("notified", 7, o);
+  CHECK(n.ok);
+  if (!n.ok) return;
+  std::vector<uint8_t> any = n.rail().pub.addr;
+  for (int i = 0; i < 6; ++i) deliver(n, message(wire::NOTIFY, any, 7, 1, notify_body("flood", 10)));
+  CHECK(n.count(Event::NOTIFY) == 3);  // per sender
+  n.t->notification_taken("flood", 10);
+  deliver(n, message(wire::NOTIFY, any, 7, 1, notify_body("flood", 10)));
+  CHECK(n.count(Event::NOTIFY) == 4);  // a place was freed
+  // Bytes, all senders together: 3 x 1000 B from three senders fit, a fourth does not.
+  for (int s = 0; s < 4; ++s) deliver(n, message(wire::NOTIFY, any, 7, 1, notify_body("big" + std::to_string(s), 1000)));
+  CHECK(n.count(Event::NOTIFY) == 7);
+  n.t->close();
+}
+
+// Finding 4: answers (HELLO_ACK, TABLE, REVOKE_ACK) queued per request without a bound. A
+// flood of hellos queues at most kMaxAnswers while the rail cannot send.
+void test_answers_bounded(Node& other) {
+  Node n("flooded", 7);
+  CHECK(n.ok);
+  if (!n.ok) return;
+  n.stop_rail_thread();
+  const auto msg = message(wire::HELLO, other.rail().pub.addr, 7);
+  for (size_t i = 0; i < Rail::kMaxAnswers + 100; ++i) deliver(n, msg);
+  CHECK(n.queued_ctrl() == Rail::kMaxAnswers);
+  n.t->close();
+}
+
+}  // namespace
+
+int main() {
+  Node a("a", 7), b("b", 8);
+  if (!a.ok || !b.ok) {
+    fprintf(stderr, "transport_test: tcp;ofi_rxm unavailable, tests not run\n");
+    return 77;
+  }
+  test_sender_address_of_wrong_length(a, b);
+  test_table_without_keys(a, b);
+  test_region_without_keys_at_use(a, b);
+  test_notify_budget();
+  test_answers_bounded(b);
+  a.t->close();
+  b.t->close();
+  if (failures) fprintf(stderr, "transport_test: %d check(s) failed\n", failures);
+  else printf("transport_test: ok\n");
+  return failures ? 1 : 0;
+}
