@@ -1,7 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { Dealer } from 'zeromq';
-import { ControlClient, ControlServer, decodeMessage, encodeMessage, isTransferError } from '../src/index.js';
+import { ControlClient, ControlServer, createTransferEngine, decodeMessage, encodeMessage, isTransferError } from '../src/index.js';
 
 /*
  * A hostile or careless peer on the control plane: malformed envelopes, hostile field
@@ -88,12 +88,34 @@ test('a hostile field type ({v: {toString: 0}}) is answered INVALID_ARGUMENT, no
 
 test('malformed envelopes: a reply when the id can be read, silence otherwise; never a crash', async () => {
   await withServer(async (_s, endpoint, raw) => {
-    for (const bad of [null, 7, 'x', [], { id: 2 }, { v: 1, id: 3 }, { v: 1, id: 4, type: 5 }, { v: 1, id: 5, type: { toString: 0 } }, { v: 1n, id: 6, type: 'echo' }]) {
+    // [envelope, the id it must be answered with (none: it cannot be read, so silence), label]
+    const cases: [unknown, number | undefined, string][] = [
+      [null, undefined, 'null'],
+      [7, undefined, '7'],
+      ['x', undefined, '"x"'],
+      [[], undefined, '[]'],
+      [{ v: 1, id: 'seven', type: 'echo' }, undefined, 'a string id'],
+      [{ v: 1, id: -1, type: 'echo' }, undefined, 'a negative id'],
+      [{ v: 1, id: 1.5, type: 'echo' }, undefined, 'a fractional id'],
+      [{ v: 1, type: 'echo' }, undefined, 'no id'],
+      [{ id: 2 }, 2, '{id: 2}'],
+      [{ v: 1, id: 3 }, 3, 'no type'],
+      [{ v: 1, id: 4, type: 5 }, 4, 'a numeric type'],
+      [{ v: 1, id: 5, type: { toString: 0 } }, 5, 'an object type'],
+      [{ v: 1n, id: 6, type: 'echo' }, 6, 'a bigint version'],
+    ];
+    for (const [bad, id, label] of cases) {
       await raw.send(encodeMessage(bad));
-      const r = await reply(raw, 300);
-      if (r === 'no reply') continue;
-      assert.is(r.ok, false, JSON.stringify(r));
-      assert.is(r.code, 'INVALID_ARGUMENT');
+      if (id === undefined) {
+        assert.is(await reply(raw, 300), 'no reply', `${label}: no id to answer to, so no reply`);
+        continue;
+      }
+      const r = await reply(raw);
+      assert.is.not(r, 'no reply', `${label}: the id can be read, so a reply is due`);
+      assert.is(r.id, id, `${label}: the reply answers this envelope`);
+      assert.is(r.ok, false, `${label}: ${JSON.stringify(r)}`);
+      assert.is(r.code, 'INVALID_ARGUMENT', label);
+      assert.match(r.message, /malformed control message/, label);
     }
     await raw.send(Buffer.from([0xc1, 0xff, 0x00])); // not msgpack
     assert.is(await reply(raw, 300), 'no reply');
@@ -136,6 +158,68 @@ test('handlers that throw odd values (a number, a code object, a rejected promis
     }
     await stillServes(endpoint);
   });
+});
+
+/** Runs `body` and returns the unhandled rejections seen meanwhile (each would end a process without a listener). */
+async function collectRejections(body: () => Promise<void>): Promise<unknown[]> {
+  const rejections: unknown[] = [];
+  const onRejection = (e: unknown): void => void rejections.push(e);
+  process.on('unhandledRejection', onRejection);
+  try {
+    await body();
+    await new Promise((r) => setTimeout(r, 200));
+  } finally {
+    process.off('unhandledRejection', onRejection);
+  }
+  return rejections;
+}
+
+test('a descriptor request whose `from` is not a segment name is refused; unregistering afterwards is no crash', async () => {
+  const engine = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1', timeouts: { handshakeMs: 2_000 } }, { env: {} });
+  // A well-behaved peer that fetched the descriptor: it is told of the unregistration.
+  const good = new ControlServer();
+  const goodEndpoint = await good.bind('127.0.0.1', 0);
+  const revoked: unknown[] = [];
+  good.handle('te.segment.revoke', (body) => (revoked.push(body), { dropped: false }));
+  const hostile = new ControlClient(engine.segmentName);
+  try {
+    const rejections = await collectRejections(async () => {
+      const mem = await engine.allocateMemory(4096, { remoteAccess: true });
+      for (const from of ['127.0.0.1:1x', '127.0.0.1:99999', '127.0.0.1:', 'no-port', 42, { toString: 0 }, `${'a'.repeat(400)}:80`]) {
+        const e = await hostile.request('te.descriptor.get', { from }, 2_000).then(() => 'answered with the descriptor', (x: unknown) => x);
+        assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), `from ${JSON.stringify(from)}: ${String(e)}`);
+      }
+      // Older peers send no `from`; a valid one is remembered.
+      const d = await hostile.request<{ name: string }>('te.descriptor.get', null, 2_000);
+      assert.is(d.name, engine.segmentName);
+      assert.is((await hostile.request<{ name: string }>('te.descriptor.get', { from: goodEndpoint }, 2_000)).name, engine.segmentName);
+      await engine.freeMemory(mem); // revokes the remote-access region: subscribers are dialled
+    });
+    assert.equal(rejections.map(String), [], 'no unhandled rejection (it would have ended the process)');
+    assert.is(revoked.length, 1, 'the valid subscriber was told');
+    assert.is((revoked[0] as { segment: string }).segment, engine.segmentName);
+    assert.is(engine.closed, false);
+  } finally {
+    hostile.close();
+    await good.close();
+    await engine.close();
+  }
+});
+
+test('a request to an endpoint that cannot be dialled (bad port) rejects INVALID_ARGUMENT, no unhandled rejection', async () => {
+  const rejections = await collectRejections(async () => {
+    for (const endpoint of ['127.0.0.1:1x', '127.0.0.1:99999']) {
+      const client = new ControlClient(endpoint); // zeromq accepts these addresses
+      try {
+        const e = await client.request('echo', null, 5_000).then(() => 'answered', (x: unknown) => x);
+        assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), `${endpoint}: ${String(e)}`);
+        assert.is(client.busy, false, 'the failed request is not left pending');
+      } finally {
+        client.close();
+      }
+    }
+  });
+  assert.equal(rejections.map(String), []);
 });
 
 test.run();

@@ -1,5 +1,5 @@
 import { Dealer, Router } from 'zeromq';
-import { TransferError } from '../errors/transfer-error.js';
+import { TransferError, isTransferError } from '../errors/transfer-error.js';
 import { isTransferErrorCode } from '../errors/codes.js';
 import { decodeMessage, encodeMessage } from './codec.js';
 import { probeEndpoint } from './reachability.js';
@@ -225,13 +225,21 @@ export class ControlClient {
       this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, timer });
       if (Date.now() - this.lastAnswerAt > PROBE_AFTER_SILENCE_MS) {
         // A dead peer refuses the connection at once: fail fast as PEER_UNREACHABLE rather than wait out the deadline.
-        void probeEndpoint(this.endpoint, Math.min(timeoutMs, PROBE_TIMEOUT_MS)).then((r) => {
+        // A probe that cannot even be made (a malformed endpoint) fails the request too: every
+        // outcome is handled here, none may escape as an unhandled rejection.
+        const fail = (error: TransferError): void => {
           const p = this.pending.get(id);
-          if (r !== 'refused' || !p) return;
+          if (!p) return;
           this.pending.delete(id);
           clearTimeout(p.timer);
-          p.reject(new TransferError('PEER_UNREACHABLE', `${this.endpoint} refused the connection: no process listens there (it exited or never started)`, { details: { endpoint: this.endpoint, type } }));
-        });
+          p.reject(error);
+        };
+        probeEndpoint(this.endpoint, Math.min(timeoutMs, PROBE_TIMEOUT_MS)).then(
+          (r) => {
+            if (r === 'refused') fail(new TransferError('PEER_UNREACHABLE', `${this.endpoint} refused the connection: no process listens there (it exited or never started)`, { details: { endpoint: this.endpoint, type } }));
+          },
+          (e: unknown) => fail(isTransferError(e) ? e : new TransferError('PEER_UNREACHABLE', `Cannot reach ${this.endpoint}: ${(e as Error)?.message ?? String(e)}`, { cause: e, details: { endpoint: this.endpoint, type } })),
+        );
       }
       this.dealer.send(encodeMessage({ v: CONTROL_VERSION, id, type, body } satisfies RequestEnvelope)).catch((cause: Error) => {
         clearTimeout(timer);

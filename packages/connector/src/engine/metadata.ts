@@ -1,6 +1,8 @@
 import type { SegmentDescriptor } from '../spi/descriptor.js';
 import { ControlClient, type ControlServer } from './control-plane.js';
 import { checkDescriptor } from './descriptor-check.js';
+import { checkSegmentName } from './segment-name.js';
+import { TransferError } from '../errors/transfer-error.js';
 import type { ControlKeys } from './control-security.js';
 
 /** Where peers learn each other's segment descriptors. */
@@ -37,9 +39,19 @@ export class P2PHandshake implements MetadataStore {
     private readonly idleMs = 5 * 60_000,
   ) {
     this.unhandle = server.handle(DESCRIPTOR_REQUEST, (body) => {
-      // A fetch names its sender (older peers send nothing): remembered, bounded.
+      // A fetch names its sender (older peers send nothing): remembered, bounded. The name
+      // is later dialled (revocation), so one that is not a segment name (host:port) is
+      // refused here rather than kept.
       const from = (body as { from?: unknown } | null)?.from;
-      if (typeof from === 'string' && from.length > 0 && from.length <= 300) {
+      if (from !== undefined && from !== null) {
+        if (typeof from !== 'string' || from.length > 300) {
+          throw new TransferError('INVALID_ARGUMENT', `malformed descriptor request: \`from\` must be the sender's segment name (host:port), got ${typeof from === 'string' ? `${from.length} characters` : typeof from}`);
+        }
+        try {
+          checkSegmentName(from);
+        } catch (e) {
+          throw new TransferError('INVALID_ARGUMENT', `malformed descriptor request: \`from\`: ${(e as Error).message}`);
+        }
         this.subscribers.delete(from);
         this.subscribers.add(from);
         if (this.subscribers.size > MAX_SUBSCRIBERS) this.subscribers.delete(this.subscribers.values().next().value!);
@@ -71,6 +83,7 @@ export class P2PHandshake implements MetadataStore {
 
   /** The control client of a peer, shared with every other user of the control plane. */
   client(segment: string): ControlClient {
+    checkSegmentName(segment);
     let c = this.clients.get(segment);
     if (c) {
       // Most recently used last: the Map's order is the eviction order.

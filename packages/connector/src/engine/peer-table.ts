@@ -19,34 +19,104 @@ export interface PeerState {
   onIdle?: (() => void)[];
 }
 
+/** Peers kept at most (the least recently used idle ones are forgotten first), as the control clients. */
+export const MAX_PEERS = 1024;
+/** A peer unused this long is forgotten (its connections closed) when the table next changes. */
+export const PEER_IDLE_MS = 5 * 60_000;
+
+interface Entry {
+  segment: string;
+  state: Promise<PeerState>;
+  /** Set once the lookup succeeded (a pending lookup is never evicted). */
+  settled?: PeerState;
+  lastUsedAt: number;
+}
+
 export class PeerTable {
-  private readonly peers = new Map<string, Promise<PeerState>>();
+  /** By segment; the Map's order is the eviction order (most recently used last). */
+  private readonly peers = new Map<string, Entry>();
+  /** The table entry a looked-up state came from. */
+  private readonly entries = new WeakMap<PeerState, Entry>();
 
   constructor(
     private readonly held: EngineTransport[],
     /** Looks a descriptor up (from the peer, from etcd, or this process's own). */
     private readonly lookup: (segment: string) => Promise<SegmentDescriptor>,
+    private readonly maxPeers = MAX_PEERS,
+    private readonly idleMs = PEER_IDLE_MS,
   ) {}
 
   /** The peer's state, looked up once; a failed lookup is not kept. */
   state(segment: string): Promise<PeerState> {
-    let state = this.peers.get(segment);
-    if (!state) {
-      state = (async () => {
-        const descriptor = await this.lookup(segment);
-        return { descriptor, routing: peerRouting(descriptor), opened: new Map(), inFlight: 0 } as PeerState;
-      })();
-      this.peers.set(segment, state);
-      state.catch(() => {
-        if (this.peers.get(segment) === state) this.peers.delete(segment);
-      });
+    const entry = this.peers.get(segment);
+    if (entry) {
+      this.touch(segment, entry);
+      return entry.state;
     }
+    this.evictIdle();
+    const state = (async () => {
+      const descriptor = await this.lookup(segment);
+      return { descriptor, routing: peerRouting(descriptor), opened: new Map(), inFlight: 0 } as PeerState;
+    })();
+    const created: Entry = { segment, state, lastUsedAt: Date.now() };
+    this.peers.set(segment, created);
+    state.then(
+      (s) => {
+        created.settled = s;
+        this.entries.set(s, created);
+        // Forgotten (or evicted) while being looked up: nothing may open connections to it unnoticed.
+        if (this.peers.get(segment) !== created) s.closeWhenIdle = true;
+      },
+      () => {
+        if (this.peers.get(segment) === created) this.peers.delete(segment);
+      },
+    );
     return state;
+  }
+
+  /** Peers in the table now (looked up or being looked up). */
+  get size(): number {
+    return this.peers.size;
+  }
+
+  private touch(segment: string, entry: Entry): void {
+    entry.lastUsedAt = Date.now();
+    this.peers.delete(segment);
+    this.peers.set(segment, entry);
+  }
+
+  /**
+   * Bounds the table like the control clients: peers unused longer than `idleMs` are
+   * forgotten, and past `maxPeers` the least recently used idle ones too. A peer being
+   * looked up or with batches in flight is never evicted. An evicted peer's transport
+   * connections are closed; it is looked up again on next use.
+   */
+  private evictIdle(): void {
+    const now = Date.now();
+    for (const [segment, entry] of this.peers) {
+      const over = this.peers.size >= this.maxPeers;
+      const idle = now - entry.lastUsedAt >= this.idleMs;
+      if (!over && !idle) break;
+      const s = entry.settled;
+      if (!s || s.inFlight > 0) continue;
+      this.peers.delete(segment);
+      this.drop(s);
+    }
+  }
+
+  /**
+   * A state out of the table: its connections close now, or when its batches in flight
+   * settled. It stays marked, so connections a late user opens on it close when that user
+   * releases it.
+   */
+  private drop(s: PeerState): Promise<void> {
+    s.closeWhenIdle = true;
+    return s.inFlight > 0 ? Promise.resolve() : this.closeTransportPeers(s);
   }
 
   /** The state if the peer was looked up (or is being), without starting a lookup. */
   known(segment: string): Promise<PeerState> | undefined {
-    return this.peers.get(segment);
+    return this.peers.get(segment)?.state;
   }
 
   segments(): string[] {
@@ -73,6 +143,9 @@ export class PeerTable {
   release(state: PeerState): void {
     state.inFlight--;
     if (state.inFlight !== 0) return;
+    // The idle clock starts when the last batch settles.
+    const entry = this.entries.get(state);
+    if (entry && this.peers.get(entry.segment) === entry) this.touch(entry.segment, entry);
     if (state.closeWhenIdle) void this.closeTransportPeers(state);
     for (const f of state.onIdle?.splice(0) ?? []) f();
   }
@@ -85,16 +158,12 @@ export class PeerTable {
 
   /** Drops the peer; its connections close now, or when its batches in flight settled. */
   async forget(segment: string): Promise<void> {
-    const state = this.peers.get(segment);
+    const entry = this.peers.get(segment);
     this.peers.delete(segment);
-    if (!state) return;
-    const s = await state.catch(() => undefined);
+    if (!entry) return;
+    const s = await entry.state.catch(() => undefined);
     if (!s) return;
-    if (s.inFlight > 0) {
-      s.closeWhenIdle = true;
-      return;
-    }
-    await this.closeTransportPeers(s);
+    await this.drop(s);
   }
 
   private async closeTransportPeers(s: PeerState): Promise<void> {

@@ -323,7 +323,14 @@ export class TransferEngine {
         // No shared transport: the descriptor is still useful; a transfer will say why.
       }
       const deadline = Date.now() + this.config.timeouts.connectMs;
-      await Promise.all(candidates.map((via) => beforeDeadline(this.peers.open(state, via), deadline, undefined, `connecting to ${segment} over ${via.name}`)));
+      // Held while connecting, so the peer is not evicted under it (and what it opens on a
+      // peer forgotten meanwhile is closed when it lets go).
+      this.peers.acquire(state);
+      try {
+        await Promise.all(candidates.map((via) => beforeDeadline(this.peers.open(state, via), deadline, undefined, `connecting to ${segment} over ${via.name}`)));
+      } finally {
+        this.peers.release(state);
+      }
     }
     return state.descriptor;
   }

@@ -249,7 +249,12 @@ export function transportConformance(options: ConformanceOptions) {
     const remote = await targetMemory.alloc(4096, { fill: 0x11 });
     try {
       const err = await rejectsWith(initiator.write(target, local.addr, remote + 2048n, 4096), ['ADDRESS_OUT_OF_RANGE']);
-      assert.ok((err as { statuses?: Int32Array }).statuses?.[0] !== 0);
+      // A refused batch rejects with the per-request statuses (TransferError.statuses): present,
+      // one per request, and the refused request's is non-zero.
+      const { statuses } = err as { statuses?: unknown };
+      assert.ok(statuses instanceof Int32Array, `the error carries per-request statuses (got ${String(statuses)})`);
+      assert.is(statuses.length, 1, 'one status per request');
+      assert.is.not(statuses[0], 0, 'the refused request has a non-zero status');
       assertBytes(await targetMemory.read(remote, 4096), new Uint8Array(4096).fill(0x11), 'target memory unchanged');
       await initiator.write(target, local.addr, remote, 4096);
       assertBytes(await targetMemory.read(remote, 4096), pattern(8192, 3).subarray(0, 4096), 'peer still serves after the refusal');
