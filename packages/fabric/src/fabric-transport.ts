@@ -76,6 +76,8 @@ export function nativeOptions(plugin: string, context: Pick<TransportContext, 's
     deliveryComplete: o.deliveryComplete,
     writeFence: o.writeFence,
     slicesPerOp: o.slicesPerOp,
+    notifyQueuePerPeer: o.notifyQueuePerPeer,
+    notifyQueueBytes: o.notifyQueueBytes,
   };
 }
 

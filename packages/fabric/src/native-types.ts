@@ -25,6 +25,9 @@ export interface NativeFabricOptions {
   writeFence: boolean;
   /** Slices one RMA may carry as a scatter-gather list (bounded by the provider's iov limits). */
   slicesPerOp: number;
+  /** Received notifications not yet handed to listeners: per peer, and bytes in all. */
+  notifyQueuePerPeer: number;
+  notifyQueueBytes: number;
   /** barex: bytes of the pre-registered pool (0 = none). */
   poolSize?: number;
   /** barex: refuse registrations outside the pool. */

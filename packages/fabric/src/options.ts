@@ -83,6 +83,22 @@ export function fabricOptionsSchema<P extends string>(prefix: P) {
       description:
         'Where the provider places writes to a peer in posted order (FI_ORDER_WAW), ask for delivery completion only on each batch\'s last write per rail and hold the others until it is delivered (same guarantee, fewer acknowledgements); off: every write asks for it',
     },
+    notifyQueuePerPeer: {
+      type: 'integer',
+      default: 1024,
+      min: 1,
+      max: 1048576,
+      env: `${prefix}_NOTIFY_QUEUE_PER_PEER`,
+      description: 'Notifications received from one peer and not yet handed to listeners; beyond it further ones are dropped (a same-process sender\'s batch fails with POOL_EXHAUSTED)',
+    },
+    notifyQueueBytes: {
+      type: 'integer',
+      default: 67108864,
+      min: 65536,
+      max: 17179869184,
+      env: `${prefix}_NOTIFY_QUEUE_BYTES`,
+      description: 'Bytes of received notifications not yet handed to listeners (payload + 256 each), all peers together; beyond it further ones are dropped',
+    },
     slicesPerOp: {
       type: 'integer',
       default: 4,
