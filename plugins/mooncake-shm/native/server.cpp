@@ -28,6 +28,7 @@ struct Server::Conn {
   std::mutex mu;  // guards everything below
   std::vector<Completion> pending;
   bool want_out = false;
+  bool paused = false;  // reading this connection's messages is suspended (see kPendingPauseAt)
   std::unordered_set<uint64_t> cancelled;
   std::deque<uint64_t> cancel_order;
 
@@ -56,6 +57,21 @@ struct Server::Work {
 };
 
 constexpr size_t kMaxCancelled = 4096;
+
+// Back-pressure on the completions a peer does not read. Every request a peer sends ends in
+// one 16-byte completion, and refused ones (past maxOutstanding, out of range, unregistered,
+// a refused NOTIFY) are answered at once without counting against `outstanding`: a peer that
+// sends them and never reads its socket would grow `pending` by 16 B per 48 B it sends. So
+// while `pending` holds kPendingPauseAt completions or more this connection's messages are
+// not read (EPOLLIN is dropped; the peer's sends block or fail with EAGAIN once the socket
+// buffer fills); reading resumes when the peer drained `pending` below kPendingResumeAt.
+// Back-pressure rather than dropping the connection: an honest initiator that is merely slow
+// to read is not punished, and a peer that never drains holds what an idle connection holds
+// (one slot of maxConnections) plus a bounded `pending`: at most kPendingPauseAt + one
+// message's requests (kMaxRequestsPerMessage) + the copies it may have in flight
+// (maxOutstanding) completions.
+constexpr size_t kPendingPauseAt = 4096;
+constexpr size_t kPendingResumeAt = kPendingPauseAt / 2;
 
 Server::Server(Transport* owner, const Options& opt, te::MemoryRegistry& registry)
     : owner_(owner), opt_(opt), registry_(registry) {}
@@ -119,12 +135,7 @@ void Server::loop() {
         // Copy threads asked for EPOLLOUT on connections whose socket buffer was full.
         for (auto& [cfd, c] : conns_) {
           std::lock_guard<std::mutex> lock(c->mu);
-          if (c->want_out) {
-            epoll_event ev{};
-            ev.events = EPOLLIN | EPOLLOUT;
-            ev.data.fd = cfd;
-            epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, cfd, &ev);
-          }
+          if (c->want_out) watch_locked(*c);
         }
         continue;
       }
@@ -135,16 +146,22 @@ void Server::loop() {
       auto it = conns_.find(fd);
       if (it == conns_.end()) continue;
       std::shared_ptr<Conn> c = it->second;
-      if (events[i].events & EPOLLOUT) {
+      bool paused;
+      {
         std::lock_guard<std::mutex> lock(c->mu);
-        c->want_out = false;
-        flush_locked(*c);
-        if (!c->want_out) {
-          epoll_event ev{};
-          ev.events = EPOLLIN;
-          ev.data.fd = fd;
-          epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &ev);
+        if (events[i].events & EPOLLOUT) {
+          c->want_out = false;
+          flush_locked(*c);
+          if (c->paused && c->pending.size() < kPendingResumeAt) c->paused = false;  // drained: read again
+          watch_locked(*c);
         }
+        paused = c->paused;
+      }
+      if (paused) {
+        // Not reading: a peer that hung up while paused is dropped here (EPOLLHUP is reported
+        // whatever the interest set, and would otherwise be reported again and again).
+        if (events[i].events & (EPOLLHUP | EPOLLERR)) drop(c, "");
+        continue;
       }
       if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) read_conn(c);
     }
@@ -211,6 +228,16 @@ void Server::read_conn(const std::shared_ptr<Conn>& c) {
   std::vector<uint8_t> buf;
   Message m;
   for (int budget = 0; budget < 256 && !c->dead.load(); ++budget) {
+    {
+      std::lock_guard<std::mutex> lock(c->mu);
+      if (c->pending.size() >= kPendingPauseAt) {
+        // The peer does not read its completions: stop reading its messages (see kPendingPauseAt).
+        c->paused = true;
+        read_pauses_.fetch_add(1, std::memory_order_relaxed);
+        watch_locked(*c);
+        return;
+      }
+    }
     int got_fd = -1;
     bool truncated = false;
     ssize_t r = recv_message(c->fd, &buf, &got_fd, &truncated);
@@ -396,6 +423,19 @@ void Server::complete(Conn& c, uint64_t seq, int32_t status, bool flush_now) {
   std::lock_guard<std::mutex> lock(c.mu);
   c.pending.push_back(Completion{seq, status});
   if (flush_now || c.pending.size() >= 256) flush_locked(c);
+  uint64_t peak = pending_peak_.load(std::memory_order_relaxed);
+  while (c.pending.size() > peak && !pending_peak_.compare_exchange_weak(peak, c.pending.size(), std::memory_order_relaxed)) {
+  }
+}
+
+// Loop thread, under c.mu: the events this connection is watched for. While paused only
+// EPOLLOUT: writable means the peer read, and the handler flushes and resumes reading.
+void Server::watch_locked(Conn& c) {
+  if (c.dead.load()) return;
+  epoll_event ev{};
+  ev.events = c.paused ? uint32_t(EPOLLOUT) : uint32_t(EPOLLIN) | (c.want_out ? uint32_t(EPOLLOUT) : 0u);
+  ev.data.fd = c.fd;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
 }
 
 void Server::flush_locked(Conn& c) {
@@ -403,6 +443,9 @@ void Server::flush_locked(Conn& c) {
     c.pending.clear();
     return;
   }
+  // The socket was full and EPOLLOUT is awaited: the loop flushes when it drains. Trying again
+  // per completion would re-encode up to a whole message each time for nothing.
+  if (c.want_out) return;
   std::vector<uint8_t> out;
   size_t at = 0;
   while (at < c.pending.size()) {

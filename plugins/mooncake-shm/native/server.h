@@ -30,6 +30,8 @@ class Server {
   struct Conn;
   struct Work;
 
+  ServerStats stats() const { return ServerStats{pending_peak_.load(), read_pauses_.load()}; }
+
  private:
   void loop();
   void copy_worker(uint32_t slot);
@@ -42,6 +44,7 @@ class Server {
   void finish(Work& w);
   void complete(Conn& c, uint64_t seq, int32_t status, bool flush_now);
   void flush_locked(Conn& c);
+  void watch_locked(Conn& c);
   void wake();
 
   Transport* owner_;
@@ -59,6 +62,8 @@ class Server {
   std::mutex qmu_;
   std::condition_variable qcv_;
   std::deque<std::shared_ptr<Work>> queue_;
+  std::atomic<uint64_t> pending_peak_{0};
+  std::atomic<uint64_t> read_pauses_{0};
 };
 
 }  // namespace teshm

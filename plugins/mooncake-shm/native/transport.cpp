@@ -27,6 +27,8 @@ uint64_t Transport::open_peer(const std::string& socket_name, uint64_t epoch, co
   return client_->open_peer(socket_name, epoch, name);
 }
 
+ServerStats Transport::server_stats() const { return server_->stats(); }
+
 void Transport::close_peer(uint64_t peer) { client_->close_peer(peer); }
 
 Status Transport::submit(uint64_t peer, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,

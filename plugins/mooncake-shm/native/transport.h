@@ -61,6 +61,12 @@ using EventSink = std::function<void(Event)>;
 class Server;
 class Client;
 
+/** Target-side counters, for tests and diagnostics (any thread). */
+struct ServerStats {
+  uint64_t pending_peak = 0;  // the most completions ever waiting on one connection's socket
+  uint64_t read_pauses = 0;   // times a connection's messages stopped being read (back-pressure)
+};
+
 /** An initiator's batch: per-request statuses, leases on its local ranges, cancel state. */
 struct Batch {
   uint64_t id = 0;
@@ -87,6 +93,7 @@ class Transport {
   Status start(std::string* err);
   const Options& options() const { return opt_; }
   te::MemoryRegistry& registry() { return registry_; }
+  ServerStats server_stats() const;
 
   /** Starts connecting to the target listening on `socket_name`; an OPEN event `open_id` reports. */
   uint64_t open_peer(const std::string& socket_name, uint64_t epoch, const std::string& name);

@@ -4,6 +4,7 @@
 #include <napi.h>
 
 #include <memory>
+#include <unordered_map>
 
 #include "cuda_staging.h"
 #include "te/cuda/device.h"
@@ -136,10 +137,15 @@ class TcpTransport : public te::napi::TransportWrap<TcpTransport, tetcp::Transpo
       std::string why;
       te::Status s = tetcp::check_device_range(addr, length, device, &why);
       if (s != te::TE_OK) throw_status(env, s, why);
+      // Listed as device memory before the registry publishes it: a request arriving in
+      // between passes the registry's check and must not be copied as host memory (memcpy
+      // into device memory). Delisted again when the registry refuses it.
+      uint64_t token = transport_->devices().add(addr, length, device);
       s = transport_->registry().add(addr, length, remote);
+      if (s != te::TE_OK) transport_->devices().remove(addr, token);
       if (s == te::TE_MEMORY_OVERLAP) throw_status(env, s, "memory overlaps a registered region");
       if (s != te::TE_OK) throw_status(env, s, "cannot register an empty or wrapping range");
-      transport_->devices().add(addr, length, device);
+      device_tokens_[addr] = token;
       return Napi::BigInt::New(env, addr);
     }
     if (has_buffer) te::napi::check_buffer_range(info[0], addr, length);
@@ -151,11 +157,23 @@ class TcpTransport : public te::napi::TransportWrap<TcpTransport, tetcp::Transpo
   }
 
   // unregisterMemory(addr: bigint): Promise<void> (waits until no access to it is in flight)
+  // The registry forgets the region first (and waits out its last access); only then is its
+  // device entry delisted, by the token of this registration: registering the same address
+  // again while this runs lists a new entry, which stays.
   Napi::Value UnregisterMemory(const Napi::CallbackInfo& info) {
-    return unregister_memory(info, "te:mooncake-tcp:unregister", [](tetcp::Transport& t, uint64_t addr, std::string* err) {
+    uint64_t token = 0;
+    if (!closed_ && info.Length() > 0 && info[0].IsBigInt()) {
+      bool lossless = false;
+      auto it = device_tokens_.find(info[0].As<Napi::BigInt>().Uint64Value(&lossless));
+      if (lossless && it != device_tokens_.end()) {
+        token = it->second;
+        device_tokens_.erase(it);
+      }
+    }
+    return unregister_memory(info, "te:mooncake-tcp:unregister", [token](tetcp::Transport& t, uint64_t addr, std::string* err) {
       te::Status s = t.registry().remove(addr);
-      if (s == te::TE_OK) t.devices().remove(addr);
-      else *err = "no registered memory starts at 0x" + hex(addr);
+      if (s == te::TE_OK && token != 0) t.devices().remove(addr, token);
+      else if (s != te::TE_OK) *err = "no registered memory starts at 0x" + hex(addr);
       return s;
     });
   }
@@ -196,6 +214,8 @@ class TcpTransport : public te::napi::TransportWrap<TcpTransport, tetcp::Transpo
   }
 
   Napi::FunctionReference on_batch_, on_open_, on_notify_, on_log_;
+  // JS thread only: the DeviceMap token of each registered device region, by address.
+  std::unordered_map<uint64_t, uint64_t> device_tokens_;
 };
 
 // probeCuda(): {builtWithCuda, toolkitVersion, runtimeVersion, driverVersion, devices: [{ordinal, name, pciBusId}], reason}

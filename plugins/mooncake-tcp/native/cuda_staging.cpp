@@ -36,27 +36,7 @@ bool built_with_cuda() { return TE_HAVE_CUDA != 0; }
 
 // ---------------------------------------------------------------- DeviceMap
 
-void DeviceMap::add(uint64_t addr, uint64_t len, int device) {
-  std::unique_lock<std::shared_mutex> lock(mu_);
-  regions_[addr] = {len, device};
-  count_.store(static_cast<uint32_t>(regions_.size()), std::memory_order_release);
-}
-
-void DeviceMap::remove(uint64_t addr) {
-  if (count_.load(std::memory_order_acquire) == 0) return;
-  std::unique_lock<std::shared_mutex> lock(mu_);
-  regions_.erase(addr);
-  count_.store(static_cast<uint32_t>(regions_.size()), std::memory_order_release);
-}
-
-int DeviceMap::lookup(uint64_t addr) const {
-  std::shared_lock<std::shared_mutex> lock(mu_);
-  auto it = regions_.upper_bound(addr);
-  if (it == regions_.begin()) return kHost;
-  --it;
-  if (addr - it->first < it->second.first) return it->second.second;
-  return kHost;
-}
+// DeviceMap: device_map.h.
 
 #if !TE_HAVE_CUDA
 

@@ -15,33 +15,13 @@
 #include <utility>
 #include <vector>
 
+#include "device_map.h"
 #include "te/status.h"
 
 namespace tetcp {
 
-/** Device ordinal of host memory. */
-constexpr int kHost = -1;
-
 /** Whether this addon was built with the CUDA toolkit. */
 bool built_with_cuda();
-
-/** The device of every registered device region (host regions are not listed). */
-class DeviceMap {
- public:
-  void add(uint64_t addr, uint64_t len, int device);
-  void remove(uint64_t addr);
-  /** Device of the region holding `addr`, or kHost. A single relaxed load while no device memory is registered. */
-  int device_of(uint64_t addr) const {
-    if (count_.load(std::memory_order_relaxed) == 0) return kHost;
-    return lookup(addr);
-  }
-
- private:
-  int lookup(uint64_t addr) const;
-  mutable std::shared_mutex mu_;
-  std::map<uint64_t, std::pair<uint64_t, int>> regions_;  // start -> (length, device)
-  std::atomic<uint32_t> count_{0};
-};
 
 /**
  * Checks that cuda:`device` is usable here and that [addr, addr+len) is device memory of it

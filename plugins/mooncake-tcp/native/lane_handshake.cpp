@@ -89,8 +89,15 @@ void Lane::on_connected() {
     fail(te::TE_PEER_UNREACHABLE, "connect to " + peer_->label() + ": " + errstr(err));
     return;
   }
-  te::random_bytes(client_nonce_, kNonceSize);
   const std::string& name = peer_->owner->options().segment_name;
+  if (name.size() > kMaxPeerName) {
+    // Targets refuse it (and the u16 length field could not carry much more): say why here.
+    fail(te::TE_INVALID_ARGUMENT, "this segment's name is " + std::to_string(name.size()) + " bytes; targets accept names of at most " +
+                                      std::to_string(kMaxPeerName) + " bytes",
+         true);
+    return;
+  }
+  te::random_bytes(client_nonce_, kNonceSize);
   std::vector<uint8_t> body(8 + kNonceSize + 2 + name.size());
   put64(body.data(), peer_->owner->options().epoch);
   std::memcpy(body.data() + 8, client_nonce_, kNonceSize);

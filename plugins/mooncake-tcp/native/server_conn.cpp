@@ -328,6 +328,13 @@ void ServerConn::finish_body() {
         drop("bad HELLO");
         return;
       }
+      if (hello.name_len > kMaxPeerName) {
+        // Refused before it is kept: the name travels with every notification this
+        // connection would deliver (see kMaxPeerName).
+        respond(cur_, te::TE_INVALID_ARGUMENT);
+        close_after_flush_ = true;
+        return;
+      }
       std::memcpy(client_nonce_, hello.nonce, kNonceSize);
       peer_name_.assign(reinterpret_cast<const char*>(hello.name), hello.name_len);
       // Always checked: an initiator names the epoch it expects (there is no "any epoch").

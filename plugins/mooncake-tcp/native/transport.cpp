@@ -298,13 +298,16 @@ void Transport::connection_closed(const std::string& address) {
 }
 
 namespace {
-// What one queued notification costs besides its payload (event, strings, bookkeeping), so
-// a flood of empty ones is bounded by the byte budget too.
+// What one queued notification costs besides its payload and its sender's name (event,
+// bookkeeping), so a flood of empty ones is bounded by the byte budget too.
 constexpr uint64_t kNotifyOverhead = 256;
+// The sender's name is copied into every queued notification (Event::text), so it is
+// charged with each one: a peer with a long name cannot queue more than the budget allows.
+uint64_t notify_cost(const std::string& from, size_t payload) { return payload + from.size() + kNotifyOverhead; }
 }  // namespace
 
 Status Transport::deliver_notification(const std::string& from, std::vector<uint8_t> payload) {
-  const uint64_t cost = payload.size() + kNotifyOverhead;
+  const uint64_t cost = notify_cost(from, payload.size());
   {
     std::lock_guard<std::mutex> lock(notify_mu_);
     uint64_t& mine = notify_queued_[from];
@@ -328,7 +331,7 @@ void Transport::notification_taken(const std::string& from, size_t bytes) {
   auto it = notify_queued_.find(from);
   if (it == notify_queued_.end()) return;
   if (--it->second == 0) notify_queued_.erase(it);
-  notify_bytes_ -= bytes + kNotifyOverhead;
+  notify_bytes_ -= notify_cost(from, bytes);
 }
 
 uint64_t Transport::open_peer(const std::string& host, uint16_t port, uint64_t epoch, const std::string& name,

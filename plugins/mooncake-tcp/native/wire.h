@@ -106,7 +106,15 @@ inline Header decode(const uint8_t in[kHeaderSize]) {
   return h;
 }
 
-// HELLO body: u64 client epoch | nonce[16] | u16 name length | name bytes
+// The longest initiator name a target accepts in HELLO. The name is the sender of every
+// notification the connection delivers and is copied into each queued one, so it is bounded
+// here (a HELLO with a longer name is answered INVALID_ARGUMENT and the connection closed)
+// and charged to the notification byte budget. A segment name is host:port (at most a
+// 253-byte DNS name, or a bracketed IPv6 address with a zone, plus ":65535"): 1 KiB leaves
+// room for any of them.
+constexpr size_t kMaxPeerName = 1024;
+
+// HELLO body: u64 client epoch | nonce[16] | u16 name length | name bytes (at most kMaxPeerName)
 // HELLO_ACK body: nonce[16] | u8 auth required
 // AUTH body: mac[32] = HMAC(secret, "te-tcp/1 client" | client nonce | server nonce | target epoch | name)
 //   (name: the HELLO's name bytes; the target hands it to listeners as a notification's sender)
