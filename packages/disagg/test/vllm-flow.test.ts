@@ -161,6 +161,98 @@ test('layerwise prefill: a proxy dispatching both sides with one room sends each
   }
 });
 
+test('a request whose transfer cannot start (malformed room) fails alone; the step\'s other requests still transfer', async () => {
+  const port = await freePort();
+  const pe = await createTransferEngine(TCP_CONFIG);
+  const de = await createTransferEngine(TCP_CONFIG);
+  const P = await instance(pe, 'prefill', port, (l, h, v) => v.forEach((_, i) => (v[i] = byteOf(l, h, Math.floor(i / BLOCK_BYTES), i % BLOCK_BYTES))));
+  const D = await instance(de, 'decode', port, (_l, _h, v) => v.fill(0));
+  try {
+    const pReq: KVRequestView = { requestId: 'p-ok', promptTokens: 8, kvTransferParams: { do_remote_decode: true }, finishReason: 'length' };
+    const [, params] = P.scheduler.requestFinished(pReq, [1, 2]);
+    const pMeta = P.scheduler.buildConnectorMeta();
+    pMeta.sends.unshift({ requestId: 'p-bad', blockIds: [3], room: 'room-1' });
+    assert.not.throws(() => P.worker.startLoadKv(pMeta));
+    const dMeta = {
+      loads: [
+        { requestId: 'd-bad', blockIds: [4, 5], params: { ...params!, remote_request_id: 'not-a-number' } },
+        { requestId: 'd-hex', blockIds: [6], params: { ...params!, remote_request_id: '0x10' } },
+        { requestId: 'd-noport', blockIds: [9], params: { ...params!, remote_port: null } },
+        { requestId: 'd-ok', blockIds: [7, 8], params: { ...params! } },
+      ],
+      sends: [],
+    };
+    assert.not.throws(() => D.worker.startLoadKv(dMeta));
+    const recving = new Set<string>();
+    const errors = new Set<number>();
+    await until(() => {
+      for (const id of D.worker.getFinished().recving) recving.add(id);
+      for (const b of D.worker.getBlockIdsWithLoadErrors()) errors.add(b);
+      return recving.size === 4 ? true : undefined;
+    });
+    assert.equal([...errors].sort(), [4, 5, 6, 9], 'only the malformed requests\' blocks are load errors');
+    checkBlocks(D.views, [7, 8], [1, 2]);
+    const sending = new Set<string>();
+    await until(() => {
+      for (const id of P.worker.getFinished().sending) sending.add(id);
+      return sending.size === 2 ? true : undefined;
+    });
+    assert.equal([...sending].sort(), ['p-bad', 'p-ok']);
+  } finally {
+    await D.worker.shutdown();
+    await P.worker.shutdown();
+    await de.close();
+    await pe.close();
+  }
+});
+
+test('layerwise: a request that stops mid-send keeps its blocks until the aborted send settled, and the decode\'s load fails', async () => {
+  const port = await freePort();
+  const pe = await createTransferEngine(TCP_CONFIG);
+  const de = await createTransferEngine(TCP_CONFIG);
+  const P = await instance(pe, 'prefill', port, (l, h, v) => v.forEach((_, i) => (v[i] = byteOf(l, h, Math.floor(i / BLOCK_BYTES), i % BLOCK_BYTES))), true);
+  const D = await instance(de, 'decode', port, (_l, _h, v) => v.fill(0));
+  try {
+    const room = '5151';
+    const dReq: KVRequestView = { requestId: 'd-stop', promptTokens: 8, kvTransferParams: { do_remote_prefill: true, remote_host: '127.0.0.1', remote_port: port, remote_request_id: room } };
+    D.scheduler.updateStateAfterAlloc(dReq, [7, 8], 8);
+    D.worker.startLoadKv(D.scheduler.buildConnectorMeta());
+    await until(() => ((D.worker.status('d-stop') ?? 0) >= 3 ? true : undefined));
+    const pReq: KVRequestView = { requestId: 'p-stop', promptTokens: 8, kvTransferParams: { do_remote_decode: true, remote_request_id: room }, finishReason: 'stop' };
+    P.scheduler.updateStateAfterAlloc(pReq, [2, 12], 0);
+    P.worker.startLoadKv(P.scheduler.buildConnectorMeta()); // the forward pass starts sending layer by layer
+    P.worker.saveKvLayer('model.layers.0.self_attn');
+    // The request stops (EOS as its first token): no hand-off, but layer 0 may be in flight.
+    assert.equal(P.scheduler.requestFinished(pReq, [2, 12]), [true, null], 'the blocks must stay allocated until the send ended');
+    const meta = P.scheduler.buildConnectorMeta();
+    assert.equal(meta.aborts, ['p-stop']);
+    P.worker.startLoadKv(meta);
+    await P.worker.waitForSave();
+    const sending = await until(() => { const f = P.worker.getFinished().sending; return f.size ? f : undefined; });
+    assert.equal([...sending], ['p-stop']);
+    assert.is(P.worker.status('p-stop'), undefined);
+    const recving = await until(() => { const f = D.worker.getFinished().recving; return f.size ? f : undefined; });
+    assert.equal([...recving], ['d-stop']);
+    assert.equal([...D.worker.getBlockIdsWithLoadErrors()].sort(), [7, 8]);
+    // The entry is gone: the same request id queues a new send.
+    P.scheduler.updateStateAfterAlloc(pReq, [3], 0);
+    assert.equal(P.scheduler.buildConnectorMeta().sends.map((x) => x.requestId), ['p-stop']);
+  } finally {
+    await D.worker.shutdown();
+    await P.worker.shutdown();
+    await de.close();
+    await pe.close();
+  }
+});
+
+test('layerwise: a request that finishes before its queued send reached a worker frees its blocks at once', () => {
+  const s = new KVConnectorScheduler({ role: 'prefill', bootstrapHost: 'h', bootstrapPort: 1, layerwise: true });
+  const req: KVRequestView = { requestId: 'r', promptTokens: 4, kvTransferParams: { do_remote_decode: true }, finishReason: 'abort' };
+  s.updateStateAfterAlloc(req, [1], 0);
+  assert.equal(s.requestFinished(req, [1]), [false, null]);
+  assert.equal(s.buildConnectorMeta(), { loads: [], sends: [] }, 'the send never starts');
+});
+
 test('requestFinished hands off only a length-capped prefill request', () => {
   const s = new KVConnectorScheduler({ role: 'prefill', bootstrapHost: 'h', bootstrapPort: 1 });
   assert.equal(s.requestFinished({ requestId: 'a', promptTokens: 1, kvTransferParams: { do_remote_decode: true }, finishReason: 'stop' }, [1]), [false, null]);

@@ -56,12 +56,13 @@ export class RankTable {
           throw new HttpError(409, `rank tp=${body.attn_tp_rank} pp=${body.pp_rank} dp=${dpGroupOf(body)} registers ${field}=${String(body[field])}, but this prefill instance has ${field}=${String(this.shared[field])}`);
         }
       }
-    } else {
-      this.shared = body;
     }
     if (body.attn_tp_rank >= body.attn_tp_size || body.pp_rank >= body.pp_size || dpGroupOf(body) >= dpSizeOf(body)) {
       throw new HttpError(400, `rank tp=${body.attn_tp_rank} pp=${body.pp_rank} dp=${dpGroupOf(body)} lies outside the layout tp=${body.attn_tp_size} pp=${body.pp_size} dp=${dpSizeOf(body)}`);
     }
+    // Only a registration that was accepted fixes the instance's layout: a refused one
+    // must not make every later valid rank a mismatch.
+    this.shared ??= body;
     // A restarted rank registers again with its new endpoint: the newest entry wins.
     this.ranks.set(rankKey(body), body);
     return { registered: this.ranks.size, expected: this.expectedRanks };

@@ -35,16 +35,18 @@ export type RankRegistration = Static<typeof RankRegistrationSchema>;
 /** Fields every rank of one prefill instance must agree on, and a decode must match. */
 export const SHARED_FIELDS = ['attn_tp_size', 'attn_dp_size', 'pp_size', 'system_dp_size', 'page_size', 'kv_cache_dtype', 'attention', 'num_layers', 'total_kv_heads'] as const;
 
-export interface PrefillInfo {
-  attn_tp_size: number;
-  dp_size: number;
-  pp_size: number;
-  page_size: number;
-  kv_cache_dtype: string;
-  attention: 'mha' | 'mla';
-  num_layers: number;
-  total_kv_heads?: number;
-}
+/** What GET /route answers; a decode checks it (the server is a peer), with the registration's bounds. */
+export const PrefillInfoSchema = Type.Object({
+  attn_tp_size: Int(1, 4096),
+  dp_size: Int(1, 4096),
+  pp_size: Int(1, 1024),
+  page_size: Int(1),
+  kv_cache_dtype: Type.String({ minLength: 1, maxLength: 64 }),
+  attention: Type.Union([Type.Literal('mha'), Type.Literal('mla')]),
+  num_layers: Int(1),
+  total_kv_heads: Type.Optional(Int(1)),
+});
+export type PrefillInfo = Static<typeof PrefillInfoSchema>;
 
 export interface RankEndpoint {
   endpoint: string;

@@ -131,21 +131,29 @@ export async function createKVManager(options: CreateKVManagerOptions): Promise<
   const store = bootstrapStoreOf(options.bootstrapStore);
   const directoryOf = directoryFactory(store, engine);
   const registered = await registerBuffers(engine, options.buffers);
-  if (options.role === 'decode') return new Manager('decode', options.layout, engine, timeouts, new DecodeRank(engine, options.layout, options.buffers, timeouts, directoryOf), registered, undefined, false, log);
-
-  const l = options.layout;
-  const host = options.bootstrapHost ?? '127.0.0.1';
-  const port = options.bootstrapPort ?? 8998;
-  const first = l.attnTpRank === 0 && l.attnDpRank === 0 && l.ppRank === 0 && l.systemDpRank === 0;
+  // Whatever fails from here on (a refused layout in a rank's constructor, the bootstrap
+  // server's port, a registration timeout) leaves nothing behind: no registered memory,
+  // no handlers on the engine, no listening bootstrap port.
+  let rank: PrefillRank | DecodeRank | undefined;
   let server: BootstrapServer | undefined;
-  if (store === 'http' && (options.serveBootstrap ?? first)) server = await BootstrapServer.start({ host: options.bootstrapHost ?? '0.0.0.0', port });
-  const rank = new PrefillRank(engine, l, options.buffers, timeouts, directoryOf);
   try {
-    await rank.registerWith(`${host}:${server?.port ?? port}`);
+    if (options.role === 'decode') {
+      rank = new DecodeRank(engine, options.layout, options.buffers, timeouts, directoryOf);
+      return new Manager('decode', options.layout, engine, timeouts, rank, registered, undefined, false, log);
+    }
+    const l = options.layout;
+    const host = options.bootstrapHost ?? '127.0.0.1';
+    const port = options.bootstrapPort ?? 8998;
+    const first = l.attnTpRank === 0 && l.attnDpRank === 0 && l.ppRank === 0 && l.systemDpRank === 0;
+    if (store === 'http' && (options.serveBootstrap ?? first)) server = await BootstrapServer.start({ host: options.bootstrapHost ?? '0.0.0.0', port });
+    const prefill = new PrefillRank(engine, l, options.buffers, timeouts, directoryOf);
+    rank = prefill;
+    await prefill.registerWith(`${host}:${server?.port ?? port}`);
+    return new Manager('prefill', l, engine, timeouts, prefill, registered, server, layerwise, log);
   } catch (e) {
-    await rank.close();
+    await rank?.close().catch(() => undefined);
     await server?.close();
+    for (const addr of registered) await engine.unregisterMemory(addr).catch(() => undefined);
     throw e;
   }
-  return new Manager('prefill', l, engine, timeouts, rank, registered, server, layerwise, log);
 }

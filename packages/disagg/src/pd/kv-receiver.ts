@@ -22,8 +22,13 @@ export class DecodeReceiver implements KVReceiver {
   bytes = 0;
 
   constructor(private readonly rank: DecodeRank, readonly bootstrap: BootstrapInfo) {
-    this.resolved = this.resolve();
-    this.resolved.catch((e) => this.fail(e instanceof TransferError ? e : new TransferError('INTERNAL', (e as Error).message, { cause: e })));
+    // init() rethrows what failed here: always a TransferError, the one the room failed with.
+    this.resolved = this.resolve().catch((e: unknown) => {
+      const error = e instanceof TransferError ? e : new TransferError('INTERNAL', `room ${this.room}: ${(e as Error).message}`, { cause: e, details: { room: this.room } });
+      this.fail(error);
+      throw error;
+    });
+    this.resolved.catch(() => undefined);
   }
 
   get room(): bigint {

@@ -30,6 +30,8 @@ export class PrefillSender implements KVSender {
   /** Set while the room goes layer by layer (see layerwise.ts). */
   private layerwise: LayerwiseState | undefined;
   private readonly stop = new AbortController();
+  /** Every batch this room submitted that has not settled yet (the decodes' pages are in use). */
+  private readonly inflight = new Set<Promise<unknown>>();
   private readonly bootstrapTimer: NodeJS.Timeout;
   bytes = 0;
 
@@ -92,13 +94,17 @@ export class PrefillSender implements KVSender {
     if (this.cell.value === KVStatus.Failed) throw this.cell.error!;
     await this.cell.reached(KVStatus.WaitingForInput);
     this.cell.advance(KVStatus.Transferring);
-    try {
-      await Promise.all([...this.requests.values()].map((rr) => this.writeTo(rr, pages, offset, last, stateIndices)));
-    } catch (e) {
-      const error = isTransferError(e) ? e : new TransferError('INTERNAL', (e as Error).message, { cause: e });
-      this.fail(error);
-      throw error;
-    }
+    // The first error fails the room at once (aborting the other writes), but the chunk
+    // settles only after every destination's write did: the caller may reuse the pages then.
+    const results = await Promise.allSettled(
+      [...this.requests.values()].map((rr) =>
+        this.writeTo(rr, pages, offset, last, stateIndices).catch((e: unknown) => {
+          this.fail(isTransferError(e) ? e : new TransferError('INTERNAL', (e as Error).message, { cause: e }));
+          throw e;
+        }),
+      ),
+    );
+    if (results.some((r) => r.status === 'rejected')) throw this.cell.error!;
     if (last) await this.finish();
   }
 
@@ -118,12 +124,18 @@ export class PrefillSender implements KVSender {
   }
 
   private async submit(dest: Destination, batch: TransferBatch): Promise<void> {
+    // A failed room starts no write: fail() waits only for the ones already in flight.
+    if (this.cell.value === KVStatus.Failed) throw this.cell.error!;
+    const transfer = this.rank.engine.transfer(dest.segment, batch, { timeoutMs: this.rank.timeouts.transferMs, signal: this.stop.signal });
+    this.inflight.add(transfer);
     try {
-      const r = await this.rank.engine.transfer(dest.segment, batch, { timeoutMs: this.rank.timeouts.transferMs, signal: this.stop.signal });
+      const r = await transfer;
       this.bytes += Number(r.bytes);
     } catch (e) {
       if (isTransferError(e) && CONNECTION_CODES.has(e.code)) this.rank.markFailed(dest, e);
       throw isTransferError(e) ? new TransferError(e.code, `room ${this.room}: writing to ${dest.segment} failed: ${e.message}`, { cause: e, details: { room: this.room, segment: dest.segment } }) : e;
+    } finally {
+      this.inflight.delete(transfer);
     }
   }
 
@@ -148,22 +160,31 @@ export class PrefillSender implements KVSender {
     return this.rank.engine.controlClient(rr.dest.segment).request(MSG.status, msg, this.rank.timeouts.heartbeatMs * 2);
   }
 
-  /** Fails the room here and tells every decode rank (best effort). */
+  /**
+   * Fails the room here and tells every decode rank (best effort) once every write of the
+   * room settled: a decode that hears Failed, or whose abort is acknowledged, frees its
+   * pages, and a write to it still in flight (aborted, but not yet settled) could land in
+   * them. The engine's transfer deadline bounds the wait; the rank keeps the room until
+   * then, so an abort from a decode waits for the same moment.
+   */
   fail(error: TransferError): void {
     clearTimeout(this.bootstrapTimer);
     if (!this.cell.fail(error)) return;
     this.stop.abort();
-    for (const rr of this.requests.values()) this.report(rr, KVStatus.Failed, error).catch(() => undefined);
-    this.rank.forget(this);
+    void this.settled().then(() => {
+      for (const rr of this.requests.values()) this.report(rr, KVStatus.Failed, error).catch(() => undefined);
+      this.rank.forget(this);
+    });
   }
 
   /** Resolves once no write of this room is in flight (the engine's settle guarantee). */
   async settled(): Promise<void> {
     await this.chain;
-    // Layer writes run beside the chain: wait for every one (including ones started after a first wait).
-    for (let n = -1; this.layerwise && n !== this.layerwise.inflight.length; ) {
-      n = this.layerwise.inflight.length;
-      await Promise.all(this.layerwise.inflight);
+    // Layer writes run beside the chain, and one destination's write may outlive another's
+    // failure: wait for every batch (including ones started during a first wait).
+    for (let n = -1; this.inflight.size > 0 || (this.layerwise && n !== this.layerwise.inflight.length); ) {
+      n = this.layerwise?.inflight.length ?? 0;
+      await Promise.allSettled([...this.inflight, ...(this.layerwise?.inflight ?? [])]);
     }
   }
 

@@ -52,15 +52,21 @@ export async function registerBuffers(engine: TransferEngine, b: KVBuffers): Pro
   const mine: bigint[] = [];
   const groups: [BufferGroup, 'cpu' | `cuda:${number}`][] = [[b.kv, b.device], [b.aux, 'cpu']];
   if (b.state) groups.push([b.state, b.device]);
-  for (const [g, device] of groups) {
-    for (let i = 0; i < g.addrs.length; i++) {
-      const addr = g.addrs[i]!;
-      const len = g.lengths[i]!;
-      if (covered(addr, len) || mine.includes(addr)) continue;
-      const h = await engine.registerMemory({ addr, length: len, device });
-      mine.push(h.addr);
-      known.push(h);
+  try {
+    for (const [g, device] of groups) {
+      for (let i = 0; i < g.addrs.length; i++) {
+        const addr = g.addrs[i]!;
+        const len = g.lengths[i]!;
+        if (covered(addr, len) || mine.includes(addr)) continue;
+        const h = await engine.registerMemory({ addr, length: len, device });
+        mine.push(h.addr);
+        known.push(h);
+      }
     }
+  } catch (e) {
+    // One refused buffer (overlap, bad address) must not leave the ones before it registered.
+    for (const addr of mine) await engine.unregisterMemory(addr).catch(() => undefined);
+    throw e;
   }
   return mine;
 }

@@ -1,5 +1,6 @@
+import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { TransferError, type KVBuffers, type ParallelLayout } from '@te/connector';
-import type { PrefillInfo } from '../bootstrap/schema.js';
+import { PrefillInfoSchema, type PrefillInfo } from '../bootstrap/schema.js';
 import { planShardSlices, prefillDpRankFor, resolveRankTargets, slicesCover, type ShardSlice } from '../plan/index.js';
 
 /** One prefill rank a decode rank receives a room from, and what it sends. */
@@ -23,12 +24,37 @@ function mismatch(message: string): never {
   throw new TransferError('LAYOUT_MISMATCH', message);
 }
 
+const checkInfo = TypeCompiler.Compile(PrefillInfoSchema);
+
+/**
+ * Checks the prefill layout a bootstrap server (or the cluster store) answered before it
+ * is planned with: it comes from a peer, and a size of 0 or a fraction would otherwise
+ * end as a division by zero or a wrong rank.
+ */
+export function checkPrefillInfo(info: unknown, source: string): PrefillInfo {
+  if (!checkInfo.Check(info)) {
+    const first = checkInfo.Errors(info).First();
+    throw new TransferError('INVALID_ARGUMENT', `${source} answered a malformed prefill layout: ${first ? `${first.path || '(body)'} ${first.message}` : 'does not match the schema'}`);
+  }
+  return info;
+}
+
 /**
  * Pure: from the prefill layout and this decode rank's layout, which prefill ranks send
  * what (SGLang's rank-mapping rules; head slicing when attention TP differs; MLA and
  * covered GQA replicas as dummies; the last PP stage's first target writes aux).
  */
 export function planTargets(info: PrefillInfo, layout: ParallelLayout, buffers: KVBuffers, room: bigint, chosenDp?: number): TargetSet {
+  try {
+    return plan(checkPrefillInfo(info, 'the bootstrap server'), layout, buffers, room, chosenDp);
+  } catch (e) {
+    // The planners (rank mapping, head slicing) refuse a layout they cannot serve with a RangeError.
+    if (e instanceof RangeError) mismatch(`prefill layout (attn_tp_size ${info.attn_tp_size}, pp_size ${info.pp_size}, dp_size ${info.dp_size}) cannot serve decode rank tp=${layout.attnTpRank}/${layout.attnTpSize} pp=${layout.ppRank}/${layout.ppSize}: ${e.message}`);
+    throw e;
+  }
+}
+
+function plan(info: PrefillInfo, layout: ParallelLayout, buffers: KVBuffers, room: bigint, chosenDp?: number): TargetSet {
   const ptp = info.attn_tp_size;
   const dtp = layout.attnTpSize;
   const mapping = resolveRankTargets({ tpSize: ptp, ppSize: info.pp_size, dpSize: info.dp_size }, { tpSize: dtp, tpRank: layout.attnTpRank, ppSize: layout.ppSize, ppRank: layout.ppRank });

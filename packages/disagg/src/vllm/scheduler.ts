@@ -24,6 +24,7 @@ function randomRoom(): string {
 export class KVConnectorScheduler {
   private loads: KVConnectorMeta['loads'] = [];
   private sends: KVConnectorMeta['sends'] = [];
+  private aborts: string[] = [];
   /** Prefill, layerwise: requests whose send was queued at allocation, with their room. */
   private readonly queued = new Map<string, string>();
 
@@ -65,9 +66,11 @@ export class KVConnectorScheduler {
 
   /** This step's work for the workers; resets the queue. */
   buildConnectorMeta(): KVConnectorMeta {
-    const meta = { loads: this.loads, sends: this.sends };
+    const meta: KVConnectorMeta = { loads: this.loads, sends: this.sends };
+    if (this.aborts.length > 0) meta.aborts = this.aborts;
     this.loads = [];
     this.sends = [];
+    this.aborts = [];
     return meta;
   }
 
@@ -75,12 +78,27 @@ export class KVConnectorScheduler {
    * The request finished. A length-capped prefill request hands its KV off: blocks stay
    * allocated until the worker reports it in `getFinished` (`true`), and the returned
    * params go into the response for the proxy to copy into the decode request.
+   *
+   * A layerwise send started with the forward pass may still be reading the blocks of a
+   * request that finishes otherwise (stopped, aborted): it is aborted, and the blocks stay
+   * allocated (`true`) until the worker reports the send ended in `getFinished`, which it
+   * does once no write of it is in flight.
    */
   requestFinished(request: KVRequestView, blockIds: number[]): [boolean, KVTransferParams | null] {
     const params = request.kvTransferParams;
-    if (this.options.role !== 'prefill' || !params?.do_remote_decode || request.finishReason !== 'length') return [false, null];
     const queued = this.queued.get(request.requestId);
     this.queued.delete(request.requestId);
+    if (this.options.role !== 'prefill' || !params?.do_remote_decode || request.finishReason !== 'length') {
+      if (queued === undefined) return [false, null];
+      const pending = this.sends.findIndex((s) => s.requestId === request.requestId);
+      if (pending >= 0) {
+        // Not handed to the worker yet: nothing started, nothing to wait for.
+        this.sends.splice(pending, 1);
+        return [false, null];
+      }
+      this.aborts.push(request.requestId);
+      return [true, null];
+    }
     const room = queued ?? params.remote_request_id ?? randomRoom();
     if (queued === undefined) this.sends.push({ requestId: request.requestId, blockIds: [...blockIds], room });
     return [

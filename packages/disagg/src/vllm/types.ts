@@ -34,4 +34,9 @@ export interface KVConnectorMeta {
    * step computes, sent layer by layer during the forward pass.
    */
   sends: { requestId: string; blockIds: number[]; room: string; layerwise?: boolean }[];
+  /**
+   * Prefill: requests whose send started but that finished without handing off their KV
+   * (layerwise, stopped or aborted): abort the send; `getFinished` reports it once settled.
+   */
+  aborts?: string[];
 }

@@ -1,4 +1,4 @@
-import { KVStatus, TransferError, type KVBuffers, type KVRequest, type ParallelLayout } from '@te/connector';
+import { KVStatus, StatusCell, TransferError, isTransferError, type KVBuffers, type KVReceiver, type KVRequest, type KVSender, type ParallelLayout } from '@te/connector';
 import { createKVManager, type CreateKVManagerOptions, type DisaggKVManager } from '../pd/create.js';
 import type { BatchEntry, LayerwiseBatch } from '../pd/layerwise.js';
 import type { KVConnectorMeta } from './types.js';
@@ -78,20 +78,42 @@ export class KVConnectorWorker {
     return this.manager;
   }
 
-  /** Starts this step's pulls (decode) and sends (prefill); returns at once. */
+  /**
+   * Starts this step's pulls (decode) and sends (prefill); returns at once. A request that
+   * cannot start (bad kv_transfer_params, a refused room) fails alone, reported by
+   * `getFinished` like any failed transfer; the step's other requests still start.
+   */
   startLoadKv(meta: KVConnectorMeta): void {
     const m = this.need();
+    for (const requestId of meta.aborts ?? []) {
+      const a = this.active.get(requestId);
+      if (a?.direction === 'send') void a.request.abort('the request finished without handing off its KV').catch(() => undefined);
+    }
     for (const load of meta.loads) {
       const p = load.params;
-      const receiver = m.createReceiver({ host: p.remote_host!, port: p.remote_port!, room: BigInt(p.remote_request_id!) });
+      let receiver: KVReceiver;
+      try {
+        receiver = m.createReceiver({ host: p.remote_host!, port: p.remote_port!, room: roomOf(p.remote_request_id, load.requestId) });
+      } catch (e) {
+        this.track(load.requestId, failedRequest(e, load.requestId), 'recv', load.blockIds);
+        continue;
+      }
       this.track(load.requestId, receiver, 'recv', load.blockIds);
       receiver.init(Uint32Array.from(load.blockIds), 0).catch(() => undefined); // the failure is on the cell
     }
     const layerwise: BatchEntry[] = [];
     for (const send of meta.sends) {
-      const sender = m.createSender({ host: this.options.bootstrapHost ?? '127.0.0.1', port: m.bootstrapServer?.port ?? this.options.bootstrapPort ?? 8998, room: BigInt(send.room) });
+      let sender: KVSender | undefined;
+      try {
+        sender = m.createSender({ host: this.options.bootstrapHost ?? '127.0.0.1', port: m.bootstrapServer?.port ?? this.options.bootstrapPort ?? 8998, room: roomOf(send.room, send.requestId) });
+        sender.init(send.blockIds.length);
+      } catch (e) {
+        // Nothing was written: the blocks may be freed, as for any send that ended.
+        void sender?.abort().catch(() => undefined);
+        this.track(send.requestId, failedRequest(e, send.requestId), 'send', send.blockIds);
+        continue;
+      }
       this.track(send.requestId, sender, 'send', send.blockIds);
-      sender.init(send.blockIds.length);
       if (send.layerwise) layerwise.push({ sender, pages: Uint32Array.from(send.blockIds) });
       else sender.send(Uint32Array.from(send.blockIds), { last: true }).catch(() => undefined);
     }
@@ -106,7 +128,9 @@ export class KVConnectorWorker {
       (direction === 'send' ? this.done.sending : this.done.recving).add(requestId);
       if (direction === 'recv' && request.status === KVStatus.Failed) for (const b of blockIds) this.failedBlocks.add(b);
     };
-    request.cell.reached(KVStatus.Success).then(settle, settle);
+    // A failed send is reported (its blocks freed) only once none of its writes is in
+    // flight: the sender's abort resolves then.
+    request.cell.reached(KVStatus.Success).then(settle, () => (direction === 'send' ? request.abort().then(settle, settle) : settle()));
   }
 
   /** The transfer status of a request still in flight (undefined once it ended). */
@@ -158,4 +182,18 @@ export class KVConnectorWorker {
   async shutdown(): Promise<void> {
     await this.manager?.close();
   }
+}
+
+/** The room of a request: kv_transfer_params carry it as a decimal u63 string. */
+function roomOf(id: unknown, requestId: string): bigint {
+  if (typeof id !== 'string' || !/^\d{1,19}$/.test(id)) throw new TransferError('INVALID_ARGUMENT', `request ${requestId}: remote_request_id must be a decimal u63 string, got ${JSON.stringify(id)?.slice(0, 64)}`);
+  return BigInt(id);
+}
+
+/** A request that failed before its transfer could start, reported like any failed one. */
+function failedRequest(e: unknown, requestId: string): KVRequest {
+  const error = isTransferError(e) ? e : new TransferError('INVALID_ARGUMENT', `request ${requestId}: ${(e as Error)?.message ?? String(e)}`, { cause: e });
+  const cell = new StatusCell(KVStatus.Bootstrapping);
+  cell.fail(error);
+  return { room: 0n, cell, status: KVStatus.Failed, failure: error, abort: async () => undefined };
 }

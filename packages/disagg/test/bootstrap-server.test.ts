@@ -1,0 +1,54 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { startBootstrapServer, type RankRegistration } from '../src/index.js';
+
+/*
+ * The bootstrap server over real HTTP: what a refused registration leaves behind.
+ */
+function rank(tp: number, tpRank: number): RankRegistration {
+  return {
+    attn_tp_size: tp,
+    attn_tp_rank: tpRank,
+    attn_dp_size: 1,
+    attn_dp_rank: 0,
+    pp_size: 1,
+    pp_rank: 0,
+    system_dp_size: 1,
+    system_dp_rank: 0,
+    endpoint: `127.0.0.1:${7000 + tpRank}`,
+    page_size: 4,
+    kv_cache_dtype: 'bf16',
+    attention: 'mha',
+    num_layers: 4,
+    first_layer: 0,
+    stage_layers: 4,
+  };
+}
+
+async function put(port: number, body: unknown): Promise<{ status: number; body: any }> {
+  const res = await fetch(`http://127.0.0.1:${port}/route`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: res.status, body: await res.json() };
+}
+
+test('a registration refused for its rank bounds does not fix the layout: later valid ranks register and the instance gets ready', async () => {
+  const server = await startBootstrapServer({ host: '127.0.0.1', port: 0 });
+  try {
+    // A misconfigured rank (tp size 1, rank 3) is refused...
+    const bad = await put(server.port, rank(1, 3));
+    assert.is(bad.status, 400, JSON.stringify(bad.body));
+    assert.match(bad.body.error, /outside the layout/);
+    assert.is(server.expectedRanks, Infinity, 'a refused rank must not set the expected rank count');
+    // ...and the real instance (tp 2) still registers, with no layout mismatch.
+    for (const r of [0, 1]) {
+      const ok = await put(server.port, rank(2, r));
+      assert.is(ok.status, 200, JSON.stringify(ok.body));
+    }
+    assert.ok(server.ready);
+    const info = (await (await fetch(`http://127.0.0.1:${server.port}/route`)).json()) as { attn_tp_size: number };
+    assert.is(info.attn_tp_size, 2);
+  } finally {
+    await server.close();
+  }
+});
+
+test.run();

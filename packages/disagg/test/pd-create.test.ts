@@ -1,0 +1,78 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { createTransferEngine, isTransferError, type KVBuffers, type TransferEngine } from '@te/connector';
+import { createKVManager, startBootstrapServer } from '../src/index.js';
+import { freePort, layout, TCP_CONFIG } from './pd-harness.js';
+import { FAST } from './pd-scenario.js';
+
+/*
+ * createKVManager registers the rank's buffers and may start the bootstrap server: a
+ * failure after that (a rank refusing its buffers, a bootstrap server that never
+ * answers) must leave neither registered memory nor a bound port behind.
+ */
+const BYTES = 4096;
+
+/** Host memory the engine does not know yet, by raw address (what a framework passes in). */
+async function rawMemory(engine: TransferEngine): Promise<{ base: bigint; keep: Buffer }> {
+  const keep = Buffer.alloc(BYTES);
+  const base = (await engine.registerMemory(keep)).addr;
+  await engine.unregisterMemory(base);
+  return { base, keep };
+}
+
+function buffers(base: bigint, kvItem: bigint): KVBuffers {
+  return {
+    kv: { addrs: BigUint64Array.of(base, base + 1024n), lengths: BigUint64Array.of(1024n, 1024n), itemLengths: BigUint64Array.of(kvItem, 256n) },
+    aux: { addrs: BigUint64Array.of(base + 2048n), lengths: BigUint64Array.of(256n), itemLengths: BigUint64Array.of(64n) },
+    attention: 'mha',
+    numLayers: 1,
+    pageSize: 4,
+    kvCacheDtype: 'bf16',
+    device: 'cpu',
+  };
+}
+
+const inside = (engine: TransferEngine, base: bigint) => engine.registeredMemory().filter((r) => r.addr >= base && r.addr < base + BigInt(BYTES));
+
+test('a prefill rank that refuses its buffers (item length 0) unregisters them and frees the bootstrap port', async () => {
+  const engine = await createTransferEngine(TCP_CONFIG);
+  try {
+    const { base, keep } = await rawMemory(engine);
+    const port = await freePort();
+    const e = await createKVManager({ role: 'prefill', layout: layout(1, 0), buffers: buffers(base, 0n), engine, bootstrapHost: '127.0.0.1', bootstrapPort: port, timeouts: FAST }).then(
+      () => assert.unreachable('item length 0 must be refused'),
+      (x: unknown) => x,
+    );
+    assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), String(e));
+    assert.equal(inside(engine, base), [], 'the failed manager left its buffers registered');
+    const server = await startBootstrapServer({ host: '127.0.0.1', port });
+    await server.close();
+    // The same engine, memory and port serve a valid manager afterwards.
+    const m = await createKVManager({ role: 'prefill', layout: layout(1, 0), buffers: buffers(base, 256n), engine, bootstrapHost: '127.0.0.1', bootstrapPort: port, timeouts: FAST });
+    assert.is(inside(engine, base).length, 3);
+    await m.close();
+    assert.equal(inside(engine, base), []);
+    keep.fill(0); // keeps the memory alive until here
+  } finally {
+    await engine.close();
+  }
+});
+
+test('a prefill rank whose bootstrap server never comes up times out and unregisters its buffers', async () => {
+  const engine = await createTransferEngine(TCP_CONFIG);
+  try {
+    const { base, keep } = await rawMemory(engine);
+    const port = await freePort(); // nobody listens there
+    const e = await createKVManager({ role: 'prefill', layout: layout(1, 0), buffers: buffers(base, 256n), engine, bootstrapHost: '127.0.0.1', bootstrapPort: port, serveBootstrap: false, timeouts: { ...FAST, bootstrapMs: 500 } }).then(
+      () => assert.unreachable('registration cannot succeed'),
+      (x: unknown) => x,
+    );
+    assert.ok(isTransferError(e, 'TIMEOUT'), String(e));
+    assert.equal(inside(engine, base), [], 'the failed manager left its buffers registered');
+    keep.fill(0);
+  } finally {
+    await engine.close();
+  }
+});
+
+test.run();
