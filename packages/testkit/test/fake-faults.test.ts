@@ -1,7 +1,7 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { NATIVE_STATUS, PluginRegistry, allocateBatch, batchOf, createTransferEngine, isTransferError, type TransferEngine } from '@te/connector';
-import { createFakePlugin, pattern } from '../src/index.js';
+import { allocFakeDeviceMemory, createFakePlugin, pattern } from '../src/index.js';
 
 const { plugin, faults } = createFakePlugin({ name: 'fault-fake' });
 type Ctx = { a: TransferEngine; b: TransferEngine; src: Uint8Array; dst: Uint8Array; local: bigint; remote: bigint };
@@ -118,18 +118,59 @@ test('drop a peer: in-flight and later batches fail with PEER_FAILED; the peer i
 });
 
 test('notification follows data even when the batch is split over two transports', async () => {
-  // Covered in test/engine routing tests; here: a notification alone (empty batch).
+  // One engine holding two fake transports (SGLang's split): device memory over a GPU-class
+  // fake without notifications, host memory over a TCP-class one. The notification may only
+  // leave once both parts landed, whichever part is slower.
+  const gpu = createFakePlugin({ name: 'split-gpu', class: 'intra-nvlink', memoryKinds: ['cuda'], notifications: false });
+  const tcp = createFakePlugin({ name: 'split-tcp', class: 'tcp', memoryKinds: ['cpu'] });
   const registry = new PluginRegistry({ builtins: false });
-  const p = createFakePlugin({ name: 'notify-fake' });
-  registry.register(p.plugin.name, p.plugin);
-  const x = await createTransferEngine({ connector: p.plugin.name }, { registry });
-  const y = await createTransferEngine({ connector: p.plugin.name }, { registry });
-  const got: string[] = [];
-  y.onNotification((n) => got.push(`${n.from}:${new TextDecoder().decode(n.payload)}`));
-  await x.transfer(y.segmentName, batchOf([]), { notify: new TextEncoder().encode('hello') });
-  assert.equal(got, [`${x.segmentName}:hello`]);
-  await x.close();
-  await y.close();
+  for (const p of [gpu, tcp]) registry.register(p.plugin.name, p.plugin);
+  const config = { connector: gpu.plugin.name, transports: [tcp.plugin.name] };
+  const x = await createTransferEngine(config, { registry });
+  const y = await createTransferEngine(config, { registry });
+  try {
+    const gpuSrc = allocFakeDeviceMemory(4096);
+    const gpuDst = allocFakeDeviceMemory(4096);
+    const hostSrc = pattern(512, 2);
+    const hostDst = new Uint8Array(512);
+    await x.registerMemory({ addr: gpuSrc.addr, length: 4096n, device: 'cuda:0' });
+    await y.registerMemory({ addr: gpuDst.addr, length: 4096n, device: 'cuda:0' });
+    const hs = await x.registerMemory(hostSrc);
+    const hd = await y.registerMemory(hostDst);
+    // What the target had when each notification arrived.
+    const seen: { payload: string; gpuLanded: boolean; hostLanded: boolean }[] = [];
+    y.onNotification((n) => seen.push({ payload: new TextDecoder().decode(n.payload), gpuLanded: equal(gpuDst.bytes, gpuSrc.bytes), hostLanded: equal(hostDst, hostSrc) }));
+    for (const [gpuMs, tcpMs] of [[60, 0], [0, 60]] as const) {
+      gpuSrc.bytes.set(pattern(4096, gpuMs + 3));
+      gpuDst.bytes.fill(0);
+      hostDst.fill(0);
+      seen.length = 0;
+      gpu.faults.latencyMs = gpuMs;
+      tcp.faults.latencyMs = tcpMs;
+      const before = { gpu: gpu.faults.batches, tcp: tcp.faults.batches };
+      await x.transfer(
+        y.segmentName,
+        batchOf([
+          { op: 'write', local: gpuSrc.addr, remote: gpuDst.addr, length: 4096 },
+          { op: 'write', local: hs.addr, remote: hd.addr, length: 512 },
+        ]),
+        { notify: new TextEncoder().encode(`done ${gpuMs}/${tcpMs}`) },
+      );
+      const label = `GPU part ${gpuMs} ms, TCP part ${tcpMs} ms`;
+      assert.is(gpu.faults.batches - before.gpu, 1, `${label}: one batch over the GPU-class transport`);
+      assert.ok(tcp.faults.batches - before.tcp >= 1, `${label}: the host part went over the TCP-class transport`);
+      assert.equal(seen, [{ payload: `done ${gpuMs}/${tcpMs}`, gpuLanded: true, hostLanded: true }], `${label}: one notification, after both parts landed`);
+    }
+  } finally {
+    gpu.faults.reset();
+    tcp.faults.reset();
+    await x.close();
+    await y.close();
+  }
 });
+
+function equal(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((v, i) => v === b[i]);
+}
 
 test.run();

@@ -64,17 +64,22 @@ test('out-of-range and unregistered targets get precise statuses and nothing is 
 
 test('garbage, truncated, oversized and unauthenticated frames close only that connection', async () => {
   await target.call('zero');
-  const before = await target.call('hash', { offset: 0, length: SIZE });
+  const zeros = (n: number) => hash(new Uint8Array(n));
+  /** Every byte of the target's memory is still zero (none of the hostile frames wrote). */
+  const untouched = async (what: string) => assert.is(await target.call('hash', { offset: 0, length: SIZE }), zeros(SIZE), `${what}: the target's memory is unchanged`);
   const port = (target.info.endpoint as { port: number }).port;
   const epoch = BigInt(target.info.epoch);
 
   const garbage = await rawConnect(port);
   garbage.socket.write(Buffer.from('GET / HTTP/1.1\r\nHost: x\r\n\r\n' + 'z'.repeat(100)));
   assert.ok(await garbage.closed(2000), 'garbage closes the connection');
+  await untouched('garbage');
 
+  // A complete WRITE (header and its 16-byte body) to offset 0 before HELLO.
   const noHello = await rawConnect(port);
   noHello.socket.write(Buffer.concat([header(OP.WRITE, { addr: base, length: 16n }), Buffer.alloc(16, 0xee)]));
   assert.ok(await noHello.closed(2000), 'a WRITE before HELLO closes the connection');
+  await untouched('WRITE before HELLO (offset 0)');
 
   const huge = await rawConnect(port);
   huge.socket.write(hello(epoch));
@@ -82,13 +87,15 @@ test('garbage, truncated, oversized and unauthenticated frames close only that c
   assert.is(ack[6], OP.HELLO | OP.RESPONSE);
   assert.is(ack.readInt32LE(8), 0);
   assert.is(ack.readBigUInt64LE(24), epoch);
-  huge.socket.write(header(OP.WRITE, { addr: base, length: 1n << 62n }));
+  huge.socket.write(Buffer.concat([header(OP.WRITE, { addr: base, length: 1n << 62n }), Buffer.alloc(64, 0xee)]));
   assert.ok(await huge.closed(2000), 'a huge length closes the connection');
+  await untouched('huge WRITE (offset 0)');
 
   const bad = await rawConnect(port);
   bad.socket.write(hello(epoch));
   await bad.read(HEADER + 17);
-  // A well-formed WRITE to a bad range is answered precisely and its body is drained.
+  // A well-formed WRITE to a bad range (its first 8 bytes are the last 8 of the region) is
+  // answered precisely and its body is drained, not applied.
   bad.socket.write(Buffer.concat([header(OP.WRITE, { id: 7n, addr: base + BigInt(SIZE) - 8n, length: 64n }), Buffer.alloc(64, 0xab)]));
   const r1 = (await bad.read(HEADER))!;
   assert.is(r1[6], OP.WRITE | OP.RESPONSE);
@@ -99,29 +106,34 @@ test('garbage, truncated, oversized and unauthenticated frames close only that c
   assert.is(r2.readInt32LE(8), NATIVE_STATUS.MEMORY_NOT_REGISTERED);
   bad.socket.write(header(99, { id: 9n }));
   assert.ok(await bad.closed(2000), 'an unknown op closes the connection');
+  await untouched('out-of-range WRITE straddling the end');
 
+  // A WRITE whose sender dies mid-body, aimed at its own region so that what may land is
+  // told apart from the frames above.
+  const at = 2 * MiB;
+  const sent = 1000;
   const truncated = await rawConnect(port);
   truncated.socket.write(hello(epoch));
   await truncated.read(HEADER + 17);
-  truncated.socket.write(Buffer.concat([header(OP.WRITE, { addr: base, length: 1n << 20n }), Buffer.alloc(1000, 0xcd)]));
+  truncated.socket.write(Buffer.concat([header(OP.WRITE, { addr: base + BigInt(at), length: 1n << 20n }), Buffer.alloc(sent, 0xcd)]));
   truncated.socket.end();
-  await truncated.closed(2000);
+  assert.ok(await truncated.closed(2000), 'the target closes a connection that ended mid-body');
 
   const version = await rawConnect(port);
   version.socket.write(Buffer.concat([header(OP.HELLO, { version: 99, length: 26n }), Buffer.alloc(26)]));
   const v = (await version.read(HEADER))!;
   assert.is(v.readInt32LE(8), NATIVE_STATUS.PROTOCOL_MISMATCH);
-  assert.ok(await version.closed(2000));
+  assert.ok(await version.closed(2000), 'a HELLO of another version closes the connection');
 
   await new Promise((r) => setTimeout(r, 100));
-  const after = await target.call('hash', { offset: 0, length: SIZE });
-  // The truncated WRITE targeted valid memory: its first 1000 bytes may have landed (the
-  // sender died mid-body); everything else is untouched.
-  const untouched = await target.call('hash', { offset: 1000, length: SIZE - 1000 });
-  await target.call('zero');
-  assert.is(await target.call('hash', { offset: 1000, length: SIZE - 1000 }), untouched);
-  void before;
-  void after;
+  // Outside the truncated WRITE's first `sent` bytes nothing changed: offset 0 (the WRITE
+  // before HELLO, the huge WRITE), the last 8 bytes (the straddling WRITE), everything else.
+  assert.is(await target.call('hash', { offset: 0, length: at }), zeros(at), 'memory before the truncated WRITE is unchanged');
+  assert.is(await target.call('hash', { offset: at + sent, length: SIZE - at - sent }), zeros(SIZE - at - sent), 'memory after the bytes the truncated WRITE sent is unchanged');
+  // What the dead sender did send may have landed, in order: a prefix of 0xcd bytes, zeros after.
+  const landed = await target.call<string>('hash', { offset: at, length: sent });
+  const prefixes = new Set(Array.from({ length: sent + 1 }, (_, k) => hash(Buffer.concat([Buffer.alloc(k, 0xcd), Buffer.alloc(sent - k)]))));
+  assert.ok(prefixes.has(landed), 'the truncated WRITE landed at most the bytes it sent, at its own address');
   await healthy(target, local);
 });
 

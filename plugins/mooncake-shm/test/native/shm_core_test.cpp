@@ -1,5 +1,12 @@
 // C++ tests of the mooncake-shm core without N-API: the wire parser on malformed and
 // random input, and a live target answering hostile clients on its real socket.
+//   shm_core_test             every case; the other-uid case needs root and is reported as
+//                             skipped without it (the run still exits 0: npm run test:core)
+//   shm_core_test other-uid   that case alone; exit 77 when it is skipped (not root). Run
+//                             this way by test/credentials.test.ts, which registers the case
+//                             with uvu (skipped, with its reason, when not root).
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <atomic>
 #include <cstdio>
@@ -151,8 +158,15 @@ static ssize_t recv_wait(int fd, std::vector<uint8_t>* buf) {
   return -2;
 }
 
+static bool all_zero(const uint8_t* p, size_t n) {
+  return std::all_of(p, p + n, [](uint8_t x) { return x == 0; });
+}
+
 static void test_hostile_clients(LiveTarget& lt) {
   std::string err;
+  // A dropped connection is logged (docs: "that connection is dropped (logged)"); the
+  // effects checked first are the end of stream and the unchanged memory.
+  int logged = lt.logs.load();
   // Garbage before HELLO: the connection is dropped (end of stream), the target lives on.
   int fd = -1;
   CHECK(connect_abstract(lt.name, 1000, &fd, &err) == te::TE_OK);
@@ -161,6 +175,8 @@ static void test_hostile_clients(LiveTarget& lt) {
   std::vector<uint8_t> buf;
   CHECK(recv_wait(fd, &buf) == 0);
   close(fd);
+  CHECK(lt.logs.load() > logged);
+  logged = lt.logs.load();
   // REQUESTS before HELLO: dropped without a copy.
   CHECK(connect_abstract(lt.name, 1000, &fd, &err) == te::TE_OK);
   Request r{1, 1, OP_WRITE, reinterpret_cast<uint64_t>(junk.data()), reinterpret_cast<uint64_t>(lt.memory.data()), 100};
@@ -169,7 +185,8 @@ static void test_hostile_clients(LiveTarget& lt) {
   send_message(fd, msg);
   CHECK(recv_wait(fd, &buf) == 0);
   close(fd);
-  CHECK(lt.memory[0] == 0);
+  CHECK(all_zero(lt.memory.data(), lt.memory.size()));
+  CHECK(lt.logs.load() > logged);
   // HELLO without its control page: refused with BAD_FRAME.
   CHECK(connect_abstract(lt.name, 1000, &fd, &err) == te::TE_OK);
   Hello h;
@@ -209,41 +226,91 @@ static void test_hostile_clients(LiveTarget& lt) {
     got.insert(got.end(), m.completions.begin(), m.completions.end());
   CHECK(got.size() == 2);
   for (auto& c : got) CHECK(c.status == (c.seq == 10 ? te::TE_MEMORY_NOT_REGISTERED : te::TE_ADDRESS_OUT_OF_RANGE));
-  CHECK(lt.memory[lt.memory.size() - 1] == 0);
+  CHECK(all_zero(lt.memory.data(), lt.memory.size()));  // the straddling one's first 8 bytes were in range
   // A good write lands; then a malformed message drops the connection.
   Request good{12, 2, OP_WRITE, reinterpret_cast<uint64_t>(junk.data()), base, 100};
   encode_requests(&good, 1, &msg);
   send_message(fd, msg);
   CHECK(recv_wait(fd, &buf) > 0 && parse_message(buf.data(), buf.size(), &m, &why) == te::TE_OK && m.completions[0].status == te::TE_OK);
-  CHECK(lt.memory[0] == 0xAB && lt.memory[99] == 0xAB && lt.memory[100] == 0);
+  CHECK(std::all_of(lt.memory.begin(), lt.memory.begin() + 100, [](uint8_t x) { return x == 0xAB; }));
+  CHECK(all_zero(lt.memory.data() + 100, lt.memory.size() - 100));
+  logged = lt.logs.load();
   send_message(fd, junk);
   CHECK(recv_wait(fd, &buf) == 0);
   close(fd);
+  CHECK(lt.logs.load() > logged);
   unmap_control_page(page);
   close(ctl);
 }
 
-// A client of another uid is refused before anything it sends is read.
-static void test_other_uid(LiveTarget& lt) {
+// A client of another uid is refused before anything it sends is read. The client is raw
+// (no initiator-side check of the listener's uid), so only the target's own check stands
+// between it and the target's memory. Its first connection sends nothing and must receive
+// the target's HELLO reply AUTH_FAILED, then end of stream. Its second sends a proper HELLO
+// with its control page and a WRITE into the target's memory at once: the target may close
+// it unread (ECONNRESET here) or answer AUTH_FAILED, never admit it, and the memory stays
+// unchanged. Returns false when skipped (changing user needs root).
+static bool test_other_uid(LiveTarget& lt) {
   if (geteuid() != 0) {
-    std::printf("  skipped: other-uid client (needs root)\n");
-    return;
+    std::printf("  SKIP other-uid client: changing user needs root\n");
+    return false;
   }
+  const std::vector<uint8_t> before = lt.memory;
+  const int logged = lt.logs.load();
+  const uint64_t target_addr = reinterpret_cast<uint64_t>(lt.memory.data()) + 200;
   pid_t child = fork();
   if (child == 0) {
     if (setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
-    int fd = -1;
-    std::string err;
-    if (connect_abstract(lt.name, 1000, &fd, &err) != te::TE_OK) _exit(4);
-    std::vector<uint8_t> buf;
+    int fd = -1, ctl = -1;
+    ControlPage* page = nullptr;
+    std::string err, why;
+    std::vector<uint8_t> buf, msg;
     Message m;
-    std::string why;
+    if (connect_abstract(lt.name, 1000, &fd, &err) != te::TE_OK) _exit(4);
     if (recv_wait(fd, &buf) <= 0 || parse_message(buf.data(), buf.size(), &m, &why) != te::TE_OK) _exit(5);
-    _exit(m.type == HELLO_REPLY && m.reply.status == te::TE_AUTH_FAILED ? 0 : 6);
+    if (m.type != HELLO_REPLY || m.reply.status != te::TE_AUTH_FAILED) _exit(6);
+    if (recv_wait(fd, &buf) != 0) _exit(8);  // the target closed the connection
+    close(fd);
+
+    if (connect_abstract(lt.name, 1000, &fd, &err) != te::TE_OK) _exit(4);
+    if (create_control_page(&ctl, &page, &err) != te::TE_OK) _exit(7);
+    static uint8_t nonce[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+    static uint8_t payload[100];
+    std::memset(payload, 0x5A, sizeof payload);
+    Hello h;
+    h.expected_epoch = 77;
+    h.probe_addr = reinterpret_cast<uint64_t>(nonce);
+    std::memcpy(h.nonce, nonce, 16);
+    h.name = "other-uid";
+    encode_hello(h, &msg);
+    send_message(fd, msg, ctl);  // may fail once the target closed: MSG_NOSIGNAL, no SIGPIPE
+    Request w{1, 1, OP_WRITE, reinterpret_cast<uint64_t>(payload), target_addr, sizeof payload};
+    encode_requests(&w, 1, &msg);
+    send_message(fd, msg);
+    bool admitted = false;  // answered with anything but AUTH_FAILED
+    for (;;) {
+      errno = 0;
+      ssize_t r = recv_wait(fd, &buf);
+      if (r == 0 || (r == -1 && errno == ECONNRESET)) break;  // closed, with or without its reply
+      if (r < 0) _exit(admitted ? 10 : 9);                     // still open (-2) or another error
+      if (parse_message(buf.data(), buf.size(), &m, &why) != te::TE_OK || m.type != HELLO_REPLY ||
+          m.reply.status != te::TE_AUTH_FAILED)
+        admitted = true;  // stays alive (its payload readable) so a wrongly admitted WRITE can land
+    }
+    _exit(admitted ? 10 : 0);
   }
   int st = 0;
   waitpid(child, &st, 0);
+  // 0: refused as described above; 3: setuid; 4, 7: connect / control page; 5: no reply;
+  // 6: another reply than AUTH_FAILED; 8: the first connection stayed open; 9: the second
+  // stayed open; 10: the second was answered with anything but AUTH_FAILED.
+  if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) std::fprintf(stderr, "  other-uid child: %s %d\n", WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  // Give a target that wrongly admitted the client time to copy, then check nothing changed.
+  usleep(100 * 1000);
+  CHECK(lt.memory == before);
+  CHECK(lt.logs.load() > logged);  // docs: "refused at accept ... the target logs it"
+  return true;
 }
 
 // A same-uid process that connects and never says HELLO loses its connection at the
@@ -270,15 +337,34 @@ static void test_silent_connection_dropped() {
   t.close();
 }
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "other-uid") == 0) {
+    bool ran = false;
+    {
+      LiveTarget lt;
+      ran = test_other_uid(lt);
+      lt.t->close();
+    }
+    if (failures) {
+      std::fprintf(stderr, "%d check(s) failed\n", failures);
+      return 1;
+    }
+    if (!ran) return 77;
+    std::printf("mooncake-shm core other-uid case passed\n");
+    return 0;
+  }
+  if (argc > 1) {
+    std::fprintf(stderr, "usage: %s [other-uid]\n", argv[0]);
+    return 2;
+  }
+  int skipped = 0;
   test_round_trips();
   test_malformed();
   test_random_input();
   {
     LiveTarget lt;
     test_hostile_clients(lt);
-    test_other_uid(lt);
-    CHECK(lt.logs.load() >= 3);
+    if (!test_other_uid(lt)) ++skipped;
     lt.t->close();
   }
   test_silent_connection_dropped();
@@ -286,6 +372,9 @@ int main() {
     std::fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;
   }
-  std::printf("mooncake-shm core tests passed\n");
+  if (skipped)
+    std::printf("mooncake-shm core tests passed, %d case skipped (other-uid: needs root; test/credentials.test.ts registers it as skipped)\n", skipped);
+  else
+    std::printf("mooncake-shm core tests passed\n");
   return 0;
 }
