@@ -57,9 +57,15 @@ function perfWorks(): boolean {
   return spawnSync('perf', ['stat', '-e', 'task-clock', 'true'], { stdio: 'ignore' }).status === 0;
 }
 
+/** Whether strace can trace here (installed, and ptrace allowed). */
+function straceWorks(): boolean {
+  return spawnSync('strace', ['-f', '-c', '-o', '/dev/null', 'true'], { stdio: 'ignore' }).status === 0;
+}
+
 /** Why a documented command is not run here, or undefined to run it. */
 function skipReason(command: string): string | undefined {
   if (/bench\/flame\.mjs/.test(command) && !perfWorks()) return 'Linux perf cannot profile on this machine (apt-get install -y linux-perf; needs root or kernel.perf_event_paranoid <= 1)';
+  if (/bench\/syscalls\.mjs/.test(command) && !straceWorks()) return 'strace cannot trace on this machine (apt-get install -y strace; ptrace must be allowed)';
   if (command === 'npm test') return 'it is the command running this test';
   if (/^npm install @te\//.test(command)) return 'installs from the public npm registry, where te packages are not published (test/pack-install.test.ts installs packed tarballs)';
   if (/^apt-get /.test(command)) return 'a system package install (.ci/run installs what the tests need)';
