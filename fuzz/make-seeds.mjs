@@ -40,14 +40,17 @@ save('tcp_frames', 'write-out-of-range', Buffer.concat([hello, frame({ op: 1, id
 save('tcp_frames', 'auth-without-hello', frame({ op: 17, body: Buffer.alloc(32, 1) }));
 save('tcp_frames', 'stale-epoch', frame({ op: 16, addr: 5n, body: Buffer.concat([u64(7), Buffer.alloc(16), u16(0)]) }));
 
-// fabric control messages (native/fabric/src/wire.h): header then body.
+// fabric control messages (native/fabric/src/wire.h, version 2): header then body.
 function fabric({ type, flags = 0, status = 0, req = 1n, arg = 0n, body = Buffer.alloc(0), addr = Buffer.from('rail-address-0') }) {
-  return Buffer.concat([u32(0x42464554), u16(1), Buffer.from([type, flags]), u16(0), u16(addr.length), u32(status), u64(req), u64(11), u64(22), u64(arg), addr, body]);
+  return Buffer.concat([u32(0x42464554), u16(2), Buffer.from([type, flags]), u16(0), u16(addr.length), u32(status), u64(req), u64(11), u64(22), u64(arg), addr, body]);
 }
 save('fabric_messages', 'hello', fabric({ type: 1, body: Buffer.concat([u16(4), Buffer.from('peer')]) }));
 save('fabric_messages', 'table', fabric({ type: 4, flags: 1, body: Buffer.concat([u16(2), u32(2), u64(0x1000), u64(4096), u64(0x1000), u64(1), u64(2), u64(0x9000), u64(64), u64(0x9000), u64(3), u64(4)]) }));
 save('fabric_messages', 'notify', fabric({ type: 6, body: Buffer.concat([u16(4), Buffer.from('peer'), u32(5), Buffer.from('hello')]) }));
 save('fabric_messages', 'revoke', fabric({ type: 5, arg: 0x1000n }));
+save('fabric_messages', 'revoke-ack', fabric({ type: 7 }));
+save('fabric_messages', 'notify-ack', fabric({ type: 8, req: 7n }));
+save('fabric_messages', 'notify-ack-refused', fabric({ type: 8, req: 7n, status: 0xfffffece }));
 // Hostile shapes the rails must refuse: a sender address of 0 bytes (the provider reads its
 // fixed address length from it), a table without keys (nothing to address its regions with).
 save('fabric_messages', 'hello-empty-address', fabric({ type: 1, addr: Buffer.alloc(0), body: Buffer.concat([u16(4), Buffer.from('peer')]) }));

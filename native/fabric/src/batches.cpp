@@ -47,13 +47,14 @@ void Transport::Impl::send_ctrl_to(int rail, const std::vector<uint8_t>& to, wir
   rails[static_cast<size_t>(rail)]->push_ctrl(std::move(m));
 }
 
-bool Transport::Impl::address_in_use(int rail, fi_addr_t fa) {
+std::set<fi_addr_t> Transport::Impl::addresses_in_use(int rail) {
+  std::set<fi_addr_t> out;
   std::lock_guard<std::mutex> l(peers_mu);
   for (auto& [id, p] : peers) {
     if (p->state.load() >= 2 || static_cast<size_t>(rail) >= p->dest.size()) continue;
-    if (p->dest[static_cast<size_t>(rail)] == fa) return true;
+    out.insert(p->dest[static_cast<size_t>(rail)]);
   }
-  return false;
+  return out;
 }
 
 void* Transport::Impl::local_desc(int rail, uint64_t addr) {
@@ -93,7 +94,28 @@ void Transport::Impl::data_done(const std::shared_ptr<Batch>& b) {
       complete(b);
       return;
     }
+    // The batch settles with the receiver's answer (NOTIFY_ACK): the send completing here
+    // says nothing about whether the notification was queued there.
+    uint64_t req = next_req++;
+    {
+      std::lock_guard<std::mutex> l(pending_mu);
+      Pending pd;
+      pd.kind = Pending::NOTIFY;
+      pd.peer = p;
+      pd.rail = 0;
+      pd.batch = b;
+      pd.sent = now_ms();
+      pd.deadline = pd.sent + notify_ack_ms();
+      pending[req] = pd;
+      b->notify_req = req;
+    }
+    // Cancelled meanwhile (cancel() saw no wait to end): settled here, nothing sent.
+    if (b->cancel_status.load() != 0) {
+      notify_failed(b, b->cancel_status.load(), "");
+      return;
+    }
     wire::Header h = header(0, wire::NOTIFY, p->epoch);
+    h.req_id = req;
     std::vector<uint8_t> body;
     wire::put_u16(body, static_cast<uint16_t>(opt.segment_name.size()));
     wire::put_bytes(body, opt.segment_name.data(), opt.segment_name.size());
@@ -247,6 +269,12 @@ void Transport::Impl::housekeeping() {
     }
     for (auto& [id, pd] : expired) {
       if (getenv("TE_FABRIC_DEBUG")) fprintf(stderr, "[te_fabric %s] request %llu expired\n", opt.segment_name.c_str(), (unsigned long long)id);
+      if (pd.kind == Pending::NOTIFY) {
+        fail_pending(id, pd, TE_TIMEOUT,
+                     "\"" + pd.peer->name + "\" did not acknowledge the notification within " + std::to_string(notify_ack_ms()) +
+                         " ms (it may not have been delivered)");
+        continue;
+      }
       std::string why = "no answer from \"" + pd.peer->name + "\" on rail " + std::to_string(pd.rail) + " (" +
                         rails[static_cast<size_t>(pd.rail)]->pub.provider + ") within " + std::to_string(opt.connect_timeout_ms) + " ms";
       fail_pending(id, pd, TE_PEER_UNREACHABLE, why);

@@ -8,11 +8,13 @@
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <list>
 #include <map>
 #include <set>
 #include <memory>
@@ -74,6 +76,9 @@ struct Batch {
   std::atomic<bool> dispatched{false};
   std::vector<uint8_t> notify;
   bool has_notify = false;
+  // The request id of its NOTIFY once sent (guarded by pending_mu): the batch settles with
+  // the receiver's NOTIFY_ACK, or fails at its deadline, on peer loss or when cancelled.
+  uint64_t notify_req = 0;
   std::mutex err_mu;
   std::string error;
   void fail_message(const std::string& m) {
@@ -182,7 +187,19 @@ struct Rail {
   std::unordered_set<Op*> live;  // every posted op (freed at close)
 
   std::mutex av_mu;
-  std::map<std::vector<uint8_t>, fi_addr_t> av_map;
+  // Raw address -> AV entry. Any well-formed sender inserts one (to answer it), so beyond
+  // max_av_entries the least recently used entries that no peer opened here sends to are
+  // evicted (and retired from the AV like forgotten ones).
+  struct AvEntry {
+    fi_addr_t fa = FI_ADDR_NOTAVAIL;
+    std::list<std::vector<uint8_t>>::iterator lru;
+  };
+  std::map<std::vector<uint8_t>, AvEntry> av_map;
+  std::list<std::vector<uint8_t>> av_lru;  // av_map's keys, most recently used first
+  static constexpr size_t kMaxAvEntries = 4096;
+  size_t max_av_entries = kMaxAvEntries;  // (tests lower it)
+  /** av_mu held: evicts least recently used entries beyond max_av_entries, sparing `keep` and `pinned`. */
+  void evict_addresses(fi_addr_t keep, const std::set<fi_addr_t>& pinned);
   // Forgotten addresses -> since when. Removing an address from the AV while an operation
   // or a queued message still uses it makes the provider touch freed state (ofi_rxm
   // crashed in fi_send), so the rail thread removes one only once nothing refers to it.
@@ -275,8 +292,9 @@ struct Peer {
 };
 
 struct Pending {
-  enum Kind { HELLO, TABLE, CHECK } kind = HELLO;
+  enum Kind { HELLO, TABLE, CHECK, NOTIFY } kind = HELLO;
   std::shared_ptr<Peer> peer;
+  std::shared_ptr<Batch> batch;  // NOTIFY: the batch its acknowledgement settles
   int rail = 0;
   int64_t sent = 0, deadline = 0;
   uint64_t check_id = 0;
@@ -372,11 +390,17 @@ struct Transport::Impl {
                  std::shared_ptr<Batch> batch = nullptr);
   /** Queues a message to a raw address (answers and revocations to peers not opened here). */
   void send_ctrl_to(int rail, const std::vector<uint8_t>& to, wire::Header h, const std::vector<uint8_t>& body);
-  /** True while a peer that is not broken sends to `fa` on `rail` (its AV entry must stay). */
-  bool address_in_use(int rail, fi_addr_t fa);
+  /** The AV entries on `rail` that peers opened here and not broken send to (they must stay). */
+  std::set<fi_addr_t> addresses_in_use(int rail);
   void request_table(const std::shared_ptr<Peer>& p);
   void fail_pending(uint64_t req, Pending& pd, int32_t status, const std::string& why);
   void fail_hellos(const std::shared_ptr<Peer>& p, int32_t status, const std::string& why);
+  /** Fails the batches of `p` that wait for a NOTIFY_ACK (the peer broke or was closed). */
+  void fail_notifies(const std::shared_ptr<Peer>& p, int32_t status, const std::string& why);
+  /** The notification of `b` will get no acknowledgement: its wait ends and the batch fails with `status`. */
+  void notify_failed(const std::shared_ptr<Batch>& b, int32_t status, const std::string& why);
+  /** The time a batch waits for its NOTIFY_ACK: the time its NOTIFY may wait to be sent, and as long again. */
+  int64_t notify_ack_ms() const { return 2 * static_cast<int64_t>(std::max(opt.connect_timeout_ms, 1000)); }
   void* local_desc(int rail, uint64_t addr);
   /** Registers [addr, addr+len) on every rail with random keys; on failure nothing stays registered. */
   Status register_on_rails(uint64_t addr, uint64_t len, uint64_t access, std::vector<fid_mr*>* mrs, std::string* err);

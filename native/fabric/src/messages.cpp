@@ -213,14 +213,59 @@ void Transport::Impl::on_message(Rail& r, const uint8_t* data, size_t len) {
       return;
     }
     case wire::NOTIFY: {
-      if (h.target_epoch != opt.epoch) return;
+      // Every NOTIFY is answered (NOTIFY_ACK, its req_id): the sender's batch settles with
+      // the answer, so a notification refused here fails it instead of passing for delivered.
+      // A sender address that does not fit this rail could not be answered: dropped.
+      if (!r.address_fits(h.sender_addr)) return;
+      int32_t st = TE_OK;
       std::string from;
       const uint8_t* payload = nullptr;
       uint32_t pl = 0;
-      if (!wire::get_notify(rd, &from, &payload, &pl)) return;
-      // Beyond the budget (notifications the JS thread has not taken yet) it is dropped.
-      if (deliver_notification(from, std::vector<uint8_t>(payload, payload + pl)) != TE_OK && getenv("TE_FABRIC_DEBUG"))
-        fprintf(stderr, "[te_fabric %s] notification from \"%s\" dropped: queue full\n", opt.segment_name.c_str(), from.c_str());
+      if (h.target_epoch != opt.epoch) st = TE_STALE_DESCRIPTOR;
+      else if (!wire::get_notify(rd, &from, &payload, &pl)) st = TE_BAD_FRAME;
+      // Beyond the budget (notifications the JS thread has not taken yet) it is refused.
+      else st = deliver_notification(from, std::vector<uint8_t>(payload, payload + pl));
+      if (st != TE_OK && getenv("TE_FABRIC_DEBUG"))
+        fprintf(stderr, "[te_fabric %s] notification from \"%s\" refused: %s\n", opt.segment_name.c_str(), from.c_str(), status_name(st));
+      wire::Header a = header(r.index, wire::NOTIFY_ACK, h.sender_epoch);
+      a.req_id = h.req_id;
+      a.status = st;
+      send_ctrl_to(r.index, h.sender_addr, a, {});
+      return;
+    }
+    case wire::NOTIFY_ACK: {
+      Pending pd;
+      {
+        std::lock_guard<std::mutex> l(pending_mu);
+        auto it = pending.find(h.req_id);
+        if (it == pending.end() || it->second.kind != Pending::NOTIFY || it->second.rail != r.index) return;
+        // Only the peer the notification went to answers for it (request ids are guessable).
+        const Peer& p = *it->second.peer;
+        const size_t ri = static_cast<size_t>(r.index);
+        if (h.sender_epoch != p.epoch || ri >= p.peer_rail.size() ||
+            static_cast<size_t>(p.peer_rail[ri]) >= p.address.rails.size() ||
+            h.sender_addr != p.address.rails[static_cast<size_t>(p.peer_rail[ri])])
+          return;
+        pd = it->second;
+        pending.erase(it);
+      }
+      auto& b = pd.batch;
+      if (!b) return;
+      int32_t st = h.status;
+      if (st != TE_OK) {
+        std::string why;
+        if (st == TE_POOL_EXHAUSTED)
+          why = "\"" + pd.peer->name + "\" refused the notification: its notification queue is full (notifyQueuePerPeer / notifyQueueBytes)";
+        else if (st == TE_STALE_DESCRIPTOR)
+          why = "\"" + pd.peer->name + "\" refused the notification: it restarted (epoch changed; fetch its descriptor again)";
+        else
+          why = "\"" + pd.peer->name + "\" refused the notification: " + status_name(st);
+        // A status this side does not know (or a positive one) is not passed on as such.
+        if (st > 0 || (st != TE_INTERNAL && std::strcmp(status_name(st), "INTERNAL") == 0)) st = TE_TRANSFER_FAILED;
+        b->fail_message(why);
+        b->batch_status.store(st);
+      }
+      complete(b);
       return;
     }
     default:

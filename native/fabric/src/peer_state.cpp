@@ -17,6 +17,7 @@ void Transport::Impl::peer_broken(const std::shared_ptr<Peer>& p, const std::str
     p->broken_reason = "connection to \"" + p->name + "\" lost: " + why;
   }
   p->state.store(2);
+  fail_notifies(p, TE_CONNECTION_LOST, "connection to \"" + p->name + "\" lost before it acknowledged the notification: " + why);
   // A later openPeer must build a new connection: forget the address mapping.
   for (size_t r = 0; r < rails.size(); ++r) {
     int pr = p->peer_rail[r];
@@ -48,6 +49,12 @@ void Transport::Impl::fail_pending(uint64_t req, Pending& pd, int32_t status, co
       parked.swap(pd.peer->parked);
     }
     for (auto& b : parked) dispatch(b, false);
+  } else if (pd.kind == Pending::NOTIFY) {
+    if (pd.batch) {
+      pd.batch->fail_message(why);
+      pd.batch->batch_status.store(status);
+      complete(pd.batch);
+    }
   } else if (pd.kind == Pending::CHECK) {
     auto it = checks.find(pd.check_id);
     if (it != checks.end()) {
@@ -79,6 +86,29 @@ void Transport::Impl::fail_hellos(const std::shared_ptr<Peer>& p, int32_t status
       ++it;
     }
   }
+}
+
+void Transport::Impl::fail_notifies(const std::shared_ptr<Peer>& p, int32_t status, const std::string& why) {
+  std::lock_guard<std::mutex> l(pending_mu);
+  for (auto it = pending.begin(); it != pending.end();) {
+    if (it->second.kind == Pending::NOTIFY && it->second.peer == p) {
+      Pending pd = it->second;
+      it = pending.erase(it);
+      fail_pending(0, pd, status, why);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Transport::Impl::notify_failed(const std::shared_ptr<Batch>& b, int32_t status, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> l(pending_mu);
+    if (b->notify_req) pending.erase(b->notify_req);
+  }
+  if (!why.empty()) b->fail_message(why);
+  b->batch_status.store(status);
+  complete(b);
 }
 
 void Transport::Impl::request_table(const std::shared_ptr<Peer>& p) {

@@ -47,13 +47,20 @@ uint64_t Transport::open_peer(const std::string& name, uint64_t epoch, const Pee
   std::string err;
   size_t n = m.rails.size();
   p->hellos_left = static_cast<int>(n);
-  std::vector<uint64_t> reqs;
+  std::vector<int> peer_rail;
+  std::vector<fi_addr_t> dest;
   for (size_t r = 0; r < n; ++r) {
     int pr = static_cast<int>(r % address.rails.size());
-    p->peer_rail.push_back(pr);
+    peer_rail.push_back(pr);
     fi_addr_t fa = m.rails[r]->address_of(address.rails[static_cast<size_t>(pr)], &err);
     if (fa == FI_ADDR_NOTAVAIL) return fail(TE_PEER_UNREACHABLE, err);
-    p->dest.push_back(fa);
+    dest.push_back(fa);
+  }
+  {
+    // Published under peers_mu: the rail threads read every peer's dest (addresses_in_use).
+    std::lock_guard<std::mutex> l(m.peers_mu);
+    p->peer_rail = std::move(peer_rail);
+    p->dest = std::move(dest);
   }
   for (size_t r = 0; r < n; ++r) {
     uint64_t req = m.next_req++;
@@ -88,6 +95,7 @@ void Transport::close_peer(uint64_t id) {
     m.peers.erase(it);
   }
   if (p->state.load() < 2) p->state.store(3);
+  m.fail_notifies(p, TE_CONNECTION_LOST, "peer \"" + p->name + "\" was closed before it acknowledged the notification");
 }
 
 Status Transport::check_peer(uint64_t id, int timeout_ms, uint64_t* check_id, std::string* err) {

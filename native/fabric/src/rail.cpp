@@ -129,9 +129,12 @@ void Rail::wake() {
 }
 
 fi_addr_t Rail::address_of(const std::vector<uint8_t>& raw, std::string* err) {
-  std::lock_guard<std::mutex> l(av_mu);
+  std::unique_lock<std::mutex> l(av_mu);
   auto it = av_map.find(raw);
-  if (it != av_map.end()) return it->second;
+  if (it != av_map.end()) {
+    av_lru.splice(av_lru.begin(), av_lru, it->second.lru);  // most recently used
+    return it->second.fa;
+  }
   // fi_av_insert reads the provider's fixed address length from `raw`: an address of another
   // length (a peer's message may name any) is refused before the provider sees it.
   if (!address_fits(raw)) {
@@ -145,8 +148,36 @@ fi_addr_t Rail::address_of(const std::vector<uint8_t>& raw, std::string* err) {
     if (err) *err = "fi_av_insert failed on " + pub.provider + "/" + pub.domain + ": " + fi_error(rc < 0 ? rc : -FI_EINVAL);
     return FI_ADDR_NOTAVAIL;
   }
-  av_map[raw] = fa;
+  av_lru.push_front(raw);
+  av_map[raw] = AvEntry{fa, av_lru.begin()};
+  if (av_map.size() <= max_av_entries) return fa;
+  // Over the bound (senders we only answer): the entries peers opened here use stay. Their
+  // set is read without av_mu (peers_mu is never taken inside it elsewhere).
+  l.unlock();
+  std::set<fi_addr_t> pinned = owner->addresses_in_use(index);
+  l.lock();
+  evict_addresses(fa, pinned);
   return fa;
+}
+
+void Rail::evict_addresses(fi_addr_t keep, const std::set<fi_addr_t>& pinned) {
+  // Evicted entries retire at the next scan: no grace, as nothing resolved them lately (they
+  // are the least recently used); retire_addresses still keeps any a message or operation uses.
+  const int64_t due = now_ms() - kRetireGraceMs;
+  auto it = av_lru.end();
+  while (av_map.size() > max_av_entries && it != av_lru.begin()) {
+    --it;
+    auto e = av_map.find(*it);
+    if (e == av_map.end()) {  // (cannot happen: the list holds the map's keys)
+      it = av_lru.erase(it);
+      continue;
+    }
+    if (e->second.fa == keep || pinned.count(e->second.fa)) continue;
+    retiring.emplace(e->second.fa, due);
+    av_map.erase(e);
+    it = av_lru.erase(it);
+    has_retiring.store(true, std::memory_order_release);
+  }
 }
 
 bool Rail::address_fits(const std::vector<uint8_t>& raw) const {
@@ -160,7 +191,7 @@ bool Rail::address_fits(const std::vector<uint8_t>& raw) const {
 fi_addr_t Rail::lookup_address(const std::vector<uint8_t>& raw) {
   std::lock_guard<std::mutex> l(av_mu);
   auto it = av_map.find(raw);
-  return it == av_map.end() ? FI_ADDR_NOTAVAIL : it->second;
+  return it == av_map.end() ? FI_ADDR_NOTAVAIL : it->second.fa;
 }
 
 void Rail::forget_address(const std::vector<uint8_t>& raw) {
@@ -170,7 +201,8 @@ void Rail::forget_address(const std::vector<uint8_t>& raw) {
   std::lock_guard<std::mutex> l(av_mu);
   auto it = av_map.find(raw);
   if (it == av_map.end()) return;
-  retiring.emplace(it->second, now_ms());
+  retiring.emplace(it->second.fa, now_ms());
+  av_lru.erase(it->second.lru);
   av_map.erase(it);
   has_retiring.store(true, std::memory_order_release);
 }
@@ -184,7 +216,7 @@ void Rail::retire_addresses() {
   {
     std::lock_guard<std::mutex> l(av_mu);
     std::set<fi_addr_t> mapped;
-    for (auto& [raw, f] : av_map) mapped.insert(f);
+    for (auto& [raw, e] : av_map) mapped.insert(e.fa);
     for (auto it = retiring.begin(); it != retiring.end();) {
       // Inserted again meanwhile (a provider may hand out the same entry): in use again,
       // and retired anew when it is forgotten again.
@@ -196,19 +228,30 @@ void Rail::retire_addresses() {
       ++it;
     }
   }
-  for (fi_addr_t fa : due) {
-    bool used = false;
+  if (!due.empty()) {
+    // What messages, operations and open peers use, gathered once for every due entry.
+    std::set<fi_addr_t> used = owner->addresses_in_use(index);
     {
       std::lock_guard<std::mutex> l(q_mu);
       for (const CtrlMsg& m : ctrl)
-        if (m.to.empty() && m.dest == fa) used = true;
+        if (m.to.empty()) used.insert(m.dest);
       for (const Op* op : live)
-        if (op->kind != Op::RECV && op->dest == fa) used = true;
+        if (op->kind != Op::RECV) used.insert(op->dest);
     }
-    if (used || owner->address_in_use(index, fa)) continue;
-    fi_av_remove(av, &fa, 1, 0);
+    // Removed under av_mu, so no insert of the same address runs meanwhile; one inserted
+    // again since the scan above is mapped again and stays.
     std::lock_guard<std::mutex> l(av_mu);
-    retiring.erase(fa);
+    std::set<fi_addr_t> mapped;
+    for (auto& [raw, e] : av_map) mapped.insert(e.fa);
+    for (fi_addr_t fa : due) {
+      if (mapped.count(fa)) {
+        retiring.erase(fa);
+        continue;
+      }
+      if (used.count(fa) || !retiring.count(fa)) continue;
+      fi_av_remove(av, &fa, 1, 0);
+      retiring.erase(fa);
+    }
   }
   std::lock_guard<std::mutex> l(av_mu);
   has_retiring.store(!retiring.empty(), std::memory_order_release);
@@ -255,9 +298,7 @@ CtrlMsg Rail::take_ctrl(size_t i) {
 void Rail::drop_ctrl(CtrlMsg&& m, const std::string& why) {
   if (!m.batch) return;
   std::string who = m.peer ? m.peer->name : std::string("?");
-  m.batch->fail_message("notification to \"" + who + "\" " + why);
-  m.batch->batch_status.store(TE_CONNECTION_LOST);
-  owner->complete(m.batch);
+  owner->notify_failed(m.batch, TE_CONNECTION_LOST, "notification to \"" + who + "\" " + why);
 }
 
 // Posts queued control messages; true when one was posted or dropped. A destination the
@@ -274,7 +315,9 @@ bool Rail::post_ctrl() {
     CtrlMsg& m = ctrl[i];
     std::string why;
     fi_addr_t dest = m.dest;
-    if (now_ms() > m.deadline) {
+    if (m.batch && m.batch->done.load()) {
+      why = "not sent: its batch ended (cancelled)";  // settled already: nothing to fail
+    } else if (now_ms() > m.deadline) {
       why = "could not be sent in time";
     } else if (m.peer && m.peer->state.load() >= 2) {
       std::lock_guard<std::mutex> pl(m.peer->mu);
@@ -567,11 +610,9 @@ void Rail::handle_error() {
         owner->peer_broken(op->peer, "control message failed: " + msg);
         owner->fail_hellos(op->peer, TE_PEER_UNREACHABLE, "cannot reach \"" + op->peer->name + "\" on rail " + std::to_string(index) + ": " + msg);
       }
-      if (op->batch) {
-        op->batch->fail_message("notification to \"" + (op->peer ? op->peer->name : std::string("?")) + "\" failed: " + msg);
-        op->batch->batch_status.store(st == TE_MEMORY_NOT_REGISTERED ? TE_TRANSFER_FAILED : st);
-        owner->complete(op->batch);
-      }
+      if (op->batch)
+        owner->notify_failed(op->batch, st == TE_MEMORY_NOT_REGISTERED ? TE_TRANSFER_FAILED : st,
+                             "notification to \"" + (op->peer ? op->peer->name : std::string("?")) + "\" failed: " + msg);
       delete op;
       return;
     }
@@ -622,7 +663,7 @@ bool Rail::poll_cq(int timeout_ms) {
           free_send.push_back(op->slot);
           live.erase(op);
         }
-        if (op->batch) owner->complete(op->batch);
+        // A NOTIFY's batch waits for the receiver's NOTIFY_ACK (messages.cpp), not for this.
         delete op;
         break;
       }

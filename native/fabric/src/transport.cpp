@@ -158,6 +158,14 @@ void Transport::cancel(uint64_t id, int32_t status) {
     }
   }
   if (parked) m.complete(b);
+  // A batch waiting only for its notification's acknowledgement has nothing in flight
+  // either (the NOTIFY is a copy): it settles now, and a late answer finds no request.
+  bool acking = false;
+  {
+    std::lock_guard<std::mutex> l(m.pending_mu);
+    acking = b->notify_req != 0 && m.pending.erase(b->notify_req) > 0;
+  }
+  if (acking) m.notify_failed(b, status, "cancelled while waiting for the notification's acknowledgement");
   for (auto& r : m.rails) r->wake();
 }
 

@@ -10,7 +10,9 @@
 namespace te::fabric::wire {
 
 constexpr uint32_t kMagic = 0x42464554;  // "TEFB"
-constexpr uint16_t kVersion = 1;
+// 2: NOTIFY is acknowledged (NOTIFY_ACK). A peer of another version drops every message
+// (get_header), so its hello goes unanswered and opening it fails with PEER_UNREACHABLE.
+constexpr uint16_t kVersion = 2;
 constexpr size_t kMaxMessage = 64 * 1024 + 4096;  // receive buffer size
 constexpr size_t kMaxPayload = 64 * 1024;         // notification payload limit
 
@@ -22,6 +24,8 @@ enum Type : uint8_t {
   REVOKE = 5,     // a region was unregistered (addr in arg)
   NOTIFY = 6,     // a notification (after the batch's data)
   REVOKE_ACK = 7, // the peer dropped the region from its cache (req_id of the REVOKE)
+  NOTIFY_ACK = 8, // answer to a NOTIFY (req_id of it): status OK (queued for the listeners),
+                  // POOL_EXHAUSTED (over the receiver's budget), STALE_DESCRIPTOR, BAD_FRAME
 };
 constexpr uint8_t kLast = 1;
 

@@ -252,6 +252,243 @@ void test_answers_bounded(Node& other) {
   n.t->close();
 }
 
+// Opens `target` from `from` (waits for the OPEN event); 0 when it did not open.
+uint64_t open_to(Node& from, Node& target, uint64_t epoch) {
+  PeerAddress pa;
+  pa.rails = {target.rail().pub.addr};
+  pa.virt_addr = {target.rail().pub.virt_addr};
+  pa.provider = target.rail().pub.provider;
+  size_t opens = from.count(Event::OPEN);
+  uint64_t id = from.t->open_peer("target", epoch, pa, false, {});
+  if (!from.wait_for(Event::OPEN, opens + 1)) return 0;
+  std::lock_guard<std::mutex> l(from.mu);
+  for (auto& e : from.events)
+    if (e.kind == Event::OPEN && e.id == id) return e.status == te::TE_OK ? id : 0;
+  return 0;
+}
+
+// A batch of no requests that carries `payload` as its notification; the outcome once
+// settled (nullptr when it did not settle within `ms`).
+std::unique_ptr<BatchOutcome> notify_batch(Node& n, uint64_t peer, const std::string& payload, int ms = 8000,
+                                           uint64_t* id_out = nullptr, bool wait = true) {
+  std::string err;
+  uint64_t bid = 0;
+  size_t batches = n.count(Event::BATCH);
+  if (n.t->submit(peer, nullptr, nullptr, nullptr, nullptr, 0, reinterpret_cast<const uint8_t*>(payload.data()), payload.size(),
+                  &bid, &err) != te::TE_OK)
+    return nullptr;
+  if (id_out) *id_out = bid;
+  if (!wait || !n.wait_for(Event::BATCH, batches + 1, ms)) return nullptr;
+  return n.t->take_batch(bid);
+}
+
+// Item: a NOTIFY is acknowledged. Within the receiver's budget the sender's batch succeeds
+// and the listener gets it; over it the batch fails with POOL_EXHAUSTED (it used to
+// succeed, the notification silently dropped) and nothing is delivered.
+void test_notify_acknowledged() {
+  Options o;
+  o.notify_queue_per_peer = 1;
+  Node target("acked", 21, o), sender("acker", 22);
+  CHECK(target.ok && sender.ok);
+  if (!target.ok || !sender.ok) return;
+  uint64_t peer = open_to(sender, target, 21);
+  CHECK(peer != 0);
+  auto first = notify_batch(sender, peer, "first");
+  CHECK(first != nullptr);
+  if (first) CHECK(first->status == te::TE_OK);
+  CHECK(target.count(Event::NOTIFY) == 1);
+  {
+    std::lock_guard<std::mutex> l(target.mu);
+    for (auto& e : target.events)
+      if (e.kind == Event::NOTIFY) CHECK(e.text == "acker" && std::string(e.payload.begin(), e.payload.end()) == "first");
+  }
+  auto second = notify_batch(sender, peer, "second");  // the listener has not taken the first
+  CHECK(second != nullptr);
+  if (second) {
+    CHECK(second->status == te::TE_POOL_EXHAUSTED);
+    CHECK(second->message.find("notification queue is full") != std::string::npos);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(target.count(Event::NOTIFY) == 1);
+  target.t->notification_taken("acker", 5);
+  auto third = notify_batch(sender, peer, "third");  // a place was freed
+  CHECK(third != nullptr);
+  if (third) CHECK(third->status == te::TE_OK);
+  CHECK(target.count(Event::NOTIFY) == 2);
+  {
+    std::lock_guard<std::mutex> l(sender.m().pending_mu);
+    CHECK(sender.m().pending.empty());  // every wait for an ack ended
+  }
+  sender.t->close();
+  target.t->close();
+}
+
+// A receiver that never answers: the sender's batch does not hang. It settles when the
+// engine cancels it at its deadline, fails with TIMEOUT at the transport's own ack
+// deadline, and with CONNECTION_LOST when the peer is closed meanwhile.
+void test_notify_unanswered() {
+  Options so;
+  so.connect_timeout_ms = 1000;  // ack deadline: 2 s
+  Node target("mute", 23), sender("asker", 24, so);
+  CHECK(target.ok && sender.ok);
+  if (!target.ok || !sender.ok) return;
+  uint64_t peer = open_to(sender, target, 23);
+  CHECK(peer != 0);
+  target.stop_rail_thread();  // receives nothing more, answers nothing
+  uint64_t bid = 0;
+  CHECK(notify_batch(sender, peer, "x", 0, &bid, false) == nullptr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CHECK(sender.t->take_batch(bid) == nullptr);  // waiting for the ack
+  size_t batches = sender.count(Event::BATCH);
+  sender.t->cancel(bid, te::TE_TIMEOUT);
+  CHECK(sender.wait_for(Event::BATCH, batches + 1, 1000));
+  auto cancelled = sender.t->take_batch(bid);
+  CHECK(cancelled != nullptr);
+  if (cancelled) CHECK(cancelled->status == te::TE_TIMEOUT);
+  auto late = notify_batch(sender, peer, "y", 6000);
+  CHECK(late != nullptr);
+  if (late) CHECK(late->status == te::TE_TIMEOUT);
+  CHECK(notify_batch(sender, peer, "z", 0, &bid, false) == nullptr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  batches = sender.count(Event::BATCH);
+  sender.t->close_peer(peer);
+  CHECK(sender.wait_for(Event::BATCH, batches + 1, 1000));
+  auto lost = sender.t->take_batch(bid);
+  CHECK(lost != nullptr);
+  if (lost) CHECK(lost->status == te::TE_CONNECTION_LOST);
+  sender.t->close();
+  target.t->close();
+}
+
+// Crafted NOTIFY_ACKs: one for an unknown request, one from another address than the peer's
+// for a request that exists, are ignored (no crash, the batch keeps waiting).
+void test_notify_ack_forged(Node& a, Node& b) {
+  for (uint64_t req : {uint64_t(0), uint64_t(123456789), ~uint64_t(0)})
+    for (int32_t st : {0, int32_t(te::TE_POOL_EXHAUSTED), 12345}) {
+      wire::Header h;
+      h.type = wire::NOTIFY_ACK;
+      h.req_id = req;
+      h.sender_epoch = 8;
+      h.target_epoch = 7;
+      h.status = st;
+      h.sender_addr = b.rail().pub.addr;
+      std::vector<uint8_t> m;
+      wire::put_header(m, h);
+      deliver(a, m);
+    }
+  // A pending notification to "b", answered by someone else.
+  PeerAddress pa;
+  pa.rails = {b.rail().pub.addr};
+  pa.virt_addr = {b.rail().pub.virt_addr};
+  pa.provider = b.rail().pub.provider;
+  size_t opens = a.count(Event::OPEN);
+  uint64_t id = a.t->open_peer("b3", 8, pa, false, {});
+  CHECK(a.wait_for(Event::OPEN, opens + 1));
+  std::shared_ptr<Peer> p;
+  {
+    std::lock_guard<std::mutex> l(a.m().peers_mu);
+    p = a.m().peers[id];
+  }
+  auto batch = std::make_shared<Batch>();
+  batch->id = 987654321;
+  batch->peer = p;
+  batch->statuses.reset(new std::atomic<int32_t>[1]);
+  batch->req_left.reset(new std::atomic<uint32_t>[1]);
+  const uint64_t req = 777000111;
+  {
+    std::lock_guard<std::mutex> l(a.m().pending_mu);
+    Pending pd;
+    pd.kind = Pending::NOTIFY;
+    pd.peer = p;
+    pd.batch = batch;
+    pd.sent = now_ms();
+    pd.deadline = pd.sent + 60000;
+    a.m().pending[req] = pd;
+    batch->notify_req = req;
+  }
+  std::vector<uint8_t> stranger = a.rail().pub.addr;  // well-formed, not the peer's
+  deliver(a, message(wire::NOTIFY_ACK, stranger, 7, req));
+  CHECK(!batch->done.load());
+  auto wrong_epoch = message(wire::NOTIFY_ACK, b.rail().pub.addr, 7, req);  // sender_epoch 99, b's is 8
+  deliver(a, wrong_epoch);
+  CHECK(!batch->done.load());
+  // Control: the peer's own answer settles it.
+  wire::Header h;
+  h.type = wire::NOTIFY_ACK;
+  h.req_id = req;
+  h.sender_epoch = 8;
+  h.target_epoch = 7;
+  h.status = te::TE_POOL_EXHAUSTED;
+  h.sender_addr = b.rail().pub.addr;
+  std::vector<uint8_t> ok;
+  wire::put_header(ok, h);
+  deliver(a, ok);
+  CHECK(batch->done.load());
+  auto out = a.t->take_batch(batch->id);
+  CHECK(out != nullptr);
+  if (out) CHECK(out->status == te::TE_POOL_EXHAUSTED);
+  a.t->close_peer(id);
+}
+
+// A message of another wire version is refused by the parser (a mixed pair fails to open
+// instead of misreading NOTIFY answers).
+void test_other_version_refused(Node& b) {
+  auto m = message(wire::HELLO, b.rail().pub.addr, 7);
+  wire::Header h;
+  size_t off = 0;
+  CHECK(wire::get_header(m.data(), m.size(), &h, &off));
+  m[4] = 1;  // version 1
+  m[5] = 0;
+  CHECK(!wire::get_header(m.data(), m.size(), &h, &off));
+}
+
+// Item: av_map had one permanent entry per distinct well-formed sender address. Beyond its
+// bound the least recently used entries that no peer opened here uses are evicted (and
+// removed from the AV once nothing uses them); an opened peer's entry stays and works.
+void test_av_map_bounded() {
+  Node victim("crowded", 31), real("real", 32);
+  CHECK(victim.ok && real.ok);
+  if (!victim.ok || !real.ok) return;
+  const size_t cap = 64;
+  victim.rail().max_av_entries = cap;
+  uint64_t peer = open_to(victim, real, 32);  // a peer opened here: pinned
+  CHECK(peer != 0);
+  const std::vector<uint8_t> real_addr = real.rail().pub.addr;
+  // Senders at 127.3.x.y:9 (sockaddr_in like this rail's: family, port, address, zeros;
+  // nothing listens there, so the answers queued to them fail fast).
+  std::vector<uint8_t> base = victim.rail().pub.addr;
+  CHECK(base.size() == 16);
+  if (base.size() != 16) return;
+  const int senders = 4 * static_cast<int>(cap);
+  for (int i = 0; i < senders; ++i) {
+    std::vector<uint8_t> a = base;
+    a[2] = 0, a[3] = 9;
+    a[4] = 127, a[5] = 3, a[6] = static_cast<uint8_t>(i / 250), a[7] = static_cast<uint8_t>(1 + i % 250);
+    deliver(victim, message(wire::HELLO, a, 31, 5000 + static_cast<uint64_t>(i)));
+    CHECK(victim.av_entries() <= cap);
+  }
+  CHECK(victim.av_entries() == cap);
+  CHECK(victim.rail().lookup_address(real_addr) != FI_ADDR_NOTAVAIL);  // least recently used, but pinned
+  // The evicted entries leave the AV (retired by the rail thread once nothing uses them).
+  bool drained = false;
+  for (int i = 0; i < 500 && !drained; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::lock_guard<std::mutex> l(victim.rail().av_mu);
+    drained = victim.rail().retiring.empty();
+  }
+  CHECK(drained);
+  // The real peer still works both ways: a notification from here is acknowledged, and it
+  // opens this side in turn.
+  auto out = notify_batch(victim, peer, "still here");
+  CHECK(out != nullptr);
+  if (out) CHECK(out->status == te::TE_OK);
+  CHECK(real.count(Event::NOTIFY) == 1);
+  CHECK(open_to(real, victim, 31) != 0);
+  CHECK(victim.av_entries() <= cap);
+  victim.t->close();
+  real.t->close();
+}
+
 }  // namespace
 
 int main() {
@@ -265,6 +502,11 @@ int main() {
   test_region_without_keys_at_use(a, b);
   test_notify_budget();
   test_answers_bounded(b);
+  test_notify_acknowledged();
+  test_notify_unanswered();
+  test_notify_ack_forged(a, b);
+  test_other_version_refused(b);
+  test_av_map_bounded();
   a.t->close();
   b.t->close();
   if (failures) fprintf(stderr, "transport_test: %d check(s) failed\n", failures);

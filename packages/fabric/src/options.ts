@@ -89,7 +89,7 @@ export function fabricOptionsSchema<P extends string>(prefix: P) {
       min: 1,
       max: 1048576,
       env: `${prefix}_NOTIFY_QUEUE_PER_PEER`,
-      description: 'Notifications received from one peer and not yet handed to listeners; beyond it further ones are dropped (a same-process sender\'s batch fails with POOL_EXHAUSTED)',
+      description: 'Notifications received from one peer and not yet handed to listeners; beyond it further ones are refused and the sender\'s batch fails with POOL_EXHAUSTED',
     },
     notifyQueueBytes: {
       type: 'integer',
