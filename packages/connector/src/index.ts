@@ -30,6 +30,7 @@ export { DEFAULT_CONFIG, type TeConfig, type TeConfigInput, type ConnectorRole, 
 export { TransferEngine, createTransferEngine, type AllocatedHandle, type MemoryHandle, type MemoryTarget, type RegisterOptions, type TransferOptions, type CreateEngineOptions } from './engine/transfer-engine.js';
 export { initTransferEngine, getTransferEngine, closeTransferEngine, hasTransferEngine } from './engine/shared.js';
 export { ControlServer, ControlClient, CONTROL_VERSION, type ControlHandler } from './engine/control-plane.js';
+export { checkSegmentName } from './engine/segment-name.js';
 export { P2PHandshake, type MetadataStore } from './engine/metadata.js';
 export type { MetadataRecords } from './metadata/records.js';
 export { parseMetadataString } from './metadata/connection-string.js';

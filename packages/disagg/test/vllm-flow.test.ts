@@ -245,6 +245,62 @@ test('layerwise: a request that stops mid-send keeps its blocks until the aborte
   }
 });
 
+test('layerwise: a send that ends before requestFinished frees its blocks exactly once, reported after requestFinished (length, stop, finished_req_ids)', async () => {
+  const port = await freePort();
+  const pe = await createTransferEngine(TCP_CONFIG);
+  const de = await createTransferEngine(TCP_CONFIG);
+  const P = await instance(pe, 'prefill', port, (l, h, v) => v.forEach((_, i) => (v[i] = byteOf(l, h, Math.floor(i / BLOCK_BYTES), i % BLOCK_BYTES))), true);
+  const D = await instance(de, 'decode', port, (_l, _h, v) => v.fill(0));
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  try {
+    const cases: { id: string; room: string; reason: 'length' | 'stop'; via: 'meta' | 'ids'; dst: number[]; src: number[] }[] = [
+      { id: 'p-early-len', room: '7101', reason: 'length', via: 'meta', dst: [1, 2], src: [4, 5] },
+      { id: 'p-early-stop', room: '7102', reason: 'stop', via: 'meta', dst: [3], src: [6] },
+      { id: 'p-early-ids', room: '7103', reason: 'length', via: 'ids', dst: [9], src: [10] },
+    ];
+    const landed = { dst: [] as number[], src: [] as number[] };
+    for (const c of cases) {
+      const dReq: KVRequestView = { requestId: `d-${c.id}`, promptTokens: 4 * c.dst.length, kvTransferParams: { do_remote_prefill: true, remote_host: '127.0.0.1', remote_port: port, remote_request_id: c.room } };
+      D.scheduler.updateStateAfterAlloc(dReq, c.dst, 4 * c.dst.length);
+      D.worker.startLoadKv(D.scheduler.buildConnectorMeta());
+      await until(() => ((D.worker.status(dReq.requestId) ?? 0) >= 3 ? true : undefined));
+      const pReq: KVRequestView = { requestId: c.id, promptTokens: 4 * c.src.length, kvTransferParams: { do_remote_decode: true, remote_request_id: c.room }, finishReason: c.reason };
+      P.scheduler.updateStateAfterAlloc(pReq, c.src, 0);
+      P.worker.startLoadKv(P.scheduler.buildConnectorMeta());
+      for (let l = 0; l < LAYERS; l++) P.worker.saveKvLayer(`model.layers.${l}.self_attn`);
+      await P.worker.waitForSave();
+      // The send completed (the decode has the KV) and settled on the prefill worker ...
+      await until(() => (D.worker.getFinished().recving.has(dReq.requestId) ? true : undefined));
+      await until(() => (P.worker.status(c.id) === undefined ? true : undefined));
+      // ... while vLLM has not called request_finished yet: nothing may be reported.
+      let frees = 0;
+      for (let i = 0; i < 5; i++, await sleep(20)) if (P.worker.getFinished().sending.has(c.id)) frees++;
+      assert.is(frees, 0, `${c.id}: finished_sending before request_finished (the later delay_free=true would leak the blocks)`);
+      const [delay, params] = P.scheduler.requestFinished(pReq, c.src);
+      if (!delay) frees++;
+      if (c.reason === 'length') assert.is(params?.remote_request_id, c.room);
+      const meta = P.scheduler.buildConnectorMeta();
+      assert.equal(meta.sends, [], 'no second send');
+      if (c.via === 'meta') {
+        P.worker.startLoadKv(meta);
+        for (let i = 0; i < 3; i++) if (P.worker.getFinished().sending.has(c.id)) frees++;
+      } else {
+        P.worker.startLoadKv({ loads: [], sends: [] }); // the step's metadata lost: vLLM's finished_req_ids still release it
+        for (let i = 0; i < 3; i++) if (P.worker.getFinished(new Set([c.id, 'unrelated'])).sending.has(c.id)) frees++;
+      }
+      assert.is(frees, 1, `${c.id}: the blocks must be freed exactly once (delay_free=${delay})`);
+      landed.dst.push(...c.dst);
+      landed.src.push(...c.src);
+      checkBlocks(D.views, landed.dst, landed.src);
+    }
+  } finally {
+    await D.worker.shutdown();
+    await P.worker.shutdown();
+    await de.close();
+    await pe.close();
+  }
+});
+
 test('layerwise: a request that finishes before its queued send reached a worker frees its blocks at once', () => {
   const s = new KVConnectorScheduler({ role: 'prefill', bootstrapHost: 'h', bootstrapPort: 1, layerwise: true });
   const req: KVRequestView = { requestId: 'r', promptTokens: 4, kvTransferParams: { do_remote_decode: true }, finishReason: 'abort' };

@@ -1,4 +1,4 @@
-import { TransferError, type KVBuffers, type ParallelLayout } from '@te/connector';
+import { TransferError, checkSegmentName, type KVBuffers, type ParallelLayout } from '@te/connector';
 import { shardOfRank, type BufferTable, type LayerSpan } from '../plan/index.js';
 import type { RegisterMessage } from '../protocol/messages.js';
 import { tableFromWire } from './local-buffers.js';
@@ -14,6 +14,8 @@ export interface Destination {
   readonly state: BufferTable | undefined;
   /** Set after a connection-level failure: later rooms fail fast until it registers again. */
   failed?: TransferError;
+  /** Its decode stopped answering heartbeats: dropped once no room uses it. */
+  lost?: boolean;
 }
 
 function mismatch(field: string, decode: unknown, prefill: unknown): never {
@@ -26,13 +28,22 @@ function mismatch(field: string, decode: unknown, prefill: unknown): never {
  */
 export function acceptDestination(msg: RegisterMessage, buffers: KVBuffers, layout: ParallelLayout): Destination {
   const totalLayers = buffers.totalLayers ?? buffers.numLayers;
+  // The segment is where every write and status report goes, and part of the table key.
+  checkSegmentName(msg.decodeSegment);
+  if (msg.tpRank >= msg.tpSize || msg.ppRank >= msg.ppSize) throw new TransferError('INVALID_ARGUMENT', `decode rank tp ${msg.tpRank}/${msg.tpSize}, pp ${msg.ppRank}/${msg.ppSize}: a rank must be below its size`);
   if (msg.pageSize !== buffers.pageSize) mismatch('page_size', msg.pageSize, buffers.pageSize);
   if (msg.kvCacheDtype !== buffers.kvCacheDtype) mismatch('kv_cache_dtype', msg.kvCacheDtype, buffers.kvCacheDtype);
   if (msg.attention !== buffers.attention) mismatch('attention', msg.attention, buffers.attention);
   if (msg.totalLayers !== totalLayers) mismatch('num_layers', msg.totalLayers, totalLayers);
   if (msg.ppSize !== 1 && msg.ppSize !== layout.ppSize) mismatch('pp_size', msg.ppSize, layout.ppSize);
+  if (msg.firstLayer + msg.numLayers > totalLayers) throw new TransferError('INVALID_ARGUMENT', `decode registers layers [${msg.firstLayer}, ${msg.firstLayer + msg.numLayers}), outside the model's ${totalLayers} layers`);
   const perLayer = msg.attention === 'mha' ? 2 : 1;
   if (msg.kv.addrs.length !== msg.numLayers * perLayer) throw new TransferError('INVALID_ARGUMENT', `decode registers ${msg.kv.addrs.length} KV buffers for ${msg.numLayers} ${msg.attention} layers`);
+  // Every table is kept (the message and its Float64 copies) as long as the registration:
+  // bounded by what this prefill's layout can ever pair with (see transfer-plan.ts), so a
+  // peer cannot park megabytes per registration.
+  const auxCount = buffers.aux.addrs.length;
+  if (msg.aux.addrs.length !== 0 && msg.aux.addrs.length !== auxCount) throw new TransferError('INVALID_ARGUMENT', `decode registers ${msg.aux.addrs.length} aux buffers; this prefill rank pairs 0 or ${auxCount}`);
   if (msg.attention === 'mha' && msg.tpSize !== layout.attnTpSize) {
     if (msg.totalKvHeads === undefined || buffers.totalKvHeads === undefined) {
       throw new TransferError('LAYOUT_MISMATCH', `attention TP differs (decode ${msg.tpSize}, prefill ${layout.attnTpSize}): both sides must declare totalKvHeads for head slicing`);
@@ -43,6 +54,11 @@ export function acceptDestination(msg: RegisterMessage, buffers: KVBuffers, layo
   }
   if (Boolean(msg.state) !== Boolean(buffers.state)) mismatch('state', msg.state?.kind ?? 'none', buffers.state?.kind ?? 'none');
   if (msg.state && buffers.state && msg.state.kind !== buffers.state.kind) mismatch('state', msg.state.kind, buffers.state.kind);
+  if (msg.state && buffers.state) {
+    // State pairs one buffer per layer, or one to one with this rank's state buffers.
+    const n = msg.state.table.addrs.length;
+    if (n !== msg.numLayers && n !== buffers.state.addrs.length) throw new TransferError('INVALID_ARGUMENT', `decode registers ${n} state buffers; this prefill rank pairs ${msg.numLayers} (one per layer) or ${buffers.state.addrs.length}`);
+  }
   return {
     segment: msg.decodeSegment,
     epoch: msg.epoch,

@@ -59,6 +59,11 @@ export class PrefillSender implements KVSender {
     return [...this.requests.values()].map((r) => r.dest.segment);
   }
 
+  /** The decode ranks' registrations this room refers to. */
+  destinations(): Destination[] {
+    return [...this.requests.values()].map((r) => r.dest);
+  }
+
   addRequest(rr: RoomRequest): void {
     if (this.cell.value === KVStatus.Failed) throw this.cell.error!;
     if (rr.dest.failed) {

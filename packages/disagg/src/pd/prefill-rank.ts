@@ -16,13 +16,25 @@ import type { SourceSide } from './transfer-plan.js';
 const MAX_PENDING_ROOMS = 65_536;
 const MAX_DESTINATIONS = 4_096;
 
+export interface PrefillRankLimits {
+  /** Decode ranks registered at once (default 4096); past it, failed then idle ones are evicted. */
+  maxDestinations?: number;
+}
+
 /**
  * One prefill rank: serves decode ranks' registrations, requests and aborts on the
  * engine's control plane, and owns the senders of its rooms.
  */
 export class PrefillRank {
   readonly source: SourceSide;
+  /**
+   * Registered decode ranks by `segment#tpRank`, least recently used first (registering or
+   * requesting moves an entry to the end). Bounded: a decode lost to the heartbeat is
+   * dropped once no room uses it, and at the cap a failed, else the oldest idle, entry is
+   * evicted (a live decode that was evicted hears STALE_DESCRIPTOR and registers again).
+   */
   private readonly destinations = new Map<string, Destination>();
+  private readonly maxDestinations: number;
   private readonly senders = new Map<bigint, PrefillSender>();
   private readonly pending = new Map<bigint, { requests: RoomRequest[]; at: number }>();
   /** Rooms that can no longer succeed here (aborted by the decode, or refused), with why. */
@@ -37,7 +49,9 @@ export class PrefillRank {
     readonly buffers: KVBuffers,
     readonly timeouts: PDTimeouts,
     private readonly directoryOf: (address: string) => RankDirectory = (address) => new BootstrapClient(address),
+    limits: PrefillRankLimits = {},
   ) {
+    this.maxDestinations = limits.maxDestinations ?? MAX_DESTINATIONS;
     this.source = {
       buffers,
       layout,
@@ -117,6 +131,46 @@ export class PrefillRank {
 
   forget(sender: PrefillSender): void {
     if (this.senders.get(sender.room) === sender) this.senders.delete(sender.room);
+    if (sender.destinations().some((d) => d.lost)) this.dropLost();
+  }
+
+  /** How many decode ranks are registered now. */
+  get destinationCount(): number {
+    return this.destinations.size;
+  }
+
+  /** Destinations a live sender or a room waiting for its sender still refers to. */
+  private destinationsInUse(): Set<Destination> {
+    const used = new Set<Destination>();
+    for (const s of this.senders.values()) for (const d of s.destinations()) used.add(d);
+    for (const p of this.pending.values()) for (const rr of p.requests) used.add(rr.dest);
+    return used;
+  }
+
+  /** Drops the destinations whose decode was lost and that no room uses any more. */
+  private dropLost(): void {
+    let used: Set<Destination> | undefined;
+    for (const [key, d] of this.destinations) {
+      if (!d.lost) continue;
+      used ??= this.destinationsInUse();
+      if (!used.has(d)) this.destinations.delete(key);
+    }
+  }
+
+  /** Makes room for one more destination: a failed one no room uses, else the least recently used idle one. */
+  private evictDestination(): void {
+    const used = this.destinationsInUse();
+    let victim: string | undefined;
+    for (const [key, d] of this.destinations) {
+      if (used.has(d)) continue;
+      if (d.failed) {
+        victim = key;
+        break;
+      }
+      victim ??= key;
+    }
+    if (victim === undefined) throw new TransferError('POOL_EXHAUSTED', `${this.maxDestinations} decode ranks are registered and every one has a room in flight; retry later`);
+    this.destinations.delete(victim);
   }
 
   /** A destination that failed at the connection level fails its later rooms fast until it registers again. */
@@ -127,15 +181,19 @@ export class PrefillRank {
   private onRegister(m: import('../protocol/messages.js').RegisterMessage): { tpRank: number; ppRank: number } {
     const dest = acceptDestination(m, this.buffers, this.layout);
     const key = `${m.decodeSegment}#${m.tpRank}`;
-    if (!this.destinations.has(key) && this.destinations.size >= MAX_DESTINATIONS) throw new TransferError('POOL_EXHAUSTED', `more than ${MAX_DESTINATIONS} decode ranks registered`);
+    if (!this.destinations.delete(key) && this.destinations.size >= this.maxDestinations) this.evictDestination();
     // Registering again (a restart: new epoch) replaces the old table and clears its failure.
     this.destinations.set(key, dest);
     return { tpRank: this.layout.attnTpRank, ppRank: this.layout.ppRank };
   }
 
   private onRequest(m: RequestMessage): { accepted: true } {
-    const dest = this.destinations.get(`${m.decodeSegment}#${m.decodeTpRank}`);
+    const key = `${m.decodeSegment}#${m.decodeTpRank}`;
+    const dest = this.destinations.get(key);
     if (!dest) throw new TransferError('STALE_DESCRIPTOR', `decode rank ${m.decodeSegment}#${m.decodeTpRank} is not registered with this prefill rank; register first`);
+    // Most recently used last: eviction at the cap takes the idle ones first.
+    this.destinations.delete(key);
+    this.destinations.set(key, dest);
     const ended = this.aborted.get(m.room);
     if (ended) throw ended.error;
     if (dest.failed) throw new TransferError('PEER_FAILED', `destination ${dest.segment} failed before (${dest.failed.message}); register again`);
@@ -195,7 +253,13 @@ export class PrefillRank {
     for (const s of [...this.senders.values()]) {
       if (s.segments().includes(segment)) s.fail(new TransferError('PEER_FAILED', `room ${s.room}: decode ${segment} stopped answering heartbeats`, { details: { room: s.room, segment } }));
     }
-    for (const d of this.destinations.values()) if (d.segment === segment) d.failed ??= new TransferError('PEER_FAILED', `decode ${segment} stopped answering heartbeats`);
+    for (const d of this.destinations.values()) {
+      if (d.segment !== segment) continue;
+      d.failed ??= new TransferError('PEER_FAILED', `decode ${segment} stopped answering heartbeats`);
+      d.lost = true;
+    }
+    // Failed senders stay until their writes settled (forget() drops the rest then).
+    this.dropLost();
   }
 
   /** Drops requests and abort marks older than the bootstrap timeout. */
@@ -203,6 +267,7 @@ export class PrefillRank {
     const horizon = Date.now() - this.timeouts.bootstrapMs;
     for (const [room, p] of this.pending) if (p.at < horizon) this.pending.delete(room);
     for (const [room, e] of this.aborted) if (e.at < horizon) this.aborted.delete(room);
+    this.dropLost();
   }
 
   async close(): Promise<void> {

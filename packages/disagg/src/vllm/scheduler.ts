@@ -25,6 +25,7 @@ export class KVConnectorScheduler {
   private loads: KVConnectorMeta['loads'] = [];
   private sends: KVConnectorMeta['sends'] = [];
   private aborts: string[] = [];
+  private finished: string[] = [];
   /** Prefill, layerwise: requests whose send was queued at allocation, with their room. */
   private readonly queued = new Map<string, string>();
 
@@ -68,9 +69,11 @@ export class KVConnectorScheduler {
   buildConnectorMeta(): KVConnectorMeta {
     const meta: KVConnectorMeta = { loads: this.loads, sends: this.sends };
     if (this.aborts.length > 0) meta.aborts = this.aborts;
+    if (this.finished.length > 0) meta.finished = this.finished;
     this.loads = [];
     this.sends = [];
     this.aborts = [];
+    this.finished = [];
     return meta;
   }
 
@@ -83,6 +86,19 @@ export class KVConnectorScheduler {
    * request that finishes otherwise (stopped, aborted): it is aborted, and the blocks stay
    * allocated (`true`) until the worker reports the send ended in `getFinished`, which it
    * does once no write of it is in flight.
+   *
+   * A layerwise send may also have ended (even settled on the worker) before this is
+   * called. This still returns `true`, and the worker holds the send's finished_sending
+   * report until the scheduler finished the request (the next metadata's `finished` or
+   * `aborts`, or vLLM's finished_req_ids passed to getFinished). That is the contract in
+   * vLLM's connector (connector-contracts.md §3.2-3.3): request_finished runs before the
+   * blocks are freed, `true` hands them to the connector until the id appears in
+   * get_finished, and get_finished reports only ids the scheduler already finished (vLLM
+   * frees the blocks of every finished_sending id it gets). Reporting earlier frees a
+   * running request's blocks, or, as `true` after it did, leaks them. The other way,
+   * `false` for a send "already reported", would need the scheduler to know of the
+   * worker's reports (another process, a step late) and frees twice when a report races
+   * this call. So the blocks are freed exactly once: by the report after this call.
    */
   requestFinished(request: KVRequestView, blockIds: number[]): [boolean, KVTransferParams | null] {
     const params = request.kvTransferParams;
@@ -101,6 +117,7 @@ export class KVConnectorScheduler {
     }
     const room = queued ?? params.remote_request_id ?? randomRoom();
     if (queued === undefined) this.sends.push({ requestId: request.requestId, blockIds: [...blockIds], room });
+    else this.finished.push(request.requestId); // its send may still be in this step's `sends`: the worker starts those first
     return [
       true,
       {

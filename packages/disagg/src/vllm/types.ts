@@ -39,4 +39,10 @@ export interface KVConnectorMeta {
    * (layerwise, stopped or aborted): abort the send; `getFinished` reports it once settled.
    */
   aborts?: string[];
+  /**
+   * Prefill, layerwise: length-capped requests the scheduler finished (delay_free) whose
+   * send started with an earlier forward pass: the worker lists each in `getFinished`'s
+   * sending once the send ended, and not before (vLLM frees the blocks on that report).
+   */
+  finished?: string[];
 }

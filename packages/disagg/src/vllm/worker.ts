@@ -25,6 +25,12 @@ interface Active {
   request: KVRequest;
   direction: 'send' | 'recv';
   blockIds: number[];
+  /**
+   * Send: the scheduler ran requestFinished for it (returning delay_free), so vLLM frees
+   * the blocks when `getFinished` lists it. False only for a layerwise send, which starts
+   * with the forward pass, before the request finished.
+   */
+  released: boolean;
 }
 
 /**
@@ -37,6 +43,12 @@ export class KVConnectorWorker {
   private manager: DisaggKVManager | undefined;
   private readonly active = new Map<string, Active>();
   private readonly done = { sending: new Set<string>(), recving: new Set<string>() };
+  /**
+   * Layerwise sends that ended before the scheduler finished their request: reported in
+   * `sending` only once it did (see `release`). Bounded by the requests in flight: vLLM
+   * calls request_finished for every request it scheduled.
+   */
+  private readonly unreleased = new Set<string>();
   private readonly failedBlocks = new Set<number>();
   private readonly layerIndex = new Map<string, number>();
   private forward: LayerwiseBatch | undefined;
@@ -88,6 +100,7 @@ export class KVConnectorWorker {
     for (const requestId of meta.aborts ?? []) {
       const a = this.active.get(requestId);
       if (a?.direction === 'send') void a.request.abort('the request finished without handing off its KV').catch(() => undefined);
+      this.release(requestId);
     }
     for (const load of meta.loads) {
       const p = load.params;
@@ -110,27 +123,44 @@ export class KVConnectorWorker {
       } catch (e) {
         // Nothing was written: the blocks may be freed, as for any send that ended.
         void sender?.abort().catch(() => undefined);
-        this.track(send.requestId, failedRequest(e, send.requestId), 'send', send.blockIds);
+        this.track(send.requestId, failedRequest(e, send.requestId), 'send', send.blockIds, !send.layerwise);
         continue;
       }
-      this.track(send.requestId, sender, 'send', send.blockIds);
+      this.track(send.requestId, sender, 'send', send.blockIds, !send.layerwise);
       if (send.layerwise) layerwise.push({ sender, pages: Uint32Array.from(send.blockIds) });
       else sender.send(Uint32Array.from(send.blockIds), { last: true }).catch(() => undefined);
     }
     // The batch-start marker: requests whose decode is not registered yet fall back (counted).
     if (layerwise.length > 0) this.forward = m.beginBatch(layerwise);
+    // After the sends: a request may finish in the step its layerwise send was queued.
+    for (const requestId of meta.finished ?? []) this.release(requestId);
   }
 
-  private track(requestId: string, request: KVRequest, direction: 'send' | 'recv', blockIds: number[]): void {
-    this.active.set(requestId, { request, direction, blockIds });
+  private track(requestId: string, request: KVRequest, direction: 'send' | 'recv', blockIds: number[], released = true): void {
+    const entry: Active = { request, direction, blockIds, released };
+    this.active.set(requestId, entry);
     const settle = (): void => {
-      this.active.delete(requestId);
-      (direction === 'send' ? this.done.sending : this.done.recving).add(requestId);
+      if (this.active.get(requestId) === entry) this.active.delete(requestId);
+      if (direction === 'send' && !entry.released) this.unreleased.add(requestId);
+      else (direction === 'send' ? this.done.sending : this.done.recving).add(requestId);
       if (direction === 'recv' && request.status === KVStatus.Failed) for (const b of blockIds) this.failedBlocks.add(b);
     };
     // A failed send is reported (its blocks freed) only once none of its writes is in
     // flight: the sender's abort resolves then.
     request.cell.reached(KVStatus.Success).then(settle, () => (direction === 'send' ? request.abort().then(settle, settle) : settle()));
+  }
+
+  /**
+   * The scheduler finished this request with delay_free (its send may now be reported in
+   * finished_sending). An id with no send here (most finished requests) is ignored.
+   */
+  private release(requestId: string): void {
+    if (this.unreleased.delete(requestId)) {
+      this.done.sending.add(requestId);
+      return;
+    }
+    const a = this.active.get(requestId);
+    if (a?.direction === 'send') a.released = true;
   }
 
   /** The transfer status of a request still in flight (undefined once it ended). */
@@ -164,8 +194,13 @@ export class KVConnectorWorker {
    * Requests whose transfer ended since the last call: sending (the prefill may free the
    * blocks) and receiving (the decode may schedule it; failed ones are also listed in
    * `getBlockIdsWithLoadErrors`).
+   *
+   * `finishedRequestIds` is vLLM's `scheduler_output.finished_req_ids` (requests the
+   * scheduler finished since the last step): a send is reported only for a request the
+   * scheduler finished, told here or by the step's metadata (`finished`, `aborts`).
    */
-  getFinished(_finishedRequestIds?: Set<string>): { sending: Set<string>; recving: Set<string> } {
+  getFinished(finishedRequestIds?: Iterable<string>): { sending: Set<string>; recving: Set<string> } {
+    for (const id of finishedRequestIds ?? []) this.release(id);
     const out = { sending: new Set(this.done.sending), recving: new Set(this.done.recving) };
     this.done.sending.clear();
     this.done.recving.clear();

@@ -1,0 +1,192 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { KVStatus, createTransferEngine, isTransferError, type KVBuffers, type TransferEngine } from '@te/connector';
+import { acceptDestination } from '../src/pd/destination.js';
+import { PrefillRank } from '../src/pd/prefill-rank.js';
+import { resolveTimeouts } from '../src/pd/timeouts.js';
+import { MSG, PD_PROTOCOL_VERSION, type RegisterMessage } from '../src/protocol/messages.js';
+import { freePort, layout, TCP_CONFIG } from './pd-harness.js';
+
+/*
+ * A prefill rank's table of registered decode ranks, fed by peers: bounded (a decode lost
+ * to the heartbeat is dropped once no room uses it, failed or idle ones are evicted at the
+ * cap, in-use ones never) and every field checked before it is kept. The prefill rank runs
+ * in this process on a real engine; decodes are played by a probe engine's control client
+ * (no KV is written, so the buffers are only numbers).
+ */
+const L = layout(1, 0);
+const PAGE = 256n;
+const PAGES = 16n;
+
+function group(n: number, item: bigint, count: bigint, base: bigint) {
+  return {
+    addrs: BigUint64Array.from({ length: n }, (_, i) => base + BigInt(i) * item * count),
+    lengths: BigUint64Array.from({ length: n }, () => item * count),
+    itemLengths: BigUint64Array.from({ length: n }, () => item),
+  };
+}
+
+function prefillBuffers(state = false): KVBuffers {
+  const b: KVBuffers = { kv: group(4, PAGE, PAGES, 0x10000n), attention: 'mha', numLayers: 2, totalLayers: 2, pageSize: 4, kvCacheDtype: 'fp16', aux: group(2, 64n, 8n, 0x80000n), device: 'cpu', totalKvHeads: 2 };
+  if (state) b.state = { ...group(2, 128n, 4n, 0x90000n), kind: 'mamba' };
+  return b;
+}
+
+const wire = (g: ReturnType<typeof group>) => ({ addrs: g.addrs, lengths: g.lengths, itemLens: g.itemLengths });
+
+function registration(segment: string, over: Partial<RegisterMessage> = {}): RegisterMessage {
+  return {
+    v: PD_PROTOCOL_VERSION,
+    decodeSegment: segment,
+    epoch: 1n,
+    tpSize: 1,
+    tpRank: 0,
+    ppSize: 1,
+    ppRank: 0,
+    attention: 'mha',
+    pageSize: 4,
+    kvCacheDtype: 'fp16',
+    firstLayer: 0,
+    numLayers: 2,
+    totalLayers: 2,
+    kv: wire(group(4, PAGE, PAGES, 0x20000n)),
+    aux: wire(group(2, 64n, 8n, 0xa0000n)),
+    ...over,
+  };
+}
+
+function request(segment: string, room: bigint, tpRank = 0) {
+  return { v: PD_PROTOCOL_VERSION, room, decodeSegment: segment, decodeTpRank: tpRank, pages: Uint32Array.of(1), auxIndex: 0, requiredDecodeRanks: 1, dummy: false, sendsAux: false, sendsState: false };
+}
+
+async function errorOf(p: Promise<unknown>): Promise<unknown> {
+  return p.then(() => undefined, (e: unknown) => e);
+}
+
+async function until(f: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!f()) {
+    if (Date.now() > end) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+async function setup(timeouts: Parameters<typeof resolveTimeouts>[0], maxDestinations?: number) {
+  const engine = await createTransferEngine(TCP_CONFIG);
+  const probe = await createTransferEngine(TCP_CONFIG);
+  const rank = new PrefillRank(engine, L, prefillBuffers(), resolveTimeouts(timeouts), undefined, maxDestinations === undefined ? {} : { maxDestinations });
+  const client = probe.controlClient(engine.segmentName);
+  const close = async (): Promise<void> => {
+    await rank.close();
+    await probe.close();
+    await engine.close();
+  };
+  return { engine, rank, client, close };
+}
+
+test('at the cap, the least recently used idle registration is evicted, never one a room uses; all in use is POOL_EXHAUSTED', async () => {
+  const { rank, client, close } = await setup({ bootstrapMs: 60_000 }, 3);
+  try {
+    const reg = (s: string) => client.request(MSG.register, registration(s), 5_000);
+    const req = (s: string, room: bigint) => client.request(MSG.request, request(s, room), 5_000);
+    await reg('127.0.0.1:10001');
+    await reg('127.0.0.1:10002');
+    await reg('127.0.0.1:10003');
+    await req('127.0.0.1:10001', 1n); // a room waits for its sender: A is in use, and most recent
+    await reg('127.0.0.1:10004'); // a decode restarted on a new port: B (oldest idle) goes
+    assert.is(rank.destinationCount, 3);
+    assert.ok(isTransferError(await errorOf(req('127.0.0.1:10002', 2n)), 'STALE_DESCRIPTOR'), 'the evicted decode registers again on STALE_DESCRIPTOR');
+    await req('127.0.0.1:10003', 3n); // C in use
+    await reg('127.0.0.1:10005'); // D (the only idle one) goes
+    assert.ok(isTransferError(await errorOf(req('127.0.0.1:10004', 4n)), 'STALE_DESCRIPTOR'));
+    await req('127.0.0.1:10005', 5n); // E in use: A, C, E all have rooms
+    const full = await errorOf(reg('127.0.0.1:10006'));
+    assert.ok(isTransferError(full, 'POOL_EXHAUSTED'), String(full));
+    await reg('127.0.0.1:10001'); // registering again (a restart, same port) needs no room
+    assert.is(rank.destinationCount, 3);
+    // Their rooms still find their registrations.
+    for (const [s, room] of [['127.0.0.1:10001', 11n], ['127.0.0.1:10003', 13n], ['127.0.0.1:10005', 15n]] as const) await req(s, room);
+  } finally {
+    await close();
+  }
+});
+
+test('the default cap: a decode restarting on a new ephemeral port 4100 times can still register', async () => {
+  const { rank, client, close } = await setup({ bootstrapMs: 60_000 });
+  try {
+    for (let base = 0; base < 4100; base += 100) {
+      await Promise.all(Array.from({ length: 100 }, (_, i) => client.request(MSG.register, registration(`127.0.0.1:${20_000 + base + i}`), 10_000)));
+    }
+    assert.is(rank.destinationCount, 4096);
+    await client.request(MSG.request, request('127.0.0.1:24099', 1n), 5_000);
+  } finally {
+    await close();
+  }
+});
+
+test('a decode lost to the heartbeat: its registration is dropped once no room uses it, kept (failed) while one does', async () => {
+  const { rank, client, close } = await setup({ bootstrapMs: 1_500, heartbeatMs: 100, heartbeatMaxFailures: 2, transferMs: 1_000 });
+  try {
+    const dead = `127.0.0.1:${await freePort()}`; // nothing listens there: pings fail
+    await client.request(MSG.register, registration(dead), 5_000);
+    // Another rank of the same decode process (same segment): a room waits for its sender.
+    await client.request(MSG.register, registration(dead, { tpRank: 1, tpSize: 2, totalKvHeads: 2, kvHeadsPerRank: 1 }), 5_000);
+    assert.is(rank.destinationCount, 2);
+    await client.request(MSG.request, request(dead, 2n, 1), 5_000);
+    const sender = rank.createSender({ host: '127.0.0.1', port: 1, room: 1n });
+    await client.request(MSG.request, request(dead, 1n), 5_000);
+    assert.is(sender.status, KVStatus.WaitingForInput);
+    await until(() => sender.status === KVStatus.Failed);
+    assert.is(sender.failure?.code, 'PEER_FAILED', sender.failure?.message);
+    await sender.settled();
+    await until(() => rank.destinationCount === 1);
+    const gone = await errorOf(client.request(MSG.request, request(dead, 3n), 5_000));
+    assert.ok(isTransferError(gone, 'STALE_DESCRIPTOR'), `dropped, so the decode (if it comes back) registers again: ${String(gone)}`);
+    const kept = await errorOf(client.request(MSG.request, request(dead, 4n, 1), 5_000));
+    assert.ok(isTransferError(kept, 'PEER_FAILED'), `still used by room 2, so kept and failed: ${String(kept)}`);
+    // Room 2 expires (bootstrap timeout, swept): nothing uses it any more.
+    await until(() => rank.destinationCount === 0);
+  } finally {
+    await close();
+  }
+});
+
+test('registration fields are checked before anything is kept: segment name, layer span, table sizes (INVALID_ARGUMENT)', async () => {
+  const b = prefillBuffers();
+  const bad = (m: RegisterMessage, what: string, buffers = b) => {
+    try {
+      acceptDestination(m, buffers, L);
+    } catch (e) {
+      assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), `${what}: ${String(e)}`);
+      return;
+    }
+    assert.unreachable(`${what}: accepted`);
+  };
+  bad(registration('127.0.0.1:1', { tpRank: 1 }), 'tp rank 1 of 1');
+  bad(registration('127.0.0.1:1', { ppRank: 1 }), 'pp rank 1 of 1');
+  for (const s of ['nohost', 'a b:1', 'h:0', 'h:99999', ':1', 'h:x', 'a:b:1']) bad(registration(s), `segment ${s}`);
+  bad(registration('127.0.0.1:1', { firstLayer: 1 }), 'layers [1, 3) of 2');
+  bad(registration('127.0.0.1:1', { firstLayer: 2, numLayers: 1, kv: wire(group(2, PAGE, PAGES, 0x20000n)) }), 'layers [2, 3) of 2');
+  bad(registration('127.0.0.1:1', { aux: wire(group(1000, 64n, 8n, 0xa0000n)) }), '1000 aux buffers');
+  bad(registration('127.0.0.1:1', { aux: wire(group(1, 64n, 8n, 0xa0000n)) }), '1 aux buffer for 2');
+  const withState = prefillBuffers(true);
+  bad(registration('127.0.0.1:1', { state: { kind: 'mamba', table: wire(group(1000, 128n, 4n, 0xb0000n)) } }), '1000 state buffers', withState);
+  // What the layout pairs is accepted.
+  assert.ok(acceptDestination(registration('127.0.0.1:1'), b, L));
+  assert.ok(acceptDestination(registration('[::1]:7', { aux: wire(group(0, 64n, 8n, 0n)) }), b, L));
+  assert.ok(acceptDestination(registration('host-1.example:65535', { state: { kind: 'mamba', table: wire(group(2, 128n, 4n, 0xb0000n)) } }), withState, L));
+
+  // Over the control plane the refusal is typed too, and nothing is kept.
+  const { rank, client, close } = await setup({});
+  try {
+    const e = await errorOf(client.request(MSG.register, registration('not a segment'), 5_000));
+    assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), String(e));
+    const span = await errorOf(client.request(MSG.register, registration('127.0.0.1:9', { firstLayer: 5 }), 5_000));
+    assert.ok(isTransferError(span, 'INVALID_ARGUMENT'), String(span));
+    assert.is(rank.destinationCount, 0);
+  } finally {
+    await close();
+  }
+});
+
+test.run();
