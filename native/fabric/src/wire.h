@@ -7,12 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "te/fabric/transport.h"
+
 namespace te::fabric::wire {
 
 constexpr uint32_t kMagic = 0x42464554;  // "TEFB"
-// 2: NOTIFY is acknowledged (NOTIFY_ACK). A peer of another version drops every message
-// (get_header), so its hello goes unanswered and opening it fails with PEER_UNREACHABLE.
-constexpr uint16_t kVersion = 2;
+// 2: NOTIFY is acknowledged (NOTIFY_ACK). The descriptor advertises the version, so openPeer
+// refuses a peer of another one (PROTOCOL_MISMATCH); a message of another version that
+// arrives anyway is dropped (get_header).
+constexpr uint16_t kVersion = kProtocolVersion;
 constexpr size_t kMaxMessage = 64 * 1024 + 4096;  // receive buffer size
 constexpr size_t kMaxPayload = 64 * 1024;         // notification payload limit
 

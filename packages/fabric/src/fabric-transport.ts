@@ -183,7 +183,7 @@ export class FabricTransport implements Transport {
     }
     if (!same && !peer.transports[this.plugin]) throw this.fail('NO_COMMON_TRANSPORT', `segment "${peer.name}" does not advertise ${this.plugin}`);
     const ep = same ? this.#endpoint : this.#parseEndpoint(peer);
-    if (ep.protocol !== 1) throw this.fail('PROTOCOL_MISMATCH', `segment "${peer.name}" speaks ${this.plugin} protocol ${ep.protocol}, this build speaks 1`);
+    if (ep.protocol !== this.#endpoint.protocol) throw this.fail('PROTOCOL_MISMATCH', `segment "${peer.name}" speaks ${this.plugin} protocol ${ep.protocol}, this build speaks ${this.#endpoint.protocol}`);
     if (ep.provider !== this.#endpoint.provider) {
       throw this.fail('PROTOCOL_MISMATCH', `segment "${peer.name}" uses libfabric provider "${ep.provider}", this process "${this.#endpoint.provider}": both sides must use the same provider (set FI_PROVIDER or the provider option alike)`);
     }

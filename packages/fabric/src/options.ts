@@ -97,7 +97,7 @@ export function fabricOptionsSchema<P extends string>(prefix: P) {
       min: 65536,
       max: 17179869184,
       env: `${prefix}_NOTIFY_QUEUE_BYTES`,
-      description: 'Bytes of received notifications not yet handed to listeners (payload + 256 each), all peers together; beyond it further ones are dropped',
+      description: 'Bytes of received notifications not yet handed to listeners (payload + 256 each), all peers together; beyond it further ones are refused (POOL_EXHAUSTED at the sender)',
     },
     slicesPerOp: {
       type: 'integer',

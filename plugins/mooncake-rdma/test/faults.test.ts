@@ -65,6 +65,31 @@ for (const provider of PROVIDERS) {
     }
   });
 
+  test(`${provider}: a descriptor advertising another fabric protocol version → PROTOCOL_MISMATCH at openPeer, naming both`, async () => {
+    const t = await side(provider, 64 * 1024);
+    const i = await side(provider, 64 * 1024);
+    try {
+      // Version 1 peers send notifications without waiting for an acknowledgement; this build
+      // settles a notifying batch on the ack, so the two must not be paired.
+      const forged = structuredClone(t.descriptor);
+      const endpoint = forged.transports[plugin.name]!.endpoint as { protocol: number };
+      const own = endpoint.protocol;
+      assert.ok(own >= 2, `this build advertises protocol ${own}`);
+      endpoint.protocol = 1;
+      const e = await i.transport.openPeer(forged).then(
+        () => undefined,
+        (x: { code?: string; message?: string }) => x,
+      );
+      assert.is(e?.code, 'PROTOCOL_MISMATCH');
+      assert.match(e?.message ?? '', `protocol 1, this build speaks ${own}`);
+      const peer = await i.transport.openPeer(t.descriptor);
+      assert.is(await code(i.transport.submit(peer, batchOf([{ op: 'write', local: i.addr, remote: t.addr, length: 4096 }]), { timeoutMs: 3000 })), 'OK');
+    } finally {
+      await i.transport.close();
+      await t.transport.close();
+    }
+  });
+
   test(`${provider}: a revoked key (buffer unregistered on the peer) → MEMORY_NOT_REGISTERED before posting`, async () => {
     const t = await side(provider, 64 * 1024);
     const i = await side(provider, 64 * 1024);

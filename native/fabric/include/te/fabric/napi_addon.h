@@ -346,7 +346,7 @@ inline Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("statusName", Napi::Function::New(env, te::napi::StatusName));
   exports.Set("processEpoch", Napi::Function::New(env, te::napi::ProcessEpoch));
   exports.Set("builtWithLibfabric", Napi::Boolean::New(env, TE_HAVE_LIBFABRIC != 0));
-  exports.Set("protocolVersion", Napi::Number::New(env, 1));
+  exports.Set("protocolVersion", Napi::Number::New(env, te::fabric::kProtocolVersion));
   return exports;
 }
 
