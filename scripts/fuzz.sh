@@ -15,7 +15,7 @@ command -v clang++ >/dev/null || { echo "fuzz: clang++ is needed (Debian: apt-ge
 
 flags="-std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -DTE_HAVE_CUDA=0 -pthread"
 tcp=plugins/mooncake-tcp/native
-clang++ $flags -Inative/fabric/src fuzz/fabric_messages.cpp native/fabric/src/wire.cpp -o "$out/fabric_messages"
+clang++ $flags -Inative/fabric/src -Inative/fabric/include fuzz/fabric_messages.cpp native/fabric/src/wire.cpp -o "$out/fabric_messages"
 clang++ $flags -Iplugins/mooncake-shm/native -Inative/include fuzz/shm_messages.cpp plugins/mooncake-shm/native/wire.cpp \
   native/src/status.cpp -o "$out/shm_messages"
 # Every source of the TCP transport core except its Node-API addon.

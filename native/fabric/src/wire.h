@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "te/fabric/transport.h"
+#include "te/fabric/protocol.h"
 
 namespace te::fabric::wire {
 

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "te/fabric/pool.h"
+#include "te/fabric/protocol.h"
 #include "te/fabric/transport.h"
 #include "te/napi/transport_wrap.h"
 

@@ -20,13 +20,6 @@
 
 namespace te::fabric {
 
-/**
- * The fabric wire protocol this build speaks: advertised in the segment descriptor (a peer
- * of another version is refused PROTOCOL_MISMATCH at openPeer) and carried in every
- * control message's header.
- */
-inline constexpr uint16_t kProtocolVersion = 2;
-
 /** Events carried to the JS thread (by the addon's CompletionBridge). */
 struct Event {
   enum Kind { BATCH, OPEN, NOTIFY, CHECK } kind = BATCH;
