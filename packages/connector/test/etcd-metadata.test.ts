@@ -6,8 +6,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { randomBytes } from 'node:crypto';
 import { createTransferEngine, isTransferError, loadConfig, validateConfig } from '../src/index.js';
-import { NO_ETCD } from './fixtures/etcd.js';
-import { PEER_TTL_S, etcdSuite, type EtcdSuite, codeOf, expectedSum, freePort, readFrom, until, writeTo } from './fixtures/etcd-harness.js';
+import { PEER_TTL_S, etcdCases, codeOf, expectedSum, freePort, readFrom, until, writeTo } from './fixtures/etcd-harness.js';
 
 test('the metadata setting: connection strings, the object form, Mooncake\'s spelling, the environment', () => {
   const c = loadConfig({ env: {}, json: { connector: 'mooncake-tcp', metadata_server: 'etcd://10.0.0.5:2379,10.0.0.6' } });
@@ -55,22 +54,8 @@ test('etcd unreachable at start: PEER_UNREACHABLE naming the endpoint, within th
   assert.ok(ms < 5000, `${ms} ms`);
 });
 
-/**
- * Every case below needs a real etcd. Without one each is still registered, as skipped with
- * the reason, so the summary counts every case that did not run.
- */
-function etcdTest(name: string, body: () => Promise<void>): void {
-  if (NO_ETCD) test.skip(`${name} — skipped: ${NO_ETCD}`, () => undefined);
-  else test(name, body);
-}
-// etcd starts in a `before` hook, registered only when it is installed; the cases that use
-// it run only then.
-const started = NO_ETCD ? undefined : etcdSuite();
-const suite: EtcdSuite = {
-  etcd: () => started!.etcd(),
-  engine: (prefix) => started!.engine(prefix),
-  peer: (prefix, fill, ports) => started!.peer(prefix, fill, ports),
-};
+// Every case below needs a real etcd; without one each is registered as skipped.
+const { etcdTest, suite } = etcdCases();
 const { engine, peer } = suite;
 
 etcdTest('engines in two processes find each other through etcd and move bytes both ways, byte-exact', async () => {

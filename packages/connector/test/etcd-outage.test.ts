@@ -7,8 +7,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { randomBytes } from 'node:crypto';
 import type { TransferEngine } from '../src/index.js';
-import { NO_ETCD } from './fixtures/etcd.js';
-import { PEER_TTL_S, etcdSuite, type EtcdSuite, codeOf, expectedSum, freePort, readFrom, until, writeTo, type Peer } from './fixtures/etcd-harness.js';
+import { PEER_TTL_S, etcdCases, codeOf, expectedSum, freePort, readFrom, until, writeTo, type Peer } from './fixtures/etcd-harness.js';
 
 const CHUNK = 64 * 1024;
 
@@ -32,22 +31,8 @@ function seesEpoch(engine: TransferEngine, segment: string, epoch: bigint, ms: n
   return until(`${engine.segmentName} sees epoch ${epoch} of ${segment}`, async () => (await engine.openSegment(segment, { connect: false }).catch(() => undefined))?.epoch === epoch, ms);
 }
 
-/**
- * Every case below needs a real etcd. Without one each is still registered, as skipped with
- * the reason, so the summary counts every case that did not run.
- */
-function etcdTest(name: string, body: () => Promise<void>): void {
-  if (NO_ETCD) test.skip(`${name} — skipped: ${NO_ETCD}`, () => undefined);
-  else test(name, body);
-}
-// etcd starts in a `before` hook, registered only when it is installed; the cases that use
-// it run only then.
-const started = NO_ETCD ? undefined : etcdSuite();
-const suite: EtcdSuite = {
-  etcd: () => started!.etcd(),
-  engine: (prefix) => started!.engine(prefix),
-  peer: (prefix, fill, ports) => started!.peer(prefix, fill, ports),
-};
+// Every case below needs a real etcd; without one each is registered as skipped.
+const { etcdTest, suite } = etcdCases();
 const { engine, peer } = suite;
 
 etcdTest('etcd stopped during transfers: known peers go on, new lookups fail typed and fast; back with its data: lookups work, nothing restarted', async () => {
