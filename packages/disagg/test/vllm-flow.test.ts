@@ -44,13 +44,30 @@ async function until<T>(f: () => T | undefined, timeoutMs = 10_000): Promise<T> 
   }
 }
 
-test('prefill (max_tokens 1) → proxy → decode: blocks byte-exact, getFinished on both sides, a failed load reported', async () => {
+type Instance = Awaited<ReturnType<typeof instance>>;
+
+/**
+ * A prefill instance (its KV filled with the pattern byteOf) and a decode instance (zeroed)
+ * on their own engines and bootstrap port, shut down and closed after `body`.
+ */
+async function withPair(layerwise: boolean, body: (pair: { port: number; P: Instance; D: Instance }) => Promise<void>): Promise<void> {
   const port = await freePort();
   const pe = await createTransferEngine(TCP_CONFIG);
   const de = await createTransferEngine(TCP_CONFIG);
-  const P = await instance(pe, 'prefill', port, (l, h, v) => v.forEach((_, i) => (v[i] = byteOf(l, h, Math.floor(i / BLOCK_BYTES), i % BLOCK_BYTES))));
+  const P = await instance(pe, 'prefill', port, (l, h, v) => v.forEach((_, i) => (v[i] = byteOf(l, h, Math.floor(i / BLOCK_BYTES), i % BLOCK_BYTES))), layerwise);
   const D = await instance(de, 'decode', port, (_l, _h, v) => v.fill(0));
   try {
+    await body({ port, P, D });
+  } finally {
+    await D.worker.shutdown();
+    await P.worker.shutdown();
+    await de.close();
+    await pe.close();
+  }
+}
+
+test('prefill (max_tokens 1) → proxy → decode: blocks byte-exact, getFinished on both sides, a failed load reported', async () => {
+  await withPair(false, async ({ port, P, D }) => {
     // Proxy → prefill: do_remote_decode, max_tokens 1.
     const pReq: KVRequestView = { requestId: 'p-1', promptTokens: 12, kvTransferParams: { do_remote_decode: true, do_remote_prefill: false }, finishReason: 'length' };
     const pBlocks = [5, 6, 9];
@@ -93,12 +110,7 @@ test('prefill (max_tokens 1) → proxy → decode: blocks byte-exact, getFinishe
     const failed = await until(() => { const f = D.worker.getFinished().recving; return f.size ? f : undefined; });
     assert.equal([...failed], ['d-2']);
     assert.equal([...D.worker.getBlockIdsWithLoadErrors()].sort(), [10, 11]);
-  } finally {
-    await D.worker.shutdown();
-    await P.worker.shutdown();
-    await de.close();
-    await pe.close();
-  }
+  });
 });
 
 function checkBlocks(views: Uint8Array[], dBlocks: number[], pBlocks: number[]) {
@@ -115,12 +127,7 @@ function checkBlocks(views: Uint8Array[], dBlocks: number[], pBlocks: number[]) 
 }
 
 test('layerwise prefill: a proxy dispatching both sides with one room sends each layer from saveKvLayer; a sequential proxy falls back (counted) and still delivers', async () => {
-  const port = await freePort();
-  const pe = await createTransferEngine(TCP_CONFIG);
-  const de = await createTransferEngine(TCP_CONFIG);
-  const P = await instance(pe, 'prefill', port, (l, h, v) => v.forEach((_, i) => (v[i] = byteOf(l, h, Math.floor(i / BLOCK_BYTES), i % BLOCK_BYTES))), true);
-  const D = await instance(de, 'decode', port, (_l, _h, v) => v.fill(0));
-  try {
+  await withPair(true, async ({ port, P, D }) => {
     // Both requests at once, the room chosen by the proxy.
     const room = '4242';
     const dReq: KVRequestView = { requestId: 'd-lw', promptTokens: 8, kvTransferParams: { do_remote_prefill: true, remote_host: '127.0.0.1', remote_port: port, remote_request_id: room } };
@@ -153,21 +160,11 @@ test('layerwise prefill: a proxy dispatching both sides with one room sends each
     await until(() => { const f = D.worker.getFinished().recving; return f.size ? f : undefined; });
     assert.equal([...D.worker.getBlockIdsWithLoadErrors()], []);
     checkBlocks(D.views, [7, 8, 14], [2, 12, 3]);
-  } finally {
-    await D.worker.shutdown();
-    await P.worker.shutdown();
-    await de.close();
-    await pe.close();
-  }
+  });
 });
 
 test('a request whose transfer cannot start (malformed room) fails alone; the step\'s other requests still transfer', async () => {
-  const port = await freePort();
-  const pe = await createTransferEngine(TCP_CONFIG);
-  const de = await createTransferEngine(TCP_CONFIG);
-  const P = await instance(pe, 'prefill', port, (l, h, v) => v.forEach((_, i) => (v[i] = byteOf(l, h, Math.floor(i / BLOCK_BYTES), i % BLOCK_BYTES))));
-  const D = await instance(de, 'decode', port, (_l, _h, v) => v.fill(0));
-  try {
+  await withPair(false, async ({ port, P, D }) => {
     const pReq: KVRequestView = { requestId: 'p-ok', promptTokens: 8, kvTransferParams: { do_remote_decode: true }, finishReason: 'length' };
     const [, params] = P.scheduler.requestFinished(pReq, [1, 2]);
     const pMeta = P.scheduler.buildConnectorMeta();
@@ -198,21 +195,11 @@ test('a request whose transfer cannot start (malformed room) fails alone; the st
       return sending.size === 2 ? true : undefined;
     });
     assert.equal([...sending].sort(), ['p-bad', 'p-ok']);
-  } finally {
-    await D.worker.shutdown();
-    await P.worker.shutdown();
-    await de.close();
-    await pe.close();
-  }
+  });
 });
 
 test('layerwise: a request that stops mid-send keeps its blocks until the aborted send settled, and the decode\'s load fails', async () => {
-  const port = await freePort();
-  const pe = await createTransferEngine(TCP_CONFIG);
-  const de = await createTransferEngine(TCP_CONFIG);
-  const P = await instance(pe, 'prefill', port, (l, h, v) => v.forEach((_, i) => (v[i] = byteOf(l, h, Math.floor(i / BLOCK_BYTES), i % BLOCK_BYTES))), true);
-  const D = await instance(de, 'decode', port, (_l, _h, v) => v.fill(0));
-  try {
+  await withPair(true, async ({ port, P, D }) => {
     const room = '5151';
     const dReq: KVRequestView = { requestId: 'd-stop', promptTokens: 8, kvTransferParams: { do_remote_prefill: true, remote_host: '127.0.0.1', remote_port: port, remote_request_id: room } };
     D.scheduler.updateStateAfterAlloc(dReq, [7, 8], 8);
@@ -237,22 +224,12 @@ test('layerwise: a request that stops mid-send keeps its blocks until the aborte
     // The entry is gone: the same request id queues a new send.
     P.scheduler.updateStateAfterAlloc(pReq, [3], 0);
     assert.equal(P.scheduler.buildConnectorMeta().sends.map((x) => x.requestId), ['p-stop']);
-  } finally {
-    await D.worker.shutdown();
-    await P.worker.shutdown();
-    await de.close();
-    await pe.close();
-  }
+  });
 });
 
 test('layerwise: a send that ends before requestFinished frees its blocks exactly once, reported after requestFinished (length, stop, finished_req_ids)', async () => {
-  const port = await freePort();
-  const pe = await createTransferEngine(TCP_CONFIG);
-  const de = await createTransferEngine(TCP_CONFIG);
-  const P = await instance(pe, 'prefill', port, (l, h, v) => v.forEach((_, i) => (v[i] = byteOf(l, h, Math.floor(i / BLOCK_BYTES), i % BLOCK_BYTES))), true);
-  const D = await instance(de, 'decode', port, (_l, _h, v) => v.fill(0));
-  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-  try {
+  await withPair(true, async ({ port, P, D }) => {
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
     const cases: { id: string; room: string; reason: 'length' | 'stop'; via: 'meta' | 'ids'; dst: number[]; src: number[] }[] = [
       { id: 'p-early-len', room: '7101', reason: 'length', via: 'meta', dst: [1, 2], src: [4, 5] },
       { id: 'p-early-stop', room: '7102', reason: 'stop', via: 'meta', dst: [3], src: [6] },
@@ -293,12 +270,7 @@ test('layerwise: a send that ends before requestFinished frees its blocks exactl
       landed.src.push(...c.src);
       checkBlocks(D.views, landed.dst, landed.src);
     }
-  } finally {
-    await D.worker.shutdown();
-    await P.worker.shutdown();
-    await de.close();
-    await pe.close();
-  }
+  });
 });
 
 test('layerwise: a request that finishes before its queued send reached a worker frees its blocks at once', () => {
