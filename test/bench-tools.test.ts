@@ -18,6 +18,16 @@ test('bench/vs-iperf3.mjs: --rounds outside 1..20 or not an integer exits 2 with
   }
 });
 
+const straceWorks = spawnSync('strace', ['-f', '-c', '-o', '/dev/null', 'true'], { stdio: 'ignore' }).status === 0;
+const syscallsCase = straceWorks ? test : test.skip;
+syscallsCase(`bench/syscalls.mjs: an unknown plugin exits 1 with te's typed refusal and the script's own line, no stack trace${straceWorks ? '' : ' — skipped: strace cannot trace on this machine (apt-get install -y strace)'}`, () => {
+  const r = spawnSync(process.execPath, [join(root, 'bench', 'syscalls.mjs'), '--plugin', 'no-such-plugin'], { encoding: 'utf8', timeout: 120_000 });
+  assert.is(r.status, 1, r.stderr);
+  assert.match(r.stderr, /PLUGIN_UNKNOWN/);
+  assert.match(r.stderr, /^bench\/syscalls\.mjs: te bench under strace exited with 1$/m);
+  assert.not.match(r.stderr, /^\s+at /m);
+});
+
 const zc = (args: string[]) => spawnSync(buildCBench('tcp-zerocopy', 'zc_bench') as string, args, { encoding: 'utf8', timeout: 60_000 });
 
 test('zc_bench: bad arguments exit 2 with a message', () => {
