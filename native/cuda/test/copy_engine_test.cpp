@@ -11,20 +11,11 @@
 
 #include "te/cuda/copy_engine.h"
 #include "te/cuda/fault_injection_runtime.h"
+#include "check.h"
 
 using namespace te;
 using namespace te::cuda;
 using F = FaultInjectionRuntime;
-
-static int failures = 0;
-#define CHECK(cond)                                                                 \
-  do {                                                                              \
-    if (!(cond)) {                                                                  \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                                   \
-    }                                                                               \
-  } while (0)
-#define CHECK_EQ(a, b) CHECK((a) == (b))
 
 namespace {
 

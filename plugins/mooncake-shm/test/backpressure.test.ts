@@ -22,7 +22,7 @@ test('a peer flooding refused requests and never reading is held back; its queue
   const sources = ['wire', 'socket', 'control_page', 'copy', 'server', 'client', 'transport'].map((f) => `${root}native/${f}.cpp`);
   const cc = spawnSync(
     process.env.CXX ?? 'g++',
-    ['-std=c++17', '-O1', '-g', '-Wall', '-Wextra', '-Wno-unused-parameter', `-I${root}native`, `-I${core}/include`, ...sources,
+    ['-std=c++17', '-O1', '-g', '-Wall', '-Wextra', '-Wno-unused-parameter', `-I${root}native`, `-I${core}/include`, `-I${core}/test`, ...sources,
       `${core}/src/status.cpp`, `${core}/src/memory_registry.cpp`, `${root}test/native/shm_backpressure_test.cpp`, '-o', `${out}/shm_backpressure_test`, '-lpthread'],
     { encoding: 'utf8', timeout: 300_000 },
   );

@@ -13,13 +13,14 @@ import { fileURLToPath } from 'node:url';
  * small C++ program (header-only: built in a second), test/native/device_map_test.cpp.
  */
 const root = fileURLToPath(new URL('..', import.meta.url));
+const core = fileURLToPath(new URL('../../../native', import.meta.url));
 
 test('DeviceMap: listing and delisting by token keep registered device regions device memory throughout', () => {
   const out = `${root}build/native-tests/device-map`;
   mkdirSync(out, { recursive: true });
   const cc = spawnSync(
     process.env.CXX ?? 'g++',
-    ['-std=c++17', '-O1', '-g', '-Wall', '-Wextra', `-I${root}native`, `${root}test/native/device_map_test.cpp`, '-o', `${out}/device_map_test`, '-lpthread'],
+    ['-std=c++17', '-O1', '-g', '-Wall', '-Wextra', `-I${root}native`, `-I${core}/test`, `${root}test/native/device_map_test.cpp`, '-o', `${out}/device_map_test`, '-lpthread'],
     { encoding: 'utf8', timeout: 120_000 },
   );
   assert.is(cc.status, 0, cc.stderr);

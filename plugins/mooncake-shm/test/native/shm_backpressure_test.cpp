@@ -15,17 +15,9 @@
 #include "socket.h"
 #include "transport.h"
 #include "wire.h"
+#include "check.h"
 
 using namespace teshm;
-
-static int failures = 0;
-#define CHECK(c)                                                                  \
-  do {                                                                            \
-    if (!(c)) {                                                                   \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-      ++failures;                                                                 \
-    }                                                                             \
-  } while (0)
 
 /** Waits up to `ms` for one datagram (0: end of stream, -2: nothing came). */
 static ssize_t recv_wait(int fd, std::vector<uint8_t>* buf, int ms = 2000) {

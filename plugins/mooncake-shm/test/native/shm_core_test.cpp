@@ -24,17 +24,9 @@
 #include "socket.h"
 #include "transport.h"
 #include "wire.h"
+#include "check.h"
 
 using namespace teshm;
-
-static int failures = 0;
-#define CHECK(c)                                                           \
-  do {                                                                     \
-    if (!(c)) {                                                            \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-      ++failures;                                                          \
-    }                                                                      \
-  } while (0)
 
 static te::Status parse(const std::vector<uint8_t>& b, Message* m = nullptr) {
   Message local;

@@ -10,17 +10,9 @@
 #include <vector>
 
 #include "device_map.h"
+#include "check.h"
 
 using namespace tetcp;
-
-static int failures = 0;
-#define CHECK(c)                                                                  \
-  do {                                                                            \
-    if (!(c)) {                                                                   \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #c); \
-      ++failures;                                                                 \
-    }                                                                             \
-  } while (0)
 
 constexpr uint64_t A = 0x7f0000000000ull;
 constexpr uint64_t L = 1 << 20;

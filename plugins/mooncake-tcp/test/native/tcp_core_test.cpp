@@ -21,19 +21,11 @@
 
 #include "recv_buffer.h"
 #include "transport.h"
+#include "check.h"
 
 using namespace tetcp;
 
 namespace {
-
-int failures = 0;
-#define CHECK(cond)                                                        \
-  do {                                                                     \
-    if (!(cond)) {                                                         \
-      std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                          \
-    }                                                                      \
-  } while (0)
 
 /** One transport with its events collected for the test thread. */
 struct Node {
