@@ -131,10 +131,16 @@ void Transport::Impl::complete(const std::shared_ptr<Batch>& b) {
   if (b->done.exchange(true)) return;
   auto out = std::make_unique<BatchOutcome>();
   int32_t cancel = b->cancel_status.load();
+  // The connection to the batch's peer was lost before the batch settled: requests that
+  // failed in the provider are reported as that loss, however the provider worded their own
+  // failure (the first operation to meet a dead peer may fail with an error of its own, a
+  // refused posting or an unclassified completion, before another reports the reset).
+  const bool lost = b->peer && b->peer->state.load() >= 2;
   out->statuses.resize(b->n);
   for (size_t i = 0; i < b->n; ++i) {
     int32_t st = b->statuses[i].load();
     if (st == 0 && (b->req_left[i].load() > 0 || (cancel && !b->dispatched.load()))) st = cancel ? cancel : TE_ABORTED;
+    if (st == TE_TRANSFER_FAILED && lost) st = TE_CONNECTION_LOST;
     out->statuses[i] = st;
     if (st == 0) out->bytes += b->lengths[i];
   }

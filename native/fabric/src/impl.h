@@ -412,6 +412,9 @@ struct Transport::Impl {
   void send_owed(const std::shared_ptr<OwedAck>& a);
 };
 
+/** The te status of a failed completion's error (fi_cq_err_entry::err). */
 int32_t status_of_cq_error(int err);
+/** The te status of an operation the provider refused to post (its return value, not -FI_EAGAIN). */
+int32_t status_of_post_error(int err);
 
 }  // namespace te::fabric

@@ -43,6 +43,18 @@ int32_t status_of_cq_error(int err) {
   }
 }
 
+int32_t status_of_post_error(int err) {
+  if (err < 0) err = -err;
+  // The sockets provider connects on the first operation to an address, and again after a
+  // connection dropped; when that connect fails (nothing listens there any more: the peer's
+  // process is gone) the posting is refused with FI_ENOENT, "no connection to that address".
+  if (err == FI_ENOENT) return TE_CONNECTION_LOST;
+  // A connection error refused at posting means what it means in a completion. Anything
+  // else (a key or argument the provider rejects before sending) stays a failed transfer:
+  // nothing was exchanged with the peer to say which.
+  return status_of_cq_error(err) == TE_CONNECTION_LOST ? TE_CONNECTION_LOST : TE_TRANSFER_FAILED;
+}
+
 Status Rail::open(std::string* err) {
   auto fail = [&](const char* what, int rc) {
     *err = std::string(what) + " failed on " + pub.provider + "/" + pub.domain + ": " + fi_error(rc);
@@ -545,15 +557,20 @@ bool Rail::post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted, int& m
     }
     if (rc) {
       std::string why = std::string(write ? "fi_writemsg" : "fi_readmsg") + " on " + pub.provider + ": " + fi_error(static_cast<int>(rc));
+      if (rc == -FI_ENOENT) why += " (no connection to the peer, and none could be made)";
       std::shared_ptr<Peer> peer = op->peer;
       delete op;
+      // A peer the provider can no longer reach is broken, as when a completion says so:
+      // what is queued to it is refused at admission, without posting (and reconnecting) again.
+      const int32_t st = status_of_post_error(static_cast<int>(rc));
+      if (st == TE_CONNECTION_LOST && peer) owner->peer_broken(peer, why);
       for (size_t i = 0; i < n; ++i) {
         Slice x = std::move(chunk.front());
         chunk.pop_front();
         give_back_place();
         owner->drained(peer, x.region);
-        if (x.fence) fence_dropped(x, TE_TRANSFER_FAILED, why);
-        owner->finish_slice(x.batch, x.req, TE_TRANSFER_FAILED, why);
+        if (x.fence) fence_dropped(x, st, why);
+        owner->finish_slice(x.batch, x.req, st, why);
       }
       continue;
     }

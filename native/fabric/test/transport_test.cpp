@@ -1,6 +1,7 @@
-// C++ tests of te_fabric's handling of hostile control messages, over libfabric's
-// tcp;ofi_rxm provider on loopback (no NIC needed). Crafted messages are handed to the
-// receiving rail's on_message, exactly as the rail thread does with received bytes.
+// C++ tests of te_fabric's handling of hostile control messages and of lost peers, over
+// libfabric's tcp;ofi_rxm provider on loopback (no NIC needed; the sockets provider where a
+// case needs it). Crafted messages are handed to the receiving rail's on_message, exactly as
+// the rail thread does with received bytes.
 // Built with the core's tests (native/CMakeLists.txt) and run by ctest (native/scripts/test.sh),
 // and under ASan + UBSan by scripts/sanitize.sh. Exit 77: libfabric's tcp provider is missing.
 #include <chrono>
@@ -33,7 +34,7 @@ struct Node {
   explicit Node(const std::string& name, uint64_t epoch, Options o = Options()) {
     o.segment_name = name;
     o.epoch = epoch;
-    o.provider = "tcp;ofi_rxm";
+    if (o.provider.empty()) o.provider = "tcp;ofi_rxm";
     o.source_address = "127.0.0.1";
     o.max_rails = 1;
     o.connect_timeout_ms = 2000;
@@ -489,6 +490,132 @@ void test_av_map_bounded() {
   real.t->close();
 }
 
+// One write of `len` bytes from `local` to `remote` at the peer; the outcome once settled.
+std::unique_ptr<BatchOutcome> write_batch(Node& n, uint64_t peer, uint64_t local, uint64_t remote, uint64_t len, int ms = 8000) {
+  std::string err;
+  uint8_t op = 1;
+  uint64_t bid = 0;
+  size_t batches = n.count(Event::BATCH);
+  if (n.t->submit(peer, &op, &local, &remote, &len, 1, nullptr, 0, &bid, &err) != te::TE_OK) return nullptr;
+  if (!n.wait_for(Event::BATCH, batches + 1, ms)) return nullptr;
+  return n.t->take_batch(bid);
+}
+
+// A peer whose process went away, on the sockets provider: once the provider has dropped the
+// connection, a write to it is refused at posting (the provider cannot connect again: it
+// answers FI_ENOENT) rather than failed by a completion. That is the lost connection too, and
+// the peer is marked broken, so what is queued behind it is refused without a retry.
+void test_dead_peer_refused_at_posting() {
+  Options o;
+  o.provider = "sockets";
+  Node target("gone", 41, o), sender("left", 42, o);
+  if (!target.ok || !sender.ok) {
+    fprintf(stderr, "transport_test: sockets provider unavailable, dead-peer case not run\n");
+    return;
+  }
+  static std::vector<uint8_t> remote_buf(64 * 1024, 0x5a), local_buf(64 * 1024, 0x11);
+  std::vector<uint64_t> keys;
+  uint64_t base = 0;
+  std::string err;
+  const uint64_t ra = reinterpret_cast<uint64_t>(remote_buf.data()), la = reinterpret_cast<uint64_t>(local_buf.data());
+  CHECK(target.t->register_memory(ra, remote_buf.size(), true, &keys, &base, &err) == te::TE_OK);
+  std::vector<uint64_t> local_keys;
+  uint64_t local_base = 0;
+  CHECK(sender.t->register_memory(la, local_buf.size(), false, &local_keys, &local_base, &err) == te::TE_OK);
+  PeerAddress pa;
+  pa.rails = {target.rail().pub.addr};
+  pa.virt_addr = {target.rail().pub.virt_addr};
+  pa.provider = target.rail().pub.provider;
+  RemoteRegion reg;
+  reg.addr = ra;
+  reg.length = remote_buf.size();
+  reg.base = base;
+  reg.keys = keys;
+  size_t opens = sender.count(Event::OPEN);
+  uint64_t peer = sender.t->open_peer("gone", 41, pa, false, {reg});
+  CHECK(sender.wait_for(Event::OPEN, opens + 1));
+  auto first = write_batch(sender, peer, la, ra, 4096);
+  CHECK(first != nullptr && first->status == te::TE_OK && first->statuses.size() == 1 && first->statuses[0] == te::TE_OK);
+  CHECK(remote_buf[0] == 0x11);
+  // The target goes away: its endpoint and listener close, nothing answers at its address.
+  target.t->close();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto lost = write_batch(sender, peer, la, ra, 4096);
+  CHECK(lost != nullptr);
+  if (lost) {
+    CHECK(lost->statuses.size() == 1);
+    if (!lost->statuses.empty()) CHECK(lost->statuses[0] == te::TE_CONNECTION_LOST);
+    if (lost->statuses.empty() || lost->statuses[0] != te::TE_CONNECTION_LOST)
+      fprintf(stderr, "  dead peer: status %d (%s)\n", lost->statuses.empty() ? 0 : lost->statuses[0], lost->message.c_str());
+  }
+  std::shared_ptr<Peer> p;
+  {
+    std::lock_guard<std::mutex> l(sender.m().peers_mu);
+    p = sender.m().peers[peer];
+  }
+  CHECK(p && p->state.load() == 2);  // broken: later batches fail at once
+  sender.t->close();
+}
+
+// A batch with requests the provider failed in its own words (a refused posting, an error
+// completion te does not classify): reported as such while the peer's connection stands, and
+// as CONNECTION_LOST once that connection was lost before the batch settled.
+void test_provider_failure_of_a_lost_peer() {
+  Node target("reset", 43), sender("resetter", 44);
+  CHECK(target.ok && sender.ok);
+  if (!target.ok || !sender.ok) return;
+  uint64_t peer = open_to(sender, target, 43);
+  CHECK(peer != 0);
+  std::shared_ptr<Peer> p;
+  {
+    std::lock_guard<std::mutex> l(sender.m().peers_mu);
+    p = sender.m().peers[peer];
+  }
+  if (!p) return;
+  auto crafted = [&](uint64_t id, size_t n) {
+    auto b = std::make_shared<Batch>();
+    b->id = id;
+    b->peer = p;
+    b->n = n;
+    b->ops.assign(n, 1);
+    b->local.assign(n, 0);
+    b->remote.assign(n, 0);
+    b->lengths.assign(n, 64);
+    b->statuses.reset(new std::atomic<int32_t>[n]);
+    b->req_left.reset(new std::atomic<uint32_t>[n]);
+    for (size_t i = 0; i < n; ++i) {
+      b->statuses[i].store(0);
+      b->req_left[i].store(1);
+    }
+    b->slices_left.store(static_cast<int64_t>(n));
+    b->dispatched.store(true);
+    std::lock_guard<std::mutex> l(sender.m().batches_mu);
+    sender.m().batches[id] = b;
+    return b;
+  };
+  // Control: the peer is reachable, the provider's failure is reported as it is.
+  auto standing = crafted(555000111, 1);
+  sender.m().finish_slice(standing, 0, te::TE_TRANSFER_FAILED, "RMA failed: Unknown error");
+  auto out = sender.t->take_batch(standing->id);
+  CHECK(out != nullptr);
+  if (out) CHECK(out->statuses.size() == 1 && out->statuses[0] == te::TE_TRANSFER_FAILED);
+  // The first request fails in the provider's words, then another operation reports the
+  // reset connection: the batch settles as the lost connection, for both requests.
+  auto b = crafted(555000112, 2);
+  sender.m().finish_slice(b, 0, te::TE_TRANSFER_FAILED, "fi_writemsg on sockets: No such file or directory (-2)");
+  sender.m().peer_broken(p, "Connection reset by peer");
+  sender.m().finish_slice(b, 1, te::TE_CONNECTION_LOST, "RMA failed: Connection reset by peer");
+  out = sender.t->take_batch(b->id);
+  CHECK(out != nullptr);
+  if (out) {
+    CHECK(out->statuses.size() == 2);
+    for (int32_t st : out->statuses) CHECK(st == te::TE_CONNECTION_LOST);
+    CHECK(out->message.find("No such file or directory") != std::string::npos);  // the provider's words stay in the message
+  }
+  sender.t->close();
+  target.t->close();
+}
+
 }  // namespace
 
 int main() {
@@ -507,6 +634,8 @@ int main() {
   test_notify_ack_forged(a, b);
   test_other_version_refused(b);
   test_av_map_bounded();
+  test_dead_peer_refused_at_posting();
+  test_provider_failure_of_a_lost_peer();
   a.t->close();
   b.t->close();
   if (failures) fprintf(stderr, "transport_test: %d check(s) failed\n", failures);
