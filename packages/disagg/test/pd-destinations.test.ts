@@ -1,11 +1,14 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { KVStatus, createTransferEngine, isTransferError, type KVBuffers, type TransferEngine } from '@te/connector';
+import { KVStatus, TransferError, createTransferEngine, isTransferError, type KVBuffers, type TransferEngine } from '@te/connector';
+import { createKVManager, type DisaggKVManager } from '../src/index.js';
 import { acceptDestination } from '../src/pd/destination.js';
 import { PrefillRank } from '../src/pd/prefill-rank.js';
 import { resolveTimeouts } from '../src/pd/timeouts.js';
 import { MSG, PD_PROTOCOL_VERSION, type RegisterMessage } from '../src/protocol/messages.js';
+import { allocateRank, fillPrefill, verifyDecode, type ModelSpec } from './fixtures/pd-model.js';
 import { freePort, layout, TCP_CONFIG } from './pd-harness.js';
+import { FAST } from './pd-scenario.js';
 
 /*
  * A prefill rank's table of registered decode ranks, fed by peers: bounded (a decode lost
@@ -186,6 +189,109 @@ test('registration fields are checked before anything is kept: segment name, lay
     assert.is(rank.destinationCount, 0);
   } finally {
     await close();
+  }
+});
+
+test('a transient connection failure fails that room on both sides; the live decode registers again and its next room succeeds', async () => {
+  const model: ModelSpec = { attention: 'mha', totalLayers: 2, heads: 2, headBytes: 16, pageSize: 4, pages: 16, auxSlots: 4, auxBytes: 64 };
+  const port = await freePort();
+  const engines: TransferEngine[] = [];
+  const managers: DisaggKVManager[] = [];
+  try {
+    const make = async (role: 'prefill' | 'decode') => {
+      const engine = await createTransferEngine(TCP_CONFIG);
+      engines.push(engine);
+      const memory = await allocateRank(engine, model, L);
+      const manager = await createKVManager({ role, layout: L, buffers: memory.buffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: port, timeouts: FAST });
+      managers.push(manager);
+      return { engine, memory, manager };
+    };
+    const p = await make('prefill');
+    const d = await make('decode');
+    // The first write to the decode fails as a connect that got no answer in time would.
+    const transfer = p.engine.transfer.bind(p.engine);
+    let failNext = true;
+    p.engine.transfer = (async (...args: Parameters<TransferEngine['transfer']>) => {
+      if (!failNext) return transfer(...args);
+      failNext = false;
+      throw new TransferError('PEER_UNREACHABLE', `no answer from "${args[0]}" within 2000 ms`);
+    }) as TransferEngine['transfer'];
+    const room = async (id: bigint, src: number[], dst: number[], aux: number) => {
+      const bootstrap = { host: '127.0.0.1', port, room: id };
+      const receiver = d.manager.createReceiver(bootstrap);
+      fillPrefill(model, p.memory, id, Uint32Array.from(src), aux);
+      const sender = p.manager.createSender(bootstrap);
+      sender.init(src.length, aux);
+      const received = receiver.init(Uint32Array.from(dst), aux).then(() => receiver.cell.reached(KVStatus.Success, { timeoutMs: 10_000 }));
+      const sent = sender.send(Uint32Array.from(src), { last: true }).then(() => sender.cell.reached(KVStatus.Success, { timeoutMs: 10_000 }));
+      await Promise.allSettled([received, sent]);
+      return { receiver, sender };
+    };
+    const first = await room(1n, [0, 1], [2, 3], 0);
+    assert.is(first.sender.status, KVStatus.Failed);
+    assert.is(first.sender.failure?.code, 'PEER_UNREACHABLE', first.sender.failure?.message);
+    assert.is(first.receiver.status, KVStatus.Failed, 'the decode hears the failure');
+    assert.is(first.receiver.failure?.code, 'PEER_UNREACHABLE', first.receiver.failure?.message);
+    // The decode is alive and asks again: the prefill's failure mark must not refuse it for good.
+    const second = await room(2n, [4, 5], [6, 7], 1);
+    assert.is(second.receiver.status, KVStatus.Success, `${second.receiver.failure?.code}: ${second.receiver.failure?.message}`);
+    assert.is(second.sender.status, KVStatus.Success, `${second.sender.failure?.code}: ${second.sender.failure?.message}`);
+    assert.is(verifyDecode(model, d.memory, [{ room: 2n, pages: Uint32Array.of(6, 7), auxSlot: 1 }], [2, 3]), undefined);
+  } finally {
+    for (const m of managers) await m.close();
+    for (const e of engines) await e.close();
+  }
+});
+
+test('a request the decode gave up on (its answer came too late) is aborted on the prefill: no write, no Success there', async () => {
+  const model: ModelSpec = { attention: 'mha', totalLayers: 2, heads: 2, headBytes: 16, pageSize: 4, pages: 16, auxSlots: 4, auxBytes: 64 };
+  const port = await freePort();
+  const engines: TransferEngine[] = [];
+  const managers: DisaggKVManager[] = [];
+  try {
+    const make = async (role: 'prefill' | 'decode') => {
+      const engine = await createTransferEngine(TCP_CONFIG);
+      engines.push(engine);
+      const memory = await allocateRank(engine, model, L);
+      const manager = await createKVManager({ role, layout: L, buffers: memory.buffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: port, timeouts: FAST });
+      managers.push(manager);
+      return { engine, memory, manager };
+    };
+    const p = await make('prefill');
+    const d = await make('decode');
+    // The prefill accepts the request, but its answer reaches the decode after the deadline.
+    let abortAcked!: () => void;
+    const acked = new Promise<void>((r) => (abortAcked = r));
+    const controlClient = d.engine.controlClient.bind(d.engine);
+    d.engine.controlClient = ((segment: string) => {
+      const c = controlClient(segment);
+      const w = Object.create(c) as typeof c;
+      w.request = (async (type: string, body: unknown, timeoutMs: number) => {
+        const reply = await c.request(type, body, timeoutMs);
+        if (type === MSG.request) throw new TransferError('TIMEOUT', `No answer from ${segment} to "${type}" within ${timeoutMs} ms`);
+        if (type === MSG.abort) abortAcked();
+        return reply;
+      }) as typeof c.request;
+      return w;
+    }) as TransferEngine['controlClient'];
+    const bootstrap = { host: '127.0.0.1', port, room: 7n };
+    const receiver = d.manager.createReceiver(bootstrap);
+    const refused = await errorOf(receiver.init(Uint32Array.of(2, 3), 1));
+    assert.ok(isTransferError(refused, 'TIMEOUT'), String(refused));
+    assert.is(receiver.status, KVStatus.Failed);
+    // The decode's abort is bounded; without it the prefill would go on as below.
+    await Promise.race([acked, new Promise((r) => setTimeout(r, 3_000))]);
+    fillPrefill(model, p.memory, 7n, Uint32Array.of(0, 1), 0);
+    const sender = p.manager.createSender(bootstrap);
+    sender.init(2, 0);
+    await sender.send(Uint32Array.of(0, 1), { last: true }).catch(() => undefined);
+    await sender.cell.reached(KVStatus.Failed, { timeoutMs: 10_000 }).catch(() => undefined);
+    assert.is(sender.status, KVStatus.Failed, 'the prefill heard that the decode failed the room');
+    assert.is(sender.failure?.code, 'ABORTED', sender.failure?.message);
+    assert.is(verifyDecode(model, d.memory, []), undefined, 'nothing landed in the failed room');
+  } finally {
+    for (const m of managers) await m.close();
+    for (const e of engines) await e.close();
   }
 });
 

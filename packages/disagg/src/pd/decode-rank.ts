@@ -138,7 +138,7 @@ export class DecodeRank {
     const what = peer.startsWith('http:') ? `bootstrap server ${peer.slice(5)}` : `prefill rank ${peer.slice(4)}`;
     for (const r of [...this.receivers.values()]) {
       const hit = peer.startsWith('http:') ? r.bootstrapAddress === peer.slice(5) : r.segments.includes(peer.slice(4));
-      if (hit) r.fail(new TransferError('PEER_FAILED', `room ${r.room}: lost connection with ${what} (heartbeat)`, { details: { room: r.room, peer } }));
+      if (hit) r.failAndAbort(new TransferError('PEER_FAILED', `room ${r.room}: lost connection with ${what} (heartbeat)`, { details: { room: r.room, peer } }));
     }
     // Registrations with a lost rank are redone on next contact (it may come back restarted).
     if (peer.startsWith('seg:')) this.registered.delete(peer.slice(4));

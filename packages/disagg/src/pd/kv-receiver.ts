@@ -78,16 +78,16 @@ export class DecodeReceiver implements KVReceiver {
     this.requested = true;
     this.waitingTimer = setTimeout(() => {
       if (this.cell.value === KVStatus.Success || this.cell.value === KVStatus.Failed) return;
-      const e = new TransferError('TIMEOUT', `room ${this.room}: KV did not arrive within ${this.rank.timeouts.waitingMs} ms (waiting timeout; ${this.responses.size} of ${targets.length} prefill ranks reported)`, { details: { room: this.room } });
-      this.fail(e);
-      void this.sendAborts(targets, e.message).catch(() => undefined);
+      this.failAndAbort(new TransferError('TIMEOUT', `room ${this.room}: KV did not arrive within ${this.rank.timeouts.waitingMs} ms (waiting timeout; ${this.responses.size} of ${targets.length} prefill ranks reported)`, { details: { room: this.room } }));
     }, this.rank.timeouts.waitingMs);
     this.waitingTimer.unref();
     try {
       await Promise.all(targets.map((t) => this.request(t, pageIndices, auxIndex, stateIndices)));
     } catch (e) {
       const error = isTransferError(e) ? e : new TransferError('INTERNAL', (e as Error).message, { cause: e });
-      this.fail(new TransferError(error.code, `room ${this.room}: ${error.message}`, { cause: error, details: { room: this.room } }));
+      // A request that timed out may still have been accepted: the prefill ranks must hear
+      // that the room failed, or they would write into it and report Success.
+      this.failAndAbort(new TransferError(error.code, `room ${this.room}: ${error.message}`, { cause: error, details: { room: this.room } }));
       throw this.cell.error!;
     }
     this.cell.advance(KVStatus.Transferring);
@@ -112,8 +112,12 @@ export class DecodeReceiver implements KVReceiver {
     try {
       await this.rank.engine.controlClient(t.segment).request(MSG.request, msg, this.rank.timeouts.heartbeatMs * 2);
     } catch (e) {
-      // A restarted prefill rank no longer knows this decode: register again, once.
-      if (!isTransferError(e, 'STALE_DESCRIPTOR')) throw e;
+      // Register again, once, when the prefill rank no longer knows this decode (it restarted:
+      // STALE_DESCRIPTOR) or refuses it after a connection-level failure (PEER_FAILED: a
+      // connect that got no answer in time, a dropped connection), which it keeps until the
+      // decode registers again. This decode is alive and asking: a transient failure must
+      // fail the rooms it hit, not every later room of this pair.
+      if (!isTransferError(e, 'STALE_DESCRIPTOR') && !isTransferError(e, 'PEER_FAILED')) throw e;
       await this.rank.ensureRegistered(t.segment, this.rank.timeouts.heartbeatMs * 2, true);
       await this.rank.engine.controlClient(t.segment).request(MSG.request, msg, this.rank.timeouts.heartbeatMs * 2);
     }
@@ -122,7 +126,8 @@ export class DecodeReceiver implements KVReceiver {
   /** A prefill rank's result. */
   onStatus(m: StatusMessage): void {
     if (m.status === KVStatus.Failed) {
-      this.fail(new TransferError(m.code && /^[A-Z_]+$/.test(m.code) ? (m.code as 'TRANSFER_FAILED') : 'TRANSFER_FAILED', `room ${this.room}: prefill rank tp=${m.prefillTpRank} pp=${m.prefillPpRank} failed: ${m.message ?? 'no reason given'}`, { details: { room: this.room, fromPeer: true } }));
+      // The other prefill ranks of the room stop writing to it and report Failed, not Success.
+      this.failAndAbort(new TransferError(m.code && /^[A-Z_]+$/.test(m.code) ? (m.code as 'TRANSFER_FAILED') : 'TRANSFER_FAILED', `room ${this.room}: prefill rank tp=${m.prefillTpRank} pp=${m.prefillPpRank} failed: ${m.message ?? 'no reason given'}`, { details: { room: this.room, fromPeer: true } }));
       return;
     }
     this.responses.add(`${m.prefillTpRank}/${m.prefillPpRank}`);
@@ -134,6 +139,18 @@ export class DecodeReceiver implements KVReceiver {
 
   fail(error: TransferError): void {
     if (this.cell.fail(error)) this.done();
+  }
+
+  /**
+   * Fails the room here and tells every prefill rank it asked (best effort; an abort waits
+   * for that rank's writes of the room to settle), so no rank goes on writing into it or
+   * reports Success for it.
+   */
+  failAndAbort(error: TransferError): void {
+    if (!this.cell.fail(error)) return;
+    this.done();
+    if (!this.requested) return;
+    void this.resolved.then((targets) => this.sendAborts(targets, error.message)).catch(() => undefined);
   }
 
   private done(): void {
