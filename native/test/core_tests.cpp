@@ -10,6 +10,7 @@
 #include "te/epoch.h"
 #include "te/hmac_sha256.h"
 #include "te/memory_registry.h"
+#include "te/notify_budget.h"
 #include "te/slice_plan.h"
 #include "te/status.h"
 #include "check.h"
@@ -228,6 +229,73 @@ static void test_epoch() {
   CHECK(std::memcmp(x, y, 16) != 0);
 }
 
+static void test_notify_budget_per_peer() {
+  NotifyBudget b(2, 1000);
+  CHECK(b.admit("a", 10));
+  CHECK(b.admit("a", 10));
+  CHECK(!b.admit("a", 10));  // a third from one sender: over per-peer, nothing charged
+  CHECK_EQ(b.queued("a"), 2u);
+  CHECK_EQ(b.bytes(), 20u);
+  CHECK(b.admit("b", 10));  // another sender has its own share
+  CHECK_EQ(b.queued("b"), 1u);
+  b.release("a", 10);
+  CHECK(b.admit("a", 10));  // room again once one is taken
+  CHECK_EQ(b.bytes(), 30u);
+}
+
+static void test_notify_budget_bytes() {
+  NotifyBudget b(100, 100);
+  CHECK(b.admit("a", 60));
+  CHECK(b.admit("b", 40));  // exactly at the limit
+  CHECK(!b.admit("c", 1));  // over the byte limit
+  CHECK_EQ(b.queued("c"), 0u);
+  CHECK_EQ(b.senders(), 2u);  // the refused sender leaves no entry behind
+  CHECK_EQ(b.bytes(), 100u);
+  CHECK(!b.admit("a", UINT64_MAX));  // a cost that would wrap the count is refused
+  CHECK_EQ(b.bytes(), 100u);
+  b.release("a", 60);
+  CHECK(b.admit("c", 60));
+  NotifyBudget none(0, 100);
+  CHECK(!none.admit("a", 0));  // a zero per-peer limit admits nothing
+  CHECK_EQ(none.senders(), 0u);
+}
+
+static void test_notify_budget_release() {
+  NotifyBudget b(4, 1000);
+  CHECK(b.admit("a", 30));
+  b.release("stranger", 30);  // unknown sender: ignored, bytes untouched
+  CHECK_EQ(b.bytes(), 30u);
+  CHECK_EQ(b.senders(), 1u);
+  b.release("a", 500);  // more than charged: clamps at zero
+  CHECK_EQ(b.bytes(), 0u);
+  CHECK_EQ(b.queued("a"), 0u);
+  CHECK_EQ(b.senders(), 0u);  // entry removed at zero
+  b.release("a", 30);  // taken twice: the sender is unknown now
+  CHECK_EQ(b.bytes(), 0u);
+  CHECK(b.admit("a", 10));
+  CHECK(b.admit("a", 20));
+  b.release("a", 10);
+  CHECK_EQ(b.queued("a"), 1u);
+  CHECK_EQ(b.bytes(), 20u);
+  b.release("a", 20);
+  CHECK_EQ(b.senders(), 0u);
+  CHECK_EQ(b.bytes(), 0u);
+}
+
+static void test_notify_budget_concurrency() {
+  NotifyBudget b(1u << 20, UINT64_MAX);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([&b, t] {
+      const std::string from = "peer" + std::to_string(t % 2);
+      for (int i = 0; i < 2000; ++i)
+        if (b.admit(from, 8)) b.release(from, 8);
+    });
+  for (auto& t : ts) t.join();
+  CHECK_EQ(b.bytes(), 0u);
+  CHECK_EQ(b.senders(), 0u);
+}
+
 int main() {
   struct {
     const char* name;
@@ -235,7 +303,9 @@ int main() {
   } groups[] = {{"status names", test_status_names},         {"registry basics", test_registry_basics},
                 {"registry lease fence", test_registry_lease_fence}, {"registry concurrency", test_registry_concurrency},
                 {"slice plan", test_slice_plan},             {"sha256/hmac", test_sha256},
-                {"epoch", test_epoch}};
+                {"epoch", test_epoch},                       {"notify budget per peer", test_notify_budget_per_peer},
+                {"notify budget bytes", test_notify_budget_bytes}, {"notify budget release", test_notify_budget_release},
+                {"notify budget concurrency", test_notify_budget_concurrency}};
   for (auto& g : groups) {
     int before = failures;
     g.fn();

@@ -29,6 +29,7 @@
 #include "te/fabric/pool.h"
 #include "te/fabric/transport.h"
 #include "te/memory_registry.h"
+#include "te/notify_budget.h"
 #include "wire.h"
 #include "write_fences.h"
 
@@ -321,6 +322,8 @@ constexpr size_t kMaxTableRegions = 1 << 20;
 constexpr size_t kMaxKnownPeers = 4096;
 
 struct Transport::Impl {
+  explicit Impl(Options o) : opt(std::move(o)), notify_budget(opt.notify_queue_per_peer, opt.notify_queue_bytes) {}
+
   Options opt;
   std::function<void(Event)> sink;
   std::vector<std::unique_ptr<Rail>> rails;
@@ -357,9 +360,7 @@ struct Transport::Impl {
   std::atomic<bool> closed{false};
   // Notifications handed to the sink and not yet taken (notification_taken): per sender
   // name and in bytes, bounded by opt.notify_queue_per_peer / notify_queue_bytes.
-  std::mutex notify_mu;
-  std::unordered_map<std::string, uint64_t> notify_queued;
-  uint64_t notify_bytes = 0;
+  NotifyBudget notify_budget;
   /** Emits a NOTIFY event within the budget; POOL_EXHAUSTED (nothing emitted) beyond it. */
   Status deliver_notification(const std::string& from, std::vector<uint8_t> payload);
   void notification_taken(const std::string& from, size_t bytes);

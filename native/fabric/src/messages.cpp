@@ -284,17 +284,7 @@ constexpr uint64_t kNotifyOverhead = 256;
 }  // namespace
 
 Status Transport::Impl::deliver_notification(const std::string& from, std::vector<uint8_t> payload) {
-  const uint64_t cost = payload.size() + kNotifyOverhead;
-  {
-    std::lock_guard<std::mutex> l(notify_mu);
-    uint64_t& mine = notify_queued[from];
-    if (mine >= opt.notify_queue_per_peer || notify_bytes + cost > opt.notify_queue_bytes) {
-      if (mine == 0) notify_queued.erase(from);
-      return TE_POOL_EXHAUSTED;
-    }
-    ++mine;
-    notify_bytes += cost;
-  }
+  if (!notify_budget.admit(from, payload.size() + kNotifyOverhead)) return TE_POOL_EXHAUSTED;
   Event e;
   e.kind = Event::NOTIFY;
   e.text = from;
@@ -304,12 +294,7 @@ Status Transport::Impl::deliver_notification(const std::string& from, std::vecto
 }
 
 void Transport::Impl::notification_taken(const std::string& from, size_t bytes) {
-  std::lock_guard<std::mutex> l(notify_mu);
-  auto it = notify_queued.find(from);
-  if (it == notify_queued.end()) return;
-  if (--it->second == 0) notify_queued.erase(it);
-  const uint64_t cost = bytes + kNotifyOverhead;
-  notify_bytes = notify_bytes > cost ? notify_bytes - cost : 0;
+  notify_budget.release(from, bytes + kNotifyOverhead);
 }
 
 void Transport::notification_taken(const std::string& from, size_t bytes) { impl_->notification_taken(from, bytes); }

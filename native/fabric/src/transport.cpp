@@ -11,8 +11,8 @@
 
 namespace te::fabric {
 
-Transport::Transport(Options options, std::function<void(Event)> sink) : impl_(std::make_unique<Impl>()) {
-  impl_->opt = std::move(options);
+Transport::Transport(Options options, std::function<void(Event)> sink)
+    : impl_(std::make_unique<Impl>(std::move(options))) {
   impl_->sink = std::move(sink);
 }
 

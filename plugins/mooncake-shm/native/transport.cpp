@@ -54,22 +54,12 @@ void Transport::close() {
 }
 
 Status Transport::deliver_notification(const std::string& from, std::vector<uint8_t> payload) {
-  {
-    std::lock_guard<std::mutex> lock(notify_mu_);
-    uint64_t& queued = notify_queued_[from];
-    if (queued >= opt_.notify_queue_per_peer || notify_bytes_ + payload.size() > opt_.notify_queue_bytes) return te::TE_POOL_EXHAUSTED;
-    queued++;
-    notify_bytes_ += payload.size();
-  }
+  // Costed by payload alone; the sender's name and the event are not charged here.
+  if (!notify_budget_.admit(from, payload.size())) return te::TE_POOL_EXHAUSTED;
   emit(Event{Event::NOTIFY, 0, 0, from, std::move(payload)});
   return te::TE_OK;
 }
 
-void Transport::notification_taken(const std::string& from, size_t bytes) {
-  std::lock_guard<std::mutex> lock(notify_mu_);
-  auto it = notify_queued_.find(from);
-  if (it != notify_queued_.end() && --it->second == 0) notify_queued_.erase(it);
-  notify_bytes_ -= bytes < notify_bytes_ ? bytes : notify_bytes_;
-}
+void Transport::notification_taken(const std::string& from, size_t bytes) { notify_budget_.release(from, bytes); }
 
 }  // namespace teshm

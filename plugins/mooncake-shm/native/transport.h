@@ -24,6 +24,7 @@
 
 #include "control_page.h"
 #include "te/memory_registry.h"
+#include "te/notify_budget.h"
 #include "te/status.h"
 #include "wire.h"
 
@@ -120,9 +121,7 @@ class Transport {
   std::unique_ptr<Server> server_;
   std::unique_ptr<Client> client_;
   std::atomic<bool> closed_{false};
-  std::mutex notify_mu_;
-  std::unordered_map<std::string, uint64_t> notify_queued_;
-  uint64_t notify_bytes_ = 0;
+  te::NotifyBudget notify_budget_{opt_.notify_queue_per_peer, opt_.notify_queue_bytes};  // after opt_: reads it
 };
 
 }  // namespace teshm

@@ -307,17 +307,7 @@ uint64_t notify_cost(const std::string& from, size_t payload) { return payload +
 }  // namespace
 
 Status Transport::deliver_notification(const std::string& from, std::vector<uint8_t> payload) {
-  const uint64_t cost = notify_cost(from, payload.size());
-  {
-    std::lock_guard<std::mutex> lock(notify_mu_);
-    uint64_t& mine = notify_queued_[from];
-    if (mine >= opt_.notify_queue_per_peer || notify_bytes_ + cost > opt_.notify_queue_bytes) {
-      if (mine == 0) notify_queued_.erase(from);
-      return te::TE_POOL_EXHAUSTED;
-    }
-    ++mine;
-    notify_bytes_ += cost;
-  }
+  if (!notify_budget_.admit(from, notify_cost(from, payload.size()))) return te::TE_POOL_EXHAUSTED;
   Event e;
   e.kind = Event::NOTIFY;
   e.text = from;
@@ -327,11 +317,7 @@ Status Transport::deliver_notification(const std::string& from, std::vector<uint
 }
 
 void Transport::notification_taken(const std::string& from, size_t bytes) {
-  std::lock_guard<std::mutex> lock(notify_mu_);
-  auto it = notify_queued_.find(from);
-  if (it == notify_queued_.end()) return;
-  if (--it->second == 0) notify_queued_.erase(it);
-  notify_bytes_ -= notify_cost(from, bytes);
+  notify_budget_.release(from, notify_cost(from, bytes));
 }
 
 uint64_t Transport::open_peer(const std::string& host, uint16_t port, uint64_t epoch, const std::string& name,

@@ -18,6 +18,7 @@
 #include "loop.h"
 #include "worker_pool.h"
 #include "te/memory_registry.h"
+#include "te/notify_budget.h"
 #include "te/status.h"
 #include "wire.h"
 
@@ -216,9 +217,7 @@ class Transport {
   std::mutex conn_mu_;
   uint64_t connections_ = 0;
   std::unordered_map<std::string, uint64_t> connections_by_address_;
-  std::mutex notify_mu_;
-  std::unordered_map<std::string, uint64_t> notify_queued_;  // per sender
-  uint64_t notify_bytes_ = 0;
+  te::NotifyBudget notify_budget_{opt_.notify_queue_per_peer, opt_.notify_queue_bytes};  // after opt_: reads it
 };
 
 /** Socket options shared by both sides (non-blocking, TCP_NODELAY, buffer sizes). */
