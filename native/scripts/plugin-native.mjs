@@ -10,6 +10,7 @@
 import { spawnSync } from 'node:child_process';
 import { cpSync, existsSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -21,7 +22,10 @@ function build() {
   const require = createRequire(join(pluginRoot, 'package.json'));
   const cli = join(dirname(require.resolve('cmake-js/package.json')), 'bin', 'cmake-js');
   const configured = existsSync(join(pluginRoot, 'build', 'CMakeCache.txt'));
-  const args = [cli, configured ? 'compile' : 'build', '--out', 'build', '--config', 'Release'];
+  // cmake's default generator compiles one file at a time, and npm runs the install scripts
+  // of several plugins one after another: use every core (TE_BUILD_JOBS overrides).
+  const jobs = Number(process.env.TE_BUILD_JOBS) || availableParallelism();
+  const args = [cli, configured ? 'compile' : 'build', '--out', 'build', '--config', 'Release', '--parallel', String(jobs)];
   if (process.env.TE_NATIVE_DEBUG === '1') args.splice(2, 0, '--debug');
   const r = spawnSync(process.execPath, args, { cwd: pluginRoot, stdio: 'inherit' });
   if (r.status !== 0) {
