@@ -192,22 +192,41 @@ test('registration fields are checked before anything is kept: segment name, lay
   }
 });
 
-test('a transient connection failure fails that room on both sides; the live decode registers again and its next room succeeds', async () => {
-  const model: ModelSpec = { attention: 'mha', totalLayers: 2, heads: 2, headBytes: 16, pageSize: 4, pages: 16, auxSlots: 4, auxBytes: 64 };
+const PAIR_MODEL: ModelSpec = { attention: 'mha', totalLayers: 2, heads: 2, headBytes: 16, pageSize: 4, pages: 16, auxSlots: 4, auxBytes: 64 };
+
+/** A prefill and a decode manager in this process, each on its own engine, closed afterwards. */
+async function withManagers(
+  body: (pair: { model: ModelSpec; port: number; p: InProcessRank; d: InProcessRank }) => Promise<void>,
+): Promise<void> {
   const port = await freePort();
   const engines: TransferEngine[] = [];
   const managers: DisaggKVManager[] = [];
   try {
-    const make = async (role: 'prefill' | 'decode') => {
+    const make = async (role: 'prefill' | 'decode'): Promise<InProcessRank> => {
       const engine = await createTransferEngine(TCP_CONFIG);
       engines.push(engine);
-      const memory = await allocateRank(engine, model, L);
+      const memory = await allocateRank(engine, PAIR_MODEL, L);
       const manager = await createKVManager({ role, layout: L, buffers: memory.buffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: port, timeouts: FAST });
       managers.push(manager);
       return { engine, memory, manager };
     };
     const p = await make('prefill');
     const d = await make('decode');
+    await body({ model: PAIR_MODEL, port, p, d });
+  } finally {
+    for (const m of managers) await m.close();
+    for (const e of engines) await e.close();
+  }
+}
+
+interface InProcessRank {
+  engine: TransferEngine;
+  memory: Awaited<ReturnType<typeof allocateRank>>;
+  manager: DisaggKVManager;
+}
+
+test('a transient connection failure fails that room on both sides; the live decode registers again and its next room succeeds', async () => {
+  await withManagers(async ({ model, port, p, d }) => {
     // The first write to the decode fails as a connect that got no answer in time would.
     const transfer = p.engine.transfer.bind(p.engine);
     let failNext = true;
@@ -237,28 +256,11 @@ test('a transient connection failure fails that room on both sides; the live dec
     assert.is(second.receiver.status, KVStatus.Success, `${second.receiver.failure?.code}: ${second.receiver.failure?.message}`);
     assert.is(second.sender.status, KVStatus.Success, `${second.sender.failure?.code}: ${second.sender.failure?.message}`);
     assert.is(verifyDecode(model, d.memory, [{ room: 2n, pages: Uint32Array.of(6, 7), auxSlot: 1 }], [2, 3]), undefined);
-  } finally {
-    for (const m of managers) await m.close();
-    for (const e of engines) await e.close();
-  }
+  });
 });
 
 test('a request the decode gave up on (its answer came too late) is aborted on the prefill: no write, no Success there', async () => {
-  const model: ModelSpec = { attention: 'mha', totalLayers: 2, heads: 2, headBytes: 16, pageSize: 4, pages: 16, auxSlots: 4, auxBytes: 64 };
-  const port = await freePort();
-  const engines: TransferEngine[] = [];
-  const managers: DisaggKVManager[] = [];
-  try {
-    const make = async (role: 'prefill' | 'decode') => {
-      const engine = await createTransferEngine(TCP_CONFIG);
-      engines.push(engine);
-      const memory = await allocateRank(engine, model, L);
-      const manager = await createKVManager({ role, layout: L, buffers: memory.buffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: port, timeouts: FAST });
-      managers.push(manager);
-      return { engine, memory, manager };
-    };
-    const p = await make('prefill');
-    const d = await make('decode');
+  await withManagers(async ({ model, port, p, d }) => {
     // The prefill accepts the request, but its answer reaches the decode after the deadline.
     let abortAcked!: () => void;
     const acked = new Promise<void>((r) => (abortAcked = r));
@@ -289,10 +291,7 @@ test('a request the decode gave up on (its answer came too late) is aborted on t
     assert.is(sender.status, KVStatus.Failed, 'the prefill heard that the decode failed the room');
     assert.is(sender.failure?.code, 'ABORTED', sender.failure?.message);
     assert.is(verifyDecode(model, d.memory, []), undefined, 'nothing landed in the failed room');
-  } finally {
-    for (const m of managers) await m.close();
-    for (const e of engines) await e.close();
-  }
+  });
 });
 
 test.run();
