@@ -24,7 +24,12 @@ function build() {
   const configured = existsSync(join(pluginRoot, 'build', 'CMakeCache.txt'));
   // cmake's default generator compiles one file at a time, and npm runs the install scripts
   // of several plugins one after another: use every core (TE_BUILD_JOBS overrides).
-  const jobs = Number(process.env.TE_BUILD_JOBS) || availableParallelism();
+  const wanted = process.env.TE_BUILD_JOBS;
+  if (wanted !== undefined && wanted !== '' && !/^[1-9]\d{0,3}$/.test(wanted)) {
+    console.error(`[${pkg.name}] TE_BUILD_JOBS must be a whole number of compile jobs from 1 to 9999 (got ${JSON.stringify(wanted)})`);
+    process.exit(2);
+  }
+  const jobs = wanted ? Number(wanted) : availableParallelism();
   const args = [cli, configured ? 'compile' : 'build', '--out', 'build', '--config', 'Release', '--parallel', String(jobs)];
   if (process.env.TE_NATIVE_DEBUG === '1') args.splice(2, 0, '--debug');
   const r = spawnSync(process.execPath, args, { cwd: pluginRoot, stdio: 'inherit' });
