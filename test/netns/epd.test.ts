@@ -24,7 +24,7 @@ testIf(test, netnsSupport(), 'te demo pipeline with encoder, prefill and decode 
     const tokens = MODEL.tokens + 2 * MODEL.imageTokens;
     const pages = Math.ceil(tokens / MODEL.pageSize) * (CONCURRENCY + 1);
     const spec = (role: string) => ({ role, model: MODEL, config: { connector: 'mooncake-tcp' }, pages, slots: CONCURRENCY + 1, poolBytes: IMAGES * (embeddingBytes(MODEL) + 64), host: c.host(role).address });
-    const start = (role: string): Promise<NodeProcess> => c.spawn(role, WORKER, { tsx: false, env: { TE_DEMO_WORKER: JSON.stringify(spec(role)) } });
+    const start = (role: string): Promise<NodeProcess> => c.spawn(role, WORKER, { env: { TE_DEMO_WORKER: JSON.stringify(spec(role)) } });
     const [encoder, prefill, decode] = await Promise.all([start('encoder'), start('prefill'), start('decode')]);
     const url = (role: string, w: NodeProcess) => `http://${c.host(role).address}:${w.info.port}`;
     const proxy = await startProxy({ encoder: url('encoder', encoder), prefill: url('prefill', prefill), decode: url('decode', decode), bootstrap: { host: c.host('prefill').address, port: prefill.info.bootstrapPort } });

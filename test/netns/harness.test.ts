@@ -4,6 +4,7 @@ import { fork } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { fileURLToPath } from 'node:url';
+import { compileWorkerScript } from '@te/testkit';
 import { Cluster, hostRanges, links, namespaces, netnsSupport, overlaps, parseCidr, sweepDeadRuns, testIf, type Host } from './harness/index.js';
 
 /*
@@ -76,7 +77,7 @@ testIf(test, support, 'close stops the processes and removes namespaces, veths a
 });
 
 async function dyingRun(): Promise<{ child: ReturnType<typeof fork>; report: { hosts: Host[]; bridge: string; inside: number } }> {
-  const child = fork(DYING, [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child = fork(await compileWorkerScript(DYING), [], { execArgv: [], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   const report = await new Promise<any>((resolve, reject) => {
     const t = setTimeout(() => reject(new Error('the dying run did not report within 20 s')), 20_000);
     child.once('message', (m) => (clearTimeout(t), resolve(m)));

@@ -2,6 +2,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { ParallelLayout, TeConfigInput } from '@te/connector';
 import type { PDTimeouts } from '../src/index.js';
+import { compileWorkerScript } from '@te/testkit';
 import type { ModelSpec } from './fixtures/pd-model.js';
 
 const RANK_SCRIPT = fileURLToPath(new URL('./fixtures/pd-rank.ts', import.meta.url));
@@ -58,11 +59,11 @@ export function spawnRank(spec: RankSpec): Promise<RankProcess> {
   return spawnWorker(RANK_SCRIPT, { ...process.env, ...spec.env, TE_PD_SPEC: JSON.stringify({ ...spec, config: spec.config ?? TCP_CONFIG }) }, `${spec.role} rank`);
 }
 
-function spawnWorker(script: string, env: NodeJS.ProcessEnv, what: string): Promise<RankProcess> {
+async function spawnWorker(script: string, env: NodeJS.ProcessEnv, what: string): Promise<RankProcess> {
   const spec = { role: what };
-  const child = fork(script, [], {
+  const child = fork(await compileWorkerScript(script), [], {
     env,
-    execArgv: ['--import', 'tsx'],
+    execArgv: [],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   let next = 1;

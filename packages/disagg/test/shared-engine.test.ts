@@ -5,6 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { KVStatus, closeTransferEngine, initTransferEngine } from '@te/connector';
 import { createECConsumer, createKVManager } from '../src/index.js';
 import { allocateRank, verifyDecode, type ModelSpec } from './fixtures/pd-model.js';
+import { compileWorkerScript } from '@te/testkit';
 import { freePort } from './pd-harness.js';
 import { FAST } from './pd-scenario.js';
 
@@ -29,7 +30,7 @@ function tcpSockets(pid: number, state: 'listening' | 'established'): { local: s
 
 test('KV manager and EC consumer share one engine: one registration per buffer, one control endpoint, one connection set per peer', async () => {
   const port = await freePort();
-  const child = fork(fileURLToPath(new URL('./fixtures/shared-peer.ts', import.meta.url)), [], { env: { ...process.env, TE_SHARED_SPEC: JSON.stringify({ model: MODEL, port }) }, execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child = fork(await compileWorkerScript(fileURLToPath(new URL('./fixtures/shared-peer.ts', import.meta.url))), [], { env: { ...process.env, TE_SHARED_SPEC: JSON.stringify({ model: MODEL, port }) }, execArgv: [], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   let id = 1;
   const call = (op: string, args: unknown = {}): Promise<any> =>
     new Promise((resolve) => {

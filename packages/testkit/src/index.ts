@@ -6,3 +6,4 @@ export { transportConformance, pattern, assertBytes, type ConformancePair, type 
 export { LocalTargetMemory, checkPayload, type TargetMemory, type ReceivedNotification } from './conformance/target.js';
 export { serveTargetProcess, spawnTargetProcess, type TargetProcess } from './conformance/target-process.js';
 export { freePort } from './ports.js';
+export { compileWorkerScript } from './workers/compile-worker-script.js';

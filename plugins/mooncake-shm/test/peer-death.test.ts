@@ -2,7 +2,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { fileURLToPath } from 'node:url';
 import { batchOf, createTransferEngine, isTransferError, type TransferEngine } from '@te/connector';
-import { spawnTargetProcess, type TargetProcess } from '@te/testkit';
+import { compileWorkerScript, spawnTargetProcess, type TargetProcess } from '@te/testkit';
 import { pattern } from './helpers.js';
 
 /*
@@ -28,7 +28,7 @@ async function expectConnectionError(p: Promise<unknown>, withinMs: number): Pro
 }
 
 test('a target killed while it holds the batch (stopped, then SIGKILL): CONNECTION_LOST, settled', async () => {
-  const target: TargetProcess = await spawnTargetProcess(fixture, config);
+  const target: TargetProcess = await spawnTargetProcess(await compileWorkerScript(fixture), config);
   const initiator: TransferEngine = await createTransferEngine(config);
   try {
     const local = await initiator.registerMemory(pattern(3, SIZE));
@@ -47,7 +47,7 @@ test('a target killed while it holds the batch (stopped, then SIGKILL): CONNECTI
 });
 
 test('a target killed in the middle of copying a large batch: a typed error, or every byte landed', async () => {
-  const target = await spawnTargetProcess(fixture, config);
+  const target = await spawnTargetProcess(await compileWorkerScript(fixture), config);
   const initiator = await createTransferEngine(config);
   try {
     const data = pattern(4, SIZE);
@@ -75,7 +75,7 @@ test('a target killed in the middle of copying a large batch: a typed error, or 
 });
 
 test('a restarted target is reached through a fresh descriptor', async () => {
-  const first = await spawnTargetProcess(fixture, config);
+  const first = await spawnTargetProcess(await compileWorkerScript(fixture), config);
   const initiator = await createTransferEngine(config);
   try {
     const local = await initiator.registerMemory(pattern(5, 8192));
@@ -83,7 +83,7 @@ test('a restarted target is reached through a fresh descriptor', async () => {
     await initiator.write(first.segment, local.addr, r1, 8192);
     first.kill();
     await first.close();
-    const second = await spawnTargetProcess(fixture, config);
+    const second = await spawnTargetProcess(await compileWorkerScript(fixture), config);
     try {
       const r2 = await second.alloc(8192);
       await initiator.write(second.segment, local.addr, r2, 8192);

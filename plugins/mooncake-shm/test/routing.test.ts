@@ -2,7 +2,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { fileURLToPath } from 'node:url';
 import { createTransferEngine, type BatchRecord, type SegmentDescriptor, type TransferEngine } from '@te/connector';
-import { spawnTargetProcess } from '@te/testkit';
+import { compileWorkerScript, spawnTargetProcess } from '@te/testkit';
 import { createEndpoint, pattern } from './helpers.js';
 
 /*
@@ -14,7 +14,7 @@ const fixture = fileURLToPath(new URL('./fixtures/conformance-target.ts', import
 const base = { connector: 'mooncake-tcp', transports: ['mooncake-shm'], timeouts: { transferMs: 10_000 } };
 
 async function carriedBy(initiatorConfig: Record<string, unknown>, targetConfig: Record<string, unknown> = base, env: NodeJS.ProcessEnv = {}): Promise<string[]> {
-  const target = await spawnTargetProcess(fixture, targetConfig);
+  const target = await spawnTargetProcess(await compileWorkerScript(fixture), targetConfig);
   const saved = { ...process.env };
   Object.assign(process.env, env);
   let initiator: TransferEngine | undefined;

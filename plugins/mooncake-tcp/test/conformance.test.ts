@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { createTransferEngine } from '@te/connector';
-import { spawnTargetProcess, transportConformance } from '@te/testkit';
+import { compileWorkerScript, spawnTargetProcess, transportConformance } from '@te/testkit';
 import plugin from '../src/index.js';
 
 // The shared conformance suite, through the engine, with the target in another process.
@@ -11,7 +11,7 @@ transportConformance({
   capabilities: plugin.capabilities,
   maxBytes: 8 << 20,
   async createPair() {
-    const target = await spawnTargetProcess(fileURLToPath(new URL('./fixtures/conformance-target.ts', import.meta.url)), config);
+    const target = await spawnTargetProcess(await compileWorkerScript(fileURLToPath(new URL('./fixtures/conformance-target.ts', import.meta.url))), config);
     const initiator = await createTransferEngine(config);
     return {
       initiator,

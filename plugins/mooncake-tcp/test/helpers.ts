@@ -3,6 +3,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { parseOptions, type SegmentDescriptor, type Transport } from '@te/connector';
+import { compileWorkerScript } from '@te/testkit';
 import plugin from '../src/index.js';
 
 export { pattern } from './pattern.js';
@@ -43,14 +44,14 @@ export interface TargetProcess {
 
 /** `nofile`: run the target with this RLIMIT_NOFILE (soft and hard), through prlimit(1). */
 export async function spawnTarget(size: number, options: Record<string, unknown> = {}, name?: string, limits: { nofile?: number } = {}): Promise<TargetProcess> {
-  const script = fileURLToPath(new URL('./fixtures/target.ts', import.meta.url));
+  const script = await compileWorkerScript(fileURLToPath(new URL('./fixtures/target.ts', import.meta.url)));
   const child = limits.nofile
     ? fork(script, [], {
         execPath: 'prlimit',
-        execArgv: [`--nofile=${limits.nofile}:${limits.nofile}`, process.execPath, '--import', 'tsx'],
+        execArgv: [`--nofile=${limits.nofile}:${limits.nofile}`, process.execPath],
         stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       })
-    : fork(script, [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    : fork(script, [], { execArgv: [], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   let next = 1;
   const waiting = new Map<number, { resolve(v: unknown): void; reject(e: Error): void }>();
   child.on('message', (m: { id: number; result?: unknown; error?: { message: string; code?: string } }) => {

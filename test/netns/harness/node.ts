@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { compileWorkerScript } from '@te/testkit';
 
 /*
  * A Node.js process inside a network namespace: `ip netns exec <ns> node …`. ip execs node
@@ -21,13 +22,12 @@ export interface NodeProcess {
 
 export interface SpawnOptions {
   env?: NodeJS.ProcessEnv;
-  /** Load TypeScript through tsx (the fixtures); off for built JavaScript. */
-  tsx?: boolean;
   readyTimeoutMs?: number;
 }
 
-export function spawnNode(ns: string, script: string, o: SpawnOptions = {}): Promise<NodeProcess> {
-  const argv = ['netns', 'exec', ns, process.execPath, ...(o.tsx === false ? [] : ['--import', 'tsx']), script];
+export async function spawnNode(ns: string, script: string, o: SpawnOptions = {}): Promise<NodeProcess> {
+  // A TypeScript fixture is bundled to JavaScript first: no TypeScript loader in each process.
+  const argv = ['netns', 'exec', ns, process.execPath, /\.[mc]?ts$/.test(script) ? await compileWorkerScript(script) : script];
   // stdout goes to our stderr: the test runner's stdout carries uvu's totals, which are parsed.
   const child = spawn('ip', argv, { env: { ...process.env, ...o.env }, stdio: ['ignore', 2, 2, 'ipc'] });
   const what = `${script.split('/').pop()} in ${ns}`;
