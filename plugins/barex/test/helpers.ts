@@ -1,6 +1,6 @@
 import { fileURLToPath } from 'node:url';
 import { PluginRegistry, createTransferEngine, type TeConfigInput, type TransferEngine } from '@te/connector';
-import { spawnTargetProcess, type TargetProcess } from '@te/testkit';
+import { compileWorkerScript, spawnTargetProcess, type TargetProcess } from '@te/testkit';
 import plugin from '../src/index.js';
 
 export const KiB = 1024;
@@ -23,10 +23,14 @@ export function initiator(provider: string, options: Record<string, unknown> = {
   return createTransferEngine(config, { registry: registry(), env: {} });
 }
 
-/** A strict-pool target engine in a child process, provider chosen there with FI_PROVIDER. */
-export function poolTarget(provider: string): Promise<TargetProcess> {
-  const config: TeConfigInput = { connector: plugin.name, modulePath: SOURCE, transportOptions: { [plugin.name]: { poolSize: POOL, connectTimeoutMs: 2000 } } };
-  return spawnTargetProcess(POOL_TARGET, config, { env: { FI_PROVIDER: provider } });
+/**
+ * A strict-pool target engine in a child process, provider chosen there with FI_PROVIDER.
+ * The script and the plugin's sources (its modulePath) are bundled to JavaScript first, so
+ * the child starts without a TypeScript loader.
+ */
+export async function poolTarget(provider: string): Promise<TargetProcess> {
+  const config: TeConfigInput = { connector: plugin.name, modulePath: await compileWorkerScript(SOURCE), transportOptions: { [plugin.name]: { poolSize: POOL, connectTimeoutMs: 2000 } } };
+  return spawnTargetProcess(await compileWorkerScript(POOL_TARGET), config, { env: { FI_PROVIDER: provider } });
 }
 
 /** Calls one of the fixture's extra ops (beyond the testkit protocol). */

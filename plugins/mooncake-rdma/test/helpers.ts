@@ -1,7 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
 import { PluginRegistry, createTransferEngine, parseOptions, type SegmentDescriptor, type TeConfigInput, type TransferEngine, type Transport } from '@te/connector';
-import { spawnTargetProcess, type TargetProcess } from '@te/testkit';
+import { compileWorkerScript, spawnTargetProcess, type TargetProcess } from '@te/testkit';
 import plugin from '../src/index.js';
 
 export const KiB = 1024;
@@ -27,11 +27,15 @@ export function initiator(provider: string, options: Record<string, unknown> = {
   return createTransferEngine({ ...config(provider, options), modulePath: undefined } as TeConfigInput, { registry: registry(), env: {} });
 }
 
-/** A target engine in a child process; the provider is chosen there with FI_PROVIDER. */
-export function target(provider: string, options: Record<string, unknown> = {}): Promise<TargetProcess> {
-  const c = config('', options);
+/**
+ * A target engine in a child process; the provider is chosen there with FI_PROVIDER. The
+ * script and the plugin's sources (its modulePath) are bundled to JavaScript first, so the
+ * child starts without a TypeScript loader.
+ */
+export async function target(provider: string, options: Record<string, unknown> = {}): Promise<TargetProcess> {
+  const c = { ...config('', options), modulePath: await compileWorkerScript(SOURCE) };
   delete (c.transportOptions as Record<string, Record<string, unknown>>)[plugin.name]!.provider;
-  return spawnTargetProcess(TARGET_SCRIPT, c, { env: { FI_PROVIDER: provider } });
+  return spawnTargetProcess(await compileWorkerScript(TARGET_SCRIPT), c, { env: { FI_PROVIDER: provider } });
 }
 
 /** A bare transport in this process (no engine) with `buffers` registered, and the descriptor a peer opens it with. */
