@@ -1,15 +1,19 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { BUILTIN_PLUGINS } from '@te/connector';
 
 /*
  * The way a framework consumes te: `npm pack` of every package (each packs its build; the
  * plugins their native sources, built at install), installed together into an empty folder
- * from the tarballs, then `te doctor` and a verified loopback transfer run there.
+ * from the tarballs, then `te doctor` and a verified loopback transfer run there. The same
+ * folder checks @te/connector from both module systems, with types (TypeScript installed
+ * beside it), and a third-party plugin loaded through modulePath. One install serves every
+ * case: the plugins' native builds at install are most of this file's time.
  */
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const work = mkdtempSync(join(tmpdir(), 'te-pack-all-'));
@@ -30,7 +34,8 @@ function install(): void {
   const tarballs = readdirSync(work).filter((f) => f.endsWith('.tgz'));
   assert.is(tarballs.length, PACKAGES.length, tarballs.join(', '));
   writeFileSync(join(work, 'package.json'), JSON.stringify({ name: 'framework', version: '1.0.0', private: true, type: 'module' }));
-  run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', ...tarballs.map((t) => `./${t}`)]);
+  run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', ...tarballs.map((t) => `./${t}`), 'typescript@5.9.3', '@types/node@^20.19.0']);
+  cpSync(join(root, 'test', 'fixtures', 'third-party-plugin'), join(work, 'plugins', 'example'), { recursive: true });
 }
 test.after(() => rmSync(work, { recursive: true, force: true }));
 
@@ -64,6 +69,42 @@ console.log(await r.text());
 await s.close();`,
   );
   assert.is(run('node', ['pd.mjs']).trim(), 'OK');
+});
+
+test('@te/connector from an ES module: loads a third-party plugin via modulePath', () => {
+  install();
+  writeFileSync(
+    join(work, 'esm.mjs'),
+    `import { PLUGIN_API_VERSION, TransferError, PluginRegistry } from '@te/connector';
+     const p = await new PluginRegistry({ builtins: false }).resolve({ connector: 'example-memcpy', modulePath: './plugins/example' });
+     console.log(JSON.stringify({ api: PLUGIN_API_VERSION, err: new TransferError('TIMEOUT', 'x').code, plugin: p.name }));`,
+  );
+  assert.equal(JSON.parse(run('node', ['esm.mjs'])), { api: 1, err: 'TIMEOUT', plugin: 'example-memcpy' });
+});
+
+test('@te/connector from CommonJS: require works', () => {
+  install();
+  writeFileSync(join(work, 'cjs.cjs'), `const c = require('@te/connector'); console.log(JSON.stringify({ api: c.PLUGIN_API_VERSION, names: new c.PluginRegistry().names().length }));`);
+  // The installed CommonJS build knows every built-in plugin this repository's build does.
+  assert.equal(JSON.parse(run('node', ['cjs.cjs'])), { api: 1, names: Object.keys(BUILTIN_PLUGINS).length });
+});
+
+test('@te/connector types resolve for both module systems', () => {
+  install();
+  const body = `import { definePlugin, type TransportPlugin, type TeConfig, TransferError } from '@te/connector';
+const c: Pick<TeConfig, 'connector'> = { connector: 'mooncake-tcp' };
+const e: TransferError = new TransferError('TIMEOUT', 'x');
+export const ok: [string, string] = [c.connector, e.code];
+export type P = TransportPlugin;
+export const d = definePlugin;
+`;
+  writeFileSync(join(work, 'check.mts'), body);
+  writeFileSync(join(work, 'check.cts'), body.replace(/^import \{ definePlugin, type TransportPlugin, type TeConfig, TransferError \}/m, 'import { definePlugin, type TransportPlugin, type TeConfig, TransferError }'));
+  writeFileSync(join(work, 'tsconfig.json'), JSON.stringify({ compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, types: ['node'], skipLibCheck: false }, files: ['check.mts', 'check.cts'] }));
+  run(join(work, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.json']);
+  // A type error must be reported (the check can fail).
+  writeFileSync(join(work, 'check.mts'), `${body}\nexport const wrong: number = new TransferError('TIMEOUT', 'x').code;\n`);
+  assert.throws(() => run(join(work, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.json']));
 });
 
 test.run();

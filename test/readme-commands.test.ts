@@ -67,7 +67,7 @@ function skipReason(command: string): string | undefined {
   if (/bench\/flame\.mjs/.test(command) && !perfWorks()) return 'Linux perf cannot profile on this machine (apt-get install -y linux-perf; needs root or kernel.perf_event_paranoid <= 1)';
   if (/bench\/syscalls\.mjs/.test(command) && !straceWorks()) return 'strace cannot trace on this machine (apt-get install -y strace; ptrace must be allowed)';
   if (command === 'npm test') return 'it is the command running this test';
-  if (/^npm install @te\//.test(command)) return 'installs from the public npm registry, where te packages are not published (test/pack-install.test.ts installs packed tarballs)';
+  if (/^npm install @te\//.test(command)) return 'installs from the public npm registry, where te packages are not published (test/pack-all.test.ts installs packed tarballs)';
   if (/^apt-get /.test(command)) return 'a system package install (.ci/run installs what the tests need)';
   if (/test\/gpu\/|\.gpu\//.test(command)) return 'prepares or runs the GPU test, which needs a GPU machine (test/gpu/README.md)';
   if (/10\.0\.0\.\d+/.test(command)) return 'a multi-host example with the hosts\' own addresses';
