@@ -40,4 +40,18 @@ test('a script that does not compile is refused with the compiler\'s message', a
   }
 });
 
+test('a script outside any package is refused, naming the folder', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'te-worker-'));
+  writeFileSync(join(dir, 'alone.ts'), 'export {};\n');
+  try {
+    await compileWorkerScript(join(dir, 'alone.ts'));
+    assert.unreachable('a script without a package compiled');
+  } catch (e) {
+    assert.match((e as Error).message, /no package\.json at or above/);
+    assert.ok((e as Error).message.includes(dir));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
 test.run();

@@ -45,10 +45,9 @@ const LOADERS: Record<string, string> = { '.ts': 'ts', '.mts': 'ts', '.cts': 'ts
 /** Replaces `import.meta.url` (and `.dirname`, `.filename`) with the source file's own values. */
 const ownImportMeta = {
   name: 'own-import-meta',
-  setup(b: { onLoad(o: { filter: RegExp }, f: (a: { path: string }) => { contents: string; loader: string } | undefined): void }): void {
+  setup(b: { onLoad(o: { filter: RegExp }, f: (a: { path: string }) => { contents: string; loader: string }): void }): void {
     b.onLoad({ filter: /\.[mc]?[jt]s$/ }, (args) => {
-      const loader = LOADERS[extname(args.path)];
-      if (!loader) return undefined;
+      const loader = LOADERS[extname(args.path)]!;
       const source = readFileSync(args.path, 'utf8');
       if (!source.includes('import.meta.')) return { contents: source, loader };
       const contents = source
@@ -68,14 +67,9 @@ async function compile(script: string): Promise<string> {
   const outDir = join(root, 'node_modules', '.cache', 'te-test-workers');
   const file = join(outDir, `${basename(script).replace(/\.[mc]?ts$/, '')}-${createHash('sha256').update(code).digest('hex').slice(0, 16)}.mjs`);
   mkdirSync(outDir, { recursive: true });
-  let present = false;
-  try {
-    present = readFileSync(file).equals(code);
-  } catch {
-    // not built yet
-  }
-  if (!present) {
-    // Written aside and renamed: a concurrent test process never runs a half-written file.
+  // Named by content: a file already there holds these bytes. A new one is written aside and
+  // renamed, so a concurrent test process never runs a half-written file.
+  if (!existsSync(file)) {
     const tmp = `${file}.${process.pid}.tmp`;
     writeFileSync(tmp, code);
     renameSync(tmp, file);
