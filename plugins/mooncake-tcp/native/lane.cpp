@@ -29,10 +29,12 @@ void Lane::post_pump() {
   loop_->post([this, keep = peer_->shared_from_this()] { pump(); });
 }
 
-void Lane::enqueue(Slice* s) {
+void Lane::enqueue(Slice* s) { enqueue(&s, 1); }
+
+void Lane::enqueue(Slice* const* s, size_t n) {
   {
     std::lock_guard<std::mutex> lock(qmu_);
-    incoming_.push_back(s);
+    incoming_.insert(incoming_.end(), s, s + n);
   }
   post_pump();
 }

@@ -21,6 +21,8 @@ class Lane : public IoHandler {
   ~Lane() override;
   /** Any thread: queue a slice; the loop connects if needed and sends it. */
   void enqueue(Slice* s);
+  /** Any thread: queue `n` slices in order, under one lock and with at most one wake-up. */
+  void enqueue(Slice* const* s, size_t n);
   /** Any thread: connect now (openPeer); reports to Peer::lane_opened. */
   void open();
   /** Any thread: fail queued slices of cancelled batches; close if needed. */

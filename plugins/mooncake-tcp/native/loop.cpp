@@ -41,7 +41,10 @@ void Loop::post(std::function<void()> task) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     tasks_.push_back(std::move(task));
+    has_tasks_.store(true);
   }
+  if (!sleeping_.load()) return;  // running: it checks has_tasks_ before it sleeps
+  wakeups_.fetch_add(1, std::memory_order_relaxed);
   uint64_t one = 1;
   ssize_t r = write(evfd_, &one, sizeof one);
   (void)r;
@@ -83,6 +86,7 @@ void Loop::run_tasks() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     tasks.swap(tasks_);
+    has_tasks_.store(false, std::memory_order_relaxed);  // a later post sets it again under mu_
   }
   for (auto& t : tasks) t();
 }
@@ -100,15 +104,20 @@ void Loop::run() {
     // woken again costs two context switches per round trip.
     int timeout = kTickMs;
     if (spin_us > 0 && now_us() < busy_until) timeout = 0;
+    if (timeout != 0) {
+      sleeping_.store(true);
+      if (has_tasks_.load()) timeout = 0;  // posted before it saw this loop asleep
+    }
     int n = epoll_wait(epfd_, events, 128, timeout);
+    sleeping_.store(false, std::memory_order_relaxed);
     if (n > 0 && spin_us > 0) busy_until = now_us() + spin_us;
+    if (has_tasks_.load(std::memory_order_acquire)) run_tasks();
     for (int i = 0; i < n; ++i) {
       auto* h = static_cast<IoHandler*>(events[i].data.ptr);
       if (h == nullptr) {
-        uint64_t v;
+        uint64_t v;  // the wake-up; its tasks ran above
         ssize_t r = read(evfd_, &v, sizeof v);
         (void)r;
-        run_tasks();
         continue;
       }
       if (!h->closed && handlers_.count(h)) h->on_event(events[i].events);

@@ -35,8 +35,14 @@ class Loop {
   void start();
   /** Runs the remaining tasks, calls on_shutdown() on every handler and joins the thread. */
   void stop();
-  /** Any thread: run `task` on the loop thread. */
+  /**
+   * Any thread: run `task` on the loop thread. The loop is woken (an eventfd write, which on
+   * a busy host costs the caller a scheduler round trip) only when it sleeps in epoll_wait;
+   * a loop that is running picks the task up before it sleeps again.
+   */
   void post(std::function<void()> task);
+  /** Eventfd writes post() made so far (a post to a running loop makes none). */
+  uint64_t wakeups() const { return wakeups_.load(std::memory_order_relaxed); }
   bool on_loop_thread() const { return std::this_thread::get_id() == thread_.get_id(); }
   int index() const { return index_; }
 
@@ -60,6 +66,12 @@ class Loop {
   std::atomic<bool> stopping_{false};
   std::mutex mu_;
   std::vector<std::function<void()>> tasks_;
+  // Together they rule out a lost wake-up: the loop sets sleeping_ and then reads
+  // has_tasks_; post() sets has_tasks_ and then reads sleeping_ (both sequentially
+  // consistent), so at least one of the two sees the other.
+  std::atomic<bool> has_tasks_{false};
+  std::atomic<bool> sleeping_{false};
+  std::atomic<uint64_t> wakeups_{0};
   std::unordered_set<IoHandler*> handlers_;
   std::vector<IoHandler*> graveyard_;
   int64_t last_tick_ = 0;

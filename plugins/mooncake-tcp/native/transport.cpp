@@ -442,7 +442,17 @@ Status Transport::submit(uint64_t peer_id, const uint8_t* ops, const uint64_t* l
       workers_.run([this, b] { run_local(b); });
     }
   } else {
-    for (Slice& s : b->slices) p->lanes[s.lane]->enqueue(&s);
+    // Grouped by lane, each group in plan order (a counting sort), so that every lane takes
+    // its lock and wakes its loop once per batch rather than once per slice.
+    std::vector<size_t> start(lanes + 1, 0);
+    for (const Slice& s : b->slices) ++start[s.lane + 1];
+    for (uint32_t l = 0; l < lanes; ++l) start[l + 1] += start[l];
+    std::vector<Slice*> grouped(b->slices.size());
+    std::vector<size_t> at(start.begin(), start.end() - 1);
+    for (Slice& s : b->slices) grouped[at[s.lane]++] = &s;
+    for (uint32_t l = 0; l < lanes; ++l) {
+      if (start[l + 1] > start[l]) p->lanes[l]->enqueue(grouped.data() + start[l], start[l + 1] - start[l]);
+    }
   }
   Slice guard;
   guard.batch = b.get();

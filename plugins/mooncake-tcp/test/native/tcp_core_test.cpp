@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 
 #include <chrono>
@@ -19,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "loop.h"
 #include "recv_buffer.h"
 #include "transport.h"
 #include "check.h"
@@ -519,6 +521,63 @@ void test_busy_poll_window_sleeps_when_idle() {
   init.t->close_peer(peer);
 }
 
+
+// A post to a loop that is running (not asleep in epoll_wait) writes no eventfd: the loop
+// takes the task before it sleeps again. Posts from several threads while the loop sleeps,
+// runs, or spins are never lost.
+void test_post_wakes_only_a_sleeping_loop() {
+  Loop loop(0);
+  loop.start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // asleep in epoll_wait
+  std::atomic<bool> release{false};
+  std::atomic<int> ran{0};
+  loop.post([&] {
+    while (!release.load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  });
+  const uint64_t first = loop.wakeups();
+  CHECK(first == 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the blocking task is running
+  for (int i = 0; i < 1000; ++i) loop.post([&] { ran.fetch_add(1); });
+  CHECK(loop.wakeups() == first);  // 1000 posts to a running loop: no eventfd write
+  release.store(true);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (ran.load() < 1000 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(ran.load() == 1000);
+
+  // Four posting threads, with pauses that let the loop fall asleep between some posts.
+  std::vector<std::thread> posters;
+  std::atomic<int> done{0};
+  for (int t = 0; t < 4; ++t) {
+    posters.emplace_back([&, t] {
+      for (int i = 0; i < 2000; ++i) {
+        loop.post([&] { done.fetch_add(1); });
+        if ((i + t) % 97 == 0) std::this_thread::sleep_for(std::chrono::microseconds(300));
+      }
+    });
+  }
+  for (auto& th : posters) th.join();
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (done.load() < 8000 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(done.load() == 8000);
+  std::printf("  8000 posts from 4 threads: %llu eventfd writes\n", static_cast<unsigned long long>(loop.wakeups() - first));
+  CHECK(loop.wakeups() - first < 8000);
+  // A post to a sleeping loop wakes it: it runs at once, not at the loop's 10 ms tick (a
+  // lost wake-up would wait up to the tick, 5 ms at the median).
+  std::vector<double> waits;
+  for (int i = 0; i < 21; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    std::atomic<bool> ran_now{false};
+    auto t0 = std::chrono::steady_clock::now();
+    loop.post([&] { ran_now.store(true); });
+    while (!ran_now.load() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) std::this_thread::yield();
+    CHECK(ran_now.load());
+    waits.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(waits.begin(), waits.end());
+  std::printf("  post to a sleeping loop, median wait %.3f ms\n", waits[waits.size() / 2]);
+  CHECK(waits[waits.size() / 2] < 2.0);
+  loop.stop();
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -535,6 +594,7 @@ int main(int argc, char** argv) {
       {"staged_paths_move_the_right_bytes", test_staged_paths_move_the_right_bytes},
       {"staged_slice_settles_after_its_copy", test_staged_slice_settles_after_its_copy},
       {"busy_poll_window_sleeps_when_idle", test_busy_poll_window_sleeps_when_idle},
+      {"post_wakes_only_a_sleeping_loop", test_post_wakes_only_a_sleeping_loop},
       {"body_end_brings_next_header", test_body_end_brings_next_header},
       {"mixed_sizes_keep_frame_boundaries", test_mixed_sizes_keep_frame_boundaries},
   };
