@@ -3,10 +3,14 @@
 // `te bench --loopback` (4 KiB requests, batches of 64, 4 in flight by default) runs with
 // V8's CPU profiler in the initiator, while every thread's CPU time, in both processes, is
 // sampled from /proc. Reported per request:
-//   - each thread's CPU time (the JS threads, the transport's I/O or progress threads, …);
-//   - the initiator's JS thread split by code: the engine (@te/connector), the plugin's TypeScript,
-//     the bench driver, Node internals, native code called from JS (N-API calls into the
-//     addon: submit, completion delivery) and garbage collection.
+//   - each thread's CPU time (the JS threads, the transport's I/O or progress threads, …),
+//     split into user and kernel (system) time;
+//   - the initiator's JS thread split by code: the engine (@te/connector), the plugin (its
+//     TypeScript and the addon methods it calls, e.g. submit), the bench driver, Node
+//     internals, other native code called from JS (completion delivery) and garbage collection.
+// Steady state only: each plugin runs twice, for `--duration` seconds and for a third of it,
+// and every figure is (long run − short run) ÷ (requests of the long run − of the short one),
+// so process start-up, registration and the verification passes cancel out.
 //
 //   node bench/per-request.mjs [--plugin mooncake-tcp,mooncake-rdma] [--block-size 4096]
 //                              [--batch-size 64] [--concurrency 4] [--duration 3] [--json]
@@ -43,10 +47,14 @@ function threadTimes(pid, out) {
   for (const tid of tasks) {
     try {
       const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      // The JS thread is the one whose id is the process id; V8's helper threads (GC,
+      // compilers) carry the same name, "node".
+      const comm = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const name = comm === 'node' ? (tid === String(pid) ? 'node (JS thread)' : 'node (V8 helper threads)') : comm;
       const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      const cpu = (Number(fields[11]) + Number(fields[12])) * TICK_S;
-      out.set(`${pid}/${tid}`, { pid, name, cpu });
+      const user = Number(fields[11]) * TICK_S;
+      const sys = Number(fields[12]) * TICK_S;
+      out.set(`${pid}/${tid}`, { pid, name, user, sys });
       for (const child of readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean)) threadTimes(Number(child), out);
     } catch {
       // The thread ended between the listing and the read.
@@ -71,7 +79,8 @@ function layersOf(profile) {
     else if (functionName === '(garbage collector)') layer = 'garbage collection';
     else if (functionName === '(program)' || (!url && functionName !== '(root)')) layer = 'native (called from JS)';
     else if (url.includes('/packages/connector/')) layer = 'engine (@te/connector)';
-    else if (url.includes('/plugins/') || url.includes('/packages/fabric/') || url.includes('/packages/cuda/')) layer = 'plugin TypeScript';
+    // V8 counts the time of an addon method in the JS function that called it.
+    else if (url.includes('/plugins/') || url.includes('/packages/fabric/') || url.includes('/packages/cuda/')) layer = 'plugin (TypeScript + the addon calls it makes)';
     else if (url.startsWith('node:')) layer = 'Node internals';
     else if (url.includes('/node_modules/')) layer = 'dependencies';
     else layer = 'bench driver (@te/cli)';
@@ -92,9 +101,10 @@ function printTop(profile, n) {
   for (const [k, ms] of [...self].sort((a, b) => b[1] - a[1]).slice(0, n)) console.error(`    ${ms.toFixed(0).padStart(6)} ms  ${k}`);
 }
 
-async function measure(plugin) {
+/** One run of `seconds`: its result, CPU seconds per thread, and JS self time per layer. */
+async function run(plugin, seconds) {
   const dir = mkdtempSync(join(tmpdir(), 'te-per-request-'));
-  const args = [te, 'bench', '--loopback', '--json', '--plugin', plugin, '--op', 'write', '--block-size', values['block-size'], '--batch-size', values['batch-size'], '--concurrency', values.concurrency, '--duration', String(duration)];
+  const args = [te, 'bench', '--loopback', '--json', '--plugin', plugin, '--op', 'write', '--block-size', values['block-size'], '--batch-size', values['batch-size'], '--concurrency', values.concurrency, '--duration', String(seconds)];
   const child = spawn(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${dir}`, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
   let stdout = '';
   child.stdout.on('data', (d) => (stdout += d));
@@ -104,8 +114,6 @@ async function measure(plugin) {
   clearInterval(sampler);
   if (code !== 0) throw new Error(`te bench exited with ${code}`);
   const result = JSON.parse(stdout.trim().split('\n').pop());
-  // Requests issued: the timed run plus the verified pass before it.
-  const requests = result.requestsPerSecond * duration + Number(values['batch-size']) * Number(values.concurrency);
   // Profile files are named CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile.
   const profiles = readdirSync(dir).map((f) => ({ f, pid: Number(/^CPU\.\d+\.\d+\.(\d+)\./.exec(f)?.[1]), profile: JSON.parse(readFileSync(join(dir, f), 'utf8')) }));
   if (process.env.TE_PROFILE_TOP) printTop(profiles[0].profile, Number(process.env.TE_PROFILE_TOP));
@@ -114,24 +122,52 @@ async function measure(plugin) {
   const perThread = {};
   for (const t of threads.values()) {
     const key = `${side(t.pid)}: ${t.name}`;
-    perThread[key] = (perThread[key] ?? 0) + t.cpu;
+    const acc = (perThread[key] ??= { user: 0, sys: 0 });
+    acc.user += t.user;
+    acc.sys += t.sys;
   }
   const jsLayers = {};
   for (const p of profiles) for (const [layer, s] of Object.entries(layersOf(p.profile))) jsLayers[`${side(p.pid)}: ${layer}`] = s;
-  return { plugin, result, requests, perThread, jsLayers };
+  return { result, perThread, jsLayers };
+}
+
+/** Steady-state cost: the long run less the short one, per request of the difference. */
+async function measure(plugin) {
+  const long = await run(plugin, duration);
+  const short = await run(plugin, duration / 3);
+  const requests = long.result.requests - short.result.requests;
+  const perThread = {};
+  for (const [k, t] of Object.entries(long.perThread)) {
+    const s = short.perThread[k] ?? { user: 0, sys: 0 };
+    perThread[k] = { user: Math.max(0, t.user - s.user), sys: Math.max(0, t.sys - s.sys) };
+  }
+  const jsLayers = {};
+  for (const [k, t] of Object.entries(long.jsLayers)) jsLayers[k] = Math.max(0, t - (short.jsLayers[k] ?? 0));
+  return { plugin, result: long.result, requests, perThread, jsLayers };
 }
 
 const ns = (seconds, requests) => (requests > 0 ? (seconds / requests) * 1e9 : 0);
+const cpuOf = (t) => t.user + t.sys;
 const reports = [];
 for (const plugin of values.plugin.split(',').map((p) => p.trim()).filter(Boolean)) {
-  process.stderr.write(`${plugin}: ${values['block-size']} B writes, batches of ${values['batch-size']} × ${values.concurrency} in flight, ${duration} s ...\n`);
+  process.stderr.write(`${plugin}: ${values['block-size']} B writes, batches of ${values['batch-size']} × ${values.concurrency} in flight, ${duration} s and ${(duration / 3).toFixed(1)} s ...\n`);
   const m = await measure(plugin);
   reports.push(m);
   if (values.json) continue;
-  console.log(`\n${plugin}: ${Math.round(m.result.requestsPerSecond).toLocaleString('en')} requests/s (${ns(1, m.result.requestsPerSecond).toFixed(0)} ns of wall time per request), verified pass first`);
-  console.log('  CPU time per request, by thread (threads named by Node/libuv/the addon):');
-  for (const [k, s] of Object.entries(m.perThread).sort((a, b) => b[1] - a[1])) if (ns(s, m.requests) >= 5) console.log(`    ${k.padEnd(40)} ${ns(s, m.requests).toFixed(0).padStart(7)} ns`);
-  console.log('  JS thread per request, by code (V8 CPU profile self time; idle left out):');
-  for (const [k, s] of Object.entries(m.jsLayers).sort((a, b) => b[1] - a[1])) if (!k.endsWith('idle') && ns(s, m.requests) >= 5) console.log(`    ${k.padEnd(40)} ${ns(s, m.requests).toFixed(0).padStart(7)} ns`);
+  if (m.requests <= 0) {
+    console.log(`\n${plugin}: the longer run moved no more requests than the shorter one (a stalled host?); no steady-state figures`);
+    continue;
+  }
+  console.log(`\n${plugin}: ${Math.round(m.result.requestsPerSecond).toLocaleString('en')} requests/s in the longer run (${ns(1, m.result.requestsPerSecond).toFixed(0)} ns of wall time per request), verified pass first`);
+  console.log('  CPU time per request, steady state, by thread (threads named by Node/libuv/the addon):');
+  console.log(`    ${''.padEnd(52)} ${'all'.padStart(7)}    ${'user'.padStart(7)} ${'kernel'.padStart(7)}`);
+  for (const [k, t] of Object.entries(m.perThread).sort((a, b) => cpuOf(b[1]) - cpuOf(a[1]))) {
+    if (ns(cpuOf(t), m.requests) >= 5) console.log(`    ${k.padEnd(52)} ${ns(cpuOf(t), m.requests).toFixed(0).padStart(7)} ns ${ns(t.user, m.requests).toFixed(0).padStart(7)} ${ns(t.sys, m.requests).toFixed(0).padStart(7)}`);
+  }
+  console.log('  JS thread per request, steady state, by code (V8 CPU profile self time; idle left out):');
+  for (const [k, s] of Object.entries(m.jsLayers).sort((a, b) => b[1] - a[1])) if (!k.endsWith('idle') && ns(s, m.requests) >= 5) console.log(`    ${k.padEnd(52)} ${ns(s, m.requests).toFixed(0).padStart(7)} ns`);
 }
-if (values.json) console.log(JSON.stringify(reports.map((m) => ({ plugin: m.plugin, requestsPerSecond: m.result.requestsPerSecond, requests: m.requests, cpuNsPerRequestByThread: Object.fromEntries(Object.entries(m.perThread).map(([k, s]) => [k, ns(s, m.requests)])), jsNsPerRequestByLayer: Object.fromEntries(Object.entries(m.jsLayers).map(([k, s]) => [k, ns(s, m.requests)])) }))));
+if (values.json) {
+  const perRequest = (o, f) => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, f(v)]));
+  console.log(JSON.stringify(reports.map((m) => ({ plugin: m.plugin, requestsPerSecond: m.result.requestsPerSecond, requests: m.requests, cpuNsPerRequestByThread: perRequest(m.perThread, (t) => ns(cpuOf(t), m.requests)), kernelNsPerRequestByThread: perRequest(m.perThread, (t) => ns(t.sys, m.requests)), jsNsPerRequestByLayer: perRequest(m.jsLayers, (s) => ns(s, m.requests)) }))));
+}
