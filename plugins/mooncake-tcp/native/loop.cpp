@@ -18,9 +18,7 @@ int64_t now_ms() {
       .count();
 }
 
-constexpr int kTickMs = 10;
-
-Loop::Loop(int index, int64_t spin_us) : index_(index), spin_us_(spin_us) {
+Loop::Loop(int index, int64_t spin_us, int tick_ms) : index_(index), spin_us_(spin_us), tick_ms_(tick_ms > 0 ? tick_ms : 1) {
   epfd_ = epoll_create1(EPOLL_CLOEXEC);
   evfd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   epoll_event ev{};
@@ -102,7 +100,7 @@ void Loop::run() {
     // Busy-poll window: right after events, poll without sleeping for a short while, since
     // the next response or request usually follows within microseconds; sleeping and being
     // woken again costs two context switches per round trip.
-    int timeout = kTickMs;
+    int timeout = tick_ms_;
     if (spin_us > 0 && now_us() < busy_until) timeout = 0;
     if (timeout != 0) {
       sleeping_.store(true);
@@ -123,7 +121,7 @@ void Loop::run() {
       if (!h->closed && handlers_.count(h)) h->on_event(events[i].events);
     }
     int64_t now = now_ms();
-    if (now - last_tick_ >= kTickMs) {
+    if (now - last_tick_ >= tick_ms_) {
       last_tick_ = now;
       std::vector<IoHandler*> hs(handlers_.begin(), handlers_.end());
       for (auto* h : hs)

@@ -29,8 +29,11 @@ class IoHandler {
 
 class Loop {
  public:
-  /** `spin_us`: busy-poll window after events (0: always sleep in epoll_wait). */
-  explicit Loop(int index, int64_t spin_us = 0);
+  /**
+   * `spin_us`: busy-poll window after events (0: always sleep in epoll_wait). `tick_ms`: how
+   * often handlers' on_tick runs, which is also the longest an idle loop sleeps.
+   */
+  explicit Loop(int index, int64_t spin_us = 0, int tick_ms = 10);
   ~Loop();
   void start();
   /** Runs the remaining tasks, calls on_shutdown() on every handler and joins the thread. */
@@ -60,6 +63,7 @@ class Loop {
   void run_tasks();
   int index_;
   int64_t spin_us_;
+  int tick_ms_;
   int epfd_ = -1;
   int evfd_ = -1;
   std::thread thread_;

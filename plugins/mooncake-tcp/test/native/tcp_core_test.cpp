@@ -524,9 +524,10 @@ void test_busy_poll_window_sleeps_when_idle() {
 
 // A post to a loop that is running (not asleep in epoll_wait) writes no eventfd: the loop
 // takes the task before it sleeps again. Posts from several threads while the loop sleeps,
-// runs, or spins are never lost.
+// runs, or spins are never lost. The loop's tick is 60 s here, so a lost wake-up would leave
+// a task waiting that long: the 20 s bounds below catch it without timing anything closely.
 void test_post_wakes_only_a_sleeping_loop() {
-  Loop loop(0);
+  Loop loop(0, 0, 60000);
   loop.start();
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // asleep in epoll_wait
   std::atomic<bool> release{false};
@@ -534,13 +535,14 @@ void test_post_wakes_only_a_sleeping_loop() {
   loop.post([&] {
     while (!release.load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
   });
+  // One write when the loop was asleep; none if its thread had not yet reached epoll_wait.
   const uint64_t first = loop.wakeups();
-  CHECK(first == 1);
+  CHECK(first <= 1);
   std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the blocking task is running
   for (int i = 0; i < 1000; ++i) loop.post([&] { ran.fetch_add(1); });
   CHECK(loop.wakeups() == first);  // 1000 posts to a running loop: no eventfd write
   release.store(true);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (ran.load() < 1000 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   CHECK(ran.load() == 1000);
 
@@ -556,26 +558,22 @@ void test_post_wakes_only_a_sleeping_loop() {
     });
   }
   for (auto& th : posters) th.join();
-  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   while (done.load() < 8000 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   CHECK(done.load() == 8000);
+  // How many of them found the loop asleep depends on the scheduler: printed, not checked.
   std::printf("  8000 posts from 4 threads: %llu eventfd writes\n", static_cast<unsigned long long>(loop.wakeups() - first));
-  CHECK(loop.wakeups() - first < 8000);
-  // A post to a sleeping loop wakes it: it runs at once, not at the loop's 10 ms tick (a
-  // lost wake-up would wait up to the tick, 5 ms at the median).
-  std::vector<double> waits;
-  for (int i = 0; i < 21; ++i) {
+  // Posts to a sleeping loop, one at a time: each wakes it (one eventfd write) and runs.
+  for (int i = 0; i < 20; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(3));
     std::atomic<bool> ran_now{false};
+    const uint64_t before = loop.wakeups();
     auto t0 = std::chrono::steady_clock::now();
     loop.post([&] { ran_now.store(true); });
-    while (!ran_now.load() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5)) std::this_thread::yield();
+    while (!ran_now.load() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) std::this_thread::sleep_for(std::chrono::microseconds(50));
     CHECK(ran_now.load());
-    waits.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    CHECK(loop.wakeups() - before <= 1);
   }
-  std::sort(waits.begin(), waits.end());
-  std::printf("  post to a sleeping loop, median wait %.3f ms\n", waits[waits.size() / 2]);
-  CHECK(waits[waits.size() / 2] < 2.0);
   loop.stop();
 }
 }  // namespace
