@@ -12,7 +12,7 @@
 // and every figure is (long run − short run) ÷ (requests of the long run − of the short one),
 // so process start-up, registration and the verification passes cancel out.
 //
-//   node bench/per-request.mjs [--plugin mooncake-tcp,mooncake-rdma] [--block-size 4096]
+//   node bench/per-request.mjs [--plugin mooncake-tcp,mooncake-rdma] [--op write|read] [--block-size 4096]
 //                              [--batch-size 64] [--concurrency 4] [--duration 3] [--json]
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
@@ -25,6 +25,7 @@ import { QUICK } from './lib/quick.mjs';
 const { values } = parseArgs({
   options: {
     plugin: { type: 'string', default: 'mooncake-tcp,mooncake-rdma' },
+    op: { type: 'string', default: 'write' },
     'block-size': { type: 'string', default: '4096' },
     'batch-size': { type: 'string', default: '64' },
     concurrency: { type: 'string', default: '4' },
@@ -34,6 +35,7 @@ const { values } = parseArgs({
 });
 const te = join(dirname(fileURLToPath(import.meta.url)), '..', 'packages', 'cli', 'dist', 'te.js');
 const duration = QUICK ? 1 : Number(values.duration);
+if (values.op !== 'write' && values.op !== 'read') throw new Error(`--op must be write or read, not ${values.op}`);
 const TICK_S = 1 / 100; // /proc CPU times are in clock ticks (USER_HZ, 100 on Linux)
 
 /** CPU seconds of every thread of `pid` and its children, by "pid/thread name". */
@@ -104,7 +106,7 @@ function printTop(profile, n) {
 /** One run of `seconds`: its result, CPU seconds per thread, and JS self time per layer. */
 async function run(plugin, seconds) {
   const dir = mkdtempSync(join(tmpdir(), 'te-per-request-'));
-  const args = [te, 'bench', '--loopback', '--json', '--plugin', plugin, '--op', 'write', '--block-size', values['block-size'], '--batch-size', values['batch-size'], '--concurrency', values.concurrency, '--duration', String(seconds)];
+  const args = [te, 'bench', '--loopback', '--json', '--plugin', plugin, '--op', values.op, '--block-size', values['block-size'], '--batch-size', values['batch-size'], '--concurrency', values.concurrency, '--duration', String(seconds)];
   const child = spawn(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${dir}`, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
   let stdout = '';
   child.stdout.on('data', (d) => (stdout += d));
@@ -150,14 +152,16 @@ const ns = (seconds, requests) => (requests > 0 ? (seconds / requests) * 1e9 : 0
 const cpuOf = (t) => t.user + t.sys;
 const reports = [];
 for (const plugin of values.plugin.split(',').map((p) => p.trim()).filter(Boolean)) {
-  process.stderr.write(`${plugin}: ${values['block-size']} B writes, batches of ${values['batch-size']} × ${values.concurrency} in flight, ${duration} s and ${(duration / 3).toFixed(1)} s ...\n`);
+  process.stderr.write(`${plugin}: ${values['block-size']} B ${values.op}s, batches of ${values['batch-size']} × ${values.concurrency} in flight, ${duration} s and ${(duration / 3).toFixed(1)} s ...\n`);
   const m = await measure(plugin);
   reports.push(m);
-  if (values.json) continue;
   if (m.requests <= 0) {
-    console.log(`\n${plugin}: the longer run moved no more requests than the shorter one (a stalled host?); no steady-state figures`);
+    // A stalled host gives no figures; the exit status says so to a script.
+    console.error(`${plugin}: the longer run moved no more requests than the shorter one (a stalled host?); no steady-state figures`);
+    process.exitCode = 1;
     continue;
   }
+  if (values.json) continue;
   console.log(`\n${plugin}: ${Math.round(m.result.requestsPerSecond).toLocaleString('en')} requests/s in the longer run (${ns(1, m.result.requestsPerSecond).toFixed(0)} ns of wall time per request), verified pass first`);
   console.log('  CPU time per request, steady state, by thread (threads named by Node/libuv/the addon):');
   console.log(`    ${''.padEnd(52)} ${'all'.padStart(7)}    ${'user'.padStart(7)} ${'kernel'.padStart(7)}`);
