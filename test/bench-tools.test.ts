@@ -18,6 +18,32 @@ test('bench/vs-iperf3.mjs: --rounds outside 1..20 or not an integer exits 2 with
   }
 });
 
+test('bench/per-request.mjs: --op other than write or read exits 2 with a message, before any run', () => {
+  const r = spawnSync(process.execPath, [join(root, 'bench', 'per-request.mjs'), '--op', 'sideways'], { encoding: 'utf8', timeout: 30_000 });
+  assert.is(r.status, 2, r.stderr);
+  assert.match(r.stderr, /--op must be write or read, not sideways/);
+  assert.not.match(r.stderr, /^\s+at /m);
+});
+
+test('bench/per-request.mjs --op read --vs-raw: reads are measured, raw libfabric first, both with steady-state CPU per request', () => {
+  const r = spawnSync(process.execPath, [join(root, 'bench', 'per-request.mjs'), '--plugin', 'mooncake-tcp', '--op', 'read', '--block-size', '65536', '--batch-size', '4', '--vs-raw', '--json'], {
+    encoding: 'utf8',
+    timeout: 180_000,
+    env: { ...process.env, TE_BENCH_QUICK: '1' },
+  });
+  assert.is(r.status, 0, r.stderr);
+  const reports = JSON.parse(r.stdout.trim().split('\n').pop()!) as { plugin: string; op: string; blockSize: number; requests: number; cpuNsPerRequestByThread: Record<string, number> }[];
+  assert.equal(reports.map((x) => x.plugin), ['raw libfabric', 'mooncake-tcp']);
+  for (const x of reports) {
+    assert.is(x.op, 'read');
+    assert.is(x.blockSize, 65536);
+    assert.ok(x.requests > 0, `${x.plugin}: no steady-state requests`);
+    // Both processes are sampled: the target's threads appear beside the initiator's.
+    const sides = new Set(Object.keys(x.cpuNsPerRequestByThread).map((k) => k.split(':')[0]));
+    assert.ok(sides.has('initiator') && sides.has('target'), `${x.plugin}: ${Object.keys(x.cpuNsPerRequestByThread).join(', ')}`);
+  }
+});
+
 const straceWorks = spawnSync('strace', ['-f', '-c', '-o', '/dev/null', 'true'], { stdio: 'ignore' }).status === 0;
 const syscallsCase = straceWorks ? test : test.skip;
 syscallsCase(`bench/syscalls.mjs: an unknown plugin exits 1 with te's typed refusal and the script's own line, no stack trace${straceWorks ? '' : ' — skipped: strace cannot trace on this machine (apt-get install -y strace)'}`, () => {
