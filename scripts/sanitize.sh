@@ -5,11 +5,11 @@
 #     ThreadSanitizer and under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   - the mooncake-tcp and mooncake-shm transport cores' tests and the CUDA copy engine's tests (on its
 #     fault-injection runtime) under ThreadSanitizer, through their own scripts;
-#   - the tests that only their TypeScript wrappers build, built here with the same sources:
-#     mooncake-shm's back-pressure test (plugins/mooncake-shm/test/native/shm_backpressure_test.cpp,
-#     a live target flooded by a hostile peer) under ThreadSanitizer, and mooncake-tcp's device map
-#     test (plugins/mooncake-tcp/test/native/device_map_test.cpp: lookups over overlapping
-#     entries, and lookups racing registration churn) under ASan + UBSan and under ThreadSanitizer;
+#   - mooncake-shm's back-pressure test (a live target flooded by a hostile peer) under
+#     ThreadSanitizer, and mooncake-tcp's device map test (lookups over overlapping entries,
+#     and lookups racing registration churn) under ASan + UBSan and under ThreadSanitizer,
+#     through the scripts their TypeScript wrappers run too (scripts/backpressure-test.sh,
+#     scripts/device-map-test.sh in each plugin);
 #   - the fabric transport's tests (native/fabric/test/transport_test.cpp) under ASan + UBSan.
 # (The TCP, fabric and shm wire parsers run under ASan + UBSan in the fuzz targets, scripts/fuzz.sh.)
 #   bash scripts/sanitize.sh              everything
@@ -75,22 +75,6 @@ run() {
   fi
 }
 
-# A test that only its TypeScript wrapper builds: built here from the wrapper's sources with its
-# warnings and the sanitizer's flags, then run; a failed build, check or report fails the run.
-#   wrapped LABEL NAME SANITIZER-FLAGS COMPILER-ARGUMENTS...
-wrapped() {
-  local label=$1 name=$2 flags=$3; shift 3
-  local build="$root/build/sanitize/$name"
-  mkdir -p "$build"
-  echo "sanitize: $label"
-  # shellcheck disable=SC2086  # the flags are words
-  if ! ${CXX:-g++} -std=c++17 -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter $flags "$@" \
-    -o "$build/test" -lpthread || ! "$build/test"; then
-    echo "sanitize: $label FAILED" >&2
-    fail=1
-  fi
-}
-
 shm=plugins/mooncake-shm
 tcp=plugins/mooncake-tcp
 asan_ubsan="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
@@ -104,14 +88,9 @@ if [ "$what" != core ]; then
   run "mooncake-tcp core tests under tsan" sh $tcp/scripts/native-test.sh --tsan
   run "CUDA copy engine tests under tsan" sh native/cuda/scripts/test.sh --tsan
   run "mooncake-shm core tests under tsan" sh $shm/scripts/native-test.sh --tsan
-  # The sources of test/backpressure.test.ts and test/device-map.test.ts.
-  wrapped "mooncake-shm back-pressure test under tsan" shm-backpressure-tsan "-fsanitize=thread" \
-    -I$shm/native -Inative/include -Inative/test $shm/native/{wire,socket,control_page,copy,server,client,transport}.cpp \
-    native/src/status.cpp native/src/memory_registry.cpp $shm/test/native/shm_backpressure_test.cpp
-  wrapped "mooncake-tcp device map test under asan-ubsan" tcp-device-map-asan-ubsan "$asan_ubsan" \
-    -I$tcp/native -Inative/test $tcp/test/native/device_map_test.cpp
-  wrapped "mooncake-tcp device map test under tsan" tcp-device-map-tsan "-fsanitize=thread" \
-    -I$tcp/native -Inative/test $tcp/test/native/device_map_test.cpp
+  run "mooncake-shm back-pressure test under tsan" sh $shm/scripts/backpressure-test.sh --tsan
+  run "mooncake-tcp device map test under asan-ubsan" sh $tcp/scripts/device-map-test.sh --asan-ubsan
+  run "mooncake-tcp device map test under tsan" sh $tcp/scripts/device-map-test.sh --tsan
 fi
 [ "$fail" -eq 0 ] && echo "sanitize: clean"
 exit "$fail"
