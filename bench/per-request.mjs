@@ -160,7 +160,7 @@ async function runRaw(seconds) {
   if (values.op === 'write') args.push('--delivery-complete');
   const { result, perThread } = await sampled(buildRawFabric(), args, 'fi_rma_bench');
   if (!result.verified) throw new Error('fi_rma_bench: the destination did not hold what was sent');
-  return { result: { requests: result.ops, requestsPerSecond: result.requestsPerSecond }, perThread, jsLayers: {} };
+  return { result: { requests: result.ops, requestsPerSecond: result.requestsPerSecond, op: result.op, blockSize: result.size }, perThread, jsLayers: {} };
 }
 
 /** Steady-state cost: the long run less the short one, per request of the difference. */
@@ -229,5 +229,5 @@ if (raw && raw.requests > 0 && !values.json) {
 }
 if (values.json) {
   const perRequest = (o, f) => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, f(v)]));
-  console.log(JSON.stringify(reports.map((m) => ({ plugin: m.plugin, op: values.op, blockSize: Number(values['block-size']), requestsPerSecond: m.result.requestsPerSecond, requests: m.requests, cpuNsPerRequestByThread: perRequest(m.perThread, (t) => ns(cpuOf(t), m.requests)), kernelNsPerRequestByThread: perRequest(m.perThread, (t) => ns(t.sys, m.requests)), jsNsPerRequestByLayer: perRequest(m.jsLayers, (s) => ns(s, m.requests)) }))));
+  console.log(JSON.stringify(reports.map((m) => ({ plugin: m.plugin, op: m.result.op, blockSize: m.result.blockSize, requestsPerSecond: m.result.requestsPerSecond, requests: m.requests, cpuNsPerRequestByThread: perRequest(m.perThread, (t) => ns(cpuOf(t), m.requests)), kernelNsPerRequestByThread: perRequest(m.perThread, (t) => ns(t.sys, m.requests)), jsNsPerRequestByLayer: perRequest(m.jsLayers, (s) => ns(s, m.requests)) }))));
 }
