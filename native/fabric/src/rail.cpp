@@ -154,6 +154,21 @@ fi_addr_t Rail::address_of(const std::vector<uint8_t>& raw, std::string* err) {
                     " (its addresses are " + std::to_string(pub.addr.size()) + " bytes)";
     return FI_ADDR_NOTAVAIL;
   }
+  // At the bound, the entries peers opened here use stay (senders we only answer go first).
+  // Their set is read without av_mu (peers_mu is never taken inside it elsewhere), before the
+  // insert: the insert and the eviction then happen under one hold of av_mu, so no other
+  // thread ever sees the map past its bound.
+  std::set<fi_addr_t> pinned;
+  if (av_map.size() >= max_av_entries) {
+    l.unlock();
+    pinned = owner->addresses_in_use(index);
+    l.lock();
+    auto again = av_map.find(raw);
+    if (again != av_map.end()) {  // inserted by another thread meanwhile
+      av_lru.splice(av_lru.begin(), av_lru, again->second.lru);
+      return again->second.fa;
+    }
+  }
   fi_addr_t fa = FI_ADDR_NOTAVAIL;
   int rc = fi_av_insert(av, raw.data(), 1, &fa, 0, nullptr);
   if (rc != 1) {
@@ -162,13 +177,7 @@ fi_addr_t Rail::address_of(const std::vector<uint8_t>& raw, std::string* err) {
   }
   av_lru.push_front(raw);
   av_map[raw] = AvEntry{fa, av_lru.begin()};
-  if (av_map.size() <= max_av_entries) return fa;
-  // Over the bound (senders we only answer): the entries peers opened here use stay. Their
-  // set is read without av_mu (peers_mu is never taken inside it elsewhere).
-  l.unlock();
-  std::set<fi_addr_t> pinned = owner->addresses_in_use(index);
-  l.lock();
-  evict_addresses(fa, pinned);
+  if (av_map.size() > max_av_entries) evict_addresses(fa, pinned);
   return fa;
 }
 
