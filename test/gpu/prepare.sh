@@ -49,6 +49,25 @@ if [ ! -f .gpu/node.tar.xz ]; then
 fi
 grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || { [ -d .git/info ] && echo /.gpu/ >> .git/info/exclude; } || true
 
+echo "== the runtime for the GPU test suites and the loopback bench (test/gpu/bench.sh)"
+# node_modules as far as the packages and the test runner need it (zeromq's prebuilt addons
+# for linux x64 glibc only), the built packages and addons, the raw libfabric baseline, and
+# the shared libraries libfabric and iperf3 need, which a GPU machine usually lacks.
+# shellcheck disable=SC2046
+tar -cJf .gpu/runtime.tar.xz --exclude='node_modules/zeromq/build/darwin' --exclude='node_modules/zeromq/build/win32' \
+  --exclude='node_modules/zeromq/build/linux/arm*' --exclude='*musl*' --exclude='*.map' \
+  $(node test/gpu/runtime-files.mjs) $(ls -d packages/*/dist plugins/*/dist plugins/*/build/Release/*.node) \
+  $(node -e "import('./bench/lib/raw-fabric.mjs').then((m) => console.log(require('path').relative(process.cwd(), m.buildRawFabric())))")
+libs=$(mktemp -d)
+for bin in plugins/mooncake-rdma/build/Release/te_mooncake_rdma.node "$(command -v iperf3 || true)"; do
+  [ -n "$bin" ] || continue
+  # Everything but the C and C++ runtimes, which the GPU machine has (newer or equal).
+  ldd "$bin" | awk '/=> \//{print $3}' | grep -v -E '/lib(c|m|gcc_s|stdc\+\+|crypto|ssl|z)\.so' | xargs -r cp -L -t "$libs"
+done
+command -v iperf3 >/dev/null && cp -L "$(command -v iperf3)" "$libs/"
+tar -C "$libs" -cJf .gpu/libs.tar.xz .
+rm -rf "$libs"
+
 # Smoke test here: the bundle and addons load; without a GPU the harness exits 2 with the reason.
 set +e
 TE_MOONCAKE_INTRA_NVLINK_ADDON="$root/$b/addons/te_mooncake_intra_nvlink.node" TE_MOONCAKE_NVLINK_ADDON="$root/$b/addons/te_mooncake_nvlink.node" \
@@ -60,8 +79,9 @@ if [ "$rc" -ne 0 ] && [ "$rc" -ne 2 ]; then
   echo "the bundled harness failed to start here (exit $rc):"; cat "$b/smoke.log"; exit 1
 fi
 echo "   smoke run here: exit $rc ($(tail -1 "$b/smoke.log"))"
-du -sh "$b" .gpu/node.tar.xz
+du -sh "$b" .gpu/node.tar.xz .gpu/runtime.tar.xz .gpu/libs.tar.xz
 cat <<MSG
 == ready. On the GPU machine, with ".gpu" and "test/gpu/build" copied along, run:
    tar -C / -xJf .gpu/node.tar.xz && export PATH=/usr/bin:\$PATH && bash test/gpu/run.sh
+   then, for the GPU test suites and the loopback bench on that machine: bash test/gpu/bench.sh
 MSG
