@@ -10,12 +10,9 @@
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 core=$(cd "$here/../../native" && pwd)
-case "${1:-plain}" in
-  plain) mode=plain; flags="" ;;
-  --tsan) mode=tsan; flags="-fsanitize=thread" ;;
-  --asan-ubsan) mode=asan-ubsan; flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined" ;;
-  *) echo "usage: sh scripts/backpressure-test.sh [--tsan|--asan-ubsan]" >&2; exit 2 ;;
-esac
+# shellcheck source=../../../native/scripts/sanitizer-mode.sh
+. "$core/scripts/sanitizer-mode.sh"
+sanitizer_mode "${1:-plain}" "usage: sh scripts/backpressure-test.sh [--tsan|--asan-ubsan]"
 out="$here/build/native-tests/backpressure-$mode"
 mkdir -p "$out"
 sources=""
@@ -24,6 +21,4 @@ for f in wire socket control_page copy server client transport; do sources="$sou
 ${CXX:-g++} -std=c++17 -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter $flags \
   -I"$here/native" -I"$core/include" -I"$core/test" $sources "$core/src/status.cpp" "$core/src/memory_registry.cpp" \
   "$here/test/native/shm_backpressure_test.cpp" -o "$out/shm_backpressure_test" -lpthread
-# A report stops the run with a distinct status (66) instead of being printed and ignored.
-TSAN_OPTIONS="halt_on_error=1 exitcode=66 ${TSAN_OPTIONS:-}" ASAN_OPTIONS="halt_on_error=1 exitcode=66 ${ASAN_OPTIONS:-}" \
-  UBSAN_OPTIONS="halt_on_error=1 exitcode=66 print_stacktrace=1 ${UBSAN_OPTIONS:-}" "$out/shm_backpressure_test"
+run_reporting "$out/shm_backpressure_test"

@@ -21,4 +21,10 @@ test('a peer flooding refused requests and never reading is held back; its queue
   assert.is(r.status, 0, `${r.stdout}\n${r.stderr}`);
 });
 
+test('an unknown mode is refused with the usage line and status 2, before anything is built', () => {
+  const r = spawnSync('sh', [`${root}scripts/backpressure-test.sh`, '--msan'], { encoding: 'utf8', timeout: 10_000, env: { ...process.env, CXX: 'false' } });
+  assert.is(r.status, 2, `${r.stdout}\n${r.stderr}`);
+  assert.is(r.stderr.trim(), 'usage: sh scripts/backpressure-test.sh [--tsan|--asan-ubsan]');
+});
+
 test.run();

@@ -19,4 +19,10 @@ test('DeviceMap: listing and delisting by token keep registered device regions d
   assert.is(r.status, 0, `${r.stdout}\n${r.stderr}`);
 });
 
+test('an unknown mode is refused with the usage line and status 2, before anything is built', () => {
+  const r = spawnSync('sh', [`${root}scripts/device-map-test.sh`, '--msan'], { encoding: 'utf8', timeout: 10_000, env: { ...process.env, CXX: 'false' } });
+  assert.is(r.status, 2, `${r.stdout}\n${r.stderr}`);
+  assert.is(r.stderr.trim(), 'usage: sh scripts/device-map-test.sh [--tsan|--asan-ubsan]');
+});
+
 test.run();
