@@ -60,7 +60,7 @@ tar -cJf .gpu/runtime.tar.xz --exclude='node_modules/zeromq/build/darwin' --excl
   $(node -e "import('./bench/lib/raw-fabric.mjs').then((m) => console.log(require('path').relative(process.cwd(), m.buildRawFabric())))")
 libs=$(mktemp -d)
 for bin in plugins/mooncake-rdma/build/Release/te_mooncake_rdma.node "$(command -v iperf3 || true)"; do
-  [ -n "$bin" ] || continue
+  [ -n "$bin" ] && [ -e "$bin" ] || continue  # mooncake-rdma is not built where libfabric is missing
   # Everything but the C and C++ runtimes, which the GPU machine has (newer or equal).
   ldd "$bin" | awk '/=> \//{print $3}' | grep -v -E '/lib(c|m|gcc_s|stdc\+\+|crypto|ssl|z)\.so' | xargs -r cp -L -t "$libs"
 done
