@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <map>
 #include <mutex>
 
@@ -14,20 +15,15 @@ namespace tenvl {
 using te::cuda::Error;
 
 namespace {
-std::mutex mu;
+std::mutex allocations_mu;
 std::map<uint64_t, Allocation> by_addr;
 [[maybe_unused]] uint64_t next_id = 1;
 
-std::string hex(uint64_t v) {
-  char b[32];
-  snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
-}
 }  // namespace
 
 #if !TE_HAVE_CUDA
 Error allocate(int, uint64_t, int, Allocation*) { return Error::make(te::TE_NO_DEVICE, te::cuda::built_without_cuda_reason()); }
-Error release(uint64_t addr) { return Error::make(te::TE_INVALID_ARGUMENT, hex(addr) + " was not allocated by allocateFabricMemory()"); }
+Error release(uint64_t addr) { return Error::make(te::TE_INVALID_ARGUMENT, hex_address(addr) + " was not allocated by allocateFabricMemory()"); }
 Error add_export(uint64_t, bool, Allocation*) { return Error::make(te::TE_NO_DEVICE, te::cuda::built_without_cuda_reason()); }
 void remove_export(uint64_t) {}
 #else
@@ -90,7 +86,7 @@ Error allocate(int device, uint64_t bytes, int handle_types, Allocation* out) {
   a.device = device;
   a.handle_types = handle_types;
   a.handle = h;
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(allocations_mu);
   a.id = next_id++;
   by_addr[a.addr] = a;
   *out = a;
@@ -100,12 +96,12 @@ Error allocate(int device, uint64_t bytes, int handle_types, Allocation* out) {
 Error release(uint64_t addr) {
   Allocation a;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    std::lock_guard<std::mutex> lock(allocations_mu);
     auto it = by_addr.find(addr);
     if (it == by_addr.end())
-      return Error::make(te::TE_INVALID_ARGUMENT, hex(addr) + " is not the start of memory from allocateFabricMemory()");
+      return Error::make(te::TE_INVALID_ARGUMENT, hex_address(addr) + " is not the start of memory from allocateFabricMemory()");
     if (it->second.exports > 0)
-      return Error::make(te::TE_INVALID_ARGUMENT, "memory at " + hex(addr) + " is still registered; unregister it before freeing");
+      return Error::make(te::TE_INVALID_ARGUMENT, "memory at " + hex_address(addr) + " is still registered; unregister it before freeing");
     a = it->second;
     by_addr.erase(it);
   }
@@ -121,9 +117,9 @@ Error release(uint64_t addr) {
 }
 
 Error add_export(uint64_t alloc_addr, bool posix_fd, Allocation* out) {
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(allocations_mu);
   auto it = by_addr.find(alloc_addr);
-  if (it == by_addr.end()) return Error::make(te::TE_MEMORY_NOT_REGISTERED, "allocation " + hex(alloc_addr) + " was freed");
+  if (it == by_addr.end()) return Error::make(te::TE_MEMORY_NOT_REGISTERED, "allocation " + hex_address(alloc_addr) + " was freed");
   Allocation& a = it->second;
   if (posix_fd && a.fd < 0) {
     const te::cuda::DriverApi* d = te::cuda::driver();
@@ -138,7 +134,7 @@ Error add_export(uint64_t alloc_addr, bool posix_fd, Allocation* out) {
 }
 
 void remove_export(uint64_t alloc_addr) {
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(allocations_mu);
   auto it = by_addr.find(alloc_addr);
   if (it == by_addr.end()) return;
   Allocation& a = it->second;
@@ -151,7 +147,7 @@ void remove_export(uint64_t alloc_addr) {
 #endif
 
 bool find(uint64_t addr, uint64_t len, Allocation* out) {
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(allocations_mu);
   auto it = by_addr.upper_bound(addr);
   if (it == by_addr.begin()) return false;
   --it;
@@ -161,7 +157,7 @@ bool find(uint64_t addr, uint64_t len, Allocation* out) {
 }
 
 int exported_fd(uint64_t id, uint64_t* size) {
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(allocations_mu);
   for (auto& [addr, a] : by_addr) {
     if (a.id == id && a.exports > 0 && a.fd >= 0) {
       *size = a.size;
@@ -172,8 +168,14 @@ int exported_fd(uint64_t id, uint64_t* size) {
 }
 
 size_t count() {
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(allocations_mu);
   return by_addr.size();
+}
+
+std::string hex_address(uint64_t addr) {
+  char b[32];
+  snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(addr));
+  return b;
 }
 
 }  // namespace tenvl

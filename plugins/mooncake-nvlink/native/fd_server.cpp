@@ -34,7 +34,7 @@ struct Reply {
   uint64_t size;
 };
 
-std::mutex mu;
+std::mutex server_mu;
 int users = 0;
 int listen_fd = -1;
 std::string server_name;
@@ -112,7 +112,7 @@ void run(int lfd) {
 }  // namespace
 
 Error fd_server_acquire(std::string* name) {
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(server_mu);
   if (users > 0) {
     ++users;
     *name = server_name;
@@ -143,13 +143,13 @@ Error fd_server_acquire(std::string* name) {
 void fd_server_release() {
   std::thread t;
   {
-    std::lock_guard<std::mutex> lock(mu);
+    std::lock_guard<std::mutex> lock(server_mu);
     if (users == 0 || --users > 0) return;
     stopping = true;
     t = std::move(server);
   }
   if (t.joinable()) t.join();
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(server_mu);
   if (users == 0 && listen_fd >= 0) {
     ::close(listen_fd);
     listen_fd = -1;
@@ -157,7 +157,7 @@ void fd_server_release() {
 }
 
 std::string fd_server_name() {
-  std::lock_guard<std::mutex> lock(mu);
+  std::lock_guard<std::mutex> lock(server_mu);
   return users > 0 ? server_name : std::string();
 }
 

@@ -10,7 +10,7 @@
 namespace tetcp {
 
 namespace {
-constexpr size_t kRbuf = 256 * 1024;
+constexpr size_t kLaneReadBuffer = 256 * 1024;
 }  // namespace
 
 void Lane::read_input() {
@@ -23,7 +23,7 @@ void Lane::read_input() {
       bool unregistered = false;
       // The body's last part brings the next answer's header with it, when it has arrived.
       r = body_left_ <= kDirectChunk
-              ? recv_body_end(fd_, peer_->owner->registry(), false, body_dst_, body_left_, rbuf_, kRbuf, kHeaderSize, &unregistered, &asked)
+              ? recv_body_end(fd_, peer_->owner->registry(), false, body_dst_, body_left_, rbuf_, kLaneReadBuffer, kHeaderSize, &unregistered, &asked)
               : recv_into_registered(fd_, peer_->owner->registry(), false, body_dst_, body_left_, &unregistered, &asked);
       if (unregistered) {
         body_drain_ = true;
@@ -33,7 +33,7 @@ void Lane::read_input() {
     } else if (in_place) {
       r = recv_in_place(fd_, body_dst_, body_left_, &asked);  // device destination: body_dst_ is rx staging
     } else {
-      r = rbuf_.fill(fd_, kRbuf, header_only() ? kHeaderSize - rbuf_.size() : kRbuf, &asked);
+      r = rbuf_.fill(fd_, kLaneReadBuffer, header_only() ? kHeaderSize - rbuf_.size() : kLaneReadBuffer, &asked);
     }
     const bool socket_empty = drained(r, asked);
     switch (classify_recv(r)) {

@@ -11,7 +11,7 @@
 namespace tetcp {
 
 namespace {
-constexpr size_t kMaxIov = 512;
+constexpr size_t kMaxRequestIov = 512;
 constexpr size_t kMaxInflightSlices = 8192;
 
 uint64_t frame_bytes(const Slice* s) {
@@ -46,7 +46,7 @@ void Lane::refill() {
 void Lane::flush() {
   if (fd_ < 0) return;
   for (;;) {
-    iovec iov[kMaxIov + 2];
+    iovec iov[kMaxRequestIov + 2];
     std::vector<te::Lease> leases;
     size_t n = 0;
     size_t ctrl_left = ctrl_out_.size() - ctrl_off_;
@@ -55,7 +55,7 @@ void Lane::flush() {
     }
     if (state_ == READY) {
       uint64_t skip = tx_off_;
-      for (size_t i = tx_index_; i < inflight_.size() && n + 2 <= kMaxIov; ++i) {
+      for (size_t i = tx_index_; i < inflight_.size() && n + 2 <= kMaxRequestIov; ++i) {
         Slice* s = inflight_[i];
         if (s->device != kHost && s->op == OP_WRITE && s->len) {
           // Device memory goes out through the pinned tx buffer, one slice at a time: the

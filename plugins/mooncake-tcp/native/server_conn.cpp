@@ -19,10 +19,10 @@ namespace tetcp {
 namespace {
 // Receive buffer: small until the handshake is done (a connection that never completes it
 // costs little), then large enough for many small frames per recv; freed when idle.
-constexpr size_t kHandshakeRbuf = 4 * 1024;
-constexpr size_t kRbuf = 64 * 1024;
+constexpr size_t kHandshakeReadBuffer = 4 * 1024;
+constexpr size_t kServerReadBuffer = 64 * 1024;
 constexpr int64_t kReleaseIdleMs = 1000;
-constexpr size_t kMaxIov = 512;
+constexpr size_t kMaxResponseIov = 512;
 constexpr size_t kPauseOut = 4096;   // stop reading requests while this many responses are queued
 constexpr size_t kResumeOut = 1024;
 }  // namespace
@@ -105,7 +105,7 @@ void ServerConn::read_input() {
       bool unregistered = false;
       // The body's last part brings the next frame's header with it, when it has arrived.
       r = body_left_ <= kDirectChunk
-              ? recv_body_end(fd_, t_->registry(), true, body_dst_, body_left_, rbuf_, kRbuf, kHeaderSize, &unregistered, &asked)
+              ? recv_body_end(fd_, t_->registry(), true, body_dst_, body_left_, rbuf_, kServerReadBuffer, kHeaderSize, &unregistered, &asked)
               : recv_into_registered(fd_, t_->registry(), true, body_dst_, body_left_, &unregistered, &asked);
       if (unregistered) {
         // Unregistered while the body arrived: the rest is drained, the ack says so.
@@ -118,7 +118,7 @@ void ServerConn::read_input() {
       uint64_t room = rx_stage_->capacity() - stage_fill_;
       r = recv_in_place(fd_, reinterpret_cast<uint64_t>(rx_stage_->data() + stage_fill_), body_left_ < room ? body_left_ : room, &asked);
     } else {
-      const size_t cap = state_ == READY ? kRbuf : kHandshakeRbuf;
+      const size_t cap = state_ == READY ? kServerReadBuffer : kHandshakeReadBuffer;
       r = rbuf_.fill(fd_, cap, header_only() ? kHeaderSize - rbuf_.size() : cap, &asked);
     }
     const bool socket_empty = drained(r, asked);
@@ -525,11 +525,11 @@ void ServerConn::on_read_staged(uint64_t seq, uint64_t from, uint64_t len, int32
 
 void ServerConn::flush() {
   while (!closed && !out_.empty()) {
-    iovec iov[kMaxIov];
+    iovec iov[kMaxResponseIov];
     std::vector<te::Lease> leases;
     size_t n = 0;
     uint64_t skip = out_off_;
-    for (size_t i = 0; i < out_.size() && n + 2 <= kMaxIov; ++i) {
+    for (size_t i = 0; i < out_.size() && n + 2 <= kMaxResponseIov; ++i) {
       Out& o = out_[i];
       // A device body leaves through the one pinned tx buffer: only as the front response,
       // so the chunk staged before it was fully sent.
