@@ -6,16 +6,11 @@
 #include <thread>
 
 #include "te/cuda/device.h"
+#include "te/hex.h"
 
 namespace te::cuda {
 
 namespace {
-
-std::string hex(uint64_t v) {
-  char b[32];
-  snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
-}
 
 std::string alloc_key(const RemoteAlloc& a) {
   std::string k = hex(a.base) + "/" + std::to_string(a.size) + "/" + std::to_string(a.alloc_id) + "/";

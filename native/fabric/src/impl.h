@@ -28,19 +28,13 @@
 
 #include "te/fabric/pool.h"
 #include "te/fabric/transport.h"
+#include "te/hex.h"
 #include "te/memory_registry.h"
 #include "te/notify_budget.h"
 #include "wire.h"
 #include "write_fences.h"
 
 namespace te::fabric {
-
-/** "0x1f00" for messages. */
-inline std::string hex(uint64_t v) {
-  char b[32];
-  snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
-}
 
 /** A string made safe to embed in the JSON texts of health checks. */
 inline std::string json_escape(const std::string& s) {

@@ -8,6 +8,7 @@
 
 #include "te/cuda/device.h"
 #include "te/cuda/driver.h"
+#include "te/hex.h"
 
 #if TE_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -17,13 +18,7 @@ namespace teipc {
 
 using te::cuda::Error;
 
-namespace {
-[[maybe_unused]] std::string hex(uint64_t v) {
-  char b[32];
-  snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
-}
-}  // namespace
+using te::hex;
 
 #if !TE_HAVE_CUDA
 

@@ -2,28 +2,28 @@
 
 #include <unistd.h>
 
-#include <cstdio>
 #include <map>
 #include <mutex>
 
 #include "te/cuda/device.h"
 #include "te/cuda/driver.h"
 #include "te/memory_registry.h"
+#include "te/hex.h"
 
 namespace tenvl {
 
 using te::cuda::Error;
+using te::hex;
 
 namespace {
 std::mutex allocations_mu;
 std::map<uint64_t, Allocation> by_addr;
 [[maybe_unused]] uint64_t next_id = 1;
-
 }  // namespace
 
 #if !TE_HAVE_CUDA
 Error allocate(int, uint64_t, int, Allocation*) { return Error::make(te::TE_NO_DEVICE, te::cuda::built_without_cuda_reason()); }
-Error release(uint64_t addr) { return Error::make(te::TE_INVALID_ARGUMENT, hex_address(addr) + " was not allocated by allocateFabricMemory()"); }
+Error release(uint64_t addr) { return Error::make(te::TE_INVALID_ARGUMENT, hex(addr) + " was not allocated by allocateFabricMemory()"); }
 Error add_export(uint64_t, bool, Allocation*) { return Error::make(te::TE_NO_DEVICE, te::cuda::built_without_cuda_reason()); }
 void remove_export(uint64_t) {}
 #else
@@ -99,9 +99,9 @@ Error release(uint64_t addr) {
     std::lock_guard<std::mutex> lock(allocations_mu);
     auto it = by_addr.find(addr);
     if (it == by_addr.end())
-      return Error::make(te::TE_INVALID_ARGUMENT, hex_address(addr) + " is not the start of memory from allocateFabricMemory()");
+      return Error::make(te::TE_INVALID_ARGUMENT, hex(addr) + " is not the start of memory from allocateFabricMemory()");
     if (it->second.exports > 0)
-      return Error::make(te::TE_INVALID_ARGUMENT, "memory at " + hex_address(addr) + " is still registered; unregister it before freeing");
+      return Error::make(te::TE_INVALID_ARGUMENT, "memory at " + hex(addr) + " is still registered; unregister it before freeing");
     a = it->second;
     by_addr.erase(it);
   }
@@ -119,7 +119,7 @@ Error release(uint64_t addr) {
 Error add_export(uint64_t alloc_addr, bool posix_fd, Allocation* out) {
   std::lock_guard<std::mutex> lock(allocations_mu);
   auto it = by_addr.find(alloc_addr);
-  if (it == by_addr.end()) return Error::make(te::TE_MEMORY_NOT_REGISTERED, "allocation " + hex_address(alloc_addr) + " was freed");
+  if (it == by_addr.end()) return Error::make(te::TE_MEMORY_NOT_REGISTERED, "allocation " + hex(alloc_addr) + " was freed");
   Allocation& a = it->second;
   if (posix_fd && a.fd < 0) {
     const te::cuda::DriverApi* d = te::cuda::driver();
@@ -170,12 +170,6 @@ int exported_fd(uint64_t id, uint64_t* size) {
 size_t count() {
   std::lock_guard<std::mutex> lock(allocations_mu);
   return by_addr.size();
-}
-
-std::string hex_address(uint64_t addr) {
-  char b[32];
-  snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(addr));
-  return b;
 }
 
 }  // namespace tenvl

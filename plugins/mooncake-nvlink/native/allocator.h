@@ -36,7 +36,5 @@ void remove_export(uint64_t alloc_addr);
 /** The exported fd of a live allocation id (dup'ed for sending is up to the caller); -1 if none. */
 int exported_fd(uint64_t id, uint64_t* size);
 size_t count();
-/** An address as error messages show it (0x…). */
-std::string hex_address(uint64_t addr);
 
 }  // namespace tenvl

@@ -8,10 +8,12 @@
 #include "fd_server.h"
 #include "te/cuda/device.h"
 #include "te/cuda/driver.h"
+#include "te/hex.h"
 
 namespace tenvl {
 
 using te::cuda::Error;
+using te::hex;
 
 VmmBackend::VmmBackend(int handle_type, int fetch_timeout_ms) : handle_type_(handle_type), fetch_timeout_ms_(fetch_timeout_ms) {}
 
@@ -33,15 +35,15 @@ Error VmmBackend::export_region(uint64_t addr, uint64_t len, int device, te::cud
   Allocation a;
   if (!find(addr, len, &a)) {
     return Error::make(te::TE_MEMORY_KIND_UNSUPPORTED,
-                       "memory at " + hex_address(addr) + "+" + std::to_string(len) +
+                       "memory at " + hex(addr) + "+" + std::to_string(len) +
                            " was not allocated by allocateFabricMemory() of @te/mooncake-nvlink (or reaches past its allocation): "
                            "mooncake-nvlink registers only memory from its own allocator (cuMemCreate with exportable handles); "
                            "use mooncake-intra-nvlink for cudaMalloc memory");
   }
   if (a.device != device)
-    return Error::make(te::TE_INVALID_ARGUMENT, hex_address(addr) + " was allocated on cuda:" + std::to_string(a.device) + ", not cuda:" + std::to_string(device));
+    return Error::make(te::TE_INVALID_ARGUMENT, hex(addr) + " was allocated on cuda:" + std::to_string(a.device) + ", not cuda:" + std::to_string(device));
   if (!(a.handle_types & handle_type_))
-    return Error::make(te::TE_INVALID_ARGUMENT, std::string("memory at ") + hex_address(addr) + " was allocated without " +
+    return Error::make(te::TE_INVALID_ARGUMENT, std::string("memory at ") + hex(addr) + " was allocated without " +
                                                     (handle_type_ == kFabric ? "fabric" : "posix-fd") +
                                                     " handles, which this transport exports (allocate with the same handleType)");
 #if TE_HAVE_CUDA

@@ -7,6 +7,7 @@
 #include "te/cuda/device.h"
 #include "te/cuda/driver.h"
 #include "te/cuda/errors.h"
+#include "te/hex.h"
 #include "te/memory_registry.h"
 
 #if TE_HAVE_CUDA
@@ -15,13 +16,9 @@
 
 namespace tetcp {
 
-namespace {
-[[maybe_unused]] std::string hex(uint64_t v) {
-  char b[32];
-  snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
-  return b;
-}
+using te::hex;
 
+namespace {
 [[maybe_unused]] te::Status fail_with(const te::cuda::Error& e, std::string* why) {
   if (why) *why = e.message;
   return static_cast<te::Status>(e.status);
