@@ -5,7 +5,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -41,6 +41,20 @@ test('the bundled GPU harness builds from the sources and starts: exit 2 with th
       assert.equal(results.failures, []);
       assert.ok(results.checks.length > 0);
     }
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('test/gpu/bench.sh without the packed runtime: exit 3, naming what to run first', () => {
+  // A copy of the script in an empty tree: no .gpu/ there, as on a GPU machine nothing was carried to.
+  const dir = mkdtempSync(join(tmpdir(), 'te-gpu-bench-'));
+  try {
+    mkdirSync(join(dir, 'test', 'gpu'), { recursive: true });
+    copyFileSync(join(root, 'test', 'gpu', 'bench.sh'), join(dir, 'test', 'gpu', 'bench.sh'));
+    const r = spawnSync('bash', [join(dir, 'test', 'gpu', 'bench.sh')], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, OUT: join(dir, 'out') } });
+    assert.is(r.status, 3, `${r.stdout}\n${r.stderr}`);
+    assert.match(r.stdout, /\.gpu\/runtime\.tar\.xz missing: run test\/gpu\/prepare\.sh on the build machine/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
