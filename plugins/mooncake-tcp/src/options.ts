@@ -1,4 +1,5 @@
 import type { OptionsOf, OptionsSchema } from '@te/connector';
+import { defaultIoThreads } from './thread-defaults.js';
 
 /**
  * Runtime parameters of mooncake-tcp, with defaults and the environment variable that
@@ -20,19 +21,19 @@ export const tcpOptions = {
   },
   ioThreads: {
     type: 'integer',
-    default: 2,
+    default: defaultIoThreads(),
     min: 1,
     max: 64,
     env: 'TE_TCP_IO_THREADS',
-    description: 'epoll I/O threads; connections (both directions) are spread over them',
+    description: 'epoll I/O threads; connections (both directions) are spread over them. Default: 2, or one per 4 CPUs up to 4',
   },
   lanesPerPeer: {
     type: 'integer',
-    default: 2,
+    default: defaultIoThreads(),
     min: 1,
     max: 64,
     env: 'TE_TCP_LANES_PER_PEER',
-    description: 'Persistent TCP connections per peer; slices of a batch are spread over them and pipelined',
+    description: 'Persistent TCP connections per peer; slices of a batch are spread over them and pipelined. Default: as ioThreads\' default',
   },
   connectTimeoutMs: {
     type: 'integer',
