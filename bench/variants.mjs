@@ -21,20 +21,25 @@ import { parseArgs } from 'node:util';
 import { QUICK } from './lib/quick.mjs';
 import { median } from './lib/ranks.mjs';
 
-const { values } = parseArgs({
-  options: {
-    plugin: { type: 'string', default: 'mooncake-tcp' },
-    case: { type: 'string', multiple: true, default: ['64k:write:4x4'] },
-    variant: { type: 'string', multiple: true, default: ['default='] },
-    rounds: { type: 'string', default: '3' },
-    duration: { type: 'string', default: '1' },
-    json: { type: 'string' },
-  },
-});
-
 function fail(message) {
   console.error(`bench/variants.mjs: ${message}`);
   process.exit(2);
+}
+
+let values;
+try {
+  ({ values } = parseArgs({
+    options: {
+      plugin: { type: 'string', default: 'mooncake-tcp' },
+      case: { type: 'string', multiple: true, default: ['64k:write:4x4'] },
+      variant: { type: 'string', multiple: true, default: ['default='] },
+      rounds: { type: 'string', default: '3' },
+      duration: { type: 'string', default: '1' },
+      json: { type: 'string' },
+    },
+  }));
+} catch (e) {
+  fail(e.message.split('\n')[0]);
 }
 
 function parseSize(text) {
@@ -43,13 +48,13 @@ function parseSize(text) {
   return Number(m[1]) * { '': 1, k: 1024, m: 1024 * 1024 }[m[2].toLowerCase()];
 }
 
-export function parseCase(text) {
+function parseCase(text) {
   const m = /^([^:]+):(write|read):(\d+)x(\d+)$/.exec(text);
   if (!m) fail(`bad case "${text}": SIZE:write|read:BATCHxCONCURRENCY, e.g. 64k:write:4x4`);
   return { text, size: parseSize(m[1]), op: m[2], batch: Number(m[3]), concurrency: Number(m[4]) };
 }
 
-export function parseVariant(text) {
+function parseVariant(text) {
   const eq = text.indexOf('=');
   if (eq <= 0) fail(`bad variant "${text}": NAME= or NAME=VAR=VALUE[,VAR=VALUE...]`);
   const env = {};
@@ -61,8 +66,9 @@ export function parseVariant(text) {
   return { name: text.slice(0, eq), env };
 }
 
-const cases = values.case.map(parseCase);
-const variants = values.variant.map(parseVariant);
+// A smoke run (TE_BENCH_QUICK) keeps the first case and the first two variants.
+const cases = values.case.map(parseCase).slice(0, QUICK ? 1 : undefined);
+const variants = values.variant.map(parseVariant).slice(0, QUICK ? 2 : undefined);
 const rounds = QUICK ? 1 : Number(values.rounds);
 const duration = QUICK ? 0.3 : Number(values.duration);
 if (!Number.isInteger(rounds) || rounds < 1 || rounds > 50) fail(`--rounds must be an integer from 1 to 50, got ${values.rounds}`);
@@ -71,7 +77,13 @@ if (!(duration > 0)) fail(`--duration must be a positive number of seconds, got 
 const te = join(dirname(fileURLToPath(import.meta.url)), '..', 'packages', 'cli', 'dist', 'te.js');
 function run(c, v) {
   const args = [te, 'bench', '--loopback', '--verify', '--json', '--plugin', values.plugin, '--op', c.op, '--block-size', String(c.size), '--batch-size', String(c.batch), '--concurrency', String(c.concurrency), '--duration', String(duration)];
-  const out = execFileSync(process.execPath, args, { encoding: 'utf8', env: { ...process.env, ...v.env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  let out;
+  try {
+    out = execFileSync(process.execPath, args, { encoding: 'utf8', env: { ...process.env, ...v.env }, stdio: ['ignore', 'pipe', 'inherit'] });
+  } catch (e) {
+    // te bench said why on stderr (inherited); this names the run.
+    fail(`${c.text} under ${v.name} (${JSON.stringify(v.env)}): te bench exited with ${e.status ?? e.signal ?? e.message}`);
+  }
   const r = JSON.parse(out.trim().split('\n').pop());
   if (!r.verified) fail(`${c.text} under ${v.name}: not verified`);
   return r;

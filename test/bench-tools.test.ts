@@ -18,6 +18,37 @@ test('bench/vs-iperf3.mjs: --rounds outside 1..20 or not an integer exits 2 with
   }
 });
 
+test('bench/variants.mjs: a malformed case, variant, round count or duration exits 2 with a message, before any run', () => {
+  const bad: [string[], RegExp][] = [
+    [['--case', '64k:sideways:4x4'], /bad case "64k:sideways:4x4"/],
+    [['--case', '12q:write:4x4'], /bad size "12q"/],
+    [['--variant', 'noequals'], /bad variant "noequals"/],
+    [['--variant', 'x=lower=1'], /bad setting "lower=1"/],
+    [['--rounds', '0'], /--rounds must be an integer from 1 to 50/],
+    [['--duration', '0'], /--duration must be a positive number/],
+    [['--duration=-1'], /--duration must be a positive number/],
+    [['--nope'], /Unknown option '--nope'/],
+  ];
+  for (const [args, message] of bad) {
+    const r = spawnSync(process.execPath, [join(root, 'bench', 'variants.mjs'), ...args], { encoding: 'utf8', timeout: 30_000 });
+    assert.is(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, message);
+    assert.not.match(r.stderr, /round 1:/, 'nothing was measured');
+  }
+});
+
+test('bench/variants.mjs: every variant\'s settings reach the transport (a refused setting fails the comparison)', () => {
+  const r = spawnSync(process.execPath, [join(root, 'bench', 'variants.mjs'), '--plugin', 'mooncake-tcp', '--case', '4k:write:4x1', '--variant', 'ok=', '--variant', 'broken=TE_TCP_IO_THREADS=0', '--json', '/dev/null'], {
+    encoding: 'utf8',
+    timeout: 120_000,
+    env: { ...process.env, TE_BENCH_QUICK: '1' },
+  });
+  assert.is(r.status, 2, 'a variant the plugin refuses must fail the comparison');
+  assert.match(r.stderr, /4k:write:4x1 under broken \(\{"TE_TCP_IO_THREADS":"0"\}\): te bench exited with 1/);
+  assert.match(r.stderr, /round 1: 4k:write:4x1 ok:/, 'the first variant ran');
+  assert.match(r.stderr, /TE_TCP_IO_THREADS/, 'the refusal names the setting');
+});
+
 test('bench/per-request.mjs: --op other than write or read exits 2 with a message, before any run', () => {
   const r = spawnSync(process.execPath, [join(root, 'bench', 'per-request.mjs'), '--op', 'sideways'], { encoding: 'utf8', timeout: 30_000 });
   assert.is(r.status, 2, r.stderr);

@@ -1,10 +1,12 @@
 #include <rdma/fi_domain.h>
 #include <rdma/fi_errno.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <set>
+#include <thread>
 
 #include "select.h"
 
@@ -82,6 +84,20 @@ bool provider_matches(const std::string& wanted, const std::string& prov) {
   if (wanted == prov) return true;
   auto semi = prov.find(';');
   return semi != std::string::npos && prov.substr(0, semi) == wanted;
+}
+
+static int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  const unsigned n = std::thread::hardware_concurrency();
+  return n ? static_cast<int>(n) : 1;
+}
+
+static int rails_per_nic(const Options& o, const std::string& provider) {
+  if (o.rails_per_nic > 0) return o.rails_per_nic;
+  if (!is_socket_based(provider)) return 1;
+  return std::clamp(usable_cpus() / 4, 1, 4);
 }
 
 Selection select_rails(const Options& o) {
@@ -172,6 +188,17 @@ Selection select_rails(const Options& o) {
     if (o.nics.empty() && is_socket_based(chosen) && !node && d == "lo" && picked.size() > 1) continue;
     if (static_cast<int>(rails.size()) >= o.max_rails) break;
     rails.push_back(fi_dupinfo(picked[k]));
+  }
+  // Several endpoints on one NIC, each a rail with its own thread: where the provider's
+  // progress is CPU work (sockets), one thread is the limit, not the NIC.
+  const int per_nic = rails_per_nic(o, chosen);
+  if (per_nic > 1) {
+    std::vector<fi_info*> spread;
+    for (fi_info* r : rails) {
+      spread.push_back(r);
+      for (int k = 1; k < per_nic; ++k) spread.push_back(fi_dupinfo(r));
+    }
+    rails.swap(spread);
   }
   if (rails.empty()) {
     sel.status = TE_PROVIDER_UNAVAILABLE;

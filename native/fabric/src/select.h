@@ -29,7 +29,7 @@ struct Selection {
   std::string message;
 };
 
-/** Picks the provider and one fi_info per domain (NIC) for the options. */
+/** Picks the provider and one fi_info per rail: railsPerNic of them per domain (NIC). */
 Selection select_rails(const Options& o);
 
 std::string fi_error(int rc);

@@ -69,6 +69,7 @@ export function nativeOptions(plugin: string, context: Pick<TransportContext, 's
     sourceAddress: o.sourceAddress ?? (isWildcard(context.bindAddress) ? '' : context.bindAddress),
     allowShm: o.allowShm,
     maxRails: o.maxRails,
+    railsPerNic: o.railsPerNic,
     sliceSize: o.sliceSize,
     window: o.window,
     connectTimeoutMs: o.connectTimeoutMs ?? context.connectTimeoutMs ?? 3000,

@@ -17,6 +17,8 @@ export interface NativeFabricOptions {
   sourceAddress: string;
   allowShm: boolean;
   maxRails: number;
+  /** Endpoints per NIC (0 = automatic: 1 on hardware providers, by CPU count on socket-based ones). */
+  railsPerNic?: number;
   sliceSize: number;
   window: number;
   connectTimeoutMs: number;

@@ -26,7 +26,18 @@ export function fabricOptionsSchema<P extends string>(prefix: P) {
       min: 1,
       max: 64,
       env: `${prefix}_MAX_RAILS`,
-      description: 'Most NICs (one domain, endpoint and progress thread each) to use; slices are striped over them',
+      description: 'Most NICs (libfabric domains) to use; each carries railsPerNic rails, and slices are striped over all rails',
+    },
+    railsPerNic: {
+      type: 'integer',
+      // 0 (automatic): on a 16-core host four tcp;ofi_rxm rails moved 2–3× the bytes of one
+      // (docs/benchmarks.md); a hardware NIC does its own progress, so there it stays 1.
+      default: 0,
+      min: 0,
+      max: 16,
+      env: `${prefix}_RAILS_PER_NIC`,
+      description:
+        'Endpoints per NIC, each with its own progress thread; slices are striped over all of them. 0: automatic, 1 on hardware providers (verbs, efa, ...), one per 4 CPUs (1 to 4) on socket-based ones (tcp;ofi_rxm, sockets), whose progress is CPU work',
     },
     sourceAddress: {
       type: 'string',

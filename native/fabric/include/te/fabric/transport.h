@@ -41,6 +41,9 @@ struct Options {
   /** Whether the shm provider may be used (it checks neither keys nor bounds). */
   bool allow_shm = false;
   int max_rails = 4;
+  /** Endpoints (rails, each with its progress thread) per NIC; 0 = automatic: 1 for hardware
+   *  providers, one per 4 CPUs (1 to 4) for socket-based ones, whose progress is CPU work. */
+  int rails_per_nic = 0;
   uint64_t slice_size = 1 << 20;
   int window = 64;  // RMA operations in flight per rail
   int connect_timeout_ms = 3000;
