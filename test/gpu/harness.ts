@@ -154,6 +154,9 @@ interface Child {
   descriptor: SegmentDescriptor;
 }
 
+/** Longest wait for one answer of the target process (1 GiB fills and digests take seconds). */
+const CALL_DEADLINE_MS = 120_000;
+
 function startChild(plugin: PluginName): Promise<Child> {
   const c = fork(fileURLToPath(import.meta.url), ['--child', plugin], { serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   let waiter: { resolve(v: any): void; reject(e: Error): void } | undefined;
@@ -165,13 +168,27 @@ function startChild(plugin: PluginName): Promise<Child> {
     else w.reject(new Error(m.error));
   });
   c.on('exit', (code, signal) => waiter?.reject(new Error(`target process exited (${code ?? signal})`)));
-  const next = () => new Promise<any>((resolve, reject) => (waiter = { resolve, reject }));
+  // Every answer has a deadline: a target stuck in a driver call fails its check and the run
+  // goes on, instead of hanging until the outer timeout (if one was given).
+  const next = (what: string) =>
+    new Promise<any>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        waiter = undefined;
+        c.kill('SIGKILL');
+        reject(new Error(`target process: no answer to ${what} within ${CALL_DEADLINE_MS / 1000} s (killed)`));
+      }, CALL_DEADLINE_MS);
+      const settle = <T,>(f: (v: T) => void) => (v: T) => {
+        clearTimeout(timer);
+        f(v);
+      };
+      waiter = { resolve: settle(resolve), reject: settle(reject) };
+    });
   const call = (cmd: string, args: Record<string, unknown> = {}) => {
-    const p = next();
+    const p = next(`"${cmd}"`);
     c.send({ cmd, ...args });
     return p.then((m) => m.value);
   };
-  return next().then((m) => ({ call, descriptor: m.descriptor as SegmentDescriptor }));
+  return next('start-up').then((m) => ({ call, descriptor: m.descriptor as SegmentDescriptor }));
 }
 
 interface Row {
