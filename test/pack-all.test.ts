@@ -1,7 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { cpSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -44,6 +44,11 @@ test('every package packs its build; all install together from the tarballs', ()
   for (const name of ['connector', 'disagg', 'cli', 'mooncake-tcp', 'fabric', 'cuda']) {
     const files = readdirSync(join(work, 'node_modules', '@te', name, 'dist'));
     assert.ok(files.some((f) => f.endsWith('.js')), `@te/${name} has no built JavaScript`);
+  }
+  // The addons were compiled at install in unity batches (plugin-native.mjs), the faster build.
+  for (const name of ['mooncake-tcp', 'mooncake-rdma', 'barex', 'mooncake-intra-nvlink', 'mooncake-nvlink', 'mooncake-shm']) {
+    const cache = readFileSync(join(work, 'node_modules', '@te', name, 'build', 'CMakeCache.txt'), 'utf8');
+    assert.match(cache, /^CMAKE_UNITY_BUILD:\w+=ON$/m, `@te/${name} was not configured as a unity build`);
   }
 });
 
