@@ -97,7 +97,8 @@ static int usable_cpus() {
 static int rails_per_nic(const Options& o, const std::string& provider) {
   if (o.rails_per_nic > 0) return o.rails_per_nic;
   if (!is_socket_based(provider)) return 1;
-  return std::clamp(usable_cpus() / 4, 1, 4);
+  const int cpus = o.cpus > 0 ? std::min(o.cpus, usable_cpus()) : usable_cpus();
+  return std::clamp(cpus / 4, 1, 4);
 }
 
 Selection select_rails(const Options& o) {

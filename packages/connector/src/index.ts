@@ -52,3 +52,4 @@ export { loadNativeAddon, type LoadAddonOptions } from './plugin-kit/load-addon.
 export { BatchTracker } from './plugin-kit/batch-tracker.js';
 export { checkSubmit } from './plugin-kit/check-submit.js';
 export { HostAddressSpace } from './plugin-kit/host-address-space.js';
+export { usableCpus, cgroupCpuQuota, type ReadText } from './plugin-kit/usable-cpus.js';

@@ -19,6 +19,8 @@ export interface NativeFabricOptions {
   maxRails: number;
   /** Endpoints per NIC (0 = automatic: 1 on hardware providers, by CPU count on socket-based ones). */
   railsPerNic?: number;
+  /** CPUs this process may use (affinity capped by a cgroup quota); sizes the automatic rails. */
+  cpus?: number;
   sliceSize: number;
   window: number;
   connectTimeoutMs: number;

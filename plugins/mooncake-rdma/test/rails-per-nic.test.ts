@@ -3,11 +3,10 @@
 // two sides run different numbers of rails (rail r talks to the peer's rail r mod its count).
 // The default (0) is automatic: one rail per NIC on hardware providers, one per 4 CPUs (1 to
 // 4) on socket-based ones.
-import { availableParallelism } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { TransferError, batchOf, parseOptions, type SegmentDescriptor, type TransferRequest, type Transport } from '@te/connector';
+import { TransferError, batchOf, parseOptions, usableCpus, type SegmentDescriptor, type TransferRequest, type Transport } from '@te/connector';
 import plugin from '../src/index.js';
 import { PROVIDERS, bareSide } from './helpers.js';
 
@@ -85,11 +84,11 @@ for (const provider of PROVIDERS) {
 
 test('railsPerNic 0 (the default) is automatic: one per 4 CPUs, 1 to 4, on a socket-based provider', async () => {
   assert.is(parseOptions(plugin.options, {}, {}, plugin.name).railsPerNic, 0);
-  const expected = Math.min(4, Math.max(1, Math.floor(availableParallelism() / 4)));
+  const expected = Math.min(4, Math.max(1, Math.floor(usableCpus() / 4)));
   for (const provider of PROVIDERS) {
     const s = await side(provider, {});
     try {
-      assert.is(railCount(s), expected, `${provider} on ${availableParallelism()} CPUs`);
+      assert.is(railCount(s), expected, `${provider} on ${usableCpus()} CPUs`);
     } finally {
       await s.transport.close();
     }

@@ -2,10 +2,9 @@
 // per 4 CPUs up to 4 (on 16 cores 4 threads and 4 lanes moved 1.27–1.42× the bytes of 2).
 // The transport must actually start that many I/O threads, and explicit settings still win.
 import { readdirSync, readFileSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { parseOptions } from '@te/connector';
+import { parseOptions, usableCpus } from '@te/connector';
 import plugin from '../src/index.js';
 import { defaultIoThreads } from '../src/thread-defaults.js';
 import { localTransport } from './helpers.js';
@@ -35,8 +34,8 @@ test('the default follows the CPU count: 2 up to 11 CPUs, then one per 4 CPUs, a
   const expected: Array<[number, number]> = [[1, 2], [2, 2], [8, 2], [11, 2], [12, 3], [16, 4], [64, 4], [256, 4]];
   for (const [cores, threads] of expected) assert.is(defaultIoThreads(cores), threads, `${cores} CPUs`);
   const parsed = parseOptions(plugin.options, {}, {}, plugin.name);
-  assert.is(parsed.ioThreads, defaultIoThreads(availableParallelism()));
-  assert.is(parsed.lanesPerPeer, defaultIoThreads(availableParallelism()));
+  assert.is(parsed.ioThreads, defaultIoThreads(usableCpus()));
+  assert.is(parsed.lanesPerPeer, defaultIoThreads(usableCpus()));
 });
 
 test('a transport with default options runs the default number of I/O threads; config and environment override it', async () => {

@@ -37,6 +37,7 @@ inline Options options_from(const Napi::Object& o) {
   opt.allow_shm = bool_field_or(o, "allowShm", false);
   opt.max_rails = static_cast<int>(u64_field_or(o, "maxRails", 4));
   opt.rails_per_nic = static_cast<int>(u64_field_or(o, "railsPerNic", 0));
+  opt.cpus = static_cast<int>(u64_field_or(o, "cpus", 0));
   opt.slice_size = u64_field_or(o, "sliceSize", 1 << 20);
   opt.window = static_cast<int>(u64_field_or(o, "window", 64));
   opt.connect_timeout_ms = static_cast<int>(u64_field_or(o, "connectTimeoutMs", 3000));

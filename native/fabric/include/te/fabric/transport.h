@@ -44,6 +44,8 @@ struct Options {
   /** Endpoints (rails, each with its progress thread) per NIC; 0 = automatic: 1 for hardware
    *  providers, one per 4 CPUs (1 to 4) for socket-based ones, whose progress is CPU work. */
   int rails_per_nic = 0;
+  /** CPUs this process may use, as the caller knows them (a cgroup quota included); 0: the affinity mask. */
+  int cpus = 0;
   uint64_t slice_size = 1 << 20;
   int window = 64;  // RMA operations in flight per rail
   int connect_timeout_ms = 3000;
