@@ -33,7 +33,11 @@ const ALL = [
   { op: 'write', size: MiB, batch: 1 },
   { op: 'read', size: MiB, batch: 1 },
 ];
-const CASES = QUICK ? ALL.slice(1, 2) : ALL;
+// A smoke run keeps one case whose batches are single requests: the steady state is the
+// difference of two runs' request counts, which only move by whole batches, and under strace
+// on a loaded 2-core machine a 1 s and a 2 s run of 128-request batches once completed the
+// same number.
+const CASES = QUICK ? ALL.slice(3, 4) : ALL;
 const [SHORT_S, LONG_S] = QUICK ? [1, 2] : [1, 4];
 /** The calls reported, grouped by what they do on the data path. */
 const GROUPS = {
@@ -86,7 +90,7 @@ function measureAll() {
     const a = traced(c, SHORT_S);
     const b = traced(c, LONG_S);
     const requests = b.requests - a.requests;
-    if (!(requests > 0)) throw new Error(`${name}: the longer run moved no more requests than the shorter one`);
+    if (!(requests > 0)) throw new Error(`${name}: the longer run moved no more requests than the shorter one (${b.requests} in ${LONG_S} s, ${a.requests} in ${SHORT_S} s)`);
     const per = (names) => names.reduce((s, n) => s + ((b.calls[n] ?? 0) - (a.calls[n] ?? 0)), 0) / requests;
     const groups = Object.fromEntries(Object.entries(GROUPS).map(([g, names]) => [g, per(names)]));
     const total = per(Object.keys({ ...a.calls, ...b.calls }).filter((n) => !NOISE.has(n)));
