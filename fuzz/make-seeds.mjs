@@ -37,6 +37,8 @@ save('tcp_frames', 'hello-read', Buffer.concat([hello, read]));
 save('tcp_frames', 'hello-notify', Buffer.concat([hello, notify]));
 save('tcp_frames', 'hello-all', Buffer.concat([hello, write, read, notify, read]));
 save('tcp_frames', 'write-out-of-range', Buffer.concat([hello, frame({ op: 1, id: 5n, addr: REGION + (1n << 20n) - 8n, body: Buffer.alloc(64), spanAddr: REGION + (1n << 20n) - 8n, spanLength: 64n })]));
+// REVOKE naming an unknown connection (answered 0), this very connection (refused), then a WRITE.
+save('tcp_frames', 'hello-revoke', Buffer.concat([hello, frame({ op: 4, id: 6n, body: Buffer.alloc(16, 0x11) }), frame({ op: 4, id: 7n, body: Buffer.alloc(16, 0xab) }), write]));
 save('tcp_frames', 'auth-without-hello', frame({ op: 17, body: Buffer.alloc(32, 1) }));
 save('tcp_frames', 'stale-epoch', frame({ op: 16, addr: 5n, body: Buffer.concat([u64(7), Buffer.alloc(16), u16(0)]) }));
 

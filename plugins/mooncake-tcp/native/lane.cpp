@@ -79,7 +79,7 @@ void Lane::pump() {
     }
   }
   fail_cancelled_pending();
-  if (state_ == IDLE && (!pending_.empty() || reporting_open_)) start_connect();
+  if (state_ == IDLE && (!pending_.empty() || reporting_open_ || !revoking_.empty())) start_connect();
   if (state_ == READY) {
     refill();
     flush();
@@ -133,6 +133,7 @@ void Lane::fail(int32_t status, const std::string& why, bool sticky) {
     reporting_open_ = false;
     peer_->lane_opened(status, why);
   }
+  if (!revoking_.empty()) settle_revoking("the connection to confirm that nothing more of it lands failed (" + why + "): bytes already on their way may still have landed");
   std::deque<Slice*> victims;
   victims.swap(inflight_);
   for (Slice* s : pending_) victims.push_back(s);
@@ -146,10 +147,12 @@ void Lane::fail(int32_t status, const std::string& why, bool sticky) {
 }
 
 // A cancelled batch's slices were not answered within the grace time. The connection is
-// closed first, so the target discards what it has not applied yet (it applies nothing
-// from a connection its initiator closed); only then do the cancelled slices settle.
-// Slices of other batches on this connection did nothing wrong: they are sent again, in
-// order, on a fresh connection (WRITE and READ are idempotent).
+// reset, so the target discards what it has not read yet (it applies nothing from a
+// connection its initiator closed). Bytes already on their way are not stopped by the
+// reset, which travels behind them: the cancelled slices settle only once the target has
+// confirmed, over a fresh connection (REVOKE, see wire.h), that nothing more from the reset
+// one will be applied. Slices of other batches on this connection did nothing wrong: they
+// are sent again, in order, on that fresh connection (WRITE and READ are idempotent).
 void Lane::drop_for_cancel(int64_t grace) {
   read_input();  // answers that already arrived complete their slices first
   if (fd_ < 0) return;  // the connection failed meanwhile (and with it its slices)
@@ -157,16 +160,32 @@ void Lane::drop_for_cancel(int64_t grace) {
   std::deque<Slice*> resend;
   for (Slice* s : inflight_) (s->batch->cancelled() ? cancelled.push_back(s) : resend.push_back(s));
   inflight_.clear();
+  if (!revoking_.empty()) settle_revoking("a later reset overtook its confirmation");  // not reached: READY settles them first
+  std::memcpy(revoke_nonce_, client_nonce_, kNonceSize);
+  const bool confirmable = peer_revokes_;
   close_connection();
   while (!resend.empty()) {
     pending_.push_front(resend.back());
     resend.pop_back();
   }
-  const std::string why = "peer " + peer_->label() + " did not answer within " + std::to_string(grace) +
-                          " ms of the cancel; its connection was closed before the batch settled";
-  for (Slice* s : cancelled) settle(s, s->batch->cancel_status.load(), why.c_str());
+  revoke_why_ = "peer " + peer_->label() + " did not answer within " + std::to_string(grace) +
+                " ms of the cancel; its connection was reset";
+  revoke_deadline_ = now_ms() + grace;
+  if (confirmable) {
+    revoking_.assign(cancelled.begin(), cancelled.end());
+  } else {
+    const std::string why = revoke_why_ + " before the batch settled (this peer cannot confirm that bytes already on their way were discarded)";
+    for (Slice* s : cancelled) settle(s, s->batch->cancel_status.load(), why.c_str());
+  }
   fail_cancelled_pending();
-  if (!pending_.empty() && fd_ < 0 && !closed) start_connect();
+  if ((!pending_.empty() || !revoking_.empty()) && fd_ < 0 && !closed) start_connect();
+}
+
+void Lane::settle_revoking(const std::string& how) {
+  std::vector<Slice*> done;
+  done.swap(revoking_);
+  const std::string why = revoke_why_ + "; " + how;
+  for (Slice* s : done) settle(s, s->batch->cancel_status.load(), why.c_str());
 }
 
 void Lane::set_interest() {
@@ -199,6 +218,13 @@ void Lane::on_event(uint32_t events) {
 }
 
 void Lane::on_tick(int64_t now) {
+  if (!revoking_.empty() && now > revoke_deadline_) {
+    // A stopped or unreachable peer cannot confirm; the batch does not wait longer than the
+    // grace time again. Its kernel has most likely seen the reset by now (it went out before
+    // the new connection's SYN), and a target applies nothing it reads after that.
+    settle_revoking("the peer did not confirm within " + std::to_string(peer_->owner->options().cancel_grace_ms) +
+                    " ms that nothing more of it is applied: bytes already on their way may still land");
+  }
   // Idle lanes close at half the idle timeout, before a target (same setting) closes them
   // and races a request just being sent; the next slice connects again.
   if (state_ == READY && inflight_.empty() && pending_.empty() && ctrl_out_.empty() &&
@@ -206,9 +232,9 @@ void Lane::on_tick(int64_t now) {
     close_connection();
     return;
   }
-  if ((state_ == CONNECTING || state_ == HELLO || state_ == AUTH) && now > deadline_) {
-    fail(te::TE_PEER_UNREACHABLE, "connecting to " + peer_->label() + " timed out after " +
-                                      std::to_string(peer_->owner->options().connect_timeout_ms) + " ms");
+  if ((state_ == CONNECTING || state_ == HELLO || state_ == AUTH || state_ == REVOKE) && now > deadline_) {
+    fail(te::TE_PEER_UNREACHABLE, std::string(state_ == REVOKE ? "confirming a cancel with " : "connecting to ") + peer_->label() +
+                                      " timed out after " + std::to_string(peer_->owner->options().connect_timeout_ms) + " ms");
     return;
   }
   if (state_ == READY && !inflight_.empty()) {

@@ -35,7 +35,8 @@ class Lane : public IoHandler {
   void on_shutdown() override;
 
  private:
-  enum State { IDLE, CONNECTING, HELLO, AUTH, READY };
+  // REVOKE: handshake done, the REVOKE for the connection reset by a cancel awaits its answer.
+  enum State { IDLE, CONNECTING, HELLO, AUTH, REVOKE, READY };
   void post_pump();
   void pump();
   void start_connect();
@@ -57,7 +58,13 @@ class Lane : public IoHandler {
   void complete_front(int32_t status, const char* why = nullptr);
   void set_interest();
   void send_ctrl(const Header& h, const uint8_t* body, size_t len);
+  /** The handshake is done: a pending revocation goes first, then the lane is ready. */
+  void handshake_done();
+  /** The target answered the REVOKE with `status`: the revoked slices settle, the lane is ready. */
+  void on_revoke_answer(int32_t status);
   void reached_ready();
+  /** Settles the slices whose connection was reset after a cancel; `how` says whether the peer confirmed. */
+  void settle_revoking(const std::string& how);
   /** Worker thread: copies device slice `s` into `stager` (the tx staging buffer). */
   static te::Status stage_write(Transport* owner, Stager* stager, Slice* s, std::string* why);
   /** Hands the copy of device slice `s` (at tx_index_, nothing of it sent) to a worker. */
@@ -111,6 +118,13 @@ class Lane : public IoHandler {
   uint8_t client_nonce_[kNonceSize];
   uint8_t server_nonce_[kNonceSize];
   uint64_t server_epoch_ = 0;
+  bool peer_revokes_ = false;  // the target answers REVOKE (HELLO_ACK feature)
+  // Slices of cancelled batches whose connection was reset: they settle once the target
+  // confirmed (REVOKE on the next connection) that nothing more from it is applied.
+  std::vector<Slice*> revoking_;
+  uint8_t revoke_nonce_[kNonceSize];  // the reset connection's HELLO nonce
+  std::string revoke_why_;            // what happened to them, for their settle message
+  int64_t revoke_deadline_ = 0;       // they settle unconfirmed after this (cancelGraceMs after the reset)
   // CUDA staging (device memory only; allocated on first use, freed with the lane). The copies
   // between a staging buffer and the device run on the transport's workers, one per
   // direction at a time; the lane (kept alive by the job) resumes when the copy posts back.

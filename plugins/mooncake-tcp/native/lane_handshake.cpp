@@ -112,6 +112,29 @@ void Lane::on_connected() {
   flush();
 }
 
+void Lane::handshake_done() {
+  if (!revoking_.empty() && peer_revokes_) {
+    Header h;
+    h.op = OP_REVOKE;
+    h.length = kNonceSize;
+    send_ctrl(h, revoke_nonce_, kNonceSize);
+    state_ = REVOKE;  // answered before any request is sent (connectTimeoutMs covers it)
+    flush();
+    return;
+  }
+  if (!revoking_.empty()) settle_revoking("the peer it reconnected to cannot confirm that bytes already on their way were discarded");
+  reached_ready();
+}
+
+void Lane::on_revoke_answer(int32_t status) {
+  // Empty when they settled unconfirmed at their deadline before this answer came.
+  if (!revoking_.empty())
+    settle_revoking(status == te::TE_OK ? "the peer confirmed that nothing more of it is applied"
+                                      : std::string("the peer refused to confirm that nothing more of it is applied (") +
+                                            te::status_name(status) + "): bytes already on their way may still have landed");
+  reached_ready();
+}
+
 void Lane::reached_ready() {
   state_ = READY;
   last_used_ = now_ms();
@@ -146,6 +169,7 @@ void Lane::on_handshake_answer() {
     }
     std::memcpy(server_nonce_, ctrl_body_.data(), kNonceSize);
     bool auth_required = ctrl_body_[kNonceSize] != 0;
+    peer_revokes_ = ctrl_body_.size() > kNonceSize + 1 && (ctrl_body_[kNonceSize + 1] & kFeatureRevoke) != 0;
     if (auth_required != !o.secret.empty()) {
       fail(te::TE_AUTH_FAILED,
            auth_required ? "peer " + peer_->label() + " requires a shared secret (set TE_TCP_AUTH_SECRET / authSecret)"
@@ -154,7 +178,7 @@ void Lane::on_handshake_answer() {
       return;
     }
     if (!auth_required) {
-      reached_ready();
+      handshake_done();
       return;
     }
     uint8_t epoch_le[8];
@@ -186,7 +210,7 @@ void Lane::on_handshake_answer() {
       fail(te::TE_AUTH_FAILED, "peer " + peer_->label() + " could not prove it knows the shared secret", true);
       return;
     }
-    reached_ready();
+    handshake_done();
   }
 }
 

@@ -136,6 +136,14 @@ bool Lane::on_header(const Header& h) {
     if (h.length == 0) finish_body();
     return fd_ >= 0;
   }
+  if (state_ == REVOKE) {
+    if (h.op != (OP_REVOKE | OP_RESPONSE) || h.length != 0) {
+      fail(te::TE_BAD_FRAME, "unexpected answer to REVOKE from " + peer_->label());
+      return false;
+    }
+    on_revoke_answer(h.status);
+    return fd_ >= 0;
+  }
   if (state_ != READY || inflight_.empty() || tx_index_ == 0) {
     fail(te::TE_BAD_FRAME, "unsolicited response from " + peer_->label());
     return false;

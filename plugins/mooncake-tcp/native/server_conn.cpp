@@ -43,6 +43,8 @@ void ServerConn::drop(const std::string& why) {
   if (closed) return;
   (void)why;  // the initiator reports the failure; the target keeps serving others
   closed = true;
+  // Listed until a running device copy is done (the job unlists it): a REVOKE waits for it.
+  if (served_ && !rx_copies_->running) t_->served().remove(client_nonce_, rx_copies_.get());
   loop_->remove(fd_, this);
   ::close(fd_);
   fd_ = -1;
@@ -72,7 +74,7 @@ void ServerConn::on_tick(int64_t now) {
 
 void ServerConn::set_interest() {
   if (closed) return;
-  uint32_t want = (input_paused_ || rx_busy_ || close_after_flush_ ? 0u : uint32_t(EPOLLIN)) | (want_out_ ? uint32_t(EPOLLOUT) : 0u);
+  uint32_t want = (input_held() || close_after_flush_ ? 0u : uint32_t(EPOLLIN)) | (want_out_ ? uint32_t(EPOLLOUT) : 0u);
   if (want != interest_) {
     interest_ = want;
     loop_->modify(fd_, want, this);
@@ -84,18 +86,18 @@ void ServerConn::on_event(uint32_t events) {
     // Let recv report it (may still hold data); EPOLLHUP alone with no data is a close.
     events |= EPOLLIN;
   }
-  if (rx_busy_ && (events & (EPOLLERR | EPOLLHUP))) {
-    // Input is paused for a device copy but the socket failed (reported whatever the
-    // interest): drop now rather than spin until the copy is done.
-    drop("connection failed during a device copy");
+  if ((rx_busy_ || awaiting_revoke_) && (events & (EPOLLERR | EPOLLHUP))) {
+    // Input is paused for a device copy or a revocation but the socket failed (reported
+    // whatever the interest): drop now rather than spin until the copy or answer is done.
+    drop(rx_busy_ ? "connection failed during a device copy" : "connection failed while a revocation was confirmed");
     return;
   }
-  if ((events & EPOLLIN) && !input_paused_ && !rx_busy_ && !close_after_flush_) read_input();
+  if ((events & EPOLLIN) && !input_held() && !close_after_flush_) read_input();
   if (!closed) flush();
 }
 
 void ServerConn::read_input() {
-  for (int rounds = 0; rounds < 64 && !closed && !input_paused_ && !rx_busy_ && !close_after_flush_; ++rounds) {
+  for (int rounds = 0; rounds < 64 && !closed && !input_held() && !close_after_flush_; ++rounds) {
     // A large body with nothing buffered goes to its destination without the buffer.
     const bool in_place = in_body_ && (mode_ == DIRECT || mode_ == STAGED) && rbuf_.empty() && body_left_ >= kDirectMin;
     ssize_t r;
@@ -173,7 +175,7 @@ bool ServerConn::header_only() const {
 bool ServerConn::parse() {
   for (;;) {
     if (closed || close_after_flush_) return false;
-    if (input_paused_ || rx_busy_) return true;
+    if (input_held()) return true;
     size_t avail = rbuf_.size();
     if (in_body_) {
       if (avail == 0) return true;
@@ -312,6 +314,13 @@ bool ServerConn::on_header(const Header& h) {
       }
       start_body(CTRL, 0);
       return !closed;
+    case OP_REVOKE:
+      if (h.length != kNonceSize) {
+        drop("bad REVOKE");
+        return false;
+      }
+      start_body(CTRL, 0);
+      return !closed;
     default:
       drop("unknown op");
       return false;
@@ -344,14 +353,18 @@ void ServerConn::finish_body() {
         return;
       }
       te::random_bytes(server_nonce_, kNonceSize);
-      uint8_t extra[kNonceSize + 1];
+      uint8_t extra[kNonceSize + 2];
       std::memcpy(extra, server_nonce_, kNonceSize);
       extra[kNonceSize] = o.secret.empty() ? 0 : 1;
+      extra[kNonceSize + 1] = kFeatureRevoke;
       Header h = cur_;
       respond(h, te::TE_OK, 0, 0, extra, sizeof extra);
       out_.back().head[24] = 0;  // addr field: our epoch
       put64(out_.back().head + 24, o.epoch);
-      state_ = o.secret.empty() ? READY : AUTH;
+      if (o.secret.empty())
+        enter_ready();
+      else
+        state_ = AUTH;
       return;
     }
     case AUTH: {
@@ -375,7 +388,7 @@ void ServerConn::finish_body() {
       uint8_t proof[kMacSize];
       te::hmac_sha256(o.secret.data(), o.secret.size(), sparts, 3, proof);
       respond(cur_, te::TE_OK, 0, 0, proof, kMacSize);
-      state_ = READY;
+      enter_ready();
       return;
     }
     case READY:
@@ -383,11 +396,80 @@ void ServerConn::finish_body() {
   }
   if (cur_.op == OP_WRITE) {
     respond(cur_, body_status_);
+  } else if (cur_.op == OP_REVOKE) {
+    start_revoke(cur_);
   } else if (cur_.op == OP_NOTIFY) {
     if (!initiator_connected()) return;
     // Acknowledged only once queued; a full queue refuses it (the sender's batch fails).
     respond(cur_, t_->deliver_notification(peer_name_, std::vector<uint8_t>(ctrl_body_.begin(), ctrl_body_.end())));
   }
+}
+
+void ServerConn::enter_ready() {
+  state_ = READY;
+  // Listed under the nonce its initiator chose, so that initiator can revoke it later. A
+  // repeated nonce (only a peer that copies another's could send one) is not listed: it
+  // cannot be revoked, and the connection listed first keeps its entry.
+  served_ = t_->served().add(client_nonce_, ServedConnection{this, loop_, alive_, peer_name_, rx_copies_});
+}
+
+// The named connection is closed on its own loop; the answer goes out once that happened
+// (and any device copy from it finished), so a connection this one revokes applies nothing
+// after the initiator read the answer. Until then this connection reads no further request:
+// responses on a connection keep their order.
+void ServerConn::start_revoke(const Header& h) {
+  ServedConnection named;
+  if (!t_->served().find(ctrl_body_.data(), &named)) {
+    respond(h, te::TE_OK);  // not listed (any more): it is closed, nothing of it is applied
+    return;
+  }
+  // (By its copies, not its address: a destroyed connection's address may be this one's.)
+  if (named.copies == rx_copies_ || named.peer != peer_name_) {
+    // Only the initiator that opened a connection may revoke it, and not over itself.
+    respond(h, te::TE_INVALID_ARGUMENT);
+    return;
+  }
+  awaiting_revoke_ = true;
+  set_interest();
+  Loop* back = loop_;
+  named.loop->post([named, back, self = this, self_alive = std::weak_ptr<bool>(alive_), h] {
+    auto confirm = [back, self, self_alive, h] {
+      back->post([self, self_alive, h] {
+        if (!self_alive.expired()) self->on_revoke_confirmed(h, te::TE_OK);
+      });
+    };
+    if (!named.alive.expired()) {
+      named.conn->revoke(std::move(confirm));
+      return;
+    }
+    // Destroyed, but a device copy of its bytes may still run.
+    if (named.copies->running)
+      named.copies->waiters.push_back(std::move(confirm));
+    else
+      confirm();
+  });
+}
+
+void ServerConn::revoke(std::function<void()> confirmed) {
+  revoked_ = true;  // applies nothing more (if still open; closed applies nothing anyway)
+  if (rx_copies_->running) {
+    // A worker is copying received bytes into device memory: confirmed when it is done
+    // (on_stage_flushed then closes the connection).
+    rx_copies_->waiters.push_back(std::move(confirmed));
+    return;
+  }
+  drop("revoked by its initiator");
+  confirmed();
+}
+
+void ServerConn::on_revoke_confirmed(const Header& h, int32_t status) {
+  awaiting_revoke_ = false;
+  if (closed) return;
+  respond(h, status);
+  set_interest();
+  liveness_ = UNKNOWN;  // time passed: asked afresh before the next chunk is applied
+  if (parse()) read_input();
+  if (!closed) flush();
 }
 
 void ServerConn::respond(const Header& req, int32_t status, uint64_t body, uint64_t body_len, const uint8_t* extra,
@@ -417,6 +499,7 @@ void ServerConn::respond(const Header& req, int32_t status, uint64_t body, uint6
 // the close (FIN: CLOSE_WAIT, RST: CLOSE) before the bytes queued ahead of it are read.
 // Asked once per received chunk, only when something is about to be applied.
 bool ServerConn::initiator_connected() {
+  if (revoked_) liveness_ = GONE;
   if (liveness_ == UNKNOWN) {
     tcp_info ti{};
     socklen_t len = sizeof ti;
@@ -442,7 +525,10 @@ bool ServerConn::stage_flush() {
   set_interest();
   Transport* t = t_;
   Loop* loop = loop_;
-  t_->workers().run([this, t, loop, stager = rx_stage_, device = stage_device_, dst, len, alive = std::weak_ptr<bool>(alive_)] {
+  rx_copies_->running = true;
+  std::string listed = served_ ? std::string(reinterpret_cast<const char*>(client_nonce_), kNonceSize) : std::string();
+  t_->workers().run([this, t, loop, stager = rx_stage_, device = stage_device_, dst, len, alive = std::weak_ptr<bool>(alive_),
+                     copies = rx_copies_, listed = std::move(listed)] {
     std::string why;
     te::Lease l;
     int32_t s = t->registry().acquire(dst, len, true, l);
@@ -450,8 +536,16 @@ bool ServerConn::stage_flush() {
       s = te::TE_MEMORY_NOT_REGISTERED;  // unregistered while the body arrived
     else
       s = stager->to_device(device, dst, stager->data(), len, &why);
-    loop->post([this, s, alive] {
+    loop->post([this, t, s, alive, copies, listed] {
+      copies->running = false;
       if (!alive.expired()) on_stage_flushed(s);
+      // The copy is done: revocations that waited for it are confirmed now, and a connection
+      // that closed meanwhile leaves the list.
+      std::vector<std::function<void()>> waiters;
+      waiters.swap(copies->waiters);
+      for (auto& confirm : waiters) confirm();
+      if (!listed.empty() && (alive.expired() || closed))
+        t->served().remove(reinterpret_cast<const uint8_t*>(listed.data()), copies.get());
     });
   });
   return true;
@@ -460,6 +554,10 @@ bool ServerConn::stage_flush() {
 void ServerConn::on_stage_flushed(int32_t status) {
   rx_busy_ = false;
   stage_fill_ = 0;
+  if (revoked_) {
+    drop("revoked by its initiator");
+    return;
+  }
   // After a failure the rest of the body is drained; the acknowledgement carries the status.
   if (status != te::TE_OK) {
     body_status_ = status;

@@ -5,11 +5,13 @@
 #pragma once
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "recv_buffer.h"
+#include "served_connections.h"
 #include "transport.h"
 
 namespace tetcp {
@@ -22,6 +24,12 @@ class ServerConn : public IoHandler {
   void on_event(uint32_t events) override;
   void on_tick(int64_t now) override;
   void on_shutdown() override;
+  /**
+   * Loop thread: the initiator reset this connection and asks (over another one) that
+   * nothing more from it be applied. Closes it and calls `confirmed` once no copy into
+   * registered memory from it is running (at once, or when a running device copy is done).
+   */
+  void revoke(std::function<void()> confirmed);
 
  private:
   enum State { HELLO, AUTH, READY };
@@ -43,6 +51,13 @@ class ServerConn : public IoHandler {
                const uint8_t* extra = nullptr, size_t extra_len = 0);
   void flush();
   void drop(const std::string& why);
+  /** The handshake is done: requests are served from now on, and REVOKE can name this connection. */
+  void enter_ready();
+  /** A REVOKE arrived (its body in ctrl_body_): input pauses until the named connection confirmed. */
+  void start_revoke(const Header& h);
+  void on_revoke_confirmed(const Header& h, int32_t status);
+  /** Input waits: responses backed up, a device copy running, or a REVOKE unanswered. */
+  bool input_held() const { return input_paused_ || rx_busy_ || awaiting_revoke_; }
   void set_interest();
   /** False (and the connection dropped) once the initiator closed its end. */
   bool initiator_connected();
@@ -95,6 +110,11 @@ class ServerConn : public IoHandler {
   uint64_t stage_dst_ = 0;            // STAGED: device address of rx staging's first byte
   uint64_t stage_fill_ = 0;           // STAGED: bytes in rx staging
   enum Liveness { UNKNOWN, CONNECTED, GONE } liveness_ = UNKNOWN;  // since the last recv
+  bool revoked_ = false;          // its initiator revoked it: nothing more is applied
+  bool awaiting_revoke_ = false;  // a REVOKE received here waits for its connection's answer
+  bool served_ = false;           // listed in the transport's served connections
+  // The running rx device copy (held by the worker's job too) and the REVOKEs waiting for it.
+  std::shared_ptr<ReceiveCopies> rx_copies_ = std::make_shared<ReceiveCopies>();
   uint64_t next_seq_ = 1;
   uint64_t tx_seq_ = 0;               // response whose body bytes [tx_from_, +tx_len_) tx staging holds
   uint64_t tx_from_ = 0, tx_len_ = 0;

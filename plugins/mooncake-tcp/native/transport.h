@@ -16,6 +16,7 @@
 
 #include "cuda_staging.h"
 #include "loop.h"
+#include "served_connections.h"
 #include "worker_pool.h"
 #include "te/memory_registry.h"
 #include "te/notify_budget.h"
@@ -194,6 +195,8 @@ class Transport {
   void accept_fd(int fd, const std::string& address);
   /** Loop thread: an accepted connection from `address` closed. */
   void connection_closed(const std::string& address);
+  /** Accepted, handshaked connections by their initiator's nonce (REVOKE looks them up). */
+  ServedConnections& served() { return served_; }
 
  private:
   void run_local(std::shared_ptr<Batch> b);
@@ -217,6 +220,7 @@ class Transport {
   std::mutex conn_mu_;
   uint64_t connections_ = 0;
   std::unordered_map<std::string, uint64_t> connections_by_address_;
+  ServedConnections served_;
   te::NotifyBudget notify_budget_{opt_.notify_queue_per_peer, opt_.notify_queue_bytes};  // after opt_: reads it
 };
 

@@ -19,6 +19,15 @@
 // WRITE carries `length` body bytes (sent straight from registered memory) and is answered
 // by WRITE_ACK after the bytes were applied. READ has no body; READ_RESP carries the
 // status and, when OK, `length` bytes. Responses on a connection come in request order.
+//
+// REVOKE carries the 16-byte HELLO nonce of another connection from the same initiator
+// (by name) to this target, which that initiator has reset. The target answers status 0
+// once nothing more received on that connection can be applied: it has closed it (or it
+// was gone already), and no copy into registered memory from it is still running. An
+// initiator sends it first on a fresh connection after it reset one to cancel a batch, and
+// settles the cancelled slices only on the answer: bytes of the reset connection that were
+// still on the way (the reset travels behind them) are then discarded, not applied after
+// the batch settled. Targets say they answer REVOKE in HELLO_ACK (kFeatureRevoke).
 #pragma once
 
 #include <cstdint>
@@ -40,6 +49,7 @@ enum Op : uint8_t {
   OP_WRITE = 1,
   OP_READ = 2,
   OP_NOTIFY = 3,
+  OP_REVOKE = 4,
   OP_HELLO = 16,
   OP_AUTH = 17,
   OP_RESPONSE = 0x80,
@@ -115,10 +125,14 @@ inline Header decode(const uint8_t in[kHeaderSize]) {
 constexpr size_t kMaxPeerName = 1024;
 
 // HELLO body: u64 client epoch | nonce[16] | u16 name length | name bytes (at most kMaxPeerName)
-// HELLO_ACK body: nonce[16] | u8 auth required
+// HELLO_ACK body: nonce[16] | u8 auth required | u8 features (kFeature*; absent from
+//   targets of earlier builds, which initiators read as 0: trailing bytes are ignored)
+// REVOKE body: the revoked connection's HELLO nonce[16]; REVOKE_ACK has no body
 // AUTH body: mac[32] = HMAC(secret, "te-tcp/1 client" | client nonce | server nonce | target epoch | name)
 //   (name: the HELLO's name bytes; the target hands it to listeners as a notification's sender)
 // AUTH_ACK body (OK only): mac[32] = HMAC(secret, "te-tcp/1 server" | server nonce | client nonce)
+/** HELLO_ACK feature bit: this target answers REVOKE. */
+constexpr uint8_t kFeatureRevoke = 1;
 constexpr const char* kClientLabel = "te-tcp/1 client";
 constexpr const char* kServerLabel = "te-tcp/1 server";
 

@@ -72,7 +72,7 @@ export const tcpOptions = {
     min: 1,
     max: 60000,
     env: 'TE_TCP_CANCEL_GRACE_MS',
-    description: 'After a timeout/abort, how long in-flight slices may take to be acknowledged before their lane is dropped',
+    description: "After a timeout/abort, how long in-flight slices may take to be acknowledged before their lane's connection is reset, then how long the target has to confirm the reset",
   },
   notifyQueuePerPeer: {
     type: 'integer',

@@ -7,7 +7,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { batchOf } from '@te/connector';
 import { hash, localTransport, MiB, pattern, spawnTarget, type TargetProcess } from './helpers.js';
-import { HEADER, hello } from './wire.js';
+import { HEADER, hello, HELLO_ACK_BODY } from './wire.js';
 
 const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -35,7 +35,7 @@ function open(port: number, epoch: bigint, localAddress = '127.0.0.1', silent = 
       const answered = new Promise<boolean>((done) => {
         socket.on('data', (d) => {
           got += d.length;
-          if (got >= HEADER + 17) done(true);
+          if (got >= HEADER + HELLO_ACK_BODY) done(true);
         });
         socket.once('close', () => done(false));
       });

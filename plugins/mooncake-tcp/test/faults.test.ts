@@ -4,7 +4,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { batchOf, NATIVE_STATUS } from '@te/connector';
 import { hash, localTransport, MiB, pattern, rejectsWith, spawnTarget, type Local, type TargetProcess } from './helpers.js';
-import { header, HEADER, hello, OP, rawConnect } from './wire.js';
+import { header, HEADER, hello, OP, rawConnect, HELLO_ACK_BODY } from './wire.js';
 
 let target: TargetProcess;
 let local: Local;
@@ -83,7 +83,7 @@ test('garbage, truncated, oversized and unauthenticated frames close only that c
 
   const huge = await rawConnect(port);
   huge.socket.write(hello(epoch));
-  const ack = (await huge.read(HEADER + 17))!;
+  const ack = (await huge.read(HEADER + HELLO_ACK_BODY))!;
   assert.is(ack[6], OP.HELLO | OP.RESPONSE);
   assert.is(ack.readInt32LE(8), 0);
   assert.is(ack.readBigUInt64LE(24), epoch);
@@ -93,7 +93,7 @@ test('garbage, truncated, oversized and unauthenticated frames close only that c
 
   const bad = await rawConnect(port);
   bad.socket.write(hello(epoch));
-  await bad.read(HEADER + 17);
+  await bad.read(HEADER + HELLO_ACK_BODY);
   // A well-formed WRITE to a bad range (its first 8 bytes are the last 8 of the region) is
   // answered precisely and its body is drained, not applied.
   bad.socket.write(Buffer.concat([header(OP.WRITE, { id: 7n, addr: base + BigInt(SIZE) - 8n, length: 64n }), Buffer.alloc(64, 0xab)]));
@@ -114,7 +114,7 @@ test('garbage, truncated, oversized and unauthenticated frames close only that c
   const sent = 1000;
   const truncated = await rawConnect(port);
   truncated.socket.write(hello(epoch));
-  await truncated.read(HEADER + 17);
+  await truncated.read(HEADER + HELLO_ACK_BODY);
   truncated.socket.write(Buffer.concat([header(OP.WRITE, { addr: base + BigInt(at), length: 1n << 20n }), Buffer.alloc(sent, 0xcd)]));
   truncated.socket.end();
   assert.ok(await truncated.closed(2000), 'the target closes a connection that ended mid-body');
@@ -151,7 +151,7 @@ test('shared-secret authentication: missing or wrong secret → AUTH_FAILED, not
     // Raw: frames after HELLO without AUTH close the connection, memory untouched.
     const raw = await rawConnect((secured.info.endpoint as { port: number }).port);
     raw.socket.write(hello(BigInt(secured.info.epoch)));
-    const ack = (await raw.read(HEADER + 17))!;
+    const ack = (await raw.read(HEADER + HELLO_ACK_BODY))!;
     assert.is(ack[HEADER + 16], 1, 'auth required flag');
     raw.socket.write(Buffer.concat([header(OP.WRITE, { addr: BigInt(secured.info.addr), length: 32n }), Buffer.alloc(32, 0x5a)]));
     assert.ok(await raw.closed(2000));

@@ -6,7 +6,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { batchOf, NATIVE_STATUS } from '@te/connector';
 import { localTransport, MiB, spawnTarget } from './helpers.js';
-import { header, HEADER, OP, rawConnect } from './wire.js';
+import { header, HEADER, OP, rawConnect, HELLO_ACK_BODY } from './wire.js';
 
 const SECRET = 'correct horse';
 
@@ -48,7 +48,7 @@ test('with a secret, the proof covers the HELLO name: a proof without it is refu
       const raw = await rawConnect(port);
       const nonce = randomBytes(16);
       raw.socket.write(helloFrame(epoch, name, nonce));
-      const ack = (await raw.read(HEADER + 17))!;
+      const ack = (await raw.read(HEADER + HELLO_ACK_BODY))!;
       const serverNonce = ack.subarray(HEADER, HEADER + 16);
       const mac = createHmac('sha256', SECRET).update(Buffer.concat([Buffer.from('te-tcp/1 client'), nonce, serverNonce, epochLE, ...macOver])).digest();
       raw.socket.write(Buffer.concat([header(OP.AUTH, { length: 32n }), mac]));

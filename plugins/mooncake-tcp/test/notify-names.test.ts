@@ -7,7 +7,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { NATIVE_STATUS } from '@te/connector';
 import { localTransport, MiB, rejectsWith, spawnTarget } from './helpers.js';
-import { header, HEADER, hello, OP, rawConnect } from './wire.js';
+import { header, HEADER, hello, OP, rawConnect, HELLO_ACK_BODY } from './wire.js';
 
 const MAX_NAME = 1024; // native/wire.h kMaxPeerName
 const OVERHEAD = 256; // native/transport.cpp kNotifyOverhead
@@ -28,7 +28,7 @@ test('a HELLO whose name is longer than 1 KiB is refused with INVALID_ARGUMENT a
     }
     const ok = await rawConnect(port);
     ok.socket.write(hello(epoch, 'n'.repeat(MAX_NAME)));
-    const ack = (await ok.read(HEADER + 17))!;
+    const ack = (await ok.read(HEADER + HELLO_ACK_BODY))!;
     assert.is(ack.readInt32LE(8), 0, 'a 1 KiB name is accepted');
     ok.socket.destroy();
   } finally {
@@ -57,7 +57,7 @@ test('queued notifications are charged their sender name: a long name queues pro
     const name = 'x'.repeat(1000);
     const raw = await rawConnect(port);
     raw.socket.write(hello(epoch, name));
-    assert.is((await raw.read(HEADER + 17))!.readInt32LE(8), 0);
+    assert.is((await raw.read(HEADER + HELLO_ACK_BODY))!.readInt32LE(8), 0);
     // The receiver's JS thread is busy: nothing leaves its queue meanwhile.
     const blocked = target.call('block', { ms: 3000 });
     await new Promise((r) => setTimeout(r, 100));

@@ -2,7 +2,12 @@
 import { connect, type Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
 
-export const OP = { WRITE: 1, READ: 2, NOTIFY: 3, HELLO: 16, AUTH: 17, RESPONSE: 0x80 } as const;
+export const OP = { WRITE: 1, READ: 2, NOTIFY: 3, REVOKE: 4, HELLO: 16, AUTH: 17, RESPONSE: 0x80 } as const;
+
+/** HELLO_ACK body: target nonce (16) | auth required (1) | features (1). */
+export const HELLO_ACK_BODY = 18;
+/** HELLO_ACK feature bit: the target answers REVOKE. */
+export const FEATURE_REVOKE = 1;
 
 export const HEADER = 56;
 
@@ -17,10 +22,10 @@ export function header(op: number, fields: { id?: bigint; addr?: bigint; length?
   return h;
 }
 
-export function hello(expectedEpoch: bigint, name = 'raw'): Buffer {
+export function hello(expectedEpoch: bigint, name = 'raw', nonce: Buffer = randomBytes(16)): Buffer {
   const body = Buffer.alloc(8 + 16 + 2 + name.length);
   body.writeBigUInt64LE(1n, 0);
-  randomBytes(16).copy(body, 8);
+  nonce.copy(body, 8);
   body.writeUInt16LE(name.length, 24);
   body.write(name, 26);
   return Buffer.concat([header(OP.HELLO, { addr: expectedEpoch, length: BigInt(body.length) }), body]);

@@ -142,6 +142,15 @@ export class Cluster {
     run('tc', ['qdisc', 'add', 'dev', h.veth, 'root', ...netem]);
   }
 
+  /**
+   * Slows what is sent to one host: a token-bucket qdisc (tbf) on the host-side veth, so
+   * packets toward the host queue for up to `queueMs` before they arrive. Like a long, thin
+   * link, it keeps bytes in flight after their sender has moved on (or reset the connection).
+   */
+  rateLimit(host: string, o: { mbit: number; queueMs: number }): void {
+    run('tc', ['qdisc', 'add', 'dev', this.host(host).veth, 'root', 'tbf', 'rate', `${o.mbit}mbit`, 'burst', '64kb', 'latency', `${o.queueMs}ms`]);
+  }
+
   /** Bytes the host's eth0 received and sent so far (what crossed its link). */
   counters(host: string): { rx: number; tx: number } {
     const [link] = JSON.parse(ip('-n', this.host(host).ns, '-s', '-j', 'link', 'show', 'eth0')) as { stats64: { rx: { bytes: number }; tx: { bytes: number } } }[];

@@ -11,6 +11,7 @@ export type Support = { ok: true } | { ok: false; reason: string };
 
 let netns: Support | undefined;
 let netem: Support | undefined;
+let tbf: Support | undefined;
 
 function have(cmd: string): boolean {
   try {
@@ -67,4 +68,19 @@ export function netemSupport(): Support {
     netem = { ok: false, reason: /kind is unknown/i.test(message) ? "this kernel has no netem qdisc (tc: 'Specified qdisc kind is unknown'; sch_netem is neither built in nor loadable)" : `tc cannot attach netem: ${message}` };
   }
   return netem;
+}
+
+/** Whether `tc` can attach a token-bucket qdisc (tbf), which Cluster.rateLimit uses. */
+export function tbfSupport(): Support {
+  if (tbf) return tbf;
+  const base = netnsSupport();
+  if (!base.ok) return (tbf = base);
+  if (!have('tc')) return (tbf = { ok: false, reason: "iproute2's tc command is not installed" });
+  try {
+    inProbeNamespace((ns) => run('tc', ['-n', ns, 'qdisc', 'add', 'dev', 'lo', 'root', 'tbf', 'rate', '10mbit', 'burst', '64kb', 'latency', '100ms']));
+    tbf = { ok: true };
+  } catch (e) {
+    tbf = { ok: false, reason: `tc cannot attach a tbf qdisc here: ${(e as Error).message}` };
+  }
+  return tbf;
 }

@@ -423,6 +423,36 @@ void test_slow_staging_stalls_no_other_peer() {
   init.t->close_peer(pb);
 }
 
+// A cancelled WRITE whose bytes the target is copying into device memory when the initiator
+// revokes the connection: the target confirms only after that copy is done, so the batch
+// settles after the last byte of it landed, not while it is still being written.
+void test_revoke_waits_for_the_target_device_copy() {
+  SlowHostStaging staging;
+  std::vector<uint8_t> dev(1 << 20), host(1 << 20, 0x3c);
+  Options to = options("target", 0x1111, 2, 1);
+  Node target(to);
+  target.t->set_staging_backend(&staging);
+  Options io = options("init", 0x2222, 1, 1);
+  io.cancel_grace_ms = 400;  // the reset comes while the copy runs; the confirmation within the grace
+  Node init(io);
+  const uint64_t d0 = reinterpret_cast<uint64_t>(dev.data()), h0 = reinterpret_cast<uint64_t>(host.data());
+  CHECK(target.t->registry().add(d0, dev.size(), true) == te::TE_OK);
+  target.t->devices().add(d0, dev.size(), 0);
+  CHECK(init.t->registry().add(h0, host.size(), false) == te::TE_OK);
+  uint64_t peer = 0;
+  CHECK(open(init, target, 0x1111, 1, &peer) == te::TE_OK);
+  staging.delay_ms = 700;
+  uint64_t a = start(init, peer, 1, h0, d0, 1 << 20);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the body arrived; its copy runs
+  init.t->cancel(a, te::TE_TIMEOUT);
+  int64_t settled_at = 0;
+  CHECK(finish(init, a, &settled_at) == te::TE_TIMEOUT);
+  CHECK(staging.copies.load() == 1);
+  CHECK(settled_at >= staging.last_copy_end.load());
+  std::printf("  copy done at +%lld ms before the batch settled\n", static_cast<long long>(settled_at - staging.last_copy_end.load()));
+  init.t->close_peer(peer);
+}
+
 // Every staging path moves the right bytes: WRITE and READ with device memory on the
 // initiator (tx and rx staging of a lane), and on the target (rx and tx staging of a server
 // connection), across several slices and chunks.
@@ -591,6 +621,7 @@ int main(int argc, char** argv) {
       {"slow_staging_stalls_no_other_peer", test_slow_staging_stalls_no_other_peer},
       {"staged_paths_move_the_right_bytes", test_staged_paths_move_the_right_bytes},
       {"staged_slice_settles_after_its_copy", test_staged_slice_settles_after_its_copy},
+      {"revoke_waits_for_the_target_device_copy", test_revoke_waits_for_the_target_device_copy},
       {"busy_poll_window_sleeps_when_idle", test_busy_poll_window_sleeps_when_idle},
       {"post_wakes_only_a_sleeping_loop", test_post_wakes_only_a_sleeping_loop},
       {"body_end_brings_next_header", test_body_end_brings_next_header},
