@@ -13,12 +13,10 @@
 // A case is SIZE:OP:BATCHxCONCURRENCY (SIZE in bytes or with k/m). A variant is NAME=, or
 // NAME=VAR=VALUE[,VAR=VALUE...]. Every run is `te bench --loopback --verify`: bytes checked
 // by sha256 on both sides; an unverified run fails the whole comparison.
-import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { QUICK } from './lib/quick.mjs';
+import { runTeBench } from './lib/te-bench.mjs';
 import { median } from './lib/ranks.mjs';
 
 function fail(message) {
@@ -75,17 +73,14 @@ if (!(Number(values.duration) > 0)) fail(`--duration must be a positive number o
 const rounds = QUICK ? 1 : Number(values.rounds);
 const duration = QUICK ? 0.3 : Number(values.duration);
 
-const te = join(dirname(fileURLToPath(import.meta.url)), '..', 'packages', 'cli', 'dist', 'te.js');
 function run(c, v) {
-  const args = [te, 'bench', '--loopback', '--verify', '--json', '--plugin', values.plugin, '--op', c.op, '--block-size', String(c.size), '--batch-size', String(c.batch), '--concurrency', String(c.concurrency), '--duration', String(duration)];
-  let out;
+  let r;
   try {
-    out = execFileSync(process.execPath, args, { encoding: 'utf8', env: { ...process.env, ...v.env }, stdio: ['ignore', 'pipe', 'inherit'] });
+    r = runTeBench(values.plugin, c, duration, v.env);
   } catch (e) {
     // te bench said why on stderr (inherited); this names the run.
     fail(`${c.text} under ${v.name} (${JSON.stringify(v.env)}): te bench exited with ${e.status ?? e.signal ?? e.message}`);
   }
-  const r = JSON.parse(out.trim().split('\n').pop());
   if (!r.verified) fail(`${c.text} under ${v.name}: not verified`);
   return r;
 }

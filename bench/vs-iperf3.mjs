@@ -32,6 +32,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { QUICK } from './lib/quick.mjs';
 import { runRawFabric } from './lib/raw-fabric.mjs';
+import { runTeBench } from './lib/te-bench.mjs';
 import { freePort, median } from './lib/ranks.mjs';
 
 const { values } = parseArgs({
@@ -43,7 +44,6 @@ const { values } = parseArgs({
     strict: { type: 'boolean', default: false },
   },
 });
-const te = join(dirname(fileURLToPath(import.meta.url)), '..', 'packages', 'cli', 'dist', 'te.js');
 // A smoke run times each case for 0.3 s (iperf3 for its minimum, 1 s): the code paths and
 // the verification are the same, the figures not meaningful.
 const duration = QUICK ? 0.3 : Number(values.duration);
@@ -108,11 +108,7 @@ async function iperf3() {
   }
 }
 
-function teBench(plugin, c) {
-  const args = [te, 'bench', '--loopback', '--verify', '--json', '--plugin', plugin, '--op', c.op, '--block-size', String(c.size), '--batch-size', String(c.batch), '--concurrency', String(c.concurrency), '--duration', String(duration)];
-  const out = execFileSync(process.execPath, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
-  return JSON.parse(out.trim().split('\n').pop());
-}
+const teBench = (plugin, c) => runTeBench(plugin, c, duration);
 
 const gb = (x) => (x / 1e9).toFixed(2);
 function printTable(rows) {

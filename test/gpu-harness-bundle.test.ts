@@ -51,7 +51,7 @@ test('test/gpu/bench.sh without the packed runtime: exit 3, naming what to run f
   const dir = mkdtempSync(join(tmpdir(), 'te-gpu-bench-'));
   try {
     mkdirSync(join(dir, 'test', 'gpu'), { recursive: true });
-    copyFileSync(join(root, 'test', 'gpu', 'bench.sh'), join(dir, 'test', 'gpu', 'bench.sh'));
+    for (const f of ['bench.sh', 'node-env.sh']) copyFileSync(join(root, 'test', 'gpu', f), join(dir, 'test', 'gpu', f));
     const r = spawnSync('bash', [join(dir, 'test', 'gpu', 'bench.sh')], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, OUT: join(dir, 'out') } });
     assert.is(r.status, 3, `${r.stdout}\n${r.stderr}`);
     assert.match(r.stdout, /\.gpu\/runtime\.tar\.xz missing: run test\/gpu\/prepare\.sh on the build machine/);

@@ -12,10 +12,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 OUT=${OUT:-$root/test/gpu/build/out}
 mkdir -p "$OUT"
-if ! command -v node >/dev/null 2>&1; then
-  [ -f .gpu/node.tar.xz ] && tar -C / -xJf .gpu/node.tar.xz && export PATH=/usr/bin:$PATH
-fi
-command -v node >/dev/null 2>&1 || { echo "node not found: carry .gpu/node.tar.xz (test/gpu/prepare.sh makes it)"; exit 3; }
+source test/gpu/node-env.sh
 for f in runtime libs; do [ -f ".gpu/$f.tar.xz" ] || { echo ".gpu/$f.tar.xz missing: run test/gpu/prepare.sh on the build machine and carry .gpu"; exit 3; }; done
 tar -xJf .gpu/runtime.tar.xz
 # The baseline's binary must look newer than its source, or the benchmark rebuilds it

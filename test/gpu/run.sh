@@ -19,12 +19,7 @@ mkdir -p "$OUT"
 exec > >(tee -a "$OUT/run.log") 2>&1
 
 echo "== te GPU test $(date -u +%FT%TZ) on $(hostname)"
-if ! command -v node >/dev/null 2>&1; then
-  if [ -f .gpu/node.tar.xz ]; then
-    tar -C / -xJf .gpu/node.tar.xz && export PATH=/usr/bin:$PATH
-  fi
-fi
-command -v node >/dev/null 2>&1 || { echo "node not found: carry .gpu/node.tar.xz (test/gpu/prepare.sh makes it)"; exit 3; }
+source test/gpu/node-env.sh
 echo "node $(node --version)"
 [ -f "$b/harness.mjs" ] || { echo "test/gpu/build/harness.mjs missing: run test/gpu/prepare.sh on the build machine and carry test/gpu/build"; exit 3; }
 
