@@ -294,4 +294,34 @@ test('a request the decode gave up on (its answer came too late) is aborted on t
   });
 });
 
+test('a Success report whose answer is lost is sent again: prefill and decode both end in Success', async () => {
+  await withManagers(async ({ model, port, p, d }) => {
+    // The decode receives the first report and answers it; the answer never reaches the prefill.
+    let reports = 0;
+    const controlClient = p.engine.controlClient.bind(p.engine);
+    p.engine.controlClient = ((segment: string) => {
+      const c = controlClient(segment);
+      const w = Object.create(c) as typeof c;
+      w.request = (async (type: string, body: unknown, timeoutMs: number) => {
+        const reply = await c.request(type, body, timeoutMs);
+        if (type === MSG.status && ++reports === 1) throw new TransferError('TIMEOUT', `No answer from ${segment} to "${type}" within ${timeoutMs} ms`);
+        return reply;
+      }) as typeof c.request;
+      return w;
+    }) as TransferEngine['controlClient'];
+    const bootstrap = { host: '127.0.0.1', port, room: 9n };
+    const receiver = d.manager.createReceiver(bootstrap);
+    fillPrefill(model, p.memory, 9n, Uint32Array.of(0, 1), 0);
+    const sender = p.manager.createSender(bootstrap);
+    sender.init(2, 0);
+    const received = receiver.init(Uint32Array.of(2, 3), 0).then(() => receiver.cell.reached(KVStatus.Success, { timeoutMs: 10_000 }));
+    const sent = sender.send(Uint32Array.of(0, 1), { last: true }).then(() => sender.cell.reached(KVStatus.Success, { timeoutMs: 10_000 }));
+    await Promise.allSettled([received, sent]);
+    assert.is(receiver.status, KVStatus.Success, `${receiver.failure?.code}: ${receiver.failure?.message}`);
+    assert.is(sender.status, KVStatus.Success, `the prefill agrees: ${sender.failure?.code}: ${sender.failure?.message}`);
+    assert.is(reports, 2, 'the report was sent twice');
+    assert.is(verifyDecode(model, d.memory, [{ room: 9n, pages: Uint32Array.of(2, 3), auxSlot: 0 }]), undefined);
+  });
+});
+
 test.run();

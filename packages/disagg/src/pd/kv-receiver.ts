@@ -130,7 +130,11 @@ export class DecodeReceiver implements KVReceiver {
       this.failAndAbort(new TransferError(m.code && /^[A-Z_]+$/.test(m.code) ? (m.code as 'TRANSFER_FAILED') : 'TRANSFER_FAILED', `room ${this.room}: prefill rank tp=${m.prefillTpRank} pp=${m.prefillPpRank} failed: ${m.message ?? 'no reason given'}`, { details: { room: this.room, fromPeer: true } }));
       return;
     }
-    this.responses.add(`${m.prefillTpRank}/${m.prefillPpRank}`);
+    const from = `${m.prefillTpRank}/${m.prefillPpRank}`;
+    // A repeated report (the prefill sends it again when the first answer did not reach it)
+    // is answered without counting it twice.
+    if (this.responses.has(from)) return;
+    this.responses.add(from);
     this.bytes += m.bytes ?? 0;
     void this.resolved.then((targets) => {
       if (this.responses.size >= targets.length && this.cell.advance(KVStatus.Success)) this.done();

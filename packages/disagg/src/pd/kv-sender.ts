@@ -11,6 +11,8 @@ export interface RoomRequest {
 }
 
 const CONNECTION_CODES = new Set(['CONNECTION_LOST', 'PEER_UNREACHABLE', 'PEER_FAILED', 'STALE_DESCRIPTOR', 'AUTH_FAILED']);
+/** A control request that got no answer (which a repeat may get), not a refusal. */
+const UNANSWERED_CODES = new Set(['TIMEOUT', 'CONNECTION_LOST', 'PEER_UNREACHABLE']);
 
 /**
  * Prefill side of one request (SGLang's KVSender). Ready (WaitingForInput) once every
@@ -145,7 +147,7 @@ export class PrefillSender implements KVSender {
   }
 
   private async finish(): Promise<void> {
-    const results = await Promise.allSettled([...this.requests.values()].map((rr) => this.report(rr, KVStatus.Success)));
+    const results = await Promise.allSettled([...this.requests.values()].map((rr) => this.reportSuccess(rr)));
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) {
       const e = new TransferError('PEER_FAILED', `room ${this.room}: the KV landed but the result could not be delivered: ${(failed.reason as Error).message}`, { details: { room: this.room } });
@@ -154,6 +156,26 @@ export class PrefillSender implements KVSender {
     }
     this.cell.advance(KVStatus.Success);
     this.rank.forget(this);
+  }
+
+  /**
+   * Reports Success to one decode rank, again while no answer comes: the decode may have
+   * recorded it and only its answer was lost or late (a busy decode), and failing the room
+   * then would leave the two sides disagreeing about KV that landed. As many tries as the
+   * heartbeat allows a peer missed beats; a decode answers a repeated report like the first
+   * (it counts each prefill rank once, and a room it finished is unknown there: answered).
+   */
+  private async reportSuccess(rr: RoomRequest): Promise<void> {
+    const tries = this.rank.timeouts.heartbeatMaxFailures + 1;
+    for (let i = 1; ; i++) {
+      try {
+        await this.report(rr, KVStatus.Success);
+        return;
+      } catch (e) {
+        const unanswered = isTransferError(e) && UNANSWERED_CODES.has(e.code);
+        if (!unanswered || i >= tries || this.cell.value === KVStatus.Failed) throw e;
+      }
+    }
   }
 
   private report(rr: RoomRequest, status: 0 | 4, error?: TransferError): Promise<unknown> {
