@@ -324,4 +324,71 @@ test('a Success report whose answer is lost is sent again: prefill and decode bo
   });
 });
 
+test('a repeated Success report is counted once while the decode still waits for another prefill rank', async () => {
+  const port = await freePort();
+  const engines: TransferEngine[] = [];
+  const managers: DisaggKVManager[] = [];
+  try {
+    const make = async (role: 'prefill' | 'decode', l: ReturnType<typeof layout>) => {
+      const engine = await createTransferEngine(TCP_CONFIG);
+      engines.push(engine);
+      const memory = await allocateRank(engine, PAIR_MODEL, l);
+      const manager = await createKVManager({ role, layout: l, buffers: memory.buffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: port, timeouts: FAST });
+      managers.push(manager);
+      return { engine, memory, manager };
+    };
+    // TP 2 -> 1: the decode needs a report from each prefill rank.
+    const p0 = await make('prefill', layout(2, 0));
+    const p1 = await make('prefill', layout(2, 1));
+    const d = await make('decode', layout(1, 0));
+    // Rank 0's first answer is lost, so it reports twice; rank 1 reports only after that.
+    let repeated!: () => void;
+    const twice = new Promise<void>((r) => (repeated = r));
+    const wrap = (engine: TransferEngine, onStatus: () => Promise<boolean>) => {
+      const controlClient = engine.controlClient.bind(engine);
+      engine.controlClient = ((segment: string) => {
+        const c = controlClient(segment);
+        const w = Object.create(c) as typeof c;
+        w.request = (async (type: string, body: unknown, timeoutMs: number) => {
+          if (type !== MSG.status) return c.request(type, body, timeoutMs);
+          const lose = await onStatus();
+          const reply = await c.request(type, body, timeoutMs);
+          if (lose) throw new TransferError('TIMEOUT', `No answer from ${segment} to "${type}" within ${timeoutMs} ms`);
+          return reply;
+        }) as typeof c.request;
+        return w;
+      }) as TransferEngine['controlClient'];
+    };
+    let p0Reports = 0;
+    wrap(p0.engine, async () => {
+      p0Reports++;
+      if (p0Reports === 2) setTimeout(repeated, 50); // the repeat has reached the decode by then
+      return p0Reports === 1;
+    });
+    wrap(p1.engine, async () => {
+      await twice;
+      return false;
+    });
+    const bootstrap = { host: '127.0.0.1', port, room: 11n };
+    const receiver = d.manager.createReceiver(bootstrap);
+    const senders = [p0, p1].map((p) => {
+      fillPrefill(PAIR_MODEL, p.memory, 11n, Uint32Array.of(0, 1), 0);
+      const s = p.manager.createSender(bootstrap);
+      s.init(2, 0);
+      return s;
+    });
+    await receiver.init(Uint32Array.of(2, 3), 0);
+    await Promise.all(senders.map((s) => s.send(Uint32Array.of(0, 1), { last: true })));
+    await receiver.cell.reached(KVStatus.Success, { timeoutMs: 10_000 });
+    assert.is(p0Reports, 2, 'rank 0 reported twice');
+    const sent = senders.map((s) => (s as unknown as { bytes: number }).bytes);
+    assert.ok(sent.every((b) => b > 0), `each prefill rank wrote bytes: ${sent}`);
+    assert.is((receiver as unknown as { bytes: number }).bytes, sent[0]! + sent[1]!, "the decode's byte count holds each rank's report once");
+    assert.is(verifyDecode(PAIR_MODEL, d.memory, [{ room: 11n, pages: Uint32Array.of(2, 3), auxSlot: 0 }]), undefined);
+  } finally {
+    for (const m of managers) await m.close();
+    for (const e of engines) await e.close();
+  }
+});
+
 test.run();
