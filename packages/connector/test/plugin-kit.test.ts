@@ -40,6 +40,19 @@ test('a connection-level request status rejects the batch with statuses attached
   }
 });
 
+test("a cancelled batch's message carries the transport's reason when it gives one", async () => {
+  const { t } = tracker();
+  const p = t.track(9, 'peer-c', { timeoutMs: 10_000 });
+  t.complete(9, NATIVE_STATUS.TIMEOUT, new Int32Array([NATIVE_STATUS.TIMEOUT]), 0n, 'its connection was reset; the peer confirmed it');
+  try {
+    await p;
+    assert.unreachable();
+  } catch (e) {
+    assert.ok(isTransferError(e, 'TIMEOUT'));
+    assert.match((e as Error).message, /\[demo\] batch to "peer-c" timed out; its connection was reset; the peer confirmed it/);
+  }
+});
+
 test('deadline and abort ask native code to cancel, and the batch rejects with that code', async () => {
   const { t, cancels } = tracker();
   const late = t.track(3, 'p', { timeoutMs: 20 });

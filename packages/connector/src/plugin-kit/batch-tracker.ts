@@ -74,7 +74,8 @@ export class BatchTracker {
       return;
     }
     const what = status === NATIVE_STATUS.TIMEOUT ? `batch to "${b.peer}" timed out` : status === NATIVE_STATUS.ABORTED ? `batch to "${b.peer}" aborted` : `batch to "${b.peer}" failed`;
-    const text = message && status !== NATIVE_STATUS.TIMEOUT && status !== NATIVE_STATUS.ABORTED ? `${what}: ${message}` : what;
+    // A cancel's own reason (what the transport did with slices still in flight) follows it.
+    const text = !message ? what : status === NATIVE_STATUS.TIMEOUT || status === NATIVE_STATUS.ABORTED ? `${what}; ${message}` : `${what}: ${message}`;
     b.reject(TransferError.fromStatus(status, text, { plugin: this.plugin, statuses, details: { peer: b.peer, bytes } }));
   }
 
