@@ -1,14 +1,13 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { KVStatus, TransferError, createTransferEngine, isTransferError, type KVBuffers, type TransferEngine } from '@te/connector';
-import { createKVManager, type DisaggKVManager } from '../src/index.js';
 import { acceptDestination } from '../src/pd/destination.js';
 import { PrefillRank } from '../src/pd/prefill-rank.js';
 import { resolveTimeouts } from '../src/pd/timeouts.js';
 import { MSG, PD_PROTOCOL_VERSION, type RegisterMessage } from '../src/protocol/messages.js';
-import { allocateRank, fillPrefill, verifyDecode, type ModelSpec } from './fixtures/pd-model.js';
+import { fillPrefill, verifyDecode, type ModelSpec } from './fixtures/pd-model.js';
+import { withInProcessRanks, type InProcessRank } from './in-process-ranks.js';
 import { freePort, layout, TCP_CONFIG } from './pd-harness.js';
-import { FAST } from './pd-scenario.js';
 
 /*
  * A prefill rank's table of registered decode ranks, fed by peers: bounded (a decode lost
@@ -194,36 +193,31 @@ test('registration fields are checked before anything is kept: segment name, lay
 
 const PAIR_MODEL: ModelSpec = { attention: 'mha', totalLayers: 2, heads: 2, headBytes: 16, pageSize: 4, pages: 16, auxSlots: 4, auxBytes: 64 };
 
+const PAIR_RANKS = { model: PAIR_MODEL, engine: () => createTransferEngine(TCP_CONFIG) };
+
 /** A prefill and a decode manager in this process, each on its own engine, closed afterwards. */
 async function withManagers(
   body: (pair: { model: ModelSpec; port: number; p: InProcessRank; d: InProcessRank }) => Promise<void>,
 ): Promise<void> {
-  const port = await freePort();
-  const engines: TransferEngine[] = [];
-  const managers: DisaggKVManager[] = [];
-  try {
-    const make = async (role: 'prefill' | 'decode'): Promise<InProcessRank> => {
-      const engine = await createTransferEngine(TCP_CONFIG);
-      engines.push(engine);
-      const memory = await allocateRank(engine, PAIR_MODEL, L);
-      const manager = await createKVManager({ role, layout: L, buffers: memory.buffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: port, timeouts: FAST });
-      managers.push(manager);
-      return { engine, memory, manager };
-    };
-    const p = await make('prefill');
-    const d = await make('decode');
-    await body({ model: PAIR_MODEL, port, p, d });
-  } finally {
-    for (const m of managers) await m.close();
-    for (const e of engines) await e.close();
-  }
+  await withInProcessRanks(PAIR_RANKS, async (make, port) => body({ model: PAIR_MODEL, port, p: await make('prefill', L), d: await make('decode', L) }));
 }
 
-interface InProcessRank {
-  engine: TransferEngine;
-  memory: Awaited<ReturnType<typeof allocateRank>>;
-  manager: DisaggKVManager;
+/**
+ * Routes `engine`'s control requests through `through`, whose `send()` makes the real request:
+ * a test can delay one, or drop its answer.
+ */
+function interceptControl(engine: TransferEngine, through: (r: { segment: string; type: string; timeoutMs: number; send: () => Promise<unknown> }) => Promise<unknown>): void {
+  const controlClient = engine.controlClient.bind(engine);
+  engine.controlClient = ((segment: string) => {
+    const c = controlClient(segment);
+    const w = Object.create(c) as typeof c;
+    w.request = ((type: string, body: unknown, timeoutMs: number) => through({ segment, type, timeoutMs, send: () => c.request(type, body, timeoutMs) })) as typeof c.request;
+    return w;
+  }) as TransferEngine['controlClient'];
 }
+
+/** What a request whose answer never came rejects with. */
+const noAnswer = (r: { segment: string; type: string; timeoutMs: number }) => new TransferError('TIMEOUT', `No answer from ${r.segment} to "${r.type}" within ${r.timeoutMs} ms`);
 
 test('a transient connection failure fails that room on both sides; the live decode registers again and its next room succeeds', async () => {
   await withManagers(async ({ model, port, p, d }) => {
@@ -264,18 +258,12 @@ test('a request the decode gave up on (its answer came too late) is aborted on t
     // The prefill accepts the request, but its answer reaches the decode after the deadline.
     let abortAcked!: () => void;
     const acked = new Promise<void>((r) => (abortAcked = r));
-    const controlClient = d.engine.controlClient.bind(d.engine);
-    d.engine.controlClient = ((segment: string) => {
-      const c = controlClient(segment);
-      const w = Object.create(c) as typeof c;
-      w.request = (async (type: string, body: unknown, timeoutMs: number) => {
-        const reply = await c.request(type, body, timeoutMs);
-        if (type === MSG.request) throw new TransferError('TIMEOUT', `No answer from ${segment} to "${type}" within ${timeoutMs} ms`);
-        if (type === MSG.abort) abortAcked();
-        return reply;
-      }) as typeof c.request;
-      return w;
-    }) as TransferEngine['controlClient'];
+    interceptControl(d.engine, async (r) => {
+      const reply = await r.send();
+      if (r.type === MSG.request) throw noAnswer(r);
+      if (r.type === MSG.abort) abortAcked();
+      return reply;
+    });
     const bootstrap = { host: '127.0.0.1', port, room: 7n };
     const receiver = d.manager.createReceiver(bootstrap);
     const refused = await errorOf(receiver.init(Uint32Array.of(2, 3), 1));
@@ -298,17 +286,11 @@ test('a Success report whose answer is lost is sent again: prefill and decode bo
   await withManagers(async ({ model, port, p, d }) => {
     // The decode receives the first report and answers it; the answer never reaches the prefill.
     let reports = 0;
-    const controlClient = p.engine.controlClient.bind(p.engine);
-    p.engine.controlClient = ((segment: string) => {
-      const c = controlClient(segment);
-      const w = Object.create(c) as typeof c;
-      w.request = (async (type: string, body: unknown, timeoutMs: number) => {
-        const reply = await c.request(type, body, timeoutMs);
-        if (type === MSG.status && ++reports === 1) throw new TransferError('TIMEOUT', `No answer from ${segment} to "${type}" within ${timeoutMs} ms`);
-        return reply;
-      }) as typeof c.request;
-      return w;
-    }) as TransferEngine['controlClient'];
+    interceptControl(p.engine, async (r) => {
+      const reply = await r.send();
+      if (r.type === MSG.status && ++reports === 1) throw noAnswer(r);
+      return reply;
+    });
     const bootstrap = { host: '127.0.0.1', port, room: 9n };
     const receiver = d.manager.createReceiver(bootstrap);
     fillPrefill(model, p.memory, 9n, Uint32Array.of(0, 1), 0);
@@ -325,18 +307,7 @@ test('a Success report whose answer is lost is sent again: prefill and decode bo
 });
 
 test('a repeated Success report is counted once while the decode still waits for another prefill rank', async () => {
-  const port = await freePort();
-  const engines: TransferEngine[] = [];
-  const managers: DisaggKVManager[] = [];
-  try {
-    const make = async (role: 'prefill' | 'decode', l: ReturnType<typeof layout>) => {
-      const engine = await createTransferEngine(TCP_CONFIG);
-      engines.push(engine);
-      const memory = await allocateRank(engine, PAIR_MODEL, l);
-      const manager = await createKVManager({ role, layout: l, buffers: memory.buffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: port, timeouts: FAST });
-      managers.push(manager);
-      return { engine, memory, manager };
-    };
+  await withInProcessRanks(PAIR_RANKS, async (make, port) => {
     // TP 2 -> 1: the decode needs a report from each prefill rank.
     const p0 = await make('prefill', layout(2, 0));
     const p1 = await make('prefill', layout(2, 1));
@@ -344,30 +315,18 @@ test('a repeated Success report is counted once while the decode still waits for
     // Rank 0's first answer is lost, so it reports twice; rank 1 reports only after that.
     let repeated!: () => void;
     const twice = new Promise<void>((r) => (repeated = r));
-    const wrap = (engine: TransferEngine, onStatus: () => Promise<boolean>) => {
-      const controlClient = engine.controlClient.bind(engine);
-      engine.controlClient = ((segment: string) => {
-        const c = controlClient(segment);
-        const w = Object.create(c) as typeof c;
-        w.request = (async (type: string, body: unknown, timeoutMs: number) => {
-          if (type !== MSG.status) return c.request(type, body, timeoutMs);
-          const lose = await onStatus();
-          const reply = await c.request(type, body, timeoutMs);
-          if (lose) throw new TransferError('TIMEOUT', `No answer from ${segment} to "${type}" within ${timeoutMs} ms`);
-          return reply;
-        }) as typeof c.request;
-        return w;
-      }) as TransferEngine['controlClient'];
-    };
     let p0Reports = 0;
-    wrap(p0.engine, async () => {
+    interceptControl(p0.engine, async (r) => {
+      if (r.type !== MSG.status) return r.send();
       p0Reports++;
       if (p0Reports === 2) setTimeout(repeated, 50); // the repeat has reached the decode by then
-      return p0Reports === 1;
+      const reply = await r.send();
+      if (p0Reports === 1) throw noAnswer(r);
+      return reply;
     });
-    wrap(p1.engine, async () => {
-      await twice;
-      return false;
+    interceptControl(p1.engine, async (r) => {
+      if (r.type === MSG.status) await twice;
+      return r.send();
     });
     const bootstrap = { host: '127.0.0.1', port, room: 11n };
     const receiver = d.manager.createReceiver(bootstrap);
@@ -385,10 +344,7 @@ test('a repeated Success report is counted once while the decode still waits for
     assert.ok(sent.every((b) => b > 0), `each prefill rank wrote bytes: ${sent}`);
     assert.is((receiver as unknown as { bytes: number }).bytes, sent[0]! + sent[1]!, "the decode's byte count holds each rank's report once");
     assert.is(verifyDecode(PAIR_MODEL, d.memory, [{ room: 11n, pages: Uint32Array.of(2, 3), auxSlot: 0 }]), undefined);
-  } finally {
-    for (const m of managers) await m.close();
-    for (const e of engines) await e.close();
-  }
+  });
 });
 
 test.run();

@@ -1,11 +1,10 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { KVStatus, PLUGIN_API_VERSION, PluginRegistry, TransferError, createTransferEngine, definePlugin, type BatchResult, type SubmitOptions, type TransferBatch, type TransferEngine, type TransportPeer } from '@te/connector';
+import { KVStatus, PLUGIN_API_VERSION, PluginRegistry, TransferError, createTransferEngine, definePlugin, type BatchResult, type SubmitOptions, type TransferBatch, type TransportPeer } from '@te/connector';
 import { FakeFaults, FakeTransport } from '@te/testkit';
-import { createKVManager, type DisaggKVManager } from '../src/index.js';
-import { allocateRank, fillPrefill, type ModelSpec } from './fixtures/pd-model.js';
-import { freePort, layout } from './pd-harness.js';
-import { FAST } from './pd-scenario.js';
+import { fillPrefill, type ModelSpec } from './fixtures/pd-model.js';
+import { withInProcessRanks } from './in-process-ranks.js';
+import { layout } from './pd-harness.js';
 
 /*
  * "Failed" and an abort acknowledgement tell a decode it may free its pages: a prefill
@@ -54,75 +53,65 @@ const plugin = definePlugin({
 test('one decode\'s write fails while another\'s is in flight: that decode hears Failed, and its abort is acknowledged, only after its batch settled', async () => {
   const registry = new PluginRegistry({ builtins: false });
   registry.register(PLUGIN, plugin);
-  const port = await freePort();
-  const engines: TransferEngine[] = [];
-  const managers: DisaggKVManager[] = [];
-  try {
-    const make = async (role: 'prefill' | 'decode', l: ReturnType<typeof layout>) => {
-      const engine = await createTransferEngine({ connector: PLUGIN }, { registry });
-      engines.push(engine);
-      const memory = await allocateRank(engine, MODEL, l);
-      const manager = await createKVManager({ role, layout: l, buffers: memory.buffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: port, timeouts: FAST });
-      managers.push(manager);
-      return { engine, memory, manager };
-    };
-    // Prefill TP 1 serves two decode ranks (TP 2, two heads each): two destinations per room.
-    const p = await make('prefill', layout(1, 0));
-    const d0 = await make('decode', layout(2, 0));
-    const d1 = await make('decode', layout(2, 1));
-    const room = 31n;
-    const bootstrap = { host: '127.0.0.1', port, room };
-    const pages = Uint32Array.of(0, 1, 2, 3);
-    fillPrefill(MODEL, p.memory, room, pages, 1);
-    const sender = p.manager.createSender(bootstrap);
-    sender.init(pages.length, 1);
-    const r0 = d0.manager.createReceiver(bootstrap);
-    const r1 = d1.manager.createReceiver(bootstrap);
-    await Promise.all([r0.init(Uint32Array.of(8, 9, 10, 11), 2), r1.init(Uint32Array.of(8, 9, 10, 11), 2)]);
-    await sender.cell.reached(KVStatus.WaitingForInput, { timeoutMs: 10_000 });
+  await withInProcessRanks({ model: MODEL, engine: () => createTransferEngine({ connector: PLUGIN }, { registry }) }, async (make, port) => {
+    try {
+      // Prefill TP 1 serves two decode ranks (TP 2, two heads each): two destinations per room.
+      const p = await make('prefill', layout(1, 0));
+      const d0 = await make('decode', layout(2, 0));
+      const d1 = await make('decode', layout(2, 1));
+      const room = 31n;
+      const bootstrap = { host: '127.0.0.1', port, room };
+      const pages = Uint32Array.of(0, 1, 2, 3);
+      fillPrefill(MODEL, p.memory, room, pages, 1);
+      const sender = p.manager.createSender(bootstrap);
+      sender.init(pages.length, 1);
+      const r0 = d0.manager.createReceiver(bootstrap);
+      const r1 = d1.manager.createReceiver(bootstrap);
+      await Promise.all([r0.init(Uint32Array.of(8, 9, 10, 11), 2), r1.init(Uint32Array.of(8, 9, 10, 11), 2)]);
+      await sender.cell.reached(KVStatus.WaitingForInput, { timeoutMs: 10_000 });
 
-    gate.hold = d0.engine.segmentName;
-    gate.fail = d1.engine.segmentName;
-    gate.parked = new Promise<void>((r) => (gate.park = r));
-    let sendSettledAt = 0;
-    const sending = sender.send(pages, { last: true }).then(
-      () => assert.unreachable('the room cannot succeed'),
-      (e: unknown) => ((sendSettledAt = Date.now()), e),
-    );
-    await gate.parked;
-    let r0FailedAt = 0;
-    const r0Failed = r0.cell.reached(KVStatus.Success).then(() => undefined, (e: TransferError) => ((r0FailedAt = Date.now()), e));
-    const r1Failed = r1.cell.reached(KVStatus.Success).then(() => undefined, (e: TransferError) => e);
-    // The room failed (decode 1's write), but decode 0 must not hear it while its batch is open.
-    await new Promise((r) => setTimeout(r, 500));
-    assert.is(sender.status, KVStatus.Failed);
-    assert.is(r0FailedAt, 0, `decode 0 was told the room failed while a write to it was in flight: ${r0.failure?.message}`);
-    assert.is(r0.status, KVStatus.Transferring);
-    assert.is(sendSettledAt, 0, 'send() settled while a write of its chunk was in flight');
+      gate.hold = d0.engine.segmentName;
+      gate.fail = d1.engine.segmentName;
+      gate.parked = new Promise<void>((r) => (gate.park = r));
+      let sendSettledAt = 0;
+      const sending = sender.send(pages, { last: true }).then(
+        () => assert.unreachable('the room cannot succeed'),
+        (e: unknown) => ((sendSettledAt = Date.now()), e),
+      );
+      await gate.parked;
+      let r0FailedAt = 0;
+      const r0Failed = r0.cell.reached(KVStatus.Success).then(() => undefined, (e: TransferError) => ((r0FailedAt = Date.now()), e));
+      const r1Failed = r1.cell.reached(KVStatus.Success).then(() => undefined, (e: TransferError) => e);
+      // The room failed (decode 1's write), but decode 0 must not hear it while its batch is open.
+      await new Promise((r) => setTimeout(r, 500));
+      assert.is(sender.status, KVStatus.Failed);
+      assert.is(r0FailedAt, 0, `decode 0 was told the room failed while a write to it was in flight: ${r0.failure?.message}`);
+      assert.is(r0.status, KVStatus.Transferring);
+      assert.is(sendSettledAt, 0, 'send() settled while a write of its chunk was in flight');
 
-    // Decode 0 aborts: the acknowledgement (its licence to free the pages) waits for the batch.
-    let abortedAt = 0;
-    const aborting = r0.abort('test').then(() => (abortedAt = Date.now()));
-    await new Promise((r) => setTimeout(r, 500));
-    assert.is(abortedAt, 0, 'the prefill acknowledged the abort while a write to decode 0 was in flight');
+      // Decode 0 aborts: the acknowledgement (its licence to free the pages) waits for the batch.
+      let abortedAt = 0;
+      const aborting = r0.abort('test').then(() => (abortedAt = Date.now()));
+      await new Promise((r) => setTimeout(r, 500));
+      assert.is(abortedAt, 0, 'the prefill acknowledged the abort while a write to decode 0 was in flight');
 
-    const releasedAt = Date.now();
-    for (const release of gate.released.splice(0)) release();
-    await aborting;
-    assert.ok(abortedAt >= releasedAt);
-    const sendError = (await sending) as TransferError;
-    assert.is(sendError.code, 'TRANSFER_FAILED', sendError.message);
-    assert.ok(sendSettledAt >= releasedAt);
-    assert.ok((await r0Failed) !== undefined);
-    const e1 = await r1Failed;
-    assert.is(e1?.code, 'TRANSFER_FAILED', e1?.message);
-    assert.is(sender.status, KVStatus.Failed);
-  } finally {
-    for (const release of gate.released.splice(0)) release();
-    gate.hold = gate.fail = undefined;
-    for (const m of managers) await m.close();
-    for (const e of engines) await e.close();
-  }
+      const releasedAt = Date.now();
+      for (const release of gate.released.splice(0)) release();
+      await aborting;
+      assert.ok(abortedAt >= releasedAt);
+      const sendError = (await sending) as TransferError;
+      assert.is(sendError.code, 'TRANSFER_FAILED', sendError.message);
+      assert.ok(sendSettledAt >= releasedAt);
+      assert.ok((await r0Failed) !== undefined);
+      const e1 = await r1Failed;
+      assert.is(e1?.code, 'TRANSFER_FAILED', e1?.message);
+      assert.is(sender.status, KVStatus.Failed);
+    } finally {
+      // Gated batches go on before the ranks close (closing waits for them).
+      for (const release of gate.released.splice(0)) release();
+      gate.hold = gate.fail = undefined;
+    }
+  });
 });
 
 test.run();

@@ -2,10 +2,10 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { KVStatus, createTransferEngine, loadConfig, type TransferEngine } from '@te/connector';
-import { createKVManager, type DisaggKVManager } from '../src/index.js';
-import { allocateRank, fillPrefill, verifyDecode, type ModelSpec } from './fixtures/pd-model.js';
-import { freePort, layout } from './pd-harness.js';
+import { KVStatus, createTransferEngine, loadConfig } from '@te/connector';
+import { fillPrefill, verifyDecode, type ModelSpec } from './fixtures/pd-model.js';
+import { withInProcessRanks } from './in-process-ranks.js';
+import { layout } from './pd-harness.js';
 import { FAST, runScenario } from './pd-scenario.js';
 
 /*
@@ -37,18 +37,7 @@ for (const plugin of ['mooncake-rdma', 'barex']) {
 test('TP 2→1 with head slicing over a third-party plugin loaded by modulePath (in-process transport, one engine per rank)', async () => {
   const fixture = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'test', 'fixtures', 'third-party-plugin');
   const config = loadConfig({ json: { connector: 'example-memcpy', modulePath: fixture }, env: {} });
-  const port = await freePort();
-  const engines: TransferEngine[] = [];
-  const managers: DisaggKVManager[] = [];
-  try {
-    const make = async (role: 'prefill' | 'decode', l: ReturnType<typeof layout>) => {
-      const engine = await createTransferEngine(config);
-      engines.push(engine);
-      const memory = await allocateRank(engine, MODEL, l);
-      const manager = await createKVManager({ role, layout: l, buffers: memory.buffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: port, timeouts: FAST });
-      managers.push(manager);
-      return { memory, manager };
-    };
+  await withInProcessRanks({ model: MODEL, engine: () => createTransferEngine(config) }, async (make, port) => {
     const p0 = await make('prefill', layout(2, 0));
     const p1 = await make('prefill', layout(2, 1));
     const d = await make('decode', layout(1, 0));
@@ -64,11 +53,8 @@ test('TP 2→1 with head slicing over a third-party plugin loaded by modulePath 
     await Promise.all(senders.map((s) => s.send(Uint32Array.from(ROOM.srcPages), { last: true })));
     await receiver.cell.reached(KVStatus.Success, { timeoutMs: 10_000 });
     assert.is(verifyDecode(MODEL, d.memory, [{ room: ROOM.room, pages: Uint32Array.from(ROOM.dstPages), auxSlot: ROOM.auxDst }]), undefined);
-    assert.equal(engines.map((e) => e.transports), [['example-memcpy'], ['example-memcpy'], ['example-memcpy']]);
-  } finally {
-    for (const m of managers) await m.close();
-    for (const e of engines) await e.close();
-  }
+    assert.equal([p0, p1, d].map((r) => r.engine.transports), [['example-memcpy'], ['example-memcpy'], ['example-memcpy']]);
+  });
 });
 
 test.run();
