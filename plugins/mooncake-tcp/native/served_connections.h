@@ -56,10 +56,6 @@ class ServedConnections {
     *out = it->second;
     return true;
   }
-  size_t size() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return by_nonce_.size();
-  }
 
  private:
   static std::string key(const uint8_t* nonce) { return std::string(reinterpret_cast<const char*>(nonce), kNonceSize); }

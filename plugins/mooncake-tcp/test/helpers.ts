@@ -5,30 +5,11 @@ import { fileURLToPath } from 'node:url';
 import { parseOptions, type SegmentDescriptor, type Transport } from '@te/connector';
 import { compileWorkerScript } from '@te/testkit';
 import plugin from '../src/index.js';
+import { descriptorOf, type BenchEndpointInfo } from './descriptor.js';
 
 export { pattern } from './pattern.js';
 
-/** How the target child describes itself to the parent (u64 values as decimal strings). */
-export interface BenchEndpointInfo {
-  name: string;
-  epoch: string;
-  endpoint: unknown;
-  addr: string;
-  length: string;
-}
-
-/** A segment descriptor for a target known only from its info (the tests run no engine). */
-export function descriptorOf(info: BenchEndpointInfo): SegmentDescriptor {
-  return {
-    version: 1,
-    name: info.name,
-    epoch: BigInt(info.epoch),
-    hostname: 'bench',
-    pid: 0,
-    transports: { [plugin.name]: { class: 'tcp', memoryKinds: ['cpu'], endpoint: info.endpoint as never } },
-    buffers: [{ addr: BigInt(info.addr), length: BigInt(info.length), device: 'cpu', attrs: {} }],
-  };
-}
+export { descriptorOf, type BenchEndpointInfo };
 
 export const KiB = 1024;
 export const MiB = 1024 * KiB;

@@ -9,7 +9,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { batchOf, NATIVE_STATUS, type SegmentDescriptor } from '@te/connector';
-import plugin from '../src/index.js';
+import { descriptorOf } from './descriptor.js';
 import { hash, localTransport, MiB, pattern, rejectsWith, spawnTarget, type TargetProcess } from './helpers.js';
 import { FEATURE_REVOKE, header, HEADER, hello, HELLO_ACK_BODY, OP, rawConnect, type RawConn } from './wire.js';
 
@@ -149,15 +149,7 @@ async function fakeTarget(o: { features: number | null; onRevoke: 'confirm' | 'r
     server,
     hellos,
     revokes,
-    descriptor: {
-      version: 1,
-      name: 'fake-target',
-      epoch: fakeEpoch,
-      hostname: 'fake',
-      pid: 0,
-      transports: { [plugin.name]: { class: 'tcp', memoryKinds: ['cpu'], endpoint: { host: '127.0.0.1', port: fakePort, protocol: 1 } as never } },
-      buffers: [{ addr: 1n << 40n, length: BigInt(MiB), device: 'cpu', attrs: {} }],
-    },
+    descriptor: descriptorOf({ name: 'fake-target', epoch: String(fakeEpoch), endpoint: { host: '127.0.0.1', port: fakePort, protocol: 1 }, addr: String(1n << 40n), length: String(MiB) }),
   };
 }
 

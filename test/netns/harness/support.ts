@@ -10,8 +10,6 @@ import { nextName } from './names.js';
 export type Support = { ok: true } | { ok: false; reason: string };
 
 let netns: Support | undefined;
-let netem: Support | undefined;
-let tbf: Support | undefined;
 
 function have(cmd: string): boolean {
   try {
@@ -54,33 +52,31 @@ export function netnsSupport(): Support {
   return netns;
 }
 
-/** Whether `tc` can attach a netem qdisc (latency, loss); many minimal kernels lack sch_netem. */
-export function netemSupport(): Support {
-  if (netem) return netem;
-  const base = netnsSupport();
-  if (!base.ok) return (netem = base);
-  if (!have('tc')) return (netem = { ok: false, reason: "iproute2's tc command is not installed" });
-  try {
-    inProbeNamespace((ns) => run('tc', ['-n', ns, 'qdisc', 'add', 'dev', 'lo', 'root', 'netem', 'delay', '1ms']));
-    netem = { ok: true };
-  } catch (e) {
-    const message = (e as Error).message;
-    netem = { ok: false, reason: /kind is unknown/i.test(message) ? "this kernel has no netem qdisc (tc: 'Specified qdisc kind is unknown'; sch_netem is neither built in nor loadable)" : `tc cannot attach netem: ${message}` };
+const qdiscs = new Map<string, Support>();
+
+/**
+ * Whether `tc` can attach the qdisc `kind` (with `args`) in a namespace: minimal kernels
+ * often lack one or another (`sch_netem`, `sch_tbf`). Asked once per kind.
+ */
+function qdiscSupport(kind: string, args: string[]): Support {
+  const known = qdiscs.get(kind);
+  if (known) return known;
+  let answer = netnsSupport();
+  if (answer.ok && !have('tc')) answer = { ok: false, reason: "iproute2's tc command is not installed" };
+  if (answer.ok) {
+    try {
+      inProbeNamespace((ns) => run('tc', ['-n', ns, 'qdisc', 'add', 'dev', 'lo', 'root', kind, ...args]));
+    } catch (e) {
+      const message = (e as Error).message;
+      answer = { ok: false, reason: /kind is unknown/i.test(message) ? `this kernel has no ${kind} qdisc (tc: 'Specified qdisc kind is unknown'; sch_${kind} is neither built in nor loadable)` : `tc cannot attach ${kind}: ${message}` };
+    }
   }
-  return netem;
+  qdiscs.set(kind, answer);
+  return answer;
 }
 
+/** Whether `tc` can attach a netem qdisc (latency, loss), which Cluster.impair uses. */
+export const netemSupport = (): Support => qdiscSupport('netem', ['delay', '1ms']);
+
 /** Whether `tc` can attach a token-bucket qdisc (tbf), which Cluster.rateLimit uses. */
-export function tbfSupport(): Support {
-  if (tbf) return tbf;
-  const base = netnsSupport();
-  if (!base.ok) return (tbf = base);
-  if (!have('tc')) return (tbf = { ok: false, reason: "iproute2's tc command is not installed" });
-  try {
-    inProbeNamespace((ns) => run('tc', ['-n', ns, 'qdisc', 'add', 'dev', 'lo', 'root', 'tbf', 'rate', '10mbit', 'burst', '64kb', 'latency', '100ms']));
-    tbf = { ok: true };
-  } catch (e) {
-    tbf = { ok: false, reason: `tc cannot attach a tbf qdisc here: ${(e as Error).message}` };
-  }
-  return tbf;
-}
+export const tbfSupport = (): Support => qdiscSupport('tbf', ['rate', '10mbit', 'burst', '64kb', 'latency', '100ms']);
