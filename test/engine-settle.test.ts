@@ -1,6 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { NATIVE_STATUS, PluginRegistry, batchOf, createTransferEngine, isTransferError, type TransferEngine } from '@te/connector';
+import { NATIVE_STATUS, PluginRegistry, batchOf, createTransferEngine, isTransferError, untilSettled, type TransferEngine } from '@te/connector';
 import { createFakePlugin } from '@te/testkit';
 
 /*
@@ -33,6 +33,38 @@ test('a transport that ignores its deadline: the caller is answered, and the mem
     fake.faults.releaseHung();
     await new Promise((r) => setTimeout(r, 20));
     await a.unregisterMemory(local); // now free
+  } finally {
+    await close();
+  }
+});
+
+test('untilSettled: the error of a transfer answered before its transport settled resolves only when the transport lets go; any other error at once', async () => {
+  const { a, b, local, remote, close } = await pair();
+  try {
+    await a.openSegment(b.segmentName);
+    fake.faults.hang = true;
+    const e = await a.write(b.segmentName, local, remote, 64, { timeoutMs: 100 }).then(() => undefined, (x: unknown) => x);
+    assert.ok(isTransferError(e, 'TIMEOUT'), String(e));
+    let settledAt = 0;
+    const settling = untilSettled(e).then(() => (settledAt = Date.now()));
+    await new Promise((r) => setTimeout(r, 300));
+    assert.is(settledAt, 0, 'untilSettled resolved while the transport still held the batch');
+    const releasedAt = Date.now();
+    fake.faults.releaseHung();
+    await settling;
+    assert.ok(settledAt >= releasedAt);
+
+    // A transfer that settled before it failed: nothing to wait for.
+    fake.faults.hang = false;
+    fake.faults.failRequest(1, NATIVE_STATUS.CONNECTION_LOST);
+    const failed = await a.write(b.segmentName, local, remote, 64).then(() => undefined, (x: unknown) => x);
+    assert.ok(isTransferError(failed, 'CONNECTION_LOST'), String(failed));
+    let at = 0;
+    void untilSettled(failed).then(() => (at = Date.now()));
+    await new Promise((r) => setImmediate(r));
+    assert.ok(at > 0, 'untilSettled of a settled transfer did not resolve at once');
+    await untilSettled(undefined);
+    await untilSettled(new Error('not a transfer'));
   } finally {
     await close();
   }

@@ -5,6 +5,7 @@ import { FakeFaults, FakeTransport } from '@te/testkit';
 import { fillPrefill, type ModelSpec } from './fixtures/pd-model.js';
 import { withInProcessRanks } from './in-process-ranks.js';
 import { layout } from './pd-harness.js';
+import { FAST } from './pd-scenario.js';
 
 /*
  * "Failed" and an abort acknowledgement tell a decode it may free its pages: a prefill
@@ -108,6 +109,61 @@ test('one decode\'s write fails while another\'s is in flight: that decode hears
       assert.is(sender.status, KVStatus.Failed);
     } finally {
       // Gated batches go on before the ranks close (closing waits for them).
+      for (const release of gate.released.splice(0)) release();
+      gate.hold = gate.fail = undefined;
+    }
+  });
+});
+
+test('a write its transport holds past the deadline and the engine\'s grace: the room fails at once, but the decode hears Failed, and its abort is acknowledged, only once the transport let go', async () => {
+  const registry = new PluginRegistry({ builtins: false });
+  registry.register(PLUGIN, plugin);
+  // The engine answers a batch its transport has not settled 2 s after the deadline
+  // (TIMEOUT, details.settled: false); the transport goes on holding it past that.
+  const timeouts = { ...FAST, transferMs: 300 };
+  await withInProcessRanks({ model: MODEL, engine: () => createTransferEngine({ connector: PLUGIN }, { registry }), timeouts }, async (make, port) => {
+    try {
+      const p = await make('prefill', layout(1, 0));
+      const d = await make('decode', layout(1, 0));
+      const room = 32n;
+      const bootstrap = { host: '127.0.0.1', port, room };
+      const pages = Uint32Array.of(0, 1, 2, 3);
+      fillPrefill(MODEL, p.memory, room, pages, 1);
+      const sender = p.manager.createSender(bootstrap);
+      sender.init(pages.length, 1);
+      const receiver = d.manager.createReceiver(bootstrap);
+      await receiver.init(Uint32Array.of(8, 9, 10, 11), 2);
+      await sender.cell.reached(KVStatus.WaitingForInput, { timeoutMs: 10_000 });
+
+      gate.hold = d.engine.segmentName;
+      gate.parked = new Promise<void>((r) => (gate.park = r));
+      const sending = sender.send(pages, { last: true }).then(
+        (): TransferError => assert.unreachable('the room cannot succeed') as never,
+        (e: unknown) => e as TransferError,
+      );
+      await gate.parked;
+      let failedAt = 0;
+      const failed = receiver.cell.reached(KVStatus.Success).then(() => undefined, (e: TransferError) => ((failedAt = Date.now()), e));
+      // The engine gave up on the write (deadline + grace): send() fails and the room is
+      // Failed at the prefill, but the transport still holds the write to the decode.
+      const sendError = await sending;
+      assert.is(sendError.code, 'TIMEOUT', sendError.message);
+      assert.is(sender.status, KVStatus.Failed);
+      await new Promise((r) => setTimeout(r, 500));
+      assert.is(failedAt, 0, `the decode was told the room failed while its transport still held a write to it: ${receiver.failure?.message}`);
+
+      let abortedAt = 0;
+      const aborting = receiver.abort('test').then(() => (abortedAt = Date.now()));
+      await new Promise((r) => setTimeout(r, 500));
+      assert.is(abortedAt, 0, 'the prefill acknowledged the abort while its transport still held a write to the decode');
+
+      const releasedAt = Date.now();
+      for (const release of gate.released.splice(0)) release();
+      await aborting;
+      assert.ok(abortedAt >= releasedAt);
+      // Its own abort failed the room on the decode at once; only the acknowledgement waited.
+      assert.is((await failed)?.code, 'ABORTED');
+    } finally {
       for (const release of gate.released.splice(0)) release();
       gate.hold = gate.fail = undefined;
     }

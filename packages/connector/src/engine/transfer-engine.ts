@@ -21,6 +21,7 @@ import { BatchStats } from './batch-stats.js';
 import type { AllocatedHandle, CreateEngineOptions, MemoryHandle, MemoryTarget, RegisterOptions, TransferOptions } from './engine-api.js';
 import { registrationRequest, toBigInt } from './registration-request.js';
 import { RegionPins, beforeDeadline, submitWithWatchdog } from './watchdog.js';
+import { attachSettlement } from '../errors/settlement.js';
 import { startMetricLog } from '../metrics/periodic-log.js';
 import { commonTransports, planRoutes, type EngineTransport, type Route } from './router.js';
 
@@ -374,12 +375,14 @@ export class TransferEngine {
       this.stats.track(carriers, -1);
       this.stats.emit({ segment, transports: carriers, requests: batch.opcodes.length, bytes: landed, code, seconds: (performance.now() - started) / 1000 });
     };
+    // Parts whose transport had not settled when the watchdog released the caller.
+    const unsettled: Promise<unknown>[] = [];
     const submitVia = async (via: EngineTransport, part: TransferBatch, withNotify: Uint8Array | undefined): Promise<BatchResult> => {
       const peer = await beforeDeadline(this.peers.open(state, via), deadline, signal, `connecting to ${segment} over ${via.name}`);
       const submitOptions: SubmitOptions = { timeoutMs: Math.max(1, deadline - Date.now()) };
       if (signal) submitOptions.signal = signal;
       if (withNotify) submitOptions.notify = withNotify;
-      return submitWithWatchdog(via, peer, part, submitOptions, this.pins, this.log);
+      return submitWithWatchdog(via, peer, part, submitOptions, this.pins, this.log, (settlement) => unsettled.push(settlement));
     };
     let bytes = 0n;
     this.peers.acquire(state);
@@ -399,6 +402,8 @@ export class TransferEngine {
       for (const r of settled as PromiseFulfilledResult<BatchResult>[]) bytes += r.value.bytes;
       if (trailing && statuses.every((st) => st === 0)) await submitVia(notifier!, batchOf([]), notify);
     } catch (error) {
+      // Whichever part's error is thrown, the caller may wait for every transport to let go.
+      if (unsettled.length > 0 && typeof error === 'object' && error !== null) attachSettlement(error, Promise.allSettled(unsettled));
       this.stats.count(plan.routes, batch, false);
       settle(isTransferError(error) ? error.code : 'INTERNAL', 0n);
       this.peers.release(state);

@@ -73,14 +73,25 @@ export function beforeDeadline<T>(step: Promise<T>, deadline: number, signal: Ab
  * Submits through a transport and enforces the deadline from outside too: a transport
  * that does not settle well past its deadline is reported, and the caller is released.
  */
-export function submitWithWatchdog(via: EngineTransport, peer: TransportPeer, batch: TransferBatch, options: SubmitOptions, pins: RegionPins, log: Log): Promise<BatchResult> {
+export function submitWithWatchdog(
+  via: EngineTransport,
+  peer: TransportPeer,
+  batch: TransferBatch,
+  options: SubmitOptions,
+  pins: RegionPins,
+  log: Log,
+  /** Called when the caller is released before the transport settled, with the moment it does. */
+  onUnsettled: (settlement: Promise<unknown>) => void = () => undefined,
+): Promise<BatchResult> {
   return new Promise((resolve, reject) => {
     let pinned: bigint[] | undefined;
+    const submitted = via.transport.submit(peer, batch, options);
     const timer = setTimeout(() => {
       // Settled means done with memory, and this batch is not settled: the caller gets a
       // deadline-bound answer, but the batch's local regions stay marked in use (their
       // unregistration is refused) until the transport really settles it.
       pinned = pins.pin(batch);
+      onUnsettled(submitted);
       log('error', `transport ${via.name} did not settle a batch ${WATCHDOG_GRACE_MS} ms past its ${options.timeoutMs} ms deadline; its memory stays in use until it does`);
       reject(
         new TransferError('TIMEOUT', `Batch did not complete within ${options.timeoutMs} ms and the transport has not settled it: its local memory is still in use (unregistering it is refused until the transport lets go)`, {
@@ -93,7 +104,7 @@ export function submitWithWatchdog(via: EngineTransport, peer: TransportPeer, ba
       clearTimeout(timer);
       if (pinned) pins.unpin(pinned);
     };
-    via.transport.submit(peer, batch, options).then(
+    submitted.then(
       (r) => {
         release();
         resolve(r);

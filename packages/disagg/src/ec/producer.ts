@@ -1,8 +1,11 @@
-import { TransferError, allocateBatch, codeForStatus, isTransferError, OP_WRITE, type ECItemParams, type ECProducer, type ECTransferParams, type TransferEngine } from '@te/connector';
+import { TransferError, allocateBatch, codeForStatus, isTransferError, untilSettled, OP_WRITE, type ECItemParams, type ECProducer, type ECTransferParams, type TransferEngine } from '@te/connector';
 import { handleMessage } from '../protocol/handle.js';
 import { engineFor } from '../shared/engine.js';
 import { EC_PROTOCOL_VERSION, EC_PULL, PullSchema, type PullMessage, type PullReply } from './messages.js';
 import { TransferPool } from './transfer-pool.js';
+
+/** How long close waits past the last pull's deadline for a transport that holds a batch longer. */
+const CLOSE_GRACE_MS = 10_000;
 
 export interface ECProducerOptions {
   /** Transport plugin name (or a third party's with `modulePath`), read through loadConfig. */
@@ -55,11 +58,14 @@ export class ECPoolProducer implements ECProducer {
   /** Pulls being served: close waits for them, so the pool is freed only once no transfer reads it. */
   private readonly serving = new Set<Promise<PullReply>>();
   pulls = 0;
+  /** When the latest pull's transfer deadline passes. */
+  private lastDeadline = 0;
 
   private constructor(readonly engine: TransferEngine, readonly pool: TransferPool, readonly maxPulls: number) {
     this.unhandle = handleMessage(engine, EC_PULL, PullSchema, (m) => {
       // Bounded: every pull pins items and holds a batch; past the cap the consumer is told at once.
       if (this.serving.size >= this.maxPulls) throw new TransferError('POOL_EXHAUSTED', `the EC producer is serving ${this.serving.size} pulls (its limit); encode locally or retry`);
+      this.lastDeadline = Math.max(this.lastDeadline, Date.now() + m.timeoutMs);
       const served = this.onPull(m);
       this.serving.add(served);
       void served.finally(() => this.serving.delete(served)).catch(() => undefined);
@@ -151,6 +157,9 @@ export class ECPoolProducer implements ECProducer {
         await this.engine.transfer(m.consumerSegment, batch, { timeoutMs: m.timeoutMs });
         for (const i of present) results[i] = { ok: true };
       } catch (e) {
+        // A batch the engine gave up on at its deadline may still be read by its transport
+        // (and written into the consumer): the items stay pinned, and the answer waits.
+        await untilSettled(e);
         const error = isTransferError(e) ? e : new TransferError('INTERNAL', (e as Error).message);
         present.forEach((i, j) => {
           const st = error.statuses?.[j];
@@ -164,10 +173,18 @@ export class ECPoolProducer implements ECProducer {
     }
   }
 
-  /** Stops serving pulls, waits for those in flight (each ends by its transfer deadline), then frees the pool. */
+  /**
+   * Stops serving pulls, waits for those in flight, then frees the pool. Each pull ends by
+   * its transfer deadline, or when its transport lets go of a batch it held past it; the
+   * wait stops `CLOSE_GRACE_MS` after the last deadline, and memory a transport still holds
+   * is not freed (the engine keeps it in use until the transport lets go).
+   */
   async close(): Promise<void> {
     this.unhandle();
-    await Promise.allSettled([...this.serving]);
+    let timer: NodeJS.Timeout | undefined;
+    const waitMs = Math.max(0, this.lastDeadline - Date.now()) + CLOSE_GRACE_MS;
+    await Promise.race([Promise.allSettled([...this.serving]), new Promise((r) => (timer = setTimeout(r, waitMs)))]);
+    clearTimeout(timer);
     await this.pool.close();
   }
 }

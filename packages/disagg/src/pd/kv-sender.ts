@@ -1,4 +1,4 @@
-import { KVStatus, StatusCell, TransferError, isTransferError, type KVSender, type BootstrapInfo, type TransferBatch } from '@te/connector';
+import { KVStatus, StatusCell, TransferError, isTransferError, untilSettled, type KVSender, type BootstrapInfo, type TransferBatch } from '@te/connector';
 import { MSG, PD_PROTOCOL_VERSION, type RequestMessage, type StatusMessage } from '../protocol/messages.js';
 import type { Destination } from './destination.js';
 import { concatBatches, planAux, planKv, planState } from './transfer-plan.js';
@@ -134,15 +134,17 @@ export class PrefillSender implements KVSender {
     // A failed room starts no write: fail() waits only for the ones already in flight.
     if (this.cell.value === KVStatus.Failed) throw this.cell.error!;
     const transfer = this.rank.engine.transfer(dest.segment, batch, { timeoutMs: this.rank.timeouts.transferMs, signal: this.stop.signal });
-    this.inflight.add(transfer);
+    // In flight until the transport let go, which for a batch the engine gave up on at its
+    // deadline comes later than the answer: the decode may free its pages only then.
+    const settlement = transfer.then(() => undefined, (e: unknown) => untilSettled(e));
+    this.inflight.add(settlement);
+    void settlement.then(() => this.inflight.delete(settlement));
     try {
       const r = await transfer;
       this.bytes += Number(r.bytes);
     } catch (e) {
       if (isTransferError(e) && CONNECTION_CODES.has(e.code)) this.rank.markFailed(dest, e);
       throw isTransferError(e) ? new TransferError(e.code, `room ${this.room}: writing to ${dest.segment} failed: ${e.message}`, { cause: e, details: { room: this.room, segment: dest.segment } }) : e;
-    } finally {
-      this.inflight.delete(transfer);
     }
   }
 

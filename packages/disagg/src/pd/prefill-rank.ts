@@ -275,7 +275,12 @@ export class PrefillRank {
     clearInterval(this.sweeper);
     const live = [...this.senders.values()];
     for (const s of live) s.fail(new TransferError('ENGINE_CLOSED', `room ${s.room}: the KV manager closed`, { details: { room: s.room } }));
-    await Promise.all(live.map((s) => s.settled()));
+    // Writes settle by their deadline, or later when a transport holds one past it (their
+    // decodes are told only then); closing waits for that at most `abortMs`. What is
+    // still held keeps its memory marked in use in the engine until the transport lets go.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.all(live.map((s) => s.settled())), new Promise((r) => (timer = setTimeout(r, this.timeouts.abortMs)))]);
+    clearTimeout(timer);
     for (const u of this.unhandle) u();
   }
 }

@@ -1,0 +1,88 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { PLUGIN_API_VERSION, PluginRegistry, createTransferEngine, definePlugin, isTransferError, type BatchResult, type SubmitOptions, type TransferBatch, type TransferEngine, type TransportPeer } from '@te/connector';
+import { FakeFaults, FakeTransport } from '@te/testkit';
+import { createECConsumer, createECProducer } from '../src/index.js';
+
+/*
+ * An EC producer answers a pull, and lets the pulled items be evicted, only once no
+ * transport reads them: also when the engine gave up on the write at its deadline while
+ * the transport still holds it (TIMEOUT, details.settled: false). Producer and consumer
+ * run in one process over the testkit's fake transport (real engines and control plane),
+ * with a gate that holds writes to the consumer past the engine's grace, as a transport
+ * that cannot recall posted writes does.
+ */
+const PLUGIN = 'ec-settle-gate';
+const gate = { hold: undefined as string | undefined, parked: undefined as (() => void) | undefined, released: [] as (() => void)[] };
+
+class GatedTransport extends FakeTransport {
+  override submit(peer: TransportPeer, batch: TransferBatch, options: SubmitOptions): Promise<BatchResult> {
+    if (peer.segment !== gate.hold) return super.submit(peer, batch, options);
+    // Ignores the deadline until released, then reads the pool and lands its bytes.
+    return new Promise((resolve, reject) => {
+      gate.released.push(() => super.submit(peer, batch, { timeoutMs: 10_000 }).then(resolve, reject));
+      gate.parked?.();
+    });
+  }
+}
+
+const faults = new FakeFaults();
+const plugin = definePlugin({
+  apiVersion: PLUGIN_API_VERSION,
+  name: PLUGIN,
+  version: '0.0.0-test',
+  capabilities: { class: 'test', memoryKinds: ['cpu'], read: true, notifications: true, maxInFlight: 1024, rawAddresses: false },
+  options: {},
+  probe: () => ({ available: true, details: {} }),
+  create: async (context) => new GatedTransport(PLUGIN, context, faults),
+});
+
+test('a pull whose write the transport holds past the deadline: the item stays pinned (not evicted, not overwritten) until the transport let go', async () => {
+  const registry = new PluginRegistry({ builtins: false });
+  registry.register(PLUGIN, plugin);
+  const engines: TransferEngine[] = [];
+  const engine = async (): Promise<TransferEngine> => {
+    const e = await createTransferEngine({ connector: PLUGIN, bindAddress: '127.0.0.1' }, { registry, env: {} });
+    engines.push(e);
+    return e;
+  };
+  const KiB = 1024;
+  const producer = await createECProducer({ engine: await engine(), poolBytes: 64 * KiB, port: 0 });
+  const consumer = await createECConsumer({ engine: await engine(), loadTimeoutMs: 300 });
+  try {
+    const destination = new Uint8Array(48 * KiB);
+    const { addr } = await consumer.engine.registerMemory(destination);
+    const embedding = new Uint8Array(48 * KiB).fill(0x5a);
+    const params = { a: await producer.save('a', embedding) };
+
+    gate.hold = consumer.engine.segmentName;
+    const parked = new Promise<void>((r) => (gate.parked = r));
+    consumer.startLoad(params, () => ({ addr }));
+    await parked;
+    const load = await consumer.waitForLoad();
+    assert.equal(load.loaded, []);
+    assert.equal(load.failed.map((f) => f.mmHash), ['a']);
+    // Past the transfer deadline (300 ms) and the engine's grace (2 s): the engine has
+    // answered the producer, but the transport still holds the write, reading from `a`.
+    await new Promise((r) => setTimeout(r, 3_000));
+    const other = new Uint8Array(48 * KiB).fill(0x33); // needs a's range of the 64 KiB pool
+    const refused = await producer.save('b', other).then(() => undefined, (e: unknown) => e);
+    assert.ok(isTransferError(refused, 'POOL_EXHAUSTED'), `saving over an item a transport still reads: ${String(refused ?? 'succeeded')}`);
+    assert.is(producer.pool.evictions, 0);
+
+    for (const release of gate.released.splice(0)) release();
+    await new Promise((r) => setTimeout(r, 200));
+    assert.ok(destination.every((b) => b === 0x5a), 'the late write carried bytes other than the item');
+    // Settled: `a` may go now.
+    await producer.save('b', other);
+    assert.is(producer.pool.evictions, 1);
+  } finally {
+    for (const release of gate.released.splice(0)) release();
+    gate.hold = undefined;
+    await consumer.close();
+    await producer.close();
+    for (const e of engines) await e.close();
+  }
+});
+
+test.run();
