@@ -111,4 +111,21 @@ test('a peer that accepts but never answers is slow, not dead: TIMEOUT at the de
   }
 });
 
+test('a peer that answered a moment ago and then died: a request to it fails with PEER_UNREACHABLE, not at its deadline', async () => {
+  const server = new ControlServer();
+  const endpoint = await server.bind('127.0.0.1', 0);
+  server.handle('ping', () => 'pong');
+  const client = new ControlClient(endpoint);
+  try {
+    assert.is(await client.request('ping', null, 2000), 'pong');
+    await server.close(); // the process exits: nothing listens there any more
+    // Sent right after an answer (no probe for silence): probed once it has waited a while.
+    const e = await client.request('ping', null, 30_000).then(() => undefined, (x: unknown) => x);
+    assert.ok(isTransferError(e, 'PEER_UNREACHABLE'), String(e));
+    assert.match((e as Error).message, /refused the connection/);
+  } finally {
+    client.close();
+  }
+});
+
 test.run();

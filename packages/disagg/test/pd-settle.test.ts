@@ -1,6 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { KVStatus, PLUGIN_API_VERSION, PluginRegistry, TransferError, createTransferEngine, definePlugin, type BatchResult, type SubmitOptions, type TransferBatch, type TransportPeer } from '@te/connector';
+import { KVStatus, PLUGIN_API_VERSION, PluginRegistry, TransferError, createTransferEngine, definePlugin, type BatchResult, type SubmitOptions, type TransferBatch, type TransportContext, type TransportPeer } from '@te/connector';
 import { FakeFaults, FakeTransport } from '@te/testkit';
 import { fillPrefill, type ModelSpec } from './fixtures/pd-model.js';
 import { withInProcessRanks } from './in-process-ranks.js';
@@ -20,23 +20,40 @@ const PLUGIN = 'settle-gate';
 const gate = {
   hold: undefined as string | undefined,
   fail: undefined as string | undefined,
+  holdFrom: undefined as string | undefined,
+  failFrom: undefined as string | undefined,
   parked: undefined as Promise<void> | undefined,
   park: undefined as (() => void) | undefined,
   released: [] as (() => void)[],
 };
 
 class GatedTransport extends FakeTransport {
+  private readonly source: string;
+
+  constructor(plugin: string, context: TransportContext, faults: FakeFaults) {
+    super(plugin, context, faults);
+    this.source = context.segmentName;
+  }
+
   override submit(peer: TransportPeer, batch: TransferBatch, options: SubmitOptions): Promise<BatchResult> {
-    if (peer.segment === gate.hold) {
-      // Ignores the abort and the deadline until released, then lands its bytes.
-      return new Promise((resolve, reject) => {
-        gate.released.push(() => super.submit(peer, batch, { timeoutMs: options.timeoutMs }).then(resolve, reject));
-        gate.park?.();
-      });
+    // Which writes to hold and fail can also be chosen by their source (two prefill ranks writing to one decode).
+    if (gate.holdFrom !== undefined || gate.failFrom !== undefined) {
+      if (this.source === gate.holdFrom) return this.held(peer, batch, options);
+      if (this.source === gate.failFrom) return gate.parked!.then(() => Promise.reject(new TransferError('TRANSFER_FAILED', 'injected: this rank\'s link broke')));
+      return super.submit(peer, batch, options);
     }
+    if (peer.segment === gate.hold) return this.held(peer, batch, options);
     // Fails once the held batch is in the transport (failing first would abort it before it got there).
     if (peer.segment === gate.fail) return gate.parked!.then(() => Promise.reject(new TransferError('TRANSFER_FAILED', 'injected: the link to this decode broke')));
     return super.submit(peer, batch, options);
+  }
+
+  /** Ignores the abort and the deadline until released, then lands its bytes. */
+  private held(peer: TransportPeer, batch: TransferBatch, options: SubmitOptions): Promise<BatchResult> {
+    return new Promise((resolve, reject) => {
+      gate.released.push(() => super.submit(peer, batch, { timeoutMs: options.timeoutMs }).then(resolve, reject));
+      gate.park?.();
+    });
   }
 }
 
@@ -166,6 +183,95 @@ test('a write its transport holds past the deadline and the engine\'s grace: the
     } finally {
       for (const release of gate.released.splice(0)) release();
       gate.hold = gate.fail = undefined;
+    }
+  });
+});
+
+test('one prefill rank of a room fails while another still writes to the decode: the decode reports Failed (its licence to free the pages) only once that write settled', async () => {
+  const registry = new PluginRegistry({ builtins: false });
+  registry.register(PLUGIN, plugin);
+  await withInProcessRanks({ model: MODEL, engine: () => createTransferEngine({ connector: PLUGIN }, { registry }) }, async (make, port) => {
+    try {
+      // Prefill TP 2 (two heads each) into decode TP 1: both prefill ranks write into the decode's pages.
+      const p0 = await make('prefill', layout(2, 0));
+      const p1 = await make('prefill', layout(2, 1));
+      const d = await make('decode', layout(1, 0));
+      const room = 33n;
+      const bootstrap = { host: '127.0.0.1', port, room };
+      const pages = Uint32Array.of(0, 1, 2, 3);
+      fillPrefill(MODEL, p0.memory, room, pages, 1);
+      fillPrefill(MODEL, p1.memory, room, pages, 1);
+      const s0 = p0.manager.createSender(bootstrap);
+      const s1 = p1.manager.createSender(bootstrap);
+      s0.init(pages.length, 1);
+      s1.init(pages.length, 1);
+      const receiver = d.manager.createReceiver(bootstrap);
+      await receiver.init(Uint32Array.of(8, 9, 10, 11), 2);
+      await Promise.all([s0.cell.reached(KVStatus.WaitingForInput, { timeoutMs: 10_000 }), s1.cell.reached(KVStatus.WaitingForInput, { timeoutMs: 10_000 })]);
+
+      gate.holdFrom = p0.engine.segmentName;
+      gate.failFrom = p1.engine.segmentName;
+      gate.parked = new Promise<void>((r) => (gate.park = r));
+      const sent = [s0.send(pages, { last: true }), s1.send(pages, { last: true })].map((x) => x.then(() => undefined, (e: unknown) => e as TransferError));
+      await gate.parked;
+      let failedAt = 0;
+      const failed = receiver.cell.reached(KVStatus.Success).then(() => undefined, (e: TransferError) => ((failedAt = Date.now()), e));
+      // Rank 1 failed and reports it at once (its own write settled); rank 0's write is in flight.
+      assert.is((await sent[1])?.code, 'TRANSFER_FAILED');
+      await new Promise((r) => setTimeout(r, 500));
+      assert.is(failedAt, 0, `the decode reported the room failed while prefill rank 0 still wrote into its pages: ${receiver.failure?.message}`);
+      assert.is.not(receiver.status, KVStatus.Success);
+
+      const releasedAt = Date.now();
+      for (const release of gate.released.splice(0)) release();
+      const e = await failed;
+      assert.ok(failedAt >= releasedAt, 'Failed came before the held write settled');
+      assert.is(e?.code, 'TRANSFER_FAILED', e?.message);
+      assert.is(receiver.status, KVStatus.Failed);
+      assert.is((await sent[0])?.code, 'ABORTED', 'rank 0 was told to stop');
+    } finally {
+      for (const release of gate.released.splice(0)) release();
+      gate.holdFrom = gate.failFrom = undefined;
+    }
+  });
+});
+
+test('a prefill rank that does not acknowledge the abort within abortMs: the decode fails the room then, and says its pages may still be written', async () => {
+  const registry = new PluginRegistry({ builtins: false });
+  registry.register(PLUGIN, plugin);
+  await withInProcessRanks({ model: MODEL, engine: () => createTransferEngine({ connector: PLUGIN }, { registry }), timeouts: { ...FAST, abortMs: 800 } }, async (make, port) => {
+    try {
+      const p0 = await make('prefill', layout(2, 0));
+      const p1 = await make('prefill', layout(2, 1));
+      const d = await make('decode', layout(1, 0));
+      const room = 34n;
+      const bootstrap = { host: '127.0.0.1', port, room };
+      const pages = Uint32Array.of(0, 1, 2, 3);
+      fillPrefill(MODEL, p0.memory, room, pages, 1);
+      fillPrefill(MODEL, p1.memory, room, pages, 1);
+      const s0 = p0.manager.createSender(bootstrap);
+      const s1 = p1.manager.createSender(bootstrap);
+      s0.init(pages.length, 1);
+      s1.init(pages.length, 1);
+      const receiver = d.manager.createReceiver(bootstrap);
+      await receiver.init(Uint32Array.of(8, 9, 10, 11), 2);
+      await Promise.all([s0.cell.reached(KVStatus.WaitingForInput, { timeoutMs: 10_000 }), s1.cell.reached(KVStatus.WaitingForInput, { timeoutMs: 10_000 })]);
+
+      gate.holdFrom = p0.engine.segmentName;
+      gate.failFrom = p1.engine.segmentName;
+      gate.parked = new Promise<void>((r) => (gate.park = r));
+      const sent = [s0.send(pages, { last: true }), s1.send(pages, { last: true })].map((x) => x.then(() => undefined, (e: unknown) => e as TransferError));
+      await gate.parked;
+      // Rank 0 holds its write (and so its acknowledgement) past the decode's abortMs.
+      const e = await receiver.cell.reached(KVStatus.Success).then(() => undefined, (x: TransferError) => x);
+      assert.is(e?.code, 'TRANSFER_FAILED', e?.message);
+      assert.match(e!.message, /did not acknowledge the abort.*its pages may still be written/);
+      assert.is(e!.details?.pagesMayBeWritten, true);
+      for (const release of gate.released.splice(0)) release();
+      await Promise.all(sent);
+    } finally {
+      for (const release of gate.released.splice(0)) release();
+      gate.holdFrom = gate.failFrom = undefined;
     }
   });
 });

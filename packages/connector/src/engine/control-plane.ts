@@ -152,6 +152,8 @@ interface Pending {
   resolve: (value: unknown) => void;
   reject: (error: TransferError) => void;
   timer: NodeJS.Timeout;
+  /** A probe scheduled for when the request has waited PROBE_AFTER_SILENCE_MS. */
+  probe?: NodeJS.Timeout | undefined;
 }
 
 const PROBE_AFTER_SILENCE_MS = 1_000;
@@ -205,6 +207,7 @@ export class ControlClient {
         if (!p) continue;
         this.pending.delete(reply.id);
         clearTimeout(p.timer);
+        clearTimeout(p.probe);
         if (reply.ok) p.resolve(reply.body);
         else p.reject(new TransferError(isTransferErrorCode(reply.code) ? reply.code : 'INTERNAL', `${this.endpoint}: ${reply.message ?? 'request failed'}`));
       }
@@ -218,33 +221,36 @@ export class ControlClient {
     this.lastUsedAt = Date.now();
     const id = this.nextId++;
     return new Promise<T>((resolve, reject) => {
-      const timer = setTimeout(() => {
+      const fail = (error: TransferError): void => {
+        const p = this.pending.get(id);
+        if (!p) return;
         this.pending.delete(id);
-        reject(new TransferError('TIMEOUT', `No answer from ${this.endpoint} to "${type}" within ${timeoutMs} ms; is the peer running and is its control endpoint reachable?`, { details: { endpoint: this.endpoint, type } }));
+        clearTimeout(p.timer);
+        clearTimeout(p.probe);
+        p.reject(error);
+      };
+      const timer = setTimeout(() => {
+        fail(new TransferError('TIMEOUT', `No answer from ${this.endpoint} to "${type}" within ${timeoutMs} ms; is the peer running and is its control endpoint reachable?`, { details: { endpoint: this.endpoint, type } }));
       }, timeoutMs);
-      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, timer });
-      if (Date.now() - this.lastAnswerAt > PROBE_AFTER_SILENCE_MS) {
-        // A dead peer refuses the connection at once: fail fast as PEER_UNREACHABLE rather than wait out the deadline.
-        // A probe that cannot even be made (a malformed endpoint) fails the request too: every
-        // outcome is handled here, none may escape as an unhandled rejection.
-        const fail = (error: TransferError): void => {
-          const p = this.pending.get(id);
-          if (!p) return;
-          this.pending.delete(id);
-          clearTimeout(p.timer);
-          p.reject(error);
-        };
+      // A dead peer refuses the connection at once: fail fast as PEER_UNREACHABLE rather than
+      // wait out the deadline. A probe that cannot even be made (a malformed endpoint) fails
+      // the request too: every outcome is handled here, none may escape as an unhandled rejection.
+      const probe = (): void => {
         probeEndpoint(this.endpoint, Math.min(timeoutMs, PROBE_TIMEOUT_MS)).then(
           (r) => {
             if (r === 'refused') fail(new TransferError('PEER_UNREACHABLE', `${this.endpoint} refused the connection: no process listens there (it exited or never started)`, { details: { endpoint: this.endpoint, type } }));
           },
           (e: unknown) => fail(isTransferError(e) ? e : new TransferError('PEER_UNREACHABLE', `Cannot reach ${this.endpoint}: ${(e as Error)?.message ?? String(e)}`, { cause: e, details: { endpoint: this.endpoint, type } })),
         );
-      }
+      };
+      const entry: Pending = { resolve: resolve as (v: unknown) => void, reject, timer };
+      this.pending.set(id, entry);
+      if (Date.now() - this.lastAnswerAt > PROBE_AFTER_SILENCE_MS) probe();
+      // A peer that answered a moment ago may have died since (the request then waits for
+      // an answer that never comes): probed once the request itself has waited that long.
+      else if (timeoutMs > PROBE_AFTER_SILENCE_MS) entry.probe = setTimeout(probe, PROBE_AFTER_SILENCE_MS);
       this.dealer.send(encodeMessage({ v: CONTROL_VERSION, id, type, body } satisfies RequestEnvelope)).catch((cause: Error) => {
-        clearTimeout(timer);
-        this.pending.delete(id);
-        reject(new TransferError('PEER_UNREACHABLE', `Cannot send to ${this.endpoint}: ${cause.message}`, { cause }));
+        fail(new TransferError('PEER_UNREACHABLE', `Cannot send to ${this.endpoint}: ${cause.message}`, { cause }));
       });
     });
   }
@@ -254,6 +260,7 @@ export class ControlClient {
     this.closed = true;
     for (const [id, p] of this.pending) {
       clearTimeout(p.timer);
+      clearTimeout(p.probe);
       p.reject(new TransferError('ENGINE_CLOSED', `control client for ${this.endpoint} closed`));
       this.pending.delete(id);
     }

@@ -19,6 +19,8 @@ export class DecodeReceiver implements KVReceiver {
   private readonly responses = new Set<string>();
   private requested = false;
   private waitingTimer: NodeJS.Timeout | undefined;
+  /** Set while the room fails: the prefill ranks are told to stop, Failed is shown once they did. */
+  private failing: Promise<void> | undefined;
   bytes = 0;
 
   constructor(private readonly rank: DecodeRank, readonly bootstrap: BootstrapInfo) {
@@ -77,8 +79,8 @@ export class DecodeReceiver implements KVReceiver {
     if (this.cell.value === KVStatus.Failed) throw this.cell.error!;
     this.requested = true;
     this.waitingTimer = setTimeout(() => {
-      if (this.cell.value === KVStatus.Success || this.cell.value === KVStatus.Failed) return;
-      this.failAndAbort(new TransferError('TIMEOUT', `room ${this.room}: KV did not arrive within ${this.rank.timeouts.waitingMs} ms (waiting timeout; ${this.responses.size} of ${targets.length} prefill ranks reported)`, { details: { room: this.room } }));
+      if (this.cell.value === KVStatus.Success || this.cell.value === KVStatus.Failed || this.failing) return;
+      void this.failAndAbort(new TransferError('TIMEOUT', `room ${this.room}: KV did not arrive within ${this.rank.timeouts.waitingMs} ms (waiting timeout; ${this.responses.size} of ${targets.length} prefill ranks reported)`, { details: { room: this.room } }));
     }, this.rank.timeouts.waitingMs);
     this.waitingTimer.unref();
     try {
@@ -86,8 +88,9 @@ export class DecodeReceiver implements KVReceiver {
     } catch (e) {
       const error = isTransferError(e) ? e : new TransferError('INTERNAL', (e as Error).message, { cause: e });
       // A request that timed out may still have been accepted: the prefill ranks must hear
-      // that the room failed, or they would write into it and report Success.
-      this.failAndAbort(new TransferError(error.code, `room ${this.room}: ${error.message}`, { cause: error, details: { room: this.room } }));
+      // that the room failed, or they would write into it and report Success. The caller
+      // hears it once they stopped (it may free the pages then).
+      await this.failAndAbort(new TransferError(error.code, `room ${this.room}: ${error.message}`, { cause: error, details: { room: this.room } }));
       throw this.cell.error!;
     }
     this.cell.advance(KVStatus.Transferring);
@@ -125,9 +128,11 @@ export class DecodeReceiver implements KVReceiver {
 
   /** A prefill rank's result. */
   onStatus(m: StatusMessage): void {
+    // A room that is failing takes no result: Failed is shown once its prefill ranks stopped.
+    if (this.failing) return;
     if (m.status === KVStatus.Failed) {
       // The other prefill ranks of the room stop writing to it and report Failed, not Success.
-      this.failAndAbort(new TransferError(m.code && /^[A-Z_]+$/.test(m.code) ? (m.code as 'TRANSFER_FAILED') : 'TRANSFER_FAILED', `room ${this.room}: prefill rank tp=${m.prefillTpRank} pp=${m.prefillPpRank} failed: ${m.message ?? 'no reason given'}`, { details: { room: this.room, fromPeer: true } }));
+      void this.failAndAbort(new TransferError(m.code && /^[A-Z_]+$/.test(m.code) ? (m.code as 'TRANSFER_FAILED') : 'TRANSFER_FAILED', `room ${this.room}: prefill rank tp=${m.prefillTpRank} pp=${m.prefillPpRank} failed: ${m.message ?? 'no reason given'}`, { details: { room: this.room, fromPeer: true } }));
       return;
     }
     const from = `${m.prefillTpRank}/${m.prefillPpRank}`;
@@ -146,15 +151,28 @@ export class DecodeReceiver implements KVReceiver {
   }
 
   /**
-   * Fails the room here and tells every prefill rank it asked (best effort; an abort waits
-   * for that rank's writes of the room to settle), so no rank goes on writing into it or
-   * reports Success for it.
+   * Fails the room: tells every prefill rank it asked to stop (each answers once its writes
+   * of the room settled), so no rank goes on writing into it or reports Success for it,
+   * and shows Failed only then. Failed is the framework's licence to free the pages, and a
+   * rank that failed says so while another may still be writing. An unreachable rank (a
+   * dead process writes nothing) does not hold it; one that does not answer within
+   * `abortMs` fails the room anyway, and the error says its pages may still be written.
    */
-  failAndAbort(error: TransferError): void {
-    if (!this.cell.fail(error)) return;
-    this.done();
-    if (!this.requested) return;
-    void this.resolved.then((targets) => this.sendAborts(targets, error.message)).catch(() => undefined);
+  failAndAbort(error: TransferError): Promise<void> {
+    if (this.failing) return this.failing;
+    if (this.cell.value === KVStatus.Success || this.cell.value === KVStatus.Failed) return Promise.resolve();
+    if (!this.requested) {
+      this.fail(error);
+      return Promise.resolve();
+    }
+    if (this.waitingTimer) clearTimeout(this.waitingTimer);
+    this.failing = this.resolved
+      .then((targets) => this.sendAborts(targets, error.message))
+      .then(
+        () => this.fail(error),
+        (e: unknown) => this.fail(new TransferError(error.code, `${error.message}; ${(e as Error).message}`, { cause: error, details: { room: this.room, pagesMayBeWritten: true } })),
+      );
+    return this.failing;
   }
 
   private done(): void {
