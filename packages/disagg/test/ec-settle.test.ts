@@ -1,8 +1,8 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { PLUGIN_API_VERSION, PluginRegistry, createTransferEngine, definePlugin, isTransferError, type BatchResult, type SubmitOptions, type TransferBatch, type TransferEngine, type TransportPeer } from '@te/connector';
-import { FakeFaults, FakeTransport } from '@te/testkit';
+import { createTransferEngine, isTransferError, type TransferEngine } from '@te/connector';
 import { createECConsumer, createECProducer } from '../src/index.js';
+import { gatedPlugin } from './gated-transport.js';
 
 /*
  * An EC producer answers a pull, and lets the pulled items be evicted, only once no
@@ -12,37 +12,13 @@ import { createECConsumer, createECProducer } from '../src/index.js';
  * with a gate that holds writes to the consumer past the engine's grace, as a transport
  * that cannot recall posted writes does.
  */
-const PLUGIN = 'ec-settle-gate';
-const gate = { hold: undefined as string | undefined, parked: undefined as (() => void) | undefined, released: [] as (() => void)[] };
-
-class GatedTransport extends FakeTransport {
-  override submit(peer: TransportPeer, batch: TransferBatch, options: SubmitOptions): Promise<BatchResult> {
-    if (peer.segment !== gate.hold) return super.submit(peer, batch, options);
-    // Ignores the deadline until released, then reads the pool and lands its bytes.
-    return new Promise((resolve, reject) => {
-      gate.released.push(() => super.submit(peer, batch, { timeoutMs: 10_000 }).then(resolve, reject));
-      gate.parked?.();
-    });
-  }
-}
-
-const faults = new FakeFaults();
-const plugin = definePlugin({
-  apiVersion: PLUGIN_API_VERSION,
-  name: PLUGIN,
-  version: '0.0.0-test',
-  capabilities: { class: 'test', memoryKinds: ['cpu'], read: true, notifications: true, maxInFlight: 1024, rawAddresses: false },
-  options: {},
-  probe: () => ({ available: true, details: {} }),
-  create: async (context) => new GatedTransport(PLUGIN, context, faults),
-});
+const gated = gatedPlugin('ec-settle-gate');
 
 test('a pull whose write the transport holds past the deadline: the item stays pinned (not evicted, not overwritten) until the transport let go', async () => {
-  const registry = new PluginRegistry({ builtins: false });
-  registry.register(PLUGIN, plugin);
+  const registry = gated.registry();
   const engines: TransferEngine[] = [];
   const engine = async (): Promise<TransferEngine> => {
-    const e = await createTransferEngine({ connector: PLUGIN, bindAddress: '127.0.0.1' }, { registry, env: {} });
+    const e = await createTransferEngine({ connector: 'ec-settle-gate', bindAddress: '127.0.0.1' }, { registry, env: {} });
     engines.push(e);
     return e;
   };
@@ -55,8 +31,7 @@ test('a pull whose write the transport holds past the deadline: the item stays p
     const embedding = new Uint8Array(48 * KiB).fill(0x5a);
     const params = { a: await producer.save('a', embedding) };
 
-    gate.hold = consumer.engine.segmentName;
-    const parked = new Promise<void>((r) => (gate.parked = r));
+    const parked = gated.arm({ hold: consumer.engine.segmentName });
     consumer.startLoad(params, () => ({ addr }));
     await parked;
     const load = await consumer.waitForLoad();
@@ -70,15 +45,14 @@ test('a pull whose write the transport holds past the deadline: the item stays p
     assert.ok(isTransferError(refused, 'POOL_EXHAUSTED'), `saving over an item a transport still reads: ${String(refused ?? 'succeeded')}`);
     assert.is(producer.pool.evictions, 0);
 
-    for (const release of gate.released.splice(0)) release();
+    gated.releaseAll();
     await new Promise((r) => setTimeout(r, 200));
     assert.ok(destination.every((b) => b === 0x5a), 'the late write carried bytes other than the item');
     // Settled: `a` may go now.
     await producer.save('b', other);
     assert.is(producer.pool.evictions, 1);
   } finally {
-    for (const release of gate.released.splice(0)) release();
-    gate.hold = undefined;
+    gated.reset();
     await consumer.close();
     await producer.close();
     for (const e of engines) await e.close();
