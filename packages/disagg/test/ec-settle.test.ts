@@ -1,6 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { createTransferEngine, isTransferError, type TransferEngine } from '@te/connector';
+import { createTransferEngine, isTransferError, type TransferEngine, type TransferError } from '@te/connector';
 import { createECConsumer, createECProducer } from '../src/index.js';
 import { gatedPlugin } from './gated-transport.js';
 
@@ -37,6 +37,9 @@ test('a pull whose write the transport holds past the deadline: the item stays p
     const load = await consumer.waitForLoad();
     assert.equal(load.loaded, []);
     assert.equal(load.failed.map((f) => f.mmHash), ['a']);
+    // The producer did not answer in time: the consumer is told its destination may still be written.
+    const why = load.failed[0]!.error as TransferError;
+    assert.is(why.details?.destinationMayBeWritten, true, why.message);
     // Past the transfer deadline (300 ms) and the engine's grace (2 s): the engine has
     // answered the producer, but the transport still holds the write, reading from `a`.
     await new Promise((r) => setTimeout(r, 3_000));

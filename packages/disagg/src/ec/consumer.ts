@@ -89,7 +89,10 @@ export class ECPullConsumer implements ECConsumer {
       });
     } catch (e) {
       const code = isTransferError(e) ? e.code : 'TRANSFER_FAILED';
-      for (const x of items) out.failed.push({ mmHash: x.hash, error: new TransferError(code, `item ${x.hash} from ${segment}: ${(e as Error).message}`, { cause: e }) });
+      // No answer: the producer may still be writing (its transport holds the batch). A
+      // producer that refused or cannot be reached writes nothing.
+      const details = code === 'TIMEOUT' ? { destinationMayBeWritten: true } : undefined;
+      for (const x of items) out.failed.push({ mmHash: x.hash, error: new TransferError(code, `item ${x.hash} from ${segment}: ${(e as Error).message}`, { cause: e, ...(details ? { details } : {}) }) });
     }
     return out;
   }
@@ -122,7 +125,7 @@ export class ECPullConsumer implements ECConsumer {
       // still write the destination until its own deadline passes, so that memory must not
       // be reused before then.
       const code = outcome === 'aborted' ? 'ABORTED' : 'TIMEOUT';
-      for (const h of p.hashes) result.failed.push({ mmHash: h, error: new TransferError(code, `item ${h}: not loaded within ${timeoutMs} ms${code === 'ABORTED' ? ' (aborted)' : ''}`) });
+      for (const h of p.hashes) result.failed.push({ mmHash: h, error: new TransferError(code, `item ${h}: not loaded within ${timeoutMs} ms${code === 'ABORTED' ? ' (aborted)' : ''}`, { details: { destinationMayBeWritten: true } }) });
     });
     return result;
   }
