@@ -20,13 +20,19 @@ async function pair(): Promise<{ a: TransferEngine; b: TransferEngine; local: bi
   return { a, b, local, remote, close: async () => (fake.faults.reset(), await a.close(), await b.close()) };
 }
 
+/** A 64-byte write through a transport that ignores its 100 ms deadline: the engine's answer (TIMEOUT). */
+async function hungWrite(a: TransferEngine, b: TransferEngine, local: bigint, remote: bigint): Promise<unknown> {
+  await a.openSegment(b.segmentName);
+  fake.faults.hang = true;
+  const e = await a.write(b.segmentName, local, remote, 64, { timeoutMs: 100 }).then(() => undefined, (x: unknown) => x);
+  assert.ok(isTransferError(e, 'TIMEOUT'), String(e));
+  return e;
+}
+
 test('a transport that ignores its deadline: the caller is answered, and the memory stays in use until the transport lets go', async () => {
   const { a, b, local, remote, close } = await pair();
   try {
-    await a.openSegment(b.segmentName);
-    fake.faults.hang = true;
-    const e = await a.write(b.segmentName, local, remote, 64, { timeoutMs: 100 }).then(() => undefined, (x: unknown) => x);
-    assert.ok(isTransferError(e, 'TIMEOUT'), String(e));
+    const e = await hungWrite(a, b, local, remote);
     assert.equal((e as { details?: unknown }).details, { settled: false });
     const u = await a.unregisterMemory(local).then(() => undefined, (x: unknown) => x);
     assert.ok(isTransferError(u, 'MEMORY_IN_USE'), `unregister while the batch is unsettled: ${String(u)}`);
@@ -41,10 +47,7 @@ test('a transport that ignores its deadline: the caller is answered, and the mem
 test('untilSettled: the error of a transfer answered before its transport settled resolves only when the transport lets go; any other error at once', async () => {
   const { a, b, local, remote, close } = await pair();
   try {
-    await a.openSegment(b.segmentName);
-    fake.faults.hang = true;
-    const e = await a.write(b.segmentName, local, remote, 64, { timeoutMs: 100 }).then(() => undefined, (x: unknown) => x);
-    assert.ok(isTransferError(e, 'TIMEOUT'), String(e));
+    const e = await hungWrite(a, b, local, remote);
     let settledAt = 0;
     const settling = untilSettled(e).then(() => (settledAt = Date.now()));
     await new Promise((r) => setTimeout(r, 300));

@@ -1,6 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { KVStatus, TransferError, createTransferEngine, type KVReceiver, type KVSender } from '@te/connector';
+import { KVStatus, TransferError, createTransferEngine, type KVReceiver, type KVSender, type ParallelLayout } from '@te/connector';
 import { fillPrefill, type ModelSpec } from './fixtures/pd-model.js';
 import { gatedPlugin } from './gated-transport.js';
 import { withInProcessRanks, type MakeRank } from './in-process-ranks.js';
@@ -29,29 +29,35 @@ const failureOf = (cell: { reached(s: KVStatus): Promise<unknown> }, at: { ms: n
 /** What a send settled with: its error, or undefined. */
 const outcome = (p: Promise<unknown>) => p.then(() => undefined, (e: unknown) => e as TransferError);
 
-/**
- * Prefill TP 2 (two heads each) into decode TP 1: both prefill ranks write into the one
- * decode's pages. Returns the room ready to send, rank 0 held and rank 1 failed once sent.
- */
-async function twoRanksIntoOne(make: MakeRank, port: number, room: bigint) {
-  const p0 = await make('prefill', layout(2, 0));
-  const p1 = await make('prefill', layout(2, 1));
-  const d = await make('decode', layout(1, 0));
+/** Prefill and decode ranks of `layouts`, one room between them, every side ready for `send`. */
+async function openRoom(make: MakeRank, port: number, room: bigint, layouts: { prefill: ParallelLayout[]; decode: ParallelLayout[] }) {
   const bootstrap = { host: '127.0.0.1', port, room };
-  const senders: KVSender[] = [];
-  for (const p of [p0, p1]) {
+  const prefills = [];
+  for (const l of layouts.prefill) prefills.push(await make('prefill', l));
+  const decodes = [];
+  for (const l of layouts.decode) decodes.push(await make('decode', l));
+  const senders: KVSender[] = prefills.map((p) => {
     fillPrefill(MODEL, p.memory, room, PAGES, 1);
     const s = p.manager.createSender(bootstrap);
     s.init(PAGES.length, 1);
-    senders.push(s);
-  }
-  const receiver: KVReceiver = d.manager.createReceiver(bootstrap);
-  await receiver.init(DEST, 2);
+    return s;
+  });
+  const receivers: KVReceiver[] = decodes.map((d) => d.manager.createReceiver(bootstrap));
+  await Promise.all(receivers.map((r) => r.init(DEST, 2)));
   await Promise.all(senders.map((s) => s.cell.reached(KVStatus.WaitingForInput, { timeoutMs: 10_000 })));
-  const parked = gated.arm({ holdFrom: p0.engine.segmentName, failFrom: p1.engine.segmentName });
+  return { prefills, decodes, senders, receivers };
+}
+
+/**
+ * Prefill TP 2 (two heads each) into decode TP 1: both prefill ranks write into the one
+ * decode's pages. Sends the room with rank 0's write held and rank 1's failed.
+ */
+async function twoRanksIntoOne(make: MakeRank, port: number, room: bigint) {
+  const { prefills, senders, receivers } = await openRoom(make, port, room, { prefill: [layout(2, 0), layout(2, 1)], decode: [layout(1, 0)] });
+  const parked = gated.arm({ holdFrom: prefills[0]!.engine.segmentName, failFrom: prefills[1]!.engine.segmentName });
   const sent = senders.map((s) => outcome(s.send(PAGES, { last: true })));
   await parked;
-  return { receiver, sent };
+  return { receiver: receivers[0]!, sent };
 }
 
 test.after.each(() => gated.reset());
@@ -60,18 +66,7 @@ test("one decode's write fails while another's is in flight: that decode hears F
   await withInProcessRanks({ model: MODEL, engine }, async (make, port) => {
     try {
       // Prefill TP 1 serves two decode ranks (TP 2, two heads each): two destinations per room.
-      const p = await make('prefill', layout(1, 0));
-      const d0 = await make('decode', layout(2, 0));
-      const d1 = await make('decode', layout(2, 1));
-      const room = 31n;
-      const bootstrap = { host: '127.0.0.1', port, room };
-      fillPrefill(MODEL, p.memory, room, PAGES, 1);
-      const sender = p.manager.createSender(bootstrap);
-      sender.init(PAGES.length, 1);
-      const r0 = d0.manager.createReceiver(bootstrap);
-      const r1 = d1.manager.createReceiver(bootstrap);
-      await Promise.all([r0.init(DEST, 2), r1.init(DEST, 2)]);
-      await sender.cell.reached(KVStatus.WaitingForInput, { timeoutMs: 10_000 });
+      const { decodes: [d0, d1], senders: [sender], receivers: [r0, r1] } = await openRoom(make, port, 31n, { prefill: [layout(1, 0)], decode: [layout(2, 0), layout(2, 1)] });
 
       const parked = gated.arm({ hold: d0.engine.segmentName, fail: d1.engine.segmentName });
       const sendSettled = { ms: 0 };
@@ -116,16 +111,7 @@ test("a write its transport holds past the deadline and the engine's grace: the 
   // (TIMEOUT, details.settled: false); the transport goes on holding it past that.
   await withInProcessRanks({ model: MODEL, engine, timeouts: { ...FAST, transferMs: 300 } }, async (make, port) => {
     try {
-      const p = await make('prefill', layout(1, 0));
-      const d = await make('decode', layout(1, 0));
-      const room = 32n;
-      const bootstrap = { host: '127.0.0.1', port, room };
-      fillPrefill(MODEL, p.memory, room, PAGES, 1);
-      const sender = p.manager.createSender(bootstrap);
-      sender.init(PAGES.length, 1);
-      const receiver = d.manager.createReceiver(bootstrap);
-      await receiver.init(DEST, 2);
-      await sender.cell.reached(KVStatus.WaitingForInput, { timeoutMs: 10_000 });
+      const { decodes: [d], senders: [sender], receivers: [receiver] } = await openRoom(make, port, 32n, { prefill: [layout(1, 0)], decode: [layout(1, 0)] });
 
       const parked = gated.arm({ hold: d.engine.segmentName });
       const sending = outcome(sender.send(PAGES, { last: true }));

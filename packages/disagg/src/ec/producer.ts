@@ -1,6 +1,7 @@
 import { TransferError, allocateBatch, codeForStatus, isTransferError, untilSettled, OP_WRITE, type ECItemParams, type ECProducer, type ECTransferParams, type TransferEngine } from '@te/connector';
 import { handleMessage } from '../protocol/handle.js';
 import { engineFor } from '../shared/engine.js';
+import { waitAtMost } from '../shared/wait-at-most.js';
 import { EC_PROTOCOL_VERSION, EC_PULL, PullSchema, type PullMessage, type PullReply } from './messages.js';
 import { TransferPool } from './transfer-pool.js';
 
@@ -181,10 +182,7 @@ export class ECPoolProducer implements ECProducer {
    */
   async close(): Promise<void> {
     this.unhandle();
-    let timer: NodeJS.Timeout | undefined;
-    const waitMs = Math.max(0, this.lastDeadline - Date.now()) + CLOSE_GRACE_MS;
-    await Promise.race([Promise.allSettled([...this.serving]), new Promise((r) => (timer = setTimeout(r, waitMs)))]);
-    clearTimeout(timer);
+    await waitAtMost(Promise.allSettled([...this.serving]), Math.max(0, this.lastDeadline - Date.now()) + CLOSE_GRACE_MS);
     await this.pool.close();
   }
 }

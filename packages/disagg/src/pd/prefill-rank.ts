@@ -9,6 +9,7 @@ import { Heartbeat } from './heartbeat.js';
 import { PrefillSender, type RoomRequest } from './kv-sender.js';
 import { tableOf } from './local-buffers.js';
 import type { PDTimeouts } from './timeouts.js';
+import { waitAtMost } from '../shared/wait-at-most.js';
 import type { SourceSide } from './transfer-plan.js';
 
 // Requests for rooms whose sender does not exist yet are kept this long at most, and at
@@ -278,9 +279,7 @@ export class PrefillRank {
     // Writes settle by their deadline, or later when a transport holds one past it (their
     // decodes are told only then); closing waits for that at most `abortMs`. What is
     // still held keeps its memory marked in use in the engine until the transport lets go.
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([Promise.all(live.map((s) => s.settled())), new Promise((r) => (timer = setTimeout(r, this.timeouts.abortMs)))]);
-    clearTimeout(timer);
+    await waitAtMost(Promise.all(live.map((s) => s.settled())), this.timeouts.abortMs);
     for (const u of this.unhandle) u();
   }
 }
