@@ -1,7 +1,7 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createServer, type Socket } from 'node:net';
-import { PluginRegistry, batchOf, createTransferEngine, isTransferError, type TransferEngine } from '@te/connector';
+import { PluginRegistry, batchOf, createTransferEngine, isTransferError, untilSettled, type TransferEngine } from '@te/connector';
 import { allocFakeDeviceMemory, createFakePlugin, pattern } from '@te/testkit';
 
 // Two fake transports model SGLang's split: GPU KV over an NVLink-class transport,
@@ -91,6 +91,35 @@ test('a split batch settles every part before it rejects', async () => {
     assert.ok(isTransferError(e, 'TRANSFER_FAILED'), String(e));
     assert.ok(Date.now() - started >= 140, 'released only after the slower GPU part settled');
     assert.equal(gd.bytes, pattern(256, 4), 'the GPU part completed');
+  } finally {
+    gpu.faults.reset();
+    tcp.faults.reset();
+  }
+});
+
+test('a split batch whose other part may still write the peer says so on the error it throws', async () => {
+  const [a, b] = [await make(both), await make(both)];
+  const gs = allocFakeDeviceMemory(256);
+  const gd = allocFakeDeviceMemory(256);
+  await a.registerMemory({ addr: gs.addr, length: 256n, device: 'cuda:0' });
+  await b.registerMemory({ addr: gd.addr, length: 256n, device: 'cuda:0' });
+  const hs = await a.registerMemory(new Uint8Array(64));
+  const hd = await b.registerMemory(new Uint8Array(64));
+  // Both parts time out; only the second (TCP) part's transport could not confirm its cancel.
+  gpu.faults.neverComplete = true;
+  tcp.faults.neverComplete = true;
+  tcp.faults.unconfirmedCancel = true;
+  try {
+    const e = await a
+      .transfer(b.segmentName, batchOf([
+        { op: 'write', local: gs.addr, remote: gd.addr, length: 256 },
+        { op: 'write', local: hs.addr, remote: hd.addr, length: 64 },
+      ]), { timeoutMs: 150 })
+      .then(() => undefined, (x: unknown) => x);
+    assert.ok(isTransferError(e, 'TIMEOUT'), String(e));
+    assert.is(e.plugin, 'fake-nvlink', 'the first part\'s error is thrown');
+    assert.is(e.details?.remoteMayBeWritten, true, 'and it carries the other part\'s remoteMayBeWritten');
+    assert.equal(await untilSettled(e), { remoteMayBeWritten: true });
   } finally {
     gpu.faults.reset();
     tcp.faults.reset();

@@ -73,6 +73,45 @@ test('untilSettled: the error of a transfer answered before its transport settle
   }
 });
 
+test('a cancel the transport could not confirm: the error and untilSettled say the peer may still be written; a read or a confirmed cancel does not', async () => {
+  const { a, b, local, remote, close } = await pair();
+  try {
+    await a.openSegment(b.segmentName);
+    fake.faults.neverComplete = true;
+    fake.faults.unconfirmedCancel = true;
+    const w = await a.write(b.segmentName, local, remote, 64, { timeoutMs: 100 }).then(() => undefined, (x: unknown) => x);
+    assert.ok(isTransferError(w, 'TIMEOUT'), String(w));
+    assert.is(w.details?.remoteMayBeWritten, true);
+    assert.equal(await untilSettled(w), { remoteMayBeWritten: true });
+    const r = await a.read(b.segmentName, local, remote, 64, { timeoutMs: 100 }).then(() => undefined, (x: unknown) => x);
+    assert.ok(isTransferError(r, 'TIMEOUT'), String(r));
+    assert.equal(await untilSettled(r), { remoteMayBeWritten: false }, 'a read writes nothing at the peer');
+    fake.faults.unconfirmedCancel = false;
+    const confirmed = await a.write(b.segmentName, local, remote, 64, { timeoutMs: 100 }).then(() => undefined, (x: unknown) => x);
+    assert.equal(await untilSettled(confirmed), { remoteMayBeWritten: false });
+  } finally {
+    await close();
+  }
+});
+
+test('a transport that held a write past its deadline and then gave up unconfirmed: untilSettled resolves with remoteMayBeWritten', async () => {
+  const { a, b, local, remote, close } = await pair();
+  try {
+    const e = await hungWrite(a, b, local, remote);
+    assert.is((e as { details?: Record<string, unknown> }).details?.remoteMayBeWritten, undefined, 'not known when the engine answers');
+    const settling = untilSettled(e);
+    fake.faults.releaseHung({ unconfirmed: true });
+    assert.equal(await settling, { remoteMayBeWritten: true });
+    // One that completes after all: nothing more lands.
+    const again = await hungWrite(a, b, local, remote);
+    const clean = untilSettled(again);
+    fake.faults.releaseHung();
+    assert.equal(await clean, { remoteMayBeWritten: false });
+  } finally {
+    await close();
+  }
+});
+
 test('one batch failing with a connection error does not fail the batch beside it on the same peer', async () => {
   const { a, b, local, remote, close } = await pair();
   try {

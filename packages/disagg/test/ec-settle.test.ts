@@ -14,7 +14,8 @@ import { gatedPlugin } from './gated-transport.js';
  */
 const gated = gatedPlugin('ec-settle-gate');
 
-test('a pull whose write the transport holds past the deadline: the item stays pinned (not evicted, not overwritten) until the transport let go', async () => {
+/** A producer and a consumer, each on its own engine over the gated transport. */
+async function producerAndConsumer(o: { poolBytes: number; loadTimeoutMs: number }) {
   const registry = gated.registry();
   const engines: TransferEngine[] = [];
   const engine = async (): Promise<TransferEngine> => {
@@ -22,9 +23,20 @@ test('a pull whose write the transport holds past the deadline: the item stays p
     engines.push(e);
     return e;
   };
+  const producer = await createECProducer({ engine: await engine(), poolBytes: o.poolBytes, port: 0 });
+  const consumer = await createECConsumer({ engine: await engine(), loadTimeoutMs: o.loadTimeoutMs });
+  const close = async (): Promise<void> => {
+    gated.reset();
+    await consumer.close();
+    await producer.close();
+    for (const e of engines) await e.close();
+  };
+  return { producer, consumer, close };
+}
+
+test('a pull whose write the transport holds past the deadline: the item stays pinned (not evicted, not overwritten) until the transport let go', async () => {
   const KiB = 1024;
-  const producer = await createECProducer({ engine: await engine(), poolBytes: 64 * KiB, port: 0 });
-  const consumer = await createECConsumer({ engine: await engine(), loadTimeoutMs: 300 });
+  const { producer, consumer, close } = await producerAndConsumer({ poolBytes: 64 * KiB, loadTimeoutMs: 300 });
   try {
     const destination = new Uint8Array(48 * KiB);
     const { addr } = await consumer.engine.registerMemory(destination);
@@ -55,10 +67,40 @@ test('a pull whose write the transport holds past the deadline: the item stays p
     await producer.save('b', other);
     assert.is(producer.pool.evictions, 1);
   } finally {
+    await close();
+  }
+});
+
+test("a pull whose write the producer's transport settles unconfirmed: the consumer's failed item says its destination may still be written; a plain failure does not", async () => {
+  const { producer, consumer, close } = await producerAndConsumer({ poolBytes: 64 * 1024, loadTimeoutMs: 5_000 });
+  try {
+    const destination = new Uint8Array(8 * 1024);
+    const { addr } = await consumer.engine.registerMemory(destination);
+    const params = { a: await producer.save('a', new Uint8Array(4 * 1024).fill(1)) };
+
+    const parked = gated.arm({ hold: consumer.engine.segmentName });
+    consumer.startLoad(params, () => ({ addr }));
+    await parked;
+    gated.releaseAll({ unconfirmed: true });
+    const unconfirmed = await consumer.waitForLoad();
+    assert.equal(unconfirmed.failed.map((f) => f.mmHash), ['a']);
+    const why = unconfirmed.failed[0]!.error as TransferError;
+    assert.is(why.code, 'TIMEOUT', why.message);
+    assert.is(why.details?.destinationMayBeWritten, true, `no destinationMayBeWritten: ${why.message}`);
+
+    // A write that failed and settled (nothing more lands): no flag.
     gated.reset();
-    await consumer.close();
-    await producer.close();
-    for (const e of engines) await e.close();
+    const failing = gated.arm({ fail: consumer.engine.segmentName });
+    gated.gate.park!();
+    await failing;
+    consumer.startLoad(params, () => ({ addr }));
+    const plain = await consumer.waitForLoad();
+    assert.equal(plain.failed.map((f) => f.mmHash), ['a']);
+    const plainWhy = plain.failed[0]!.error as TransferError;
+    assert.is(plainWhy.code, 'TRANSFER_FAILED', plainWhy.message);
+    assert.is(plainWhy.details?.destinationMayBeWritten, undefined);
+  } finally {
+    await close();
   }
 });
 

@@ -2,7 +2,9 @@
 // can hold or fail: a held batch ignores its deadline and abort until released, then lands
 // its bytes, as a transport that cannot recall posted writes does. Writes are picked by
 // destination segment (`hold`, `fail`) or by the engine that sends them (`holdFrom`,
-// `failFrom`); a failed one fails once a held one is in the transport.
+// `failFrom`); a failed one fails once a held one is in the transport. Released with
+// `unconfirmed`, a held write is given up instead of landing, and says that its bytes may
+// still land at the peer, as a transport whose peer did not confirm the cancel does.
 import { PLUGIN_API_VERSION, PluginRegistry, TransferError, definePlugin, type BatchResult, type SubmitOptions, type TransferBatch, type TransportContext, type TransportPeer } from '@te/connector';
 import { FakeFaults, FakeTransport } from '@te/testkit';
 
@@ -14,7 +16,7 @@ export interface Gate {
   /** Resolves when a held batch reached the transport (set by `arm`). */
   parked?: Promise<void> | undefined;
   park?: (() => void) | undefined;
-  released: (() => void)[];
+  released: ((unconfirmed: boolean) => void)[];
 }
 
 export interface GatedPlugin {
@@ -22,8 +24,8 @@ export interface GatedPlugin {
   registry: () => PluginRegistry;
   /** Starts a round: `parked` resolves at the next held batch. */
   arm(rules: Pick<Gate, 'hold' | 'fail' | 'holdFrom' | 'failFrom'>): Promise<void>;
-  /** Lets every held batch go on. */
-  releaseAll(): void;
+  /** Lets every held batch go on; with `unconfirmed`, gives them up instead (see above). */
+  releaseAll(options?: { unconfirmed?: boolean }): void;
   /** Releases what is held and clears the rules. */
   reset(): void;
 }
@@ -49,7 +51,11 @@ export function gatedPlugin(name: string): GatedPlugin {
 
     private held(peer: TransportPeer, batch: TransferBatch, options: SubmitOptions): Promise<BatchResult> {
       return new Promise((resolve, reject) => {
-        gate.released.push(() => super.submit(peer, batch, { timeoutMs: options.timeoutMs }).then(resolve, reject));
+        gate.released.push((unconfirmed) => {
+          if (!unconfirmed) return void super.submit(peer, batch, { timeoutMs: options.timeoutMs }).then(resolve, reject);
+          const code = options.signal?.aborted ? 'ABORTED' : 'TIMEOUT';
+          reject(new TransferError(code, 'injected: the peer did not confirm the cancel', { details: { remoteMayBeWritten: true } }));
+        });
         gate.park?.();
       });
     }
@@ -65,8 +71,8 @@ export function gatedPlugin(name: string): GatedPlugin {
     probe: () => ({ available: true, details: {} }),
     create: async (context) => new GatedTransport(context, faults),
   });
-  const releaseAll = (): void => {
-    for (const release of gate.released.splice(0)) release();
+  const releaseAll = (options: { unconfirmed?: boolean } = {}): void => {
+    for (const release of gate.released.splice(0)) release(options.unconfirmed === true);
   };
   return {
     gate,

@@ -160,8 +160,75 @@ test('one prefill rank of a room fails while another still writes to the decode:
       const e = await failure;
       assert.ok(failed.ms >= releasedAt, 'Failed came before the held write settled');
       assert.is(e?.code, 'TRANSFER_FAILED', e?.message);
+      assert.is(e?.details?.pagesMayBeWritten, undefined, 'every write settled and nothing more lands');
       assert.is(receiver.status, KVStatus.Failed);
       assert.is((await sent[0])?.code, 'ABORTED', 'rank 0 was told to stop');
+    } finally {
+      gated.releaseAll();
+    }
+  });
+});
+
+test("a prefill whose transport settles a write to the decode without the decode's confirmation: the decode's Failed says its pages may still be written", async () => {
+  await withInProcessRanks({ model: MODEL, engine }, async (make, port) => {
+    try {
+      const { decodes: [d], senders: [sender], receivers: [receiver] } = await openRoom(make, port, 35n, { prefill: [layout(1, 0)], decode: [layout(1, 0)] });
+      const parked = gated.arm({ hold: d.engine.segmentName });
+      const sending = outcome(sender.send(PAGES, { last: true }));
+      await parked;
+      const failure = failureOf(receiver.cell, { ms: 0 });
+      // The prefill gives the room up; its transport settles the write unconfirmed.
+      const aborting = sender.abort('test');
+      gated.releaseAll({ unconfirmed: true });
+      await aborting;
+      assert.is((await sending)?.code, 'ABORTED');
+      const e = await failure;
+      assert.is(e?.code, 'ABORTED', e?.message);
+      assert.is(e!.details?.pagesMayBeWritten, true, `Failed without pagesMayBeWritten: ${e!.message}`);
+      assert.match(e!.message, /pages may still be written/);
+      // An abort that reaches the prefill after it finished the room (as one from a decode
+      // that failed the room itself, and so took no report) gets the same answer.
+      const late = await outcome(receiver.abort('late'));
+      assert.is(late?.details?.pagesMayBeWritten, true, 'the answer to a late abort lost pagesMayBeWritten');
+    } finally {
+      gated.releaseAll();
+    }
+  });
+});
+
+test("a decode's abort answered after an unconfirmed write: abort() rejects and says the pages may still be written", async () => {
+  await withInProcessRanks({ model: MODEL, engine }, async (make, port) => {
+    try {
+      const { decodes: [d], senders: [sender], receivers: [receiver] } = await openRoom(make, port, 36n, { prefill: [layout(1, 0)], decode: [layout(1, 0)] });
+      const parked = gated.arm({ hold: d.engine.segmentName });
+      const sending = outcome(sender.send(PAGES, { last: true }));
+      await parked;
+      const aborting = outcome(receiver.abort('test'));
+      await sleep(200); // the abort reached the prefill, which waits for the held write
+      gated.releaseAll({ unconfirmed: true });
+      const e = await aborting;
+      assert.ok(e, 'abort() resolved: the decode would free pages a write may still land in');
+      assert.is(e.code, 'ABORTED', e.message);
+      assert.is(e.details?.pagesMayBeWritten, true);
+      assert.is((await sending)?.code, 'ABORTED');
+    } finally {
+      gated.releaseAll();
+    }
+  });
+});
+
+test('prefill TP 2 into decode TP 1: rank 1 fails, rank 0 settles its write unconfirmed; the Failed the decode shows says its pages may still be written', async () => {
+  await withInProcessRanks({ model: MODEL, engine }, async (make, port) => {
+    try {
+      const { receiver, sent } = await twoRanksIntoOne(make, port, 37n);
+      const failure = failureOf(receiver.cell, { ms: 0 });
+      assert.is((await sent[1])?.code, 'TRANSFER_FAILED');
+      await sleep(200); // the decode's abort reached rank 0, which waits for its held write
+      gated.releaseAll({ unconfirmed: true });
+      const e = await failure;
+      assert.is(e?.code, 'TRANSFER_FAILED', e?.message);
+      assert.is(e!.details?.pagesMayBeWritten, true, `Failed without pagesMayBeWritten: ${e!.message}`);
+      await Promise.all(sent);
     } finally {
       gated.releaseAll();
     }

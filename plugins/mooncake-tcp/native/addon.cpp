@@ -96,7 +96,7 @@ class TcpTransport : public te::napi::TransportWrap<TcpTransport, tetcp::Transpo
           msg = b->error;
         }
         unhold(env);
-        te::napi::call_on_batch(env, on_batch_, e.id, bs, statuses, bytes, msg);
+        te::napi::call_on_batch(env, on_batch_, e.id, bs, statuses, bytes, msg, b->remote_unconfirmed.load(std::memory_order_acquire));
         break;
       }
       case Event::OPEN:

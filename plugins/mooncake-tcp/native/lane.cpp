@@ -175,17 +175,28 @@ void Lane::drop_for_cancel(int64_t grace) {
     revoking_.assign(cancelled.begin(), cancelled.end());
   } else {
     const std::string why = revoke_why_ + " before the batch settled (this peer cannot confirm that bytes already on their way were discarded)";
-    for (Slice* s : cancelled) settle(s, s->batch->cancel_status.load(), why.c_str());
+    for (Slice* s : cancelled) {
+      mark_unconfirmed(s);
+      settle(s, s->batch->cancel_status.load(), why.c_str());
+    }
   }
   fail_cancelled_pending();
   if ((!pending_.empty() || !revoking_.empty()) && fd_ < 0 && !closed) start_connect();
 }
 
-void Lane::settle_revoking(const std::string& how) {
+void Lane::settle_revoking(const std::string& how, bool confirmed) {
   std::vector<Slice*> done;
   done.swap(revoking_);
   const std::string why = revoke_why_ + "; " + how;
-  for (Slice* s : done) settle(s, s->batch->cancel_status.load(), why.c_str());
+  for (Slice* s : done) {
+    if (!confirmed) mark_unconfirmed(s);
+    settle(s, s->batch->cancel_status.load(), why.c_str());
+  }
+}
+
+void Lane::mark_unconfirmed(Slice* s) {
+  // Before the settle: the batch's last settle hands it to the JS thread.
+  if (s->op == OP_WRITE) s->batch->remote_unconfirmed.store(true, std::memory_order_release);
 }
 
 void Lane::set_interest() {
@@ -250,6 +261,9 @@ void Lane::on_tick(int64_t now) {
 }
 
 void Lane::on_shutdown() {
+  // Sent and not yet answered: the reset that closing sends travels behind these bytes, and
+  // nobody is left to ask the target whether it applied them.
+  for (Slice* s : inflight_) mark_unconfirmed(s);
   fail(te::TE_ABORTED, "transport closed");
   closed = true;
   loop_->retire(this, false);

@@ -63,8 +63,13 @@ class Lane : public IoHandler {
   /** The target answered the REVOKE with `status`: the revoked slices settle, the lane is ready. */
   void on_revoke_answer(int32_t status);
   void reached_ready();
-  /** Settles the slices whose connection was reset after a cancel; `how` says whether the peer confirmed. */
-  void settle_revoking(const std::string& how);
+  /**
+   * Settles the slices whose connection was reset after a cancel; `how` says whether the
+   * peer confirmed. Unconfirmed WRITEs mark their batch: their bytes may still land.
+   */
+  void settle_revoking(const std::string& how, bool confirmed = false);
+  /** A WRITE slice settles while its bytes, already sent, may still land at the peer. */
+  static void mark_unconfirmed(Slice* s);
   /** Worker thread: copies device slice `s` into `stager` (the tx staging buffer). */
   static te::Status stage_write(Transport* owner, Stager* stager, Slice* s, std::string* why);
   /** Hands the copy of device slice `s` (at tx_index_, nothing of it sent) to a worker. */

@@ -131,7 +131,8 @@ void Lane::on_revoke_answer(int32_t status) {
   if (!revoking_.empty())
     settle_revoking(status == te::TE_OK ? "the peer confirmed that nothing more of it is applied"
                                       : std::string("the peer refused to confirm that nothing more of it is applied (") +
-                                            te::status_name(status) + "): bytes already on their way may still have landed");
+                                            te::status_name(status) + "): bytes already on their way may still have landed",
+                    status == te::TE_OK);
   reached_ready();
 }
 

@@ -97,6 +97,9 @@ struct Batch {
   std::atomic<int64_t> cancel_at{0};
   std::atomic<int32_t> batch_status{0};
   std::atomic<bool> notify_sent{false};
+  // A WRITE of this batch settled while bytes it had already sent may still land at the peer
+  // (the peer did not confirm a cancel, or the transport closed with them on their way).
+  std::atomic<bool> remote_unconfirmed{false};
   bool has_notify = false;
   std::vector<uint8_t> notify;
   Slice notify_slice;

@@ -36,9 +36,11 @@ export interface NativeCallbacks {
   /**
    * A batch is terminal. `batchStatus` is 0, the cancel status (TIMEOUT/ABORTED) or the
    * notification's failure; `statuses` has one status per request; `bytes` counts the
-   * bytes of OK requests; `message` describes the first failure.
+   * bytes of OK requests; `message` describes the first failure. `remoteMayBeWritten`: a
+   * WRITE settled while bytes it had sent may still land at the peer (a cancel the peer did
+   * not confirm, or the transport closed with them on their way).
    */
-  onBatch(batchId: number, batchStatus: number, statuses: Int32Array, bytes: bigint, message: string): void;
+  onBatch(batchId: number, batchStatus: number, statuses: Int32Array, bytes: bigint, message: string, remoteMayBeWritten: boolean): void;
   /** openPeer finished connecting every lane (status 0) or failed. */
   onOpen(peerId: number, status: number, message: string): void;
   /** A peer's notification arrived (after all its batch's bytes landed here). */

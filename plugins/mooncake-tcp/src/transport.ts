@@ -102,7 +102,7 @@ export class MooncakeTcpTransport implements Transport {
         ...(options.authSecret ?? context.secret ? { authSecret: Buffer.from((options.authSecret ?? context.secret)!, 'utf8') } : {}),
       },
       {
-        onBatch: (id, batchStatus, statuses, bytes, message) => this.#batches.complete(id, batchStatus, statuses, bytes, message),
+        onBatch: (id, batchStatus, statuses, bytes, message, remoteMayBeWritten) => this.#batches.complete(id, batchStatus, statuses, bytes, message, remoteMayBeWritten),
         onOpen: (id, status, message) => this.#onOpen(id, status, message),
         onNotify: (from, payload) => this.#onNotify(from, payload),
         onLog: (level, message) => context.log(level, `[${PLUGIN_NAME}] ${message}`),

@@ -108,11 +108,11 @@ export async function stopped(pid: number, deadlineMs = 5000): Promise<void> {
   }
 }
 
-export async function rejectsWith(p: Promise<unknown>, code: string | string[]): Promise<Error & { code: string }> {
+export async function rejectsWith(p: Promise<unknown>, code: string | string[]): Promise<Error & { code: string; details?: Record<string, unknown> }> {
   try {
     await p;
   } catch (e) {
-    const err = e as Error & { code: string };
+    const err = e as Error & { code: string; details?: Record<string, unknown> };
     const codes = Array.isArray(code) ? code : [code];
     if (!codes.includes(err.code)) throw new Error(`expected ${codes.join('|')}, got ${err.code}: ${err.message}`);
     return err;

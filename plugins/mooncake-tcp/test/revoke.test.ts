@@ -153,12 +153,12 @@ async function fakeTarget(o: { features: number | null; onRevoke: 'confirm' | 'r
   };
 }
 
-async function cancelAgainst(fake: FakeTarget, connectTimeoutMs = 3000): Promise<{ code: string; message: string }> {
+async function cancelAgainst(fake: FakeTarget, connectTimeoutMs = 3000, op: 'write' | 'read' = 'write'): Promise<{ code: string; message: string; remoteMayBeWritten: unknown }> {
   const local = await localTransport(MiB, { lanesPerPeer: 1, cancelGraceMs: 20, connectTimeoutMs });
   try {
     const peer = await local.transport.openPeer(fake.descriptor);
-    const e = await rejectsWith(local.transport.submit(peer, batchOf([{ op: 'write', local: local.addr, remote: 1n << 40n, length: 64 * 1024 }]), { timeoutMs: 100 }), 'TIMEOUT');
-    return { code: e.code, message: e.message };
+    const e = await rejectsWith(local.transport.submit(peer, batchOf([{ op, local: local.addr, remote: 1n << 40n, length: 64 * 1024 }]), { timeoutMs: 100 }), 'TIMEOUT');
+    return { code: e.code, message: e.message, remoteMayBeWritten: e.details?.remoteMayBeWritten };
   } finally {
     await local.transport.close();
     fake.server.close();
@@ -167,8 +167,9 @@ async function cancelAgainst(fake: FakeTarget, connectTimeoutMs = 3000): Promise
 
 test('the initiator names the reset connection in its REVOKE, and settles once the target confirmed', async () => {
   const fake = await fakeTarget({ features: FEATURE_REVOKE, onRevoke: 'confirm' });
-  const { message } = await cancelAgainst(fake);
+  const { message, remoteMayBeWritten } = await cancelAgainst(fake);
   assert.match(message, /timed out; .*connection was reset; the peer confirmed that nothing more of it is applied/);
+  assert.is(remoteMayBeWritten, undefined, 'a confirmed cancel does not say the peer may still be written');
   assert.is(fake.revokes.length, 1, 'one REVOKE');
   assert.is(fake.hellos.length, 2, 'sent first on a second connection');
   assert.equal(fake.revokes[0], fake.hellos[0], "it names the first connection's HELLO nonce");
@@ -176,18 +177,49 @@ test('the initiator names the reset connection in its REVOKE, and settles once t
 
 test('a target of an earlier build (no feature byte) is not asked: the batch settles after the reset, as before', async () => {
   const fake = await fakeTarget({ features: null, onRevoke: 'confirm' });
-  const { message } = await cancelAgainst(fake);
+  const { message, remoteMayBeWritten } = await cancelAgainst(fake);
   assert.match(message, /this peer cannot confirm that bytes already on their way were discarded/);
+  assert.is(remoteMayBeWritten, true, 'details.remoteMayBeWritten');
   assert.is(fake.revokes.length, 0, 'no REVOKE sent');
 });
 
 test('a refused REVOKE, or one never answered, still settles the batch with its code (no hang past connectTimeoutMs)', async () => {
   const refusing = await fakeTarget({ features: FEATURE_REVOKE, onRevoke: 'refuse' });
-  assert.match((await cancelAgainst(refusing)).message, /the peer refused to confirm .*\(INVALID_ARGUMENT\): bytes already on their way may still have landed/);
+  const refused = await cancelAgainst(refusing);
+  assert.match(refused.message, /the peer refused to confirm .*\(INVALID_ARGUMENT\): bytes already on their way may still have landed/);
+  assert.is(refused.remoteMayBeWritten, true, 'refused: details.remoteMayBeWritten');
   assert.is(refusing.revokes.length, 1);
   const silent = await fakeTarget({ features: FEATURE_REVOKE, onRevoke: 'ignore' });
-  assert.match((await cancelAgainst(silent, 500)).message, /the peer did not confirm within 20 ms .*may still land/);
+  const unanswered = await cancelAgainst(silent, 500);
+  assert.match(unanswered.message, /the peer did not confirm within 20 ms .*may still land/);
+  assert.is(unanswered.remoteMayBeWritten, true, 'unanswered: details.remoteMayBeWritten');
   assert.is(silent.revokes.length, 1);
+});
+
+test('an unconfirmed cancel of a READ does not say the peer may be written (a READ writes only here, and nothing more is received)', async () => {
+  const silent = await fakeTarget({ features: FEATURE_REVOKE, onRevoke: 'ignore' });
+  const r = await cancelAgainst(silent, 500, 'read');
+  assert.match(r.message, /the peer did not confirm within 20 ms/);
+  assert.is(r.remoteMayBeWritten, undefined);
+});
+
+test('closing the transport with a WRITE sent and unanswered says its bytes may still land at the peer', async () => {
+  const silent = await fakeTarget({ features: FEATURE_REVOKE, onRevoke: 'ignore' });
+  const local = await localTransport(MiB, { lanesPerPeer: 1 });
+  try {
+    const peer = await local.transport.openPeer(silent.descriptor);
+    const write = local.transport.submit(peer, batchOf([{ op: 'write', local: local.addr, remote: 1n << 40n, length: 64 * 1024 }]), { timeoutMs: 30_000 });
+    const read = local.transport.submit(peer, batchOf([{ op: 'read', local: local.addr + 65536n, remote: 1n << 40n, length: 4096 }]), { timeoutMs: 30_000 });
+    const outcomes = [rejectsWith(write, 'ABORTED'), rejectsWith(read, 'ABORTED')] as const;
+    await new Promise((r) => setTimeout(r, 200)); // both sent (the target swallows them)
+    await local.transport.close();
+    const w = await outcomes[0];
+    assert.is(w.details?.remoteMayBeWritten, true, 'the write: details.remoteMayBeWritten');
+    const rd = await outcomes[1];
+    assert.is(rd.details?.remoteMayBeWritten, undefined, 'the read: not flagged');
+  } finally {
+    silent.server.close();
+  }
 });
 
 test.run();

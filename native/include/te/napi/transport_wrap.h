@@ -77,11 +77,16 @@ inline Napi::Int32Array int32_array(Napi::Env env, const std::vector<int32_t>& v
   return a;
 }
 
-/** onBatch(id, status, statuses, bytes: bigint, message). */
+/**
+ * onBatch(id, status, statuses, bytes: bigint, message, remoteMayBeWritten: boolean).
+ * `remote_may_be_written`: a write of the batch settled while bytes it had already sent may
+ * still land at the peer (the peer did not confirm that it discarded them).
+ */
 inline void call_on_batch(Napi::Env env, const Napi::FunctionReference& fn, uint64_t id, int32_t status,
-                          Napi::Int32Array statuses, uint64_t bytes, const std::string& message) {
+                          Napi::Int32Array statuses, uint64_t bytes, const std::string& message,
+                          bool remote_may_be_written = false) {
   fn.Call({Napi::Number::New(env, static_cast<double>(id)), Napi::Number::New(env, status), statuses,
-           Napi::BigInt::New(env, bytes), Napi::String::New(env, message)});
+           Napi::BigInt::New(env, bytes), Napi::String::New(env, message), Napi::Boolean::New(env, remote_may_be_written)});
 }
 
 /** onOpen / onCheck(id, status, message). */

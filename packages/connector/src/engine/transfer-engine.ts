@@ -21,7 +21,7 @@ import { BatchStats } from './batch-stats.js';
 import type { AllocatedHandle, CreateEngineOptions, MemoryHandle, MemoryTarget, RegisterOptions, TransferOptions } from './engine-api.js';
 import { registrationRequest, toBigInt } from './registration-request.js';
 import { RegionPins, beforeDeadline, submitWithWatchdog } from './watchdog.js';
-import { attachSettlement } from '../errors/settlement.js';
+import { attachSettlement, markRemoteMayBeWritten, remoteMayBeWritten } from '../errors/settlement.js';
 import { startMetricLog } from '../metrics/periodic-log.js';
 import { commonTransports, planRoutes, type EngineTransport, type Route } from './router.js';
 
@@ -397,13 +397,18 @@ export class TransferEngine {
           return result;
         }),
       );
-      const rejected = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-      if (rejected) throw rejected.reason;
+      const rejected = settled.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+      if (rejected.length > 0) {
+        // The first part's error is thrown; if another part's write may still land at the
+        // peer, the thrown error says so too.
+        if (rejected.some((r) => remoteMayBeWritten(r.reason))) markRemoteMayBeWritten(rejected[0]!.reason);
+        throw rejected[0]!.reason;
+      }
       for (const r of settled as PromiseFulfilledResult<BatchResult>[]) bytes += r.value.bytes;
       if (trailing && statuses.every((st) => st === 0)) await submitVia(notifier!, batchOf([]), notify);
     } catch (error) {
       // Whichever part's error is thrown, the caller may wait for every transport to let go.
-      if (unsettled.length > 0 && typeof error === 'object' && error !== null) attachSettlement(error, Promise.allSettled(unsettled));
+      if (unsettled.length > 0 && typeof error === 'object' && error !== null) attachSettlement(error, unsettled);
       this.stats.count(plan.routes, batch, false);
       settle(isTransferError(error) ? error.code : 'INTERNAL', 0n);
       this.peers.release(state);

@@ -53,8 +53,10 @@ export class BatchTracker {
    * Settles a batch from its native completion. A batch-level status, or any request
    * failing with a peer/connection/system status (≤ -100), rejects with `statuses`
    * attached; per-request argument and memory failures (-1..-99) resolve in `statuses`.
+   * `remoteMayBeWritten`: native code settled a write whose bytes, already sent, may still
+   * land at the peer (it could not confirm they were discarded); the error's details say so.
    */
-  complete(id: number, batchStatus: number, statuses: Int32Array, bytes: bigint, message = ''): void {
+  complete(id: number, batchStatus: number, statuses: Int32Array, bytes: bigint, message = '', remoteMayBeWritten = false): void {
     const b = this.pending.get(id);
     if (!b) return;
     this.pending.delete(id);
@@ -76,7 +78,9 @@ export class BatchTracker {
     const what = status === NATIVE_STATUS.TIMEOUT ? `batch to "${b.peer}" timed out` : status === NATIVE_STATUS.ABORTED ? `batch to "${b.peer}" aborted` : `batch to "${b.peer}" failed`;
     // A cancel's own reason (what the transport did with slices still in flight) follows it.
     const text = !message ? what : status === NATIVE_STATUS.TIMEOUT || status === NATIVE_STATUS.ABORTED ? `${what}; ${message}` : `${what}: ${message}`;
-    b.reject(TransferError.fromStatus(status, text, { plugin: this.plugin, statuses, details: { peer: b.peer, bytes } }));
+    const details: Record<string, unknown> = { peer: b.peer, bytes };
+    if (remoteMayBeWritten) details.remoteMayBeWritten = true;
+    b.reject(TransferError.fromStatus(status, text, { plugin: this.plugin, statuses, details }));
   }
 
   /** Rejects every pending batch (the transport closed and native code will not complete them). */

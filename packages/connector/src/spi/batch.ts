@@ -78,7 +78,10 @@ export function batchBytes(batch: TransferBatch): bigint {
 export interface SubmitOptions {
   /** Milliseconds until the batch fails with TIMEOUT; no batch is without a deadline. */
   timeoutMs: number;
-  /** Aborting fails the batch with ABORTED; bytes already on the wire may still land on the peer. */
+  /**
+   * Aborting fails the batch with ABORTED once the transport settled it; a write whose
+   * bytes may still land at the peer after that is marked `details.remoteMayBeWritten`.
+   */
   signal?: AbortSignal;
   /** Delivered to the peer after every byte of the batch landed (requires the `notifications` capability). */
   notify?: Uint8Array;

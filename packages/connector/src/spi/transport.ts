@@ -75,6 +75,11 @@ export interface Transport {
    * which in the rejection's message. Until then the engine answers the caller at the
    * deadline plus a grace period with TIMEOUT and `details.settled: false`, and keeps the
    * batch's local memory in use (unregistering it is refused with MEMORY_IN_USE).
+   * The one exception a transport may make, and must then declare: when it settles a
+   * write whose bytes it already sent without knowing that the peer discarded them (the
+   * peer did not confirm a cancel in time), it rejects with `details.remoteMayBeWritten:
+   * true`. The engine keeps that on the error it throws, and protocols tell the peer whose
+   * memory it concerns (see `untilSettled`).
    * A batch may be empty when `notify` is set (a notification alone).
    */
   submit(peer: TransportPeer, batch: TransferBatch, options: SubmitOptions): Promise<BatchResult>;

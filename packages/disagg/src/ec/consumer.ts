@@ -85,7 +85,12 @@ export class ECPullConsumer implements ECConsumer {
       items.forEach((x, i) => {
         const r = reply.results[i];
         if (r?.ok) out.loaded.push(x.hash);
-        else out.failed.push({ mmHash: x.hash, error: new TransferError(r?.code && isTransferErrorCode(r.code) ? r.code : 'TRANSFER_FAILED', `item ${x.hash} from ${segment}: ${r?.message ?? 'no result'}`) });
+        else {
+          const code = r?.code && isTransferErrorCode(r.code) ? r.code : 'TRANSFER_FAILED';
+          // The producer's transport settled its write without knowing it stopped landing.
+          const details = r?.destinationMayBeWritten === true ? { details: { destinationMayBeWritten: true } } : {};
+          out.failed.push({ mmHash: x.hash, error: new TransferError(code, `item ${x.hash} from ${segment}: ${r?.message ?? 'no result'}`, details) });
+        }
       });
     } catch (e) {
       const code = isTransferError(e) ? e.code : 'TRANSFER_FAILED';

@@ -23,6 +23,15 @@ export const PullSchema = Type.Object({
 export type PullMessage = Static<typeof PullSchema>;
 
 export const PullReplySchema = Type.Object({
-  results: Type.Array(Type.Object({ ok: Type.Boolean(), code: Type.Optional(Type.String({ maxLength: 64 })), message: Type.Optional(Type.String({ maxLength: 2000 })) }), { maxItems: MAX_ITEMS_PER_PULL }),
+  results: Type.Array(
+    Type.Object({
+      ok: Type.Boolean(),
+      code: Type.Optional(Type.String({ maxLength: 64 })),
+      message: Type.Optional(Type.String({ maxLength: 2000 })),
+      /** Failed only: the producer's write may still land in the destination (its transport could not confirm the cancel). */
+      destinationMayBeWritten: Type.Optional(Type.Boolean()),
+    }),
+    { maxItems: MAX_ITEMS_PER_PULL },
+  ),
 });
 export type PullReply = Static<typeof PullReplySchema>;

@@ -160,11 +160,15 @@ export class ECPoolProducer implements ECProducer {
       } catch (e) {
         // A batch the engine gave up on at its deadline may still be read by its transport
         // (and written into the consumer): the items stay pinned, and the answer waits.
-        await untilSettled(e);
+        const { remoteMayBeWritten } = await untilSettled(e);
         const error = isTransferError(e) ? e : new TransferError('INTERNAL', (e as Error).message);
         present.forEach((i, j) => {
           const st = error.statuses?.[j];
-          results[i] = st === 0 ? { ok: true } : { ok: false, code: st !== undefined ? codeForStatus(st) : error.code, message: error.message.slice(0, 2000) };
+          if (st === 0) results[i] = { ok: true };
+          else {
+            results[i] = { ok: false, code: st !== undefined ? codeForStatus(st) : error.code, message: error.message.slice(0, 2000) };
+            if (remoteMayBeWritten) results[i]!.destinationMayBeWritten = true;
+          }
         });
       }
       return { results };

@@ -1,5 +1,6 @@
 import { KVStatus, StatusCell, TransferError, isTransferError, type BootstrapInfo, type KVReceiver } from '@te/connector';
 import { MSG, PD_PROTOCOL_VERSION, type AbortMessage, type RequestMessage, type StatusMessage } from '../protocol/messages.js';
+import { pagesMayBeWrittenReply } from './abort-reply.js';
 import type { DecodeRank } from './decode-rank.js';
 import { planTargets, type TargetPlan } from './targets.js';
 
@@ -132,7 +133,9 @@ export class DecodeReceiver implements KVReceiver {
     if (this.failing) return;
     if (m.status === KVStatus.Failed) {
       // The other prefill ranks of the room stop writing to it and report Failed, not Success.
-      void this.failAndAbort(new TransferError(m.code && /^[A-Z_]+$/.test(m.code) ? (m.code as 'TRANSFER_FAILED') : 'TRANSFER_FAILED', `room ${this.room}: prefill rank tp=${m.prefillTpRank} pp=${m.prefillPpRank} failed: ${m.message ?? 'no reason given'}`, { details: { room: this.room, fromPeer: true } }));
+      const code = m.code && /^[A-Z_]+$/.test(m.code) ? (m.code as 'TRANSFER_FAILED') : 'TRANSFER_FAILED';
+      const error = new TransferError(code, `room ${this.room}: prefill rank tp=${m.prefillTpRank} pp=${m.prefillPpRank} failed: ${m.message ?? 'no reason given'}`, { details: { room: this.room, fromPeer: true } });
+      void this.failAndAbort(m.pagesMayBeWritten === true ? mayStillBeWritten(error, this.room) : error);
       return;
     }
     const from = `${m.prefillTpRank}/${m.prefillPpRank}`;
@@ -169,7 +172,7 @@ export class DecodeReceiver implements KVReceiver {
     this.failing = this.resolved
       .then((targets) => this.sendAborts(targets, error.message))
       .then(
-        () => this.fail(error),
+        (written) => this.fail(written ? mayStillBeWritten(error, this.room) : error),
         (e: unknown) => this.fail(new TransferError(error.code, `${error.message}; ${(e as Error).message}`, { cause: error, details: { room: this.room, pagesMayBeWritten: true } })),
       );
     return this.failing;
@@ -180,13 +183,19 @@ export class DecodeReceiver implements KVReceiver {
     this.rank.forget(this);
   }
 
-  private async sendAborts(targets: ResolvedTarget[], reason: string): Promise<void> {
+  /**
+   * Asks every prefill rank to stop; resolves once each acknowledged (or is unreachable),
+   * with whether one said a settled write may still land in the pages. Rejects when one
+   * did not acknowledge.
+   */
+  private async sendAborts(targets: ResolvedTarget[], reason: string): Promise<boolean> {
     const msg: AbortMessage = { v: PD_PROTOCOL_VERSION, room: this.room, decodeSegment: this.rank.engine.segmentName, reason: reason.slice(0, 2000) };
     const results = await Promise.allSettled(targets.map((t) => this.rank.engine.controlClient(t.segment).request(MSG.abort, msg, this.rank.timeouts.abortMs)));
     const unsafe = results.find((r): r is PromiseRejectedResult => r.status === 'rejected' && !isTransferError(r.reason, 'PEER_UNREACHABLE'));
     if (unsafe) {
       throw new TransferError('TIMEOUT', `room ${this.room}: a prefill rank did not acknowledge the abort (${(unsafe.reason as Error).message}); its pages may still be written`, { cause: unsafe.reason, details: { room: this.room } });
     }
+    return results.some((r) => r.status === 'fulfilled' && pagesMayBeWrittenReply(r.value));
   }
 
   /**
@@ -199,6 +208,20 @@ export class DecodeReceiver implements KVReceiver {
     this.fail(new TransferError('ABORTED', `room ${this.room}: ${reason}`, { details: { room: this.room } }));
     if (wasSuccess || !this.requested) return;
     const targets = await this.resolved.catch(() => [] as ResolvedTarget[]);
-    await this.sendAborts(targets, reason);
+    if (await this.sendAborts(targets, reason)) {
+      throw mayStillBeWritten(new TransferError('ABORTED', `room ${this.room}: ${reason}`), this.room);
+    }
   }
+}
+
+/**
+ * The room's error once a prefill rank said a write of it may still land in the pages (its
+ * transport settled a cancel the decode's side did not confirm): the pages must not be reused yet.
+ */
+function mayStillBeWritten(error: TransferError, room: bigint): TransferError {
+  if (error.details?.pagesMayBeWritten === true) return error;
+  return new TransferError(error.code, `${error.message}; a prefill rank's transport could not confirm that its cancelled writes were discarded: the pages may still be written`, {
+    cause: error,
+    details: { ...error.details, room, pagesMayBeWritten: true },
+  });
 }

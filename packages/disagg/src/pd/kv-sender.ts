@@ -34,6 +34,8 @@ export class PrefillSender implements KVSender {
   private readonly stop = new AbortController();
   /** Every batch this room submitted that has not settled yet (the decodes' pages are in use). */
   private readonly inflight = new Set<Promise<unknown>>();
+  /** Decode segments a settled write of this room may still land in (a cancel its transport could not confirm). */
+  private readonly mayStillLand = new Set<string>();
   private readonly bootstrapTimer: NodeJS.Timeout;
   bytes = 0;
 
@@ -136,7 +138,12 @@ export class PrefillSender implements KVSender {
     const transfer = this.rank.engine.transfer(dest.segment, batch, { timeoutMs: this.rank.timeouts.transferMs, signal: this.stop.signal });
     // In flight until the transport let go, which for a batch the engine gave up on at its
     // deadline comes later than the answer: the decode may free its pages only then.
-    const settlement = transfer.then(() => undefined, (e: unknown) => untilSettled(e));
+    const settlement = transfer.then(
+      () => undefined,
+      async (e: unknown) => {
+        if ((await untilSettled(e)).remoteMayBeWritten) this.mayStillLand.add(dest.segment);
+      },
+    );
     this.inflight.add(settlement);
     void settlement.then(() => this.inflight.delete(settlement));
     try {
@@ -185,6 +192,7 @@ export class PrefillSender implements KVSender {
     if (error) {
       msg.code = error.code;
       msg.message = error.message.slice(0, 2000);
+      if (this.mayStillLand.has(rr.dest.segment)) msg.pagesMayBeWritten = true;
     }
     return this.rank.engine.controlClient(rr.dest.segment).request(MSG.status, msg, this.rank.timeouts.heartbeatMs * 2);
   }
@@ -204,6 +212,14 @@ export class PrefillSender implements KVSender {
       for (const rr of this.requests.values()) this.report(rr, KVStatus.Failed, error).catch(() => undefined);
       this.rank.forget(this);
     });
+  }
+
+  /**
+   * The decode segments a write of this room may still land in although it settled: its
+   * transport could not confirm the cancel. Complete once `settled()` resolved.
+   */
+  pagesMayBeWritten(): ReadonlySet<string> {
+    return this.mayStillLand;
   }
 
   /** Resolves once no write of this room is in flight (the engine's settle guarantee). */

@@ -3,7 +3,7 @@ import { BootstrapClient } from '../bootstrap/client.js';
 import type { RankDirectory } from '../bootstrap/directory.js';
 import type { RankRegistration } from '../bootstrap/schema.js';
 import { handleMessage } from '../protocol/handle.js';
-import { AbortSchema, MSG, PD_PROTOCOL_VERSION, PingSchema, RegisterSchema, RequestSchema, type AbortMessage, type RequestMessage } from '../protocol/messages.js';
+import { AbortSchema, MSG, PD_PROTOCOL_VERSION, PingSchema, RegisterSchema, RequestSchema, type AbortMessage, type AbortReply, type RequestMessage } from '../protocol/messages.js';
 import { acceptDestination, type Destination } from './destination.js';
 import { Heartbeat } from './heartbeat.js';
 import { PrefillSender, type RoomRequest } from './kv-sender.js';
@@ -40,6 +40,8 @@ export class PrefillRank {
   private readonly pending = new Map<bigint, { requests: RoomRequest[]; at: number }>();
   /** Rooms that can no longer succeed here (aborted by the decode, or refused), with why. */
   private readonly aborted = new Map<bigint, { at: number; error: TransferError }>();
+  /** Finished rooms with a write that settled unconfirmed, and the decodes it may still land in (for a late abort). */
+  private readonly unconfirmed = new Map<bigint, { at: number; segments: ReadonlySet<string> }>();
   private readonly unhandle: (() => void)[] = [];
   private readonly heartbeat: Heartbeat;
   private readonly sweeper: NodeJS.Timeout;
@@ -132,6 +134,8 @@ export class PrefillRank {
 
   forget(sender: PrefillSender): void {
     if (this.senders.get(sender.room) === sender) this.senders.delete(sender.room);
+    const segments = sender.pagesMayBeWritten();
+    if (segments.size > 0 && this.unconfirmed.size < MAX_PENDING_ROOMS) this.unconfirmed.set(sender.room, { at: Date.now(), segments });
     if (sender.destinations().some((d) => d.lost)) this.dropLost();
   }
 
@@ -238,16 +242,20 @@ export class PrefillRank {
     if (this.aborted.size < MAX_PENDING_ROOMS) this.aborted.set(room, { at: Date.now(), error });
   }
 
-  private async onAbort(m: AbortMessage): Promise<{ settled: true; status: number }> {
+  private async onAbort(m: AbortMessage): Promise<AbortReply> {
     const sender = this.senders.get(m.room);
     if (!sender) {
+      // Finished: its Failed report said whether its writes may still land, but a decode
+      // that is failing the room itself takes no report, only this answer.
+      const unconfirmed = this.unconfirmed.get(m.room);
+      if (unconfirmed) return unconfirmed.segments.has(m.decodeSegment) ? { settled: true, status: KVStatus.Failed, pagesMayBeWritten: true } : { settled: true, status: KVStatus.Failed };
       // Not started (or already finished): remember it so a later sender fails at once.
       this.endRoom(m.room, new TransferError('ABORTED', `room ${m.room} was aborted by decode ${m.decodeSegment} before the prefill started it`, { details: { room: m.room } }));
       return { settled: true, status: KVStatus.Failed };
     }
     if (sender.status !== KVStatus.Success) sender.fail(new TransferError('ABORTED', `room ${m.room}: aborted by decode ${m.decodeSegment}${m.reason ? `: ${m.reason}` : ''}`, { details: { room: m.room } }));
     await sender.settled();
-    return { settled: true, status: sender.status };
+    return sender.pagesMayBeWritten().has(m.decodeSegment) ? { settled: true, status: sender.status, pagesMayBeWritten: true } : { settled: true, status: sender.status };
   }
 
   private onDecodeLost(segment: string): void {
@@ -268,6 +276,7 @@ export class PrefillRank {
     const horizon = Date.now() - this.timeouts.bootstrapMs;
     for (const [room, p] of this.pending) if (p.at < horizon) this.pending.delete(room);
     for (const [room, e] of this.aborted) if (e.at < horizon) this.aborted.delete(room);
+    for (const [room, u] of this.unconfirmed) if (u.at < horizon) this.unconfirmed.delete(room);
     this.dropLost();
   }
 

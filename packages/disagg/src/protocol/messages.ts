@@ -95,6 +95,8 @@ export const StatusSchema = Type.Object({
   code: Type.Optional(Type.String({ maxLength: 64 })),
   message: Type.Optional(Type.String({ maxLength: 2000 })),
   bytes: Type.Optional(Type.Number({ minimum: 0 })),
+  /** Failed only: a write of the room to this decode may still land in its pages (its transport could not confirm the cancel). */
+  pagesMayBeWritten: Type.Optional(Type.Boolean()),
 });
 export type StatusMessage = Static<typeof StatusSchema>;
 
@@ -106,5 +108,14 @@ export const AbortSchema = Type.Object({
   reason: Type.Optional(Type.String({ maxLength: 2000 })),
 });
 export type AbortMessage = Static<typeof AbortSchema>;
+
+/** The prefill's answer to an abort, once no write of the room is in flight. */
+export const AbortReplySchema = Type.Object({
+  settled: Type.Literal(true),
+  status: Type.Integer({ minimum: 0, maximum: 4 }),
+  /** A write of the room to this decode may still land in its pages (its transport could not confirm the cancel). */
+  pagesMayBeWritten: Type.Optional(Type.Boolean()),
+});
+export type AbortReply = Static<typeof AbortReplySchema>;
 
 export const PingSchema = Type.Object({ v: Type.Literal(PD_PROTOCOL_VERSION) });

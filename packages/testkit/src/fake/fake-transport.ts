@@ -112,9 +112,15 @@ export class FakeTransport implements Transport {
       if (options.notify && early.result!.statuses.every((s) => s === 0)) fabric.get(key(this.plugin, peer.segment))?.deliver({ from: this.context.segmentName, payload: Uint8Array.from(options.notify) });
       return early.result!;
     };
+    // What a cancel of this batch reports about the peer's memory.
+    const cancelDetails = batch.opcodes.includes(OP_WRITE) ? { details: { remoteMayBeWritten: true } } : {};
     if (this.faults.hang) {
       return new Promise<BatchResult>((resolve, reject) => {
-        this.faults.parkHung(() => {
+        this.faults.parkHung((unconfirmed) => {
+          if (unconfirmed) {
+            reject(new TransferError('TIMEOUT', `batch given up past its ${options.timeoutMs} ms deadline; the peer did not confirm the cancel`, { plugin: this.plugin, ...cancelDetails }));
+            return;
+          }
           try {
             resolve(this.apply(peer, batch, failAt, options.notify));
           } catch (e) {
@@ -142,11 +148,11 @@ export class FakeTransport implements Transport {
       };
       const onAbort = (): void => {
         cleanup();
-        reject(new TransferError('ABORTED', 'batch aborted', { plugin: this.plugin }));
+        reject(new TransferError('ABORTED', 'batch aborted', { plugin: this.plugin, ...(this.faults.unconfirmedCancel ? cancelDetails : {}) }));
       };
       const deadline = setTimeout(() => {
         cleanup();
-        reject(new TransferError('TIMEOUT', `batch did not complete within ${options.timeoutMs} ms`, { plugin: this.plugin }));
+        reject(new TransferError('TIMEOUT', `batch did not complete within ${options.timeoutMs} ms`, { plugin: this.plugin, ...(this.faults.unconfirmedCancel ? cancelDetails : {}) }));
       }, options.timeoutMs);
       const stopDrop = this.faults.onDrop((segment) => {
         if (segment !== peer.segment) return;

@@ -16,7 +16,13 @@ export class FakeFaults {
    * transport, for testing what the engine does when one never lets go of memory.
    */
   hang = false;
-  private readonly hung = new Set<() => void>();
+  private readonly hung = new Set<(unconfirmed: boolean) => void>();
+  /**
+   * A batch with a write that is cancelled (deadline or abort) says that its bytes may still
+   * land at the peer (`details.remoteMayBeWritten`), as a transport does whose peer did not
+   * confirm the cancel.
+   */
+  unconfirmedCancel = false;
   /** Delay before a batch completes, in ms. */
   latencyMs = 0;
   /**
@@ -46,15 +52,18 @@ export class FakeFaults {
   }
 
   /** @internal */
-  parkHung(settle: () => void): void {
+  parkHung(settle: (unconfirmed: boolean) => void): void {
     this.hung.add(settle);
   }
 
-  /** Lets every hung batch complete now. */
-  releaseHung(): void {
+  /**
+   * Lets every hung batch complete now; with `unconfirmed`, the transport gives up on them
+   * instead: TIMEOUT, and batches with a write say their bytes may still land at the peer.
+   */
+  releaseHung(options: { unconfirmed?: boolean } = {}): void {
     const all = [...this.hung];
     this.hung.clear();
-    for (const settle of all) settle();
+    for (const settle of all) settle(options.unconfirmed === true);
   }
 
   onDrop(listener: (segment: string) => void): () => void {
@@ -66,6 +75,7 @@ export class FakeFaults {
     this.failNth = undefined;
     this.neverComplete = false;
     this.hang = false;
+    this.unconfirmedCancel = false;
     this.outOfOrder = false;
     this.latencyMs = 0;
     this.writeEarly = false;
