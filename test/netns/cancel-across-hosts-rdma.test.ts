@@ -16,8 +16,18 @@ const fixture = fileURLToPath(new URL('./fixtures/rdma-endpoint.ts', import.meta
 const MiB = 1024 * 1024;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-for (const provider of ['tcp;ofi_rxm', 'sockets']) {
-  testIf(test, tbfSupport(), `${provider}: a timed-out WRITE over a slow link: after submit rejected, no byte of it lands at the target`, async () => {
+// One 2 MiB request on both providers; and 512 requests of 4 KiB in one batch on
+// tcp;ofi_rxm, which orders writes: there only each batch's last write asks for delivery
+// (its fence) and the others are held for it, and the fence, queued behind the window, is
+// never posted.
+const CASES = [
+  { provider: 'tcp;ofi_rxm', requests: 1 },
+  { provider: 'tcp;ofi_rxm', requests: 512 },
+  { provider: 'sockets', requests: 1 },
+];
+for (const { provider, requests } of CASES) {
+  const what = requests === 1 ? 'a timed-out WRITE' : `a timed-out batch of ${requests} WRITEs`;
+  testIf(test, tbfSupport(), `${provider}: ${what} over a slow link: after submit rejected, no byte of it lands at the target`, async () => {
     await Cluster.with(['initiator', 'target'], async (c) => {
       c.rateLimit('target', { mbit: 8, queueMs: 1000 });
       const env = (host: string, options: Record<string, unknown> = {}) => ({
@@ -28,7 +38,7 @@ for (const provider of ['tcp;ofi_rxm', 'sockets']) {
       const initiator = await c.spawn('initiator', fixture, { env: env('initiator') });
       await target.call('fill', { value: 0 });
       await initiator.call('fill', { value: 0xa5 }); // no zero byte: what landed is what is not zero
-      const r = await initiator.call<{ code: string; message?: string }>('write', { peer: target.info, length: 2 * MiB, timeoutMs: 300 }, 60_000);
+      const r = await initiator.call<{ code: string; message?: string }>('write', { peer: target.info, length: 2 * MiB, timeoutMs: 300, requests }, 60_000);
       assert.is(r.code, 'TIMEOUT', `2 MiB cannot land in 300 ms at 8 Mbit/s: ${r.message ?? ''}`);
       const atSettle = await target.call<number>('landed');
       // Longer than the link's queue: whatever was still on its way has arrived by now.
@@ -38,5 +48,23 @@ for (const provider of ['tcp;ofi_rxm', 'sockets']) {
     });
   });
 }
+
+testIf(test, tbfSupport(), 'tcp;ofi_rxm: closing the transport with a WRITE on its way settles it ABORTED and says it may still land at the peer', async () => {
+  await Cluster.with(['initiator', 'target'], async (c) => {
+    c.rateLimit('target', { mbit: 8, queueMs: 1000 });
+    const env = (host: string) => ({ FI_PROVIDER: 'tcp;ofi_rxm', TE_NETNS_RDMA: JSON.stringify({ address: c.host(host).address, size: 2 * MiB }) });
+    const target = await c.spawn('target', fixture, { env: env('target') });
+    const initiator = await c.spawn('initiator', fixture, { env: env('initiator') });
+    await target.call('fill', { value: 0 });
+    await initiator.call('fill', { value: 0xa5 });
+    const r = await initiator.call<{ code: string; message?: string; remoteMayBeWritten?: boolean }>('writeThenClose', { peer: target.info, length: 2 * MiB, afterMs: 300 }, 60_000);
+    assert.is(r.code, 'ABORTED', r.message ?? '');
+    const atSettle = await target.call<number>('landed');
+    await sleep(2000);
+    const later = await target.call<number>('landed');
+    assert.ok(atSettle < 2 * MiB, 'the whole WRITE had landed before the close: the case did not happen');
+    assert.is(r.remoteMayBeWritten, true, `a write abandoned on its way settled without remoteMayBeWritten (${later - atSettle} bytes landed after it settled)`);
+  });
+});
 
 test.run();

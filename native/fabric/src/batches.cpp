@@ -145,6 +145,7 @@ void Transport::Impl::complete(const std::shared_ptr<Batch>& b) {
     if (st == 0) out->bytes += b->lengths[i];
   }
   out->status = cancel ? cancel : b->batch_status.load();
+  out->remote_may_be_written = b->remote_unconfirmed.load(std::memory_order_acquire);
   {
     std::lock_guard<std::mutex> l(b->err_mu);
     out->message = b->error;

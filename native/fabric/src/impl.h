@@ -69,6 +69,8 @@ struct Batch {
   // Set once its slices were handed to the rails; a batch cancelled before that (parked
   // for a table query) moved nothing, whatever its per-request statuses say.
   std::atomic<bool> dispatched{false};
+  // A posted write was abandoned when the endpoints closed: its bytes may still reach the peer.
+  std::atomic<bool> remote_unconfirmed{false};
   std::vector<uint8_t> notify;
   bool has_notify = false;
   // The request id of its NOTIFY once sent (guarded by pending_mu): the batch settles with
@@ -124,6 +126,7 @@ struct Op {
   static constexpr int kMaxParts = 4;
   int nparts = 0;
   OpPart parts[kMaxParts];
+  bool write = false;        // DATA: an RMA write (else a read)
   bool plain_write = false;  // posted without delivery completion: held for its fence
   bool fence = false;        // its delivery proves the batch's plain writes on this rail
 };

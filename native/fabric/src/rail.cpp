@@ -508,6 +508,7 @@ bool Rail::post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted, int& m
     op->batch = chunk.front().batch;
     op->peer = op->batch->peer;
     op->dest = op->peer->dest[static_cast<size_t>(index)];
+    op->write = write;
     iovec iov[Op::kMaxParts];
     void* desc[Op::kMaxParts];
     fi_rma_iov riov[Op::kMaxParts];
@@ -804,9 +805,16 @@ void Rail::shutdown() {
   }
   if (ep) fi_close(&ep->fid);
   ep = nullptr;
-  for (Op* op : live) delete op;
+  // Writes posted and not reported, or not proven delivered (held for a fence): closing the
+  // endpoint abandons them, but what the provider already handed to the network may still
+  // reach the peer, and nothing is left to ask. Their batches say so as they settle.
+  const auto abandon = [](Op* op) {
+    if (op->kind == Op::DATA && op->write && op->batch) op->batch->remote_unconfirmed.store(true, std::memory_order_release);
+    delete op;
+  };
+  for (Op* op : live) abandon(op);
   live.clear();
-  for (Op* op : fences.drain_all()) delete op;
+  for (Op* op : fences.drain_all()) abandon(op);
   if (recv_mr) fi_close(&recv_mr->fid);
   if (send_mr) fi_close(&send_mr->fid);
   recv_mr = send_mr = nullptr;

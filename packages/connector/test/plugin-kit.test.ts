@@ -53,6 +53,20 @@ test("a cancelled batch's message carries the transport's reason when it gives o
   }
 });
 
+test('native code saying a write may still land at the peer puts remoteMayBeWritten in the details; otherwise it is absent', async () => {
+  const { t } = tracker();
+  const flagged = t.track(10, 'peer-d', { timeoutMs: 10_000 }).then(() => undefined, (e: unknown) => e);
+  const plain = t.track(11, 'peer-d', { timeoutMs: 10_000 }).then(() => undefined, (e: unknown) => e);
+  t.complete(10, NATIVE_STATUS.ABORTED, new Int32Array([NATIVE_STATUS.ABORTED]), 0n, 'transport closed', true);
+  t.complete(11, NATIVE_STATUS.ABORTED, new Int32Array([NATIVE_STATUS.ABORTED]), 0n, 'transport closed', false);
+  const a = await flagged;
+  assert.ok(isTransferError(a, 'ABORTED'), String(a));
+  assert.equal(a.details, { peer: 'peer-d', bytes: 0n, remoteMayBeWritten: true });
+  const b = await plain;
+  assert.ok(isTransferError(b, 'ABORTED'), String(b));
+  assert.equal(b.details, { peer: 'peer-d', bytes: 0n });
+});
+
 test('deadline and abort ask native code to cancel, and the batch rejects with that code', async () => {
   const { t, cancels } = tracker();
   const late = t.track(3, 'p', { timeoutMs: 20 });

@@ -106,7 +106,7 @@ export class FabricTransport implements Transport {
     this.#context = context;
     this.#options = options;
     this.native = new module.FabricTransport(options, {
-      onBatch: (id, status, statuses, bytes, message) => this.#batches.complete(id, status, statuses, bytes, message),
+      onBatch: (id, status, statuses, bytes, message, remoteMayBeWritten) => this.#batches.complete(id, status, statuses, bytes, message, remoteMayBeWritten),
       onOpen: (id, status, message) => this.#onOpen(id, status, message),
       onNotify: (from, payload) => {
         for (const l of this.#listeners) l({ from, payload });

@@ -40,8 +40,12 @@ export interface NativeFabricOptions {
 
 /** Called on the JS thread, never from native threads. */
 export interface NativeFabricCallbacks {
-  /** A batch is terminal: batch status (0, TIMEOUT/ABORTED, connection failure), per-request statuses, bytes of OK requests, first failure's text. */
-  onBatch(batchId: number, batchStatus: number, statuses: Int32Array, bytes: bigint, message: string): void;
+  /**
+   * A batch is terminal: batch status (0, TIMEOUT/ABORTED, connection failure), per-request
+   * statuses, bytes of OK requests, first failure's text, and whether a write of it was
+   * abandoned on its way when the transport closed (it may still land at the peer).
+   */
+  onBatch(batchId: number, batchStatus: number, statuses: Int32Array, bytes: bigint, message: string, remoteMayBeWritten: boolean): void;
   /** openPeer finished its hello on every rail (status 0) or failed. */
   onOpen(peerId: number, status: number, message: string): void;
   /** A peer's notification arrived (sent after all its batch's writes completed with delivery-complete semantics). */

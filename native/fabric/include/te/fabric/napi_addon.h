@@ -94,7 +94,7 @@ class FabricTransport : public te::napi::TransportWrap<FabricTransport, Transpor
         if (!b) break;
         auto statuses = te::napi::int32_array(env, b->statuses);
         unhold(env);
-        te::napi::call_on_batch(env, on_batch_, e.id, b->status, statuses, b->bytes, b->message);
+        te::napi::call_on_batch(env, on_batch_, e.id, b->status, statuses, b->bytes, b->message, b->remote_may_be_written);
         break;
       }
       case Event::OPEN:

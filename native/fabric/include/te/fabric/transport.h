@@ -95,6 +95,8 @@ struct BatchOutcome {
   uint64_t bytes = 0;
   int32_t status = 0;
   std::string message;
+  // A write of the batch was on its way when the transport closed: it may still land at the peer.
+  bool remote_may_be_written = false;
 };
 
 /** Provider discovery (no endpoint created): what fi_getinfo offers, for probe()/doctor. */
