@@ -128,6 +128,11 @@ void Lane::close_connection() {
 
 void Lane::fail(int32_t status, const std::string& why, bool sticky) {
   if (sticky) peer_->set_sticky(status, why);
+  // WRITEs sent and not answered: unless the target itself dropped the connection (then it
+  // applies nothing more from it), this side gives up on them (closing, a peer closed, a
+  // target that broke the protocol), and the reset travels behind bytes already on their
+  // way. No REVOKE follows: their batches say the bytes may still land.
+  if (status != te::TE_CONNECTION_LOST) mark_sent_unconfirmed();
   close_connection();
   if (reporting_open_) {
     reporting_open_ = false;
@@ -192,6 +197,13 @@ void Lane::settle_revoking(const std::string& how, bool confirmed) {
     if (!confirmed) mark_unconfirmed(s);
     settle(s, s->batch->cancel_status.load(), why.c_str());
   }
+}
+
+void Lane::mark_sent_unconfirmed() {
+  // inflight_ holds the slices refill() took, sent or not: the first tx_index_ went out
+  // whole, the next one in part when tx_off_ > 0.
+  for (size_t i = 0; i < inflight_.size(); ++i)
+    if (i < tx_index_ || (i == tx_index_ && tx_off_ > 0)) mark_unconfirmed(inflight_[i]);
 }
 
 void Lane::mark_unconfirmed(Slice* s) {
@@ -261,9 +273,6 @@ void Lane::on_tick(int64_t now) {
 }
 
 void Lane::on_shutdown() {
-  // Sent and not yet answered: the reset that closing sends travels behind these bytes, and
-  // nobody is left to ask the target whether it applied them.
-  for (Slice* s : inflight_) mark_unconfirmed(s);
   fail(te::TE_ABORTED, "transport closed");
   closed = true;
   loop_->retire(this, false);

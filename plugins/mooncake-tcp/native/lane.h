@@ -70,6 +70,8 @@ class Lane : public IoHandler {
   void settle_revoking(const std::string& how, bool confirmed = false);
   /** A WRITE slice settles while its bytes, already sent, may still land at the peer. */
   static void mark_unconfirmed(Slice* s);
+  /** Marks the WRITEs of inflight_ that were sent, whole or in part, on the connection being given up. */
+  void mark_sent_unconfirmed();
   /** Worker thread: copies device slice `s` into `stager` (the tx staging buffer). */
   static te::Status stage_write(Transport* owner, Stager* stager, Slice* s, std::string* why);
   /** Hands the copy of device slice `s` (at tx_index_, nothing of it sent) to a worker. */

@@ -98,7 +98,7 @@ struct Batch {
   std::atomic<int32_t> batch_status{0};
   std::atomic<bool> notify_sent{false};
   // A WRITE of this batch settled while bytes it had already sent may still land at the peer
-  // (the peer did not confirm a cancel, or the transport closed with them on their way).
+  // (the peer did not confirm a cancel, or this side gave the connection up with them on their way).
   std::atomic<bool> remote_unconfirmed{false};
   bool has_notify = false;
   std::vector<uint8_t> notify;

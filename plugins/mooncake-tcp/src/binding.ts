@@ -38,7 +38,7 @@ export interface NativeCallbacks {
    * notification's failure; `statuses` has one status per request; `bytes` counts the
    * bytes of OK requests; `message` describes the first failure. `remoteMayBeWritten`: a
    * WRITE settled while bytes it had sent may still land at the peer (a cancel the peer did
-   * not confirm, or the transport closed with them on their way).
+   * not confirm, or the connection given up with them on their way).
    */
   onBatch(batchId: number, batchStatus: number, statuses: Int32Array, bytes: bigint, message: string, remoteMayBeWritten: boolean): void;
   /** openPeer finished connecting every lane (status 0) or failed. */

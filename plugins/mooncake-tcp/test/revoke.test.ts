@@ -203,6 +203,23 @@ test('an unconfirmed cancel of a READ does not say the peer may be written (a RE
   assert.is(r.remoteMayBeWritten, undefined);
 });
 
+test('closing the peer with a WRITE sent and unanswered says its bytes may still land there', async () => {
+  const silent = await fakeTarget({ features: FEATURE_REVOKE, onRevoke: 'ignore' });
+  const local = await localTransport(MiB, { lanesPerPeer: 1 });
+  try {
+    const peer = await local.transport.openPeer(silent.descriptor);
+    const write = rejectsWith(local.transport.submit(peer, batchOf([{ op: 'write', local: local.addr, remote: 1n << 40n, length: 64 * 1024 }]), { timeoutMs: 30_000 }), 'ABORTED');
+    await new Promise((r) => setTimeout(r, 200)); // sent (the target swallows it)
+    await local.transport.closePeer(peer);
+    const w = await write;
+    assert.match(w.message, /peer closed/);
+    assert.is(w.details?.remoteMayBeWritten, true);
+  } finally {
+    await local.transport.close();
+    silent.server.close();
+  }
+});
+
 test('closing the transport with a WRITE sent and unanswered says its bytes may still land at the peer', async () => {
   const silent = await fakeTarget({ features: FEATURE_REVOKE, onRevoke: 'ignore' });
   const local = await localTransport(MiB, { lanesPerPeer: 1 });
