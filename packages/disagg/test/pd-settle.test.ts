@@ -252,4 +252,25 @@ test('a prefill rank that does not acknowledge the abort within abortMs: the dec
   });
 });
 
+test("a decode's abort() that a prefill rank does not acknowledge within abortMs rejects, and says the pages may still be written", async () => {
+  await withInProcessRanks({ model: MODEL, engine, timeouts: { ...FAST, abortMs: 800 } }, async (make, port) => {
+    try {
+      const { decodes: [d], senders: [sender], receivers: [receiver] } = await openRoom(make, port, 38n, { prefill: [layout(1, 0)], decode: [layout(1, 0)] });
+      const parked = gated.arm({ hold: d.engine.segmentName });
+      const sending = outcome(sender.send(PAGES, { last: true }));
+      await parked;
+      // The prefill acknowledges only once its held write settles, after abortMs.
+      const e = await outcome(receiver.abort('test'));
+      assert.ok(e, 'abort() resolved while the prefill still held a write to the pages');
+      assert.is(e.code, 'TIMEOUT', e.message);
+      assert.match(e.message, /did not acknowledge the abort/);
+      assert.is(e.details?.pagesMayBeWritten, true, `no pagesMayBeWritten: ${e.message}`);
+      gated.releaseAll();
+      await sending;
+    } finally {
+      gated.releaseAll();
+    }
+  });
+});
+
 test.run();

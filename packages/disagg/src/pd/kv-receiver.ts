@@ -193,7 +193,7 @@ export class DecodeReceiver implements KVReceiver {
     const results = await Promise.allSettled(targets.map((t) => this.rank.engine.controlClient(t.segment).request(MSG.abort, msg, this.rank.timeouts.abortMs)));
     const unsafe = results.find((r): r is PromiseRejectedResult => r.status === 'rejected' && !isTransferError(r.reason, 'PEER_UNREACHABLE'));
     if (unsafe) {
-      throw new TransferError('TIMEOUT', `room ${this.room}: a prefill rank did not acknowledge the abort (${(unsafe.reason as Error).message}); its pages may still be written`, { cause: unsafe.reason, details: { room: this.room } });
+      throw new TransferError('TIMEOUT', `room ${this.room}: a prefill rank did not acknowledge the abort (${(unsafe.reason as Error).message}); its pages may still be written`, { cause: unsafe.reason, details: { room: this.room, pagesMayBeWritten: true } });
     }
     return results.some((r) => r.status === 'fulfilled' && pagesMayBeWrittenReply(r.value));
   }
