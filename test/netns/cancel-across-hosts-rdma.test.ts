@@ -2,6 +2,7 @@ import { fileURLToPath } from 'node:url';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { Cluster, tbfSupport, testIf } from './harness/index.js';
+import { CLOSE_WRITE_BYTES, writeThenClose } from './write-then-close.js';
 
 /*
  * A cancelled mooncake-rdma WRITE across hosts, on both socket providers: once submit has
@@ -51,18 +52,9 @@ for (const { provider, requests } of CASES) {
 
 testIf(test, tbfSupport(), 'tcp;ofi_rxm: closing the transport with a WRITE on its way settles it ABORTED and says it may still land at the peer', async () => {
   await Cluster.with(['initiator', 'target'], async (c) => {
-    c.rateLimit('target', { mbit: 8, queueMs: 1000 });
-    const env = (host: string) => ({ FI_PROVIDER: 'tcp;ofi_rxm', TE_NETNS_RDMA: JSON.stringify({ address: c.host(host).address, size: 2 * MiB }) });
-    const target = await c.spawn('target', fixture, { env: env('target') });
-    const initiator = await c.spawn('initiator', fixture, { env: env('initiator') });
-    await target.call('fill', { value: 0 });
-    await initiator.call('fill', { value: 0xa5 });
-    const r = await initiator.call<{ code: string; message?: string; remoteMayBeWritten?: boolean }>('writeThenClose', { peer: target.info, length: 2 * MiB, afterMs: 300 }, 60_000);
+    const { r, atSettle, later } = await writeThenClose(c, fixture, (host) => ({ FI_PROVIDER: 'tcp;ofi_rxm', TE_NETNS_RDMA: JSON.stringify({ address: c.host(host).address, size: CLOSE_WRITE_BYTES }) }));
     assert.is(r.code, 'ABORTED', r.message ?? '');
-    const atSettle = await target.call<number>('landed');
-    await sleep(2000);
-    const later = await target.call<number>('landed');
-    assert.ok(atSettle < 2 * MiB, 'the whole WRITE had landed before the close: the case did not happen');
+    assert.ok(atSettle < CLOSE_WRITE_BYTES, 'the whole WRITE had landed before the close: the case did not happen');
     assert.is(r.remoteMayBeWritten, true, `a write abandoned on its way settled without remoteMayBeWritten (${later - atSettle} bytes landed after it settled)`);
   });
 });

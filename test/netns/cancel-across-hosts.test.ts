@@ -2,6 +2,7 @@ import { fileURLToPath } from 'node:url';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { Cluster, tbfSupport, testIf } from './harness/index.js';
+import { CLOSE_WRITE_BYTES, writeThenClose } from './write-then-close.js';
 
 /*
  * A cancelled mooncake-tcp WRITE across hosts: once submit has rejected, no byte of it may
@@ -42,20 +43,10 @@ testIf(test, tbfSupport(), 'closing the transport with a WRITE on its way settle
   // No REVOKE is possible once the transport is gone: the reset travels behind the bytes
   // already on the slow link, and the target applies what it reads before the reset.
   await Cluster.with(['initiator', 'target'], async (c) => {
-    c.rateLimit('target', { mbit: 8, queueMs: 1000 });
-    const env = (host: string, options: Record<string, unknown> = {}) => ({
-      TE_NETNS_TCP: JSON.stringify({ address: c.host(host).address, size: 2 * MiB, options }),
-    });
-    const target = await c.spawn('target', fixture, { env: env('target') });
-    const initiator = await c.spawn('initiator', fixture, { env: env('initiator', { lanesPerPeer: 1 }) });
-    await target.call('fill', { value: 0 });
-    await initiator.call('fill', { value: 0xa5 });
-    const r = await initiator.call<{ code: string; message?: string; remoteMayBeWritten?: boolean }>('writeThenClose', { peer: target.info, length: 2 * MiB, afterMs: 300 }, 30_000);
+    const options = (host: string) => (host === 'initiator' ? { lanesPerPeer: 1 } : {});
+    const { r, atSettle, later } = await writeThenClose(c, fixture, (host) => ({ TE_NETNS_TCP: JSON.stringify({ address: c.host(host).address, size: CLOSE_WRITE_BYTES, options: options(host) }) }));
     assert.is(r.code, 'ABORTED', r.message ?? '');
-    const atSettle = await target.call<number>('landed');
-    await sleep(2000);
-    const later = await target.call<number>('landed');
-    assert.ok(atSettle < 2 * MiB, 'the whole WRITE had landed before the close: the case did not happen');
+    assert.ok(atSettle < CLOSE_WRITE_BYTES, 'the whole WRITE had landed before the close: the case did not happen');
     assert.is(r.remoteMayBeWritten, true, `a WRITE abandoned on its way settled without remoteMayBeWritten (${later - atSettle} bytes landed after it settled)`);
   });
 });

@@ -1,6 +1,6 @@
 // Errors
 export { TransferError, isTransferError, type TransferErrorOptions } from './errors/transfer-error.js';
-export { untilSettled, remoteMayBeWritten, type Settlement } from './errors/settlement.js';
+export { untilSettled, type Settlement } from './errors/settlement.js';
 export { NATIVE_STATUS, JS_ONLY_CODES, codeForStatus, statusForCode, isTransferErrorCode, type TransferErrorCode, type NativeStatusCode } from './errors/codes.js';
 
 // Transport SPI

@@ -40,7 +40,6 @@ export function attachSettlement(error: object, parts: Promise<unknown>[]): void
   if (Object.prototype.hasOwnProperty.call(error, SETTLEMENT)) return;
   const settlement = Promise.allSettled(parts).then(
     (results): Settlement => ({ remoteMayBeWritten: remoteMayBeWritten(error) || results.some((r) => r.status === 'rejected' && remoteMayBeWritten(r.reason)) }),
-    (): Settlement => ({ remoteMayBeWritten: true }),
   );
   Object.defineProperty(error, SETTLEMENT, { value: settlement });
 }

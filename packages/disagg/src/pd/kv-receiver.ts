@@ -1,6 +1,6 @@
 import { KVStatus, StatusCell, TransferError, isTransferError, type BootstrapInfo, type KVReceiver } from '@te/connector';
-import { MSG, PD_PROTOCOL_VERSION, type AbortMessage, type RequestMessage, type StatusMessage } from '../protocol/messages.js';
-import { pagesMayBeWrittenReply } from './abort-reply.js';
+import { matchesReply } from '../protocol/handle.js';
+import { AbortReplySchema, MSG, PD_PROTOCOL_VERSION, type AbortMessage, type RequestMessage, type StatusMessage } from '../protocol/messages.js';
 import type { DecodeRank } from './decode-rank.js';
 import { planTargets, type TargetPlan } from './targets.js';
 
@@ -195,7 +195,8 @@ export class DecodeReceiver implements KVReceiver {
     if (unsafe) {
       throw new TransferError('TIMEOUT', `room ${this.room}: a prefill rank did not acknowledge the abort (${(unsafe.reason as Error).message}); its pages may still be written`, { cause: unsafe.reason, details: { room: this.room, pagesMayBeWritten: true } });
     }
-    return results.some((r) => r.status === 'fulfilled' && pagesMayBeWrittenReply(r.value));
+    // An answer of an older build (no field) says only that the rank's writes settled.
+    return results.some((r) => r.status === 'fulfilled' && matchesReply(AbortReplySchema, r.value) && r.value.pagesMayBeWritten === true);
   }
 
   /**

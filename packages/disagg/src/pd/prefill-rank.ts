@@ -248,14 +248,14 @@ export class PrefillRank {
       // Finished: its Failed report said whether its writes may still land, but a decode
       // that is failing the room itself takes no report, only this answer.
       const unconfirmed = this.unconfirmed.get(m.room);
-      if (unconfirmed) return unconfirmed.segments.has(m.decodeSegment) ? { settled: true, status: KVStatus.Failed, pagesMayBeWritten: true } : { settled: true, status: KVStatus.Failed };
+      if (unconfirmed) return abortReply(KVStatus.Failed, unconfirmed.segments.has(m.decodeSegment));
       // Not started (or already finished): remember it so a later sender fails at once.
       this.endRoom(m.room, new TransferError('ABORTED', `room ${m.room} was aborted by decode ${m.decodeSegment} before the prefill started it`, { details: { room: m.room } }));
       return { settled: true, status: KVStatus.Failed };
     }
     if (sender.status !== KVStatus.Success) sender.fail(new TransferError('ABORTED', `room ${m.room}: aborted by decode ${m.decodeSegment}${m.reason ? `: ${m.reason}` : ''}`, { details: { room: m.room } }));
     await sender.settled();
-    return sender.pagesMayBeWritten().has(m.decodeSegment) ? { settled: true, status: sender.status, pagesMayBeWritten: true } : { settled: true, status: sender.status };
+    return abortReply(sender.status, sender.pagesMayBeWritten().has(m.decodeSegment));
   }
 
   private onDecodeLost(segment: string): void {
@@ -291,6 +291,11 @@ export class PrefillRank {
     await waitAtMost(Promise.all(live.map((s) => s.settled())), this.timeouts.abortMs);
     for (const u of this.unhandle) u();
   }
+}
+
+/** The answer to an abort once the room's writes settled; `written`: one to this decode may still land. */
+function abortReply(status: KVStatus, written: boolean): AbortReply {
+  return written ? { settled: true, status, pagesMayBeWritten: true } : { settled: true, status };
 }
 
 /** One liveness check over the control plane: unreachable means dead, anything else slow. */
