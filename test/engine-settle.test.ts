@@ -68,6 +68,10 @@ test('untilSettled: the error of a transfer answered before its transport settle
     assert.ok(at > 0, 'untilSettled of a settled transfer did not resolve at once');
     await untilSettled(undefined);
     await untilSettled(new Error('not a transfer'));
+    // Anything but `details.remoteMayBeWritten === true` says nothing more lands.
+    for (const odd of [null, 'x', { details: 'x' }, { details: { remoteMayBeWritten: 'yes' } }, { details: null }]) {
+      assert.equal(await untilSettled(odd), { remoteMayBeWritten: false }, JSON.stringify(odd));
+    }
   } finally {
     await close();
   }

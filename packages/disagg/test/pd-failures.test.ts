@@ -167,6 +167,16 @@ test('malformed or unknown messages on the rank channel are refused and the rank
       const e = await client.request(type, body, 5_000).then(() => undefined, (x: unknown) => x);
       assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), `${type} ${JSON.stringify(body, (_, v) => (typeof v === 'bigint' ? `${v}n` : v))}: ${String(e)}`);
     }
+    // The decode's channel: a status whose flags are not booleans is refused too.
+    const toDecode = probe.controlClient(d.segment);
+    for (const body of [
+      { v: 1, room: 5n, prefillTpRank: 0, prefillPpRank: 0, status: 0, pagesMayBeWritten: 'yes' },
+      { v: 1, room: 5n, prefillTpRank: 0, prefillPpRank: 0, status: 0, pagesMayBeWritten: 1 },
+    ]) {
+      const e = await toDecode.request(PD_MESSAGES.status, body, 5_000).then(() => undefined, (x: unknown) => x);
+      assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), `status ${JSON.stringify(body, (_, v) => (typeof v === 'bigint' ? `${v}n` : v))}: ${String(e)}`);
+      assert.match((e as Error).message, /pagesMayBeWritten/);
+    }
     // A request from a decode that never registered is refused as such.
     const unregistered = await client
       .request(PD_MESSAGES.request, { v: 1, room: 3n, decodeSegment: 'nobody:1', decodeTpRank: 0, pages: Uint32Array.of(1), auxIndex: 0, requiredDecodeRanks: 1, dummy: false, sendsAux: true, sendsState: false }, 5_000)
