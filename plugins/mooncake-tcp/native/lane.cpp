@@ -131,7 +131,8 @@ void Lane::fail(int32_t status, const std::string& why, bool sticky) {
   // WRITEs sent and not answered: unless the target itself dropped the connection (then it
   // applies nothing more from it), this side gives up on them (closing, a peer closed, a
   // target that broke the protocol), and the reset travels behind bytes already on their
-  // way. No REVOKE follows: their batches say the bytes may still land.
+  // way. No REVOKE follows: their batches say the bytes may still land. CONNECTION_LOST
+  // raised by this side (a source unregistered mid-send) marks them before it fails.
   if (status != te::TE_CONNECTION_LOST) mark_sent_unconfirmed();
   close_connection();
   if (reporting_open_) {

@@ -88,6 +88,9 @@ void Lane::flush() {
           te::Lease l;
           if (peer_->owner->registry().acquire(s->local, s->len, false, l) != te::TE_OK) {
             if (n > 0) break;  // send what precedes it first
+            // This side gives the connection up, the target did not: what was sent of
+            // this write and those before it may still be applied after the reset.
+            mark_sent_unconfirmed();
             fail(te::TE_CONNECTION_LOST, "local memory unregistered while its write was being sent");
             return;
           }

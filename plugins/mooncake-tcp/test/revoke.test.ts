@@ -239,4 +239,51 @@ test('closing the transport with a WRITE sent and unanswered says its bytes may 
   }
 });
 
+
+test('unregistering the source while its WRITE is part-sent fails the batch and says its bytes may still land at the peer', async () => {
+  // A target that answers the HELLO, then stops reading: the 32 MiB write fills the socket
+  // buffers and waits for room. The source is unregistered meanwhile, so the initiator gives
+  // the connection up (CONNECTION_LOST) with part of the body sent and no REVOKE to follow.
+  const fakeEpoch = 0x5eed_0002n;
+  const size = 32 * MiB;
+  let stalled: Socket | undefined;
+  const server = createServer((s) => {
+    let buf = Buffer.alloc(0);
+    s.on('error', () => undefined);
+    s.on('data', (d) => {
+      if (stalled) return; // draining after resume
+      buf = Buffer.concat([buf, d]);
+      if (buf.length < HEADER) return;
+      const length = Number(buf.readBigUInt64LE(32));
+      if (buf.length < HEADER + length) return;
+      const ackBody = Buffer.from([...Buffer.alloc(17), FEATURE_REVOKE]);
+      s.write(Buffer.concat([header(OP.HELLO | OP.RESPONSE, { id: buf.readBigUInt64LE(16), addr: fakeEpoch, length: BigInt(ackBody.length) }), ackBody]));
+      stalled = s;
+      s.pause();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const fakePort = (server.address() as { port: number }).port;
+  const descriptor = descriptorOf({ name: 'stalled-target', epoch: String(fakeEpoch), endpoint: { host: '127.0.0.1', port: fakePort, protocol: 1 }, addr: String(1n << 40n), length: String(size) });
+  const local = await localTransport(size, { lanesPerPeer: 1 });
+  try {
+    const peer = await local.transport.openPeer(descriptor);
+    const outcome = local.transport.submit(peer, batchOf([{ op: 'write', local: local.addr, remote: 1n << 40n, length: size }]), { timeoutMs: 30_000 }).then(
+      () => undefined,
+      (e: unknown) => e as { code?: string; message: string; details?: Record<string, unknown> },
+    );
+    await new Promise((r) => setTimeout(r, 300)); // the socket buffers fill; the rest of the body waits
+    assert.ok(stalled, 'the target handshaked and stopped reading');
+    await local.transport.unregisterMemory(local.addr);
+    stalled!.resume();
+    const e = await outcome;
+    assert.ok(e, 'the write fails: its source is gone');
+    assert.is(e!.code, 'CONNECTION_LOST');
+    assert.match(e!.message, /local memory unregistered while its write was being sent/);
+    assert.is(e!.details?.remoteMayBeWritten, true, 'details.remoteMayBeWritten');
+  } finally {
+    await local.transport.close();
+    server.close();
+  }
+});
 test.run();
