@@ -48,6 +48,15 @@ async function openRoom(make: MakeRank, port: number, room: bigint, layouts: { p
   return { prefills, decodes, senders, receivers };
 }
 
+/** Prefill TP 1 into decode TP 1: sends the room with its one write held by the transport. */
+async function oneIntoOneHeld(make: MakeRank, port: number, room: bigint) {
+  const { decodes: [d], senders: [sender], receivers: [receiver] } = await openRoom(make, port, room, { prefill: [layout(1, 0)], decode: [layout(1, 0)] });
+  const parked = gated.arm({ hold: d!.engine.segmentName });
+  const sending = outcome(sender!.send(PAGES, { last: true }));
+  await parked;
+  return { sender: sender!, receiver: receiver!, sending };
+}
+
 /**
  * Prefill TP 2 (two heads each) into decode TP 1: both prefill ranks write into the one
  * decode's pages. Sends the room with rank 0's write held and rank 1's failed.
@@ -111,11 +120,7 @@ test("a write its transport holds past the deadline and the engine's grace: the 
   // (TIMEOUT, details.settled: false); the transport goes on holding it past that.
   await withInProcessRanks({ model: MODEL, engine, timeouts: { ...FAST, transferMs: 300 } }, async (make, port) => {
     try {
-      const { decodes: [d], senders: [sender], receivers: [receiver] } = await openRoom(make, port, 32n, { prefill: [layout(1, 0)], decode: [layout(1, 0)] });
-
-      const parked = gated.arm({ hold: d.engine.segmentName });
-      const sending = outcome(sender.send(PAGES, { last: true }));
-      await parked;
+      const { sender, receiver, sending } = await oneIntoOneHeld(make, port, 32n);
       const failed = { ms: 0 };
       const failure = failureOf(receiver.cell, failed);
       // The engine gave up on the write (deadline + grace): send() fails and the room is
@@ -172,10 +177,7 @@ test('one prefill rank of a room fails while another still writes to the decode:
 test("a prefill whose transport settles a write to the decode without the decode's confirmation: the decode's Failed says its pages may still be written", async () => {
   await withInProcessRanks({ model: MODEL, engine }, async (make, port) => {
     try {
-      const { decodes: [d], senders: [sender], receivers: [receiver] } = await openRoom(make, port, 35n, { prefill: [layout(1, 0)], decode: [layout(1, 0)] });
-      const parked = gated.arm({ hold: d.engine.segmentName });
-      const sending = outcome(sender.send(PAGES, { last: true }));
-      await parked;
+      const { sender, receiver, sending } = await oneIntoOneHeld(make, port, 35n);
       const failure = failureOf(receiver.cell, { ms: 0 });
       // The prefill gives the room up; its transport settles the write unconfirmed.
       const aborting = sender.abort('test');
@@ -199,10 +201,7 @@ test("a prefill whose transport settles a write to the decode without the decode
 test("a decode's abort answered after an unconfirmed write: abort() rejects and says the pages may still be written", async () => {
   await withInProcessRanks({ model: MODEL, engine }, async (make, port) => {
     try {
-      const { decodes: [d], senders: [sender], receivers: [receiver] } = await openRoom(make, port, 36n, { prefill: [layout(1, 0)], decode: [layout(1, 0)] });
-      const parked = gated.arm({ hold: d.engine.segmentName });
-      const sending = outcome(sender.send(PAGES, { last: true }));
-      await parked;
+      const { receiver, sending } = await oneIntoOneHeld(make, port, 36n);
       const aborting = outcome(receiver.abort('test'));
       await sleep(200); // the abort reached the prefill, which waits for the held write
       gated.releaseAll({ unconfirmed: true });
@@ -255,10 +254,7 @@ test('a prefill rank that does not acknowledge the abort within abortMs: the dec
 test("a decode's abort() that a prefill rank does not acknowledge within abortMs rejects, and says the pages may still be written", async () => {
   await withInProcessRanks({ model: MODEL, engine, timeouts: { ...FAST, abortMs: 800 } }, async (make, port) => {
     try {
-      const { decodes: [d], senders: [sender], receivers: [receiver] } = await openRoom(make, port, 38n, { prefill: [layout(1, 0)], decode: [layout(1, 0)] });
-      const parked = gated.arm({ hold: d.engine.segmentName });
-      const sending = outcome(sender.send(PAGES, { last: true }));
-      await parked;
+      const { receiver, sending } = await oneIntoOneHeld(make, port, 38n);
       // The prefill acknowledges only once its held write settles, after abortMs.
       const e = await outcome(receiver.abort('test'));
       assert.ok(e, 'abort() resolved while the prefill still held a write to the pages');
