@@ -1,0 +1,120 @@
+// Node-API surface of the staging copier: a pool of copy threads that runs checked strided
+// copies off the JS thread and calls back on it.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "copy_pool.h"
+#include "strided_copy.h"
+#include "te/napi/values.h"
+
+namespace {
+
+using te::staging::CopyJob;
+using te::staging::CopyPool;
+using te::staging::Region;
+
+std::vector<double> doubles_of(const Napi::Value& v, const char* what) {
+  Napi::Env env = v.Env();
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_float64_array) {
+    te::napi::throw_status(env, te::TE_INVALID_ARGUMENT, std::string("Expected `") + what + "` to be a Float64Array");
+  }
+  auto a = v.As<Napi::Float64Array>();
+  std::vector<double> out(a.ElementLength());
+  for (size_t i = 0; i < out.size(); i++) {
+    double d = a[i];
+    if (!(d >= 0 && d <= 9007199254740991.0) || static_cast<double>(static_cast<uint64_t>(d)) != d) {
+      te::napi::throw_status(env, te::TE_INVALID_ARGUMENT, std::string("`") + what + "` holds a value that is not a non-negative safe integer at index " + std::to_string(i));
+    }
+    out[i] = d;
+  }
+  return out;
+}
+
+class CopyWorker : public Napi::AsyncWorker {
+ public:
+  CopyWorker(Napi::Function callback, std::shared_ptr<CopyPool> pool, std::vector<CopyJob> jobs)
+      : Napi::AsyncWorker(callback), pool_(std::move(pool)), jobs_(std::move(jobs)) {}
+
+  void Execute() override { pool_->run(jobs_); }
+  void OnOK() override { Callback().Call({Env().Null()}); }
+
+ private:
+  std::shared_ptr<CopyPool> pool_;
+  std::vector<CopyJob> jobs_;
+};
+
+class Copier : public Napi::ObjectWrap<Copier> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "Copier",
+                       {InstanceMethod("setRegions", &Copier::SetRegions), InstanceMethod("copy", &Copier::Copy),
+                        InstanceMethod("threads", &Copier::Threads)});
+  }
+
+  explicit Copier(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Copier>(info) {
+    uint64_t threads = te::napi::get_u64(info[0], "threads");
+    if (threads < 1 || threads > 256) te::napi::throw_status(info.Env(), te::TE_INVALID_ARGUMENT, "Expected `threads` to be from 1 to 256");
+    pool_ = std::make_shared<CopyPool>(static_cast<size_t>(threads));
+  }
+
+ private:
+  // setRegions(Float64Array [base, length, ...]): the only memory later copies may touch.
+  Napi::Value SetRegions(const Napi::CallbackInfo& info) {
+    std::vector<double> v = doubles_of(info[0], "regions");
+    if (v.size() % 2 != 0) te::napi::throw_status(info.Env(), te::TE_INVALID_ARGUMENT, "`regions` must hold (base, length) pairs");
+    std::vector<Region> regions;
+    for (size_t i = 0; i < v.size(); i += 2) regions.push_back({static_cast<uint64_t>(v[i]), static_cast<uint64_t>(v[i + 1])});
+    regions_ = te::staging::merge_regions(std::move(regions));
+    return info.Env().Undefined();
+  }
+
+  // copy(Float64Array jobs, callback(err)): checks every job against the regions (throws
+  // before any byte moves), then copies on the pool and calls back on the JS thread.
+  Napi::Value Copy(const Napi::CallbackInfo& info) {
+    std::vector<double> v = doubles_of(info[0], "jobs");
+    if (v.size() % te::staging::kJobFields != 0) te::napi::throw_status(info.Env(), te::TE_INVALID_ARGUMENT, "`jobs` must hold 9 numbers per copy");
+    std::vector<CopyJob> jobs(v.size() / te::staging::kJobFields);
+    for (size_t k = 0; k < jobs.size(); k++) {
+      const double* f = &v[k * te::staging::kJobFields];
+      jobs[k] = CopyJob{static_cast<uint64_t>(f[0]), static_cast<uint64_t>(f[1]), static_cast<uint64_t>(f[2]),
+                        static_cast<uint64_t>(f[3]), static_cast<uint64_t>(f[4]), static_cast<uint64_t>(f[5]),
+                        static_cast<uint64_t>(f[6]), static_cast<uint64_t>(f[7]), static_cast<uint64_t>(f[8])};
+    }
+    std::string message;
+    int32_t status = te::staging::check_jobs(jobs, regions_, message);
+    if (status != te::TE_OK) te::napi::throw_status(info.Env(), status, message);
+    auto* worker = new CopyWorker(info[1].As<Napi::Function>(), pool_, std::move(jobs));
+    worker->Queue();
+    return info.Env().Undefined();
+  }
+
+  Napi::Value Threads(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(pool_->threads())); }
+
+  std::shared_ptr<CopyPool> pool_;
+  std::vector<Region> regions_;
+};
+
+// addressOf(buffer): where a JS buffer's bytes are, so memory registered from JS can be
+// named by the same kind of address as memory registered by pointer.
+Napi::Value AddressOf(const Napi::CallbackInfo& info) {
+  Napi::Value v = info[0];
+  if (v.IsTypedArray()) {
+    auto a = v.As<Napi::TypedArray>();
+    auto* base = static_cast<uint8_t*>(a.ArrayBuffer().Data()) + a.ByteOffset();
+    return Napi::BigInt::New(info.Env(), static_cast<uint64_t>(reinterpret_cast<uintptr_t>(base)));
+  }
+  if (v.IsArrayBuffer()) return Napi::BigInt::New(info.Env(), static_cast<uint64_t>(reinterpret_cast<uintptr_t>(v.As<Napi::ArrayBuffer>().Data())));
+  te::napi::throw_status(info.Env(), te::TE_INVALID_ARGUMENT, "Expected an ArrayBuffer or a typed array");
+}
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("setErrorFactory", Napi::Function::New(env, te::napi::SetErrorFactory));
+  exports.Set("addressOf", Napi::Function::New(env, AddressOf));
+  exports.Set("Copier", Copier::Define(env));
+  return exports;
+}
+
+}  // namespace
+
+NODE_API_MODULE(te_staging, Init)
