@@ -1,0 +1,119 @@
+import type { OptionsOf, OptionsSchema } from '@te/connector';
+
+/**
+ * Runtime parameters of mooncake-wire (explicit config > environment > default). The
+ * compatibility listeners are off unless `listen` is set: Mooncake's protocol has no
+ * authentication, so serving it is a decision, never a default.
+ */
+export const wireOptions = {
+  listen: {
+    type: 'boolean',
+    default: false,
+    env: 'TE_MOONCAKE_WIRE_LISTEN',
+    description: 'Serve Mooncake initiators: a P2P handshake port and a data port, unauthenticated (see docs/security.md). Off: this process only initiates toward Mooncake targets',
+  },
+  bindAddress: {
+    type: 'string',
+    env: 'TE_MOONCAKE_WIRE_BIND',
+    description: 'IP address the two Mooncake listeners bind (default: the engine\'s bindAddress). Mooncake itself binds every interface; this plugin binds only where told',
+  },
+  advertiseHost: {
+    type: 'string',
+    env: 'TE_MOONCAKE_WIRE_ADVERTISE_HOST',
+    description: 'Host part of the Mooncake segment name (host:handshake-port) that Mooncake peers open and connect their data to (default: the bind address, or the first non-internal IPv4 address when binding a wildcard)',
+  },
+  handshakePort: {
+    type: 'integer',
+    default: 0,
+    min: 0,
+    max: 65535,
+    env: 'TE_MOONCAKE_WIRE_HANDSHAKE_PORT',
+    description: 'Port of the Mooncake P2P handshake listener (0: an ephemeral port); it is the port in the segment name',
+  },
+  dataPort: {
+    type: 'integer',
+    default: 0,
+    min: 0,
+    max: 65535,
+    env: 'TE_MOONCAKE_WIRE_DATA_PORT',
+    description: 'Port of the Mooncake TCP data listener (0: an ephemeral port), published as tcp_data_port',
+  },
+  framing: {
+    type: 'enum',
+    values: ['auto', 'legacy'],
+    default: 'auto',
+    env: 'TE_MOONCAKE_WIRE_FRAMING',
+    description: "As initiator: 'auto' uses the acknowledged framing (v2) when the target's descriptor has tcp_proto_version >= 2; 'legacy' always sends v1 requests (no acknowledgements, like MC_TCP_PROTO=1)",
+  },
+  connectionPool: {
+    type: 'boolean',
+    default: true,
+    env: 'TE_MOONCAKE_WIRE_POOL',
+    description: 'As initiator: keep lanesPerPeer connections per target (like MC_TCP_ENABLE_CONNECTION_POOL=1); false opens one connection per request (Mooncake\'s default)',
+  },
+  lanesPerPeer: {
+    type: 'integer',
+    default: 4,
+    min: 1,
+    max: 64,
+    env: 'TE_MOONCAKE_WIRE_LANES_PER_PEER',
+    description: 'As initiator: requests running at once per target, each lane one request at a time (Mooncake targets take no pipelining)',
+  },
+  connectTimeoutMs: {
+    type: 'integer',
+    min: 1,
+    max: 600000,
+    env: 'TE_MOONCAKE_WIRE_CONNECT_TIMEOUT_MS',
+    description: "Deadline for one data connection's connect (default: the engine's timeouts.connectMs)",
+  },
+  handshakeTimeoutMs: {
+    type: 'integer',
+    default: 5000,
+    min: 1,
+    max: 600000,
+    env: 'TE_MOONCAKE_WIRE_HANDSHAKE_TIMEOUT_MS',
+    description: 'Deadline of one handshake exchange, both as client and as server (Mooncake uses 5 s)',
+  },
+  ioTimeoutMs: {
+    type: 'integer',
+    default: 30000,
+    min: 10,
+    max: 3600000,
+    env: 'TE_MOONCAKE_WIRE_IO_TIMEOUT_MS',
+    description: 'A request that makes no progress (bytes or status) for this long loses its connection, on both sides (Mooncake waits 30 s for a status frame)',
+  },
+  idleTimeoutMs: {
+    type: 'integer',
+    default: 300000,
+    min: 100,
+    max: 86400000,
+    env: 'TE_MOONCAKE_WIRE_IDLE_TIMEOUT_MS',
+    description: 'As target: a data connection with no request for this long is closed (Mooncake has no idle timeout; its pooled initiators reconnect)',
+  },
+  maxConnections: {
+    type: 'integer',
+    default: 1024,
+    min: 1,
+    max: 65536,
+    env: 'TE_MOONCAKE_WIRE_MAX_CONNECTIONS',
+    description: 'As target: data connections held at once (each has a thread); further ones are closed at accept. The handshake listener holds at most this many too',
+  },
+  maxConnectionsPerAddress: {
+    type: 'integer',
+    default: 256,
+    min: 1,
+    max: 65536,
+    env: 'TE_MOONCAKE_WIRE_MAX_CONNECTIONS_PER_ADDRESS',
+    description: 'As target: data connections held at once from one IP address',
+  },
+  maxQueued: {
+    type: 'integer',
+    default: 65536,
+    min: 1,
+    max: 16777216,
+    env: 'TE_MOONCAKE_WIRE_MAX_QUEUED',
+    description: 'As initiator: requests queued or running, all targets together; a batch beyond it fails with POOL_EXHAUSTED',
+  },
+} as const satisfies OptionsSchema;
+
+export type WireOptions = OptionsOf<typeof wireOptions>;
