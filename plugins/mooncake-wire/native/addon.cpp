@@ -155,6 +155,8 @@ class WireTransport : public te::napi::TransportWrap<WireTransport, mcwire::Tran
       set("reads", c.reads);
       set("bytesWritten", c.bytes_written);
       set("bytesRead", c.bytes_read);
+      set("v2Requests", c.v2_requests);
+      set("v1Requests", c.v1_requests);
       set("rejected", c.rejected);
       set("truncated", c.truncated);
       set("timeouts", c.timeouts);

@@ -33,6 +33,7 @@ SessionEnd serve_session(Stream& s, const te::MemoryRegistry& registry, TargetCo
       return io == Io::LOST ? SessionEnd::TRUNCATED : end_of(io);
     }
     Header h = decode_header(raw);
+    (h.v2 ? counters.v2_requests : counters.v1_requests)++;
     te::Lease lease;
     // An empty request is refused too (the reference target does the same).
     if (h.size == 0 || registry.acquire(h.addr, h.size, true, lease) != te::TE_OK) {

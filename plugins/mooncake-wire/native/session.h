@@ -17,6 +17,7 @@ namespace mcwire {
 /** What targets served, for tests and `describe()`. */
 struct TargetCounters {
   std::atomic<uint64_t> writes{0}, reads{0}, bytes_written{0}, bytes_read{0};
+  std::atomic<uint64_t> v2_requests{0}, v1_requests{0};
   std::atomic<uint64_t> rejected{0}, truncated{0}, connections{0}, refused_connections{0}, timeouts{0};
 };
 

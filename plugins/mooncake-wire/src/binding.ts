@@ -41,6 +41,8 @@ export interface NativeStats {
   reads?: number;
   bytesWritten?: number;
   bytesRead?: number;
+  v2Requests?: number;
+  v1Requests?: number;
   rejected?: number;
   truncated?: number;
   timeouts?: number;

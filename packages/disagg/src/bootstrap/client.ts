@@ -95,6 +95,12 @@ export class BootstrapClient implements RankDirectory {
     return this.info;
   }
 
+  async layout(timeoutMs: number): Promise<PrefillInfo> {
+    const a = await call(this.url('/route'), {}, timeoutMs);
+    if (a.status !== 200) throw new TransferError('PEER_UNREACHABLE', `bootstrap server ${this.address}: layout query answered ${a.status} ${errorText(a.body)}`, { details: { bootstrap: this.address } });
+    return a.body as PrefillInfo;
+  }
+
   rankEndpoint(dp: number, tp: number, pp: number, timeoutMs: number): Promise<RankEndpoint> {
     const key = `${dp}/${tp}/${pp}`;
     let p = this.endpoints.get(key);

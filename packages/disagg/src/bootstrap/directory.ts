@@ -18,6 +18,11 @@ export interface RankDirectory {
   readonly address: string;
   register(registration: RankRegistration, timeoutMs: number): Promise<void>;
   prefillInfo(decode: DecodeDescription, timeoutMs: number): Promise<PrefillInfo>;
+  /**
+   * The instance's layout, not checked against any decode and not cached (one attempt): how
+   * a refused decode finds the prefill ranks it must tell of the refusal.
+   */
+  layout(timeoutMs: number): Promise<PrefillInfo>;
   rankEndpoint(dp: number, tp: number, pp: number, timeoutMs: number): Promise<RankEndpoint>;
   /** Forgets cached answers (a prefill rank restarted and registered again). */
   forget(): void;

@@ -84,6 +84,14 @@ export class EtcdRankDirectory implements RankDirectory {
     return this.info;
   }
 
+  async layout(timeoutMs: number): Promise<PrefillInfo> {
+    try {
+      return (await this.table(timeoutMs)).info(() => null);
+    } catch (e) {
+      throw e instanceof HttpError ? new TransferError('PEER_UNREACHABLE', `prefill instance ${this.address}: ${e.message}`) : e;
+    }
+  }
+
   rankEndpoint(dp: number, tp: number, pp: number, timeoutMs: number): Promise<RankEndpoint> {
     const key = `${dp}/${tp}/${pp}`;
     let p = this.endpoints.get(key);

@@ -3,6 +3,8 @@ import { matchesReply } from '../protocol/handle.js';
 import { AbortReplySchema, MSG, PD_PROTOCOL_VERSION, type AbortMessage, type RequestMessage, type StatusMessage } from '../protocol/messages.js';
 import type { DecodeRank } from './decode-rank.js';
 import { planTargets, type TargetPlan } from './targets.js';
+import { REFUSAL_CODES, tellRefusal } from './refusal.js';
+import { withRoom } from './room-error.js';
 
 interface ResolvedTarget extends TargetPlan {
   segment: string;
@@ -26,8 +28,11 @@ export class DecodeReceiver implements KVReceiver {
 
   constructor(private readonly rank: DecodeRank, readonly bootstrap: BootstrapInfo) {
     // init() rethrows what failed here: always a TransferError, the one the room failed with.
-    this.resolved = this.resolve().catch((e: unknown) => {
-      const error = e instanceof TransferError ? e : new TransferError('INTERNAL', `room ${this.room}: ${(e as Error).message}`, { cause: e, details: { room: this.room } });
+    this.resolved = this.resolve().catch(async (e: unknown) => {
+      const error = withRoom(e instanceof TransferError ? e : new TransferError('INTERNAL', (e as Error).message, { cause: e }), this.room);
+      // Refused (the layouts cannot pair): the prefill ranks hear it before this room fails,
+      // so theirs fail at once too instead of holding the request's pages until their timeout.
+      if (REFUSAL_CODES.has(error.code)) await tellRefusal(this.rank, this.bootstrap, error, this.rank.timeouts.heartbeatMs * 2);
       this.fail(error);
       throw error;
     });
@@ -150,7 +155,7 @@ export class DecodeReceiver implements KVReceiver {
   }
 
   fail(error: TransferError): void {
-    if (this.cell.fail(error)) this.done();
+    if (this.cell.fail(withRoom(error, this.room))) this.done();
   }
 
   /**

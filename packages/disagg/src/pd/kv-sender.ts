@@ -3,6 +3,7 @@ import { MSG, PD_PROTOCOL_VERSION, type RequestMessage, type StatusMessage } fro
 import type { Destination } from './destination.js';
 import { concatBatches, planAux, planKv, planState } from './transfer-plan.js';
 import type { PrefillRank } from './prefill-rank.js';
+import { withRoom } from './room-error.js';
 
 /** One decode rank's request for this room, with the destination it registered. */
 export interface RoomRequest {
@@ -41,7 +42,7 @@ export class PrefillSender implements KVSender {
 
   constructor(private readonly rank: PrefillRank, readonly bootstrap: BootstrapInfo) {
     this.bootstrapTimer = setTimeout(() => {
-      if (this.cell.value < KVStatus.WaitingForInput) this.fail(new TransferError('TIMEOUT', `room ${this.room}: no destination from the decode within ${rank.timeouts.bootstrapMs} ms (bootstrap timeout; ${this.requests.size} of ${Number.isFinite(this.required) ? this.required : '?'} decode ranks heard)`, { details: { room: this.room } }));
+      if (this.cell.value < KVStatus.WaitingForInput) this.fail(new TransferError('TIMEOUT', `room ${this.room}: no destination from the decode within ${rank.timeouts.bootstrapMs} ms (bootstrap timeout; ${this.requests.size === 0 ? 'no decode rank asked for it' : `${this.requests.size} of ${this.required} decode ranks heard`})`, { details: { room: this.room } }));
     }, rank.timeouts.bootstrapMs);
     this.bootstrapTimer.unref();
   }
@@ -187,7 +188,9 @@ export class PrefillSender implements KVSender {
     }
   }
 
-  private report(rr: RoomRequest, status: 0 | 4, error?: TransferError): Promise<unknown> {
+  // Async: a closed engine's controlClient() throws, and fail() reports from a callback,
+  // where a synchronous throw would end the process instead of rejecting.
+  private async report(rr: RoomRequest, status: 0 | 4, error?: TransferError): Promise<unknown> {
     const msg: StatusMessage = { v: PD_PROTOCOL_VERSION, room: this.room, prefillTpRank: this.rank.layout.attnTpRank, prefillPpRank: this.rank.layout.ppRank, status, bytes: this.bytes };
     if (error) {
       msg.code = error.code;
@@ -204,8 +207,9 @@ export class PrefillSender implements KVSender {
    * them. The engine's transfer deadline bounds the wait; the rank keeps the room until
    * then, so an abort from a decode waits for the same moment.
    */
-  fail(error: TransferError): void {
+  fail(failure: TransferError): void {
     clearTimeout(this.bootstrapTimer);
+    const error = withRoom(failure, this.room);
     if (!this.cell.fail(error)) return;
     this.stop.abort();
     void this.settled().then(() => {
@@ -330,7 +334,7 @@ export class PrefillSender implements KVSender {
       } catch (e) {
         const error = isTransferError(e) ? e : new TransferError('INTERNAL', (e as Error).message, { cause: e });
         this.fail(error);
-        throw error;
+        throw this.cell.error ?? error;
       }
       await this.finish();
     });

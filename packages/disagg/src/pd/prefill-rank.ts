@@ -1,4 +1,4 @@
-import { KVStatus, TransferError, isTransferError, type BootstrapInfo, type KVBuffers, type ParallelLayout, type TransferEngine } from '@te/connector';
+import { KVStatus, TransferError, isTransferError, type TransferErrorCode, type BootstrapInfo, type KVBuffers, type ParallelLayout, type TransferEngine } from '@te/connector';
 import { BootstrapClient } from '../bootstrap/client.js';
 import type { RankDirectory } from '../bootstrap/directory.js';
 import type { RankRegistration } from '../bootstrap/schema.js';
@@ -8,6 +8,7 @@ import { acceptDestination, type Destination } from './destination.js';
 import { Heartbeat } from './heartbeat.js';
 import { PrefillSender, type RoomRequest } from './kv-sender.js';
 import { tableOf } from './local-buffers.js';
+import { REFUSAL_CODES } from './refusal.js';
 import type { PDTimeouts } from './timeouts.js';
 import { waitAtMost } from '../shared/wait-at-most.js';
 import type { SourceSide } from './transfer-plan.js';
@@ -243,6 +244,9 @@ export class PrefillRank {
   }
 
   private async onAbort(m: AbortMessage): Promise<AbortReply> {
+    // A decode the layout cannot serve was refused (at bootstrap, by its planning or at
+    // registration): the room fails with its code and reason, not as a plain abort.
+    const refusal = m.code !== undefined && REFUSAL_CODES.has(m.code) ? new TransferError(m.code as TransferErrorCode, `room ${m.room}: decode ${m.decodeSegment} was refused: ${m.reason ?? 'no reason given'}`, { details: { room: m.room, segment: m.decodeSegment } }) : undefined;
     const sender = this.senders.get(m.room);
     if (!sender) {
       // Finished: its Failed report said whether its writes may still land, but a decode
@@ -250,10 +254,10 @@ export class PrefillRank {
       const unconfirmed = this.unconfirmed.get(m.room);
       if (unconfirmed) return abortReply(KVStatus.Failed, unconfirmed.segments.has(m.decodeSegment));
       // Not started (or already finished): remember it so a later sender fails at once.
-      this.endRoom(m.room, new TransferError('ABORTED', `room ${m.room} was aborted by decode ${m.decodeSegment} before the prefill started it`, { details: { room: m.room } }));
+      this.endRoom(m.room, refusal ?? new TransferError('ABORTED', `room ${m.room} was aborted by decode ${m.decodeSegment} before the prefill started it`, { details: { room: m.room } }));
       return { settled: true, status: KVStatus.Failed };
     }
-    if (sender.status !== KVStatus.Success) sender.fail(new TransferError('ABORTED', `room ${m.room}: aborted by decode ${m.decodeSegment}${m.reason ? `: ${m.reason}` : ''}`, { details: { room: m.room } }));
+    if (sender.status !== KVStatus.Success) sender.fail(refusal ?? new TransferError('ABORTED', `room ${m.room}: aborted by decode ${m.decodeSegment}${m.reason ? `: ${m.reason}` : ''}`, { details: { room: m.room } }));
     await sender.settled();
     return abortReply(sender.status, sender.pagesMayBeWritten().has(m.decodeSegment));
   }

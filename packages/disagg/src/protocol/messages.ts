@@ -106,6 +106,8 @@ export const AbortSchema = Type.Object({
   room: Type.BigInt({ minimum: 0n }),
   decodeSegment: Type.String({ minLength: 1, maxLength: 300 }),
   reason: Type.Optional(Type.String({ maxLength: 2000 })),
+  /** Set when the decode was refused (LAYOUT_MISMATCH...): the room fails with this code and the reason. */
+  code: Type.Optional(Type.String({ maxLength: 64 })),
 });
 export type AbortMessage = Static<typeof AbortSchema>;
 
