@@ -270,6 +270,16 @@ void Initiator::execute(Peer& p, Lane& l, Batch& b, size_t i) {
       io = read_status(&st);
       if (io != Io::OK) return broken(io, "waiting for the acknowledgement");
       if (!check_status(st)) return;
+    } else {
+      // The legacy framing acknowledges nothing. A target serves a connection's requests in
+      // order, so a 1-byte READ of the range just written comes back only after the body was
+      // applied: success then means the bytes are in the target's memory, not just sent.
+      Header fence{1, remote + len - 1, false, false};
+      uint8_t fb[kHeaderBytes], byte = 0;
+      encode_header(fence, fb);
+      io = s.write_all(fb, sizeof fb);
+      if (io == Io::OK) io = s.read_exact(&byte, 1, false);
+      if (io != Io::OK) return broken(io, "waiting for the legacy-framing fence after the body");
     }
   } else {
     if (p.o.v2) {
