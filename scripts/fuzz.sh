@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every fuzz target for a fixed budget (seconds each, default 60): the libFuzzer
 # targets for the wire parsers (mooncake-tcp frames end to end, fabric control messages,
-# mooncake-shm datagrams),
+# mooncake-shm datagrams, the mooncake-wire target's Mooncake data-path session),
 # built with clang and AddressSanitizer + UndefinedBehaviorSanitizer, and the control-plane
 # fuzzer (JS: envelope and message decoding through the real control server). Exits
 # non-zero on the first crash; the reproducer is left in fuzz/crashes/.
@@ -23,6 +23,11 @@ clang++ $flags -I$tcp -Inative/include -Inative/cuda/include fuzz/tcp_frames.cpp
   native/src/status.cpp native/src/epoch.cpp native/src/memory_registry.cpp native/src/slice_plan.cpp native/src/hmac_sha256.cpp \
   native/cuda/src/errors.cpp native/cuda/src/driver.cpp native/cuda/src/device.cpp -ldl -o "$out/tcp_frames"
 
+# The Mooncake-compatible data-path session of mooncake-wire, over an in-memory stream.
+wire=plugins/mooncake-wire/native
+clang++ $flags -I$wire -Inative/include fuzz/mooncake_wire_session.cpp $wire/session.cpp $wire/wire.cpp \
+  native/src/status.cpp native/src/memory_registry.cpp -o "$out/mooncake_wire_session"
+
 run() {
   local name=$1; shift
   local work="$out/corpus-$name"
@@ -43,6 +48,7 @@ run fabric_messages -max_len=70000
 run tcp_frames -max_len=20000
 TE_FUZZ_SECRET=1 run tcp_frames -max_len=20000
 run shm_messages -max_len=70000
+run mooncake_wire_session -max_len=70000
 echo "fuzz: control_plane for ${budget}s"
 node --import tsx fuzz/control-plane.ts "$budget"
 # The decoding stages themselves (codec, envelope and descriptor checks) in process, through a
