@@ -143,7 +143,10 @@ struct Rail {
   RailInfo pub;
   bool mr_local = false, mr_endpoint = false, prov_key = false;
   bool can_wait = true;
-  std::atomic<bool> delivery_complete{true};
+  // Writes ask for FI_DELIVERY_COMPLETE (the transport's option), fixed at open for the rail's
+  // life: a post error fails that write (and its peer when the connection is gone), never
+  // the guarantee of later writes to every peer.
+  bool delivery_complete = true;
   // The provider places writes to a peer in posted order (FI_ORDER_WAW) up to this size:
   // one delivery-complete write per batch proves the others (write_fences.h).
   bool ordered_writes = false;
@@ -153,6 +156,15 @@ struct Rail {
   // Slices one op may carry: the provider's local and remote iov limits (1 on verbs).
   int max_parts = 1;
   std::atomic<uint64_t> rma_ops{0}, rma_slices{0};  // posted, for rails() (tests and tuning)
+  std::atomic<uint64_t> rma_delivery_complete_ops{0};  // posted with FI_DELIVERY_COMPLETE (rails())
+  // Fault injection for tests: the next `injected_post_errors` RMA posts fail with
+  // -injected_post_errno instead of reaching the provider (a relaxed load when unused).
+  std::atomic<int> injected_post_errors{0};
+  int injected_post_errno = 0;
+  ssize_t injected_post_error() {
+    if (injected_post_errors.load(std::memory_order_relaxed) <= 0) return 0;
+    return injected_post_errors.fetch_sub(1) > 0 ? -static_cast<ssize_t>(injected_post_errno) : 0;
+  }
 
   // Control buffers (registered: FI_MR_LOCAL providers need descriptors for sends too).
   static constexpr int kRecvSlots = 16, kSendSlots = 16;

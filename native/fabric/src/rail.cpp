@@ -94,7 +94,8 @@ Status Rail::open(std::string* err) {
   size_t len = sizeof name;
   if ((rc = fi_getname(&ep->fid, name, &len))) return fail("fi_getname", rc);
   pub.addr.assign(name, name + len);
-  delivery_complete.store(owner->opt.delivery_complete);
+  delivery_complete = owner->opt.delivery_complete;
+  pub.delivery_complete = delivery_complete;
   ordered_writes = owner->opt.write_fence && (info->tx_attr->msg_order & (FI_ORDER_WAW | FI_ORDER_RMA_WAW)) != 0;
   max_order_waw = info->ep_attr->max_order_waw_size;
   size_t tx = info->tx_attr->size ? info->tx_attr->size : 256;
@@ -549,16 +550,14 @@ bool Rail::post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted, int& m
     msg.rma_iov_count = n;
     msg.context = &op->ctx;
     // A write is posted plainly when a later write of its batch (the fence) proves it.
-    const bool dc = delivery_complete.load();
+    const bool dc = delivery_complete;
     const bool plain = write && !fence && dc && ordered_writes && total <= max_order_waw;
     uint64_t flags = FI_COMPLETION;
     if (write && dc && !plain) flags |= FI_DELIVERY_COMPLETE;
-    ssize_t rc = write ? fi_writemsg(ep, &msg, flags) : fi_readmsg(ep, &msg, flags);
-    if (rc != 0 && rc != -FI_EAGAIN && write && (flags & FI_DELIVERY_COMPLETE)) {
-      // Provider without delivery-complete RMA: fall back to its default completion.
-      delivery_complete.store(false);
-      rc = fi_writemsg(ep, &msg, FI_COMPLETION);
-    }
+    // A refused post fails this operation only (below); it is never retried with weaker
+    // flags: a write that completes once sent would be reported as applied.
+    ssize_t rc = injected_post_error();
+    if (rc == 0) rc = write ? fi_writemsg(ep, &msg, flags) : fi_readmsg(ep, &msg, flags);
     if (rc == -FI_EAGAIN) {
       std::shared_ptr<Peer> peer = op->peer;
       delete op;  // releases the leases
@@ -568,6 +567,8 @@ bool Rail::post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted, int& m
     if (rc) {
       std::string why = std::string(write ? "fi_writemsg" : "fi_readmsg") + " on " + pub.provider + ": " + fi_error(static_cast<int>(rc));
       if (rc == -FI_ENOENT) why += " (no connection to the peer, and none could be made)";
+      if ((flags & FI_DELIVERY_COMPLETE) && (rc == -FI_EBADFLAGS || rc == -FI_EOPNOTSUPP || rc == -FI_ENOSYS))
+        why += " (the provider refuses FI_DELIVERY_COMPLETE writes: set deliveryComplete: false to accept writes complete once sent)";
       std::shared_ptr<Peer> peer = op->peer;
       delete op;
       // A peer the provider can no longer reach is broken, as when a completion says so:
@@ -588,6 +589,7 @@ bool Rail::post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted, int& m
     merged += static_cast<int>(n) - 1;
     rma_ops.fetch_add(1, std::memory_order_relaxed);
     rma_slices.fetch_add(n, std::memory_order_relaxed);
+    if (flags & FI_DELIVERY_COMPLETE) rma_delivery_complete_ops.fetch_add(1, std::memory_order_relaxed);
     op->plain_write = plain;
     op->fence = fence;
     if (plain) fences.posted_plain(op->batch.get());

@@ -65,6 +65,7 @@ std::vector<RailInfo> Transport::rails() const {
     out.back().slices_per_op = r->max_parts;
     out.back().rma_ops = r->rma_ops.load(std::memory_order_relaxed);
     out.back().rma_slices = r->rma_slices.load(std::memory_order_relaxed);
+    out.back().rma_delivery_complete_ops = r->rma_delivery_complete_ops.load(std::memory_order_relaxed);
   }
   return out;
 }

@@ -554,7 +554,91 @@ void test_dead_peer_refused_at_posting() {
     p = sender.m().peers[peer];
   }
   CHECK(p && p->state.load() == 2);  // broken: later batches fail at once
+  // The refused posting failed that write and that peer, not the rail's guarantee.
+  CHECK(sender.rail().delivery_complete && sender.t->rails()[0].delivery_complete);
   sender.t->close();
+}
+
+// A target with one registered, remote-writable buffer, opened from `sender` with its region
+// (so writes are validated and posted at once); the peer id, 0 when it did not open.
+uint64_t open_with_region(Node& sender, Node& target, uint64_t epoch, std::vector<uint8_t>& buf) {
+  std::vector<uint64_t> keys;
+  uint64_t base = 0;
+  std::string err;
+  const uint64_t ra = reinterpret_cast<uint64_t>(buf.data());
+  if (target.t->register_memory(ra, buf.size(), true, &keys, &base, &err) != te::TE_OK) return 0;
+  PeerAddress pa;
+  pa.rails = {target.rail().pub.addr};
+  pa.virt_addr = {target.rail().pub.virt_addr};
+  pa.provider = target.rail().pub.provider;
+  RemoteRegion reg;
+  reg.addr = ra;
+  reg.length = buf.size();
+  reg.base = base;
+  reg.keys = keys;
+  size_t opens = sender.count(Event::OPEN);
+  uint64_t id = sender.t->open_peer(target.m().opt.segment_name, epoch, pa, false, {reg});
+  return sender.wait_for(Event::OPEN, opens + 1) ? id : 0;
+}
+
+int peer_state(Node& n, uint64_t peer) {
+  std::lock_guard<std::mutex> l(n.m().peers_mu);
+  auto it = n.m().peers.find(peer);
+  return it == n.m().peers.end() ? -1 : it->second->state.load();
+}
+
+// A write the provider refuses at posting fails alone: the rail keeps asking for delivery
+// completion on every later write, to that peer and to others, and says so in rails().
+// (The rail used to retry the refused write without FI_DELIVERY_COMPLETE and drop the flag
+// for good, while still reporting it on: later writes completed once merely sent.)
+void test_post_error_keeps_delivery_complete() {
+  Node sender("dc-sender", 61), one("dc-one", 62), two("dc-two", 63);
+  CHECK(sender.ok && one.ok && two.ok);
+  if (!sender.ok || !one.ok || !two.ok) return;
+  static std::vector<uint8_t> buf_one(64 * 1024, 0), buf_two(64 * 1024, 0), local(64 * 1024, 0x3c);
+  std::vector<uint64_t> lkeys;
+  uint64_t lbase = 0;
+  std::string err;
+  const uint64_t la = reinterpret_cast<uint64_t>(local.data());
+  CHECK(sender.t->register_memory(la, local.size(), false, &lkeys, &lbase, &err) == te::TE_OK);
+  const uint64_t p1 = open_with_region(sender, one, 62, buf_one), p2 = open_with_region(sender, two, 63, buf_two);
+  CHECK(p1 != 0 && p2 != 0);
+  if (!p1 || !p2) return;
+  Rail& rail = sender.rail();
+  auto dc_ops = [&] { return sender.t->rails()[0].rma_delivery_complete_ops; };
+
+  // 1. An argument the provider refuses (not a connection error): that write fails, the peer stays.
+  rail.injected_post_errno = FI_EINVAL;
+  rail.injected_post_errors.store(1);
+  auto refused = write_batch(sender, p1, la, reinterpret_cast<uint64_t>(buf_one.data()), 4096);
+  CHECK(refused != nullptr && refused->statuses.size() == 1 && refused->statuses[0] == te::TE_TRANSFER_FAILED);
+  CHECK(buf_one[0] == 0);
+  CHECK(peer_state(sender, p1) < 2);
+  CHECK(rail.delivery_complete && sender.t->rails()[0].delivery_complete);
+  uint64_t before = dc_ops();
+  auto next = write_batch(sender, p1, la, reinterpret_cast<uint64_t>(buf_one.data()), 4096);
+  CHECK(next != nullptr && next->status == te::TE_OK);
+  CHECK(buf_one[0] == 0x3c && buf_one[4095] == 0x3c);
+  CHECK(dc_ops() == before + 1);  // posted with FI_DELIVERY_COMPLETE, as before the error
+
+  // 2. "No connection, and none can be made" (what sockets answers once a peer died): the
+  // write fails as a lost connection and its peer is broken; the other peer is untouched.
+  rail.injected_post_errno = FI_ENOENT;
+  rail.injected_post_errors.store(1);
+  auto lost = write_batch(sender, p1, la, reinterpret_cast<uint64_t>(buf_one.data()) + 8192, 4096);
+  CHECK(lost != nullptr && lost->statuses.size() == 1 && lost->statuses[0] == te::TE_CONNECTION_LOST);
+  CHECK(peer_state(sender, p1) == 2);
+  CHECK(peer_state(sender, p2) < 2);
+  CHECK(rail.delivery_complete && sender.t->rails()[0].delivery_complete);
+  before = dc_ops();
+  auto other = write_batch(sender, p2, la, reinterpret_cast<uint64_t>(buf_two.data()), 4096);
+  CHECK(other != nullptr && other->status == te::TE_OK);
+  CHECK(buf_two[0] == 0x3c);
+  CHECK(dc_ops() == before + 1);
+  CHECK(rail.injected_post_errors.load() <= 0);  // both injected errors were consumed by posts
+  sender.t->close();
+  one.t->close();
+  two.t->close();
 }
 
 // A batch with requests the provider failed in its own words (a refused posting, an error
@@ -636,6 +720,7 @@ int main() {
   test_av_map_bounded();
   test_dead_peer_refused_at_posting();
   test_provider_failure_of_a_lost_peer();
+  test_post_error_keeps_delivery_complete();
   a.t->close();
   b.t->close();
   if (failures) fprintf(stderr, "transport_test: %d check(s) failed\n", failures);

@@ -242,10 +242,11 @@ export class FabricTransport implements Transport {
   describe(): Record<string, WireValue> {
     return {
       provider: this.#endpoint.provider,
-      rails: this.#rails.map((r) => ({ domain: r.domain, fabric: r.fabric, mrMode: mrModeNames(r.mrMode).join('|') || '0', keySize: r.keySize, addressing: r.virtAddr ? 'virtual address' : 'offset', slicesPerOp: r.slicesPerOp })),
+      rails: this.#rails.map((r) => ({ domain: r.domain, fabric: r.fabric, mrMode: mrModeNames(r.mrMode).join('|') || '0', keySize: r.keySize, addressing: r.virtAddr ? 'virtual address' : 'offset', slicesPerOp: r.slicesPerOp, deliveryComplete: r.deliveryComplete })),
       sliceSize: this.#options.sliceSize,
       window: this.#options.window,
-      deliveryComplete: this.#options.deliveryComplete,
+      // What the rails do (each reads the option once and keeps it: a refused post fails that write only).
+      deliveryComplete: this.#rails.every((r) => r.deliveryComplete),
       writeFence: this.#options.writeFence,
       slicesPerOp: this.#options.slicesPerOp,
       shmAllowed: this.#options.allowShm,

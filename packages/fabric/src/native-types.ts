@@ -69,6 +69,10 @@ export interface NativeRail {
   /** RMA operations posted on this rail so far, and the slices they carried. */
   rmaOps: number;
   rmaSlices: number;
+  /** Of those operations, the ones posted with FI_DELIVERY_COMPLETE (fenced plain writes are not). */
+  rmaDeliveryCompleteOps: number;
+  /** Writes ask for delivery completion: the `deliveryComplete` option, fixed for the rail's life. */
+  deliveryComplete: boolean;
 }
 
 export interface NativeRemoteRegion {

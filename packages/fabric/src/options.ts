@@ -86,7 +86,7 @@ export function fabricOptionsSchema<P extends string>(prefix: P) {
       type: 'boolean',
       default: true,
       env: `${prefix}_DELIVERY_COMPLETE`,
-      description: 'Post writes with FI_DELIVERY_COMPLETE, so a completed write is known applied at the target (falls back when the provider refuses it)',
+      description: 'Post writes with FI_DELIVERY_COMPLETE, so a completed write is known applied at the target; a provider that refuses the flag fails the write (it is never downgraded to a write complete once sent)',
     },
     writeFence: {
       type: 'boolean',

@@ -148,4 +148,17 @@ test('describe() reports how many slices one operation carries', async () => {
   }
 });
 
+test('describe() reports the delivery completion the rails post writes with, per rail and overall', async () => {
+  for (const deliveryComplete of [true, false]) {
+    const s = await side('tcp;ofi_rxm', 4096, 1, { deliveryComplete });
+    try {
+      const d = s.transport.describe?.() as { deliveryComplete: boolean; rails: { deliveryComplete: boolean }[] };
+      assert.is(d.deliveryComplete, deliveryComplete);
+      assert.ok(d.rails.length > 0 && d.rails.every((r) => r.deliveryComplete === deliveryComplete), JSON.stringify(d.rails));
+    } finally {
+      await s.transport.close();
+    }
+  }
+});
+
 test.run();

@@ -129,6 +129,8 @@ class FabricTransport : public te::napi::TransportWrap<FabricTransport, Transpor
       o.Set("slicesPerOp", Napi::Number::New(env, r.slices_per_op));
       o.Set("rmaOps", Napi::Number::New(env, static_cast<double>(r.rma_ops)));
       o.Set("rmaSlices", Napi::Number::New(env, static_cast<double>(r.rma_slices)));
+      o.Set("rmaDeliveryCompleteOps", Napi::Number::New(env, static_cast<double>(r.rma_delivery_complete_ops)));
+      o.Set("deliveryComplete", r.delivery_complete);
       out.Set(i++, o);
     }
     return out;

@@ -76,6 +76,8 @@ struct RailInfo {
   int slices_per_op = 1;     // slices one RMA carries at most on this rail (scatter-gather)
   uint64_t rma_ops = 0;      // RMA operations posted so far
   uint64_t rma_slices = 0;   // slices those operations carried
+  uint64_t rma_delivery_complete_ops = 0;  // of those, posted with FI_DELIVERY_COMPLETE
+  bool delivery_complete = true;  // writes ask for delivery completion (fixed for the rail's life)
 };
 
 /** A remote buffer as published by the peer: [addr, addr+length) inside an MR starting at base. */
