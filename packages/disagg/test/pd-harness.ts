@@ -3,7 +3,8 @@ import { fileURLToPath } from 'node:url';
 import type { ParallelLayout, TeConfigInput } from '@te/connector';
 import type { PDTimeouts } from '../src/index.js';
 import { compileWorkerScript } from '@te/testkit';
-import type { ModelSpec } from './fixtures/pd-model.js';
+import type { ModelSpec, PageSide } from './fixtures/pd-model.js';
+import type { StagingOptions } from '../src/index.js';
 
 const RANK_SCRIPT = fileURLToPath(new URL('./fixtures/pd-rank.ts', import.meta.url));
 const EC_SCRIPT = fileURLToPath(new URL('./fixtures/ec-rank.ts', import.meta.url));
@@ -31,6 +32,9 @@ export interface RankSpec {
   timeouts?: Partial<PDTimeouts>;
   env?: NodeJS.ProcessEnv;
   layerwise?: boolean;
+  /** This rank's page size and layout where they differ from the model's. */
+  side?: PageSide;
+  staging?: StagingOptions;
 }
 
 export function layout(tp: number, tpRank: number, extra: Partial<ParallelLayout> = {}): ParallelLayout {

@@ -1,8 +1,8 @@
 import * as assert from 'uvu/assert';
 import type { ParallelLayout, TeConfigInput } from '@te/connector';
-import type { ModelSpec } from './fixtures/pd-model.js';
+import type { ModelSpec, PageSide } from './fixtures/pd-model.js';
 import { closeAll, freePort, roomArgs, spawnRank, type RankProcess } from './pd-harness.js';
-import type { PDTimeouts } from '../src/index.js';
+import type { PDTimeouts, RingStats, StagingOptions, StagingStats } from '../src/index.js';
 
 export interface Scenario {
   model: ModelSpec;
@@ -12,6 +12,17 @@ export interface Scenario {
   config?: TeConfigInput;
   env?: NodeJS.ProcessEnv;
   timeouts?: Partial<PDTimeouts>;
+  /** Page size and layout of each side, where they differ from the model's. */
+  prefillSide?: PageSide;
+  decodeSide?: PageSide;
+  prefillStaging?: StagingOptions;
+  decodeStaging?: StagingOptions;
+}
+
+/** What the ranks' staging did: per prefill rank its staged writes and fallbacks, per decode rank its ring's use. */
+export interface ScenarioStats {
+  prefill: (StagingStats | null)[];
+  decode: (RingStats | null)[];
 }
 
 export const FAST: Partial<PDTimeouts> = { bootstrapMs: 20_000, waitingMs: 20_000, heartbeatMs: 300, abortMs: 10_000, transferMs: 10_000 };
@@ -20,14 +31,15 @@ export const FAST: Partial<PDTimeouts> = { bootstrapMs: 20_000, waitingMs: 20_00
  * Runs every room across real processes (one per rank) and asserts, on every decode
  * rank, Success and that its whole memory is exactly what the rooms should have written.
  */
-export async function runScenario(s: Scenario): Promise<void> {
+export async function runScenario(s: Scenario): Promise<ScenarioStats> {
   const port = await freePort();
   const ranks: RankProcess[] = [];
   try {
     const common = { model: s.model, bootstrapPort: port, timeouts: s.timeouts ?? FAST, ...(s.config ? { config: s.config } : {}), ...(s.env ? { env: s.env } : {}) };
-    const prefill = await Promise.all(s.prefill.map((layout) => spawnRank({ role: 'prefill', layout, ...common })));
+    const side = (x: PageSide | undefined, staging: StagingOptions | undefined) => ({ ...(x ? { side: x } : {}), ...(staging ? { staging } : {}) });
+    const prefill = await Promise.all(s.prefill.map((layout) => spawnRank({ role: 'prefill', layout, ...common, ...side(s.prefillSide, s.prefillStaging) })));
     ranks.push(...prefill);
-    const decode = await Promise.all(s.decode.map((layout) => spawnRank({ role: 'decode', layout, ...common })));
+    const decode = await Promise.all(s.decode.map((layout) => spawnRank({ role: 'decode', layout, ...common, ...side(s.decodeSide, s.decodeStaging) })));
     ranks.push(...decode);
     for (const r of s.rooms) {
       const decodeRanks = decode.filter((_, i) => (s.decode[i]!.attnDpRank ?? 0) === (r.decodeDp ?? 0));
@@ -35,7 +47,9 @@ export async function runScenario(s: Scenario): Promise<void> {
       const prefillRanks = prefill.filter((_, i) => s.prefill[i]!.attnDpRank === prefillDp);
       const state = (pages: number[] | undefined) => (pages ? { stateIdx: pages } : {});
       const sends = prefillRanks.map((p) => p.call('send', roomArgs(r.room, r.srcPages, r.auxSrc, { chunks: r.chunks ?? 1, ...state(r.stateSrc) })));
-      const receives = decodeRanks.map((d) => d.call('receive', roomArgs(r.room, r.dstPages, r.auxDst, { ...state(r.stateDst), ...(r.prefillDp !== undefined ? { prefillDpRank: r.prefillDp } : {}) })));
+      // A decode page holding several prefill pages holds only the room's tokens.
+      const tokens = s.decodeSide?.pageSize !== undefined ? { tokens: r.srcPages.length * (s.prefillSide?.pageSize ?? s.model.pageSize) } : {};
+      const receives = decodeRanks.map((d) => d.call('receive', roomArgs(r.room, r.dstPages, r.auxDst, { ...state(r.stateDst), ...tokens, ...(r.prefillDp !== undefined ? { prefillDpRank: r.prefillDp } : {}) })));
       const [sent, got] = await Promise.all([Promise.all(sends), Promise.all(receives)]);
       sent.forEach((x, i) => assert.is(x.status, 4, `prefill rank ${i} room ${r.room}: ${x.code ?? ''} ${x.message ?? ''}`));
       got.forEach((x, i) => {
@@ -45,6 +59,7 @@ export async function runScenario(s: Scenario): Promise<void> {
     }
     // Every decode rank's whole memory: exactly its rooms' bytes and nothing else.
     for (const d of decode) assert.is((await d.call('verify')).mismatch, null);
+    return { prefill: await Promise.all(prefill.map((p) => p.call('stats'))), decode: await Promise.all(decode.map((d) => d.call('stats'))) };
   } finally {
     await closeAll(ranks);
   }

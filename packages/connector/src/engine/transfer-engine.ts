@@ -246,6 +246,21 @@ export class TransferEngine {
     });
   }
 
+  /**
+   * The JS bytes behind registered host memory [addr, addr + length), when the region was
+   * registered from a JS buffer (or allocated by `allocateMemory` as one); undefined for
+   * memory registered by address or device memory. Native helpers that copy locally (the
+   * staging copier) find the region's real address from it: a transport written in
+   * JavaScript names JS buffers by addresses of its own.
+   */
+  hostView(addr: bigint, length: bigint): Uint8Array | undefined {
+    const r = this.memory.find(addr, length);
+    if (!r?.buffer || r.device !== 'cpu') return undefined;
+    const b = r.buffer;
+    const bytes = ArrayBuffer.isView(b) ? new Uint8Array(b.buffer, b.byteOffset, b.byteLength) : new Uint8Array(b);
+    return bytes.subarray(Number(addr - r.addr), Number(addr - r.addr + length));
+  }
+
   /** Regions registered by this process. */
   registeredMemory(): MemoryHandle[] {
     return this.memory.all().map((r) => ({ addr: r.addr, length: r.length, device: r.device, remoteAccess: r.remoteAccess }));

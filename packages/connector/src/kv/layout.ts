@@ -40,8 +40,14 @@ export interface KVBuffers {
   firstLayer?: number;
   /** Layers of the whole model (default `numLayers`); both sides must agree. */
   totalLayers?: number;
-  /** Tokens per page. */
+  /** Tokens per page. A decode's may be a whole multiple of the prefill's (pages map by token range). */
   pageSize: number;
+  /**
+   * How one page of one layer is laid out: `NHD` `[token][head][bytes]` (default) or `HND`
+   * `[head][token][bytes]`. With HND a head slice is contiguous per page, so heterogeneous
+   * TP moves it in one piece; the sides may differ (the slice is re-laid out in staging).
+   */
+  pageLayout?: 'NHD' | 'HND';
   kvCacheDtype: string;
   /** KV heads held by this rank and bytes per head per token (heterogeneous TP slicing). */
   kvHeadsPerRank?: number;

@@ -74,7 +74,11 @@ export class RankTable {
     const mine: Record<string, string | number> = { page_size: s.page_size, kv_cache_dtype: s.kv_cache_dtype, attention: s.attention, num_layers: s.num_layers };
     for (const [field, value] of Object.entries(mine)) {
       const theirs = decode(field);
-      if (theirs !== null && theirs !== String(value)) throw new HttpError(409, `${field} mismatch: decode has ${field}=${theirs.slice(0, 64)}, prefill has ${field}=${value}`);
+      if (theirs === null || theirs === String(value)) continue;
+      // A decode page may hold a whole number of prefill pages (pages map by token range).
+      if (field === 'page_size' && /^[1-9]\d{0,9}$/.test(theirs) && Number(theirs) % Number(value) === 0) continue;
+      const rule = field === 'page_size' ? ' (a decode page must hold a whole number of prefill pages)' : '';
+      throw new HttpError(409, `${field} mismatch: decode has ${field}=${theirs.slice(0, 64)}, prefill has ${field}=${value}${rule}`);
     }
     const info: PrefillInfo = { attn_tp_size: s.attn_tp_size, dp_size: dpSizeOf(s), pp_size: s.pp_size, page_size: s.page_size, kv_cache_dtype: s.kv_cache_dtype, attention: s.attention, num_layers: s.num_layers };
     if (s.total_kv_heads !== undefined) info.total_kv_heads = s.total_kv_heads;

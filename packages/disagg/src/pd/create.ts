@@ -7,6 +7,12 @@ import { checkBuffers, registerBuffers } from './local-buffers.js';
 import { LayerwiseBatch, layerwiseEnabled, type BatchEntry, type LayerwiseStats } from './layerwise.js';
 import { PrefillRank } from './prefill-rank.js';
 import { resolveTimeouts, type PDTimeouts } from './timeouts.js';
+import { resolveStaging, type StagingOptions } from '../staging/options.js';
+import type { StagingStats } from './kv-write.js';
+import type { RingService } from '../staging/ring-service.js';
+
+/** A decode rank's staging ring: capacity, bytes in use now and at most, waits for room, bytes scattered. */
+export type RingStats = RingService['stats'];
 
 export interface CreateKVManagerOptions {
   role: 'prefill' | 'decode';
@@ -41,8 +47,10 @@ export interface CreateKVManagerOptions {
    * TE_LAYERWISE or SGLANG_MOONCAKE_ASYNC_KV environment switch.
    */
   layerwise?: boolean;
-  /** Debug lines (layerwise fallbacks); default: stderr when MC_LOG_LEVEL / TE_LOG_LEVEL is debug. */
+  /** Debug lines (layerwise and staging fallbacks); default: stderr when MC_LOG_LEVEL / TE_LOG_LEVEL is debug. */
   log?: (message: string) => void;
+  /** The staging path of heterogeneous TP: gather/scatter of head slices (see docs/disagg.md). */
+  staging?: StagingOptions;
 }
 
 /** The KV contract's manager, plus what a deployment needs to see. */
@@ -57,6 +65,8 @@ export interface DisaggKVManager extends KVManager {
   beginBatch(entries: BatchEntry[]): LayerwiseBatch;
   /** Layerwise rooms and fallbacks by reason, since creation. */
   readonly layerwiseStats: LayerwiseStats;
+  /** Prefill: staged KV writes and per-token fallbacks by reason; decode: its staging ring's use (undefined before a room needed it). */
+  stagingStats(): StagingStats | RingStats | undefined;
   readonly layerwise: boolean;
 }
 
@@ -83,6 +93,10 @@ class Manager implements DisaggKVManager {
     readonly layerwise: boolean,
     private readonly log: (message: string) => void,
   ) {}
+
+  stagingStats(): StagingStats | RingStats | undefined {
+    return this.rank instanceof PrefillRank ? this.rank.staging.stats : this.rank.staging.stats;
+  }
 
   beginBatch(entries: BatchEntry[]): LayerwiseBatch {
     if (!(this.rank instanceof PrefillRank)) throw new TransferError('INVALID_ARGUMENT', 'beginBatch is for prefill KV managers');
@@ -127,6 +141,7 @@ export async function createKVManager(options: CreateKVManagerOptions): Promise<
   checkLayout(options.layout);
   checkBuffers(options.buffers);
   const timeouts = resolveTimeouts(options.timeouts);
+  const staging = resolveStaging(options.staging);
   const engine = await engineFor(options);
   const store = bootstrapStoreOf(options.bootstrapStore);
   const directoryOf = directoryFactory(store, engine);
@@ -138,7 +153,7 @@ export async function createKVManager(options: CreateKVManagerOptions): Promise<
   let server: BootstrapServer | undefined;
   try {
     if (options.role === 'decode') {
-      rank = new DecodeRank(engine, options.layout, options.buffers, timeouts, directoryOf);
+      rank = new DecodeRank(engine, options.layout, options.buffers, timeouts, directoryOf, staging, log);
       return new Manager('decode', options.layout, engine, timeouts, rank, registered, undefined, false, log);
     }
     const l = options.layout;
@@ -146,7 +161,7 @@ export async function createKVManager(options: CreateKVManagerOptions): Promise<
     const port = options.bootstrapPort ?? 8998;
     const first = l.attnTpRank === 0 && l.attnDpRank === 0 && l.ppRank === 0 && l.systemDpRank === 0;
     if (store === 'http' && (options.serveBootstrap ?? first)) server = await BootstrapServer.start({ host: options.bootstrapHost ?? '0.0.0.0', port });
-    const prefill = new PrefillRank(engine, l, options.buffers, timeouts, directoryOf);
+    const prefill = new PrefillRank(engine, l, options.buffers, timeouts, directoryOf, { staging, log });
     rank = prefill;
     await prefill.registerWith(`${host}:${server?.port ?? port}`);
     return new Manager('prefill', l, engine, timeouts, prefill, registered, server, layerwise, log);

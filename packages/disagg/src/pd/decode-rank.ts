@@ -5,7 +5,11 @@ import { checkReply, handleMessage } from '../protocol/handle.js';
 import { MSG, PD_PROTOCOL_VERSION, PingSchema, RegisterReplySchema, StatusSchema, type RegisterMessage, type StatusMessage } from '../protocol/messages.js';
 import { Heartbeat } from './heartbeat.js';
 import { DecodeReceiver } from './kv-receiver.js';
-import { wireOf } from './local-buffers.js';
+import { tableOf, wireOf } from './local-buffers.js';
+import type { PrefillInfo } from '../bootstrap/schema.js';
+import type { HeadSlice } from '../plan/slice-copy.js';
+import { DecodeStaging } from '../staging/decode-staging.js';
+import { resolveStaging, type ResolvedStaging } from '../staging/options.js';
 import { pingPeer } from './prefill-rank.js';
 import type { PDTimeouts } from './timeouts.js';
 
@@ -23,6 +27,8 @@ export class DecodeRank {
   private readonly unhandle: (() => void)[] = [];
   private readonly heartbeat: Heartbeat;
   private readonly registerMessage: RegisterMessage;
+  /** The staging ring prefill ranks write interleaved head slices into (made on first need). */
+  readonly staging: DecodeStaging;
 
   constructor(
     readonly engine: TransferEngine,
@@ -30,8 +36,11 @@ export class DecodeRank {
     readonly buffers: KVBuffers,
     readonly timeouts: PDTimeouts,
     private readonly directoryOf: (address: string) => RankDirectory = (address) => new BootstrapClient(address),
+    staging: ResolvedStaging = resolveStaging(),
+    log: (message: string) => void = () => undefined,
   ) {
     const b = buffers;
+    this.staging = new DecodeStaging(engine, staging, buffers, layout, tableOf(buffers.kv, 'KV'), (room) => this.receivers.get(room)?.scatterRoom(), log);
     this.registerMessage = {
       v: PD_PROTOCOL_VERSION,
       decodeSegment: engine.segmentName,
@@ -51,6 +60,7 @@ export class DecodeRank {
     };
     if (b.kvHeadsPerRank !== undefined) this.registerMessage.kvHeadsPerRank = b.kvHeadsPerRank;
     if (b.totalKvHeads !== undefined) this.registerMessage.totalKvHeads = b.totalKvHeads;
+    if (b.pageLayout !== undefined) this.registerMessage.pageLayout = b.pageLayout;
     if (b.state) {
       this.registerMessage.state = { kind: b.state.kind, table: wireOf(b.state) };
       if (b.state.totalUnits !== undefined) this.registerMessage.state.totalUnits = b.state.totalUnits;
@@ -99,6 +109,19 @@ export class DecodeRank {
       });
     }
     return p;
+  }
+
+  /**
+   * Before registering with a prefill's ranks: makes the staging ring when their slices
+   * need one here. Registrations made before the ring existed are redone, so every prefill
+   * rank learns of it.
+   */
+  async prepareStaging(info: PrefillInfo, slices: (HeadSlice | undefined)[]): Promise<void> {
+    const wire = await this.staging.prepare(info, slices);
+    if (wire && !this.registerMessage.ring) {
+      this.registerMessage.ring = wire;
+      this.registered.clear();
+    }
   }
 
   createReceiver(bootstrap: BootstrapInfo): DecodeReceiver {
@@ -150,5 +173,6 @@ export class DecodeRank {
     const live = [...this.receivers.values()];
     await Promise.allSettled(live.map((r) => r.abort('the KV manager closed')));
     for (const u of this.unhandle) u();
+    await this.staging.close();
   }
 }

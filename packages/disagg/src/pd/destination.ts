@@ -31,7 +31,10 @@ export function acceptDestination(msg: RegisterMessage, buffers: KVBuffers, layo
   // The segment is where every write and status report goes, and part of the table key.
   checkSegmentName(msg.decodeSegment);
   if (msg.tpRank >= msg.tpSize || msg.ppRank >= msg.ppSize) throw new TransferError('INVALID_ARGUMENT', `decode rank tp ${msg.tpRank}/${msg.tpSize}, pp ${msg.ppRank}/${msg.ppSize}: a rank must be below its size`);
-  if (msg.pageSize !== buffers.pageSize) mismatch('page_size', msg.pageSize, buffers.pageSize);
+  // Pages map by token range: a decode page may hold several prefill pages, never a part of one.
+  if (msg.pageSize % buffers.pageSize !== 0) {
+    throw new TransferError('LAYOUT_MISMATCH', `page_size mismatch: decode has page_size=${msg.pageSize}, prefill has page_size=${buffers.pageSize} (a decode page must hold a whole number of prefill pages)`);
+  }
   if (msg.kvCacheDtype !== buffers.kvCacheDtype) mismatch('kv_cache_dtype', msg.kvCacheDtype, buffers.kvCacheDtype);
   if (msg.attention !== buffers.attention) mismatch('attention', msg.attention, buffers.attention);
   if (msg.totalLayers !== totalLayers) mismatch('num_layers', msg.totalLayers, totalLayers);
@@ -52,6 +55,15 @@ export function acceptDestination(msg: RegisterMessage, buffers: KVBuffers, layo
     const want = shardOfRank(msg.totalKvHeads, msg.tpSize, msg.tpRank).count;
     if (msg.kvHeadsPerRank !== undefined && msg.kvHeadsPerRank !== want) mismatch('kv_heads_per_rank', msg.kvHeadsPerRank, want);
   }
+  const srcLayout = buffers.pageLayout ?? 'NHD';
+  const dstLayout = msg.pageLayout ?? 'NHD';
+  if (msg.attention === 'mha' && srcLayout !== dstLayout && (msg.totalKvHeads ?? msg.kvHeadsPerRank) === undefined) {
+    throw new TransferError('LAYOUT_MISMATCH', `page_layout differs (decode ${dstLayout}, prefill ${srcLayout}): the decode must declare totalKvHeads or kvHeadsPerRank so heads can be re-laid out`);
+  }
+  if (msg.attention === 'mha' && srcLayout !== dstLayout && buffers.totalKvHeads === undefined && buffers.kvHeadsPerRank === undefined) {
+    throw new TransferError('LAYOUT_MISMATCH', `page_layout differs (decode ${dstLayout}, prefill ${srcLayout}): this prefill rank must declare totalKvHeads or kvHeadsPerRank so heads can be re-laid out`);
+  }
+  if (msg.pageSize !== buffers.pageSize && buffers.state?.kind === 'swa') mismatch('page_size (SWA state is page-indexed)', msg.pageSize, buffers.pageSize);
   if (Boolean(msg.state) !== Boolean(buffers.state)) mismatch('state', msg.state?.kind ?? 'none', buffers.state?.kind ?? 'none');
   if (msg.state && buffers.state && msg.state.kind !== buffers.state.kind) mismatch('state', msg.state.kind, buffers.state.kind);
   if (msg.state && buffers.state) {

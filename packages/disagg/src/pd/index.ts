@@ -1,4 +1,7 @@
-export { createKVManager, type CreateKVManagerOptions, type DisaggKVManager } from './create.js';
+export { createKVManager, type CreateKVManagerOptions, type DisaggKVManager, type RingStats } from './create.js';
+export type { StagingStats } from './kv-write.js';
+export { resolveStaging, type StagingOptions, type ResolvedStaging } from '../staging/options.js';
+export { BytePool } from '../staging/byte-pool.js';
 export { LayerwiseBatch, layerwiseEnabled, type BatchEntry, type LayerwiseStats, type RoomResult } from './layerwise.js';
 export { resolveTimeouts, DEFAULT_PD_TIMEOUTS, type PDTimeouts } from './timeouts.js';
 export { planTargets, type TargetPlan, type TargetSet } from './targets.js';

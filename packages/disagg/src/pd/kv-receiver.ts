@@ -3,6 +3,7 @@ import { matchesReply } from '../protocol/handle.js';
 import { AbortReplySchema, MSG, PD_PROTOCOL_VERSION, type AbortMessage, type RequestMessage, type StatusMessage } from '../protocol/messages.js';
 import type { DecodeRank } from './decode-rank.js';
 import { planTargets, type TargetPlan } from './targets.js';
+import type { ScatterRoom } from '../staging/ring-service.js';
 import { REFUSAL_CODES, tellRefusal } from './refusal.js';
 import { withRoom } from './room-error.js';
 
@@ -57,6 +58,28 @@ export class DecodeReceiver implements KVReceiver {
 
   /** Prefill segments this room depends on (known once resolved). */
   segments: string[] = [];
+  private targets: ResolvedTarget[] = [];
+  private prefillPageSize = 0;
+  private pages: Uint32Array | undefined;
+
+  /**
+   * What the staging ring needs of this room while prefill ranks may still stage KV for
+   * it: nothing once it failed, is failing or succeeded (a scatter is then refused).
+   */
+  scatterRoom(): ScatterRoom | undefined {
+    const pages = this.pages;
+    if (!pages || this.failing || this.cell.value === KVStatus.Failed || this.cell.value === KVStatus.Success) return undefined;
+    return {
+      pages,
+      prefillPageSize: this.prefillPageSize,
+      timeoutMs: this.rank.timeouts.transferMs,
+      sliceFrom: (tp, pp) => {
+        const t = this.targets.find((x) => x.tpRank === tp && x.ppRank === pp && !x.dummy);
+        if (!t) return undefined;
+        return t.kvSlice ?? { srcOffset: 0, dstOffset: 0, count: this.rank.staging.geometry(0).heads };
+      },
+    };
+  }
 
   private async resolve(): Promise<ResolvedTarget[]> {
     const r = this.rank;
@@ -64,6 +87,8 @@ export class DecodeReceiver implements KVReceiver {
     const client = r.bootstrapClient(this.bootstrapAddress);
     const info = await client.prefillInfo(r.selfDescription(), r.timeouts.bootstrapMs);
     const set = planTargets(info, r.layout, r.buffers, this.room, this.bootstrap.prefillDpRank);
+    this.prefillPageSize = info.page_size;
+    await r.prepareStaging(info, set.targets.filter((t) => !t.dummy).map((t) => t.kvSlice));
     const out = await Promise.all(
       set.targets.map(async (t) => {
         const ep = await client.rankEndpoint(set.dpRank, t.tpRank, t.ppRank, Math.max(1, deadline - Date.now()));
@@ -72,6 +97,7 @@ export class DecodeReceiver implements KVReceiver {
       }),
     );
     this.segments = [...new Set(out.map((t) => t.segment))];
+    this.targets = out;
     this.cell.advance(KVStatus.WaitingForInput);
     return out;
   }
@@ -84,6 +110,7 @@ export class DecodeReceiver implements KVReceiver {
     const targets = await this.resolved;
     if (this.cell.value === KVStatus.Failed) throw this.cell.error!;
     this.requested = true;
+    this.pages = pageIndices;
     this.waitingTimer = setTimeout(() => {
       if (this.cell.value === KVStatus.Success || this.cell.value === KVStatus.Failed || this.failing) return;
       void this.failAndAbort(new TransferError('TIMEOUT', `room ${this.room}: KV did not arrive within ${this.rank.timeouts.waitingMs} ms (waiting timeout; ${this.responses.size} of ${targets.length} prefill ranks reported)`, { details: { room: this.room } }));
@@ -174,13 +201,30 @@ export class DecodeReceiver implements KVReceiver {
       return Promise.resolve();
     }
     if (this.waitingTimer) clearTimeout(this.waitingTimer);
+    this.rank.staging.refuse(this.room, error);
     this.failing = this.resolved
       .then((targets) => this.sendAborts(targets, error.message))
       .then(
-        (written) => this.fail(written ? mayStillBeWritten(error, this.room) : error),
-        (e: unknown) => this.fail(new TransferError(error.code, `${error.message}; ${(e as Error).message}`, { cause: error, details: { room: this.room, pagesMayBeWritten: true } })),
+        async (written) => {
+          await this.stagingSettled(written);
+          this.fail(written ? mayStillBeWritten(error, this.room) : error);
+        },
+        async (e: unknown) => {
+          await this.stagingSettled(true);
+          this.fail(new TransferError(error.code, `${error.message}; ${(e as Error).message}`, { cause: error, details: { room: this.room, pagesMayBeWritten: true } }));
+        },
       );
     return this.failing;
+  }
+
+  /**
+   * Once the prefill ranks stopped writing: waits for a scatter of this room still running
+   * (Failed means the pages are no longer touched), and gives the room's ring space back
+   * unless a write may still land in it.
+   */
+  private async stagingSettled(mayStillBeWritten: boolean): Promise<void> {
+    await this.rank.staging.quiet(this.room);
+    if (!mayStillBeWritten) this.rank.staging.release(this.room);
   }
 
   private done(): void {
@@ -211,12 +255,18 @@ export class DecodeReceiver implements KVReceiver {
    */
   async abort(reason = 'aborted by the decode'): Promise<void> {
     const wasSuccess = this.cell.value === KVStatus.Success;
-    this.fail(new TransferError('ABORTED', `room ${this.room}: ${reason}`, { details: { room: this.room } }));
+    const error = new TransferError('ABORTED', `room ${this.room}: ${reason}`, { details: { room: this.room } });
+    this.fail(error);
     if (wasSuccess || !this.requested) return;
+    this.rank.staging.refuse(this.room, error);
     const targets = await this.resolved.catch(() => [] as ResolvedTarget[]);
-    if (await this.sendAborts(targets, reason)) {
-      throw mayStillBeWritten(new TransferError('ABORTED', `room ${this.room}: ${reason}`), this.room);
+    let written = true;
+    try {
+      written = await this.sendAborts(targets, reason);
+    } finally {
+      await this.stagingSettled(written);
     }
+    if (written) throw mayStillBeWritten(new TransferError('ABORTED', `room ${this.room}: ${reason}`), this.room);
   }
 }
 

@@ -1,7 +1,8 @@
 import { KVStatus, StatusCell, TransferError, isTransferError, untilSettled, type KVSender, type BootstrapInfo, type TransferBatch } from '@te/connector';
 import { MSG, PD_PROTOCOL_VERSION, type RequestMessage, type StatusMessage } from '../protocol/messages.js';
 import type { Destination } from './destination.js';
-import { concatBatches, planAux, planKv, planState } from './transfer-plan.js';
+import { planAux, planState } from './transfer-plan.js';
+import { writeKv } from './kv-write.js';
 import type { PrefillRank } from './prefill-rank.js';
 import { withRoom } from './room-error.js';
 
@@ -120,17 +121,36 @@ export class PrefillSender implements KVSender {
 
   private async writeTo(rr: RoomRequest, pages: Uint32Array, offset: number, last: boolean, stateIndices: Uint32Array | undefined): Promise<void> {
     const { req, dest } = rr;
-    const parts: TransferBatch[] = [];
     if (!req.dummy && pages.length > 0) {
-      if (offset + pages.length > req.pages.length) throw new TransferError('INVALID_ARGUMENT', `room ${this.room}: ${offset + pages.length} pages sent but decode rank ${req.decodeTpRank} gave ${req.pages.length} destination pages`, { details: { room: this.room } });
-      parts.push(planKv(this.rank.source, dest, req, pages, req.pages.subarray(offset, offset + pages.length)).batch);
+      const perDst = dest.msg.pageSize / this.rank.source.buffers.pageSize;
+      if (Math.ceil((offset + pages.length) / perDst) > req.pages.length) throw new TransferError('INVALID_ARGUMENT', `room ${this.room}: ${offset + pages.length} pages sent but decode rank ${req.decodeTpRank} gave ${req.pages.length} destination pages`, { details: { room: this.room } });
+      await this.writeKv(rr, pages, offset);
     }
-    if (parts.length > 0) await this.submit(dest, concatBatches(parts));
     if (!last) return;
     // Aux goes after the KV and state have landed, so a decode that reads Success can read it.
     const state = stateIndices ? planState(this.rank.source, dest, req, stateIndices) : undefined;
     if (state && state.batch.opcodes.length > 0) await this.submit(dest, state.batch);
     if (req.sendsAux && this.auxIndex !== undefined && this.rank.source.aux.addrs.length > 0) await this.submit(dest, planAux(this.rank.source, dest, this.auxIndex, req.auxIndex).batch);
+  }
+
+  /** A chunk (or layers) of this room's KV to one decode rank, by the route the layouts allow (kv-write.ts). */
+  private writeKv(rr: RoomRequest, pages: Uint32Array, firstPage: number, layers?: ArrayLike<number>): Promise<void> {
+    const r = this.rank;
+    return writeKv({
+      source: r.source,
+      dest: rr.dest,
+      req: rr.req,
+      srcPages: pages,
+      firstPage,
+      ...(layers ? { layers } : {}),
+      room: this.room,
+      prefillTpRank: r.layout.attnTpRank,
+      prefillPpRank: r.layout.ppRank,
+      engine: r.engine,
+      timeoutMs: r.timeouts.transferMs,
+      submit: (batch) => this.submit(rr.dest, batch),
+      staging: r.staging,
+    });
   }
 
   private async submit(dest: Destination, batch: TransferBatch): Promise<void> {
@@ -212,6 +232,8 @@ export class PrefillSender implements KVSender {
     const error = withRoom(failure, this.room);
     if (!this.cell.fail(error)) return;
     this.stop.abort();
+    // Its chunks waiting for staging memory give up; the ones in flight release theirs as they settle.
+    this.rank.staging.refuse(this.room, error);
     void this.settled().then(() => {
       for (const rr of this.requests.values()) this.report(rr, KVStatus.Failed, error).catch(() => undefined);
       this.rank.forget(this);
@@ -249,7 +271,8 @@ export class PrefillSender implements KVSender {
     if (this.cell.value === KVStatus.Failed) return 'failed';
     if (this.finished || this.sentPages > 0) return 'chunked';
     if (this.cell.value < KVStatus.WaitingForInput) return 'destination-not-ready';
-    for (const rr of this.requests.values()) if (!rr.req.dummy && rr.req.pages.length < pages.length) return 'destination-too-small';
+    const pageSize = this.rank.source.buffers.pageSize;
+    for (const rr of this.requests.values()) if (!rr.req.dummy && rr.req.pages.length < Math.ceil(pages.length / (rr.dest.msg.pageSize / pageSize))) return 'destination-too-small';
     return undefined;
   }
 
@@ -295,7 +318,7 @@ export class PrefillSender implements KVSender {
     await Promise.all(
       [...this.requests.values()]
         .filter((rr) => !rr.req.dummy)
-        .map((rr) => this.submit(rr.dest, planKv(this.rank.source, rr.dest, rr.req, lw.pages, rr.req.pages.subarray(0, lw.pages.length), layers).batch)),
+        .map((rr) => this.writeKv(rr, lw.pages, 0, layers)),
     );
   }
 

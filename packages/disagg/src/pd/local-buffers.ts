@@ -39,6 +39,7 @@ export function checkBuffers(b: KVBuffers): void {
   const total = b.totalLayers ?? b.numLayers;
   if (!Number.isInteger(first) || first < 0 || first + b.numLayers > total) bad(`layers [${first}, ${first + b.numLayers}) do not fit in totalLayers ${total}`);
   if (b.state && b.state.kind !== 'mamba' && b.state.kind !== 'swa') bad(`state.kind must be 'mamba' or 'swa', got ${String(b.state.kind)}`);
+  if (b.pageLayout !== undefined && b.pageLayout !== 'NHD' && b.pageLayout !== 'HND') bad(`pageLayout must be 'NHD' or 'HND', got ${String(b.pageLayout)}`);
 }
 
 /**

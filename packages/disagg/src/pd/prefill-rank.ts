@@ -12,6 +12,8 @@ import { REFUSAL_CODES } from './refusal.js';
 import type { PDTimeouts } from './timeouts.js';
 import { waitAtMost } from '../shared/wait-at-most.js';
 import type { SourceSide } from './transfer-plan.js';
+import { PrefillStaging } from '../staging/kv-staging.js';
+import { resolveStaging, type ResolvedStaging } from '../staging/options.js';
 
 // Requests for rooms whose sender does not exist yet are kept this long at most, and at
 // most this many: a decode may be ahead of the prefill, a hostile peer must not grow memory.
@@ -21,6 +23,10 @@ const MAX_DESTINATIONS = 4_096;
 export interface PrefillRankLimits {
   /** Decode ranks registered at once (default 4096); past it, failed then idle ones are evicted. */
   maxDestinations?: number;
+  /** The staging path of heterogeneous TP (default: resolveStaging()). */
+  staging?: ResolvedStaging;
+  /** Debug lines (staging fallbacks). */
+  log?: (message: string) => void;
 }
 
 /**
@@ -29,6 +35,8 @@ export interface PrefillRankLimits {
  */
 export class PrefillRank {
   readonly source: SourceSide;
+  /** Gather/scatter staging of head slices (created on first use). */
+  readonly staging: PrefillStaging;
   /**
    * Registered decode ranks by `segment#tpRank`, least recently used first (registering or
    * requesting moves an entry to the end). Bounded: a decode lost to the heartbeat is
@@ -64,6 +72,7 @@ export class PrefillRank {
       state: buffers.state ? tableOf(buffers.state, 'state') : undefined,
       span: { firstLayer: buffers.firstLayer ?? 0, layers: buffers.numLayers },
     };
+    this.staging = new PrefillStaging(engine, limits.staging ?? resolveStaging(), this.source.kv, buffers.device, limits.log ?? (() => undefined));
     this.unhandle.push(
       handleMessage(engine, MSG.register, RegisterSchema, (m) => this.onRegister(m)),
       handleMessage(engine, MSG.request, RequestSchema, (m) => this.onRequest(m)),
@@ -294,6 +303,7 @@ export class PrefillRank {
     // still held keeps its memory marked in use in the engine until the transport lets go.
     await waitAtMost(Promise.all(live.map((s) => s.settled())), this.timeouts.abortMs);
     for (const u of this.unhandle) u();
+    await this.staging.close();
   }
 }
 

@@ -15,6 +15,9 @@ export class DescriptorWriter {
   readonly batch: TransferBatch;
   count = 0;
   bytes = 0;
+  private lastLocalEnd = -1;
+  private lastRemoteEnd = -1;
+  private lastLength = 0;
 
   constructor(readonly capacity: number) {
     this.batch = {
@@ -68,6 +71,27 @@ export class DescriptorWriter {
     lengths[from] = BigInt(length);
     for (let filled = 1; from + filled < to; filled *= 2) lengths.copyWithin(from + filled, from, Math.min(from + filled, to - filled));
     this.bytes += length * (to - from);
+  }
+
+  /**
+   * Like push, but extends the previous descriptor when this one continues it on both
+   * sides (consecutive pages of a run, rows of a contiguous slice).
+   */
+  pushMerged(local: number, remote: number, length: number): void {
+    if (this.count > 0 && local === this.lastLocalEnd && remote === this.lastRemoteEnd) {
+      const i = (this.count - 1) * 2;
+      const len = this.lastLength + length;
+      const nh = Math.floor(len / TWO_32);
+      this.length[i] = len - nh * TWO_32;
+      this.length[i + 1] = nh;
+      this.lastLength = len;
+      this.bytes += length;
+    } else {
+      this.push(local, remote, length);
+      this.lastLength = length;
+    }
+    this.lastLocalEnd = local + length;
+    this.lastRemoteEnd = remote + length;
   }
 
   push(local: number, remote: number, length: number): void {

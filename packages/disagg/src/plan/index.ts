@@ -4,3 +4,6 @@ export { resolveRankTargets, targetPrefillTpRanks, targetPrefillPpRanks, prefill
 export { planCopy, type BufferTable, type CopyPlan, type CopyPlanInput, type UnitSlice } from './copy-plan.js';
 export { kvBufferPairs, identityPairs, type LayerSpan, type AttentionKind } from './layer-pairs.js';
 export { DescriptorWriter, toSafeNumber } from './descriptor-writer.js';
+export { offsetOf, itemBytes, geometryOf, type PageGeometry, type PageLayout } from './page-geometry.js';
+export { planSliceCopy, routeOf, type HeadSlice, type SliceCopy, type SliceRoute } from './slice-copy.js';
+export { pieceCount, pieceDestination, checkPieces, directBatch, stagedBatch, gatherCopies, scatterCopies, type PieceSet, type CopySink } from './slice-pieces.js';

@@ -44,6 +44,10 @@ export const RegisterSchema = Type.Object({
   totalLayers: Int(1),
   kvHeadsPerRank: Type.Optional(Int(1)),
   totalKvHeads: Type.Optional(Int(1)),
+  /** How a page is laid out (absent: NHD). */
+  pageLayout: Type.Optional(Type.Union([Type.Literal('NHD'), Type.Literal('HND')])),
+  /** The staging ring this decode offers for slices it must interleave (see staging-messages.ts). */
+  ring: Type.Optional(Type.Object({ addr: Type.BigInt({ minimum: 0n }), length: Type.BigInt({ minimum: 1n }) })),
   kv: BufferTableSchema,
   aux: BufferTableSchema,
   state: Type.Optional(

@@ -1,0 +1,181 @@
+import { TransferError, type TransferBatch, type TransferEngine } from '@te/connector';
+import { kvBufferPairs, planCopy, shardOfRank } from '../plan/index.js';
+import type { PageGeometry } from '../plan/page-geometry.js';
+import { planSliceCopy, routeOf, type HeadSlice, type SliceCopy, type SliceRoute } from '../plan/slice-copy.js';
+import { checkPieces, directBatch, type PieceSet } from '../plan/slice-pieces.js';
+import type { RequestMessage } from '../protocol/messages.js';
+import { RingAllocReplySchema, STAGING_MSG, type RingAllocMessage, type ScatterMessage } from '../protocol/staging-messages.js';
+import { checkReply } from '../protocol/handle.js';
+import { PD_PROTOCOL_VERSION } from '../protocol/messages.js';
+import type { ResolvedStaging } from '../staging/options.js';
+import type { RingTarget, Stager } from '../staging/stager.js';
+import type { Destination } from './destination.js';
+import type { SourceSide } from './transfer-plan.js';
+
+/** What the staging path did since the manager was created. */
+export interface StagingStats {
+  /** KV writes that went through staging: gathered here (and written whole), or staged on the decode's ring and scattered there. */
+  gatherWrites: number;
+  ringWrites: number;
+  /** Bytes gathered into staging. */
+  stagedBytes: number;
+  /** Writes that needed staging but went the per-token way, by reason. */
+  fallbacks: Record<string, number>;
+}
+
+export interface KvStaging {
+  options: ResolvedStaging;
+  /** Why staging cannot run on this rank at all (device memory, no native copier), or undefined. */
+  unavailable: string | undefined;
+  /** The rank's stager, created on first use. */
+  stager(): Promise<Stager>;
+  /** A failed room's chunks waiting for staging memory give up. */
+  refuse(room: bigint, error: TransferError): void;
+  stats: StagingStats;
+  log(message: string): void;
+}
+
+/** One KV write of a room to one decode rank. */
+export interface KvWrite {
+  source: SourceSide;
+  dest: Destination;
+  req: RequestMessage;
+  /** Source pages of this call and their index among the room's pages. */
+  srcPages: Uint32Array;
+  firstPage: number;
+  /** Absolute layers (default: all of this stage). */
+  layers?: ArrayLike<number>;
+  room: bigint;
+  prefillTpRank: number;
+  prefillPpRank: number;
+  engine: TransferEngine;
+  timeoutMs: number;
+  submit(batch: TransferBatch): Promise<void>;
+  staging: KvStaging;
+}
+
+function heads(buffers: SourceSide['buffers'], tpSize: number, tpRank: number, totalKvHeads: number | undefined, kvHeadsPerRank: number | undefined): number {
+  if (buffers.attention === 'mla') return 1;
+  if (totalKvHeads !== undefined) return shardOfRank(totalKvHeads, tpSize, tpRank).count;
+  return kvHeadsPerRank ?? 1;
+}
+
+/** This side's and the destination's page geometry, and the head slice between them. */
+export function geometries(source: SourceSide, dest: Destination, req: RequestMessage): { src: PageGeometry; dst: PageGeometry; slice: HeadSlice; perDst: number } {
+  const b = source.buffers;
+  const m = dest.msg;
+  const srcHeads = heads(b, source.layout.attnTpSize, source.layout.attnTpRank, b.totalKvHeads, b.kvHeadsPerRank);
+  const dstHeads = heads(b, m.tpSize, m.tpRank, m.totalKvHeads, m.kvHeadsPerRank);
+  const slice = req.kvSlice ?? { srcOffset: 0, dstOffset: 0, count: srcHeads };
+  const srcItem = source.kv.itemLens[0]!;
+  const dstItem = dest.kv.itemLens[0]!;
+  const src: PageGeometry = { tokens: b.pageSize, heads: srcHeads, headBytes: srcItem / (b.pageSize * srcHeads), layout: b.pageLayout ?? 'NHD' };
+  const dst: PageGeometry = { tokens: m.pageSize, heads: dstHeads, headBytes: dstItem / (m.pageSize * dstHeads), layout: m.pageLayout ?? 'NHD' };
+  return { src, dst, slice, perDst: m.pageSize / b.pageSize };
+}
+
+function uniform(t: Float64Array, buffers: Int32Array, side: 0 | 1): boolean {
+  for (let i = side + 2; i < buffers.length; i += 2) if (t[buffers[i]!] !== t[buffers[side]!]) return false;
+  return true;
+}
+
+/** Whether today's planner (equal pages, NHD both sides) serves this write as it always did. */
+function classic(source: SourceSide, dest: Destination): boolean {
+  return source.buffers.pageSize === dest.msg.pageSize && (source.buffers.pageLayout ?? 'NHD') === 'NHD' && (dest.msg.pageLayout ?? 'NHD') === 'NHD';
+}
+
+export interface KvPlan {
+  set: PieceSet | undefined;
+  route: SliceRoute | 'classic';
+  copy: SliceCopy | undefined;
+}
+
+/** Plans a KV write: which route, and the pieces (refusing pages outside either side's buffers). */
+export function planKvWrite(w: Pick<KvWrite, 'source' | 'dest' | 'req' | 'srcPages' | 'firstPage' | 'layers' | 'room'>): KvPlan {
+  const { source, dest, req } = w;
+  const pairs = kvBufferPairs(source.buffers.attention, source.span, dest.span, w.layers);
+  const g = geometries(source, dest, req);
+  const bad = (message: string): never => {
+    throw new TransferError('INVALID_ARGUMENT', `room ${w.room}: ${message}`, { details: { room: w.room } });
+  };
+  if (!Number.isInteger(g.perDst) || g.perDst < 1) bad(`decode pages of ${dest.msg.pageSize} tokens are not a whole multiple of this rank's ${source.buffers.pageSize}`);
+  let copy: SliceCopy;
+  try {
+    if (!uniform(source.kv.itemLens, pairs, 0) || !uniform(dest.kv.itemLens, pairs, 1)) throw new RangeError('KV buffers of different page sizes');
+    copy = planSliceCopy(g.src, g.dst, g.slice);
+  } catch (e) {
+    if (!(e instanceof RangeError)) throw e;
+    if (classic(source, dest)) return { set: undefined, route: 'classic', copy: undefined };
+    throw new TransferError('LAYOUT_MISMATCH', `room ${w.room}: cannot map this rank's pages onto decode ${dest.segment}: ${e.message}`, { details: { room: w.room } });
+  }
+  const set: PieceSet = { src: source.kv, dst: dest.kv, pairs, srcPages: w.srcPages, firstPage: w.firstPage, dstPages: req.pages, perDst: g.perDst, copy };
+  try {
+    checkPieces(set);
+  } catch (e) {
+    if (e instanceof RangeError) bad(e.message);
+    throw e;
+  }
+  return { set, route: routeOf(copy), copy };
+}
+
+/** Today's planner, for writes it served before page layouts and page multiples existed. */
+function classicBatch(w: KvWrite): TransferBatch {
+  const { source, dest, req } = w;
+  const pairs = kvBufferPairs(source.buffers.attention, source.span, dest.span, w.layers);
+  const input = { src: source.kv, dst: dest.kv, bufferPairs: pairs, srcItems: w.srcPages, dstItems: req.pages.subarray(w.firstPage, w.firstPage + w.srcPages.length) };
+  if (!req.kvSlice) return planCopy(input).batch;
+  const g = geometries(source, dest, req);
+  return planCopy({ ...input, slice: { rows: source.buffers.pageSize, srcUnits: g.src.heads, dstUnits: g.dst.heads, ...req.kvSlice } }).batch;
+}
+
+function fallback(w: KvWrite, reason: string): void {
+  const s = w.staging.stats;
+  s.fallbacks[reason] = (s.fallbacks[reason] ?? 0) + 1;
+  w.staging.log(`room ${w.room}: KV to ${w.dest.segment} goes the per-token way (${reason})`);
+}
+
+function ringOf(w: KvWrite, set: PieceSet): RingTarget | undefined {
+  const ring = w.dest.msg.ring;
+  if (!ring) return undefined;
+  const client = w.engine.controlClient(w.dest.segment);
+  const head = { v: PD_PROTOCOL_VERSION, room: w.room, prefillTpRank: w.prefillTpRank, prefillPpRank: w.prefillPpRank } as const;
+  const dstBuffers = Uint32Array.from({ length: set.pairs.length / 2 }, (_, i) => set.pairs[2 * i + 1]!);
+  return {
+    capacity: Number(ring.length),
+    addr: Number(ring.addr),
+    alloc: async (bytes) => {
+      const msg: RingAllocMessage = { ...head, bytes };
+      return checkReply(STAGING_MSG.ringAlloc, RingAllocReplySchema, await client.request(STAGING_MSG.ringAlloc, msg, w.timeoutMs)).offset;
+    },
+    scatter: async (offset, bytes, firstPiece, pieces) => {
+      const msg: ScatterMessage = { ...head, offset, bytes, firstPage: set.firstPage, pageCount: set.srcPages.length, dstBuffers, firstPiece, pieces };
+      await client.request(STAGING_MSG.scatter, msg, w.timeoutMs);
+    },
+  };
+}
+
+/**
+ * Writes a room's KV pages to one decode rank by the best route the two layouts allow:
+ * whole ranges straight from the pages, head slices gathered in staging and written as
+ * whole destination ranges, or (slices the decode must interleave) staged on the
+ * decode's ring and scattered there; without staging, row by row.
+ */
+export async function writeKv(w: KvWrite): Promise<void> {
+  const plan = planKvWrite(w);
+  if (plan.route === 'classic') return w.submit(classicBatch(w));
+  const set = plan.set!;
+  if (plan.route === 'direct') return w.submit(directBatch(set).finish());
+  const why = w.staging.unavailable ?? (!w.staging.options.enabled ? 'staging disabled' : plan.route === 'ring' && !w.dest.msg.ring ? 'the decode offers no staging ring' : undefined);
+  if (why) {
+    fallback(w, why);
+    // Same pages, same layouts as before this path existed: today's planner is the faster per-token one.
+    return w.submit(classic(w.source, w.dest) ? classicBatch(w) : directBatch(set).finish());
+  }
+  const stager = await w.staging.stager();
+  const ring = plan.route === 'ring' ? ringOf(w, set) : undefined;
+  await stager.write({ set, submit: (b) => w.submit(b), owner: w.room, timeoutMs: w.timeoutMs, ...(ring ? { ring } : {}) });
+  const s = w.staging.stats;
+  if (ring) s.ringWrites++;
+  else s.gatherWrites++;
+  s.stagedBytes += set.copy.bytes * (set.pairs.length / 2) * set.srcPages.length;
+}

@@ -1,0 +1,124 @@
+import { DescriptorWriter } from './descriptor-writer.js';
+import type { SliceCopy } from './slice-copy.js';
+import type { BufferTable } from './copy-plan.js';
+
+/**
+ * The pieces of one KV write: every (buffer pair, source page) of the call, pair-major,
+ * each one source page's head slice of one layer's K or V. A staging image holds pieces
+ * [first, end) packed in this order, each `copy.bytes` long in the destination's order.
+ */
+export interface PieceSet {
+  src: BufferTable;
+  dst: BufferTable;
+  /** `[srcBuffer, dstBuffer, ...]`. */
+  pairs: Int32Array;
+  /** Source pages of this call. */
+  srcPages: Uint32Array;
+  /** Index of `srcPages[0]` among the room's source pages (chunked prefill sends them in order). */
+  firstPage: number;
+  /** The room's destination pages (each holds `perDst` source pages). */
+  dstPages: Uint32Array;
+  perDst: number;
+  copy: SliceCopy;
+}
+
+export function pieceCount(s: PieceSet): number {
+  return (s.pairs.length / 2) * s.srcPages.length;
+}
+
+/** Source and destination item bases of piece `index` (no offsets applied). */
+function bases(s: PieceSet, index: number): [number, number, number] {
+  const n = s.srcPages.length;
+  const p = Math.floor(index / n);
+  const k = index - p * n;
+  const sb = s.pairs[2 * p]!;
+  const db = s.pairs[2 * p + 1]!;
+  const page = s.firstPage + k;
+  const dPage = s.dstPages[Math.floor(page / s.perDst)]!;
+  return [s.src.addrs[sb]! + s.srcPages[k]! * s.src.itemLens[sb]!, s.dst.addrs[db]! + dPage * s.dst.itemLens[db]!, page % s.perDst];
+}
+
+/** Where piece `index` starts at the destination. */
+export function pieceDestination(s: PieceSet, index: number): number {
+  const [, d, sub] = bases(s, index);
+  return d + s.copy.dstOffset + sub * s.copy.subStride;
+}
+
+/**
+ * Checks that every piece lies inside its buffers before anything is planned from it: the
+ * source pages and the destination pages the call maps to.
+ */
+export function checkPieces(s: PieceSet): void {
+  const need = Math.ceil((s.firstPage + s.srcPages.length) / s.perDst);
+  if (need > s.dstPages.length) throw new RangeError(`source pages [${s.firstPage}, ${s.firstPage + s.srcPages.length}) need ${need} destination pages of ${s.perDst} source pages each; ${s.dstPages.length} were given`);
+  for (let p = 0; p < s.pairs.length; p += 2) {
+    const sb = s.pairs[p]!;
+    const db = s.pairs[p + 1]!;
+    if (sb < 0 || sb >= s.src.addrs.length || db < 0 || db >= s.dst.addrs.length) throw new RangeError(`buffer pair ${sb}→${db} does not exist`);
+    const sCap = Math.floor(s.src.lengths[sb]! / s.src.itemLens[sb]!);
+    const dCap = Math.floor(s.dst.lengths[db]! / s.dst.itemLens[db]!);
+    for (let k = 0; k < s.srcPages.length; k++) if (s.srcPages[k]! >= sCap) throw new RangeError(`source page ${s.srcPages[k]} is outside buffer ${sb} (${sCap} pages)`);
+    for (let d = Math.floor(s.firstPage / s.perDst); d < need; d++) if (s.dstPages[d]! >= dCap) throw new RangeError(`destination page ${s.dstPages[d]} is outside buffer ${db} (${dCap} pages)`);
+  }
+}
+
+/**
+ * Descriptors straight from the source pages to the destination pages: one per piece when
+ * both sides are contiguous (merged across pieces that continue each other), else one per
+ * row of the copy (the per-token path of NHD head slices).
+ */
+export function directBatch(s: PieceSet, from = 0, to = pieceCount(s)): DescriptorWriter {
+  const c = s.copy;
+  const whole = c.srcContiguous && c.dstContiguous;
+  const w = new DescriptorWriter((to - from) * (whole ? 1 : c.rows * c.reps));
+  for (let i = from; i < to; i++) {
+    const [sBase, dBase, sub] = bases(s, i);
+    const src = sBase + c.srcOffset;
+    const dst = dBase + c.dstOffset + sub * c.subStride;
+    if (whole) {
+      w.pushMerged(src, dst, c.bytes);
+      continue;
+    }
+    for (let r = 0; r < c.reps; r++) {
+      for (let j = 0; j < c.rows; j++) w.pushMerged(src + r * c.srcRepStride + j * c.srcPitch, dst + r * c.dstRepStride + j * c.dstPitch, c.width);
+    }
+  }
+  return w;
+}
+
+/** Descriptors from a staging image of pieces [from, to) at `image` to their destinations (each piece contiguous there). */
+export function stagedBatch(s: PieceSet, image: number, from: number, to: number): DescriptorWriter {
+  const w = new DescriptorWriter(to - from);
+  for (let i = from; i < to; i++) w.pushMerged(image + (i - from) * s.copy.bytes, pieceDestination(s, i), s.copy.bytes);
+  return w;
+}
+
+/** Appends copies as the staging copier takes them (9 numbers each). */
+export interface CopySink {
+  push(src: number, dst: number, width: number, rows: number, srcPitch: number, dstPitch: number, reps: number, srcRepStride: number, dstRepStride: number): void;
+}
+
+/**
+ * Gathers pieces [from, to) into a packed image at `image`. `srcDelta[b]` converts an
+ * address of source buffer b to the address the copier reads (0 unless a JS transport
+ * names JS memory by addresses of its own).
+ */
+export function gatherCopies(s: PieceSet, sink: CopySink, image: number, from: number, to: number, srcDelta: Float64Array): void {
+  const c = s.copy;
+  const n = s.srcPages.length;
+  for (let i = from; i < to; i++) {
+    const [sBase] = bases(s, i);
+    const delta = srcDelta[s.pairs[2 * Math.floor(i / n)]!]!;
+    sink.push(sBase + c.srcOffset + delta, image + (i - from) * c.bytes, c.width, c.rows, c.srcPitch, c.width, c.reps, c.srcRepStride, c.width * c.rows);
+  }
+}
+
+/** Scatters a packed image of pieces [from, to) at `image` into their destinations (the decode side of the ring route). */
+export function scatterCopies(s: PieceSet, sink: CopySink, image: number, from: number, to: number, dstDelta: Float64Array): void {
+  const c = s.copy;
+  const n = s.srcPages.length;
+  for (let i = from; i < to; i++) {
+    const delta = dstDelta[s.pairs[2 * Math.floor(i / n) + 1]!]!;
+    sink.push(image + (i - from) * c.bytes, pieceDestination(s, i) + delta, c.width, c.rows, c.width, c.dstPitch, c.reps, c.width * c.rows, c.dstRepStride);
+  }
+}

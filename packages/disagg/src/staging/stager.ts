@@ -1,0 +1,147 @@
+import { OP_WRITE, TransferError, type TransferBatch, type TransferEngine, type AllocatedHandle } from '@te/connector';
+import { CopyList, StagingCopier } from '@te/staging';
+import { gatherCopies, pieceCount, stagedBatch, type PieceSet } from '../plan/slice-pieces.js';
+import { BytePool } from './byte-pool.js';
+import { copyDelta, copyDeltas } from './copy-address.js';
+import type { ResolvedStaging } from './options.js';
+
+/** The decode side of the ring route, as one room's writer sees it. */
+export interface RingTarget {
+  /** Ring capacity the decode offered. */
+  capacity: number;
+  /** Engine address of the ring's start. */
+  addr: number;
+  alloc(bytes: number): Promise<number>;
+  scatter(offset: number, bytes: number, firstPiece: number, pieces: number): Promise<void>;
+}
+
+export interface StagedWrite {
+  set: PieceSet;
+  /** Writes a batch to the room's destination (tracked by the room: deadline, abort, settle). */
+  submit(batch: TransferBatch): Promise<void>;
+  owner: unknown;
+  timeoutMs: number;
+  /** Present for the ring route. */
+  ring?: RingTarget;
+}
+
+/** Writes in flight per destination at once: chunk k+1 is gathered while chunk k is on the wire. */
+const WINDOW = 2;
+
+/**
+ * A prefill rank's staging memory: registered host memory, a pool over it, and the
+ * native copier that gathers head slices into it. Created on first use.
+ */
+export class Stager {
+  private constructor(
+    private readonly engine: TransferEngine,
+    private readonly copier: StagingCopier,
+    private readonly memory: AllocatedHandle,
+    private readonly pool: BytePool,
+    private readonly base: number,
+    private readonly delta: number,
+    private readonly srcDelta: Float64Array,
+    private readonly chunkBytes: number,
+  ) {}
+
+  static async create(engine: TransferEngine, options: ResolvedStaging, kv: { addrs: Float64Array; lengths: Float64Array }): Promise<Stager> {
+    const copier = StagingCopier.create(options.threads === undefined ? {} : { threads: options.threads });
+    const memory = await engine.allocateMemory(options.bytes, { remoteAccess: false });
+    const base = Number(memory.addr);
+    const delta = copyDelta(engine, base, options.bytes);
+    const srcDelta = copyDeltas(engine, kv.addrs, kv.lengths);
+    const regions = [{ addr: base + delta, length: options.bytes }];
+    for (let i = 0; i < kv.addrs.length; i++) regions.push({ addr: kv.addrs[i]! + srcDelta[i]!, length: kv.lengths[i]! });
+    copier.setRegions(regions);
+    return new Stager(engine, copier, memory, new BytePool(options.bytes, 'prefill staging memory'), base, delta, srcDelta, Math.min(options.chunkBytes, Math.floor(options.bytes / 4)));
+  }
+
+  get stats(): { capacity: number; used: number; peak: number; waits: number } {
+    return { capacity: this.pool.capacity, used: this.pool.used, peak: this.pool.peak, waits: this.pool.waits };
+  }
+
+  /** Pieces per chunk: what fits in a chunk of this side's staging and of the decode's ring. */
+  private chunkPieces(w: StagedWrite): number {
+    const cap = Math.min(this.chunkBytes, w.ring ? Math.floor(w.ring.capacity / 4) : Infinity);
+    return Math.max(1, Math.floor(cap / w.set.copy.bytes));
+  }
+
+  /** Pieces too large for either staging memory at all: refused, they can never fit. */
+  check(w: StagedWrite): void {
+    const bytes = w.set.copy.bytes;
+    if (bytes > this.pool.capacity) throw new TransferError('INVALID_ARGUMENT', `a page slice of ${bytes} bytes can never fit in ${this.pool.capacity} bytes of prefill staging memory`);
+    if (w.ring && bytes > w.ring.capacity) throw new TransferError('INVALID_ARGUMENT', `a page slice of ${bytes} bytes can never fit in the decode's staging ring of ${w.ring.capacity} bytes`);
+  }
+
+  /**
+   * Gathers the pieces chunk by chunk and writes each: straight into the destination
+   * pages (gather route) or into the decode's ring, which scatters it (ring route). The
+   * first error stops new chunks; it is thrown once the chunks in flight settled.
+   */
+  async write(w: StagedWrite): Promise<{ descriptors: number; chunks: number }> {
+    this.check(w);
+    const total = pieceCount(w.set);
+    const per = this.chunkPieces(w);
+    const inflight = new Set<Promise<void>>();
+    let failure: unknown;
+    let descriptors = 0;
+    let chunks = 0;
+    for (let from = 0; from < total && failure === undefined; from += per) {
+      const to = Math.min(total, from + per);
+      const bytes = (to - from) * w.set.copy.bytes;
+      let ringOffset = -1;
+      let local = -1;
+      try {
+        if (w.ring) ringOffset = await w.ring.alloc(bytes);
+        local = await this.pool.alloc(bytes, w.owner, w.timeoutMs);
+        const jobs = new CopyList(to - from);
+        gatherCopies(w.set, jobs, this.base + this.delta + local, from, to, this.srcDelta);
+        await this.copier.copy(jobs.finish());
+      } catch (e) {
+        if (local >= 0) this.pool.release(local);
+        failure = e;
+        break;
+      }
+      chunks++;
+      const image = this.base + local;
+      const step = (async () => {
+        try {
+          if (w.ring) {
+            const batch = singleWrite(image, w.ring.addr + ringOffset, bytes);
+            descriptors += 1;
+            await w.submit(batch);
+            await w.ring.scatter(ringOffset, bytes, from, to - from);
+          } else {
+            const batch = stagedBatch(w.set, image, from, to);
+            descriptors += batch.count;
+            await w.submit(batch.finish());
+          }
+        } finally {
+          this.pool.release(local);
+        }
+      })().catch((e: unknown) => {
+        failure ??= e;
+      });
+      inflight.add(step);
+      void step.then(() => inflight.delete(step));
+      if (inflight.size >= WINDOW) await Promise.race(inflight);
+    }
+    await Promise.all(inflight);
+    if (failure !== undefined) throw failure;
+    return { descriptors, chunks };
+  }
+
+  /** A failed room's chunks waiting for staging memory give up (those in flight release theirs once their write settled). */
+  refuse(owner: unknown, error: TransferError): void {
+    this.pool.refuseWaiters(owner, error);
+  }
+
+  async close(): Promise<void> {
+    this.pool.close(new TransferError('ENGINE_CLOSED', 'the KV manager closed'));
+    await this.engine.freeMemory(this.memory).catch(() => undefined);
+  }
+}
+
+function singleWrite(local: number, remote: number, length: number): TransferBatch {
+  return { opcodes: Uint8Array.of(OP_WRITE), localAddrs: BigUint64Array.of(BigInt(local)), remoteAddrs: BigUint64Array.of(BigInt(remote)), lengths: BigUint64Array.of(BigInt(length)) };
+}

@@ -1,0 +1,112 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { layout } from './pd-harness.js';
+import { FAST, runScenario, type Scenario, type ScenarioStats } from './pd-scenario.js';
+import type { ModelSpec } from './fixtures/pd-model.js';
+
+/*
+ * Heterogeneous TP across page layouts and page sizes, every rank its own process over
+ * mooncake-tcp. KV bytes are a function of (room, layer, global head, token, K/V, byte)
+ * and every decode rank's whole memory is compared with what its rooms should have
+ * written. Each case also checks which route the bytes took (staged in prefill memory,
+ * staged on the decode's ring, or row by row), so a silent fallback fails it.
+ */
+const MHA8: ModelSpec = { attention: 'mha', totalLayers: 3, heads: 8, headBytes: 16, pageSize: 4, pages: 24, auxSlots: 8, auxBytes: 64 };
+const ROOM = { room: 0x1234_5678_9abcn, srcPages: [2, 3, 4, 9, 10, 17], dstPages: [5, 6, 7, 8, 1, 20], auxSrc: 1, auxDst: 6 };
+const ROOM2 = { room: 0x7fff_ffff_ffff_fff1n, srcPages: [0, 1, 2, 3], dstPages: [10, 11, 12, 13], auxSrc: 2, auxDst: 3 };
+const tps = (n: number) => Array.from({ length: n }, (_, i) => layout(n, i));
+// Up to 18 processes on two cores: heartbeats get room so a busy machine is not a lost peer.
+const TIMEOUTS = { ...FAST, heartbeatMs: 3000 };
+
+type Route = 'gather' | 'ring' | 'direct' | 'rows';
+
+function sum(stats: ScenarioStats, key: 'gatherWrites' | 'ringWrites'): number {
+  return stats.prefill.reduce((a, s) => a + (s?.[key] ?? 0), 0);
+}
+
+function fallbacks(stats: ScenarioStats): number {
+  return stats.prefill.reduce((a, s) => a + Object.values(s?.fallbacks ?? {}).reduce((x, y) => x + y, 0), 0);
+}
+
+/** Asserts the route the KV took: staged here, staged on the decode's ring, straight, or row by row (fallback). */
+function expectRoute(stats: ScenarioStats, route: Route): void {
+  const g = sum(stats, 'gatherWrites');
+  const r = sum(stats, 'ringWrites');
+  const f = fallbacks(stats);
+  const seen = JSON.stringify(stats.prefill);
+  if (route === 'gather') assert.ok(g > 0 && r === 0 && f === 0, `expected gathers only: ${seen}`);
+  if (route === 'ring') {
+    assert.ok(r > 0 && g === 0 && f === 0, `expected ring writes only: ${seen}`);
+    assert.ok(stats.decode.some((d) => (d?.scatteredBytes ?? 0) > 0), `a decode rank scattered: ${JSON.stringify(stats.decode)}`);
+  }
+  if (route === 'direct') assert.ok(g === 0 && r === 0 && f === 0, `expected no staging at all: ${seen}`);
+  if (route === 'rows') assert.ok(g === 0 && r === 0 && f > 0, `expected per-token fallbacks: ${seen}`);
+}
+
+async function run(s: Omit<Scenario, 'rooms'> & { rooms?: Scenario['rooms'] }, route: Route): Promise<void> {
+  expectRoute(await runScenario({ rooms: [ROOM, ROOM2], timeouts: TIMEOUTS, ...s }), route);
+}
+
+const NHD = { pageLayout: 'NHD' as const };
+const HND = { pageLayout: 'HND' as const };
+
+for (const [p, d, route] of [
+  [1, 2, 'gather'],
+  [2, 4, 'gather'],
+  [2, 8, 'gather'],
+  [4, 2, 'ring'],
+  [8, 2, 'ring'],
+] as const) {
+  test(`TP ${p}→${d}, NHD both sides: ${route === 'gather' ? 'gathered in prefill staging, written as whole pages' : 'staged on the decode ring, scattered there'}`, async () => {
+    await run({ model: MHA8, prefill: tps(p), decode: tps(d) }, route);
+  });
+}
+
+test('TP 2→4 and 4→2, HND both sides: one range per page per layer, no staging', async () => {
+  await run({ model: MHA8, prefill: tps(2), decode: tps(4), prefillSide: HND, decodeSide: HND }, 'direct');
+  await run({ model: MHA8, prefill: tps(4), decode: tps(2), prefillSide: HND, decodeSide: HND }, 'direct');
+});
+
+test('TP 2→4, NHD → HND and HND → NHD: re-laid out in prefill staging', async () => {
+  await run({ model: MHA8, prefill: tps(2), decode: tps(4), prefillSide: NHD, decodeSide: HND }, 'gather');
+  await run({ model: MHA8, prefill: tps(2), decode: tps(4), prefillSide: HND, decodeSide: NHD }, 'gather');
+});
+
+test('TP 4→2, NHD → HND (each slice one range of a HND page) and HND → NHD (interleaved: the ring)', async () => {
+  await run({ model: MHA8, prefill: tps(4), decode: tps(2), prefillSide: NHD, decodeSide: HND }, 'gather');
+  await run({ model: MHA8, prefill: tps(4), decode: tps(2), prefillSide: HND, decodeSide: NHD }, 'ring');
+});
+
+test('TP 1→1 with HND on one side only: the whole page re-laid out', async () => {
+  await run({ model: MHA8, prefill: tps(1), decode: tps(1), prefillSide: HND }, 'gather');
+});
+
+test('decode page 2× the prefill\'s (NHD, TP 1→1 and 2→4): prefill pages mapped by token range', async () => {
+  const rooms = [{ ...ROOM, dstPages: [5, 9, 1] }, { ...ROOM2, dstPages: [10, 11] }];
+  await run({ model: MHA8, prefill: tps(1), decode: tps(1), decodeSide: { pageSize: 8 }, rooms }, 'direct');
+  await run({ model: MHA8, prefill: tps(2), decode: tps(4), decodeSide: { pageSize: 8 }, rooms }, 'gather');
+});
+
+test('decode page 4× the prefill\'s (TP 4→2 NHD, and HND both sides: the ring)', async () => {
+  const rooms = [{ ...ROOM, dstPages: [3, 0] }, { ...ROOM2, dstPages: [4] }];
+  await run({ model: MHA8, prefill: tps(4), decode: tps(2), decodeSide: { pageSize: 16 }, rooms }, 'ring');
+  await run({ model: MHA8, prefill: tps(2), decode: tps(2), prefillSide: HND, decodeSide: { pageSize: 16, pageLayout: 'HND' }, rooms }, 'ring');
+});
+
+test('staging off: the same layouts row by row, counted as fallbacks', async () => {
+  await run({ model: MHA8, prefill: tps(2), decode: tps(4), prefillStaging: { enabled: false } }, 'rows');
+  await run({ model: MHA8, prefill: tps(4), decode: tps(2), decodeStaging: { ringBytes: 0 } }, 'rows');
+});
+
+test('GQA replication: TP 2 → 16 with 8 KV heads (two decode ranks per head)', async () => {
+  await run({ model: MHA8, prefill: tps(2), decode: tps(16), rooms: [ROOM] }, 'gather');
+});
+
+test('a decode ring smaller than one room: the room waits for space, then completes', async () => {
+  // One decode page of every buffer is 6 × 4 tokens × 4 heads × 16 B = 1.5 KiB; each prefill rank stages 6 pages.
+  const stats = await runScenario({ model: MHA8, prefill: tps(4), decode: tps(2), decodeStaging: { ringBytes: 4096 }, prefillStaging: { chunkBytes: 4096 }, rooms: [ROOM, ROOM2], timeouts: TIMEOUTS });
+  expectRoute(stats, 'ring');
+  assert.ok(stats.decode.every((d) => d !== null && d.capacity === 4096 && d.peak <= 4096), JSON.stringify(stats.decode));
+});
+
+test.run();
