@@ -65,6 +65,7 @@ program
   .option('--bytes <n>', 'target: size of the served buffer')
   .option('--timeout <ms>', 'deadline of each batch', '30000')
   .option('--option <key=value>', 'transport option (repeatable)', collect, [])
+  .addOption(new Option('--wire <protocol>', "te, or mooncake: talk to Mooncake Transfer Engine peers over their own protocol (mooncake-wire; unauthenticated)").choices(['te', 'mooncake']).default('te'))
   .action((o: BenchCliOptions) => benchCommand(o));
 
 program.parseAsync(process.argv).catch((error: unknown) => {

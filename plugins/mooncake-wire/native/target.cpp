@@ -31,20 +31,7 @@ bool Target::start(std::string* err) {
 
 uint32_t Target::open_connections() {
   std::lock_guard<std::mutex> l(mu_);
-  reap_locked();
-  return static_cast<uint32_t>(conns_.size());
-}
-
-void Target::reap_locked() {
-  for (auto it = conns_.begin(); it != conns_.end();) {
-    if (it->done.load()) {
-      it->thread.join();
-      if (--per_ip_[it->ip] == 0) per_ip_.erase(it->ip);
-      it = conns_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  return active_;
 }
 
 void Target::accept_loop() {
@@ -57,9 +44,9 @@ void Target::accept_loop() {
     if (fd < 0) continue;
     std::string ip = peer_ip(sa);
     std::lock_guard<std::mutex> l(mu_);
-    reap_locked();
-    if (stopping_.load() || conns_.size() >= o_.max_connections || per_ip_[ip] >= o_.max_per_address) {
-      if (per_ip_[ip] == 0) per_ip_.erase(ip);
+    auto it = per_ip_.find(ip);
+    uint32_t from_ip = it == per_ip_.end() ? 0 : it->second;
+    if (stopping_.load() || active_ >= o_.max_connections || from_ip >= o_.max_per_address) {
       counters_.refused_connections++;
       close(fd);
       continue;
@@ -67,17 +54,32 @@ void Target::accept_loop() {
     set_nonblocking_nodelay(fd);
     counters_.connections++;
     per_ip_[ip]++;
-    conns_.emplace_back();
-    Conn& c = conns_.back();
-    c.fd = fd;
-    c.ip = ip;
-    c.thread = std::thread([this, &c] {
-      SocketStream s(c.fd, o_.idle_ms, o_.io_ms, [this] { return stopping_.load(std::memory_order_relaxed); });
-      serve_session(s, registry_, counters_);
-      // Closed here, by its only user: the fd number cannot be reused under another thread.
-      close(c.fd);
-      c.done.store(true);
-    });
+    active_++;
+    queue_.push_back({fd, std::move(ip)});
+    // Every queued connection needs a waiting thread of its own (a pooled connection holds
+    // its thread until it closes); a thread starts only when none is left to wake.
+    if (queue_.size() > idle_) sessions_.emplace_back([this] { session_loop(); });
+    else cv_.notify_one();
+  }
+}
+
+void Target::session_loop() {
+  std::unique_lock<std::mutex> l(mu_);
+  for (;;) {
+    idle_++;
+    cv_.wait(l, [this] { return stopping_.load() || !queue_.empty(); });
+    idle_--;
+    if (queue_.empty()) return;  // stopping
+    Accepted a = std::move(queue_.front());
+    queue_.pop_front();
+    l.unlock();
+    SocketStream s(a.fd, o_.idle_ms, o_.io_ms, [this] { return stopping_.load(std::memory_order_relaxed); });
+    serve_session(s, registry_, counters_);
+    // Closed by its only user, so the descriptor number cannot be reused under another thread.
+    close(a.fd);
+    l.lock();
+    active_--;
+    if (--per_ip_[a.ip] == 0) per_ip_.erase(a.ip);
   }
 }
 
@@ -86,13 +88,16 @@ void Target::stop() {
   if (acceptor_.joinable()) acceptor_.join();
   if (listen_fd_ >= 0) close(listen_fd_);
   listen_fd_ = -1;
-  std::list<Conn> conns;
   {
     std::lock_guard<std::mutex> l(mu_);
-    conns.swap(conns_);
+    cv_.notify_all();
   }
-  // Every session polls the stop flag at least every 20 ms.
-  for (auto& c : conns) c.thread.join();
+  // The accept thread is gone, so sessions_ no longer grows; every session sees the stop
+  // flag within one poll slice (20 ms).
+  for (auto& t : sessions_) t.join();
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto& a : queue_) close(a.fd);
+  queue_.clear();
 }
 
 }  // namespace mcwire

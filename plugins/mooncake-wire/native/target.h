@@ -1,17 +1,20 @@
-// The data listener a Mooncake initiator connects to: one accept thread, one thread per
-// accepted connection (a Mooncake initiator keeps one request outstanding per connection, and
-// by default opens a connection per request). Bounded: connections beyond max_connections (or
-// max_per_address from one IP) are closed at accept; a connection idle longer than idle_ms, or
-// stalled in the middle of a request longer than io_ms, is closed.
+// The data listener a Mooncake initiator connects to: one accept thread and a pool of
+// session threads, each serving one connection at a time (a Mooncake initiator keeps one
+// request outstanding per connection, and by default opens a connection per request: the
+// pool keeps that churn from costing a thread start per request). Bounded: connections beyond
+// max_connections (or max_per_address from one IP) are closed at accept; a connection idle
+// longer than idle_ms, or stalled in the middle of a request longer than io_ms, is closed.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
-#include <list>
+#include <deque>
 #include <map>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "session.h"
 #include "te/memory_registry.h"
@@ -37,17 +40,16 @@ class Target {
   /** Closes the listener and every connection, and joins their threads. Idempotent. */
   void stop();
   TargetCounters& counters() { return counters_; }
+  /** Connections being served or waiting for a session thread. */
   uint32_t open_connections();
 
  private:
-  struct Conn {
-    int fd = -1;
+  struct Accepted {
+    int fd;
     std::string ip;
-    std::thread thread;
-    std::atomic<bool> done{false};
   };
   void accept_loop();
-  void reap_locked();
+  void session_loop();
   TargetOptions o_;
   const te::MemoryRegistry& registry_;
   TargetCounters counters_;
@@ -56,7 +58,11 @@ class Target {
   std::atomic<bool> stopping_{false};
   std::thread acceptor_;
   std::mutex mu_;
-  std::list<Conn> conns_;
+  std::condition_variable cv_;
+  std::deque<Accepted> queue_;
+  std::vector<std::thread> sessions_;
+  uint32_t idle_ = 0;    // session threads waiting for a connection
+  uint32_t active_ = 0;  // connections queued or being served
   std::map<std::string, uint32_t> per_ip_;
 };
 

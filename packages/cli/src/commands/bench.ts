@@ -2,6 +2,7 @@ import { resolve as resolveFromCwd } from 'node:path';
 import pc from 'picocolors';
 import { benchBytes, runBench, type BenchOptions, type BenchResult } from '../bench/initiator.js';
 import { spawnBenchTarget } from '../bench/loopback.js';
+import { WIRE_PLUGIN, registerWirePlugin, runMooncakeBench, wireTargetConfig } from '../bench/mooncake.js';
 import { startBenchTarget } from '../bench/target.js';
 import { commandConfig, type CommandFlags } from '../config.js';
 import { SWEEP_SIZES, runSweep } from '../sweep/run-sweep.js';
@@ -31,6 +32,8 @@ export interface BenchCliOptions {
   bytes?: string;
   timeout: string;
   option: string[];
+  /** `mooncake`: speak Mooncake Transfer Engine's own protocol (mooncake-wire) instead of te's. */
+  wire?: string;
 }
 
 /** A usage error: printed without a stack, exit code 2. */
@@ -120,9 +123,15 @@ async function runTarget(cli: BenchCliOptions): Promise<void> {
   const size = cli.bytes ? parseSize(cli.bytes) : 64 * 2 ** 20;
   const port = Number(cli.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new UsageError(`Expected --port to be a port number, got ${JSON.stringify(cli.port)}`);
-  const config = await commandConfig(flagsOf(cli, port));
+  const mooncake = cli.wire === 'mooncake';
+  if (mooncake) registerWirePlugin();
+  let config = await commandConfig(flagsOf(cli, port));
+  if (mooncake) config = wireTargetConfig(config);
   const target = await startBenchTarget({ plugin: config.connector, bytes: size, config });
-  console.log(JSON.stringify({ ready: target.engine.segmentName, bytes: size }));
+  // With --wire mooncake the segment to give a Mooncake initiator is the Mooncake one
+  // (host:handshake-port); the te control endpoint stays what te peers use.
+  const wireEndpoint = target.engine.descriptor().transports[WIRE_PLUGIN]?.endpoint as { mooncakeSegment?: string } | undefined;
+  console.log(JSON.stringify({ ready: mooncake ? wireEndpoint?.mooncakeSegment : target.engine.segmentName, bytes: size }));
   // Serve until a signal (SIGINT/SIGTERM), so it runs under a service manager or nohup with
   // stdin closed; a target started by --loopback also stops when its parent's pipe closes.
   await new Promise<void>((resolve) => {
@@ -131,6 +140,23 @@ async function runTarget(cli: BenchCliOptions): Promise<void> {
     process.once('SIGINT', resolve);
   });
   await target.close();
+}
+
+/** `--wire mooncake`: the target is a Mooncake segment (a real Mooncake process, or `--loopback`: te serving the Mooncake wire). */
+async function runWireBench(cli: BenchCliOptions): Promise<void> {
+  if (!cli.loopback && !cli.target) throw new UsageError('Give --target <host:port> of a Mooncake segment (its P2P handshake address), or --loopback');
+  const config = await commandConfig({ ...flagsOf(cli), plugin: WIRE_PLUGIN });
+  const draft = { ...benchOptionsFrom({ ...cli, plugin: WIRE_PLUGIN }, cli.target ?? ''), config };
+  const spawned = cli.loopback
+    ? await spawnBenchTarget(['--exit-with-parent', '--wire', 'mooncake', '--bytes', String(benchBytes(draft)), ...(cli.bind ? ['--bind', cli.bind] : [])])
+    : undefined;
+  try {
+    const result = await runMooncakeBench({ ...draft, target: spawned?.segment ?? cli.target! });
+    if (cli.json) console.log(JSON.stringify(result));
+    else printBenchResult(result);
+  } finally {
+    await spawned?.stop();
+  }
 }
 
 export async function benchCommand(cli: BenchCliOptions): Promise<void> {
@@ -149,6 +175,8 @@ export async function benchCommand(cli: BenchCliOptions): Promise<void> {
     return runSweep({ plugins: (cli.plugin ?? 'mooncake-tcp').split(',').map((p) => p.trim()).filter(Boolean), ...(cli.modulePath ? { modulePath: cli.modulePath } : {}), durationS: duration, sizes, ...(cli.out ? { out: cli.out } : {}), json: Boolean(cli.json) });
   }
   if (cli.mode !== 'initiator') throw new UsageError(`Expected --mode to be initiator or target, got ${JSON.stringify(cli.mode)}`);
+  if (cli.wire !== undefined && cli.wire !== 'te' && cli.wire !== 'mooncake') throw new UsageError(`Expected --wire to be te or mooncake, got ${JSON.stringify(cli.wire)}`);
+  if (cli.wire === 'mooncake') return runWireBench(cli);
   if (!cli.loopback && !cli.target) throw new UsageError('Give --target <host:port> of a running `te bench --mode target`, or --loopback to start one here');
   const config = await commandConfig(flagsOf(cli));
   const draft = { ...benchOptionsFrom({ ...cli, plugin: config.connector }, cli.target ?? ''), config };

@@ -1,0 +1,142 @@
+// `te bench --wire mooncake`: te against Mooncake Transfer Engine peers, through the
+// mooncake-wire plugin. A Mooncake target has no digest service, so --verify reads the
+// written bytes back over the same wire and compares them in this process.
+import { randomFillSync } from 'node:crypto';
+import { OP_READ, OP_WRITE, TransferError, allocateBatch, defaultRegistry, parseOptions, type TeConfig, type TransferBatch, type Transport, type TransportPeer, type SegmentDescriptor } from '@te/connector';
+import type { BenchOptions, BenchResult } from './initiator.js';
+import { Samples, percentile } from './stats.js';
+
+export const WIRE_PLUGIN = 'mooncake-wire';
+
+/** Makes `mooncake-wire` known to the engine's registry (once). */
+export function registerWirePlugin(): void {
+  const registry = defaultRegistry();
+  if (!registry.names().includes(WIRE_PLUGIN)) registry.register(WIRE_PLUGIN, () => import('@te/mooncake-wire' as string));
+}
+
+/** What the plugin adds to the Transport interface for Mooncake peers (see @te/mooncake-wire). */
+interface WireTransport extends Transport {
+  openSegment(segment: string): Promise<{ descriptor: SegmentDescriptor; peer: TransportPeer }>;
+}
+
+/** The served config of `te bench --mode target --wire mooncake`: mooncake-wire, listening. */
+export function wireTargetConfig(config: TeConfig): TeConfig {
+  const own = config.transportOptions[WIRE_PLUGIN] ?? {};
+  return { ...config, connector: WIRE_PLUGIN, transports: config.transports.filter((t) => t !== WIRE_PLUGIN), transportOptions: { ...config.transportOptions, [WIRE_PLUGIN]: { listen: true, ...own } } };
+}
+
+function batchFor(op: number, worker: number, o: BenchOptions, local: bigint, remote: bigint): TransferBatch {
+  const batch = allocateBatch(o.batchSize);
+  const base = BigInt(worker * o.batchSize * o.blockSize);
+  for (let i = 0; i < o.batchSize; i++) {
+    const off = base + BigInt(i * o.blockSize);
+    batch.opcodes[i] = op;
+    batch.localAddrs[i] = local + off;
+    batch.remoteAddrs[i] = remote + off;
+    batch.lengths[i] = BigInt(o.blockSize);
+  }
+  return batch;
+}
+
+function firstDifference(a: Uint8Array, b: Uint8Array): number {
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return i;
+  return -1;
+}
+
+/** Measures a Mooncake target (segment `host:handshake-port`) as `runBench` measures a te target. */
+export async function runMooncakeBench(o: BenchOptions): Promise<BenchResult> {
+  registerWirePlugin();
+  const plugin = await defaultRegistry().load(WIRE_PLUGIN);
+  const options = parseOptions(plugin.options, o.transportOptions ?? o.config?.transportOptions[WIRE_PLUGIN] ?? {}, process.env, WIRE_PLUGIN);
+  const transport = (await plugin.create(
+    {
+      segmentName: 'te-bench',
+      epoch: 1n,
+      bindAddress: o.bindAddress ?? o.config?.bindAddress ?? '127.0.0.1',
+      connectTimeoutMs: o.config?.timeouts.connectMs ?? 5000,
+      env: process.env,
+      log: (level, message) => {
+        if (level === 'warn' || level === 'error') console.error(`[${WIRE_PLUGIN}] ${message}`);
+      },
+    },
+    options,
+  )) as WireTransport;
+  try {
+    return await measure(transport, o);
+  } finally {
+    await transport.close();
+  }
+}
+
+async function measure(t: WireTransport, o: BenchOptions): Promise<BenchResult> {
+  const total = o.blockSize * o.batchSize * o.concurrency;
+  const { descriptor, peer } = await t.openSegment(o.target);
+  const remote = descriptor.buffers[0];
+  if (!remote || remote.length < BigInt(total)) throw new TransferError('INVALID_ARGUMENT', `Mooncake segment ${o.target}'s first buffer has ${remote?.length ?? 0} bytes, the run needs ${total}`);
+  const local = new Uint8Array(total);
+  const check = new Uint8Array(total);
+  randomFillSync(local);
+  const l = await t.registerMemory({ buffer: local, length: BigInt(total), device: 'cpu', remoteAccess: false });
+  const c = await t.registerMemory({ buffer: check, length: BigInt(total), device: 'cpu', remoteAccess: false });
+  const timeoutMs = o.timeoutMs ?? 30_000;
+  const all = (op: number, from: bigint) => Promise.all(Array.from({ length: o.concurrency }, (_, w) => t.submit(peer, batchFor(op, w, o, from, remote.addr), { timeoutMs })));
+  const readBackAndCompare = async (what: string): Promise<void> => {
+    check.fill(0);
+    await all(OP_READ, c.addr);
+    const at = firstDifference(local, check);
+    if (at >= 0) throw new TransferError('TRANSFER_FAILED', `${what}: byte ${at} read back from ${o.target} is ${check[at]}, ${local[at]} was written`);
+  };
+  // Correctness before speed: the pattern written, read back and compared.
+  await all(OP_WRITE, l.addr);
+  await readBackAndCompare('pre-timing check');
+  // With --verify the timed run must be what moves the compared bytes: new bytes to write, or
+  // an emptied destination for the reads.
+  if (o.verify && o.op === 'write') randomFillSync(local);
+  if (o.verify && o.op === 'read') check.fill(0);
+
+  const batches = Array.from({ length: o.concurrency }, (_, w) => batchFor(o.op === 'write' ? OP_WRITE : OP_READ, w, o, o.op === 'write' ? l.addr : c.addr, remote.addr));
+  const samples = new Samples();
+  let requests = 0;
+  let batchesDone = 0;
+  const started = performance.now();
+  const endAt = started + o.durationS * 1000;
+  await Promise.all(
+    batches.map(async (b) => {
+      while (performance.now() < endAt) {
+        const t0 = performance.now();
+        await t.submit(peer, b, { timeoutMs });
+        samples.push((performance.now() - t0) * 1000);
+        requests += o.batchSize;
+        batchesDone++;
+      }
+    }),
+  );
+  const elapsedS = (performance.now() - started) / 1000;
+  let verified = false;
+  if (o.verify) {
+    if (o.op === 'write') await readBackAndCompare('verification after the timed run');
+    else {
+      // The timed reads landed in `check`; the target still holds `local`'s pattern.
+      const at = firstDifference(local, check);
+      if (at >= 0) throw new TransferError('TRANSFER_FAILED', `verification after the timed run: byte ${at} read is ${check[at]}, the target holds ${local[at]}`);
+    }
+    verified = true;
+  }
+  const sorted = samples.sorted();
+  return {
+    plugin: WIRE_PLUGIN,
+    op: o.op,
+    blockSize: o.blockSize,
+    batchSize: o.batchSize,
+    concurrency: o.concurrency,
+    durationS: elapsedS,
+    bytes: requests * o.blockSize,
+    requests,
+    batches: batchesDone,
+    bytesPerSecond: (requests * o.blockSize) / elapsedS,
+    requestsPerSecond: requests / elapsedS,
+    p50Us: percentile(sorted, 50),
+    p99Us: percentile(sorted, 99),
+    verified,
+  };
+}
