@@ -1,6 +1,7 @@
 // The raw libfabric baseline (bench/fabric-rma) is what every "× raw" ratio of `npm run
-// bench` divides by: it must move and verify real bytes over tcp;ofi_rxm, refuse bad
-// arguments, and run its optional third thread (--third-thread) without losing bytes.
+// bench` divides by: it must move and verify real bytes over tcp;ofi_rxm (with te's
+// endpoints and grouping too), fail on a corrupted byte, refuse bad arguments, and run its
+// optional third thread (--third-thread) without losing bytes.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawnSync } from 'node:child_process';
@@ -40,8 +41,29 @@ fabricTest('--third-thread runs beside the transfer and the bytes still verify',
   assert.is(r.json.thirdThread, '30:90');
 });
 
+fabricTest('thread-matched and grouped: several endpoints and multi-iov operations move verified bytes', () => {
+  for (const op of ['write', 'read']) {
+    const r = run(['--op', op, '--size', '4096', '--window', '16', '--endpoints', '2', '--iov', '4', '--seconds', '0.3', '--provider', provider]);
+    assert.is(r.status, 0, r.stderr);
+    assert.is(r.json.verified, true);
+    assert.is(r.json.endpoints, 2);
+    assert.is(r.json.iov, 4);
+    assert.is(r.json.requests, r.json.ops * 4);
+  }
+});
+
+// The checksum comparison is what makes "verified" mean anything: one flipped byte of the
+// timed destination (the target's buffer for writes, the initiator's for reads) fails the run.
+fabricTest('a corrupted byte fails the run (exit 1, verified false), writes and reads, 1 and 2 endpoints', () => {
+  for (const args of [['--op', 'write'], ['--op', 'read'], ['--op', 'write', '--endpoints', '2', '--iov', '4'], ['--op', 'read', '--endpoints', '2', '--iov', '4']]) {
+    const r = spawnSync(buildRawFabric() as string, [...args, '--size', '4096', '--window', '8', '--seconds', '0.2', '--provider', provider, '--corrupt-one-byte'], { encoding: 'utf8', timeout: 60_000 });
+    assert.is(r.status, 1, `${args.join(' ')}: ${r.stderr}`);
+    assert.is(JSON.parse(r.stdout.trim().split('\n').pop()!).verified, false);
+  }
+});
+
 fabricTest('bad arguments exit 2 with a message, before any fabric is opened', () => {
-  for (const args of [['--third-thread', '0:90'], ['--third-thread', 'busy'], ['--window', '0'], ['--size', '0'], ['--bogus']]) {
+  for (const args of [['--third-thread', '0:90'], ['--third-thread', 'busy'], ['--window', '0'], ['--size', '0'], ['--endpoints', '0'], ['--iov', '9'], ['--bogus']]) {
     const r = run(args);
     assert.is(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
     assert.match(r.stderr, /fi_rma_bench|usage/);

@@ -5,20 +5,30 @@
 // slot of the destination is checked afterwards (a checksum computed on both sides).
 //
 //   fi_rma_bench --op write|read --size BYTES --window N --seconds S [--provider tcp;ofi_rxm]
+//                [--endpoints E]   (E endpoint pairs, each with its own domain, CQ and
+//                                   polling thread on both sides, as te runs one per rail)
+//                [--iov K]         (K consecutive slots per operation: one multi-iov
+//                                   fi_writemsg/fi_readmsg, as te groups a batch's requests)
 //                [--delivery-complete]   (writes complete once applied at the target)
 //                [--third-thread ON_US:OFF_US]
+//                [--corrupt-one-byte]    (the verifier's own test: one byte of the timed
+//                                         destination is flipped before the check, which must fail)
+//
+// The window is the operations in flight over all endpoints (split evenly); each operation
+// carries K slots, so window × K requests are in flight.
 //
 // --third-thread adds a thread to the initiator that spins ON_US microseconds, sleeps
 // OFF_US, and so on: the load te's JS thread puts beside its transport threads (woken for
 // each completion, busy a fraction of the time). On a host with no spare core it shows how
 // much the baseline itself loses to one more runnable thread.
 //
-// Prints one JSON line: op, size, window, provider, ops, seconds, bytesPerSecond,
-// requestsPerSecond, p50Us, p99Us, verified. Exit status 0 only when verified.
+// Prints one JSON line: op, size, window, endpoints, iov, provider, ops, requests, seconds,
+// bytesPerSecond, requestsPerSecond, p50Us, p99Us, verified. Exit status 0 only when verified.
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <poll.h>
 #include <pthread.h>
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
@@ -26,29 +36,36 @@
 #include <rdma/fi_endpoint.h>
 #include <rdma/fi_errno.h>
 #include <rdma/fi_rma.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #define MAX_ADDR 256
 #define MAX_SAMPLES (1 << 20)
+#define MAX_ENDPOINTS 16
+#define MAX_IOV 8
 
 struct options {
   int write;
   size_t size;
-  int window;
+  int window;     // operations in flight, all endpoints together
+  int endpoints;  // endpoint pairs, one polling thread each per side
+  int iov;        // slots per operation
   double seconds;
   const char *provider;
   int delivery_complete;  // writes complete only once applied at the target, as te posts them
   unsigned third_on_us, third_off_us;  // --third-thread; 0:0 = none
+  int corrupt;            // --corrupt-one-byte
 };
 
-// What the target tells the initiator (over a socketpair, before the run).
+// What the target tells the initiator about one endpoint (over a socketpair, before the run).
 struct target_info {
   uint64_t key;
   uint64_t base;  // remote address of the buffer's first byte (0 unless FI_MR_VIRT_ADDR)
@@ -124,7 +141,15 @@ static void read_all(int fd, void *p, size_t n) {
   }
 }
 
-static void open_fabric(struct fabric *f, const struct options *o, size_t bytes) {
+// Operations one endpoint keeps in flight: its share of the window (at least one).
+static int window_of(const struct options *o, int e) {
+  int w = o->window / o->endpoints + (e < o->window % o->endpoints);
+  return w < 1 ? 1 : w;
+}
+
+static size_t bytes_of(const struct options *o, int e) { return (size_t)window_of(o, e) * (size_t)o->iov * o->size; }
+
+static void open_fabric(struct fabric *f, const struct options *o, int window, size_t bytes) {
   struct fi_info *hints = fi_allocinfo();
   hints->ep_attr->type = FI_EP_RDM;
   hints->caps = FI_RMA | FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE;
@@ -134,9 +159,14 @@ static void open_fabric(struct fabric *f, const struct options *o, size_t bytes)
   hints->fabric_attr->prov_name = strdup(o->provider);
   CHECK(fi_getinfo(FI_VERSION(1, 9), "127.0.0.1", NULL, FI_SOURCE, hints, &f->info));
   fi_freeinfo(hints);
+  if (o->iov > 1 && (f->info->tx_attr->iov_limit < (size_t)o->iov || f->info->tx_attr->rma_iov_limit < (size_t)o->iov)) {
+    fprintf(stderr, "fi_rma_bench: %s takes at most %zu iovs per operation, --iov %d asked\n", o->provider,
+            f->info->tx_attr->iov_limit < f->info->tx_attr->rma_iov_limit ? f->info->tx_attr->iov_limit : f->info->tx_attr->rma_iov_limit, o->iov);
+    exit(2);
+  }
   CHECK(fi_fabric(f->info->fabric_attr, &f->fabric, NULL));
   CHECK(fi_domain(f->fabric, f->info, &f->domain, NULL));
-  struct fi_cq_attr cq = {.format = FI_CQ_FORMAT_CONTEXT, .size = (size_t)o->window * 2 + 64};
+  struct fi_cq_attr cq = {.format = FI_CQ_FORMAT_CONTEXT, .size = (size_t)window * 2 + 64};
   CHECK(fi_cq_open(f->domain, &cq, &f->cq, NULL));
   struct fi_av_attr av = {.type = FI_AV_TABLE};
   CHECK(fi_av_open(f->domain, &av, &f->av, NULL));
@@ -146,7 +176,7 @@ static void open_fabric(struct fabric *f, const struct options *o, size_t bytes)
   CHECK(fi_enable(f->ep));
   f->bytes = bytes;
   if (posix_memalign((void **)&f->buf, 4096, bytes)) die("posix_memalign", 0);
-  memset(f->buf, 0, bytes);
+  memset(f->buf, 0, bytes);  // touched: neither side pays first faults while timed
   CHECK(fi_mr_reg(f->domain, f->buf, bytes, FI_READ | FI_WRITE | FI_REMOTE_READ | FI_REMOTE_WRITE, 0, 1, 0, &f->mr, NULL));
   f->desc = fi_mr_desc(f->mr);
 }
@@ -162,35 +192,54 @@ static void close_fabric(struct fabric *f) {
   free(f->buf);
 }
 
-// Target: serves RMA (by polling) until the initiator says stop, then returns the checksum
-// of the slots it was told about.
-static int run_target(int sock, const struct options *o, size_t bytes) {
-  struct fabric f;
-  open_fabric(&f, o, bytes);
-  for (size_t i = 0; i < bytes; ++i) f.buf[i] = pattern(i);  // what a READ must return
-  struct target_info ti = {0};
-  ti.key = fi_mr_key(f.mr);
-  ti.base = (f.info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)f.buf : 0;
-  ti.bytes = bytes;
-  size_t len = MAX_ADDR;
-  CHECK(fi_getname(&f.ep->fid, ti.addr, &len));
-  ti.addrlen = len;
-  write_all(sock, &ti, sizeof ti);
-  fcntl(sock, F_SETFL, O_NONBLOCK);
-  uint64_t verify_bytes = 0;
-  for (;;) {
+// ---- target: one polling thread per endpoint until the initiator says stop ----
+
+static atomic_int target_stop;
+
+static void *target_poll(void *arg) {
+  struct fabric *f = arg;
+  while (!atomic_load_explicit(&target_stop, memory_order_relaxed)) {
     struct fi_cq_entry e[16];
-    fi_cq_read(f.cq, e, 16);  // drives the provider's progress; the target posts nothing
-    ssize_t r = read(sock, &verify_bytes, sizeof verify_bytes);
-    if (r == sizeof verify_bytes) break;
-    if (r == 0) return 1;  // the initiator died
+    fi_cq_read(f->cq, e, 16);  // drives the provider's progress; the target posts nothing
   }
-  fcntl(sock, F_SETFL, 0);
-  uint64_t sum = checksum(f.buf, verify_bytes);
-  write_all(sock, &sum, sizeof sum);
-  close_fabric(&f);
+  return NULL;
+}
+
+// Serves RMA until the initiator says stop, then returns each endpoint's checksum of the
+// bytes it was told about (with --corrupt-one-byte, after flipping one of them on a write).
+static int run_target(int sock, const struct options *o) {
+  struct fabric f[MAX_ENDPOINTS];
+  pthread_t threads[MAX_ENDPOINTS];
+  for (int e = 0; e < o->endpoints; ++e) {
+    open_fabric(&f[e], o, window_of(o, e), bytes_of(o, e));
+    for (size_t i = 0; i < f[e].bytes; ++i) f[e].buf[i] = pattern(i + (size_t)e);  // what a READ must return
+    struct target_info ti = {0};
+    ti.key = fi_mr_key(f[e].mr);
+    ti.base = (f[e].info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)f[e].buf : 0;
+    ti.bytes = f[e].bytes;
+    size_t len = MAX_ADDR;
+    CHECK(fi_getname(&f[e].ep->fid, ti.addr, &len));
+    ti.addrlen = len;
+    write_all(sock, &ti, sizeof ti);
+  }
+  for (int e = 0; e < o->endpoints; ++e)
+    if (pthread_create(&threads[e], NULL, target_poll, &f[e])) die("pthread_create", 0);
+  uint64_t verify_bytes[MAX_ENDPOINTS];
+  struct pollfd pfd = {.fd = sock, .events = POLLIN};
+  while (poll(&pfd, 1, -1) < 0 && errno == EINTR) {
+  }
+  read_all(sock, verify_bytes, sizeof(uint64_t) * (size_t)o->endpoints);
+  atomic_store(&target_stop, 1);
+  for (int e = 0; e < o->endpoints; ++e) pthread_join(threads[e], NULL);
+  if (o->corrupt && o->write) f[o->endpoints - 1].buf[verify_bytes[o->endpoints - 1] / 2] ^= 0xff;
+  uint64_t sums[MAX_ENDPOINTS];
+  for (int e = 0; e < o->endpoints; ++e) sums[e] = checksum(f[e].buf, verify_bytes[e]);
+  write_all(sock, sums, sizeof(uint64_t) * (size_t)o->endpoints);
+  for (int e = 0; e < o->endpoints; ++e) close_fabric(&f[e]);
   return 0;
 }
+
+// ---- initiator: one thread per endpoint, each keeping its share of the window in flight ----
 
 static int cmp_u32(const void *a, const void *b) {
   uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -203,51 +252,63 @@ struct slot {
   int index;
 };
 
-static int run_initiator(int sock, const struct options *o, size_t bytes) {
-  struct fabric f;
-  open_fabric(&f, o, bytes);
+struct worker {
+  const struct options *o;
+  int e;
   struct target_info ti;
-  read_all(sock, &ti, sizeof ti);
+  struct fabric f;
+  double start, until, end;
+  uint64_t ops;
+  uint32_t *samples;
+  size_t nsamples;
+  int failed;
+};
+
+static void *initiator_run(void *arg) {
+  struct worker *w = arg;
+  const struct options *o = w->o;
+  struct fabric *f = &w->f;
+  const int window = window_of(o, w->e);
+  const size_t op_bytes = (size_t)o->iov * o->size;
   fi_addr_t peer;
-  if (fi_av_insert(f.av, ti.addr, 1, &peer, 0, NULL) != 1) die("fi_av_insert", -FI_EINVAL);
-  if (o->write)
-    for (size_t i = 0; i < bytes; ++i) f.buf[i] = pattern(i * 3 + 1);
-  struct slot *slots = calloc((size_t)o->window, sizeof *slots);
-  uint32_t *samples = malloc(sizeof(uint32_t) * MAX_SAMPLES);
-  size_t nsamples = 0;
-  uint64_t done = 0;
-  int inflight = 0;
-  const double start = now_s(), until = start + o->seconds;
-  double end = start;
-  int stopping = 0;
+  if (fi_av_insert(f->av, w->ti.addr, 1, &peer, 0, NULL) != 1) die("fi_av_insert", -FI_EINVAL);
+  struct slot *slots = calloc((size_t)window, sizeof *slots);
   // Slots ready to post (every one at first); a completed slot is posted again until the time
   // is up. A slot's context stays where it is while its operation is in flight.
-  struct slot **ready = malloc(sizeof(struct slot *) * (size_t)o->window);
-  int nready = 0;
+  struct slot **ready = malloc(sizeof(struct slot *) * (size_t)window);
+  int nready = 0, inflight = 0, stopping = 0;
   // The run ends only once every slot completed at least once: the verification compares the
   // whole window, and under load the first posts of a large window can outlast a short run.
-  uint8_t *completed_once = calloc((size_t)o->window, 1);
-  int never_completed = o->window;
-  for (int i = 0; i < o->window; ++i) {
+  uint8_t *completed_once = calloc((size_t)window, 1);
+  int never_completed = window;
+  for (int i = 0; i < window; ++i) {
     slots[i].index = i;
     ready[nready++] = &slots[i];
   }
+  void *descs[MAX_IOV];
+  for (int k = 0; k < MAX_IOV; ++k) descs[k] = f->desc;
+  w->end = w->start;
   for (;;) {
     while (!stopping && nready > 0) {
       struct slot *s = ready[nready - 1];
-      uint8_t *local = f.buf + (size_t)s->index * o->size;
-      uint64_t remote = ti.base + (uint64_t)s->index * o->size;
+      uint8_t *local = f->buf + (size_t)s->index * op_bytes;
+      uint64_t remote = w->ti.base + (uint64_t)s->index * op_bytes;
       s->posted = now_s();
       ssize_t rc;
-      if (o->write && o->delivery_complete) {
-        struct iovec iov = {.iov_base = local, .iov_len = o->size};
-        struct fi_rma_iov rma = {.addr = remote, .len = o->size, .key = ti.key};
-        struct fi_msg_rma msg = {.msg_iov = &iov, .desc = &f.desc, .iov_count = 1, .addr = peer,
-                                 .rma_iov = &rma, .rma_iov_count = 1, .context = &s->ctx};
-        rc = fi_writemsg(f.ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE);
+      if (o->iov > 1 || (o->write && o->delivery_complete)) {
+        struct iovec iov[MAX_IOV];
+        struct fi_rma_iov rma[MAX_IOV];
+        for (int k = 0; k < o->iov; ++k) {
+          iov[k] = (struct iovec){.iov_base = local + (size_t)k * o->size, .iov_len = o->size};
+          rma[k] = (struct fi_rma_iov){.addr = remote + (uint64_t)k * o->size, .len = o->size, .key = w->ti.key};
+        }
+        struct fi_msg_rma msg = {.msg_iov = iov, .desc = descs, .iov_count = (size_t)o->iov, .addr = peer,
+                                 .rma_iov = rma, .rma_iov_count = (size_t)o->iov, .context = &s->ctx};
+        uint64_t flags = FI_COMPLETION | (o->write && o->delivery_complete ? FI_DELIVERY_COMPLETE : 0);
+        rc = o->write ? fi_writemsg(f->ep, &msg, flags) : fi_readmsg(f->ep, &msg, flags);
       } else {
-        rc = o->write ? fi_write(f.ep, local, o->size, f.desc, peer, remote, ti.key, &s->ctx)
-                      : fi_read(f.ep, local, o->size, f.desc, peer, remote, ti.key, &s->ctx);
+        rc = o->write ? fi_write(f->ep, local, o->size, f->desc, peer, remote, w->ti.key, &s->ctx)
+                      : fi_read(f->ep, local, o->size, f->desc, peer, remote, w->ti.key, &s->ctx);
       }
       if (rc == -FI_EAGAIN) break;  // the provider is full: poll, then retry
       if (rc) die(o->write ? "fi_write" : "fi_read", (int)rc);
@@ -256,58 +317,118 @@ static int run_initiator(int sock, const struct options *o, size_t bytes) {
     }
     if (stopping && inflight == 0) break;
     struct fi_cq_entry e[64];
-    ssize_t n = fi_cq_read(f.cq, e, 64);
+    ssize_t n = fi_cq_read(f->cq, e, 64);
     if (n == -FI_EAGAIN) continue;
     if (n < 0) {
       struct fi_cq_err_entry err = {0};
-      fi_cq_readerr(f.cq, &err, 0);
+      fi_cq_readerr(f->cq, &err, 0);
       fprintf(stderr, "fi_rma_bench: operation failed: %s\n", fi_strerror(err.err));
-      return 1;
+      w->failed = 1;
+      break;
     }
     const double t = now_s();
     for (ssize_t k = 0; k < n; ++k) {
       struct slot *s = (struct slot *)e[k].op_context;
       --inflight;
-      ++done;
-      if (nsamples < MAX_SAMPLES) samples[nsamples++] = (uint32_t)((t - s->posted) * 1e6);
+      ++w->ops;
+      if (w->nsamples < MAX_SAMPLES) w->samples[w->nsamples++] = (uint32_t)((t - s->posted) * 1e6);
       if (!completed_once[s->index]) {
         completed_once[s->index] = 1;
         --never_completed;
       }
-      if (t >= until && never_completed == 0) {
+      if (t >= w->until && never_completed == 0) {
         stopping = 1;
         continue;
       }
       ready[nready++] = s;
     }
-    end = t;
+    w->end = t;
   }
-  // Every slot was written (or read) at least once: compare the whole window.
-  const uint64_t verify = (uint64_t)o->window * o->size;
-  write_all(sock, &verify, sizeof verify);
-  uint64_t remote_sum = 0;
-  read_all(sock, &remote_sum, sizeof remote_sum);
-  int verified;
-  if (o->write) {
-    verified = remote_sum == checksum(f.buf, verify);
-  } else {
-    uint8_t *want = malloc(verify);
-    for (size_t i = 0; i < verify; ++i) want[i] = pattern(i);
-    verified = remote_sum == checksum(want, verify) && memcmp(want, f.buf, verify) == 0;
-    free(want);
+  // Plain writes complete once sent, and the target stops polling (so stops applying) when
+  // told to: one delivery-complete write of slot 0's own bytes, after the others on the same
+  // connection (which the socket providers apply in order), flushes them before the check.
+  if (o->write && !o->delivery_complete && !w->failed) {
+    struct iovec iov = {.iov_base = f->buf, .iov_len = o->size};
+    struct fi_rma_iov rma = {.addr = w->ti.base, .len = o->size, .key = w->ti.key};
+    struct fi_msg_rma msg = {.msg_iov = &iov, .desc = descs, .iov_count = 1, .addr = peer, .rma_iov = &rma, .rma_iov_count = 1, .context = &slots[0].ctx};
+    ssize_t rc;
+    while ((rc = fi_writemsg(f->ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE)) == -FI_EAGAIN) fi_cq_read(f->cq, NULL, 0);
+    if (rc) die("fi_writemsg (flush)", (int)rc);
+    struct fi_cq_entry e;
+    ssize_t n;
+    while ((n = fi_cq_read(f->cq, &e, 1)) == -FI_EAGAIN) {
+    }
+    if (n < 0) w->failed = 1;
   }
-  qsort(samples, nsamples, sizeof *samples, cmp_u32);
-  const double secs = end - start;
-  printf("{\"op\":\"%s\",\"deliveryComplete\":%s,\"size\":%zu,\"window\":%d,\"provider\":\"%s\",\"thirdThread\":\"%u:%u\",\"ops\":%llu,\"seconds\":%.3f,"
-         "\"bytesPerSecond\":%.0f,\"requestsPerSecond\":%.0f,\"p50Us\":%u,\"p99Us\":%u,\"verified\":%s}\n",
-         o->write ? "write" : "read", o->write && o->delivery_complete ? "true" : "false", o->size, o->window, o->provider, o->third_on_us, o->third_off_us, (unsigned long long)done, secs,
-         done * (double)o->size / secs, done / secs, nsamples ? samples[nsamples / 2] : 0,
-         nsamples ? samples[(size_t)(nsamples * 0.99)] : 0, verified ? "true" : "false");
-  free(samples);
   free(completed_once);
   free(ready);
   free(slots);
-  close_fabric(&f);
+  return NULL;
+}
+
+static int run_initiator(int sock, const struct options *o) {
+  struct worker *w = calloc((size_t)o->endpoints, sizeof *w);
+  for (int e = 0; e < o->endpoints; ++e) {
+    w[e].o = o;
+    w[e].e = e;
+    open_fabric(&w[e].f, o, window_of(o, e), bytes_of(o, e));
+    read_all(sock, &w[e].ti, sizeof w[e].ti);
+    if (o->write)
+      for (size_t i = 0; i < w[e].f.bytes; ++i) w[e].f.buf[i] = pattern(i * 3 + 1 + (size_t)e);
+    w[e].samples = malloc(sizeof(uint32_t) * MAX_SAMPLES);
+  }
+  const double start = now_s();
+  pthread_t threads[MAX_ENDPOINTS];
+  for (int e = 0; e < o->endpoints; ++e) {
+    w[e].start = start;
+    w[e].until = start + o->seconds;
+    if (pthread_create(&threads[e], NULL, initiator_run, &w[e])) die("pthread_create", 0);
+  }
+  for (int e = 0; e < o->endpoints; ++e) pthread_join(threads[e], NULL);
+  // Every slot was written (or read) at least once: compare each endpoint's whole window.
+  uint64_t verify[MAX_ENDPOINTS], remote_sum[MAX_ENDPOINTS];
+  for (int e = 0; e < o->endpoints; ++e) verify[e] = w[e].f.bytes;
+  write_all(sock, verify, sizeof(uint64_t) * (size_t)o->endpoints);
+  read_all(sock, remote_sum, sizeof(uint64_t) * (size_t)o->endpoints);
+  if (o->corrupt && !o->write) w[o->endpoints - 1].f.buf[verify[o->endpoints - 1] / 2] ^= 0xff;
+  int verified = 1, failed = 0;
+  uint64_t ops = 0;
+  double end = start;
+  size_t nsamples = 0;
+  for (int e = 0; e < o->endpoints; ++e) {
+    failed |= w[e].failed;
+    ops += w[e].ops;
+    if (w[e].end > end) end = w[e].end;
+    nsamples += w[e].nsamples;
+    if (o->write) {
+      verified &= remote_sum[e] == checksum(w[e].f.buf, verify[e]);
+    } else {
+      uint8_t *want = malloc(verify[e]);
+      for (size_t i = 0; i < verify[e]; ++i) want[i] = pattern(i + (size_t)e);
+      verified &= remote_sum[e] == checksum(want, verify[e]) && memcmp(want, w[e].f.buf, verify[e]) == 0;
+      free(want);
+    }
+  }
+  verified &= !failed;
+  uint32_t *samples = malloc(sizeof(uint32_t) * (nsamples ? nsamples : 1));
+  for (int e = 0, at = 0; e < o->endpoints; ++e) {
+    memcpy(samples + at, w[e].samples, sizeof(uint32_t) * w[e].nsamples);
+    at += (int)w[e].nsamples;
+  }
+  qsort(samples, nsamples, sizeof *samples, cmp_u32);
+  const double secs = end - start;
+  const uint64_t requests = ops * (uint64_t)o->iov;
+  printf("{\"op\":\"%s\",\"deliveryComplete\":%s,\"size\":%zu,\"window\":%d,\"endpoints\":%d,\"iov\":%d,\"provider\":\"%s\",\"thirdThread\":\"%u:%u\","
+         "\"ops\":%llu,\"requests\":%llu,\"seconds\":%.3f,\"bytesPerSecond\":%.0f,\"requestsPerSecond\":%.0f,\"p50Us\":%u,\"p99Us\":%u,\"verified\":%s}\n",
+         o->write ? "write" : "read", o->write && o->delivery_complete ? "true" : "false", o->size, o->window, o->endpoints, o->iov, o->provider,
+         o->third_on_us, o->third_off_us, (unsigned long long)ops, (unsigned long long)requests, secs, requests * (double)o->size / secs,
+         requests / secs, nsamples ? samples[nsamples / 2] : 0, nsamples ? samples[(size_t)(nsamples * 0.99)] : 0, verified ? "true" : "false");
+  free(samples);
+  for (int e = 0; e < o->endpoints; ++e) {
+    free(w[e].samples);
+    close_fabric(&w[e].f);
+  }
+  free(w);
   return verified ? 0 : 1;
 }
 
@@ -324,12 +445,20 @@ static void *third_thread(void *arg) {
   return NULL;
 }
 
+static void usage(void) {
+  fprintf(stderr,
+          "usage: fi_rma_bench --op write|read --size BYTES --window N --seconds S [--provider P] [--endpoints E] [--iov K]\n"
+          "                    [--delivery-complete] [--third-thread ON_US:OFF_US] [--corrupt-one-byte]\n");
+}
+
 int main(int argc, char **argv) {
-  struct options o = {.write = 1, .size = 1 << 20, .window = 4, .seconds = 2, .provider = "tcp;ofi_rxm"};
+  struct options o = {.write = 1, .size = 1 << 20, .window = 4, .endpoints = 1, .iov = 1, .seconds = 2, .provider = "tcp;ofi_rxm"};
   static struct option longs[] = {{"op", required_argument, 0, 'o'},       {"size", required_argument, 0, 's'},
                                   {"window", required_argument, 0, 'w'},   {"seconds", required_argument, 0, 't'},
                                   {"provider", required_argument, 0, 'p'}, {"delivery-complete", no_argument, 0, 'd'},
-                                  {"third-thread", required_argument, 0, 'x'}, {0, 0, 0, 0}};
+                                  {"third-thread", required_argument, 0, 'x'}, {"endpoints", required_argument, 0, 'e'},
+                                  {"iov", required_argument, 0, 'k'},      {"corrupt-one-byte", no_argument, 0, 'c'},
+                                  {0, 0, 0, 0}};
   for (int c; (c = getopt_long(argc, argv, "", longs, NULL)) != -1;) {
     switch (c) {
       case 'o': o.write = strcmp(optarg, "read") != 0; break;
@@ -338,6 +467,9 @@ int main(int argc, char **argv) {
       case 't': o.seconds = atof(optarg); break;
       case 'p': o.provider = optarg; break;
       case 'd': o.delivery_complete = 1; break;
+      case 'e': o.endpoints = atoi(optarg); break;
+      case 'k': o.iov = atoi(optarg); break;
+      case 'c': o.corrupt = 1; break;
       case 'x':
         if (sscanf(optarg, "%u:%u", &o.third_on_us, &o.third_off_us) != 2 || o.third_on_us == 0) {
           fprintf(stderr, "fi_rma_bench: --third-thread takes ON_US:OFF_US with ON_US > 0, e.g. 30:90\n");
@@ -345,7 +477,7 @@ int main(int argc, char **argv) {
         }
         break;
       default:
-        fprintf(stderr, "usage: fi_rma_bench --op write|read --size BYTES --window N --seconds S [--provider P] [--delivery-complete] [--third-thread ON_US:OFF_US]\n");
+        usage();
         return 2;
     }
   }
@@ -353,19 +485,22 @@ int main(int argc, char **argv) {
     fprintf(stderr, "fi_rma_bench: --size, --window and --seconds must be positive\n");
     return 2;
   }
-  const size_t bytes = (size_t)o.window * o.size;
+  if (o.endpoints < 1 || o.endpoints > MAX_ENDPOINTS || o.iov < 1 || o.iov > MAX_IOV) {
+    fprintf(stderr, "fi_rma_bench: --endpoints takes 1 to %d, --iov 1 to %d\n", MAX_ENDPOINTS, MAX_IOV);
+    return 2;
+  }
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) die("socketpair", 0);
   pid_t child = fork();
   if (child < 0) die("fork", 0);
   if (child == 0) {
     close(sv[0]);
-    _exit(run_target(sv[1], &o, bytes));
+    _exit(run_target(sv[1], &o));
   }
   close(sv[1]);
   pthread_t third;
   if (o.third_on_us && pthread_create(&third, NULL, third_thread, &o)) die("pthread_create", 0);
-  int rc = run_initiator(sv[0], &o, bytes);
+  int rc = run_initiator(sv[0], &o);
   if (o.third_on_us) {
     third_stop = 1;
     pthread_join(third, NULL);

@@ -9,13 +9,16 @@ export function buildRawFabric() {
 }
 
 /**
- * One run: {op, size, window, bytesPerSecond, requestsPerSecond, p50Us, p99Us, verified}.
+ * One run: {op, size, window, endpoints, iov, bytesPerSecond, requestsPerSecond, p50Us, p99Us, verified}.
  * `deliveryComplete`: writes complete only once applied at the target (FI_DELIVERY_COMPLETE),
  * the guarantee te's transports give for a completed write. `thirdThread` ("30:90") adds a
  * thread that spins and sleeps in turn, as te's JS thread does beside its transport threads.
  */
-export function runRawFabric({ op, size, window, seconds, provider = 'tcp;ofi_rxm', deliveryComplete = false, thirdThread }) {
-  const args = ['--op', op, '--size', String(size), '--window', String(window), '--seconds', String(seconds), '--provider', provider];
+export function runRawFabric({ op, size, window, seconds, provider = 'tcp;ofi_rxm', deliveryComplete = false, thirdThread, endpoints = 1, iov = 1 }) {
+  // `endpoints`: endpoint pairs, each with its own domain, CQ and polling thread on both sides
+  // (te's rails); `iov`: requests per operation (te's multi-iov grouping); `window`: operations
+  // in flight over all endpoints.
+  const args = ['--op', op, '--size', String(size), '--window', String(window), '--seconds', String(seconds), '--provider', provider, '--endpoints', String(endpoints), '--iov', String(iov)];
   if (deliveryComplete) args.push('--delivery-complete');
   // `thirdThread`: "ON_US:OFF_US", a duty-cycled busy thread beside the raw initiator.
   if (thirdThread) args.push('--third-thread', thirdThread);
