@@ -11,7 +11,8 @@ export const WIRE_PLUGIN = 'mooncake-wire';
 /** Makes `mooncake-wire` known to the engine's registry (once). */
 export function registerWirePlugin(): void {
   const registry = defaultRegistry();
-  if (!registry.names().includes(WIRE_PLUGIN)) registry.register(WIRE_PLUGIN, () => import('@te/mooncake-wire' as string));
+  // By package name, as the built-ins are: loaded only when used.
+  if (!registry.names().includes(WIRE_PLUGIN)) registry.register(WIRE_PLUGIN, '@te/mooncake-wire');
 }
 
 /** What the plugin adds to the Transport interface for Mooncake peers (see @te/mooncake-wire). */

@@ -131,7 +131,8 @@ async function runTarget(cli: BenchCliOptions): Promise<void> {
   // With --wire mooncake the segment to give a Mooncake initiator is the Mooncake one
   // (host:handshake-port); the te control endpoint stays what te peers use.
   const wireEndpoint = target.engine.descriptor().transports[WIRE_PLUGIN]?.endpoint as { mooncakeSegment?: string } | undefined;
-  console.log(JSON.stringify({ ready: mooncake ? wireEndpoint?.mooncakeSegment : target.engine.segmentName, bytes: size }));
+  // `segment` (with --wire mooncake): the te control endpoint, whose bench digests check what landed.
+  console.log(JSON.stringify(mooncake ? { ready: wireEndpoint?.mooncakeSegment, bytes: size, segment: target.engine.segmentName } : { ready: target.engine.segmentName, bytes: size }));
   // Serve until a signal (SIGINT/SIGTERM), so it runs under a service manager or nohup with
   // stdin closed; a target started by --loopback also stops when its parent's pipe closes.
   await new Promise<void>((resolve) => {
