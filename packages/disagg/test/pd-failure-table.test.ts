@@ -141,6 +141,7 @@ const SCENARIOS: [string, ((room: bigint) => Promise<Ended>) | string][] = [
       return collect([['decode', receiver], ['prefill rank 0', senders[0]!], ['prefill rank 1', senders[1]!]]);
     })],
   ['a prefill rank refuses a live decode after a connection-level failure', 'needs a connect that gets no answer in time; the decode\'s init() wraps this error like every refused request (see the ADDRESS_OUT_OF_RANGE row)'],
+  ['the bootstrap server restarts', 'no room fails: pd-bootstrap-restart.test.ts shows rooms served again'],
   ['the answer to a Success report is lost or late', 'both sides end in Success'],
   ['the decode never answers a Success report', (room) =>
     withRanks(async (make, port) => {
@@ -162,7 +163,7 @@ const SCENARIOS: [string, ((room: bigint) => Promise<Ended>) | string][] = [
   ['page size, dtype, attention, layer count or head count differ', (room) =>
     withRanks(async (make, port) => {
       const p = await make('prefill', layout(1, 0));
-      const d = await make('decode', layout(1, 0), { model: { ...MODEL, pageSize: 8 } });
+      const d = await make('decode', layout(1, 0), { model: { ...MODEL, kvCacheDtype: 'fp8' } });
       const s = p.manager.createSender({ host: '127.0.0.1', port, room });
       const r = d.manager.createReceiver({ host: '127.0.0.1', port, room });
       await r.init(DEST, 2).catch(() => undefined);

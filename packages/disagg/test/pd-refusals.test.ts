@@ -103,8 +103,8 @@ async function refusedBothWays(o: { prefill: ParallelLayout[]; decode: ParallelL
   });
 }
 
-test('page size refused at the bootstrap server: the prefill room fails at once with LAYOUT_MISMATCH naming both values', async () => {
-  await refusedBothWays({ prefill: [layout(1, 0)], decode: layout(1, 0), prefillModel: MODEL, decodeModel: { ...MODEL, pageSize: 8 }, reason: /decode has page_size=8, prefill has page_size=4/ });
+test('KV dtype refused at the bootstrap server: the prefill room fails at once with LAYOUT_MISMATCH naming both values', async () => {
+  await refusedBothWays({ prefill: [layout(1, 0)], decode: layout(1, 0), prefillModel: MODEL, decodeModel: { ...MODEL, kvCacheDtype: 'fp8' }, reason: /decode has kv_cache_dtype=fp8, prefill has kv_cache_dtype=fp16/ });
 });
 
 test('totalKvHeads missing with different attention TP (refused by the decode\'s planning): every prefill rank of the room fails at once', async () => {

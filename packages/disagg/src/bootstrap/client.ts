@@ -1,6 +1,7 @@
 import { TransferError } from '@te/connector';
 import type { DecodeDescription, RankDirectory } from './directory.js';
 import type { PrefillInfo, RankEndpoint, RankRegistration } from './schema.js';
+import { dpGroupOf } from './rank-table.js';
 
 const RETRY_MS = 100;
 
@@ -76,6 +77,16 @@ export class BootstrapClient implements RankDirectory {
         return 'retry';
       },
     );
+  }
+
+  async ensureRegistered(registration: RankRegistration, timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    const q = `prefill_dp_rank=${dpGroupOf(registration)}&target_tp_rank=${registration.attn_tp_rank}&target_pp_rank=${registration.pp_rank}`;
+    const a = await call(this.url(`/route?${q}`), {}, timeoutMs);
+    // 503 also answers while another rank is missing: registering again then is harmless.
+    if (a.status === 200 && (a.body as { endpoint?: unknown }).endpoint === registration.endpoint) return;
+    const put = await call(this.url('/route'), { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(registration) }, deadline - Date.now());
+    if (put.status === 409) throw new TransferError('LAYOUT_MISMATCH', `bootstrap server ${this.address} refused the rank: ${errorText(put.body)}`);
   }
 
   /** The prefill layout, once every rank registered; the decode's own values are checked by the server. */

@@ -17,6 +17,11 @@ export interface RankDirectory {
   /** The instance's address (`host:port` of its bootstrap server, or its name in the store). */
   readonly address: string;
   register(registration: RankRegistration, timeoutMs: number): Promise<void>;
+  /**
+   * One check that this rank's registration is still there with its endpoint (a restarted
+   * bootstrap server lost it, an etcd record lapsed), registering it again if not.
+   */
+  ensureRegistered(registration: RankRegistration, timeoutMs: number): Promise<void>;
   prefillInfo(decode: DecodeDescription, timeoutMs: number): Promise<PrefillInfo>;
   /**
    * The instance's layout, not checked against any decode and not cached (one attempt): how

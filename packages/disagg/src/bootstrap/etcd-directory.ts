@@ -75,6 +75,13 @@ export class EtcdRankDirectory implements RankDirectory {
     });
   }
 
+  async ensureRegistered(registration: RankRegistration, timeoutMs: number): Promise<void> {
+    const records = await this.records.list(this.prefix, timeoutMs);
+    const mine = records.get(`${this.prefix}${rankKey(registration)}`);
+    if (mine && (JSON.parse(Buffer.from(mine).toString('utf8')) as { endpoint?: unknown }).endpoint === registration.endpoint) return;
+    await this.register(registration, timeoutMs);
+  }
+
   prefillInfo(decode: DecodeDescription, timeoutMs: number): Promise<PrefillInfo> {
     if (!this.info) {
       const mine = decode as unknown as Record<string, string | number>;

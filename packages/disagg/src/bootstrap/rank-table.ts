@@ -93,7 +93,7 @@ export class RankTable {
   }
 
   private readyShared(): RankRegistration {
-    if (!this.shared || !this.ready) throw new HttpError(503, `prefill instance not ready: ${this.ranks.size} of ${Number.isFinite(this.expectedRanks) ? this.expectedRanks : '?'} ranks registered`);
+    if (!this.shared || !this.ready) throw new HttpError(503, `prefill instance not ready: ${this.shared ? `${this.ranks.size} of ${this.expectedRanks} ranks registered` : 'no rank registered yet'}`);
     return this.shared;
   }
 }

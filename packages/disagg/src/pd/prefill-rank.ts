@@ -54,6 +54,7 @@ export class PrefillRank {
   private readonly unhandle: (() => void)[] = [];
   private readonly heartbeat: Heartbeat;
   private readonly sweeper: NodeJS.Timeout;
+  private reregister: NodeJS.Timeout | undefined;
 
   constructor(
     readonly engine: TransferEngine,
@@ -117,7 +118,22 @@ export class PrefillRank {
   }
 
   async registerWith(bootstrapAddress: string): Promise<void> {
-    await this.directoryOf(bootstrapAddress).register(this.registration(), this.timeouts.bootstrapMs);
+    const directory = this.directoryOf(bootstrapAddress);
+    await directory.register(this.registration(), this.timeouts.bootstrapMs);
+    // A bootstrap server that restarts (its process, or the rank hosting it) comes back
+    // empty, and an etcd record can lapse with a stalled rank's lease: checked every
+    // heartbeat and registered again, or the instance would never be ready again.
+    let checking = false;
+    clearInterval(this.reregister);
+    this.reregister = setInterval(() => {
+      if (checking) return;
+      checking = true;
+      directory
+        .ensureRegistered(this.registration(), this.timeouts.heartbeatMs)
+        .catch(() => undefined)
+        .finally(() => (checking = false));
+    }, this.timeouts.heartbeatMs);
+    this.reregister.unref();
   }
 
   createSender(bootstrap: BootstrapInfo): PrefillSender {
@@ -296,6 +312,7 @@ export class PrefillRank {
   async close(): Promise<void> {
     this.heartbeat.stop();
     clearInterval(this.sweeper);
+    clearInterval(this.reregister);
     const live = [...this.senders.values()];
     for (const s of live) s.fail(new TransferError('ENGINE_CLOSED', `room ${s.room}: the KV manager closed`, { details: { room: s.room } }));
     // Writes settle by their deadline, or later when a transport holds one past it (their
