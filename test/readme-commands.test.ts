@@ -62,6 +62,15 @@ function straceWorks(): boolean {
   return spawnSync('strace', ['-f', '-c', '-o', '/dev/null', 'true'], { stdio: 'ignore' }).status === 0;
 }
 
+/** Why the real Mooncake binary the interop benchmark runs cannot run here (absent, or libraries missing). */
+function mooncakeMissing(): string | undefined {
+  const bin = join(process.env.TE_MOONCAKE_TE_DIR ?? join(root, '..', 'shared', 'mooncake-te'), 'transfer_engine_bench');
+  const ldd = spawnSync('ldd', [bin], { encoding: 'utf8' });
+  if (ldd.status !== 0) return `no runnable Mooncake binary at ${bin} (set TE_MOONCAKE_TE_DIR)`;
+  if (/not found/.test(ldd.stdout)) return `${bin} lacks runtime libraries (.ci/run installs them)`;
+  return undefined;
+}
+
 /** Why a documented command is not run here, or undefined to run it. */
 function skipReason(command: string): string | undefined {
   if (/bench\/flame\.mjs/.test(command) && !perfWorks()) return 'Linux perf cannot profile on this machine (apt-get install -y linux-perf; needs root or kernel.perf_event_paranoid <= 1)';
@@ -75,6 +84,8 @@ function skipReason(command: string): string | undefined {
   if (/bench:netns|bench\/netns/.test(command) && process.getuid?.() !== 0) return 'builds network namespaces, which needs root';
   if (/^npm run soak\b/.test(command)) return 'a soak run of several minutes, outside the test suite by design (scripts/soak.mjs)';
   if (/--out docs\//.test(command)) return 'regenerates a committed chart in docs/ (packages/cli/test/sweep.test.ts runs the sweep into a temporary file)';
+  if (/^npm test -w @te\/mooncake-wire$/.test(command)) return "a package's own test suite, which npm test runs (lerna run test)";
+  if (/bench\/mooncake-interop\.mjs/.test(command) && mooncakeMissing()) return mooncakeMissing()!;
   return undefined;
 }
 

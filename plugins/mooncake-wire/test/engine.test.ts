@@ -1,0 +1,56 @@
+// mooncake-wire inside an engine, beside mooncake-tcp: memory the engine registers is served
+// to Mooncake initiators, and te peers keep talking over mooncake-tcp (never over this wire).
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { PluginRegistry, batchOf, createTransferEngine, type TransferEngine } from '@te/connector';
+import wirePlugin from '../src/index.js';
+import { wire } from './helpers.js';
+
+function registry(): PluginRegistry {
+  const r = new PluginRegistry();
+  r.register('mooncake-wire', wirePlugin);
+  return r;
+}
+
+async function engine(listen: boolean): Promise<TransferEngine> {
+  return createTransferEngine(
+    { connector: 'mooncake-tcp', transports: ['mooncake-wire'], logLevel: 'error', transportOptions: { 'mooncake-wire': { listen } } },
+    { registry: registry() },
+  );
+}
+
+test('an engine serves what it registers to Mooncake initiators, and te peers still use mooncake-tcp', async () => {
+  const a = await engine(true);
+  const b = await engine(false);
+  const init = await wire({});
+  try {
+    const target = new Uint8Array(1 << 16);
+    const h = await a.registerMemory(target);
+    const seg = (a.descriptor().transports['mooncake-wire']!.endpoint as { mooncakeSegment: string }).mooncakeSegment;
+    assert.match(seg, /^127\.0\.0\.1:\d+$/);
+
+    // A Mooncake-protocol initiator writes into the engine's registered memory.
+    const src = new Uint8Array(4096).fill(0x6b);
+    const s = await init.registerMemory({ buffer: src, length: 4096n, device: 'cpu', remoteAccess: false });
+    const { descriptor, peer } = await init.openSegment(seg);
+    assert.equal(descriptor.buffers.map((x) => x.addr), [h.addr]);
+    await init.submit(peer, batchOf([{ op: 'write', local: s.addr, remote: h.addr + 100n, length: 4096 }]), { timeoutMs: 5000 });
+    assert.ok(target.subarray(100, 4196).every((x) => x === 0x6b));
+    assert.is(target[99], 0);
+
+    // te to te: routed over mooncake-tcp; the wire transport refuses te peers.
+    const mine = new Uint8Array(4096).fill(0x21);
+    const m = await b.registerMemory(mine);
+    const carriers: string[][] = [];
+    b.observeBatches((r) => carriers.push([...r.transports]));
+    await b.write(a.segmentName, m.addr, h.addr, 4096);
+    assert.ok(target.subarray(0, 4096).every((x) => x === 0x21));
+    assert.equal(carriers, [['mooncake-tcp']]);
+  } finally {
+    await init.close();
+    await b.close();
+    await a.close();
+  }
+});
+
+test.run();
