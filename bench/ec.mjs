@@ -3,9 +3,13 @@
 // processes over a te transport (mooncake-tcp by default). For 1 MiB and 16 MiB items it
 // times a consumer's pull of a set of items (one pull request; the producer writes them in
 // one batch) beside the raw transport writing the same bytes between the same processes,
-// in the same run, as a ratio. Every pulled byte is verified.
+// in the same run, as a ratio. Every pulled byte is verified, and so is every byte the raw
+// baseline wrote (sha256 of the consumer's range = of the producer's pool, the range zeroed
+// before each raw run).
 //
 //   node bench/ec.mjs [--connector mooncake-tcp] [--total-mib 256] [--runs 5] [--json]
+//   TE_BENCH_CORRUPT_BYTE=1 ...   the verifier's own test: one received byte is flipped
+//                                  before each check, and the run must fail
 import { createHash } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
@@ -24,6 +28,8 @@ const { values: args } = parseArgs({
 quick(args, { 'total-mib': '32', runs: '1' });
 const MiB = 1 << 20;
 const total = Number(args['total-mib']) * MiB;
+const CORRUPT = process.env.TE_BENCH_CORRUPT_BYTE !== undefined && process.env.TE_BENCH_CORRUPT_BYTE !== '';
+const sha = (view) => createHash('sha256').update(view).digest('hex');
 
 function fillItem(view, hash) {
   const s = createHash('sha256').update(hash).digest().readUInt32LE(0);
@@ -64,12 +70,21 @@ if (args.rank) {
       const r = await consumer.waitForLoad();
       const t1 = now();
       if (r.failed.length) throw new Error(`${r.failed.length} items failed: ${r.failed[0].error.message}`);
+      if (CORRUPT && r.loaded.length) dest.buffer[where[r.loaded[0]] + (a.size >> 1)] ^= 0xff;
       const want = new Uint8Array(a.size);
       for (const hash of r.loaded) {
         fillItem(want, hash);
         if (Buffer.compare(dest.buffer.subarray(where[hash], where[hash] + a.size), want) !== 0) throw new Error(`item ${hash} differs`);
       }
-      return { ms: t1 - t0, bytes: off };
+      return { ms: t1 - t0, bytes: off, verified: r.loaded.length === Object.keys(a.params).length };
+    },
+    /** Consumer: zeroes the range the raw run writes next. */
+    zero: async (a) => (dest.buffer.fill(0, 0, a.bytes), true),
+    /** Either side: sha256 of what the raw run wrote (consumer) or wrote from (producer). */
+    digest: async (a) => {
+      const view = producer ? producer.pool.memory.buffer.subarray(0, a.bytes) : dest.buffer.subarray(0, a.bytes);
+      if (CORRUPT && !producer) view[a.bytes >> 1] ^= 0xff;
+      return sha(view);
     },
     /** Producer: the same bytes, written straight from the pool by the engine (one batch). */
     raw: async (a) => {
@@ -101,17 +116,22 @@ try {
     const params = await p.call('save', { size, count: Math.floor(total / size), prefix: `s${size}` });
     const ec = [];
     const raw = [];
+    let verified = true;
     for (let k = 0; k < Number(args.runs) + 1; k++) {
       const e = await c.call('pull', { params, size });
+      await c.call('zero', { bytes: e.bytes });
       const r = await p.call('raw', { segment: cinfo.segment, addr: cinfo.addr, bytes: e.bytes, size });
+      const [got, want] = await Promise.all([c.call('digest', { bytes: e.bytes }), p.call('digest', { bytes: e.bytes })]);
+      if (got !== want) throw new Error(`${size / MiB} MiB items, run ${k}: the raw transfer's bytes differ at the consumer`);
+      verified &&= e.verified && got === want;
       if (k === 0) continue;
       ec.push(e.bytes / (e.ms / 1000));
       raw.push(e.bytes / (r.ms / 1000));
     }
-    const row = { itemBytes: size, ecBytesPerSecond: median(ec), rawBytesPerSecond: median(raw) };
+    const row = { itemBytes: size, ecBytesPerSecond: median(ec), rawBytesPerSecond: median(raw), verified };
     row.ratio = row.ecBytesPerSecond / row.rawBytesPerSecond;
     out.cases.push(row);
-    log(`${size / MiB} MiB items: EC ${(row.ecBytesPerSecond / 1e9).toFixed(2)} GB/s, raw ${(row.rawBytesPerSecond / 1e9).toFixed(2)} GB/s: ratio ${row.ratio.toFixed(2)} (target ≥ 0.9); every item verified`);
+    log(`${size / MiB} MiB items: EC ${(row.ecBytesPerSecond / 1e9).toFixed(2)} GB/s, raw ${(row.rawBytesPerSecond / 1e9).toFixed(2)} GB/s: ratio ${row.ratio.toFixed(2)} (target ≥ 0.9); ${row.verified ? 'every item and every raw byte verified' : 'NOT VERIFIED'}`);
   }
 } finally {
   await closeRanks([p, c]);

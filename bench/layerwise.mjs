@@ -79,7 +79,8 @@ if (args.rank) {
       delay.disable();
       return { t0, computed, p99DelayMs: delay.percentile(99) / 1e6, stats: manager.layerwiseStats };
     },
-    digest: async (a) => headsDigest(mem.buffer, { buffers: 2 * spec.layers, item, pages: a.pages, pageSize: PAGE, headBytes: HEAD_BYTES, rowHeads: HEADS, headOffset: 0, heads: HEADS, bufferBytes: item * spec.pages }),
+    // TE_BENCH_CORRUPT_BYTE (the verifier's own test): the decode flips one received byte first.
+    digest: async (a) => (spec.role === 'decode' && process.env.TE_BENCH_CORRUPT_BYTE ? (mem.buffer[a.pages[0] * item + 1] ^= 0xff) : 0, headsDigest(mem.buffer, { buffers: 2 * spec.layers, item, pages: a.pages, pageSize: PAGE, headBytes: HEAD_BYTES, rowHeads: HEADS, headOffset: 0, heads: HEADS, bufferBytes: item * spec.pages })),
     close: async () => {
       await manager.close();
       await engine.close();

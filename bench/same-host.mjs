@@ -1,21 +1,29 @@
 #!/usr/bin/env node
 // Same-host transfers: mooncake-shm (and mooncake-tcp over loopback, for context) writing
-// from one process into another at 64 KiB, 1 MiB and 16 MiB, beside single-thread memcpy
-// measured in the same run over buffers of the same size and access pattern (a ratio).
+// from one process into another at 64 KiB, 1 MiB and 16 MiB, beside memcpy measured in the
+// same run over buffers of the same size and access pattern (bench/memcpy: pages touched and
+// warmed, huge pages where shm asks for them), once single-threaded and once with as many
+// threads as shm has copy threads: the target is the second (like for like).
 //
 // Both sides rotate through a pool (64 MiB by default) so neither memcpy nor the transfer
 // is measured out of a warm cache alone; requests of a case are issued in whole passes over
-// the pool, and after each case the target's pool must hash exactly like the initiator's
-// (every case is verified). At 64 KiB a batch carries 16 requests (1 MiB), larger sizes one
-// request per batch; --inflight batches (4) are kept in flight by as many callers.
+// the pool. Every timed pass is checked: before it the initiator stamps the first and last
+// 8 bytes of every request with the pass number, after it (clock stopped) the target checks
+// every stamp; after the case the target's pool must hash exactly like the initiator's. At
+// 64 KiB a batch carries 16 requests (1 MiB), larger sizes one request per batch;
+// --inflight batches (4) are kept in flight by as many callers.
 //
 //   node bench/same-host.mjs [--seconds 1] [--pool-mib 64] [--inflight 4] [--no-tcp] [--json]
 //   TE_BENCH_QUICK=1 node bench/same-host.mjs      smoke run (small pool, short cases)
-import { fork } from 'node:child_process';
-import { createHash } from 'node:crypto';
+//   TE_BENCH_CORRUPT_BYTE=1 ...                    the verifier's own test: one byte of the
+//                                                  target's pool is flipped after the last timed
+//                                                  pass; every case must then fail verification
+import { execFileSync, fork } from 'node:child_process';
+import { createHash, randomFillSync } from 'node:crypto';
 import { cpus } from 'node:os';
 import { parseArgs } from 'node:util';
 import { batchOf, createTransferEngine } from '@te/connector';
+import { buildCBench } from './lib/c-bench.mjs';
 import { quick, QUICK } from './lib/quick.mjs';
 
 const SIZES = [64 << 10, 1 << 20, 16 << 20];
@@ -35,6 +43,28 @@ const SECONDS = Number(values.seconds);
 const INFLIGHT = Math.max(1, Number(values.inflight));
 
 const sha = (b) => createHash('sha256').update(b).digest('hex');
+const CORRUPT = process.env.TE_BENCH_CORRUPT_BYTE !== undefined && process.env.TE_BENCH_CORRUPT_BYTE !== '';
+
+/** Writes `pass` into the first and last 8 bytes of each `size`-byte request of `bytes`. */
+function stamp(pool, size, requests, pass) {
+  const v = new DataView(pool.buffer, pool.byteOffset, pool.byteLength);
+  for (let r = 0; r < requests; r++) {
+    const a = r * size;
+    v.setUint32(a, pass, true), v.setUint32(a + 4, ~pass >>> 0, true);
+    v.setUint32(a + size - 8, pass, true), v.setUint32(a + size - 4, ~pass >>> 0, true);
+  }
+}
+/** Requests whose stamps are not `pass` (a request of the pass that did not land whole). */
+function badStamps(pool, size, requests, pass) {
+  const v = new DataView(pool.buffer, pool.byteOffset, pool.byteLength);
+  let bad = 0;
+  for (let r = 0; r < requests; r++) {
+    const a = r * size;
+    const ok = v.getUint32(a, true) === pass && v.getUint32(a + 4, true) === ~pass >>> 0 && v.getUint32(a + size - 8, true) === pass && v.getUint32(a + size - 4, true) === ~pass >>> 0;
+    if (!ok) bad++;
+  }
+  return bad;
+}
 
 // ---- target process: one engine, one registered pool, answers the parent over IPC ----
 if (values.target) {
@@ -43,6 +73,8 @@ if (values.target) {
   const handle = await engine.registerMemory(pool);
   process.on('message', async (m) => {
     if (m.cmd === 'zero') pool.fill(0);
+    if (m.cmd === 'stamps') return process.send({ id: m.id, bad: badStamps(pool, m.size, m.requests, m.pass) });
+    if (m.cmd === 'corrupt') pool[m.offset] ^= 0xff;
     if (m.cmd === 'hash') return process.send({ id: m.id, hash: sha(pool) });
     if (m.cmd === 'close') {
       await engine.close();
@@ -66,30 +98,37 @@ function startTarget(config) {
     child.on('message', (m) => {
       if (m.ready) {
         clearTimeout(timer);
-        const ask = (cmd) => new Promise((res) => { const id = next++; waiting.set(id, res); child.send({ id, cmd }); });
+        const ask = (cmd, args = {}) => new Promise((res) => { const id = next++; waiting.set(id, res); child.send({ id, cmd, ...args }); });
         resolve({ segment: m.segment, addr: BigInt(m.addr), ask, close: () => ask('close') });
       } else waiting.get(m.id)?.(m), waiting.delete(m.id);
     });
   });
 }
 
-/** Single-thread memcpy (Buffer#copy is memmove) over two pools, the same sizes and rotation. */
-function memcpyGBps(size) {
-  const src = Buffer.alloc(POOL, 1);
-  const dst = Buffer.alloc(POOL);
-  const deadline = performance.now() + SECONDS * 1000;
-  const started = performance.now();
-  let bytes = 0;
-  do {
-    for (let off = 0; off + size <= POOL; off += size) src.copy(dst, off, off, off + size);
-    bytes += POOL - (POOL % size);
-  } while (performance.now() < deadline);
-  const gbps = bytes / ((performance.now() - started) / 1000) / 1e9;
-  if (!dst.equals(src)) throw new Error('memcpy baseline: the copy does not match');
-  return gbps;
+/**
+ * memcpy over two pools of this size, in requests of `size` bytes (bench/memcpy), with
+ * `threads` threads, pages touched and warmed, huge pages when `hugePages`: {gbps, verified}.
+ */
+function memcpyRun(size, threads, hugePages) {
+  const args = ['--size', String(size), '--pool-mib', String(POOL >> 20), '--threads', String(threads), '--seconds', String(SECONDS)];
+  if (hugePages) args.push('--huge-pages');
+  if (CORRUPT) args.push('--corrupt-one-byte');
+  let out;
+  try {
+    out = execFileSync(buildCBench('memcpy', 'memcpy_bench'), args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+  } catch (e) {
+    if (e.status !== 1 || !e.stdout) throw e;
+    out = e.stdout; // exit 1: ran, not verified
+  }
+  const r = JSON.parse(out.trim().split('\n').pop());
+  return { gbps: r.bytesPerSecond / 1e9, verified: r.verified === true };
 }
 
-/** Writes the initiator's pool into the target's in whole passes for about SECONDS; verified. */
+/**
+ * Writes the initiator's pool into the target's in whole passes for about SECONDS:
+ * {gbps, verified, why}. Every timed pass is stamped and checked (clock stopped), the last
+ * one byte for byte.
+ */
 async function transferGBps(engine, target, local, data, size) {
   await target.ask('zero');
   const perBatch = size < 1 << 20 ? Math.max(1, (1 << 20) / size) : 1;
@@ -97,6 +136,7 @@ async function transferGBps(engine, target, local, data, size) {
   for (let off = 0; off + size * perBatch <= POOL; off += size * perBatch) {
     batches.push(batchOf(Array.from({ length: perBatch }, (_, i) => ({ op: 'write', local: local + BigInt(off + i * size), remote: target.addr + BigInt(off + i * size), length: size }))));
   }
+  const requests = batches.length * perBatch;
   const pass = async () => {
     // Several callers: the next batch is queued while the target copies the current one.
     let i = 0;
@@ -105,18 +145,26 @@ async function transferGBps(engine, target, local, data, size) {
     };
     await Promise.all(Array.from({ length: INFLIGHT }, lane));
   };
+  let passes = 0;
+  stamp(data, size, requests, ++passes);
   await pass(); // warm-up: connections, first faults
-  const deadline = performance.now() + SECONDS * 1000;
-  const started = performance.now();
+  let timedMs = 0;
   let bytes = 0;
+  let why = '';
   do {
+    stamp(data, size, requests, ++passes);
+    const t0 = performance.now();
     await pass();
-    bytes += batches.length * perBatch * size;
-  } while (performance.now() < deadline);
-  const gbps = bytes / ((performance.now() - started) / 1000) / 1e9;
+    timedMs += performance.now() - t0;
+    bytes += requests * size;
+    const { bad } = await target.ask('stamps', { size, requests, pass: passes });
+    if (bad > 0) why ||= `pass ${passes}: ${bad} of ${requests} requests did not land`;
+  } while (timedMs < SECONDS * 1000);
+  const gbps = bytes / (timedMs / 1000) / 1e9;
+  if (CORRUPT) await target.ask('corrupt', { offset: (requests * size) >> 1 });
   const { hash } = await target.ask('hash');
-  if (hash !== sha(data)) throw new Error(`${size} B case: the target's pool does not match what was written`);
-  return gbps;
+  if (hash !== sha(data)) why ||= "after the last pass the target's pool does not match what was written";
+  return { gbps, verified: why === '', why };
 }
 
 async function run(connector, extra = {}) {
@@ -124,9 +172,9 @@ async function run(connector, extra = {}) {
   const target = await startTarget(config);
   const engine = await createTransferEngine(config);
   const data = new Uint8Array(POOL);
-  for (let i = 0; i < POOL; i += 4096) data[i] = (i >> 12) & 255;
+  randomFillSync(data); // every byte: a misplaced or missing copy shows in the final hash
   const { addr } = await engine.registerMemory(data);
-  const out = {};
+  const out = { describe: engine.describe()[connector] ?? {} };
   try {
     for (const size of SIZES) if (size <= POOL) out[size] = await transferGBps(engine, target, addr, data, size);
   } finally {
@@ -137,30 +185,51 @@ async function run(connector, extra = {}) {
 }
 
 async function main() {
-  const memcpy = {};
-  for (const size of SIZES) memcpy[size] = memcpyGBps(size);
   const shm = await run('mooncake-shm');
   const tcp = values['no-tcp'] ? undefined : await run('mooncake-tcp');
+  // The baseline gets what shm got: its copy threads and its huge-page advice.
+  const copyThreads = Number(shm.describe.copyThreads ?? 1);
+  const hugePages = String(shm.describe.hugePages ?? 'off') !== 'off';
+  const memcpy1 = {};
+  const memcpyT = {};
+  for (const size of SIZES) {
+    if (size > POOL) continue;
+    memcpy1[size] = memcpyRun(size, 1, hugePages);
+    memcpyT[size] = copyThreads === 1 ? memcpy1[size] : memcpyRun(size, copyThreads, hugePages);
+  }
   const label = (s) => (s >= 1 << 20 ? `${s >> 20} MiB` : `${s >> 10} KiB`);
-  const rows = SIZES.filter((s) => s <= POOL).map((s) => ({
-    size: label(s),
-    memcpyGBps: +memcpy[s].toFixed(2),
-    shmGBps: +shm[s].toFixed(2),
-    shmVsMemcpy: +(shm[s] / memcpy[s]).toFixed(2),
-    ...(tcp ? { tcpGBps: +tcp[s].toFixed(2), shmVsTcp: +(shm[s] / tcp[s]).toFixed(2) } : {}),
-    verified: true,
-  }));
+  const failures = [];
+  const rows = SIZES.filter((s) => s <= POOL).map((s) => {
+    const verified = shm[s].verified && memcpy1[s].verified && memcpyT[s].verified && (tcp ? tcp[s].verified : true);
+    for (const [what, r] of [['mooncake-shm', shm[s]], ['mooncake-tcp', tcp?.[s]]]) if (r && !r.verified) failures.push(`${label(s)} ${what}: ${r.why}`);
+    for (const [what, r] of [['memcpy', memcpy1[s]], [`memcpy ×${copyThreads}`, memcpyT[s]]]) if (!r.verified) failures.push(`${label(s)} ${what}: the copy does not match`);
+    return {
+      size: label(s),
+      copyThreads,
+      hugePages,
+      memcpyGBps: +memcpy1[s].gbps.toFixed(2),
+      memcpyThreadsGBps: +memcpyT[s].gbps.toFixed(2),
+      shmGBps: +shm[s].gbps.toFixed(2),
+      shmVsMemcpy: +(shm[s].gbps / memcpy1[s].gbps).toFixed(2),
+      shmVsMemcpyThreads: +(shm[s].gbps / memcpyT[s].gbps).toFixed(2),
+      ...(tcp ? { tcpGBps: +tcp[s].gbps.toFixed(2), shmVsTcp: +(shm[s].gbps / tcp[s].gbps).toFixed(2) } : {}),
+      verified,
+    };
+  });
+  for (const f of failures) console.error(`same-host: NOT VERIFIED: ${f}`);
+  process.exitCode = failures.length ? 1 : 0;
   const machine = `${cpus().length} × ${cpus()[0]?.model ?? '?'}`;
   if (values.json) {
     console.log(JSON.stringify({ machine, poolMiB: POOL >> 20, seconds: SECONDS, inflight: INFLIGHT, quick: QUICK, rows }));
     return;
   }
   console.log(`same-host writes, ${machine}; pool ${POOL >> 20} MiB per side, ${INFLIGHT} batches in flight, ~${SECONDS} s per case${QUICK ? ' (TE_BENCH_QUICK: smoke run, figures not meaningful)' : ''}`);
-  console.log('size     memcpy GB/s  mooncake-shm GB/s  shm/memcpy' + (tcp ? '  mooncake-tcp GB/s  shm/tcp' : '') + '  verified');
+  console.log(`memcpy: pages touched and warmed${hugePages ? ', huge pages advised (as shm)' : ''}; 1 thread, and ${copyThreads} (shm's copy threads: the target)`);
+  console.log('size     memcpy GB/s  memcpy ×' + copyThreads + ' GB/s  mooncake-shm GB/s  shm/memcpy  shm/memcpy ×' + copyThreads + (tcp ? '  mooncake-tcp GB/s  shm/tcp' : '') + '  verified');
   for (const r of rows) {
-    const cols = [r.size.padEnd(8), String(r.memcpyGBps).padStart(11), String(r.shmGBps).padStart(18), `${r.shmVsMemcpy}x`.padStart(11)];
+    const cols = [r.size.padEnd(8), String(r.memcpyGBps).padStart(11), String(r.memcpyThreadsGBps).padStart(14), String(r.shmGBps).padStart(18), `${r.shmVsMemcpy}x`.padStart(11), `${r.shmVsMemcpyThreads}x`.padStart(13)];
     if (tcp) cols.push(String(r.tcpGBps).padStart(18), `${r.shmVsTcp}x`.padStart(8));
-    cols.push('  yes');
+    cols.push(r.verified ? '  yes' : '  NO');
     console.log(cols.join(' '));
   }
 }

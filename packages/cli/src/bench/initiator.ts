@@ -1,6 +1,6 @@
 import { createHash, randomFillSync } from 'node:crypto';
 import { OP_READ, OP_WRITE, TransferError, allocateBatch, createTransferEngine, type TeConfig, type TeConfigInput, type TransferBatch, type TransferEngine } from '@te/connector';
-import { BENCH_DIGEST, BENCH_INFO, BENCH_RANDOMIZE, type BenchInfo } from './protocol.js';
+import { BENCH_CORRUPT, BENCH_DIGEST, BENCH_INFO, BENCH_RANDOMIZE, type BenchInfo } from './protocol.js';
 import { Samples, percentile } from './stats.js';
 
 export interface BenchOptions {
@@ -60,6 +60,20 @@ function workerBatch(op: 'write' | 'read', worker: number, o: BenchOptions, loca
 }
 
 const sha256 = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
+
+/**
+ * The verifier's own test: with TE_BENCH_CORRUPT_BYTE=<offset> one byte of the timed run's
+ * destination (the target's buffer for writes, this side's for reads) is flipped after the
+ * timed run, and the verification must then fail. Unset in every real run.
+ */
+async function corruptForSelfTest(o: BenchOptions, local: Uint8Array, corruptRemote: (offset: bigint) => Promise<unknown>): Promise<void> {
+  const raw = process.env.TE_BENCH_CORRUPT_BYTE;
+  if (raw === undefined || raw === '') return;
+  const offset = Number(raw);
+  if (!Number.isInteger(offset) || offset < 0 || offset >= local.length) throw new TransferError('INVALID_ARGUMENT', `TE_BENCH_CORRUPT_BYTE must be a byte offset below ${local.length}, got ${raw}`);
+  if (o.op === 'write') await corruptRemote(BigInt(offset));
+  else local[offset] = ~local[offset]! & 0xff;
+}
 
 /**
  * The active side of `te bench`: `concurrency` workers, each submitting batches of
@@ -135,6 +149,7 @@ async function measure(engine: TransferEngine, o: BenchOptions): Promise<BenchRe
 
   let verified = false;
   if (o.verify) {
+    await corruptForSelfTest(o, local, (offset) => control.request(BENCH_CORRUPT, { offset }, 10_000));
     const mine = sha256(local);
     const theirs = await remoteDigest();
     if (mine !== theirs) throw new TransferError('TRANSFER_FAILED', `verification failed after the timed run: local sha256 ${mine}, target ${theirs}`);

@@ -1,6 +1,6 @@
 import { createHash, randomFillSync } from 'node:crypto';
 import { TransferError, createTransferEngine, type TeConfig, type TeConfigInput, type TransferEngine } from '@te/connector';
-import { BENCH_DIGEST, BENCH_INFO, BENCH_RANDOMIZE, type BenchInfo, type DigestRequest } from './protocol.js';
+import { BENCH_CORRUPT, BENCH_DIGEST, BENCH_INFO, BENCH_RANDOMIZE, type BenchInfo, type DigestRequest } from './protocol.js';
 
 export interface BenchTargetOptions {
   plugin: string;
@@ -41,6 +41,11 @@ export async function startBenchTarget(options: BenchTargetOptions): Promise<Ben
   };
   engine.control.handle(BENCH_INFO, (): BenchInfo => ({ addr: handle.addr, length: handle.length, plugin: options.plugin }));
   engine.control.handle(BENCH_DIGEST, (body) => createHash('sha256').update(checkRange(body as DigestRequest)).digest('hex'));
+  engine.control.handle(BENCH_CORRUPT, (body) => {
+    const byte = checkRange({ offset: (body as DigestRequest).offset, length: 1n });
+    byte[0] = ~byte[0]! & 0xff;
+    return true;
+  });
   engine.control.handle(BENCH_RANDOMIZE, (body) => {
     randomFillSync(checkRange(body as DigestRequest));
     return true;

@@ -1,0 +1,55 @@
+// Every verifier the benchmarks print "verified" from must be able to say no: each run here
+// flips one byte of the timed data after it landed (TE_BENCH_CORRUPT_BYTE, the benchmarks'
+// self-test hook) and the run must fail. (The same runs without the flip pass in
+// cli-loopback.test.ts and readme-commands.test.ts.)
+// Covered: `te bench --verify` (writes and reads), the same-host benchmark (mooncake-shm and
+// its memcpy baselines), the EC benchmark (pulled items and the raw baseline) and the
+// layerwise benchmark. fi_rma_bench's own case is in raw-fabric-baseline.test.ts, the demo's
+// in pipeline.test.ts.
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { spawnSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const te = join(root, 'packages', 'cli', 'dist', 'te.js');
+
+function run(args: string[], corrupt: boolean) {
+  const env: NodeJS.ProcessEnv = { ...process.env, TE_BENCH_QUICK: '1' };
+  if (corrupt) env.TE_BENCH_CORRUPT_BYTE = '4097';
+  return spawnSync(process.execPath, args, { cwd: root, encoding: 'utf8', timeout: 180_000, env });
+}
+
+for (const op of ['write', 'read'] as const) {
+  test(`te bench --verify (${op}): one flipped byte of the timed destination fails the run`, () => {
+    const args = [te, 'bench', '--loopback', '--verify', '--json', '--op', op, '--block-size', '64KiB', '--batch-size', '4', '--concurrency', '2', '--duration', '0.3'];
+    const bad = run(args, true);
+    assert.is(bad.status, 1, bad.stdout + bad.stderr);
+    assert.match(bad.stderr, /verification failed after the timed run/);
+  });
+}
+
+test('same-host (mooncake-shm, memcpy ×1 and × copy threads): a flipped byte fails every case', () => {
+  const args = [join(root, 'bench', 'same-host.mjs'), '--no-tcp', '--json'];
+  const bad = run(args, true);
+  assert.is(bad.status, 1, bad.stderr);
+  const rows = JSON.parse(bad.stdout.trim().split('\n').pop()!).rows as { verified: boolean }[];
+  assert.ok(rows.length > 0 && rows.every((r) => r.verified === false), JSON.stringify(rows));
+  assert.match(bad.stderr, /mooncake-shm: after the last pass the target's pool does not match/);
+  assert.match(bad.stderr, /memcpy ×\d+: the copy does not match/);
+});
+
+test('EC benchmark: a flipped byte of a pulled item fails the run', () => {
+  const bad = run([join(root, 'bench', 'ec.mjs'), '--json'], true);
+  assert.is.not(bad.status, 0, bad.stderr);
+  assert.match(bad.stderr, /item s\d+-0 differs/);
+});
+
+test('layerwise benchmark: a flipped byte of the decode\'s KV fails the run', () => {
+  const bad = run([join(root, 'bench', 'layerwise.mjs'), '--json'], true);
+  assert.is.not(bad.status, 0, bad.stderr);
+  assert.match(bad.stderr, /the decode's KV differs from the prefill's/);
+});
+
+test.run();
