@@ -45,6 +45,12 @@ export const wireOptions = {
     env: 'TE_MOONCAKE_WIRE_FRAMING',
     description: "As initiator: 'auto' uses the acknowledged framing (v2) when the target's descriptor has tcp_proto_version >= 2; 'legacy' always sends v1 requests (no acknowledgements, like MC_TCP_PROTO=1)",
   },
+  lookup: {
+    type: 'boolean',
+    default: true,
+    env: 'TE_MOONCAKE_WIRE_LOOKUP',
+    description: "Let the engine's openSegment('host:port') reach Mooncake segments: the name is first asked for a Mooncake descriptor over its handshake protocol (a te peer answers that at once by closing; one extra connection per descriptor fetch). false: Mooncake segments only through the transport's own openSegment",
+  },
   connectionPool: {
     type: 'boolean',
     default: true,

@@ -210,6 +210,38 @@ export class MooncakeWireTransport implements Transport {
     return descriptorOf(segment, ip, port, parseSegment(text, segment));
   }
 
+  /**
+   * For the engine's openSegment: a Mooncake descriptor when `segment` answers Mooncake's
+   * handshake, undefined when it does not (a te peer's control endpoint closes the connection
+   * at once, an unreachable one fails to connect). A Mooncake peer whose descriptor is
+   * malformed is an error, not "not Mooncake".
+   */
+  async lookupSegment(segment: string, timeoutMs: number): Promise<SegmentDescriptor | undefined> {
+    if (this.#closed || !this.#options.lookup) return undefined;
+    let host: string;
+    let port: number;
+    try {
+      ({ host, port } = splitSegmentName(segment));
+    } catch {
+      return undefined;
+    }
+    let ip = host;
+    if (isIP(host) === 0) {
+      try {
+        ip = (await lookup(host)).address;
+      } catch {
+        return undefined;
+      }
+    }
+    let text: string;
+    try {
+      text = await handshake(ip, port, MSG_METADATA, '{}\n', Math.max(1, Math.min(timeoutMs, this.#options.handshakeTimeoutMs)));
+    } catch {
+      return undefined;
+    }
+    return descriptorOf(segment, ip, port, parseSegment(text, segment));
+  }
+
   /** fetchSegment + openPeer: what `openSegment('host:port')` is for a Mooncake peer. */
   async openSegment(segment: string): Promise<{ descriptor: SegmentDescriptor; peer: TransportPeer }> {
     const descriptor = await this.fetchSegment(segment);

@@ -2,7 +2,7 @@
 // to Mooncake initiators, and te peers keep talking over mooncake-tcp (never over this wire).
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { PluginRegistry, batchOf, createTransferEngine, type TransferEngine } from '@te/connector';
+import { PluginRegistry, batchOf, createTransferEngine, isTransferError, type TransferEngine } from '@te/connector';
 import wirePlugin from '../src/index.js';
 import { wire } from './helpers.js';
 
@@ -50,6 +50,32 @@ test('an engine serves what it registers to Mooncake initiators, and te peers st
     await init.close();
     await b.close();
     await a.close();
+  }
+});
+
+test("the engine's openSegment('host:port'), write and read reach a Mooncake segment; TransferError codes as usual", async () => {
+  const target = await wire({ listen: true });
+  const e = await engine(false);
+  try {
+    const remote = new Uint8Array(1 << 16);
+    const reg = await target.registerMemory({ buffer: remote, length: BigInt(remote.length), device: 'cpu', remoteAccess: true });
+    const d = await e.openSegment(target.mooncakeSegment!);
+    assert.equal(Object.keys(d.transports), ['mooncake-wire']);
+    assert.equal(d.buffers.map((b) => [b.addr, b.length]), [[reg.addr, 65536n]]);
+    const mine = new Uint8Array(8192);
+    for (let i = 0; i < mine.length; i++) mine[i] = (i * 13) & 0xff;
+    const h = await e.registerMemory(mine);
+    await e.write(target.mooncakeSegment!, h.addr, reg.addr + 1000n, 4096);
+    assert.equal(remote.subarray(1000, 5096), mine.subarray(0, 4096));
+    await e.read(target.mooncakeSegment!, h.addr + 4096n, reg.addr + 1000n, 4096);
+    assert.equal(mine.subarray(4096), mine.subarray(0, 4096));
+    const err = await e.write(target.mooncakeSegment!, h.addr, reg.addr + 65000n, 4096).catch((x: unknown) => x);
+    assert.ok(isTransferError(err) && err.code === 'ADDRESS_OUT_OF_RANGE', String(err));
+    const late = await e.read(target.mooncakeSegment!, h.addr, reg.addr, 16, { timeoutMs: 1 }).then(() => 'done', (x: unknown) => (isTransferError(x) ? x.code : String(x)));
+    assert.ok(late === 'done' || late === 'TIMEOUT', late);
+  } finally {
+    await e.close();
+    await target.close();
   }
 });
 

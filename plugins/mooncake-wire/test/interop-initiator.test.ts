@@ -4,7 +4,8 @@
 // locally, and a descriptor that lies about its buffers meets the target's rejection.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { batchOf, isTransferError, type SegmentDescriptor, type TransportPeer } from '@te/connector';
+import { PluginRegistry, batchOf, createTransferEngine, isTransferError, type SegmentDescriptor, type TransportPeer } from '@te/connector';
+import wirePlugin from '../src/index.js';
 import { HandshakeServer, MSG_METADATA, handshake } from '../src/index.js';
 import { wire } from './helpers.js';
 import { startTarget, unavailable, type MooncakeTarget } from './mooncake-bin.js';
@@ -29,6 +30,7 @@ const modes = [
 if (why) {
   console.log(`  skipped Mooncake interop (te as initiator): ${why}`);
   for (const m of modes) test.skip(`te writes into and reads back from a Mooncake target (${m.name}) — skipped: ${why}`, () => undefined);
+  test.skip(`the engine API against a Mooncake target — skipped: ${why}`, () => undefined);
   test.skip(`te's out-of-range requests to a Mooncake target — skipped: ${why}`, () => undefined);
 } else {
   let target: MooncakeTarget;
@@ -71,6 +73,25 @@ if (why) {
       }
     });
   }
+
+  test("the engine API against a Mooncake target: openSegment('host:port'), write, read, an out-of-range TransferError", async () => {
+    const r = new PluginRegistry();
+    r.register('mooncake-wire', wirePlugin);
+    const engine = await createTransferEngine({ connector: 'mooncake-tcp', transports: ['mooncake-wire'], logLevel: 'error' }, { registry: r });
+    try {
+      const d = await engine.openSegment(target.segment);
+      const base = d.buffers[0]!.addr;
+      const mine = pattern(2 * BLOCK, 77);
+      const h = await engine.registerMemory(mine);
+      await engine.transfer(target.segment, batchOf([{ op: 'write', local: h.addr, remote: base + 12345n, length: BLOCK }]));
+      await engine.read(target.segment, h.addr + BigInt(BLOCK), base + 12345n, BLOCK);
+      assert.equal(mine.subarray(BLOCK), mine.subarray(0, BLOCK));
+      const err = await engine.write(target.segment, h.addr, base + d.buffers[0]!.length - 10n, 100).catch((x: unknown) => x);
+      assert.ok(isTransferError(err) && err.code === 'ADDRESS_OUT_OF_RANGE', String(err));
+    } finally {
+      await engine.close();
+    }
+  });
 
   test("te's out-of-range requests to a Mooncake target: refused before sending; past a lying descriptor, rejected by the target", async () => {
     const t = await wire({});

@@ -11,7 +11,7 @@ const why = unavailable();
 const BLOCK = 65536;
 const BATCH = 16;
 
-const modes = [
+const modes: { name: string; env: Record<string, string>; v2: boolean; pooled: boolean }[] = [
   { name: 'v2 framing, pooled connections', env: { MC_TCP_ENABLE_CONNECTION_POOL: '1' }, v2: true, pooled: true },
   { name: 'v2 framing, one connection per request', env: {}, v2: true, pooled: false },
   { name: 'legacy framing, pooled connections', env: { MC_TCP_ENABLE_CONNECTION_POOL: '1', MC_TCP_PROTO: '1' }, v2: false, pooled: true },

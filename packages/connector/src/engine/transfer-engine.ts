@@ -295,7 +295,14 @@ export class TransferEngine {
   /** A peer's descriptor: from etcd when configured, else from the peer itself. */
   private async fetchDescriptor(segment: string): Promise<SegmentDescriptor> {
     const { handshakeMs } = this.config.timeouts;
-    if (!this.etcd) return this.handshake.fetch(segment, handshakeMs, this.segmentName);
+    if (!this.etcd) {
+      // A peer of another engine (a transport speaks its metadata protocol) first.
+      for (const t of this.held) {
+        const foreign = await t.transport.lookupSegment?.(segment, handshakeMs);
+        if (foreign) return foreign;
+      }
+      return this.handshake.fetch(segment, handshakeMs, this.segmentName);
+    }
     const d = await this.etcd.fetch(segment, handshakeMs);
     // Tell the owner this process holds its descriptor before the descriptor is used, so an
     // unregistration that follows (revocation, over the control plane in every mode) reaches

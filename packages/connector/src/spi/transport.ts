@@ -58,6 +58,14 @@ export interface Transport {
    * the peer's candidates, so the next shared transport carries the traffic. Absent: yes.
    */
   reaches?(peer: SegmentDescriptor): boolean;
+  /**
+   * Optional, for transports that talk to another engine's processes (which do not serve
+   * te's control plane): the descriptor of `segment` fetched over the transport's own
+   * metadata protocol, or undefined when `segment` is not such a peer. With p2p metadata the
+   * engine asks these transports before its control plane; an answer must be quick for a te
+   * peer (no waiting out `timeoutMs` on it).
+   */
+  lookupSegment?(segment: string, timeoutMs: number): Promise<SegmentDescriptor | undefined>;
   /** Releases what `openPeer` created. */
   closePeer(peer: TransportPeer): Promise<void>;
   /**
