@@ -30,6 +30,8 @@ export class PrefillSender implements KVSender {
   private auxIndex: number | undefined;
   private sentPages = 0;
   private finished = false;
+  /** Set once every write landed and Success reports go out (see failUnlessReporting). */
+  private reporting = false;
   private chain: Promise<void> = Promise.resolve();
   /** Set while the room goes layer by layer (see layerwise.ts). */
   private layerwise: LayerwiseState | undefined;
@@ -177,6 +179,9 @@ export class PrefillSender implements KVSender {
   }
 
   private async finish(): Promise<void> {
+    // A room failed after its last write settled reports nothing: its decodes hear Failed.
+    if (this.cell.value === KVStatus.Failed) throw this.cell.error!;
+    this.reporting = true;
     const results = await Promise.allSettled([...this.requests.values()].map((rr) => this.reportSuccess(rr)));
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) {
@@ -260,8 +265,19 @@ export class PrefillSender implements KVSender {
   }
 
   async abort(reason = 'aborted by the prefill'): Promise<void> {
-    this.fail(new TransferError('ABORTED', `room ${this.room}: ${reason}`, { details: { room: this.room } }));
+    this.failUnlessReporting(new TransferError('ABORTED', `room ${this.room}: ${reason}`, { details: { room: this.room } }));
     await this.settled();
+  }
+
+  /**
+   * Fails the room, unless every write landed and Success is being reported: a decode may
+   * have recorded it already, so the reports decide (Success, or PEER_FAILED when one
+   * cannot be delivered), and both sides end alike. For the prefill's own abort and a
+   * decode lost to heartbeats; a decode's abort still fails the room (that decode takes
+   * no Success while it fails the room).
+   */
+  failUnlessReporting(error: TransferError): void {
+    if (!this.reporting) this.fail(error);
   }
 
   // ---------------------------------------------------------------- layerwise

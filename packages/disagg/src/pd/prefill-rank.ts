@@ -289,7 +289,7 @@ export class PrefillRank {
 
   private onDecodeLost(segment: string): void {
     for (const s of [...this.senders.values()]) {
-      if (s.segments().includes(segment)) s.fail(new TransferError('PEER_FAILED', `room ${s.room}: decode ${segment} stopped answering heartbeats`, { details: { room: s.room, segment } }));
+      if (s.segments().includes(segment)) s.failUnlessReporting(new TransferError('PEER_FAILED', `room ${s.room}: decode ${segment} stopped answering heartbeats`, { details: { room: s.room, segment } }));
     }
     for (const d of this.destinations.values()) {
       if (d.segment !== segment) continue;
