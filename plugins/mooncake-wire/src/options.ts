@@ -45,6 +45,22 @@ export const wireOptions = {
     env: 'TE_MOONCAKE_WIRE_FRAMING',
     description: "As initiator: 'auto' uses the acknowledged framing (v2) when the target's descriptor has tcp_proto_version >= 2; 'legacy' always sends v1 requests (no acknowledgements, like MC_TCP_PROTO=1)",
   },
+  metadataServer: {
+    type: 'string',
+    default: 'P2PHANDSHAKE',
+    env: 'TE_MOONCAKE_WIRE_METADATA',
+    description: "Where Mooncake descriptors live: P2PHANDSHAKE (fetched from each peer's handshake port), or etcd://host:2379[,host:2379] shared with Mooncake processes (its key layout: mooncake/ram/<name>, mooncake/rpc_meta/<name>)",
+  },
+  segmentName: {
+    type: 'string',
+    env: 'TE_MOONCAKE_WIRE_SEGMENT_NAME',
+    description: "With etcd: the name this process publishes under (Mooncake's local_server_name; default host:handshake-port). With P2PHANDSHAKE the name is always host:handshake-port",
+  },
+  clusterId: {
+    type: 'string',
+    env: 'TE_MOONCAKE_WIRE_CLUSTER_ID',
+    description: "With etcd: Mooncake's MC_METADATA_CLUSTER_ID, a key prefix level (mooncake/<id>/ram/<name>)",
+  },
   lookup: {
     type: 'boolean',
     default: true,

@@ -22,6 +22,7 @@ import { loadBinding, PLUGIN_NAME, type NativeStats, type NativeWireTransport } 
 import { HandshakeServer, handshake } from './handshake.js';
 import { MSG_METADATA, MSG_NOTIFY } from './handshake-frame.js';
 import type { WireOptions } from './options.js';
+import { MooncakeEtcd, etcdEndpoints } from './mooncake-etcd.js';
 import { encodeSegment, joinSegmentName, parseSegment, splitSegmentName, type MooncakeSegment } from './segment.js';
 
 const opts = { plugin: PLUGIN_NAME };
@@ -95,6 +96,9 @@ export class MooncakeWireTransport implements Transport {
   readonly #bind: string;
   #handshake: HandshakeServer | undefined;
   #segmentName: string | undefined;
+  /** Descriptors in a shared etcd (metadataServer etcd://); undefined in P2P handshake mode. */
+  #etcd: MooncakeEtcd | undefined;
+  #advertised = '';
   #closed = false;
 
   constructor(context: TransportContext, options: WireOptions, bind: string) {
@@ -119,19 +123,26 @@ export class MooncakeWireTransport implements Transport {
     this.#batches = new BatchTracker(PLUGIN_NAME, (id, status) => this.#native.cancel(id, status));
   }
 
-  /** Starts the handshake listener (with `listen`) and says loudly what is exposed. */
+  /** Connects to etcd (etcd mode), starts the handshake listener (with `listen`) and says loudly what is exposed. */
   async start(): Promise<void> {
-    if (!this.#options.listen) return;
     try {
+      const endpoints = etcdEndpoints(this.#options.metadataServer);
+      if (endpoints) this.#etcd = await MooncakeEtcd.connect(endpoints, this.#options.clusterId ?? '', this.#options.handshakeTimeoutMs);
+      if (!this.#options.listen) return;
       this.#handshake = await HandshakeServer.listen(
         { host: this.#bind, port: this.#options.handshakePort, maxConnections: this.#options.maxConnections, timeoutMs: this.#options.handshakeTimeoutMs },
         { metadata: () => this.#descriptorJson(), notify: (name, message) => this.#onNotify(name, message) },
       );
+      this.#advertised = advertisedHost(this.#bind, this.#options.advertiseHost);
+      // P2P: the name is where the handshake is. etcd: the name given (Mooncake's local_server_name).
+      this.#segmentName = (this.#etcd && this.#options.segmentName) || joinSegmentName(this.#advertised, this.#handshake.port);
+      await this.#publish();
     } catch (e) {
+      await this.#handshake?.close();
+      this.#etcd?.close();
       await this.#native.close();
       throw e;
     }
-    this.#segmentName = joinSegmentName(advertisedHost(this.#bind, this.#options.advertiseHost), this.#handshake.port);
     this.#context.log(
       'warn',
       `Mooncake compatibility listener ON: segment ${this.#segmentName} (handshake ${this.#bind}:${this.#handshake.port}, data ${this.#bind}:${this.#native.port()}). ` +
@@ -152,6 +163,11 @@ export class MooncakeWireTransport implements Transport {
   /** Only Mooncake segments: a te peer is never reached over this unauthenticated wire. */
   reaches(peer: SegmentDescriptor): boolean {
     return mooncakeEndpoint(peer) !== undefined;
+  }
+
+  /** etcd mode: the whole descriptor again, as Mooncake rewrites it at every (un)registration. */
+  async #publish(): Promise<void> {
+    if (this.#etcd && this.#handshake) await this.#etcd.publish(this.#segmentName!, this.#descriptorJson(), this.#advertised, this.#handshake.port);
   }
 
   #descriptorJson(): string {
@@ -181,14 +197,17 @@ export class MooncakeWireTransport implements Transport {
     if (!request.buffer && request.addr === undefined) throw fail('INVALID_ARGUMENT', 'registerMemory needs `buffer` or `addr`');
     const buffer = request.buffer instanceof SharedArrayBuffer ? new Uint8Array(request.buffer) : request.buffer ?? null;
     const addr = this.#native.registerMemory(buffer, request.addr ?? 0n, request.length, request.remoteAccess);
-    if (request.remoteAccess) this.#published.set(addr, request.length);
+    if (request.remoteAccess) {
+      this.#published.set(addr, request.length);
+      await this.#publish();
+    }
     return { addr, length: request.length };
   }
 
   async unregisterMemory(addr: bigint): Promise<void> {
     this.#checkOpen();
     // Gone from the descriptor first; the native call waits out requests still in it.
-    this.#published.delete(addr);
+    if (this.#published.delete(addr)) await this.#publish().catch((e: Error) => this.#context.log('warn', `etcd: the descriptor without 0x${addr.toString(16)} was not published: ${e.message}`));
     await this.#native.unregisterMemory(addr);
   }
 
@@ -198,6 +217,8 @@ export class MooncakeWireTransport implements Transport {
    */
   async fetchSegment(segment: string, timeoutMs = this.#options.handshakeTimeoutMs): Promise<SegmentDescriptor> {
     this.#checkOpen();
+    const stored = await this.#fromEtcd(segment);
+    if (stored) return stored;
     const { host, port } = splitSegmentName(segment);
     const ip = isIP(host) !== 0 ? host : await lookup(host).then(
       (r) => r.address,
@@ -218,6 +239,8 @@ export class MooncakeWireTransport implements Transport {
    */
   async lookupSegment(segment: string, timeoutMs: number): Promise<SegmentDescriptor | undefined> {
     if (this.#closed || !this.#options.lookup) return undefined;
+    const stored = await this.#fromEtcd(segment);
+    if (stored) return stored;
     let host: string;
     let port: number;
     try {
@@ -240,6 +263,19 @@ export class MooncakeWireTransport implements Transport {
       return undefined;
     }
     return descriptorOf(segment, ip, port, parseSegment(text, segment));
+  }
+
+  /** etcd mode: the segment's descriptor from etcd, its data host from rpc_meta; undefined when etcd does not know it. */
+  async #fromEtcd(segment: string): Promise<SegmentDescriptor | undefined> {
+    const rec = await this.#etcd?.fetch(segment);
+    if (!rec) return undefined;
+    const ip = isIP(rec.host) !== 0 ? rec.host : await lookup(rec.host).then(
+      (r) => r.address,
+      (e: Error) => {
+        throw fail('PEER_UNREACHABLE', `cannot resolve ${rec.host}, the host etcd names for Mooncake segment "${segment}": ${e.message}`);
+      },
+    );
+    return descriptorOf(segment, ip, rec.port, parseSegment(rec.descriptor, segment));
   }
 
   /** fetchSegment + openPeer: what `openSegment('host:port')` is for a Mooncake peer. */
@@ -324,6 +360,9 @@ export class MooncakeWireTransport implements Transport {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    // Mooncake peers stop finding this process before its ports close.
+    if (this.#etcd && this.#handshake) await this.#etcd.remove(this.#segmentName!).catch((e: Error) => this.#context.log('warn', `etcd: keys of ${this.#segmentName} not removed: ${e.message}`));
+    this.#etcd?.close();
     await this.#handshake?.close();
     await this.#native.close();
     this.#batches.abandonAll('transport closed');
