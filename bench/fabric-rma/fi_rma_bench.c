@@ -1,7 +1,8 @@
 // Raw libfabric RMA between two processes: the ceiling te's transports are compared with.
 // No te code is involved: a target process registers a buffer and polls its completion
 // queue (providers such as tcp;ofi_rxm progress data only when polled); an initiator keeps
-// `window` fi_write or fi_read operations in flight against it for a fixed time. Every
+// `window` fi_write or fi_read operations in flight against it for a fixed time, after an
+// untimed warm-up pass over every slot (connections made, pages warm). Every
 // slot of the destination is checked afterwards (a checksum computed on both sides).
 //
 //   fi_rma_bench --op write|read --size BYTES --window N --seconds S [--provider tcp;ofi_rxm]
@@ -257,6 +258,7 @@ struct worker {
   int e;
   struct target_info ti;
   struct fabric f;
+  pthread_barrier_t *barrier;  // every endpoint's warm-up done: the timed run starts
   double start, until, end;
   uint64_t ops;
   uint32_t *samples;
@@ -287,7 +289,10 @@ static void *initiator_run(void *arg) {
   }
   void *descs[MAX_IOV];
   for (int k = 0; k < MAX_IOV; ++k) descs[k] = f->desc;
-  w->end = w->start;
+  // Untimed warm-up: every slot once (connections made, pages and caches warm), then all
+  // endpoints start the clock together.
+  w->until = 0;
+  int warm = 1;
   for (;;) {
     while (!stopping && nready > 0) {
       struct slot *s = ready[nready - 1];
@@ -315,7 +320,7 @@ static void *initiator_run(void *arg) {
       ++inflight;
       --nready;
     }
-    if (stopping && inflight == 0) break;
+    if (stopping && inflight == 0 && !warm) break;
     struct fi_cq_entry e[64];
     ssize_t n = fi_cq_read(f->cq, e, 64);
     if (n == -FI_EAGAIN) continue;
@@ -324,6 +329,7 @@ static void *initiator_run(void *arg) {
       fi_cq_readerr(f->cq, &err, 0);
       fprintf(stderr, "fi_rma_bench: operation failed: %s\n", fi_strerror(err.err));
       w->failed = 1;
+      if (warm) pthread_barrier_wait(w->barrier);  // the others wait for every endpoint's warm-up
       break;
     }
     const double t = now_s();
@@ -343,6 +349,18 @@ static void *initiator_run(void *arg) {
       ready[nready++] = s;
     }
     w->end = t;
+    if (stopping && inflight == 0 && warm) {
+      warm = 0;
+      stopping = 0;
+      pthread_barrier_wait(w->barrier);
+      w->start = now_s();
+      w->until = w->start + o->seconds;
+      w->ops = 0;
+      w->nsamples = 0;
+      memset(completed_once, 0, (size_t)window);
+      never_completed = window;
+      for (int i = nready = 0; i < window; ++i) ready[nready++] = &slots[i];
+    }
   }
   // Plain writes complete once sent, and the target stops polling (so stops applying) when
   // told to: one delivery-complete write of slot 0's own bytes, after the others on the same
@@ -377,14 +395,18 @@ static int run_initiator(int sock, const struct options *o) {
       for (size_t i = 0; i < w[e].f.bytes; ++i) w[e].f.buf[i] = pattern(i * 3 + 1 + (size_t)e);
     w[e].samples = malloc(sizeof(uint32_t) * MAX_SAMPLES);
   }
-  const double start = now_s();
+  pthread_barrier_t barrier;
+  pthread_barrier_init(&barrier, NULL, (unsigned)o->endpoints);
   pthread_t threads[MAX_ENDPOINTS];
   for (int e = 0; e < o->endpoints; ++e) {
-    w[e].start = start;
-    w[e].until = start + o->seconds;
+    w[e].barrier = &barrier;
     if (pthread_create(&threads[e], NULL, initiator_run, &w[e])) die("pthread_create", 0);
   }
   for (int e = 0; e < o->endpoints; ++e) pthread_join(threads[e], NULL);
+  pthread_barrier_destroy(&barrier);
+  double start = w[0].start;
+  for (int e = 1; e < o->endpoints; ++e)
+    if (w[e].start < start) start = w[e].start;
   // Every slot was written (or read) at least once: compare each endpoint's whole window.
   uint64_t verify[MAX_ENDPOINTS], remote_sum[MAX_ENDPOINTS];
   for (int e = 0; e < o->endpoints; ++e) verify[e] = w[e].f.bytes;
