@@ -39,9 +39,12 @@ function batchFor(op: number, worker: number, o: BenchOptions, local: bigint, re
   return batch;
 }
 
-function firstDifference(a: Uint8Array, b: Uint8Array): number {
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return i;
-  return -1;
+/** Throws TRANSFER_FAILED naming the first byte where `got` differs from `expected`. */
+export function checkSame(expected: Uint8Array, got: Uint8Array, what: string): void {
+  if (expected.length !== got.length) throw new TransferError('TRANSFER_FAILED', `${what}: ${got.length} bytes compared with ${expected.length}`);
+  for (let i = 0; i < expected.length; i++) {
+    if (expected[i] !== got[i]) throw new TransferError('TRANSFER_FAILED', `${what}: byte ${i} is ${got[i]}, ${expected[i]} expected`);
+  }
 }
 
 /** Measures a Mooncake target (segment `host:handshake-port`) as `runBench` measures a te target. */
@@ -84,8 +87,7 @@ async function measure(t: WireTransport, o: BenchOptions): Promise<BenchResult> 
   const readBackAndCompare = async (what: string): Promise<void> => {
     check.fill(0);
     await all(OP_READ, c.addr);
-    const at = firstDifference(local, check);
-    if (at >= 0) throw new TransferError('TRANSFER_FAILED', `${what}: byte ${at} read back from ${o.target} is ${check[at]}, ${local[at]} was written`);
+    checkSame(local, check, `${what} (written to ${o.target}, read back)`);
   };
   // Correctness before speed: the pattern written, read back and compared.
   await all(OP_WRITE, l.addr);
@@ -118,8 +120,7 @@ async function measure(t: WireTransport, o: BenchOptions): Promise<BenchResult> 
     if (o.op === 'write') await readBackAndCompare('verification after the timed run');
     else {
       // The timed reads landed in `check`; the target still holds `local`'s pattern.
-      const at = firstDifference(local, check);
-      if (at >= 0) throw new TransferError('TRANSFER_FAILED', `verification after the timed run: byte ${at} read is ${check[at]}, the target holds ${local[at]}`);
+      checkSame(local, check, `verification after the timed run (read from ${o.target})`);
     }
     verified = true;
   }
