@@ -83,6 +83,7 @@ function skipReason(command: string): string | undefined {
   if (/test\/netns/.test(command)) return 'the multi-host namespace tests, which npm run test:cross runs in this same suite';
   if (/bench:netns|bench\/netns/.test(command) && process.getuid?.() !== 0) return 'builds network namespaces, which needs root';
   if (/^npm run soak\b/.test(command)) return 'a soak run of several minutes, outside the test suite by design (scripts/soak.mjs)';
+  if (/scripts\/chaos\.mjs/.test(command)) return 'the chaos soak, minutes long: .ci/run runs its quick mode after the test suite (docs/chaos.md)';
   if (/--out docs\//.test(command)) return 'regenerates a committed chart in docs/ (packages/cli/test/sweep.test.ts runs the sweep into a temporary file)';
   if (/^npm test -w @te\/mooncake-wire$/.test(command)) return "a package's own test suite, which npm test runs (lerna run test)";
   if (/bench\/mooncake-interop\.mjs/.test(command) && mooncakeMissing()) return mooncakeMissing()!;
