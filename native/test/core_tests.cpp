@@ -86,10 +86,19 @@ static void test_registry_lease_fence() {
     r.remove(4096);
     removed = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // The remover has begun once the region refuses new leases (a lease taken before that is
+  // given back at once); from then on it can only be waiting for `lease`, whatever the timing.
+  Status other_status = TE_OK;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       other_status == TE_OK && std::chrono::steady_clock::now() < until;) {
+    Lease other;
+    other_status = r.acquire(4096, 16, true, other);
+    if (other_status == TE_OK) std::this_thread::yield();
+  }
+  CHECK_EQ(other_status, TE_MEMORY_NOT_REGISTERED);  // no new leases once removal began
+  // A remover that did not wait for leases would return now: give it the CPU a while.
+  for (int i = 0; i < 1000 && !removed.load(); ++i) std::this_thread::yield();
   CHECK(!removed.load());  // still leased: unregister must wait
-  Lease other;
-  CHECK_EQ(r.acquire(4096, 16, true, other), TE_MEMORY_NOT_REGISTERED);  // no new leases meanwhile
   lease.release();
   t.join();
   CHECK(removed.load());
