@@ -5,17 +5,25 @@
 //   node bench/pd.mjs [--connector mooncake-tcp] [--tokens 8192] [--layers 32] [--rooms 3] [--json]
 //
 // Reports, in one run:
-//   - PD KV throughput (GQA 8 KV heads × 128 dim fp16, page 64) for TP 2→2 and TP 2→4, beside
-//     the raw transport throughput for the same bytes between the same processes (large
-//     contiguous writes, same concurrency), as a ratio; every room's bytes are verified;
-//   - planning time for heterogeneous TP at 32k tokens × 64 layers, and descriptor counts
-//     before and after merging page runs (equal TP, pages allocated in runs of 8);
+//   - PD KV throughput (GQA 8 KV heads × 128 dim fp16, page 64, destination pages shuffled in
+//     runs of 8) beside the raw transport throughput for the same bytes between the same
+//     processes (large contiguous writes, every pair of ranks that exchanges KV in PD doing so
+//     at once), as a ratio, for: TP 2→2; TP 2→4 with NHD pages (head slices gathered in
+//     prefill staging), with HND pages, and on the per-token path (staging off); TP 4→2 with
+//     NHD pages (slices staged on the decode's ring and scattered there) and per token;
+//   - how fast staging copies: gather GB/s (prefill) and scatter GB/s (decode ring);
+//   - planning time for heterogeneous TP at 32k tokens × 64 layers, per token (today's
+//     fallback) and per page (staging), with the descriptor counts of each; page-run merging
+//     at equal TP;
 //   - per-request overhead: p50/p99 from a 1-page send() to decode Success (TP 1→1).
+// Every timed room is verified: each decode rank's destination pages are overwritten with a
+// poison byte before the room, then compared (sha256 per head slice) with the prefill ranks'
+// pages after it, so only bytes this room moved can pass.
 // With --json the last stdout line is one JSON object.
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import { quick } from './lib/quick.mjs';
-import { closeRanks, freePort, gqaBuffers, headsDigest, layoutOf, median, now, percentile, serveRank, spawnRank } from './lib/ranks.mjs';
+import { closeRanks, freePort, gqaBuffers, layoutOf, median, now, percentile, serveRank, spawnRank } from './lib/ranks.mjs';
 
 const { values: args } = parseArgs({
   options: {
@@ -25,6 +33,8 @@ const { values: args } = parseArgs({
     rooms: { type: 'string', default: '3' },
     requests: { type: 'string', default: '200' },
     json: { type: 'boolean', default: false },
+    // Test hook: flip one byte of a decode rank's pages after the first timed room (the run must fail).
+    corrupt: { type: 'boolean', default: false },
     rank: { type: 'string' },
   },
 });
@@ -35,6 +45,25 @@ const HEAD_BYTES = 128 * 2; // 128 dim × fp16
 const PAGE = 64;
 const RUN = 8; // decode pages are allocated in runs of 8 (shuffled), as a paged allocator hands them out
 
+/**
+ * sha256 over, for every KV buffer and every listed page in order, heads
+ * [headOffset, headOffset + heads) of the page: token by token for NHD pages
+ * (`[token][head][bytes]`), as one range for HND pages (`[head][token][bytes]`).
+ */
+async function sliceDigest(view, { buffers, item, bufferBytes, pages, rowHeads, headOffset, heads, pageLayout }) {
+  const { createHash } = await import('node:crypto');
+  const h = createHash('sha256');
+  const row = rowHeads * HEAD_BYTES;
+  for (let b = 0; b < buffers; b++) {
+    for (const p of pages) {
+      const base = b * bufferBytes + p * item;
+      if (pageLayout === 'HND') h.update(view.subarray(base + headOffset * PAGE * HEAD_BYTES, base + (headOffset + heads) * PAGE * HEAD_BYTES));
+      else if (headOffset === 0 && heads === rowHeads) h.update(view.subarray(base, base + item));
+      else for (let t = 0; t < PAGE; t++) h.update(view.subarray(base + t * row + headOffset * HEAD_BYTES, base + t * row + (headOffset + heads) * HEAD_BYTES));
+    }
+  }
+  return h.digest('hex');
+}
 
 // ---------------------------------------------------------------- rank process
 if (args.rank) {
@@ -44,13 +73,25 @@ if (args.rank) {
   const engine = await createTransferEngine({ connector: spec.connector, bindAddress: '127.0.0.1' });
   const heads = shardOfRank(HEADS, spec.tp, spec.rank).count;
   const { mem, item, bytes: kvBytes, buffers } = await gqaBuffers(engine, { layers: spec.layers, pages: spec.pages, heads, headsTotal: HEADS, headBytes: HEAD_BYTES, pageSize: PAGE, fill: spec.role === 'prefill' ? spec.rank + 1 : 0 });
+  buffers.pageLayout = spec.pageLayout;
   const view = mem.buffer;
   const nBuf = 2 * spec.layers;
+  const bufferBytes = item * spec.pages;
   const layout = layoutOf(spec.tp, spec.rank);
-  const manager = await createKVManager({ role: spec.role, layout, buffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: spec.port, timeouts: { transferMs: 120_000 } });
+  const manager = await createKVManager({ role: spec.role, layout, buffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: spec.port, timeouts: { transferMs: 120_000 }, staging: { enabled: spec.staging } });
   const receivers = new Map();
   const ops = {
     info: async () => ({ segment: engine.segmentName, addr: mem.addr.toString(), bytes: kvBytes, item, heads }),
+    /** Overwrites the pages with a byte no prefill page holds in full, so a room that moves nothing cannot verify. */
+    poison: async (a) => {
+      for (let b = 0; b < nBuf; b++) for (const p of a.pages) view.fill(0xa5 ^ (a.round & 0xff), b * bufferBytes + p * item, b * bufferBytes + (p + 1) * item);
+      return true;
+    },
+    corrupt: async (a) => {
+      const at = a.page * item + 17;
+      view[at] ^= 0x40;
+      return true;
+    },
     receive: async (a) => {
       const r = manager.createReceiver({ host: '127.0.0.1', port: spec.port, room: BigInt(a.room) });
       receivers.set(a.room, r);
@@ -64,8 +105,7 @@ if (args.rank) {
       receivers.delete(a.room);
       return { t };
     },
-    /** What this rank holds at `pages` (decode), or what a decode holding `heads` from `headOffset` must hold (prefill). */
-    digest: async (a) => headsDigest(view, { buffers: nBuf, item, pages: a.pages, pageSize: PAGE, headBytes: HEAD_BYTES, rowHeads: heads, headOffset: a.headOffset ?? 0, heads: a.heads ?? heads, bufferBytes: item * spec.pages }),
+    digest: async (a) => sliceDigest(view, { buffers: nBuf, item, bufferBytes, pages: a.pages, rowHeads: heads, headOffset: a.headOffset, heads: a.heads, pageLayout: spec.pageLayout }),
     send: async (a) => {
       const s = manager.createSender({ host: '127.0.0.1', port: spec.port, room: BigInt(a.room) });
       s.init(a.pages.length, 0);
@@ -74,15 +114,20 @@ if (args.rank) {
       await s.cell.reached(KVStatus.Success);
       return { t, done: now() };
     },
-    /** The same bytes as one PD room, written as large contiguous requests (the transport's ceiling). */
+    /** Each target's bytes written as large contiguous requests (the transport's ceiling), all targets at once. */
     raw: async (a) => {
       const chunk = 8 << 20;
-      const reqs = [];
-      for (let off = 0; off < a.bytes; off += chunk) reqs.push({ op: 'write', local: mem.addr + BigInt(off % (nBuf * item * spec.pages)), remote: BigInt(a.addr) + BigInt(off), length: Math.min(chunk, a.bytes - off) });
       const t = now();
-      await engine.transfer(a.segment, batchOf(reqs), { timeoutMs: 120_000 });
+      await Promise.all(
+        a.targets.map((x) => {
+          const reqs = [];
+          for (let off = 0; off < x.bytes; off += chunk) reqs.push({ op: 'write', local: mem.addr + BigInt(off % kvBytes), remote: BigInt(x.addr) + BigInt(x.offset + off), length: Math.min(chunk, x.bytes - off) });
+          return engine.transfer(x.segment, batchOf(reqs), { timeoutMs: 120_000 });
+        }),
+      );
       return { t, done: now() };
     },
+    stats: async () => manager.stagingStats() ?? null,
     close: async () => {
       await manager.close();
       await engine.close();
@@ -114,46 +159,83 @@ function shuffledRuns(n, seed) {
   return runs.flatMap((r) => Array.from({ length: RUN }, (_, k) => r * RUN + k)).slice(0, n);
 }
 
-async function layoutRun(ptp, dtp) {
+/** Which prefill ranks write which heads of which decode rank (SGLang's rank mapping and head slicing). */
+async function slicesOf(ptp, dtp) {
+  const { planShardSlices, targetPrefillTpRanks } = await import('@te/disagg');
+  return Array.from({ length: dtp }, (_, d) => {
+    const from = [...targetPrefillTpRanks(ptp, dtp, d)];
+    return planShardSlices(HEADS, ptp, dtp, d, from)
+      .map((s, i) => ({ prefill: from[i], ...s }))
+      .filter((s) => s.count > 0);
+  });
+}
+
+let corrupted = false;
+
+/** Rooms of TP ptp→dtp with the given page layout and staging switch; the first room warms up. */
+async function layoutRun(ptp, dtp, { pageLayout = 'NHD', staging = true, rooms = Number(args.rooms) } = {}) {
   const port = await freePort();
-  const base = { connector: args.connector, layers, pages: bufferPages, port };
+  const base = { connector: args.connector, layers, pages: bufferPages, port, pageLayout, staging };
   const prefill = await Promise.all(Array.from({ length: ptp }, (_, r) => spawn({ ...base, role: 'prefill', tp: ptp, rank: r })));
   const decode = await Promise.all(Array.from({ length: dtp }, (_, r) => spawn({ ...base, role: 'decode', tp: dtp, rank: r })));
   try {
     const dInfo = await Promise.all(decode.map((d) => d.call('info')));
+    const slices = await slicesOf(ptp, dtp);
     const src = Array.from({ length: pagesPerRoom }, (_, i) => i);
     const pd = [];
     const raw = [];
-    let bytes = 0;
-    for (let k = 0; k < Number(args.rooms) + 1; k++) {
+    // Bytes the decode ranks receive for one room: every token's KV of every layer, all their heads.
+    const bytes = dInfo.reduce((a, i) => a + pagesPerRoom * i.item * 2 * layers, 0);
+    for (let k = 0; k < rooms + 1; k++) {
       const room = String(1000 + k);
       const dst = shuffledRuns(pagesPerRoom, k + 7);
+      await Promise.all(decode.map((d) => d.call('poison', { pages: dst, round: k })));
       await Promise.all(decode.map((d) => d.call('receive', { room, pages: dst })));
       const t0 = now();
       const sends = prefill.map((p) => p.call('send', { room, pages: src }));
       const done = await Promise.all(decode.map((d) => d.call('wait', { room })));
       await Promise.all(sends);
       const t1 = Math.max(...done.map((x) => x.t));
-      // Verify every decode rank's pages against its prefill rank's heads (outside the timed region).
+      if (args.corrupt && k === 1 && !corrupted) {
+        corrupted = true;
+        await decode[0].call('corrupt', { page: dst[0] });
+      }
+      // Every head slice of every decode rank against the prefill rank that sent it (outside the timed region).
       await Promise.all(
-        decode.map(async (d, di) => {
-          const per = dtp / ptp;
-          const p = prefill[Math.floor(di / per)];
-          const [want, got] = await Promise.all([p.call('digest', { pages: src, headOffset: (di % per) * dInfo[di].heads, heads: dInfo[di].heads }), d.call('digest', { pages: dst })]);
-          if (want !== got) throw new Error(`TP ${ptp}→${dtp} room ${room}: decode rank ${di} does not hold what prefill rank ${Math.floor(di / per)} sent`);
+        slices.flatMap((list, di) =>
+          list.map(async (s) => {
+            const [want, got] = await Promise.all([prefill[s.prefill].call('digest', { pages: src, headOffset: s.srcOffset, heads: s.count }), decode[di].call('digest', { pages: dst, headOffset: s.dstOffset, heads: s.count })]);
+            if (want !== got) throw new Error(`TP ${ptp}→${dtp} ${pageLayout}${staging ? '' : ' (per token)'} room ${room}: decode rank ${di} heads [${s.dstOffset}, ${s.dstOffset + s.count}) do not hold what prefill rank ${s.prefill} sent`);
+          }),
+        ),
+      );
+      // Raw: every (prefill, decode) pair that exchanged KV writes the same bytes, all at once.
+      const targets = prefill.map(() => []);
+      slices.forEach((list, di) =>
+        list.forEach((s, i) => {
+          const share = Math.floor((pagesPerRoom * dInfo[di].item * 2 * layers) / list.length);
+          targets[s.prefill].push({ segment: dInfo[di].segment, addr: dInfo[di].addr, offset: i * share, bytes: share });
         }),
       );
-      // Bytes the decode ranks received for one room: every token's KV of every layer, all heads.
-      bytes = dInfo.reduce((a, i) => a + pagesPerRoom * i.item * 2 * layers, 0);
-      // Raw: each decode rank's share written by the prefill rank that serves it, same concurrency.
       const r0 = now();
-      await Promise.all(decode.map((_, di) => prefill[Math.floor((di * ptp) / dtp)].call('raw', { segment: dInfo[di].segment, addr: dInfo[di].addr, bytes: pagesPerRoom * dInfo[di].item * 2 * layers })));
+      await Promise.all(prefill.map((p, pi) => (targets[pi].length ? p.call('raw', { targets: targets[pi] }) : null)));
       const r1 = now();
-      if (k === 0) continue; // warm-up: connections, descriptors, first-touch of pages
+      if (k === 0) continue; // warm-up: connections, staging memory, first-touch of pages
       pd.push(bytes / ((t1 - t0) / 1000));
       raw.push(bytes / ((r1 - r0) / 1000));
     }
-    return { pd: median(pd), raw: median(raw), bytes };
+    const pStats = await Promise.all(prefill.map((p) => p.call('stats')));
+    const dStats = await Promise.all(decode.map((d) => d.call('stats')));
+    const sum = (xs, key) => xs.reduce((a, x) => a + (x?.[key] ?? 0), 0);
+    return {
+      pd: median(pd),
+      raw: median(raw),
+      bytes,
+      gatherGBps: sum(pStats, 'gatherMs') > 0 ? sum(pStats, 'stagedBytes') / sum(pStats, 'gatherMs') / 1e6 : undefined,
+      scatterGBps: sum(dStats, 'scatterMs') > 0 ? sum(dStats, 'scatteredBytes') / sum(dStats, 'scatterMs') / 1e6 : undefined,
+      staged: sum(pStats, 'gatherWrites') + sum(pStats, 'ringWrites'),
+      fallbacks: pStats.reduce((a, x) => a + Object.values(x?.fallbacks ?? {}).reduce((p, q) => p + q, 0), 0),
+    };
   } finally {
     await closeRanks([...prefill, ...decode]);
   }
@@ -161,7 +243,7 @@ async function layoutRun(ptp, dtp) {
 
 async function overhead() {
   const port = await freePort();
-  const base = { connector: args.connector, layers, pages: 16, port, tp: 1, rank: 0 };
+  const base = { connector: args.connector, layers, pages: 16, port, tp: 1, rank: 0, pageLayout: 'NHD', staging: true };
   const p = await spawn({ ...base, role: 'prefill' });
   const d = await spawn({ ...base, role: 'decode' });
   const lat = [];
@@ -179,8 +261,14 @@ async function overhead() {
   return { p50Us: percentile(lat, 50), p99Us: percentile(lat, 99), onePageBytes: PAGE * HEADS * HEAD_BYTES * 2 * layers };
 }
 
+/**
+ * Planning for TP 2→4 at 32k tokens × 64 layers: per token (one descriptor per token per
+ * layer, today's fallback) and per page (the staging route: the gather copies and the
+ * merged writes of every chunk), both in the runtime's own planners.
+ */
 async function planning() {
-  const { planCopy, mergePageRuns } = await import('@te/disagg');
+  const { planCopy, mergePageRuns, planSliceCopy, gatherCopies, stagedBatch, pieceCount } = await import('@te/disagg');
+  const { CopyList } = await import('@te/staging');
   const T = 32_768;
   const L = 64;
   const pages = T / PAGE;
@@ -190,45 +278,115 @@ async function planning() {
   const pairs = Int32Array.from({ length: 4 * L }, (_, i) => Math.floor(i / 2));
   const srcItems = Uint32Array.from({ length: pages }, (_, i) => i);
   const dstItems = Uint32Array.from(shuffledRuns(pages, 3));
-  const times = [];
+  const perToken = [];
+  const perPage = [];
   let sliced;
-  for (let i = 0; i < 3; i++) {
-    const t = performance.now();
+  let staged = 0;
+  let gathers = 0;
+  for (let i = 0; i < 5; i++) {
+    let t = performance.now();
     sliced = planCopy({ src: table(2 * L, srcHeads), dst: table(2 * L, dstHeads), bufferPairs: pairs, srcItems, dstItems, slice: { rows: PAGE, srcUnits: srcHeads, dstUnits: dstHeads, srcOffset: 2, dstOffset: 0, count: 2 } });
-    times.push(performance.now() - t);
+    perToken.push(performance.now() - t);
+    t = performance.now();
+    const copy = planSliceCopy({ tokens: PAGE, heads: srcHeads, headBytes: HEAD_BYTES, layout: 'NHD' }, { tokens: PAGE, heads: dstHeads, headBytes: HEAD_BYTES, layout: 'NHD' }, { srcOffset: 2, dstOffset: 0, count: 2 });
+    const set = { src: table(2 * L, srcHeads), dst: table(2 * L, dstHeads), pairs, srcPages: srcItems, firstPage: 0, dstPages: dstItems, perDst: 1, copy };
+    const total = pieceCount(set);
+    const chunk = Math.floor((8 << 20) / copy.bytes); // the default staging chunk
+    staged = 0;
+    gathers = 0;
+    const deltas = new Float64Array(2 * L);
+    for (let from = 0; from < total; from += chunk) {
+      const to = Math.min(total, from + chunk);
+      const jobs = new CopyList(to - from);
+      gatherCopies(set, jobs, 0x6000_0000_0000, from, to, deltas);
+      gathers += jobs.count;
+      staged += stagedBatch(set, 0x6000_0000_0000, from, to).count;
+    }
+    perPage.push(performance.now() - t);
   }
   const whole = planCopy({ src: table(2 * L, srcHeads), dst: table(2 * L, srcHeads), bufferPairs: pairs, srcItems, dstItems });
-  return { planningMs: median(times), heteroDescriptors: sliced.batch.opcodes.length, descriptorsBefore: whole.descriptorsBefore, descriptorsAfter: whole.batch.opcodes.length, runs: mergePageRuns(srcItems, dstItems).count };
+  return {
+    perTokenMs: median(perToken),
+    planningMs: median(perPage),
+    heteroDescriptorsPerToken: sliced.batch.opcodes.length,
+    heteroDescriptorsStaged: staged,
+    heteroGatherCopies: gathers,
+    descriptorsBefore: whole.descriptorsBefore,
+    descriptorsAfter: whole.batch.opcodes.length,
+    runs: mergePageRuns(srcItems, dstItems).count,
+  };
 }
 
 const gb = (x) => (x / 1e9).toFixed(2);
-log(`PD benchmark over ${args.connector}: ${layers} layers, ${tokens} tokens, page ${PAGE}, GQA ${HEADS} KV heads × 128 dim fp16 (loopback, every rank its own process)`);
+const ratio = (r) => (r.pd / r.raw).toFixed(2);
+const copies = (r) => [r.gatherGBps && `gather ${r.gatherGBps.toFixed(1)} GB/s`, r.scatterGBps && `scatter ${r.scatterGBps.toFixed(1)} GB/s`].filter(Boolean).join(', ');
+log(`PD benchmark over ${args.connector}: ${layers} layers, ${tokens} tokens, page ${PAGE}, GQA ${HEADS} KV heads × 128 dim fp16, destination pages shuffled in runs of ${RUN} (loopback, every rank its own process)`);
 const plan = await planning();
-log(`planning, heterogeneous TP 2→4, 32k tokens × 64 layers: ${plan.planningMs.toFixed(1)} ms for ${plan.heteroDescriptors.toLocaleString()} descriptors (target ≤ 50 ms)`);
+log(`planning, heterogeneous TP 2→4, 32k tokens × 64 layers: per page (staging) ${plan.planningMs.toFixed(1)} ms for ${plan.heteroGatherCopies.toLocaleString()} gather copies and ${plan.heteroDescriptorsStaged.toLocaleString()} descriptors (target ≤ 10 ms); per token ${plan.perTokenMs.toFixed(1)} ms for ${plan.heteroDescriptorsPerToken.toLocaleString()} descriptors`);
 log(`page-run merging, equal TP, 32k tokens × 64 layers (pages in runs of ${RUN}): ${plan.descriptorsBefore.toLocaleString()} descriptors → ${plan.descriptorsAfter.toLocaleString()}`);
-const eq = await layoutRun(2, 2);
-log(`TP 2→2: PD ${gb(eq.pd)} GB/s, raw ${args.connector} ${gb(eq.raw)} GB/s for the same ${(eq.bytes / 2 ** 20).toFixed(0)} MiB: ratio ${(eq.pd / eq.raw).toFixed(2)} (target ≥ 0.9)`);
-const het = await layoutRun(2, 4);
-log(`TP 2→4: PD ${gb(het.pd)} GB/s (head-sliced, one descriptor per token per layer), raw ${gb(het.raw)} GB/s: ratio ${(het.pd / het.raw).toFixed(2)}`);
-const oh = await overhead();
-log(`1-page request (${(oh.onePageBytes / 1024).toFixed(0)} KiB), send() → decode Success over ${args.requests} requests: p50 ${oh.p50Us.toFixed(0)} µs, p99 ${oh.p99Us.toFixed(0)} µs`);
+
+const failures = [];
+async function caseOf(label, fn) {
+  try {
+    return await fn();
+  } catch (e) {
+    failures.push(`${label}: ${e.message}`);
+    log(`${label}: FAILED: ${e.message}`);
+    return undefined;
+  }
+}
+const line = (label, r, target) => r && log(`${label}: PD ${gb(r.pd)} GB/s, raw ${args.connector} ${gb(r.raw)} GB/s for the same ${(r.bytes / 2 ** 20).toFixed(0)} MiB: ratio ${ratio(r)}${target ? ` (target ≥ ${target})` : ''}${copies(r) ? `; ${copies(r)}` : ''}`);
+
+const eq = await caseOf('TP 2→2', () => layoutRun(2, 2));
+line('TP 2→2', eq, '0.9');
+const het = await caseOf('TP 2→4 NHD', () => layoutRun(2, 4));
+line('TP 2→4, NHD, head slices gathered in prefill staging', het, '0.8');
+const hnd = await caseOf('TP 2→4 HND', () => layoutRun(2, 4, { pageLayout: 'HND' }));
+line('TP 2→4, HND, one range per page per layer', hnd, '0.9');
+const perTok = await caseOf('TP 2→4 per token', () => layoutRun(2, 4, { staging: false, rooms: 1 }));
+line('TP 2→4, NHD, per-token path (staging off)', perTok);
+const rev = await caseOf('TP 4→2 NHD', () => layoutRun(4, 2));
+line('TP 4→2, NHD, staged on the decode ring and scattered there', rev, '0.8');
+const revTok = await caseOf('TP 4→2 per token', () => layoutRun(4, 2, { staging: false, rooms: 1 }));
+line('TP 4→2, NHD, per-token path (staging off)', revTok);
+const oh = await caseOf('overhead', overhead);
+if (oh) log(`1-page request (${(oh.onePageBytes / 1024).toFixed(0)} KiB), send() → decode Success over ${args.requests} requests: p50 ${oh.p50Us.toFixed(0)} µs, p99 ${oh.p99Us.toFixed(0)} µs`);
+
+const ran = [eq, het, hnd, perTok, rev, revTok];
+const staging = [het, rev];
+if (staging.some((r) => r && (r.staged === 0 || r.fallbacks > 0))) failures.push('a staging case did not go through staging');
+log(`cases verified: ${ran.filter(Boolean).length} of ${ran.length}`);
 if (args.json) {
+  const r = (x) => (x ? x.pd / x.raw : null);
   console.log(
     JSON.stringify({
       connector: args.connector,
-      pdBytesPerSecond: eq.pd,
-      rawBytesPerSecond: eq.raw,
-      ratio: eq.pd / eq.raw,
-      heteroPdBytesPerSecond: het.pd,
-      heteroRawBytesPerSecond: het.raw,
-      heteroRatio: het.pd / het.raw,
+      pdBytesPerSecond: eq?.pd ?? null,
+      rawBytesPerSecond: eq?.raw ?? null,
+      ratio: r(eq),
+      heteroPdBytesPerSecond: het?.pd ?? null,
+      heteroRawBytesPerSecond: het?.raw ?? null,
+      heteroRatio: r(het),
+      heteroHndRatio: r(hnd),
+      heteroReverseRatio: r(rev),
+      heteroPerTokenRatio: r(perTok),
+      heteroReversePerTokenRatio: r(revTok),
+      gatherGBps: het?.gatherGBps ?? null,
+      scatterGBps: rev?.scatterGBps ?? null,
       planningMs: plan.planningMs,
-      heteroDescriptors: plan.heteroDescriptors,
+      perTokenPlanningMs: plan.perTokenMs,
+      heteroDescriptors: plan.heteroDescriptorsStaged,
+      heteroDescriptorsPerToken: plan.heteroDescriptorsPerToken,
       descriptorsBefore: plan.descriptorsBefore,
       descriptorsAfter: plan.descriptorsAfter,
-      p50Us: oh.p50Us,
-      p99Us: oh.p99Us,
+      p50Us: oh?.p50Us ?? null,
+      p99Us: oh?.p99Us ?? null,
+      verified: failures.length === 0,
     }),
   );
+}
+if (failures.length > 0) {
+  console.error(`PD benchmark failed:\n  ${failures.join('\n  ')}`);
+  process.exit(1);
 }
 process.exit(0);

@@ -134,13 +134,13 @@ test('page size mismatch is refused at bootstrap, naming both values', async () 
   try {
     const p = await prefill(port);
     ranks.push(p);
-    const d = await spawnRank({ role: 'decode', layout: L, model: { ...MODEL, pageSize: 8 }, bootstrapPort: port, timeouts: FAST });
+    const d = await spawnRank({ role: 'decode', layout: L, model: { ...MODEL, pageSize: 6 }, bootstrapPort: port, timeouts: FAST });
     ranks.push(d);
     const r = await d.call('receive', roomArgs(10n, [0, 1], 1));
     assert.is(r.status, 0);
     assert.is(r.code, 'LAYOUT_MISMATCH');
     assert.match(r.message, /page_size/);
-    assert.match(r.message, /decode has page_size=8, prefill has page_size=4/);
+    assert.match(r.message, /decode has page_size=6, prefill has page_size=4 \(a decode page must hold a whole number of prefill pages\)/);
   } finally {
     await closeAll(ranks);
   }

@@ -17,8 +17,11 @@ export interface StagingStats {
   /** KV writes that went through staging: gathered here (and written whole), or staged on the decode's ring and scattered there. */
   gatherWrites: number;
   ringWrites: number;
-  /** Bytes gathered into staging. */
+  /** Bytes gathered into staging, and the time the copier took for them (copies run off the JS thread). */
   stagedBytes: number;
+  gatherMs: number;
+  /** Descriptors the staged writes submitted. */
+  stagedDescriptors: number;
   /** Writes that needed staging but went the per-token way, by reason. */
   fallbacks: Record<string, number>;
 }
@@ -173,8 +176,10 @@ export async function writeKv(w: KvWrite): Promise<void> {
   }
   const stager = await w.staging.stager();
   const ring = plan.route === 'ring' ? ringOf(w, set) : undefined;
-  await stager.write({ set, submit: (b) => w.submit(b), owner: w.room, timeoutMs: w.timeoutMs, ...(ring ? { ring } : {}) });
+  const done = await stager.write({ set, submit: (b) => w.submit(b), owner: w.room, timeoutMs: w.timeoutMs, ...(ring ? { ring } : {}) });
   const s = w.staging.stats;
+  s.gatherMs += done.gatherMs;
+  s.stagedDescriptors += done.descriptors;
   if (ring) s.ringWrites++;
   else s.gatherWrites++;
   s.stagedBytes += set.copy.bytes * (set.pairs.length / 2) * set.srcPages.length;

@@ -26,7 +26,7 @@ export function pieceCount(s: PieceSet): number {
   return (s.pairs.length / 2) * s.srcPages.length;
 }
 
-/** Source and destination item bases of piece `index` (no offsets applied). */
+/** Source and destination item bases of piece `index` (no offsets applied), and its sub-page in the destination page. */
 function bases(s: PieceSet, index: number): [number, number, number] {
   const n = s.srcPages.length;
   const p = Math.floor(index / n);
@@ -36,6 +36,38 @@ function bases(s: PieceSet, index: number): [number, number, number] {
   const page = s.firstPage + k;
   const dPage = s.dstPages[Math.floor(page / s.perDst)]!;
   return [s.src.addrs[sb]! + s.srcPages[k]! * s.src.itemLens[sb]!, s.dst.addrs[db]! + dPage * s.dst.itemLens[db]!, page % s.perDst];
+}
+
+/**
+ * Calls `each(i, srcItem, dstPiece, pair)` for pieces [from, to) in order, with the source
+ * item base and where the piece starts at the destination: one pass without a division
+ * per piece (planning walks 10^5 pieces for a long request).
+ */
+function forPieces(s: PieceSet, from: number, to: number, each: (i: number, srcItem: number, dstPiece: number, pair: number) => void): void {
+  const n = s.srcPages.length;
+  if (from >= to || n === 0) return;
+  const c = s.copy;
+  let p = Math.floor(from / n);
+  let k = from - p * n;
+  let sBase = s.src.addrs[s.pairs[2 * p]!]!;
+  let sItem = s.src.itemLens[s.pairs[2 * p]!]!;
+  let dBase = s.dst.addrs[s.pairs[2 * p + 1]!]! + c.dstOffset;
+  let dItem = s.dst.itemLens[s.pairs[2 * p + 1]!]!;
+  const m = s.perDst;
+  for (let i = from; i < to; i++) {
+    const page = s.firstPage + k;
+    const d = m === 1 ? s.dstPages[page]! : s.dstPages[Math.floor(page / m)]!;
+    const sub = m === 1 ? 0 : page % m;
+    each(i, sBase + s.srcPages[k]! * sItem, dBase + d * dItem + sub * c.subStride, p);
+    if (++k === n && i + 1 < to) {
+      k = 0;
+      p++;
+      sBase = s.src.addrs[s.pairs[2 * p]!]!;
+      sItem = s.src.itemLens[s.pairs[2 * p]!]!;
+      dBase = s.dst.addrs[s.pairs[2 * p + 1]!]! + c.dstOffset;
+      dItem = s.dst.itemLens[s.pairs[2 * p + 1]!]!;
+    }
+  }
 }
 
 /** Where piece `index` starts at the destination. */
@@ -89,7 +121,8 @@ export function directBatch(s: PieceSet, from = 0, to = pieceCount(s)): Descript
 /** Descriptors from a staging image of pieces [from, to) at `image` to their destinations (each piece contiguous there). */
 export function stagedBatch(s: PieceSet, image: number, from: number, to: number): DescriptorWriter {
   const w = new DescriptorWriter(to - from);
-  for (let i = from; i < to; i++) w.pushMerged(image + (i - from) * s.copy.bytes, pieceDestination(s, i), s.copy.bytes);
+  const bytes = s.copy.bytes;
+  forPieces(s, from, to, (i, _src, dst) => w.pushMerged(image + (i - from) * bytes, dst, bytes));
   return w;
 }
 
@@ -105,20 +138,15 @@ export interface CopySink {
  */
 export function gatherCopies(s: PieceSet, sink: CopySink, image: number, from: number, to: number, srcDelta: Float64Array): void {
   const c = s.copy;
-  const n = s.srcPages.length;
-  for (let i = from; i < to; i++) {
-    const [sBase] = bases(s, i);
-    const delta = srcDelta[s.pairs[2 * Math.floor(i / n)]!]!;
-    sink.push(sBase + c.srcOffset + delta, image + (i - from) * c.bytes, c.width, c.rows, c.srcPitch, c.width, c.reps, c.srcRepStride, c.width * c.rows);
-  }
+  forPieces(s, from, to, (i, src, _dst, p) => {
+    sink.push(src + c.srcOffset + srcDelta[s.pairs[2 * p]!]!, image + (i - from) * c.bytes, c.width, c.rows, c.srcPitch, c.width, c.reps, c.srcRepStride, c.width * c.rows);
+  });
 }
 
 /** Scatters a packed image of pieces [from, to) at `image` into their destinations (the decode side of the ring route). */
 export function scatterCopies(s: PieceSet, sink: CopySink, image: number, from: number, to: number, dstDelta: Float64Array): void {
   const c = s.copy;
-  const n = s.srcPages.length;
-  for (let i = from; i < to; i++) {
-    const delta = dstDelta[s.pairs[2 * Math.floor(i / n) + 1]!]!;
-    sink.push(image + (i - from) * c.bytes, pieceDestination(s, i) + delta, c.width, c.rows, c.width, c.dstPitch, c.reps, c.width * c.rows, c.dstRepStride);
-  }
+  forPieces(s, from, to, (i, _src, dst, p) => {
+    sink.push(image + (i - from) * c.bytes, dst + dstDelta[s.pairs[2 * p + 1]!]!, c.width, c.rows, c.width, c.dstPitch, c.reps, c.width * c.rows, c.dstRepStride);
+  });
 }

@@ -14,7 +14,7 @@ export function stagingBlocker(device: string): string | undefined {
 
 /** A prefill rank's staging: created on first use, so ranks that never need it allocate nothing. */
 export class PrefillStaging implements KvStaging {
-  readonly stats: StagingStats = { gatherWrites: 0, ringWrites: 0, stagedBytes: 0, fallbacks: {} };
+  readonly stats: StagingStats = { gatherWrites: 0, ringWrites: 0, stagedBytes: 0, gatherMs: 0, stagedDescriptors: 0, fallbacks: {} };
   readonly unavailable: string | undefined;
   private created: Promise<Stager> | undefined;
 

@@ -38,6 +38,7 @@ export class RingService {
   private readonly delta: number;
   readonly wire: RingWire;
   scatteredBytes = 0;
+  scatterMs = 0;
 
   private constructor(
     private readonly engine: TransferEngine,
@@ -69,8 +70,8 @@ export class RingService {
     return new RingService(engine, memory, copier, kv, geometry, roomOf);
   }
 
-  get stats(): { capacity: number; used: number; peak: number; waits: number; scatteredBytes: number } {
-    return { capacity: this.pool.capacity, used: this.pool.used, peak: this.pool.peak, waits: this.pool.waits, scatteredBytes: this.scatteredBytes };
+  get stats(): { capacity: number; used: number; peak: number; waits: number; scatteredBytes: number; scatterMs: number } {
+    return { capacity: this.pool.capacity, used: this.pool.used, peak: this.pool.peak, waits: this.pool.waits, scatteredBytes: this.scatteredBytes, scatterMs: this.scatterMs };
   }
 
   private room(m: { room: bigint; prefillTpRank: number; prefillPpRank: number }): { room: ScatterRoom; slice: HeadSlice } {
@@ -95,6 +96,7 @@ export class RingService {
     }
     const jobs = new CopyList(m.pieces);
     scatterCopies(set, jobs, Number(this.memory.addr) + this.delta + m.offset, m.firstPiece, m.firstPiece + m.pieces, this.dstDelta);
+    const t0 = performance.now();
     const run = this.copier.copy(jobs.finish());
     let mine = this.scattering.get(m.room);
     if (!mine) this.scattering.set(m.room, (mine = new Set()));
@@ -102,6 +104,7 @@ export class RingService {
     try {
       await run;
       this.scatteredBytes += m.bytes;
+      this.scatterMs += performance.now() - t0;
     } finally {
       mine.delete(run);
       if (mine.size === 0) this.scattering.delete(m.room);

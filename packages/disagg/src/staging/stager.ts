@@ -78,7 +78,7 @@ export class Stager {
    * pages (gather route) or into the decode's ring, which scatters it (ring route). The
    * first error stops new chunks; it is thrown once the chunks in flight settled.
    */
-  async write(w: StagedWrite): Promise<{ descriptors: number; chunks: number }> {
+  async write(w: StagedWrite): Promise<{ descriptors: number; chunks: number; gatherMs: number }> {
     this.check(w);
     const total = pieceCount(w.set);
     const per = this.chunkPieces(w);
@@ -86,6 +86,7 @@ export class Stager {
     let failure: unknown;
     let descriptors = 0;
     let chunks = 0;
+    let gatherMs = 0;
     for (let from = 0; from < total && failure === undefined; from += per) {
       const to = Math.min(total, from + per);
       const bytes = (to - from) * w.set.copy.bytes;
@@ -96,7 +97,9 @@ export class Stager {
         local = await this.pool.alloc(bytes, w.owner, w.timeoutMs);
         const jobs = new CopyList(to - from);
         gatherCopies(w.set, jobs, this.base + this.delta + local, from, to, this.srcDelta);
+        const t0 = performance.now();
         await this.copier.copy(jobs.finish());
+        gatherMs += performance.now() - t0;
       } catch (e) {
         if (local >= 0) this.pool.release(local);
         failure = e;
@@ -128,7 +131,7 @@ export class Stager {
     }
     await Promise.all(inflight);
     if (failure !== undefined) throw failure;
-    return { descriptors, chunks };
+    return { descriptors, chunks, gatherMs };
   }
 
   /** A failed room's chunks waiting for staging memory give up (those in flight release theirs once their write settled). */
