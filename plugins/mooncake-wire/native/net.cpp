@@ -119,29 +119,30 @@ int connect_to(const std::string& host, uint16_t port, Clock::time_point deadlin
   }
 }
 
-Io SocketStream::wait(short events, Clock::time_point until) {
-  for (;;) {
-    if (stopped_ && stopped_()) return Io::STOPPED;
-    auto now = Clock::now();
-    if (now >= until) return Io::TIMEOUT;
-    int ms = static_cast<int>(std::min<int64_t>(kSliceMs, std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count() + 1));
-    pollfd p{fd_, events, 0};
-    int rc = poll(&p, 1, ms);
-    if (rc > 0) return Io::OK;  // readable/writable, or an error the next call reports
-    if (rc < 0 && errno != EINTR) {
-      error_ = errno_text("poll");
-      return Io::LOST;
-    }
-  }
+SocketStream::SocketStream(int fd, int idle_ms, int io_ms, std::function<bool()> stopped, Clock::time_point deadline, int slice_ms)
+    : fd_(fd), idle_ms_(idle_ms), io_ms_(io_ms), stopped_(std::move(stopped)), deadline_(deadline) {
+  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  timeval tv{slice_ms / 1000, (slice_ms % 1000) * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+Io SocketStream::check(Clock::time_point last_progress, int limit_ms) {
+  if (stopped_ && stopped_()) return Io::STOPPED;
+  auto now = Clock::now();
+  if (now >= deadline_ || now - last_progress >= std::chrono::milliseconds(limit_ms)) return Io::TIMEOUT;
+  return Io::OK;
 }
 
 Io SocketStream::read_exact(void* p, size_t n, bool idle) {
   auto* b = static_cast<uint8_t*>(p);
   size_t got = 0;
+  auto last = Clock::now();
   while (got < n) {
-    ssize_t r = recv(fd_, b + got, n - got, 0);
+    ssize_t r = recv(fd_, b + got, n - got, MSG_WAITALL);
     if (r > 0) {
       got += static_cast<size_t>(r);
+      last = Clock::now();
       continue;
     }
     if (r == 0) {
@@ -154,9 +155,8 @@ Io SocketStream::read_exact(void* p, size_t n, bool idle) {
       error_ = errno_text("recv");
       return Io::LOST;
     }
-    int limit = idle && got == 0 ? idle_ms_ : io_ms_;
-    Io w = wait(POLLIN, std::min(deadline_, Clock::now() + std::chrono::milliseconds(limit)));
-    if (w != Io::OK) return w;
+    Io c = check(last, idle && got == 0 ? idle_ms_ : io_ms_);
+    if (c != Io::OK) return c;
   }
   return Io::OK;
 }
@@ -164,11 +164,13 @@ Io SocketStream::read_exact(void* p, size_t n, bool idle) {
 Io SocketStream::write_all(const void* p, size_t n) {
   auto* b = static_cast<const uint8_t*>(p);
   size_t put = 0;
+  auto last = Clock::now();
   while (put < n) {
     ssize_t r = send(fd_, b + put, n - put, MSG_NOSIGNAL);
     if (r > 0) {
       put += static_cast<size_t>(r);
       sent_ += static_cast<uint64_t>(r);
+      last = Clock::now();
       continue;
     }
     if (r < 0 && errno == EINTR) continue;
@@ -176,8 +178,8 @@ Io SocketStream::write_all(const void* p, size_t n) {
       error_ = errno_text("send");
       return Io::LOST;
     }
-    Io w = wait(POLLOUT, std::min(deadline_, Clock::now() + std::chrono::milliseconds(io_ms_)));
-    if (w != Io::OK) return w;
+    Io c = check(last, io_ms_);
+    if (c != Io::OK) return c;
   }
   return Io::OK;
 }

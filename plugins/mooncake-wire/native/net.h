@@ -22,6 +22,12 @@ int connect_to(const std::string& host, uint16_t port, Clock::time_point deadlin
                std::string* err);
 void set_nonblocking_nodelay(int fd);
 
+/**
+ * Blocking reads and writes (a whole body in one recv with MSG_WAITALL: one wakeup instead of
+ * one per segment) that give up the kernel wait every `slice_ms` (SO_RCVTIMEO/SO_SNDTIMEO) to
+ * check the stop flag, the deadline and the timeouts. The constructor makes the socket
+ * blocking.
+ */
 class SocketStream : public Stream {
  public:
   /**
@@ -29,8 +35,7 @@ class SocketStream : public Stream {
    * read or write may go without progress; `deadline`: an absolute limit for everything.
    */
   SocketStream(int fd, int idle_ms, int io_ms, std::function<bool()> stopped,
-               Clock::time_point deadline = Clock::time_point::max())
-      : fd_(fd), idle_ms_(idle_ms), io_ms_(io_ms), stopped_(std::move(stopped)), deadline_(deadline) {}
+               Clock::time_point deadline = Clock::time_point::max(), int slice_ms = 20);
   Io read_exact(void* p, size_t n, bool idle) override;
   Io write_all(const void* p, size_t n) override;
   /** Bytes handed to the kernel by write_all so far (a cancelled WRITE may have sent some). */
@@ -41,7 +46,8 @@ class SocketStream : public Stream {
   bool readable_now() const;
 
  private:
-  Io wait(short events, Clock::time_point until);
+  /** After a slice without progress: STOPPED, TIMEOUT, or OK to wait again. */
+  Io check(Clock::time_point last_progress, int limit_ms);
   int fd_;
   int idle_ms_, io_ms_;
   std::function<bool()> stopped_;
