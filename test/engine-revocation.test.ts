@@ -22,21 +22,23 @@ test('unregisterMemory waits until the peer writing into the region finished, th
     const region = await owner.registerMemory(new Uint8Array(4096));
     const src = await peer.registerMemory(new Uint8Array(4096).fill(9));
     await peer.write(owner.segmentName, src.addr, region.addr, 64); // the peer holds the owner's descriptor now
+    // The peer's next write into the region is submitted and takes 300 ms to complete. The
+    // owner's unregistration starts once it is submitted (an event, not a sleep) and must
+    // return after it settled: the order is checked, not a duration, so a slow host cannot
+    // fail the test, and an unregistration that did not wait returns well before.
     fake.faults.latencyMs = 300;
-    let settledAt = 0;
+    const order: string[] = [];
+    const submitted = fake.faults.untilBatches(fake.faults.batches + 1);
     const inFlight = peer.write(owner.segmentName, src.addr, region.addr, 4096).then(
-      () => (settledAt = Date.now()),
-      () => (settledAt = Date.now()),
+      () => order.push('peer batch settled'),
+      () => order.push('peer batch settled'),
     );
-    await new Promise((r) => setTimeout(r, 20));
-    const started = Date.now();
-    await owner.unregisterMemory(region);
-    const returnedAt = Date.now();
+    await submitted;
+    await owner.unregisterMemory(region).then(() => order.push('unregister returned'));
     await inFlight;
-    assert.ok(settledAt > 0 && settledAt <= returnedAt, `the owner's unregister returned ${settledAt - returnedAt} ms before the peer's batch into it settled`);
-    assert.ok(returnedAt - started >= 200, `unregister returned after ${returnedAt - started} ms, not waiting for the peer`);
-    // The peer's cached descriptor is gone: its next fetch no longer lists the region.
+    assert.equal(order, ['peer batch settled', 'unregister returned'], "the owner's unregister returned before the peer's batch into it settled");
     fake.faults.latencyMs = 0;
+    // The peer's cached descriptor is gone: its next fetch no longer lists the region.
     const fresh = await peer.openSegment(owner.segmentName, { connect: false });
     assert.not.ok(fresh.buffers.some((b) => b.addr === region.addr), 'the peer still has the region in its descriptor');
   } finally {

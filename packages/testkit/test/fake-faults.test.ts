@@ -66,7 +66,6 @@ test('never complete: the deadline ends the batch and nothing lands', async ({ a
   }
   assert.ok(Date.now() - started < 1000);
   faults.neverComplete = false;
-  await new Promise((r) => setTimeout(r, 20));
   assert.equal(dst.subarray(0, 4096), new Uint8Array(4096));
 });
 
@@ -97,9 +96,12 @@ test('out-of-order completion: each batch still gets its own result', async ({ a
 });
 
 test('drop a peer: in-flight and later batches fail with PEER_FAILED; the peer is forgotten', async ({ a, b, local, remote }) => {
-  faults.latencyMs = 200;
+  // The batch is submitted and cannot complete on its own: the drop is what ends it.
+  faults.neverComplete = true;
+  const submitted = faults.untilBatches(faults.batches + 1);
   const inFlight = a.write(b.segmentName, local, remote, 1024);
-  setTimeout(() => faults.dropPeer(b.segmentName), 20);
+  await submitted;
+  faults.dropPeer(b.segmentName);
   try {
     await inFlight;
     assert.unreachable();
@@ -113,7 +115,7 @@ test('drop a peer: in-flight and later batches fail with PEER_FAILED; the peer i
     assert.ok(isTransferError(e, 'PEER_FAILED'));
   }
   faults.restorePeer(b.segmentName);
-  faults.latencyMs = 0;
+  faults.neverComplete = false;
   await a.write(b.segmentName, local, remote, 1024);
 });
 

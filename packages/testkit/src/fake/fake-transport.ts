@@ -71,6 +71,7 @@ export class FakeTransport implements Transport {
 
   /** Closing a peer fails the batches still using it, as tearing down a real connection does. */
   async closePeer(peer: TransportPeer): Promise<void> {
+    this.faults.notePeerClosed(peer.segment);
     const set = this.inFlight.get(peer as FakePeer);
     if (!set) return;
     this.inFlight.delete(peer as FakePeer);
@@ -96,7 +97,7 @@ export class FakeTransport implements Transport {
       this.faults.submitted++;
       if (this.faults.failNth && this.faults.submitted === this.faults.failNth.n) failAt.set(i, this.faults.failNth.status);
     }
-    const batchNo = ++this.faults.batches;
+    const batchNo = this.faults.countBatch();
     // Early writes: the bytes land now; completion (or the deadline) only reports.
     let early: { result?: BatchResult; error?: unknown } | undefined;
     if (this.faults.writeEarly && !this.faults.hang && !this.faults.droppedPeers.has(peer.segment)) {

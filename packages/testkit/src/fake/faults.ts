@@ -36,6 +36,45 @@ export class FakeFaults {
   submitted = 0;
   batches = 0;
   private readonly dropListeners = new Set<(segment: string) => void>();
+  private readonly batchWaiters = new Set<() => void>();
+  private readonly closeWaiters = new Set<(segment: string) => void>();
+
+  /** @internal A batch was submitted (counted in `batches`). */
+  countBatch(): number {
+    ++this.batches;
+    for (const w of [...this.batchWaiters]) w();
+    return this.batches;
+  }
+
+  /** Resolves once `batches` reaches `n`: a test waits for the submit it means, not for a clock. */
+  untilBatches(n: number): Promise<void> {
+    if (this.batches >= n) return Promise.resolve();
+    return new Promise((resolve) => {
+      const check = (): void => {
+        if (this.batches < n) return;
+        this.batchWaiters.delete(check);
+        resolve();
+      };
+      this.batchWaiters.add(check);
+    });
+  }
+
+  /** @internal A transport closed its peer `segment` (closePeer). */
+  notePeerClosed(segment: string): void {
+    for (const w of [...this.closeWaiters]) w(segment);
+  }
+
+  /** Resolves when a transport next closes its peer `segment` (as the engine does when it forgets one). */
+  untilPeerClosed(segment: string): Promise<void> {
+    return new Promise((resolve) => {
+      const check = (s: string): void => {
+        if (s !== segment) return;
+        this.closeWaiters.delete(check);
+        resolve();
+      };
+      this.closeWaiters.add(check);
+    });
+  }
 
   failRequest(n: number, status: number = NATIVE_STATUS.TRANSFER_FAILED): void {
     this.failNth = { n: this.submitted + n, status };
