@@ -3,7 +3,7 @@
 #   - the core's tests (native/test/core_tests.cpp, and the fabric write fences'
 #     native/fabric/test/write_fences_test.cpp, through native/CMakeLists.txt) under
 #     ThreadSanitizer and under AddressSanitizer + UndefinedBehaviorSanitizer;
-#   - the mooncake-tcp and mooncake-shm transport cores' tests and the CUDA copy engine's tests (on its
+#   - the mooncake-tcp, mooncake-shm and mooncake-wire transport cores' tests and the CUDA copy engine's tests (on its
 #     fault-injection runtime) under ThreadSanitizer, through their own scripts;
 #   - mooncake-shm's back-pressure test (a live target flooded by a hostile peer) under
 #     ThreadSanitizer, and mooncake-tcp's device map test (lookups over overlapping entries,
@@ -88,6 +88,7 @@ if [ "$what" != core ]; then
   run "mooncake-tcp core tests under tsan" sh $tcp/scripts/native-test.sh --tsan
   run "CUDA copy engine tests under tsan" sh native/cuda/scripts/test.sh --tsan
   run "mooncake-shm core tests under tsan" sh $shm/scripts/native-test.sh --tsan
+  run "mooncake-wire core tests under tsan" sh plugins/mooncake-wire/scripts/native-test.sh --tsan
   run "mooncake-shm back-pressure test under tsan" sh $shm/scripts/backpressure-test.sh --tsan
   run "mooncake-tcp device map test under asan-ubsan" sh $tcp/scripts/device-map-test.sh --asan-ubsan
   run "mooncake-tcp device map test under tsan" sh $tcp/scripts/device-map-test.sh --tsan
