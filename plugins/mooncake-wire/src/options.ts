@@ -63,9 +63,8 @@ export const wireOptions = {
   },
   lookup: {
     type: 'boolean',
-    default: true,
     env: 'TE_MOONCAKE_WIRE_LOOKUP',
-    description: "Let the engine's openSegment('host:port') reach Mooncake segments: the name is first asked for a Mooncake descriptor over its handshake protocol (a te peer answers that at once by closing; one extra connection per descriptor fetch). false: Mooncake segments only through the transport's own openSegment",
+    description: "Let the engine's openSegment('host:port') reach Mooncake segments: the name is first asked for a Mooncake descriptor over its handshake protocol (a te peer answers that at once by closing; one extra connection per descriptor fetch). Default: on, but off when the deployment has a secret (whoever answers at a te peer's address could otherwise receive its traffic unauthenticated). false: Mooncake segments only through the transport's own openSegment",
   },
   connectionPool: {
     type: 'boolean',

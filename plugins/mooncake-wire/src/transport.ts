@@ -238,7 +238,9 @@ export class MooncakeWireTransport implements Transport {
    * malformed is an error, not "not Mooncake".
    */
   async lookupSegment(segment: string, timeoutMs: number): Promise<SegmentDescriptor | undefined> {
-    if (this.#closed || !this.#options.lookup) return undefined;
+    // With a deployment secret, te peers are authenticated: an answer in Mooncake's protocol at
+    // a te peer's address must not be able to divert its traffic onto this unauthenticated wire.
+    if (this.#closed || !(this.#options.lookup ?? !this.#context.secret)) return undefined;
     const stored = await this.#fromEtcd(segment);
     if (stored) return stored;
     let host: string;
@@ -330,7 +332,8 @@ export class MooncakeWireTransport implements Transport {
     const reply = await handshake(p.host, p.handshakePort, MSG_NOTIFY, `${body}\n`, Math.max(1, Math.min(options.timeoutMs, this.#options.handshakeTimeoutMs)));
     let accepted = false;
     try {
-      accepted = typeof (JSON.parse(reply) as { notify_msg?: unknown }).notify_msg === 'string' && (JSON.parse(reply) as { notify_msg: string }).notify_msg !== '';
+      const msg = (JSON.parse(reply) as { notify_msg?: unknown }).notify_msg;
+      accepted = typeof msg === 'string' && msg !== '';  // Mooncake's refusal is an empty notify_msg
     } catch {
       accepted = false;
     }

@@ -79,4 +79,21 @@ test("the engine's openSegment('host:port'), write and read reach a Mooncake seg
   }
 });
 
+test('with a deployment secret the engine does not ask names for Mooncake descriptors unless lookup is set', async () => {
+  const target = await wire({ listen: true });
+  const secret = 'a deployment secret of some length';
+  const guarded = await createTransferEngine({ connector: 'mooncake-tcp', transports: ['mooncake-wire'], logLevel: 'error', secret, timeouts: { handshakeMs: 600 } }, { registry: registry() });
+  const opted = await createTransferEngine({ connector: 'mooncake-tcp', transports: ['mooncake-wire'], logLevel: 'error', secret, transportOptions: { 'mooncake-wire': { lookup: true } } }, { registry: registry() });
+  try {
+    const refused = await guarded.openSegment(target.mooncakeSegment!).catch((e: unknown) => e);
+    assert.ok(isTransferError(refused), 'only the control plane was asked, and a Mooncake port does not answer it');
+    const d = await opted.openSegment(target.mooncakeSegment!);
+    assert.equal(Object.keys(d.transports), ['mooncake-wire']);
+  } finally {
+    await guarded.close();
+    await opted.close();
+    await target.close();
+  }
+});
+
 test.run();
