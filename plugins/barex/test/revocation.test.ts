@@ -91,10 +91,15 @@ for (const provider of PROVIDERS) {
       const chunk = 4096;
       const reqs = Array.from({ length: size / chunk }, (_, k) => ({ op: 'write' as const, local: local.addr + BigInt(k * chunk), remote: reg.addr + BigInt(k * chunk), length: chunk }));
       const batch = i.transport.submit(peer, batchOf(reqs), { timeoutMs: 10_000 });
-      await new Promise((r) => setTimeout(r, 2));
+      // Revoke once writes are landing (the first byte arrived), with most still queued
+      // (window 1, 2048 requests): an event, where a 2 ms sleep left it to the scheduler.
+      for (const until = Date.now() + 10_000; reg.buffer[0] !== 0x22 && Date.now() < until; ) await new Promise((r) => setImmediate(r));
+      assert.is(reg.buffer[0], 0x22, 'no write landed within 10 s');
       await t.transport.unregisterMemory(reg.addr);
       const atReturn = createHash('sha256').update(reg.buffer).digest('hex');
       const result = await batch.then((r) => r.statuses, (e: { details?: { statuses?: Int32Array }; code?: string }) => e.details?.statuses ?? e.code);
+      // The batch settled: nothing may land any more. A transport that broke that promise
+      // would show it within this window (a grace for a bug to surface, not a wait for success).
       await new Promise((r) => setTimeout(r, 300));
       assert.is(createHash('sha256').update(reg.buffer).digest('hex'), atReturn, 'bytes landed after unregisterMemory returned');
       if (result instanceof Int32Array) {

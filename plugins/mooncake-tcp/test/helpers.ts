@@ -1,6 +1,8 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseOptions, type SegmentDescriptor, type Transport } from '@te/connector';
 import { compileWorkerScript } from '@te/testkit';
@@ -20,6 +22,11 @@ export interface TargetProcess {
   info: BenchEndpointInfo;
   descriptor: SegmentDescriptor;
   call<T = unknown>(cmd: string, args?: Record<string, unknown>): Promise<T>;
+  /**
+   * Keeps the target's JS thread busy until `release()` (at most `maxMs`): `started` once the
+   * busy loop began, `done` once it ended. Tests wait for these events, not for durations.
+   */
+  block(maxMs?: number): { started: Promise<void>; release(): void; done: Promise<unknown> };
   kill(signal?: NodeJS.Signals): Promise<void>;
 }
 
@@ -35,7 +42,13 @@ export async function spawnTarget(size: number, options: Record<string, unknown>
     : fork(script, [], { execArgv: [], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   let next = 1;
   const waiting = new Map<number, { resolve(v: unknown): void; reject(e: Error): void }>();
-  child.on('message', (m: { id: number; result?: unknown; error?: { message: string; code?: string } }) => {
+  const blocking = new Map<number, () => void>();
+  child.on('message', (m: { id: number; blocking?: number; result?: unknown; error?: { message: string; code?: string } }) => {
+    if (m.blocking !== undefined) {
+      blocking.get(m.blocking)?.();
+      blocking.delete(m.blocking);
+      return;
+    }
     const w = waiting.get(m.id);
     if (!w) return;
     waiting.delete(m.id);
@@ -53,11 +66,19 @@ export async function spawnTarget(size: number, options: Record<string, unknown>
       child.send({ id, cmd, ...args });
     });
   const info = await call<BenchEndpointInfo>('start', { size, options, name });
+  const block = (maxMs = 60_000) => {
+    const dir = mkdtempSync(join(tmpdir(), 'te-block-'));
+    const releaseFile = join(dir, 'release');
+    const started = new Promise<void>((resolve) => blocking.set(next, resolve));
+    const done = call('block', { ms: maxMs, releaseFile }).finally(() => rmSync(dir, { recursive: true, force: true }));
+    return { started, release: () => writeFileSync(releaseFile, ''), done };
+  };
   return {
     child,
     info,
     descriptor: descriptorOf(info),
     call,
+    block,
     kill: (signal = 'SIGKILL') =>
       new Promise<void>((resolve) => {
         if (child.exitCode !== null || child.signalCode !== null) return resolve();

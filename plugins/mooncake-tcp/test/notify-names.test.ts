@@ -59,8 +59,8 @@ test('queued notifications are charged their sender name: a long name queues pro
     raw.socket.write(hello(epoch, name));
     assert.is((await raw.read(HEADER + HELLO_ACK_BODY))!.readInt32LE(8), 0);
     // The receiver's JS thread is busy: nothing leaves its queue meanwhile.
-    const blocked = target.call('block', { ms: 3000 });
-    await new Promise((r) => setTimeout(r, 100));
+    const { started, release, done: blocked } = target.block();
+    await started;
     const N = 300;
     const frames: Buffer[] = [];
     for (let i = 1; i <= N; i++) frames.push(header(OP.NOTIFY, { id: BigInt(i), length: 1n }), Buffer.from([i & 255]));
@@ -76,6 +76,7 @@ test('queued notifications are charged their sender name: a long name queues pro
     const expected = Math.floor(BUDGET / (1 + name.length + OVERHEAD));
     assert.is(ok, expected, `${ok} notifications queued under a ${BUDGET}-byte budget (each costs ${1 + name.length + OVERHEAD} B)`);
     assert.ok(statuses.slice(ok).every((s) => s === NATIVE_STATUS.POOL_EXHAUSTED), 'the rest are refused with POOL_EXHAUSTED');
+    release();
     await blocked;
     // What was acknowledged reaches the listeners, under the HELLO's name; then the budget is free again.
     const deadline = Date.now() + 5000;
