@@ -95,7 +95,10 @@ te::Status Initiator::submit(uint64_t peer, const uint8_t* ops, const uint64_t* 
     }
     p = it->second;
   }
-  if (queued_.load() + n > o_.max_queued) {
+  // Reserved for the whole batch at once, so concurrent submits cannot overshoot the bound;
+  // each request gives its place back when it is terminal.
+  if (queued_.fetch_add(n) + n > o_.max_queued) {
+    queued_.fetch_sub(n);
     *err = "more than " + std::to_string(o_.max_queued) + " requests would be queued (maxQueued)";
     return te::TE_POOL_EXHAUSTED;
   }
@@ -117,17 +120,20 @@ te::Status Initiator::submit(uint64_t peer, const uint8_t* ops, const uint64_t* 
   for (size_t i = 0; i < n; ++i) {
     b->statuses[i].store(te::TE_OK);
     if (lengths[i] == 0) {  // nothing to move: done here, as the reference initiator does
+      queued_--;
       finish(*b);
       continue;
     }
     if (te::range_overflows(local[i], lengths[i]) || te::range_overflows(remote[i], lengths[i])) {
       b->fail(i, te::TE_INVALID_ARGUMENT, "range wraps around the address space");
+      queued_--;
       finish(*b);
       continue;
     }
     te::Status s = registry_.check(local[i], lengths[i], false);
     if (s != te::TE_OK) {
       b->fail(i, s, "local range " + hex(local[i]) + "+" + std::to_string(lengths[i]) + " is not inside registered memory");
+      queued_--;
       finish(*b);
       continue;
     }
@@ -135,10 +141,10 @@ te::Status Initiator::submit(uint64_t peer, const uint8_t* ops, const uint64_t* 
     if (!inside_one(p->o.buffers, remote[i], lengths[i])) {
       b->fail(i, te::TE_ADDRESS_OUT_OF_RANGE,
               "remote range " + hex(remote[i]) + "+" + std::to_string(lengths[i]) + " is not inside one buffer the peer published");
+      queued_--;
       finish(*b);
       continue;
     }
-    queued_++;
     Lane& l = *p->lanes[p->next.fetch_add(1) % p->lanes.size()];
     std::lock_guard<std::mutex> g(l.mu);
     l.queue.emplace_back(b, i);

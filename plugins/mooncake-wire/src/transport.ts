@@ -57,11 +57,13 @@ function advertisedHost(bind: string, override?: string): string {
 }
 
 /**
- * A stand-in for the epoch Mooncake does not have: a restarted Mooncake process has a new
- * data port and timestamp, so its descriptor gets a new epoch and cached state is not reused.
+ * A stand-in for the epoch Mooncake does not have, from what identifies one life of a
+ * Mooncake process: its data port (random at every start) and its buffers' addresses. The
+ * timestamp is left out (it may be rewritten at every encoding), so fetching the same
+ * descriptor twice gives the same epoch.
  */
 function epochOf(s: MooncakeSegment): bigint {
-  const h = createHash('sha256').update(`${s.name}|${s.tcpDataPort}|${s.timestamp ?? ''}`).digest();
+  const h = createHash('sha256').update(`${s.name}|${s.tcpDataPort}|${s.buffers.map((b) => `${b.addr}:${b.length}`).join(',')}`).digest();
   return h.readBigUInt64LE(0) & ((1n << 63n) - 1n);
 }
 

@@ -53,6 +53,22 @@ for (const framing of ['auto', 'legacy'] as const) {
   }
 }
 
+test("a Mooncake segment's stand-in epoch: the same for the same life and buffers, new when they change", async () => {
+  const target = await wire({ listen: true });
+  const init = await wire({});
+  try {
+    await guarded(target, 4096);
+    const a = await init.fetchSegment(target.mooncakeSegment!);
+    const b = await init.fetchSegment(target.mooncakeSegment!);
+    assert.is(a.epoch, b.epoch);
+    await guarded(target, 4096);
+    assert.is.not((await init.fetchSegment(target.mooncakeSegment!)).epoch, a.epoch);
+  } finally {
+    await init.close();
+    await target.close();
+  }
+});
+
 test('te peers are never reached over the unauthenticated wire: te descriptors are refused and not reachable', async () => {
   const t = await wire({});
   try {
