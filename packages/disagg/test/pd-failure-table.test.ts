@@ -26,8 +26,9 @@ const DOC = fileURLToPath(new URL('../../../docs/disagg.md', import.meta.url));
 interface Rank {
   engine: TransferEngine;
   manager: DisaggKVManager;
+  buffers: KVBuffers;
 }
-type Make = (role: 'prefill' | 'decode', l: ParallelLayout, o?: { model?: ModelSpec; timeouts?: Partial<PDTimeouts>; port?: number }) => Promise<Rank>;
+type Make = (role: 'prefill' | 'decode', l: ParallelLayout, o?: { model?: ModelSpec; timeouts?: Partial<PDTimeouts>; port?: number; checksums?: boolean }) => Promise<Rank>;
 /** The errors one room ended with, by side (a side that did not end is left out). */
 type Ended = { side: string; error: TransferError }[];
 
@@ -52,10 +53,10 @@ async function withRanks(body: (make: Make, port: number) => Promise<Ended>): Pr
     return await body(async (role, l, o = {}) => {
       const engine = await createTransferEngine({ connector: 'table-gate' }, { registry: gated.registry() });
       const memory = await allocateRank(engine, o.model ?? MODEL, l);
-      const manager = await createKVManager({ role, layout: l, buffers: memory.buffers as KVBuffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: o.port ?? port, timeouts: { ...FAST, ...o.timeouts } });
+      const manager = await createKVManager({ role, layout: l, buffers: memory.buffers as KVBuffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: o.port ?? port, timeouts: { ...FAST, ...o.timeouts }, checksums: o.checksums ?? false });
       if (role === 'prefill') fillPrefill(o.model ?? MODEL, memory, 1n, PAGES, 1);
-      made.push({ engine, manager });
-      return { engine, manager };
+      made.push({ engine, manager, buffers: memory.buffers });
+      return { engine, manager, buffers: memory.buffers };
     }, port);
   } finally {
     gated.reset();
@@ -84,9 +85,9 @@ async function collect(pairs: [string, KVSender | KVReceiver][]): Promise<Ended>
 }
 
 /** A prefill and a decode rank (TP 1) with room `room` open on both and ready to send. */
-async function openRoom(make: Make, port: number, room: bigint, o: { prefill?: Partial<PDTimeouts>; decode?: Partial<PDTimeouts>; prefills?: ParallelLayout[] } = {}) {
+async function openRoom(make: Make, port: number, room: bigint, o: { prefill?: Partial<PDTimeouts>; decode?: Partial<PDTimeouts>; prefills?: ParallelLayout[]; checksums?: boolean } = {}) {
   const prefills = [];
-  for (const l of o.prefills ?? [layout(1, 0)]) prefills.push(await make('prefill', l, { timeouts: o.prefill ?? {} }));
+  for (const l of o.prefills ?? [layout(1, 0)]) prefills.push(await make('prefill', l, { timeouts: o.prefill ?? {}, checksums: o.checksums ?? false }));
   const d = await make('decode', layout(1, 0), { timeouts: o.decode ?? {} });
   const bootstrap = { host: '127.0.0.1', port, room };
   const senders = prefills.map((p) => {
@@ -184,6 +185,21 @@ const SCENARIOS: [string, ((room: bigint) => Promise<Ended>) | string][] = [
     withRanks(async (make, port) => {
       const { sender, receiver } = await openRoom(make, port, room);
       await receiver.abort();
+      return collect([['decode', receiver], ['prefill', sender]]);
+    })],
+  ['bytes that landed differ from what the prefill sent', (room) =>
+    withRanks(async (make, port) => {
+      const { d, sender, receiver } = await openRoom(make, port, room, { checksums: true });
+      // A byte of the first destination page changes after the write landed, before the
+      // decode takes the report (the engine allows one handler per type: the test wraps it).
+      const handlers = (d.engine.control as unknown as { handlers: Map<string, (b: unknown) => unknown> }).handlers;
+      const original = handlers.get(PD_MESSAGES.status)!;
+      handlers.set(PD_MESSAGES.status, (b) => {
+        const item = d.buffers.kv.itemLengths[0]!;
+        d.engine.hostView(d.buffers.kv.addrs[0]! + BigInt(DEST[0]!) * item, 1n)![0]! ^= 0xff;
+        return original(b);
+      });
+      await sender.send(PAGES, { last: true }).catch(() => undefined);
       return collect([['decode', receiver], ['prefill', sender]]);
     })],
   ['`abort()` on the prefill', (room) =>

@@ -51,6 +51,7 @@ export const JS_ONLY_CODES = [
   'ENGINE_CLOSED',
   'LAYOUT_MISMATCH',
   'MEMORY_IN_USE',
+  'DATA_CORRUPTED',
 ] as const;
 
 export type TransferErrorCode = NativeStatusCode | (typeof JS_ONLY_CODES)[number];

@@ -2,6 +2,15 @@ import { TransferError, isTransferError, isTransferErrorCode, type ECConsumer, t
 import { checkReply } from '../protocol/handle.js';
 import { engineFor } from '../shared/engine.js';
 import { EC_PROTOCOL_VERSION, EC_PULL, MAX_ITEMS_PER_PULL, PullReplySchema, type PullMessage } from './messages.js';
+import { crc32 } from '../pd/kv-checksum.js';
+
+/** Why an item that landed differs from what its producer sent (its CRC-32), or undefined. */
+function corruptedItem(engine: TransferEngine, x: { addr: bigint; length: bigint }, want: number): string | undefined {
+  const view = engine.hostView(x.addr, x.length);
+  if (!view) return undefined;
+  const got = crc32(view);
+  return got === want ? undefined : `checksum mismatch (CRC-32 ${got.toString(16)}, the producer sent ${want.toString(16)}): the bytes that landed are not the item's`;
+}
 
 export interface ECConsumerOptions {
   connector?: string;
@@ -84,7 +93,9 @@ export class ECPullConsumer implements ECConsumer {
       const reply = checkReply(EC_PULL, PullReplySchema, await this.engine.controlClient(segment).request(EC_PULL, body, this.loadTimeoutMs + 2_000));
       items.forEach((x, i) => {
         const r = reply.results[i];
-        if (r?.ok) out.loaded.push(x.hash);
+        const corrupted = r?.ok && r.crc32 !== undefined ? corruptedItem(this.engine, x, r.crc32) : undefined;
+        if (r?.ok && !corrupted) out.loaded.push(x.hash);
+        else if (corrupted) out.failed.push({ mmHash: x.hash, error: new TransferError('DATA_CORRUPTED', `item ${x.hash} from ${segment}: ${corrupted}`) });
         else {
           const code = r?.code && isTransferErrorCode(r.code) ? r.code : 'TRANSFER_FAILED';
           // The producer's transport settled its write without knowing it stopped landing.

@@ -4,6 +4,8 @@ import { engineFor } from '../shared/engine.js';
 import { waitAtMost } from '../shared/wait-at-most.js';
 import { EC_PROTOCOL_VERSION, EC_PULL, PullSchema, type PullMessage, type PullReply } from './messages.js';
 import { TransferPool } from './transfer-pool.js';
+import type { PoolItem } from './pool-allocator.js';
+import { checksumsEnabled, crc32 } from '../pd/kv-checksum.js';
 
 /** How long close waits past the last pull's deadline for a transport that holds a batch longer. */
 const CLOSE_GRACE_MS = 10_000;
@@ -28,6 +30,8 @@ export interface ECProducerOptions {
   maxPulls?: number;
   /** vLLM's rank offset on VLLM_EC_MOONCAKE_BOOTSTRAP_PORT: `+ dpRank · tpSize + tpRank`. */
   rank?: { dpRank?: number; tpRank?: number; tpSize?: number };
+  /** A CRC-32 of each item written, which the consumer checks (DATA_CORRUPTED). Default: TE_KV_CHECKSUMS=1. */
+  checksums?: boolean;
 }
 
 /** VLLM_EC_MOONCAKE_BOOTSTRAP_PORT, offset by the rank as vLLM's workers bind it. */
@@ -62,7 +66,7 @@ export class ECPoolProducer implements ECProducer {
   /** When the latest pull's transfer deadline passes. */
   private lastDeadline = 0;
 
-  private constructor(readonly engine: TransferEngine, readonly pool: TransferPool, readonly maxPulls: number) {
+  private constructor(readonly engine: TransferEngine, readonly pool: TransferPool, readonly maxPulls: number, readonly checksums = false) {
     this.unhandle = handleMessage(engine, EC_PULL, PullSchema, (m) => {
       // Bounded: every pull pins items and holds a batch; past the cap the consumer is told at once.
       if (this.serving.size >= this.maxPulls) throw new TransferError('POOL_EXHAUSTED', `the EC producer is serving ${this.serving.size} pulls (its limit); encode locally or retry`);
@@ -85,7 +89,13 @@ export class ECPoolProducer implements ECProducer {
     const maxPulls = options.maxPulls ?? 256;
     if (!Number.isInteger(maxPulls) || maxPulls < 1) throw new TransferError('INVALID_ARGUMENT', `Expected maxPulls to be an integer ≥ 1, got ${maxPulls}`);
     const pool = await TransferPool.create(engine, options.poolBytes ?? 256 << 20, options.poolDevice ?? 'cpu');
-    return new ECPoolProducer(engine, pool, maxPulls);
+    return new ECPoolProducer(engine, pool, maxPulls, checksumsEnabled(options.checksums));
+  }
+
+  /** The item's CRC-32 for the answer, with checksums on (still pinned: its bytes are as written). */
+  private checksumOf(item: PoolItem): { crc32?: number } {
+    const view = this.checksums ? this.pool.memory.buffer : undefined;
+    return view ? { crc32: crc32(view.subarray(item.offset, item.offset + item.length)) } : {};
   }
 
   /** Where consumers reach this producer: its engine's control endpoint. */
@@ -156,7 +166,7 @@ export class ECPoolProducer implements ECProducer {
       });
       try {
         await this.engine.transfer(m.consumerSegment, batch, { timeoutMs: m.timeoutMs });
-        for (const i of present) results[i] = { ok: true };
+        for (const i of present) results[i] = { ok: true, ...this.checksumOf(pinned[i]!) };
       } catch (e) {
         // A batch the engine gave up on at its deadline may still be read by its transport
         // (and written into the consumer): the items stay pinned, and the answer waits.
@@ -164,7 +174,7 @@ export class ECPoolProducer implements ECProducer {
         const error = isTransferError(e) ? e : new TransferError('INTERNAL', (e as Error).message);
         present.forEach((i, j) => {
           const st = error.statuses?.[j];
-          if (st === 0) results[i] = { ok: true };
+          if (st === 0) results[i] = { ok: true, ...this.checksumOf(pinned[i]!) };
           else {
             results[i] = { ok: false, code: st !== undefined ? codeForStatus(st) : error.code, message: error.message.slice(0, 2000) };
             if (remoteMayBeWritten) results[i]!.destinationMayBeWritten = true;

@@ -51,6 +51,12 @@ export interface CreateKVManagerOptions {
   log?: (message: string) => void;
   /** The staging path of heterogeneous TP: gather/scatter of head slices (see docs/disagg.md). */
   staging?: StagingOptions;
+  /**
+   * Prefill: a CRC-32 of every whole KV page (and aux slot) written, sent with the Success
+   * report and checked by the decode before Success (DATA_CORRUPTED on a mismatch). Host
+   * memory, whole-page writes. Default: TE_KV_CHECKSUMS=1.
+   */
+  checksums?: boolean;
 }
 
 /** The KV contract's manager, plus what a deployment needs to see. */
@@ -161,7 +167,7 @@ export async function createKVManager(options: CreateKVManagerOptions): Promise<
     const port = options.bootstrapPort ?? 8998;
     const first = l.attnTpRank === 0 && l.attnDpRank === 0 && l.ppRank === 0 && l.systemDpRank === 0;
     if (store === 'http' && (options.serveBootstrap ?? first)) server = await BootstrapServer.start({ host: options.bootstrapHost ?? '0.0.0.0', port });
-    const prefill = new PrefillRank(engine, l, options.buffers, timeouts, directoryOf, { staging, log });
+    const prefill = new PrefillRank(engine, l, options.buffers, timeouts, directoryOf, { staging, log, ...(options.checksums !== undefined ? { checksums: options.checksums } : {}) });
     rank = prefill;
     await prefill.registerWith(`${host}:${server?.port ?? port}`);
     return new Manager('prefill', l, engine, timeouts, prefill, registered, server, layerwise, log);

@@ -6,6 +6,7 @@ import { planTargets, type TargetPlan } from './targets.js';
 import type { ScatterRoom } from '../staging/ring-service.js';
 import { REFUSAL_CODES, tellRefusal } from './refusal.js';
 import { withRoom } from './room-error.js';
+import { checkReport } from './receiver-checksums.js';
 
 interface ResolvedTarget extends TargetPlan {
   segment: string;
@@ -22,6 +23,8 @@ export class DecodeReceiver implements KVReceiver {
   private readonly resolved: Promise<ResolvedTarget[]>;
   private readonly responses = new Set<string>();
   private requested = false;
+  /** The pages and aux slot given to init (what KV checksums are checked over). */
+  private destination: { pages: Uint32Array; auxIndex: number } | undefined;
   private waitingTimer: NodeJS.Timeout | undefined;
   /** Set while the room fails: the prefill ranks are told to stop, Failed is shown once they did. */
   private failing: Promise<void> | undefined;
@@ -110,6 +113,7 @@ export class DecodeReceiver implements KVReceiver {
     const targets = await this.resolved;
     if (this.cell.value === KVStatus.Failed) throw this.cell.error!;
     this.requested = true;
+    this.destination = { pages: pageIndices, auxIndex };
     this.pages = pageIndices;
     this.waitingTimer = setTimeout(() => {
       if (this.cell.value === KVStatus.Success || this.cell.value === KVStatus.Failed || this.failing) return;
@@ -174,6 +178,15 @@ export class DecodeReceiver implements KVReceiver {
     // A repeated report (the prefill sends it again when the first answer did not reach it)
     // is answered without counting it twice.
     if (this.responses.has(from)) return;
+    if ((m.checksums || m.auxChecksums) && this.destination) {
+      try {
+        checkReport(this.rank.engine, this.rank.buffers, this.room, this.destination.pages, this.destination.auxIndex, m);
+      } catch (e) {
+        // The reporting rank hears it as the answer to its report, the others by the abort.
+        void this.failAndAbort(e as TransferError);
+        throw e;
+      }
+    }
     this.responses.add(from);
     this.bytes += m.bytes ?? 0;
     void this.resolved.then((targets) => {
@@ -203,7 +216,7 @@ export class DecodeReceiver implements KVReceiver {
     if (this.waitingTimer) clearTimeout(this.waitingTimer);
     this.rank.staging.refuse(this.room, error);
     this.failing = this.resolved
-      .then((targets) => this.sendAborts(targets, error.message))
+      .then((targets) => this.sendAborts(targets, error.message, error.code === 'DATA_CORRUPTED' ? error.code : undefined))
       .then(
         async (written) => {
           await this.stagingSettled(written);
@@ -237,8 +250,9 @@ export class DecodeReceiver implements KVReceiver {
    * with whether one said a settled write may still land in the pages. Rejects when one
    * did not acknowledge.
    */
-  private async sendAborts(targets: ResolvedTarget[], reason: string): Promise<boolean> {
+  private async sendAborts(targets: ResolvedTarget[], reason: string, code?: string): Promise<boolean> {
     const msg: AbortMessage = { v: PD_PROTOCOL_VERSION, room: this.room, decodeSegment: this.rank.engine.segmentName, reason: reason.slice(0, 2000) };
+    if (code) msg.code = code;
     const results = await Promise.allSettled(targets.map((t) => this.rank.engine.controlClient(t.segment).request(MSG.abort, msg, this.rank.timeouts.abortMs)));
     const unsafe = results.find((r): r is PromiseRejectedResult => r.status === 'rejected' && !isTransferError(r.reason, 'PEER_UNREACHABLE'));
     if (unsafe) {

@@ -5,6 +5,7 @@ import { planAux, planState } from './transfer-plan.js';
 import { writeKv } from './kv-write.js';
 import type { PrefillRank } from './prefill-rank.js';
 import { withRoom } from './room-error.js';
+import { SenderChecksums } from './sender-checksums.js';
 
 /** One decode rank's request for this room, with the destination it registered. */
 export interface RoomRequest {
@@ -32,6 +33,8 @@ export class PrefillSender implements KVSender {
   private finished = false;
   /** Set once every write landed and Success reports go out (see failUnlessReporting). */
   private reporting = false;
+  /** KV checksums per decode rank, when the rank has them on. */
+  private readonly checksums = new SenderChecksums();
   private chain: Promise<void> = Promise.resolve();
   /** Set while the room goes layer by layer (see layerwise.ts). */
   private layerwise: LayerwiseState | undefined;
@@ -138,6 +141,7 @@ export class PrefillSender implements KVSender {
   /** A chunk (or layers) of this room's KV to one decode rank, by the route the layouts allow (kv-write.ts). */
   private writeKv(rr: RoomRequest, pages: Uint32Array, firstPage: number, layers?: ArrayLike<number>): Promise<void> {
     const r = this.rank;
+    this.checksums.record(r, rr, pages, firstPage, layers);
     return writeKv({
       source: r.source,
       dest: rr.dest,
@@ -185,7 +189,9 @@ export class PrefillSender implements KVSender {
     const results = await Promise.allSettled([...this.requests.values()].map((rr) => this.reportSuccess(rr)));
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) {
-      const e = new TransferError('PEER_FAILED', `room ${this.room}: the KV landed but the result could not be delivered: ${(failed.reason as Error).message}`, { details: { room: this.room } });
+      // A decode that found its bytes corrupted refuses the report: the room failed for that.
+      const corrupted = isTransferError(failed.reason, 'DATA_CORRUPTED');
+      const e = new TransferError(corrupted ? 'DATA_CORRUPTED' : 'PEER_FAILED', corrupted ? `room ${this.room}: the decode found the KV corrupted: ${(failed.reason as Error).message}` : `room ${this.room}: the KV landed but the result could not be delivered: ${(failed.reason as Error).message}`, { details: { room: this.room } });
       this.fail(e);
       throw e;
     }
@@ -221,6 +227,8 @@ export class PrefillSender implements KVSender {
       msg.code = error.code;
       msg.message = error.message.slice(0, 2000);
       if (this.mayStillLand.has(rr.dest.segment)) msg.pagesMayBeWritten = true;
+    } else {
+      this.checksums.addTo(msg, this.rank, rr, this.sentPages, this.auxIndex);
     }
     return this.rank.engine.controlClient(rr.dest.segment).request(MSG.status, msg, this.rank.timeouts.heartbeatMs * 2);
   }

@@ -9,6 +9,7 @@ import { Heartbeat } from './heartbeat.js';
 import { PrefillSender, type RoomRequest } from './kv-sender.js';
 import { tableOf } from './local-buffers.js';
 import { REFUSAL_CODES } from './refusal.js';
+import { checksumsEnabled, viewsOf } from './kv-checksum.js';
 import type { PDTimeouts } from './timeouts.js';
 import { waitAtMost } from '../shared/wait-at-most.js';
 import type { SourceSide } from './transfer-plan.js';
@@ -27,6 +28,8 @@ export interface PrefillRankLimits {
   staging?: ResolvedStaging;
   /** Debug lines (staging fallbacks). */
   log?: (message: string) => void;
+  /** KV checksums with each Success report (default: TE_KV_CHECKSUMS; see kv-checksum.ts). */
+  checksums?: boolean;
 }
 
 /**
@@ -37,6 +40,8 @@ export class PrefillRank {
   readonly source: SourceSide;
   /** Gather/scatter staging of head slices (created on first use). */
   readonly staging: PrefillStaging;
+  /** Host views of the KV buffers when checksums are on and every buffer is host memory. */
+  readonly checksumViews: Uint8Array[] | undefined;
   /**
    * Registered decode ranks by `segment#tpRank`, least recently used first (registering or
    * requesting moves an entry to the end). Bounded: a decode lost to the heartbeat is
@@ -74,6 +79,8 @@ export class PrefillRank {
       span: { firstLayer: buffers.firstLayer ?? 0, layers: buffers.numLayers },
     };
     this.staging = new PrefillStaging(engine, limits.staging ?? resolveStaging(), this.source.kv, buffers.device, limits.log ?? (() => undefined));
+    const views = checksumsEnabled(limits.checksums) ? viewsOf(engine, this.source.kv) : undefined;
+    this.checksumViews = views?.every((v) => v !== undefined) ? (views as Uint8Array[]) : undefined;
     this.unhandle.push(
       handleMessage(engine, MSG.register, RegisterSchema, (m) => this.onRegister(m)),
       handleMessage(engine, MSG.request, RequestSchema, (m) => this.onRequest(m)),
@@ -271,7 +278,7 @@ export class PrefillRank {
   private async onAbort(m: AbortMessage): Promise<AbortReply> {
     // A decode the layout cannot serve was refused (at bootstrap, by its planning or at
     // registration): the room fails with its code and reason, not as a plain abort.
-    const refusal = m.code !== undefined && REFUSAL_CODES.has(m.code) ? new TransferError(m.code as TransferErrorCode, `room ${m.room}: decode ${m.decodeSegment} was refused: ${m.reason ?? 'no reason given'}`, { details: { room: m.room, segment: m.decodeSegment } }) : undefined;
+    const refusal = m.code !== undefined && (REFUSAL_CODES.has(m.code) || m.code === 'DATA_CORRUPTED') ? new TransferError(m.code as TransferErrorCode, `room ${m.room}: decode ${m.decodeSegment} ${m.code === 'DATA_CORRUPTED' ? 'found the KV it received corrupted' : 'was refused'}: ${m.reason ?? 'no reason given'}`, { details: { room: m.room, segment: m.decodeSegment } }) : undefined;
     const sender = this.senders.get(m.room);
     if (!sender) {
       // Finished: its Failed report said whether its writes may still land, but a decode

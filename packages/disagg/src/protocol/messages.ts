@@ -101,6 +101,12 @@ export const StatusSchema = Type.Object({
   bytes: Type.Optional(Type.Number({ minimum: 0 })),
   /** Failed only: a write of the room to this decode may still land in its pages (its transport could not confirm the cancel). */
   pagesMayBeWritten: Type.Optional(Type.Boolean()),
+  /** Success only, with KV checksums on: a CRC-32 per page of the room (room order) per layer buffer written, page-major. */
+  checksums: Type.Optional(Uint32ArrayType()),
+  /** The absolute layers `checksums` cover ([first, first + count), K then V per MHA layer). */
+  checksumLayers: Type.Optional(Type.Object({ first: Int(0), count: Int(1, 4096) })),
+  /** Success only, with KV checksums on: a CRC-32 of the aux slot written, per aux buffer. */
+  auxChecksums: Type.Optional(Uint32ArrayType()),
 });
 export type StatusMessage = Static<typeof StatusSchema>;
 

@@ -1,0 +1,38 @@
+// A plugin over the testkit's fake transport (a test tool, in-process) that, when armed,
+// flips a byte of the next write it lands: a byte corrupted in flight, which no status
+// reports. `flip.at` does the flipping (the test reaches the peer's memory in-process).
+import { PLUGIN_API_VERSION, PluginRegistry, definePlugin, type BatchResult, type SubmitOptions, type TransferBatch, type TransportContext, type TransportPeer } from '@te/connector';
+import { FakeFaults, FakeTransport } from '@te/testkit';
+
+export const flip: { armed: boolean; at?: (addr: bigint) => void } = { armed: false };
+
+class FlippingTransport extends FakeTransport {
+  override async submit(peer: TransportPeer, batch: TransferBatch, options: SubmitOptions): Promise<BatchResult> {
+    const r = await super.submit(peer, batch, options);
+    if (flip.armed && batch.opcodes.length > 0) {
+      flip.armed = false;
+      flip.at?.(batch.remoteAddrs[0]!);
+    }
+    return r;
+  }
+}
+
+const faults = new FakeFaults();
+
+/** A registry with only the flipping fake transport, as `flip-fabric`. */
+export function flippingRegistry(): PluginRegistry {
+  const r = new PluginRegistry({ builtins: false });
+  r.register(
+    'flip-fabric',
+    definePlugin({
+      apiVersion: PLUGIN_API_VERSION,
+      name: 'flip-fabric',
+      version: '0.0.0-test',
+      capabilities: { class: 'test', memoryKinds: ['cpu'], read: true, notifications: true, maxInFlight: 1024, rawAddresses: false },
+      options: {},
+      probe: () => ({ available: true, details: {} }),
+      create: async (context: TransportContext) => new FlippingTransport('flip-fabric', context, faults),
+    }),
+  );
+  return r;
+}

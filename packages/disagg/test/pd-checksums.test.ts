@@ -1,0 +1,191 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { KVStatus, createTransferEngine, isTransferError, type ParallelLayout, type TransferEngine } from '@te/connector';
+import { createKVManager, PD_MESSAGES, type DisaggKVManager } from '../src/index.js';
+import { allocateRank, fillPrefill, verifyDecode, type ModelSpec } from './fixtures/pd-model.js';
+import { flip, flippingRegistry } from './flipping-transport.js';
+import { freePort, layout, TCP_CONFIG } from './pd-harness.js';
+import { FAST } from './pd-scenario.js';
+
+/*
+ * KV checksums (createKVManager({ checksums: true }) on the prefill): a byte that differs
+ * between what the prefill sent and what landed fails the room with DATA_CORRUPTED on both
+ * sides, naming the layer and page, instead of Success. Shown with a byte flipped in flight
+ * (a fake transport of this test that corrupts what it lands), and with a real mooncake-tcp
+ * write corrupted after it landed, before the decode counted the report (a test hook on the
+ * decode's control handler). Rooms of every shape succeed with checksums on (no false
+ * positive) and their reports carry the checksums.
+ */
+const MODEL: ModelSpec = { attention: 'mha', totalLayers: 2, heads: 4, headBytes: 16, pageSize: 4, pages: 16, auxSlots: 4, auxBytes: 32 };
+const MLA: ModelSpec = { attention: 'mla', totalLayers: 2, heads: 1, headBytes: 64, pageSize: 4, pages: 16, auxSlots: 4, auxBytes: 32 };
+
+type Rank = { engine: TransferEngine; manager: DisaggKVManager; memory: Awaited<ReturnType<typeof allocateRank>> };
+
+async function withRanks(o: { model?: ModelSpec; fake?: boolean; checksums?: boolean }, body: (make: (role: 'prefill' | 'decode', l: ParallelLayout) => Promise<Rank>, port: number) => Promise<void>): Promise<void> {
+  const port = await freePort();
+  const made: Rank[] = [];
+  try {
+    await body(async (role, l) => {
+      const engine = o.fake ? await createTransferEngine({ connector: 'flip-fabric' }, { registry: flippingRegistry() }) : await createTransferEngine(TCP_CONFIG);
+      const memory = await allocateRank(engine, o.model ?? MODEL, l);
+      const manager = await createKVManager({ role, layout: l, buffers: memory.buffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: port, timeouts: FAST, layerwise: true, checksums: o.checksums ?? true });
+      const r = { engine, manager, memory };
+      made.push(r);
+      return r;
+    }, port);
+  } finally {
+    for (const r of made) await r.manager.close();
+    for (const r of made) await r.engine.close();
+  }
+}
+
+/** Wraps a decode's status handler: `before` runs on each report before the decode takes it. */
+function onReport(d: Rank, before: (m: Record<string, unknown>) => void): void {
+  const handlers = (d.engine.control as unknown as { handlers: Map<string, (body: unknown) => unknown> }).handlers;
+  const original = handlers.get(PD_MESSAGES.status)!;
+  handlers.set(PD_MESSAGES.status, (body) => {
+    before(body as Record<string, unknown>);
+    return original(body);
+  });
+}
+
+const ending = (cell: { reached(s: KVStatus, o?: { timeoutMs?: number }): Promise<unknown> }) => cell.reached(KVStatus.Success, { timeoutMs: 10_000 }).then(() => undefined, (e: Error & { code?: string }) => e);
+
+async function oneRoom(prefills: Rank[], d: Rank, port: number, room: bigint, src: number[], dst: number[], how: 'whole' | 'chunked' | 'layerwise', model = MODEL) {
+  const pages = Uint32Array.from(src);
+  const senders = prefills.map((p) => {
+    fillPrefill(model, p.memory, room, pages, 1);
+    const s = p.manager.createSender({ host: '127.0.0.1', port, room });
+    s.init(pages.length, 1);
+    return s;
+  });
+  const receiver = d.manager.createReceiver({ host: '127.0.0.1', port, room });
+  await receiver.init(Uint32Array.from(dst), 2);
+  await Promise.all(
+    senders.map(async (s, i) => {
+      if (how === 'layerwise') {
+        await s.cell.reached(KVStatus.WaitingForInput, { timeoutMs: 10_000 });
+        const batch = prefills[i]!.manager.beginBatch([{ sender: s, pages }]);
+        const span = prefills[i]!.memory;
+        for (let l = 0; l < span.layers; l++) batch.layerReady(span.firstLayer + l);
+        await batch.finish();
+      } else if (how === 'chunked') {
+        await s.send(pages.subarray(0, 1)).catch(() => undefined);
+        await s.send(pages.subarray(1), { last: true }).catch(() => undefined);
+      } else {
+        await s.send(pages, { last: true }).catch(() => undefined);
+      }
+    }),
+  );
+  return { senders, receiver, errors: { decode: await ending(receiver.cell), prefill: await Promise.all(senders.map((s) => ending(s.cell))) } };
+}
+
+test('checksums on: whole, chunked and layerwise rooms, TP 2→2, PP 2→1 and MLA succeed byte-exact, each report carrying its checksums', async () => {
+  for (const [name, prefillLayouts, decodeLayouts, model] of [
+    ['TP 2→2', [layout(2, 0), layout(2, 1)], [layout(2, 0), layout(2, 1)], MODEL],
+    ['PP 2→1', [layout(1, 0, { ppSize: 2, ppRank: 0 }), layout(1, 0, { ppSize: 2, ppRank: 1 })], [layout(1, 0)], MODEL],
+    ['MLA', [layout(1, 0)], [layout(1, 0)], MLA],
+  ] as const) {
+    await withRanks({ model }, async (make, port) => {
+      const prefills: Rank[] = [];
+      for (const l of prefillLayouts) prefills.push(await make('prefill', l));
+      const decodes: Rank[] = [];
+      for (const l of decodeLayouts) decodes.push(await make('decode', l));
+      let reports = 0;
+      let withSums = 0;
+      for (const d of decodes) onReport(d, (m) => {
+        reports++;
+        if (m.checksums instanceof Uint32Array && m.checksums.length > 0) withSums++;
+      });
+      const rooms: { room: bigint; pages: Uint32Array; auxSlot: number }[] = [];
+      let id = 0x5100n;
+      for (const how of ['whole', 'chunked', 'layerwise'] as const) {
+        const room = id++;
+        const dst = [3 + rooms.length * 3, 4 + rooms.length * 3, 5 + rooms.length * 3];
+        // One room at a time, on every decode rank (each its own receiver, same pages).
+        const pages = Uint32Array.from([0, 1, 2]);
+        const senders = prefills.map((p) => {
+          fillPrefill(model, p.memory, room, pages, 1);
+          const s = p.manager.createSender({ host: '127.0.0.1', port, room });
+          s.init(pages.length, 1);
+          return s;
+        });
+        const receivers = decodes.map((d) => d.manager.createReceiver({ host: '127.0.0.1', port, room }));
+        await Promise.all(receivers.map((r) => r.init(Uint32Array.from(dst), 2)));
+        await Promise.all(
+          senders.map(async (s, i) => {
+            if (how === 'layerwise') {
+              await s.cell.reached(KVStatus.WaitingForInput, { timeoutMs: 10_000 });
+              const batch = prefills[i]!.manager.beginBatch([{ sender: s, pages }]);
+              for (let l = 0; l < prefills[i]!.memory.layers; l++) batch.layerReady(prefills[i]!.memory.firstLayer + l);
+              await batch.finish();
+            } else if (how === 'chunked') {
+              await s.send(pages.subarray(0, 2));
+              await s.send(pages.subarray(2), { last: true });
+            } else await s.send(pages, { last: true });
+          }),
+        );
+        for (const r of receivers) assert.is(await ending(r.cell), undefined, `${name} ${how}: the decode room failed`);
+        rooms.push({ room, pages: Uint32Array.from(dst), auxSlot: 2 });
+        for (const [k, d] of decodes.entries()) assert.is(verifyDecode(model, d.memory, rooms), undefined, `${name} ${how}: decode rank ${k} bytes`);
+      }
+      assert.ok(reports >= 3, `${name}: ${reports} reports`);
+      assert.is(withSums, reports, `${name}: every Success report carried checksums`);
+    });
+  }
+});
+
+test('a byte flipped in flight (fake transport): DATA_CORRUPTED on both sides, naming the layer and page; with checksums off the room succeeds on the bad byte', async () => {
+  for (const checksums of [true, false]) {
+    await withRanks({ fake: true, checksums }, async (make, port) => {
+      const p = await make('prefill', layout(1, 0));
+      const d = await make('decode', layout(1, 0));
+      flip.at = (addr) => void (d.engine.hostView(addr, 1n)![0]! ^= 0xff);
+      flip.armed = true;
+      const { errors } = await oneRoom([p], d, port, 0x5200n, [0, 1], [6, 7], 'whole');
+      if (!checksums) {
+        assert.is(errors.decode, undefined, 'without checksums nothing notices');
+        assert.ok(verifyDecode(MODEL, d.memory, [{ room: 0x5200n, pages: Uint32Array.of(6, 7), auxSlot: 2 }]), 'the flipped byte is there');
+        return;
+      }
+      assert.ok(isTransferError(errors.decode, 'DATA_CORRUPTED'), `decode: ${String(errors.decode)}`);
+      assert.match(errors.decode!.message, /layer 0 K, destination pages 6/);
+      assert.is((errors.decode as { details?: Record<string, unknown> }).details?.room, 0x5200n);
+      assert.ok(isTransferError(errors.prefill[0], 'DATA_CORRUPTED'), `prefill: ${String(errors.prefill[0])}`);
+      assert.is((errors.prefill[0] as { details?: Record<string, unknown> }).details?.room, 0x5200n);
+    });
+  }
+});
+
+test('a real write corrupted after it landed (mooncake-tcp, before the decode counts the report): DATA_CORRUPTED naming layer 1 V', async () => {
+  await withRanks({}, async (make, port) => {
+    const p = await make('prefill', layout(1, 0));
+    const d = await make('decode', layout(1, 0));
+    const dst = [9, 10, 11];
+    onReport(d, (m) => {
+      if (m.status !== KVStatus.Success) return;
+      // Layer 1's V buffer is the last of the 4 (K0, K1, V0, V1); flip a byte of page 10.
+      const item = Number(d.memory.buffers.kv.itemLengths[3]!);
+      d.memory.kv[3]![10 * item + 5]! ^= 0x01;
+    });
+    const { errors } = await oneRoom([p], d, port, 0x5300n, [0, 1, 2], dst, 'chunked');
+    assert.ok(isTransferError(errors.decode, 'DATA_CORRUPTED'), `decode: ${String(errors.decode)}`);
+    assert.match(errors.decode!.message, /layer 1 V, destination pages 10\b/);
+    assert.ok(isTransferError(errors.prefill[0], 'DATA_CORRUPTED'), `prefill: ${String(errors.prefill[0])}`);
+  });
+});
+
+test('a corrupted aux slot fails the room too', async () => {
+  await withRanks({}, async (make, port) => {
+    const p = await make('prefill', layout(1, 0));
+    const d = await make('decode', layout(1, 0));
+    onReport(d, (m) => {
+      if (m.status === KVStatus.Success) d.memory.aux[1]![2 * MODEL.auxBytes + 3]! ^= 0x40;
+    });
+    const { errors } = await oneRoom([p], d, port, 0x5400n, [0], [12], 'whole');
+    assert.ok(isTransferError(errors.decode, 'DATA_CORRUPTED'), `decode: ${String(errors.decode)}`);
+    assert.match(errors.decode!.message, /aux buffer 1, slot 2/);
+  });
+});
+
+test.run();
