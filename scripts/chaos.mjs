@@ -19,7 +19,9 @@
 // do not change afterwards; a restarted rank or bootstrap server serves again; after the
 // load, every runtime table is empty again and RSS and descriptors are back near their
 // baseline.
-//   node scripts/chaos.mjs [--quick] [--duration 1800] [--seed 1] [--rate 12] [--no-netns] [--json]
+//   node scripts/chaos.mjs [--quick] [--duration 1800] [--seed 1] [--rate 12] [--no-netns] [--checksums] [--json]
+// --checksums: KV and EC checksums on (TE_KV_CHECKSUMS=1 in every rank): any DATA_CORRUPTED
+// is then a false positive or a real corruption, both broken invariants.
 // --duration: seconds of load, after the processes started (about 20 s) and before the
 // drain (about 20 s); --quick: 90 s, about 2 min 15 s in all. --json: the last line of output is the report as JSON. Exit status 0
 // only when no invariant broke. Needs the built packages (npm run build).
@@ -38,6 +40,7 @@ const { values: opt } = parseArgs({
     seed: { type: 'string', default: '1' },
     rate: { type: 'string', default: '12' },
     'no-netns': { type: 'boolean', default: false },
+    checksums: { type: 'boolean', default: false },
     json: { type: 'boolean', default: false },
     verbose: { type: 'boolean', default: false },
   },
@@ -79,7 +82,7 @@ class Proc {
   async start() {
     this.state = 'starting';
     const execArgv = this.ns ? ['netns', 'exec', this.ns.name, process.execPath] : [];
-    const child = fork(WORKER, [], { env: { ...process.env, TE_CHAOS_SPEC: JSON.stringify(this.spec) }, execArgv, ...(this.ns ? { execPath: 'ip' } : {}), stdio: ['ignore', 'ignore', opt.verbose ? 'inherit' : 'ignore', 'ipc'] });
+    const child = fork(WORKER, [], { env: { ...process.env, TE_CHAOS_SPEC: JSON.stringify(this.spec), ...(opt.checksums ? { TE_KV_CHECKSUMS: '1' } : {}) }, execArgv, ...(this.ns ? { execPath: 'ip' } : {}), stdio: ['ignore', 'ignore', opt.verbose ? 'inherit' : 'ignore', 'ipc'] });
     this.child = child;
     this.pending = new Map();
     this.next = 1;
@@ -241,6 +244,7 @@ const report = {
   fdGrowth: 0,
   tablesAfterLoad: {},
   netns: useNetns,
+  checksums: opt.checksums,
 };
 const latencies = [];
 function violation(what) {
@@ -374,6 +378,7 @@ async function ecRound() {
   report.ec.loaded += got.loaded;
   report.ec.failed += got.failed.length;
   for (const c of got.failed) bump(report.ec.failedByCause, c);
+  if (got.failed.includes('DATA_CORRUPTED')) violation(`EC item ${hash}: DATA_CORRUPTED (no fault of the soak corrupts bytes)`);
   if (got.wrong) {
     report.ec.wrongBytes += got.wrong;
     report.wrongBytes += got.wrong;

@@ -66,6 +66,9 @@ test('a room judged clean passes, and each broken invariant is named', () => {
   assert.equal(late.violations, []);
   assert.is(late.abortedAfterPrefillSuccess, 1);
 
+  const corrupted = judgeRoom({ key: '5', ...names, ps: [{ status: 0, code: 'DATA_CORRUPTED', message: 'x', room: '5' }, ok], ds: [{ status: 0, code: 'DATA_CORRUPTED', message: 'x', room: '5' }, ok] });
+  assert.match(corrupted.violations.join('\n'), /DATA_CORRUPTED on d.tp0/);
+
   const killed = judgeRoom({ key: '5', ...names, ps: [ok, ok], ds: [ok, undefined] });
   assert.equal(killed.violations, []);
   assert.not.ok(killed.succeeded);

@@ -14,6 +14,8 @@ export function judgeRoom({ key, pNames, dNames, ps, ds, abortSide, roomEndMs })
     if (!o) continue;
     if (o.code === 'NOT_ENDED' || (o.status !== 4 && o.status !== 0)) out.violations.push(`room ${key} did not end on ${who} within ${roomEndMs} ms (status ${o.status})`);
     else if (o.status === 0 && o.room !== key) out.violations.push(`room ${key}: failure on ${who} without details.room (${o.code}: ${o.message})`);
+    // No fault of the soak corrupts bytes: a checksum mismatch is a corruption or a false positive.
+    if (o.status === 0 && o.code === 'DATA_CORRUPTED') out.violations.push(`room ${key}: DATA_CORRUPTED on ${who} (${o.message})`);
     if (o.wrong) {
       out.wrongBytes += o.wrong;
       out.violations.push(`room ${key}: ${o.wrong} wrong bytes on ${who} after Success`);
