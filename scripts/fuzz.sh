@@ -49,6 +49,10 @@ run tcp_frames -max_len=20000
 TE_FUZZ_SECRET=1 run tcp_frames -max_len=20000
 run shm_messages -max_len=70000
 run mooncake_wire_session -max_len=70000
+# mooncake-wire's handshake side (JS): frame reader, JSON and descriptor parsers in process, a
+# real handshake server with a canary Probe, a real client facing a hostile server.
+echo "fuzz: mooncake_handshake for ${budget}s"
+node --import tsx fuzz/mooncake-handshake.ts "$budget"
 echo "fuzz: control_plane for ${budget}s"
 node --import tsx fuzz/control-plane.ts "$budget"
 # The decoding stages themselves (codec, envelope and descriptor checks) in process, through a
