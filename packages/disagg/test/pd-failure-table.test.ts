@@ -3,7 +3,7 @@ import * as assert from 'uvu/assert';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { KVStatus, createTransferEngine, type KVBuffers, type KVReceiver, type KVSender, type ParallelLayout, type TransferEngine, type TransferError } from '@te/connector';
-import { createKVManager, PD_MESSAGES, type DisaggKVManager, type PDTimeouts } from '../src/index.js';
+import { createKVManager, PD_MESSAGES, type DisaggKVManager, type PDTimeouts, type StagingOptions } from '../src/index.js';
 import { allocateRank, fillPrefill, type ModelSpec } from './fixtures/pd-model.js';
 import { gatedPlugin } from './gated-transport.js';
 import { freePort, layout } from './pd-harness.js';
@@ -28,7 +28,7 @@ interface Rank {
   manager: DisaggKVManager;
   buffers: KVBuffers;
 }
-type Make = (role: 'prefill' | 'decode', l: ParallelLayout, o?: { model?: ModelSpec; timeouts?: Partial<PDTimeouts>; port?: number; checksums?: boolean }) => Promise<Rank>;
+type Make = (role: 'prefill' | 'decode', l: ParallelLayout, o?: { model?: ModelSpec; timeouts?: Partial<PDTimeouts>; port?: number; staging?: StagingOptions; checksums?: boolean }) => Promise<Rank>;
 /** The errors one room ended with, by side (a side that did not end is left out). */
 type Ended = { side: string; error: TransferError }[];
 
@@ -53,7 +53,7 @@ async function withRanks(body: (make: Make, port: number) => Promise<Ended>): Pr
     return await body(async (role, l, o = {}) => {
       const engine = await createTransferEngine({ connector: 'table-gate' }, { registry: gated.registry() });
       const memory = await allocateRank(engine, o.model ?? MODEL, l);
-      const manager = await createKVManager({ role, layout: l, buffers: memory.buffers as KVBuffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: o.port ?? port, timeouts: { ...FAST, ...o.timeouts }, checksums: o.checksums ?? false });
+      const manager = await createKVManager({ role, layout: l, buffers: memory.buffers as KVBuffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: o.port ?? port, timeouts: { ...FAST, ...o.timeouts }, ...(o.staging ? { staging: o.staging } : {}), checksums: o.checksums ?? false });
       if (role === 'prefill') fillPrefill(o.model ?? MODEL, memory, 1n, PAGES, 1);
       made.push({ engine, manager, buffers: memory.buffers });
       return { engine, manager, buffers: memory.buffers };
@@ -85,10 +85,10 @@ async function collect(pairs: [string, KVSender | KVReceiver][]): Promise<Ended>
 }
 
 /** A prefill and a decode rank (TP 1) with room `room` open on both and ready to send. */
-async function openRoom(make: Make, port: number, room: bigint, o: { prefill?: Partial<PDTimeouts>; decode?: Partial<PDTimeouts>; prefills?: ParallelLayout[]; checksums?: boolean } = {}) {
+async function openRoom(make: Make, port: number, room: bigint, o: { prefill?: Partial<PDTimeouts>; decode?: Partial<PDTimeouts>; prefills?: ParallelLayout[]; ringBytes?: number; checksums?: boolean } = {}) {
   const prefills = [];
   for (const l of o.prefills ?? [layout(1, 0)]) prefills.push(await make('prefill', l, { timeouts: o.prefill ?? {}, checksums: o.checksums ?? false }));
-  const d = await make('decode', layout(1, 0), { timeouts: o.decode ?? {} });
+  const d = await make('decode', layout(1, 0), { timeouts: o.decode ?? {}, ...(o.ringBytes ? { staging: { ringBytes: o.ringBytes } } : {}) });
   const bootstrap = { host: '127.0.0.1', port, room };
   const senders = prefills.map((p) => {
     const s = p.manager.createSender(bootstrap);
@@ -171,6 +171,34 @@ const SCENARIOS: [string, ((room: bigint) => Promise<Ended>) | string][] = [
       return collect([['decode', r], ['prefill', s]]);
     })],
   ["`bootstrapStore: 'etcd'` on an engine", 'refused at createKVManager, before any room'],
+  ['a decode fails or aborts a room while staged chunks are on their way to its ring', (room) =>
+    withRanks(async (make, port) => {
+      // Prefill TP 2 into decode TP 1 with NHD pages: every token row interleaves both ranks' heads.
+      const { d, senders, receiver } = await openRoom(make, port, room, { prefills: [layout(2, 0), layout(2, 1)] });
+      const parked = gated.arm({ hold: d.engine.segmentName });
+      const sent = senders.map((s) => s.send(PAGES, { last: true }).catch(() => undefined));
+      await parked;
+      const aborting = receiver.abort().catch(() => undefined);
+      await sleep(50);
+      gated.releaseAll();
+      await Promise.all([aborting, ...sent]);
+      return collect([['decode', receiver], ['prefill rank 0', senders[0]!], ['prefill rank 1', senders[1]!]]);
+    })],
+  ['a staged chunk finds no space', (room) =>
+    withRanks(async (make, port) => {
+      // A ring of one page: the chunks held on their way fill it, the next waits past the deadline.
+      const short = { transferMs: 300 };
+      const { d, senders, receiver } = await openRoom(make, port, room, { prefills: [layout(2, 0), layout(2, 1)], prefill: short, decode: short, ringBytes: 1024 });
+      const parked = gated.arm({ hold: d.engine.segmentName });
+      const sent = senders.map((s) => s.send(PAGES, { last: true }).catch(() => undefined));
+      await parked;
+      await Promise.all(senders.map((s) => s.cell.reached(KVStatus.Success).catch(() => undefined)));
+      gated.releaseAll();
+      await Promise.all(sent);
+      return collect([['prefill rank 0', senders[0]!], ['prefill rank 1', senders[1]!], ['decode', receiver]]);
+    })],
+  ['a scatter the decode cannot trust', 'a refused control message, which fails the sending room by its code: pd-staging-failures.test.ts sends each such scatter and checks the code and that no byte moved'],
+  ['a staging ring given explicitly', 'refused at createKVManager, before any room (pd-staging-failures.test.ts)'],
   ['a destination page or aux slot outside', (room) =>
     withRanks(async (make, port) => {
       const p = await make('prefill', layout(1, 0));

@@ -1,6 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { layout } from './pd-harness.js';
+import { closeAll, freePort, layout, roomArgs, spawnRank, type RankProcess } from './pd-harness.js';
 import { FAST, runScenario, type Scenario, type ScenarioStats } from './pd-scenario.js';
 import type { ModelSpec } from './fixtures/pd-model.js';
 
@@ -107,6 +107,65 @@ test('a decode ring smaller than one room: the room waits for space, then comple
   const stats = await runScenario({ model: MHA8, prefill: tps(4), decode: tps(2), decodeStaging: { ringBytes: 4096 }, prefillStaging: { chunkBytes: 4096 }, rooms: [ROOM, ROOM2], timeouts: TIMEOUTS });
   expectRoute(stats, 'ring');
   assert.ok(stats.decode.every((d) => d !== null && d.capacity === 4096 && d.peak <= 4096), JSON.stringify(stats.decode));
+});
+
+test('layerwise with staging: TP 2→4 NHD, each layer gathered and written when it is ready', async () => {
+  const port = await freePort();
+  const ranks: RankProcess[] = [];
+  try {
+    const common = { model: MHA8, bootstrapPort: port, timeouts: TIMEOUTS };
+    const prefill = await Promise.all(tps(2).map((l) => spawnRank({ role: 'prefill', layout: l, layerwise: true, ...common })));
+    ranks.push(...prefill);
+    const decode = await Promise.all(tps(4).map((l) => spawnRank({ role: 'decode', layout: l, ...common })));
+    ranks.push(...decode);
+    // Rooms of one batch are filled at once: their source (and destination) pages must not overlap.
+    const rooms = [ROOM, { ...ROOM2, srcPages: [0, 1, 5, 6] }];
+    const receives = decode.map((d) => Promise.all(rooms.map((r) => d.call('receive', roomArgs(r.room, r.dstPages, r.auxDst)))));
+    const batches = prefill.map((p) => p.call('batch', { rooms: rooms.map((r) => roomArgs(r.room, r.srcPages, r.auxSrc)) }));
+    const [got, sent] = await Promise.all([Promise.all(receives), Promise.all(batches)]);
+    for (const perRank of got) for (const x of perRank) assert.is(x.status, 4, `${x.code}: ${x.message}`);
+    for (const b of sent) {
+      assert.is(b.stats.layerwiseRooms, rooms.length, 'every room went layer by layer');
+      for (const x of b.results) assert.is(x.status, 4, `${x.code}: ${x.message}`);
+    }
+    for (const d of decode) assert.equal(await d.call('verify'), { mismatch: null });
+    const stats = { prefill: await Promise.all(prefill.map((p) => p.call('stats'))), decode: [] };
+    expectRoute(stats, 'gather');
+    // One staged write per layer (and per room and destination), not one for the whole room.
+    assert.ok(sum(stats, 'gatherWrites') >= rooms.length * MHA8.totalLayers * 2, JSON.stringify(stats.prefill));
+  } finally {
+    await closeAll(ranks);
+  }
+});
+
+test('a decode killed while its ring holds a room: that room fails on the prefill, its staging comes back, a room to another decode completes', async () => {
+  const port = await freePort();
+  const ranks: RankProcess[] = [];
+  try {
+    const common = { model: MHA8, bootstrapPort: port, timeouts: TIMEOUTS };
+    // Small chunks, so the room is many ring writes and scatters long.
+    const prefill = await Promise.all(tps(2).map((l) => spawnRank({ role: 'prefill', layout: l, staging: { chunkBytes: 4096 }, ...common })));
+    ranks.push(...prefill);
+    const [d1, d2] = await Promise.all([0, 1].map(() => spawnRank({ role: 'decode', layout: layout(1, 0), ...common })));
+    ranks.push(d1!, d2!);
+    void d1!.call('receive', roomArgs(5n, ROOM.dstPages, 1)).catch(() => undefined);
+    const doomed = prefill.map((p) => p.call('send', roomArgs(5n, ROOM.srcPages, 1, { chunks: 2, pauseMs: 1_000 })));
+    await prefill[0]!.event('chunk');
+    d1!.kill('SIGKILL');
+    const results = await Promise.all(doomed);
+    for (const r of results) {
+      assert.is(r.status, 0);
+      assert.ok(['CONNECTION_LOST', 'PEER_UNREACHABLE', 'PEER_FAILED', 'TIMEOUT', 'ABORTED'].includes(r.code), `${r.code}: ${r.message}`);
+    }
+    const after = await Promise.all(prefill.map((p) => p.call('stats')));
+    assert.ok(after.every((s) => s.inUse === 0), `staging still held: ${JSON.stringify(after)}`);
+    const [ok, got] = await Promise.all([Promise.all(prefill.map((p) => p.call('send', roomArgs(6n, ROOM2.srcPages, 2)))), d2!.call('receive', roomArgs(6n, ROOM2.dstPages, 3))]);
+    ok.forEach((x) => assert.is(x.status, 4, x.message));
+    assert.is(got.status, 4, got.message);
+    assert.is(got.mismatch, null);
+  } finally {
+    await closeAll(ranks);
+  }
 });
 
 test.run();

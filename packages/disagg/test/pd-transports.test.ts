@@ -26,11 +26,21 @@ const tps = (n: number) => Array.from({ length: n }, (_, i) => layout(n, i));
  */
 const LOADED = { ...FAST, heartbeatMs: 1_000 };
 
+test('TP 2→4 with head slicing over mooncake-rdma (tcp;ofi_rxm): gathered in prefill staging, written as whole pages', async () => {
+  const options = { provider: 'tcp;ofi_rxm', connectTimeoutMs: LOADED.transferMs };
+  const stats = await runScenario({ model: MODEL, prefill: tps(2), decode: tps(4), rooms: [ROOM], timeouts: LOADED, config: { connector: 'mooncake-rdma', bindAddress: '127.0.0.1', transportOptions: { 'mooncake-rdma': options } } });
+  assert.ok(stats.prefill.every((x) => x !== null && x.gatherWrites > 0 && Object.keys(x.fallbacks).length === 0), JSON.stringify(stats.prefill));
+});
+
 for (const plugin of ['mooncake-rdma', 'barex']) {
   test(`TP 4→2 with head slicing over ${plugin} (tcp;ofi_rxm)`, async () => {
     const options: Record<string, unknown> = { provider: 'tcp;ofi_rxm', connectTimeoutMs: LOADED.transferMs };
     if (plugin === 'barex') options.poolSize = 16 << 20;
-    await runScenario({ model: MODEL, prefill: tps(4), decode: tps(2), rooms: [ROOM], timeouts: LOADED, config: { connector: plugin, bindAddress: '127.0.0.1', transportOptions: { [plugin]: options } } });
+    // barex allocates staging from its 16 MiB pool like any memory: staging sized to fit it.
+    const small = { prefillStaging: { bytes: 4 << 20 }, decodeStaging: { ringBytes: 4 << 20 } };
+    const stats = await runScenario({ model: MODEL, prefill: tps(4), decode: tps(2), rooms: [ROOM], timeouts: LOADED, ...small, config: { connector: plugin, bindAddress: '127.0.0.1', transportOptions: { [plugin]: options } } });
+    // Interleaved head slices: staged on each decode's ring and scattered there, none row by row.
+    assert.ok(stats.prefill.every((x) => x !== null && x.ringWrites > 0 && Object.keys(x.fallbacks).length === 0), JSON.stringify(stats.prefill));
   });
 }
 

@@ -156,6 +156,7 @@ export class PrefillSender implements KVSender {
       timeoutMs: r.timeouts.transferMs,
       submit: (batch) => this.submit(rr.dest, batch),
       staging: r.staging,
+      signal: this.stop.signal,
     });
   }
 

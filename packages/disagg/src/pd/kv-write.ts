@@ -22,6 +22,8 @@ export interface StagingStats {
   gatherMs: number;
   /** Descriptors the staged writes submitted. */
   stagedDescriptors: number;
+  /** Staging memory held now (by chunks being gathered or written). */
+  inUse: number;
   /** Writes that needed staging but went the per-token way, by reason. */
   fallbacks: Record<string, number>;
 }
@@ -55,6 +57,8 @@ export interface KvWrite {
   timeoutMs: number;
   submit(batch: TransferBatch): Promise<void>;
   staging: KvStaging;
+  /** Aborted when the room fails: staged chunks not yet written are not. */
+  signal?: AbortSignal;
 }
 
 function heads(buffers: SourceSide['buffers'], tpSize: number, tpRank: number, totalKvHeads: number | undefined, kvHeadsPerRank: number | undefined): number {
@@ -174,9 +178,16 @@ export async function writeKv(w: KvWrite): Promise<void> {
     // Same pages, same layouts as before this path existed: today's planner is the faster per-token one.
     return w.submit(classic(w.source, w.dest) ? classicBatch(w) : directBatch(set).finish());
   }
-  const stager = await w.staging.stager();
+  let stager: Stager;
+  try {
+    stager = await w.staging.stager();
+  } catch (e) {
+    // Staging memory could not be had (a transport's allocator too small, no memory): this write goes row by row.
+    fallback(w, `no staging memory: ${(e as Error).message.split('\n')[0]}`);
+    return w.submit(classic(w.source, w.dest) ? classicBatch(w) : directBatch(set).finish());
+  }
   const ring = plan.route === 'ring' ? ringOf(w, set) : undefined;
-  const done = await stager.write({ set, submit: (b) => w.submit(b), owner: w.room, timeoutMs: w.timeoutMs, ...(ring ? { ring } : {}) });
+  const done = await stager.write({ set, submit: (b) => w.submit(b), owner: w.room, timeoutMs: w.timeoutMs, ...(ring ? { ring } : {}), ...(w.signal ? { signal: w.signal } : {}) });
   const s = w.staging.stats;
   s.gatherMs += done.gatherMs;
   s.stagedDescriptors += done.descriptors;

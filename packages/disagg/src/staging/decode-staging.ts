@@ -19,6 +19,8 @@ export class DecodeStaging {
   private creating: Promise<RingService> | undefined;
   /** Why this rank offers no ring although a room would use one (logged once). */
   private told = false;
+  /** Why making the ring failed: not tried again. */
+  private failed: string | undefined;
 
   constructor(
     private readonly engine: TransferEngine,
@@ -66,12 +68,16 @@ export class DecodeStaging {
       this.told = true;
       return undefined;
     }
+    if (this.failed) return undefined;
     this.creating ??= RingService.create(this.engine, this.options, this.kv, this.pageBytes(), (b) => this.geometry(b), this.roomOf);
     try {
       this.ring = await this.creating;
     } catch (e) {
-      this.creating = undefined;
-      throw e instanceof TransferError ? e : new TransferError('INTERNAL', (e as Error).message, { cause: e });
+      // No ring (a transport's allocator too small for it, no memory): prefill ranks write
+      // interleaved slices row by row, and say so; the room itself is not failed for it.
+      this.failed = (e as Error).message;
+      this.log(`no staging ring on this decode rank (${this.failed}): prefill ranks write interleaved head slices row by row`);
+      return undefined;
     }
     return this.ring.wire;
   }

@@ -14,7 +14,13 @@ export function stagingBlocker(device: string): string | undefined {
 
 /** A prefill rank's staging: created on first use, so ranks that never need it allocate nothing. */
 export class PrefillStaging implements KvStaging {
-  readonly stats: StagingStats = { gatherWrites: 0, ringWrites: 0, stagedBytes: 0, gatherMs: 0, stagedDescriptors: 0, fallbacks: {} };
+  private readonly counters: StagingStats = { gatherWrites: 0, ringWrites: 0, stagedBytes: 0, gatherMs: 0, stagedDescriptors: 0, inUse: 0, fallbacks: {} };
+  private current: Stager | undefined;
+
+  get stats(): StagingStats {
+    this.counters.inUse = this.current?.stats.used ?? 0;
+    return this.counters;
+  }
   readonly unavailable: string | undefined;
   private created: Promise<Stager> | undefined;
 
@@ -31,6 +37,7 @@ export class PrefillStaging implements KvStaging {
   stager(): Promise<Stager> {
     if (!this.created) {
       this.created = Stager.create(this.engine, this.options, this.kv);
+      void this.created.then((s) => (this.current = s), () => undefined);
       // A failed creation (no memory) is tried again by the next room.
       this.created.catch(() => (this.created = undefined));
     }

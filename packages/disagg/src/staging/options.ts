@@ -46,7 +46,7 @@ export function resolveStaging(options: StagingOptions = {}, env: NodeJS.Process
   return {
     enabled: options.enabled ?? flag !== '0',
     bytes: checkBytes(options.bytes ?? envInt(env, 'TE_PD_STAGING_BYTES') ?? 64 * MiB, 'bytes', 4096),
-    ringBytes: ring === 0 ? 0 : checkBytes(ring, 'ringBytes', 4096),
+    ringBytes: ring === 0 ? 0 : checkBytes(ring, 'ringBytes', 64),
     ringExplicit: given !== undefined,
     chunkBytes: checkBytes(options.chunkBytes ?? 8 * MiB, 'chunkBytes', 4096),
     threads: options.threads,

@@ -23,6 +23,12 @@ export interface StagedWrite {
   timeoutMs: number;
   /** Present for the ring route. */
   ring?: RingTarget;
+  /** The room failed or was aborted: no further chunk is gathered, written or scattered. */
+  signal?: AbortSignal;
+}
+
+function checkNotAborted(w: StagedWrite): void {
+  if (w.signal?.aborted) throw new TransferError('ABORTED', 'the room was aborted or failed; its remaining staged chunks were not written');
 }
 
 /** Writes in flight per destination at once: chunk k+1 is gathered while chunk k is on the wire. */
@@ -93,6 +99,7 @@ export class Stager {
       let ringOffset = -1;
       let local = -1;
       try {
+        checkNotAborted(w);
         if (w.ring) ringOffset = await w.ring.alloc(bytes);
         local = await this.pool.alloc(bytes, w.owner, w.timeoutMs);
         const jobs = new CopyList(to - from);
@@ -113,6 +120,8 @@ export class Stager {
             const batch = singleWrite(image, w.ring.addr + ringOffset, bytes);
             descriptors += 1;
             await w.submit(batch);
+            // Written to the ring: the decode scatters it only for a room still in flight there.
+            checkNotAborted(w);
             await w.ring.scatter(ringOffset, bytes, from, to - from);
           } else {
             const batch = stagedBatch(w.set, image, from, to);
