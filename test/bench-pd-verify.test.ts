@@ -1,0 +1,23 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { spawnSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+/*
+ * The PD benchmark's verifier sees the timed bytes: one byte flipped in a decode rank's
+ * pages after a timed room fails the run (nonzero exit, the case named, `verified: false`);
+ * the run without the flip is `npm run bench:pd`, which the documented-commands test runs.
+ * Smoke sizes (TE_BENCH_QUICK).
+ */
+const root = fileURLToPath(new URL('..', import.meta.url));
+const run = (extra: string[]) => spawnSync(process.execPath, ['bench/pd.mjs', ...extra], { cwd: root, env: { ...process.env, TE_BENCH_QUICK: '1' }, encoding: 'utf8', timeout: 240_000 });
+
+test('bench/pd.mjs fails when one byte of a timed room is corrupted', () => {
+  const r = run(['--corrupt', '--json']);
+  assert.is(r.status, 1, r.stderr);
+  assert.match(r.stderr, /TP 2→4 NHD room \d+: decode rank 0 heads \[\d+, \d+\) do not hold what prefill rank 0 sent/);
+  const last = JSON.parse(r.stdout.trim().split('\n').pop()!);
+  assert.is(last.verified, false);
+});
+
+test.run();
