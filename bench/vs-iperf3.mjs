@@ -234,7 +234,7 @@ for (const plugin of plugins) {
     const verified = r.verified && matched.verified && single.verified;
     if (!verified) unverified++;
     if (met === false) missed++;
-    rows.push([plugin, caseName(c), gb(r.bytesPerSecond), Math.round(r.requestsPerSecond).toLocaleString('en'), r.p50Us.toFixed(0), r.p99Us.toFixed(0), String(n), rawText(matched), ratioText(ratio), rawText(single), ratioText(ratio1), `${gb(r.bytesPerSecond / n)} / ${gb(matched.bytesPerSecond / n)}`, streams.map((k) => (r.bytesPerSecond / iperf[k]).toFixed(2)).join('/'), target, met === undefined ? '-' : met ? 'yes' : 'NO', verified ? 'yes' : 'NO']);
+    rows.push([plugin, caseName(c), gb(r.bytesPerSecond), Math.round(r.requestsPerSecond).toLocaleString('en'), r.p50Us.toFixed(0), r.p99Us.toFixed(0), String(n), rawText(matched), ratioText(ratio), rawText(single), ratioText(ratio1), `${gb(r.bytesPerSecond / n)} / ${gb(matched.bytesPerSecond / matched.endpoints)}`, streams.map((k) => (r.bytesPerSecond / iperf[k]).toFixed(2)).join('/'), target, met === undefined ? '-' : met ? 'yes' : 'NO', verified ? 'yes' : 'NO']);
     summary.push({ plugin, case: caseName(c), threads: n, ...r, raw: matched, ratioToRaw: ratio.median, ratioToRawRange: [ratio.min, ratio.max], rawSingleThread: single, ratioToRawSingleThread: ratio1.median, ratioToIperf3: Object.fromEntries(streams.map((k) => [k, r.bytesPerSecond / iperf[k]])), target, met, verified, perRound: runs, rawPerRound: matchedRuns });
   }
 }
