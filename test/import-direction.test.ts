@@ -6,12 +6,13 @@ import { fileURLToPath } from 'node:url';
 
 /*
  * Dependencies point one way: plugins → layer packages (@te/fabric, @te/cuda) → @te/connector;
- * @te/disagg and @te/testkit → @te/connector; the CLI on top. A plugin never depends on or
+ * @te/disagg → @te/staging (its native copier, a layer that names no transport) → @te/connector;
+ * @te/testkit → @te/connector; the CLI on top. A plugin never depends on or
  * imports another plugin, and @te/connector depends on no other te package. Checked in both
  * package.json (runtime dependencies) and every source import.
  */
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const LAYERS = ['@te/fabric', '@te/cuda'];
+const LAYERS = ['@te/fabric', '@te/cuda', '@te/staging'];
 
 interface Pkg {
   name: string;
@@ -42,7 +43,7 @@ const ALLOWED: Record<Pkg['kind'], (name: string) => boolean> = {
   connector: () => false,
   layer: (n) => n === '@te/connector',
   plugin: (n) => n === '@te/connector' || LAYERS.includes(n),
-  runtime: (n) => n === '@te/connector',
+  runtime: (n) => n === '@te/connector' || n === '@te/staging',
   testkit: (n) => n === '@te/connector',
   cli: (n) => n === '@te/connector' || n === '@te/disagg',
 };

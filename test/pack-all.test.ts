@@ -24,7 +24,7 @@ function cleanEnv(): NodeJS.ProcessEnv {
   for (const k of Object.keys(env)) if (/^(TE|MC)_/.test(k)) delete env[k];
   return env;
 }
-const PACKAGES = ['packages/connector', 'packages/fabric', 'packages/cuda', 'packages/testkit', 'packages/disagg', 'packages/cli', 'plugins/mooncake-tcp', 'plugins/mooncake-rdma', 'plugins/barex', 'plugins/mooncake-intra-nvlink', 'plugins/mooncake-nvlink', 'plugins/mooncake-shm'];
+const PACKAGES = ['packages/connector', 'packages/fabric', 'packages/cuda', 'packages/testkit', 'packages/staging', 'packages/disagg', 'packages/cli', 'plugins/mooncake-tcp', 'plugins/mooncake-rdma', 'plugins/barex', 'plugins/mooncake-intra-nvlink', 'plugins/mooncake-nvlink', 'plugins/mooncake-shm'];
 
 let installed = false;
 function install(): void {
@@ -46,7 +46,7 @@ test('every package packs its build; all install together from the tarballs', ()
     assert.ok(files.some((f) => f.endsWith('.js')), `@te/${name} has no built JavaScript`);
   }
   // The addons were compiled at install in unity batches (plugin-native.mjs), the faster build.
-  for (const name of ['mooncake-tcp', 'mooncake-rdma', 'barex', 'mooncake-intra-nvlink', 'mooncake-nvlink', 'mooncake-shm']) {
+  for (const name of ['staging', 'mooncake-tcp', 'mooncake-rdma', 'barex', 'mooncake-intra-nvlink', 'mooncake-nvlink', 'mooncake-shm']) {
     const cache = readFileSync(join(work, 'node_modules', '@te', name, 'build', 'CMakeCache.txt'), 'utf8');
     assert.match(cache, /^CMAKE_UNITY_BUILD:\w+=ON$/m, `@te/${name} was not configured as a unity build`);
   }

@@ -8,7 +8,7 @@ export interface StagingOptions {
   bytes?: number;
   /** Decode: the staging ring it offers prefill ranks that must interleave slices (default 64 MiB; TE_PD_STAGING_RING_BYTES; 0: none). */
   ringBytes?: number;
-  /** Largest piece of staging one write takes (default 8 MiB, at most a quarter of the memory it comes from). */
+  /** Largest piece of staging one write takes (default 8 MiB, at most a quarter of the memory it comes from; TE_PD_STAGING_CHUNK_BYTES). */
   chunkBytes?: number;
   /** Copy threads (default: half the usable CPUs, 1 to 8). */
   threads?: number;
@@ -48,7 +48,7 @@ export function resolveStaging(options: StagingOptions = {}, env: NodeJS.Process
     bytes: checkBytes(options.bytes ?? envInt(env, 'TE_PD_STAGING_BYTES') ?? 64 * MiB, 'bytes', 4096),
     ringBytes: ring === 0 ? 0 : checkBytes(ring, 'ringBytes', 64),
     ringExplicit: given !== undefined,
-    chunkBytes: checkBytes(options.chunkBytes ?? 8 * MiB, 'chunkBytes', 4096),
+    chunkBytes: checkBytes(options.chunkBytes ?? envInt(env, 'TE_PD_STAGING_CHUNK_BYTES') ?? 8 * MiB, 'chunkBytes', 64),
     threads: options.threads,
   };
 }
