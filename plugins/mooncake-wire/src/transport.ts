@@ -201,7 +201,14 @@ export class MooncakeWireTransport implements Transport {
     const addr = this.#native.registerMemory(buffer, request.addr ?? 0n, request.length, request.remoteAccess);
     if (request.remoteAccess) {
       this.#published.set(addr, request.length);
-      await this.#publish();
+      try {
+        await this.#publish();
+      } catch (e) {
+        // Not registered at all rather than registered and unpublished: the engine rolls back too.
+        this.#published.delete(addr);
+        await this.#native.unregisterMemory(addr);
+        throw e;
+      }
     }
     return { addr, length: request.length };
   }

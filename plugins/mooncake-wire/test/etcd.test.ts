@@ -64,6 +64,27 @@ if (NO_ETCD) {
     }
     assert.equal(await etcd.keys('mooncake/'), [], 'removed when the target closes');
   });
+
+  test('etcd gone: a registration that cannot be published fails typed and leaves nothing registered', async () => {
+    const t = await wire({ listen: true, metadataServer: `etcd://${etcd.endpoint}`, handshakeTimeoutMs: 800 });
+    try {
+      await etcd.stop();
+      const buf = new Uint8Array(4096);
+      const e = await t.registerMemory({ buffer: buf, length: 4096n, device: 'cpu', remoteAccess: true }).catch((x: unknown) => x);
+      assert.ok(isTransferError(e) && e.code === 'PEER_UNREACHABLE', String(e));
+      await etcd.start();
+      // The etcd client holds back for a while after failures; the same memory must then
+      // register again (a leftover of the failed attempt would be MEMORY_OVERLAP).
+      let last: unknown;
+      for (const end = Date.now() + 20_000; Date.now() < end; await new Promise((r) => setTimeout(r, 500))) {
+        last = await t.registerMemory({ buffer: buf, length: 4096n, device: 'cpu', remoteAccess: true }).catch((x: unknown) => x);
+        if (!isTransferError(last) || last.code !== 'PEER_UNREACHABLE') break;
+      }
+      assert.ok(!isTransferError(last), `registered again: ${String(last)}`);
+    } finally {
+      await t.close();
+    }
+  });
 }
 
 test.run();
