@@ -1,7 +1,9 @@
 #include "initiator.h"
 
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 
 #include "wire.h"
@@ -14,6 +16,13 @@ std::string hex(uint64_t v) {
   char b[24];
   snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
   return b;
+}
+
+/** A kept connection with nothing to read and no end of stream: a target sends nothing unasked. */
+bool idle_and_open(int fd) {
+  uint8_t b;
+  ssize_t r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
 bool inside_one(const std::vector<std::pair<uint64_t, uint64_t>>& buffers, uint64_t addr, uint64_t len) {
@@ -211,6 +220,12 @@ void Initiator::execute(Peer& p, Lane& l, Batch& b, size_t i) {
   te::Status ls = registry_.acquire(local, len, false, lease);
   if (ls != te::TE_OK) return b.fail(i, ls, "local memory was unregistered");
   const std::string where = p.o.host + ":" + std::to_string(p.o.port);
+  if (l.fd >= 0 && !idle_and_open(l.fd)) {
+    // The target closed the kept connection while it was idle (its idle timeout, a restart):
+    // a new one, rather than a request sent into a dead socket.
+    ::close(l.fd);
+    l.fd = -1;
+  }
   if (l.fd < 0) {
     std::string err;
     auto until = std::min(b.deadline, Clock::now() + std::chrono::milliseconds(o_.connect_ms));

@@ -69,6 +69,26 @@ test("a Mooncake segment's stand-in epoch: the same for the same life and buffer
   }
 });
 
+test('a kept connection the target closed while idle is replaced, not used: the next batch succeeds', async () => {
+  const target = await wire({ listen: true, idleTimeoutMs: 200 });
+  const init = await wire({ lanesPerPeer: 1 });
+  try {
+    const { addr } = await guarded(target, 4096);
+    const src = new Uint8Array(64).fill(9);
+    const s = await init.registerMemory({ buffer: src, length: 64n, device: 'cpu', remoteAccess: false });
+    const { peer } = await init.openSegment(target.mooncakeSegment!);
+    for (const framing of ['first', 'after the idle close']) {
+      const r = await init.submit(peer, batchOf([{ op: 'write', local: s.addr, remote: addr, length: 64 }]), { timeoutMs: 3000 });
+      assert.is(r.statuses[0], 0, framing);
+      await until(() => target.stats().connectionsOpen === 0, 3000);
+    }
+    assert.is(init.stats().connectionsOpened, 2);
+  } finally {
+    await init.close();
+    await target.close();
+  }
+});
+
 test('te peers are never reached over the unauthenticated wire: te descriptors are refused and not reachable', async () => {
   const t = await wire({});
   try {
