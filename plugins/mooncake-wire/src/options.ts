@@ -117,7 +117,15 @@ export const wireOptions = {
     min: 1,
     max: 65536,
     env: 'TE_MOONCAKE_WIRE_MAX_CONNECTIONS',
-    description: 'As target: data connections held at once (each has a thread); further ones are closed at accept. The handshake listener holds at most this many too',
+    description: 'As target: data connections held at once (each has a thread); further ones are closed at accept',
+  },
+  maxHandshakeConnections: {
+    type: 'integer',
+    default: 64,
+    min: 1,
+    max: 65536,
+    env: 'TE_MOONCAKE_WIRE_MAX_HANDSHAKE_CONNECTIONS',
+    description: 'As target: handshake connections held at once (each may buffer one frame of up to 1 MiB); further ones are closed at accept',
   },
   maxConnectionsPerAddress: {
     type: 'integer',

@@ -132,7 +132,7 @@ export class MooncakeWireTransport implements Transport {
       if (endpoints) this.#etcd = await MooncakeEtcd.connect(endpoints, this.#options.clusterId ?? '', this.#options.handshakeTimeoutMs);
       if (!this.#options.listen) return;
       this.#handshake = await HandshakeServer.listen(
-        { host: this.#bind, port: this.#options.handshakePort, maxConnections: this.#options.maxConnections, timeoutMs: this.#options.handshakeTimeoutMs },
+        { host: this.#bind, port: this.#options.handshakePort, maxConnections: this.#options.maxHandshakeConnections, timeoutMs: this.#options.handshakeTimeoutMs },
         { metadata: () => this.#descriptorJson(), notify: (name, message) => this.#onNotify(name, message) },
       );
       this.#advertised = advertisedHost(this.#bind, this.#options.advertiseHost);

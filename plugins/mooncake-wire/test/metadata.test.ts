@@ -156,6 +156,23 @@ async function fakePeer(reply: (socket: import('node:net').Socket) => void): Pro
   return { server, port: (server.address() as { port: number }).port };
 }
 
+test('the handshake listener holds at most maxHandshakeConnections at once', async () => {
+  const t = await wire({ listen: true, maxHandshakeConnections: 2, handshakeTimeoutMs: 5000 });
+  try {
+    const { port } = splitSegmentName(t.mooncakeSegment!);
+    const a = await connect(port);
+    const b = await connect(port);
+    await new Promise((r) => setTimeout(r, 100));
+    const c = await connect(port);
+    assert.ok(await closed(c, 2000), 'the third is closed at once');
+    assert.ok(!a.destroyed && !b.destroyed);
+    a.destroy();
+    b.destroy();
+  } finally {
+    await t.close();
+  }
+});
+
 test('the handshake client: garbage, a reply of another type, a half reply, silence and no listener are typed errors', async () => {
   const cases: [string, (s: import('node:net').Socket) => void, string][] = [
     ['garbage', (s) => s.end(Buffer.from('HTTP/1.1 400 Bad Request\r\n\r\n')), 'BAD_FRAME'],
