@@ -58,6 +58,8 @@ const MODEL = { layers: 4, heads: 4, headBytes: 64, pageSize: 16, pages: 384, au
 const TIMEOUTS = { bootstrapMs: 8_000, waitingMs: 10_000, heartbeatMs: 500, heartbeatMaxFailures: 2, abortMs: 6_000, transferMs: 3_000 };
 // The most a room may take to end on a rank (every timeout it can run into, plus slack).
 const ROOM_END_MS = TIMEOUTS.bootstrapMs + TIMEOUTS.waitingMs + TIMEOUTS.abortMs + 10_000;
+// Pages a failed write may still land in are handed out again only after this long.
+const QUARANTINE_MS = 30_000;
 const WARMUP_MS = Math.min(15_000, DURATION_S * 150);
 const MAX_IN_FLIGHT = 48;
 const rand = prng(SEED);
@@ -101,7 +103,9 @@ class Proc {
     });
     await new Promise((resolve, reject) => {
       const t = setTimeout(() => reject(new Error(`${this.name} did not start within 60 s`)), 60_000);
+      let why = '';
       const onReady = (m) => {
+        if (m.event === 'startFailed') why = `: ${m.message}`;
         if (m.event !== 'ready') return;
         clearTimeout(t);
         child.off('message', onReady);
@@ -110,7 +114,7 @@ class Proc {
       child.on('message', onReady);
       child.once('exit', (code, signal) => {
         clearTimeout(t);
-        reject(new Error(`${this.name} exited while starting (${signal ?? code})`));
+        reject(new Error(`${this.name} exited while starting (${signal ?? code})${why}`));
       });
     });
     this.state = 'up';
@@ -240,6 +244,7 @@ const report = {
   invariantViolations: 0,
   violations: [],
   quarantinedPages: 0,
+  restartsRetriedForPort: 0,
   rssGrowthMiB: 0,
   fdGrowth: 0,
   tablesAfterLoad: {},
@@ -348,7 +353,13 @@ async function startRoom() {
     decodePages[D][G].give(dst);
     decodeAux[D][G].give(auxDst);
   } else {
+    // Held back well past every deadline (a write that lands later still is caught as wrong
+    // bytes of the room that gets these pages next).
     report.quarantinedPages += dst.length;
+    setTimeout(() => {
+      decodePages[D][G].give(dst);
+      decodeAux[D][G].give(auxDst);
+    }, QUARANTINE_MS).unref();
   }
   inFlight--;
 }
@@ -388,22 +399,36 @@ async function ecRound() {
 
 // ---------------------------------------------------------------------------- faults
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const stalled = new Set();
+// One fault at a time per process: two restarts of one rank would start two processes on
+// its port, and the one no longer tracked would serve on as a stray.
+const busy = new Set();
 
 async function restart(proc, downMs) {
+  if (busy.has(proc)) return;
+  busy.add(proc);
+  try {
+    await restartNow(proc, downMs);
+  } finally {
+    busy.delete(proc);
+  }
+}
+
+async function restartNow(proc, downMs) {
   await proc.kill();
   await sleep(downMs);
   proc.restarts++;
+  // As an orchestrator does, start it again until it stays up (a start that fails says why).
   for (let attempt = 0; ; attempt++) {
     try {
       await proc.start();
       break;
     } catch (e) {
-      if (attempt >= 5) {
+      if (attempt >= 20) {
         violation(`${proc.name} could not be restarted: ${e.message}`);
         return;
       }
-      await sleep(1_000);
+      if (/EADDRINUSE|Address already in use/.test(e.message)) report.restartsRetriedForPort++;
+      await sleep(1_500);
     }
   }
   proc.restartedAt = Date.now();
@@ -420,14 +445,14 @@ const FAULTS = [
 ];
 
 async function stall(proc, ms) {
-  if (proc.state !== 'up' || stalled.has(proc)) return;
-  stalled.add(proc);
+  if (proc.state !== 'up' || busy.has(proc)) return;
+  busy.add(proc);
   proc.state = 'stopped';
   proc.signal('SIGSTOP');
   await sleep(ms);
   proc.signal('SIGCONT');
   if (proc.state === 'stopped') proc.state = 'up';
-  stalled.delete(proc);
+  busy.delete(proc);
 }
 
 function pickFault() {
@@ -534,6 +559,7 @@ function print() {
   console.log(`room latency (decode, Success): p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, max ${r.latencyMs.max} ms`);
   console.log(`faults: ${r.faultsInjected} ${JSON.stringify(r.faultsByKind)}; rank outcomes lost to kills: ${r.rankOutcomesLostToKills}; decode Success the prefill could not deliver (documented): ${r.successUndelivered}; decode aborts after the prefill's Success: ${r.abortedAfterPrefillSuccess}`);
   console.log(`EC: ${r.ec.items} items, ${r.ec.loaded} loaded, ${r.ec.failed} failed ${JSON.stringify(r.ec.failedByCause)}`);
+  if (r.restartsRetriedForPort) console.log(`restarts retried because the control port was still taken: ${r.restartsRetriedForPort}`);
   console.log(`wrong bytes: ${r.wrongBytes}; quarantined pages (pagesMayBeWritten): ${r.quarantinedPages}; RSS growth (max per process): ${r.rssGrowthMiB} MiB; descriptor growth: ${r.fdGrowth}`);
   console.log(`invariant violations: ${r.invariantViolations}`);
   for (const v of r.violations) console.log(`  - ${v}`);

@@ -37,7 +37,13 @@ if (spec.role === 'bootstrap') {
   });
   send({ event: 'ready', port: server.port });
 } else {
-  await rank();
+  try {
+    await rank();
+  } catch (e) {
+    // The driver retries a restart whose port is still taken; it needs to know why it failed.
+    send({ event: 'startFailed', message: `${errorOf(e).code}: ${errorOf(e).message}` });
+    setTimeout(() => process.exit(1), 100);
+  }
 }
 
 async function rank() {
