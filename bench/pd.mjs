@@ -35,6 +35,8 @@ const { values: args } = parseArgs({
     json: { type: 'boolean', default: false },
     // Test hook: flip one byte of a decode rank's pages after the first timed room (the run must fail).
     corrupt: { type: 'boolean', default: false },
+    // Run only these cases (comma-separated): tp2, nhd, hnd, nhd-token, reverse, reverse-token, overhead.
+    only: { type: 'string' },
     rank: { type: 'string' },
   },
 });
@@ -339,22 +341,24 @@ const line = (label, r, target) => r && log(`${label}: PD ${gb(r.pd)} GB/s, raw 
 
 // With --corrupt only the staged TP 2→4 case runs: the test needs to see its verifier fail, not the rest.
 const skip = async () => undefined;
-const eq = await caseOf('TP 2→2', () => (args.corrupt ? skip() : layoutRun(2, 2)));
+const only = args.corrupt ? new Set(['nhd']) : args.only ? new Set(args.only.split(',')) : undefined;
+const want = (id, fn) => (only && !only.has(id) ? skip : fn);
+const eq = await caseOf('TP 2→2', want('tp2', () => layoutRun(2, 2)));
 line('TP 2→2', eq, '0.9');
-const het = await caseOf('TP 2→4 NHD', () => layoutRun(2, 4));
+const het = await caseOf('TP 2→4 NHD', want('nhd', () => layoutRun(2, 4)));
 line('TP 2→4, NHD, head slices gathered in prefill staging', het, '0.8');
-const hnd = await caseOf('TP 2→4 HND', () => (args.corrupt ? skip() : layoutRun(2, 4, { pageLayout: 'HND' })));
+const hnd = await caseOf('TP 2→4 HND', want('hnd', () => layoutRun(2, 4, { pageLayout: 'HND' })));
 line('TP 2→4, HND, one range per page per layer', hnd, '0.9');
-const perTok = await caseOf('TP 2→4 per token', () => (args.corrupt ? skip() : layoutRun(2, 4, { staging: false, rooms: 1 })));
+const perTok = await caseOf('TP 2→4 per token', want('nhd-token', () => layoutRun(2, 4, { staging: false, rooms: 1 })));
 line('TP 2→4, NHD, per-token path (staging off)', perTok);
-const rev = await caseOf('TP 4→2 NHD', () => (args.corrupt ? skip() : layoutRun(4, 2)));
+const rev = await caseOf('TP 4→2 NHD', want('reverse', () => layoutRun(4, 2)));
 line('TP 4→2, NHD, staged on the decode ring and scattered there', rev, '0.8');
-const revTok = await caseOf('TP 4→2 per token', () => (args.corrupt ? skip() : layoutRun(4, 2, { staging: false, rooms: 1 })));
+const revTok = await caseOf('TP 4→2 per token', want('reverse-token', () => layoutRun(4, 2, { staging: false, rooms: 1 })));
 line('TP 4→2, NHD, per-token path (staging off)', revTok);
-const oh = await caseOf('overhead', () => (args.corrupt ? skip() : overhead()));
+const oh = await caseOf('overhead', want('overhead', overhead));
 if (oh) log(`1-page request (${(oh.onePageBytes / 1024).toFixed(0)} KiB), send() → decode Success over ${args.requests} requests: p50 ${oh.p50Us.toFixed(0)} µs, p99 ${oh.p99Us.toFixed(0)} µs`);
 
-const ran = args.corrupt ? [het] : [eq, het, hnd, perTok, rev, revTok];
+const ran = [eq, het, hnd, perTok, rev, revTok].filter((_, i) => !only || only.has(['tp2', 'nhd', 'hnd', 'nhd-token', 'reverse', 'reverse-token'][i]));
 const staging = [het, rev];
 if (staging.some((r) => r && (r.staged === 0 || r.fallbacks > 0))) failures.push('a staging case did not go through staging');
 log(`cases verified: ${ran.filter(Boolean).length} of ${ran.length}`);
