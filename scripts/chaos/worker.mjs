@@ -7,7 +7,7 @@
 // every byte of a room that succeeded, and keeps a digest of a failed room's pages so
 // the driver can ask later whether they changed.
 import { createHash } from 'node:crypto';
-import { readdirSync } from 'node:fs';
+import { readdirSync, readlinkSync } from 'node:fs';
 import { KVStatus, createTransferEngine, isTransferError } from '@te/connector';
 import { BootstrapServer, createECConsumer, createECProducer, createKVManager } from '@te/disagg';
 import { fillSeeded, pageSeed, wrongBytes } from './pattern.mjs';
@@ -21,18 +21,28 @@ function errorOf(e) {
   return { code: isTransferError(e) ? e.code : 'Error', message: String(e?.message ?? e).slice(0, 400), room: typeof room === 'bigint' ? room.toString() : undefined, pagesMayBeWritten: e?.details?.pagesMayBeWritten === true };
 }
 
+/** Open descriptors, and how many of them are sockets (those follow the peers that are up). */
 function fds() {
   try {
-    return readdirSync('/proc/self/fd').length;
+    const list = readdirSync('/proc/self/fd');
+    let sockets = 0;
+    for (const f of list) {
+      try {
+        if (readlinkSync(`/proc/self/fd/${f}`).startsWith('socket:')) sockets++;
+      } catch {
+        // closed meanwhile (the listing's own descriptor)
+      }
+    }
+    return { fds: list.length, socketFds: sockets };
   } catch {
-    return -1;
+    return { fds: -1, socketFds: -1 };
   }
 }
 
 if (spec.role === 'bootstrap') {
   const server = await BootstrapServer.start({ host: spec.host, port: spec.port });
   process.on('message', (m) => {
-    if (m.op === 'sample') send({ id: m.id, ok: true, value: { rss: process.memoryUsage().rss, fds: fds(), tables: {} } });
+    if (m.op === 'sample') send({ id: m.id, ok: true, value: { rss: process.memoryUsage().rss, ...fds(), tables: {} } });
     else if (m.op === 'close') void server.close().then(() => process.exit(0));
   });
   send({ event: 'ready', port: server.port });
@@ -213,7 +223,7 @@ async function rank() {
         if (n !== undefined) tables[name] = n;
       }
       if (producer) tables.ecPool = producer.pool.count;
-      return { rss: process.memoryUsage().rss, fds: fds(), tables };
+      return { rss: process.memoryUsage().rss, ...fds(), tables };
     },
     async close() {
       await producer?.close();
