@@ -78,7 +78,8 @@ if (NO_ETCD) {
     const pe = await engine(prefix);
     const de = await engine(prefix);
     const pm = await allocateRank(pe, MODEL, LAYOUT);
-    const dm = await allocateRank(de, { ...MODEL, pageSize: 8 }, LAYOUT);
+    // 6 tokens: not a whole number of the prefill's 4-token pages (a multiple would be accepted).
+    const dm = await allocateRank(de, { ...MODEL, pageSize: 6 }, LAYOUT);
     const port = await freePort();
     const prefill = await createKVManager({ role: 'prefill', engine: pe, layout: LAYOUT, buffers: pm.buffers, bootstrapHost: '127.0.0.1', bootstrapPort: port, bootstrapStore: 'etcd', timeouts });
     closers.push(() => prefill.close());
@@ -89,7 +90,7 @@ if (NO_ETCD) {
     } catch (e) {
       assert.ok(isTransferError(e));
       assert.is((e as { code: string }).code, 'LAYOUT_MISMATCH');
-      assert.match((e as Error).message, 'decode has page_size=8, prefill has page_size=4');
+      assert.match((e as Error).message, 'decode has page_size=6, prefill has page_size=4');
     }
     assert.ok(await directory.health(1000), 'the instance is alive');
     await prefill.close();
