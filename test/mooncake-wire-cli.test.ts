@@ -7,7 +7,11 @@ import { spawn, spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { ControlClient, batchOf } from '@te/connector';
 import { runInitiator, startTarget, unavailable } from '../plugins/mooncake-wire/test/mooncake-bin.js';
+import { wire } from '../plugins/mooncake-wire/test/helpers.js';
+// @ts-expect-error plain ES module without types (the benchmark's own helper)
+import { checkTargetHolds } from '../bench/lib/mooncake-verify.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const te = join(root, 'packages', 'cli', 'bin', 'te.js');
@@ -31,6 +35,38 @@ test('te bench --loopback --wire mooncake --verify: te into te over the Mooncake
     assert.is(r.result.plugin, 'mooncake-wire');
     assert.is(r.result.op, op);
     assert.ok(r.result.verified && r.result.bytes > 0);
+  }
+});
+
+test("the interop bench's verifier fails on one corrupted byte in the te target's range", async () => {
+  const child = spawn(process.execPath, [te, 'bench', '--mode', 'target', '--wire', 'mooncake', '--bytes', '1MiB', '--exit-with-parent'], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const control = { close: () => undefined } as { close(): void; request?: unknown };
+  try {
+    const ready = await new Promise<{ ready: string; segment: string }>((resolve, reject) => {
+      createInterface({ input: child.stdout! }).once('line', (l) => resolve(JSON.parse(l)));
+      child.once('exit', (c) => reject(new Error(`target exited ${c}`)));
+    });
+    const c = new ControlClient(ready.segment);
+    control.close = () => c.close();
+    const init = await wire({});
+    try {
+      const zeros = new Uint8Array(4096);
+      const z = await init.registerMemory({ buffer: zeros, length: 4096n, device: 'cpu', remoteAccess: false });
+      const { descriptor, peer } = await init.openSegment(ready.ready);
+      const base = descriptor.buffers[0]!.addr;
+      await init.submit(peer, batchOf([{ op: 'write', local: z.addr, remote: base, length: 4096 }]), { timeoutMs: 5000 });
+      await checkTargetHolds(c, new Uint8Array(4096), 'zeros written');
+      zeros[1234] = 1;
+      await init.submit(peer, batchOf([{ op: 'write', local: z.addr, remote: base, length: 4096 }]), { timeoutMs: 5000 });
+      const err = await checkTargetHolds(c, new Uint8Array(4096), 'one byte corrupted').catch((e: unknown) => e);
+      assert.match(String(err), /verification failed: one byte corrupted/);
+    } finally {
+      await init.close();
+    }
+  } finally {
+    control.close();
+    child.stdin!.end();
+    await new Promise((r) => child.once('exit', r));
   }
 });
 
