@@ -11,8 +11,8 @@ mkdir -p "$out"
 flags="-std=c++17 -O1 -g -Wall -Wextra -Wno-unused-parameter -DTE_HAVE_CUDA=0 -pthread"
 [ "$mode" = tsan ] && flags="$flags -fsanitize=thread"
 layer="$here/src/copy_engine.cpp $here/src/copy_runtime.cpp $here/src/cuda_transport.cpp $here/src/errors.cpp
-  $here/src/device.cpp $here/src/driver.cpp $core/src/status.cpp $core/src/memory_registry.cpp"
-for t in copy_engine_test slow_peer_test; do
+  $here/src/device.cpp $here/src/driver.cpp $here/src/event_waiter.cpp $core/src/status.cpp $core/src/memory_registry.cpp"
+for t in copy_engine_test slow_peer_test event_waiter_test; do
   ${CXX:-g++} $flags -I"$here/include" -I"$core/include" -I"$core/test" "$here/test/$t.cpp" $layer -o "$out/$t" -ldl
   TSAN_OPTIONS="halt_on_error=1 exitcode=66 ${TSAN_OPTIONS:-}" "$out/$t"
 done

@@ -5,3 +5,4 @@ export { probeCuda } from './probe.js';
 export { localEndpoint, parseEndpoint, parseAttrs, peerInfoOf, sameMachine, bootId, type CudaEndpoint, type CudaBufferAttrs } from './descriptor.js';
 export type * from './native-types.js';
 export { deviceMemoryOf, type DeviceMemory } from './device-memory.js';
+export { cudaEventsOf, type CudaEvents } from './events.js';

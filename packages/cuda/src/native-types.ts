@@ -97,12 +97,20 @@ export interface NativeDeviceMemory {
   baselineCopy(device: number, dst: bigint, src: bigint, bytes: bigint, iterations: number): number;
 }
 
+/** CUDA events settled off the JS thread (native/cuda/include/te/cuda/napi_events.h). */
+export interface NativeCudaEvents {
+  /** Records an event on `stream` of cuda:`device` now; settles once the GPU has passed it. */
+  record(device: number, stream: bigint): Promise<void>;
+  pending(): number;
+}
+
 export interface NativeCudaModule {
   CudaTransport: new (options: { streamsPerDevice: number; sliceBytes: number; [backendOption: string]: string | number }, callbacks: NativeCallbacks) => NativeCudaTransport;
   probe(): NativeProbe;
   setErrorFactory(factory: (status: number, message: string) => Error): void;
   statusName(status: number): string;
   deviceMemory: NativeDeviceMemory;
+  events: NativeCudaEvents;
   builtWithCuda: boolean;
   backend: string;
 }

@@ -13,6 +13,7 @@
 #include "te/cuda/cuda_transport.h"
 #include "te/cuda/device.h"
 #include "te/cuda/memory_tools.h"
+#include "te/cuda/napi_events.h"
 #include "te/napi/transport_wrap.h"
 
 namespace te::cuda::napi {
@@ -248,6 +249,7 @@ void init(Napi::Env env, Napi::Object exports) {
   mem.Set("memset", Napi::Function::New(env, Memset));
   mem.Set("baselineCopy", Napi::Function::New(env, BaselineCopy));
   exports.Set("deviceMemory", mem);
+  EventsBinding::init(env, exports);
 #if TE_HAVE_CUDA
   exports.Set("builtWithCuda", Napi::Boolean::New(env, true));
 #else
