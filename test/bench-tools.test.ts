@@ -1,8 +1,11 @@
-// The benchmark tools refuse bad arguments before measuring anything, and the MSG_ZEROCOPY
+// The benchmark tools refuse bad arguments before measuring anything, npm run bench matches
+// its baselines to te and closes with its two judged lines, and the MSG_ZEROCOPY
 // comparison (bench/tcp-zerocopy) moves bytes in both of its modes.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 // @ts-expect-error plain ES module without types (the benchmarks' own helper)
@@ -15,6 +18,30 @@ test('bench/vs-iperf3.mjs: --rounds outside 1..20 or not an integer exits 2 with
     const r = spawnSync(process.execPath, [join(root, 'bench', 'vs-iperf3.mjs'), '--rounds', rounds], { encoding: 'utf8', timeout: 30_000 });
     assert.is(r.status, 2, `--rounds ${rounds}: ${r.stderr}`);
     assert.match(r.stderr, /--rounds must be an integer from 1 to 20/);
+  }
+});
+
+test('bench/vs-iperf3.mjs: raw libfabric gets te\'s threads and grouping, and the report closes with targets met and cases verified', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'te-vs-'));
+  try {
+    const json = join(dir, 'out.json');
+    const r = spawnSync(process.execPath, [join(root, 'bench', 'vs-iperf3.mjs'), '--plugin', 'mooncake-tcp', '--json', json], { encoding: 'utf8', timeout: 600_000, env: { ...process.env, TE_BENCH_QUICK: '1' } });
+    assert.is(r.status, 0, r.stderr);
+    assert.match(r.stdout, /\ntargets met: \d+ of \d+/);
+    assert.match(r.stdout, /\ncases verified: (\d+) of \1\n/);
+    const out = JSON.parse(readFileSync(json, 'utf8'));
+    assert.ok(out.threads['mooncake-tcp'] >= 1 && out.threads['mooncake-shm'] >= 1, JSON.stringify(out.threads));
+    for (const c of out.results.filter((x: { plugin: string }) => x.plugin === 'mooncake-tcp')) {
+      // The baseline ran with te's endpoints (or one, where one did better), grouped as te or by one, verified.
+      assert.is(c.threads, out.threads['mooncake-tcp']);
+      assert.ok([1, c.threads].includes(c.raw.endpoints), JSON.stringify(c.raw));
+      assert.ok(c.raw.iov === 1 || c.raw.iov === Math.min(4, Math.floor(1048576 / c.blockSize)), JSON.stringify(c.raw));
+      assert.ok(c.raw.swept >= 1 && c.raw.verified === true && c.verified === true);
+      assert.is(c.rawSingleThread.endpoints, 1);
+    }
+    for (const row of out.sameHost.rows) assert.is(row.copyThreads, out.threads['mooncake-shm']);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 
