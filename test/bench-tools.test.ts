@@ -13,11 +13,16 @@ import { buildCBench } from '../bench/lib/c-bench.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 
-test('bench/vs-iperf3.mjs: --rounds outside 1..20 or not an integer exits 2 with a message', () => {
+test('bench/vs-iperf3.mjs: --rounds outside 1..20 or not an integer, or a duration that is not positive, exits 2 with a message', () => {
   for (const rounds of ['0', '21', '2.5', 'many']) {
     const r = spawnSync(process.execPath, [join(root, 'bench', 'vs-iperf3.mjs'), '--rounds', rounds], { encoding: 'utf8', timeout: 30_000 });
     assert.is(r.status, 2, `--rounds ${rounds}: ${r.stderr}`);
     assert.match(r.stderr, /--rounds must be an integer from 1 to 20/);
+  }
+  for (const [flag, value] of [['--duration', '0'], ['--sweep-seconds', 'soon'], ['--duration', '-1']]) {
+    const r = spawnSync(process.execPath, [join(root, 'bench', 'vs-iperf3.mjs'), `${flag}=${value}`], { encoding: 'utf8', timeout: 30_000 });
+    assert.is(r.status, 2, `${flag} ${value}: ${r.stderr}`);
+    assert.match(r.stderr, new RegExp(`${flag} must be a positive number of seconds`));
   }
 });
 
