@@ -9,9 +9,13 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 cd "$root"
 b=test/gpu/build
 
-echo "== building @te/connector, @te/cuda, @te/mooncake-intra-nvlink, @te/mooncake-nvlink, @te/mooncake-tcp"
+echo "== building @te/connector, @te/cuda, @te/testkit, @te/staging, @te/disagg, @te/mooncake-intra-nvlink, @te/mooncake-nvlink, @te/mooncake-tcp"
 (cd packages/connector && npm run build --silent)
 (cd packages/cuda && npm run build --silent)
+# The runtime suite (test/gpu/runtime.ts) runs the PD and EC runtime from the packed dist folders.
+(cd packages/testkit && npm run build --silent)
+(cd packages/staging && npm run build --silent)
+(cd packages/disagg && npm run build --silent)
 (cd plugins/mooncake-intra-nvlink && npm run build --silent)
 (cd plugins/mooncake-nvlink && npm run build --silent)
 (cd plugins/mooncake-tcp && npm run build --silent)
@@ -56,7 +60,7 @@ echo "== the runtime for the GPU test suites and the loopback bench (test/gpu/be
 # shellcheck disable=SC2046
 tar -cJf .gpu/runtime.tar.xz --exclude='node_modules/zeromq/build/darwin' --exclude='node_modules/zeromq/build/win32' \
   --exclude='node_modules/zeromq/build/linux/arm*' --exclude='*musl*' --exclude='*.map' \
-  $(node test/gpu/runtime-files.mjs) $(ls -d packages/*/dist plugins/*/dist plugins/*/build/Release/*.node) \
+  $(node test/gpu/runtime-files.mjs) $(ls -d packages/*/dist plugins/*/dist plugins/*/build/Release/*.node packages/*/build/Release/*.node) \
   $(node -e "import('./bench/lib/raw-fabric.mjs').then((m) => console.log(require('path').relative(process.cwd(), m.buildRawFabric())))")
 libs=$(mktemp -d)
 for bin in plugins/mooncake-rdma/build/Release/te_mooncake_rdma.node "$(command -v iperf3 || true)"; do
@@ -83,5 +87,6 @@ du -sh "$b" .gpu/node.tar.xz .gpu/runtime.tar.xz .gpu/libs.tar.xz
 cat <<MSG
 == ready. On the GPU machine, with ".gpu" and "test/gpu/build" copied along, run:
    tar -C / -xJf .gpu/node.tar.xz && export PATH=/usr/bin:\$PATH && bash test/gpu/run.sh
+   (the transport harness, then the runtime suite with the KV in CUDA memory: test/gpu/runtime.ts)
    then, for the GPU test suites and the loopback bench on that machine: bash test/gpu/bench.sh
 MSG

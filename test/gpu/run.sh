@@ -8,6 +8,9 @@
 #   TE_GPU_REBUILD=1        rebuild the addons here with cmake + nvcc's toolkit first
 #   TE_GPU_PLUGINS=a,b      only these plugins (mooncake-intra-nvlink, mooncake-nvlink, mooncake-tcp)
 #   TE_GPU_MAX_BYTES=N      largest transfer (default 1 GiB)
+#   TE_GPU_RUNTIME=0        skip the runtime suite (test/gpu/runtime.ts: PD, layerwise, EC with
+#                           the KV in CUDA memory; needs .gpu/runtime.tar.xz from prepare.sh)
+#   TE_GPU_RUNTIME_CONNECTORS=a,b   its TP 1→1 connectors (default all three)
 # Exit: 0 all passed, 1 a check failed, 2 no usable GPU, 3 not prepared.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -60,4 +63,16 @@ fi
 node "$b/harness.mjs"
 rc=$?
 echo "== harness exit $rc (0 ok, 1 check failed, 2 no GPU); results: $OUT/gpu-results.json"
+[ $rc -eq 2 ] && exit 2
+
+if [ "${TE_GPU_RUNTIME:-1}" != 0 ]; then
+  # The runtime suite needs the control plane (zeromq) and tsx: the packed node_modules.
+  [ -f .gpu/runtime.tar.xz ] || { echo ".gpu/runtime.tar.xz missing: run test/gpu/prepare.sh on the build machine and carry .gpu"; exit 3; }
+  tar -xJf .gpu/runtime.tar.xz
+  echo "== runtime suite (KV in CUDA memory): node --import tsx test/gpu/runtime.ts"
+  node --import tsx test/gpu/runtime.ts
+  rrc=$?
+  echo "== runtime suite exit $rrc (0 ok, 1 check failed, 2 no GPU); results: $OUT/runtime-results.json"
+  [ $rc -eq 0 ] && rc=$rrc
+fi
 exit $rc
