@@ -71,7 +71,6 @@ export class FakeTransport implements Transport {
 
   /** Closing a peer fails the batches still using it, as tearing down a real connection does. */
   async closePeer(peer: TransportPeer): Promise<void> {
-    this.faults.notePeerClosed(peer.segment);
     const set = this.inFlight.get(peer as FakePeer);
     if (!set) return;
     this.inFlight.delete(peer as FakePeer);

@@ -37,7 +37,6 @@ export class FakeFaults {
   batches = 0;
   private readonly dropListeners = new Set<(segment: string) => void>();
   private readonly batchWaiters = new Set<() => void>();
-  private readonly closeWaiters = new Set<(segment: string) => void>();
 
   /** @internal A batch was submitted (counted in `batches`). */
   countBatch(): number {
@@ -56,23 +55,6 @@ export class FakeFaults {
         resolve();
       };
       this.batchWaiters.add(check);
-    });
-  }
-
-  /** @internal A transport closed its peer `segment` (closePeer). */
-  notePeerClosed(segment: string): void {
-    for (const w of [...this.closeWaiters]) w(segment);
-  }
-
-  /** Resolves when a transport next closes its peer `segment` (as the engine does when it forgets one). */
-  untilPeerClosed(segment: string): Promise<void> {
-    return new Promise((resolve) => {
-      const check = (s: string): void => {
-        if (s !== segment) return;
-        this.closeWaiters.delete(check);
-        resolve();
-      };
-      this.closeWaiters.add(check);
     });
   }
 
