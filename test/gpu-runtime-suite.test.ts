@@ -46,12 +46,13 @@ test('host rehearsal: every case of the suite passes with the KV in host memory,
   assert.is(r.status, 0, r.output);
   assert.equal(r.results.failures, [], r.output);
   const names: string[] = r.results.checks.map((c: { name: string }) => c.name);
-  for (const part of ['PD mooncake-tcp TP 1→1: room 1', 'PD mooncake-tcp TP 2→4: room 3', 'layerwise mooncake-tcp', 'restarted decode', 'abort mid-transfer (mooncake-tcp): both sides end failed', 'finds one flipped byte']) {
+  for (const part of ['PD mooncake-tcp TP 1→1: room 1', 'PD mooncake-tcp TP 2→4: room 3', 'layerwise mooncake-tcp', 'restarted decode', 'abort mid-transfer (mooncake-tcp): both sides end failed', 'finds one flipped byte', 'copy mooncake-tcp h2d 1048576 B: the bytes landed']) {
     assert.ok(names.some((n) => n.includes(part)), `no check "${part}" in:\n${names.join('\n')}`);
   }
   assert.ok(r.results.checks.every((c: { ok: boolean }) => c.ok));
   assert.type(r.results.figures['pd mooncake-tcp'].ratio, 'number');
   assert.type(r.results.figures.layerwise.hiddenShare, 'number');
+  assert.is(r.results.figures['copy mooncake-tcp'].rows.length, 6);
 });
 
 test.run();

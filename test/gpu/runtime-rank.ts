@@ -5,11 +5,13 @@
  * is a function of (room, layer, K/V, global head, token, byte), so a decode checks what
  * landed, on the host, after copying its device memory back, whatever the prefill TP was.
  */
+import { createHash, randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { KVStatus, batchOf, createTransferEngine, isTransferError, type KVBuffers, type KVSender, type KVReceiver, type ParallelLayout, type TransferEngine } from '@te/connector';
 import { createKVManager, type DisaggKVManager } from '@te/disagg';
 import { addonLoader, cudaEventsOf, type DeviceMemory, type NativeCudaModule } from '@te/cuda';
 import { deviceMemory as intraMemory } from '@te/mooncake-intra-nvlink';
+import { allocateFabricMemory, deviceMemory as nvlinkMemory, freeFabricMemory } from '@te/mooncake-nvlink';
 import { deviceMemory as tcpMemory } from '@te/mooncake-tcp';
 
 export interface RankSpec {
@@ -26,6 +28,8 @@ export interface RankSpec {
    * own logic on a machine without a GPU, nothing of the GPU path.
    */
   host?: boolean;
+  /** Bytes of the copy benchmark's scratch regions (one in device memory, one in host memory). */
+  scratchBytes: number;
 }
 
 export interface Model {
@@ -65,7 +69,26 @@ const rowBytes = headsHere * m.headBytes; // one token of one layer (NHD: [token
 const itemBytes = m.pageSize * rowBytes;
 const bufferBytes = itemBytes * m.pages;
 const nKv = 2 * m.layers;
-let memory: DeviceMemory = spec.connector === 'mooncake-tcp' ? (tcpMemory as unknown as DeviceMemory) : intraMemory;
+/**
+ * mooncake-tcp's own device helpers (its addon carries its own static cudart; cudaMalloc
+ * memory lives in the device's primary context, which every runtime in the process shares);
+ * it has no baseline copy: intra-nvlink's cudaMemcpyAsync stands in.
+ */
+const tcpDevice: DeviceMemory = {
+  alloc: (bytes, device) => tcpMemory.alloc(bytes, device),
+  free: (addr, device) => tcpMemory.free(addr, device),
+  write: (addr, data, device) => tcpMemory.write(addr, data, device),
+  read: (addr, length, device) => tcpMemory.read(addr, length, device),
+  fill: (addr, value, bytes, device) => tcpMemory.fill(addr, value & 0xff, bytes, device),
+  baselineCopy: (dst, src, bytes, iterations, device) => intraMemory.baselineCopy(dst, src, bytes, iterations, device),
+};
+/** mooncake-nvlink moves cuMem (VMM) allocations only: its fabric allocator with posix-fd handles. */
+const nvlinkDevice: DeviceMemory = {
+  ...nvlinkMemory,
+  alloc: (bytes) => allocateFabricMemory(bytes, { handleType: 'posix-fd' }).addr,
+  free: (addr) => freeFabricMemory(addr),
+};
+let memory: DeviceMemory = spec.connector === 'mooncake-tcp' ? tcpDevice : spec.connector === 'mooncake-nvlink' ? nvlinkDevice : intraMemory;
 const cudaEvents = cudaEventsOf(
   addonLoader<NativeCudaModule>({ plugin: 'mooncake-intra-nvlink', pkg: '@te/mooncake-intra-nvlink', addon: 'te_mooncake_intra_nvlink.node', envVar: 'TE_MOONCAKE_INTRA_NVLINK_ADDON', root: join(root, 'plugins', 'mooncake-intra-nvlink') }),
   'mooncake-intra-nvlink',
@@ -82,13 +105,20 @@ function hostMemory(base: bigint, view: Uint8Array): DeviceMemory {
     write: (addr, data) => view.set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength), at(addr)),
     read: (addr, length) => view.slice(at(addr), at(addr) + length),
     fill: (addr, value, bytes) => view.fill(value, at(addr), at(addr) + Number(bytes)),
-    baselineCopy: () => 0,
+    baselineCopy: (dst, src, bytes, iterations = 10) => {
+      const started = performance.now();
+      for (let k = 0; k < iterations; k++) view.copyWithin(at(dst), at(src), at(src) + Number(bytes));
+      return (performance.now() - started) / 1e3 / iterations;
+    },
   };
 }
 
 let engine: TransferEngine;
 let manager: DisaggKVManager;
 let kvBase = 0n;
+/** The copy benchmark's registered regions: device (as the KV) and host. */
+let scratch = 0n;
+let hostScratch: { addr: bigint; view: Uint8Array };
 let auxView: Uint8Array;
 let buffers: KVBuffers;
 const rooms = new Map<string, { sender?: KVSender; receiver?: KVReceiver }>();
@@ -262,13 +292,49 @@ const ops: Record<string, (a: any) => Promise<unknown>> = {
     for (let k = 0; k < a.iterations; k++) await engine.transfer(a.segment, batch);
     return { ms: (performance.now() - started) / a.iterations, bytes: reqs.length * itemBytes };
   },
+  /**
+   * Prefill: one copy size of the benchmark. `d2d`: this device scratch → the decode's, over
+   * the connector, against a same-process cudaMemcpyAsync device → device of the same size
+   * (CUDA events). `h2d`: this host scratch → the decode's device scratch, against a
+   * synchronous cudaMemcpy host → device from the same host memory. Returns mean ms of each
+   * and the SHA-256 of the bytes sent, which the decode's scratch must then hold.
+   */
+  async copy(a: { kind: 'd2d' | 'h2d'; size: number; iterations: number; segment: string; remoteScratch: string }) {
+    const bytes = randomBytes(a.size);
+    memory.write(scratch, bytes, 0);
+    hostScratch.view.set(bytes);
+    const local = a.kind === 'd2d' ? scratch : hostScratch.addr;
+    const batch = batchOf([{ op: 'write', local, remote: BigInt(a.remoteScratch), length: a.size }]);
+    await engine.transfer(a.segment, batch); // warm
+    let started = performance.now();
+    for (let k = 0; k < a.iterations; k++) await engine.transfer(a.segment, batch);
+    const ms = (performance.now() - started) / a.iterations;
+    let baselineMs: number;
+    if (a.kind === 'd2d') {
+      baselineMs = memory.baselineCopy(kvBase, scratch, BigInt(a.size), a.iterations, 0) * 1e3;
+    } else {
+      const from = hostScratch.view.subarray(0, a.size);
+      memory.write(kvBase, from, 0); // warm
+      started = performance.now();
+      for (let k = 0; k < a.iterations; k++) memory.write(kvBase, from, 0);
+      baselineMs = (performance.now() - started) / a.iterations;
+    }
+    return { ms, baselineMs, digest: createHash('sha256').update(bytes).digest('hex') };
+  },
+  /** Decode: SHA-256 of the first `length` bytes of the device scratch, then zeroes them when asked. */
+  async scratch(a: { length: number; clear?: boolean }) {
+    const digest = createHash('sha256').update(memory.read(scratch, a.length, 0)).digest('hex');
+    if (a.clear) memory.fill(scratch, 0, BigInt(a.length), 0);
+    return { digest };
+  },
   async info() {
-    return { segment: engine.segmentName, kvBase: kvBase.toString(), bytesPerPage: nKv * itemBytes };
+    return { segment: engine.segmentName, kvBase: kvBase.toString(), bytesPerPage: nKv * itemBytes, scratch: scratch.toString() };
   },
   async close() {
     await manager.close();
     await engine.close();
     memory.free(kvBase, 0);
+    if (!spec.host) memory.free(scratch, 0);
     setImmediate(() => process.exit(0));
     return true;
   },
@@ -287,9 +353,15 @@ try {
   const config = { connector: spec.connector, transports, bindAddress: '127.0.0.1', ...(spec.connector === 'mooncake-nvlink' ? { transportOptions: { 'mooncake-nvlink': { handleType: 'posix-fd' } } } : {}) };
   engine = await createTransferEngine(config as Parameters<typeof createTransferEngine>[0]);
   if (spec.host) {
-    const kv = await engine.allocateMemory(nKv * bufferBytes);
-    memory = hostMemory(kv.addr, kv.buffer!);
+    const region = await engine.allocateMemory(nKv * bufferBytes + spec.scratchBytes);
+    memory = hostMemory(region.addr, region.buffer!);
+    scratch = region.addr + BigInt(nKv * bufferBytes);
+  } else {
+    scratch = memory.alloc(BigInt(spec.scratchBytes), 0);
+    await engine.registerMemory({ addr: scratch, length: BigInt(spec.scratchBytes), device: 'cuda:0' });
   }
+  const hs = await engine.allocateMemory(spec.scratchBytes);
+  hostScratch = { addr: hs.addr, view: hs.buffer! };
   kvBase = memory.alloc(BigInt(nKv * bufferBytes), 0);
   memory.fill(kvBase, SENTINEL, BigInt(nKv * bufferBytes), 0);
   const aux = await engine.allocateMemory(m.auxSlots * m.auxBytes);

@@ -41,6 +41,9 @@ const MODEL: Model = { layers: 8, heads: 8, headBytes: 256, pageSize: 16, pages:
 /** Pages of the throughput room: 256 pages × 512 KiB = 128 MiB (host rehearsal: 32 pages). */
 const BENCH_PAGES = HOST ? 32 : 256;
 const CALL_MS = 120_000;
+/** Copy benchmark sizes: 4 KiB … 64 MiB (host rehearsal: up to 1 MiB). */
+const COPY_SIZES = [4 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20].filter((x) => x <= (HOST ? 1 << 20 : 64 << 20));
+const SCRATCH = Math.max(...COPY_SIZES);
 
 interface Results {
   device: unknown;
@@ -141,7 +144,7 @@ function rooms(room: number, first: number, n: number, auxSlot: number): { prefi
 
 async function startPD(connector: RankSpec['connector'], tpP: number, tpD: number, layerwise = false) {
   const port = await freePort();
-  const base = { connector, bootstrapPort: port, layerwise, model: MODEL, host: HOST };
+  const base = { connector, bootstrapPort: port, layerwise, model: MODEL, host: HOST, scratchBytes: SCRATCH };
   // Prefill rank 0 serves the bootstrap: start the prefills first.
   const prefills = await Promise.all(Array.from({ length: tpP }, (_, r) => spawnRank({ ...base, role: 'prefill', tp: tpP, tpRank: r })));
   const decodes = await Promise.all(Array.from({ length: tpD }, (_, r) => spawnRank({ ...base, role: 'decode', tp: tpD, tpRank: r })));
@@ -171,10 +174,11 @@ async function pdCase(connector: RankSpec['connector'], tpP: number, tpD: number
       const r = rooms(200, 0, BENCH_PAGES, 10);
       const x = await moveRoom(pd, r);
       roomOk(`${name}: ${BENCH_PAGES}-page room (${(BENCH_PAGES * 512) >> 10} MiB), every byte compared`, x);
-      const info = await pd.decodes[0]!.call('info');
-      const raw = await pd.prefills[0]!.call('raw', { ...r.prefill, remotePages: r.decode.pages, segment: info.segment, remoteKvBase: info.kvBase, iterations: 3 });
+      // The timed room: the second of its size (the first warmed both sides).
       const again = await moveRoom(pd, rooms(201, 0, BENCH_PAGES, 11));
-      roomOk(`${name}: second ${BENCH_PAGES}-page room after the raw writes`, again);
+      roomOk(`${name}: second ${BENCH_PAGES}-page room`, again);
+      const info = await pd.decodes[0]!.call('info');
+      const raw = await pd.prefills[0]!.call('raw', { ...rooms(201, 0, BENCH_PAGES, 11).prefill, remotePages: rooms(201, 0, BENCH_PAGES, 11).decode.pages, segment: info.segment, remoteKvBase: info.kvBase, iterations: 3 });
       const bytes = BENCH_PAGES * info.bytesPerPage;
       const pdGBs = bytes / (again.sent[0].transferMs / 1e3) / 1e9;
       const rawGBs = raw.bytes / (raw.ms / 1e3) / 1e9;
@@ -190,12 +194,37 @@ async function pdCase(connector: RankSpec['connector'], tpP: number, tpD: number
       await pd.decodes[0]!.call('corrupt', { buffer: 3, page, offset: 1000 });
       const restored = await pd.decodes[0]!.call('verify');
       check(`${name}: the flipped byte restored`, restored.mismatch === null, restored.mismatch ?? undefined);
+      await copyBench(connector, pd.prefills[0]!, pd.decodes[0]!, info);
     }
   } catch (e) {
     check(name, false, (e as Error).message);
   } finally {
     if (pd) await closeAll([...pd.prefills, ...pd.decodes]);
   }
+}
+
+/**
+ * The connector's copy throughput between the two processes against cudaMemcpy of the same
+ * size in the same run: device → device (baseline: cudaMemcpyAsync in one process, CUDA
+ * events) and host → device (baseline: a synchronous cudaMemcpy from the same host memory).
+ * The decode's scratch is compared (SHA-256) with the bytes sent after every timed loop, and
+ * zeroed before the next.
+ */
+async function copyBench(connector: string, prefill: Rank, decode: Rank, info: { segment: string; scratch: string }): Promise<void> {
+  const rows: Record<string, unknown>[] = [];
+  for (const kind of ['d2d', 'h2d'] as const) {
+    for (const size of COPY_SIZES) {
+      const iterations = size >= 16 << 20 ? 10 : 50;
+      const c = await prefill.call('copy', { kind, size, iterations, segment: info.segment, remoteScratch: info.scratch });
+      const landed = await decode.call('scratch', { length: size, clear: true });
+      check(`copy ${connector} ${kind} ${size} B: the bytes landed (SHA-256)`, landed.digest === c.digest);
+      const gbs = size / (c.ms / 1e3) / 1e9;
+      const baseGBs = size / (c.baselineMs / 1e3) / 1e9;
+      rows.push({ kind, size, ms: c.ms, GBs: gbs, baselineMs: c.baselineMs, baselineGBs: baseGBs, ratio: gbs / baseGBs });
+      log(`copy ${connector} ${kind} ${size} B: ${gbs.toFixed(2)} GB/s vs cudaMemcpy ${baseGBs.toFixed(2)} GB/s (${(gbs / baseGBs).toFixed(3)})`);
+    }
+  }
+  results.figures[`copy ${connector}`] = { rows, note: 'one write in flight, wall clock per engine.transfer; d2d baseline cudaMemcpyAsync device→device in one process (CUDA events), h2d baseline synchronous cudaMemcpy from the same host memory' };
 }
 
 async function layerwiseCase(): Promise<void> {
