@@ -313,7 +313,8 @@ async function abortCase(): Promise<void> {
 
 async function ecDevicePoolCase(): Promise<void> {
   const name = 'EC producer with a device pool (cuda:0)';
-  const engine = await createTransferEngine({ connector: 'mooncake-intra-nvlink', transports: ['mooncake-tcp'], bindAddress: '127.0.0.1' });
+  // The engine allocates the pool through a transport that allocates device memory: mooncake-nvlink's fabric allocator (posix-fd handles).
+  const engine = await createTransferEngine({ connector: 'mooncake-tcp', transports: ['mooncake-nvlink'], transportOptions: { 'mooncake-nvlink': { handleType: 'posix-fd' } }, bindAddress: '127.0.0.1' });
   try {
     const producer = await createECProducer({ engine, poolBytes: 64 << 20, poolDevice: 'cuda:0' });
     check(`${name}: allocated and registered on cuda:0`, producer.pool.memory.device === 'cuda:0' && !producer.pool.memory.buffer, `device ${producer.pool.memory.device}`);
