@@ -11,6 +11,7 @@
 #   TE_GPU_RUNTIME=0        skip the runtime suite (test/gpu/runtime.ts: PD, layerwise, EC with
 #                           the KV in CUDA memory; needs .gpu/runtime.tar.xz from prepare.sh)
 #   TE_GPU_RUNTIME_CONNECTORS=a,b   its TP 1→1 connectors (default all three)
+#   TE_GPU_RUNTIME_CASES=a,b        its cases (pd, pd-2-4, layerwise, restart, abort, ec; default all)
 # Exit: 0 all passed, 1 a check failed, 2 no usable GPU, 3 not prepared.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
