@@ -35,7 +35,7 @@ const { values: args } = parseArgs({
     json: { type: 'boolean', default: false },
     // Test hook: flip one byte of a decode rank's pages after the first timed room (the run must fail).
     corrupt: { type: 'boolean', default: false },
-    // Run only these cases (comma-separated): tp2, nhd, hnd, nhd-token, reverse, reverse-token, overhead.
+    // Run only these cases (comma-separated): tp2, tp2-checksums, nhd, hnd, nhd-token, reverse, reverse-token, overhead.
     only: { type: 'string' },
     rank: { type: 'string' },
   },
@@ -80,7 +80,7 @@ if (args.rank) {
   const nBuf = 2 * spec.layers;
   const bufferBytes = item * spec.pages;
   const layout = layoutOf(spec.tp, spec.rank);
-  const manager = await createKVManager({ role: spec.role, layout, buffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: spec.port, timeouts: { transferMs: 120_000 }, staging: { enabled: spec.staging } });
+  const manager = await createKVManager({ role: spec.role, layout, buffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: spec.port, timeouts: { transferMs: 120_000 }, staging: { enabled: spec.staging }, checksums: spec.checksums });
   const receivers = new Map();
   const ops = {
     info: async () => ({ segment: engine.segmentName, addr: mem.addr.toString(), bytes: kvBytes, item, heads }),
@@ -175,9 +175,9 @@ async function slicesOf(ptp, dtp) {
 let corrupted = false;
 
 /** Rooms of TP ptp→dtp with the given page layout and staging switch; the first room warms up. */
-async function layoutRun(ptp, dtp, { pageLayout = 'NHD', staging = true, rooms = Number(args.rooms) } = {}) {
+async function layoutRun(ptp, dtp, { pageLayout = 'NHD', staging = true, checksums = false, rooms = Number(args.rooms) } = {}) {
   const port = await freePort();
-  const base = { connector: args.connector, layers, pages: bufferPages, port, pageLayout, staging };
+  const base = { connector: args.connector, layers, pages: bufferPages, port, pageLayout, staging, checksums };
   const prefill = await Promise.all(Array.from({ length: ptp }, (_, r) => spawn({ ...base, role: 'prefill', tp: ptp, rank: r })));
   const decode = await Promise.all(Array.from({ length: dtp }, (_, r) => spawn({ ...base, role: 'decode', tp: dtp, rank: r })));
   try {
@@ -350,6 +350,9 @@ const only = args.corrupt ? new Set(['nhd']) : args.only ? new Set(args.only.spl
 const want = (id, fn) => (only && !only.has(id) ? skip : fn);
 const eq = await caseOf('TP 2→2', want('tp2', () => layoutRun(2, 2)));
 line('TP 2→2', eq, '0.9');
+const sums = await caseOf('TP 2→2 checksums', want('tp2-checksums', () => layoutRun(2, 2, { checksums: true })));
+line('TP 2→2 with KV checksums (CRC-32 per page and layer, checked by the decode)', sums);
+if (sums && eq) log(`KV checksums: PD with / without = ${(sums.pd / eq.pd).toFixed(2)} (target ≥ 0.85)`);
 const het = await caseOf('TP 2→4 NHD', want('nhd', () => layoutRun(2, 4)));
 line('TP 2→4, NHD, head slices gathered in prefill staging', het, '0.8');
 const hnd = await caseOf('TP 2→4 HND', want('hnd', () => layoutRun(2, 4, { pageLayout: 'HND' })));
@@ -363,7 +366,7 @@ line('TP 4→2, NHD, per-token path (staging off)', revTok);
 const oh = await caseOf('overhead', want('overhead', overhead));
 if (oh) log(`1-page request (${(oh.onePageBytes / 1024).toFixed(0)} KiB), send() → decode Success over ${args.requests} requests: p50 ${oh.p50Us.toFixed(0)} µs, p99 ${oh.p99Us.toFixed(0)} µs`);
 
-const ran = [eq, het, hnd, perTok, rev, revTok].filter((_, i) => !only || only.has(['tp2', 'nhd', 'hnd', 'nhd-token', 'reverse', 'reverse-token'][i]));
+const ran = [eq, sums, het, hnd, perTok, rev, revTok].filter((_, i) => !only || only.has(['tp2', 'tp2-checksums', 'nhd', 'hnd', 'nhd-token', 'reverse', 'reverse-token'][i]));
 const staging = [het, rev];
 if (staging.some((r) => r && (r.staged === 0 || r.fallbacks > 0))) failures.push('a staging case did not go through staging');
 log(`cases verified: ${ran.filter(Boolean).length} of ${ran.length}`);
@@ -379,6 +382,7 @@ if (args.json) {
       heteroRawBytesPerSecond: het?.raw ?? null,
       heteroRatio: r(het),
       heteroHndRatio: r(hnd),
+      checksumRatio: sums && eq ? sums.pd / eq.pd : null,
       heteroReverseRatio: r(rev),
       heteroPerTokenRatio: r(perTok),
       heteroReversePerTokenRatio: r(revTok),
