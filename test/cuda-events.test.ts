@@ -90,4 +90,13 @@ withGpu('record on the default stream settles once the GPU passed it', async () 
   assert.is(events.pending(), 0);
 });
 
+withoutGpu('both CUDA plugins export the helper as `cudaEvents`: NO_DEVICE here, from their own addon', async () => {
+  for (const name of ['mooncake-intra-nvlink', 'mooncake-nvlink']) {
+    const plugin = (await import(`@te/${name}`)) as { cudaEvents: typeof events };
+    const e = await rejection(plugin.cudaEvents.record());
+    assert.ok(isTransferError(e, 'NO_DEVICE'), `${name}: ${String(e)}`);
+    assert.match((e as Error).message, new RegExp(`\\[${name}\\]`));
+  }
+});
+
 test.run();

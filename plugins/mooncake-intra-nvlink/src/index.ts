@@ -1,18 +1,24 @@
 import { definePlugin, PLUGIN_API_VERSION, type ProbeResult } from '@te/connector';
 import { loadBinding, PLUGIN_NAME } from './binding.js';
-import { deviceMemoryOf } from '@te/cuda';
+import { cudaEventsOf, deviceMemoryOf } from '@te/cuda';
 import { probeCuda } from '@te/cuda';
 import { intraNvlinkOptions } from './options.js';
 import { createIntraNvlinkTransport } from './transport.js';
 
 export { intraNvlinkOptions, type IntraNvlinkOptions } from './options.js';
 export { MooncakeIntraNvlinkTransport, createIntraNvlinkTransport } from './transport.js';
-export type { DeviceMemory } from '@te/cuda';
+export type { DeviceMemory, CudaEvents } from '@te/cuda';
 
 export const VERSION = '0.1.0';
 
 /** cudaMalloc'ed memory and host<->device copies for tests, benchmarks and tools (synchronous). */
 export const deviceMemory = deviceMemoryOf(loadBinding, PLUGIN_NAME);
+
+/**
+ * CUDA events recorded on a stream and awaited off the JS thread, e.g. as the layerwise
+ * `layerReady(layer, cudaEvents.readyAfter(stream))` promise; NO_DEVICE without a GPU.
+ */
+export const cudaEvents = cudaEventsOf(loadBinding, PLUGIN_NAME);
 
 function probe(): ProbeResult {
   return probeCuda(loadBinding);

@@ -1,5 +1,5 @@
 import { definePlugin, PLUGIN_API_VERSION, type ProbeResult } from '@te/connector';
-import { deviceMemoryOf, probeCuda } from '@te/cuda';
+import { cudaEventsOf, deviceMemoryOf, probeCuda } from '@te/cuda';
 import { loadBinding, PLUGIN_NAME } from './binding.js';
 import { nvlinkOptions } from './options.js';
 import { createNvlinkTransport } from './transport.js';
@@ -13,6 +13,12 @@ export const VERSION = '0.1.0';
 
 /** cudaMalloc'ed scratch memory and host<->device copies for tests and tools (synchronous). */
 export const deviceMemory = deviceMemoryOf(loadBinding, PLUGIN_NAME);
+
+/**
+ * CUDA events recorded on a stream and awaited off the JS thread, e.g. as the layerwise
+ * `layerReady(layer, cudaEvents.readyAfter(stream))` promise; NO_DEVICE without a GPU.
+ */
+export const cudaEvents = cudaEventsOf(loadBinding, PLUGIN_NAME);
 
 function probe(): ProbeResult {
   return probeCuda(loadBinding, (native) => {
