@@ -10,7 +10,9 @@
 #     and lookups racing registration churn) under ASan + UBSan and under ThreadSanitizer,
 #     through the scripts their TypeScript wrappers run too (scripts/backpressure-test.sh,
 #     scripts/device-map-test.sh in each plugin);
-#   - the fabric transport's tests (native/fabric/test/transport_test.cpp) under ASan + UBSan.
+#   - the fabric transport's tests (native/fabric/test/transport_test.cpp) under ASan + UBSan;
+#   - the staging copier's tests (bounds checks, strided copies, the thread pool) under
+#     ThreadSanitizer and under ASan + UBSan (packages/staging/scripts/native-test.sh).
 # (The TCP, fabric and shm wire parsers run under ASan + UBSan in the fuzz targets, scripts/fuzz.sh.)
 #   bash scripts/sanitize.sh              everything
 #   bash scripts/sanitize.sh core         only the core's tests (both sanitizers)
@@ -89,6 +91,8 @@ if [ "$what" != core ]; then
   run "CUDA copy engine tests under tsan" sh native/cuda/scripts/test.sh --tsan
   run "mooncake-shm core tests under tsan" sh $shm/scripts/native-test.sh --tsan
   run "mooncake-wire core tests under tsan" sh plugins/mooncake-wire/scripts/native-test.sh --tsan
+  run "staging copier tests under tsan" sh packages/staging/scripts/native-test.sh --tsan
+  run "staging copier tests under asan-ubsan" sh packages/staging/scripts/native-test.sh --asan
   run "mooncake-shm back-pressure test under tsan" sh $shm/scripts/backpressure-test.sh --tsan
   run "mooncake-tcp device map test under asan-ubsan" sh $tcp/scripts/device-map-test.sh --asan-ubsan
   run "mooncake-tcp device map test under tsan" sh $tcp/scripts/device-map-test.sh --tsan
