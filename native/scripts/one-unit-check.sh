@@ -53,6 +53,7 @@ for cuda in 0 $( [ $have_cuda = 1 ] && echo 1 ); do
   for p in mooncake-intra-nvlink mooncake-nvlink mooncake-tcp; do check "$p-cuda$cuda" "$cuda" 0 "plugins/$p/native"; done
 done
 for p in mooncake-shm; do check "$p" 0 0 "plugins/$p/native"; done
+check staging 0 0 packages/staging/native
 for p in mooncake-rdma barex; do check "$p" 0 "$have_fabric" "plugins/$p/native"; done
 [ $failed = 0 ] && echo "one unit: clean"
 exit $failed
