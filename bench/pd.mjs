@@ -22,7 +22,7 @@
 // With --json the last stdout line is one JSON object.
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import { quick } from './lib/quick.mjs';
+import { QUICK, quick } from './lib/quick.mjs';
 import { closeRanks, freePort, gqaBuffers, layoutOf, median, now, percentile, serveRank, spawnRank } from './lib/ranks.mjs';
 
 const { values: args } = parseArgs({
@@ -346,7 +346,9 @@ const line = (label, r, target) => r && log(`${label}: PD ${gb(r.pd)} GB/s, raw 
 
 // With --corrupt only the staged TP 2→4 case runs: the test needs to see its verifier fail, not the rest.
 const skip = async () => undefined;
-const only = args.corrupt ? new Set(['nhd']) : args.only ? new Set(args.only.split(',')) : undefined;
+// A smoke run (TE_BENCH_QUICK) takes one case per route: the per-token and checksum variants
+// are the same runs with a switch, covered by the runtime's own tests.
+const only = args.corrupt ? new Set(['nhd']) : args.only ? new Set(args.only.split(',')) : QUICK ? new Set(['tp2', 'nhd', 'hnd', 'reverse', 'overhead']) : undefined;
 const want = (id, fn) => (only && !only.has(id) ? skip : fn);
 const eq = await caseOf('TP 2→2', want('tp2', () => layoutRun(2, 2)));
 line('TP 2→2', eq, '0.9');
