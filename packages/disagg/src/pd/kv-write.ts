@@ -1,5 +1,5 @@
 import { TransferError, type TransferBatch, type TransferEngine } from '@te/connector';
-import { kvBufferPairs, planCopy, shardOfRank } from '../plan/index.js';
+import { kvBufferPairs } from '../plan/index.js';
 import type { PageGeometry } from '../plan/page-geometry.js';
 import { planSliceCopy, routeOf, type HeadSlice, type SliceCopy, type SliceRoute } from '../plan/slice-copy.js';
 import { checkPieces, directBatch, type PieceSet } from '../plan/slice-pieces.js';
@@ -10,7 +10,7 @@ import { PD_PROTOCOL_VERSION } from '../protocol/messages.js';
 import type { ResolvedStaging } from '../staging/options.js';
 import type { RingTarget, Stager } from '../staging/stager.js';
 import type { Destination } from './destination.js';
-import type { SourceSide } from './transfer-plan.js';
+import { kvHeadsOf, planKv, type SourceSide } from './transfer-plan.js';
 
 /** What the staging path did since the manager was created. */
 export interface StagingStats {
@@ -61,18 +61,12 @@ export interface KvWrite {
   signal?: AbortSignal;
 }
 
-function heads(buffers: SourceSide['buffers'], tpSize: number, tpRank: number, totalKvHeads: number | undefined, kvHeadsPerRank: number | undefined): number {
-  if (buffers.attention === 'mla') return 1;
-  if (totalKvHeads !== undefined) return shardOfRank(totalKvHeads, tpSize, tpRank).count;
-  return kvHeadsPerRank ?? 1;
-}
-
 /** This side's and the destination's page geometry, and the head slice between them. */
 export function geometries(source: SourceSide, dest: Destination, req: RequestMessage): { src: PageGeometry; dst: PageGeometry; slice: HeadSlice; perDst: number } {
   const b = source.buffers;
   const m = dest.msg;
-  const srcHeads = heads(b, source.layout.attnTpSize, source.layout.attnTpRank, b.totalKvHeads, b.kvHeadsPerRank);
-  const dstHeads = heads(b, m.tpSize, m.tpRank, m.totalKvHeads, m.kvHeadsPerRank);
+  const srcHeads = kvHeadsOf(b.attention, source.layout.attnTpSize, source.layout.attnTpRank, b.totalKvHeads, b.kvHeadsPerRank);
+  const dstHeads = kvHeadsOf(b.attention, m.tpSize, m.tpRank, m.totalKvHeads, m.kvHeadsPerRank);
   const slice = req.kvSlice ?? { srcOffset: 0, dstOffset: 0, count: srcHeads };
   const srcItem = source.kv.itemLens[0]!;
   const dstItem = dest.kv.itemLens[0]!;
@@ -125,14 +119,9 @@ export function planKvWrite(w: Pick<KvWrite, 'source' | 'dest' | 'req' | 'srcPag
   return { set, route: routeOf(copy), copy };
 }
 
-/** Today's planner, for writes it served before page layouts and page multiples existed. */
+/** Today's planner (planKv), for writes it served before page layouts and page multiples existed. */
 function classicBatch(w: KvWrite): TransferBatch {
-  const { source, dest, req } = w;
-  const pairs = kvBufferPairs(source.buffers.attention, source.span, dest.span, w.layers);
-  const input = { src: source.kv, dst: dest.kv, bufferPairs: pairs, srcItems: w.srcPages, dstItems: req.pages.subarray(w.firstPage, w.firstPage + w.srcPages.length) };
-  if (!req.kvSlice) return planCopy(input).batch;
-  const g = geometries(source, dest, req);
-  return planCopy({ ...input, slice: { rows: source.buffers.pageSize, srcUnits: g.src.heads, dstUnits: g.dst.heads, ...req.kvSlice } }).batch;
+  return planKv(w.source, w.dest, w.req, w.srcPages, w.req.pages.subarray(w.firstPage, w.firstPage + w.srcPages.length), w.layers).batch;
 }
 
 function fallback(w: KvWrite, reason: string): void {

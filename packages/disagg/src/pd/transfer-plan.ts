@@ -1,4 +1,4 @@
-import { TransferError, type KVBuffers, type ParallelLayout, type TransferBatch } from '@te/connector';
+import { TransferError, type KVBuffers, type ParallelLayout } from '@te/connector';
 import { identityPairs, kvBufferPairs, planCopy, shardOfRank, type BufferTable, type CopyPlan, type LayerSpan } from '../plan/index.js';
 import type { RequestMessage } from '../protocol/messages.js';
 import type { Destination } from './destination.js';
@@ -13,15 +13,23 @@ export interface SourceSide {
   span: LayerSpan;
 }
 
+/**
+ * KV heads a rank holds: its shard of the model's heads when known, else what it declared
+ * (1 when neither); MLA pages are one "head" wide.
+ */
+export function kvHeadsOf(attention: 'mha' | 'mla', tpSize: number, tpRank: number, totalKvHeads: number | undefined, kvHeadsPerRank: number | undefined): number {
+  if (attention === 'mla') return 1;
+  if (totalKvHeads !== undefined) return shardOfRank(totalKvHeads, tpSize, tpRank).count;
+  return kvHeadsPerRank ?? 1;
+}
+
 function headsPerRank(src: SourceSide): number {
-  if (src.buffers.totalKvHeads !== undefined) return shardOfRank(src.buffers.totalKvHeads, src.layout.attnTpSize, src.layout.attnTpRank).count;
-  return src.buffers.kvHeadsPerRank ?? 1;
+  return kvHeadsOf(src.buffers.attention, src.layout.attnTpSize, src.layout.attnTpRank, src.buffers.totalKvHeads, src.buffers.kvHeadsPerRank);
 }
 
 function destHeads(dest: Destination): number {
   const m = dest.msg;
-  if (m.totalKvHeads !== undefined) return shardOfRank(m.totalKvHeads, m.tpSize, m.tpRank).count;
-  return m.kvHeadsPerRank ?? 1;
+  return kvHeadsOf(m.attention, m.tpSize, m.tpRank, m.totalKvHeads, m.kvHeadsPerRank);
 }
 
 /** The KV of `srcPages` into `dstPages`, for the given absolute layers (default: all of this stage). */
@@ -72,21 +80,4 @@ export function planState(src: SourceSide, dest: Destination, req: RequestMessag
     ...req.stateSlice,
   };
   return planCopy({ ...input, slice });
-}
-
-/** Concatenates batches (KV of a chunk, then aux and state) into one submission. */
-export function concatBatches(parts: TransferBatch[]): TransferBatch {
-  const parts2 = parts.filter((p) => p.opcodes.length > 0);
-  if (parts2.length === 1) return parts2[0]!;
-  const n = parts2.reduce((a, p) => a + p.opcodes.length, 0);
-  const out: TransferBatch = { opcodes: new Uint8Array(n), localAddrs: new BigUint64Array(n), remoteAddrs: new BigUint64Array(n), lengths: new BigUint64Array(n) };
-  let o = 0;
-  for (const p of parts2) {
-    out.opcodes.set(p.opcodes, o);
-    out.localAddrs.set(p.localAddrs, o);
-    out.remoteAddrs.set(p.remoteAddrs, o);
-    out.lengths.set(p.lengths, o);
-    o += p.opcodes.length;
-  }
-  return out;
 }

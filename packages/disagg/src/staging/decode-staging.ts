@@ -1,7 +1,7 @@
 import { TransferError, type KVBuffers, type ParallelLayout, type TransferEngine } from '@te/connector';
 import type { PrefillInfo } from '../bootstrap/schema.js';
 import type { BufferTable } from '../plan/copy-plan.js';
-import { shardOfRank } from '../plan/index.js';
+import { kvHeadsOf } from '../pd/transfer-plan.js';
 import type { PageGeometry } from '../plan/page-geometry.js';
 import { planSliceCopy, type HeadSlice } from '../plan/slice-copy.js';
 import type { RingWire } from '../protocol/staging-messages.js';
@@ -42,7 +42,7 @@ export class DecodeStaging {
   /** This rank's page geometry (KV buffer `buffer`). */
   geometry(buffer: number): PageGeometry {
     const b = this.buffers;
-    const heads = b.attention === 'mla' ? 1 : b.totalKvHeads !== undefined ? shardOfRank(b.totalKvHeads, this.layout.attnTpSize, this.layout.attnTpRank).count : (b.kvHeadsPerRank ?? 1);
+    const heads = kvHeadsOf(b.attention, this.layout.attnTpSize, this.layout.attnTpRank, b.totalKvHeads, b.kvHeadsPerRank);
     return { tokens: b.pageSize, heads, headBytes: this.kv.itemLens[buffer]! / (b.pageSize * heads), layout: b.pageLayout ?? 'NHD' };
   }
 
