@@ -2,6 +2,8 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { TransferError, isTransferError } from '@te/connector';
 import { BytePool, resolveStaging } from '../src/index.js';
+import { checkBuffers } from '../src/pd/local-buffers.js';
+import type { KVBuffers } from '@te/connector';
 
 const codeOf = (p: Promise<unknown>) => p.then(() => 'resolved', (e: unknown) => (isTransferError(e) ? e.code : String(e)));
 
@@ -69,6 +71,19 @@ test('staging options: defaults, environment and bad values', () => {
   assert.throws(() => resolveStaging({}, { TE_PD_STAGING: 'yes' }), /TE_PD_STAGING must be 0 or 1/);
   assert.throws(() => resolveStaging({ bytes: 10 }, {}), /staging.bytes/);
   assert.throws(() => resolveStaging({}, { TE_PD_STAGING_BYTES: '1e6' }), /whole number/);
+});
+
+test('a page layout other than NHD or HND is refused with INVALID_ARGUMENT before anything is registered', () => {
+  const group = { addrs: BigUint64Array.of(0x1000n, 0x2000n), lengths: BigUint64Array.of(4096n, 4096n), itemLengths: BigUint64Array.of(1024n, 1024n) };
+  const buffers = { kv: group, attention: 'mha', numLayers: 1, pageSize: 4, kvCacheDtype: 'fp16', aux: { addrs: new BigUint64Array(0), lengths: new BigUint64Array(0), itemLengths: new BigUint64Array(0) }, device: 'cpu' } as KVBuffers;
+  checkBuffers({ ...buffers, pageLayout: 'HND' });
+  try {
+    checkBuffers({ ...buffers, pageLayout: 'HDN' as 'HND' });
+    assert.unreachable('accepted');
+  } catch (e) {
+    assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), String(e));
+    assert.match((e as Error).message, /pageLayout must be 'NHD' or 'HND', got HDN/);
+  }
 });
 
 test.run();
