@@ -1,15 +1,19 @@
-// Node-API surface of the staging copier: a pool of copy threads that runs checked strided
-// copies off the JS thread and calls back on it.
+// Node-API surface of the staging copier and the checksummer: pools of native threads that
+// run checked strided copies, and CRC32C checksums of strided memory, off the JS thread
+// and call back on it.
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "checksum_batch.h"
 #include "copy_pool.h"
+#include "crc32c.h"
 #include "strided_copy.h"
 #include "te/napi/values.h"
 
 namespace {
 
+using te::staging::ChecksumJob;
 using te::staging::CopyJob;
 using te::staging::CopyPool;
 using te::staging::Region;
@@ -95,6 +99,78 @@ class Copier : public Napi::ObjectWrap<Copier> {
   std::vector<Region> regions_;
 };
 
+class ChecksumWorker : public Napi::AsyncWorker {
+ public:
+  ChecksumWorker(Napi::Function callback, std::shared_ptr<CopyPool> pool, std::vector<ChecksumJob> jobs)
+      : Napi::AsyncWorker(callback), pool_(std::move(pool)), jobs_(std::move(jobs)) {}
+
+  void Execute() override { crcs_ = te::staging::checksum_jobs(*pool_, jobs_); }
+  void OnOK() override {
+    auto out = Napi::Uint32Array::New(Env(), crcs_.size());
+    for (size_t i = 0; i < crcs_.size(); i++) out[i] = crcs_[i];
+    Callback().Call({Env().Null(), out});
+  }
+
+ private:
+  std::shared_ptr<CopyPool> pool_;
+  std::vector<ChecksumJob> jobs_;
+  std::vector<uint32_t> crcs_;
+};
+
+class Checksummer : public Napi::ObjectWrap<Checksummer> {
+ public:
+  static Napi::Function Define(Napi::Env env) {
+    return DefineClass(env, "Checksummer",
+                       {InstanceMethod("setRegions", &Checksummer::SetRegions), InstanceMethod("checksum", &Checksummer::Checksum),
+                        InstanceMethod("threads", &Checksummer::Threads)});
+  }
+
+  explicit Checksummer(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Checksummer>(info) {
+    uint64_t threads = te::napi::get_u64(info[0], "threads");
+    if (threads < 1 || threads > 256) te::napi::throw_status(info.Env(), te::TE_INVALID_ARGUMENT, "Expected `threads` to be from 1 to 256");
+    pool_ = std::make_shared<CopyPool>(static_cast<size_t>(threads));
+  }
+
+ private:
+  // setRegions(Float64Array [base, length, ...]): the only memory later checksums may read.
+  Napi::Value SetRegions(const Napi::CallbackInfo& info) {
+    std::vector<double> v = doubles_of(info[0], "regions");
+    if (v.size() % 2 != 0) te::napi::throw_status(info.Env(), te::TE_INVALID_ARGUMENT, "`regions` must hold (base, length) pairs");
+    std::vector<Region> regions;
+    for (size_t i = 0; i < v.size(); i += 2) regions.push_back({static_cast<uint64_t>(v[i]), static_cast<uint64_t>(v[i + 1])});
+    regions_ = te::staging::merge_regions(std::move(regions));
+    return info.Env().Undefined();
+  }
+
+  // checksum(Float64Array jobs, callback(err, Uint32Array)): checks every job against the
+  // regions (throws before any byte is read), then checksums on the pool and calls back on
+  // the JS thread with one CRC32C per job.
+  Napi::Value Checksum(const Napi::CallbackInfo& info) {
+    std::vector<double> v = doubles_of(info[0], "jobs");
+    if (v.size() % te::staging::kChecksumFields != 0) te::napi::throw_status(info.Env(), te::TE_INVALID_ARGUMENT, "`jobs` must hold 6 numbers per checksum");
+    std::vector<ChecksumJob> jobs(v.size() / te::staging::kChecksumFields);
+    for (size_t k = 0; k < jobs.size(); k++) {
+      const double* f = &v[k * te::staging::kChecksumFields];
+      jobs[k] = ChecksumJob{static_cast<uint64_t>(f[0]), static_cast<uint64_t>(f[1]), static_cast<uint64_t>(f[2]),
+                            static_cast<uint64_t>(f[3]), static_cast<uint64_t>(f[4]), static_cast<uint64_t>(f[5])};
+    }
+    std::string message;
+    int32_t status = te::staging::check_checksum_jobs(jobs, regions_, message);
+    if (status != te::TE_OK) te::napi::throw_status(info.Env(), status, message);
+    auto* worker = new ChecksumWorker(info[1].As<Napi::Function>(), pool_, std::move(jobs));
+    worker->Queue();
+    return info.Env().Undefined();
+  }
+
+  Napi::Value Threads(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(pool_->threads())); }
+
+  std::shared_ptr<CopyPool> pool_;
+  std::vector<Region> regions_;
+};
+
+// crc32cHardware(): whether CRC32C runs on the CPU's instruction here (else a table).
+Napi::Value Crc32cHardware(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), te::staging::crc32c_hardware()); }
+
 // addressOf(buffer): where a JS buffer's bytes are, so memory registered from JS can be
 // named by the same kind of address as memory registered by pointer.
 Napi::Value AddressOf(const Napi::CallbackInfo& info) {
@@ -112,6 +188,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setErrorFactory", Napi::Function::New(env, te::napi::SetErrorFactory));
   exports.Set("addressOf", Napi::Function::New(env, AddressOf));
   exports.Set("Copier", Copier::Define(env));
+  exports.Set("Checksummer", Checksummer::Define(env));
+  exports.Set("crc32cHardware", Napi::Function::New(env, Crc32cHardware));
   return exports;
 }
 

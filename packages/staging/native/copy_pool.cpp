@@ -18,31 +18,36 @@ CopyPool::~CopyPool() {
 
 void CopyPool::run(const std::vector<CopyJob>& jobs) {
   if (jobs.empty()) return;
+  const CopyJob* data = jobs.data();
+  run_parts(partition_by_bytes(jobs, threads()), [data](size_t begin, size_t end) { run_jobs(data, begin, end); });
+}
+
+void CopyPool::run_parts(const std::vector<size_t>& bounds, const std::function<void(size_t, size_t)>& work) {
+  if (bounds.size() < 2) return;
   std::lock_guard<std::mutex> batch(batch_mutex_);
-  std::vector<size_t> bounds = partition_by_bytes(jobs, threads());
   const size_t parts = bounds.size() - 1;
   if (parts <= 1 || workers_.empty()) {
-    run_jobs(jobs.data(), 0, jobs.size());
+    work(bounds.front(), bounds.back());
     return;
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    jobs_ = &jobs;
-    bounds_ = std::move(bounds);
+    work_ = &work;
+    bounds_ = bounds;
     pending_ = parts - 1;
     generation_++;
   }
   start_.notify_all();
-  run_jobs(jobs.data(), bounds_[0], bounds_[1]);
+  work(bounds[0], bounds[1]);
   std::unique_lock<std::mutex> lock(mutex_);
   done_.wait(lock, [this] { return pending_ == 0; });
-  jobs_ = nullptr;
+  work_ = nullptr;
 }
 
 void CopyPool::work(size_t index) {
   size_t seen = 0;
   for (;;) {
-    const std::vector<CopyJob>* jobs = nullptr;
+    const std::function<void(size_t, size_t)>* task = nullptr;
     size_t begin = 0;
     size_t end = 0;
     {
@@ -52,11 +57,11 @@ void CopyPool::work(size_t index) {
       seen = generation_;
       // A batch split into fewer parts than threads leaves the last workers idle.
       if (index + 1 >= bounds_.size()) continue;
-      jobs = jobs_;
+      task = work_;
       begin = bounds_[index];
       end = bounds_[index + 1];
     }
-    run_jobs(jobs->data(), begin, end);
+    (*task)(begin, end);
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (--pending_ == 0) done_.notify_one();

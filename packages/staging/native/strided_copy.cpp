@@ -17,8 +17,9 @@ bool mul_add(uint64_t a, uint64_t b, uint64_t c, uint64_t& out) {
   return true;
 }
 
-// Last byte offset + 1 a side touches: (reps-1)*rep_stride + (rows-1)*pitch + width.
-bool span_of(uint64_t width, uint64_t rows, uint64_t pitch, uint64_t reps, uint64_t rep_stride, uint64_t& span) {
+}  // namespace
+
+bool strided_span(uint64_t width, uint64_t rows, uint64_t pitch, uint64_t reps, uint64_t rep_stride, uint64_t& span) {
   uint64_t a = 0;
   uint64_t b = 0;
   if (!mul_add(reps - 1, rep_stride, 0, a) || !mul_add(rows - 1, pitch, width, b)) return false;
@@ -27,25 +28,22 @@ bool span_of(uint64_t width, uint64_t rows, uint64_t pitch, uint64_t reps, uint6
   return true;
 }
 
-// `regions` sorted by base and disjoint (see merge_regions).
-bool inside(const std::vector<Region>& regions, uint64_t first, uint64_t end) {
+bool inside_regions(const std::vector<Region>& regions, uint64_t first, uint64_t end) {
   auto it = std::upper_bound(regions.begin(), regions.end(), first, [](uint64_t a, const Region& r) { return a < r.base; });
   if (it == regions.begin()) return false;
   --it;
   return first >= it->base && end <= it->base + it->length;
 }
 
-}  // namespace
-
 Extent source_extent(const CopyJob& j) {
   uint64_t span = 0;
-  if (j.bytes() == 0 || !span_of(j.width, j.rows, j.src_pitch, j.reps, j.src_rep_stride, span)) return {0, 0};
+  if (j.bytes() == 0 || !strided_span(j.width, j.rows, j.src_pitch, j.reps, j.src_rep_stride, span)) return {0, 0};
   return {j.src, j.src + span};
 }
 
 Extent destination_extent(const CopyJob& j) {
   uint64_t span = 0;
-  if (j.bytes() == 0 || !span_of(j.width, j.rows, j.dst_pitch, j.reps, j.dst_rep_stride, span)) return {0, 0};
+  if (j.bytes() == 0 || !strided_span(j.width, j.rows, j.dst_pitch, j.reps, j.dst_rep_stride, span)) return {0, 0};
   return {j.dst, j.dst + span};
 }
 
@@ -70,8 +68,8 @@ int32_t check_jobs(const std::vector<CopyJob>& jobs, const std::vector<Region>& 
     if (j.width == 0 || j.rows == 0 || j.reps == 0) continue;  // moves nothing
     uint64_t src_span = 0;
     uint64_t dst_span = 0;
-    if (!span_of(j.width, j.rows, j.src_pitch, j.reps, j.src_rep_stride, src_span) ||
-        !span_of(j.width, j.rows, j.dst_pitch, j.reps, j.dst_rep_stride, dst_span) || j.src > UINT64_MAX - src_span ||
+    if (!strided_span(j.width, j.rows, j.src_pitch, j.reps, j.src_rep_stride, src_span) ||
+        !strided_span(j.width, j.rows, j.dst_pitch, j.reps, j.dst_rep_stride, dst_span) || j.src > UINT64_MAX - src_span ||
         j.dst > UINT64_MAX - dst_span) {
       message = "copy " + std::to_string(i) + ": its extent overflows 64 bits";
       return TE_INVALID_ARGUMENT;
@@ -82,11 +80,11 @@ int32_t check_jobs(const std::vector<CopyJob>& jobs, const std::vector<Region>& 
       message = "copy " + std::to_string(i) + ": a pitch is smaller than the row width";
       return TE_INVALID_ARGUMENT;
     }
-    if (!inside(regions, j.src, j.src + src_span)) {
+    if (!inside_regions(regions, j.src, j.src + src_span)) {
       message = "copy " + std::to_string(i) + ": source [" + te::hex(j.src) + ", +" + std::to_string(src_span) + ") is outside the registered buffers";
       return TE_ADDRESS_OUT_OF_RANGE;
     }
-    if (!inside(regions, j.dst, j.dst + dst_span)) {
+    if (!inside_regions(regions, j.dst, j.dst + dst_span)) {
       message = "copy " + std::to_string(i) + ": destination [" + te::hex(j.dst) + ", +" + std::to_string(dst_span) + ") is outside the registered buffers";
       return TE_ADDRESS_OUT_OF_RANGE;
     }

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Builds and runs the staging copier's C++ tests (test/native/) without N-API or cmake.
+# Builds and runs the staging copier's and checksummer's C++ tests (test/native/) without N-API or cmake.
 #   scripts/native-test.sh           plain build (-O1 -g)
 #   scripts/native-test.sh --tsan    ThreadSanitizer build; any report fails the run
 #   scripts/native-test.sh --asan    AddressSanitizer + UBSan build
@@ -14,6 +14,6 @@ mkdir -p "$out"
 flags="-std=c++17 -O1 -g -Wall -Wextra -Wno-unused-parameter"
 [ "$mode" = tsan ] && flags="$flags -fsanitize=thread"
 [ "$mode" = asan ] && flags="$flags -fsanitize=address,undefined -fno-sanitize-recover=all"
-sources="$here/native/strided_copy.cpp $here/native/copy_pool.cpp $core/src/status.cpp $here/test/native/staging_core_test.cpp"
+sources="$here/native/strided_copy.cpp $here/native/copy_pool.cpp $here/native/crc32c.cpp $here/native/checksum_batch.cpp $core/src/status.cpp $here/test/native/staging_core_test.cpp $here/test/native/checksum_test.cpp"
 ${CXX:-g++} $flags -I"$here/native" -I"$core/include" -I"$core/test" $sources -o "$out/staging_core_test" -lpthread
 TSAN_OPTIONS="halt_on_error=1 exitcode=66 ${TSAN_OPTIONS:-}" "$out/staging_core_test" "$@"

@@ -21,8 +21,24 @@ export interface NativeCopier {
   threads(): number;
 }
 
+export interface NativeChecksummer {
+  /** Memory later checksums may read: (base, length) pairs; replaces the previous set. */
+  setRegions(regions: Float64Array): void;
+  /**
+   * CRC32C of each job (6 numbers each: addr, width, rows, pitch, reps, repStride: the bytes
+   * of the strided walk in order) on the checksum threads. Throws TransferError
+   * ADDRESS_OUT_OF_RANGE / INVALID_ARGUMENT before any byte is read; `done` is called on the
+   * JS thread with one CRC per job.
+   */
+  checksum(jobs: Float64Array, done: (error: Error | null, crcs: Uint32Array) => void): void;
+  threads(): number;
+}
+
 export interface StagingAddon {
   Copier: new (threads: number) => NativeCopier;
+  Checksummer: new (threads: number) => NativeChecksummer;
+  /** Whether CRC32C runs on the CPU's instruction here (else a table). */
+  crc32cHardware(): boolean;
   /** The address of a JS buffer's first byte. */
   addressOf(buffer: ArrayBuffer | ArrayBufferView): bigint;
 }

@@ -1,3 +1,4 @@
 export { StagingCopier, addressOf, stagingAvailability, defaultCopyThreads, type CopierOptions, type CopyRegion } from './copier.js';
 export { CopyList, JOB_FIELDS, type StridedCopy } from './jobs.js';
-export { loadStagingAddon, type StagingAddon, type NativeCopier } from './binding.js';
+export { Checksummer, ChecksumList, CHECKSUM_FIELDS, crc32cHardware } from './checksummer.js';
+export { loadStagingAddon, type StagingAddon, type NativeCopier, type NativeChecksummer } from './binding.js';

@@ -1,5 +1,6 @@
 // The staging copier's core without N-API: bounds checks before any byte moves, strided
-// copies against a byte-by-byte reference, and the pool splitting a batch across threads.
+// copies against a byte-by-byte reference, and the pool splitting a batch across threads;
+// the checksummer's tests are in checksum_test.cpp.
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -96,10 +97,13 @@ void test_partition() {
 
 }  // namespace
 
+void run_checksum_tests();  // checksum_test.cpp
+
 int main() {
   test_bounds();
   test_partition();
   for (size_t t : {1, 2, 4}) test_copies_match_reference(t);
+  run_checksum_tests();
   if (failures) {
     std::fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;

@@ -1,0 +1,140 @@
+#include "crc32c.h"
+
+#include <cstring>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <nmmintrin.h>
+#define TE_CRC32C_X86 1
+#elif defined(__aarch64__) && defined(__ARM_FEATURE_CRC32)
+#include <arm_acle.h>
+#define TE_CRC32C_ARM 1
+#endif
+
+namespace te::staging {
+
+namespace {
+
+constexpr uint32_t kPoly = 0x82F63B78u;  // Castagnoli, reflected
+
+struct Tables {
+  uint32_t t[8][256];
+  Tables() {
+    for (uint32_t n = 0; n < 256; n++) {
+      uint32_t c = n;
+      for (int k = 0; k < 8; k++) c = (c & 1) ? kPoly ^ (c >> 1) : c >> 1;
+      t[0][n] = c;
+    }
+    for (uint32_t n = 0; n < 256; n++)
+      for (int k = 1; k < 8; k++) t[k][n] = (t[k - 1][n] >> 8) ^ t[0][t[k - 1][n] & 0xff];
+  }
+};
+
+const Tables& tables() {
+  static const Tables t;  // thread-safe initialisation (C++11 statics)
+  return t;
+}
+
+uint32_t table_raw(uint32_t c, const uint8_t* p, size_t n) {
+  const auto& t = tables().t;
+  while (n >= 8) {
+    uint32_t lo;
+    uint32_t hi;
+    std::memcpy(&lo, p, 4);
+    std::memcpy(&hi, p + 4, 4);
+    lo ^= c;  // little-endian hosts (x86-64, AArch64)
+    c = t[7][lo & 0xff] ^ t[6][(lo >> 8) & 0xff] ^ t[5][(lo >> 16) & 0xff] ^ t[4][lo >> 24] ^ t[3][hi & 0xff] ^ t[2][(hi >> 8) & 0xff] ^
+        t[1][(hi >> 16) & 0xff] ^ t[0][hi >> 24];
+    p += 8;
+    n -= 8;
+  }
+  while (n-- > 0) c = t[0][(c ^ *p++) & 0xff] ^ (c >> 8);
+  return c;
+}
+
+#if defined(TE_CRC32C_X86)
+__attribute__((target("sse4.2"))) uint32_t hardware_raw(uint32_t c, const uint8_t* p, size_t n) {
+#if defined(__x86_64__)
+  uint64_t c64 = c;
+  while (n >= 8) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    c64 = _mm_crc32_u64(c64, v);
+    p += 8;
+    n -= 8;
+  }
+  c = static_cast<uint32_t>(c64);
+#endif
+  while (n-- > 0) c = _mm_crc32_u8(c, *p++);
+  return c;
+}
+
+bool detect() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("sse4.2");
+}
+#elif defined(TE_CRC32C_ARM)
+uint32_t hardware_raw(uint32_t c, const uint8_t* p, size_t n) {
+  while (n >= 8) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    c = __crc32cd(c, v);
+    p += 8;
+    n -= 8;
+  }
+  while (n-- > 0) c = __crc32cb(c, *p++);
+  return c;
+}
+
+bool detect() { return true; }  // compiled with the CRC extension: every CPU it runs on has it
+#else
+uint32_t hardware_raw(uint32_t c, const uint8_t* p, size_t n) { return table_raw(c, p, n); }
+bool detect() { return false; }
+#endif
+
+const bool kHardware = detect();
+
+// GF(2) 32×32 matrix times vector / matrix squared, for crc32c_combine.
+uint32_t gf2_times(const uint32_t* mat, uint32_t vec) {
+  uint32_t sum = 0;
+  for (; vec != 0; vec >>= 1, mat++)
+    if (vec & 1) sum ^= *mat;
+  return sum;
+}
+
+void gf2_square(uint32_t* square, const uint32_t* mat) {
+  for (int n = 0; n < 32; n++) square[n] = gf2_times(mat, mat[n]);
+}
+
+}  // namespace
+
+uint32_t crc32c_table(uint32_t crc, const void* data, size_t n) { return ~table_raw(~crc, static_cast<const uint8_t*>(data), n); }
+
+uint32_t crc32c(uint32_t crc, const void* data, size_t n) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  return ~(kHardware ? hardware_raw(~crc, p, n) : table_raw(~crc, p, n));
+}
+
+bool crc32c_hardware() { return kHardware; }
+
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+  if (len_b == 0) return crc_a;
+  uint32_t even[32];
+  uint32_t odd[32];
+  // The operator that appends one zero bit, then two, four: squared until it appends 8·len_b.
+  odd[0] = kPoly;
+  for (int n = 1; n < 32; n++) odd[n] = 1u << (n - 1);
+  gf2_square(even, odd);  // two zero bits
+  gf2_square(odd, even);  // four
+  do {
+    gf2_square(even, odd);
+    if (len_b & 1) crc_a = gf2_times(even, crc_a);
+    len_b >>= 1;
+    if (len_b == 0) break;
+    gf2_square(odd, even);
+    if (len_b & 1) crc_a = gf2_times(odd, crc_a);
+    len_b >>= 1;
+  } while (len_b != 0);
+  return crc_a ^ crc_b;
+}
+
+}  // namespace te::staging
