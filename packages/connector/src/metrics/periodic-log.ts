@@ -1,11 +1,20 @@
-import type { TransferEngine } from '../engine/transfer-engine.js';
+import type { BatchRecord } from '../engine/metrics.js';
+
+/**
+ * What the periodic line reads of an engine. The engine starts the line itself (with
+ * MC_TE_METRIC), so this names only the two calls it needs, not the engine's module.
+ */
+export interface ObservedEngine {
+  observeBatches(observer: (r: BatchRecord) => void): () => void;
+  inFlight(): Record<string, number>;
+}
 
 /**
  * MC_TE_METRIC's periodic line, as Mooncake users know it: throughput over the interval,
  * batches, failures and latency, one line every `intervalS` seconds (TE_METRIC_INTERVAL_S,
  * default 5). Stops with the engine.
  */
-export function startMetricLog(engine: TransferEngine, log: (line: string) => void, intervalS = 5): () => void {
+export function startMetricLog(engine: ObservedEngine, log: (line: string) => void, intervalS = 5): () => void {
   let bytes = 0n;
   let batches = 0;
   let failed = 0;
