@@ -1,17 +1,21 @@
 // A plugin over the testkit's fake transport (a test tool, in-process) that, when armed,
-// flips a byte of the next write it lands: a byte corrupted in flight, which no status
-// reports. `flip.at` does the flipping (the test reaches the peer's memory in-process).
+// flips a byte of the next write it lands (the next one `flip.when` picks, when set): a
+// byte corrupted in flight, which no status reports. `flip.at` does the flipping (the test
+// reaches the peer's memory in-process).
 import { PLUGIN_API_VERSION, PluginRegistry, definePlugin, type BatchResult, type SubmitOptions, type TransferBatch, type TransportContext, type TransportPeer } from '@te/connector';
 import { FakeFaults, FakeTransport } from '@te/testkit';
 
-export const flip: { armed: boolean; at?: (addr: bigint) => void } = { armed: false };
+export const flip: { armed: boolean; at?: (addr: bigint) => void; when?: (remote: bigint, length: bigint) => boolean } = { armed: false };
 
 class FlippingTransport extends FakeTransport {
   override async submit(peer: TransportPeer, batch: TransferBatch, options: SubmitOptions): Promise<BatchResult> {
     const r = await super.submit(peer, batch, options);
-    if (flip.armed && batch.opcodes.length > 0) {
+    if (!flip.armed) return r;
+    for (let i = 0; i < batch.opcodes.length; i++) {
+      if (flip.when && !flip.when(batch.remoteAddrs[i]!, batch.lengths[i]!)) continue;
       flip.armed = false;
-      flip.at?.(batch.remoteAddrs[0]!);
+      flip.at?.(batch.remoteAddrs[i]!);
+      break;
     }
     return r;
   }

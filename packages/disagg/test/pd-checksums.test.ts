@@ -1,11 +1,10 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { KVStatus, createTransferEngine, isTransferError, type ParallelLayout, type TransferEngine } from '@te/connector';
-import { createKVManager, PD_MESSAGES, type DisaggKVManager } from '../src/index.js';
-import { allocateRank, fillPrefill, verifyDecode, type ModelSpec } from './fixtures/pd-model.js';
-import { flip, flippingRegistry } from './flipping-transport.js';
-import { freePort, layout, TCP_CONFIG } from './pd-harness.js';
-import { FAST } from './pd-scenario.js';
+import { KVStatus, isTransferError } from '@te/connector';
+import { fillPrefill, verifyDecode, type ModelSpec } from './fixtures/pd-model.js';
+import { flip } from './flipping-transport.js';
+import { layout } from './pd-harness.js';
+import { ending, onReport, withRanks as withRanksOf, type Rank, type RanksOptions } from './checksum-ranks.js';
 
 /*
  * KV checksums (createKVManager({ checksums: true }) on the prefill): a byte that differs
@@ -19,37 +18,7 @@ import { FAST } from './pd-scenario.js';
 const MODEL: ModelSpec = { attention: 'mha', totalLayers: 2, heads: 4, headBytes: 16, pageSize: 4, pages: 16, auxSlots: 4, auxBytes: 32 };
 const MLA: ModelSpec = { attention: 'mla', totalLayers: 2, heads: 1, headBytes: 64, pageSize: 4, pages: 16, auxSlots: 4, auxBytes: 32 };
 
-type Rank = { engine: TransferEngine; manager: DisaggKVManager; memory: Awaited<ReturnType<typeof allocateRank>> };
-
-async function withRanks(o: { model?: ModelSpec; fake?: boolean; checksums?: boolean }, body: (make: (role: 'prefill' | 'decode', l: ParallelLayout) => Promise<Rank>, port: number) => Promise<void>): Promise<void> {
-  const port = await freePort();
-  const made: Rank[] = [];
-  try {
-    await body(async (role, l) => {
-      const engine = o.fake ? await createTransferEngine({ connector: 'flip-fabric' }, { registry: flippingRegistry() }) : await createTransferEngine(TCP_CONFIG);
-      const memory = await allocateRank(engine, o.model ?? MODEL, l);
-      const manager = await createKVManager({ role, layout: l, buffers: memory.buffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: port, timeouts: FAST, layerwise: true, checksums: o.checksums ?? true });
-      const r = { engine, manager, memory };
-      made.push(r);
-      return r;
-    }, port);
-  } finally {
-    for (const r of made) await r.manager.close();
-    for (const r of made) await r.engine.close();
-  }
-}
-
-/** Wraps a decode's status handler: `before` runs on each report before the decode takes it. */
-function onReport(d: Rank, before: (m: Record<string, unknown>) => void): void {
-  const handlers = (d.engine.control as unknown as { handlers: Map<string, (body: unknown) => unknown> }).handlers;
-  const original = handlers.get(PD_MESSAGES.status)!;
-  handlers.set(PD_MESSAGES.status, (body) => {
-    before(body as Record<string, unknown>);
-    return original(body);
-  });
-}
-
-const ending = (cell: { reached(s: KVStatus, o?: { timeoutMs?: number }): Promise<unknown> }) => cell.reached(KVStatus.Success, { timeoutMs: 10_000 }).then(() => undefined, (e: Error & { code?: string }) => e);
+const withRanks = (o: Partial<RanksOptions>, body: Parameters<typeof withRanksOf>[1]) => withRanksOf({ model: MODEL, ...o }, body);
 
 async function oneRoom(prefills: Rank[], d: Rank, port: number, room: bigint, src: number[], dst: number[], how: 'whole' | 'chunked' | 'layerwise', model = MODEL) {
   const pages = Uint32Array.from(src);
@@ -95,7 +64,7 @@ test('checksums on: whole, chunked and layerwise rooms, TP 2→2, PP 2→1 and M
       let withSums = 0;
       for (const d of decodes) onReport(d, (m) => {
         reports++;
-        if (m.checksums instanceof Uint32Array && m.checksums.length > 0) withSums++;
+        if (m.kvCrc32c instanceof Uint32Array && m.kvCrc32c.length > 0) withSums++;
       });
       const rooms: { room: bigint; pages: Uint32Array; auxSlot: number }[] = [];
       let id = 0x5100n;

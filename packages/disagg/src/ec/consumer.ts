@@ -2,14 +2,18 @@ import { TransferError, isTransferError, isTransferErrorCode, type ECConsumer, t
 import { checkReply } from '../protocol/handle.js';
 import { engineFor } from '../shared/engine.js';
 import { EC_PROTOCOL_VERSION, EC_PULL, MAX_ITEMS_PER_PULL, PullReplySchema, type PullMessage } from './messages.js';
-import { crc32 } from '../pd/kv-checksum.js';
+import { crc32cOfViews } from './item-checksums.js';
 
-/** Why an item that landed differs from what its producer sent (its CRC-32), or undefined. */
-function corruptedItem(engine: TransferEngine, x: { addr: bigint; length: bigint }, want: number): string | undefined {
-  const view = engine.hostView(x.addr, x.length);
-  if (!view) return undefined;
-  const got = crc32(view);
-  return got === want ? undefined : `checksum mismatch (CRC-32 ${got.toString(16)}, the producer sent ${want.toString(16)}): the bytes that landed are not the item's`;
+/** Why each item that landed differs from what its producer sent (its CRC32C), or undefined; items without a CRC or not in host memory are not checked. */
+async function corruptedItems(engine: TransferEngine, items: { addr: bigint; length: bigint }[], want: (number | undefined)[]): Promise<(string | undefined)[]> {
+  const views = items.map((x, i) => (want[i] === undefined ? undefined : engine.hostView(x.addr, x.length)));
+  const checked = views.map((v, i) => (v ? i : -1)).filter((i) => i >= 0);
+  const got = await crc32cOfViews(checked.map((i) => views[i]!));
+  const out: (string | undefined)[] = items.map(() => undefined);
+  checked.forEach((i, j) => {
+    if (got[j] !== want[i]) out[i] = `checksum mismatch (CRC32C ${got[j]!.toString(16)}, the producer sent ${want[i]!.toString(16)}): the bytes that landed are not the item's`;
+  });
+  return out;
 }
 
 export interface ECConsumerOptions {
@@ -91,9 +95,10 @@ export class ECPullConsumer implements ECConsumer {
       // The producer answers after its write batch settled, within its own deadline; the
       // control request allows a little more so its answer, not our timer, decides.
       const reply = checkReply(EC_PULL, PullReplySchema, await this.engine.controlClient(segment).request(EC_PULL, body, this.loadTimeoutMs + 2_000));
+      const corruption = await corruptedItems(this.engine, items, items.map((_, i) => (reply.results[i]?.ok ? reply.results[i]!.crc32c : undefined)));
       items.forEach((x, i) => {
         const r = reply.results[i];
-        const corrupted = r?.ok && r.crc32 !== undefined ? corruptedItem(this.engine, x, r.crc32) : undefined;
+        const corrupted = corruption[i];
         if (r?.ok && !corrupted) out.loaded.push(x.hash);
         else if (corrupted) out.failed.push({ mmHash: x.hash, error: new TransferError('DATA_CORRUPTED', `item ${x.hash} from ${segment}: ${corrupted}`) });
         else {

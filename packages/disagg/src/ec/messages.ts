@@ -30,8 +30,8 @@ export const PullReplySchema = Type.Object({
       message: Type.Optional(Type.String({ maxLength: 2000 })),
       /** Failed only: the producer's write may still land in the destination (its transport could not confirm the cancel). */
       destinationMayBeWritten: Type.Optional(Type.Boolean()),
-      /** Written only, with checksums on: the item's CRC-32, checked by the consumer before it counts the item loaded. */
-      crc32: Type.Optional(Type.Integer({ minimum: 0, maximum: 0xffffffff })),
+      /** Written only, with checksums on: the item's CRC32C, checked by the consumer before it counts the item loaded. */
+      crc32c: Type.Optional(Type.Integer({ minimum: 0, maximum: 0xffffffff })),
     }),
     { maxItems: MAX_ITEMS_PER_PULL },
   ),

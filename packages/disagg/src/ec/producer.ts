@@ -5,7 +5,8 @@ import { waitAtMost } from '../shared/wait-at-most.js';
 import { EC_PROTOCOL_VERSION, EC_PULL, PullSchema, type PullMessage, type PullReply } from './messages.js';
 import { TransferPool } from './transfer-pool.js';
 import type { PoolItem } from './pool-allocator.js';
-import { checksumsEnabled, crc32 } from '../pd/kv-checksum.js';
+import { checksumsEnabled } from '../pd/kv-checksum.js';
+import { crc32cOfViews } from './item-checksums.js';
 
 /** How long close waits past the last pull's deadline for a transport that holds a batch longer. */
 const CLOSE_GRACE_MS = 10_000;
@@ -30,7 +31,7 @@ export interface ECProducerOptions {
   maxPulls?: number;
   /** vLLM's rank offset on VLLM_EC_MOONCAKE_BOOTSTRAP_PORT: `+ dpRank · tpSize + tpRank`. */
   rank?: { dpRank?: number; tpRank?: number; tpSize?: number };
-  /** A CRC-32 of each item written, which the consumer checks (DATA_CORRUPTED). Default: TE_KV_CHECKSUMS=1. */
+  /** A CRC32C of each item written, which the consumer checks (DATA_CORRUPTED). Default: TE_KV_CHECKSUMS=1. */
   checksums?: boolean;
 }
 
@@ -92,10 +93,12 @@ export class ECPoolProducer implements ECProducer {
     return new ECPoolProducer(engine, pool, maxPulls, checksumsEnabled(options.checksums));
   }
 
-  /** The item's CRC-32 for the answer, with checksums on (still pinned: its bytes are as written). */
-  private checksumOf(item: PoolItem): { crc32?: number } {
+  /** The written items' answers, with their CRC32C when checksums are on (still pinned: their bytes are as written). */
+  private async written(items: PoolItem[]): Promise<PullReply['results']> {
     const view = this.checksums ? this.pool.memory.buffer : undefined;
-    return view ? { crc32: crc32(view.subarray(item.offset, item.offset + item.length)) } : {};
+    if (!view) return items.map(() => ({ ok: true }));
+    const crcs = await crc32cOfViews(items.map((item) => view.subarray(item.offset, item.offset + item.length)));
+    return items.map((_, i) => ({ ok: true, crc32c: crcs[i]! }));
   }
 
   /** Where consumers reach this producer: its engine's control endpoint. */
@@ -166,16 +169,19 @@ export class ECPoolProducer implements ECProducer {
       });
       try {
         await this.engine.transfer(m.consumerSegment, batch, { timeoutMs: m.timeoutMs });
-        for (const i of present) results[i] = { ok: true, ...this.checksumOf(pinned[i]!) };
+        const answers = await this.written(present.map((i) => pinned[i]!));
+        present.forEach((i, j) => (results[i] = answers[j]!));
       } catch (e) {
         // A batch the engine gave up on at its deadline may still be read by its transport
         // (and written into the consumer): the items stay pinned, and the answer waits.
         const { remoteMayBeWritten } = await untilSettled(e);
         const error = isTransferError(e) ? e : new TransferError('INTERNAL', (e as Error).message);
+        const landed = present.filter((_, j) => error.statuses?.[j] === 0);
+        const answers = await this.written(landed.map((i) => pinned[i]!));
+        landed.forEach((i, j) => (results[i] = answers[j]!));
         present.forEach((i, j) => {
           const st = error.statuses?.[j];
-          if (st === 0) results[i] = { ok: true, ...this.checksumOf(pinned[i]!) };
-          else {
+          if (st !== 0) {
             results[i] = { ok: false, code: st !== undefined ? codeForStatus(st) : error.code, message: error.message.slice(0, 2000) };
             if (remoteMayBeWritten) results[i]!.destinationMayBeWritten = true;
           }

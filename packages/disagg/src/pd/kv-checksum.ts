@@ -1,38 +1,23 @@
-import * as zlib from 'node:zlib';
 import { TransferError, type TransferEngine } from '@te/connector';
+import { Checksummer, ChecksumList, addressOf, type CopyRegion } from '@te/staging';
 import type { BufferTable } from '../plan/index.js';
+import type { PageGeometry } from '../plan/page-geometry.js';
+import { planSliceCopy, type HeadSlice, type SliceCopy } from '../plan/slice-copy.js';
 
 /*
- * Optional end-to-end integrity of whole-page KV (the per-page path: both sides hold the
- * same heads per page): the prefill takes a CRC-32 of every page of every layer buffer it
- * writes, when it writes it, and sends them with its Success report; the decode takes the
- * same over its destination pages before it counts that report, and fails the room with
- * DATA_CORRUPTED naming the layer and pages when one differs. Host memory only (a view of
- * it must exist); zlib's CRC-32 runs natively (Node >= 20.15), a table-driven one elsewhere.
+ * Optional end-to-end integrity of what a prefill rank writes into a decode rank: KV, state
+ * and aux. One algorithm, CRC32C (Castagnoli), computed by @te/staging's checksummer on
+ * native threads (the CPU's crc32 instruction where it has one), never on the JS thread.
+ *
+ * What is checksummed is a *piece*: one source page's head slice of one layer buffer, as the
+ * bytes it occupies in the decode's page, in the decode's address order. The prefill walks
+ * its source slice in that order (the strided copy's source side: rows and reps in
+ * destination order), the decode walks its landed slice (the destination side); neither
+ * gathers anything. A whole page is the piece of a write without a head slice, and a piece
+ * is the same whatever the route (direct, gather, ring scatter, per token), so a staged
+ * or head-sliced write is checked like a whole-page one. State: the slot's slice of each
+ * state buffer (a Mamba slot's shard, or the whole slot); aux: the whole slot.
  */
-
-const native = (zlib as { crc32?: (data: Uint8Array, value?: number) => number }).crc32;
-let table: Uint32Array | undefined;
-
-function crcTable(): Uint32Array {
-  if (table) return table;
-  table = new Uint32Array(256);
-  for (let n = 0; n < 256; n++) {
-    let c = n;
-    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
-    table[n] = c >>> 0;
-  }
-  return table;
-}
-
-/** CRC-32 (IEEE) of `data`. */
-export function crc32(data: Uint8Array): number {
-  if (native) return native(data) >>> 0;
-  const t = crcTable();
-  let c = 0xffffffff;
-  for (let i = 0; i < data.length; i++) c = t[(c ^ data[i]!) & 0xff]! ^ (c >>> 8);
-  return (c ^ 0xffffffff) >>> 0;
-}
 
 /** Whether KV checksums are on: the option, else TE_KV_CHECKSUMS=1. */
 export function checksumsEnabled(option: boolean | undefined, env: NodeJS.ProcessEnv = process.env): boolean {
@@ -46,61 +31,79 @@ export function viewsOf(engine: TransferEngine, t: BufferTable): (Uint8Array | u
   return out;
 }
 
+let shared: Checksummer | undefined;
+
 /**
- * The checksums one prefill rank sends one decode rank for a room: per page of the room
- * (in the room's order), per layer buffer it writes (`buffers`, in order), page-major.
+ * Runs a batch on the process's checksummer, reading only `regions` (the buffers the jobs
+ * were planned over): a job outside them rejects with ADDRESS_OUT_OF_RANGE before any byte
+ * is read. The regions are set and the batch checked in one synchronous step, so batches of
+ * different ranks sharing the checksummer never see each other's regions.
  */
-export class RoomChecksums {
-  private readonly sums: number[] = [];
-
-  constructor(readonly buffers: readonly number[]) {}
-
-  /** Records pages [offset, offset + pages.length) of the room, read from `views` of the source. */
-  record(views: readonly (Uint8Array | undefined)[], itemLen: number, pages: Uint32Array, offset: number, only?: ReadonlySet<number>): void {
-    for (let i = 0; i < pages.length; i++) {
-      const p = pages[i]!;
-      for (let b = 0; b < this.buffers.length; b++) {
-        const k = this.buffers[b]!;
-        if (only && !only.has(k)) continue;
-        this.sums[(offset + i) * this.buffers.length + b] = crc32(views[k]!.subarray(p * itemLen, (p + 1) * itemLen));
-      }
-    }
-  }
-
-  /** Every page's checksums, or undefined when one was never recorded (a route that is not per page). */
-  wire(pages: number): Uint32Array | undefined {
-    const n = pages * this.buffers.length;
-    if (this.sums.length < n) return undefined;
-    const out = new Uint32Array(n);
-    for (let i = 0; i < n; i++) {
-      if (this.sums[i] === undefined) return undefined;
-      out[i] = this.sums[i]!;
-    }
-    return out;
+export function runChecksums(regions: readonly CopyRegion[], jobs: ChecksumList): Promise<Uint32Array> {
+  if (jobs.count === 0) return Promise.resolve(new Uint32Array(0));
+  try {
+    shared ??= Checksummer.create();
+    shared.setRegions(regions);
+    return shared.checksum(jobs);
+  } catch (e) {
+    return Promise.reject(e);
   }
 }
 
 /**
- * The decode's check of one prefill rank's Success report: each page of each of its layer
- * buffers `buffers` (absolute layer and K/V named by `nameOf`) against `sums`; throws
- * DATA_CORRUPTED naming the first layer that differs and its pages.
+ * A buffer table as the checksummer reads it: each buffer's address where the native code
+ * finds its bytes (the engine's address, or the JS buffer's where a transport written in
+ * JavaScript names memory by addresses of its own); NaN where it is not host memory.
  */
-export function checkPages(room: bigint, views: readonly (Uint8Array | undefined)[], itemLen: number, pages: Uint32Array, buffers: readonly number[], sums: Uint32Array, nameOf: (buffer: number) => string): void {
-  if (sums.length !== pages.length * buffers.length) throw new TransferError('PROTOCOL_MISMATCH', `room ${room}: ${sums.length} checksums for ${pages.length} pages × ${buffers.length} buffers`, { details: { room } });
-  const bad = new Map<number, number[]>();
-  for (let i = 0; i < pages.length; i++) {
-    const p = pages[i]!;
-    for (let b = 0; b < buffers.length; b++) {
-      const view = views[buffers[b]!];
-      if (!view) continue;
-      if (crc32(view.subarray(p * itemLen, (p + 1) * itemLen)) !== sums[i * buffers.length + b]) {
-        const list = bad.get(buffers[b]!) ?? [];
-        list.push(p);
-        bad.set(buffers[b]!, list);
-      }
-    }
+export class HostTable {
+  readonly native: Float64Array;
+
+  constructor(engine: TransferEngine, readonly table: BufferTable) {
+    this.native = Float64Array.from(viewsOf(engine, table), (v) => (v ? Number(addressOf(v)) : Number.NaN));
   }
-  if (bad.size === 0) return;
-  const [buffer, badPages] = [...bad][0]!;
-  throw new TransferError('DATA_CORRUPTED', `room ${room}: KV checksum mismatch in ${nameOf(buffer)}, destination pages ${badPages.slice(0, 16).join(', ')}${badPages.length > 16 ? ` (+${badPages.length - 16})` : ''}${bad.size > 1 ? `, and ${bad.size - 1} more buffers` : ''}`, { details: { room, buffer, pages: badPages.slice(0, 64) } });
+
+  /** Whether every buffer is host memory. */
+  get host(): boolean {
+    return this.native.every((a) => !Number.isNaN(a));
+  }
+
+  regions(): CopyRegion[] {
+    const out: CopyRegion[] = [];
+    for (let i = 0; i < this.native.length; i++) if (!Number.isNaN(this.native[i]!)) out.push({ addr: this.native[i]!, length: this.table.lengths[i]! });
+    return out;
+  }
+
+  /** Where item `item` of buffer `buffer` starts, for the checksummer. */
+  item(buffer: number, item: number): number {
+    return this.native[buffer]! + item * this.table.itemLens[buffer]!;
+  }
+}
+
+/**
+ * The piece geometry between one prefill page and the decode page it lands in, as the
+ * decode computes it from its own page and the slice it was told: the source laid out like
+ * the destination (the byte order of a piece is the destination's whatever the source's).
+ */
+export function landedCopy(dst: PageGeometry, prefillTokens: number, slice: HeadSlice): SliceCopy {
+  const src: PageGeometry = { tokens: prefillTokens, heads: slice.count, headBytes: dst.headBytes, layout: dst.layout };
+  return planSliceCopy(src, dst, { srcOffset: 0, dstOffset: slice.dstOffset, count: slice.count });
+}
+
+/** Pushes the source side of one piece (the prefill's walk) at `item`, the source page's base for the checksummer. */
+export function pushSource(list: ChecksumList, c: SliceCopy, item: number): void {
+  list.push(item + c.srcOffset, c.width, c.rows, c.srcPitch, c.reps, c.srcRepStride);
+}
+
+/** Pushes the destination side of one piece (the decode's walk): `item` the decode page's base, `sub` the prefill page's place in it. */
+export function pushLanded(list: ChecksumList, c: SliceCopy, item: number, sub: number): void {
+  list.push(item + c.dstOffset + sub * c.subStride, c.width, c.rows, c.dstPitch, c.reps, c.dstRepStride);
+}
+
+/** A list of numbers, the first 16 shown and how many more. */
+export function listed(values: readonly number[]): string {
+  return `${values.slice(0, 16).join(', ')}${values.length > 16 ? ` (+${values.length - 16})` : ''}`;
+}
+
+export function corrupted(room: bigint, message: string, details: Record<string, unknown>): TransferError {
+  return new TransferError('DATA_CORRUPTED', `room ${room}: ${message}`, { details: { room, ...details } });
 }

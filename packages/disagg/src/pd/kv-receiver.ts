@@ -1,12 +1,12 @@
 import { KVStatus, StatusCell, TransferError, isTransferError, type BootstrapInfo, type KVReceiver } from '@te/connector';
 import { matchesReply } from '../protocol/handle.js';
 import { AbortReplySchema, MSG, PD_PROTOCOL_VERSION, type AbortMessage, type RequestMessage, type StatusMessage } from '../protocol/messages.js';
-import type { DecodeRank } from './decode-rank.js';
+import type { DecodeRoomContext } from './room-context.js';
 import { planTargets, type TargetPlan } from './targets.js';
 import type { ScatterRoom } from '../staging/ring-service.js';
 import { REFUSAL_CODES, tellRefusal } from './refusal.js';
 import { withRoom } from './room-error.js';
-import { checkReport } from './receiver-checksums.js';
+import { checkReport, type ReportContext } from './receiver-checksums.js';
 
 interface ResolvedTarget extends TargetPlan {
   segment: string;
@@ -23,20 +23,22 @@ export class DecodeReceiver implements KVReceiver {
   private readonly resolved: Promise<ResolvedTarget[]>;
   private readonly responses = new Set<string>();
   private requested = false;
-  /** The pages and aux slot given to init (what KV checksums are checked over). */
-  private destination: { pages: Uint32Array; auxIndex: number } | undefined;
+  /** The pages, aux slot and state slots given to init (what checksums are checked over). */
+  private destination: { pages: Uint32Array; auxIndex: number; stateIndices?: Uint32Array | undefined } | undefined;
+  /** Reports being checked, by prefill rank: a repeat waits for the same check. */
+  private readonly checking = new Map<string, Promise<void>>();
   private waitingTimer: NodeJS.Timeout | undefined;
   /** Set while the room fails: the prefill ranks are told to stop, Failed is shown once they did. */
   private failing: Promise<void> | undefined;
   bytes = 0;
 
-  constructor(private readonly rank: DecodeRank, readonly bootstrap: BootstrapInfo) {
+  constructor(private readonly ctx: DecodeRoomContext, readonly bootstrap: BootstrapInfo) {
     // init() rethrows what failed here: always a TransferError, the one the room failed with.
     this.resolved = this.resolve().catch(async (e: unknown) => {
       const error = withRoom(e instanceof TransferError ? e : new TransferError('INTERNAL', (e as Error).message, { cause: e }), this.room);
       // Refused (the layouts cannot pair): the prefill ranks hear it before this room fails,
       // so theirs fail at once too instead of holding the request's pages until their timeout.
-      if (REFUSAL_CODES.has(error.code)) await tellRefusal(this.rank, this.bootstrap, error, this.rank.timeouts.heartbeatMs * 2);
+      if (REFUSAL_CODES.has(error.code)) await tellRefusal(this.ctx, this.bootstrap, error, this.ctx.timeouts.heartbeatMs * 2);
       this.fail(error);
       throw error;
     });
@@ -75,21 +77,21 @@ export class DecodeReceiver implements KVReceiver {
     return {
       pages,
       prefillPageSize: this.prefillPageSize,
-      timeoutMs: this.rank.timeouts.transferMs,
+      timeoutMs: this.ctx.timeouts.transferMs,
       sliceFrom: (tp, pp) => {
         const t = this.targets.find((x) => x.tpRank === tp && x.ppRank === pp && !x.dummy);
         if (!t) return undefined;
-        return t.kvSlice ?? { srcOffset: 0, dstOffset: 0, count: this.rank.staging.geometry(0).heads };
+        return t.kvSlice ?? { srcOffset: 0, dstOffset: 0, count: this.ctx.staging.geometry(0).heads };
       },
     };
   }
 
   private async resolve(): Promise<ResolvedTarget[]> {
-    const r = this.rank;
+    const r = this.ctx;
     const deadline = Date.now() + r.timeouts.bootstrapMs;
-    const client = r.bootstrapClient(this.bootstrapAddress);
-    const info = await client.prefillInfo(r.selfDescription(), r.timeouts.bootstrapMs);
-    const set = planTargets(info, r.layout, r.buffers, this.room, this.bootstrap.prefillDpRank);
+    const client = r.directory(this.bootstrapAddress);
+    const info = await client.prefillInfo(r.decode.bootstrapFields, r.timeouts.bootstrapMs);
+    const set = planTargets(info, r.decode.layout, r.decode.buffers, this.room, this.bootstrap.prefillDpRank);
     this.prefillPageSize = info.page_size;
     await r.prepareStaging(info, set.targets.filter((t) => !t.dummy).map((t) => t.kvSlice));
     const out = await Promise.all(
@@ -113,12 +115,12 @@ export class DecodeReceiver implements KVReceiver {
     const targets = await this.resolved;
     if (this.cell.value === KVStatus.Failed) throw this.cell.error!;
     this.requested = true;
-    this.destination = { pages: pageIndices, auxIndex };
+    this.destination = { pages: pageIndices, auxIndex, stateIndices };
     this.pages = pageIndices;
     this.waitingTimer = setTimeout(() => {
       if (this.cell.value === KVStatus.Success || this.cell.value === KVStatus.Failed || this.failing) return;
-      void this.failAndAbort(new TransferError('TIMEOUT', `room ${this.room}: KV did not arrive within ${this.rank.timeouts.waitingMs} ms (waiting timeout; ${this.responses.size} of ${targets.length} prefill ranks reported)`, { details: { room: this.room } }));
-    }, this.rank.timeouts.waitingMs);
+      void this.failAndAbort(new TransferError('TIMEOUT', `room ${this.room}: KV did not arrive within ${this.ctx.timeouts.waitingMs} ms (waiting timeout; ${this.responses.size} of ${targets.length} prefill ranks reported)`, { details: { room: this.room } }));
+    }, this.ctx.timeouts.waitingMs);
     this.waitingTimer.unref();
     try {
       await Promise.all(targets.map((t) => this.request(t, pageIndices, auxIndex, stateIndices)));
@@ -137,8 +139,8 @@ export class DecodeReceiver implements KVReceiver {
     const msg: RequestMessage = {
       v: PD_PROTOCOL_VERSION,
       room: this.room,
-      decodeSegment: this.rank.engine.segmentName,
-      decodeTpRank: this.rank.layout.attnTpRank,
+      decodeSegment: this.ctx.engine.segmentName,
+      decodeTpRank: this.ctx.decode.layout.attnTpRank,
       pages,
       auxIndex,
       requiredDecodeRanks: t.requiredDecodeRanks,
@@ -150,7 +152,7 @@ export class DecodeReceiver implements KVReceiver {
     if (t.kvSlice) msg.kvSlice = t.kvSlice;
     if (t.stateSlice) msg.stateSlice = t.stateSlice;
     try {
-      await this.rank.engine.controlClient(t.segment).request(MSG.request, msg, this.rank.timeouts.heartbeatMs * 2);
+      await this.ctx.engine.controlClient(t.segment).request(MSG.request, msg, this.ctx.timeouts.heartbeatMs * 2);
     } catch (e) {
       // Register again, once, when the prefill rank no longer knows this decode (it restarted:
       // STALE_DESCRIPTOR) or refuses it after a connection-level failure (PEER_FAILED: a
@@ -158,13 +160,13 @@ export class DecodeReceiver implements KVReceiver {
       // decode registers again. This decode is alive and asking: a transient failure must
       // fail the rooms it hit, not every later room of this pair.
       if (!isTransferError(e, 'STALE_DESCRIPTOR') && !isTransferError(e, 'PEER_FAILED')) throw e;
-      await this.rank.ensureRegistered(t.segment, this.rank.timeouts.heartbeatMs * 2, true);
-      await this.rank.engine.controlClient(t.segment).request(MSG.request, msg, this.rank.timeouts.heartbeatMs * 2);
+      await this.ctx.ensureRegistered(t.segment, this.ctx.timeouts.heartbeatMs * 2, true);
+      await this.ctx.engine.controlClient(t.segment).request(MSG.request, msg, this.ctx.timeouts.heartbeatMs * 2);
     }
   }
 
   /** A prefill rank's result. */
-  onStatus(m: StatusMessage): void {
+  async onStatus(m: StatusMessage): Promise<void> {
     // A room that is failing takes no result: Failed is shown once its prefill ranks stopped.
     if (this.failing) return;
     if (m.status === KVStatus.Failed) {
@@ -178,20 +180,35 @@ export class DecodeReceiver implements KVReceiver {
     // A repeated report (the prefill sends it again when the first answer did not reach it)
     // is answered without counting it twice.
     if (this.responses.has(from)) return;
-    if ((m.checksums || m.auxChecksums) && this.destination) {
-      try {
-        checkReport(this.rank.engine, this.rank.buffers, this.room, this.destination.pages, this.destination.auxIndex, m);
-      } catch (e) {
-        // The reporting rank hears it as the answer to its report, the others by the abort.
-        void this.failAndAbort(e as TransferError);
-        throw e;
+    if ((m.kvCrc32c || m.stateCrc32c || m.auxCrc32c) && this.destination) {
+      let check = this.checking.get(from);
+      if (!check) {
+        check = checkReport(this.ctx.engine, this.ctx.decode.buffers, this.room, this.reportContext(m), m);
+        this.checking.set(from, check);
+        void check.finally(() => this.checking.delete(from)).catch(() => undefined);
       }
+      try {
+        await check;
+      } catch (e) {
+        const error = isTransferError(e) ? e : new TransferError('INTERNAL', `room ${this.room}: ${(e as Error).message}`, { cause: e, details: { room: this.room } });
+        // The reporting rank hears it as the answer to its report, the others by the abort.
+        void this.failAndAbort(error);
+        throw error;
+      }
+      // The room failed while the bytes were checked, or a repeat was counted meanwhile.
+      if (this.failing || this.cell.value === KVStatus.Failed || this.responses.has(from)) return;
     }
     this.responses.add(from);
     this.bytes += m.bytes ?? 0;
     void this.resolved.then((targets) => {
       if (this.responses.size >= targets.length && this.cell.advance(KVStatus.Success)) this.done();
     });
+  }
+
+  /** What the checksums of prefill rank `m`'s report are checked against. */
+  private reportContext(m: StatusMessage): ReportContext {
+    const t = this.targets.find((x) => x.tpRank === m.prefillTpRank && x.ppRank === m.prefillPpRank);
+    return { ...this.destination!, prefillPageSize: this.prefillPageSize, kvSlice: t?.kvSlice, stateSlice: t?.stateSlice, geometry: (b) => this.ctx.staging.geometry(b), layout: this.ctx.decode.layout };
   }
 
   fail(error: TransferError): void {
@@ -214,7 +231,7 @@ export class DecodeReceiver implements KVReceiver {
       return Promise.resolve();
     }
     if (this.waitingTimer) clearTimeout(this.waitingTimer);
-    this.rank.staging.refuse(this.room, error);
+    this.ctx.staging.refuse(this.room, error);
     this.failing = this.resolved
       .then((targets) => this.sendAborts(targets, error.message, error.code === 'DATA_CORRUPTED' ? error.code : undefined))
       .then(
@@ -236,13 +253,13 @@ export class DecodeReceiver implements KVReceiver {
    * unless a write may still land in it.
    */
   private async stagingSettled(mayStillBeWritten: boolean): Promise<void> {
-    await this.rank.staging.quiet(this.room);
-    if (!mayStillBeWritten) this.rank.staging.release(this.room);
+    await this.ctx.staging.quiet(this.room);
+    if (!mayStillBeWritten) this.ctx.staging.release(this.room);
   }
 
   private done(): void {
     if (this.waitingTimer) clearTimeout(this.waitingTimer);
-    this.rank.forget(this);
+    this.ctx.ended(this);
   }
 
   /**
@@ -251,9 +268,9 @@ export class DecodeReceiver implements KVReceiver {
    * did not acknowledge.
    */
   private async sendAborts(targets: ResolvedTarget[], reason: string, code?: string): Promise<boolean> {
-    const msg: AbortMessage = { v: PD_PROTOCOL_VERSION, room: this.room, decodeSegment: this.rank.engine.segmentName, reason: reason.slice(0, 2000) };
+    const msg: AbortMessage = { v: PD_PROTOCOL_VERSION, room: this.room, decodeSegment: this.ctx.engine.segmentName, reason: reason.slice(0, 2000) };
     if (code) msg.code = code;
-    const results = await Promise.allSettled(targets.map((t) => this.rank.engine.controlClient(t.segment).request(MSG.abort, msg, this.rank.timeouts.abortMs)));
+    const results = await Promise.allSettled(targets.map((t) => this.ctx.engine.controlClient(t.segment).request(MSG.abort, msg, this.ctx.timeouts.abortMs)));
     const unsafe = results.find((r): r is PromiseRejectedResult => r.status === 'rejected' && !isTransferError(r.reason, 'PEER_UNREACHABLE'));
     if (unsafe) {
       throw new TransferError('TIMEOUT', `room ${this.room}: a prefill rank did not acknowledge the abort (${(unsafe.reason as Error).message}); its pages may still be written`, { cause: unsafe.reason, details: { room: this.room, pagesMayBeWritten: true } });
@@ -272,7 +289,7 @@ export class DecodeReceiver implements KVReceiver {
     const error = new TransferError('ABORTED', `room ${this.room}: ${reason}`, { details: { room: this.room } });
     this.fail(error);
     if (wasSuccess || !this.requested) return;
-    this.rank.staging.refuse(this.room, error);
+    this.ctx.staging.refuse(this.room, error);
     const targets = await this.resolved.catch(() => [] as ResolvedTarget[]);
     let written = true;
     try {

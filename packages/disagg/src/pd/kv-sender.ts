@@ -1,17 +1,11 @@
 import { KVStatus, StatusCell, TransferError, isTransferError, untilSettled, type KVSender, type BootstrapInfo, type TransferBatch } from '@te/connector';
-import { MSG, PD_PROTOCOL_VERSION, type RequestMessage, type StatusMessage } from '../protocol/messages.js';
+import { MSG, PD_PROTOCOL_VERSION, type StatusMessage } from '../protocol/messages.js';
 import type { Destination } from './destination.js';
 import { planAux, planState } from './transfer-plan.js';
 import { writeKv } from './kv-write.js';
-import type { PrefillRank } from './prefill-rank.js';
+import type { PrefillRoomContext, RoomRequest } from './room-context.js';
 import { withRoom } from './room-error.js';
-import { SenderChecksums } from './sender-checksums.js';
-
-/** One decode rank's request for this room, with the destination it registered. */
-export interface RoomRequest {
-  req: RequestMessage;
-  dest: Destination;
-}
+import { SenderChecksums, alongside } from './sender-checksums.js';
 
 const CONNECTION_CODES = new Set(['CONNECTION_LOST', 'PEER_UNREACHABLE', 'PEER_FAILED', 'STALE_DESCRIPTOR', 'AUTH_FAILED']);
 /** A control request that got no answer (which a repeat may get), not a refusal. */
@@ -46,10 +40,10 @@ export class PrefillSender implements KVSender {
   private readonly bootstrapTimer: NodeJS.Timeout;
   bytes = 0;
 
-  constructor(private readonly rank: PrefillRank, readonly bootstrap: BootstrapInfo) {
+  constructor(private readonly ctx: PrefillRoomContext, readonly bootstrap: BootstrapInfo) {
     this.bootstrapTimer = setTimeout(() => {
-      if (this.cell.value < KVStatus.WaitingForInput) this.fail(new TransferError('TIMEOUT', `room ${this.room}: no destination from the decode within ${rank.timeouts.bootstrapMs} ms (bootstrap timeout; ${this.requests.size === 0 ? 'no decode rank asked for it' : `${this.requests.size} of ${this.required} decode ranks heard`})`, { details: { room: this.room } }));
-    }, rank.timeouts.bootstrapMs);
+      if (this.cell.value < KVStatus.WaitingForInput) this.fail(new TransferError('TIMEOUT', `room ${this.room}: no destination from the decode within ${ctx.timeouts.bootstrapMs} ms (bootstrap timeout; ${this.requests.size === 0 ? 'no decode rank asked for it' : `${this.requests.size} of ${this.required} decode ranks heard`})`, { details: { room: this.room } }));
+    }, ctx.timeouts.bootstrapMs);
     this.bootstrapTimer.unref();
   }
 
@@ -127,22 +121,23 @@ export class PrefillSender implements KVSender {
   private async writeTo(rr: RoomRequest, pages: Uint32Array, offset: number, last: boolean, stateIndices: Uint32Array | undefined): Promise<void> {
     const { req, dest } = rr;
     if (!req.dummy && pages.length > 0) {
-      const perDst = dest.msg.pageSize / this.rank.source.buffers.pageSize;
+      const perDst = dest.msg.pageSize / this.ctx.source.buffers.pageSize;
       if (Math.ceil((offset + pages.length) / perDst) > req.pages.length) throw new TransferError('INVALID_ARGUMENT', `room ${this.room}: ${offset + pages.length} pages sent but decode rank ${req.decodeTpRank} gave ${req.pages.length} destination pages`, { details: { room: this.room } });
       await this.writeKv(rr, pages, offset);
     }
     if (!last) return;
     // Aux goes after the KV and state have landed, so a decode that reads Success can read it.
-    const state = stateIndices ? planState(this.rank.source, dest, req, stateIndices) : undefined;
-    if (state && state.batch.opcodes.length > 0) await this.submit(dest, state.batch);
-    if (req.sendsAux && this.auxIndex !== undefined && this.rank.source.aux.addrs.length > 0) await this.submit(dest, planAux(this.rank.source, dest, this.auxIndex, req.auxIndex).batch);
+    const state = stateIndices ? planState(this.ctx.source, dest, req, stateIndices) : undefined;
+    if (state && state.batch.opcodes.length > 0) await alongside(this.checksums.recordState(this.ctx, rr, stateIndices!), this.submit(dest, state.batch));
+    if (req.sendsAux && this.auxIndex !== undefined && this.ctx.source.aux.addrs.length > 0) await this.submit(dest, planAux(this.ctx.source, dest, this.auxIndex, req.auxIndex).batch);
   }
 
   /** A chunk (or layers) of this room's KV to one decode rank, by the route the layouts allow (kv-write.ts). */
   private writeKv(rr: RoomRequest, pages: Uint32Array, firstPage: number, layers?: ArrayLike<number>): Promise<void> {
-    const r = this.rank;
-    this.checksums.record(r, rr, pages, firstPage, layers);
-    return writeKv({
+    const r = this.ctx;
+    // The checksums read the source pages beside the write, on native threads.
+    const sums = this.checksums.record(r, rr, pages, firstPage, layers);
+    return alongside(sums, writeKv({
       source: r.source,
       dest: rr.dest,
       req: rr.req,
@@ -150,20 +145,20 @@ export class PrefillSender implements KVSender {
       firstPage,
       ...(layers ? { layers } : {}),
       room: this.room,
-      prefillTpRank: r.layout.attnTpRank,
-      prefillPpRank: r.layout.ppRank,
+      prefillTpRank: r.source.layout.attnTpRank,
+      prefillPpRank: r.source.layout.ppRank,
       engine: r.engine,
       timeoutMs: r.timeouts.transferMs,
       submit: (batch) => this.submit(rr.dest, batch),
       staging: r.staging,
       signal: this.stop.signal,
-    });
+    }));
   }
 
   private async submit(dest: Destination, batch: TransferBatch): Promise<void> {
     // A failed room starts no write: fail() waits only for the ones already in flight.
     if (this.cell.value === KVStatus.Failed) throw this.cell.error!;
-    const transfer = this.rank.engine.transfer(dest.segment, batch, { timeoutMs: this.rank.timeouts.transferMs, signal: this.stop.signal });
+    const transfer = this.ctx.engine.transfer(dest.segment, batch, { timeoutMs: this.ctx.timeouts.transferMs, signal: this.stop.signal });
     // In flight until the transport let go, which for a batch the engine gave up on at its
     // deadline comes later than the answer: the decode may free its pages only then.
     const settlement = transfer.then(
@@ -178,7 +173,7 @@ export class PrefillSender implements KVSender {
       const r = await transfer;
       this.bytes += Number(r.bytes);
     } catch (e) {
-      if (isTransferError(e) && CONNECTION_CODES.has(e.code)) this.rank.markFailed(dest, e);
+      if (isTransferError(e) && CONNECTION_CODES.has(e.code)) this.ctx.markFailed(dest, e);
       throw isTransferError(e) ? new TransferError(e.code, `room ${this.room}: writing to ${dest.segment} failed: ${e.message}`, { cause: e, details: { room: this.room, segment: dest.segment } }) : e;
     }
   }
@@ -197,7 +192,7 @@ export class PrefillSender implements KVSender {
       throw e;
     }
     this.cell.advance(KVStatus.Success);
-    this.rank.forget(this);
+    this.ctx.ended(this);
   }
 
   /**
@@ -208,7 +203,7 @@ export class PrefillSender implements KVSender {
    * (it counts each prefill rank once, and a room it finished is unknown there: answered).
    */
   private async reportSuccess(rr: RoomRequest): Promise<void> {
-    const tries = this.rank.timeouts.heartbeatMaxFailures + 1;
+    const tries = this.ctx.timeouts.heartbeatMaxFailures + 1;
     for (let i = 1; ; i++) {
       try {
         await this.report(rr, KVStatus.Success);
@@ -223,15 +218,15 @@ export class PrefillSender implements KVSender {
   // Async: a closed engine's controlClient() throws, and fail() reports from a callback,
   // where a synchronous throw would end the process instead of rejecting.
   private async report(rr: RoomRequest, status: 0 | 4, error?: TransferError): Promise<unknown> {
-    const msg: StatusMessage = { v: PD_PROTOCOL_VERSION, room: this.room, prefillTpRank: this.rank.layout.attnTpRank, prefillPpRank: this.rank.layout.ppRank, status, bytes: this.bytes };
+    const msg: StatusMessage = { v: PD_PROTOCOL_VERSION, room: this.room, prefillTpRank: this.ctx.source.layout.attnTpRank, prefillPpRank: this.ctx.source.layout.ppRank, status, bytes: this.bytes };
     if (error) {
       msg.code = error.code;
       msg.message = error.message.slice(0, 2000);
       if (this.mayStillLand.has(rr.dest.segment)) msg.pagesMayBeWritten = true;
     } else {
-      this.checksums.addTo(msg, this.rank, rr, this.sentPages, this.auxIndex);
+      await this.checksums.addTo(msg, this.ctx, rr, this.sentPages, this.auxIndex);
     }
-    return this.rank.engine.controlClient(rr.dest.segment).request(MSG.status, msg, this.rank.timeouts.heartbeatMs * 2);
+    return this.ctx.engine.controlClient(rr.dest.segment).request(MSG.status, msg, this.ctx.timeouts.heartbeatMs * 2);
   }
 
   /**
@@ -247,10 +242,10 @@ export class PrefillSender implements KVSender {
     if (!this.cell.fail(error)) return;
     this.stop.abort();
     // Its chunks waiting for staging memory give up; the ones in flight release theirs as they settle.
-    this.rank.staging.refuse(this.room, error);
+    this.ctx.staging.refuse(this.room, error);
     void this.settled().then(() => {
       for (const rr of this.requests.values()) this.report(rr, KVStatus.Failed, error).catch(() => undefined);
-      this.rank.forget(this);
+      this.ctx.ended(this);
     });
   }
 
@@ -296,7 +291,7 @@ export class PrefillSender implements KVSender {
     if (this.cell.value === KVStatus.Failed) return 'failed';
     if (this.finished || this.sentPages > 0) return 'chunked';
     if (this.cell.value < KVStatus.WaitingForInput) return 'destination-not-ready';
-    const pageSize = this.rank.source.buffers.pageSize;
+    const pageSize = this.ctx.source.buffers.pageSize;
     for (const rr of this.requests.values()) if (!rr.req.dummy && rr.req.pages.length < Math.ceil(pages.length / (rr.dest.msg.pageSize / pageSize))) return 'destination-too-small';
     return undefined;
   }
@@ -313,7 +308,7 @@ export class PrefillSender implements KVSender {
   layerReady(layer: number, ready?: () => Promise<unknown>): void {
     const lw = this.layerwise;
     if (!lw) throw new TransferError('UNSUPPORTED_CAPABILITY', `room ${this.room}: not in a layerwise batch (KVManager.beginBatch, with layerwise enabled)`);
-    const span = this.rank.source.span;
+    const span = this.ctx.source.span;
     if (!Number.isInteger(layer) || layer < span.firstLayer || layer >= span.firstLayer + span.layers) throw new TransferError('INVALID_ARGUMENT', `layer ${layer} is not held by this rank [${span.firstLayer}, ${span.firstLayer + span.layers})`);
     if (lw.sentLayers.has(layer)) return;
     lw.sentLayers.add(layer);
@@ -350,8 +345,8 @@ export class PrefillSender implements KVSender {
   private async writeStates(lw: LayerwiseState, only?: Set<number>): Promise<void> {
     await Promise.all(
       [...this.requests.values()].map(async (rr) => {
-        const plan = planState(this.rank.source, rr.dest, rr.req, lw.stateIndices!, only);
-        if (plan && plan.batch.opcodes.length > 0) await this.submit(rr.dest, plan.batch);
+        const plan = planState(this.ctx.source, rr.dest, rr.req, lw.stateIndices!, only);
+        if (plan && plan.batch.opcodes.length > 0) await alongside(this.checksums.recordState(this.ctx, rr, lw.stateIndices!, only), this.submit(rr.dest, plan.batch));
       }),
     );
   }
@@ -366,17 +361,17 @@ export class PrefillSender implements KVSender {
       await Promise.all(lw.inflight);
       if (this.cell.value === KVStatus.Failed) throw this.cell.error!;
       try {
-        const span = this.rank.source.span;
+        const span = this.ctx.source.span;
         const missing = Array.from({ length: span.layers }, (_, i) => span.firstLayer + i).filter((l) => !lw.sentLayers.has(l));
         if (missing.length > 0) await this.writeLayers(lw, missing);
-        if (lw.stateIndices && this.rank.source.state) {
-          const all = new Set(Array.from({ length: this.rank.source.state.addrs.length }, (_, i) => i));
+        if (lw.stateIndices && this.ctx.source.state) {
+          const all = new Set(Array.from({ length: this.ctx.source.state.addrs.length }, (_, i) => i));
           for (const i of lw.sentStates) all.delete(i);
           if (all.size > 0) await this.writeStates(lw, all);
         }
         await Promise.all(
           [...this.requests.values()].map(async (rr) => {
-            if (rr.req.sendsAux && this.auxIndex !== undefined && this.rank.source.aux.addrs.length > 0) await this.submit(rr.dest, planAux(this.rank.source, rr.dest, this.auxIndex, rr.req.auxIndex).batch);
+            if (rr.req.sendsAux && this.auxIndex !== undefined && this.ctx.source.aux.addrs.length > 0) await this.submit(rr.dest, planAux(this.ctx.source, rr.dest, this.auxIndex, rr.req.auxIndex).batch);
           }),
         );
       } catch (e) {

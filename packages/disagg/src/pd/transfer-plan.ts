@@ -47,7 +47,7 @@ export function planAux(src: SourceSide, dest: Destination, srcSlot: number, dst
 }
 
 /** State buffers pair by layer when there is one per layer (PP-aware), else one to one. */
-function statePairs(src: SourceSide, dest: Destination): Int32Array {
+export function statePairs(src: SourceSide, dest: Destination): Int32Array {
   const s = src.state!;
   const d = dest.state!;
   if (s.addrs.length === src.span.layers && d.addrs.length === dest.span.layers) {

@@ -101,12 +101,19 @@ export const StatusSchema = Type.Object({
   bytes: Type.Optional(Type.Number({ minimum: 0 })),
   /** Failed only: a write of the room to this decode may still land in its pages (its transport could not confirm the cancel). */
   pagesMayBeWritten: Type.Optional(Type.Boolean()),
-  /** Success only, with KV checksums on: a CRC-32 per page of the room (room order) per layer buffer written, page-major. */
-  checksums: Type.Optional(Uint32ArrayType()),
-  /** The absolute layers `checksums` cover ([first, first + count), K then V per MHA layer). */
+  /**
+   * Success only, with KV checksums on: a CRC32C per piece (one source page's head slice of
+   * one layer buffer, as it lies in the decode's page; see pd/kv-checksum.ts), per source
+   * page of the room (room order) per layer buffer written, page-major.
+   */
+  kvCrc32c: Type.Optional(Uint32ArrayType()),
+  /** The absolute layers `kvCrc32c` covers ([first, first + count), K then V per MHA layer). */
   checksumLayers: Type.Optional(Type.Object({ first: Int(0), count: Int(1, 4096) })),
-  /** Success only, with KV checksums on: a CRC-32 of the aux slot written, per aux buffer. */
-  auxChecksums: Type.Optional(Uint32ArrayType()),
+  /** Success only, with KV checksums on: a CRC32C of the aux slot written, per aux buffer. */
+  auxCrc32c: Type.Optional(Uint32ArrayType()),
+  /** Success only, with KV checksums on: a CRC32C per state buffer written (`stateBuffers`, the decode's) per state slot of the room, buffer-major. */
+  stateCrc32c: Type.Optional(Uint32ArrayType()),
+  stateBuffers: Type.Optional(Uint32ArrayType()),
 });
 export type StatusMessage = Static<typeof StatusSchema>;
 
