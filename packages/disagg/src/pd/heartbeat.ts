@@ -1,3 +1,6 @@
+import { isTransferError, type TransferEngine } from '@te/connector';
+import { PD_PROTOCOL_VERSION } from '../protocol/messages.js';
+
 /**
  * Periodic liveness checks of the peers that have live rooms. A peer missing
  * `maxFailures` consecutive checks (or answering "unreachable" at once) is reported
@@ -49,5 +52,18 @@ export class Heartbeat {
   stop(): void {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
+  }
+}
+
+/**
+ * One liveness check over the control plane (`type`: the ping message the peer serves): an
+ * unreachable peer is dead at once, any other failure is a missed beat.
+ */
+export async function pingPeer(engine: TransferEngine, segment: string, type: string, timeoutMs: number): Promise<'alive' | 'dead' | 'missed'> {
+  try {
+    await engine.controlClient(segment).request(type, { v: PD_PROTOCOL_VERSION }, timeoutMs);
+    return 'alive';
+  } catch (e) {
+    return isTransferError(e, 'PEER_UNREACHABLE') ? 'dead' : 'missed';
   }
 }
