@@ -26,6 +26,7 @@
 #include "te/memory_registry.h"
 #include "te/notify_budget.h"
 #include "te/status.h"
+#include "te/transport_event.h"
 #include "wire.h"
 
 namespace teshm {
@@ -49,15 +50,9 @@ struct Options {
   uint64_t notify_queue_bytes = 64ull << 20;
 };
 
-/** Something for the JS thread: a finished batch, a finished openPeer, a notification, a warning. */
-struct Event {
-  enum Kind { BATCH, OPEN, NOTIFY, LOG } kind = BATCH;
-  uint64_t id = 0;
-  int32_t status = 0;
-  std::string text;  // error message (BATCH/OPEN), sender name (NOTIFY) or warning (LOG)
-  std::vector<uint8_t> payload;
-};
-using EventSink = std::function<void(Event)>;
+/** Something for the JS thread (the event type every transport core shares). */
+using Event = te::TransportEvent;
+using EventSink = te::TransportEventSink;
 
 class Server;
 class Client;

@@ -12,7 +12,7 @@
 
 #include "te/cuda/cuda_transport.h"
 #include "te/cuda/device.h"
-#include "te/cuda/memory_tools.h"
+#include "te/cuda/napi_device.h"
 #include "te/cuda/napi_events.h"
 #include "te/napi/transport_wrap.h"
 
@@ -22,8 +22,6 @@ using te::napi::get_u64;
 using te::napi::string_field;
 using te::napi::throw_status;
 using te::napi::u64_field;
-
-[[noreturn]] inline void throw_error(Napi::Env env, const Error& e) { throw_status(env, e.status, e.message); }
 
 inline Napi::Uint8Array bytes_of(Napi::Env env, const std::vector<uint8_t>& v) {
   auto a = Napi::Uint8Array::New(env, v.size());
@@ -167,73 +165,6 @@ class CudaTransportWrap : public te::napi::TransportWrap<CudaTransportWrap<Trait
   Napi::FunctionReference on_batch_;
 };
 
-inline Napi::Value Probe(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  ProbeInfo p = probe();
-  Napi::Object o = Napi::Object::New(env);
-  o.Set("builtWithCuda", p.built_with_cuda);
-  o.Set("toolkitVersion", p.toolkit_version);
-  o.Set("runtimeVersion", p.runtime_version);
-  o.Set("driverVersion", p.driver_version);
-  o.Set("libcudaLoaded", p.libcuda_loaded);
-  o.Set("reason", p.no_device_reason);
-  Napi::Array devs = Napi::Array::New(env, p.devices.size());
-  for (size_t i = 0; i < p.devices.size(); ++i) {
-    const DeviceInfo& d = p.devices[i];
-    Napi::Object x = Napi::Object::New(env);
-    x.Set("ordinal", d.ordinal);
-    x.Set("name", d.name);
-    x.Set("pciBusId", d.pci_bus_id);
-    x.Set("totalMemory", Napi::BigInt::New(env, d.total_memory));
-    x.Set("computeCapability", std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor));
-    x.Set("vmm", d.vmm);
-    x.Set("fabric", d.fabric);
-    x.Set("posixFd", d.posix_fd);
-    devs.Set(static_cast<uint32_t>(i), x);
-  }
-  o.Set("devices", devs);
-  return o;
-}
-
-inline int device_arg(const Napi::Value& v) { return static_cast<int>(get_u64(v, "device")); }
-
-inline Napi::Value DeviceAlloc(const Napi::CallbackInfo& info) {
-  uint64_t out = 0;
-  Error e = device_alloc(device_arg(info[0]), get_u64(info[1], "bytes"), &out);
-  if (!e.ok()) throw_error(info.Env(), e);
-  return Napi::BigInt::New(info.Env(), out);
-}
-inline Napi::Value DeviceFree(const Napi::CallbackInfo& info) {
-  Error e = device_free(device_arg(info[0]), get_u64(info[1], "addr"));
-  if (!e.ok()) throw_error(info.Env(), e);
-  return info.Env().Undefined();
-}
-inline Napi::Value CopyToDevice(const Napi::CallbackInfo& info) {
-  auto src = te::napi::get_bytes(info[2], "source");
-  Error e = copy_to_device(device_arg(info[0]), get_u64(info[1], "dst"), src.data, src.length);
-  if (!e.ok()) throw_error(info.Env(), e);
-  return info.Env().Undefined();
-}
-inline Napi::Value CopyToHost(const Napi::CallbackInfo& info) {
-  auto dst = te::napi::get_bytes(info[1], "destination");
-  Error e = copy_to_host(device_arg(info[0]), dst.data, get_u64(info[2], "src"), dst.length);
-  if (!e.ok()) throw_error(info.Env(), e);
-  return info.Env().Undefined();
-}
-inline Napi::Value Memset(const Napi::CallbackInfo& info) {
-  Error e = device_memset(device_arg(info[0]), get_u64(info[1], "dst"), static_cast<int>(get_u64(info[2], "value")),
-                          get_u64(info[3], "bytes"));
-  if (!e.ok()) throw_error(info.Env(), e);
-  return info.Env().Undefined();
-}
-inline Napi::Value BaselineCopy(const Napi::CallbackInfo& info) {
-  double s = 0;
-  Error e = baseline_copy(device_arg(info[0]), get_u64(info[1], "dst"), get_u64(info[2], "src"), get_u64(info[3], "bytes"),
-                          static_cast<int>(get_u64(info[4], "iterations")), &s);
-  if (!e.ok()) throw_error(info.Env(), e);
-  return Napi::Number::New(info.Env(), s);
-}
-
 /** Exports shared by both CUDA addons. */
 template <typename Traits>
 void init(Napi::Env env, Napi::Object exports) {
@@ -241,14 +172,7 @@ void init(Napi::Env env, Napi::Object exports) {
   exports.Set("probe", Napi::Function::New(env, Probe));
   exports.Set("setErrorFactory", Napi::Function::New(env, te::napi::SetErrorFactory));
   exports.Set("statusName", Napi::Function::New(env, te::napi::StatusName));
-  Napi::Object mem = Napi::Object::New(env);
-  mem.Set("alloc", Napi::Function::New(env, DeviceAlloc));
-  mem.Set("free", Napi::Function::New(env, DeviceFree));
-  mem.Set("copyToDevice", Napi::Function::New(env, CopyToDevice));
-  mem.Set("copyToHost", Napi::Function::New(env, CopyToHost));
-  mem.Set("memset", Napi::Function::New(env, Memset));
-  mem.Set("baselineCopy", Napi::Function::New(env, BaselineCopy));
-  exports.Set("deviceMemory", mem);
+  exports.Set("deviceMemory", device_memory_object(env));
   EventsBinding::init(env, exports);
 #if TE_HAVE_CUDA
   exports.Set("builtWithCuda", Napi::Boolean::New(env, true));
