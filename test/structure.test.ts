@@ -1,0 +1,173 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, extname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import {
+  CXX_EXTENSIONS,
+  MAX_FILE_LINES,
+  MAX_FUNCTION_LINES,
+  scanFile,
+  TS_EXTENSIONS,
+  type Violation,
+} from './structure/scan.js';
+
+/*
+ * No tracked source file (TypeScript, JavaScript, C, C++) over 500 lines and no function over
+ * 80 lines, unless the code says why: `// Long file: <why>` (or `/* eslint-disable max-lines --
+ * <why> *\/`) in the file, `// Long function: <why>` (or `// eslint-disable-next-line
+ * max-lines-per-function -- <why>`) on one of the two lines above the function.
+ * ALLOWED lists what is over a limit today, each with what it is; an entry that is no longer
+ * over its limit fails the test, so the list only shrinks.
+ */
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+const ALLOWED: Record<string, string> = {
+  // Files over 500 lines.
+  'bench/fabric-rma/fi_rma_bench.c':
+    'the raw libfabric baseline, one self-contained C program (initiator, target, verification)',
+  'native/fabric/src/rail.cpp': "one rail's endpoint, posting, completion polling and reconnects: to split by job",
+  'native/fabric/test/transport_test.cpp': "the fabric transport's C++ tests in one file: to split by area",
+  'packages/connector/src/engine/transfer-engine.ts':
+    'the engine facade: registration, routing, transfer and settle logic in one class',
+  'plugins/mooncake-shm/native/client.cpp': "the shm client's mapping, posting and completion paths",
+  'plugins/mooncake-tcp/native/server_conn.cpp': "the TCP target's per-connection receive, apply and acknowledge paths",
+  'plugins/mooncake-tcp/native/transport.cpp': 'the TCP transport core: peers, lanes, submit and settle',
+  'plugins/mooncake-tcp/test/native/tcp_core_test.cpp': "the TCP core's C++ tests in one file",
+  'scripts/chaos.mjs': 'the chaos soak orchestrator: topology, fault schedule, rooms and the judge in one script',
+  // Functions over 80 lines.
+  'bench/fabric-rma/fi_rma_bench.c:initiator_run': "the raw baseline's timed loop with its setup",
+  'native/cuda/src/cuda_transport.cpp:CudaTransport::prepare': 'validates and plans every request of a CUDA copy batch',
+  'native/fabric/src/batches.cpp:Transport::Impl::dispatch': 'routes a batch across rails',
+  'native/fabric/src/discovery.cpp:select_rails': 'provider and NIC selection',
+  'native/fabric/src/messages.cpp:Transport::Impl::on_message':
+    'one switch over every control message of the fabric layer',
+  'native/fabric/src/rail.cpp:Rail::post_chunk': 'posts one chunk with its retry and error paths',
+  'packages/cli/src/demo/pipeline/prefill.ts:startPrefill': "the demo prefill's setup and request handler",
+  'packages/connector/src/engine/msgpack-bounds.ts:checkMsgpackBounds': 'one walk over every msgpack type tag',
+  'packages/connector/src/engine/transfer-engine.ts:transfer':
+    'groups a batch by route, submits and settles every part',
+  'packages/fabric/src/options.ts:fabricOptionsSchema': 'the options table of the fabric layer',
+  'packages/testkit/src/conformance/suite.ts:transportConformance':
+    'registers every case of the transport conformance suite',
+  'packages/testkit/src/conformance/target-process.ts:spawnTargetProcess':
+    'spawns a target process and wires its control messages',
+  'packages/testkit/src/fake/fake-transport.ts:submit': "the fake transport's submit with its fault injection",
+  'plugins/mooncake-tcp/native/lane_receive.cpp:Lane::on_header': 'one switch over every frame a lane receives',
+  'plugins/mooncake-tcp/native/lane_send.cpp:Lane::flush': 'the lane send loop',
+  'plugins/mooncake-tcp/native/server_conn.cpp:ServerConn::on_header':
+    'one switch over every frame the target receives',
+  'plugins/mooncake-tcp/native/server_conn.cpp:ServerConn::flush': "the target's acknowledgement send loop",
+  'plugins/mooncake-tcp/native/transport.cpp:Transport::submit': 'validates, stripes and queues a batch across lanes',
+  'plugins/mooncake-wire/native/initiator.cpp:Initiator::execute': "one Mooncake-wire request's exchange",
+  'scripts/chaos.mjs:startRoom': 'one chaos room across its ranks',
+  'scripts/chaos.mjs:main': 'the chaos run from start to verdict',
+  'scripts/chaos/worker.mjs:rank': "a chaos worker's rank with its message handler",
+  'test/gpu/harness.ts:runPlugin': 'runs one plugin through every GPU harness case',
+};
+
+const SOURCE = [...TS_EXTENSIONS, ...CXX_EXTENSIONS];
+
+function trackedSources(): string[] {
+  const listed = execFileSync('git', ['ls-files', '-z'], { cwd: root, encoding: 'utf8', maxBuffer: 64 << 20 });
+  return listed.split('\0').filter((f) => SOURCE.includes(extname(f)));
+}
+
+const describe = (v: Violation): string =>
+  `${v.key}: ${v.lines} lines (limit ${v.kind === 'file' ? MAX_FILE_LINES : MAX_FUNCTION_LINES})`;
+
+test('no source file or function over its limit without a reason', () => {
+  const files = trackedSources();
+  assert.ok(files.length > 300, `${files.length} tracked sources`);
+  const found = files.flatMap((f) => scanFile(root, f));
+  const unexplained = found.filter((v) => !(v.key in ALLOWED));
+  assert.equal(
+    unexplained.map(describe),
+    [],
+    'split these, or add a `// Long file: <why>` / `// Long function: <why>` line (see test/structure.test.ts)',
+  );
+  const keys = new Set(found.map((v) => v.key));
+  const stale = Object.keys(ALLOWED).filter((k) => !keys.has(k));
+  assert.equal(stale, [], 'no longer over the limit (or renamed): remove from ALLOWED in test/structure.test.ts');
+});
+
+// Planted violations: the scan finds each, the limit itself passes, and a stated reason clears it.
+const lines = (n: number, line: string): string => `${Array.from({ length: n }, () => line).join('\n')}\n`;
+const tsFunction = (body: number): string =>
+  `export function planted(): number {\n  let x = 0;\n${lines(body - 4, '  x++;')}  return x;\n}\n`;
+const cxxFunction = (body: number): string =>
+  `namespace te {\nint planted(int a) {\n  int x = a;\n${lines(body - 4, '  x += 1;  // "{"')}  return x;\n}\n}  // namespace te\n`;
+
+test('planted violations are found; the limits themselves and explained ones pass', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'te-structure-'));
+  try {
+    const plant = (name: string, text: string): Violation[] => {
+      writeFileSync(join(dir, name), text);
+      return scanFile(dir, name);
+    };
+    assert.equal(
+      plant('long.ts', lines(MAX_FILE_LINES + 1, 'export const a = 1;')).map((v) => v.key),
+      ['long.ts'],
+    );
+    assert.equal(plant('limit.ts', lines(MAX_FILE_LINES, 'export const a = 1;')), []);
+    assert.equal(
+      plant(
+        'why.ts',
+        `// Long file: a generated table that reads best in one place.\n${lines(MAX_FILE_LINES, 'export const a = 1;')}`,
+      ),
+      [],
+    );
+    assert.equal(
+      plant('long.cpp', lines(MAX_FILE_LINES + 1, 'int a = 1;')).map((v) => v.kind),
+      ['file'],
+    );
+
+    assert.equal(plant('fn.ts', tsFunction(MAX_FUNCTION_LINES + 1)).map(describe), [
+      'fn.ts:planted: 81 lines (limit 80)',
+    ]);
+    assert.equal(plant('fn-limit.ts', tsFunction(MAX_FUNCTION_LINES)), []);
+    assert.equal(
+      plant('arrow.mjs', `test('a case', () => {\n${lines(MAX_FUNCTION_LINES, '  run();')}});\n`).map((v) => v.key),
+      ["arrow.mjs:callback of test('a case')"],
+    );
+    assert.equal(
+      plant(
+        'fn-why.ts',
+        `// Long function: one switch over every message type of the wire format.\n${tsFunction(MAX_FUNCTION_LINES + 20)}`,
+      ),
+      [],
+    );
+    assert.equal(
+      plant(
+        'fn-eslint.ts',
+        `// eslint-disable-next-line max-lines-per-function -- one switch over every message type.\n${tsFunction(MAX_FUNCTION_LINES + 20)}`,
+      ),
+      [],
+    );
+
+    assert.equal(plant('fn.cpp', cxxFunction(MAX_FUNCTION_LINES + 1)).map(describe), [
+      'fn.cpp:planted: 81 lines (limit 80)',
+    ]);
+    assert.equal(plant('fn-limit.cpp', cxxFunction(MAX_FUNCTION_LINES)), []);
+    assert.equal(
+      plant(
+        'fn-why.cpp',
+        `// Long function: one switch over every frame the target receives.\n${cxxFunction(MAX_FUNCTION_LINES + 5)}`
+          .replace('namespace te {\n', '')
+          .replace('}  // namespace te\n', ''),
+      ),
+      [],
+    );
+    const method = `struct S {\n  void f();\n};\nvoid S::f() const {\n${lines(MAX_FUNCTION_LINES, '  if (x) { y(); }')}}\n`;
+    assert.equal(
+      plant('method.cpp', method).map((v) => v.key),
+      ['method.cpp:S::f'],
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test.run();
