@@ -11,18 +11,21 @@
 //   TE_BENCH_CORRUPT_BYTE=1 ...   the verifier's own test: one received byte is flipped
 //                                  before each check, and the run must fail
 import { createHash } from 'node:crypto';
-import { parseArgs } from 'node:util';
+import { parseCli } from '../scripts/lib/cli.mjs';
 import { fileURLToPath } from 'node:url';
 import { quick } from './lib/quick.mjs';
 import { closeRanks, median, now, serveRank, spawnRank } from './lib/ranks.mjs';
 
-const { values: args } = parseArgs({
+const { values: args } = parseCli({
+  usage: 'node bench/ec.mjs [options]',
+  summary: 'Encoder-cache transfer: a consumer pulling items from a producer (1 MiB and 16 MiB items) beside the raw transport writing the same bytes in the same run, every byte verified.',
+  notes: 'TE_BENCH_CORRUPT_BYTE=1 flips one received byte before each check (the run must fail); TE_BENCH_QUICK=1 makes a small smoke run.',
   options: {
-    connector: { type: 'string', default: 'mooncake-tcp' },
-    'total-mib': { type: 'string', default: '256' },
-    runs: { type: 'string', default: '5' },
-    json: { type: 'boolean', default: false },
-    rank: { type: 'string' },
+    connector: { type: 'string', default: 'mooncake-tcp', help: 'te transport to use' },
+    'total-mib': { type: 'string', default: '256', help: 'MiB pulled per timed run' },
+    runs: { type: 'string', default: '5', help: 'timed runs per case (the median is reported)' },
+    json: { type: 'boolean', default: false, help: 'print the result as JSON (the last line of output)' },
+    rank: { type: 'string', hidden: true, help: "internal: a forked child's role" },
   },
 });
 quick(args, { 'total-mib': '32', runs: '1' });

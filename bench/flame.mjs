@@ -12,19 +12,22 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
+import { parseCli } from '../scripts/lib/cli.mjs';
 import { foldPerfScript, renderFlameGraph } from './lib/flamegraph.mjs';
 import { QUICK } from './lib/quick.mjs';
 
-const { values } = parseArgs({
+const { values } = parseCli({
+  usage: 'node bench/flame.mjs [options]',
+  summary: 'Profiles one `te bench --loopback` case with Linux perf (both processes) and writes a flame graph (SVG).',
+  notes: 'Needs perf (apt-get install -y linux-perf) and permission to profile (root, or kernel.perf_event_paranoid <= 1).',
   options: {
-    plugin: { type: 'string', default: 'mooncake-tcp' },
-    op: { type: 'string', default: 'write' },
-    'block-size': { type: 'string', default: '65536' },
-    'batch-size': { type: 'string', default: '4' },
-    concurrency: { type: 'string', default: '4' },
-    seconds: { type: 'string', default: '3' },
-    out: { type: 'string', default: 'flame.svg' },
+    plugin: { type: 'string', default: 'mooncake-tcp', help: 'te transport to profile' },
+    op: { type: 'string', default: 'write', help: 'write or read' },
+    'block-size': { type: 'string', default: '65536', help: 'bytes per request' },
+    'batch-size': { type: 'string', default: '4', help: 'requests per batch' },
+    concurrency: { type: 'string', default: '4', help: 'batches in flight' },
+    seconds: { type: 'string', default: '3', help: 'seconds profiled' },
+    out: { type: 'string', default: 'flame.svg', help: 'SVG file to write' },
   },
 });
 const seconds = QUICK ? 1 : Number(values.seconds);

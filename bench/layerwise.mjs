@@ -11,20 +11,22 @@
 // the last layer's compute end to that point. One layer's transfer time is the off tail
 // divided by the layer count.
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { parseArgs } from 'node:util';
+import { parseCli } from '../scripts/lib/cli.mjs';
 import { fileURLToPath } from 'node:url';
 import { quick } from './lib/quick.mjs';
 import { closeRanks, freePort, gqaBuffers, headsDigest, layoutOf, median, now, serveRank, spawnRank } from './lib/ranks.mjs';
 
-const { values: args } = parseArgs({
+const { values: args } = parseCli({
+  usage: 'node bench/layerwise.mjs [options]',
+  summary: 'Layerwise KV transfer: one prefill-to-decode request with layerwise transfer off and on, interleaved in one run; TTFT and the transfer tail of each, every byte verified.',
   options: {
-    connector: { type: 'string', default: 'mooncake-tcp' },
-    layers: { type: 'string', default: '32' },
-    tokens: { type: 'string', default: '8192' },
-    'layer-ms': { type: 'string', default: '20' },
-    runs: { type: 'string', default: '3' },
-    json: { type: 'boolean', default: false },
-    rank: { type: 'string' },
+    connector: { type: 'string', default: 'mooncake-tcp', help: 'te transport to use' },
+    layers: { type: 'string', default: '32', help: 'layers of the simulated model' },
+    tokens: { type: 'string', default: '8192', help: 'tokens of the request' },
+    'layer-ms': { type: 'string', default: '20', help: 'simulated compute time per layer (ms)' },
+    runs: { type: 'string', default: '3', help: 'runs of each mode (medians reported)' },
+    json: { type: 'boolean', default: false, help: 'print the result as JSON (the last line of output)' },
+    rank: { type: 'string', hidden: true, help: "internal: a forked child's role" },
   },
 });
 quick(args, { layers: '8', tokens: '512', runs: '1', 'layer-ms': '5' });

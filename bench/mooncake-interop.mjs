@@ -21,7 +21,7 @@ import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
+import { parseCli } from '../scripts/lib/cli.mjs';
 import { ControlClient } from '@te/connector';
 import { checkTargetHolds } from './lib/mooncake-verify.mjs';
 import { QUICK, quick } from './lib/quick.mjs';
@@ -31,7 +31,11 @@ const dir = process.env.TE_MOONCAKE_TE_DIR ?? join(root, '..', 'shared', 'moonca
 const BIN = join(dir, 'transfer_engine_bench');
 const TE = join(root, 'packages', 'cli', 'bin', 'te.js');
 
-const { values } = parseArgs({ options: { seconds: { type: 'string', default: '3' }, rounds: { type: 'string', default: '3' }, json: { type: 'boolean', default: false } } });
+const { values } = parseCli({
+  usage: 'node bench/mooncake-interop.mjs [options]',
+  summary: 'te beside the real Mooncake Transfer Engine (transfer_engine_bench, TCP): Mooncake into Mooncake (the baseline), Mooncake into a te target, te into the Mooncake target; 1 MiB and 64 KiB, batch 128.',
+  notes: 'The Mooncake binary is looked up in $TE_MOONCAKE_TE_DIR (default ../shared/mooncake-te).',
+   options: { seconds: { type: 'string', default: '3', help: 'seconds per timed run (1 to 60)' }, rounds: { type: 'string', default: '3', help: 'rounds alternating the targets (1 to 20; medians reported)' }, json: { type: 'boolean', default: false, help: 'print the rows as JSON' } } });
 quick(values, { seconds: '1', rounds: '1' });
 const SECONDS = Number(values.seconds);
 const ROUNDS = Number(values.rounds);

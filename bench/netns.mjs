@@ -16,11 +16,14 @@ import { execFileSync, spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
+import { parseCli } from '../scripts/lib/cli.mjs';
 import { register } from 'tsx/esm/api';
 import { QUICK } from './lib/quick.mjs';
 
-const { values } = parseArgs({ options: { duration: { type: 'string', default: '3' }, mtu: { type: 'string', default: '1500' }, json: { type: 'string' } } });
+const { values } = parseCli({
+  usage: 'node bench/netns.mjs [options]',
+  summary: 'mooncake-tcp between two network namespaces joined by veths through a bridge, beside iperf3 over the same link in the same run. Needs root.',
+   options: { duration: { type: 'string', default: '3', help: 'seconds per timed case' }, mtu: { type: 'string', default: '1500', help: 'MTU of the veth link' }, json: { type: 'string', help: 'write the results as JSON to this file' } } });
 const duration = QUICK ? 1 : Number(values.duration);
 const te = join(dirname(fileURLToPath(import.meta.url)), '..', 'packages', 'cli', 'dist', 'te.js');
 const KiB = 1024;

@@ -20,20 +20,22 @@ import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
+import { parseCli } from '../scripts/lib/cli.mjs';
 import { QUICK } from './lib/quick.mjs';
 import { buildRawFabric } from './lib/raw-fabric.mjs';
 
-const { values } = parseArgs({
+const { values } = parseCli({
+  usage: 'node bench/per-request.mjs [options]',
+  summary: "Where the time of one small request goes: `te bench --loopback` under the V8 CPU profiler, with every thread's CPU time sampled from /proc in both processes; steady state per request.",
   options: {
-    plugin: { type: 'string', default: 'mooncake-tcp,mooncake-rdma' },
-    op: { type: 'string', default: 'write' },
-    'block-size': { type: 'string', default: '4096' },
-    'batch-size': { type: 'string', default: '64' },
-    concurrency: { type: 'string', default: '4' },
-    duration: { type: 'string', default: '3' },
-    json: { type: 'boolean', default: false },
-    'vs-raw': { type: 'boolean', default: false },
+    plugin: { type: 'string', default: 'mooncake-tcp,mooncake-rdma', help: 'te transports, comma-separated' },
+    op: { type: 'string', default: 'write', help: 'write or read' },
+    'block-size': { type: 'string', default: '4096', help: 'bytes per request' },
+    'batch-size': { type: 'string', default: '64', help: 'requests per batch' },
+    concurrency: { type: 'string', default: '4', help: 'batches in flight' },
+    duration: { type: 'string', default: '3', help: 'seconds of the long run (the short one is a third)' },
+    json: { type: 'boolean', default: false, help: 'print the result as JSON (the last line of output)' },
+    'vs-raw': { type: 'boolean', default: false, help: 'run the raw libfabric baseline first, same shape, same figures' },
   },
 });
 const te = join(dirname(fileURLToPath(import.meta.url)), '..', 'packages', 'cli', 'dist', 'te.js');

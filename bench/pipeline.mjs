@@ -6,16 +6,18 @@
 import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
+import { parseCli } from '../scripts/lib/cli.mjs';
 import { quick } from './lib/quick.mjs';
 import { percentile } from './lib/ranks.mjs';
 
-const { values: args } = parseArgs({
+const { values: args } = parseCli({
+  usage: 'node bench/pipeline.mjs [options]',
+  summary: 'Per-stage latency (p50/p99) of the EPD pipeline (`te demo`) over its verified requests.',
   options: {
-    requests: { type: 'string', default: '48' },
-    concurrency: { type: 'string', default: '4' },
-    connector: { type: 'string', default: 'mooncake-tcp' },
-    json: { type: 'boolean', default: false },
+    requests: { type: 'string', default: '48', help: 'requests to run' },
+    concurrency: { type: 'string', default: '4', help: 'requests in flight' },
+    connector: { type: 'string', default: 'mooncake-tcp', help: 'te transport to use' },
+    json: { type: 'boolean', default: false, help: 'print the result as JSON (the last line of output)' },
   },
 });
 quick(args, { requests: '6' });

@@ -21,20 +21,22 @@
 import { execFileSync, fork } from 'node:child_process';
 import { createHash, randomFillSync } from 'node:crypto';
 import { cpus } from 'node:os';
-import { parseArgs } from 'node:util';
+import { parseCli } from '../scripts/lib/cli.mjs';
 import { batchOf, createTransferEngine } from '@te/connector';
 import { buildCBench } from './lib/c-bench.mjs';
 import { quick, QUICK } from './lib/quick.mjs';
 
 const SIZES = [64 << 10, 1 << 20, 16 << 20];
-const { values } = parseArgs({
+const { values } = parseCli({
+  usage: 'node bench/same-host.mjs [options]',
+  summary: 'Same-host transfers: mooncake-shm (and mooncake-tcp over loopback) at 64 KiB, 1 MiB and 16 MiB beside memcpy of the same sizes in the same run, every pass verified.',
   options: {
-    seconds: { type: 'string', default: '1' },
-    'pool-mib': { type: 'string', default: '64' },
-    inflight: { type: 'string', default: '4' },
-    'no-tcp': { type: 'boolean', default: false },
-    json: { type: 'boolean', default: false },
-    target: { type: 'string' },
+    seconds: { type: 'string', default: '1', help: 'seconds per case' },
+    'pool-mib': { type: 'string', default: '64', help: 'MiB of the pool both sides rotate through' },
+    inflight: { type: 'string', default: '4', help: 'requests in flight' },
+    'no-tcp': { type: 'boolean', default: false, help: 'leave out the mooncake-tcp rows' },
+    json: { type: 'boolean', default: false, help: 'print the result as JSON (the last line of output)' },
+    target: { type: 'string', hidden: true, help: "internal: a forked child's role" },
   },
 });
 quick(values, { seconds: '0.1', 'pool-mib': '32' });

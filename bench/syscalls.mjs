@@ -14,13 +14,16 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
+import { parseCli } from '../scripts/lib/cli.mjs';
 import { QUICK } from './lib/quick.mjs';
 
-const { values } = parseArgs({
+const { values } = parseCli({
+  usage: 'node bench/syscalls.mjs [options]',
+  summary: 'System calls per request of a real `te bench --loopback` run (both processes), counted by strace as the difference of a short and a long run.',
+  notes: 'Needs strace (apt-get install -y strace) and ptrace allowed.',
   options: {
-    plugin: { type: 'string', default: 'mooncake-tcp' },
-    json: { type: 'boolean', default: false },
+    plugin: { type: 'string', default: 'mooncake-tcp', help: 'te transport to count' },
+    json: { type: 'boolean', default: false, help: 'print the result as JSON (the last line of output)' },
   },
 });
 const te = join(dirname(fileURLToPath(import.meta.url)), '..', 'packages', 'cli', 'dist', 'te.js');

@@ -14,7 +14,7 @@
 // NAME=VAR=VALUE[,VAR=VALUE...]. Every run is `te bench --loopback --verify`: bytes checked
 // by sha256 on both sides; an unverified run fails the whole comparison.
 import { writeFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
+import { parseCli } from '../scripts/lib/cli.mjs';
 import { QUICK } from './lib/quick.mjs';
 import { runTeBench } from './lib/te-bench.mjs';
 import { median } from './lib/ranks.mjs';
@@ -26,14 +26,17 @@ function fail(message) {
 
 let values;
 try {
-  ({ values } = parseArgs({
+  ({ values } = parseCli({
+  usage: 'node bench/variants.mjs [options]',
+  summary: "A/B of transport settings: loopback cases under environment variants, alternating inside each round; each variant's median and its ratio to the first.",
+  
     options: {
-      plugin: { type: 'string', default: 'mooncake-tcp' },
-      case: { type: 'string', multiple: true, default: ['64k:write:4x4'] },
-      variant: { type: 'string', multiple: true, default: ['default='] },
-      rounds: { type: 'string', default: '3' },
-      duration: { type: 'string', default: '1' },
-      json: { type: 'string' },
+      plugin: { type: 'string', default: 'mooncake-tcp', help: 'te transport to run' },
+      case: { type: 'string', multiple: true, default: ['64k:write:4x4'], help: 'SIZE:write|read:BATCHxCONCURRENCY, e.g. 64k:write:4x4 (repeatable)' },
+      variant: { type: 'string', multiple: true, default: ['default='], help: 'NAME= or NAME=VAR=VALUE[,VAR=VALUE...] (repeatable; the first is the reference)' },
+      rounds: { type: 'string', default: '3', help: 'rounds' },
+      duration: { type: 'string', default: '1', help: 'seconds per run' },
+      json: { type: 'string', help: 'write the results as JSON to this file' },
     },
   }));
 } catch (e) {
@@ -42,23 +45,23 @@ try {
 
 function parseSize(text) {
   const m = /^(\d+)([km]?)$/i.exec(text);
-  if (!m) fail(`bad size "${text}" (bytes, or a number with k or m)`);
+  if (!m) fail(`bad size '${text}' (bytes, or a number with k or m)`);
   return Number(m[1]) * { '': 1, k: 1024, m: 1024 * 1024 }[m[2].toLowerCase()];
 }
 
 function parseCase(text) {
   const m = /^([^:]+):(write|read):(\d+)x(\d+)$/.exec(text);
-  if (!m) fail(`bad case "${text}": SIZE:write|read:BATCHxCONCURRENCY, e.g. 64k:write:4x4`);
+  if (!m) fail(`bad case '${text}': SIZE:write|read:BATCHxCONCURRENCY, e.g. 64k:write:4x4`);
   return { text, size: parseSize(m[1]), op: m[2], batch: Number(m[3]), concurrency: Number(m[4]) };
 }
 
 function parseVariant(text) {
   const eq = text.indexOf('=');
-  if (eq <= 0) fail(`bad variant "${text}": NAME= or NAME=VAR=VALUE[,VAR=VALUE...]`);
+  if (eq <= 0) fail(`bad variant '${text}': NAME= or NAME=VAR=VALUE[,VAR=VALUE...]`);
   const env = {};
   for (const pair of text.slice(eq + 1).split(',').filter(Boolean)) {
     const m = /^([A-Z_][A-Z0-9_]*)=(.*)$/.exec(pair);
-    if (!m) fail(`bad setting "${pair}" in variant "${text}": VAR=VALUE`);
+    if (!m) fail(`bad setting '${pair}' in variant '${text}': VAR=VALUE`);
     env[m[1]] = m[2];
   }
   return { name: text.slice(0, eq), env };

@@ -31,21 +31,23 @@ import { writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
+import { parseCli } from '../scripts/lib/cli.mjs';
 import { QUICK } from './lib/quick.mjs';
 import { runRawFabric } from './lib/raw-fabric.mjs';
 import { runTeBench } from './lib/te-bench.mjs';
 import { teThreads } from './lib/te-threads.mjs';
 import { freePort, median } from './lib/ranks.mjs';
 
-const { values } = parseArgs({
+const { values } = parseCli({
+  usage: 'node bench/vs-iperf3.mjs [options]',
+  summary: "te transports on loopback beside raw libfabric RMA (given te's threads, grouping and window), iperf3 and memcpy, measured in the same run; every te byte verified.",
   options: {
-    plugin: { type: 'string', default: 'mooncake-tcp,mooncake-rdma' },
-    duration: { type: 'string', default: '3' },
-    'sweep-seconds': { type: 'string', default: '1' },
-    rounds: { type: 'string', default: '1' },
-    json: { type: 'string' },
-    strict: { type: 'boolean', default: false },
+    plugin: { type: 'string', default: 'mooncake-tcp,mooncake-rdma', help: 'te transports, comma-separated' },
+    duration: { type: 'string', default: '3', help: 'seconds per te case' },
+    'sweep-seconds': { type: 'string', default: '1', help: 'seconds per point of the raw window sweep' },
+    rounds: { type: 'string', default: '1', help: 'repeats of the whole sequence (1 to 20; medians reported)' },
+    json: { type: 'string', help: 'write the results as JSON to this file' },
+    strict: { type: 'boolean', default: false, help: 'exit 1 when a case misses its target ratio' },
   },
 });
 const requestedRounds = Number(values.rounds);
