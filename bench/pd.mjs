@@ -15,7 +15,10 @@
 //   - planning time for heterogeneous TP at 32k tokens × 64 layers, per token (today's
 //     fallback) and per page (staging), with the descriptor counts of each; page-run merging
 //     at equal TP;
-//   - per-request overhead: p50/p99 from a 1-page send() to decode Success (TP 1→1).
+//   - per-request overhead: p50/p99 from a 1-page send() to decode Success (TP 1→1);
+//   - KV checksums (CRC32C per page slice and layer, taken by the prefill and checked by the
+//     decode before Success): TP 2→2 and TP 2→4 NHD with checksums on, beside the same case
+//     with them off, as a ratio (target ≥ 0.85).
 // Every timed room is verified: each decode rank's destination pages are overwritten with a
 // poison byte before the room, then compared (sha256 per head slice) with the prefill ranks'
 // pages after it, so only bytes this room moved can pass.
@@ -35,7 +38,8 @@ const { values: args } = parseArgs({
     json: { type: 'boolean', default: false },
     // Test hook: flip one byte of a decode rank's pages after the first timed room (the run must fail).
     corrupt: { type: 'boolean', default: false },
-    // Run only these cases (comma-separated): tp2, tp2-checksums, nhd, hnd, nhd-token, reverse, reverse-token, overhead.
+    // Run only these cases (comma-separated): tp2, tp2-checksums, nhd, nhd-checksums, hnd, nhd-token, reverse, reverse-token,
+    // overhead; `checksums` is tp2, tp2-checksums, nhd and nhd-checksums (each with checksums off and on, in one run).
     only: { type: 'string' },
     rank: { type: 'string' },
   },
@@ -348,15 +352,18 @@ const line = (label, r, target) => r && log(`${label}: PD ${gb(r.pd)} GB/s, raw 
 const skip = async () => undefined;
 // A smoke run (TE_BENCH_QUICK) takes one case per route: the per-token and checksum variants
 // are the same runs with a switch, covered by the runtime's own tests.
-const only = args.corrupt ? new Set(['nhd']) : args.only ? new Set(args.only.split(',')) : QUICK ? new Set(['tp2', 'nhd', 'hnd', 'reverse', 'overhead']) : undefined;
+const only = args.corrupt ? new Set(['nhd']) : args.only ? new Set(args.only.split(',').flatMap((id) => (id === 'checksums' ? ['tp2', 'tp2-checksums', 'nhd', 'nhd-checksums'] : [id]))) : QUICK ? new Set(['tp2', 'nhd', 'hnd', 'reverse', 'overhead']) : undefined;
 const want = (id, fn) => (only && !only.has(id) ? skip : fn);
 const eq = await caseOf('TP 2→2', want('tp2', () => layoutRun(2, 2)));
 line('TP 2→2', eq, '0.9');
 const sums = await caseOf('TP 2→2 checksums', want('tp2-checksums', () => layoutRun(2, 2, { checksums: true })));
-line('TP 2→2 with KV checksums (CRC-32 per page and layer, checked by the decode)', sums);
-if (sums && eq) log(`KV checksums: PD with / without = ${(sums.pd / eq.pd).toFixed(2)} (target ≥ 0.85)`);
+line('TP 2→2 with KV checksums (CRC32C per page and layer, checked by the decode)', sums);
+if (sums && eq) log(`KV checksums, TP 2→2: PD with / without = ${(sums.pd / eq.pd).toFixed(2)} (target ≥ 0.85)`);
 const het = await caseOf('TP 2→4 NHD', want('nhd', () => layoutRun(2, 4)));
 line('TP 2→4, NHD, head slices gathered in prefill staging', het, '0.8');
+const hetSums = await caseOf('TP 2→4 NHD checksums', want('nhd-checksums', () => layoutRun(2, 4, { checksums: true })));
+line('TP 2→4, NHD, staged, with KV checksums (CRC32C per page head slice and layer)', hetSums);
+if (hetSums && het) log(`KV checksums, TP 2→4 NHD staged: PD with / without = ${(hetSums.pd / het.pd).toFixed(2)} (target ≥ 0.85)`);
 const hnd = await caseOf('TP 2→4 HND', want('hnd', () => layoutRun(2, 4, { pageLayout: 'HND' })));
 line('TP 2→4, HND, one range per page per layer', hnd, '0.9');
 const perTok = await caseOf('TP 2→4 per token', want('nhd-token', () => layoutRun(2, 4, { staging: false, rooms: 1 })));
@@ -368,8 +375,8 @@ line('TP 4→2, NHD, per-token path (staging off)', revTok);
 const oh = await caseOf('overhead', want('overhead', overhead));
 if (oh) log(`1-page request (${(oh.onePageBytes / 1024).toFixed(0)} KiB), send() → decode Success over ${args.requests} requests: p50 ${oh.p50Us.toFixed(0)} µs, p99 ${oh.p99Us.toFixed(0)} µs`);
 
-const ran = [eq, sums, het, hnd, perTok, rev, revTok].filter((_, i) => !only || only.has(['tp2', 'tp2-checksums', 'nhd', 'hnd', 'nhd-token', 'reverse', 'reverse-token'][i]));
-const staging = [het, rev];
+const ran = [eq, sums, het, hetSums, hnd, perTok, rev, revTok].filter((_, i) => !only || only.has(['tp2', 'tp2-checksums', 'nhd', 'nhd-checksums', 'hnd', 'nhd-token', 'reverse', 'reverse-token'][i]));
+const staging = [het, hetSums, rev];
 if (staging.some((r) => r && (r.staged === 0 || r.fallbacks > 0))) failures.push('a staging case did not go through staging');
 log(`cases verified: ${ran.filter(Boolean).length} of ${ran.length}`);
 if (args.json) {
@@ -385,6 +392,7 @@ if (args.json) {
       heteroRatio: r(het),
       heteroHndRatio: r(hnd),
       checksumRatio: sums && eq ? sums.pd / eq.pd : null,
+      heteroChecksumRatio: hetSums && het ? hetSums.pd / het.pd : null,
       heteroReverseRatio: r(rev),
       heteroPerTokenRatio: r(perTok),
       heteroReversePerTokenRatio: r(revTok),
