@@ -178,11 +178,13 @@ test('waitForLoad with a signal: aborted → the items still out fail ABORTED at
     const abort = new AbortController();
     consumer.startLoad({ big: params.big }, () => ({ addr: dest.addr }));
     const started = Date.now();
-    setTimeout(() => abort.abort(), 1);
-    const r = await consumer.waitForLoad({ signal: abort.signal });
+    const waiting = consumer.waitForLoad({ signal: abort.signal });
+    abort.abort();
+    const r = await waiting;
     assert.equal(r.loaded, []);
     assert.equal(r.failed.map((f) => [f.mmHash, (f.error as { code?: string }).code]), [['big', 'ABORTED']]);
-    assert.ok(Date.now() - started < 1_000, `${Date.now() - started} ms`);
+    // Answered by the abort, not by the load's deadline (10 s): no clock decides what it means.
+    assert.ok(Date.now() - started < 5_000, `${Date.now() - started} ms`);
     await consumer.close();
     await producer.close();
   } finally {

@@ -319,9 +319,11 @@ test('a repeated Success report is counted once while the decode still waits for
     interceptControl(p0.engine, async (r) => {
       if (r.type !== MSG.status) return r.send();
       p0Reports++;
-      if (p0Reports === 2) setTimeout(repeated, 50); // the repeat has reached the decode by then
       const reply = await r.send();
       if (p0Reports === 1) throw noAnswer(r);
+      // The decode answered the repeat, so it has counted it (once, or wrongly twice)
+      // before rank 1 reports: the order is set by the answer, not by a clock.
+      repeated();
       return reply;
     });
     interceptControl(p1.engine, async (r) => {
