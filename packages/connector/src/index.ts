@@ -9,7 +9,7 @@ export type { Transport, TransportContext, TransportPeer } from './spi/transport
 export { describeCapabilities, type TransportCapabilities } from './spi/capabilities.js';
 export { parseOptions, parseEnvBoolean, type OptionSpec, type OptionsSchema, type OptionsOf } from './spi/options.js';
 export { memoryKindOf, isDeviceName, type AllocatedMemory, type MemoryKind, type DeviceName, type BufferSource, type RegisterRequest, type TransportRegistration, type WireValue } from './spi/memory.js';
-export { DESCRIPTOR_VERSION, TRANSPORT_CLASSES, type SegmentDescriptor, type BufferDescriptor, type TransportAdvert, type TransportClass } from './spi/descriptor.js';
+export { DESCRIPTOR_VERSION, TRANSPORT_CLASSES, TRANSPORT_CLASS_PATTERN, localityOf, type SegmentDescriptor, type BufferDescriptor, type TransportAdvert, type TransportClass, type KnownTransportClass } from './spi/descriptor.js';
 export {
   OP_READ, OP_WRITE, batchOf, allocateBatch, selectRequests, batchSize, batchBytes,
   type TransferBatch, type TransferRequest, type TransferOp, type SubmitOptions, type BatchResult, type Notification,
@@ -52,5 +52,6 @@ export type { ECProducer, ECConsumer, ECConnectorOptions, ECItemParams, ECTransf
 export { loadNativeAddon, type LoadAddonOptions } from './plugin-kit/load-addon.js';
 export { BatchTracker } from './plugin-kit/batch-tracker.js';
 export { checkSubmit } from './plugin-kit/check-submit.js';
+export { NativeTransportBase, type NativeCallbacks, type NativeTransportHandle, type NativePeer } from './plugin-kit/native-transport-base.js';
 export { HostAddressSpace } from './plugin-kit/host-address-space.js';
 export { usableCpus, cgroupCpuQuota, type ReadText } from './plugin-kit/usable-cpus.js';

@@ -4,6 +4,7 @@ import type { LogLevel, TeConfigInput } from './types.js';
 import { validateBindAddress } from './validate.js';
 import { normaliseRole } from './roles.js';
 import { parseMetadataString } from '../metadata/connection-string.js';
+import { SWITCH_PROVIDERS } from '../registry/builtins.js';
 
 /**
  * The environment variables te reads. Mooncake's names are honoured as users already set
@@ -23,8 +24,8 @@ export const ENVIRONMENT_VARIABLES = {
   TE_HANDSHAKE_TIMEOUT_MS: 'timeouts.handshakeMs: descriptor fetch deadline',
   TE_CONNECT_TIMEOUT_MS: 'timeouts.connectMs: transport connect deadline',
   MC_FORCE_TCP: 'forceTcp: route every request over TCP',
-  MC_INTRANODE_NVLINK: 'intranodeNvlink: add mooncake-intra-nvlink (exclusive with MC_FORCE_MNNVL)',
-  MC_FORCE_MNNVL: 'forceMnnvl: add mooncake-nvlink (exclusive with MC_INTRANODE_NVLINK)',
+  MC_INTRANODE_NVLINK: `intranodeNvlink: add ${SWITCH_PROVIDERS.intranodeNvlink} (exclusive with MC_FORCE_MNNVL)`,
+  MC_FORCE_MNNVL: `forceMnnvl: add ${SWITCH_PROVIDERS.forceMnnvl} (exclusive with MC_INTRANODE_NVLINK)`,
   MC_TE_METRIC: 'metrics: collect transfer metrics and log a throughput line periodically',
   TE_METRIC_INTERVAL_S: 'seconds between MC_TE_METRIC lines (default 5)',
   MC_LOG_LEVEL: 'logLevel: trace | debug | info | warn | error | silent',

@@ -1,4 +1,8 @@
 import { Type, type TSchema } from '@sinclair/typebox';
+import { BUILTIN_PLUGINS } from '../registry/builtins.js';
+
+/** The built-in named as the example of a connector name. */
+const EXAMPLE_CONNECTOR = Object.keys(BUILTIN_PLUGINS)[0]!;
 
 /*
  * The config's shape, one definition: validateConfig checks inputs against it, and
@@ -34,7 +38,7 @@ export const MetadataObjectSchema = Type.Partial(
 
 export const ConfigInputSchema = Type.Object(
   {
-    connector: expect(Type.String({ minLength: 1, pattern: '\\S', description: 'Transport plugin name (mooncake-tcp, …), or any name with modulePath' }), 'name a transport plugin (e.g. "mooncake-tcp")'),
+    connector: expect(Type.String({ minLength: 1, pattern: '\\S', description: `Transport plugin name (${EXAMPLE_CONNECTOR}, …), or any name with modulePath` }), `name a transport plugin (e.g. "${EXAMPLE_CONNECTOR}")`),
     role: Type.Optional(expect(Type.Union([Type.Literal('producer'), Type.Literal('consumer'), Type.Literal('both')], { description: "vLLM's kv_role without the kv_ prefix" }), 'be one of producer, consumer, both')),
     modulePath: Type.Optional(expect(Type.String({ minLength: 1, description: 'Package name or file path of a third-party plugin; wins over the built-in table' }), 'be a package name or file path')),
     transports: Type.Optional(expect(Type.Array(Type.String({ minLength: 1 }), { description: 'Further transports besides connector' }), 'be a list of plugin names')),

@@ -1,6 +1,6 @@
 import { TransferError } from '../errors/transfer-error.js';
 import { NATIVE_STATUS } from '../errors/codes.js';
-import { TRANSPORT_CLASSES, type SegmentDescriptor, type BufferDescriptor } from '../spi/descriptor.js';
+import { localityOf, type SegmentDescriptor, type BufferDescriptor } from '../spi/descriptor.js';
 import { memoryKindOf, type MemoryKind } from '../spi/memory.js';
 import type { TransferBatch } from '../spi/batch.js';
 import type { TransportPlugin } from '../spi/plugin.js';
@@ -41,7 +41,7 @@ export interface RoutePlan {
   refused: Map<number, number>;
 }
 
-const rank = (t: EngineTransport): number => TRANSPORT_CLASSES.indexOf(t.plugin.capabilities.class);
+const rank = (t: EngineTransport): number => localityOf(t.plugin.capabilities);
 
 /**
  * Transports both sides hold and that can reach the peer (`Transport.reaches`: a same-host

@@ -24,6 +24,7 @@ import { RegionPins, beforeDeadline, submitWithWatchdog } from './watchdog.js';
 import { attachSettlement, markRemoteMayBeWritten, remoteMayBeWritten } from '../errors/settlement.js';
 import { startMetricLog } from '../metrics/periodic-log.js';
 import { commonTransports, planRoutes, type EngineTransport, type Route } from './router.js';
+import { MEMORY_KIND_PROVIDERS } from '../registry/builtins.js';
 
 
 export type { AllocatedHandle, CreateEngineOptions, MemoryHandle, MemoryTarget, RegisterOptions, TransferOptions } from './engine-api.js';
@@ -141,10 +142,10 @@ export class TransferEngine {
       const raw = request.buffer === undefined ? ' raw-address' : '';
       const hint =
         kind === 'cuda'
-          ? 'add a transport that registers device memory to `transports` (mooncake-intra-nvlink, mooncake-nvlink, or mooncake-tcp built with CUDA)'
+          ? `add a transport that registers device memory to \`transports\` (${MEMORY_KIND_PROVIDERS.device})`
           : request.buffer === undefined
-            ? 'register a JS buffer (ArrayBuffer, typed array) instead, or add a transport that registers raw host addresses (mooncake-tcp, mooncake-rdma) to `transports`'
-            : 'add a transport that registers host memory (mooncake-tcp, mooncake-rdma) to `transports`';
+            ? `register a JS buffer (ArrayBuffer, typed array) instead, or add a transport that registers raw host addresses (${MEMORY_KIND_PROVIDERS.rawHost}) to \`transports\``
+            : `add a transport that registers host memory (${MEMORY_KIND_PROVIDERS.host}) to \`transports\``;
       throw new TransferError('MEMORY_KIND_UNSUPPORTED', `No transport of this engine (${this.transports.join(', ')}) registers${raw} ${kind} memory: ${hint}`, { details: { device: request.device } });
     }
     const done: { t: EngineTransport; addr: bigint }[] = [];
@@ -175,7 +176,7 @@ export class TransferEngine {
 
   /**
    * Allocates and registers memory peers can reach. A transport with an allocator for the
-   * device (barex's pool, fabric GPU memory) provides it; otherwise host memory is plain
+   * device (a pre-registered pool, fabric GPU memory) provides it; otherwise host memory is plain
    * JS memory. Use it instead of `registerMemory` when writing code for any transport.
    */
   async allocateMemory(length: bigint | number, options: { device?: DeviceName; remoteAccess?: boolean } = {}): Promise<AllocatedHandle> {
@@ -539,7 +540,7 @@ export class TransferEngine {
     this.stopMetricLog?.();
     this.closing ??= (async () => {
       await this.registrationQueue;
-      // Memory from transport allocators goes back (barex's pool outlives one engine).
+      // Memory from transport allocators goes back (a transport's pool may outlive one engine).
       for (const [addr, allocator] of this.allocations) {
         if (!allocator) continue;
         if (this.memory.find(addr, 1n)) {

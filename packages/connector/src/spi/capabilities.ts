@@ -3,8 +3,14 @@ import type { TransportClass } from './descriptor.js';
 
 /** What a transport can do, declared before anything is created. The engine refuses the rest. */
 export interface TransportCapabilities {
-  /** Locality class used to pick among transports both peers support. */
+  /** Locality class used to pick among transports both peers support (a well-known one, or the plugin's own). */
   class: TransportClass;
+  /**
+   * Where this transport ranks among those both peers support, lower first (0 for
+   * intra-nvlink … 5 for test, their places in TRANSPORT_CLASSES). Defaults to the
+   * well-known class's place; a class of the plugin's own must declare it.
+   */
+  locality?: number;
   /** Memory kinds the transport can register locally and reach on peers. */
   memoryKinds: readonly MemoryKind[];
   /** Whether one-sided READ is supported (WRITE always is). */

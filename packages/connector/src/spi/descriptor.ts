@@ -38,9 +38,25 @@ export interface SegmentDescriptor {
 }
 
 /**
- * Locality classes, best first: the engine prefers the closest transport both peers
- * support for the memory kinds of a request. `same-host` transports reach only peers on
- * this machine; they say which through `Transport.reaches`.
+ * The well-known locality classes, best first: the engine prefers the closest transport
+ * both peers support for the memory kinds of a request. `same-host` transports reach only
+ * peers on this machine; they say which through `Transport.reaches`. A plugin may declare a
+ * class of its own: it then declares where it ranks (`capabilities.locality`).
  */
 export const TRANSPORT_CLASSES = ['intra-nvlink', 'nvlink', 'same-host', 'rdma', 'tcp', 'test'] as const;
-export type TransportClass = (typeof TRANSPORT_CLASSES)[number];
+export type KnownTransportClass = (typeof TRANSPORT_CLASSES)[number];
+/** A well-known class, or a plugin's own name for one (lower-case words joined by '-'). */
+export type TransportClass = KnownTransportClass | (string & Record<never, never>);
+
+/** Lower-case words joined by '-': how a class of a plugin's own is spelled. */
+export const TRANSPORT_CLASS_PATTERN = /^[a-z][a-z0-9]*(?:-[a-z0-9]+)*$/;
+
+/**
+ * Where a transport ranks among those both peers share, lower first: what the plugin
+ * declares (`capabilities.locality`), else its well-known class's place in TRANSPORT_CLASSES.
+ */
+export function localityOf(capabilities: { class: TransportClass; locality?: number }): number {
+  if (capabilities.locality !== undefined) return capabilities.locality;
+  const known = (TRANSPORT_CLASSES as readonly string[]).indexOf(capabilities.class);
+  return known === -1 ? TRANSPORT_CLASSES.length : known;
+}

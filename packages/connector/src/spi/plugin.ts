@@ -3,7 +3,7 @@ import type { TransportCapabilities } from './capabilities.js';
 import type { OptionsOf, OptionsSchema } from './options.js';
 import { checkOptionSpec } from './option-spec-schema.js';
 import type { Transport, TransportContext } from './transport.js';
-import { TRANSPORT_CLASSES } from './descriptor.js';
+import { TRANSPORT_CLASSES, TRANSPORT_CLASS_PATTERN } from './descriptor.js';
 
 /** The plugin API this package implements. A plugin built for another version is refused. */
 export const PLUGIN_API_VERSION = 1;
@@ -72,7 +72,11 @@ export function validatePlugin(candidate: unknown, source: string): TransportPlu
   if (typeof c !== 'object' || c === null) {
     problems.push('`capabilities` must be declared');
   } else {
-    if (!TRANSPORT_CLASSES.includes(c.class)) problems.push(`\`capabilities.class\` must be one of ${TRANSPORT_CLASSES.join(', ')}`);
+    const known = (TRANSPORT_CLASSES as readonly unknown[]).includes(c.class);
+    if (!known && (typeof c.class !== 'string' || !TRANSPORT_CLASS_PATTERN.test(c.class) || c.locality === undefined)) {
+      problems.push(`\`capabilities.class\` must be one of ${TRANSPORT_CLASSES.join(', ')}, or a class of the plugin's own (lower-case words joined by '-') declared with \`capabilities.locality\``);
+    }
+    if (c.locality !== undefined && (typeof c.locality !== 'number' || !Number.isFinite(c.locality) || c.locality < 0)) problems.push('`capabilities.locality` must be a non-negative number');
     if (!Array.isArray(c.memoryKinds) || c.memoryKinds.length === 0 || c.memoryKinds.some((k) => k !== 'cpu' && k !== 'cuda')) problems.push('`capabilities.memoryKinds` must list cpu and/or cuda');
     for (const flag of ['read', 'notifications', 'rawAddresses'] as const) {
       if (typeof c[flag] !== 'boolean') problems.push(`\`capabilities.${flag}\` must be a boolean`);
