@@ -3,7 +3,7 @@
  * and loads it. Arguments are validated in TypeScript before they get here.
  */
 import { fileURLToPath } from 'node:url';
-import { loadNativeAddon } from '@te/connector';
+import { loadNativeAddon, type NativeCallbacks } from '@te/connector';
 
 export const PLUGIN_NAME = 'mooncake-shm';
 
@@ -22,22 +22,6 @@ export interface NativeTransportOptions {
   cancelGraceMs: number;
   notifyQueuePerPeer: number;
   notifyQueueBytes: number;
-}
-
-/** Called on the JS thread, never from native threads. */
-export interface NativeCallbacks {
-  /**
-   * A batch is terminal. `batchStatus` is 0, the cancel status (TIMEOUT/ABORTED) or a
-   * connection-level failure; `statuses` has one status per request; `bytes` counts the
-   * bytes of OK requests; `message` describes the failure.
-   */
-  onBatch(batchId: number, batchStatus: number, statuses: Int32Array, bytes: bigint, message: string): void;
-  /** openPeer finished its handshake (status 0) or failed. */
-  onOpen(peerId: number, status: number, message: string): void;
-  /** A peer's notification arrived (after all its batch's bytes landed here). */
-  onNotify(from: string, payload: Uint8Array): void;
-  /** A rare warning from native code (a refused or dropped connection), for the engine's log. */
-  onLog(level: 'warn', message: string): void;
 }
 
 export interface NativeShmTransport {

@@ -3,7 +3,7 @@
  * and loads it. Arguments are validated in TypeScript before they get here.
  */
 import { fileURLToPath } from 'node:url';
-import { loadNativeAddon } from '@te/connector';
+import { loadNativeAddon, type NativeCallbacks } from '@te/connector';
 
 export const PLUGIN_NAME = 'mooncake-tcp';
 
@@ -29,24 +29,6 @@ export interface NativeTransportOptions {
   busyPollUs: number;
   /** Shared secret bytes; absent: no authentication. */
   authSecret?: Uint8Array;
-}
-
-/** Called on the JS thread, never from native threads. */
-export interface NativeCallbacks {
-  /**
-   * A batch is terminal. `batchStatus` is 0, the cancel status (TIMEOUT/ABORTED) or the
-   * notification's failure; `statuses` has one status per request; `bytes` counts the
-   * bytes of OK requests; `message` describes the first failure. `remoteMayBeWritten`: a
-   * WRITE settled while bytes it had sent may still land at the peer (a cancel the peer did
-   * not confirm, or the connection given up with them on their way).
-   */
-  onBatch(batchId: number, batchStatus: number, statuses: Int32Array, bytes: bigint, message: string, remoteMayBeWritten: boolean): void;
-  /** openPeer finished connecting every lane (status 0) or failed. */
-  onOpen(peerId: number, status: number, message: string): void;
-  /** A peer's notification arrived (after all its batch's bytes landed here). */
-  onNotify(from: string, payload: Uint8Array): void;
-  /** A rare warning from native code (descriptor exhaustion), for the engine's log. */
-  onLog(level: 'warn', message: string): void;
 }
 
 export interface NativeTcpTransport {
