@@ -17,8 +17,9 @@
 //     at equal TP;
 //   - per-request overhead: p50/p99 from a 1-page send() to decode Success (TP 1→1);
 //   - KV checksums (CRC32C per page slice and layer, taken by the prefill and checked by the
-//     decode before Success): TP 2→2 and TP 2→4 NHD with checksums on, beside the same case
-//     with them off, as a ratio (target ≥ 0.85).
+//     decode before Success): TP 2→2 and TP 2→4 NHD staged, each with two sets of ranks
+//     alive at once, checksums off and on, their rooms alternating; the ratio is the median
+//     of each pair's on / off (target ≥ 0.85).
 // Every timed room is verified: each decode rank's destination pages are overwritten with a
 // poison byte before the room, then compared (sha256 per head slice) with the prefill ranks'
 // pages after it, so only bytes this room moved can pass.
@@ -39,7 +40,7 @@ const { values: args } = parseArgs({
     // Test hook: flip one byte of a decode rank's pages after the first timed room (the run must fail).
     corrupt: { type: 'boolean', default: false },
     // Run only these cases (comma-separated): tp2, tp2-checksums, nhd, nhd-checksums, hnd, nhd-token, reverse, reverse-token,
-    // overhead; `checksums` is tp2, tp2-checksums, nhd and nhd-checksums (each with checksums off and on, in one run).
+    // overhead; `checksums` is tp2-checksums and nhd-checksums (each runs its case with checksums off and on at once).
     only: { type: 'string' },
     rank: { type: 'string' },
   },
@@ -178,74 +179,140 @@ async function slicesOf(ptp, dtp) {
 
 let corrupted = false;
 
-/** Rooms of TP ptp→dtp with the given page layout and staging switch; the first room warms up. */
-async function layoutRun(ptp, dtp, { pageLayout = 'NHD', staging = true, checksums = false, rooms = Number(args.rooms) } = {}) {
+/**
+ * Ranks of TP ptp→dtp with the given page layout, staging and checksum switches, each in its
+ * own process: `round(k)` runs and verifies room k and the raw baseline of the same bytes,
+ * `finish()` collects the staging statistics and closes the ranks.
+ */
+async function openLayout(ptp, dtp, { pageLayout = 'NHD', staging = true, checksums = false } = {}) {
   const port = await freePort();
   const base = { connector: args.connector, layers, pages: bufferPages, port, pageLayout, staging, checksums };
   const prefill = await Promise.all(Array.from({ length: ptp }, (_, r) => spawn({ ...base, role: 'prefill', tp: ptp, rank: r })));
   const decode = await Promise.all(Array.from({ length: dtp }, (_, r) => spawn({ ...base, role: 'decode', tp: dtp, rank: r })));
+  const close = () => closeRanks([...prefill, ...decode]);
+  let dInfo;
+  let slices;
   try {
-    const dInfo = await Promise.all(decode.map((d) => d.call('info')));
-    const slices = await slicesOf(ptp, dtp);
-    const src = Array.from({ length: pagesPerRoom }, (_, i) => i);
-    const pd = [];
-    const raw = [];
-    // Bytes the decode ranks receive for one room: every token's KV of every layer, all their heads.
-    const bytes = dInfo.reduce((a, i) => a + pagesPerRoom * i.item * 2 * layers, 0);
-    for (let k = 0; k < rooms + 1; k++) {
-      const room = String(1000 + k);
-      const dst = shuffledRuns(pagesPerRoom, k + 7);
-      await Promise.all(decode.map((d) => d.call('poison', { pages: dst, round: k })));
-      await Promise.all(decode.map((d) => d.call('receive', { room, pages: dst })));
-      const t0 = now();
-      const sends = Promise.all(prefill.map((p) => p.call('send', { room, pages: src })));
-      sends.catch(() => undefined); // a failed send is thrown below, once the decodes answered
-      const done = await Promise.all(decode.map((d) => d.call('wait', { room })));
-      await sends;
-      const t1 = Math.max(...done.map((x) => x.t));
-      if (args.corrupt && k === 1 && !corrupted) {
-        corrupted = true;
-        await decode[0].call('corrupt', { page: dst[0] });
-      }
-      // Every head slice of every decode rank against the prefill rank that sent it (outside the timed region).
-      await Promise.all(
-        slices.flatMap((list, di) =>
-          list.map(async (s) => {
-            const [want, got] = await Promise.all([prefill[s.prefill].call('digest', { pages: src, headOffset: s.srcOffset, heads: s.count }), decode[di].call('digest', { pages: dst, headOffset: s.dstOffset, heads: s.count })]);
-            if (want !== got) throw new Error(`TP ${ptp}→${dtp} ${pageLayout}${staging ? '' : ' (per token)'} room ${room}: decode rank ${di} heads [${s.dstOffset}, ${s.dstOffset + s.count}) do not hold what prefill rank ${s.prefill} sent`);
-          }),
-        ),
-      );
-      // Raw: every (prefill, decode) pair that exchanged KV writes the same bytes, all at once.
-      const targets = prefill.map(() => []);
-      slices.forEach((list, di) =>
-        list.forEach((s, i) => {
-          const share = Math.floor((pagesPerRoom * dInfo[di].item * 2 * layers) / list.length);
-          targets[s.prefill].push({ segment: dInfo[di].segment, addr: dInfo[di].addr, offset: i * share, bytes: share });
-        }),
-      );
-      const r0 = now();
-      await Promise.all(prefill.map((p, pi) => (targets[pi].length ? p.call('raw', { targets: targets[pi] }) : null)));
-      const r1 = now();
-      if (k === 0) continue; // warm-up: connections, staging memory, first-touch of pages
-      pd.push(bytes / ((t1 - t0) / 1000));
-      raw.push(bytes / ((r1 - r0) / 1000));
-    }
-    const pStats = await Promise.all(prefill.map((p) => p.call('stats')));
-    const dStats = await Promise.all(decode.map((d) => d.call('stats')));
-    const sum = (xs, key) => xs.reduce((a, x) => a + (x?.[key] ?? 0), 0);
-    return {
-      pd: median(pd),
-      raw: median(raw),
-      bytes,
-      gatherGBps: sum(pStats, 'gatherMs') > 0 ? sum(pStats, 'stagedBytes') / sum(pStats, 'gatherMs') / 1e6 : undefined,
-      scatterGBps: sum(dStats, 'scatterMs') > 0 ? sum(dStats, 'scatteredBytes') / sum(dStats, 'scatterMs') / 1e6 : undefined,
-      staged: sum(pStats, 'gatherWrites') + sum(pStats, 'ringWrites'),
-      fallbacks: pStats.reduce((a, x) => a + Object.values(x?.fallbacks ?? {}).reduce((p, q) => p + q, 0), 0),
-    };
-  } finally {
-    await closeRanks([...prefill, ...decode]);
+    dInfo = await Promise.all(decode.map((d) => d.call('info')));
+    slices = await slicesOf(ptp, dtp);
+  } catch (e) {
+    await close();
+    throw e;
   }
+  const src = Array.from({ length: pagesPerRoom }, (_, i) => i);
+  // Bytes the decode ranks receive for one room: every token's KV of every layer, all their heads.
+  const bytes = dInfo.reduce((a, i) => a + pagesPerRoom * i.item * 2 * layers, 0);
+  const round = async (k) => {
+    const room = String(1000 + k);
+    const dst = shuffledRuns(pagesPerRoom, k + 7);
+    await Promise.all(decode.map((d) => d.call('poison', { pages: dst, round: k })));
+    await Promise.all(decode.map((d) => d.call('receive', { room, pages: dst })));
+    const t0 = now();
+    const sends = Promise.all(prefill.map((p) => p.call('send', { room, pages: src })));
+    sends.catch(() => undefined); // a failed send is thrown below, once the decodes answered
+    const done = await Promise.all(decode.map((d) => d.call('wait', { room })));
+    await sends;
+    const t1 = Math.max(...done.map((x) => x.t));
+    if (args.corrupt && k === 1 && !corrupted) {
+      corrupted = true;
+      await decode[0].call('corrupt', { page: dst[0] });
+    }
+    // Every head slice of every decode rank against the prefill rank that sent it (outside the timed region).
+    await Promise.all(
+      slices.flatMap((list, di) =>
+        list.map(async (s) => {
+          const [want, got] = await Promise.all([prefill[s.prefill].call('digest', { pages: src, headOffset: s.srcOffset, heads: s.count }), decode[di].call('digest', { pages: dst, headOffset: s.dstOffset, heads: s.count })]);
+          if (want !== got) throw new Error(`TP ${ptp}→${dtp} ${pageLayout}${staging ? '' : ' (per token)'} room ${room}: decode rank ${di} heads [${s.dstOffset}, ${s.dstOffset + s.count}) do not hold what prefill rank ${s.prefill} sent`);
+        }),
+      ),
+    );
+    // Raw: every (prefill, decode) pair that exchanged KV writes the same bytes, all at once.
+    const targets = prefill.map(() => []);
+    slices.forEach((list, di) =>
+      list.forEach((s, i) => {
+        const share = Math.floor((pagesPerRoom * dInfo[di].item * 2 * layers) / list.length);
+        targets[s.prefill].push({ segment: dInfo[di].segment, addr: dInfo[di].addr, offset: i * share, bytes: share });
+      }),
+    );
+    const r0 = now();
+    await Promise.all(prefill.map((p, pi) => (targets[pi].length ? p.call('raw', { targets: targets[pi] }) : null)));
+    const r1 = now();
+    return { pd: bytes / ((t1 - t0) / 1000), raw: bytes / ((r1 - r0) / 1000) };
+  };
+  const finish = async () => {
+    try {
+      const pStats = await Promise.all(prefill.map((p) => p.call('stats')));
+      const dStats = await Promise.all(decode.map((d) => d.call('stats')));
+      const sum = (xs, key) => xs.reduce((a, x) => a + (x?.[key] ?? 0), 0);
+      return {
+        bytes,
+        gatherGBps: sum(pStats, 'gatherMs') > 0 ? sum(pStats, 'stagedBytes') / sum(pStats, 'gatherMs') / 1e6 : undefined,
+        scatterGBps: sum(dStats, 'scatterMs') > 0 ? sum(dStats, 'scatteredBytes') / sum(dStats, 'scatterMs') / 1e6 : undefined,
+        staged: sum(pStats, 'gatherWrites') + sum(pStats, 'ringWrites'),
+        fallbacks: pStats.reduce((a, x) => a + Object.values(x?.fallbacks ?? {}).reduce((p, q) => p + q, 0), 0),
+      };
+    } finally {
+      await close();
+    }
+  };
+  return { round, finish };
+}
+
+/** Rooms of TP ptp→dtp with the given page layout and staging switch; the first room warms up. */
+async function layoutRun(ptp, dtp, { rooms = Number(args.rooms), ...opts } = {}) {
+  const run = await openLayout(ptp, dtp, opts);
+  const pd = [];
+  const raw = [];
+  try {
+    for (let k = 0; k < rooms + 1; k++) {
+      const r = await run.round(k);
+      if (k === 0) continue; // warm-up: connections, staging memory, first-touch of pages
+      pd.push(r.pd);
+      raw.push(r.raw);
+    }
+  } catch (e) {
+    await run.finish().catch(() => undefined);
+    throw e;
+  }
+  return { pd: median(pd), raw: median(raw), ...(await run.finish()) };
+}
+
+/**
+ * KV checksums' cost: the same case with checksums off and on, both sets of ranks alive at
+ * once and their rooms alternating (which goes first alternates too), so a machine whose
+ * load drifts weighs on both alike; the ratio is the median of each round's on / off.
+ */
+async function checksumRun(ptp, dtp, { rooms = Math.max(3, Number(args.rooms)), ...opts } = {}) {
+  const off = await openLayout(ptp, dtp, { ...opts, checksums: false });
+  let on;
+  try {
+    on = await openLayout(ptp, dtp, { ...opts, checksums: true });
+  } catch (e) {
+    await off.finish().catch(() => undefined);
+    throw e;
+  }
+  const rounds = { off: [], on: [] };
+  try {
+    for (let k = 0; k < rooms + 1; k++) {
+      const order = k % 2 === 0 ? ['off', 'on'] : ['on', 'off'];
+      const got = {};
+      for (const which of order) got[which] = await (which === 'on' ? on : off).round(k);
+      if (k === 0) continue; // warm-up
+      rounds.off.push(got.off);
+      rounds.on.push(got.on);
+    }
+  } catch (e) {
+    await Promise.allSettled([off.finish(), on.finish()]);
+    throw e;
+  }
+  const [offStats, onStats] = await Promise.all([off.finish(), on.finish()]);
+  const of = (xs, key) => median(xs.map((x) => x[key]));
+  return {
+    off: { pd: of(rounds.off, 'pd'), raw: of(rounds.off, 'raw'), ...offStats },
+    on: { pd: of(rounds.on, 'pd'), raw: of(rounds.on, 'raw'), ...onStats },
+    ratio: median(rounds.on.map((x, i) => x.pd / rounds.off[i].pd)),
+    ratios: rounds.on.map((x, i) => x.pd / rounds.off[i].pd),
+  };
 }
 
 async function overhead() {
@@ -352,18 +419,23 @@ const line = (label, r, target) => r && log(`${label}: PD ${gb(r.pd)} GB/s, raw 
 const skip = async () => undefined;
 // A smoke run (TE_BENCH_QUICK) takes one case per route: the per-token and checksum variants
 // are the same runs with a switch, covered by the runtime's own tests.
-const only = args.corrupt ? new Set(['nhd']) : args.only ? new Set(args.only.split(',').flatMap((id) => (id === 'checksums' ? ['tp2', 'tp2-checksums', 'nhd', 'nhd-checksums'] : [id]))) : QUICK ? new Set(['tp2', 'nhd', 'hnd', 'reverse', 'overhead']) : undefined;
+const only = args.corrupt ? new Set(['nhd']) : args.only ? new Set(args.only.split(',').flatMap((id) => (id === 'checksums' ? ['tp2-checksums', 'nhd-checksums'] : [id]))) : QUICK ? new Set(['tp2', 'nhd', 'hnd', 'reverse', 'overhead']) : undefined;
 const want = (id, fn) => (only && !only.has(id) ? skip : fn);
 const eq = await caseOf('TP 2→2', want('tp2', () => layoutRun(2, 2)));
 line('TP 2→2', eq, '0.9');
-const sums = await caseOf('TP 2→2 checksums', want('tp2-checksums', () => layoutRun(2, 2, { checksums: true })));
-line('TP 2→2 with KV checksums (CRC32C per page and layer, checked by the decode)', sums);
-if (sums && eq) log(`KV checksums, TP 2→2: PD with / without = ${(sums.pd / eq.pd).toFixed(2)} (target ≥ 0.85)`);
+// KV checksums' cost: each case twice at once, checksums off and on, rooms alternating.
+const sumsLine = (label, r) => {
+  if (!r) return;
+  line(`${label}, checksums off`, r.off);
+  line(`${label}, with KV checksums (CRC32C per page slice and layer, checked by the decode)`, r.on);
+  log(`KV checksums, ${label}: PD with / without = ${r.ratio.toFixed(2)} (median of ${r.ratios.length} alternating room pairs: ${r.ratios.map((x) => x.toFixed(2)).join(', ')}; target ≥ 0.85)`);
+};
+const sums = await caseOf('TP 2→2 checksums', want('tp2-checksums', () => checksumRun(2, 2)));
+sumsLine('TP 2→2', sums);
 const het = await caseOf('TP 2→4 NHD', want('nhd', () => layoutRun(2, 4)));
 line('TP 2→4, NHD, head slices gathered in prefill staging', het, '0.8');
-const hetSums = await caseOf('TP 2→4 NHD checksums', want('nhd-checksums', () => layoutRun(2, 4, { checksums: true })));
-line('TP 2→4, NHD, staged, with KV checksums (CRC32C per page head slice and layer)', hetSums);
-if (hetSums && het) log(`KV checksums, TP 2→4 NHD staged: PD with / without = ${(hetSums.pd / het.pd).toFixed(2)} (target ≥ 0.85)`);
+const hetSums = await caseOf('TP 2→4 NHD checksums', want('nhd-checksums', () => checksumRun(2, 4)));
+sumsLine('TP 2→4, NHD, staged', hetSums);
 const hnd = await caseOf('TP 2→4 HND', want('hnd', () => layoutRun(2, 4, { pageLayout: 'HND' })));
 line('TP 2→4, HND, one range per page per layer', hnd, '0.9');
 const perTok = await caseOf('TP 2→4 per token', want('nhd-token', () => layoutRun(2, 4, { staging: false, rooms: 1 })));
@@ -375,8 +447,8 @@ line('TP 4→2, NHD, per-token path (staging off)', revTok);
 const oh = await caseOf('overhead', want('overhead', overhead));
 if (oh) log(`1-page request (${(oh.onePageBytes / 1024).toFixed(0)} KiB), send() → decode Success over ${args.requests} requests: p50 ${oh.p50Us.toFixed(0)} µs, p99 ${oh.p99Us.toFixed(0)} µs`);
 
-const ran = [eq, sums, het, hetSums, hnd, perTok, rev, revTok].filter((_, i) => !only || only.has(['tp2', 'tp2-checksums', 'nhd', 'nhd-checksums', 'hnd', 'nhd-token', 'reverse', 'reverse-token'][i]));
-const staging = [het, hetSums, rev];
+const ran = [eq, sums?.on, het, hetSums?.on, hnd, perTok, rev, revTok].filter((_, i) => !only || only.has(['tp2', 'tp2-checksums', 'nhd', 'nhd-checksums', 'hnd', 'nhd-token', 'reverse', 'reverse-token'][i]));
+const staging = [het, hetSums?.off, hetSums?.on, rev];
 if (staging.some((r) => r && (r.staged === 0 || r.fallbacks > 0))) failures.push('a staging case did not go through staging');
 log(`cases verified: ${ran.filter(Boolean).length} of ${ran.length}`);
 if (args.json) {
@@ -391,8 +463,8 @@ if (args.json) {
       heteroRawBytesPerSecond: het?.raw ?? null,
       heteroRatio: r(het),
       heteroHndRatio: r(hnd),
-      checksumRatio: sums && eq ? sums.pd / eq.pd : null,
-      heteroChecksumRatio: hetSums && het ? hetSums.pd / het.pd : null,
+      checksumRatio: sums?.ratio ?? null,
+      heteroChecksumRatio: hetSums?.ratio ?? null,
       heteroReverseRatio: r(rev),
       heteroPerTokenRatio: r(perTok),
       heteroReversePerTokenRatio: r(revTok),
