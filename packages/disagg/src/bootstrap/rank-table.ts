@@ -1,4 +1,5 @@
 import { TypeCompiler } from '@sinclair/typebox/compiler';
+import { pairingMismatch } from '../shared/pairing.js';
 import { RankRegistrationSchema, SHARED_FIELDS, type PrefillInfo, type RankEndpoint, type RankRegistration } from './schema.js';
 
 const checkRegistration = TypeCompiler.Compile(RankRegistrationSchema);
@@ -71,15 +72,8 @@ export class RankTable {
   /** The prefill layout; `decode` holds the decode's own values (null: not given). */
   info(decode: (field: string) => string | null): PrefillInfo {
     const s = this.readyShared();
-    const mine: Record<string, string | number> = { page_size: s.page_size, kv_cache_dtype: s.kv_cache_dtype, attention: s.attention, num_layers: s.num_layers };
-    for (const [field, value] of Object.entries(mine)) {
-      const theirs = decode(field);
-      if (theirs === null || theirs === String(value)) continue;
-      // A decode page may hold a whole number of prefill pages (pages map by token range).
-      if (field === 'page_size' && /^[1-9]\d{0,9}$/.test(theirs) && Number(theirs) % Number(value) === 0) continue;
-      const rule = field === 'page_size' ? ' (a decode page must hold a whole number of prefill pages)' : '';
-      throw new HttpError(409, `${field} mismatch: decode has ${field}=${theirs.slice(0, 64)}, prefill has ${field}=${value}${rule}`);
-    }
+    const refused = pairingMismatch(decode, s);
+    if (refused) throw new HttpError(409, refused);
     const info: PrefillInfo = { attn_tp_size: s.attn_tp_size, dp_size: dpSizeOf(s), pp_size: s.pp_size, page_size: s.page_size, kv_cache_dtype: s.kv_cache_dtype, attention: s.attention, num_layers: s.num_layers };
     if (s.total_kv_heads !== undefined) info.total_kv_heads = s.total_kv_heads;
     return info;

@@ -1,6 +1,7 @@
 import { TransferError, checkSegmentName, type KVBuffers, type ParallelLayout } from '@te/connector';
 import { shardOfRank, type BufferTable, type LayerSpan } from '../plan/index.js';
 import type { RegisterMessage } from '../protocol/messages.js';
+import { mismatchMessage, pairingMismatch, totalHeadsMismatch } from '../shared/pairing.js';
 import { tableFromWire } from './local-buffers.js';
 
 /** A decode rank as one prefill rank knows it: its layout and buffers, and whether it failed. */
@@ -19,7 +20,7 @@ export interface Destination {
 }
 
 function mismatch(field: string, decode: unknown, prefill: unknown): never {
-  throw new TransferError('LAYOUT_MISMATCH', `${field} mismatch: decode has ${field}=${String(decode)}, prefill has ${field}=${String(prefill)}`);
+  throw new TransferError('LAYOUT_MISMATCH', mismatchMessage(field, decode, prefill));
 }
 
 /**
@@ -31,13 +32,11 @@ export function acceptDestination(msg: RegisterMessage, buffers: KVBuffers, layo
   // The segment is where every write and status report goes, and part of the table key.
   checkSegmentName(msg.decodeSegment);
   if (msg.tpRank >= msg.tpSize || msg.ppRank >= msg.ppSize) throw new TransferError('INVALID_ARGUMENT', `decode rank tp ${msg.tpRank}/${msg.tpSize}, pp ${msg.ppRank}/${msg.ppSize}: a rank must be below its size`);
-  // Pages map by token range: a decode page may hold several prefill pages, never a part of one.
-  if (msg.pageSize % buffers.pageSize !== 0) {
-    throw new TransferError('LAYOUT_MISMATCH', `page_size mismatch: decode has page_size=${msg.pageSize}, prefill has page_size=${buffers.pageSize} (a decode page must hold a whole number of prefill pages)`);
-  }
-  if (msg.kvCacheDtype !== buffers.kvCacheDtype) mismatch('kv_cache_dtype', msg.kvCacheDtype, buffers.kvCacheDtype);
-  if (msg.attention !== buffers.attention) mismatch('attention', msg.attention, buffers.attention);
-  if (msg.totalLayers !== totalLayers) mismatch('num_layers', msg.totalLayers, totalLayers);
+  // The rules the bootstrap server applied to this decode's query (shared/pairing.ts), again:
+  // a registration comes from the peer itself, which may not have asked the server.
+  const decode = { page_size: msg.pageSize, kv_cache_dtype: msg.kvCacheDtype, attention: msg.attention, num_layers: msg.totalLayers };
+  const refused = pairingMismatch((field) => decode[field], { page_size: buffers.pageSize, kv_cache_dtype: buffers.kvCacheDtype, attention: buffers.attention, num_layers: totalLayers });
+  if (refused) throw new TransferError('LAYOUT_MISMATCH', refused);
   if (msg.ppSize !== 1 && msg.ppSize !== layout.ppSize) mismatch('pp_size', msg.ppSize, layout.ppSize);
   if (msg.firstLayer + msg.numLayers > totalLayers) throw new TransferError('INVALID_ARGUMENT', `decode registers layers [${msg.firstLayer}, ${msg.firstLayer + msg.numLayers}), outside the model's ${totalLayers} layers`);
   const perLayer = msg.attention === 'mha' ? 2 : 1;
@@ -51,7 +50,8 @@ export function acceptDestination(msg: RegisterMessage, buffers: KVBuffers, layo
     if (msg.totalKvHeads === undefined || buffers.totalKvHeads === undefined) {
       throw new TransferError('LAYOUT_MISMATCH', `attention TP differs (decode ${msg.tpSize}, prefill ${layout.attnTpSize}): both sides must declare totalKvHeads for head slicing`);
     }
-    if (msg.totalKvHeads !== buffers.totalKvHeads) mismatch('total_kv_heads', msg.totalKvHeads, buffers.totalKvHeads);
+    const heads = totalHeadsMismatch(msg.totalKvHeads, buffers.totalKvHeads);
+    if (heads) throw new TransferError('LAYOUT_MISMATCH', heads);
     const want = shardOfRank(msg.totalKvHeads, msg.tpSize, msg.tpRank).count;
     if (msg.kvHeadsPerRank !== undefined && msg.kvHeadsPerRank !== want) mismatch('kv_heads_per_rank', msg.kvHeadsPerRank, want);
   }

@@ -1,6 +1,7 @@
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { TransferError, type KVBuffers, type ParallelLayout } from '@te/connector';
 import { PrefillInfoSchema, type PrefillInfo } from '../bootstrap/schema.js';
+import { totalHeadsMismatch } from '../shared/pairing.js';
 import { planShardSlices, prefillDpRankFor, resolveRankTargets, slicesCover, type ShardSlice } from '../plan/index.js';
 
 /** One prefill rank a decode rank receives a room from, and what it sends. */
@@ -66,7 +67,8 @@ function plan(info: PrefillInfo, layout: ParallelLayout, buffers: KVBuffers, roo
   } else if (ptp !== dtp) {
     const total = info.total_kv_heads ?? buffers.totalKvHeads;
     if (total === undefined) mismatch(`attention TP differs (decode ${dtp}, prefill ${ptp}): totalKvHeads must be known for head slicing`);
-    if (buffers.totalKvHeads !== undefined && info.total_kv_heads !== undefined && buffers.totalKvHeads !== info.total_kv_heads) mismatch(`total_kv_heads mismatch: decode has ${buffers.totalKvHeads}, prefill has ${info.total_kv_heads}`);
+    const heads = totalHeadsMismatch(buffers.totalKvHeads, info.total_kv_heads);
+    if (heads) mismatch(heads);
     const slices = planShardSlices(total, ptp, dtp, layout.attnTpRank, tpRanks);
     if (!slicesCover(total, dtp, layout.attnTpRank, slices)) mismatch(`prefill ranks ${tpRanks.join(',')} do not cover the heads of decode rank ${layout.attnTpRank}`);
     kvSlices = slices;
