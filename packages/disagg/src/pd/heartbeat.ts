@@ -1,4 +1,6 @@
 import { isTransferError, type TransferEngine } from '@te/connector';
+import type { RankDirectory } from '../bootstrap/directory.js';
+import type { RankRegistration } from '../bootstrap/schema.js';
 import { PD_PROTOCOL_VERSION } from '../protocol/messages.js';
 
 /**
@@ -66,4 +68,24 @@ export async function pingPeer(engine: TransferEngine, segment: string, type: st
   } catch (e) {
     return isTransferError(e, 'PEER_UNREACHABLE') ? 'dead' : 'missed';
   }
+}
+
+/**
+ * A prefill rank's own beat: its registration is checked every `intervalMs` and made again
+ * when it is gone. A bootstrap server that restarts (its process, or the rank hosting it)
+ * comes back empty, and an etcd record can lapse with a stalled rank's lease; without this
+ * the instance would never be ready again. Returns the stop function.
+ */
+export function keepRegistered(directory: RankDirectory, registration: () => RankRegistration, intervalMs: number): () => void {
+  let checking = false;
+  const timer = setInterval(() => {
+    if (checking) return;
+    checking = true;
+    directory
+      .ensureRegistered(registration(), intervalMs)
+      .catch(() => undefined)
+      .finally(() => (checking = false));
+  }, intervalMs);
+  timer.unref();
+  return () => clearInterval(timer);
 }

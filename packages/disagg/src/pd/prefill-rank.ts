@@ -6,7 +6,7 @@ import { handleMessage } from '../protocol/handle.js';
 import { AbortSchema, MSG, PD_PROTOCOL_VERSION, PingSchema, RegisterSchema, RequestSchema, type AbortMessage, type AbortReply, type RegisterMessage, type RequestMessage } from '../protocol/messages.js';
 import { acceptDestination, type Destination } from './destination.js';
 import { DestinationTable } from './destination-table.js';
-import { Heartbeat, pingPeer } from './heartbeat.js';
+import { Heartbeat, keepRegistered, pingPeer } from './heartbeat.js';
 import { PrefillSender } from './kv-sender.js';
 import { PrefillRoomTable } from './prefill-rooms.js';
 import type { EndedPrefillRoom, PrefillRoomContext, RoomRequest } from './room-context.js';
@@ -51,7 +51,7 @@ export class PrefillRank {
   private readonly unhandle: (() => void)[] = [];
   private readonly heartbeat: Heartbeat;
   private readonly sweeper: NodeJS.Timeout;
-  private reregister: NodeJS.Timeout | undefined;
+  private stopRegistration: (() => void) | undefined;
 
   constructor(
     readonly engine: TransferEngine,
@@ -128,20 +128,8 @@ export class PrefillRank {
   async registerWith(bootstrapAddress: string): Promise<void> {
     const directory = this.directoryOf(bootstrapAddress);
     await directory.register(this.registration(), this.timeouts.bootstrapMs);
-    // A bootstrap server that restarts (its process, or the rank hosting it) comes back
-    // empty, and an etcd record can lapse with a stalled rank's lease: checked every
-    // heartbeat and registered again, or the instance would never be ready again.
-    let checking = false;
-    clearInterval(this.reregister);
-    this.reregister = setInterval(() => {
-      if (checking) return;
-      checking = true;
-      directory
-        .ensureRegistered(this.registration(), this.timeouts.heartbeatMs)
-        .catch(() => undefined)
-        .finally(() => (checking = false));
-    }, this.timeouts.heartbeatMs);
-    this.reregister.unref();
+    this.stopRegistration?.();
+    this.stopRegistration = keepRegistered(directory, () => this.registration(), this.timeouts.heartbeatMs);
   }
 
   createSender(bootstrap: BootstrapInfo): PrefillSender {
@@ -237,7 +225,7 @@ export class PrefillRank {
   async close(): Promise<void> {
     this.heartbeat.stop();
     clearInterval(this.sweeper);
-    clearInterval(this.reregister);
+    this.stopRegistration?.();
     const live = this.rooms.senders();
     for (const s of live) s.fail(new TransferError('ENGINE_CLOSED', `room ${s.room}: the KV manager closed`, { details: { room: s.room } }));
     // Writes settle by their deadline, or later when a transport holds one past it (their
