@@ -1,4 +1,4 @@
-import { KVStatus, TransferError, type BootstrapInfo } from '@te/connector';
+import { TransferError, type BootstrapInfo } from '@te/connector';
 import { DecodeReceiver } from './kv-receiver.js';
 import type { DecodeRoomContext } from './room-context.js';
 
@@ -7,9 +7,8 @@ export type PrefillPeer = `http:${string}` | `seg:${string}`;
 
 /**
  * Every room of one decode rank, keyed by room: one receiver from its creation until it
- * ended. A receiver's state is its status cell (Bootstrapping while it resolves its prefill
- * ranks, WaitingForInput once resolved, Transferring once every rank accepted its request,
- * then Success or Failed); the table keeps only rooms that did not end.
+ * ended, in one of the states of `DecodeReceiver.phase` (resolving → waiting → requested →
+ * ended, or failing on the way: its prefill ranks are told to stop before it ends).
  */
 export class DecodeRoomTable {
   private readonly rooms = new Map<bigint, DecodeReceiver>();
@@ -41,7 +40,7 @@ export class DecodeRoomTable {
     const out = new Set<PrefillPeer>();
     for (const r of this.rooms.values()) {
       // Before a room resolved its prefill, the bootstrap timeout governs, not heartbeats.
-      if (r.status < KVStatus.WaitingForInput) continue;
+      if (r.phase === 'resolving' || r.phase === 'ended') continue;
       out.add(`http:${r.bootstrapAddress}`);
       for (const s of r.segments) out.add(`seg:${s}`);
     }

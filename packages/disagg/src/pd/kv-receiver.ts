@@ -8,6 +8,9 @@ import { REFUSAL_CODES, tellRefusal } from './refusal.js';
 import { withRoom } from './room-error.js';
 import { checkReport, type ReportContext } from './receiver-checksums.js';
 
+/** A decode room's state (see DecodeReceiver.phase). */
+export type DecodeRoomPhase = 'resolving' | 'waiting' | 'requested' | 'failing' | 'ended';
+
 interface ResolvedTarget extends TargetPlan {
   segment: string;
 }
@@ -53,6 +56,20 @@ export class DecodeReceiver implements KVReceiver {
     return this.cell.value;
   }
 
+  /**
+   * Where the room is on this side: resolving its prefill ranks (bootstrap query,
+   * registration), waiting for init, requested (its destination sent; Transferring once
+   * every rank accepted), failing (its prefill ranks told to stop; Failed once they did),
+   * or ended (Success or Failed).
+   */
+  get phase(): DecodeRoomPhase {
+    const v = this.cell.value;
+    if (v === KVStatus.Success || v === KVStatus.Failed) return 'ended';
+    if (this.failing) return 'failing';
+    if (v === KVStatus.Bootstrapping) return 'resolving';
+    return this.requested ? 'requested' : 'waiting';
+  }
+
   get failure(): TransferError | undefined {
     return this.cell.error;
   }
@@ -73,7 +90,7 @@ export class DecodeReceiver implements KVReceiver {
    */
   scatterRoom(): ScatterRoom | undefined {
     const pages = this.pages;
-    if (!pages || this.failing || this.cell.value === KVStatus.Failed || this.cell.value === KVStatus.Success) return undefined;
+    if (!pages || this.phase === 'failing' || this.phase === 'ended') return undefined;
     return {
       pages,
       prefillPageSize: this.prefillPageSize,
