@@ -3,6 +3,7 @@
  * native/cuda/include/te/cuda/napi_transport.h). Arguments are validated in TypeScript
  * before they get here.
  */
+import type { NativeCallbacks } from '@te/connector';
 
 /** What registration exported for one region; becomes the buffer's attrs in the descriptor. */
 export interface NativeExport {
@@ -34,15 +35,6 @@ export interface NativePeerInfo {
   allocs: NativePeerAlloc[];
   /** Remote-accessible buffers the peer published, each inside allocs[alloc]. */
   buffers: { addr: bigint; length: bigint; alloc: number }[];
-}
-
-/** Called on the JS thread, never from native threads. */
-export interface NativeCallbacks {
-  /**
-   * A batch is terminal: `batchStatus` 0, the cancel status (TIMEOUT/ABORTED) or
-   * TRANSFER_FAILED for a device-side failure; one status per request; `bytes` of OK ones.
-   */
-  onBatch(batchId: number, batchStatus: number, statuses: Int32Array, bytes: bigint, message: string): void;
 }
 
 export interface NativeCudaTransport {
@@ -105,7 +97,7 @@ export interface NativeCudaEvents {
 }
 
 export interface NativeCudaModule {
-  CudaTransport: new (options: { streamsPerDevice: number; sliceBytes: number; [backendOption: string]: string | number }, callbacks: NativeCallbacks) => NativeCudaTransport;
+  CudaTransport: new (options: { streamsPerDevice: number; sliceBytes: number; [backendOption: string]: string | number }, callbacks: Pick<NativeCallbacks, 'onBatch'>) => NativeCudaTransport;
   probe(): NativeProbe;
   setErrorFactory(factory: (status: number, message: string) => Error): void;
   statusName(status: number): string;

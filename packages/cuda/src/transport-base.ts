@@ -1,13 +1,12 @@
 import {
-  BatchTracker,
+  NativeTransportBase,
   TransferError,
   checkSubmit,
-  type BatchResult,
+  type NativePeer,
   type RegisterRequest,
   type SegmentDescriptor,
   type SubmitOptions,
   type TransferBatch,
-  type Transport,
   type TransportContext,
   type TransportPeer,
   type TransportRegistration,
@@ -25,20 +24,22 @@ export interface CudaTransportSettings {
   nativeOptions?: Record<string, string | number>;
   /** Whether peers must run on this machine (CUDA IPC, posix-fd handles). */
   sameMachineOnly: boolean;
+  /**
+   * The transport the plugin suggests for what a CUDA transport refuses (host memory,
+   * notifications); a generic phrase where it names none.
+   */
+  hostTransport?: string;
 }
 
-interface CudaPeer extends TransportPeer {
-  readonly id: number;
-  readonly owner: CudaTransportBase;
-}
+const ANY_HOST_TRANSPORT = 'a transport that moves host memory';
 
 /** Parses `cuda:N`; host memory is refused with the transport to use instead. */
-export function cudaOrdinal(device: string, plugin: string): number {
+export function cudaOrdinal(device: string, plugin: string, hostTransport = ANY_HOST_TRANSPORT): number {
   const m = /^cuda:(\d+)$/.exec(device);
   if (!m) {
     throw new TransferError(
       'MEMORY_KIND_UNSUPPORTED',
-      `cannot register ${device} memory: ${plugin} moves GPU memory only (capabilities.memoryKinds = ['cuda']); host memory goes through mooncake-tcp (list it in \`transports\`)`,
+      `cannot register ${device} memory: ${plugin} moves GPU memory only (capabilities.memoryKinds = ['cuda']); host memory goes through ${hostTransport} (list it in \`transports\`)`,
       { plugin },
     );
   }
@@ -46,28 +47,17 @@ export function cudaOrdinal(device: string, plugin: string): number {
 }
 
 /**
- * The TypeScript half shared by mooncake-intra-nvlink and mooncake-nvlink: option and
- * argument checks, descriptor parsing, deadlines and aborts; copies run natively.
+ * The TypeScript half shared by the CUDA transports: option and argument checks,
+ * descriptor parsing, deadlines and aborts (NativeTransportBase); copies run natively.
  */
-export abstract class CudaTransportBase implements Transport {
-  protected readonly native: NativeCudaTransport;
-  protected readonly context: TransportContext;
+export abstract class CudaTransportBase extends NativeTransportBase<NativeCudaTransport> {
   protected readonly settings: CudaTransportSettings;
-  readonly #batches: BatchTracker;
-  #closed = false;
 
   constructor(context: TransportContext, settings: CudaTransportSettings) {
-    this.context = context;
-    this.settings = settings;
-    this.native = new settings.native.CudaTransport(
-      { ...settings.nativeOptions, streamsPerDevice: settings.streamsPerDevice, sliceBytes: settings.sliceBytes },
-      { onBatch: (id, status, statuses, bytes, message) => this.#batches.complete(id, status, statuses, bytes, message) },
+    super(settings.plugin, context, (callbacks) =>
+      new settings.native.CudaTransport({ ...settings.nativeOptions, streamsPerDevice: settings.streamsPerDevice, sliceBytes: settings.sliceBytes }, callbacks),
     );
-    this.#batches = new BatchTracker(settings.plugin, (id, status) => this.native.cancel(id, status));
-  }
-
-  protected fail(code: ConstructorParameters<typeof TransferError>[0], message: string): TransferError {
-    return new TransferError(code, message, { plugin: this.settings.plugin });
+    this.settings = settings;
   }
 
   /** Extra endpoint fields (mooncake-nvlink: its fd socket). */
@@ -93,65 +83,40 @@ export abstract class CudaTransportBase implements Transport {
   }
 
   async registerMemory(request: RegisterRequest): Promise<TransportRegistration> {
-    this.#checkOpen();
-    const device = cudaOrdinal(request.device, this.settings.plugin);
+    this.checkOpen();
+    const device = cudaOrdinal(request.device, this.plugin, this.settings.hostTransport);
     if (request.buffer !== undefined || request.addr === undefined) {
       throw this.fail('INVALID_ARGUMENT', 'GPU memory is registered by address: pass {addr, length, device: "cuda:N"}, not a JS buffer');
     }
-    if (typeof request.length !== 'bigint' || request.length <= 0n) throw this.fail('INVALID_ARGUMENT', 'Expected `length` to be a positive bigint');
+    this.checkLength(request);
     this.beforeRegister(request.addr, request.length, device);
     const e = this.native.registerMemory(request.addr, request.length, device, request.remoteAccess);
     return { addr: request.addr, length: request.length, attrs: this.attrsOf(e) };
   }
 
-  async unregisterMemory(addr: bigint): Promise<void> {
-    this.#checkOpen();
-    await this.native.unregisterMemory(addr);
-  }
-
   async openPeer(peer: SegmentDescriptor): Promise<TransportPeer> {
-    this.#checkOpen();
-    const { plugin } = this.settings;
-    const local = peer.epoch === this.context.epoch;
-    if (!local && peer.name === this.context.segmentName) {
-      throw this.fail('STALE_DESCRIPTOR', `descriptor of segment "${peer.name}" has epoch ${peer.epoch}, but this process is epoch ${this.context.epoch}: it describes an earlier life of this segment`);
-    }
+    this.checkOpen();
+    const local = this.isSelf(peer);
     let endpoint: CudaEndpoint | undefined;
     if (!local) {
-      const advert = peer.transports[plugin];
-      if (!advert) throw this.fail('NO_COMMON_TRANSPORT', `segment "${peer.name}" does not advertise ${plugin}`);
-      endpoint = parseEndpoint(advert.endpoint, plugin, peer.name);
+      endpoint = parseEndpoint(this.advertOf(peer).endpoint, this.plugin, peer.name);
       if (this.settings.sameMachineOnly && !sameMachine(endpoint)) {
-        throw this.fail('PEER_UNREACHABLE', `segment "${peer.name}" runs on host ${endpoint.host} (boot id ${endpoint.bootId || '?'}), not on this machine: ${plugin} (${this.settings.native.backend}) reaches GPUs of one node only`);
+        throw this.fail('PEER_UNREACHABLE', `segment "${peer.name}" runs on host ${endpoint.host} (boot id ${endpoint.bootId || '?'}), not on this machine: ${this.plugin} (${this.settings.native.backend}) reaches GPUs of one node only`);
       }
     }
-    const info = peerInfoOf(peer, plugin, local, this.peerSocket(endpoint));
-    const id = this.native.openPeer(info);
-    const handle: CudaPeer = { segment: peer.name, epoch: peer.epoch, id, owner: this };
-    return handle;
+    const id = this.native.openPeer(peerInfoOf(peer, this.plugin, local, this.peerSocket(endpoint)));
+    return this.peerHandle(peer, id, false);
   }
 
-  async closePeer(peer: TransportPeer): Promise<void> {
-    const p = this.#own(peer);
-    if (!this.#closed) this.native.closePeer(p.id);
-  }
-
-  submit(peer: TransportPeer, batch: TransferBatch, options: SubmitOptions): Promise<BatchResult> {
-    try {
-      this.#checkOpen();
-      const p = this.#own(peer);
-      if (options.notify) throw this.fail('UNSUPPORTED_CAPABILITY', `${this.settings.plugin} does not deliver notifications (capabilities.notifications is false); send them over mooncake-tcp`);
-      checkSubmit(this.settings.plugin, p.segment, batch, options);
-      const id = this.native.submit(p.id, batch.opcodes, batch.localAddrs, batch.remoteAddrs, batch.lengths);
-      return this.#batches.track(id, p.segment, options);
-    } catch (error) {
-      return Promise.reject(error);
-    }
+  /** The CUDA transports deliver no notifications: a batch that asks for one is refused before native code. */
+  protected override checkBatch(peer: NativePeer, batch: TransferBatch, options: SubmitOptions): void {
+    if (options.notify) throw this.fail('UNSUPPORTED_CAPABILITY', `${this.plugin} does not deliver notifications (capabilities.notifications is false); send them over ${this.settings.hostTransport ?? ANY_HOST_TRANSPORT}`);
+    checkSubmit(this.plugin, peer.segment, batch, options);
   }
 
   /** Peer allocations opened in this process (IPC handles or VMM mappings). */
   importsOpen(): number {
-    return this.#closed ? 0 : this.native.importsOpen();
+    return this.closed ? 0 : this.native.importsOpen();
   }
 
   describe(): Record<string, WireValue> {
@@ -166,24 +131,5 @@ export abstract class CudaTransportBase implements Transport {
       sliceBytes: this.settings.sliceBytes,
       ...(p.reason ? { problem: p.reason } : {}),
     };
-  }
-
-  async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
-    // Joins the copy thread (which waits for copies in flight) on a worker thread; pending
-    // batches are delivered as ABORTED before it resolves.
-    await this.native.close();
-    this.#batches.abandonAll('transport closed');
-  }
-
-  #checkOpen(): void {
-    if (this.#closed) throw this.fail('ABORTED', 'transport is closed');
-  }
-
-  #own(peer: TransportPeer): CudaPeer {
-    const p = peer as CudaPeer;
-    if (p.owner !== this) throw this.fail('PEER_NOT_FOUND', `peer "${peer.segment}" was not opened by this ${this.settings.plugin} transport`);
-    return p;
   }
 }

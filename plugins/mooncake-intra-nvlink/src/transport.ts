@@ -8,9 +8,12 @@ import type { IntraNvlinkOptions } from './options.js';
  * allocation's cudaIpcMemHandle; a peer opens it once per allocation and copies with
  * cudaMemcpyAsync on its own streams (NVLink when the GPUs have it, else PCIe).
  */
+/** Where this plugin sends what it refuses (host memory, notifications): named in its errors. */
+const HOST_TRANSPORT = 'mooncake-tcp';
+
 export class MooncakeIntraNvlinkTransport extends CudaTransportBase {
   constructor(context: TransportContext, options: IntraNvlinkOptions) {
-    super(context, { plugin: PLUGIN_NAME, native: loadBinding(), streamsPerDevice: options.streamsPerDevice, sliceBytes: options.sliceBytes, sameMachineOnly: true });
+    super(context, { plugin: PLUGIN_NAME, native: loadBinding(), streamsPerDevice: options.streamsPerDevice, sliceBytes: options.sliceBytes, sameMachineOnly: true, hostTransport: HOST_TRANSPORT });
   }
 }
 

@@ -9,6 +9,9 @@ import type { NvlinkOptions } from './options.js';
  * a multi-node NVLink fabric; posix-fd handles (served on a unix socket named in the
  * endpoint) run the same import/map path between processes of one machine.
  */
+/** Where this plugin sends what it refuses (host memory, notifications): named in its errors. */
+const HOST_TRANSPORT = 'mooncake-tcp';
+
 export class MooncakeNvlinkTransport extends CudaTransportBase {
   readonly handleType: NvlinkOptions['handleType'];
   readonly #socket: string;
@@ -22,6 +25,7 @@ export class MooncakeNvlinkTransport extends CudaTransportBase {
       streamsPerDevice: options.streamsPerDevice,
       sliceBytes: options.sliceBytes,
       sameMachineOnly: options.handleType === 'posix-fd',
+      hostTransport: HOST_TRANSPORT,
     });
     this.handleType = options.handleType;
     this.#socket = options.handleType === 'posix-fd' ? native.fdServerName() : '';
