@@ -24,25 +24,24 @@
 // poison byte before the room, then compared (sha256 per head slice) with the prefill ranks'
 // pages after it, so only bytes this room moved can pass.
 // With --json the last stdout line is one JSON object.
-import { parseArgs } from 'node:util';
+import { parseCli } from '../scripts/lib/cli.mjs';
 import { fileURLToPath } from 'node:url';
 import { QUICK, quick } from './lib/quick.mjs';
 import { closeRanks, freePort, gqaBuffers, layoutOf, median, now, percentile, serveRank, spawnRank } from './lib/ranks.mjs';
 
-const { values: args } = parseArgs({
+const { values: args } = parseCli({
+  usage: 'node bench/pd.mjs [options]',
+  summary: 'PD KV transfer on loopback: prefill and decode ranks in their own processes (TP 2->2, 2->4 NHD/HND, 4->2, with and without KV checksums) beside the raw transport writing the same bytes in the same run, every byte verified.',
   options: {
-    connector: { type: 'string', default: 'mooncake-tcp' },
-    tokens: { type: 'string', default: '8192' },
-    layers: { type: 'string', default: '32' },
-    rooms: { type: 'string', default: '3' },
-    requests: { type: 'string', default: '200' },
-    json: { type: 'boolean', default: false },
-    // Test hook: flip one byte of a decode rank's pages after the first timed room (the run must fail).
-    corrupt: { type: 'boolean', default: false },
-    // Run only these cases (comma-separated): tp2, tp2-checksums, nhd, nhd-checksums, hnd, nhd-token, reverse, reverse-token,
-    // overhead; `checksums` is tp2-checksums and nhd-checksums (each runs its case with checksums off and on at once).
-    only: { type: 'string' },
-    rank: { type: 'string' },
+    connector: { type: 'string', default: 'mooncake-tcp', help: 'te transport to use' },
+    tokens: { type: 'string', default: '8192', help: 'tokens per request' },
+    layers: { type: 'string', default: '32', help: 'layers of the simulated model' },
+    rooms: { type: 'string', default: '3', help: 'timed rooms per case' },
+    requests: { type: 'string', default: '200', help: 'requests of the planning-overhead case' },
+    json: { type: 'boolean', default: false, help: 'print the result as JSON (the last line of output)' },
+    corrupt: { type: 'boolean', default: false, help: "test hook: flip one byte of a decode rank's pages after the first timed room (the run must fail)" },
+    only: { type: 'string', help: 'run only these cases, comma-separated: tp2, tp2-checksums, nhd, nhd-checksums, hnd, nhd-token, reverse, reverse-token, overhead; checksums = tp2-checksums and nhd-checksums' },
+    rank: { type: 'string', hidden: true, help: "internal: a forked child's role" },
   },
 });
 quick(args, { tokens: '512', layers: '4', rooms: '1', requests: '10' });
