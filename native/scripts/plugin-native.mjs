@@ -13,6 +13,7 @@ import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { wantedNativeDeps } from './native-deps.mjs';
 
 const pluginRoot = process.cwd();
 const pkg = JSON.parse(readFileSync(join(pluginRoot, 'package.json'), 'utf8'));
@@ -40,10 +41,13 @@ function build() {
     console.error(`[${pkg.name}] TE_UNITY_BUILD must be 1 (sources compiled in batches, the default) or 0 (file by file), got ${JSON.stringify(unity)}`);
     process.exit(2);
   }
-  const reconfigure = !configured || (unity !== undefined && unity !== '');
+  const deps = optionalDeps();
+  const reconfigure = !configured || (unity !== undefined && unity !== '') || deps.changed.length > 0;
+  for (const why of deps.changed) console.error(`[${pkg.name}] ${why}: configuring the native build again`);
   const common = ['--out', 'build', '--config', 'Release', '--parallel', String(jobs)];
   if (process.env.TE_NATIVE_DEBUG === '1') common.unshift('--debug');
-  const steps = reconfigure ? [['configure', ...common, `--CDCMAKE_UNITY_BUILD=${unity === '0' ? 'OFF' : 'ON'}`], ['compile', ...common]] : [['compile', ...common]];
+  const configure = ['configure', ...common, `--CDCMAKE_UNITY_BUILD=${unity === '0' ? 'OFF' : 'ON'}`, ...deps.defines];
+  const steps = reconfigure ? [configure, ['compile', ...common]] : [['compile', ...common]];
   for (const step of steps) {
     const r = spawnSync(process.execPath, [cli, ...step], { cwd: pluginRoot, stdio: 'inherit' });
     if (r.status !== 0) {
@@ -51,6 +55,47 @@ function build() {
       process.exit(r.status ?? 1);
     }
   }
+}
+
+/**
+ * The optional dependencies of the layers this plugin uses (libfabric for fabric, the CUDA
+ * toolkit for cuda): the CMake switches that honour TE_FABRIC_DISABLE / TE_WITH_CUDA, and,
+ * for an existing build, why it must be configured again. CMake caches what it found, and a
+ * compile alone never looks again: a build configured before libfabric was installed stayed
+ * without it ("ninja: no work to do") until its build folder was deleted.
+ */
+function optionalDeps() {
+  const layers = pkg.teNative?.layers ?? [];
+  let wanted;
+  try {
+    wanted = wantedNativeDeps();
+  } catch (e) {
+    console.error(`[${pkg.name}] ${e.message}`);
+    process.exit(2);
+  }
+  const cacheFile = join(pluginRoot, 'build', 'CMakeCache.txt');
+  const cache = new Map();
+  if (existsSync(cacheFile)) {
+    for (const line of readFileSync(cacheFile, 'utf8').split('\n')) {
+      const m = /^([\w-]+):[A-Z]+=(.*)$/.exec(line);
+      if (m) cache.set(m[1], m[2]);
+    }
+  }
+  const found = (name) => cache.has(name) && cache.get(name) !== '' && !cache.get(name).endsWith('-NOTFOUND');
+  const on = (name, dflt) => (cache.has(name) ? /^(ON|1|TRUE|YES)$/i.test(cache.get(name)) : dflt);
+  const defines = [];
+  const changed = [];
+  if (layers.includes('fabric')) {
+    defines.push(`--CDTE_FABRIC_DISABLE=${wanted.fabric ? 'OFF' : 'ON'}`);
+    const had = !on('TE_FABRIC_DISABLE', false) && found('TE_LIBFABRIC_LIB') && found('TE_LIBFABRIC_INCLUDE');
+    if (cache.size > 0 && had !== wanted.fabric) changed.push(wanted.fabric ? 'configured without libfabric, which is there now' : 'configured with libfabric, which is gone or disabled (TE_FABRIC_DISABLE=1)');
+  }
+  if (layers.includes('cuda')) {
+    defines.push(`--CDTE_WITH_CUDA=${wanted.cuda ? 'ON' : 'OFF'}`);
+    const had = on('TE_WITH_CUDA', true) && found('CUDA_CUDART') && found('CUDAToolkit_BIN_DIR');
+    if (cache.size > 0 && had !== wanted.cuda) changed.push(wanted.cuda ? 'configured without the CUDA toolkit, which is there now' : 'configured with the CUDA toolkit, which is gone or disabled (TE_WITH_CUDA=0)');
+  }
+  return { defines, changed };
 }
 
 function vendor() {
