@@ -38,6 +38,8 @@ export function spawnRank(script, spec) {
 
 /** In a rank: serves `ops` over IPC and tells the parent it is ready. */
 export function serveRank(ops) {
+  // The benchmark that started this rank is gone (finished, killed, interrupted): so is this rank.
+  process.on('disconnect', () => process.exit(1));
   process.on('message', (m) => ops[m.op](m.args).then((value) => process.send({ id: m.id, ok: true, value }), (e) => process.send({ id: m.id, ok: false, error: `${e.code ?? 'Error'}: ${e.message}` })));
   process.send({ ready: true });
 }

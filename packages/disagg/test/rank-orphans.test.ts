@@ -1,0 +1,45 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+
+/*
+ * A test process that dies (killed by a timeout, interrupted) must not leave its rank
+ * processes behind: an orphaned rank keeps its ports, memory and engine threads until the
+ * machine restarts. The rank exits when its IPC channel to the test closes.
+ */
+const harness = fileURLToPath(new URL('./pd-harness.ts', import.meta.url));
+
+/** Whether `pid` still runs (a zombie waiting for its new parent to reap it has exited). */
+function running(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+test('a rank process exits when the test process that started it is killed', async () => {
+  const script = `const h = await import(${JSON.stringify(harness)}); const r = await h.spawnEC({ role: 'producer' }); console.log('rank-pid', r.child.pid);`;
+  const parent = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const pid = await new Promise<number>((resolve, reject) => {
+    let out = '';
+    parent.stdout!.on('data', (d) => {
+      out += d;
+      const m = out.match(/rank-pid (\d+)/);
+      if (m) resolve(Number(m[1]));
+    });
+    parent.once('exit', (code) => reject(new Error(`the test process exited (${code}) before its rank was up:\n${out}`)));
+  });
+  assert.ok(running(pid), 'the rank runs');
+  parent.kill('SIGKILL');
+  const deadline = Date.now() + 15_000;
+  while (running(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  const alive = running(pid);
+  if (alive) process.kill(pid, 'SIGKILL');
+  assert.not.ok(alive, `rank ${pid} outlived the process that started it`);
+});
+
+test.run();
