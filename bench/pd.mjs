@@ -134,6 +134,11 @@ if (args.rank) {
       return { t, done: now() };
     },
     stats: async () => manager.stagingStats() ?? null,
+    /** CPU time this process used so far (every thread: JS, transport, copier, checksummer), µs. */
+    cpu: async () => {
+      const u = process.cpuUsage();
+      return u.user + u.system;
+    },
     close: async () => {
       await manager.close();
       await engine.close();
@@ -206,12 +211,15 @@ async function openLayout(ptp, dtp, { pageLayout = 'NHD', staging = true, checks
     const dst = shuffledRuns(pagesPerRoom, k + 7);
     await Promise.all(decode.map((d) => d.call('poison', { pages: dst, round: k })));
     await Promise.all(decode.map((d) => d.call('receive', { room, pages: dst })));
+    const cpu = async () => (await Promise.all([...prefill, ...decode].map((x) => x.call('cpu')))).reduce((a, b) => a + b, 0);
+    const c0 = await cpu();
     const t0 = now();
     const sends = Promise.all(prefill.map((p) => p.call('send', { room, pages: src })));
     sends.catch(() => undefined); // a failed send is thrown below, once the decodes answered
     const done = await Promise.all(decode.map((d) => d.call('wait', { room })));
     await sends;
     const t1 = Math.max(...done.map((x) => x.t));
+    const cpuMs = ((await cpu()) - c0) / 1000;
     if (args.corrupt && k === 1 && !corrupted) {
       corrupted = true;
       await decode[0].call('corrupt', { page: dst[0] });
@@ -236,7 +244,7 @@ async function openLayout(ptp, dtp, { pageLayout = 'NHD', staging = true, checks
     const r0 = now();
     await Promise.all(prefill.map((p, pi) => (targets[pi].length ? p.call('raw', { targets: targets[pi] }) : null)));
     const r1 = now();
-    return { pd: bytes / ((t1 - t0) / 1000), raw: bytes / ((r1 - r0) / 1000) };
+    return { pd: bytes / ((t1 - t0) / 1000), raw: bytes / ((r1 - r0) / 1000), cpuMs };
   };
   const finish = async () => {
     try {
@@ -307,8 +315,8 @@ async function checksumRun(ptp, dtp, { rooms = Math.max(3, Number(args.rooms)), 
   const [offStats, onStats] = await Promise.all([off.finish(), on.finish()]);
   const of = (xs, key) => median(xs.map((x) => x[key]));
   return {
-    off: { pd: of(rounds.off, 'pd'), raw: of(rounds.off, 'raw'), ...offStats },
-    on: { pd: of(rounds.on, 'pd'), raw: of(rounds.on, 'raw'), ...onStats },
+    off: { pd: of(rounds.off, 'pd'), raw: of(rounds.off, 'raw'), cpuMs: of(rounds.off, 'cpuMs'), ...offStats },
+    on: { pd: of(rounds.on, 'pd'), raw: of(rounds.on, 'raw'), cpuMs: of(rounds.on, 'cpuMs'), ...onStats },
     ratio: median(rounds.on.map((x, i) => x.pd / rounds.off[i].pd)),
     ratios: rounds.on.map((x, i) => x.pd / rounds.off[i].pd),
   };
@@ -428,6 +436,8 @@ const sumsLine = (label, r) => {
   line(`${label}, checksums off`, r.off);
   line(`${label}, with KV checksums (CRC32C per page slice and layer, checked by the decode)`, r.on);
   log(`KV checksums, ${label}: PD with / without = ${r.ratio.toFixed(2)} (median of ${r.ratios.length} alternating room pairs: ${r.ratios.map((x) => x.toFixed(2)).join(', ')}; target ≥ 0.85)`);
+  // CPU time is what a loaded machine distorts least: on two cores the transfer is CPU-bound, so this is the cost an idle machine would see.
+  log(`KV checksums, ${label}: CPU of every rank per room (median) ${r.off.cpuMs.toFixed(0)} ms without, ${r.on.cpuMs.toFixed(0)} ms with: without / with = ${(r.off.cpuMs / r.on.cpuMs).toFixed(2)}`);
 };
 const sums = await caseOf('TP 2→2 checksums', want('tp2-checksums', () => checksumRun(2, 2)));
 sumsLine('TP 2→2', sums);
@@ -464,6 +474,8 @@ if (args.json) {
       heteroHndRatio: r(hnd),
       checksumRatio: sums?.ratio ?? null,
       heteroChecksumRatio: hetSums?.ratio ?? null,
+      checksumCpuRatio: sums ? sums.off.cpuMs / sums.on.cpuMs : null,
+      heteroChecksumCpuRatio: hetSums ? hetSums.off.cpuMs / hetSums.on.cpuMs : null,
       heteroReverseRatio: r(rev),
       heteroPerTokenRatio: r(perTok),
       heteroReversePerTokenRatio: r(revTok),
