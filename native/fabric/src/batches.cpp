@@ -69,7 +69,7 @@ void* Transport::Impl::local_desc(int rail, uint64_t addr) {
       }
     }
   }
-  if (pool && pool->contains(addr, 1) && static_cast<size_t>(rail) < pool_mrs.size()) return fi_mr_desc(pool_mrs[static_cast<size_t>(rail)]);
+  if (in_arena(addr, 1) && static_cast<size_t>(rail) < arena_mrs.size()) return fi_mr_desc(arena_mrs[static_cast<size_t>(rail)]);
   return nullptr;
 }
 
@@ -275,7 +275,7 @@ void Transport::Impl::housekeeping() {
       }
     }
     for (auto& [id, pd] : expired) {
-      if (getenv("TE_FABRIC_DEBUG")) fprintf(stderr, "[te_fabric %s] request %llu expired\n", opt.segment_name.c_str(), (unsigned long long)id);
+      if (fabric_debug()) fprintf(stderr, "[te_fabric %s] request %llu expired\n", opt.segment_name.c_str(), (unsigned long long)id);
       if (pd.kind == Pending::NOTIFY) {
         fail_pending(id, pd, TE_TIMEOUT,
                      "\"" + pd.peer->name + "\" did not acknowledge the notification within " + std::to_string(notify_ack_ms()) +

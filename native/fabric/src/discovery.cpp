@@ -146,7 +146,8 @@ Selection select_rails(const Options& o) {
   }
   if (!chosen.empty() && is_shm(chosen) && !o.allow_shm) {
     sel.status = TE_PROVIDER_UNAVAILABLE;
-    sel.message = "the shm provider was asked for, but it checks neither memory keys nor bounds (a peer can write outside registered memory); set allowShm (TE_RDMA_ALLOW_SHM=1 / TE_BAREX_ALLOW_SHM=1) only when every peer is trusted";
+    sel.message = "the shm provider was asked for, but it checks neither memory keys nor bounds (a peer can write outside registered memory); set allowShm" +
+                  (o.env_prefix.empty() ? std::string() : " (" + o.env_prefix + "_ALLOW_SHM=1)") + " only when every peer is trusted";
     chosen.clear();
   }
   if (chosen.empty()) {

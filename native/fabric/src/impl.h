@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -26,7 +27,6 @@
 #include <unordered_set>
 #include <vector>
 
-#include "te/fabric/pool.h"
 #include "te/fabric/transport.h"
 #include "te/hex.h"
 #include "te/memory_registry.h"
@@ -35,6 +35,12 @@
 #include "write_fences.h"
 
 namespace te::fabric {
+
+/** TE_FABRIC_DEBUG set: diagnostics on stderr. Read once per process, not per message. */
+inline bool fabric_debug() {
+  static const bool on = std::getenv("TE_FABRIC_DEBUG") != nullptr;
+  return on;
+}
 
 /** A string made safe to embed in the JSON texts of health checks. */
 inline std::string json_escape(const std::string& s) {
@@ -341,11 +347,13 @@ struct Transport::Impl {
   std::map<uint64_t, MrEntry> mrs;
   std::mutex pub_mu;
   std::map<uint64_t, Published> published;
-  Pool* pool = nullptr;
-  // The whole pool, registered once for local access only (descriptors for FI_MR_LOCAL
-  // providers). Remote access to pool memory goes through a registration per region, so
-  // unregistering a region revokes its key even though the pool stays registered.
-  std::vector<fid_mr*> pool_mrs;
+  // The plugin's arena (opt.arena_*), registered once for local access only (descriptors
+  // for FI_MR_LOCAL providers). Remote access to arena memory goes through a registration
+  // per region, so unregistering a region revokes its key even though the arena stays registered.
+  std::vector<fid_mr*> arena_mrs;
+  bool in_arena(uint64_t addr, uint64_t len) const {
+    return opt.arena_size && addr >= opt.arena_base && len <= opt.arena_size && addr - opt.arena_base <= opt.arena_size - len;
+  }
 
   std::mutex peers_mu;
   std::unordered_map<uint64_t, std::shared_ptr<Peer>> peers;
@@ -389,6 +397,15 @@ struct Transport::Impl {
 
   // Called on rail threads.
   void on_message(Rail& r, const uint8_t* data, size_t len);
+  // One handler per control message type (messages.cpp), called by on_message.
+  void on_hello(Rail& r, const wire::Header& h, wire::Reader& rd);
+  void on_hello_ack(Rail& r, const wire::Header& h, wire::Reader& rd);
+  void on_table_request(Rail& r, const wire::Header& h, wire::Reader& rd);
+  void on_table(Rail& r, const wire::Header& h, wire::Reader& rd);
+  void on_revoke(Rail& r, const wire::Header& h, wire::Reader& rd);
+  void on_revoke_ack(Rail& r, const wire::Header& h, wire::Reader& rd);
+  void on_notify(Rail& r, const wire::Header& h, wire::Reader& rd);
+  void on_notify_ack(Rail& r, const wire::Header& h, wire::Reader& rd);
   void finish_slice(const std::shared_ptr<Batch>& b, uint32_t req, int32_t status, const std::string& msg);
   void data_done(const std::shared_ptr<Batch>& b);
   void complete(const std::shared_ptr<Batch>& b);

@@ -1,6 +1,6 @@
-// Registration: a random key per rail for every region (pool memory too: the pool is
-// registered once for local access, and a region in it that peers may access gets its own
-// registration, so freeing and reusing pool memory never leaves an old key writable), the
+// Registration: a random key per rail for every region (arena memory too: a plugin's arena
+// is registered once for local access, and a region in it that peers may access gets its own
+// registration, so freeing and reusing arena memory never leaves an old key writable), the
 // published table peers read, and revocation at unregister.
 #include <algorithm>
 #include <cstdio>
@@ -19,12 +19,9 @@ Status Transport::register_memory(uint64_t addr, uint64_t len, bool remote, std:
   Impl& m = *impl_;
   std::shared_lock<std::shared_mutex> life(m.life_mu);
   if (m.closed.load()) return *err = "transport is closed", TE_ABORTED;
-  bool in_pool = m.pool && m.pool->contains(addr, len);
-  if (m.pool && m.opt.pool_strict && !in_pool) {
-    *err = "memory at " + hex(addr) + " (" + std::to_string(len) +
-           " bytes) lies outside the barex pool: barex transfers only memory allocated from its pre-registered pool "
-           "(allocate() from @te/barex); set allowExternalMemory (TE_BAREX_ALLOW_EXTERNAL=1) to register other memory "
-           "individually, at the per-buffer registration cost the pool avoids";
+  bool in_pool = m.in_arena(addr, len);
+  if (m.opt.arena_size && !m.opt.outside_arena.empty() && !in_pool) {
+    *err = "memory at " + hex(addr) + " (" + std::to_string(len) + " bytes) lies outside " + m.opt.outside_arena;
     return TE_INVALID_ARGUMENT;
   }
   Status s = m.registry.add(addr, len, remote);
@@ -157,29 +154,6 @@ void Transport::Impl::revoke(uint64_t addr) {
   for (auto& a : silent) rails[0]->forget_address(a);
 }
 
-Status Transport::pool_alloc(uint64_t bytes, uint64_t* addr, std::string* err) {
-  Impl& m = *impl_;
-  if (!m.pool) return *err = "this transport has no pool", TE_INVALID_ARGUMENT;
-  return m.pool->allocate(bytes, addr, err);
-}
-
-Status Transport::pool_free(uint64_t addr, std::string* err) {
-  Impl& m = *impl_;
-  if (!m.pool) return *err = "this transport has no pool", TE_INVALID_ARGUMENT;
-  if (m.registry.check(addr, 1, false) == TE_OK) {
-    *err = "memory at " + hex(addr) + " is still registered: unregister it before freeing it";
-    return TE_INVALID_ARGUMENT;
-  }
-  return m.pool->free(addr, err);
-}
-
-void Transport::pool_stats(uint64_t* base, uint64_t* size, uint64_t* used, uint64_t* allocations) const {
-  Impl& m = *impl_;
-  *base = *size = *used = *allocations = 0;
-  if (!m.pool) return;
-  *base = m.pool->base();
-  *size = m.pool->size();
-  m.pool->stats(used, allocations);
-}
+bool Transport::is_registered(uint64_t addr) const { return impl_->registry.check(addr, 1, false) == TE_OK; }
 
 }  // namespace te::fabric

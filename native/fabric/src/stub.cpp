@@ -36,9 +36,7 @@ Status Transport::submit(uint64_t, const uint8_t*, const uint64_t*, const uint64
 }
 std::unique_ptr<BatchOutcome> Transport::take_batch(uint64_t) { return nullptr; }
 void Transport::cancel(uint64_t, int32_t) {}
-Status Transport::pool_alloc(uint64_t, uint64_t*, std::string* err) { return *err = kWhy, TE_PROVIDER_UNAVAILABLE; }
-Status Transport::pool_free(uint64_t, std::string* err) { return *err = kWhy, TE_PROVIDER_UNAVAILABLE; }
-void Transport::pool_stats(uint64_t* a, uint64_t* b, uint64_t* c, uint64_t* d) const { *a = *b = *c = *d = 0; }
+bool Transport::is_registered(uint64_t) const { return false; }
 void Transport::close() {}
 void Transport::notification_taken(const std::string&, size_t) {}
 

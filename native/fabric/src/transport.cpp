@@ -1,4 +1,4 @@
-// te::fabric::Transport over libfabric: start (rails, the barex pool), submit (same-process
+// te::fabric::Transport over libfabric: start (rails, the plugin's arena), submit (same-process
 // copies or dispatch to the rails), cancel, close. Registration is in memory.cpp, peers in
 // peers.cpp, the rail threads' batch handling in batches.cpp and messages.cpp.
 #include <algorithm>
@@ -39,16 +39,11 @@ Status Transport::start(std::string* err) {
       return s;
     }
   }
-  if (m.opt.pool_size) {
-    Status s = Pool::instance(m.opt.pool_size, &m.pool, err);
-    if (s != TE_OK) {
-      close();
-      return s;
-    }
+  if (m.opt.arena_size) {
     // Local access only: remote access is granted per registered region (memory.cpp).
-    s = m.register_on_rails(m.pool->base(), m.pool->size(), FI_READ | FI_WRITE | FI_SEND | FI_RECV, &m.pool_mrs, err);
+    Status s = m.register_on_rails(m.opt.arena_base, m.opt.arena_size, FI_READ | FI_WRITE | FI_SEND | FI_RECV, &m.arena_mrs, err);
     if (s != TE_OK) {
-      *err = "cannot register the barex pool: " + *err;
+      *err = "cannot register the " + m.opt.plugin + " pool: " + *err;
       close();
       return TE_PROVIDER_UNAVAILABLE;
     }
@@ -216,8 +211,8 @@ void Transport::close() {
       for (fid_mr* mr : e.mrs)
         if (mr) fi_close(&mr->fid);
     m.mrs.clear();
-    for (fid_mr* mr : m.pool_mrs) fi_close(&mr->fid);
-    m.pool_mrs.clear();
+    for (fid_mr* mr : m.arena_mrs) fi_close(&mr->fid);
+    m.arena_mrs.clear();
   }
   for (auto& r : m.rails) {
     if (r->av) fi_close(&r->av->fid);

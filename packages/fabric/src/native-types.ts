@@ -1,12 +1,16 @@
 /**
- * The native surface shared by the libfabric plugins (mooncake-rdma, barex): both addons
- * are built from native/fabric (include/te/fabric/napi_addon.h). Declarations only.
+ * The native surface shared by the libfabric plugins: their addons are built from
+ * native/fabric (include/te/fabric/napi_addon.h). Declarations only.
  * Arguments are validated in TypeScript before they get here.
  */
+import type { NativeCallbacks } from '@te/connector';
 
 /** Options of one native transport (validated and defaulted by the plugin's options schema). */
 export interface NativeFabricOptions {
+  /** The plugin's name, for messages. */
   plugin: string;
+  /** The plugin's environment prefix ("TE_<NAME>"): native messages name its variables. */
+  envPrefix?: string;
   segmentName: string;
   epoch: bigint;
   /** libfabric provider name ('' = automatic). */
@@ -32,26 +36,6 @@ export interface NativeFabricOptions {
   /** Received notifications not yet handed to listeners: per peer, and bytes in all. */
   notifyQueuePerPeer: number;
   notifyQueueBytes: number;
-  /** barex: bytes of the pre-registered pool (0 = none). */
-  poolSize?: number;
-  /** barex: refuse registrations outside the pool. */
-  poolStrict?: boolean;
-}
-
-/** Called on the JS thread, never from native threads. */
-export interface NativeFabricCallbacks {
-  /**
-   * A batch is terminal: batch status (0, TIMEOUT/ABORTED, connection failure), per-request
-   * statuses, bytes of OK requests, first failure's text, and whether a write of it was
-   * abandoned on its way when the transport closed (it may still land at the peer).
-   */
-  onBatch(batchId: number, batchStatus: number, statuses: Int32Array, bytes: bigint, message: string, remoteMayBeWritten: boolean): void;
-  /** openPeer finished its hello on every rail (status 0) or failed. */
-  onOpen(peerId: number, status: number, message: string): void;
-  /** A peer's notification arrived (sent after all its batch's writes completed with delivery-complete semantics). */
-  onNotify(from: string, payload: Uint8Array): void;
-  /** checkPeer's report: JSON `{healthy, rails: [{rail, ok, rttMs?, error?}]}`. */
-  onCheck(checkId: number, status: number, report: string): void;
 }
 
 export interface NativeRail {
@@ -86,7 +70,7 @@ export interface NativeRemoteRegion {
 
 export interface NativeFabricTransport {
   rails(): NativeRail[];
-  /** Registers [addr, addr+length) in every rail's domain (or inside the barex pool). Throws a TransferError. */
+  /** Registers [addr, addr+length) in every rail's domain (or inside the plugin's arena). Throws a TransferError. */
   /** Registers on a worker thread (fi_mr_reg can take long for large regions). */
   registerMemory(buffer: ArrayBuffer | ArrayBufferView | null, addr: bigint, length: bigint, remoteAccess: boolean): Promise<{ addr: bigint; keys: bigint[]; base: bigint }>;
   /** Resolves once no operation on that memory is in flight and its keys are closed. */
@@ -100,9 +84,8 @@ export interface NativeFabricTransport {
   submit(peerId: number, opcodes: Uint8Array, localAddrs: BigUint64Array, remoteAddrs: BigUint64Array, lengths: BigUint64Array, notify: Uint8Array | null): number;
   /** Stops a batch: queued slices fail with `status`; posted ones are awaited until the provider reports them. */
   cancel(batchId: number, status: number): void;
-  poolAlloc(bytes: bigint): bigint;
-  poolFree(addr: bigint): void;
-  poolStats(): { base: bigint; size: bigint; used: bigint; allocations: number };
+  /** Whether registered memory starts at `addr` (false once closed). */
+  isRegistered(addr: bigint): boolean;
   /** Stops progress threads, fails pending batches with ABORTED, closes every libfabric object. Idempotent. */
   /** Stops the transport on a worker thread (joins rail threads, closes endpoints). */
   close(): Promise<void>;
@@ -119,16 +102,13 @@ export interface NativeDiscovery {
 }
 
 export interface NativeFabricModule {
-  FabricTransport: new (options: NativeFabricOptions, callbacks: NativeFabricCallbacks) => NativeFabricTransport;
+  /** `options` may carry a plugin's own fields, read by its addon's options hook. */
+  FabricTransport: new (options: NativeFabricOptions, callbacks: NativeCallbacks) => NativeFabricTransport;
   discover(options: Partial<NativeFabricOptions>): NativeDiscovery;
-  /** The process's barex pool as one ArrayBuffer (null before a pool exists). */
-  poolBuffer(): ArrayBuffer | null;
   setErrorFactory(factory: (status: number, message: string) => Error): void;
   statusName(status: number): string;
   processEpoch(): bigint;
   /** false when the addon was compiled without libfabric (libfabric-dev missing). */
   builtWithLibfabric: boolean;
   protocolVersion: number;
-  /** barex only: path of the vendor library accl-barex found at build time, '' when absent. */
-  vendorLibrary?: string;
 }

@@ -2,8 +2,8 @@ import type { OptionsOf, OptionsSchema } from '@te/connector';
 
 /**
  * Runtime parameters shared by the libfabric plugins, with defaults and the environment
- * variable that sets each (explicit config > environment > default). `prefix` is
- * TE_RDMA for mooncake-rdma and TE_BAREX for barex. libfabric's own variables
+ * variable that sets each (explicit config > environment > default), under the plugin's
+ * `prefix` ("TE_<NAME>"; give nativeOptions the same). libfabric's own variables
  * (FI_PROVIDER, FI_TCP_IFACE, FI_SOCKETS_IFACE, FI_LOG_LEVEL, ...) apply as well.
  */
 export function fabricOptionsSchema<P extends string>(prefix: P) {

@@ -1,11 +1,11 @@
-#include "te/fabric/pool.h"
+#include "pool.h"
 
 #include <sys/mman.h>
 
 #include <cerrno>
 #include <cstring>
 
-namespace te::fabric {
+namespace te::barex {
 
 namespace {
 std::mutex g_mu;
@@ -120,4 +120,4 @@ void Pool::stats(uint64_t* used, uint64_t* allocations) const {
   *allocations = used_.size();
 }
 
-}  // namespace te::fabric
+}  // namespace te::barex

@@ -1,7 +1,8 @@
-// The barex memory pool: one anonymous mapping, registered with the provider once, from
+// barex's memory pool (the BAREX model: all transfer memory comes from it): one anonymous mapping, registered with the provider once, from
 // which the application allocates all transfer memory (first fit, 64-byte aligned,
 // neighbours coalesced on free). Process-wide: addresses stay valid for the process's life
 // (JS views of pool memory may outlive any transport), so the mapping is never unmapped.
+// The libfabric layer registers it once per rail as the transport's arena (Options::arena_*).
 #pragma once
 
 #include <cstdint>
@@ -11,7 +12,7 @@
 
 #include "te/status.h"
 
-namespace te::fabric {
+namespace te::barex {
 
 class Pool {
  public:
@@ -38,4 +39,4 @@ class Pool {
   uint64_t used_bytes_ = 0;
 };
 
-}  // namespace te::fabric
+}  // namespace te::barex

@@ -1,7 +1,7 @@
 import { definePlugin, PLUGIN_API_VERSION, TransferError, type ProbeResult, type Transport, type TransportContext } from '@te/connector';
 import { INSTALL_LIBFABRIC, probeFabric } from '@te/fabric';
 import { loadBinding, PLUGIN_NAME } from './binding.js';
-import { barexOptions, type BarexOptions } from './options.js';
+import { barexOptions, ENV_PREFIX, type BarexOptions } from './options.js';
 import { BarexTransport } from './transport.js';
 
 export { barexOptions, type BarexOptions } from './options.js';
@@ -21,7 +21,7 @@ function vendor(): string {
 }
 
 function probe(): ProbeResult {
-  return probeFabric(loadBinding, PLUGIN_NAME, { provider: process.env.TE_BAREX_PROVIDER, allowShm: process.env.TE_BAREX_ALLOW_SHM === '1', nics: process.env.TE_BAREX_NICS?.split(',').filter(Boolean) ?? [] }, {
+  return probeFabric(loadBinding, PLUGIN_NAME, { provider: process.env.TE_BAREX_PROVIDER, allowShm: process.env.TE_BAREX_ALLOW_SHM === '1', nics: process.env.TE_BAREX_NICS?.split(',').filter(Boolean) ?? [], envPrefix: ENV_PREFIX }, {
     model: MODEL,
     vendorLibrary: vendor(),
   });

@@ -1,9 +1,12 @@
 import type { OptionsOf, OptionsSchema } from '@te/connector';
 import { fabricOptionsSchema } from '@te/fabric';
 
+/** The prefix of barex's environment variables. */
+export const ENV_PREFIX = 'TE_BAREX';
+
 /** barex options: the libfabric options (TE_BAREX_*) plus the pool. */
 export const barexOptions = {
-  ...fabricOptionsSchema('TE_BAREX'),
+  ...fabricOptionsSchema(ENV_PREFIX),
   poolSize: {
     type: 'integer',
     default: 256 * 1024 * 1024,

@@ -1,7 +1,7 @@
 import { TransferError, type AllocatedMemory, type DeviceName, type SegmentDescriptor, type TransportContext, type TransportPeer, type WireValue } from '@te/connector';
-import { FabricTransport, nativeOptions, type NativeFabricModule, type SegmentHealth } from '@te/fabric';
-import { PLUGIN_NAME } from './binding.js';
-import type { BarexOptions } from './options.js';
+import { FabricTransport, nativeOptions, type SegmentHealth } from '@te/fabric';
+import { PLUGIN_NAME, type BarexModule, type BarexNativeOptions } from './binding.js';
+import { ENV_PREFIX, type BarexOptions } from './options.js';
 
 /** Memory handed out by the pool. `buffer` is a view of exactly that memory. */
 export interface PoolAllocation {
@@ -25,12 +25,13 @@ const live = new Set<BarexTransport>();
  * openPeer and checked by checkSegment().
  */
 export class BarexTransport extends FabricTransport {
-  readonly #module: NativeFabricModule;
+  readonly #module: BarexModule;
   readonly #peers = new Map<string, TransportPeer>();
   readonly #strict: boolean;
 
-  constructor(module: NativeFabricModule, context: TransportContext, options: BarexOptions) {
-    super(module, context, { ...nativeOptions(PLUGIN_NAME, context, options), poolSize: options.poolSize, poolStrict: !options.allowExternalMemory });
+  constructor(module: BarexModule, context: TransportContext, options: BarexOptions) {
+    const native: BarexNativeOptions = { ...nativeOptions(PLUGIN_NAME, context, options, ENV_PREFIX), poolSize: options.poolSize, poolStrict: !options.allowExternalMemory };
+    super(module, context, native);
     this.#module = module;
     this.#strict = !options.allowExternalMemory;
     live.add(this);
@@ -42,9 +43,9 @@ export class BarexTransport extends FabricTransport {
     if (typeof bytes === 'number' && !Number.isSafeInteger(bytes)) throw this.fail('INVALID_ARGUMENT', `Expected \`bytes\` to be a positive integer, got ${String(bytes)}`);
     const n = typeof bytes === 'bigint' ? bytes : BigInt(bytes);
     if (n <= 0n || n > BigInt(Number.MAX_SAFE_INTEGER)) throw this.fail('INVALID_ARGUMENT', `Expected \`bytes\` to be a positive integer, got ${String(bytes)}`);
-    const addr = this.native.poolAlloc(n);
+    const addr = this.#module.poolAlloc(n);
     const pool = this.#module.poolBuffer();
-    const base = this.native.poolStats().base;
+    const base = this.#module.poolStats().base;
     if (!pool) throw this.fail('INTERNAL', 'the barex pool has no buffer');
     return { addr, length: Number(n), buffer: new Uint8Array(pool, Number(addr - base), Number(n)) };
   }
@@ -63,11 +64,12 @@ export class BarexTransport extends FabricTransport {
   /** Returns an allocation to the pool (unregister it first). */
   free(addr: bigint): void {
     this.checkOpen();
-    this.native.poolFree(addr);
+    if (this.native.isRegistered(addr)) throw this.fail('INVALID_ARGUMENT', `memory at 0x${addr.toString(16)} is still registered: unregister it before freeing it`);
+    this.#module.poolFree(addr);
   }
 
   poolStats(): PoolStats {
-    return this.native.poolStats();
+    return this.#module.poolStats();
   }
 
   override async openPeer(peer: SegmentDescriptor): Promise<TransportPeer> {
@@ -87,7 +89,7 @@ export class BarexTransport extends FabricTransport {
   }
 
   override describe(): Record<string, WireValue> {
-    const s = this.native.poolStats();
+    const s = this.#module.poolStats();
     return {
       ...super.describe(),
       model: 'BAREX memory pool over libfabric (accl-barex is not used)',

@@ -1,14 +1,14 @@
 import { definePlugin, PLUGIN_API_VERSION, TransferError, type ProbeResult, type Transport, type TransportContext } from '@te/connector';
 import { FabricTransport, INSTALL_LIBFABRIC, nativeOptions, probeFabric } from '@te/fabric';
 import { loadBinding, PLUGIN_NAME } from './binding.js';
-import { rdmaOptions, type RdmaOptions } from './options.js';
+import { ENV_PREFIX, rdmaOptions, type RdmaOptions } from './options.js';
 
 export { rdmaOptions, type RdmaOptions } from './options.js';
 
 export const VERSION = '0.1.0';
 
 function probe(): ProbeResult {
-  return probeFabric(loadBinding, PLUGIN_NAME, { provider: process.env.TE_RDMA_PROVIDER, allowShm: process.env.TE_RDMA_ALLOW_SHM === '1', nics: process.env.TE_RDMA_NICS?.split(',').filter(Boolean) ?? [] });
+  return probeFabric(loadBinding, PLUGIN_NAME, { provider: process.env.TE_RDMA_PROVIDER, allowShm: process.env.TE_RDMA_ALLOW_SHM === '1', nics: process.env.TE_RDMA_NICS?.split(',').filter(Boolean) ?? [], envPrefix: ENV_PREFIX });
 }
 
 /** Creates a mooncake-rdma transport; PROVIDER_UNAVAILABLE names what was found and what to install. */
@@ -17,7 +17,7 @@ export async function createRdmaTransport(context: TransportContext, options: Rd
   if (!native.builtWithLibfabric) {
     throw new TransferError('PROVIDER_UNAVAILABLE', `mooncake-rdma was built without libfabric (libfabric-dev was missing at build time): ${INSTALL_LIBFABRIC}, then rebuild (npm rebuild, or npm run build:native -w @te/mooncake-rdma)`, { plugin: PLUGIN_NAME });
   }
-  return new FabricTransport(native, context, nativeOptions(PLUGIN_NAME, context, options));
+  return new FabricTransport(native, context, nativeOptions(PLUGIN_NAME, context, options, ENV_PREFIX));
 }
 
 /** mooncake-rdma: one-sided RDMA READ/WRITE over libfabric RDM endpoints. */

@@ -9,6 +9,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "te/napi/transport_wrap.h"
 #include "te/transport_event.h"
@@ -83,6 +84,26 @@ class NativeTransportWrap : public TransportWrap<Derived, Transport, TransportEv
   }
 
  protected:
+  using Method = typename Napi::ObjectWrap<Derived>::PropertyDescriptor;
+
+  /**
+   * The JS class: the methods every such transport has (Derived's RegisterMemory,
+   * UnregisterMemory and OpenPeer; closePeer, submit, cancel and close from these bases),
+   * then the addon's own.
+   */
+  static Napi::Function define_class(Napi::Env env, const char* name, std::vector<Method> own = {}) {
+    using W = Napi::ObjectWrap<Derived>;
+    std::vector<Method> methods = {W::InstanceMethod("registerMemory", &Derived::RegisterMemory),
+                                   W::InstanceMethod("unregisterMemory", &Derived::UnregisterMemory),
+                                   W::InstanceMethod("openPeer", &Derived::OpenPeer),
+                                   W::InstanceMethod("closePeer", &Derived::ClosePeer),
+                                   W::InstanceMethod("submit", &Derived::Submit),
+                                   W::InstanceMethod("cancel", &Derived::Cancel),
+                                   W::InstanceMethod("close", &Derived::Close)};
+    methods.insert(methods.end(), own.begin(), own.end());
+    return W::DefineClass(env, name, methods);
+  }
+
   /** Checks `new X(options, callbacks)` and keeps the callbacks. */
   NativeTransportWrap(const Napi::CallbackInfo& info, const char* usage) : Base(info, usage) {
     callbacks_ = NativeCallbackRefs(info[1].As<Napi::Object>());

@@ -9,10 +9,9 @@
 #include <memory>
 #include <string>
 
-#include "te/fabric/pool.h"
 #include "te/fabric/protocol.h"
 #include "te/fabric/transport.h"
-#include "te/napi/transport_wrap.h"
+#include "te/napi/native_transport.h"
 
 namespace te::fabric::napi {
 
@@ -45,71 +44,46 @@ inline Options options_from(const Napi::Object& o) {
   opt.delivery_complete = bool_field_or(o, "deliveryComplete", true);
   opt.write_fence = bool_field_or(o, "writeFence", true);
   opt.max_op_parts = static_cast<int>(u64_field_or(o, "slicesPerOp", 4));
-  opt.pool_size = u64_field_or(o, "poolSize", 0);
-  opt.pool_strict = bool_field_or(o, "poolStrict", false);
+  opt.env_prefix = string_field_or_empty(o, "envPrefix");
   opt.notify_queue_per_peer = u64_field_or(o, "notifyQueuePerPeer", 1024);
   opt.notify_queue_bytes = u64_field_or(o, "notifyQueueBytes", 64ull << 20);
   return opt;
 }
 
-class FabricTransport : public te::napi::TransportWrap<FabricTransport, Transport, Event> {
-  using Base = te::napi::TransportWrap<FabricTransport, Transport, Event>;
+/**
+ * A plugin's part of the options, run before its transport starts (barex: its pool becomes
+ * the transport's arena). It may throw_status.
+ */
+using OptionsHook = void (*)(Napi::Env env, const Napi::Object& options, Options& opt);
+inline OptionsHook& options_hook() {
+  static OptionsHook hook = nullptr;  // one addon per plugin: set once by init()
+  return hook;
+}
+
+class FabricTransport : public te::napi::NativeTransportWrap<FabricTransport, Transport> {
+  using Base = te::napi::NativeTransportWrap<FabricTransport, Transport>;
   friend Base;
 
  public:
   static Napi::Function Init(Napi::Env env) {
-    return DefineClass(env, "FabricTransport",
-                       {InstanceMethod("rails", &FabricTransport::Rails),
-                        InstanceMethod("registerMemory", &FabricTransport::RegisterMemory),
-                        InstanceMethod("unregisterMemory", &FabricTransport::UnregisterMemory),
-                        InstanceMethod("openPeer", &FabricTransport::OpenPeer),
-                        InstanceMethod("closePeer", &FabricTransport::ClosePeer),
-                        InstanceMethod("checkPeer", &FabricTransport::CheckPeer),
-                        InstanceMethod("submit", &FabricTransport::Submit),
-                        InstanceMethod("cancel", &FabricTransport::Cancel),
-                        InstanceMethod("poolAlloc", &FabricTransport::PoolAlloc),
-                        InstanceMethod("poolFree", &FabricTransport::PoolFree),
-                        InstanceMethod("poolStats", &FabricTransport::PoolStats),
-                        InstanceMethod("close", &FabricTransport::Close)});
+    return define_class(env, "FabricTransport",
+                        {InstanceMethod("rails", &FabricTransport::Rails), InstanceMethod("checkPeer", &FabricTransport::CheckPeer),
+                         InstanceMethod("isRegistered", &FabricTransport::IsRegistered)});
   }
 
   explicit FabricTransport(const Napi::CallbackInfo& info) : Base(info, "new FabricTransport(options, callbacks)") {
     Napi::Env env = info.Env();
-    Napi::Object cb = info[1].As<Napi::Object>();
-    on_batch_ = te::napi::callback_field(cb, "onBatch");
-    on_open_ = te::napi::callback_field(cb, "onOpen");
-    on_notify_ = te::napi::callback_field(cb, "onNotify");
-    on_check_ = te::napi::callback_field(cb, "onCheck");
     Options opt = options_from(info[0].As<Napi::Object>());
-    auto* bridge = create_bridge(env, "te:fabric");
-    transport_ = std::make_shared<Transport>(opt, [bridge](Event e) { bridge->push(std::move(e)); });
+    if (options_hook()) options_hook()(env, info[0].As<Napi::Object>(), opt);
+    transport_ = std::make_shared<Transport>(opt, event_sink(env, "te:fabric"));
     start(env);
   }
 
  private:
-  void deliver(Napi::Env env, Event& e) {
-    switch (e.kind) {
-      case Event::BATCH: {
-        auto b = transport_ ? transport_->take_batch(e.id) : nullptr;
-        if (!b) break;
-        auto statuses = te::napi::int32_array(env, b->statuses);
-        unhold(env);
-        te::napi::call_on_batch(env, on_batch_, e.id, b->status, statuses, b->bytes, b->message, b->remote_may_be_written);
-        break;
-      }
-      case Event::OPEN:
-        unhold(env);
-        te::napi::call_on_status(env, on_open_, e.id, e.status, e.text);
-        break;
-      case Event::CHECK:
-        unhold(env);
-        te::napi::call_on_status(env, on_check_, e.id, e.status, e.text);
-        break;
-      case Event::NOTIFY:
-        if (transport_) transport_->notification_taken(e.text, e.payload.size());
-        te::napi::call_on_notify(env, on_notify_, e.text, e.payload);
-        break;
-    }
+  void deliver_batch(Napi::Env env, uint64_t id) {
+    auto b = transport_ ? transport_->take_batch(id) : nullptr;
+    if (!b) return;
+    batch_done(env, id, b->status, te::napi::int32_array(env, b->statuses), b->bytes, b->message, b->remote_may_be_written);
   }
 
   Napi::Value Rails(const Napi::CallbackInfo& info) {
@@ -248,56 +222,9 @@ class FabricTransport : public te::napi::TransportWrap<FabricTransport, Transpor
     return Napi::Number::New(env, static_cast<double>(id));
   }
 
-  Napi::Value Submit(const Napi::CallbackInfo& info) {
-    Napi::Env env = info.Env();
-    check_open(env);
-    uint64_t peer = get_u64(info[0], "peer");
-    auto batch = te::napi::get_batch(info, 1);
-    auto notify = te::napi::get_notify(info, 5);
-    bridge_->hold(env);
-    uint64_t id = 0;
-    std::string err;
-    Status s = transport_->submit(peer, batch.ops.data, batch.local.data, batch.remote.data, batch.lengths.data,
-                                  batch.ops.length, notify.data, notify.length, &id, &err);
-    if (s != TE_OK) {
-      bridge_->unhold(env);
-      throw_status(env, s, err);
-    }
-    return Napi::Number::New(env, static_cast<double>(id));
+  Napi::Value IsRegistered(const Napi::CallbackInfo& info) {
+    return Napi::Boolean::New(info.Env(), transport_ && !closed_ && transport_->is_registered(get_u64(info[0], "addr")));
   }
-
-  Napi::Value PoolAlloc(const Napi::CallbackInfo& info) {
-    Napi::Env env = info.Env();
-    check_open(env);
-    uint64_t addr = 0;
-    std::string err;
-    Status s = transport_->pool_alloc(get_u64(info[0], "bytes"), &addr, &err);
-    if (s != TE_OK) throw_status(env, s, err);
-    return Napi::BigInt::New(env, addr);
-  }
-
-  Napi::Value PoolFree(const Napi::CallbackInfo& info) {
-    Napi::Env env = info.Env();
-    check_open(env);
-    std::string err;
-    Status s = transport_->pool_free(get_u64(info[0], "addr"), &err);
-    if (s != TE_OK) throw_status(env, s, err);
-    return env.Undefined();
-  }
-
-  Napi::Value PoolStats(const Napi::CallbackInfo& info) {
-    Napi::Env env = info.Env();
-    uint64_t base = 0, size = 0, used = 0, n = 0;
-    if (transport_) transport_->pool_stats(&base, &size, &used, &n);
-    Napi::Object o = Napi::Object::New(env);
-    o.Set("base", Napi::BigInt::New(env, base));
-    o.Set("size", Napi::BigInt::New(env, size));
-    o.Set("used", Napi::BigInt::New(env, used));
-    o.Set("allocations", Napi::Number::New(env, static_cast<double>(n)));
-    return o;
-  }
-
-  Napi::FunctionReference on_batch_, on_open_, on_notify_, on_check_;
 };
 
 inline Napi::Value Discover(const Napi::CallbackInfo& info) {
@@ -326,27 +253,11 @@ inline Napi::Value Discover(const Napi::CallbackInfo& info) {
   return o;
 }
 
-/**
- * The process pool as one ArrayBuffer (created once: V8 refuses two external buffers over
- * the same memory). Views of it are what `allocate()` hands out.
- */
-inline Napi::Value PoolBuffer(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  Pool* p = Pool::existing();
-  if (!p) return env.Null();
-  static Napi::Reference<Napi::ArrayBuffer>* cached = nullptr;  // the pool lives as long as the process
-  if (!cached) {
-    auto ab = Napi::ArrayBuffer::New(env, reinterpret_cast<void*>(p->base()), p->size());
-    cached = new Napi::Reference<Napi::ArrayBuffer>(Napi::Persistent(ab));
-    cached->SuppressDestruct();
-  }
-  return cached->Value();
-}
-
-inline Napi::Object init(Napi::Env env, Napi::Object exports) {
+/** The exports every libfabric plugin shares; `hook` adds the plugin's part of the options. */
+inline Napi::Object init(Napi::Env env, Napi::Object exports, OptionsHook hook = nullptr) {
+  options_hook() = hook;
   exports.Set("FabricTransport", FabricTransport::Init(env));
   exports.Set("discover", Napi::Function::New(env, Discover));
-  exports.Set("poolBuffer", Napi::Function::New(env, PoolBuffer));
   exports.Set("setErrorFactory", Napi::Function::New(env, te::napi::SetErrorFactory));
   exports.Set("statusName", Napi::Function::New(env, te::napi::StatusName));
   exports.Set("processEpoch", Napi::Function::New(env, te::napi::ProcessEpoch));

@@ -17,17 +17,12 @@
 #include <vector>
 
 #include "te/status.h"
+#include "te/transport_event.h"
 
 namespace te::fabric {
 
 /** Events carried to the JS thread (by the addon's CompletionBridge). */
-struct Event {
-  enum Kind { BATCH, OPEN, NOTIFY, CHECK } kind = BATCH;
-  uint64_t id = 0;
-  int32_t status = 0;
-  std::string text;              // OPEN/CHECK: message or JSON; NOTIFY: sender's segment name
-  std::vector<uint8_t> payload;  // NOTIFY payload
-};
+using Event = te::TransportEvent;
 
 struct Options {
   std::string segment_name;
@@ -53,16 +48,25 @@ struct Options {
   bool delivery_complete = true;
   bool write_fence = true;  // one delivery-complete write per batch and rail where writes are ordered
   int max_op_parts = 4;      // slices one RMA may carry as a scatter-gather list (the provider's iov limits bound it; 1: one each)
-  /** barex: size of the pre-registered pool (0 = no pool). */
-  uint64_t pool_size = 0;
-  /** barex: refuse registrations outside the pool. */
-  bool pool_strict = false;
+  /**
+   * Memory the plugin registers once, for local access, on every rail (a pool its transfer
+   * memory comes from): [arena_base, arena_base + arena_size); size 0: none. Remote access
+   * to arena memory is still granted per registered region, so unregistering revokes it.
+   */
+  uint64_t arena_base = 0, arena_size = 0;
+  /**
+   * Non-empty: registrations outside the arena are refused with "memory at X (N bytes) lies
+   * outside " followed by this text (the plugin says why and what to set instead).
+   */
+  std::string outside_arena;
   /** Notifications received from one sender and not yet taken (notification_taken); beyond it more are refused. */
   uint64_t notify_queue_per_peer = 1024;
   /** Bytes of notifications received and not yet taken, all senders together (each counts its payload + 256). */
   uint64_t notify_queue_bytes = 64ull << 20;
-  /** Name used in messages ("mooncake-rdma", "barex"). */
-  std::string plugin = "mooncake-rdma";
+  /** The plugin's name, for messages (given by the plugin). */
+  std::string plugin;
+  /** The plugin's environment prefix ("TE_<NAME>"): messages name its variables; "" names none. */
+  std::string env_prefix;
 };
 
 struct RailInfo {
@@ -148,10 +152,8 @@ class Transport {
   std::unique_ptr<BatchOutcome> take_batch(uint64_t id);
   void cancel(uint64_t id, int32_t status);
 
-  /** barex pool: allocate/free inside the pre-registered pool. */
-  Status pool_alloc(uint64_t bytes, uint64_t* addr, std::string* err);
-  Status pool_free(uint64_t addr, std::string* err);
-  void pool_stats(uint64_t* base, uint64_t* size, uint64_t* used, uint64_t* allocations) const;
+  /** Whether memory starting at `addr` is registered (an arena's owner frees only unregistered memory). */
+  bool is_registered(uint64_t addr) const;
 
   void close();
 
