@@ -19,7 +19,8 @@ export interface DeviceMemory {
   baselineCopy(dst: bigint, src: bigint, bytes: bigint | number, iterations?: number, device?: number): number;
 }
 
-export function deviceMemoryOf(load: () => NativeCudaModule, plugin: string): DeviceMemory {
+/** The DeviceMemory of an addon that links te_cuda (te/cuda/napi_device.h exports `deviceMemory`). */
+export function deviceMemoryOf(load: () => Pick<NativeCudaModule, 'deviceMemory'>, plugin: string): DeviceMemory {
   const dev = (d: number | undefined) => {
     const v = d ?? 0;
     if (!Number.isInteger(v) || v < 0) throw new TransferError('INVALID_ARGUMENT', `Expected \`device\` to be a GPU ordinal, got ${String(d)}`, { plugin });

@@ -4,6 +4,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import { loadNativeAddon, type NativeCallbacks } from '@te/connector';
+import type { NativeDeviceMemory, NativeProbe } from '@te/cuda';
 
 export const PLUGIN_NAME = 'mooncake-tcp';
 
@@ -61,26 +62,6 @@ export interface NativeTcpTransport {
   close(): Promise<void>;
 }
 
-/** What the addon's CUDA layer (te_cuda) found. */
-export interface NativeCudaProbe {
-  builtWithCuda: boolean;
-  toolkitVersion: string;
-  runtimeVersion: number;
-  driverVersion: number;
-  /** Empty when a device is usable; else "no CUDA device: <call> failed: <error> ...". */
-  reason: string;
-  devices: { ordinal: number; name: string; pciBusId: string }[];
-}
-
-/** Plain device memory (te_cuda memory tools; synchronous), for tests and tools. */
-export interface NativeDeviceMemory {
-  alloc(device: number, bytes: bigint): bigint;
-  free(device: number, addr: bigint): void;
-  copyToDevice(device: number, dst: bigint, source: ArrayBufferView): void;
-  copyToHost(device: number, destination: ArrayBufferView, src: bigint): void;
-  memset(device: number, dst: bigint, value: number, bytes: bigint): void;
-}
-
 export interface NativeModule {
   TcpTransport: new (options: NativeTransportOptions, callbacks: NativeCallbacks) => NativeTcpTransport;
   /** Native code throws whatever this factory returns (a TransferError). */
@@ -93,7 +74,8 @@ export interface NativeModule {
   protocolVersion: number;
   /** Whether the addon was built with the CUDA toolkit (device memory staged through pinned buffers). */
   builtWithCuda: boolean;
-  probeCuda(): NativeCudaProbe;
+  /** The CUDA layer's probe and device tools (te/cuda/napi_device.h), as @te/cuda declares them. */
+  probeCuda(): NativeProbe;
   deviceMemory: NativeDeviceMemory;
 }
 

@@ -1,4 +1,5 @@
 import { definePlugin, PLUGIN_API_VERSION, type ProbeResult } from '@te/connector';
+import { deviceMemoryOf, type DeviceMemory } from '@te/cuda';
 import { loadBinding, PLUGIN_NAME } from './binding.js';
 import { tcpOptions } from './options.js';
 import { createTcpTransport } from './transport.js';
@@ -31,17 +32,7 @@ function probe(): ProbeResult {
  * tools without another CUDA library in Node (synchronous: not for a serving hot path).
  * Every call throws NO_DEVICE with the CUDA reason where there is no GPU.
  */
-export const deviceMemory = {
-  alloc: (bytes: bigint | number, device = 0): bigint => loadBinding().deviceMemory.alloc(device, BigInt(bytes)),
-  free: (addr: bigint, device = 0): void => loadBinding().deviceMemory.free(device, addr),
-  write: (addr: bigint, data: ArrayBufferView, device = 0): void => loadBinding().deviceMemory.copyToDevice(device, addr, data),
-  read: (addr: bigint, length: number, device = 0): Uint8Array => {
-    const out = new Uint8Array(length);
-    loadBinding().deviceMemory.copyToHost(device, out, addr);
-    return out;
-  },
-  fill: (addr: bigint, value: number, length: bigint | number, device = 0): void => loadBinding().deviceMemory.memset(device, addr, value, BigInt(length)),
-};
+export const deviceMemory: DeviceMemory = deviceMemoryOf(loadBinding, PLUGIN_NAME);
 
 /** mooncake-tcp: one-sided READ/WRITE over persistent multi-lane TCP connections. */
 export default definePlugin({
