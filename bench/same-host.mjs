@@ -52,8 +52,10 @@ function stamp(pool, size, requests, pass) {
   const v = new DataView(pool.buffer, pool.byteOffset, pool.byteLength);
   for (let r = 0; r < requests; r++) {
     const a = r * size;
-    v.setUint32(a, pass, true), v.setUint32(a + 4, ~pass >>> 0, true);
-    v.setUint32(a + size - 8, pass, true), v.setUint32(a + size - 4, ~pass >>> 0, true);
+    v.setUint32(a, pass, true);
+    v.setUint32(a + 4, ~pass >>> 0, true);
+    v.setUint32(a + size - 8, pass, true);
+    v.setUint32(a + size - 4, ~pass >>> 0, true);
   }
 }
 /** Requests whose stamps are not `pass` (a request of the pass that did not land whole). */
@@ -102,7 +104,10 @@ function startTarget(config) {
         clearTimeout(timer);
         const ask = (cmd, args = {}) => new Promise((res) => { const id = next++; waiting.set(id, res); child.send({ id, cmd, ...args }); });
         resolve({ segment: m.segment, addr: BigInt(m.addr), ask, close: () => ask('close') });
-      } else waiting.get(m.id)?.(m), waiting.delete(m.id);
+      } else {
+        waiting.get(m.id)?.(m);
+        waiting.delete(m.id);
+      }
     });
   });
 }

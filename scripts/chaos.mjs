@@ -597,7 +597,12 @@ let cleaned = false;
 async function cleanup() {
   if (cleaned) return;
   cleaned = true;
-  for (const p of allProcs()) if (p.child && p.state !== 'down') p.signal('SIGCONT'), p.signal('SIGKILL');
+  for (const p of allProcs()) {
+    if (p.child && p.state !== 'down') {
+      p.signal('SIGCONT');
+      p.signal('SIGKILL');
+    }
+  }
   ns?.destroy();
 }
 process.on('SIGINT', () => void cleanup().then(() => process.exit(130)));
