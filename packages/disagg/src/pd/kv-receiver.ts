@@ -2,7 +2,7 @@ import { KVStatus, StatusCell, TransferError, isTransferError, type BootstrapInf
 import { matchesReply } from '../protocol/handle.js';
 import { AbortReplySchema, MSG, PD_PROTOCOL_VERSION, type AbortMessage, type RequestMessage, type StatusMessage } from '../protocol/messages.js';
 import type { DecodeRoomContext } from './room-context.js';
-import { planTargets, type TargetPlan } from './targets.js';
+import { resolveRoom, type ResolvedTarget } from './resolve-room.js';
 import type { ScatterRoom } from '../staging/ring-service.js';
 import { REFUSAL_CODES, tellRefusal } from './refusal.js';
 import { withRoom } from './room-error.js';
@@ -10,10 +10,6 @@ import { checkReport, type ReportContext } from './receiver-checksums.js';
 
 /** A decode room's state (see DecodeReceiver.phase). */
 export type DecodeRoomPhase = 'resolving' | 'waiting' | 'requested' | 'failing' | 'ended';
-
-interface ResolvedTarget extends TargetPlan {
-  segment: string;
-}
 
 /**
  * Decode side of one request (SGLang's KVReceiver). Resolves the prefill ranks at once
@@ -104,24 +100,12 @@ export class DecodeReceiver implements KVReceiver {
   }
 
   private async resolve(): Promise<ResolvedTarget[]> {
-    const r = this.ctx;
-    const deadline = Date.now() + r.timeouts.bootstrapMs;
-    const client = r.directory(this.bootstrapAddress);
-    const info = await client.prefillInfo(r.decode.bootstrapFields, r.timeouts.bootstrapMs);
-    const set = planTargets(info, r.decode.layout, r.decode.buffers, this.room, this.bootstrap.prefillDpRank);
-    this.prefillPageSize = info.page_size;
-    await r.prepareStaging(info, set.targets.filter((t) => !t.dummy).map((t) => t.kvSlice));
-    const out = await Promise.all(
-      set.targets.map(async (t) => {
-        const ep = await client.rankEndpoint(set.dpRank, t.tpRank, t.ppRank, Math.max(1, deadline - Date.now()));
-        await r.ensureRegistered(ep.endpoint, Math.max(1, deadline - Date.now()));
-        return { ...t, segment: ep.endpoint };
-      }),
-    );
-    this.segments = [...new Set(out.map((t) => t.segment))];
-    this.targets = out;
+    const resolved = await resolveRoom(this.ctx, this.bootstrap);
+    this.prefillPageSize = resolved.prefillPageSize;
+    this.segments = resolved.segments;
+    this.targets = resolved.targets;
     this.cell.advance(KVStatus.WaitingForInput);
-    return out;
+    return resolved.targets;
   }
 
   async init(pageIndices: Uint32Array, auxIndex: number, stateIndices?: Uint32Array): Promise<void> {
