@@ -1,7 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { closeAll, freePort, layout, roomArgs, spawnRank, type RankProcess } from './pd-harness.js';
-import { FAST, runScenario, type Scenario, type ScenarioStats } from './pd-scenario.js';
+import { STEADY, runScenario, type Scenario, type ScenarioStats } from './pd-scenario.js';
 import type { ModelSpec } from './fixtures/pd-model.js';
 
 /*
@@ -16,7 +16,7 @@ const ROOM = { room: 0x1234_5678_9abcn, srcPages: [2, 3, 4, 9, 10, 17], dstPages
 const ROOM2 = { room: 0x7fff_ffff_ffff_fff1n, srcPages: [0, 1, 2, 3], dstPages: [10, 11, 12, 13], auxSrc: 2, auxDst: 3 };
 const tps = (n: number) => Array.from({ length: n }, (_, i) => layout(n, i));
 // Up to 18 processes on two cores: heartbeats get room so a busy machine is not a lost peer.
-const TIMEOUTS = { ...FAST, heartbeatMs: 3000 };
+const TIMEOUTS = STEADY;
 
 type Route = 'gather' | 'ring' | 'direct' | 'rows';
 

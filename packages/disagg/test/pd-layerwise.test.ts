@@ -2,7 +2,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { ParallelLayout } from '@te/connector';
 import { closeAll, freePort, layout, roomArgs, spawnRank, type RankProcess } from './pd-harness.js';
-import { FAST } from './pd-scenario.js';
+import { FAST, STEADY } from './pd-scenario.js';
 import type { ModelSpec } from './fixtures/pd-model.js';
 
 /*
@@ -25,7 +25,7 @@ interface Ranks {
 
 async function start(model: ModelSpec, p: ParallelLayout[], d: ParallelLayout[], layerwise = true): Promise<Ranks & { all: RankProcess[] }> {
   const port = await freePort();
-  const common = { model, bootstrapPort: port, timeouts: FAST };
+  const common = { model, bootstrapPort: port, timeouts: STEADY };
   const prefill = await Promise.all(p.map((l) => spawnRank({ role: 'prefill', layout: l, layerwise, ...common })));
   const decode = await Promise.all(d.map((l) => spawnRank({ role: 'decode', layout: l, ...common })));
   return { prefill, decode, all: [...prefill, ...decode] };

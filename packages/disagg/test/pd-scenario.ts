@@ -26,6 +26,12 @@ export interface ScenarioStats {
 }
 
 export const FAST: Partial<PDTimeouts> = { bootstrapMs: 20_000, waitingMs: 20_000, heartbeatMs: 300, abortMs: 10_000, transferMs: 10_000 };
+/**
+ * For scenarios where no peer is lost: short deadlines still bound every wait, but a rank
+ * busy for a second (many processes on a small CI machine) is not taken for a lost peer.
+ * Failure tests that need a quick verdict use FAST.
+ */
+export const STEADY: Partial<PDTimeouts> = { ...FAST, heartbeatMs: 3_000 };
 
 /**
  * Runs every room across real processes (one per rank) and asserts, on every decode
@@ -35,7 +41,7 @@ export async function runScenario(s: Scenario): Promise<ScenarioStats> {
   const port = await freePort();
   const ranks: RankProcess[] = [];
   try {
-    const common = { model: s.model, bootstrapPort: port, timeouts: s.timeouts ?? FAST, ...(s.config ? { config: s.config } : {}), ...(s.env ? { env: s.env } : {}) };
+    const common = { model: s.model, bootstrapPort: port, timeouts: s.timeouts ?? STEADY, ...(s.config ? { config: s.config } : {}), ...(s.env ? { env: s.env } : {}) };
     const side = (x: PageSide | undefined, staging: StagingOptions | undefined) => ({ ...(x ? { side: x } : {}), ...(staging ? { staging } : {}) });
     const prefill = await Promise.all(s.prefill.map((layout) => spawnRank({ role: 'prefill', layout, ...common, ...side(s.prefillSide, s.prefillStaging) })));
     ranks.push(...prefill);
