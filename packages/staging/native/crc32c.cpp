@@ -156,6 +156,40 @@ __attribute__((target("sse4.2"))) uint32_t hardware_raw(uint32_t c, const uint8_
   return c;
 }
 
+__attribute__((target("sse4.2"))) void strided3_hw(const uint8_t* const base[3], uint64_t width, uint64_t rows, uint64_t pitch, uint64_t reps, uint64_t rep_stride, uint32_t out[3]) {
+  uint64_t c0 = 0xffffffffu;
+  uint64_t c1 = 0xffffffffu;
+  uint64_t c2 = 0xffffffffu;
+  for (uint64_t r = 0; r < reps; r++) {
+    for (uint64_t i = 0; i < rows; i++) {
+      const uint64_t at = r * rep_stride + i * pitch;
+      const uint8_t* p0 = base[0] + at;
+      const uint8_t* p1 = base[1] + at;
+      const uint8_t* p2 = base[2] + at;
+      uint64_t o = 0;
+      for (; o + 8 <= width; o += 8) {
+        uint64_t a;
+        uint64_t b;
+        uint64_t d;
+        std::memcpy(&a, p0 + o, 8);
+        std::memcpy(&b, p1 + o, 8);
+        std::memcpy(&d, p2 + o, 8);
+        c0 = _mm_crc32_u64(c0, a);
+        c1 = _mm_crc32_u64(c1, b);
+        c2 = _mm_crc32_u64(c2, d);
+      }
+      for (; o < width; o++) {
+        c0 = _mm_crc32_u8(static_cast<uint32_t>(c0), p0[o]);
+        c1 = _mm_crc32_u8(static_cast<uint32_t>(c1), p1[o]);
+        c2 = _mm_crc32_u8(static_cast<uint32_t>(c2), p2[o]);
+      }
+    }
+  }
+  out[0] = ~static_cast<uint32_t>(c0);
+  out[1] = ~static_cast<uint32_t>(c1);
+  out[2] = ~static_cast<uint32_t>(c2);
+}
+
 bool detect() {
   __builtin_cpu_init();
   return __builtin_cpu_supports("sse4.2");
@@ -191,6 +225,21 @@ uint32_t crc32c(uint32_t crc, const void* data, size_t n) {
 }
 
 bool crc32c_hardware() { return kHardware; }
+
+void crc32c_strided3(const uint8_t* const base[3], uint64_t width, uint64_t rows, uint64_t pitch, uint64_t reps, uint64_t rep_stride, uint32_t out[3]) {
+#if defined(TE_CRC32C_X86) && defined(__x86_64__)
+  if (kHardware) {
+    strided3_hw(base, width, rows, pitch, reps, rep_stride, out);
+    return;
+  }
+#endif
+  for (int k = 0; k < 3; k++) {
+    uint32_t crc = 0;
+    for (uint64_t r = 0; r < reps; r++)
+      for (uint64_t i = 0; i < rows; i++) crc = crc32c(crc, base[k] + r * rep_stride + i * pitch, width);
+    out[k] = crc;
+  }
+}
 
 uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
   if (len_b == 0) return crc_a;

@@ -104,6 +104,10 @@ void test_batches(size_t threads) {
   // Pages of 16 KiB, strided slices of them, and one range of 2 MiB the batch cuts into parts.
   for (uint64_t p = 0; p < 32; p++) jobs.push_back({addr(data.data()) + p * 16384, 16384, 1, 16384, 1, 0});
   for (uint64_t p = 0; p < 32; p++) jobs.push_back({addr(data.data()) + 524288 + p * 8192, 64, 16, 256, 4, 64});  // reps overlap: reading twice is fine
+  // Strided rows of an odd width (the lockstep walk's byte tails), and one of another shape between them.
+  for (uint64_t p = 0; p < 7; p++) jobs.push_back({addr(data.data()) + 700000 + p * 4096, 61, 9, 200, 2, 2000});
+  jobs.push_back({addr(data.data()) + 800000, 24, 5, 100, 1, 0});
+  for (uint64_t p = 0; p < 4; p++) jobs.push_back({addr(data.data()) + 900000 + p * 4096, 61, 9, 200, 2, 2000});
   jobs.push_back({addr(data.data()) + (1 << 20), 2 << 20, 1, 2 << 20, 1, 0});
   jobs.push_back({addr(data.data()), 0, 0, 0, 0, 0});
   for (uint64_t split : {uint64_t{1} << 20, uint64_t{100000}, uint64_t{4096}}) {
@@ -112,6 +116,11 @@ void test_batches(size_t threads) {
     for (size_t k = 0; k < jobs.size(); k++) CHECK_EQ(got[k], te::staging::checksum_job(jobs[k]));
   }
   CHECK(te::staging::checksum_jobs(pool, {}).empty());
+  // The three-walk lockstep against three single walks, odd width and reps.
+  const uint8_t* base[3] = {data.data() + 11, data.data() + 5000, data.data() + 20003};
+  uint32_t three[3];
+  te::staging::crc32c_strided3(base, 61, 9, 200, 3, 2000, three);
+  for (int k = 0; k < 3; k++) CHECK_EQ(three[k], te::staging::checksum_job({addr(base[k]), 61, 9, 200, 3, 2000}));
 }
 
 }  // namespace
