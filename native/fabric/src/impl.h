@@ -250,6 +250,18 @@ struct Rail {
   void drop_ctrl(CtrlMsg&& m, const std::string& why);
   /** Posts `chunk`'s slices; `merged` counts the window places freed by carrying several slices in one op. */
   bool post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted, int& merged);
+  // The slices one RMA operation carries, as the provider takes them.
+  struct Group {
+    iovec iov[Op::kMaxParts];
+    void* desc[Op::kMaxParts];
+    fi_rma_iov riov[Op::kMaxParts];
+    uint64_t total = 0;
+    bool fence = false;
+  };
+  size_t gather_group(std::deque<Slice>& chunk, Op* op, uint64_t region, uint64_t key, Group& g);
+  void fail_group(std::deque<Slice>& chunk, size_t n, const std::shared_ptr<Peer>& peer, int rc, bool write,
+                  bool delivery_complete_flag);
+  void give_back_place();
   /** Whether a queued slice may still be posted: on OK it is counted into its region and `lease` holds its local memory. */
   int32_t admit(const Slice& s, Lease& lease, std::string& why);
   /** Slices taken from the queue at a time to be posted without the queue lock. */

@@ -112,12 +112,6 @@ int32_t Rail::admit(const Slice& s, Lease& lease, std::string& why) {
 // added to `posted`; on a full provider the rest stays in `chunk` and the result is true.
 // The caller returns what stayed to the queue.
 bool Rail::post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted, int& merged) {
-  auto give_back_place = [this] {
-    std::lock_guard<std::mutex> ql(q_mu);
-    --inflight;
-    count_work();
-  };
-  const uint64_t group_bytes = owner->opt.slice_size;
   while (!chunk.empty()) {
     Op* op = new Op();
     op->kind = Op::DATA;
@@ -142,43 +136,17 @@ bool Rail::post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted, int& m
     op->peer = op->batch->peer;
     op->dest = op->peer->dest[static_cast<size_t>(index)];
     op->write = write;
-    iovec iov[Op::kMaxParts];
-    void* desc[Op::kMaxParts];
-    fi_rma_iov riov[Op::kMaxParts];
-    uint64_t total = 0;
-    bool fence = false;
-    size_t n = 0;
-    for (;;) {
-      const Slice& s = chunk[n];
-      OpPart& part = op->parts[n];
-      part.req = s.req;
-      part.len = s.len;
-      part.region = s.region;
-      iov[n] = iovec{reinterpret_cast<void*>(s.local), s.len};
-      desc[n] = mr_local ? owner->local_desc(index, s.local) : nullptr;
-      riov[n] = fi_rma_iov{s.raddr, s.len, s.key};
-      total += s.len;
-      fence = fence || (s.write && s.fence);
-      ++n;
-      if (fence || n >= static_cast<size_t>(max_parts) || n >= chunk.size()) break;
-      const Slice& t = chunk[n];
-      // Same batch, direction and region only: one op has one outcome, and a revoked region
-      // must fail only the requests that targeted it.
-      if (t.batch != op->batch || t.write != write || t.region != region || t.key != key ||
-          total + t.len > group_bytes)
-        break;
-      // The fence goes out within the ordered size, else its delivery proves nothing.
-      if (t.write && t.fence && total + t.len > max_order_waw) break;
-      std::string ignored;
-      if (admit(t, op->parts[n].lease, ignored) != TE_OK) break;  // refused on its own turn
-    }
+    Group g;
+    const size_t n = gather_group(chunk, op, region, key, g);
+    const uint64_t total = g.total;
+    const bool fence = g.fence;
     op->nparts = static_cast<int>(n);
     fi_msg_rma msg{};
-    msg.msg_iov = iov;
-    msg.desc = desc;
+    msg.msg_iov = g.iov;
+    msg.desc = g.desc;
     msg.iov_count = n;
     msg.addr = op->dest;
-    msg.rma_iov = riov;
+    msg.rma_iov = g.riov;
     msg.rma_iov_count = n;
     msg.context = &op->ctx;
     // A write is posted plainly when a later write of its batch (the fence) proves it.
@@ -197,24 +165,9 @@ bool Rail::post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted, int& m
       return true;
     }
     if (rc) {
-      std::string why = std::string(write ? "fi_writemsg" : "fi_readmsg") + " on " + pub.provider + ": " + fi_error(static_cast<int>(rc));
-      if (rc == -FI_ENOENT) why += " (no connection to the peer, and none could be made)";
-      if ((flags & FI_DELIVERY_COMPLETE) && (rc == -FI_EBADFLAGS || rc == -FI_EOPNOTSUPP || rc == -FI_ENOSYS))
-        why += " (the provider refuses FI_DELIVERY_COMPLETE writes: set deliveryComplete: false to accept writes complete once sent)";
       std::shared_ptr<Peer> peer = op->peer;
       delete op;
-      // A peer the provider can no longer reach is broken, as when a completion says so:
-      // what is queued to it is refused at admission, without posting (and reconnecting) again.
-      const int32_t st = status_of_post_error(static_cast<int>(rc));
-      if (st == TE_CONNECTION_LOST && peer) owner->peer_broken(peer, why);
-      for (size_t i = 0; i < n; ++i) {
-        Slice x = std::move(chunk.front());
-        chunk.pop_front();
-        give_back_place();
-        owner->drained(peer, x.region);
-        if (x.fence) fence_dropped(x, st, why);
-        owner->finish_slice(x.batch, x.req, st, why);
-      }
+      fail_group(chunk, n, peer, static_cast<int>(rc), write, (flags & FI_DELIVERY_COMPLETE) != 0);
       continue;
     }
     for (size_t i = 0; i < n; ++i) chunk.pop_front();
@@ -228,6 +181,66 @@ bool Rail::post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted, int& m
     posted.push_back(op);
   }
   return false;
+}
+
+// Takes the slices from the front of `chunk` that one operation carries (the front one is
+// admitted already): same batch, direction and region, within the group and ordered sizes.
+size_t Rail::gather_group(std::deque<Slice>& chunk, Op* op, uint64_t region, uint64_t key, Group& g) {
+  const uint64_t group_bytes = owner->opt.slice_size;
+  const bool write = chunk.front().write;
+  size_t n = 0;
+  for (;;) {
+    const Slice& s = chunk[n];
+    OpPart& part = op->parts[n];
+    part.req = s.req;
+    part.len = s.len;
+    part.region = s.region;
+    g.iov[n] = iovec{reinterpret_cast<void*>(s.local), s.len};
+    g.desc[n] = mr_local ? owner->local_desc(index, s.local) : nullptr;
+    g.riov[n] = fi_rma_iov{s.raddr, s.len, s.key};
+    g.total += s.len;
+    g.fence = g.fence || (s.write && s.fence);
+    ++n;
+    if (g.fence || n >= static_cast<size_t>(max_parts) || n >= chunk.size()) return n;
+    const Slice& t = chunk[n];
+    // Same batch, direction and region only: one op has one outcome, and a revoked region
+    // must fail only the requests that targeted it.
+    if (t.batch != op->batch || t.write != write || t.region != region || t.key != key || g.total + t.len > group_bytes)
+      return n;
+    // The fence goes out within the ordered size, else its delivery proves nothing.
+    if (t.write && t.fence && g.total + t.len > max_order_waw) return n;
+    std::string ignored;
+    if (admit(t, op->parts[n].lease, ignored) != TE_OK) return n;  // refused on its own turn
+  }
+}
+
+// The provider refused to post the first `n` slices of `chunk` as one operation (`rc`):
+// they fail with the status it means, and their window places are given back.
+void Rail::fail_group(std::deque<Slice>& chunk, size_t n, const std::shared_ptr<Peer>& peer, int rc, bool write,
+                      bool delivery_complete_flag) {
+  std::string why = std::string(write ? "fi_writemsg" : "fi_readmsg") + " on " + pub.provider + ": " + fi_error(rc);
+  if (rc == -FI_ENOENT) why += " (no connection to the peer, and none could be made)";
+  if (delivery_complete_flag && (rc == -FI_EBADFLAGS || rc == -FI_EOPNOTSUPP || rc == -FI_ENOSYS))
+    why += " (the provider refuses FI_DELIVERY_COMPLETE writes: set deliveryComplete: false to accept writes complete once sent)";
+  // A peer the provider can no longer reach is broken, as when a completion says so:
+  // what is queued to it is refused at admission, without posting (and reconnecting) again.
+  const int32_t st = status_of_post_error(rc);
+  if (st == TE_CONNECTION_LOST && peer) owner->peer_broken(peer, why);
+  for (size_t i = 0; i < n; ++i) {
+    Slice x = std::move(chunk.front());
+    chunk.pop_front();
+    give_back_place();
+    owner->drained(peer, x.region);
+    if (x.fence) fence_dropped(x, st, why);
+    owner->finish_slice(x.batch, x.req, st, why);
+  }
+}
+
+// A slice leaves the window without an operation in flight.
+void Rail::give_back_place() {
+  std::lock_guard<std::mutex> ql(q_mu);
+  --inflight;
+  count_work();
 }
 
 }  // namespace te::fabric
