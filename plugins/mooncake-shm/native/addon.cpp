@@ -21,14 +21,7 @@ class ShmTransport : public te::napi::NativeTransportWrap<ShmTransport, teshm::T
 
  public:
   static Napi::Function Init(Napi::Env env) {
-    return DefineClass(env, "ShmTransport",
-                       {InstanceMethod("registerMemory", &ShmTransport::RegisterMemory),
-                        InstanceMethod("unregisterMemory", &ShmTransport::UnregisterMemory),
-                        InstanceMethod("openPeer", &ShmTransport::OpenPeer),
-                        InstanceMethod("closePeer", &ShmTransport::ClosePeer),
-                        InstanceMethod("submit", &ShmTransport::Submit),
-                        InstanceMethod("cancel", &ShmTransport::Cancel),
-                        InstanceMethod("close", &ShmTransport::Close)});
+    return define_class(env, "ShmTransport");
   }
 
   explicit ShmTransport(const Napi::CallbackInfo& info) : Base(info, "new ShmTransport(options, callbacks)") {

@@ -23,15 +23,7 @@ class TcpTransport : public te::napi::NativeTransportWrap<TcpTransport, tetcp::T
 
  public:
   static Napi::Function Init(Napi::Env env) {
-    return DefineClass(env, "TcpTransport",
-                       {InstanceMethod("port", &TcpTransport::Port),
-                        InstanceMethod("registerMemory", &TcpTransport::RegisterMemory),
-                        InstanceMethod("unregisterMemory", &TcpTransport::UnregisterMemory),
-                        InstanceMethod("openPeer", &TcpTransport::OpenPeer),
-                        InstanceMethod("closePeer", &TcpTransport::ClosePeer),
-                        InstanceMethod("submit", &TcpTransport::Submit),
-                        InstanceMethod("cancel", &TcpTransport::Cancel),
-                        InstanceMethod("close", &TcpTransport::Close)});
+    return define_class(env, "TcpTransport", {InstanceMethod("port", &TcpTransport::Port)});
   }
 
   explicit TcpTransport(const Napi::CallbackInfo& info) : Base(info, "new TcpTransport(options, callbacks)") {
