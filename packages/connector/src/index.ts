@@ -52,6 +52,6 @@ export type { ECProducer, ECConsumer, ECConnectorOptions, ECItemParams, ECTransf
 export { loadNativeAddon, type LoadAddonOptions } from './plugin-kit/load-addon.js';
 export { BatchTracker } from './plugin-kit/batch-tracker.js';
 export { checkSubmit } from './plugin-kit/check-submit.js';
-export { NativeTransportBase, type NativeCallbacks, type NativeTransportHandle, type NativePeer } from './plugin-kit/native-transport-base.js';
+export { NativeTransportBase, type NativeAddonModule, type NativeCallbacks, type NativeTransportHandle, type NativePeer } from './plugin-kit/native-transport-base.js';
 export { HostAddressSpace } from './plugin-kit/host-address-space.js';
 export { usableCpus, cgroupCpuQuota, type ReadText } from './plugin-kit/usable-cpus.js';

@@ -3,7 +3,7 @@
  * native/fabric (include/te/fabric/napi_addon.h). Declarations only.
  * Arguments are validated in TypeScript before they get here.
  */
-import type { NativeCallbacks } from '@te/connector';
+import type { NativeAddonModule, NativeCallbacks, NativeTransportHandle } from '@te/connector';
 
 /** Options of one native transport (validated and defaulted by the plugin's options schema). */
 export interface NativeFabricOptions {
@@ -68,27 +68,17 @@ export interface NativeRemoteRegion {
   keys: bigint[];
 }
 
-export interface NativeFabricTransport {
+export interface NativeFabricTransport extends NativeTransportHandle {
   rails(): NativeRail[];
   /** Registers [addr, addr+length) in every rail's domain (or inside the plugin's arena). Throws a TransferError. */
   /** Registers on a worker thread (fi_mr_reg can take long for large regions). */
   registerMemory(buffer: ArrayBuffer | ArrayBufferView | null, addr: bigint, length: bigint, remoteAccess: boolean): Promise<{ addr: bigint; keys: bigint[]; base: bigint }>;
-  /** Resolves once no operation on that memory is in flight and its keys are closed. */
-  unregisterMemory(addr: bigint): Promise<void>;
   /** Starts the hello on every rail; `onOpen(id, ...)` reports. */
   openPeer(name: string, epoch: bigint, provider: string, rails: Uint8Array[], virtAddr: boolean[], sameProcess: boolean, regions: NativeRemoteRegion[]): number;
-  closePeer(peerId: number): void;
   /** Pings every rail of the peer; `onCheck(id, ...)` reports. */
   checkPeer(peerId: number, timeoutMs: number): number;
-  /** One call per batch (struct of arrays); `onBatch(id, ...)` reports. */
-  submit(peerId: number, opcodes: Uint8Array, localAddrs: BigUint64Array, remoteAddrs: BigUint64Array, lengths: BigUint64Array, notify: Uint8Array | null): number;
-  /** Stops a batch: queued slices fail with `status`; posted ones are awaited until the provider reports them. */
-  cancel(batchId: number, status: number): void;
   /** Whether registered memory starts at `addr` (false once closed). */
   isRegistered(addr: bigint): boolean;
-  /** Stops progress threads, fails pending batches with ABORTED, closes every libfabric object. Idempotent. */
-  /** Stops the transport on a worker thread (joins rail threads, closes endpoints). */
-  close(): Promise<void>;
 }
 
 export interface NativeDiscovery {
@@ -101,12 +91,10 @@ export interface NativeDiscovery {
   message: string;
 }
 
-export interface NativeFabricModule {
+export interface NativeFabricModule extends NativeAddonModule {
   /** `options` may carry a plugin's own fields, read by its addon's options hook. */
   FabricTransport: new (options: NativeFabricOptions, callbacks: NativeCallbacks) => NativeFabricTransport;
   discover(options: Partial<NativeFabricOptions>): NativeDiscovery;
-  setErrorFactory(factory: (status: number, message: string) => Error): void;
-  statusName(status: number): string;
   processEpoch(): bigint;
   /** false when the addon was compiled without libfabric (libfabric-dev missing). */
   builtWithLibfabric: boolean;

@@ -3,7 +3,7 @@
  * and loads it. Arguments are validated in TypeScript before they get here.
  */
 import { fileURLToPath } from 'node:url';
-import { loadNativeAddon, type NativeCallbacks } from '@te/connector';
+import { loadNativeAddon, type NativeAddonModule, type NativeCallbacks, type NativeTransportHandle } from '@te/connector';
 
 export const PLUGIN_NAME = 'mooncake-shm';
 
@@ -24,7 +24,7 @@ export interface NativeTransportOptions {
   notifyQueueBytes: number;
 }
 
-export interface NativeShmTransport {
+export interface NativeShmTransport extends NativeTransportHandle {
   /**
    * Registers [addr, addr+length) (inside `buffer` when given; `addr` 0n = its start); the
    * buffer is kept alive until unregistered. With `hugePages` the kernel is asked to back
@@ -32,24 +32,12 @@ export interface NativeShmTransport {
    * ADDRESS_OUT_OF_RANGE / INVALID_ARGUMENT.
    */
   registerMemory(buffer: ArrayBuffer | ArrayBufferView | null, addr: bigint, length: bigint, remoteAccess: boolean, hugePages: boolean): { addr: bigint; hugePages: string };
-  /** Unregisters and resolves once no copy touches that memory. */
-  unregisterMemory(addr: bigint): Promise<void>;
   /** Starts the handshake with the target listening on `socketName`; `onOpen(peerId, ...)` reports. */
   openPeer(socketName: string, epoch: bigint, name: string): number;
-  closePeer(peerId: number): void;
-  /** Starts a batch and returns its id; `onBatch(id, ...)` reports. Throws TransferError (PEER_NOT_FOUND, CONNECTION_LOST, ...). */
-  submit(peerId: number, opcodes: Uint8Array, localAddrs: BigUint64Array, remoteAddrs: BigUint64Array, lengths: BigUint64Array, notify: Uint8Array | null): number;
-  /** Stops a batch with `status`; its completion comes once the target copies nothing more for it. */
-  cancel(batchId: number, status: number): void;
-  /** Stops the transport on a worker thread (fences every connection, joins the threads). */
-  close(): Promise<void>;
 }
 
-export interface NativeModule {
+export interface NativeModule extends NativeAddonModule {
   ShmTransport: new (options: NativeTransportOptions, callbacks: NativeCallbacks) => NativeShmTransport;
-  /** Native code throws whatever this factory returns (a TransferError). */
-  setErrorFactory(factory: (status: number, message: string) => Error): void;
-  statusName(status: number): string;
   /** Wire protocol version spoken by this build. */
   protocolVersion: number;
 }

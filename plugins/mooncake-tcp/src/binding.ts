@@ -3,7 +3,7 @@
  * and loads it. Arguments are validated in TypeScript before they get here.
  */
 import { fileURLToPath } from 'node:url';
-import { loadNativeAddon, type NativeCallbacks } from '@te/connector';
+import { loadNativeAddon, type NativeAddonModule, type NativeCallbacks, type NativeTransportHandle } from '@te/connector';
 import type { NativeDeviceMemory, NativeProbe } from '@te/cuda';
 
 export const PLUGIN_NAME = 'mooncake-tcp';
@@ -32,7 +32,7 @@ export interface NativeTransportOptions {
   authSecret?: Uint8Array;
 }
 
-export interface NativeTcpTransport {
+export interface NativeTcpTransport extends NativeTransportHandle {
   /** The bound data port (the ephemeral one when options.port was 0). */
   port(): number;
   /**
@@ -45,29 +45,12 @@ export interface NativeTcpTransport {
    * MEMORY_KIND_UNSUPPORTED (built without CUDA, or not device memory).
    */
   registerMemory(buffer: ArrayBuffer | SharedArrayBuffer | ArrayBufferView | null, addr: bigint, length: bigint, remoteAccess: boolean, device?: number): bigint;
-  /** Unregisters and resolves once no access to that memory is in flight. */
-  unregisterMemory(addr: bigint): Promise<void>;
   /** Starts connecting to a peer (or marks it same-process); `onOpen(peerId, ...)` reports. */
   openPeer(host: string, port: number, epoch: bigint, name: string, local: boolean): number;
-  closePeer(peerId: number): void;
-  /**
-   * Starts a batch (one call for the whole struct-of-arrays batch) and returns its id;
-   * `onBatch(id, ...)` reports. Throws TransferError for PEER_NOT_FOUND / INVALID_ARGUMENT.
-   */
-  submit(peerId: number, opcodes: Uint8Array, localAddrs: BigUint64Array, remoteAddrs: BigUint64Array, lengths: BigUint64Array, notify: Uint8Array | null): number;
-  /** Stops a batch with `status`: unsent slices fail, in-flight ones are awaited (bounded by cancelGraceMs). */
-  cancel(batchId: number, status: number): void;
-  /** Closes listeners and connections, joins I/O threads, fails pending batches with ABORTED. Idempotent. */
-  /** Stops the transport on a worker thread (joins the I/O threads). */
-  close(): Promise<void>;
 }
 
-export interface NativeModule {
+export interface NativeModule extends NativeAddonModule {
   TcpTransport: new (options: NativeTransportOptions, callbacks: NativeCallbacks) => NativeTcpTransport;
-  /** Native code throws whatever this factory returns (a TransferError). */
-  setErrorFactory(factory: (status: number, message: string) => Error): void;
-  /** The code name of a native status ("ADDRESS_OUT_OF_RANGE", ...). */
-  statusName(status: number): string;
   /** The addon's per-process random epoch. */
   processEpoch(): bigint;
   /** Wire protocol version spoken by this build. */

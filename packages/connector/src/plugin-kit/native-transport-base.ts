@@ -41,6 +41,14 @@ export interface NativeTransportHandle {
   close(): Promise<void>;
 }
 
+/** What every te addon exports besides its transport class. */
+export interface NativeAddonModule {
+  /** Native code throws whatever this factory returns (a TransferError). */
+  setErrorFactory(factory: (status: number, message: string) => Error): void;
+  /** The code name of a native status ("ADDRESS_OUT_OF_RANGE", ...). */
+  statusName(status: number): string;
+}
+
 /** A peer opened by a NativeTransportBase: the native id and the transport that owns it. */
 export interface NativePeer extends TransportPeer {
   readonly id: number;
