@@ -1,8 +1,13 @@
 // The target side of one connection: handshake (epoch check, optional challenge/response),
 // then WRITE/READ/NOTIFY requests validated against this process's registered
 // remote-accessible memory before any byte is touched. A malformed frame closes this
-// connection only.
+// connection only. Its jobs, one file each: server_conn.cpp (lifecycle, events),
+// server_conn_receive.cpp (read loop, parsing, body modes), server_conn_handshake.cpp
+// (HELLO/AUTH), server_conn_requests.cpp (WRITE/READ/NOTIFY/REVOKE), server_conn_respond.cpp
+// (responses and their sending).
 #pragma once
+
+#include <sys/uio.h>
 
 #include <deque>
 #include <functional>
@@ -44,12 +49,25 @@ class ServerConn : public IoHandler {
   void read_input();
   bool header_only() const;
   bool parse();
+  /** Checks a frame's header and hands it to the handshake or to the request it opens. */
   bool on_header(const Header& h);
+  bool on_handshake_header(const Header& h);
+  bool on_request_header(const Header& h);
+  bool on_write_header(const Header& h);
   int32_t validate(const Header& h) const;
+  /** The current frame's body (cur_.length bytes) goes through `m`, to `dst` where it has one. */
+  enum BodyMode { DIRECT, DRAIN, CTRL, STAGED };
+  void start_body(BodyMode m, uint64_t dst);
   void finish_body();
+  void finish_hello();
+  void finish_auth();
+  void finish_request();
   void respond(const Header& req, int32_t status, uint64_t body = 0, uint64_t body_len = 0,
                const uint8_t* extra = nullptr, size_t extra_len = 0);
   void flush();
+  /** The iovecs of one writev from the front of out_; false when the connection was dropped. */
+  bool gather_responses(iovec* iov, size_t* count, std::vector<te::Lease>* leases);
+  void consume_sent(uint64_t written);
   void drop(const std::string& why);
   /** The handshake is done: requests are served from now on, and REVOKE can name this connection. */
   void enter_ready();
@@ -88,7 +106,7 @@ class ServerConn : public IoHandler {
   RecvBuffer rbuf_;
   bool in_body_ = false;
   bool large_writes_ = false;  // the last request was a WRITE of at least kDirectMin bytes
-  enum BodyMode { DIRECT, DRAIN, CTRL, STAGED } mode_ = DRAIN;
+  BodyMode mode_ = DRAIN;
   Header cur_;
   uint64_t body_left_ = 0;
   uint64_t body_dst_ = 0;
