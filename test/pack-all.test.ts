@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BUILTIN_PLUGINS } from '@te/connector';
+import { firstLineOnly } from './fixtures/node-lines.js';
 
 /*
  * The way a framework consumes te: `npm pack` of every package (each packs its build; the
@@ -38,8 +39,11 @@ function install(): void {
   cpSync(join(root, 'test', 'fixtures', 'third-party-plugin'), join(work, 'plugins', 'example'), { recursive: true });
 }
 test.after(() => rmSync(work, { recursive: true, force: true }));
+// Most of this file's minutes compile every native addon again at install: the same sources
+// and the same Node-API build whichever Node.js line runs the suite.
+const packTest = firstLineOnly('packs and installs every package, compiling each native addon again');
 
-test('every package packs its build; all install together from the tarballs', () => {
+packTest('every package packs its build; all install together from the tarballs', () => {
   install();
   for (const name of ['connector', 'disagg', 'cli', 'mooncake-tcp', 'fabric', 'cuda']) {
     const files = readdirSync(join(work, 'node_modules', '@te', name, 'dist'));
@@ -52,14 +56,14 @@ test('every package packs its build; all install together from the tarballs', ()
   }
 });
 
-test('te doctor in the installed folder: the default connector is ready', () => {
+packTest('te doctor in the installed folder: the default connector is ready', () => {
   install();
   const r = spawnSync('npx', ['te', 'doctor'], { cwd: work, encoding: 'utf8', env: cleanEnv(), timeout: 120_000 });
   assert.is(r.status, 0, r.stdout + r.stderr);
   assert.match(r.stdout, /The configured connector is ready/);
 });
 
-test('a verified loopback transfer and a PD room from the installed packages', () => {
+packTest('a verified loopback transfer and a PD room from the installed packages', () => {
   install();
   const bench = spawnSync('npx', ['te', 'bench', '--loopback', '--verify', '--json', '--duration', '0.5', '--block-size', '64KiB'], { cwd: work, encoding: 'utf8', env: cleanEnv(), timeout: 120_000 });
   assert.is(bench.status, 0, bench.stderr);
@@ -76,7 +80,7 @@ await s.close();`,
   assert.is(run('node', ['pd.mjs']).trim(), 'OK');
 });
 
-test('@te/connector from an ES module: loads a third-party plugin via modulePath', () => {
+packTest('@te/connector from an ES module: loads a third-party plugin via modulePath', () => {
   install();
   writeFileSync(
     join(work, 'esm.mjs'),
@@ -87,14 +91,14 @@ test('@te/connector from an ES module: loads a third-party plugin via modulePath
   assert.equal(JSON.parse(run('node', ['esm.mjs'])), { api: 1, err: 'TIMEOUT', plugin: 'example-memcpy' });
 });
 
-test('@te/connector from CommonJS: require works', () => {
+packTest('@te/connector from CommonJS: require works', () => {
   install();
   writeFileSync(join(work, 'cjs.cjs'), `const c = require('@te/connector'); console.log(JSON.stringify({ api: c.PLUGIN_API_VERSION, names: new c.PluginRegistry().names().length }));`);
   // The installed CommonJS build knows every built-in plugin this repository's build does.
   assert.equal(JSON.parse(run('node', ['cjs.cjs'])), { api: 1, names: Object.keys(BUILTIN_PLUGINS).length });
 });
 
-test('@te/connector types resolve for both module systems', () => {
+packTest('@te/connector types resolve for both module systems', () => {
   install();
   const body = `import { definePlugin, type TransportPlugin, type TeConfig, TransferError } from '@te/connector';
 const c: Pick<TeConfig, 'connector'> = { connector: 'mooncake-tcp' };

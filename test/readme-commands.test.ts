@@ -4,6 +4,7 @@ import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ONCE_PER_CI, secondNodeLine } from './fixtures/node-lines.js';
 
 /*
  * Every command the README and the docs show, extracted from the Markdown (fenced sh/bash
@@ -87,6 +88,9 @@ function skipReason(command: string): string | undefined {
   if (/--out docs\//.test(command)) return 'regenerates a committed chart in docs/ (packages/cli/test/sweep.test.ts runs the sweep into a temporary file)';
   if (/^npm test -w @te\/mooncake-wire$/.test(command)) return "a package's own test suite, which npm test runs (lerna run test)";
   if (/bench\/mooncake-interop\.mjs/.test(command) && mooncakeMissing()) return mooncakeMissing()!;
+  // The commands run the packages whose own suites this line runs in full; the commands
+  // themselves (builds, benchmarks, the demo) take minutes and do not change with the line.
+  if (secondNodeLine) return `a documented command, ${ONCE_PER_CI}`;
   return undefined;
 }
 
