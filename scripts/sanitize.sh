@@ -17,6 +17,7 @@
 #   bash scripts/sanitize.sh              everything
 #   bash scripts/sanitize.sh core         only the core's tests (both sanitizers)
 #   bash scripts/sanitize.sh transports   everything but the core's tests
+case "${1:-}" in -h | --help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;; esac
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-all}"
