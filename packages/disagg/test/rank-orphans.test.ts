@@ -22,16 +22,20 @@ function running(pid: number): boolean {
 }
 
 test('a rank process exits when the test process that started it is killed', async () => {
-  const script = `const h = await import(${JSON.stringify(harness)}); const r = await h.spawnEC({ role: 'producer' }); console.log('rank-pid', r.child.pid);`;
+  const script = `const h = await import(${JSON.stringify(harness)}); const r = await h.spawnEC({ role: 'producer' }); process.stdout.write('rank-pid ' + r.child.pid + ' ');`;
   const parent = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
   const pid = await new Promise<number>((resolve, reject) => {
     let out = '';
     parent.stdout!.on('data', (d) => {
       out += d;
-      const m = out.match(/rank-pid (\d+)/);
+      const m = out.match(/rank-pid (\d+) /);
       if (m) resolve(Number(m[1]));
     });
     parent.once('exit', (code) => reject(new Error(`the test process exited (${code}) before its rank was up:\n${out}`)));
+    setTimeout(() => reject(new Error(`no rank pid within 60 s:\n${out}`)), 60_000).unref();
+  }).catch((e) => {
+    parent.kill('SIGKILL');
+    throw e;
   });
   assert.ok(running(pid), 'the rank runs');
   parent.kill('SIGKILL');
