@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the native C++ tests under the sanitizers; clean means exit 0, any report fails.
-#   - the core's tests (native/test/core_tests.cpp, and the fabric write fences'
-#     native/fabric/test/write_fences_test.cpp, through native/CMakeLists.txt) under
+#   - the core's tests (native/test/core_tests.cpp, the fabric write fences'
+#     native/fabric/test/write_fences_test.cpp and the fabric rail's address cache
+#     native/fabric/test/address_cache_test.cpp, through native/CMakeLists.txt) under
 #     ThreadSanitizer and under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   - the mooncake-tcp, mooncake-shm and mooncake-wire transport cores' tests and the CUDA copy engine's tests (on its
 #     fault-injection runtime) under ThreadSanitizer, through their own scripts;
@@ -41,8 +42,8 @@ core() {
   cmake -S native -B "$build" -DCMAKE_BUILD_TYPE=Debug -DTE_BUILD_TESTS=ON \
     -DCMAKE_CXX_FLAGS="-O1 -g -fno-omit-frame-pointer $flags" \
     -DCMAKE_EXE_LINKER_FLAGS="$flags" >/dev/null
-  cmake --build "$build" -j 2 --target te_core_tests te_write_fences_tests >/dev/null
-  if ! "$build/te_core_tests" || ! "$build/te_write_fences_tests"; then
+  cmake --build "$build" -j 2 --target te_core_tests te_write_fences_tests te_address_cache_tests >/dev/null
+  if ! "$build/te_core_tests" || ! "$build/te_write_fences_tests" || ! "$build/te_address_cache_tests"; then
     echo "sanitize: core tests under $name FAILED" >&2
     fail=1
   fi

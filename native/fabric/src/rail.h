@@ -2,10 +2,10 @@
 // its address-vector cache and the thread that posts and polls for it.
 #pragma once
 
-#include <list>
-#include <map>
 #include <set>
 
+#include "address_cache.h"
+#include "answer_bound.h"
 #include "batch.h"
 #include "ctrl_msg.h"
 #include "op.h"
@@ -62,12 +62,9 @@ struct Rail {
   std::mutex q_mu;
   std::deque<Slice> slices;
   std::deque<CtrlMsg> ctrl;
-  // Peerless messages (answers to whoever asked) in `ctrl`: a peer's requests decide how many
-  // there are, so they are bounded; beyond the bound an answer is not queued (the asker
-  // times out and asks again). Guarded by q_mu.
-  static constexpr size_t kMaxAnswers = 4096;
-  static constexpr size_t kMaxAnswerBytes = 64u << 20;
-  size_t answers = 0, answer_bytes = 0;
+  // Peerless messages (answers to whoever asked) in `ctrl`, counted and bounded.
+  static constexpr size_t kMaxAnswers = AnswerBound::kMaxAnswers;
+  AnswerBound answers;
   /** Removes ctrl[i] (q_mu held), keeping the answer counts. */
   CtrlMsg take_ctrl(size_t i);
   std::atomic<bool> sleeping{false};
@@ -82,30 +79,18 @@ struct Rail {
   }
   std::unordered_set<Op*> live;  // every posted op (freed at close)
 
-  // Guards the address-vector cache: av_map, av_lru and retiring (rail thread and any
-  // caller resolving an address). Never held while peers_mu is taken (see address_of).
+  // Guards the address-vector cache (addresses): the rail thread and any caller resolving an
+  // address. Never held while peers_mu is taken (see address_of).
   std::mutex av_mu;
   // Raw address -> AV entry. Any well-formed sender inserts one (to answer it), so beyond
-  // max_av_entries the least recently used entries that no peer opened here sends to are
-  // evicted (and retired from the AV like forgotten ones).
-  struct AvEntry {
-    fi_addr_t fa = FI_ADDR_NOTAVAIL;
-    std::list<std::vector<uint8_t>>::iterator lru;
-  };
-  std::map<std::vector<uint8_t>, AvEntry> av_map;
-  std::list<std::vector<uint8_t>> av_lru;  // av_map's keys, most recently used first
-  static constexpr size_t kMaxAvEntries = 4096;
-  size_t max_av_entries = kMaxAvEntries;  // (tests lower it)
-  /** av_mu held: evicts least recently used entries beyond max_av_entries, sparing `keep` and `pinned`. */
-  void evict_addresses(fi_addr_t keep, const std::set<fi_addr_t>& pinned);
-  // Forgotten addresses -> since when. Removing an address from the AV while an operation
-  // or a queued message still uses it makes the provider touch freed state (ofi_rxm
-  // crashed in fi_send), so the rail thread removes one only once nothing refers to it.
-  std::map<fi_addr_t, int64_t> retiring;
+  // addresses.max_entries the least recently used entries that no peer opened here sends to
+  // are evicted (and retired from the AV like forgotten ones). Removing an address from the
+  // AV while an operation or a queued message still uses it makes the provider touch freed
+  // state (ofi_rxm crashed in fi_send), so the rail thread removes one only once nothing
+  // refers to it.
+  AddressCache addresses;
   std::atomic<bool> has_retiring{false};
   int64_t last_retire_scan = 0;
-  /** Time a forgotten address stays in the AV at least: covers a caller between resolving an address and using it. */
-  static constexpr int64_t kRetireGraceMs = 2000;
 
   std::thread thread;
   std::atomic<bool> stop{false};

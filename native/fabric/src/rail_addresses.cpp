@@ -11,20 +11,21 @@
 
 #include <algorithm>
 #include <set>
+#include <type_traits>
 
 #include "impl.h"
 #include "select.h"
 
 namespace te::fabric {
 
+// The cache keeps AV entries as plain integers and FI_ADDR_NOTAVAIL as its "none".
+static_assert(std::is_same_v<fi_addr_t, AddressCache::Addr> && FI_ADDR_NOTAVAIL == AddressCache::kNone);
+
 
 fi_addr_t Rail::address_of(const std::vector<uint8_t>& raw, std::string* err) {
   std::unique_lock<std::mutex> l(av_mu);
-  auto it = av_map.find(raw);
-  if (it != av_map.end()) {
-    av_lru.splice(av_lru.begin(), av_lru, it->second.lru);  // most recently used
-    return it->second.fa;
-  }
+  fi_addr_t known = addresses.touch(raw);
+  if (known != FI_ADDR_NOTAVAIL) return known;
   // fi_av_insert reads the provider's fixed address length from `raw`: an address of another
   // length (a peer's message may name any) is refused before the provider sees it.
   if (!address_fits(raw)) {
@@ -37,15 +38,12 @@ fi_addr_t Rail::address_of(const std::vector<uint8_t>& raw, std::string* err) {
   // insert: the insert and the eviction then happen under one hold of av_mu, so no other
   // thread ever sees the map past its bound.
   std::set<fi_addr_t> pinned;
-  if (av_map.size() >= max_av_entries) {
+  if (addresses.full()) {
     l.unlock();
     pinned = owner->addresses_in_use(index);
     l.lock();
-    auto again = av_map.find(raw);
-    if (again != av_map.end()) {  // inserted by another thread meanwhile
-      av_lru.splice(av_lru.begin(), av_lru, again->second.lru);
-      return again->second.fa;
-    }
+    fi_addr_t again = addresses.touch(raw);
+    if (again != FI_ADDR_NOTAVAIL) return again;  // inserted by another thread meanwhile
   }
   fi_addr_t fa = FI_ADDR_NOTAVAIL;
   int rc = fi_av_insert(av, raw.data(), 1, &fa, 0, nullptr);
@@ -53,32 +51,10 @@ fi_addr_t Rail::address_of(const std::vector<uint8_t>& raw, std::string* err) {
     if (err) *err = "fi_av_insert failed on " + pub.provider + "/" + pub.domain + ": " + fi_error(rc < 0 ? rc : -FI_EINVAL);
     return FI_ADDR_NOTAVAIL;
   }
-  av_lru.push_front(raw);
-  av_map[raw] = AvEntry{fa, av_lru.begin()};
-  if (av_map.size() > max_av_entries) evict_addresses(fa, pinned);
+  if (addresses.insert(raw, fa, pinned, now_ms()) > 0) has_retiring.store(true, std::memory_order_release);
   return fa;
 }
 
-
-void Rail::evict_addresses(fi_addr_t keep, const std::set<fi_addr_t>& pinned) {
-  // Evicted entries retire at the next scan: no grace, as nothing resolved them lately (they
-  // are the least recently used); retire_addresses still keeps any a message or operation uses.
-  const int64_t due = now_ms() - kRetireGraceMs;
-  auto it = av_lru.end();
-  while (av_map.size() > max_av_entries && it != av_lru.begin()) {
-    --it;
-    auto e = av_map.find(*it);
-    if (e == av_map.end()) {  // (cannot happen: the list holds the map's keys)
-      it = av_lru.erase(it);
-      continue;
-    }
-    if (e->second.fa == keep || pinned.count(e->second.fa)) continue;
-    retiring.emplace(e->second.fa, due);
-    av_map.erase(e);
-    it = av_lru.erase(it);
-    has_retiring.store(true, std::memory_order_release);
-  }
-}
 
 
 bool Rail::address_fits(const std::vector<uint8_t>& raw) const {
@@ -92,8 +68,7 @@ bool Rail::address_fits(const std::vector<uint8_t>& raw) const {
 
 fi_addr_t Rail::lookup_address(const std::vector<uint8_t>& raw) {
   std::lock_guard<std::mutex> l(av_mu);
-  auto it = av_map.find(raw);
-  return it == av_map.end() ? FI_ADDR_NOTAVAIL : it->second.fa;
+  return addresses.find(raw);
 }
 
 
@@ -102,12 +77,7 @@ void Rail::forget_address(const std::vector<uint8_t>& raw) {
   // broken connection, so the next insert of the address builds a new one. The removal
   // itself waits for the rail thread (retire_addresses): the address may still be in use.
   std::lock_guard<std::mutex> l(av_mu);
-  auto it = av_map.find(raw);
-  if (it == av_map.end()) return;
-  retiring.emplace(it->second.fa, now_ms());
-  av_lru.erase(it->second.lru);
-  av_map.erase(it);
-  has_retiring.store(true, std::memory_order_release);
+  if (addresses.forget(raw, now_ms())) has_retiring.store(true, std::memory_order_release);
 }
 
 
@@ -118,19 +88,10 @@ void Rail::retire_addresses() {
   last_retire_scan = t;
   std::vector<fi_addr_t> due;
   {
+    // (An entry inserted again meanwhile is in use again, and retired anew when it is
+    // forgotten again.)
     std::lock_guard<std::mutex> l(av_mu);
-    std::set<fi_addr_t> mapped;
-    for (auto& [raw, e] : av_map) mapped.insert(e.fa);
-    for (auto it = retiring.begin(); it != retiring.end();) {
-      // Inserted again meanwhile (a provider may hand out the same entry): in use again,
-      // and retired anew when it is forgotten again.
-      if (mapped.count(it->first)) {
-        it = retiring.erase(it);
-        continue;
-      }
-      if (t - it->second >= kRetireGraceMs) due.push_back(it->first);
-      ++it;
-    }
+    due = addresses.due(t);
   }
   if (!due.empty()) {
     // What messages, operations and open peers use, gathered once for every due entry.
@@ -145,20 +106,10 @@ void Rail::retire_addresses() {
     // Removed under av_mu, so no insert of the same address runs meanwhile; one inserted
     // again since the scan above is mapped again and stays.
     std::lock_guard<std::mutex> l(av_mu);
-    std::set<fi_addr_t> mapped;
-    for (auto& [raw, e] : av_map) mapped.insert(e.fa);
-    for (fi_addr_t fa : due) {
-      if (mapped.count(fa)) {
-        retiring.erase(fa);
-        continue;
-      }
-      if (used.count(fa) || !retiring.count(fa)) continue;
-      fi_av_remove(av, &fa, 1, 0);
-      retiring.erase(fa);
-    }
+    for (fi_addr_t fa : addresses.take_removable(due, used)) fi_av_remove(av, &fa, 1, 0);
   }
   std::lock_guard<std::mutex> l(av_mu);
-  has_retiring.store(!retiring.empty(), std::memory_order_release);
+  has_retiring.store(!addresses.retiring_empty(), std::memory_order_release);
 }
 
 }  // namespace te::fabric

@@ -31,12 +31,10 @@ bool Rail::push_ctrl(CtrlMsg&& m) {
   {
     std::lock_guard<std::mutex> l(q_mu);
     if (!m.peer) {
-      if (answers >= kMaxAnswers || answer_bytes + m.bytes.size() > kMaxAnswerBytes) {
-        if (fabric_debug()) fprintf(stderr, "[te_fabric rail %d] answer dropped: %zu queued\n", index, answers);
+      if (!answers.admit(m.bytes.size())) {
+        if (fabric_debug()) fprintf(stderr, "[te_fabric rail %d] answer dropped: %zu queued\n", index, answers.count());
         return false;  // peerless messages carry no batch: nothing to fail
       }
-      ++answers;
-      answer_bytes += m.bytes.size();
     }
     ctrl.push_back(std::move(m));
     count_work();
@@ -49,10 +47,7 @@ bool Rail::push_ctrl(CtrlMsg&& m) {
 CtrlMsg Rail::take_ctrl(size_t i) {
   CtrlMsg m = std::move(ctrl[i]);
   ctrl.erase(ctrl.begin() + static_cast<std::ptrdiff_t>(i));
-  if (!m.peer) {
-    --answers;
-    answer_bytes -= m.bytes.size();
-  }
+  if (!m.peer) answers.release(m.bytes.size());
   return m;
 }
 

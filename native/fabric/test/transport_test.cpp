@@ -63,7 +63,7 @@ struct Node {
   }
   size_t av_entries() {
     std::lock_guard<std::mutex> l(rail().av_mu);
-    return rail().av_map.size();
+    return rail().addresses.size();
   }
   size_t queued_ctrl() {
     std::lock_guard<std::mutex> l(rail().q_mu);
@@ -451,7 +451,7 @@ void test_av_map_bounded() {
   CHECK(victim.ok && real.ok);
   if (!victim.ok || !real.ok) return;
   const size_t cap = 64;
-  victim.rail().max_av_entries = cap;
+  victim.rail().addresses.max_entries = cap;
   uint64_t peer = open_to(victim, real, 32);  // a peer opened here: pinned
   CHECK(peer != 0);
   const std::vector<uint8_t> real_addr = real.rail().pub.addr;
@@ -475,7 +475,7 @@ void test_av_map_bounded() {
   for (int i = 0; i < 500 && !drained; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
     std::lock_guard<std::mutex> l(victim.rail().av_mu);
-    drained = victim.rail().retiring.empty();
+    drained = victim.rail().addresses.retiring_empty();
   }
   CHECK(drained);
   // The real peer still works both ways: a notification from here is acknowledged, and it
