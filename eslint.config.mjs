@@ -36,10 +36,7 @@ export default tseslint.config(
       // A ternary or && that calls one of two functions is a statement here (`ok ? resolve() : reject()`).
       '@typescript-eslint/no-unused-expressions': ['error', { allowShortCircuit: true, allowTernary: true }],
       // `_name` marks a parameter or binding that is deliberately unused (a callback's shape).
-      '@typescript-eslint/no-unused-vars': [
-        'error',
-        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' },
-      ],
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
     },
   },
   {

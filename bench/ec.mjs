@@ -18,7 +18,8 @@ import { closeRanks, median, now, serveRank, spawnRank } from './lib/ranks.mjs';
 
 const { values: args } = parseCli({
   usage: 'node bench/ec.mjs [options]',
-  summary: 'Encoder-cache transfer: a consumer pulling items from a producer (1 MiB and 16 MiB items) beside the raw transport writing the same bytes in the same run, every byte verified.',
+  summary:
+    'Encoder-cache transfer: a consumer pulling items from a producer (1 MiB and 16 MiB items) beside the raw transport writing the same bytes in the same run, every byte verified.',
   notes: 'TE_BENCH_CORRUPT_BYTE=1 flips one received byte before each check (the run must fail); TE_BENCH_QUICK=1 makes a small smoke run.',
   options: {
     connector: { type: 'string', default: 'mooncake-tcp', help: 'te transport to use' },
@@ -93,7 +94,8 @@ if (args.rank) {
     raw: async (a) => {
       const pool = producer.pool;
       const reqs = [];
-      for (let off = 0; off < a.bytes; off += a.size) reqs.push({ op: 'write', local: pool.memory.addr + BigInt(off), remote: BigInt(a.addr) + BigInt(off), length: a.size });
+      for (let off = 0; off < a.bytes; off += a.size)
+        reqs.push({ op: 'write', local: pool.memory.addr + BigInt(off), remote: BigInt(a.addr) + BigInt(off), length: a.size });
       const t0 = now();
       await engine.transfer(a.segment, batchOf(reqs), { timeoutMs: 60_000 });
       return { ms: now() - t0 };
@@ -110,7 +112,10 @@ if (args.rank) {
 
 const log = (...a) => (args.json ? process.stderr.write(a.join(' ') + '\n') : console.log(...a));
 const script = fileURLToPath(import.meta.url);
-const [p, c] = await Promise.all([spawnRank(script, { role: 'producer', connector: args.connector }), spawnRank(script, { role: 'consumer', connector: args.connector })]);
+const [p, c] = await Promise.all([
+  spawnRank(script, { role: 'producer', connector: args.connector }),
+  spawnRank(script, { role: 'consumer', connector: args.connector }),
+]);
 const out = { connector: args.connector, cases: [] };
 try {
   const cinfo = await c.call('info');
@@ -134,7 +139,9 @@ try {
     const row = { itemBytes: size, ecBytesPerSecond: median(ec), rawBytesPerSecond: median(raw), verified };
     row.ratio = row.ecBytesPerSecond / row.rawBytesPerSecond;
     out.cases.push(row);
-    log(`${size / MiB} MiB items: EC ${(row.ecBytesPerSecond / 1e9).toFixed(2)} GB/s, raw ${(row.rawBytesPerSecond / 1e9).toFixed(2)} GB/s: ratio ${row.ratio.toFixed(2)} (target ≥ 0.9); ${row.verified ? 'every item and every raw byte verified' : 'NOT VERIFIED'}`);
+    log(
+      `${size / MiB} MiB items: EC ${(row.ecBytesPerSecond / 1e9).toFixed(2)} GB/s, raw ${(row.rawBytesPerSecond / 1e9).toFixed(2)} GB/s: ratio ${row.ratio.toFixed(2)} (target ≥ 0.9); ${row.verified ? 'every item and every raw byte verified' : 'NOT VERIFIED'}`,
+    );
   }
 } finally {
   await closeRanks([p, c]);

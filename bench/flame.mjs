@@ -37,7 +37,25 @@ try {
   throw new Error('perf is not installed: apt-get install -y linux-perf');
 }
 const te = join(dirname(fileURLToPath(import.meta.url)), '..', 'packages', 'cli', 'dist', 'te.js');
-const args = ['--perf-basic-prof', te, 'bench', '--loopback', '--json', '--plugin', values.plugin, '--op', values.op, '--block-size', values['block-size'], '--batch-size', values['batch-size'], '--concurrency', values.concurrency, '--duration', String(seconds + 2)];
+const args = [
+  '--perf-basic-prof',
+  te,
+  'bench',
+  '--loopback',
+  '--json',
+  '--plugin',
+  values.plugin,
+  '--op',
+  values.op,
+  '--block-size',
+  values['block-size'],
+  '--batch-size',
+  values['batch-size'],
+  '--concurrency',
+  values.concurrency,
+  '--duration',
+  String(seconds + 2),
+];
 const bench = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'inherit'] });
 let stdout = '';
 bench.stdout.on('data', (d) => (stdout += d));
@@ -56,11 +74,17 @@ const pids = [String(bench.pid), ...children(bench.pid)];
 const dir = mkdtempSync(join(tmpdir(), 'te-flame-'));
 try {
   const data = join(dir, 'perf.data');
-  execFileSync('perf', ['record', '-F', '499', '-g', '-p', pids.join(','), '-o', data, '--', 'sleep', String(seconds)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  execFileSync('perf', ['record', '-F', '499', '-g', '-p', pids.join(','), '-o', data, '--', 'sleep', String(seconds)], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   const code = await exited;
   if (code !== 0) throw new Error(`te bench exited with ${code}`);
   const result = JSON.parse(stdout.trim().split('\n').pop());
-  const script = execFileSync('perf', ['script', '-i', data, '-F', 'comm,ip,sym,dso'], { encoding: 'utf8', maxBuffer: 1 << 30, stdio: ['ignore', 'pipe', 'ignore'] });
+  const script = execFileSync('perf', ['script', '-i', data, '-F', 'comm,ip,sym,dso'], {
+    encoding: 'utf8',
+    maxBuffer: 1 << 30,
+    stdio: ['ignore', 'pipe', 'ignore'],
+  });
   const folded = foldPerfScript(script);
   const title = `${values.plugin} ${values.op} ${values['block-size']} B, batches of ${values['batch-size']} × ${values.concurrency}: ${(result.bytesPerSecond / 1e9).toFixed(2)} GB/s, ${Math.round(result.requestsPerSecond).toLocaleString('en')} req/s (both processes, perf ${seconds} s)`;
   writeFileSync(values.out, renderFlameGraph(folded, { title }));

@@ -18,7 +18,8 @@ import { closeRanks, freePort, gqaBuffers, headsDigest, layoutOf, median, now, s
 
 const { values: args } = parseCli({
   usage: 'node bench/layerwise.mjs [options]',
-  summary: 'Layerwise KV transfer: one prefill-to-decode request with layerwise transfer off and on, interleaved in one run; TTFT and the transfer tail of each, every byte verified.',
+  summary:
+    'Layerwise KV transfer: one prefill-to-decode request with layerwise transfer off and on, interleaved in one run; TTFT and the transfer tail of each, every byte verified.',
   options: {
     connector: { type: 'string', default: 'mooncake-tcp', help: 'te transport to use' },
     layers: { type: 'string', default: '32', help: 'layers of the simulated model' },
@@ -39,8 +40,25 @@ if (args.rank) {
   const { createTransferEngine, KVStatus } = await import('@te/connector');
   const { createKVManager } = await import('@te/disagg');
   const engine = await createTransferEngine({ connector: spec.connector, bindAddress: '127.0.0.1' });
-  const { mem, item, buffers } = await gqaBuffers(engine, { layers: spec.layers, pages: spec.pages, heads: HEADS, headsTotal: HEADS, headBytes: HEAD_BYTES, pageSize: PAGE, fill: spec.role === 'prefill' ? 7 : 0 });
-  const manager = await createKVManager({ role: spec.role, layout: layoutOf(1, 0), buffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: spec.port, layerwise: true, timeouts: { transferMs: 120_000 } });
+  const { mem, item, buffers } = await gqaBuffers(engine, {
+    layers: spec.layers,
+    pages: spec.pages,
+    heads: HEADS,
+    headsTotal: HEADS,
+    headBytes: HEAD_BYTES,
+    pageSize: PAGE,
+    fill: spec.role === 'prefill' ? 7 : 0,
+  });
+  const manager = await createKVManager({
+    role: spec.role,
+    layout: layoutOf(1, 0),
+    buffers,
+    engine,
+    bootstrapHost: '127.0.0.1',
+    bootstrapPort: spec.port,
+    layerwise: true,
+    timeouts: { transferMs: 120_000 },
+  });
   const delay = monitorEventLoopDelay({ resolution: 1 });
   const receivers = new Map();
   const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -82,7 +100,20 @@ if (args.rank) {
       return { t0, computed, p99DelayMs: delay.percentile(99) / 1e6, stats: manager.layerwiseStats };
     },
     // TE_BENCH_CORRUPT_BYTE (the verifier's own test): the decode flips one received byte first.
-    digest: async (a) => (spec.role === 'decode' && process.env.TE_BENCH_CORRUPT_BYTE ? (mem.buffer[a.pages[0] * item + 1] ^= 0xff) : 0, headsDigest(mem.buffer, { buffers: 2 * spec.layers, item, pages: a.pages, pageSize: PAGE, headBytes: HEAD_BYTES, rowHeads: HEADS, headOffset: 0, heads: HEADS, bufferBytes: item * spec.pages })),
+    digest: async (a) => (
+      spec.role === 'decode' && process.env.TE_BENCH_CORRUPT_BYTE ? (mem.buffer[a.pages[0] * item + 1] ^= 0xff) : 0,
+      headsDigest(mem.buffer, {
+        buffers: 2 * spec.layers,
+        item,
+        pages: a.pages,
+        pageSize: PAGE,
+        headBytes: HEAD_BYTES,
+        rowHeads: HEADS,
+        headOffset: 0,
+        heads: HEADS,
+        bufferBytes: item * spec.pages,
+      })
+    ),
     close: async () => {
       await manager.close();
       await engine.close();
@@ -102,7 +133,9 @@ const script = fileURLToPath(import.meta.url);
 const base = { connector: args.connector, layers, pages: pagesPerRoom + 8, port };
 const [prefill, decode] = await Promise.all([spawnRank(script, { ...base, role: 'prefill' }), spawnRank(script, { ...base, role: 'decode' })]);
 const kvBytes = pagesPerRoom * PAGE * HEADS * HEAD_BYTES * 2 * layers;
-log(`layerwise benchmark over ${args.connector}: ${layers} layers × ${layerMs} ms compute, ${args.tokens} tokens GQA ${HEADS}×128 fp16 = ${(kvBytes / 2 ** 20).toFixed(0)} MiB of KV (two processes, loopback)`);
+log(
+  `layerwise benchmark over ${args.connector}: ${layers} layers × ${layerMs} ms compute, ${args.tokens} tokens GQA ${HEADS}×128 fp16 = ${(kvBytes / 2 ** 20).toFixed(0)} MiB of KV (two processes, loopback)`,
+);
 const results = { off: [], on: [] };
 const delays = [];
 try {
@@ -114,9 +147,13 @@ try {
       const id = String(room++);
       const dst = src.map((p) => (p + 8 * (room % 2)) % (pagesPerRoom + 8));
       await decode.call('receive', { room: id, pages: dst });
-      const [f, w] = await Promise.all([prefill.call('forward', { room: id, pages: src, layerMs, layerwise: mode === 'on' }), decode.call('wait', { room: id })]);
+      const [f, w] = await Promise.all([
+        prefill.call('forward', { room: id, pages: src, layerMs, layerwise: mode === 'on' }),
+        decode.call('wait', { room: id }),
+      ]);
       if ((await decode.call('digest', { pages: dst })) !== want) throw new Error(`run ${id} (layerwise ${mode}): the decode's KV differs from the prefill's`);
-      if (mode === 'on' && f.stats.fallbacks && Object.keys(f.stats.fallbacks).length) throw new Error(`layerwise fell back: ${JSON.stringify(f.stats.fallbacks)}`);
+      if (mode === 'on' && f.stats.fallbacks && Object.keys(f.stats.fallbacks).length)
+        throw new Error(`layerwise fell back: ${JSON.stringify(f.stats.fallbacks)}`);
       if (k === 0) continue; // warm-up
       results[mode].push({ ttft: w.t - f.t0, tail: w.t - f.computed, compute: f.computed - f.t0 });
       delays.push(f.p99DelayMs);
@@ -141,9 +178,13 @@ const out = {
 };
 out.tailHiddenFraction = Math.max(0, Math.min(1, 1 - out.tailOnMs / out.tailOffMs));
 const f = (x) => x.toFixed(1);
-log(`compute ${f(out.computeMs)} ms; KV transfer tail without layerwise ${f(out.tailOffMs)} ms (${f((100 * out.tailOffMs) / out.computeMs)}% of compute), one layer ≈ ${f(out.layerTransferMs)} ms`);
+log(
+  `compute ${f(out.computeMs)} ms; KV transfer tail without layerwise ${f(out.tailOffMs)} ms (${f((100 * out.tailOffMs) / out.computeMs)}% of compute), one layer ≈ ${f(out.layerTransferMs)} ms`,
+);
 log(`TTFT   off ${f(out.ttftOffMs)} ms   on ${f(out.ttftOnMs)} ms   (${f((100 * (out.ttftOffMs - out.ttftOnMs)) / out.ttftOffMs)}% lower)`);
-log(`tail   off ${f(out.tailOffMs)} ms   on ${f(out.tailOnMs)} ms = ${f(out.tailOnMs / out.layerTransferMs)}× one layer's transfer (target ≤ 1.5×); ${f(100 * out.tailHiddenFraction)}% of the tail hidden`);
+log(
+  `tail   off ${f(out.tailOffMs)} ms   on ${f(out.tailOnMs)} ms = ${f(out.tailOnMs / out.layerTransferMs)}× one layer's transfer (target ≤ 1.5×); ${f(100 * out.tailHiddenFraction)}% of the tail hidden`,
+);
 log(`prefill event loop p99 delay during the runs: ${f(out.eventLoopP99Ms)} ms; every run verified (sha256 of the decode's pages = the prefill's)`);
 if (args.json) console.log(JSON.stringify(out));
 process.exit(0);

@@ -33,9 +33,15 @@ const TE = join(root, 'packages', 'cli', 'bin', 'te.js');
 
 const { values } = parseCli({
   usage: 'node bench/mooncake-interop.mjs [options]',
-  summary: 'te beside the real Mooncake Transfer Engine (transfer_engine_bench, TCP): Mooncake into Mooncake (the baseline), Mooncake into a te target, te into the Mooncake target; 1 MiB and 64 KiB, batch 128.',
+  summary:
+    'te beside the real Mooncake Transfer Engine (transfer_engine_bench, TCP): Mooncake into Mooncake (the baseline), Mooncake into a te target, te into the Mooncake target; 1 MiB and 64 KiB, batch 128.',
   notes: 'The Mooncake binary is looked up in $TE_MOONCAKE_TE_DIR (default ../shared/mooncake-te).',
-   options: { seconds: { type: 'string', default: '3', help: 'seconds per timed run (1 to 60)' }, rounds: { type: 'string', default: '3', help: 'rounds alternating the targets (1 to 20; medians reported)' }, json: { type: 'boolean', default: false, help: 'print the rows as JSON' } } });
+  options: {
+    seconds: { type: 'string', default: '3', help: 'seconds per timed run (1 to 60)' },
+    rounds: { type: 'string', default: '3', help: 'rounds alternating the targets (1 to 20; medians reported)' },
+    json: { type: 'boolean', default: false, help: 'print the rows as JSON' },
+  },
+});
 quick(values, { seconds: '1', rounds: '1' });
 const SECONDS = Number(values.seconds);
 const ROUNDS = Number(values.rounds);
@@ -61,7 +67,20 @@ const REGION = Math.max(...CASES) * BATCH;
 const env = { ...process.env, GLOG_logtostderr: '1' };
 
 function startMooncakeTarget() {
-  const p = spawn(BIN, ['--mode=target', '--protocol=tcp', '--metadata_server=P2PHANDSHAKE', '--local_server_name=127.0.0.1', `--buffer_size=${REGION}`, '--threads=1', `--batch_size=${BATCH}`, `--block_size=${Math.max(...CASES)}`], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const p = spawn(
+    BIN,
+    [
+      '--mode=target',
+      '--protocol=tcp',
+      '--metadata_server=P2PHANDSHAKE',
+      '--local_server_name=127.0.0.1',
+      `--buffer_size=${REGION}`,
+      '--threads=1',
+      `--batch_size=${BATCH}`,
+      `--block_size=${Math.max(...CASES)}`,
+    ],
+    { env, stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let log = '';
   return new Promise((res, rej) => {
     const on = (c) => {
@@ -76,7 +95,9 @@ function startMooncakeTarget() {
 }
 
 function startTeTarget() {
-  const p = spawn(process.execPath, [TE, 'bench', '--mode', 'target', '--wire', 'mooncake', '--bytes', String(REGION), '--exit-with-parent'], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const p = spawn(process.execPath, [TE, 'bench', '--mode', 'target', '--wire', 'mooncake', '--bytes', String(REGION), '--exit-with-parent'], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
   return new Promise((res, rej) => {
     createInterface({ input: p.stdout }).on('line', (line) => {
       try {
@@ -91,7 +112,20 @@ function startTeTarget() {
 }
 
 function runMooncakeInitiator(segment, block, modeEnv) {
-  const args = ['--mode=initiator', '--protocol=tcp', '--metadata_server=P2PHANDSHAKE', '--local_server_name=127.0.0.1', `--segment_id=${segment}`, '--operation=write', `--block_size=${block}`, `--batch_size=${BATCH}`, '--threads=1', `--duration=${SECONDS}`, `--buffer_size=${block * BATCH}`, '--report_precision=4'];
+  const args = [
+    '--mode=initiator',
+    '--protocol=tcp',
+    '--metadata_server=P2PHANDSHAKE',
+    '--local_server_name=127.0.0.1',
+    `--segment_id=${segment}`,
+    '--operation=write',
+    `--block_size=${block}`,
+    `--batch_size=${BATCH}`,
+    '--threads=1',
+    `--duration=${SECONDS}`,
+    `--buffer_size=${block * BATCH}`,
+    '--report_precision=4',
+  ];
   const r = spawnSync(BIN, args, { env: { ...env, ...modeEnv }, encoding: 'utf8', timeout: (SECONDS + 60) * 1000 });
   const m = /throughput ([\d.]+) GB\/s/.exec(r.stderr + r.stdout);
   if (r.status !== 0 || !m) throw new Error(`Mooncake initiator into ${segment} failed (exit ${r.status}):\n${(r.stderr + r.stdout).slice(-2000)}`);
@@ -100,7 +134,30 @@ function runMooncakeInitiator(segment, block, modeEnv) {
 
 function runTeInitiator(segment, block, modeEnv) {
   const pool = modeEnv.MC_TCP_ENABLE_CONNECTION_POOL === '1';
-  const r = spawnSync(process.execPath, [TE, 'bench', '--wire', 'mooncake', '--target', segment, '--block-size', String(block), '--batch-size', String(BATCH), '--concurrency', '1', '--duration', String(SECONDS), '--verify', '--json', '--option', `connectionPool=${pool}`], { encoding: 'utf8', timeout: (SECONDS + 60) * 1000 });
+  const r = spawnSync(
+    process.execPath,
+    [
+      TE,
+      'bench',
+      '--wire',
+      'mooncake',
+      '--target',
+      segment,
+      '--block-size',
+      String(block),
+      '--batch-size',
+      String(BATCH),
+      '--concurrency',
+      '1',
+      '--duration',
+      String(SECONDS),
+      '--verify',
+      '--json',
+      '--option',
+      `connectionPool=${pool}`,
+    ],
+    { encoding: 'utf8', timeout: (SECONDS + 60) * 1000 },
+  );
   if (r.status !== 0) throw new Error(`te bench --wire mooncake failed (exit ${r.status}):\n${r.stderr}`);
   const res = JSON.parse(r.stdout.trim().split('\n').pop());
   if (!res.verified) throw new Error('te bench did not verify');
@@ -124,7 +181,16 @@ try {
         await checkTargetHolds(te.control, new Uint8Array(block * BATCH), `after a Mooncake initiator's run (${block} B, ${mode.name})`);
         figures.teIntoMc.push(runTeInitiator(mc.segment, block, mode.env));
       }
-      const row = { block, batch: BATCH, mode: mode.name, mooncakeIntoMooncake: median(figures.mcIntoMc), mooncakeIntoTe: median(figures.mcIntoTe), teIntoMooncake: median(figures.teIntoMc), rounds: ROUNDS, seconds: SECONDS };
+      const row = {
+        block,
+        batch: BATCH,
+        mode: mode.name,
+        mooncakeIntoMooncake: median(figures.mcIntoMc),
+        mooncakeIntoTe: median(figures.mcIntoTe),
+        teIntoMooncake: median(figures.teIntoMc),
+        rounds: ROUNDS,
+        seconds: SECONDS,
+      };
       rows.push(row);
       if (!values.json) {
         const kib = block >= 1 << 20 ? `${block >> 20} MiB` : `${block >> 10} KiB`;

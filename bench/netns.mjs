@@ -23,7 +23,12 @@ import { QUICK } from './lib/quick.mjs';
 const { values } = parseCli({
   usage: 'node bench/netns.mjs [options]',
   summary: 'mooncake-tcp between two network namespaces joined by veths through a bridge, beside iperf3 over the same link in the same run. Needs root.',
-   options: { duration: { type: 'string', default: '3', help: 'seconds per timed case' }, mtu: { type: 'string', default: '1500', help: 'MTU of the veth link' }, json: { type: 'string', help: 'write the results as JSON to this file' } } });
+  options: {
+    duration: { type: 'string', default: '3', help: 'seconds per timed case' },
+    mtu: { type: 'string', default: '1500', help: 'MTU of the veth link' },
+    json: { type: 'string', help: 'write the results as JSON to this file' },
+  },
+});
 const duration = QUICK ? 1 : Number(values.duration);
 const te = join(dirname(fileURLToPath(import.meta.url)), '..', 'packages', 'cli', 'dist', 'te.js');
 const KiB = 1024;
@@ -48,7 +53,8 @@ try {
   process.exit(1);
 }
 
-const inNs = (ns, cmd, args, timeoutMs) => execFileSync('ip', ['netns', 'exec', ns, cmd, ...args], { encoding: 'utf8', timeout: timeoutMs, stdio: ['ignore', 'pipe', 'inherit'] });
+const inNs = (ns, cmd, args, timeoutMs) =>
+  execFileSync('ip', ['netns', 'exec', ns, cmd, ...args], { encoding: 'utf8', timeout: timeoutMs, stdio: ['ignore', 'pipe', 'inherit'] });
 
 /** Resolves with the first stdout line of a process matching `test`, or rejects at the deadline. */
 function waitLine(child, test, what, timeoutMs = 20_000) {
@@ -59,7 +65,7 @@ function waitLine(child, test, what, timeoutMs = 20_000) {
       buf += d;
       for (const line of buf.split('\n')) {
         const got = test(line);
-        if (got) return clearTimeout(t), resolve(got);
+        if (got) return (clearTimeout(t), resolve(got));
       }
     });
     child.once('exit', (code) => (clearTimeout(t), reject(new Error(`${what} exited (${code})`))));
@@ -67,10 +73,17 @@ function waitLine(child, test, what, timeoutMs = 20_000) {
 }
 
 async function iperf3(c) {
-  const server = spawn('ip', ['netns', 'exec', c.host('target').ns, 'iperf3', '-s', '-1', '--forceflush', '-B', c.host('target').address, '-p', '5201'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const server = spawn('ip', ['netns', 'exec', c.host('target').ns, 'iperf3', '-s', '-1', '--forceflush', '-B', c.host('target').address, '-p', '5201'], {
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   try {
     await waitLine(server, (l) => /listening/i.test(l), 'iperf3 server');
-    const out = inNs(c.host('initiator').ns, 'iperf3', ['-c', c.host('target').address, '-p', '5201', '-t', String(duration), '-P', '1', '-J'], (duration + 20) * 1000);
+    const out = inNs(
+      c.host('initiator').ns,
+      'iperf3',
+      ['-c', c.host('target').address, '-p', '5201', '-t', String(duration), '-P', '1', '-J'],
+      (duration + 20) * 1000,
+    );
     return JSON.parse(out).end.sum_received.bits_per_second / 8;
   } finally {
     server.kill('SIGKILL');
@@ -79,10 +92,50 @@ async function iperf3(c) {
 
 async function teCase(c, k) {
   const bytes = k.size * k.batch * k.concurrency;
-  const target = spawn('ip', ['netns', 'exec', c.host('target').ns, process.execPath, te, 'bench', '--mode', 'target', '--plugin', 'mooncake-tcp', '--bind', c.host('target').address, '--bytes', String(bytes)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const target = spawn(
+    'ip',
+    [
+      'netns',
+      'exec',
+      c.host('target').ns,
+      process.execPath,
+      te,
+      'bench',
+      '--mode',
+      'target',
+      '--plugin',
+      'mooncake-tcp',
+      '--bind',
+      c.host('target').address,
+      '--bytes',
+      String(bytes),
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
   try {
     const segment = await waitLine(target, (l) => (l.startsWith('{') ? JSON.parse(l).ready : undefined), 'te bench target');
-    const args = [te, 'bench', '--target', segment, '--bind', c.host('initiator').address, '--plugin', 'mooncake-tcp', '--op', 'write', '--block-size', String(k.size), '--batch-size', String(k.batch), '--concurrency', String(k.concurrency), '--duration', String(duration), '--verify', '--json'];
+    const args = [
+      te,
+      'bench',
+      '--target',
+      segment,
+      '--bind',
+      c.host('initiator').address,
+      '--plugin',
+      'mooncake-tcp',
+      '--op',
+      'write',
+      '--block-size',
+      String(k.size),
+      '--batch-size',
+      String(k.batch),
+      '--concurrency',
+      String(k.concurrency),
+      '--duration',
+      String(duration),
+      '--verify',
+      '--json',
+    ];
     const out = inNs(c.host('initiator').ns, process.execPath, args, (duration + 60) * 1000);
     return JSON.parse(out.trim().split('\n').pop());
   } finally {
@@ -106,13 +159,43 @@ try {
   const crossed = cluster.counters('target').rx - rxBefore;
   console.log(`\nhosts: network namespaces ${cluster.host('initiator').address} → ${cluster.host('target').address}, veth + bridge, MTU ${values.mtu}`);
   console.log(`iperf3 single stream across the link: ${gb(before)} GB/s before, ${gb(after)} GB/s after (using ${gb(iperf)})`);
-  console.log(`te: mooncake-tcp, ${duration} s per case, every case verified by sha256; the target host's link received ${(crossed / 1e9).toFixed(2)} GB in all\n`);
+  console.log(
+    `te: mooncake-tcp, ${duration} s per case, every case verified by sha256; the target host's link received ${(crossed / 1e9).toFixed(2)} GB in all\n`,
+  );
   const rows = [['case', 'batch × conc', 'GB/s', 'req/s', 'p50 µs', 'p99 µs', '× iperf3', 'verified']];
-  for (const { case: k, r } of results) rows.push([`${k.size >= MiB ? `${k.size / MiB} MiB` : `${k.size / KiB} KiB`} write`, `${k.batch} × ${k.concurrency}`, gb(r.bytesPerSecond), Math.round(r.requestsPerSecond).toLocaleString('en'), r.p50Us.toFixed(0), r.p99Us.toFixed(0), (r.bytesPerSecond / iperf).toFixed(2), r.verified ? 'yes' : 'NO']);
+  for (const { case: k, r } of results)
+    rows.push([
+      `${k.size >= MiB ? `${k.size / MiB} MiB` : `${k.size / KiB} KiB`} write`,
+      `${k.batch} × ${k.concurrency}`,
+      gb(r.bytesPerSecond),
+      Math.round(r.requestsPerSecond).toLocaleString('en'),
+      r.p50Us.toFixed(0),
+      r.p99Us.toFixed(0),
+      (r.bytesPerSecond / iperf).toFixed(2),
+      r.verified ? 'yes' : 'NO',
+    ]);
   const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => String(row[i]).length)));
-  for (const row of rows) console.log(row.map((cell, i) => String(cell).padEnd(widths[i])).join('  ').trimEnd());
+  for (const row of rows)
+    console.log(
+      row
+        .map((cell, i) => String(cell).padEnd(widths[i]))
+        .join('  ')
+        .trimEnd(),
+    );
   if (QUICK) console.log('\n(smoke run: figures not meaningful)');
-  if (values.json) writeFileSync(values.json, JSON.stringify({ mtu: Number(values.mtu), iperf3: { before, after }, results: results.map(({ case: k, r }) => ({ ...k, ...r, ratioToIperf3: r.bytesPerSecond / iperf })) }, null, 2));
+  if (values.json)
+    writeFileSync(
+      values.json,
+      JSON.stringify(
+        {
+          mtu: Number(values.mtu),
+          iperf3: { before, after },
+          results: results.map(({ case: k, r }) => ({ ...k, ...r, ratioToIperf3: r.bytesPerSecond / iperf })),
+        },
+        null,
+        2,
+      ),
+    );
   process.exitCode = results.every(({ r }) => r.verified) ? 0 : 1;
 } finally {
   await cluster.close();

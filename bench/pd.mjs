@@ -31,7 +31,8 @@ import { closeRanks, freePort, gqaBuffers, layoutOf, median, now, percentile, se
 
 const { values: args } = parseCli({
   usage: 'node bench/pd.mjs [options]',
-  summary: 'PD KV transfer on loopback: prefill and decode ranks in their own processes (TP 2->2, 2->4 NHD/HND, 4->2, with and without KV checksums) beside the raw transport writing the same bytes in the same run, every byte verified.',
+  summary:
+    'PD KV transfer on loopback: prefill and decode ranks in their own processes (TP 2->2, 2->4 NHD/HND, 4->2, with and without KV checksums) beside the raw transport writing the same bytes in the same run, every byte verified.',
   options: {
     connector: { type: 'string', default: 'mooncake-tcp', help: 'te transport to use' },
     tokens: { type: 'string', default: '8192', help: 'tokens per request' },
@@ -40,7 +41,10 @@ const { values: args } = parseCli({
     requests: { type: 'string', default: '200', help: 'requests of the planning-overhead case' },
     json: { type: 'boolean', default: false, help: 'print the result as JSON (the last line of output)' },
     corrupt: { type: 'boolean', default: false, help: "test hook: flip one byte of a decode rank's pages after the first timed room (the run must fail)" },
-    only: { type: 'string', help: 'run only these cases, comma-separated: tp2, tp2-checksums, nhd, nhd-checksums, hnd, nhd-token, reverse, reverse-token, overhead; checksums = tp2-checksums and nhd-checksums' },
+    only: {
+      type: 'string',
+      help: 'run only these cases, comma-separated: tp2, tp2-checksums, nhd, nhd-checksums, hnd, nhd-token, reverse, reverse-token, overhead; checksums = tp2-checksums and nhd-checksums',
+    },
     rank: { type: 'string', hidden: true, help: "internal: a forked child's role" },
   },
 });
@@ -78,13 +82,36 @@ if (args.rank) {
   const { createKVManager, shardOfRank } = await import('@te/disagg');
   const engine = await createTransferEngine({ connector: spec.connector, bindAddress: '127.0.0.1' });
   const heads = shardOfRank(HEADS, spec.tp, spec.rank).count;
-  const { mem, item, bytes: kvBytes, buffers } = await gqaBuffers(engine, { layers: spec.layers, pages: spec.pages, heads, headsTotal: HEADS, headBytes: HEAD_BYTES, pageSize: PAGE, fill: spec.role === 'prefill' ? spec.rank + 1 : 0 });
+  const {
+    mem,
+    item,
+    bytes: kvBytes,
+    buffers,
+  } = await gqaBuffers(engine, {
+    layers: spec.layers,
+    pages: spec.pages,
+    heads,
+    headsTotal: HEADS,
+    headBytes: HEAD_BYTES,
+    pageSize: PAGE,
+    fill: spec.role === 'prefill' ? spec.rank + 1 : 0,
+  });
   buffers.pageLayout = spec.pageLayout;
   const view = mem.buffer;
   const nBuf = 2 * spec.layers;
   const bufferBytes = item * spec.pages;
   const layout = layoutOf(spec.tp, spec.rank);
-  const manager = await createKVManager({ role: spec.role, layout, buffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: spec.port, timeouts: { transferMs: 120_000 }, staging: { enabled: spec.staging }, checksums: spec.checksums });
+  const manager = await createKVManager({
+    role: spec.role,
+    layout,
+    buffers,
+    engine,
+    bootstrapHost: '127.0.0.1',
+    bootstrapPort: spec.port,
+    timeouts: { transferMs: 120_000 },
+    staging: { enabled: spec.staging },
+    checksums: spec.checksums,
+  });
   const receivers = new Map();
   const ops = {
     info: async () => ({ segment: engine.segmentName, addr: mem.addr.toString(), bytes: kvBytes, item, heads }),
@@ -111,7 +138,17 @@ if (args.rank) {
       receivers.delete(a.room);
       return { t };
     },
-    digest: async (a) => sliceDigest(view, { buffers: nBuf, item, bufferBytes, pages: a.pages, rowHeads: heads, headOffset: a.headOffset, heads: a.heads, pageLayout: spec.pageLayout }),
+    digest: async (a) =>
+      sliceDigest(view, {
+        buffers: nBuf,
+        item,
+        bufferBytes,
+        pages: a.pages,
+        rowHeads: heads,
+        headOffset: a.headOffset,
+        heads: a.heads,
+        pageLayout: spec.pageLayout,
+      }),
     send: async (a) => {
       const s = manager.createSender({ host: '127.0.0.1', port: spec.port, room: BigInt(a.room) });
       s.init(a.pages.length, 0);
@@ -127,7 +164,13 @@ if (args.rank) {
       await Promise.all(
         a.targets.map((x) => {
           const reqs = [];
-          for (let off = 0; off < x.bytes; off += chunk) reqs.push({ op: 'write', local: mem.addr + BigInt(off % kvBytes), remote: BigInt(x.addr) + BigInt(x.offset + off), length: Math.min(chunk, x.bytes - off) });
+          for (let off = 0; off < x.bytes; off += chunk)
+            reqs.push({
+              op: 'write',
+              local: mem.addr + BigInt(off % kvBytes),
+              remote: BigInt(x.addr) + BigInt(x.offset + off),
+              length: Math.min(chunk, x.bytes - off),
+            });
           return engine.transfer(x.segment, batchOf(reqs), { timeoutMs: 120_000 });
         }),
       );
@@ -228,8 +271,14 @@ async function openLayout(ptp, dtp, { pageLayout = 'NHD', staging = true, checks
     await Promise.all(
       slices.flatMap((list, di) =>
         list.map(async (s) => {
-          const [want, got] = await Promise.all([prefill[s.prefill].call('digest', { pages: src, headOffset: s.srcOffset, heads: s.count }), decode[di].call('digest', { pages: dst, headOffset: s.dstOffset, heads: s.count })]);
-          if (want !== got) throw new Error(`TP ${ptp}→${dtp} ${pageLayout}${staging ? '' : ' (per token)'} room ${room}: decode rank ${di} heads [${s.dstOffset}, ${s.dstOffset + s.count}) do not hold what prefill rank ${s.prefill} sent`);
+          const [want, got] = await Promise.all([
+            prefill[s.prefill].call('digest', { pages: src, headOffset: s.srcOffset, heads: s.count }),
+            decode[di].call('digest', { pages: dst, headOffset: s.dstOffset, heads: s.count }),
+          ]);
+          if (want !== got)
+            throw new Error(
+              `TP ${ptp}→${dtp} ${pageLayout}${staging ? '' : ' (per token)'} room ${room}: decode rank ${di} heads [${s.dstOffset}, ${s.dstOffset + s.count}) do not hold what prefill rank ${s.prefill} sent`,
+            );
         }),
       ),
     );
@@ -355,7 +404,11 @@ async function planning() {
   const pages = T / PAGE;
   const srcHeads = 4;
   const dstHeads = 2;
-  const table = (n, heads) => ({ addrs: Float64Array.from({ length: n }, (_, i) => 0x7f00_0000_0000 + i * 2 ** 32), lengths: new Float64Array(n).fill(pages * 2 * PAGE * heads * HEAD_BYTES), itemLens: new Float64Array(n).fill(PAGE * heads * HEAD_BYTES) });
+  const table = (n, heads) => ({
+    addrs: Float64Array.from({ length: n }, (_, i) => 0x7f00_0000_0000 + i * 2 ** 32),
+    lengths: new Float64Array(n).fill(pages * 2 * PAGE * heads * HEAD_BYTES),
+    itemLens: new Float64Array(n).fill(PAGE * heads * HEAD_BYTES),
+  });
   const pairs = Int32Array.from({ length: 4 * L }, (_, i) => Math.floor(i / 2));
   const srcItems = Uint32Array.from({ length: pages }, (_, i) => i);
   const dstItems = Uint32Array.from(shuffledRuns(pages, 3));
@@ -368,7 +421,11 @@ async function planning() {
   // collection that follows would land in whichever timing came next.
   for (let i = 0; i < 7; i++) {
     const t = performance.now();
-    const copy = planSliceCopy({ tokens: PAGE, heads: srcHeads, headBytes: HEAD_BYTES, layout: 'NHD' }, { tokens: PAGE, heads: dstHeads, headBytes: HEAD_BYTES, layout: 'NHD' }, { srcOffset: 2, dstOffset: 0, count: 2 });
+    const copy = planSliceCopy(
+      { tokens: PAGE, heads: srcHeads, headBytes: HEAD_BYTES, layout: 'NHD' },
+      { tokens: PAGE, heads: dstHeads, headBytes: HEAD_BYTES, layout: 'NHD' },
+      { srcOffset: 2, dstOffset: 0, count: 2 },
+    );
     const set = { src: table(2 * L, srcHeads), dst: table(2 * L, dstHeads), pairs, srcPages: srcItems, firstPage: 0, dstPages: dstItems, perDst: 1, copy };
     const total = pieceCount(set);
     const chunk = Math.floor((8 << 20) / copy.bytes); // the default staging chunk
@@ -386,7 +443,14 @@ async function planning() {
   }
   for (let i = 0; i < 3; i++) {
     const t = performance.now();
-    sliced = planCopy({ src: table(2 * L, srcHeads), dst: table(2 * L, dstHeads), bufferPairs: pairs, srcItems, dstItems, slice: { rows: PAGE, srcUnits: srcHeads, dstUnits: dstHeads, srcOffset: 2, dstOffset: 0, count: 2 } });
+    sliced = planCopy({
+      src: table(2 * L, srcHeads),
+      dst: table(2 * L, dstHeads),
+      bufferPairs: pairs,
+      srcItems,
+      dstItems,
+      slice: { rows: PAGE, srcUnits: srcHeads, dstUnits: dstHeads, srcOffset: 2, dstOffset: 0, count: 2 },
+    });
     perToken.push(performance.now() - t);
   }
   const whole = planCopy({ src: table(2 * L, srcHeads), dst: table(2 * L, srcHeads), bufferPairs: pairs, srcItems, dstItems });
@@ -404,11 +468,18 @@ async function planning() {
 
 const gb = (x) => (x / 1e9).toFixed(2);
 const ratio = (r) => (r.pd / r.raw).toFixed(2);
-const copies = (r) => [r.gatherGBps && `gather ${r.gatherGBps.toFixed(1)} GB/s`, r.scatterGBps && `scatter ${r.scatterGBps.toFixed(1)} GB/s`].filter(Boolean).join(', ');
-log(`PD benchmark over ${args.connector}: ${layers} layers, ${tokens} tokens, page ${PAGE}, GQA ${HEADS} KV heads × 128 dim fp16, destination pages shuffled in runs of ${RUN} (loopback, every rank its own process)`);
+const copies = (r) =>
+  [r.gatherGBps && `gather ${r.gatherGBps.toFixed(1)} GB/s`, r.scatterGBps && `scatter ${r.scatterGBps.toFixed(1)} GB/s`].filter(Boolean).join(', ');
+log(
+  `PD benchmark over ${args.connector}: ${layers} layers, ${tokens} tokens, page ${PAGE}, GQA ${HEADS} KV heads × 128 dim fp16, destination pages shuffled in runs of ${RUN} (loopback, every rank its own process)`,
+);
 const plan = await planning();
-log(`planning, heterogeneous TP 2→4, 32k tokens × 64 layers: per page (staging) ${plan.planningMs.toFixed(1)} ms for ${plan.heteroGatherCopies.toLocaleString()} gather copies and ${plan.heteroDescriptorsStaged.toLocaleString()} descriptors (target ≤ 10 ms); per token ${plan.perTokenMs.toFixed(1)} ms for ${plan.heteroDescriptorsPerToken.toLocaleString()} descriptors`);
-log(`page-run merging, equal TP, 32k tokens × 64 layers (pages in runs of ${RUN}): ${plan.descriptorsBefore.toLocaleString()} descriptors → ${plan.descriptorsAfter.toLocaleString()}`);
+log(
+  `planning, heterogeneous TP 2→4, 32k tokens × 64 layers: per page (staging) ${plan.planningMs.toFixed(1)} ms for ${plan.heteroGatherCopies.toLocaleString()} gather copies and ${plan.heteroDescriptorsStaged.toLocaleString()} descriptors (target ≤ 10 ms); per token ${plan.perTokenMs.toFixed(1)} ms for ${plan.heteroDescriptorsPerToken.toLocaleString()} descriptors`,
+);
+log(
+  `page-run merging, equal TP, 32k tokens × 64 layers (pages in runs of ${RUN}): ${plan.descriptorsBefore.toLocaleString()} descriptors → ${plan.descriptorsAfter.toLocaleString()}`,
+);
 
 const failures = [];
 async function caseOf(label, fn) {
@@ -420,43 +491,86 @@ async function caseOf(label, fn) {
     return undefined;
   }
 }
-const line = (label, r, target) => r && log(`${label}: PD ${gb(r.pd)} GB/s, raw ${args.connector} ${gb(r.raw)} GB/s for the same ${(r.bytes / 2 ** 20).toFixed(0)} MiB: ratio ${ratio(r)}${target ? ` (target ≥ ${target})` : ''}${copies(r) ? `; ${copies(r)}` : ''}`);
+const line = (label, r, target) =>
+  r &&
+  log(
+    `${label}: PD ${gb(r.pd)} GB/s, raw ${args.connector} ${gb(r.raw)} GB/s for the same ${(r.bytes / 2 ** 20).toFixed(0)} MiB: ratio ${ratio(r)}${target ? ` (target ≥ ${target})` : ''}${copies(r) ? `; ${copies(r)}` : ''}`,
+  );
 
 // With --corrupt only the staged TP 2→4 case runs: the test needs to see its verifier fail, not the rest.
 const skip = async () => undefined;
 // A smoke run (TE_BENCH_QUICK) takes one case per route: the per-token and checksum variants
 // are the same runs with a switch, covered by the runtime's own tests.
-const only = args.corrupt ? new Set(['nhd']) : args.only ? new Set(args.only.split(',').flatMap((id) => (id === 'checksums' ? ['tp2-checksums', 'nhd-checksums'] : [id]))) : QUICK ? new Set(['tp2', 'nhd', 'hnd', 'reverse', 'overhead']) : undefined;
+const only = args.corrupt
+  ? new Set(['nhd'])
+  : args.only
+    ? new Set(args.only.split(',').flatMap((id) => (id === 'checksums' ? ['tp2-checksums', 'nhd-checksums'] : [id])))
+    : QUICK
+      ? new Set(['tp2', 'nhd', 'hnd', 'reverse', 'overhead'])
+      : undefined;
 const want = (id, fn) => (only && !only.has(id) ? skip : fn);
-const eq = await caseOf('TP 2→2', want('tp2', () => layoutRun(2, 2)));
+const eq = await caseOf(
+  'TP 2→2',
+  want('tp2', () => layoutRun(2, 2)),
+);
 line('TP 2→2', eq, '0.9');
 // KV checksums' cost: each case twice at once, checksums off and on, rooms alternating.
 const sumsLine = (label, r) => {
   if (!r) return;
   line(`${label}, checksums off`, r.off);
   line(`${label}, with KV checksums (CRC32C per page slice and layer, checked by the decode)`, r.on);
-  log(`KV checksums, ${label}: PD with / without = ${r.ratio.toFixed(2)} (median of ${r.ratios.length} alternating room pairs: ${r.ratios.map((x) => x.toFixed(2)).join(', ')}; target ≥ 0.85)`);
+  log(
+    `KV checksums, ${label}: PD with / without = ${r.ratio.toFixed(2)} (median of ${r.ratios.length} alternating room pairs: ${r.ratios.map((x) => x.toFixed(2)).join(', ')}; target ≥ 0.85)`,
+  );
   // CPU time is what a loaded machine distorts least: on two cores the transfer is CPU-bound, so this is the cost an idle machine would see.
-  log(`KV checksums, ${label}: CPU of every rank per room (median) ${r.off.cpuMs.toFixed(0)} ms without, ${r.on.cpuMs.toFixed(0)} ms with: without / with = ${(r.off.cpuMs / r.on.cpuMs).toFixed(2)}`);
+  log(
+    `KV checksums, ${label}: CPU of every rank per room (median) ${r.off.cpuMs.toFixed(0)} ms without, ${r.on.cpuMs.toFixed(0)} ms with: without / with = ${(r.off.cpuMs / r.on.cpuMs).toFixed(2)}`,
+  );
 };
-const sums = await caseOf('TP 2→2 checksums', want('tp2-checksums', () => checksumRun(2, 2)));
+const sums = await caseOf(
+  'TP 2→2 checksums',
+  want('tp2-checksums', () => checksumRun(2, 2)),
+);
 sumsLine('TP 2→2', sums);
-const het = await caseOf('TP 2→4 NHD', want('nhd', () => layoutRun(2, 4)));
+const het = await caseOf(
+  'TP 2→4 NHD',
+  want('nhd', () => layoutRun(2, 4)),
+);
 line('TP 2→4, NHD, head slices gathered in prefill staging', het, '0.8');
-const hetSums = await caseOf('TP 2→4 NHD checksums', want('nhd-checksums', () => checksumRun(2, 4)));
+const hetSums = await caseOf(
+  'TP 2→4 NHD checksums',
+  want('nhd-checksums', () => checksumRun(2, 4)),
+);
 sumsLine('TP 2→4, NHD, staged', hetSums);
-const hnd = await caseOf('TP 2→4 HND', want('hnd', () => layoutRun(2, 4, { pageLayout: 'HND' })));
+const hnd = await caseOf(
+  'TP 2→4 HND',
+  want('hnd', () => layoutRun(2, 4, { pageLayout: 'HND' })),
+);
 line('TP 2→4, HND, one range per page per layer', hnd, '0.9');
-const perTok = await caseOf('TP 2→4 per token', want('nhd-token', () => layoutRun(2, 4, { staging: false, rooms: 1 })));
+const perTok = await caseOf(
+  'TP 2→4 per token',
+  want('nhd-token', () => layoutRun(2, 4, { staging: false, rooms: 1 })),
+);
 line('TP 2→4, NHD, per-token path (staging off)', perTok);
-const rev = await caseOf('TP 4→2 NHD', want('reverse', () => layoutRun(4, 2)));
+const rev = await caseOf(
+  'TP 4→2 NHD',
+  want('reverse', () => layoutRun(4, 2)),
+);
 line('TP 4→2, NHD, staged on the decode ring and scattered there', rev, '0.8');
-const revTok = await caseOf('TP 4→2 per token', want('reverse-token', () => layoutRun(4, 2, { staging: false, rooms: 1 })));
+const revTok = await caseOf(
+  'TP 4→2 per token',
+  want('reverse-token', () => layoutRun(4, 2, { staging: false, rooms: 1 })),
+);
 line('TP 4→2, NHD, per-token path (staging off)', revTok);
 const oh = await caseOf('overhead', want('overhead', overhead));
-if (oh) log(`1-page request (${(oh.onePageBytes / 1024).toFixed(0)} KiB), send() → decode Success over ${args.requests} requests: p50 ${oh.p50Us.toFixed(0)} µs, p99 ${oh.p99Us.toFixed(0)} µs`);
+if (oh)
+  log(
+    `1-page request (${(oh.onePageBytes / 1024).toFixed(0)} KiB), send() → decode Success over ${args.requests} requests: p50 ${oh.p50Us.toFixed(0)} µs, p99 ${oh.p99Us.toFixed(0)} µs`,
+  );
 
-const ran = [eq, sums?.on, het, hetSums?.on, hnd, perTok, rev, revTok].filter((_, i) => !only || only.has(['tp2', 'tp2-checksums', 'nhd', 'nhd-checksums', 'hnd', 'nhd-token', 'reverse', 'reverse-token'][i]));
+const ran = [eq, sums?.on, het, hetSums?.on, hnd, perTok, rev, revTok].filter(
+  (_, i) => !only || only.has(['tp2', 'tp2-checksums', 'nhd', 'nhd-checksums', 'hnd', 'nhd-token', 'reverse', 'reverse-token'][i]),
+);
 const staging = [het, hetSums?.off, hetSums?.on, rev];
 if (staging.some((r) => r && (r.staged === 0 || r.fallbacks > 0))) failures.push('a staging case did not go through staging');
 log(`cases verified: ${ran.filter(Boolean).length} of ${ran.length}`);

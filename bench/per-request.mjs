@@ -26,7 +26,8 @@ import { buildRawFabric } from './lib/raw-fabric.mjs';
 
 const { values } = parseCli({
   usage: 'node bench/per-request.mjs [options]',
-  summary: "Where the time of one small request goes: `te bench --loopback` under the V8 CPU profiler, with every thread's CPU time sampled from /proc in both processes; steady state per request.",
+  summary:
+    "Where the time of one small request goes: `te bench --loopback` under the V8 CPU profiler, with every thread's CPU time sampled from /proc in both processes; steady state per request.",
   options: {
     plugin: { type: 'string', default: 'mooncake-tcp,mooncake-rdma', help: 'te transports, comma-separated' },
     op: { type: 'string', default: 'write', help: 'write or read' },
@@ -90,7 +91,8 @@ function layersOf(profile) {
     else if (functionName === '(program)' || (!url && functionName !== '(root)')) layer = 'native (called from JS)';
     else if (url.includes('/packages/connector/')) layer = 'engine (@te/connector)';
     // V8 counts the time of an addon method in the JS function that called it.
-    else if (url.includes('/plugins/') || url.includes('/packages/fabric/') || url.includes('/packages/cuda/')) layer = 'plugin (TypeScript + the addon calls it makes)';
+    else if (url.includes('/plugins/') || url.includes('/packages/fabric/') || url.includes('/packages/cuda/'))
+      layer = 'plugin (TypeScript + the addon calls it makes)';
     else if (url.startsWith('node:')) layer = 'Node internals';
     else if (url.includes('/node_modules/')) layer = 'dependencies';
     else layer = 'bench driver (@te/cli)';
@@ -140,10 +142,31 @@ async function sampled(file, args, what) {
 /** One te run of `seconds`: its result, CPU seconds per thread, and JS self time per layer. */
 async function run(plugin, seconds) {
   const dir = mkdtempSync(join(tmpdir(), 'te-per-request-'));
-  const args = [te, 'bench', '--loopback', '--json', '--plugin', plugin, '--op', values.op, '--block-size', values['block-size'], '--batch-size', values['batch-size'], '--concurrency', values.concurrency, '--duration', String(seconds)];
+  const args = [
+    te,
+    'bench',
+    '--loopback',
+    '--json',
+    '--plugin',
+    plugin,
+    '--op',
+    values.op,
+    '--block-size',
+    values['block-size'],
+    '--batch-size',
+    values['batch-size'],
+    '--concurrency',
+    values.concurrency,
+    '--duration',
+    String(seconds),
+  ];
   const { result, perThread, side } = await sampled(process.execPath, ['--cpu-prof', `--cpu-prof-dir=${dir}`, ...args], 'te bench');
   // Profile files are named CPU.<date>.<time>.<pid>.<thread>.<seq>.cpuprofile.
-  const profiles = readdirSync(dir).map((f) => ({ f, pid: Number(/^CPU\.\d+\.\d+\.(\d+)\./.exec(f)?.[1]), profile: JSON.parse(readFileSync(join(dir, f), 'utf8')) }));
+  const profiles = readdirSync(dir).map((f) => ({
+    f,
+    pid: Number(/^CPU\.\d+\.\d+\.(\d+)\./.exec(f)?.[1]),
+    profile: JSON.parse(readFileSync(join(dir, f), 'utf8')),
+  }));
   if (process.env.TE_PROFILE_TOP) printTop(profiles[0].profile, Number(process.env.TE_PROFILE_TOP));
   rmSync(dir, { recursive: true, force: true });
   const jsLayers = {};
@@ -186,23 +209,49 @@ const total = (m, f) => Object.values(m.perThread).reduce((acc, t) => acc + f(t)
 const shape = `${values['block-size']} B ${values.op}s, batches of ${values['batch-size']} × ${values.concurrency} in flight`;
 
 function print(m, caption) {
-  console.log(`\n${m.plugin}: ${Math.round(m.result.requestsPerSecond).toLocaleString('en')} requests/s in the longer run (${ns(1, m.result.requestsPerSecond).toFixed(0)} ns of wall time per request), ${caption}`);
+  console.log(
+    `\n${m.plugin}: ${Math.round(m.result.requestsPerSecond).toLocaleString('en')} requests/s in the longer run (${ns(1, m.result.requestsPerSecond).toFixed(0)} ns of wall time per request), ${caption}`,
+  );
   console.log('  CPU time per request, steady state, by thread (threads named by Node/libuv/the addon):');
   console.log(`    ${''.padEnd(52)} ${'all'.padStart(7)}    ${'user'.padStart(7)} ${'kernel'.padStart(7)}`);
   for (const [k, t] of Object.entries(m.perThread).sort((x, y) => cpuOf(y[1]) - cpuOf(x[1]))) {
-    if (ns(cpuOf(t), m.requests) >= 5) console.log(`    ${k.padEnd(52)} ${ns(cpuOf(t), m.requests).toFixed(0).padStart(7)} ns ${ns(t.user, m.requests).toFixed(0).padStart(7)} ${ns(t.sys, m.requests).toFixed(0).padStart(7)}`);
+    if (ns(cpuOf(t), m.requests) >= 5)
+      console.log(
+        `    ${k.padEnd(52)} ${ns(cpuOf(t), m.requests).toFixed(0).padStart(7)} ns ${ns(t.user, m.requests).toFixed(0).padStart(7)} ${ns(t.sys, m.requests).toFixed(0).padStart(7)}`,
+      );
   }
-  console.log(`    ${'both processes, all threads'.padEnd(52)} ${ns(total(m, cpuOf), m.requests).toFixed(0).padStart(7)} ns ${ns(total(m, (t) => t.user), m.requests).toFixed(0).padStart(7)} ${ns(total(m, (t) => t.sys), m.requests).toFixed(0).padStart(7)}`);
+  console.log(
+    `    ${'both processes, all threads'.padEnd(52)} ${ns(total(m, cpuOf), m.requests).toFixed(0).padStart(7)} ns ${ns(
+      total(m, (t) => t.user),
+      m.requests,
+    )
+      .toFixed(0)
+      .padStart(7)} ${ns(
+      total(m, (t) => t.sys),
+      m.requests,
+    )
+      .toFixed(0)
+      .padStart(7)}`,
+  );
   if (Object.keys(m.jsLayers).length === 0) return;
   console.log('  JS thread per request, steady state, by code (V8 CPU profile self time; idle left out):');
-  for (const [k, s] of Object.entries(m.jsLayers).sort((x, y) => y[1] - x[1])) if (!k.endsWith('idle') && ns(s, m.requests) >= 5) console.log(`    ${k.padEnd(52)} ${ns(s, m.requests).toFixed(0).padStart(7)} ns`);
+  for (const [k, s] of Object.entries(m.jsLayers).sort((x, y) => y[1] - x[1]))
+    if (!k.endsWith('idle') && ns(s, m.requests) >= 5) console.log(`    ${k.padEnd(52)} ${ns(s, m.requests).toFixed(0).padStart(7)} ns`);
 }
 
 const reports = [];
-const jobs = values.plugin.split(',').map((p) => p.trim()).filter(Boolean).map((plugin) => ({ name: plugin, once: (seconds) => run(plugin, seconds), caption: 'verified pass first' }));
+const jobs = values.plugin
+  .split(',')
+  .map((p) => p.trim())
+  .filter(Boolean)
+  .map((plugin) => ({ name: plugin, once: (seconds) => run(plugin, seconds), caption: 'verified pass first' }));
 if (values['vs-raw']) {
   const window = Number(values['batch-size']) * Number(values.concurrency);
-  jobs.unshift({ name: 'raw libfabric', once: runRaw, caption: `fi_rma_bench over tcp;ofi_rxm, ${window} operations in flight${values.op === 'write' ? ', delivery-complete' : ''}, every slot checked` });
+  jobs.unshift({
+    name: 'raw libfabric',
+    once: runRaw,
+    caption: `fi_rma_bench over tcp;ofi_rxm, ${window} operations in flight${values.op === 'write' ? ', delivery-complete' : ''}, every slot checked`,
+  });
 }
 for (const job of jobs) {
   process.stderr.write(`${job.name}: ${shape}, ${duration} s and ${(duration / 3).toFixed(1)} s ...\n`);
@@ -221,15 +270,34 @@ if (raw && raw.requests > 0 && !values.json) {
   // Kernel time is the fair measure: the raw baseline's threads poll, so its user time
   // includes spinning while nothing is due, where te's threads sleep.
   console.log(`\nKernel CPU per request, both processes (steady state; raw libfabric polls, so its user time is mostly spinning):`);
-  const rawKernel = ns(total(raw, (t) => t.sys), raw.requests);
+  const rawKernel = ns(
+    total(raw, (t) => t.sys),
+    raw.requests,
+  );
   console.log(`  ${'raw libfabric'.padEnd(16)} ${rawKernel.toFixed(0).padStart(8)} ns`);
   for (const m of reports.slice(1)) {
     if (m.requests <= 0) continue;
-    const k = ns(total(m, (t) => t.sys), m.requests);
+    const k = ns(
+      total(m, (t) => t.sys),
+      m.requests,
+    );
     console.log(`  ${m.plugin.padEnd(16)} ${k.toFixed(0).padStart(8)} ns  ${(k / rawKernel).toFixed(2)}× raw`);
   }
 }
 if (values.json) {
   const perRequest = (o, f) => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, f(v)]));
-  console.log(JSON.stringify(reports.map((m) => ({ plugin: m.plugin, op: m.result.op, blockSize: m.result.blockSize, requestsPerSecond: m.result.requestsPerSecond, requests: m.requests, cpuNsPerRequestByThread: perRequest(m.perThread, (t) => ns(cpuOf(t), m.requests)), kernelNsPerRequestByThread: perRequest(m.perThread, (t) => ns(t.sys, m.requests)), jsNsPerRequestByLayer: perRequest(m.jsLayers, (s) => ns(s, m.requests)) }))));
+  console.log(
+    JSON.stringify(
+      reports.map((m) => ({
+        plugin: m.plugin,
+        op: m.result.op,
+        blockSize: m.result.blockSize,
+        requestsPerSecond: m.result.requestsPerSecond,
+        requests: m.requests,
+        cpuNsPerRequestByThread: perRequest(m.perThread, (t) => ns(cpuOf(t), m.requests)),
+        kernelNsPerRequestByThread: perRequest(m.perThread, (t) => ns(t.sys, m.requests)),
+        jsNsPerRequestByLayer: perRequest(m.jsLayers, (s) => ns(s, m.requests)),
+      })),
+    ),
+  );
 }

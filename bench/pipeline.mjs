@@ -22,14 +22,28 @@ const { values: args } = parseCli({
 });
 quick(args, { requests: '6' });
 const te = join(dirname(fileURLToPath(import.meta.url)), '..', 'packages', 'cli', 'dist', 'te.js');
-const r = spawnSync(process.execPath, [te, 'demo', '--json', '--requests', args.requests, '--concurrency', args.concurrency, '--connector', args.connector], { encoding: 'utf8', maxBuffer: 64 << 20 });
+const r = spawnSync(process.execPath, [te, 'demo', '--json', '--requests', args.requests, '--concurrency', args.concurrency, '--connector', args.connector], {
+  encoding: 'utf8',
+  maxBuffer: 64 << 20,
+});
 const report = JSON.parse(r.stdout.trim().split('\n').pop());
 if (!report.passed) throw new Error('the pipeline did not verify every request');
 const rows = report.rows.filter((x) => x.verified);
 const stages = ['encodeMs', 'ecMs', 'prefillMs', 'kvMs', 'firstTokenMs', 'totalMs'];
 const out = { connector: args.connector, requests: rows.length, concurrency: Number(args.concurrency), stages: {} };
-for (const s of stages) out.stages[s] = { p50: percentile(rows.map((x) => x[s]), 50), p99: percentile(rows.map((x) => x[s]), 99) };
+for (const s of stages)
+  out.stages[s] = {
+    p50: percentile(
+      rows.map((x) => x[s]),
+      50,
+    ),
+    p99: percentile(
+      rows.map((x) => x[s]),
+      99,
+    ),
+  };
 const log = (...a) => (args.json ? process.stderr.write(a.join(' ') + '\n') : console.log(...a));
 log(`EPD pipeline over ${args.connector}: ${rows.length} verified requests at concurrency ${args.concurrency} (te demo defaults otherwise)`);
-for (const s of stages) log(`  ${s.replace('Ms', '').padEnd(11)} p50 ${out.stages[s].p50.toFixed(1).padStart(7)} ms   p99 ${out.stages[s].p99.toFixed(1).padStart(7)} ms`);
+for (const s of stages)
+  log(`  ${s.replace('Ms', '').padEnd(11)} p50 ${out.stages[s].p50.toFixed(1).padStart(7)} ms   p99 ${out.stages[s].p99.toFixed(1).padStart(7)} ms`);
 if (args.json) console.log(JSON.stringify(out));

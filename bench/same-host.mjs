@@ -29,7 +29,8 @@ import { quick, QUICK } from './lib/quick.mjs';
 const SIZES = [64 << 10, 1 << 20, 16 << 20];
 const { values } = parseCli({
   usage: 'node bench/same-host.mjs [options]',
-  summary: 'Same-host transfers: mooncake-shm (and mooncake-tcp over loopback) at 64 KiB, 1 MiB and 16 MiB beside memcpy of the same sizes in the same run, every pass verified.',
+  summary:
+    'Same-host transfers: mooncake-shm (and mooncake-tcp over loopback) at 64 KiB, 1 MiB and 16 MiB beside memcpy of the same sizes in the same run, every pass verified.',
   options: {
     seconds: { type: 'string', default: '1', help: 'seconds per case' },
     'pool-mib': { type: 'string', default: '64', help: 'MiB of the pool both sides rotate through' },
@@ -64,7 +65,11 @@ function badStamps(pool, size, requests, pass) {
   let bad = 0;
   for (let r = 0; r < requests; r++) {
     const a = r * size;
-    const ok = v.getUint32(a, true) === pass && v.getUint32(a + 4, true) === ~pass >>> 0 && v.getUint32(a + size - 8, true) === pass && v.getUint32(a + size - 4, true) === ~pass >>> 0;
+    const ok =
+      v.getUint32(a, true) === pass &&
+      v.getUint32(a + 4, true) === ~pass >>> 0 &&
+      v.getUint32(a + size - 8, true) === pass &&
+      v.getUint32(a + size - 4, true) === ~pass >>> 0;
     if (!ok) bad++;
   }
   return bad;
@@ -93,7 +98,9 @@ if (values.target) {
 }
 
 function startTarget(config) {
-  const child = fork(new URL(import.meta.url), ['--target', JSON.stringify(config), '--pool-mib', String(POOL >> 20)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child = fork(new URL(import.meta.url), ['--target', JSON.stringify(config), '--pool-mib', String(POOL >> 20)], {
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
   let next = 1;
   const waiting = new Map();
   return new Promise((resolve, reject) => {
@@ -102,7 +109,12 @@ function startTarget(config) {
     child.on('message', (m) => {
       if (m.ready) {
         clearTimeout(timer);
-        const ask = (cmd, args = {}) => new Promise((res) => { const id = next++; waiting.set(id, res); child.send({ id, cmd, ...args }); });
+        const ask = (cmd, args = {}) =>
+          new Promise((res) => {
+            const id = next++;
+            waiting.set(id, res);
+            child.send({ id, cmd, ...args });
+          });
         resolve({ segment: m.segment, addr: BigInt(m.addr), ask, close: () => ask('close') });
       } else {
         waiting.get(m.id)?.(m);
@@ -141,7 +153,16 @@ async function transferGBps(engine, target, local, data, size) {
   const perBatch = size < 1 << 20 ? Math.max(1, (1 << 20) / size) : 1;
   const batches = [];
   for (let off = 0; off + size * perBatch <= POOL; off += size * perBatch) {
-    batches.push(batchOf(Array.from({ length: perBatch }, (_, i) => ({ op: 'write', local: local + BigInt(off + i * size), remote: target.addr + BigInt(off + i * size), length: size }))));
+    batches.push(
+      batchOf(
+        Array.from({ length: perBatch }, (_, i) => ({
+          op: 'write',
+          local: local + BigInt(off + i * size),
+          remote: target.addr + BigInt(off + i * size),
+          length: size,
+        })),
+      ),
+    );
   }
   const requests = batches.length * perBatch;
   const pass = async () => {
@@ -209,8 +230,16 @@ async function main() {
   const rows = SIZES.filter((s) => s <= POOL).map((s) => {
     // Every run this size had, each verified from its own timed bytes (tcp only when it ran).
     const verified = [shm[s], memcpy1[s], memcpyT[s], tcp?.[s]].filter(Boolean).every((r) => r.verified);
-    for (const [what, r] of [['mooncake-shm', shm[s]], ['mooncake-tcp', tcp?.[s]]]) if (r && !r.verified) failures.push(`${label(s)} ${what}: ${r.why}`);
-    for (const [what, r] of [['memcpy', memcpy1[s]], [`memcpy ×${copyThreads}`, memcpyT[s]]]) if (!r.verified) failures.push(`${label(s)} ${what}: the copy does not match`);
+    for (const [what, r] of [
+      ['mooncake-shm', shm[s]],
+      ['mooncake-tcp', tcp?.[s]],
+    ])
+      if (r && !r.verified) failures.push(`${label(s)} ${what}: ${r.why}`);
+    for (const [what, r] of [
+      ['memcpy', memcpy1[s]],
+      [`memcpy ×${copyThreads}`, memcpyT[s]],
+    ])
+      if (!r.verified) failures.push(`${label(s)} ${what}: the copy does not match`);
     return {
       size: label(s),
       copyThreads,
@@ -231,11 +260,29 @@ async function main() {
     console.log(JSON.stringify({ machine, poolMiB: POOL >> 20, seconds: SECONDS, inflight: INFLIGHT, quick: QUICK, rows }));
     return;
   }
-  console.log(`same-host writes, ${machine}; pool ${POOL >> 20} MiB per side, ${INFLIGHT} batches in flight, ~${SECONDS} s per case${QUICK ? ' (TE_BENCH_QUICK: smoke run, figures not meaningful)' : ''}`);
-  console.log(`memcpy: pages touched and warmed${hugePages ? ', huge pages advised (as shm)' : ''}; 1 thread, and ${copyThreads} (shm's copy threads: the target)`);
-  console.log('size     memcpy GB/s  memcpy ×' + copyThreads + ' GB/s  mooncake-shm GB/s  shm/memcpy  shm/memcpy ×' + copyThreads + (tcp ? '  mooncake-tcp GB/s  shm/tcp' : '') + '  verified');
+  console.log(
+    `same-host writes, ${machine}; pool ${POOL >> 20} MiB per side, ${INFLIGHT} batches in flight, ~${SECONDS} s per case${QUICK ? ' (TE_BENCH_QUICK: smoke run, figures not meaningful)' : ''}`,
+  );
+  console.log(
+    `memcpy: pages touched and warmed${hugePages ? ', huge pages advised (as shm)' : ''}; 1 thread, and ${copyThreads} (shm's copy threads: the target)`,
+  );
+  console.log(
+    'size     memcpy GB/s  memcpy ×' +
+      copyThreads +
+      ' GB/s  mooncake-shm GB/s  shm/memcpy  shm/memcpy ×' +
+      copyThreads +
+      (tcp ? '  mooncake-tcp GB/s  shm/tcp' : '') +
+      '  verified',
+  );
   for (const r of rows) {
-    const cols = [r.size.padEnd(8), String(r.memcpyGBps).padStart(11), String(r.memcpyThreadsGBps).padStart(14), String(r.shmGBps).padStart(18), `${r.shmVsMemcpy}x`.padStart(11), `${r.shmVsMemcpyThreads}x`.padStart(13)];
+    const cols = [
+      r.size.padEnd(8),
+      String(r.memcpyGBps).padStart(11),
+      String(r.memcpyThreadsGBps).padStart(14),
+      String(r.shmGBps).padStart(18),
+      `${r.shmVsMemcpy}x`.padStart(11),
+      `${r.shmVsMemcpyThreads}x`.padStart(13),
+    ];
     if (tcp) cols.push(String(r.tcpGBps).padStart(18), `${r.shmVsTcp}x`.padStart(8));
     cols.push(r.verified ? '  yes' : '  NO');
     console.log(cols.join(' '));

@@ -67,9 +67,34 @@ function traced(c, seconds) {
   const dir = mkdtempSync(join(tmpdir(), 'te-syscalls-'));
   try {
     const out = join(dir, 'strace.txt');
-    const args = ['-f', '-c', '-o', out, process.execPath, te, 'bench', '--loopback', '--json', '--plugin', values.plugin, '--op', c.op,
-      '--block-size', String(c.size), '--batch-size', String(c.batch), '--concurrency', '4', '--duration', String(seconds)];
-    const r = spawnSync('strace', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, FI_PROVIDER: process.env.FI_PROVIDER ?? 'tcp;ofi_rxm' } });
+    const args = [
+      '-f',
+      '-c',
+      '-o',
+      out,
+      process.execPath,
+      te,
+      'bench',
+      '--loopback',
+      '--json',
+      '--plugin',
+      values.plugin,
+      '--op',
+      c.op,
+      '--block-size',
+      String(c.size),
+      '--batch-size',
+      String(c.batch),
+      '--concurrency',
+      '4',
+      '--duration',
+      String(seconds),
+    ];
+    const r = spawnSync('strace', args, {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'inherit'],
+      env: { ...process.env, FI_PROVIDER: process.env.FI_PROVIDER ?? 'tcp;ofi_rxm' },
+    });
     if (r.status !== 0) throw new Error(`te bench under strace exited with ${r.status}`);
     const result = JSON.parse(r.stdout.trim().split('\n').pop());
     const calls = {};
@@ -93,7 +118,8 @@ function measureAll() {
     const a = traced(c, SHORT_S);
     const b = traced(c, LONG_S);
     const requests = b.requests - a.requests;
-    if (!(requests > 0)) throw new Error(`${name}: the longer run moved no more requests than the shorter one (${b.requests} in ${LONG_S} s, ${a.requests} in ${SHORT_S} s)`);
+    if (!(requests > 0))
+      throw new Error(`${name}: the longer run moved no more requests than the shorter one (${b.requests} in ${LONG_S} s, ${a.requests} in ${SHORT_S} s)`);
     const per = (names) => names.reduce((s, n) => s + ((b.calls[n] ?? 0) - (a.calls[n] ?? 0)), 0) / requests;
     const groups = Object.fromEntries(Object.entries(GROUPS).map(([g, names]) => [g, per(names)]));
     const total = per(Object.keys({ ...a.calls, ...b.calls }).filter((n) => !NOISE.has(n)));
@@ -116,6 +142,8 @@ if (values.json) {
   const head = ['case', ...Object.keys(GROUPS), 'all but futex'];
   const table = [head, ...rows.map((r) => [r.case, ...Object.values(r.perRequest).map((v) => v.toFixed(2)), r.totalPerRequest.toFixed(2)])];
   const widths = head.map((_, i) => Math.max(...table.map((t) => t[i].length)));
-  console.log(`${values.plugin}: system calls per request, both processes (strace -f -c; steady state of a ${LONG_S} s run less a ${SHORT_S} s run)${QUICK ? ' (smoke run: figures not meaningful)' : ''}`);
+  console.log(
+    `${values.plugin}: system calls per request, both processes (strace -f -c; steady state of a ${LONG_S} s run less a ${SHORT_S} s run)${QUICK ? ' (smoke run: figures not meaningful)' : ''}`,
+  );
   for (const t of table) console.log(t.map((v, i) => (i === 0 ? v.padEnd(widths[i]) : v.padStart(widths[i]))).join('  '));
 }

@@ -27,13 +27,19 @@ function fail(message) {
 let values;
 try {
   ({ values } = parseCli({
-  usage: 'node bench/variants.mjs [options]',
-  summary: "A/B of transport settings: loopback cases under environment variants, alternating inside each round; each variant's median and its ratio to the first.",
-  
+    usage: 'node bench/variants.mjs [options]',
+    summary:
+      "A/B of transport settings: loopback cases under environment variants, alternating inside each round; each variant's median and its ratio to the first.",
+
     options: {
       plugin: { type: 'string', default: 'mooncake-tcp', help: 'te transport to run' },
       case: { type: 'string', multiple: true, default: ['64k:write:4x4'], help: 'SIZE:write|read:BATCHxCONCURRENCY, e.g. 64k:write:4x4 (repeatable)' },
-      variant: { type: 'string', multiple: true, default: ['default='], help: 'NAME= or NAME=VAR=VALUE[,VAR=VALUE...] (repeatable; the first is the reference)' },
+      variant: {
+        type: 'string',
+        multiple: true,
+        default: ['default='],
+        help: 'NAME= or NAME=VAR=VALUE[,VAR=VALUE...] (repeatable; the first is the reference)',
+      },
       rounds: { type: 'string', default: '3', help: 'rounds' },
       duration: { type: 'string', default: '1', help: 'seconds per run' },
       json: { type: 'string', help: 'write the results as JSON to this file' },
@@ -59,7 +65,10 @@ function parseVariant(text) {
   const eq = text.indexOf('=');
   if (eq <= 0) fail(`bad variant '${text}': NAME= or NAME=VAR=VALUE[,VAR=VALUE...]`);
   const env = {};
-  for (const pair of text.slice(eq + 1).split(',').filter(Boolean)) {
+  for (const pair of text
+    .slice(eq + 1)
+    .split(',')
+    .filter(Boolean)) {
     const m = /^([A-Z_][A-Z0-9_]*)=(.*)$/.exec(pair);
     if (!m) fail(`bad setting '${pair}' in variant '${text}': VAR=VALUE`);
     env[m[1]] = m[2];
@@ -71,7 +80,8 @@ function parseVariant(text) {
 const cases = values.case.map(parseCase).slice(0, QUICK ? 1 : undefined);
 const variants = values.variant.map(parseVariant).slice(0, QUICK ? 2 : undefined);
 // Checked as given, before a smoke run replaces them.
-if (!/^\d+$/.test(values.rounds) || Number(values.rounds) < 1 || Number(values.rounds) > 50) fail(`--rounds must be an integer from 1 to 50, got ${values.rounds}`);
+if (!/^\d+$/.test(values.rounds) || Number(values.rounds) < 1 || Number(values.rounds) > 50)
+  fail(`--rounds must be an integer from 1 to 50, got ${values.rounds}`);
 if (!(Number(values.duration) > 0)) fail(`--duration must be a positive number of seconds, got ${values.duration}`);
 const rounds = QUICK ? 1 : Number(values.rounds);
 const duration = QUICK ? 0.3 : Number(values.duration);
@@ -112,9 +122,22 @@ for (const c of cases) {
   for (const v of variants) {
     const rs = runs.get(`${c.text}|${v.name}`);
     const ratios = rs.map((r, i) => r.bytesPerSecond / base[i].bytesPerSecond);
-    const row = { case: c.text, variant: v.name, env: v.env, bytesPerSecond: median(rs.map((r) => r.bytesPerSecond)), requestsPerSecond: median(rs.map((r) => r.requestsPerSecond)), p99Us: median(rs.map((r) => r.p99Us)), ratio: median(ratios), ratioMin: Math.min(...ratios), ratioMax: Math.max(...ratios), perRound: rs.map((r) => r.bytesPerSecond) };
+    const row = {
+      case: c.text,
+      variant: v.name,
+      env: v.env,
+      bytesPerSecond: median(rs.map((r) => r.bytesPerSecond)),
+      requestsPerSecond: median(rs.map((r) => r.requestsPerSecond)),
+      p99Us: median(rs.map((r) => r.p99Us)),
+      ratio: median(ratios),
+      ratioMin: Math.min(...ratios),
+      ratioMax: Math.max(...ratios),
+      perRound: rs.map((r) => r.bytesPerSecond),
+    };
     summary.push(row);
-    console.log(`| ${c.text} | ${v.name} | ${(row.bytesPerSecond / 1e9).toFixed(2)} | ${Math.round(row.requestsPerSecond).toLocaleString('en')} | ${row.p99Us.toFixed(0)} | ${row.ratio.toFixed(2)} [${row.ratioMin.toFixed(2)}–${row.ratioMax.toFixed(2)}] |`);
+    console.log(
+      `| ${c.text} | ${v.name} | ${(row.bytesPerSecond / 1e9).toFixed(2)} | ${Math.round(row.requestsPerSecond).toLocaleString('en')} | ${row.p99Us.toFixed(0)} | ${row.ratio.toFixed(2)} [${row.ratioMin.toFixed(2)}–${row.ratioMax.toFixed(2)}] |`,
+    );
   }
 }
 if (values.json) writeFileSync(values.json, JSON.stringify({ plugin: values.plugin, rounds, duration, results: summary }, null, 2));

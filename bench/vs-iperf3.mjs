@@ -40,7 +40,8 @@ import { freePort, median } from './lib/ranks.mjs';
 
 const { values } = parseCli({
   usage: 'node bench/vs-iperf3.mjs [options]',
-  summary: "te transports on loopback beside raw libfabric RMA (given te's threads, grouping and window), iperf3 and memcpy, measured in the same run; every te byte verified.",
+  summary:
+    "te transports on loopback beside raw libfabric RMA (given te's threads, grouping and window), iperf3 and memcpy, measured in the same run; every te byte verified.",
   options: {
     plugin: { type: 'string', default: 'mooncake-tcp,mooncake-rdma', help: 'te transports, comma-separated' },
     duration: { type: 'string', default: '3', help: 'seconds per te case' },
@@ -66,7 +67,10 @@ for (const name of ['duration', 'sweep-seconds']) {
 const duration = QUICK ? 0.3 : Number(values.duration);
 const sweepSeconds = QUICK ? 0.2 : Math.min(Number(values['sweep-seconds']), duration);
 const iperf3Seconds = QUICK ? 1 : duration;
-const plugins = values.plugin.split(',').map((p) => p.trim()).filter(Boolean);
+const plugins = values.plugin
+  .split(',')
+  .map((p) => p.trim())
+  .filter(Boolean);
 // A smoke run keeps two rounds at most: enough to run the pairing and the medians.
 const rounds = QUICK ? Math.min(requestedRounds, 2) : requestedRounds;
 
@@ -137,7 +141,13 @@ async function iperf3(streams) {
 const gb = (x) => (x / 1e9).toFixed(2);
 function printTable(rows) {
   const widths = rows[0].map((_, i) => Math.max(...rows.map((row) => String(row[i] ?? '').length)));
-  for (const row of rows) console.log(row.map((cell, i) => String(cell).padEnd(widths[i] ?? 0)).join('  ').trimEnd());
+  for (const row of rows)
+    console.log(
+      row
+        .map((cell, i) => String(cell).padEnd(widths[i] ?? 0))
+        .join('  ')
+        .trimEnd(),
+    );
 }
 
 const threads = await teThreads([...new Set([...plugins, 'mooncake-shm'])]);
@@ -166,7 +176,11 @@ for (let round = 1; round <= rounds; round++) {
       measured.add(rawKey(c, endpoints));
       const sweep = sweepOf(c, endpoints);
       process.stderr.write(`raw libfabric: ${caseName(c)}, ${endpoints} endpoint(s), ${sweep.length} runs${tag} ...\n`);
-      push(rawRuns, rawKey(c, endpoints), bestOf(sweep.map((r) => runRawFabric({ op: c.op, size: c.size, window: r.window, iov: r.iov, endpoints, seconds: sweepSeconds }))));
+      push(
+        rawRuns,
+        rawKey(c, endpoints),
+        bestOf(sweep.map((r) => runRawFabric({ op: c.op, size: c.size, window: r.window, iov: r.iov, endpoints, seconds: sweepSeconds }))),
+      );
     }
     for (const plugin of plugins) {
       process.stderr.write(`${plugin}: ${caseName(c)}${tag} ...\n`);
@@ -178,7 +192,12 @@ process.stderr.write('mooncake-shm: same-host writes beside memcpy ...\n');
 const sameHost = (() => {
   const args = [join(dirname(fileURLToPath(import.meta.url)), 'same-host.mjs'), '--no-tcp', '--json', '--seconds', String(duration)];
   try {
-    return JSON.parse(execFileSync(process.execPath, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] }).trim().split('\n').pop());
+    return JSON.parse(
+      execFileSync(process.execPath, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] })
+        .trim()
+        .split('\n')
+        .pop(),
+    );
   } catch (e) {
     if (!e.stdout) throw e;
     return JSON.parse(e.stdout.trim().split('\n').pop()); // exit 1: a case not verified, shown below
@@ -202,15 +221,42 @@ const pairedRatio = (te, raw) => {
 const ratioText = (p) => p.median.toFixed(2) + (rounds > 1 ? ` [${p.min.toFixed(2)}–${p.max.toFixed(2)}]` : '');
 const rawText = (r) => `${gb(r.bytesPerSecond)} (w${r.window}×${r.iov}${r.endpoints > 1 ? `, ${r.endpoints} ep` : ''})`;
 
-console.log(`\n${availableParallelism()} CPUs here; te's transport threads: ${Object.entries(threads).map(([p, n]) => `${p} ${n}`).join(', ')}`);
-console.log(`iperf3 loopback: ${streams.map((n) => `${n} stream${n > 1 ? 's' : ''} ${gb(iperfBefore[n])} GB/s before, ${gb(iperfAfter[n])} after`).join('; ')}`);
-console.log(`raw libfabric RMA (tcp;ofi_rxm, two processes): per case the best of a sweep (${sweepSeconds} s per run) over grouping (1 and te's requests per operation)`);
+console.log(
+  `\n${availableParallelism()} CPUs here; te's transport threads: ${Object.entries(threads)
+    .map(([p, n]) => `${p} ${n}`)
+    .join(', ')}`,
+);
+console.log(
+  `iperf3 loopback: ${streams.map((n) => `${n} stream${n > 1 ? 's' : ''} ${gb(iperfBefore[n])} GB/s before, ${gb(iperfAfter[n])} after`).join('; ')}`,
+);
+console.log(
+  `raw libfabric RMA (tcp;ofi_rxm, two processes): per case the best of a sweep (${sweepSeconds} s per run) over grouping (1 and te's requests per operation)`,
+);
 console.log(`and window (operations in flight up to te's requests in flight), with te's endpoints and polling threads per side, or one where one does better`);
 console.log(`("raw best": the target's denominator; "raw 1 thread": one endpoint, for reference); "w64×4, 2 ep" = 64 operations of 4 requests in flight over`);
 console.log(`2 endpoints. te: ${duration} s per case, sha256-verified.`);
 if (rounds > 1) console.log(`${rounds} rounds: figures are medians over rounds; ratios the median of each round's te ÷ that round's raw, spread in brackets`);
 console.log('');
-const rows = [['plugin', 'case', 'GB/s', 'req/s', 'p50 µs', 'p99 µs', 'threads', 'raw best GB/s', '× raw best', 'raw 1 thread GB/s', '× raw 1 thread', 'GB/s per thread (te / raw)', `× iperf3 ${streams.map((n) => `-P${n}`).join('/')}`, 'target', 'met', 'verified']];
+const rows = [
+  [
+    'plugin',
+    'case',
+    'GB/s',
+    'req/s',
+    'p50 µs',
+    'p99 µs',
+    'threads',
+    'raw best GB/s',
+    '× raw best',
+    'raw 1 thread GB/s',
+    '× raw 1 thread',
+    'GB/s per thread (te / raw)',
+    `× iperf3 ${streams.map((n) => `-P${n}`).join('/')}`,
+    'target',
+    'met',
+    'verified',
+  ],
+];
 const summary = [];
 let missed = 0;
 let unverified = 0;
@@ -222,7 +268,9 @@ for (const plugin of plugins) {
     // Raw gets te's endpoints, or fewer where fewer do better (a loaded host with no spare
     // core): per round the better of the two sweeps.
     const singleRuns = rawRuns.get(rawKey(c, 1));
-    const matchedRuns = rawRuns.get(rawKey(c, n)).map((m, k) => (singleRuns[k].bytesPerSecond > m.bytesPerSecond ? { ...singleRuns[k], verified: m.verified && singleRuns[k].verified } : m));
+    const matchedRuns = rawRuns
+      .get(rawKey(c, n))
+      .map((m, k) => (singleRuns[k].bytesPerSecond > m.bytesPerSecond ? { ...singleRuns[k], verified: m.verified && singleRuns[k].verified } : m));
     const matched = medianRun(matchedRuns);
     const single = medianRun(singleRuns);
     Object.assign(matched, { window: matchedRuns[0].window, iov: matchedRuns[0].iov, endpoints: matchedRuns[0].endpoints });
@@ -242,23 +290,98 @@ for (const plugin of plugins) {
     const verified = r.verified && matched.verified && single.verified;
     if (!verified) unverified++;
     if (met === false) missed++;
-    rows.push([plugin, caseName(c), gb(r.bytesPerSecond), Math.round(r.requestsPerSecond).toLocaleString('en'), r.p50Us.toFixed(0), r.p99Us.toFixed(0), String(n), rawText(matched), ratioText(ratio), rawText(single), ratioText(ratio1), `${gb(r.bytesPerSecond / n)} / ${gb(matched.bytesPerSecond / matched.endpoints)}`, streams.map((k) => (r.bytesPerSecond / iperf[k]).toFixed(2)).join('/'), target, met === undefined ? '-' : met ? 'yes' : 'NO', verified ? 'yes' : 'NO']);
-    summary.push({ plugin, case: caseName(c), threads: n, ...r, raw: matched, ratioToRaw: ratio.median, ratioToRawRange: [ratio.min, ratio.max], rawSingleThread: single, ratioToRawSingleThread: ratio1.median, ratioToIperf3: Object.fromEntries(streams.map((k) => [k, r.bytesPerSecond / iperf[k]])), target, met, verified, perRound: runs, rawPerRound: matchedRuns });
+    rows.push([
+      plugin,
+      caseName(c),
+      gb(r.bytesPerSecond),
+      Math.round(r.requestsPerSecond).toLocaleString('en'),
+      r.p50Us.toFixed(0),
+      r.p99Us.toFixed(0),
+      String(n),
+      rawText(matched),
+      ratioText(ratio),
+      rawText(single),
+      ratioText(ratio1),
+      `${gb(r.bytesPerSecond / n)} / ${gb(matched.bytesPerSecond / matched.endpoints)}`,
+      streams.map((k) => (r.bytesPerSecond / iperf[k]).toFixed(2)).join('/'),
+      target,
+      met === undefined ? '-' : met ? 'yes' : 'NO',
+      verified ? 'yes' : 'NO',
+    ]);
+    summary.push({
+      plugin,
+      case: caseName(c),
+      threads: n,
+      ...r,
+      raw: matched,
+      ratioToRaw: ratio.median,
+      ratioToRawRange: [ratio.min, ratio.max],
+      rawSingleThread: single,
+      ratioToRawSingleThread: ratio1.median,
+      ratioToIperf3: Object.fromEntries(streams.map((k) => [k, r.bytesPerSecond / iperf[k]])),
+      target,
+      met,
+      verified,
+      perRound: runs,
+      rawPerRound: matchedRuns,
+    });
   }
 }
 printTable(rows);
-console.log(`\nsame-host (mooncake-shm, ${sameHost.inflight} batches in flight, ${threads['mooncake-shm']} copy threads) beside memcpy in this run (pages touched and warmed, huge pages as shm):`);
-const shmRows = [['size', 'memcpy 1 thread GB/s', `memcpy ${threads['mooncake-shm']} threads GB/s`, 'mooncake-shm GB/s', '× memcpy 1 thread', `× memcpy ${threads['mooncake-shm']} threads`, 'target', 'met', 'verified']];
+console.log(
+  `\nsame-host (mooncake-shm, ${sameHost.inflight} batches in flight, ${threads['mooncake-shm']} copy threads) beside memcpy in this run (pages touched and warmed, huge pages as shm):`,
+);
+const shmRows = [
+  [
+    'size',
+    'memcpy 1 thread GB/s',
+    `memcpy ${threads['mooncake-shm']} threads GB/s`,
+    'mooncake-shm GB/s',
+    '× memcpy 1 thread',
+    `× memcpy ${threads['mooncake-shm']} threads`,
+    'target',
+    'met',
+    'verified',
+  ],
+];
 for (const r of sameHost.rows) {
   const met = r.shmVsMemcpyThreads >= 0.8;
   if (!met) missed++;
   if (r.verified !== true) unverified++;
-  shmRows.push([r.size, r.memcpyGBps, r.memcpyThreadsGBps, r.shmGBps, r.shmVsMemcpy, r.shmVsMemcpyThreads, `≥ 0.8× memcpy ${r.copyThreads} threads`, met ? 'yes' : 'NO', r.verified === true ? 'yes' : 'NO']);
-  summary.push({ plugin: 'mooncake-shm', case: `${r.size} write, same host`, threads: r.copyThreads, bytesPerSecond: r.shmGBps * 1e9, verified: r.verified === true, ratioToMemcpyThreads: r.shmVsMemcpyThreads, ratioToMemcpy: r.shmVsMemcpy, target: '≥ 0.8× memcpy, same threads', met });
+  shmRows.push([
+    r.size,
+    r.memcpyGBps,
+    r.memcpyThreadsGBps,
+    r.shmGBps,
+    r.shmVsMemcpy,
+    r.shmVsMemcpyThreads,
+    `≥ 0.8× memcpy ${r.copyThreads} threads`,
+    met ? 'yes' : 'NO',
+    r.verified === true ? 'yes' : 'NO',
+  ]);
+  summary.push({
+    plugin: 'mooncake-shm',
+    case: `${r.size} write, same host`,
+    threads: r.copyThreads,
+    bytesPerSecond: r.shmGBps * 1e9,
+    verified: r.verified === true,
+    ratioToMemcpyThreads: r.shmVsMemcpyThreads,
+    ratioToMemcpy: r.shmVsMemcpy,
+    target: '≥ 0.8× memcpy, same threads',
+    met,
+  });
 }
 printTable(shmRows);
 const withTargets = summary.filter((x) => x.met !== undefined).length;
 console.log(`\ntargets met: ${withTargets - missed} of ${withTargets}${QUICK ? ' (smoke run: figures not meaningful)' : ''}`);
 console.log(`cases verified: ${summary.length - unverified} of ${summary.length}`);
-if (values.json) writeFileSync(values.json, JSON.stringify({ cpus: availableParallelism(), threads, iperf3: { before: iperfBefore, after: iperfAfter }, rounds, duration, sweepSeconds, sameHost, results: summary }, null, 2));
+if (values.json)
+  writeFileSync(
+    values.json,
+    JSON.stringify(
+      { cpus: availableParallelism(), threads, iperf3: { before: iperfBefore, after: iperfAfter }, rounds, duration, sweepSeconds, sameHost, results: summary },
+      null,
+      2,
+    ),
+  );
 process.exitCode = unverified > 0 || (values.strict && missed > 0) ? 1 : 0;

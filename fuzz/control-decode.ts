@@ -66,24 +66,41 @@ function mutateBytes(input: Buffer, corpus: Buffer[]): Buffer {
   for (let r = 0; r < rounds; r++) {
     const pos = rand(b.length + 1);
     switch (rand(9)) {
-      case 0: if (b.length) b[rand(b.length)] ^= 1 << rand(8); break;
-      case 1: if (b.length) b[rand(b.length)] = rand(256); break;
-      case 2: if (b.length) b[rand(b.length)] = pick(INTERESTING8); break;
-      case 3: if (b.length >= 4) b.writeUInt32BE(pick(INTERESTING32), rand(b.length - 3)); break;
-      case 4: b = Buffer.concat([b.subarray(0, pos), Buffer.from([pick(INTERESTING8), rand(256)]), b.subarray(pos)]); break;
-      case 5: if (b.length) b = Buffer.concat([b.subarray(0, pos), b.subarray(Math.min(b.length, pos + 1 + rand(16)))]); break;
-      case 6: { // duplicate a chunk
-        const start = rand(b.length), len = rand(Math.min(64, b.length - start) + 1);
+      case 0:
+        if (b.length) b[rand(b.length)] ^= 1 << rand(8);
+        break;
+      case 1:
+        if (b.length) b[rand(b.length)] = rand(256);
+        break;
+      case 2:
+        if (b.length) b[rand(b.length)] = pick(INTERESTING8);
+        break;
+      case 3:
+        if (b.length >= 4) b.writeUInt32BE(pick(INTERESTING32), rand(b.length - 3));
+        break;
+      case 4:
+        b = Buffer.concat([b.subarray(0, pos), Buffer.from([pick(INTERESTING8), rand(256)]), b.subarray(pos)]);
+        break;
+      case 5:
+        if (b.length) b = Buffer.concat([b.subarray(0, pos), b.subarray(Math.min(b.length, pos + 1 + rand(16)))]);
+        break;
+      case 6: {
+        // duplicate a chunk
+        const start = rand(b.length),
+          len = rand(Math.min(64, b.length - start) + 1);
         b = Buffer.concat([b.subarray(0, pos), b.subarray(start, start + len), b.subarray(pos)]);
         break;
       }
-      case 7: { // splice with another input
+      case 7: {
+        // splice with another input
         const other = pick(corpus);
         const cut = rand(other.length + 1);
         b = Buffer.concat([b.subarray(0, pos), other.subarray(cut)]);
         break;
       }
-      case 8: b = b.subarray(0, pos); break; // truncate
+      case 8:
+        b = b.subarray(0, pos);
+        break; // truncate
     }
   }
   return b.length > MAX_INPUT ? b.subarray(0, MAX_INPUT) : b;
@@ -92,40 +109,85 @@ function mutateBytes(input: Buffer, corpus: Buffer[]): Buffer {
 /** A value a hostile peer could encode; sizes stay well under the 16 MiB message cap. */
 function hostileValue(depth = 0): unknown {
   switch (rand(24)) {
-    case 0: return null;
-    case 1: return undefined;
-    case 2: return pick([0, -0, -1, 1, 0.5, NaN, Infinity, -Infinity, 2 ** 31, 2 ** 32, 2 ** 53, -(2 ** 53), Number.MAX_VALUE]);
-    case 3: return pick([0n, 1n, -1n, 2n ** 63n - 1n, 2n ** 64n - 1n, -(2n ** 63n), 0x4000n]);
-    case 4: return pick(['', 'x', '__proto__', 'constructor', 'toString', 'te.descriptor.get', MSG.register, MSG.request, '\u0000', '\ud800']);
-    case 5: return 'A'.repeat(pick([127, 128, 129, 4096, 4097, 70_000]));
-    case 6: return rand(2) === 0;
-    case 7: return new Uint32Array(rand(64)).map(() => next());
-    case 8: return new BigUint64Array(rand(16)).map(() => BigInt(next()) << 20n);
-    case 9: return pick([new Float64Array(3), new Int8Array(5), new Uint8Array(7), new BigInt64Array(2), new Uint16Array(0)]);
-    case 10: return Buffer.alloc(rand(128), rand(256));
-    case 11: return new Date(next());
-    case 12: return new Map([[hostileKey(), hostileValue(depth + 1)]]);
-    case 13: return new Set([hostileValue(depth + 1)]);
-    case 14: return new Error(`e${next()}`);
-    case 15: return /x+/g;
-    case 16: { // deep nesting (recursion in a decoder or a schema walk)
+    case 0:
+      return null;
+    case 1:
+      return undefined;
+    case 2:
+      return pick([0, -0, -1, 1, 0.5, NaN, Infinity, -Infinity, 2 ** 31, 2 ** 32, 2 ** 53, -(2 ** 53), Number.MAX_VALUE]);
+    case 3:
+      return pick([0n, 1n, -1n, 2n ** 63n - 1n, 2n ** 64n - 1n, -(2n ** 63n), 0x4000n]);
+    case 4:
+      return pick(['', 'x', '__proto__', 'constructor', 'toString', 'te.descriptor.get', MSG.register, MSG.request, '\u0000', '\ud800']);
+    case 5:
+      return 'A'.repeat(pick([127, 128, 129, 4096, 4097, 70_000]));
+    case 6:
+      return rand(2) === 0;
+    case 7:
+      return new Uint32Array(rand(64)).map(() => next());
+    case 8:
+      return new BigUint64Array(rand(16)).map(() => BigInt(next()) << 20n);
+    case 9:
+      return pick([new Float64Array(3), new Int8Array(5), new Uint8Array(7), new BigInt64Array(2), new Uint16Array(0)]);
+    case 10:
+      return Buffer.alloc(rand(128), rand(256));
+    case 11:
+      return new Date(next());
+    case 12:
+      return new Map([[hostileKey(), hostileValue(depth + 1)]]);
+    case 13:
+      return new Set([hostileValue(depth + 1)]);
+    case 14:
+      return new Error(`e${next()}`);
+    case 15:
+      return /x+/g;
+    case 16: {
+      // deep nesting (recursion in a decoder or a schema walk)
       let v: unknown = 1;
       for (let i = 0, n = pick([10, 100, 1000, 5000]); i < n; i++) v = rand(2) ? [v] : { a: v };
       return v;
     }
-    case 17: return new Array(rand(2000)).fill(0).map(() => rand(4));
-    case 18: return { toString: 0, valueOf: 0 };
+    case 17:
+      return new Array(rand(2000)).fill(0).map(() => rand(4));
+    case 18:
+      return { toString: 0, valueOf: 0 };
     default: {
       if (depth > 4) return rand(100);
       if (rand(2)) return Array.from({ length: rand(5) }, () => hostileValue(depth + 1));
       const o: Record<string, unknown> = {};
-      for (let i = 0, n = rand(5); i < n; i++) Object.defineProperty(o, hostileKey(), { value: hostileValue(depth + 1), enumerable: true, configurable: true, writable: true });
+      for (let i = 0, n = rand(5); i < n; i++)
+        Object.defineProperty(o, hostileKey(), { value: hostileValue(depth + 1), enumerable: true, configurable: true, writable: true });
       return o;
     }
   }
 }
 function hostileKey(): string {
-  return pick(['v', 'id', 'type', 'body', 'ok', 'code', 'message', 'room', 'pages', 'addrs', 'segment', 'epoch', 'name', 'buffers', 'transports', 'addr', 'length', 'device', '__proto__', 'constructor', 'prototype', 'toString', '', 'x'.repeat(300)]);
+  return pick([
+    'v',
+    'id',
+    'type',
+    'body',
+    'ok',
+    'code',
+    'message',
+    'room',
+    'pages',
+    'addrs',
+    'segment',
+    'epoch',
+    'name',
+    'buffers',
+    'transports',
+    'addr',
+    'length',
+    'device',
+    '__proto__',
+    'constructor',
+    'prototype',
+    'toString',
+    '',
+    'x'.repeat(300),
+  ]);
 }
 
 /** Decodes an input, replaces (or adds) one node with a hostile value and re-encodes it. */
@@ -187,7 +249,8 @@ function checkInProcess(input: Buffer): { decoded: unknown; decodedOk: boolean; 
       const r = fn();
       sig.push(`${name}:${typeof r === 'boolean' ? r : 'ok'}`);
     } catch (e) {
-      if (!isTypedError(e)) throw new FuzzFailure(`${name} threw ${e instanceof Error ? `${e.constructor.name}: ${e.message}` : String(e)} (not a TransferError)`);
+      if (!isTypedError(e))
+        throw new FuzzFailure(`${name} threw ${e instanceof Error ? `${e.constructor.name}: ${e.message}` : String(e)} (not a TransferError)`);
       sig.push(`${name}:${(e as TransferError).code}`);
     }
   };
@@ -228,7 +291,13 @@ async function startRig(): Promise<Rig> {
   const handshake = new P2PHandshake(server);
   await handshake.publish({ version: 1, name: endpoint, epoch: 7n, transports: {}, buffers: [] } as never);
   const engine = { control: server } as never;
-  for (const [type, schema] of [[MSG.register, RegisterSchema], [MSG.request, RequestSchema], [MSG.abort, AbortSchema], [MSG.ping, PingSchema], [MSG.status, StatusSchema]] as const) {
+  for (const [type, schema] of [
+    [MSG.register, RegisterSchema],
+    [MSG.request, RequestSchema],
+    [MSG.abort, AbortSchema],
+    [MSG.ping, PingSchema],
+    [MSG.status, StatusSchema],
+  ] as const) {
     handleMessage(engine, type, schema, () => ({ tpRank: 0, ppRank: 0 }));
   }
   const dealer = new Dealer({ linger: 0 });
@@ -251,7 +320,15 @@ async function startRig(): Promise<Rig> {
   await hostile.bind('tcp://127.0.0.1:*');
   const hostileEndpoint = hostile.lastEndpoint!.replace(/^tcp:\/\//, '');
   const rig: Rig = {
-    server, endpoint, dealer, replies, waiters, hostile, hostileEndpoint, handshake, nextReply: undefined,
+    server,
+    endpoint,
+    dealer,
+    replies,
+    waiters,
+    hostile,
+    hostileEndpoint,
+    handshake,
+    nextReply: undefined,
     async close() {
       dealer.close();
       hostile.close();
@@ -316,7 +393,8 @@ async function throughClient(rig: Rig, input: Buffer): Promise<string> {
     checkDescriptor(d, 'again');
     return 'cli:ok';
   } catch (e) {
-    if (!isTypedError(e)) throw new FuzzFailure(`client fetch rejected with ${e instanceof Error ? `${e.constructor.name}: ${e.message}` : String(e)} (not a TransferError)`);
+    if (!isTypedError(e))
+      throw new FuzzFailure(`client fetch rejected with ${e instanceof Error ? `${e.constructor.name}: ${e.message}` : String(e)} (not a TransferError)`);
     return `cli:${(e as TransferError).code}`;
   } finally {
     rig.nextReply = undefined;
@@ -351,7 +429,9 @@ async function main(): Promise<void> {
   const corpus = (replay ?? readdirSync(corpusDir).map((f) => join(corpusDir, f))).map((f) => readFileSync(f));
   const rig = await startRig();
   const signatures = new Set<string>();
-  let execs = 0, clientExecs = 0, slowest = 0;
+  let execs = 0,
+    clientExecs = 0,
+    slowest = 0;
 
   const runOne = async (input: Buffer): Promise<string> => {
     current = input;
@@ -390,7 +470,9 @@ async function main(): Promise<void> {
         }
         if (Date.now() - lastReport > 10_000) {
           lastReport = Date.now();
-          console.log(`control_decode: ${execs} execs, ${Math.round(execs / ((lastReport - started) / 1000))}/s, corpus ${corpus.length}, outcomes ${signatures.size}`);
+          console.log(
+            `control_decode: ${execs} execs, ${Math.round(execs / ((lastReport - started) / 1000))}/s, corpus ${corpus.length}, outcomes ${signatures.size}`,
+          );
         }
       }
     }

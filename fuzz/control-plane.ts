@@ -47,13 +47,44 @@ const prefillEngine = await createTransferEngine(config);
 const decodeEngine = await createTransferEngine(config);
 const prefillMemory = await allocateRank(prefillEngine, MODEL, LAYOUT);
 const decodeMemory = await allocateRank(decodeEngine, MODEL, LAYOUT);
-const prefill = await createKVManager({ role: 'prefill', engine: prefillEngine, layout: LAYOUT, buffers: prefillMemory.buffers, bootstrapHost: '127.0.0.1', bootstrapPort: port, timeouts });
-const decode = await createKVManager({ role: 'decode', engine: decodeEngine, layout: LAYOUT, buffers: decodeMemory.buffers, bootstrapHost: '127.0.0.1', bootstrapPort: port, timeouts });
+const prefill = await createKVManager({
+  role: 'prefill',
+  engine: prefillEngine,
+  layout: LAYOUT,
+  buffers: prefillMemory.buffers,
+  bootstrapHost: '127.0.0.1',
+  bootstrapPort: port,
+  timeouts,
+});
+const decode = await createKVManager({
+  role: 'decode',
+  engine: decodeEngine,
+  layout: LAYOUT,
+  buffers: decodeMemory.buffers,
+  bootstrapHost: '127.0.0.1',
+  bootstrapPort: port,
+  timeouts,
+});
 const producer = await createECProducer({ engine: prefillEngine, poolBytes: 4 << 20 });
 
 const targets = [
-  { endpoint: prefillEngine.control.endpoint, types: [[MSG.register, RegisterSchema], [MSG.request, RequestSchema], [MSG.abort, AbortSchema], [MSG.ping, PingSchema], [EC_PULL, PullSchema]] as [string, TSchema][] },
-  { endpoint: decodeEngine.control.endpoint, types: [[MSG.status, StatusSchema], [MSG.decodePing, PingSchema]] as [string, TSchema][] },
+  {
+    endpoint: prefillEngine.control.endpoint,
+    types: [
+      [MSG.register, RegisterSchema],
+      [MSG.request, RequestSchema],
+      [MSG.abort, AbortSchema],
+      [MSG.ping, PingSchema],
+      [EC_PULL, PullSchema],
+    ] as [string, TSchema][],
+  },
+  {
+    endpoint: decodeEngine.control.endpoint,
+    types: [
+      [MSG.status, StatusSchema],
+      [MSG.decodePing, PingSchema],
+    ] as [string, TSchema][],
+  },
 ];
 
 // ---------------------------------------------------------------- failure bookkeeping
@@ -83,7 +114,23 @@ function intIn(min: number, max: number): number {
 }
 
 function wrongValue(): unknown {
-  return pick([null, undefined, -1, 1.5, 'x'.repeat(rnd(400)), [], {}, true, 2n ** 70n, new Uint8Array(3), { toString: 0 }, NaN, Infinity, new Uint32Array(2), new BigUint64Array(1)]);
+  return pick([
+    null,
+    undefined,
+    -1,
+    1.5,
+    'x'.repeat(rnd(400)),
+    [],
+    {},
+    true,
+    2n ** 70n,
+    new Uint8Array(3),
+    { toString: 0 },
+    NaN,
+    Infinity,
+    new Uint32Array(2),
+    new BigUint64Array(1),
+  ]);
 }
 
 // Elements one input may still generate: nested arrays of thousands of items each once
@@ -106,7 +153,8 @@ function generate(schema: TSchema, depth = 0): unknown {
   switch (s.type) {
     case 'object': {
       const out: Record<string, unknown> = {};
-      for (const [k, v] of Object.entries(s.properties ?? {})) if ((s.required ?? []).includes(k) || Math.random() < 0.6) out[k] = generate(v as TSchema, depth + 1);
+      for (const [k, v] of Object.entries(s.properties ?? {}))
+        if ((s.required ?? []).includes(k) || Math.random() < 0.6) out[k] = generate(v as TSchema, depth + 1);
       return out;
     }
     case 'array': {
@@ -123,7 +171,9 @@ function generate(schema: TSchema, depth = 0): unknown {
       return Math.random() < 0.5 ? pick(EDGE_BIG) : BigInt(rnd(1000));
     case 'string': {
       const n = Math.random() < 0.2 ? (s.maxLength ?? 64) : Math.max(s.minLength ?? 0, rnd(12));
-      return Math.random() < 0.3 ? pick(['127.0.0.1:1', 'garbage', prefillEngine.segmentName, decodeEngine.segmentName, 'mha', 'auto']).slice(0, s.maxLength ?? 300) : randomBytes(n).toString('latin1').slice(0, n);
+      return Math.random() < 0.3
+        ? pick(['127.0.0.1:1', 'garbage', prefillEngine.segmentName, decodeEngine.segmentName, 'mha', 'auto']).slice(0, s.maxLength ?? 300)
+        : randomBytes(n).toString('latin1').slice(0, n);
     }
     case 'boolean':
       return Math.random() < 0.5;
@@ -147,11 +197,20 @@ function mutateBytes(b: Buffer): Buffer {
   for (let i = 0; i < n && cur.length > 0; i++) {
     const at = rnd(cur.length);
     switch (rnd(5)) {
-      case 0: cur[at] ^= 1 << rnd(8); break;
-      case 1: cur[at] = pick([0, 0xff, 0x7f, 0x80, 0xc0, 0xc1, 0xd4, 0xc7, 0xdd, 0xdf]); break;
-      case 2: cur = Buffer.concat([cur.subarray(0, at), randomBytes(rnd(8) + 1), cur.subarray(at)]); break;
-      case 3: cur = Buffer.concat([cur.subarray(0, at), cur.subarray(Math.min(cur.length, at + rnd(8) + 1))]); break;
-      default: cur = Buffer.concat([cur, cur.subarray(at, Math.min(cur.length, at + 64))]);
+      case 0:
+        cur[at] ^= 1 << rnd(8);
+        break;
+      case 1:
+        cur[at] = pick([0, 0xff, 0x7f, 0x80, 0xc0, 0xc1, 0xd4, 0xc7, 0xdd, 0xdf]);
+        break;
+      case 2:
+        cur = Buffer.concat([cur.subarray(0, at), randomBytes(rnd(8) + 1), cur.subarray(at)]);
+        break;
+      case 3:
+        cur = Buffer.concat([cur.subarray(0, at), cur.subarray(Math.min(cur.length, at + rnd(8) + 1))]);
+        break;
+      default:
+        cur = Buffer.concat([cur, cur.subarray(at, Math.min(cur.length, at + 64))]);
     }
   }
   return cur;
@@ -193,7 +252,14 @@ const lagTimer = setInterval(() => {
 const slowest = new Map<string, number>();
 /** The five slowest answers, by message type (types of well-formed messages only). */
 const worst = (): string =>
-  JSON.stringify(Object.fromEntries([...slowest].filter(([t]) => /^te\.[a-z.]+$/.test(t)).sort((a, b) => b[1] - a[1]).slice(0, 5)));
+  JSON.stringify(
+    Object.fromEntries(
+      [...slowest]
+        .filter(([t]) => /^te\.[a-z.]+$/.test(t))
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, 5),
+    ),
+  );
 for (const s of sockets) {
   void (async () => {
     for await (const [msg] of s.d) {
@@ -253,7 +319,10 @@ while (Date.now() - started < seconds * 1000) {
     collectGarbage();
     const m = process.memoryUsage();
     const held = m.heapUsed + m.external;
-    if (held > MAX_HELD) fail(`${(held / 2 ** 20).toFixed(0)} MiB still held after a full garbage collection (RSS ${(m.rss / 2 ** 20).toFixed(0)} MiB), past the ${MAX_HELD / 2 ** 20} MiB bound`);
+    if (held > MAX_HELD)
+      fail(
+        `${(held / 2 ** 20).toFixed(0)} MiB still held after a full garbage collection (RSS ${(m.rss / 2 ** 20).toFixed(0)} MiB), past the ${MAX_HELD / 2 ** 20} MiB bound`,
+      );
   }
   // At most 256 requests in flight per socket: a ROUTER drops replies to a peer whose pipe
   // is full (1000 messages), which would look like a missing answer.
@@ -278,7 +347,9 @@ const wrong = verifyDecode(MODEL, decodeMemory, [{ room, pages, auxSlot: 1 }]);
 if (wrong) fail(`after fuzzing, a real room did not land byte-exact: ${wrong}`);
 
 const took = (Date.now() - started) / 1000;
-console.log(`  control_plane: ${sent} messages in ${took.toFixed(1)} s (${(sent / took).toFixed(0)}/s), ${answered} answered; RSS ${(rssStart / 2 ** 20).toFixed(0)} → ${(process.memoryUsage().rss / 2 ** 20).toFixed(0)} MiB; a real room landed byte-exact afterwards`);
+console.log(
+  `  control_plane: ${sent} messages in ${took.toFixed(1)} s (${(sent / took).toFixed(0)}/s), ${answered} answered; RSS ${(rssStart / 2 ** 20).toFixed(0)} → ${(process.memoryUsage().rss / 2 ** 20).toFixed(0)} MiB; a real room landed byte-exact afterwards`,
+);
 clearInterval(lagTimer);
 console.log(`  control_plane: event-loop lag up to ${maxLag} ms; slowest answers (ms): ${worst()}`);
 for (const s of sockets) s.d.close();

@@ -13,16 +13,39 @@ function save(dir, name, bytes) {
   mkdirSync(join(here, 'corpus', dir), { recursive: true });
   writeFileSync(join(here, 'corpus', dir, name), bytes);
 }
-const u16 = (v) => { const b = Buffer.alloc(2); b.writeUInt16LE(v); return b; };
-const u32 = (v) => { const b = Buffer.alloc(4); b.writeUInt32LE(v); return b; };
-const u64 = (v) => { const b = Buffer.alloc(8); b.writeBigUInt64LE(BigInt(v)); return b; };
+const u16 = (v) => {
+  const b = Buffer.alloc(2);
+  b.writeUInt16LE(v);
+  return b;
+};
+const u32 = (v) => {
+  const b = Buffer.alloc(4);
+  b.writeUInt32LE(v);
+  return b;
+};
+const u64 = (v) => {
+  const b = Buffer.alloc(8);
+  b.writeBigUInt64LE(BigInt(v));
+  return b;
+};
 
 // mooncake-tcp: 56-byte header (see plugins/mooncake-tcp/native/wire.h); the fuzz target
 // serves epoch 0x1122334455667788 and a region at 0x4a0000000000.
 const EPOCH = 0x1122334455667788n;
 const REGION = 0x4a0000000000n;
 function frame({ op, id = 1n, addr = 0n, body = Buffer.alloc(0), length, spanAddr = 0n, spanLength = 0n }) {
-  const h = Buffer.concat([u32(0x43544554), u16(1), Buffer.from([op, 0]), u32(0), u32(0), u64(id), u64(addr), u64(length ?? body.length), u64(spanAddr), u64(spanLength)]);
+  const h = Buffer.concat([
+    u32(0x43544554),
+    u16(1),
+    Buffer.from([op, 0]),
+    u32(0),
+    u32(0),
+    u64(id),
+    u64(addr),
+    u64(length ?? body.length),
+    u64(spanAddr),
+    u64(spanLength),
+  ]);
   return Buffer.concat([h, body]);
 }
 const name = Buffer.from('seed-peer');
@@ -36,18 +59,50 @@ save('tcp_frames', 'hello-write', Buffer.concat([hello, write]));
 save('tcp_frames', 'hello-read', Buffer.concat([hello, read]));
 save('tcp_frames', 'hello-notify', Buffer.concat([hello, notify]));
 save('tcp_frames', 'hello-all', Buffer.concat([hello, write, read, notify, read]));
-save('tcp_frames', 'write-out-of-range', Buffer.concat([hello, frame({ op: 1, id: 5n, addr: REGION + (1n << 20n) - 8n, body: Buffer.alloc(64), spanAddr: REGION + (1n << 20n) - 8n, spanLength: 64n })]));
+save(
+  'tcp_frames',
+  'write-out-of-range',
+  Buffer.concat([
+    hello,
+    frame({ op: 1, id: 5n, addr: REGION + (1n << 20n) - 8n, body: Buffer.alloc(64), spanAddr: REGION + (1n << 20n) - 8n, spanLength: 64n }),
+  ]),
+);
 // REVOKE naming an unknown connection (answered 0), this very connection (refused), then a WRITE.
-save('tcp_frames', 'hello-revoke', Buffer.concat([hello, frame({ op: 4, id: 6n, body: Buffer.alloc(16, 0x11) }), frame({ op: 4, id: 7n, body: Buffer.alloc(16, 0xab) }), write]));
+save(
+  'tcp_frames',
+  'hello-revoke',
+  Buffer.concat([hello, frame({ op: 4, id: 6n, body: Buffer.alloc(16, 0x11) }), frame({ op: 4, id: 7n, body: Buffer.alloc(16, 0xab) }), write]),
+);
 save('tcp_frames', 'auth-without-hello', frame({ op: 17, body: Buffer.alloc(32, 1) }));
 save('tcp_frames', 'stale-epoch', frame({ op: 16, addr: 5n, body: Buffer.concat([u64(7), Buffer.alloc(16), u16(0)]) }));
 
 // fabric control messages (native/fabric/src/wire.h, version 2): header then body.
 function fabric({ type, flags = 0, status = 0, req = 1n, arg = 0n, body = Buffer.alloc(0), addr = Buffer.from('rail-address-0') }) {
-  return Buffer.concat([u32(0x42464554), u16(2), Buffer.from([type, flags]), u16(0), u16(addr.length), u32(status), u64(req), u64(11), u64(22), u64(arg), addr, body]);
+  return Buffer.concat([
+    u32(0x42464554),
+    u16(2),
+    Buffer.from([type, flags]),
+    u16(0),
+    u16(addr.length),
+    u32(status),
+    u64(req),
+    u64(11),
+    u64(22),
+    u64(arg),
+    addr,
+    body,
+  ]);
 }
 save('fabric_messages', 'hello', fabric({ type: 1, body: Buffer.concat([u16(4), Buffer.from('peer')]) }));
-save('fabric_messages', 'table', fabric({ type: 4, flags: 1, body: Buffer.concat([u16(2), u32(2), u64(0x1000), u64(4096), u64(0x1000), u64(1), u64(2), u64(0x9000), u64(64), u64(0x9000), u64(3), u64(4)]) }));
+save(
+  'fabric_messages',
+  'table',
+  fabric({
+    type: 4,
+    flags: 1,
+    body: Buffer.concat([u16(2), u32(2), u64(0x1000), u64(4096), u64(0x1000), u64(1), u64(2), u64(0x9000), u64(64), u64(0x9000), u64(3), u64(4)]),
+  }),
+);
 save('fabric_messages', 'notify', fabric({ type: 6, body: Buffer.concat([u16(4), Buffer.from('peer'), u32(5), Buffer.from('hello')]) }));
 save('fabric_messages', 'revoke', fabric({ type: 5, arg: 0x1000n }));
 save('fabric_messages', 'revoke-ack', fabric({ type: 7 }));
@@ -56,14 +111,23 @@ save('fabric_messages', 'notify-ack-refused', fabric({ type: 8, req: 7n, status:
 // Hostile shapes the rails must refuse: a sender address of 0 bytes (the provider reads its
 // fixed address length from it), a table without keys (nothing to address its regions with).
 save('fabric_messages', 'hello-empty-address', fabric({ type: 1, addr: Buffer.alloc(0), body: Buffer.concat([u16(4), Buffer.from('peer')]) }));
-save('fabric_messages', 'table-no-keys', fabric({ type: 4, flags: 1, body: Buffer.concat([u16(0), u32(2), u64(0x1000), u64(4096), u64(0x1000), u64(0x9000), u64(64), u64(0x9000)]) }));
+save(
+  'fabric_messages',
+  'table-no-keys',
+  fabric({ type: 4, flags: 1, body: Buffer.concat([u16(0), u32(2), u64(0x1000), u64(4096), u64(0x1000), u64(0x9000), u64(64), u64(0x9000)]) }),
+);
 
 // control plane: msgpack envelopes {v, id, type, body} as the engine and @te/disagg send them.
 const packr = new Packr({ useRecords: false, int64AsType: 'bigint', mapsAsObjects: true, moreTypes: true });
 const envelopes = {
   descriptor: { v: 1, id: 1, type: 'te.segment.describe' },
   ping: { v: 1, id: 2, type: 'te.kv.p.ping', body: { v: 1 } },
-  register: { v: 1, id: 3, type: 'te.kv.p.register', body: { v: 1, room: 7n, segment: 'decode-0', tpRank: 0, buffers: { kv: [0x1000n], aux: [] }, pages: new Uint32Array([1, 2, 3]) } },
+  register: {
+    v: 1,
+    id: 3,
+    type: 'te.kv.p.register',
+    body: { v: 1, room: 7n, segment: 'decode-0', tpRank: 0, buffers: { kv: [0x1000n], aux: [] }, pages: new Uint32Array([1, 2, 3]) },
+  },
   request: { v: 1, id: 4, type: 'te.kv.p.request', body: { v: 1, room: 7n, pages: new Uint32Array([4, 5]), addrs: new BigUint64Array([0x2000n, 0x3000n]) } },
   abort: { v: 1, id: 5, type: 'te.kv.p.abort', body: { v: 1, room: 7n } },
   status: { v: 1, id: 6, type: 'te.kv.d.status', body: { v: 1, room: 7n, status: 4 } },

@@ -16,7 +16,20 @@ import { createConnection, createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isTransferError } from '@te/connector';
-import { FrameReader, HandshakeServer, MSG_CONNECTION, MSG_LEGACY, MSG_METADATA, MSG_NOTIFY, MSG_PROBE, encodeFrame, encodeSegment, handshake, parseJson64, parseSegment } from '../plugins/mooncake-wire/src/index.js';
+import {
+  FrameReader,
+  HandshakeServer,
+  MSG_CONNECTION,
+  MSG_LEGACY,
+  MSG_METADATA,
+  MSG_NOTIFY,
+  MSG_PROBE,
+  encodeFrame,
+  encodeSegment,
+  handshake,
+  parseJson64,
+  parseSegment,
+} from '../plugins/mooncake-wire/src/index.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const seconds = Number(process.argv[2] ?? 60);
@@ -29,7 +42,14 @@ function rand(n: number): number {
   return Number(state % BigInt(n));
 }
 
-const descriptor = encodeSegment({ name: '127.0.0.1:15000', tcpDataPort: 15001, buffers: [{ addr: 0x7f0000001000n, length: 1n << 20n }, { addr: 0x7f0000200000n, length: 4096n }] });
+const descriptor = encodeSegment({
+  name: '127.0.0.1:15000',
+  tcpDataPort: 15001,
+  buffers: [
+    { addr: 0x7f0000001000n, length: 1n << 20n },
+    { addr: 0x7f0000200000n, length: 4096n },
+  ],
+});
 const seeds = [
   encodeFrame(MSG_METADATA, '{}\n'),
   encodeFrame(MSG_PROBE, '{}\n'),
@@ -44,13 +64,30 @@ function mutate(b: Buffer): Buffer {
   for (let k = 1 + rand(4); k > 0; k--) {
     const at = out.length ? rand(out.length) : 0;
     switch (rand(7)) {
-      case 0: out[at] = rand(256); break;
-      case 1: out = Buffer.concat([out.subarray(0, at), Buffer.from([rand(256)]), out.subarray(at)]); break;
-      case 2: out = Buffer.concat([out.subarray(0, at), out.subarray(at + 1 + rand(8))]); break;
-      case 3: out = out.subarray(0, rand(out.length + 1)); break;
-      case 4: if (out.length >= 8) out.writeBigUInt64LE(BigInt(rand(2)) ? BigInt(Math.max(0, out.length - 8 + rand(3) - 1)) : BigInt(rand(1 << 30)) * BigInt(rand(1 << 20)), 0); break;
-      case 5: { const d = String.fromCharCode(...'0123456789{}[]",:-.e'.split('').map((c) => c.charCodeAt(0))); out = Buffer.concat([out.subarray(0, at), Buffer.from(d[rand(d.length)]!), out.subarray(at)]); break; }
-      default: out = Buffer.concat([out, out.subarray(rand(out.length + 1))]); break;
+      case 0:
+        out[at] = rand(256);
+        break;
+      case 1:
+        out = Buffer.concat([out.subarray(0, at), Buffer.from([rand(256)]), out.subarray(at)]);
+        break;
+      case 2:
+        out = Buffer.concat([out.subarray(0, at), out.subarray(at + 1 + rand(8))]);
+        break;
+      case 3:
+        out = out.subarray(0, rand(out.length + 1));
+        break;
+      case 4:
+        if (out.length >= 8)
+          out.writeBigUInt64LE(BigInt(rand(2)) ? BigInt(Math.max(0, out.length - 8 + rand(3) - 1)) : BigInt(rand(1 << 30)) * BigInt(rand(1 << 20)), 0);
+        break;
+      case 5: {
+        const d = String.fromCharCode(...'0123456789{}[]",:-.e'.split('').map((c) => c.charCodeAt(0)));
+        out = Buffer.concat([out.subarray(0, at), Buffer.from(d[rand(d.length)]!), out.subarray(at)]);
+        break;
+      }
+      default:
+        out = Buffer.concat([out, out.subarray(rand(out.length + 1))]);
+        break;
     }
   }
   return out.subarray(0, 1 << 16);
@@ -65,7 +102,7 @@ function inProcess(input: Buffer): void {
   const reader = new FrameReader(1 << 20);
   let frame;
   try {
-    for (let i = 0; i < input.length; ) {
+    for (let i = 0; i < input.length;) {
       const n = 1 + rand(input.length - i);
       frame = reader.push(input.subarray(i, i + n)) ?? frame;
       i += n;
@@ -93,7 +130,10 @@ function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 async function main(): Promise<void> {
   let unhandled: unknown;
   process.on('unhandledRejection', (e) => (unhandled = e));
-  const server = await HandshakeServer.listen({ host: '127.0.0.1', port: 0, maxConnections: 64, timeoutMs: 500 }, { metadata: () => descriptor, notify: () => true });
+  const server = await HandshakeServer.listen(
+    { host: '127.0.0.1', port: 0, maxConnections: 64, timeoutMs: 500 },
+    { metadata: () => descriptor, notify: () => true },
+  );
   let hostileReply = Buffer.alloc(0);
   const hostile = createServer((s) => {
     s.on('error', () => undefined);
@@ -123,7 +163,14 @@ async function main(): Promise<void> {
         if (probe !== '{"status":"success"}\n') throw new Failure(`canary Probe answered ${JSON.stringify(probe)}`);
       }
       hostileReply = input;
-      await within(handshake('127.0.0.1', hostilePort, MSG_METADATA, '{}\n', 500).then(() => undefined, (e: unknown) => expectTyped(e, 'handshake client')), 2000, 'the handshake client');
+      await within(
+        handshake('127.0.0.1', hostilePort, MSG_METADATA, '{}\n', 500).then(
+          () => undefined,
+          (e: unknown) => expectTyped(e, 'handshake client'),
+        ),
+        2000,
+        'the handshake client',
+      );
       if (({} as Record<string, unknown>).polluted !== undefined || Object.keys(Object.prototype).length) throw new Failure('Object.prototype polluted');
       if (unhandled) throw new Failure(`unhandled rejection: ${String(unhandled)}`);
       runs++;

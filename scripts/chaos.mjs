@@ -35,7 +35,8 @@ import { Namespace, netnsSupport } from './chaos/netns.mjs';
 
 const { values: opt } = parseCli({
   usage: 'node scripts/chaos.mjs [options]',
-  summary: 'Chaos soak of the disaggregation runtime: PD and EC across 14 processes under load while ranks are killed, stalled and restarted, bootstrap servers restarted and a link slowed; exit 0 only when no invariant broke.',
+  summary:
+    'Chaos soak of the disaggregation runtime: PD and EC across 14 processes under load while ranks are killed, stalled and restarted, bootstrap servers restarted and a link slowed; exit 0 only when no invariant broke.',
   options: {
     quick: { type: 'boolean', default: false, help: 'a 90 s run (about 2 min 15 s in all)' },
     duration: { type: 'string', help: 'seconds of load (more than 20; default 1800, or 90 with --quick)' },
@@ -86,7 +87,12 @@ class Proc {
   async start() {
     this.state = 'starting';
     const execArgv = this.ns ? ['netns', 'exec', this.ns.name, process.execPath] : [];
-    const child = fork(WORKER, [], { env: { ...process.env, TE_CHAOS_SPEC: JSON.stringify(this.spec), ...(opt.checksums ? { TE_KV_CHECKSUMS: '1' } : {}) }, execArgv, ...(this.ns ? { execPath: 'ip' } : {}), stdio: ['ignore', 'ignore', opt.verbose ? 'inherit' : 'ignore', 'ipc'] });
+    const child = fork(WORKER, [], {
+      env: { ...process.env, TE_CHAOS_SPEC: JSON.stringify(this.spec), ...(opt.checksums ? { TE_KV_CHECKSUMS: '1' } : {}) },
+      execArgv,
+      ...(this.ns ? { execPath: 'ip' } : {}),
+      stdio: ['ignore', 'ignore', opt.verbose ? 'inherit' : 'ignore', 'ipc'],
+    });
     this.child = child;
     this.pending = new Map();
     this.next = 1;
@@ -181,7 +187,16 @@ async function build() {
     prefills.push([]);
     for (let tp = 0; tp < 2; tp++) {
       const layout = { attnTpSize: 2, attnTpRank: tp, attnDpSize: 1, attnDpRank: 0, ppSize: 1, ppRank: 0, systemDpSize: 1, systemDpRank: 0 };
-      const spec = { role: 'prefill', host: HOST, controlPort: await freePort(), layout, model: MODEL, timeouts: TIMEOUTS, bootstrap: { host: HOST, port: bootstraps[i].spec.port }, ...(i === 0 && tp === 0 ? { ec: 'producer' } : {}) };
+      const spec = {
+        role: 'prefill',
+        host: HOST,
+        controlPort: await freePort(),
+        layout,
+        model: MODEL,
+        timeouts: TIMEOUTS,
+        bootstrap: { host: HOST, port: bootstraps[i].spec.port },
+        ...(i === 0 && tp === 0 ? { ec: 'producer' } : {}),
+      };
       prefills[i].push(new Proc(`prefill${i}.tp${tp}`, spec));
     }
   }
@@ -193,7 +208,16 @@ async function build() {
       decodes[i].push([]);
       for (let tp = 0; tp < 2; tp++) {
         const layout = { attnTpSize: 2, attnTpRank: tp, attnDpSize: 2, attnDpRank: dp, ppSize: 1, ppRank: 0, systemDpSize: 1, systemDpRank: 0 };
-        const spec = { role: 'decode', host: inNs ? ns.peerIp : HOST, controlPort: await freePort(), layout, model: MODEL, timeouts: TIMEOUTS, bootstrap: { host: HOST, port: 0 }, ...(i === 0 && dp === 0 && tp === 0 ? { ec: 'consumer' } : {}) };
+        const spec = {
+          role: 'decode',
+          host: inNs ? ns.peerIp : HOST,
+          controlPort: await freePort(),
+          layout,
+          model: MODEL,
+          timeouts: TIMEOUTS,
+          bootstrap: { host: HOST, port: 0 },
+          ...(i === 0 && dp === 0 && tp === 0 ? { ec: 'consumer' } : {}),
+        };
         decodes[i][dp].push(new Proc(`decode${i}.dp${dp}.tp${tp}`, spec, inNs ? ns : undefined));
       }
     }
@@ -220,9 +244,15 @@ class Pool {
   }
 }
 const prefillPages = [new Pool(MODEL.pages), new Pool(MODEL.pages)];
-const decodePages = [[new Pool(MODEL.pages), new Pool(MODEL.pages)], [new Pool(MODEL.pages), new Pool(MODEL.pages)]];
+const decodePages = [
+  [new Pool(MODEL.pages), new Pool(MODEL.pages)],
+  [new Pool(MODEL.pages), new Pool(MODEL.pages)],
+];
 const prefillAux = [new Pool(MODEL.auxSlots), new Pool(MODEL.auxSlots)];
-const decodeAux = [[new Pool(MODEL.auxSlots), new Pool(MODEL.auxSlots)], [new Pool(MODEL.auxSlots), new Pool(MODEL.auxSlots)]];
+const decodeAux = [
+  [new Pool(MODEL.auxSlots), new Pool(MODEL.auxSlots)],
+  [new Pool(MODEL.auxSlots), new Pool(MODEL.auxSlots)],
+];
 
 // ---------------------------------------------------------------------------- report state
 const report = {
@@ -310,12 +340,27 @@ async function startRoom() {
   const pRanks = prefills[P];
   const dRanks = decodes[D][G];
   const sendArgs = { room: key, pages: src, auxSlot: auxSrc[0], mode, chunks, endMs: ROOM_END_MS, ...(abortSide === 'prefill' ? { abortAfterMs } : {}) };
-  const recvArgs = { room: key, pages: dst, auxSlot: auxDst[0], sendsAux: true, endMs: ROOM_END_MS, bootstrapPort, ...(abortSide === 'decode' ? { abortAfterMs } : {}) };
+  const recvArgs = {
+    room: key,
+    pages: dst,
+    auxSlot: auxDst[0],
+    sendsAux: true,
+    endMs: ROOM_END_MS,
+    bootstrapPort,
+    ...(abortSide === 'decode' ? { abortAfterMs } : {}),
+  };
   const lives = (ranks) => ranks.map((r) => r.restarts);
   const pLives = lives(pRanks);
   const dLives = lives(dRanks);
-  const settle = (p) => p.then((v) => ({ ok: true, v }), (e) => ({ ok: false, e }));
-  const [pOut, dOut] = await Promise.all([Promise.all(pRanks.map((r) => settle(r.call('send', sendArgs)))), Promise.all(dRanks.map((r) => settle(r.call('receive', recvArgs))))]);
+  const settle = (p) =>
+    p.then(
+      (v) => ({ ok: true, v }),
+      (e) => ({ ok: false, e }),
+    );
+  const [pOut, dOut] = await Promise.all([
+    Promise.all(pRanks.map((r) => settle(r.call('send', sendArgs)))),
+    Promise.all(dRanks.map((r) => settle(r.call('receive', recvArgs)))),
+  ]);
   // A rank that died (or restarted) during the room has no outcome for it.
   const alive = (ranks, outs, livesAt) => outs.map((o, i) => (o.ok && ranks[i].restarts === livesAt[i] ? o.v : undefined));
   const ps = alive(pRanks, pOut, pLives);
@@ -351,7 +396,8 @@ async function startRoom() {
     }
     await new Promise((r) => setTimeout(r, 1_000));
     const c = await dRanks[i].call('unchanged', { room: key }, 30_000).catch(() => undefined);
-    if (c?.known && !c.unchanged && dRanks[i].restarts === dLives[i]) violation(`room ${key}: pages on ${dRanks[i].name} changed after Failed (${d.code}) without pagesMayBeWritten`);
+    if (c?.known && !c.unchanged && dRanks[i].restarts === dLives[i])
+      violation(`room ${key}: pages on ${dRanks[i].name} changed after Failed (${d.code}) without pagesMayBeWritten`);
   }
   if (reuse) {
     decodePages[D][G].give(dst);
@@ -505,9 +551,12 @@ async function main() {
       for (const p of allProcs()) {
         if (p.baseline || !p.restartedAt || now - p.restartedAt < WARMUP_MS || p.state !== 'up' || busy.has(p)) continue;
         const life = p.restarts;
-        p.call('sample', {}, 10_000).then((s) => {
-          if (p.restarts === life && !busy.has(p)) p.baseline ??= s;
-        }, () => undefined);
+        p.call('sample', {}, 10_000).then(
+          (s) => {
+            if (p.restarts === life && !busy.has(p)) p.baseline ??= s;
+          },
+          () => undefined,
+        );
       }
     }
     if (now >= nextRoomAt) {
@@ -547,7 +596,8 @@ async function main() {
       continue;
     }
     if (s.tables.movedAfterEnd) violation(`${p.name}: ${s.tables.movedAfterEnd} room statuses moved after they ended`);
-    for (const t of ['live', 'senders', 'pending', 'aborted', 'receivers']) if (s.tables[t]) violation(`${p.name}: table ${t} holds ${s.tables[t]} entries after the load`);
+    for (const t of ['live', 'senders', 'pending', 'aborted', 'receivers'])
+      if (s.tables[t]) violation(`${p.name}: table ${t} holds ${s.tables[t]} entries after the load`);
     report.tablesAfterLoad[p.name] = s.tables;
     // Growth against a baseline of the same life (taken after the warm-up, or a while after
     // the process's last restart). Sockets follow which peers are up (they restart too):
@@ -566,7 +616,8 @@ async function main() {
       }
     }
     // A restarted rank or server serves again (when it came back early enough to be routed rooms).
-    if (p.restartedAt && p.restartedAt < loadEnd - 15_000 && p.lastSuccessAt < p.restartedAt) violation(`${p.name} restarted at ${((p.restartedAt - tRun) / 1000).toFixed(0)} s of load and served no room after`);
+    if (p.restartedAt && p.restartedAt < loadEnd - 15_000 && p.lastSuccessAt < p.restartedAt)
+      violation(`${p.name} restarted at ${((p.restartedAt - tRun) / 1000).toFixed(0)} s of load and served no room after`);
   }
   report.rssGrowthMiB = Number(rss.toFixed(1));
   report.fdGrowth = fd;
@@ -581,12 +632,18 @@ async function main() {
 function print() {
   const r = report;
   console.log(`chaos soak, seed ${r.seed}: ${r.loadS} s of load, ${r.durationS} s in all${r.netns ? '' : ' (no network namespace: no slowed link)'}`);
-  console.log(`rooms: ${r.roomsStarted} started, ${r.roomsCompleted} completed, ${r.roomsFailed} failed ${JSON.stringify(r.failedByCause)}; ${r.layerwiseRooms} layerwise, ${r.chunkedRooms} chunked`);
+  console.log(
+    `rooms: ${r.roomsStarted} started, ${r.roomsCompleted} completed, ${r.roomsFailed} failed ${JSON.stringify(r.failedByCause)}; ${r.layerwiseRooms} layerwise, ${r.chunkedRooms} chunked`,
+  );
   console.log(`room latency (decode, Success): p50 ${r.latencyMs.p50} ms, p99 ${r.latencyMs.p99} ms, max ${r.latencyMs.max} ms`);
-  console.log(`faults: ${r.faultsInjected} ${JSON.stringify(r.faultsByKind)}; rank outcomes lost to kills: ${r.rankOutcomesLostToKills}; decode Success the prefill could not deliver (documented): ${r.successUndelivered}; decode aborts after the prefill's Success: ${r.abortedAfterPrefillSuccess}`);
+  console.log(
+    `faults: ${r.faultsInjected} ${JSON.stringify(r.faultsByKind)}; rank outcomes lost to kills: ${r.rankOutcomesLostToKills}; decode Success the prefill could not deliver (documented): ${r.successUndelivered}; decode aborts after the prefill's Success: ${r.abortedAfterPrefillSuccess}`,
+  );
   console.log(`EC: ${r.ec.items} items, ${r.ec.loaded} loaded, ${r.ec.failed} failed ${JSON.stringify(r.ec.failedByCause)}`);
   if (r.restartsRetriedForPort) console.log(`restarts retried because the control port was still taken: ${r.restartsRetriedForPort}`);
-  console.log(`wrong bytes: ${r.wrongBytes}; quarantined pages (pagesMayBeWritten): ${r.quarantinedPages}; RSS growth (max per process, ${r.processesMeasured} processes measured): ${r.rssGrowthMiB} MiB; descriptor growth: ${r.fdGrowth} (never-restarted processes), ${r.nonSocketFdGrowth} not sockets (all measured)`);
+  console.log(
+    `wrong bytes: ${r.wrongBytes}; quarantined pages (pagesMayBeWritten): ${r.quarantinedPages}; RSS growth (max per process, ${r.processesMeasured} processes measured): ${r.rssGrowthMiB} MiB; descriptor growth: ${r.fdGrowth} (never-restarted processes), ${r.nonSocketFdGrowth} not sockets (all measured)`,
+  );
   console.log(`invariant violations: ${r.invariantViolations}`);
   for (const v of r.violations) console.log(`  - ${v}`);
   console.log(r.invariantViolations === 0 ? 'PASS' : 'FAIL');

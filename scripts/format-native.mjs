@@ -17,8 +17,7 @@ const { values, positionals } = parseCli({
     check: { type: 'boolean', default: false, help: 'report files that differ from the style; exit 1 if any' },
     write: { type: 'boolean', default: false, help: 'rewrite files in place' },
   },
-  notes:
-    'clang-format comes from $CLANG_FORMAT, else clang-format or clang-format-14 on PATH (Debian: apt-get install -y clang-format).',
+  notes: 'clang-format comes from $CLANG_FORMAT, else clang-format or clang-format-14 on PATH (Debian: apt-get install -y clang-format).',
 });
 if (values.check === values.write) {
   process.stderr.write('format-native: give exactly one of --check and --write (see --help)\n');
@@ -29,9 +28,7 @@ function clangFormat() {
   for (const name of [process.env.CLANG_FORMAT, 'clang-format', 'clang-format-14'].filter(Boolean)) {
     if (spawnSync(name, ['--version'], { stdio: 'ignore' }).status === 0) return name;
   }
-  process.stderr.write(
-    'format-native: clang-format is not installed (apt-get install -y clang-format, or set CLANG_FORMAT)\n',
-  );
+  process.stderr.write('format-native: clang-format is not installed (apt-get install -y clang-format, or set CLANG_FORMAT)\n');
   process.exit(3);
 }
 
@@ -44,6 +41,5 @@ const files = positionals.length
 const bin = clangFormat();
 const args = values.write ? ['-i', ...files] : ['--dry-run', '--Werror', ...files];
 const r = spawnSync(bin, ['--style=file', ...args], { cwd: root, stdio: 'inherit' });
-if (values.check && r.status !== 0)
-  process.stderr.write(`format-native: C++ sources differ from .clang-format (npm run format rewrites them)\n`);
+if (values.check && r.status !== 0) process.stderr.write(`format-native: C++ sources differ from .clang-format (npm run format rewrites them)\n`);
 process.exit(r.status ?? 1);

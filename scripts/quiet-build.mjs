@@ -6,11 +6,14 @@ import { parseCli } from './lib/cli.mjs';
 
 parseCli({
   usage: 'node scripts/quiet-build.mjs',
-  summary: 'Builds every package (lerna, in dependency order), one line per package; on failure prints the failed build\'s log and exits 1.',
+  summary: "Builds every package (lerna, in dependency order), one line per package; on failure prints the failed build's log and exits 1.",
 });
 
 const started = Date.now();
-const child = spawn('npx', ['lerna', 'run', 'build', '--concurrency', '2'], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, FORCE_COLOR: '0', NX_TUI: 'false' } });
+const child = spawn('npx', ['lerna', 'run', 'build', '--concurrency', '2'], {
+  stdio: ['ignore', 'pipe', 'pipe'],
+  env: { ...process.env, FORCE_COLOR: '0', NX_TUI: 'false' },
+});
 let log = '';
 const seen = new Set();
 const tty = process.stdout.isTTY;

@@ -36,7 +36,14 @@ if (role) {
   let notifications = 0;
   engine.onNotification(() => notifications++);
   const tcp = engine.descriptor().transports['mooncake-tcp'].endpoint;
-  send({ ready: true, segment: engine.segmentName, addr: mem.addr.toString(), length: size, dataPort: tcp.port, controlPort: Number(engine.segmentName.split(':').pop()) });
+  send({
+    ready: true,
+    segment: engine.segmentName,
+    addr: mem.addr.toString(),
+    length: size,
+    dataPort: tcp.port,
+    controlPort: Number(engine.segmentName.split(':').pop()),
+  });
 
   let stopping = false;
   const stats = { transfers: 0, bytes: 0, failures: 0, failureCodes: {}, notifies: 0, reconnects: 0 };
@@ -87,7 +94,12 @@ if (role) {
       randomFillSync(buf, src, total);
       buf.fill(0, dst, dst + total);
       const batch = (op) => {
-        const b = { opcodes: new Uint8Array(lens.length).fill(op), localAddrs: new BigUint64Array(lens.length), remoteAddrs: new BigUint64Array(lens.length), lengths: new BigUint64Array(lens.length) };
+        const b = {
+          opcodes: new Uint8Array(lens.length).fill(op),
+          localAddrs: new BigUint64Array(lens.length),
+          remoteAddrs: new BigUint64Array(lens.length),
+          lengths: new BigUint64Array(lens.length),
+        };
         let off = 0;
         lens.forEach((len, k) => {
           b.localAddrs[k] = mem.addr + BigInt((op === 1 ? src : dst) + off);
@@ -126,7 +138,8 @@ if (role) {
 else {
   const { values, positionals } = parseCli({
     usage: 'node scripts/soak.mjs [minutes=5] [options]',
-    summary: 'Soak run over mooncake-tcp: transfers read back and compared, a churning peer killed and restarted, hostile connections; PASS when nothing failed and RSS stayed within the tolerance.',
+    summary:
+      'Soak run over mooncake-tcp: transfers read back and compared, a churning peer killed and restarted, hostile connections; PASS when nothing failed and RSS stayed within the tolerance.',
     allowPositionals: true,
     options: {
       warmup: { type: 'string', default: '20', help: 'seconds before the start RSS is taken' },
@@ -149,7 +162,10 @@ else {
   const failures = [];
   const children = new Set();
   function start(name, bytes) {
-    const child = fork(new URL(import.meta.url).pathname, [], { env: { ...process.env, TE_SOAK_ROLE: name, TE_SOAK_BYTES: String(bytes) }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    const child = fork(new URL(import.meta.url).pathname, [], {
+      env: { ...process.env, TE_SOAK_ROLE: name, TE_SOAK_BYTES: String(bytes) },
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    });
     children.add(child);
     const waiters = [];
     child.on('message', (m) => {
@@ -183,13 +199,20 @@ else {
   console.log(`soak: ${minutes} min; A -> B (${b.segment}, data port ${b.dataPort}); churn every ${churnMs / 1000} s; warm-up ${warmupMs / 1000} s`);
 
   // ---------------------------------------------------------------- churn: C restarted
-  let churnRestarts = 0, churnKills = 0, churnTransfers = 0, churnBytes = 0, churnFailures = 0;
+  let churnRestarts = 0,
+    churnKills = 0,
+    churnTransfers = 0,
+    churnBytes = 0,
+    churnFailures = 0;
   let stopChurn = false;
   const churn = (async () => {
     while (!stopChurn) {
       const C = start('C', SLOT);
       const ready = await C.next();
-      if (!ready) { failures.push('C did not start'); break; }
+      if (!ready) {
+        failures.push('C did not start');
+        break;
+      }
       C.child.send({ cmd: 'run', loops: 1, segment: b.segment, remoteAddr: b.addr, remoteSlot0: LOOPS, slotBytes: SLOT, forgetEveryMs: 0 });
       await sleep(churnMs * (0.5 + Math.random()));
       const s = await C.ask('stats');
@@ -215,11 +238,35 @@ else {
   const count = (k) => (hostile[k] = (hostile[k] ?? 0) + 1);
   const open = new Map();
   let closedByServer = 0;
-  const u16 = (v) => { const x = Buffer.alloc(2); x.writeUInt16LE(v); return x; };
-  const u32 = (v) => { const x = Buffer.alloc(4); x.writeUInt32LE(v); return x; };
-  const u64 = (v) => { const x = Buffer.alloc(8); x.writeBigUInt64LE(BigInt(v)); return x; };
+  const u16 = (v) => {
+    const x = Buffer.alloc(2);
+    x.writeUInt16LE(v);
+    return x;
+  };
+  const u32 = (v) => {
+    const x = Buffer.alloc(4);
+    x.writeUInt32LE(v);
+    return x;
+  };
+  const u64 = (v) => {
+    const x = Buffer.alloc(8);
+    x.writeBigUInt64LE(BigInt(v));
+    return x;
+  };
   const frame = (op, { id = 1n, addr = 0n, length = 0n, body = Buffer.alloc(0) } = {}) =>
-    Buffer.concat([u32(0x43544554), u16(1), Buffer.from([op, 0]), u32(0), u32(0), u64(id), u64(addr), u64(length || BigInt(body.length)), u64(addr), u64(length || BigInt(body.length)), body]);
+    Buffer.concat([
+      u32(0x43544554),
+      u16(1),
+      Buffer.from([op, 0]),
+      u32(0),
+      u32(0),
+      u64(id),
+      u64(addr),
+      u64(length || BigInt(body.length)),
+      u64(addr),
+      u64(length || BigInt(body.length)),
+      body,
+    ]);
   const hello = (epoch) => frame(16, { addr: epoch, body: Buffer.concat([u64(1), randomBytes(16), u16(7), Buffer.from('hostile')]) });
   // Held connections, per kind: how many the server closed, and for how long it let them hang.
   const held = {};
@@ -277,24 +324,30 @@ else {
   const kinds = [
     ['tcp-garbage', () => raw(b.dataPort, randomBytes(1 + Math.floor(Math.random() * 4096)))],
     ['tcp-half-header', () => raw(b.dataPort, hello(1n).subarray(0, 20), { hold: true, kind: 'tcp-half-header' })],
-    ['tcp-stale-hello', () => raw(b.dataPort, Buffer.concat([hello(BigInt('0x' + randomBytes(7).toString('hex'))), frame(1, { addr: 0x1000n, body: randomBytes(256) })]))],
+    [
+      'tcp-stale-hello',
+      () => raw(b.dataPort, Buffer.concat([hello(BigInt('0x' + randomBytes(7).toString('hex'))), frame(1, { addr: 0x1000n, body: randomBytes(256) })])),
+    ],
     ['tcp-oversized', () => raw(b.dataPort, Buffer.concat([hello(0n), frame(1, { addr: 0x1000n, length: 1n << 40n })]))],
     ['tcp-hello-held', () => raw(b.dataPort, hello(0n), { hold: true, kind: 'tcp-hello-held' })],
     ['zmq-garbage', () => raw(b.controlPort, randomBytes(1 + Math.floor(Math.random() * 512)))],
     ['zmq-half-greeting', () => raw(b.controlPort, Buffer.from([0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f, 3]), { hold: true, kind: 'zmq-half-greeting' })],
-    ['zmq-malformed', () => {
-      const bodies = [
-        randomBytes(64),
-        encodeMessage({ v: { toString: 0 }, id: hostileId++, type: 'x' }),
-        encodeMessage({ v: 1, id: hostileId++, type: 'y'.repeat(5000) }),
-        encodeMessage({ v: 1, id: hostileId++, type: 'te.descriptor.get', body: { deep: Array(1000).fill([[[]]]) } }),
-        encodeMessage({ v: 9, id: hostileId++, type: 'te.descriptor.get' }),
-        encodeMessage({ v: 1, id: hostileId++, type: 'te.kv.p.register', body: { v: 1, room: -1 } }),
-      ];
-      const k = Math.floor(Math.random() * bodies.length);
-      if (k > 0) controlWithId++; // random bytes are not msgpack: no id to answer to (dropped by design)
-      void dealer.send(bodies[k]).catch(() => {});
-    }],
+    [
+      'zmq-malformed',
+      () => {
+        const bodies = [
+          randomBytes(64),
+          encodeMessage({ v: { toString: 0 }, id: hostileId++, type: 'x' }),
+          encodeMessage({ v: 1, id: hostileId++, type: 'y'.repeat(5000) }),
+          encodeMessage({ v: 1, id: hostileId++, type: 'te.descriptor.get', body: { deep: Array(1000).fill([[[]]]) } }),
+          encodeMessage({ v: 9, id: hostileId++, type: 'te.descriptor.get' }),
+          encodeMessage({ v: 1, id: hostileId++, type: 'te.kv.p.register', body: { v: 1, room: -1 } }),
+        ];
+        const k = Math.floor(Math.random() * bodies.length);
+        if (k > 0) controlWithId++; // random bytes are not msgpack: no id to answer to (dropped by design)
+        void dealer.send(bodies[k]).catch(() => {});
+      },
+    ],
   ];
   let stopHostile = false;
   const hostileLoop = (async () => {
@@ -329,7 +382,7 @@ else {
     sample();
     if (!atWarmup && Date.now() - started >= warmupMs) atWarmup = samples[samples.length - 1];
     if (A.child.exited || B.child.exited) {
-      failures.push(`process ${A.child.exited ? 'A' : 'B'} exited: ${JSON.stringify((A.child.exited ?? B.child.exited))}`);
+      failures.push(`process ${A.child.exited ? 'A' : 'B'} exited: ${JSON.stringify(A.child.exited ?? B.child.exited)}`);
       break;
     }
   }
@@ -361,14 +414,24 @@ else {
   // ---------------------------------------------------------------- report
   const base = atWarmup ?? first;
   const verdicts = ['A', 'B'].map((p) => {
-    const limit = base[p] + Math.max(base[p] * tolPct / 100, tolMiB * MiB);
+    const limit = base[p] + Math.max((base[p] * tolPct) / 100, tolMiB * MiB);
     // Least-squares slope of RSS after the warm-up, MiB per minute: the trend behind the two points.
     const pts = samples.filter((s) => s.t >= base.t && Number.isFinite(s[p]));
-    const mt = pts.reduce((a, s) => a + s.t, 0) / pts.length, mr = pts.reduce((a, s) => a + s[p], 0) / pts.length;
-    const slope = pts.length > 2 ? (pts.reduce((a, s) => a + (s.t - mt) * (s[p] - mr), 0) / pts.reduce((a, s) => a + (s.t - mt) ** 2, 0)) * 60 / MiB : NaN;
-    return { p, start: base[p], end: last[p], min: Math.min(...samples.map((s) => s[p])), max: Math.max(...samples.map((s) => s[p])), slope, limit, ok: last[p] <= limit };
+    const mt = pts.reduce((a, s) => a + s.t, 0) / pts.length,
+      mr = pts.reduce((a, s) => a + s[p], 0) / pts.length;
+    const slope = pts.length > 2 ? ((pts.reduce((a, s) => a + (s.t - mt) * (s[p] - mr), 0) / pts.reduce((a, s) => a + (s.t - mt) ** 2, 0)) * 60) / MiB : NaN;
+    return {
+      p,
+      start: base[p],
+      end: last[p],
+      min: Math.min(...samples.map((s) => s[p])),
+      max: Math.max(...samples.map((s) => s[p])),
+      slope,
+      limit,
+      ok: last[p] <= limit,
+    };
   });
-  const notifiesSent = (aStats?.stats.notifies ?? 0);
+  const notifiesSent = aStats?.stats.notifies ?? 0;
   const notifiesGot = bStats?.notifications ?? -1;
   // C's notifications also count on B (C sends them too): B must have at least A's.
   if (notifiesGot < notifiesSent) failures.push(`B received ${notifiesGot} notifications, A had ${notifiesSent} acknowledged`);
@@ -381,16 +444,46 @@ else {
     `  A reconnects        ${aStats?.stats.reconnects} (segment forgotten, descriptor fetched and lanes reconnected)`,
     `  notifications       ${notifiesSent} acknowledged to A, ${notifiesGot} received by B (A's and C's)`,
     `  churn peer C        ${churnRestarts} incarnations (${churnKills} SIGKILLed mid-transfer, ${churnRestarts - churnKills} closed), ${churnTransfers} requests, ${(churnBytes / 1e9).toFixed(2)} GB verified, ${churnFailures} failed while alive`,
-    `  hostile             ${Object.entries(hostile).map(([k, v]) => `${k} ${v}`).join(', ')}`,
-    ...Object.entries(held).map(([k, h]) => `  held ${k.padEnd(18)} closed by B ${h.closedByServer} (longest ${(h.longestMs / 1000).toFixed(1)} s); still open at the end ${stillOpen[k]?.count ?? 0} (oldest ${((stillOpen[k]?.oldestMs ?? 0) / 1000).toFixed(1)} s); dropped by us ${h.droppedByUs}${Object.keys(h.answers).length ? `; answered ${JSON.stringify(h.answers)}` : ''}`),
+    `  hostile             ${Object.entries(hostile)
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ')}`,
+    ...Object.entries(held).map(
+      ([k, h]) =>
+        `  held ${k.padEnd(18)} closed by B ${h.closedByServer} (longest ${(h.longestMs / 1000).toFixed(1)} s); still open at the end ${stillOpen[k]?.count ?? 0} (oldest ${((stillOpen[k]?.oldestMs ?? 0) / 1000).toFixed(1)} s); dropped by us ${h.droppedByUs}${Object.keys(h.answers).length ? `; answered ${JSON.stringify(h.answers)}` : ''}`,
+    ),
     `  control replies     ${controlAnswered} answers to ${controlWithId} malformed control messages that carry an id (${(hostile['zmq-malformed'] ?? 0) - controlWithId} more were random bytes)`,
-    ...verdicts.map((v) => `  RSS ${v.p}               start ${mib(v.start)} MiB, end ${mib(v.end)} MiB (min ${mib(v.min)}, max ${mib(v.max)}, trend ${v.slope.toFixed(2)} MiB/min; first sample ${mib(first[v.p])}); limit ${mib(v.limit)} MiB (+${tolPct}% or +${tolMiB} MiB) -> ${v.ok ? 'flat' : 'GREW'}`),
+    ...verdicts.map(
+      (v) =>
+        `  RSS ${v.p}               start ${mib(v.start)} MiB, end ${mib(v.end)} MiB (min ${mib(v.min)}, max ${mib(v.max)}, trend ${v.slope.toFixed(2)} MiB/min; first sample ${mib(first[v.p])}); limit ${mib(v.limit)} MiB (+${tolPct}% or +${tolMiB} MiB) -> ${v.ok ? 'flat' : 'GREW'}`,
+    ),
     ...failures.slice(0, 20).map((f) => `  failure: ${f}`),
     failures.length > 20 ? `  ... ${failures.length - 20} more failures` : '',
     `  result              ${pass ? 'PASS' : 'FAIL'}`,
   ].filter(Boolean);
   console.log(lines.join('\n'));
-  if (values.json) writeFileSync(values.json, JSON.stringify({ seconds, a: aStats, b: bStats, churn: { churnRestarts, churnKills, churnTransfers, churnBytes, churnFailures }, hostile, held, closedByServer, stillOpen, controlAnswered, samples, verdicts, failures, pass }, null, 2));
+  if (values.json)
+    writeFileSync(
+      values.json,
+      JSON.stringify(
+        {
+          seconds,
+          a: aStats,
+          b: bStats,
+          churn: { churnRestarts, churnKills, churnTransfers, churnBytes, churnFailures },
+          hostile,
+          held,
+          closedByServer,
+          stillOpen,
+          controlAnswered,
+          samples,
+          verdicts,
+          failures,
+          pass,
+        },
+        null,
+        2,
+      ),
+    );
   process.exit(pass ? 0 : 1);
 }
 

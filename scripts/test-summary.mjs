@@ -9,7 +9,13 @@ const { positionals } = parseCli({
   allowPositionals: true,
 });
 const file = positionals[0] ?? '';
-const rows = existsSync(file) ? readFileSync(file, 'utf8').trim().split('\n').filter(Boolean).map((l) => JSON.parse(l)) : [];
+const rows = existsSync(file)
+  ? readFileSync(file, 'utf8')
+      .trim()
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l))
+  : [];
 const sum = (k) => rows.reduce((acc, r) => acc + (Number.isFinite(r[k]) ? r[k] : 0), 0);
 for (const r of rows) console.log(`  ${r.where.padEnd(32)} ${r.passed}/${r.total} passed${r.skipped ? `, ${r.skipped} skipped` : ''}`);
 console.log(`${sum('passed')} passed, ${sum('failed')} failed, ${sum('skipped')} skipped`);

@@ -12,7 +12,9 @@ const require = createRequire(import.meta.url);
 const uvuBin = join(dirname(dirname(require.resolve('uvu'))), 'bin.js');
 if (process.argv[2] === '--help' || process.argv[2] === '-h') {
   // The options are uvu's own (its help follows), run with tsx loaded.
-  console.log('usage: node scripts/uvu.mjs <dir> [pattern] [uvu options]\n\nRuns uvu with tsx and fails when any test did not pass; with TE_TEST_SUMMARY set, appends the counts there.\n');
+  console.log(
+    'usage: node scripts/uvu.mjs <dir> [pattern] [uvu options]\n\nRuns uvu with tsx and fails when any test did not pass; with TE_TEST_SUMMARY set, appends the counts there.\n',
+  );
   spawnSync(process.execPath, [uvuBin, '--help'], { stdio: 'inherit' });
   process.exit(0);
 }

@@ -10,7 +10,8 @@ import { fileURLToPath } from 'node:url';
  * Smoke sizes (TE_BENCH_QUICK).
  */
 const root = fileURLToPath(new URL('..', import.meta.url));
-const run = (extra: string[]) => spawnSync(process.execPath, ['bench/pd.mjs', ...extra], { cwd: root, env: { ...process.env, TE_BENCH_QUICK: '1' }, encoding: 'utf8', timeout: 240_000 });
+const run = (extra: string[]) =>
+  spawnSync(process.execPath, ['bench/pd.mjs', ...extra], { cwd: root, env: { ...process.env, TE_BENCH_QUICK: '1' }, encoding: 'utf8', timeout: 240_000 });
 
 test('bench/pd.mjs fails when one byte of a timed room is corrupted', () => {
   const r = run(['--corrupt', '--json']);

@@ -19,18 +19,26 @@ test('bench/vs-iperf3.mjs: --rounds outside 1..20 or not an integer, or a durati
     assert.is(r.status, 2, `--rounds ${rounds}: ${r.stderr}`);
     assert.match(r.stderr, /--rounds must be an integer from 1 to 20/);
   }
-  for (const [flag, value] of [['--duration', '0'], ['--sweep-seconds', 'soon'], ['--duration', '-1']]) {
+  for (const [flag, value] of [
+    ['--duration', '0'],
+    ['--sweep-seconds', 'soon'],
+    ['--duration', '-1'],
+  ]) {
     const r = spawnSync(process.execPath, [join(root, 'bench', 'vs-iperf3.mjs'), `${flag}=${value}`], { encoding: 'utf8', timeout: 30_000 });
     assert.is(r.status, 2, `${flag} ${value}: ${r.stderr}`);
     assert.match(r.stderr, new RegExp(`${flag} must be a positive number of seconds`));
   }
 });
 
-test('bench/vs-iperf3.mjs: raw libfabric gets te\'s threads and grouping, and the report closes with targets met and cases verified', () => {
+test("bench/vs-iperf3.mjs: raw libfabric gets te's threads and grouping, and the report closes with targets met and cases verified", () => {
   const dir = mkdtempSync(join(tmpdir(), 'te-vs-'));
   try {
     const json = join(dir, 'out.json');
-    const r = spawnSync(process.execPath, [join(root, 'bench', 'vs-iperf3.mjs'), '--plugin', 'mooncake-tcp', '--json', json], { encoding: 'utf8', timeout: 600_000, env: { ...process.env, TE_BENCH_QUICK: '1' } });
+    const r = spawnSync(process.execPath, [join(root, 'bench', 'vs-iperf3.mjs'), '--plugin', 'mooncake-tcp', '--json', json], {
+      encoding: 'utf8',
+      timeout: 600_000,
+      env: { ...process.env, TE_BENCH_QUICK: '1' },
+    });
     assert.is(r.status, 0, r.stderr);
     assert.match(r.stdout, /\ntargets met: \d+ of \d+/);
     assert.match(r.stdout, /\ncases verified: (\d+) of \1\n/);
@@ -64,7 +72,11 @@ test('bench/variants.mjs: a malformed case, variant, round count or duration exi
   for (const [args, message] of bad) {
     // Also in a smoke run, which replaces the round count and duration after the check.
     for (const quick of ['', '1']) {
-      const r = spawnSync(process.execPath, [join(root, 'bench', 'variants.mjs'), ...args], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, TE_BENCH_QUICK: quick } });
+      const r = spawnSync(process.execPath, [join(root, 'bench', 'variants.mjs'), ...args], {
+        encoding: 'utf8',
+        timeout: 30_000,
+        env: { ...process.env, TE_BENCH_QUICK: quick },
+      });
       assert.is(r.status, 2, `${args.join(' ')} (TE_BENCH_QUICK=${quick}): ${r.stderr}`);
       assert.match(r.stderr, message);
       assert.not.match(r.stderr, /round 1:/, 'nothing was measured');
@@ -72,12 +84,28 @@ test('bench/variants.mjs: a malformed case, variant, round count or duration exi
   }
 });
 
-test('bench/variants.mjs: every variant\'s settings reach the transport (a refused setting fails the comparison)', () => {
-  const r = spawnSync(process.execPath, [join(root, 'bench', 'variants.mjs'), '--plugin', 'mooncake-tcp', '--case', '4k:write:4x1', '--variant', 'ok=', '--variant', 'broken=TE_TCP_IO_THREADS=0', '--json', '/dev/null'], {
-    encoding: 'utf8',
-    timeout: 120_000,
-    env: { ...process.env, TE_BENCH_QUICK: '1' },
-  });
+test("bench/variants.mjs: every variant's settings reach the transport (a refused setting fails the comparison)", () => {
+  const r = spawnSync(
+    process.execPath,
+    [
+      join(root, 'bench', 'variants.mjs'),
+      '--plugin',
+      'mooncake-tcp',
+      '--case',
+      '4k:write:4x1',
+      '--variant',
+      'ok=',
+      '--variant',
+      'broken=TE_TCP_IO_THREADS=0',
+      '--json',
+      '/dev/null',
+    ],
+    {
+      encoding: 'utf8',
+      timeout: 120_000,
+      env: { ...process.env, TE_BENCH_QUICK: '1' },
+    },
+  );
   assert.is(r.status, 2, 'a variant the plugin refuses must fail the comparison');
   assert.match(r.stderr, /4k:write:4x1 under broken \(\{"TE_TCP_IO_THREADS":"0"\}\): te bench exited with 1/);
   assert.match(r.stderr, /round 1: 4k:write:4x1 ok:/, 'the first variant ran');
@@ -92,14 +120,27 @@ test('bench/per-request.mjs: --op other than write or read exits 2 with a messag
 });
 
 test('bench/per-request.mjs --op read --vs-raw: reads are measured, raw libfabric first, both with steady-state CPU per request', () => {
-  const r = spawnSync(process.execPath, [join(root, 'bench', 'per-request.mjs'), '--plugin', 'mooncake-tcp', '--op', 'read', '--block-size', '65536', '--batch-size', '4', '--vs-raw', '--json'], {
-    encoding: 'utf8',
-    timeout: 180_000,
-    env: { ...process.env, TE_BENCH_QUICK: '1' },
-  });
+  const r = spawnSync(
+    process.execPath,
+    [join(root, 'bench', 'per-request.mjs'), '--plugin', 'mooncake-tcp', '--op', 'read', '--block-size', '65536', '--batch-size', '4', '--vs-raw', '--json'],
+    {
+      encoding: 'utf8',
+      timeout: 180_000,
+      env: { ...process.env, TE_BENCH_QUICK: '1' },
+    },
+  );
   assert.is(r.status, 0, r.stderr);
-  const reports = JSON.parse(r.stdout.trim().split('\n').pop()!) as { plugin: string; op: string; blockSize: number; requests: number; cpuNsPerRequestByThread: Record<string, number> }[];
-  assert.equal(reports.map((x) => x.plugin), ['raw libfabric', 'mooncake-tcp']);
+  const reports = JSON.parse(r.stdout.trim().split('\n').pop()!) as {
+    plugin: string;
+    op: string;
+    blockSize: number;
+    requests: number;
+    cpuNsPerRequestByThread: Record<string, number>;
+  }[];
+  assert.equal(
+    reports.map((x) => x.plugin),
+    ['raw libfabric', 'mooncake-tcp'],
+  );
   for (const x of reports) {
     assert.is(x.op, 'read');
     assert.is(x.blockSize, 65536);
@@ -112,13 +153,16 @@ test('bench/per-request.mjs --op read --vs-raw: reads are measured, raw libfabri
 
 const straceWorks = spawnSync('strace', ['-f', '-c', '-o', '/dev/null', 'true'], { stdio: 'ignore' }).status === 0;
 const syscallsCase = straceWorks ? test : test.skip;
-syscallsCase(`bench/syscalls.mjs: an unknown plugin exits 1 with te's typed refusal and the script's own line, no stack trace${straceWorks ? '' : ' — skipped: strace cannot trace on this machine (apt-get install -y strace)'}`, () => {
-  const r = spawnSync(process.execPath, [join(root, 'bench', 'syscalls.mjs'), '--plugin', 'no-such-plugin'], { encoding: 'utf8', timeout: 120_000 });
-  assert.is(r.status, 1, r.stderr);
-  assert.match(r.stderr, /PLUGIN_UNKNOWN/);
-  assert.match(r.stderr, /^bench\/syscalls\.mjs: te bench under strace exited with 1$/m);
-  assert.not.match(r.stderr, /^\s+at /m);
-});
+syscallsCase(
+  `bench/syscalls.mjs: an unknown plugin exits 1 with te's typed refusal and the script's own line, no stack trace${straceWorks ? '' : ' — skipped: strace cannot trace on this machine (apt-get install -y strace)'}`,
+  () => {
+    const r = spawnSync(process.execPath, [join(root, 'bench', 'syscalls.mjs'), '--plugin', 'no-such-plugin'], { encoding: 'utf8', timeout: 120_000 });
+    assert.is(r.status, 1, r.stderr);
+    assert.match(r.stderr, /PLUGIN_UNKNOWN/);
+    assert.match(r.stderr, /^bench\/syscalls\.mjs: te bench under strace exited with 1$/m);
+    assert.not.match(r.stderr, /^\s+at /m);
+  },
+);
 
 const zc = (args: string[]) => spawnSync(buildCBench('tcp-zerocopy', 'zc_bench') as string, args, { encoding: 'utf8', timeout: 60_000 });
 

@@ -23,7 +23,23 @@ function run(args: string[], corrupt: boolean) {
 
 for (const op of ['write', 'read'] as const) {
   test(`te bench --verify (${op}): one flipped byte of the timed destination fails the run`, () => {
-    const args = [te, 'bench', '--loopback', '--verify', '--json', '--op', op, '--block-size', '64KiB', '--batch-size', '4', '--concurrency', '2', '--duration', '0.3'];
+    const args = [
+      te,
+      'bench',
+      '--loopback',
+      '--verify',
+      '--json',
+      '--op',
+      op,
+      '--block-size',
+      '64KiB',
+      '--batch-size',
+      '4',
+      '--concurrency',
+      '2',
+      '--duration',
+      '0.3',
+    ];
     const bad = run(args, true);
     assert.is(bad.status, 1, bad.stdout + bad.stderr);
     assert.match(bad.stderr, /verification failed after the timed run/);
@@ -46,7 +62,7 @@ test('EC benchmark: a flipped byte of a pulled item fails the run', () => {
   assert.match(bad.stderr, /item s\d+-0 differs/);
 });
 
-test('layerwise benchmark: a flipped byte of the decode\'s KV fails the run', () => {
+test("layerwise benchmark: a flipped byte of the decode's KV fails the run", () => {
   const bad = run([join(root, 'bench', 'layerwise.mjs'), '--json'], true);
   assert.is.not(bad.status, 0, bad.stderr);
   assert.match(bad.stderr, /the decode's KV differs from the prefill's/);

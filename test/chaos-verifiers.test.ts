@@ -19,7 +19,13 @@ test('a page check finds one flipped bit, and a page of another room, buffer, pl
   assert.is(wrongBytes(page, seed), 0);
   page[1500]! ^= 0x10;
   assert.is(wrongBytes(page, seed), 1);
-  for (const other of [pageSeed(0x1234_5678_9abdn, 3, 7, 1), pageSeed(0x1234_5678_9abcn, 4, 7, 1), pageSeed(0x1234_5678_9abcn, 3, 8, 1), pageSeed(0x1234_5678_9abcn, 3, 7, 0), pageSeed(0x1234_5678_9abcn + (1n << 40n), 3, 7, 1)]) {
+  for (const other of [
+    pageSeed(0x1234_5678_9abdn, 3, 7, 1),
+    pageSeed(0x1234_5678_9abcn, 4, 7, 1),
+    pageSeed(0x1234_5678_9abcn, 3, 8, 1),
+    pageSeed(0x1234_5678_9abcn, 3, 7, 0),
+    pageSeed(0x1234_5678_9abcn + (1n << 40n), 3, 7, 1),
+  ]) {
     const wrong = new Uint8Array(2048);
     fillSeeded(wrong, other);
     assert.ok(wrongBytes(wrong, seed) > 1900, 'a page of another room, buffer, place or shard is caught on nearly every byte');
@@ -31,8 +37,14 @@ test('the schedule is a function of the seed', () => {
   const b = prng(7);
   const c = prng(8);
   const xs = Array.from({ length: 20 }, () => a.u63());
-  assert.equal(Array.from({ length: 20 }, () => b.u63()), xs);
-  assert.not.equal(Array.from({ length: 20 }, () => c.u63()), xs);
+  assert.equal(
+    Array.from({ length: 20 }, () => b.u63()),
+    xs,
+  );
+  assert.not.equal(
+    Array.from({ length: 20 }, () => c.u63()),
+    xs,
+  );
   assert.ok(xs.every((x: bigint) => x >= 0n && x < 1n << 63n));
 });
 
@@ -59,14 +71,24 @@ test('a room judged clean passes, and each broken invariant is named', () => {
 
   // The documented exceptions are counted, not passed over: an undeliverable Success report,
   // and the decode's own abort after the prefill finished.
-  const undelivered = judgeRoom({ key: '5', ...names, ps: [{ status: 0, code: 'PEER_FAILED', message: 'room 5: the KV landed but the result could not be delivered: x', room: '5' }, ok], ds: [ok, ok] });
+  const undelivered = judgeRoom({
+    key: '5',
+    ...names,
+    ps: [{ status: 0, code: 'PEER_FAILED', message: 'room 5: the KV landed but the result could not be delivered: x', room: '5' }, ok],
+    ds: [ok, ok],
+  });
   assert.equal(undelivered.violations, []);
   assert.is(undelivered.successUndelivered, 1);
   const late = judgeRoom({ key: '5', ...names, abortSide: 'decode', ps: [ok, ok], ds: [{ status: 0, code: 'ABORTED', message: 'x', room: '5' }, ok] });
   assert.equal(late.violations, []);
   assert.is(late.abortedAfterPrefillSuccess, 1);
 
-  const corrupted = judgeRoom({ key: '5', ...names, ps: [{ status: 0, code: 'DATA_CORRUPTED', message: 'x', room: '5' }, ok], ds: [{ status: 0, code: 'DATA_CORRUPTED', message: 'x', room: '5' }, ok] });
+  const corrupted = judgeRoom({
+    key: '5',
+    ...names,
+    ps: [{ status: 0, code: 'DATA_CORRUPTED', message: 'x', room: '5' }, ok],
+    ds: [{ status: 0, code: 'DATA_CORRUPTED', message: 'x', room: '5' }, ok],
+  });
   assert.match(corrupted.violations.join('\n'), /DATA_CORRUPTED on d.tp0/);
 
   const killed = judgeRoom({ key: '5', ...names, ps: [ok, ok], ds: [ok, undefined] });

@@ -7,21 +7,43 @@ import { fileURLToPath } from 'node:url';
 // The README's main job and `te bench`, end to end over mooncake-tcp between two processes.
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const te = join(root, 'packages', 'cli', 'dist', 'te.js');
-const run = (args: string[], env: NodeJS.ProcessEnv = {}) => spawnSync(process.execPath, [te, ...args], { cwd: root, encoding: 'utf8', timeout: 120_000, env: { ...process.env, ...env } });
+const run = (args: string[], env: NodeJS.ProcessEnv = {}) =>
+  spawnSync(process.execPath, [te, ...args], { cwd: root, encoding: 'utf8', timeout: 120_000, env: { ...process.env, ...env } });
 
 test('te demo (as the README runs it, human output) exits 0 only when every request verified', () => {
   const r = run(['demo', '--requests', '4', '--layers', '8']);
   assert.is(r.status, 0, r.stdout + r.stderr);
   // One table row per request, each marked verified by the decode (the exit code says the same).
   // eslint-disable-next-line no-control-regex
-  const rows = r.stdout.replace(/\x1b\[[0-9;]*m/g, '').split('\n').filter((l) => /^\s+\d+\s+[\d.]+\s/.test(l));
+  const rows = r.stdout
+    .replace(/\x1b\[[0-9;]*m/g, '')
+    .split('\n')
+    .filter((l) => /^\s+\d+\s+[\d.]+\s/.test(l));
   assert.is(rows.length, 4, r.stdout);
-  assert.ok(rows.every((l) => l.trimEnd().endsWith('✔')), r.stdout);
+  assert.ok(
+    rows.every((l) => l.trimEnd().endsWith('✔')),
+    r.stdout,
+  );
 });
 
 for (const op of ['write', 'read'] as const) {
   test(`te bench --loopback --verify --json (${op}) reports figures and a verified run`, () => {
-    const r = run(['bench', '--loopback', '--verify', '--json', '--op', op, '--block-size', '64KiB', '--batch-size', '4', '--concurrency', '2', '--duration', '0.5']);
+    const r = run([
+      'bench',
+      '--loopback',
+      '--verify',
+      '--json',
+      '--op',
+      op,
+      '--block-size',
+      '64KiB',
+      '--batch-size',
+      '4',
+      '--concurrency',
+      '2',
+      '--duration',
+      '0.5',
+    ]);
     assert.is(r.status, 0, r.stderr);
     const last = JSON.parse(r.stdout.trim().split('\n').pop()!);
     assert.is(last.verified, true);
@@ -36,7 +58,25 @@ for (const op of ['write', 'read'] as const) {
 for (const plugin of ['mooncake-rdma', 'barex']) {
   for (const provider of ['tcp;ofi_rxm', 'sockets']) {
     test(`te bench --plugin ${plugin} --loopback --verify over FI_PROVIDER=${provider}`, () => {
-      const r = run(['bench', '--plugin', plugin, '--loopback', '--verify', '--json', '--block-size', '256KiB', '--batch-size', '4', '--concurrency', '2', '--duration', '0.5'], { FI_PROVIDER: provider });
+      const r = run(
+        [
+          'bench',
+          '--plugin',
+          plugin,
+          '--loopback',
+          '--verify',
+          '--json',
+          '--block-size',
+          '256KiB',
+          '--batch-size',
+          '4',
+          '--concurrency',
+          '2',
+          '--duration',
+          '0.5',
+        ],
+        { FI_PROVIDER: provider },
+      );
       assert.is(r.status, 0, r.stderr);
       const last = JSON.parse(r.stdout.trim().split('\n').pop()!);
       assert.is(last.plugin, plugin);

@@ -13,7 +13,13 @@ import { addonLoader, cudaEventsOf, probeCuda, type NativeCudaModule } from '@te
  * native/cuda/test/event_waiter_test.cpp.
  */
 const root = join(import.meta.dirname, '..', 'plugins', 'mooncake-intra-nvlink');
-const load = addonLoader<NativeCudaModule>({ plugin: 'mooncake-intra-nvlink', pkg: '@te/mooncake-intra-nvlink', addon: 'te_mooncake_intra_nvlink.node', envVar: 'TE_MOONCAKE_INTRA_NVLINK_ADDON', root });
+const load = addonLoader<NativeCudaModule>({
+  plugin: 'mooncake-intra-nvlink',
+  pkg: '@te/mooncake-intra-nvlink',
+  addon: 'te_mooncake_intra_nvlink.node',
+  envVar: 'TE_MOONCAKE_INTRA_NVLINK_ADDON',
+  root,
+});
 const events = cudaEventsOf(load, 'mooncake-intra-nvlink');
 const gpu = probeCuda(load).available;
 

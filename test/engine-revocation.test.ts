@@ -40,7 +40,10 @@ test('unregisterMemory waits until the peer writing into the region finished, th
     fake.faults.latencyMs = 0;
     // The peer's cached descriptor is gone: its next fetch no longer lists the region.
     const fresh = await peer.openSegment(owner.segmentName, { connect: false });
-    assert.not.ok(fresh.buffers.some((b) => b.addr === region.addr), 'the peer still has the region in its descriptor');
+    assert.not.ok(
+      fresh.buffers.some((b) => b.addr === region.addr),
+      'the peer still has the region in its descriptor',
+    );
   } finally {
     fake.faults.reset();
     await owner.close();

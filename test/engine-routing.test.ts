@@ -82,10 +82,13 @@ test('a split batch settles every part before it rejects', async () => {
   tcp.faults.failRequest(1);
   const started = Date.now();
   try {
-    await a.transfer(b.segmentName, batchOf([
-      { op: 'write', local: gs.addr, remote: gd.addr, length: 256 },
-      { op: 'write', local: hs.addr, remote: hd.addr, length: 64 },
-    ]));
+    await a.transfer(
+      b.segmentName,
+      batchOf([
+        { op: 'write', local: gs.addr, remote: gd.addr, length: 256 },
+        { op: 'write', local: hs.addr, remote: hd.addr, length: 64 },
+      ]),
+    );
     assert.unreachable();
   } catch (e) {
     assert.ok(isTransferError(e, 'TRANSFER_FAILED'), String(e));
@@ -111,14 +114,21 @@ test('a split batch whose other part may still write the peer says so on the err
   tcp.faults.unconfirmedCancel = true;
   try {
     const e = await a
-      .transfer(b.segmentName, batchOf([
-        { op: 'write', local: gs.addr, remote: gd.addr, length: 256 },
-        { op: 'write', local: hs.addr, remote: hd.addr, length: 64 },
-      ]), { timeoutMs: 150 })
-      .then(() => undefined, (x: unknown) => x);
+      .transfer(
+        b.segmentName,
+        batchOf([
+          { op: 'write', local: gs.addr, remote: gd.addr, length: 256 },
+          { op: 'write', local: hs.addr, remote: hd.addr, length: 64 },
+        ]),
+        { timeoutMs: 150 },
+      )
+      .then(
+        () => undefined,
+        (x: unknown) => x,
+      );
     assert.ok(isTransferError(e, 'TIMEOUT'), String(e));
-    assert.is(e.plugin, 'fake-nvlink', 'the first part\'s error is thrown');
-    assert.is(e.details?.remoteMayBeWritten, true, 'and it carries the other part\'s remoteMayBeWritten');
+    assert.is(e.plugin, 'fake-nvlink', "the first part's error is thrown");
+    assert.is(e.details?.remoteMayBeWritten, true, "and it carries the other part's remoteMayBeWritten");
     assert.equal(await untilSettled(e), { remoteMayBeWritten: true });
   } finally {
     gpu.faults.reset();

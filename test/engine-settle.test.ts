@@ -24,7 +24,10 @@ async function pair(): Promise<{ a: TransferEngine; b: TransferEngine; local: bi
 async function hungWrite(a: TransferEngine, b: TransferEngine, local: bigint, remote: bigint): Promise<unknown> {
   await a.openSegment(b.segmentName);
   fake.faults.hang = true;
-  const e = await a.write(b.segmentName, local, remote, 64, { timeoutMs: 100 }).then(() => undefined, (x: unknown) => x);
+  const e = await a.write(b.segmentName, local, remote, 64, { timeoutMs: 100 }).then(
+    () => undefined,
+    (x: unknown) => x,
+  );
   assert.ok(isTransferError(e, 'TIMEOUT'), String(e));
   return e;
 }
@@ -34,7 +37,10 @@ test('a transport that ignores its deadline: the caller is answered, and the mem
   try {
     const e = await hungWrite(a, b, local, remote);
     assert.equal((e as { details?: unknown }).details, { settled: false });
-    const u = await a.unregisterMemory(local).then(() => undefined, (x: unknown) => x);
+    const u = await a.unregisterMemory(local).then(
+      () => undefined,
+      (x: unknown) => x,
+    );
     assert.ok(isTransferError(u, 'MEMORY_IN_USE'), `unregister while the batch is unsettled: ${String(u)}`);
     fake.faults.releaseHung();
     await new Promise((r) => setTimeout(r, 20));
@@ -60,7 +66,10 @@ test('untilSettled: the error of a transfer answered before its transport settle
     // A transfer that settled before it failed: nothing to wait for.
     fake.faults.hang = false;
     fake.faults.failRequest(1, NATIVE_STATUS.CONNECTION_LOST);
-    const failed = await a.write(b.segmentName, local, remote, 64).then(() => undefined, (x: unknown) => x);
+    const failed = await a.write(b.segmentName, local, remote, 64).then(
+      () => undefined,
+      (x: unknown) => x,
+    );
     assert.ok(isTransferError(failed, 'CONNECTION_LOST'), String(failed));
     let at = 0;
     void untilSettled(failed).then(() => (at = Date.now()));
@@ -83,15 +92,24 @@ test('a cancel the transport could not confirm: the error and untilSettled say t
     await a.openSegment(b.segmentName);
     fake.faults.neverComplete = true;
     fake.faults.unconfirmedCancel = true;
-    const w = await a.write(b.segmentName, local, remote, 64, { timeoutMs: 100 }).then(() => undefined, (x: unknown) => x);
+    const w = await a.write(b.segmentName, local, remote, 64, { timeoutMs: 100 }).then(
+      () => undefined,
+      (x: unknown) => x,
+    );
     assert.ok(isTransferError(w, 'TIMEOUT'), String(w));
     assert.is(w.details?.remoteMayBeWritten, true);
     assert.equal(await untilSettled(w), { remoteMayBeWritten: true });
-    const r = await a.read(b.segmentName, local, remote, 64, { timeoutMs: 100 }).then(() => undefined, (x: unknown) => x);
+    const r = await a.read(b.segmentName, local, remote, 64, { timeoutMs: 100 }).then(
+      () => undefined,
+      (x: unknown) => x,
+    );
     assert.ok(isTransferError(r, 'TIMEOUT'), String(r));
     assert.equal(await untilSettled(r), { remoteMayBeWritten: false }, 'a read writes nothing at the peer');
     fake.faults.unconfirmedCancel = false;
-    const confirmed = await a.write(b.segmentName, local, remote, 64, { timeoutMs: 100 }).then(() => undefined, (x: unknown) => x);
+    const confirmed = await a.write(b.segmentName, local, remote, 64, { timeoutMs: 100 }).then(
+      () => undefined,
+      (x: unknown) => x,
+    );
     assert.equal(await untilSettled(confirmed), { remoteMayBeWritten: false });
   } finally {
     await close();
@@ -125,9 +143,15 @@ test('one batch failing with a connection error does not fail the batch beside i
     await new Promise((r) => setTimeout(r, 20));
     fake.faults.latencyMs = 0;
     fake.faults.failRequest(1, NATIVE_STATUS.CONNECTION_LOST);
-    const failed = await a.write(b.segmentName, local + 64n, remote + 64n, 64).then(() => undefined, (x: unknown) => x);
+    const failed = await a.write(b.segmentName, local + 64n, remote + 64n, 64).then(
+      () => undefined,
+      (x: unknown) => x,
+    );
     assert.ok(isTransferError(failed, 'CONNECTION_LOST'), String(failed));
-    const r = await slow.then((x) => x, (x: unknown) => x);
+    const r = await slow.then(
+      (x) => x,
+      (x: unknown) => x,
+    );
     assert.ok(!(r instanceof Error), `the sibling batch failed: ${String(r)}`);
     // The forgotten peer is reopened for the next transfer.
     await a.write(b.segmentName, local, remote, 64);
@@ -136,7 +160,7 @@ test('one batch failing with a connection error does not fail the batch beside i
   }
 });
 
-test('MC_FORCE_TCP is satisfied by any TCP-class plugin, a third party\'s too: decided by capability, not by name', async () => {
+test("MC_FORCE_TCP is satisfied by any TCP-class plugin, a third party's too: decided by capability, not by name", async () => {
   const acme = createFakePlugin({ name: 'acme-tcp', class: 'tcp' });
   const r = new PluginRegistry({ builtins: false });
   r.register('acme-tcp', acme.plugin);

@@ -15,7 +15,13 @@ import { firstLineOnly } from './fixtures/node-lines.js';
 const root = join(import.meta.dirname, '..');
 const suite = join(root, 'test', 'gpu', 'runtime.ts');
 const gpu = probeCuda(
-  addonLoader<NativeCudaModule>({ plugin: 'mooncake-intra-nvlink', pkg: '@te/mooncake-intra-nvlink', addon: 'te_mooncake_intra_nvlink.node', envVar: 'TE_MOONCAKE_INTRA_NVLINK_ADDON', root: join(root, 'plugins', 'mooncake-intra-nvlink') }),
+  addonLoader<NativeCudaModule>({
+    plugin: 'mooncake-intra-nvlink',
+    pkg: '@te/mooncake-intra-nvlink',
+    addon: 'te_mooncake_intra_nvlink.node',
+    envVar: 'TE_MOONCAKE_INTRA_NVLINK_ADDON',
+    root: join(root, 'plugins', 'mooncake-intra-nvlink'),
+  }),
 ).available;
 
 function run(env: NodeJS.ProcessEnv, timeout: number) {
@@ -49,8 +55,19 @@ rehearse(rehearsal, () => {
   assert.is(r.status, 0, r.output);
   assert.equal(r.results.failures, [], r.output);
   const names: string[] = r.results.checks.map((c: { name: string }) => c.name);
-  for (const part of ['PD mooncake-tcp TP 1→1: room 1', 'PD mooncake-tcp TP 2→4: room 3', 'layerwise mooncake-tcp', 'restarted decode', 'abort mid-transfer (mooncake-tcp): both sides end failed', 'finds one flipped byte', 'copy mooncake-tcp h2d 1048576 B: the bytes landed']) {
-    assert.ok(names.some((n) => n.includes(part)), `no check "${part}" in:\n${names.join('\n')}`);
+  for (const part of [
+    'PD mooncake-tcp TP 1→1: room 1',
+    'PD mooncake-tcp TP 2→4: room 3',
+    'layerwise mooncake-tcp',
+    'restarted decode',
+    'abort mid-transfer (mooncake-tcp): both sides end failed',
+    'finds one flipped byte',
+    'copy mooncake-tcp h2d 1048576 B: the bytes landed',
+  ]) {
+    assert.ok(
+      names.some((n) => n.includes(part)),
+      `no check "${part}" in:\n${names.join('\n')}`,
+    );
   }
   assert.ok(r.results.checks.every((c: { ok: boolean }) => c.ok));
   assert.type(r.results.figures['pd mooncake-tcp'].ratio, 'number');

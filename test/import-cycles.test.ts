@@ -58,7 +58,7 @@ test('the check finds a cycle through three files and a re-export', async () => 
 test('the check finds nothing where imports point one way', async () => {
   const cycles = await plantedCycles({
     'a.ts': "import type { B } from './b.js';\nexport type A = B;\n",
-    'b.ts': "export type B = number;\n",
+    'b.ts': 'export type B = number;\n',
   });
   assert.equal(cycles, []);
 });
@@ -68,7 +68,10 @@ test('no package or plugin has an import cycle in its sources', async () => {
   // tsconfig path or a relative import) is found too.
   const { files, cycles } = await cyclesUnder(root, ['packages/*/src/**/*.{ts,mts,js,mjs}', 'plugins/*/src/**/*.{ts,mts,js,mjs}'], SOURCES);
   assert.ok(files > 200, `read ${files} source files`);
-  assert.equal(cycles.map((cycle) => cycle.join(' -> ')), []);
+  assert.equal(
+    cycles.map((cycle) => cycle.join(' -> ')),
+    [],
+  );
 });
 
 test.run();

@@ -37,8 +37,24 @@ function packages(): Pkg[] {
       } catch {
         continue;
       }
-      const kind: Pkg['kind'] = area === 'plugins' ? 'plugin' : json.name === '@te/connector' ? 'connector' : LAYERS.includes(json.name) ? 'layer' : json.name === '@te/testkit' ? 'testkit' : json.name === '@te/cli' ? 'cli' : 'runtime';
-      out.push({ name: json.name, dir, kind, dependencies: Object.keys({ ...json.dependencies, ...json.peerDependencies }).filter((n) => n.startsWith('@te/')) });
+      const kind: Pkg['kind'] =
+        area === 'plugins'
+          ? 'plugin'
+          : json.name === '@te/connector'
+            ? 'connector'
+            : LAYERS.includes(json.name)
+              ? 'layer'
+              : json.name === '@te/testkit'
+                ? 'testkit'
+                : json.name === '@te/cli'
+                  ? 'cli'
+                  : 'runtime';
+      out.push({
+        name: json.name,
+        dir,
+        kind,
+        dependencies: Object.keys({ ...json.dependencies, ...json.peerDependencies }).filter((n) => n.startsWith('@te/')),
+      });
     }
   }
   return out;
@@ -125,7 +141,8 @@ export function includeProblems(file: string, text: string): string[] {
     const layer = Object.entries(LAYER_HEADERS).find(([, prefix]) => inc.startsWith(prefix));
     if (layer) {
       // A layer's headers: for itself and the plugins above it, never for the core or another layer.
-      if (area === 'core' || (area.startsWith('layer ') && area !== `layer ${layer[0]}`)) problems.push(`${where}: a layer's header from below it or beside it`);
+      if (area === 'core' || (area.startsWith('layer ') && area !== `layer ${layer[0]}`))
+        problems.push(`${where}: a layer's header from below it or beside it`);
       continue;
     }
     if (inc.startsWith('te/')) continue; // the core's headers serve everyone
@@ -146,7 +163,13 @@ function pluginNames(): string[] {
   const names: string[] = [];
   for (const d of readdirSync(join(root, 'plugins'))) {
     if (!existsSync(join(root, 'plugins', d, 'package.json'))) continue;
-    names.push(d, `TE_${d.replace(/^mooncake-/, '').toUpperCase().replace(/-/g, '_')}_`);
+    names.push(
+      d,
+      `TE_${d
+        .replace(/^mooncake-/, '')
+        .toUpperCase()
+        .replace(/-/g, '_')}_`,
+    );
   }
   return names;
 }
@@ -185,7 +208,10 @@ test('the checks find what they look for (planted violations)', () => {
   assert.equal(includeProblems(join(root, 'native/fabric/src/x.cpp'), '#include "../../../plugins/barex/native/addon.cpp"\n').length, 1);
   assert.equal(includeProblems(join(root, 'plugins/mooncake-shm/native/x.cpp'), '#include "../../mooncake-tcp/native/wire.h"\n').length, 1);
   assert.equal(includeProblems(join(root, 'plugins/mooncake-shm/native/x.cpp'), '#include "cuda_staging.h"\n').length, 1);
-  assert.equal(includeProblems(join(root, 'plugins/mooncake-tcp/native/x.cpp'), '#include "te/cuda/device.h"\n#include "cuda_staging.h"\n#include "te/status.h"\n').length, 0);
+  assert.equal(
+    includeProblems(join(root, 'plugins/mooncake-tcp/native/x.cpp'), '#include "te/cuda/device.h"\n#include "cuda_staging.h"\n#include "te/status.h"\n').length,
+    0,
+  );
 });
 
 test('C++ includes point downward: core ← layers ← plugins, no plugin into another', () => {

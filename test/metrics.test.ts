@@ -10,7 +10,7 @@ import { createMetricsRegistry, createTransferEngine, startMetricLog } from '@te
  */
 const CONFIG = { connector: 'mooncake-tcp', bindAddress: '127.0.0.1' };
 
-test('a framework registry gains te\'s metrics; transfers and a failure move them', async () => {
+test("a framework registry gains te's metrics; transfers and a failure move them", async () => {
   const a = await createTransferEngine(CONFIG, { env: {} });
   const b = await createTransferEngine(CONFIG, { env: {} });
   try {
@@ -38,7 +38,7 @@ test('a framework registry gains te\'s metrics; transfers and a failure move the
   }
 });
 
-test('MC_TE_METRIC\'s periodic line reports the interval\'s throughput and failures', async () => {
+test("MC_TE_METRIC's periodic line reports the interval's throughput and failures", async () => {
   const a = await createTransferEngine(CONFIG, { env: {} });
   const b = await createTransferEngine(CONFIG, { env: {} });
   const lines: string[] = [];

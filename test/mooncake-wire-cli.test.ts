@@ -39,7 +39,9 @@ test('te bench --loopback --wire mooncake --verify: te into te over the Mooncake
 });
 
 test("the interop bench's verifier fails on one corrupted byte in the te target's range", async () => {
-  const child = spawn(process.execPath, [te, 'bench', '--mode', 'target', '--wire', 'mooncake', '--bytes', '1MiB', '--exit-with-parent'], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [te, 'bench', '--mode', 'target', '--wire', 'mooncake', '--bytes', '1MiB', '--exit-with-parent'], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
   const control = { close: () => undefined } as { close(): void; request?: unknown };
   try {
     const ready = await new Promise<{ ready: string; segment: string }>((resolve, reject) => {
@@ -80,7 +82,21 @@ if (why) {
     const target = await startTarget(32 << 20);
     try {
       for (const pool of ['true', 'false']) {
-        const r = bench(['--target', target.segment, '--block-size', '64k', '--batch-size', '32', '--concurrency', '2', '--duration', '0.5', '--verify', '--option', `connectionPool=${pool}`]);
+        const r = bench([
+          '--target',
+          target.segment,
+          '--block-size',
+          '64k',
+          '--batch-size',
+          '32',
+          '--concurrency',
+          '2',
+          '--duration',
+          '0.5',
+          '--verify',
+          '--option',
+          `connectionPool=${pool}`,
+        ]);
         assert.is(r.status, 0, r.stderr);
         assert.ok(r.result.verified && r.result.bytes > 0);
       }
@@ -90,7 +106,9 @@ if (why) {
   });
 
   test('a Mooncake initiator writes into and reads from te bench --mode target --wire mooncake', async () => {
-    const child = spawn(process.execPath, [te, 'bench', '--mode', 'target', '--wire', 'mooncake', '--bytes', '16MiB', '--exit-with-parent'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [te, 'bench', '--mode', 'target', '--wire', 'mooncake', '--bytes', '16MiB', '--exit-with-parent'], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     try {
       const ready = await new Promise<{ ready: string; segment: string }>((resolve, reject) => {
         createInterface({ input: child.stdout! }).once('line', (l) => resolve(JSON.parse(l)));

@@ -10,7 +10,12 @@ const plugin = join(dirname(fileURLToPath(import.meta.url)), '..', 'plugins', 'm
 
 for (const bad of ['-1', '0', 'four', '2.5', '100000']) {
   test(`TE_BUILD_JOBS=${JSON.stringify(bad)} is refused with exit 2 and the setting named`, () => {
-    const r = spawnSync(process.execPath, ['scripts/native.mjs', 'build'], { cwd: plugin, encoding: 'utf8', env: { ...process.env, TE_BUILD_JOBS: bad }, timeout: 30_000 });
+    const r = spawnSync(process.execPath, ['scripts/native.mjs', 'build'], {
+      cwd: plugin,
+      encoding: 'utf8',
+      env: { ...process.env, TE_BUILD_JOBS: bad },
+      timeout: 30_000,
+    });
     assert.is(r.status, 2, r.stdout + r.stderr);
     assert.match(r.stderr, /TE_BUILD_JOBS must be a whole number of compile jobs/);
     assert.not.match(r.stdout, /CMD BUILD|cmake/i);
@@ -19,7 +24,12 @@ for (const bad of ['-1', '0', 'four', '2.5', '100000']) {
 
 for (const bad of ['2', 'yes', 'on']) {
   test(`TE_UNITY_BUILD=${JSON.stringify(bad)} is refused with exit 2 and the setting named`, () => {
-    const r = spawnSync(process.execPath, ['scripts/native.mjs', 'build'], { cwd: plugin, encoding: 'utf8', env: { ...process.env, TE_UNITY_BUILD: bad }, timeout: 30_000 });
+    const r = spawnSync(process.execPath, ['scripts/native.mjs', 'build'], {
+      cwd: plugin,
+      encoding: 'utf8',
+      env: { ...process.env, TE_UNITY_BUILD: bad },
+      timeout: 30_000,
+    });
     assert.is(r.status, 2, r.stdout + r.stderr);
     assert.match(r.stderr, /TE_UNITY_BUILD must be 1 .* or 0/);
     assert.not.match(r.stdout, /CMD (BUILD|CONFIGURE|COMPILE)|cmake/i);

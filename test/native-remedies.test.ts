@@ -72,8 +72,7 @@ function assertLibfabricBack(plugin: string): void {
 }
 
 if (!deps.includes('libfabric=yes')) {
-  test.skip('libfabric remedies — skipped: libfabric is not installed here (apt-get install -y libfabric-dev libfabric-bin)', () =>
-    undefined);
+  test.skip('libfabric remedies — skipped: libfabric is not installed here (apt-get install -y libfabric-dev libfabric-bin)', () => undefined);
 } else {
   test("built without libfabric: doctor's npm run build:native command builds each with libfabric", () => {
     try {

@@ -18,14 +18,29 @@ import { firstLineOnly } from './fixtures/node-lines.js';
  */
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const work = mkdtempSync(join(tmpdir(), 'te-pack-all-'));
-const run = (cmd: string, args: string[], cwd = work) => execFileSync(cmd, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 600_000 });
+const run = (cmd: string, args: string[], cwd = work) =>
+  execFileSync(cmd, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 600_000 });
 /** The environment without te's own variables (unset, not empty: an empty value is a setting). */
 function cleanEnv(): NodeJS.ProcessEnv {
   const env = { ...process.env, FORCE_COLOR: '0' };
   for (const k of Object.keys(env)) if (/^(TE|MC)_/.test(k)) delete env[k];
   return env;
 }
-const PACKAGES = ['packages/connector', 'packages/fabric', 'packages/cuda', 'packages/testkit', 'packages/staging', 'packages/disagg', 'packages/cli', 'plugins/mooncake-tcp', 'plugins/mooncake-rdma', 'plugins/barex', 'plugins/mooncake-intra-nvlink', 'plugins/mooncake-nvlink', 'plugins/mooncake-shm'];
+const PACKAGES = [
+  'packages/connector',
+  'packages/fabric',
+  'packages/cuda',
+  'packages/testkit',
+  'packages/staging',
+  'packages/disagg',
+  'packages/cli',
+  'plugins/mooncake-tcp',
+  'plugins/mooncake-rdma',
+  'plugins/barex',
+  'plugins/mooncake-intra-nvlink',
+  'plugins/mooncake-nvlink',
+  'plugins/mooncake-shm',
+];
 
 let installed = false;
 function install(): void {
@@ -35,7 +50,16 @@ function install(): void {
   const tarballs = readdirSync(work).filter((f) => f.endsWith('.tgz'));
   assert.is(tarballs.length, PACKAGES.length, tarballs.join(', '));
   writeFileSync(join(work, 'package.json'), JSON.stringify({ name: 'framework', version: '1.0.0', private: true, type: 'module' }));
-  run('npm', ['install', '--prefer-offline', '--no-audit', '--no-fund', '--loglevel=error', ...tarballs.map((t) => `./${t}`), 'typescript@5.9.3', '@types/node@^20.19.0']);
+  run('npm', [
+    'install',
+    '--prefer-offline',
+    '--no-audit',
+    '--no-fund',
+    '--loglevel=error',
+    ...tarballs.map((t) => `./${t}`),
+    'typescript@5.9.3',
+    '@types/node@^20.19.0',
+  ]);
   cpSync(join(root, 'test', 'fixtures', 'third-party-plugin'), join(work, 'plugins', 'example'), { recursive: true });
 }
 test.after(() => rmSync(work, { recursive: true, force: true }));
@@ -47,7 +71,10 @@ packTest('every package packs its build; all install together from the tarballs'
   install();
   for (const name of ['connector', 'disagg', 'cli', 'mooncake-tcp', 'fabric', 'cuda']) {
     const files = readdirSync(join(work, 'node_modules', '@te', name, 'dist'));
-    assert.ok(files.some((f) => f.endsWith('.js')), `@te/${name} has no built JavaScript`);
+    assert.ok(
+      files.some((f) => f.endsWith('.js')),
+      `@te/${name} has no built JavaScript`,
+    );
   }
   // The addons were compiled at install in unity batches (plugin-native.mjs), the faster build.
   for (const name of ['staging', 'mooncake-tcp', 'mooncake-rdma', 'barex', 'mooncake-intra-nvlink', 'mooncake-nvlink', 'mooncake-shm']) {
@@ -65,7 +92,12 @@ packTest('te doctor in the installed folder: the default connector is ready', ()
 
 packTest('a verified loopback transfer and a PD room from the installed packages', () => {
   install();
-  const bench = spawnSync('npx', ['te', 'bench', '--loopback', '--verify', '--json', '--duration', '0.5', '--block-size', '64KiB'], { cwd: work, encoding: 'utf8', env: cleanEnv(), timeout: 120_000 });
+  const bench = spawnSync('npx', ['te', 'bench', '--loopback', '--verify', '--json', '--duration', '0.5', '--block-size', '64KiB'], {
+    cwd: work,
+    encoding: 'utf8',
+    env: cleanEnv(),
+    timeout: 120_000,
+  });
   assert.is(bench.status, 0, bench.stderr);
   assert.is(JSON.parse(bench.stdout.trim().split('\n').pop()!).verified, true);
   // A framework's own script: @te/disagg's bootstrap server from the installed package answers.
@@ -93,7 +125,10 @@ packTest('@te/connector from an ES module: loads a third-party plugin via module
 
 packTest('@te/connector from CommonJS: require works', () => {
   install();
-  writeFileSync(join(work, 'cjs.cjs'), `const c = require('@te/connector'); console.log(JSON.stringify({ api: c.PLUGIN_API_VERSION, names: new c.PluginRegistry().names().length }));`);
+  writeFileSync(
+    join(work, 'cjs.cjs'),
+    `const c = require('@te/connector'); console.log(JSON.stringify({ api: c.PLUGIN_API_VERSION, names: new c.PluginRegistry().names().length }));`,
+  );
   // The installed CommonJS build knows every built-in plugin this repository's build does.
   assert.equal(JSON.parse(run('node', ['cjs.cjs'])), { api: 1, names: Object.keys(BUILTIN_PLUGINS).length });
 });
@@ -108,8 +143,20 @@ export type P = TransportPlugin;
 export const d = definePlugin;
 `;
   writeFileSync(join(work, 'check.mts'), body);
-  writeFileSync(join(work, 'check.cts'), body.replace(/^import \{ definePlugin, type TransportPlugin, type TeConfig, TransferError \}/m, 'import { definePlugin, type TransportPlugin, type TeConfig, TransferError }'));
-  writeFileSync(join(work, 'tsconfig.json'), JSON.stringify({ compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, types: ['node'], skipLibCheck: false }, files: ['check.mts', 'check.cts'] }));
+  writeFileSync(
+    join(work, 'check.cts'),
+    body.replace(
+      /^import \{ definePlugin, type TransportPlugin, type TeConfig, TransferError \}/m,
+      'import { definePlugin, type TransportPlugin, type TeConfig, TransferError }',
+    ),
+  );
+  writeFileSync(
+    join(work, 'tsconfig.json'),
+    JSON.stringify({
+      compilerOptions: { module: 'NodeNext', moduleResolution: 'NodeNext', strict: true, noEmit: true, types: ['node'], skipLibCheck: false },
+      files: ['check.mts', 'check.cts'],
+    }),
+  );
   run(join(work, 'node_modules', '.bin', 'tsc'), ['-p', 'tsconfig.json']);
   // A type error must be reported (the check can fail).
   writeFileSync(join(work, 'check.mts'), `${body}\nexport const wrong: number = new TransferError('TIMEOUT', 'x').code;\n`);

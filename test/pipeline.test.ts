@@ -65,14 +65,20 @@ test('one corrupted KV byte fails verification and the exit code', () => {
   const { status, report } = demo([...SMALL, '--requests', '2'], { TE_DEMO_FAULT: 'corrupt-kv' });
   assert.is(status, 1);
   assert.is(report.passed, false);
-  assert.ok(report.rows.some((r: any) => !r.verified && /layer 0 K byte/.test(r.error)), JSON.stringify(report.rows));
+  assert.ok(
+    report.rows.some((r: any) => !r.verified && /layer 0 K byte/.test(r.error)),
+    JSON.stringify(report.rows),
+  );
 });
 
 test('one wrong byte inside a pulled embedding fails verification (the KV depends on every embedding byte)', () => {
   const { status, report } = demo([...SMALL, '--requests', '3'], { TE_DEMO_FAULT: 'corrupt-embedding' });
   assert.is(status, 1);
   assert.is(report.passed, false);
-  assert.ok(report.rows.some((r: any) => !r.verified && /layer 0 K byte/.test(r.error)), JSON.stringify(report.rows));
+  assert.ok(
+    report.rows.some((r: any) => !r.verified && /layer 0 K byte/.test(r.error)),
+    JSON.stringify(report.rows),
+  );
 });
 
 test('odd sizes (--hidden 3 --image-tokens 3 --tokens 1 --layers 1) still verify', () => {

@@ -10,7 +10,11 @@ import { buildRawFabric } from '../bench/lib/raw-fabric.mjs';
 
 const provider = 'tcp;ofi_rxm';
 const fabricInfo = spawnSync('fi_info', ['-p', provider], { encoding: 'utf8' });
-const reason = fabricInfo.error ? 'fi_info is not installed (apt-get install -y libfabric-bin libfabric-dev)' : fabricInfo.status !== 0 ? `libfabric has no ${provider} provider here` : undefined;
+const reason = fabricInfo.error
+  ? 'fi_info is not installed (apt-get install -y libfabric-bin libfabric-dev)'
+  : fabricInfo.status !== 0
+    ? `libfabric has no ${provider} provider here`
+    : undefined;
 
 function run(args: string[]) {
   const r = spawnSync(buildRawFabric() as string, args, { encoding: 'utf8', timeout: 60_000 });
@@ -24,7 +28,11 @@ function fabricTest(name: string, body: () => void) {
 }
 
 fabricTest('writes and reads move verified bytes, with and without delivery completion', () => {
-  for (const args of [['--op', 'write'], ['--op', 'write', '--delivery-complete'], ['--op', 'read']]) {
+  for (const args of [
+    ['--op', 'write'],
+    ['--op', 'write', '--delivery-complete'],
+    ['--op', 'read'],
+  ]) {
     const r = run([...args, '--size', '65536', '--window', '8', '--seconds', '0.3', '--provider', provider]);
     assert.is(r.status, 0, r.stderr);
     assert.is(r.json.verified, true);
@@ -55,15 +63,32 @@ fabricTest('thread-matched and grouped: several endpoints and multi-iov operatio
 // The checksum comparison is what makes "verified" mean anything: one flipped byte of the
 // timed destination (the target's buffer for writes, the initiator's for reads) fails the run.
 fabricTest('a corrupted byte fails the run (exit 1, verified false), writes and reads, 1 and 2 endpoints', () => {
-  for (const args of [['--op', 'write'], ['--op', 'read'], ['--op', 'write', '--endpoints', '2', '--iov', '4'], ['--op', 'read', '--endpoints', '2', '--iov', '4']]) {
-    const r = spawnSync(buildRawFabric() as string, [...args, '--size', '4096', '--window', '8', '--seconds', '0.2', '--provider', provider, '--corrupt-one-byte'], { encoding: 'utf8', timeout: 60_000 });
+  for (const args of [
+    ['--op', 'write'],
+    ['--op', 'read'],
+    ['--op', 'write', '--endpoints', '2', '--iov', '4'],
+    ['--op', 'read', '--endpoints', '2', '--iov', '4'],
+  ]) {
+    const r = spawnSync(
+      buildRawFabric() as string,
+      [...args, '--size', '4096', '--window', '8', '--seconds', '0.2', '--provider', provider, '--corrupt-one-byte'],
+      { encoding: 'utf8', timeout: 60_000 },
+    );
     assert.is(r.status, 1, `${args.join(' ')}: ${r.stderr}`);
     assert.is(JSON.parse(r.stdout.trim().split('\n').pop()!).verified, false);
   }
 });
 
 fabricTest('bad arguments exit 2 with a message, before any fabric is opened', () => {
-  for (const args of [['--third-thread', '0:90'], ['--third-thread', 'busy'], ['--window', '0'], ['--size', '0'], ['--endpoints', '0'], ['--iov', '9'], ['--bogus']]) {
+  for (const args of [
+    ['--third-thread', '0:90'],
+    ['--third-thread', 'busy'],
+    ['--window', '0'],
+    ['--size', '0'],
+    ['--endpoints', '0'],
+    ['--iov', '9'],
+    ['--bogus'],
+  ]) {
     const r = run(args);
     assert.is(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
     assert.match(r.stderr, /fi_rma_bench|usage/);

@@ -25,14 +25,16 @@ function markdownFiles(): string[] {
     }
   };
   walk('docs');
-  for (const area of ['packages', 'plugins']) for (const d of readdirSync(join(root, area))) if (statSync(join(root, area, d)).isDirectory()) {
-    try {
-      statSync(join(root, area, d, 'README.md'));
-      out.push(join(area, d, 'README.md'));
-    } catch {
-      // no README
-    }
-  }
+  for (const area of ['packages', 'plugins'])
+    for (const d of readdirSync(join(root, area)))
+      if (statSync(join(root, area, d)).isDirectory()) {
+        try {
+          statSync(join(root, area, d, 'README.md'));
+          out.push(join(area, d, 'README.md'));
+        } catch {
+          // no README
+        }
+      }
   return out;
 }
 
@@ -42,7 +44,10 @@ function commands(): { file: string; command: string }[] {
     const text = readFileSync(join(root, file), 'utf8');
     for (const m of text.matchAll(/```(?:sh|bash|shell|console)\n([\s\S]*?)```/g)) {
       for (const raw of m[1]!.split('\n')) {
-        const line = raw.replace(/^\$\s+/, '').replace(/\s+#.*$/, '').trim();
+        const line = raw
+          .replace(/^\$\s+/, '')
+          .replace(/\s+#.*$/, '')
+          .trim();
         if (line && !line.startsWith('#')) out.push({ file, command: line });
       }
     }
@@ -74,13 +79,15 @@ function mooncakeMissing(): string | undefined {
 
 /** Why a documented command is not run here, or undefined to run it. */
 function skipReason(command: string): string | undefined {
-  if (/bench\/flame\.mjs/.test(command) && !perfWorks()) return 'Linux perf cannot profile on this machine (apt-get install -y linux-perf; needs root or kernel.perf_event_paranoid <= 1)';
+  if (/bench\/flame\.mjs/.test(command) && !perfWorks())
+    return 'Linux perf cannot profile on this machine (apt-get install -y linux-perf; needs root or kernel.perf_event_paranoid <= 1)';
   if (/bench\/syscalls\.mjs/.test(command) && !straceWorks()) return 'strace cannot trace on this machine (apt-get install -y strace; ptrace must be allowed)';
   if (command === 'npm test') return 'it is the command running this test';
-  if (/^npm install @te\//.test(command)) return 'installs from the public npm registry, where te packages are not published (test/pack-all.test.ts installs packed tarballs)';
+  if (/^npm install @te\//.test(command))
+    return 'installs from the public npm registry, where te packages are not published (test/pack-all.test.ts installs packed tarballs)';
   if (/^apt-get /.test(command)) return 'a system package install (.ci/run installs what the tests need)';
   if (/test\/gpu\/|\.gpu\//.test(command)) return 'prepares or runs the GPU test, which needs a GPU machine (test/gpu/README.md)';
-  if (/10\.0\.0\.\d+/.test(command)) return 'a multi-host example with the hosts\' own addresses';
+  if (/10\.0\.0\.\d+/.test(command)) return "a multi-host example with the hosts' own addresses";
   if (/test\/netns/.test(command)) return 'the multi-host namespace tests, which npm run test:cross runs in this same suite';
   if (/bench:netns|bench\/netns/.test(command) && process.getuid?.() !== 0) return 'builds network namespaces, which needs root';
   if (/^npm run soak\b/.test(command)) return 'a soak run of several minutes, outside the test suite by design (scripts/soak.mjs)';
@@ -108,12 +115,17 @@ for (const { file, command } of commands()) {
     continue;
   }
   test(name, () => {
-    const r = spawnSync('bash', ['-c', runnable], { cwd: root, encoding: 'utf8', timeout: 240_000, env: { ...process.env, TE_BENCH_QUICK: '1', FORCE_COLOR: '0' } });
+    const r = spawnSync('bash', ['-c', runnable], {
+      cwd: root,
+      encoding: 'utf8',
+      timeout: 240_000,
+      env: { ...process.env, TE_BENCH_QUICK: '1', FORCE_COLOR: '0' },
+    });
     assert.is(r.status, 0, `exit ${r.status}${r.signal ? ` (${r.signal})` : ''}\n${r.stdout.slice(-3000)}\n${r.stderr.slice(-3000)}`);
   });
 }
 
-test('the extraction found the README quick start and the docs\' commands', () => {
+test("the extraction found the README quick start and the docs' commands", () => {
   const all = commands().map((c) => c.command);
   assert.ok(all.includes('npm ci && npm start'));
   assert.ok(all.includes('npx te doctor'));

@@ -25,9 +25,7 @@ function listedOptions(file: string): string[] {
   const start = text.indexOf('parseCli({');
   if (start < 0) return [];
   const block = text.slice(start, text.indexOf('\n});', start) >>> 0 || undefined);
-  return [...block.matchAll(/^\s*'?([\w-]+)'?: \{ type: '(?:string|boolean)'(.*)$/gm)]
-    .filter((m) => !m[2]!.includes('hidden: true'))
-    .map((m) => m[1]!);
+  return [...block.matchAll(/^\s*'?([\w-]+)'?: \{ type: '(?:string|boolean)'(.*)$/gm)].filter((m) => !m[2]!.includes('hidden: true')).map((m) => m[1]!);
 }
 
 const run = (file: string, arg: string) =>
@@ -49,8 +47,7 @@ for (const file of scripts) {
     assert.is(r.status, 0, `exit ${r.status}\n${r.stderr}`);
     assert.ok(/^usage: |\n\s*(node|bash) /.test(r.stdout), `no usage line:\n${r.stdout}`);
     assert.not.match(r.stderr, /\n\s+at /, 'a stack trace');
-    for (const name of listedOptions(file))
-      assert.ok(r.stdout.includes(`--${name}`), `--${name} missing:\n${r.stdout}`);
+    for (const name of listedOptions(file)) assert.ok(r.stdout.includes(`--${name}`), `--${name} missing:\n${r.stdout}`);
   });
   if (file.endsWith('.mjs') && readFileSync(join(root, file), 'utf8').includes('parseCli(')) {
     test(`${file} refuses an unknown option`, () => {
@@ -65,10 +62,7 @@ for (const file of scripts) {
 test('the modules in subfolders are not scripts (no shebang)', () => {
   for (const dir of ['bench/lib', 'scripts/lib', 'scripts/chaos']) {
     for (const f of readdirSync(join(root, dir)).filter((n) => n.endsWith('.mjs'))) {
-      assert.not.ok(
-        readFileSync(join(root, dir, f), 'utf8').startsWith('#!'),
-        `${dir}/${f} has a shebang: list it as a script`,
-      );
+      assert.not.ok(readFileSync(join(root, dir, f), 'utf8').startsWith('#!'), `${dir}/${f} has a shebang: list it as a script`);
     }
   }
 });

@@ -10,7 +10,12 @@ import { createTransferEngine, loadConfig, type TransferEngine } from '@te/conne
 const SECRET = 'a-deployment-secret-of-32-chars!';
 const packr = new Packr({ useRecords: false, int64AsType: 'bigint', mapsAsObjects: true, moreTypes: true });
 const engine = (secret?: string): Promise<TransferEngine> =>
-  createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1', timeouts: { handshakeMs: 1500, connectMs: 1500 }, ...(secret ? { secret } : {}) });
+  createTransferEngine({
+    connector: 'mooncake-tcp',
+    bindAddress: '127.0.0.1',
+    timeouts: { handshakeMs: 1500, connectMs: 1500 },
+    ...(secret ? { secret } : {}),
+  });
 
 /** Asks a control endpoint for its descriptor with a bare zeromq socket (no secret). */
 async function askWithoutSecret(endpoint: string, waitMs: number): Promise<unknown> {
@@ -52,7 +57,10 @@ test('a process without the secret gets nothing from the control plane', async (
     assert.is(await askWithoutSecret(guarded.control.endpoint, 1500), undefined, 'the guarded endpoint served its descriptor without the secret');
     // Engines without it, or with another, cannot fetch the descriptor or transfer.
     for (const outsider of [open, stranger]) {
-      const err = (await outsider.write(guarded.segmentName, 1n, 1n, 1, { timeoutMs: 3000 }).then(() => undefined, (e) => e)) as { code?: string } | undefined;
+      const err = (await outsider.write(guarded.segmentName, 1n, 1n, 1, { timeoutMs: 3000 }).then(
+        () => undefined,
+        (e) => e,
+      )) as { code?: string } | undefined;
       assert.ok(err && ['TIMEOUT', 'PEER_UNREACHABLE'].includes(err.code!), `got ${err?.code}`);
     }
   } finally {

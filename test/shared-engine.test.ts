@@ -49,8 +49,14 @@ test('KV, EC and offload users of the shared engine see one registration and one
   const handle = await kvUser();
   const seenByEc = await ecUser();
   const descriptor = await offloadUser();
-  assert.equal(seenByEc.map((m) => m.addr), [handle.addr]);
-  assert.equal(descriptor.buffers.map((b) => b.addr), [handle.addr]);
+  assert.equal(
+    seenByEc.map((m) => m.addr),
+    [handle.addr],
+  );
+  assert.equal(
+    descriptor.buffers.map((b) => b.addr),
+    [handle.addr],
+  );
   assert.is(descriptor.name, (await getTransferEngine()).segmentName);
   try {
     await (await getTransferEngine()).registerMemory({ addr: handle.addr, length: 16n });

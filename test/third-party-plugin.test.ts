@@ -50,7 +50,10 @@ test('modulePath via TE_MODULE_PATH in the environment', async () => {
 test('raw host addresses on an engine whose transports cannot register them: the hint fits host memory', async () => {
   const engine = await createTransferEngine(loadConfig({ json: { connector: 'example-memcpy', modulePath: fixture }, env: {} }));
   try {
-    const e = await engine.registerMemory({ addr: 0x7000_0000n, length: 4096 }).then(() => undefined, (x: unknown) => x);
+    const e = await engine.registerMemory({ addr: 0x7000_0000n, length: 4096 }).then(
+      () => undefined,
+      (x: unknown) => x,
+    );
     assert.ok(isTransferError(e, 'MEMORY_KIND_UNSUPPORTED'), String(e));
     assert.match((e as Error).message, /register a JS buffer/);
     assert.not.match((e as Error).message, /nvlink|cuda/i);

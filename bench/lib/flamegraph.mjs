@@ -32,7 +32,8 @@ function colourOf(name) {
   if (/^te_.*\.node$/.test(dso)) return [220, 70, 60];
   if (dso.includes('libfabric')) return [200, 110, 200];
   if (dso.startsWith('libc') || dso.startsWith('ld-linux')) return [110, 170, 220];
-  if (dso.startsWith('perf-') || dso.endsWith('.map') || sym.startsWith('Builtin:') || sym.startsWith('JS:') || sym.startsWith('LazyCompile:')) return [100, 190, 100];
+  if (dso.startsWith('perf-') || dso.endsWith('.map') || sym.startsWith('Builtin:') || sym.startsWith('JS:') || sym.startsWith('LazyCompile:'))
+    return [100, 190, 100];
   if (dso === 'node') return [150, 200, 110];
   return [190, 190, 190];
 }
@@ -71,14 +72,18 @@ export function renderFlameGraph(folded, { title, width = 1200, frameHeight = 16
   const out = [`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" font-family="monospace" font-size="11">`];
   out.push(`<rect width="100%" height="100%" fill="#fdfdf5"/>`);
   out.push(`<text x="${width / 2}" y="20" text-anchor="middle" font-size="15">${escape(title ?? 'flame graph')}</text>`);
-  out.push(`<text x="10" y="${height - 10}" font-size="10">width = share of ${root.value} samples; red: te addon, purple: libfabric, orange: kernel, blue: libc, green: Node/V8/JS. Hover a frame for its count.</text>`);
+  out.push(
+    `<text x="10" y="${height - 10}" font-size="10">width = share of ${root.value} samples; red: te addon, purple: libfabric, orange: kernel, blue: libc, green: Node/V8/JS. Hover a frame for its count.</text>`,
+  );
   for (const { node, x, depth, w } of rects) {
     const y = height - 30 - (depth + 1) * frameHeight;
     const [sym, dso = ''] = node.name.split('\u0001');
     const [r, g, b] = colourOf(node.name);
     const pct = ((100 * node.value) / Math.max(root.value, 1)).toFixed(2);
     const label = sym.length * 6.5 < w - 4 ? sym : sym.slice(0, Math.max(0, Math.floor((w - 4) / 6.5) - 2)) + (w > 20 ? '..' : '');
-    out.push(`<g><title>${escape(sym)}${dso ? ` (${escape(dso)})` : ''}: ${node.value} samples, ${pct}%</title><rect x="${x.toFixed(1)}" y="${y}" width="${w.toFixed(1)}" height="${frameHeight - 1}" fill="rgb(${r},${g},${b})" rx="1"/>${w > 20 ? `<text x="${(x + 3).toFixed(1)}" y="${y + frameHeight - 4}">${escape(label)}</text>` : ''}</g>`);
+    out.push(
+      `<g><title>${escape(sym)}${dso ? ` (${escape(dso)})` : ''}: ${node.value} samples, ${pct}%</title><rect x="${x.toFixed(1)}" y="${y}" width="${w.toFixed(1)}" height="${frameHeight - 1}" fill="rgb(${r},${g},${b})" rx="1"/>${w > 20 ? `<text x="${(x + 3).toFixed(1)}" y="${y + frameHeight - 4}">${escape(label)}</text>` : ''}</g>`,
+    );
   }
   out.push('</svg>');
   return out.join('\n');

@@ -40,7 +40,12 @@ export function spawnRank(script, spec) {
 export function serveRank(ops) {
   // The benchmark that started this rank is gone (finished, killed, interrupted): so is this rank.
   process.on('disconnect', () => process.exit(1));
-  process.on('message', (m) => ops[m.op](m.args).then((value) => process.send({ id: m.id, ok: true, value }), (e) => process.send({ id: m.id, ok: false, error: `${e.code ?? 'Error'}: ${e.message}` })));
+  process.on('message', (m) =>
+    ops[m.op](m.args).then(
+      (value) => process.send({ id: m.id, ok: true, value }),
+      (e) => process.send({ id: m.id, ok: false, error: `${e.code ?? 'Error'}: ${e.message}` }),
+    ),
+  );
   process.send({ ready: true });
 }
 
@@ -63,12 +68,25 @@ export async function gqaBuffers(engine, { layers, pages, heads, headsTotal, hea
   }
   const aux = await engine.allocateMemory(64 * 64);
   const addrs = Array.from({ length: nBuf }, (_, i) => mem.addr + BigInt(i * item * pages));
-  const group = (a, len, it) => ({ addrs: BigUint64Array.from(a), lengths: BigUint64Array.from(a.map(() => BigInt(len))), itemLengths: BigUint64Array.from(a.map(() => BigInt(it))) });
+  const group = (a, len, it) => ({
+    addrs: BigUint64Array.from(a),
+    lengths: BigUint64Array.from(a.map(() => BigInt(len))),
+    itemLengths: BigUint64Array.from(a.map(() => BigInt(it))),
+  });
   return {
     mem,
     item,
     bytes: nBuf * item * pages,
-    buffers: { kv: group(addrs, item * pages, item), attention: 'mha', numLayers: layers, pageSize, kvCacheDtype: 'fp16', totalKvHeads: headsTotal, aux: group([aux.addr], 64 * 64, 64), device: 'cpu' },
+    buffers: {
+      kv: group(addrs, item * pages, item),
+      attention: 'mha',
+      numLayers: layers,
+      pageSize,
+      kvCacheDtype: 'fp16',
+      totalKvHeads: headsTotal,
+      aux: group([aux.addr], 64 * 64, 64),
+      device: 'cpu',
+    },
   };
 }
 
@@ -89,7 +107,8 @@ export async function headsDigest(view, { buffers, item, pages, pageSize, headBy
     for (const p of pages) {
       const base = b * bufferBytes + p * item;
       if (headOffset === 0 && heads === rowHeads) h.update(view.subarray(base, base + item));
-      else for (let t = 0; t < pageSize; t++) h.update(view.subarray(base + t * row + headOffset * headBytes, base + t * row + (headOffset + heads) * headBytes));
+      else
+        for (let t = 0; t < pageSize; t++) h.update(view.subarray(base + t * row + headOffset * headBytes, base + t * row + (headOffset + heads) * headBytes));
     }
   }
   return h.digest('hex');

@@ -18,7 +18,22 @@ export function runRawFabric({ op, size, window, seconds, provider = 'tcp;ofi_rx
   // `endpoints`: endpoint pairs, each with its own domain, CQ and polling thread on both sides
   // (te's rails); `iov`: requests per operation (te's multi-iov grouping); `window`: operations
   // in flight over all endpoints.
-  const args = ['--op', op, '--size', String(size), '--window', String(window), '--seconds', String(seconds), '--provider', provider, '--endpoints', String(endpoints), '--iov', String(iov)];
+  const args = [
+    '--op',
+    op,
+    '--size',
+    String(size),
+    '--window',
+    String(window),
+    '--seconds',
+    String(seconds),
+    '--provider',
+    provider,
+    '--endpoints',
+    String(endpoints),
+    '--iov',
+    String(iov),
+  ];
   if (deliveryComplete) args.push('--delivery-complete');
   // `thirdThread`: "ON_US:OFF_US", a duty-cycled busy thread beside the raw initiator.
   if (thirdThread) args.push('--third-thread', thirdThread);

@@ -9,7 +9,25 @@ const te = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'packages',
 
 /** `c`: { op, size, batch, concurrency }; `env`: extra environment for this run. */
 export function runTeBench(plugin, c, duration, env = {}) {
-  const args = [te, 'bench', '--loopback', '--verify', '--json', '--plugin', plugin, '--op', c.op, '--block-size', String(c.size), '--batch-size', String(c.batch), '--concurrency', String(c.concurrency), '--duration', String(duration)];
+  const args = [
+    te,
+    'bench',
+    '--loopback',
+    '--verify',
+    '--json',
+    '--plugin',
+    plugin,
+    '--op',
+    c.op,
+    '--block-size',
+    String(c.size),
+    '--batch-size',
+    String(c.batch),
+    '--concurrency',
+    String(c.concurrency),
+    '--duration',
+    String(duration),
+  ];
   const out = execFileSync(process.execPath, args, { encoding: 'utf8', env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
   return JSON.parse(out.trim().split('\n').pop());
 }

@@ -48,7 +48,9 @@ export function wantedNativeDeps() {
 
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
   if (process.argv[2] === '--help' || process.argv[2] === '-h') {
-    console.log('usage: node native/scripts/native-deps.mjs\n\nPrints which optional native dependencies a build configured now would use (libfabric, the CUDA toolkit).');
+    console.log(
+      'usage: node native/scripts/native-deps.mjs\n\nPrints which optional native dependencies a build configured now would use (libfabric, the CUDA toolkit).',
+    );
     process.exit(0);
   }
   try {

@@ -88,12 +88,20 @@ function optionalDeps() {
   if (layers.includes('fabric')) {
     defines.push(`--CDTE_FABRIC_DISABLE=${wanted.fabric ? 'OFF' : 'ON'}`);
     const had = !on('TE_FABRIC_DISABLE', false) && found('TE_LIBFABRIC_LIB') && found('TE_LIBFABRIC_INCLUDE');
-    if (cache.size > 0 && had !== wanted.fabric) changed.push(wanted.fabric ? 'configured without libfabric, which is there now' : 'configured with libfabric, which is gone or disabled (TE_FABRIC_DISABLE=1)');
+    if (cache.size > 0 && had !== wanted.fabric)
+      changed.push(
+        wanted.fabric ? 'configured without libfabric, which is there now' : 'configured with libfabric, which is gone or disabled (TE_FABRIC_DISABLE=1)',
+      );
   }
   if (layers.includes('cuda')) {
     defines.push(`--CDTE_WITH_CUDA=${wanted.cuda ? 'ON' : 'OFF'}`);
     const had = on('TE_WITH_CUDA', true) && found('CUDA_CUDART') && found('CUDAToolkit_BIN_DIR');
-    if (cache.size > 0 && had !== wanted.cuda) changed.push(wanted.cuda ? 'configured without the CUDA toolkit, which is there now' : 'configured with the CUDA toolkit, which is gone or disabled (TE_WITH_CUDA=0)');
+    if (cache.size > 0 && had !== wanted.cuda)
+      changed.push(
+        wanted.cuda
+          ? 'configured without the CUDA toolkit, which is there now'
+          : 'configured with the CUDA toolkit, which is gone or disabled (TE_WITH_CUDA=0)',
+      );
   }
   return { defines, changed };
 }

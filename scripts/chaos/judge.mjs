@@ -12,7 +12,8 @@ export function judgeRoom({ key, pNames, dNames, ps, ds, abortSide, roomEndMs })
   const all = [...ps.map((o, i) => [pNames[i], o]), ...ds.map((o, i) => [dNames[i], o])];
   for (const [who, o] of all) {
     if (!o) continue;
-    if (o.code === 'NOT_ENDED' || (o.status !== 4 && o.status !== 0)) out.violations.push(`room ${key} did not end on ${who} within ${roomEndMs} ms (status ${o.status})`);
+    if (o.code === 'NOT_ENDED' || (o.status !== 4 && o.status !== 0))
+      out.violations.push(`room ${key} did not end on ${who} within ${roomEndMs} ms (status ${o.status})`);
     else if (o.status === 0 && o.room !== key) out.violations.push(`room ${key}: failure on ${who} without details.room (${o.code}: ${o.message})`);
     // No fault of the soak corrupts bytes: a checksum mismatch is a corruption or a false positive.
     if (o.status === 0 && o.code === 'DATA_CORRUPTED') out.violations.push(`room ${key}: DATA_CORRUPTED on ${who} (${o.message})`);

@@ -18,7 +18,12 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function errorOf(e) {
   const room = e?.details?.room;
-  return { code: isTransferError(e) ? e.code : 'Error', message: String(e?.message ?? e).slice(0, 400), room: typeof room === 'bigint' ? room.toString() : undefined, pagesMayBeWritten: e?.details?.pagesMayBeWritten === true };
+  return {
+    code: isTransferError(e) ? e.code : 'Error',
+    message: String(e?.message ?? e).slice(0, 400),
+    room: typeof room === 'bigint' ? room.toString() : undefined,
+    pagesMayBeWritten: e?.details?.pagesMayBeWritten === true,
+  };
 }
 
 /** Open descriptors, and how many of them are sockets (those follow the peers that are up). */
@@ -91,7 +96,17 @@ async function rank() {
     aux: group(1, auxBytes, m.auxItem, nKv * kvBytes),
     device: 'cpu',
   };
-  const manager = await createKVManager({ role: spec.role, layout: spec.layout, buffers, engine, bootstrapHost: spec.bootstrap.host, bootstrapPort: spec.bootstrap.port, serveBootstrap: false, layerwise: spec.role === 'prefill', timeouts: spec.timeouts });
+  const manager = await createKVManager({
+    role: spec.role,
+    layout: spec.layout,
+    buffers,
+    engine,
+    bootstrapHost: spec.bootstrap.host,
+    bootstrapPort: spec.bootstrap.port,
+    serveBootstrap: false,
+    layerwise: spec.role === 'prefill',
+    timeouts: spec.timeouts,
+  });
   const producer = spec.ec === 'producer' ? await createECProducer({ engine, poolBytes: 8 << 20 }) : undefined;
   const consumer = spec.ec === 'consumer' ? await createECConsumer({ engine, loadTimeoutMs: 4_000 }) : undefined;
   const shard = spec.layout.attnTpRank;
@@ -142,7 +157,8 @@ async function rank() {
           await batch.finish();
         } else {
           const per = Math.ceil(pages.length / a.chunks);
-          for (let c = 0; c < a.chunks; c++) await sender.send(pages.subarray(c * per, Math.min(pages.length, (c + 1) * per)), c === a.chunks - 1 ? { last: true } : {});
+          for (let c = 0; c < a.chunks; c++)
+            await sender.send(pages.subarray(c * per, Math.min(pages.length, (c + 1) * per)), c === a.chunks - 1 ? { last: true } : {});
         }
         await sender.cell.reached(KVStatus.Success, { timeoutMs: a.endMs });
       } catch {
@@ -163,7 +179,10 @@ async function rank() {
       const started = Date.now();
       let abortError;
       let aborting;
-      const abortTimer = a.abortAfterMs === undefined ? undefined : setTimeout(() => (aborting = receiver.abort('chaos: aborted by the decode').catch((e) => void (abortError = e))), a.abortAfterMs);
+      const abortTimer =
+        a.abortAfterMs === undefined
+          ? undefined
+          : setTimeout(() => (aborting = receiver.abort('chaos: aborted by the decode').catch((e) => void (abortError = e))), a.abortAfterMs);
       try {
         await receiver.init(pages, a.auxSlot);
         await receiver.cell.reached(KVStatus.Success, { timeoutMs: a.endMs });
@@ -211,7 +230,10 @@ async function rank() {
         return { addr: mem.addr + BigInt(ecBase + a.slot * m.ecItem) };
       });
       const r = await consumer.waitForLoad();
-      const wrong = r.loaded.reduce((n, h) => n + wrongBytes(view.subarray(ecBase + a.slot * m.ecItem, ecBase + a.slot * m.ecItem + where.get(h)), pageSeed(BigInt(a.seed), 2000, 0, 0)), 0);
+      const wrong = r.loaded.reduce(
+        (n, h) => n + wrongBytes(view.subarray(ecBase + a.slot * m.ecItem, ecBase + a.slot * m.ecItem + where.get(h)), pageSeed(BigInt(a.seed), 2000, 0, 0)),
+        0,
+      );
       return { loaded: r.loaded.length, failed: r.failed.map((f) => f.error?.code ?? 'Error'), wrong };
     },
     async sample() {

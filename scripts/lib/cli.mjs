@@ -13,9 +13,7 @@ import { parseArgs } from 'node:util';
  */
 export function parseCli(spec) {
   const options = { help: { type: 'boolean', short: 'h', help: 'print this help and exit' }, ...(spec.options ?? {}) };
-  const forParseArgs = Object.fromEntries(
-    Object.entries(options).map(([name, { help: _help, hidden: _hidden, ...rest }]) => [name, rest]),
-  );
+  const forParseArgs = Object.fromEntries(Object.entries(options).map(([name, { help: _help, hidden: _hidden, ...rest }]) => [name, rest]));
   let parsed;
   try {
     parsed = parseArgs({ args: spec.args, options: forParseArgs, allowPositionals: spec.allowPositionals ?? false });
@@ -36,8 +34,7 @@ export function usageText(spec, options) {
     .filter(([, o]) => !o.hidden)
     .map(([name, o]) => {
       const flag = `${o.short ? `-${o.short}, ` : ''}--${name}${o.type === 'string' ? ' <value>' : ''}`;
-      const shown =
-        o.default === undefined || o.default === false ? '' : ` (default: ${[o.default].flat().join(', ')})`;
+      const shown = o.default === undefined || o.default === false ? '' : ` (default: ${[o.default].flat().join(', ')})`;
       return [flag, `${o.help}${shown}`];
     });
   const width = Math.max(...rows.map(([flag]) => flag.length)) + 2;

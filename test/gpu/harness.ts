@@ -177,10 +177,12 @@ function startChild(plugin: PluginName): Promise<Child> {
         c.kill('SIGKILL');
         reject(new Error(`target process: no answer to ${what} within ${CALL_DEADLINE_MS / 1000} s (killed)`));
       }, CALL_DEADLINE_MS);
-      const settle = <T,>(f: (v: T) => void) => (v: T) => {
-        clearTimeout(timer);
-        f(v);
-      };
+      const settle =
+        <T>(f: (v: T) => void) =>
+        (v: T) => {
+          clearTimeout(timer);
+          f(v);
+        };
       waiter = { resolve: settle(resolve), reject: settle(reject) };
     });
   const call = (cmd: string, args: Record<string, unknown> = {}) => {
@@ -209,7 +211,11 @@ function check(cond: unknown, what: string): asserts cond {
 
 async function runPlugin(plugin: PluginName, results: { checks: string[]; rows: Row[] }): Promise<void> {
   useMemoryOf(plugin);
-  const kind = { 'mooncake-intra-nvlink': 'CUDA IPC', 'mooncake-nvlink': 'cuMem VMM, posix-fd handles', 'mooncake-tcp': 'loopback TCP, device memory staged through pinned host buffers' }[plugin];
+  const kind = {
+    'mooncake-intra-nvlink': 'CUDA IPC',
+    'mooncake-nvlink': 'cuMem VMM, posix-fd handles',
+    'mooncake-tcp': 'loopback TCP, device memory staged through pinned host buffers',
+  }[plugin];
   log(`=== ${plugin} (${kind}) ===`);
   const SIZES = sizesOf(plugin);
   const REGION = regionOf(plugin);
@@ -225,7 +231,9 @@ async function runPlugin(plugin: PluginName, results: { checks: string[]; rows: 
     const rs = await transport.registerMemory({ addr: src.addr, length: src.size, device: 'cuda:0', remoteAccess: true });
     const rd = await transport.registerMemory({ addr: dst.addr, length: dst.size, device: 'cuda:0', remoteAccess: true });
     const remote = target.descriptor.buffers[0]!;
-    log(`local src 0x${rs.addr.toString(16)} dst 0x${rd.addr.toString(16)}; remote 0x${remote.addr.toString(16)} (+${remote.length}) attrs ${JSON.stringify(remote.attrs[plugin], (_k, v) => (typeof v === 'bigint' ? `${v}n` : v instanceof Uint8Array ? `<${v.length} bytes>` : v))}`);
+    log(
+      `local src 0x${rs.addr.toString(16)} dst 0x${rd.addr.toString(16)}; remote 0x${remote.addr.toString(16)} (+${remote.length}) attrs ${JSON.stringify(remote.attrs[plugin], (_k, v) => (typeof v === 'bigint' ? `${v}n` : v instanceof Uint8Array ? `<${v.length} bytes>` : v))}`,
+    );
     const peer: TransportPeer = await transport.openPeer(target.descriptor);
     const submit = (op: 'write' | 'read', local: bigint, remoteAddr: bigint, length: number) =>
       transport.submit(peer, batchOf([{ op, local, remote: remoteAddr, length }]), { timeoutMs: 60_000 });
@@ -253,9 +261,13 @@ async function runPlugin(plugin: PluginName, results: { checks: string[]; rows: 
     // Bounds: a write reaching past the peer's published buffer is refused and changes nothing.
     await target.call('memset', { offset: 0, length: 8192, value: 0x5a });
     const before = await target.call('sha', { offset: 0, length: 8192 });
-    const bad = await transport.submit(peer, batchOf([{ op: 'write', local: src.addr, remote: remote.addr + remote.length - 2048n, length: 4096 }]), { timeoutMs: 10_000 });
+    const bad = await transport.submit(peer, batchOf([{ op: 'write', local: src.addr, remote: remote.addr + remote.length - 2048n, length: 4096 }]), {
+      timeoutMs: 10_000,
+    });
     check(bad.statuses[0] === NATIVE_STATUS.ADDRESS_OUT_OF_RANGE, `out-of-range write refused (status ${bad.statuses[0]})`);
-    const outside = await transport.submit(peer, batchOf([{ op: 'write', local: src.addr, remote: remote.addr + remote.length + 4096n, length: 16 }]), { timeoutMs: 10_000 });
+    const outside = await transport.submit(peer, batchOf([{ op: 'write', local: src.addr, remote: remote.addr + remote.length + 4096n, length: 16 }]), {
+      timeoutMs: 10_000,
+    });
     check(outside.statuses[0] === NATIVE_STATUS.MEMORY_NOT_REGISTERED, `write outside every published buffer refused (status ${outside.statuses[0]})`);
     check((await target.call('sha', { offset: 0, length: 8192 })) === before, 'target unchanged by refused writes');
     ok('bounds enforced against the published descriptor');
@@ -264,13 +276,21 @@ async function runPlugin(plugin: PluginName, results: { checks: string[]; rows: 
     const item = 256;
     const many = pattern(n * item, 77);
     deviceMemory.write(src.addr, many);
-    const batch = { opcodes: new Uint8Array(n).fill(1), localAddrs: new BigUint64Array(n), remoteAddrs: new BigUint64Array(n), lengths: new BigUint64Array(n).fill(BigInt(item)) };
+    const batch = {
+      opcodes: new Uint8Array(n).fill(1),
+      localAddrs: new BigUint64Array(n),
+      remoteAddrs: new BigUint64Array(n),
+      lengths: new BigUint64Array(n).fill(BigInt(item)),
+    };
     for (let i = 0; i < n; i++) {
       batch.localAddrs[i] = src.addr + BigInt(i * item);
       batch.remoteAddrs[i] = remote.addr + BigInt((n - 1 - i) * item);
     }
     const mb = await transport.submit(peer, batch, { timeoutMs: 60_000 });
-    check(mb.statuses.every((s) => s === 0), 'scattered batch all OK');
+    check(
+      mb.statuses.every((s) => s === 0),
+      'scattered batch all OK',
+    );
     const expect = new Uint8Array(n * item);
     for (let i = 0; i < n; i++) expect.set(many.subarray(i * item, (i + 1) * item), (n - 1 - i) * item);
     check((await target.call('sha', { offset: 0, length: n * item })) === sha(expect), 'scattered batch landed in reverse order');
@@ -305,9 +325,11 @@ async function runPlugin(plugin: PluginName, results: { checks: string[]; rows: 
       if (size <= 16 * MiB) {
         const perWorker = Math.max(2, Math.ceil(iterations / IN_FLIGHT));
         const c0 = performance.now();
-        await Promise.all(Array.from({ length: IN_FLIGHT }, async () => {
-          for (let i = 0; i < perWorker; i++) await submit('write', src.addr, remote.addr, size);
-        }));
+        await Promise.all(
+          Array.from({ length: IN_FLIGHT }, async () => {
+            for (let i = 0; i < perWorker; i++) await submit('write', src.addr, remote.addr, size);
+          }),
+        );
         concurrentGBps = (size * perWorker * IN_FLIGHT) / ((performance.now() - c0) / 1000) / 1e9;
       }
       times.sort((a, b) => a - b);
@@ -323,7 +345,9 @@ async function runPlugin(plugin: PluginName, results: { checks: string[]; rows: 
       };
       row.ratio = row.transportGBps / row.baselineGBps;
       results.rows.push(row);
-      log(`bench ${fmt(size).padStart(8)}  ${row.transportGBps.toFixed(2).padStart(8)} GB/s  (${IN_FLIGHT} in flight ${row.concurrentGBps.toFixed(2)})  baseline ${row.baselineGBps.toFixed(2).padStart(8)} GB/s  ratio ${row.ratio.toFixed(3)}  p50 ${row.p50us.toFixed(1)} us  (${iterations} iterations)`);
+      log(
+        `bench ${fmt(size).padStart(8)}  ${row.transportGBps.toFixed(2).padStart(8)} GB/s  (${IN_FLIGHT} in flight ${row.concurrentGBps.toFixed(2)})  baseline ${row.baselineGBps.toFixed(2).padStart(8)} GB/s  ratio ${row.ratio.toFixed(3)}  p50 ${row.p50us.toFixed(1)} us  (${iterations} iterations)`,
+      );
     }
     await transport.closePeer(peer);
     await transport.unregisterMemory(rs.addr);
@@ -344,13 +368,33 @@ async function main(): Promise<void> {
   const out = process.env.OUT || join(here, 'out');
   mkdirSync(out, { recursive: true });
   const probes = { intra: await intraPlugin.probe!(), nvlink: await nvlinkPlugin.probe!(), tcp: await tcpPlugin.probe!() };
-  log('probe mooncake-intra-nvlink:', JSON.stringify(probes.intra, (_k, v) => (typeof v === 'bigint' ? v.toString() : v)));
-  log('probe mooncake-nvlink:', JSON.stringify(probes.nvlink, (_k, v) => (typeof v === 'bigint' ? v.toString() : v)));
-  log('probe mooncake-tcp:', JSON.stringify(probes.tcp, (_k, v) => (typeof v === 'bigint' ? v.toString() : v)));
-  const results = { started: new Date().toISOString(), host: hostname(), sizes: SIZES, probes, checks: [] as string[], rows: [] as Row[], failures: [] as string[] };
+  log(
+    'probe mooncake-intra-nvlink:',
+    JSON.stringify(probes.intra, (_k, v) => (typeof v === 'bigint' ? v.toString() : v)),
+  );
+  log(
+    'probe mooncake-nvlink:',
+    JSON.stringify(probes.nvlink, (_k, v) => (typeof v === 'bigint' ? v.toString() : v)),
+  );
+  log(
+    'probe mooncake-tcp:',
+    JSON.stringify(probes.tcp, (_k, v) => (typeof v === 'bigint' ? v.toString() : v)),
+  );
+  const results = {
+    started: new Date().toISOString(),
+    host: hostname(),
+    sizes: SIZES,
+    probes,
+    checks: [] as string[],
+    rows: [] as Row[],
+    failures: [] as string[],
+  };
   if (!probes.intra.available) {
     results.failures.push(`no usable GPU: ${probes.intra.reason}`);
-    writeFileSync(join(out, 'gpu-results.json'), JSON.stringify(results, (_k, v) => (typeof v === 'bigint' ? v.toString() : v), 2));
+    writeFileSync(
+      join(out, 'gpu-results.json'),
+      JSON.stringify(results, (_k, v) => (typeof v === 'bigint' ? v.toString() : v), 2),
+    );
     log(`SKIP: no usable GPU: ${probes.intra.reason}`);
     process.exit(2);
   }
@@ -364,10 +408,15 @@ async function main(): Promise<void> {
       log(`FAILED ${msg}`);
     }
   }
-  writeFileSync(join(out, 'gpu-results.json'), JSON.stringify(results, (_k, v) => (typeof v === 'bigint' ? v.toString() : v), 2));
+  writeFileSync(
+    join(out, 'gpu-results.json'),
+    JSON.stringify(results, (_k, v) => (typeof v === 'bigint' ? v.toString() : v), 2),
+  );
   console.log(`\nplugin                   size      transport GB/s  ${IN_FLIGHT} in flight GB/s  baseline GB/s  ratio   p50 latency`);
   for (const r of results.rows) {
-    console.log(`${r.plugin.padEnd(24)} ${fmt(r.bytes).padStart(8)}  ${r.transportGBps.toFixed(2).padStart(14)}  ${(Number.isNaN(r.concurrentGBps) ? '-' : r.concurrentGBps.toFixed(2)).padStart(17)}  ${r.baselineGBps.toFixed(2).padStart(13)}  ${r.ratio.toFixed(3).padStart(5)}  ${r.p50us.toFixed(1).padStart(8)} us`);
+    console.log(
+      `${r.plugin.padEnd(24)} ${fmt(r.bytes).padStart(8)}  ${r.transportGBps.toFixed(2).padStart(14)}  ${(Number.isNaN(r.concurrentGBps) ? '-' : r.concurrentGBps.toFixed(2)).padStart(17)}  ${r.baselineGBps.toFixed(2).padStart(13)}  ${r.ratio.toFixed(3).padStart(5)}  ${r.p50us.toFixed(1).padStart(8)} us`,
+    );
   }
   console.log(`\n${results.checks.length} checks passed, ${results.failures.length} failures; results in ${join(out, 'gpu-results.json')}`);
   process.exit(results.failures.length ? 1 : 0);

@@ -7,7 +7,17 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import { KVStatus, batchOf, createTransferEngine, isTransferError, type KVBuffers, type KVSender, type KVReceiver, type ParallelLayout, type TransferEngine } from '@te/connector';
+import {
+  KVStatus,
+  batchOf,
+  createTransferEngine,
+  isTransferError,
+  type KVBuffers,
+  type KVSender,
+  type KVReceiver,
+  type ParallelLayout,
+  type TransferEngine,
+} from '@te/connector';
 import { createKVManager, type DisaggKVManager } from '@te/disagg';
 import { addonLoader, cudaEventsOf, type DeviceMemory, type NativeCudaModule } from '@te/cuda';
 import { deviceMemory as intraMemory } from '@te/mooncake-intra-nvlink';
@@ -90,7 +100,13 @@ const nvlinkDevice: DeviceMemory = {
 };
 let memory: DeviceMemory = spec.connector === 'mooncake-tcp' ? tcpDevice : spec.connector === 'mooncake-nvlink' ? nvlinkDevice : intraMemory;
 const cudaEvents = cudaEventsOf(
-  addonLoader<NativeCudaModule>({ plugin: 'mooncake-intra-nvlink', pkg: '@te/mooncake-intra-nvlink', addon: 'te_mooncake_intra_nvlink.node', envVar: 'TE_MOONCAKE_INTRA_NVLINK_ADDON', root: join(root, 'plugins', 'mooncake-intra-nvlink') }),
+  addonLoader<NativeCudaModule>({
+    plugin: 'mooncake-intra-nvlink',
+    pkg: '@te/mooncake-intra-nvlink',
+    addon: 'te_mooncake_intra_nvlink.node',
+    envVar: 'TE_MOONCAKE_INTRA_NVLINK_ADDON',
+    root: join(root, 'plugins', 'mooncake-intra-nvlink'),
+  }),
   'mooncake-intra-nvlink',
 );
 
@@ -274,7 +290,12 @@ const ops: Record<string, (a: any) => Promise<unknown>> = {
     const computeDone = performance.now();
     const results = await batch.finish();
     const end = performance.now();
-    return { results: results.map((r) => ({ room: r.room.toString(), status: r.status, code: r.error?.code, message: r.error?.message })), tailMs: end - computeDone, totalMs: end - started, stats: manager.layerwiseStats };
+    return {
+      results: results.map((r) => ({ room: r.room.toString(), status: r.status, code: r.error?.code, message: r.error?.message })),
+      tailMs: end - computeDone,
+      totalMs: end - started,
+      stats: manager.layerwiseStats,
+    };
   },
   /**
    * Prefill: the raw figure for the PD throughput ratio: the same page ranges the last room
@@ -284,7 +305,14 @@ const ops: Record<string, (a: any) => Promise<unknown>> = {
     const remote = BigInt(a.remoteKvBase);
     const reqs: { op: 'write'; local: bigint; remote: bigint; length: number }[] = [];
     for (let i = 0; i < nKv; i++) {
-      a.pages.forEach((p, k) => reqs.push({ op: 'write', local: kvAddr(i) + BigInt(p * itemBytes), remote: remote + BigInt(i * bufferBytes + a.remotePages[k]! * itemBytes), length: itemBytes }));
+      a.pages.forEach((p, k) =>
+        reqs.push({
+          op: 'write',
+          local: kvAddr(i) + BigInt(p * itemBytes),
+          remote: remote + BigInt(i * bufferBytes + a.remotePages[k]! * itemBytes),
+          length: itemBytes,
+        }),
+      );
     }
     const batch = batchOf(reqs);
     await engine.transfer(a.segment, batch); // warm: peer opened, handles imported
@@ -323,7 +351,9 @@ const ops: Record<string, (a: any) => Promise<unknown>> = {
   },
   /** Decode: SHA-256 of the first `length` bytes of the device scratch, then zeroes them when asked. */
   async scratch(a: { length: number; clear?: boolean }) {
-    const digest = createHash('sha256').update(memory.read(scratch, a.length, 0)).digest('hex');
+    const digest = createHash('sha256')
+      .update(memory.read(scratch, a.length, 0))
+      .digest('hex');
     if (a.clear) memory.fill(scratch, 0, BigInt(a.length), 0);
     return { digest };
   },
@@ -348,9 +378,23 @@ process.on('message', (msg: { id: number; op: string; args: unknown }) => {
 });
 
 try {
-  const layout: ParallelLayout = { attnTpSize: spec.tp, attnTpRank: spec.tpRank, attnDpSize: 1, attnDpRank: 0, ppSize: 1, ppRank: 0, systemDpSize: 1, systemDpRank: 0 };
+  const layout: ParallelLayout = {
+    attnTpSize: spec.tp,
+    attnTpRank: spec.tpRank,
+    attnDpSize: 1,
+    attnDpRank: 0,
+    ppSize: 1,
+    ppRank: 0,
+    systemDpSize: 1,
+    systemDpRank: 0,
+  };
   const transports = spec.connector === 'mooncake-tcp' ? [] : ['mooncake-tcp'];
-  const config = { connector: spec.connector, transports, bindAddress: '127.0.0.1', ...(spec.connector === 'mooncake-nvlink' ? { transportOptions: { 'mooncake-nvlink': { handleType: 'posix-fd' } } } : {}) };
+  const config = {
+    connector: spec.connector,
+    transports,
+    bindAddress: '127.0.0.1',
+    ...(spec.connector === 'mooncake-nvlink' ? { transportOptions: { 'mooncake-nvlink': { handleType: 'posix-fd' } } } : {}),
+  };
   engine = await createTransferEngine(config as Parameters<typeof createTransferEngine>[0]);
   if (spec.host) {
     const region = await engine.allocateMemory(nKv * bufferBytes + spec.scratchBytes);
@@ -373,7 +417,11 @@ try {
     itemLengths: BigUint64Array.from(addrs.map(() => BigInt(item))),
   });
   buffers = {
-    kv: group(Array.from({ length: nKv }, (_, i) => kvAddr(i)), bufferBytes, itemBytes),
+    kv: group(
+      Array.from({ length: nKv }, (_, i) => kvAddr(i)),
+      bufferBytes,
+      itemBytes,
+    ),
     aux: group([aux.addr], m.auxSlots * m.auxBytes, m.auxBytes),
     attention: 'mha',
     numLayers: m.layers,
@@ -384,7 +432,15 @@ try {
     headBytes: m.headBytes,
     device: spec.host ? 'cpu' : 'cuda:0',
   };
-  manager = await createKVManager({ role: spec.role, layout, buffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: spec.bootstrapPort, layerwise: spec.layerwise });
+  manager = await createKVManager({
+    role: spec.role,
+    layout,
+    buffers,
+    engine,
+    bootstrapHost: '127.0.0.1',
+    bootstrapPort: spec.bootstrapPort,
+    layerwise: spec.layerwise,
+  });
   process.send!({ event: 'ready', segment: engine.segmentName });
 } catch (e) {
   process.send!({ event: 'startFailed', ...errorOf(e) });

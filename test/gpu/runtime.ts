@@ -32,7 +32,9 @@ const OUT = process.env.OUT ?? join(root, 'test', 'gpu', 'build', 'out');
 const HOST = process.env.TE_GPU_RUNTIME_HOST === '1';
 /** The connector of the cases that run once (TP 2→4, layerwise, restart, abort). */
 const MAIN: RankSpec['connector'] = HOST ? 'mooncake-tcp' : 'mooncake-intra-nvlink';
-const CONNECTORS = (HOST ? ['mooncake-tcp'] : (process.env.TE_GPU_RUNTIME_CONNECTORS ?? 'mooncake-intra-nvlink,mooncake-tcp,mooncake-nvlink').split(',')) as RankSpec['connector'][];
+const CONNECTORS = (
+  HOST ? ['mooncake-tcp'] : (process.env.TE_GPU_RUNTIME_CONNECTORS ?? 'mooncake-intra-nvlink,mooncake-tcp,mooncake-nvlink').split(',')
+) as RankSpec['connector'][];
 /**
  * 8 layers (K and V: 16 buffers), 8 heads of 256 bytes, 16 tokens a page: 512 KiB per page
  * over all buffers. The host rehearsal holds fewer pages (its checks are the same).
@@ -67,7 +69,10 @@ function check(name: string, ok: boolean, detail?: string): boolean {
 
 function save(): void {
   mkdirSync(OUT, { recursive: true });
-  writeFileSync(join(OUT, 'runtime-results.json'), JSON.stringify(results, (_k, v) => (typeof v === 'bigint' ? v.toString() : v), 2));
+  writeFileSync(
+    join(OUT, 'runtime-results.json'),
+    JSON.stringify(results, (_k, v) => (typeof v === 'bigint' ? v.toString() : v), 2),
+  );
 }
 
 interface Rank {
@@ -120,8 +125,14 @@ function spawnRank(spec: RankSpec): Promise<Rank> {
   return new Promise((resolve, reject) => {
     const failed = event('startFailed');
     const ready = event('ready');
-    ready.then((m) => resolve({ child, segment: m.segment, call, event }), () => undefined);
-    failed.then((m) => (child.kill('SIGKILL'), reject(new Error(`${spec.role} rank ${spec.tpRank} did not start: ${m.code}: ${m.message}`))), () => undefined);
+    ready.then(
+      (m) => resolve({ child, segment: m.segment, call, event }),
+      () => undefined,
+    );
+    failed.then(
+      (m) => (child.kill('SIGKILL'), reject(new Error(`${spec.role} rank ${spec.tpRank} did not start: ${m.code}: ${m.message}`))),
+      () => undefined,
+    );
     child.once('exit', (code) => reject(new Error(`${spec.role} rank ${spec.tpRank} exited (${code}) before it was ready`)));
   });
 }
@@ -169,7 +180,12 @@ async function moveRoom(pd: { prefills: Rank[]; decodes: Rank[] }, r: { prefill:
 }
 
 function roomOk(name: string, x: { sent: any[]; received: any[] }): boolean {
-  const bad = [...x.sent.map((s, i) => (s.status === KVStatus.Success ? undefined : `prefill ${i}: ${s.status} ${s.code ?? ''} ${s.message ?? ''}`)), ...x.received.map((d, i) => (d.status !== KVStatus.Success ? `decode ${i}: ${d.status} ${d.code ?? ''} ${d.message ?? ''}` : d.mismatch ? `decode ${i}: ${d.mismatch}` : undefined))].filter(Boolean);
+  const bad = [
+    ...x.sent.map((s, i) => (s.status === KVStatus.Success ? undefined : `prefill ${i}: ${s.status} ${s.code ?? ''} ${s.message ?? ''}`)),
+    ...x.received.map((d, i) =>
+      d.status !== KVStatus.Success ? `decode ${i}: ${d.status} ${d.code ?? ''} ${d.message ?? ''}` : d.mismatch ? `decode ${i}: ${d.mismatch}` : undefined,
+    ),
+  ].filter(Boolean);
   return check(name, bad.length === 0, bad.join('; ') || undefined);
 }
 
@@ -181,7 +197,9 @@ async function pdCase(connector: RankSpec['connector'], tpP: number, tpD: number
     for (let k = 0; k < 3; k++) {
       const x = await moveRoom(pd, rooms(100 + k, k * 16, 16, k));
       roomOk(`${name}: room ${k + 1} (16 pages), every byte compared on the host`, x);
-      log(`${name}: room ${k + 1}: handshake ${x.sent.map((s) => s.handshakeMs?.toFixed(1)).join('/')} ms, transfer ${x.sent.map((s) => s.transferMs?.toFixed(1)).join('/')} ms`);
+      log(
+        `${name}: room ${k + 1}: handshake ${x.sent.map((s) => s.handshakeMs?.toFixed(1)).join('/')} ms, transfer ${x.sent.map((s) => s.transferMs?.toFixed(1)).join('/')} ms`,
+      );
     }
     if (tpP === 1 && tpD === 1) {
       // Throughput: a 128 MiB room, PD against engine.transfer of the same page ranges.
@@ -192,11 +210,26 @@ async function pdCase(connector: RankSpec['connector'], tpP: number, tpD: number
       const again = await moveRoom(pd, rooms(201, 0, BENCH_PAGES, 11));
       roomOk(`${name}: second ${BENCH_PAGES}-page room`, again);
       const info = await pd.decodes[0]!.call('info');
-      const raw = await pd.prefills[0]!.call('raw', { ...rooms(201, 0, BENCH_PAGES, 11).prefill, remotePages: rooms(201, 0, BENCH_PAGES, 11).decode.pages, segment: info.segment, remoteKvBase: info.kvBase, iterations: 3 });
+      const raw = await pd.prefills[0]!.call('raw', {
+        ...rooms(201, 0, BENCH_PAGES, 11).prefill,
+        remotePages: rooms(201, 0, BENCH_PAGES, 11).decode.pages,
+        segment: info.segment,
+        remoteKvBase: info.kvBase,
+        iterations: 3,
+      });
       const bytes = BENCH_PAGES * info.bytesPerPage;
       const pdGBs = bytes / (again.sent[0].transferMs / 1e3) / 1e9;
       const rawGBs = raw.bytes / (raw.ms / 1e3) / 1e9;
-      results.figures[`pd ${connector}`] = { bytes, pdTransferMs: again.sent[0].transferMs, handshakeMs: again.sent[0].handshakeMs, pdGBs, rawMs: raw.ms, rawGBs, ratio: pdGBs / rawGBs, note: 'PD: the sender waiting for input (destination known) → Success; raw: one engine.transfer of the same descriptors, peer already open, mean of 3' };
+      results.figures[`pd ${connector}`] = {
+        bytes,
+        pdTransferMs: again.sent[0].transferMs,
+        handshakeMs: again.sent[0].handshakeMs,
+        pdGBs,
+        rawMs: raw.ms,
+        rawGBs,
+        ratio: pdGBs / rawGBs,
+        note: 'PD: the sender waiting for input (destination known) → Success; raw: one engine.transfer of the same descriptors, peer already open, mean of 3',
+      };
       log(`${name}: PD ${pdGBs.toFixed(2)} GB/s, raw ${rawGBs.toFixed(2)} GB/s, ratio ${(pdGBs / rawGBs).toFixed(3)}`);
       const v = await pd.decodes[0]!.call('verify');
       check(`${name}: decode memory after the bench`, v.mismatch === null, v.mismatch ?? undefined);
@@ -204,7 +237,11 @@ async function pdCase(connector: RankSpec['connector'], tpP: number, tpD: number
       const page = r.decode.pages[7]!;
       await pd.decodes[0]!.call('corrupt', { buffer: 3, page, offset: 1000 });
       const bad = await pd.decodes[0]!.call('verify');
-      check(`${name}: the host comparison finds one flipped byte`, typeof bad.mismatch === 'string' && bad.mismatch.startsWith(`KV buffer 3 page ${page} `) && bad.mismatch.includes('byte 1000 '), bad.mismatch ?? 'not found');
+      check(
+        `${name}: the host comparison finds one flipped byte`,
+        typeof bad.mismatch === 'string' && bad.mismatch.startsWith(`KV buffer 3 page ${page} `) && bad.mismatch.includes('byte 1000 '),
+        bad.mismatch ?? 'not found',
+      );
       await pd.decodes[0]!.call('corrupt', { buffer: 3, page, offset: 1000 });
       const restored = await pd.decodes[0]!.call('verify');
       check(`${name}: the flipped byte restored`, restored.mismatch === null, restored.mismatch ?? undefined);
@@ -238,7 +275,10 @@ async function copyBench(connector: string, prefill: Rank, decode: Rank, info: {
       log(`copy ${connector} ${kind} ${size} B: ${gbs.toFixed(2)} GB/s vs cudaMemcpy ${baseGBs.toFixed(2)} GB/s (${(gbs / baseGBs).toFixed(3)})`);
     }
   }
-  results.figures[`copy ${connector}`] = { rows, note: 'one write in flight, wall clock per engine.transfer; d2d baseline cudaMemcpyAsync device→device in one process (CUDA events), h2d baseline synchronous cudaMemcpy from the same host memory' };
+  results.figures[`copy ${connector}`] = {
+    rows,
+    note: 'one write in flight, wall clock per engine.transfer; d2d baseline cudaMemcpyAsync device→device in one process (CUDA events), h2d baseline synchronous cudaMemcpy from the same host memory',
+  };
 }
 
 async function layerwiseCase(): Promise<void> {
@@ -294,9 +334,14 @@ async function restartCase(): Promise<void> {
     pd.decodes[0]!.child.kill('SIGKILL');
     const started = Date.now();
     const s = await sending;
-    check(`${name}: the room in flight fails with a code (not Success, not a hang)`, s.status !== KVStatus.Success && typeof s.code === 'string', `${s.status} ${s.code}: ${s.message} after ${Date.now() - started} ms`);
+    check(
+      `${name}: the room in flight fails with a code (not Success, not a hang)`,
+      s.status !== KVStatus.Success && typeof s.code === 'string',
+      `${s.status} ${s.code}: ${s.message} after ${Date.now() - started} ms`,
+    );
     pd.decodes[0] = await spawnRank({ ...pd.spec, role: 'decode', tp: 1, tpRank: 0 });
-    for (let k = 0; k < 2; k++) roomOk(`${name}: room ${k + 1} to the restarted decode (its IPC handles opened anew)`, await moveRoom(pd, rooms(510 + k, 100 + k * 16, 16, 5 + k)));
+    for (let k = 0; k < 2; k++)
+      roomOk(`${name}: room ${k + 1} to the restarted decode (its IPC handles opened anew)`, await moveRoom(pd, rooms(510 + k, 100 + k * 16, 16, 5 + k)));
   } catch (e) {
     check(name, false, (e as Error).message);
   } finally {
@@ -316,7 +361,11 @@ async function abortCase(): Promise<void> {
     const ab = await pd.decodes[0]!.call('abort', { room: r.decode.room, reason: 'aborted by the GPU suite' });
     const [s, d] = await Promise.all([sending, receiving]);
     check(`${name}: the decode's abort is accepted`, ab.ok === true, ab.message);
-    check(`${name}: both sides end failed`, s.status === KVStatus.Failed && d.status === KVStatus.Failed, `prefill ${s.status} ${s.code ?? ''}, decode ${d.status} ${d.code ?? ''}`);
+    check(
+      `${name}: both sides end failed`,
+      s.status === KVStatus.Failed && d.status === KVStatus.Failed,
+      `prefill ${s.status} ${s.code ?? ''}, decode ${d.status} ${d.code ?? ''}`,
+    );
     roomOk(`${name}: the next room lands (the aborted room's pages excluded)`, await moveRoom(pd, rooms(601, 100, 16, 2)));
   } catch (e) {
     check(name, false, (e as Error).message);
@@ -328,15 +377,27 @@ async function abortCase(): Promise<void> {
 async function ecDevicePoolCase(): Promise<void> {
   const name = 'EC producer with a device pool (cuda:0)';
   // The engine allocates the pool through a transport that allocates device memory: mooncake-nvlink's fabric allocator (posix-fd handles).
-  const engine = await createTransferEngine({ connector: 'mooncake-tcp', transports: ['mooncake-nvlink'], transportOptions: { 'mooncake-nvlink': { handleType: 'posix-fd' } }, bindAddress: '127.0.0.1' });
+  const engine = await createTransferEngine({
+    connector: 'mooncake-tcp',
+    transports: ['mooncake-nvlink'],
+    transportOptions: { 'mooncake-nvlink': { handleType: 'posix-fd' } },
+    bindAddress: '127.0.0.1',
+  });
   try {
     const producer = await createECProducer({ engine, poolBytes: 64 << 20, poolDevice: 'cuda:0' });
-    check(`${name}: allocated and registered on cuda:0`, producer.pool.memory.device === 'cuda:0' && !producer.pool.memory.buffer, `device ${producer.pool.memory.device}`);
+    check(
+      `${name}: allocated and registered on cuda:0`,
+      producer.pool.memory.device === 'cuda:0' && !producer.pool.memory.buffer,
+      `device ${producer.pool.memory.device}`,
+    );
     const saved = await producer.save('item', new Uint8Array(4096)).then(
       () => 'saved',
       (e: unknown) => (isTransferError(e) ? e.code : String(e)),
     );
-    if (saved !== 'saved') results.gaps.push(`EC device pool: save() takes a host view only (${saved}); a save from a device address, and a consumer pulling into device memory, are not in @te/disagg yet`);
+    if (saved !== 'saved')
+      results.gaps.push(
+        `EC device pool: save() takes a host view only (${saved}); a save from a device address, and a consumer pulling into device memory, are not in @te/disagg yet`,
+      );
     await producer.close();
   } catch (e) {
     check(name, false, (e as Error).message);
@@ -345,7 +406,13 @@ async function ecDevicePoolCase(): Promise<void> {
   }
 }
 
-const load = addonLoader<NativeCudaModule>({ plugin: 'mooncake-intra-nvlink', pkg: '@te/mooncake-intra-nvlink', addon: 'te_mooncake_intra_nvlink.node', envVar: 'TE_MOONCAKE_INTRA_NVLINK_ADDON', root: join(root, 'plugins', 'mooncake-intra-nvlink') });
+const load = addonLoader<NativeCudaModule>({
+  plugin: 'mooncake-intra-nvlink',
+  pkg: '@te/mooncake-intra-nvlink',
+  addon: 'te_mooncake_intra_nvlink.node',
+  envVar: 'TE_MOONCAKE_INTRA_NVLINK_ADDON',
+  root: join(root, 'plugins', 'mooncake-intra-nvlink'),
+});
 const probe = probeCuda(load);
 results.device = probe.details ?? null;
 if (HOST) {

@@ -52,10 +52,17 @@ for (const { provider, requests } of CASES) {
 
 testIf(test, tbfSupport(), 'tcp;ofi_rxm: closing the transport with a WRITE on its way settles it ABORTED and says it may still land at the peer', async () => {
   await Cluster.with(['initiator', 'target'], async (c) => {
-    const { r, atSettle, later } = await writeThenClose(c, fixture, (host) => ({ FI_PROVIDER: 'tcp;ofi_rxm', TE_NETNS_RDMA: JSON.stringify({ address: c.host(host).address, size: CLOSE_WRITE_BYTES }) }));
+    const { r, atSettle, later } = await writeThenClose(c, fixture, (host) => ({
+      FI_PROVIDER: 'tcp;ofi_rxm',
+      TE_NETNS_RDMA: JSON.stringify({ address: c.host(host).address, size: CLOSE_WRITE_BYTES }),
+    }));
     assert.is(r.code, 'ABORTED', r.message ?? '');
     assert.ok(atSettle < CLOSE_WRITE_BYTES, 'the whole WRITE had landed before the close: the case did not happen');
-    assert.is(r.remoteMayBeWritten, true, `a write abandoned on its way settled without remoteMayBeWritten (${later - atSettle} bytes landed after it settled)`);
+    assert.is(
+      r.remoteMayBeWritten,
+      true,
+      `a write abandoned on its way settled without remoteMayBeWritten (${later - atSettle} bytes landed after it settled)`,
+    );
   });
 });
 

@@ -44,10 +44,16 @@ testIf(test, tbfSupport(), 'closing the transport with a WRITE on its way settle
   // already on the slow link, and the target applies what it reads before the reset.
   await Cluster.with(['initiator', 'target'], async (c) => {
     const options = (host: string) => (host === 'initiator' ? { lanesPerPeer: 1 } : {});
-    const { r, atSettle, later } = await writeThenClose(c, fixture, (host) => ({ TE_NETNS_TCP: JSON.stringify({ address: c.host(host).address, size: CLOSE_WRITE_BYTES, options: options(host) }) }));
+    const { r, atSettle, later } = await writeThenClose(c, fixture, (host) => ({
+      TE_NETNS_TCP: JSON.stringify({ address: c.host(host).address, size: CLOSE_WRITE_BYTES, options: options(host) }),
+    }));
     assert.is(r.code, 'ABORTED', r.message ?? '');
     assert.ok(atSettle < CLOSE_WRITE_BYTES, 'the whole WRITE had landed before the close: the case did not happen');
-    assert.is(r.remoteMayBeWritten, true, `a WRITE abandoned on its way settled without remoteMayBeWritten (${later - atSettle} bytes landed after it settled)`);
+    assert.is(
+      r.remoteMayBeWritten,
+      true,
+      `a WRITE abandoned on its way settled without remoteMayBeWritten (${later - atSettle} bytes landed after it settled)`,
+    );
   });
 });
 

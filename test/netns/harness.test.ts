@@ -38,24 +38,29 @@ function ask(host: string, port: number): Promise<string> {
   });
 }
 
-testIf(test, support, 'hosts have their own network stacks, reach each other and the test process by their addresses, from a range the host does not use', async () => {
-  const used = hostRanges();
-  await Cluster.with(['a', 'b'], async (c) => {
-    assert.match(c.subnet, /^(10\.250|198\.1[89])\.\d+$/);
-    // Before the cluster existed, no address or route of the host touched its /24.
-    const mine = parseCidr(`${c.subnet}.0/24`)!;
-    assert.ok(used.length > 0 && used.every((u) => !overlaps(u, mine)));
-    const [a, b] = [c.host('a'), c.host('b')];
-    assert.is(a.address, `${c.subnet}.10`);
-    assert.is(b.address, `${c.subnet}.11`);
-    const [ea, eb] = await Promise.all([c.spawn('a', ECHO), c.spawn('b', ECHO)]);
-    assert.is(await eb.call('probe', { host: a.address, port: 7000 }), 'echo ping\n');
-    assert.is(await ea.call('probe', { host: b.address, port: 7000 }), 'echo ping\n');
-    // Same port on both hosts, no conflict: b's loopback is b's own (a's server is not on it).
-    assert.is(await eb.call('probe', { host: '127.0.0.1', port: 7001 }), 'ECONNREFUSED');
-    assert.is(await ask(a.address, 7000), 'echo ping\n');
-  });
-});
+testIf(
+  test,
+  support,
+  'hosts have their own network stacks, reach each other and the test process by their addresses, from a range the host does not use',
+  async () => {
+    const used = hostRanges();
+    await Cluster.with(['a', 'b'], async (c) => {
+      assert.match(c.subnet, /^(10\.250|198\.1[89])\.\d+$/);
+      // Before the cluster existed, no address or route of the host touched its /24.
+      const mine = parseCidr(`${c.subnet}.0/24`)!;
+      assert.ok(used.length > 0 && used.every((u) => !overlaps(u, mine)));
+      const [a, b] = [c.host('a'), c.host('b')];
+      assert.is(a.address, `${c.subnet}.10`);
+      assert.is(b.address, `${c.subnet}.11`);
+      const [ea, eb] = await Promise.all([c.spawn('a', ECHO), c.spawn('b', ECHO)]);
+      assert.is(await eb.call('probe', { host: a.address, port: 7000 }), 'echo ping\n');
+      assert.is(await ea.call('probe', { host: b.address, port: 7000 }), 'echo ping\n');
+      // Same port on both hosts, no conflict: b's loopback is b's own (a's server is not on it).
+      assert.is(await eb.call('probe', { host: '127.0.0.1', port: 7001 }), 'ECONNREFUSED');
+      assert.is(await ask(a.address, 7000), 'echo ping\n');
+    });
+  },
+);
 
 function gone(hosts: Host[], bridge: string): void {
   const ns = namespaces();
@@ -86,7 +91,8 @@ async function dyingRun(): Promise<{ child: ReturnType<typeof fork>; report: { h
   return { child, report };
 }
 
-const exit = (child: ReturnType<typeof fork>) => new Promise<void>((r) => (child.exitCode !== null || child.signalCode !== null ? r() : child.once('exit', () => r())));
+const exit = (child: ReturnType<typeof fork>) =>
+  new Promise<void>((r) => (child.exitCode !== null || child.signalCode !== null ? r() : child.once('exit', () => r())));
 
 testIf(test, support, 'a run stopped by SIGTERM tears its cluster down in its signal handler', async () => {
   const { child, report } = await dyingRun();

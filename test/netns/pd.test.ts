@@ -11,15 +11,24 @@ import { runPD } from './fixtures/pd-flow.js';
  * the decode's memory is checked, and the link's counters show the KV crossed it.
  */
 const support = netnsSupport();
-const rdma = (address: string): TeConfigInput => ({ connector: 'mooncake-rdma', bindAddress: address, transportOptions: { 'mooncake-rdma': { provider: 'tcp;ofi_rxm', connectTimeoutMs: 2000 } } });
+const rdma = (address: string): TeConfigInput => ({
+  connector: 'mooncake-rdma',
+  bindAddress: address,
+  transportOptions: { 'mooncake-rdma': { provider: 'tcp;ofi_rxm', connectTimeoutMs: 2000 } },
+});
 
 // As docs/deployment.md asks of a deployment across hosts: one shared secret (CURVE on the
 // control plane, authenticated mooncake-tcp connections).
 const SECRET = 'netns-test-secret-0123456789';
 
-testIf(test, support, 'PD TP 2→1 with head slicing across hosts over mooncake-tcp with the shared secret: every byte verified, the KV crossed the link', async () => {
-  await Cluster.with(['prefill', 'decode'], (c) => runPD(c, (address) => ({ connector: 'mooncake-tcp', bindAddress: address, secret: SECRET })));
-});
+testIf(
+  test,
+  support,
+  'PD TP 2→1 with head slicing across hosts over mooncake-tcp with the shared secret: every byte verified, the KV crossed the link',
+  async () => {
+    await Cluster.with(['prefill', 'decode'], (c) => runPD(c, (address) => ({ connector: 'mooncake-tcp', bindAddress: address, secret: SECRET })));
+  },
+);
 
 testIf(test, support, 'PD TP 2→1 with head slicing across hosts over mooncake-rdma (libfabric tcp;ofi_rxm bound to the host address)', async () => {
   await Cluster.with(['prefill', 'decode'], (c) => runPD(c, rdma));

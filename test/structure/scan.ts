@@ -23,8 +23,7 @@ export interface Violation {
 // ESLint directive with its reason, `/* eslint-disable max-lines -- <why> */`.
 const LONG_FILE = /(?:^|\n)\s*(?:\/\/|\/?\*|#)\s*(?:Long file:\s*\S.{9,}|eslint-disable max-lines\s+--\s*\S.{9,})/;
 // The same for one function, on one of the two lines above it.
-const LONG_FUNCTION =
-  /(?:\/\/|\/?\*)\s*(?:Long function:\s*\S.{9,}|eslint-disable-next-line max-lines-per-function\s+--\s*\S.{9,})/;
+const LONG_FUNCTION = /(?:\/\/|\/?\*)\s*(?:Long function:\s*\S.{9,}|eslint-disable-next-line max-lines-per-function\s+--\s*\S.{9,})/;
 const FILE_WIDE_FUNCTIONS = /eslint-disable max-lines-per-function\s+--\s*\S.{9,}/;
 
 function lineCount(text: string): number {
@@ -43,11 +42,7 @@ export function scanFile(root: string, file: string): Violation[] {
   if (total > MAX_FILE_LINES && !LONG_FILE.test(text)) out.push({ key: file, kind: 'file', lines: total });
   if (FILE_WIDE_FUNCTIONS.test(text)) return out;
   const ext = extname(file);
-  const functions = TS_EXTENSIONS.includes(ext)
-    ? tsFunctions(file, text)
-    : CXX_EXTENSIONS.includes(ext)
-      ? cxxFunctions(text)
-      : [];
+  const functions = TS_EXTENSIONS.includes(ext) ? tsFunctions(file, text) : CXX_EXTENSIONS.includes(ext) ? cxxFunctions(text) : [];
   const lines = text.split('\n');
   const seen = new Map<string, number>();
   for (const f of functions) {
@@ -89,12 +84,10 @@ function isIife(node: ts.Node): boolean {
 /** The function's own name, else what it is assigned to, else `callback of <call>('<first argument>')`. */
 function tsName(node: ts.Node, sf: ts.SourceFile): string {
   const named = (node as { name?: ts.Node }).name;
-  if (named && (ts.isIdentifier(named) || ts.isStringLiteral(named) || ts.isPrivateIdentifier(named)))
-    return named.text;
+  if (named && (ts.isIdentifier(named) || ts.isStringLiteral(named) || ts.isPrivateIdentifier(named))) return named.text;
   if (ts.isConstructorDeclaration(node)) return 'constructor';
   const p = node.parent;
-  if (p && (ts.isVariableDeclaration(p) || ts.isPropertyAssignment(p) || ts.isPropertyDeclaration(p)) && p.name)
-    return p.name.getText(sf);
+  if (p && (ts.isVariableDeclaration(p) || ts.isPropertyAssignment(p) || ts.isPropertyDeclaration(p)) && p.name) return p.name.getText(sf);
   if (p && ts.isCallExpression(p)) {
     const first = p.arguments[0];
     const label = first && ts.isStringLiteralLike(first) ? `('${first.text.slice(0, 60)}')` : '';
@@ -153,8 +146,7 @@ export function stripCxx(text: string): string {
 }
 
 const SCOPE_HEADER = /\b(namespace|class|struct|union|enum)\b[^()]*$|\bextern\s*$/;
-const FUNCTION_HEADER =
-  /\)\s*(?:const|noexcept(?:\s*\([^)]*\))?|override|final|mutable|&|&&|->\s*[\w:<>,\s*&]+|\s)*$|\)\s*:\s*[\w:]+\s*[({][\s\S]*[)}]\s*$/;
+const FUNCTION_HEADER = /\)\s*(?:const|noexcept(?:\s*\([^)]*\))?|override|final|mutable|&|&&|->\s*[\w:<>,\s*&]+|\s)*$|\)\s*:\s*[\w:]+\s*[({][\s\S]*[)}]\s*$/;
 
 export function cxxFunctions(text: string): FunctionSpan[] {
   const code = stripCxx(text);

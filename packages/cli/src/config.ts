@@ -37,6 +37,7 @@ export async function commandConfig(flags: CommandFlags, env: NodeJS.ProcessEnv 
   if (flags.bindAddress) overrides.bindAddress = flags.bindAddress;
   if (flags.port !== undefined) overrides.metadata = { port: flags.port };
   const config = loadConfig({ env, overrides });
-  if (flags.transportOptions) config.transportOptions = { ...config.transportOptions, [config.connector]: { ...config.transportOptions[config.connector], ...flags.transportOptions } };
+  if (flags.transportOptions)
+    config.transportOptions = { ...config.transportOptions, [config.connector]: { ...config.transportOptions[config.connector], ...flags.transportOptions } };
   return config;
 }

@@ -3,7 +3,11 @@ import pc from 'picocolors';
 /** Renders rows as an aligned text table (first row is the header). */
 export function table(rows: string[][]): string {
   const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => visible(r[c] ?? '').length)));
-  const line = (r: string[]) => r.map((cell, c) => cell + ' '.repeat(widths[c]! - visible(cell).length)).join('  ').trimEnd();
+  const line = (r: string[]) =>
+    r
+      .map((cell, c) => cell + ' '.repeat(widths[c]! - visible(cell).length))
+      .join('  ')
+      .trimEnd();
   return [pc.bold(line(rows[0]!)), ...rows.slice(1).map(line)].join('\n');
 }
 
@@ -19,7 +23,11 @@ export function count(n: number): string {
 }
 
 export function bytes(n: number): string {
-  for (const [unit, size] of [['GiB', 2 ** 30], ['MiB', 2 ** 20], ['KiB', 2 ** 10]] as const) {
+  for (const [unit, size] of [
+    ['GiB', 2 ** 30],
+    ['MiB', 2 ** 20],
+    ['KiB', 2 ** 10],
+  ] as const) {
     if (n >= size && n % size === 0) return `${n / size} ${unit}`;
   }
   return `${n} B`;

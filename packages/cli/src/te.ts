@@ -36,8 +36,8 @@ program
   .option('--layer-ms <ms>', 'simulated compute per prefill layer', '4')
   .option('--encode-ms <ms>', 'simulated compute per image', '5')
   .option('--images <n>', 'distinct images the requests share', '8')
-  .option('--pool-images <n>', 'images the encoder\'s transfer pool holds (fewer than --images: eviction runs)', '6')
-  .option('--fail-encoder <n>', 'make the encoder fail on request n\'s images (repeatable)', collect, [])
+  .option('--pool-images <n>', "images the encoder's transfer pool holds (fewer than --images: eviction runs)", '6')
+  .option('--fail-encoder <n>', "make the encoder fail on request n's images (repeatable)", collect, [])
   .option('--json', 'print one JSON object as the last line of stdout')
   .action((o: DemoOptions) => demoCommand(o));
 
@@ -65,7 +65,11 @@ program
   .option('--bytes <n>', 'target: size of the served buffer')
   .option('--timeout <ms>', 'deadline of each batch', '30000')
   .option('--option <key=value>', 'transport option (repeatable)', collect, [])
-  .addOption(new Option('--wire <protocol>', "te, or mooncake: talk to Mooncake Transfer Engine peers over their own protocol (mooncake-wire; unauthenticated)").choices(['te', 'mooncake']).default('te'))
+  .addOption(
+    new Option('--wire <protocol>', 'te, or mooncake: talk to Mooncake Transfer Engine peers over their own protocol (mooncake-wire; unauthenticated)')
+      .choices(['te', 'mooncake'])
+      .default('te'),
+  )
   .action((o: BenchCliOptions) => benchCommand(o));
 
 program.parseAsync(process.argv).catch((error: unknown) => {

@@ -13,7 +13,13 @@ const run = (args: string[], env: NodeJS.ProcessEnv = {}) => {
 test('doctor --json lists every built-in plugin with its package', () => {
   const r = run(['doctor', '--json']);
   const report = JSON.parse(r.stdout.trim().split('\n').pop()!);
-  assert.equal(report.plugins.map((p: { name: string }) => p.name).slice(0, 5), ['mooncake-tcp', 'mooncake-rdma', 'mooncake-nvlink', 'mooncake-intra-nvlink', 'barex']);
+  assert.equal(report.plugins.map((p: { name: string }) => p.name).slice(0, 5), [
+    'mooncake-tcp',
+    'mooncake-rdma',
+    'mooncake-nvlink',
+    'mooncake-intra-nvlink',
+    'barex',
+  ]);
   for (const p of report.plugins) assert.ok(p.loaded || typeof p.error === 'string', `${p.name} says why it does not load`);
   assert.is(report.config.connector, 'mooncake-tcp');
 });

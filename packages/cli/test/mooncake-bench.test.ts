@@ -14,7 +14,10 @@ test('the read-back verifier passes equal bytes and fails on any one corrupted b
   for (const at of [0, 1234, 4095]) {
     const b = a.slice();
     b[at] ^= 1;
-    assert.throws(() => checkSame(a, b, 'corrupt'), (e: unknown) => isTransferError(e) && e.code === 'TRANSFER_FAILED' && e.message.includes(`byte ${at} `));
+    assert.throws(
+      () => checkSame(a, b, 'corrupt'),
+      (e: unknown) => isTransferError(e) && e.code === 'TRANSFER_FAILED' && e.message.includes(`byte ${at} `),
+    );
   }
 });
 

@@ -12,7 +12,10 @@ test('te bench --sweep: verified points per block size, same-run baselines, an S
   const dir = mkdtempSync(join(tmpdir(), 'te-sweep-'));
   try {
     const out = join(dir, 'sweep.svg');
-    const r = spawnSync(process.execPath, [te, 'bench', '--sweep', '--sizes', '4KiB,1MiB', '--duration', '0.3', '--out', out, '--json'], { encoding: 'utf8', timeout: 120_000 });
+    const r = spawnSync(process.execPath, [te, 'bench', '--sweep', '--sizes', '4KiB,1MiB', '--duration', '0.3', '--out', out, '--json'], {
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
     assert.is(r.status, 0, r.stderr);
     const report = JSON.parse(r.stdout.trim().split('\n').pop()!);
     assert.equal(report.sizes, [4096, 1 << 20]);

@@ -1,18 +1,57 @@
 // Errors
 export { TransferError, isTransferError, type TransferErrorOptions } from './errors/transfer-error.js';
 export { untilSettled, type Settlement } from './errors/settlement.js';
-export { NATIVE_STATUS, JS_ONLY_CODES, codeForStatus, statusForCode, isTransferErrorCode, type TransferErrorCode, type NativeStatusCode } from './errors/codes.js';
+export {
+  NATIVE_STATUS,
+  JS_ONLY_CODES,
+  codeForStatus,
+  statusForCode,
+  isTransferErrorCode,
+  type TransferErrorCode,
+  type NativeStatusCode,
+} from './errors/codes.js';
 
 // Transport SPI
 export { PLUGIN_API_VERSION, definePlugin, validatePlugin, type TransportPlugin, type ProbeResult } from './spi/plugin.js';
 export type { Transport, TransportContext, TransportPeer } from './spi/transport.js';
 export { describeCapabilities, type TransportCapabilities } from './spi/capabilities.js';
 export { parseOptions, parseEnvBoolean, type OptionSpec, type OptionsSchema, type OptionsOf } from './spi/options.js';
-export { memoryKindOf, isDeviceName, type AllocatedMemory, type MemoryKind, type DeviceName, type BufferSource, type RegisterRequest, type TransportRegistration, type WireValue } from './spi/memory.js';
-export { DESCRIPTOR_VERSION, TRANSPORT_CLASSES, TRANSPORT_CLASS_PATTERN, localityOf, type SegmentDescriptor, type BufferDescriptor, type TransportAdvert, type TransportClass, type KnownTransportClass } from './spi/descriptor.js';
 export {
-  OP_READ, OP_WRITE, batchOf, allocateBatch, selectRequests, batchSize, batchBytes,
-  type TransferBatch, type TransferRequest, type TransferOp, type SubmitOptions, type BatchResult, type Notification,
+  memoryKindOf,
+  isDeviceName,
+  type AllocatedMemory,
+  type MemoryKind,
+  type DeviceName,
+  type BufferSource,
+  type RegisterRequest,
+  type TransportRegistration,
+  type WireValue,
+} from './spi/memory.js';
+export {
+  DESCRIPTOR_VERSION,
+  TRANSPORT_CLASSES,
+  TRANSPORT_CLASS_PATTERN,
+  localityOf,
+  type SegmentDescriptor,
+  type BufferDescriptor,
+  type TransportAdvert,
+  type TransportClass,
+  type KnownTransportClass,
+} from './spi/descriptor.js';
+export {
+  OP_READ,
+  OP_WRITE,
+  batchOf,
+  allocateBatch,
+  selectRequests,
+  batchSize,
+  batchBytes,
+  type TransferBatch,
+  type TransferRequest,
+  type TransferOp,
+  type SubmitOptions,
+  type BatchResult,
+  type Notification,
 } from './spi/batch.js';
 
 // Registry
@@ -25,10 +64,27 @@ export { validateConfig, validateBindAddress } from './config/validate.js';
 export { ConfigInputSchema } from './config/schema.js';
 export { OptionSpecSchema } from './spi/option-spec-schema.js';
 export { configFromEnv, ENVIRONMENT_VARIABLES } from './config/env.js';
-export { DEFAULT_CONFIG, type TeConfig, type TeConfigInput, type ConnectorRole, type LogLevel, type MetadataConfig, type TimeoutConfig } from './config/types.js';
+export {
+  DEFAULT_CONFIG,
+  type TeConfig,
+  type TeConfigInput,
+  type ConnectorRole,
+  type LogLevel,
+  type MetadataConfig,
+  type TimeoutConfig,
+} from './config/types.js';
 
 // Engine
-export { TransferEngine, createTransferEngine, type AllocatedHandle, type MemoryHandle, type MemoryTarget, type RegisterOptions, type TransferOptions, type CreateEngineOptions } from './engine/transfer-engine.js';
+export {
+  TransferEngine,
+  createTransferEngine,
+  type AllocatedHandle,
+  type MemoryHandle,
+  type MemoryTarget,
+  type RegisterOptions,
+  type TransferOptions,
+  type CreateEngineOptions,
+} from './engine/transfer-engine.js';
 export { initTransferEngine, getTransferEngine, closeTransferEngine, hasTransferEngine } from './engine/shared.js';
 export { ControlServer, ControlClient, CONTROL_VERSION, type ControlHandler } from './engine/control-plane.js';
 export { checkSegmentName } from './engine/segment-name.js';
@@ -52,6 +108,12 @@ export type { ECProducer, ECConsumer, ECConnectorOptions, ECItemParams, ECTransf
 export { loadNativeAddon, type LoadAddonOptions } from './plugin-kit/load-addon.js';
 export { BatchTracker } from './plugin-kit/batch-tracker.js';
 export { checkSubmit } from './plugin-kit/check-submit.js';
-export { NativeTransportBase, type NativeAddonModule, type NativeCallbacks, type NativeTransportHandle, type NativePeer } from './plugin-kit/native-transport-base.js';
+export {
+  NativeTransportBase,
+  type NativeAddonModule,
+  type NativeCallbacks,
+  type NativeTransportHandle,
+  type NativePeer,
+} from './plugin-kit/native-transport-base.js';
 export { HostAddressSpace } from './plugin-kit/host-address-space.js';
 export { usableCpus, cgroupCpuQuota, type ReadText } from './plugin-kit/usable-cpus.js';

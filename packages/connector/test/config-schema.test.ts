@@ -38,7 +38,9 @@ test('validatePlugin checks option specs: a wrong type, a mistyped default, a de
       assert.match((e as Error).message, /option `(lanes|mode)`/, what);
     }
   }
-  assert.ok(validatePlugin(definePlugin(plugin({ lanes: { type: 'integer', default: 4, min: 1, max: 8, env: 'TE_LANES', description: 'lanes' } }) as never), 'ok'));
+  assert.ok(
+    validatePlugin(definePlugin(plugin({ lanes: { type: 'integer', default: 4, min: 1, max: 8, env: 'TE_LANES', description: 'lanes' } }) as never), 'ok'),
+  );
 });
 
 test.run();

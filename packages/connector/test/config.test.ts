@@ -39,7 +39,10 @@ test('file < inline JSON < environment < overrides', () => {
 });
 
 test("vLLM's KVTransferConfig spelling is accepted", () => {
-  const c = loadConfig({ json: { kv_connector: 'mooncake-tcp', kv_role: 'kv_producer', kv_connector_module_path: './x.js', kv_connector_extra_config: { a: 1 } }, env: {} });
+  const c = loadConfig({
+    json: { kv_connector: 'mooncake-tcp', kv_role: 'kv_producer', kv_connector_module_path: './x.js', kv_connector_extra_config: { a: 1 } },
+    env: {},
+  });
   assert.is(c.connector, 'mooncake-tcp');
   assert.is(c.role, 'producer');
   assert.is(c.modulePath, './x.js');
@@ -49,7 +52,18 @@ test("vLLM's KVTransferConfig spelling is accepted", () => {
 });
 
 test("vLLM's other fields pass through into extra instead of being refused", () => {
-  const c = loadConfig({ json: { kv_connector: 'mooncake-tcp', kv_role: 'kv_both', engine_id: 'e1', kv_rank: 0, kv_port: 14579, kv_buffer_device: 'cuda', kv_connector_extra_config: { a: 1 } }, env: {} });
+  const c = loadConfig({
+    json: {
+      kv_connector: 'mooncake-tcp',
+      kv_role: 'kv_both',
+      engine_id: 'e1',
+      kv_rank: 0,
+      kv_port: 14579,
+      kv_buffer_device: 'cuda',
+      kv_connector_extra_config: { a: 1 },
+    },
+    env: {},
+  });
   assert.equal(c.extra, { engine_id: 'e1', kv_rank: 0, kv_port: 14579, kv_buffer_device: 'cuda', a: 1 });
 });
 
@@ -63,11 +77,19 @@ test('Mooncake environment names are honoured', () => {
   assert.is(c.logLevel, 'warn');
   assert.is(c.bindAddress, '10.1.2.3');
   assert.equal(transportsOf(c), ['mooncake-tcp', 'mooncake-intra-nvlink']);
-  assert.equal(transportsOf(loadConfig({ json: { connector: 'mooncake-rdma', transports: ['mooncake-tcp'] }, env: { MC_FORCE_MNNVL: 'on' } })), ['mooncake-rdma', 'mooncake-tcp', 'mooncake-nvlink']);
+  assert.equal(transportsOf(loadConfig({ json: { connector: 'mooncake-rdma', transports: ['mooncake-tcp'] }, env: { MC_FORCE_MNNVL: 'on' } })), [
+    'mooncake-rdma',
+    'mooncake-tcp',
+    'mooncake-nvlink',
+  ]);
 });
 
 test('MC_FORCE_MNNVL with MC_INTRANODE_NVLINK is refused naming both', () => {
-  expectError(() => loadConfig({ json: { connector: 'x' }, env: { MC_FORCE_MNNVL: '1', MC_INTRANODE_NVLINK: '1' } }), 'CONFLICTING_ENV', /MC_FORCE_MNNVL and MC_INTRANODE_NVLINK/);
+  expectError(
+    () => loadConfig({ json: { connector: 'x' }, env: { MC_FORCE_MNNVL: '1', MC_INTRANODE_NVLINK: '1' } }),
+    'CONFLICTING_ENV',
+    /MC_FORCE_MNNVL and MC_INTRANODE_NVLINK/,
+  );
   expectError(() => validateConfig({ connector: 'x', forceMnnvl: true, intranodeNvlink: true }), 'CONFLICTING_ENV', /MC_FORCE_MNNVL and MC_INTRANODE_NVLINK/);
   // Set to false, they do not conflict.
   assert.is(loadConfig({ json: { connector: 'x' }, env: { MC_FORCE_MNNVL: '0', MC_INTRANODE_NVLINK: '1' } }).intranodeNvlink, true);

@@ -150,7 +150,10 @@ test('handlers that throw odd values (a number, a code object, a rejected promis
     const client = new ControlClient(endpoint);
     try {
       for (const type of ['num', 'weird', 'rej']) {
-        const e = await client.request(type, null, 2_000).then(() => undefined, (x: unknown) => x);
+        const e = await client.request(type, null, 2_000).then(
+          () => undefined,
+          (x: unknown) => x,
+        );
         assert.ok(isTransferError(e, 'INTERNAL'), `${type}: ${String(e)}`);
       }
     } finally {
@@ -186,7 +189,10 @@ test('a descriptor request whose `from` is not a segment name is refused; unregi
     const rejections = await collectRejections(async () => {
       const mem = await engine.allocateMemory(4096, { remoteAccess: true });
       for (const from of ['127.0.0.1:1x', '127.0.0.1:99999', '127.0.0.1:', 'no-port', 42, { toString: 0 }, `${'a'.repeat(400)}:80`]) {
-        const e = await hostile.request('te.descriptor.get', { from }, 2_000).then(() => 'answered with the descriptor', (x: unknown) => x);
+        const e = await hostile.request('te.descriptor.get', { from }, 2_000).then(
+          () => 'answered with the descriptor',
+          (x: unknown) => x,
+        );
         assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), `from ${JSON.stringify(from)}: ${String(e)}`);
       }
       // Older peers send no `from`; a valid one is remembered.
@@ -211,7 +217,10 @@ test('a request to an endpoint that cannot be dialled (bad port) rejects INVALID
     for (const endpoint of ['127.0.0.1:1x', '127.0.0.1:99999']) {
       const client = new ControlClient(endpoint); // zeromq accepts these addresses
       try {
-        const e = await client.request('echo', null, 5_000).then(() => 'answered', (x: unknown) => x);
+        const e = await client.request('echo', null, 5_000).then(
+          () => 'answered',
+          (x: unknown) => x,
+        );
         assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), `${endpoint}: ${String(e)}`);
         assert.is(client.busy, false, 'the failed request is not left pending');
       } finally {

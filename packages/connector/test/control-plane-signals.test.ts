@@ -32,7 +32,10 @@ test('control clients are created and answer while the process is flooded with s
         }
       }
       const answers = await Promise.all(batch.slice(0, 5).map((c, i) => c.request('echo', { i }, 5_000)));
-      assert.equal(answers, [0, 1, 2, 3, 4].map((i) => ({ i })));
+      assert.equal(
+        answers,
+        [0, 1, 2, 3, 4].map((i) => ({ i })),
+      );
       for (const c of batch) c.close();
     }
   } finally {

@@ -33,8 +33,15 @@ test('requests reach handlers by type; errors come back typed', async () => {
   try {
     assert.equal(await client.request('echo', { n: 1n }, 2000), { got: { n: 1n } });
     const replies = await Promise.all(Array.from({ length: 20 }, (_, i) => client.request<{ got: number }>('echo', i, 2000)));
-    assert.equal(replies.map((r) => r.got), Array.from({ length: 20 }, (_, i) => i), 'replies matched to their requests');
-    for (const [type, code] of [['fail', 'POOL_EXHAUSTED'], ['nope', 'INVALID_ARGUMENT']] as const) {
+    assert.equal(
+      replies.map((r) => r.got),
+      Array.from({ length: 20 }, (_, i) => i),
+      'replies matched to their requests',
+    );
+    for (const [type, code] of [
+      ['fail', 'POOL_EXHAUSTED'],
+      ['nope', 'INVALID_ARGUMENT'],
+    ] as const) {
       try {
         await client.request(type, null, 2000);
         assert.unreachable();
@@ -101,7 +108,10 @@ test('a peer that accepts but never answers is slow, not dead: TIMEOUT at the de
   const client = new ControlClient(`127.0.0.1:${(silent.address() as { port: number }).port}`);
   const started = Date.now();
   try {
-    const e = await client.request('echo', null, 400).then(() => undefined, (x: unknown) => x);
+    const e = await client.request('echo', null, 400).then(
+      () => undefined,
+      (x: unknown) => x,
+    );
     assert.ok(isTransferError(e, 'TIMEOUT'), String(e));
     assert.ok(Date.now() - started >= 350);
   } finally {
@@ -120,7 +130,10 @@ test('a peer that answered a moment ago and then died: a request to it fails wit
     assert.is(await client.request('ping', null, 2000), 'pong');
     await server.close(); // the process exits: nothing listens there any more
     // Sent right after an answer (no probe for silence): probed once it has waited a while.
-    const e = await client.request('ping', null, 30_000).then(() => undefined, (x: unknown) => x);
+    const e = await client.request('ping', null, 30_000).then(
+      () => undefined,
+      (x: unknown) => x,
+    );
     assert.ok(isTransferError(e, 'PEER_UNREACHABLE'), String(e));
     assert.match((e as Error).message, /refused the connection/);
   } finally {

@@ -18,7 +18,10 @@ async function outcome(call: () => unknown): Promise<unknown> {
   } catch (e) {
     return { threwSynchronously: e };
   }
-  return (p as Promise<unknown>).then(() => 'resolved', (e: unknown) => e);
+  return (p as Promise<unknown>).then(
+    () => 'resolved',
+    (e: unknown) => e,
+  );
 }
 
 test('bad segment names: INVALID_ARGUMENT naming the value from every method', async () => {
@@ -34,7 +37,10 @@ test('bad segment names: INVALID_ARGUMENT naming the value from every method', a
       ];
       for (const [method, call] of calls) {
         const e = await outcome(call);
-        assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), `${method}(${JSON.stringify(name)}): ${String((e as { threwSynchronously?: unknown }).threwSynchronously ?? e)}`);
+        assert.ok(
+          isTransferError(e, 'INVALID_ARGUMENT'),
+          `${method}(${JSON.stringify(name)}): ${String((e as { threwSynchronously?: unknown }).threwSynchronously ?? e)}`,
+        );
       }
       const sync = (() => {
         try {
@@ -72,7 +78,10 @@ setInterval(() => {}, 1000);`;
 }
 
 test('a dead peer fails fast with PEER_UNREACHABLE, not a TIMEOUT at the deadline', async () => {
-  const engine: TransferEngine = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1', timeouts: { handshakeMs: 8_000 } }, { env: {} });
+  const engine: TransferEngine = await createTransferEngine(
+    { connector: 'mooncake-tcp', bindAddress: '127.0.0.1', timeouts: { handshakeMs: 8_000 } },
+    { env: {} },
+  );
   const peer = await peerProcess();
   try {
     const d = await engine.openSegment(peer.segment);
@@ -82,12 +91,18 @@ test('a dead peer fails fast with PEER_UNREACHABLE, not a TIMEOUT at the deadlin
     peer.kill();
     await new Promise((r) => setTimeout(r, 1_200)); // the peer is gone and has been silent
     const started = Date.now();
-    const e = await engine.openSegment(peer.segment, { refresh: true }).then(() => undefined, (x: unknown) => x);
+    const e = await engine.openSegment(peer.segment, { refresh: true }).then(
+      () => undefined,
+      (x: unknown) => x,
+    );
     const took = Date.now() - started;
     assert.ok(isTransferError(e, 'PEER_UNREACHABLE'), String(e));
     assert.ok(took < 2_000, `took ${took} ms of an 8 s deadline`);
     const t2 = Date.now();
-    const e2 = await engine.write(peer.segment, local.addr, d.buffers[0]!.addr, 4096, { timeoutMs: 8_000 }).then(() => undefined, (x: unknown) => x);
+    const e2 = await engine.write(peer.segment, local.addr, d.buffers[0]!.addr, 4096, { timeoutMs: 8_000 }).then(
+      () => undefined,
+      (x: unknown) => x,
+    );
     assert.ok(isTransferError(e2) && ['PEER_UNREACHABLE', 'CONNECTION_LOST'].includes(e2.code), String(e2));
     assert.ok(Date.now() - t2 < 2_000, `write took ${Date.now() - t2} ms`);
   } finally {

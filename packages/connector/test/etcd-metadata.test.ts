@@ -8,12 +8,20 @@ import { randomBytes } from 'node:crypto';
 import { createTransferEngine, isTransferError, loadConfig, validateConfig } from '../src/index.js';
 import { PEER_TTL_S, etcdCases, codeOf, expectedSum, freePort, readFrom, until, writeTo } from './fixtures/etcd-harness.js';
 
-test('the metadata setting: connection strings, the object form, Mooncake\'s spelling, the environment', () => {
+test("the metadata setting: connection strings, the object form, Mooncake's spelling, the environment", () => {
   const c = loadConfig({ env: {}, json: { connector: 'mooncake-tcp', metadata_server: 'etcd://10.0.0.5:2379,10.0.0.6' } });
   assert.equal([c.metadata.type, c.metadata.endpoints, c.metadata.prefix, c.metadata.leaseTtlS], ['etcd', ['10.0.0.5:2379', '10.0.0.6:2379'], 'te', 10]);
   assert.is(loadConfig({ env: { TE_CONNECTOR: 'mooncake-tcp', MC_METADATA_SERVER: 'P2PHANDSHAKE' } }).metadata.type, 'p2p');
   assert.is(loadConfig({ env: { TE_CONNECTOR: 'mooncake-tcp' } }).metadata.type, 'p2p', 'p2p stays the default');
-  const e = loadConfig({ env: { TE_CONNECTOR: 'mooncake-tcp', TE_METADATA: 'etcd://h:2379', MC_METADATA_SERVER: 'P2PHANDSHAKE', TE_METADATA_PREFIX: 'cluster-a', TE_HANDSHAKE_PORT: '17000' } }).metadata;
+  const e = loadConfig({
+    env: {
+      TE_CONNECTOR: 'mooncake-tcp',
+      TE_METADATA: 'etcd://h:2379',
+      MC_METADATA_SERVER: 'P2PHANDSHAKE',
+      TE_METADATA_PREFIX: 'cluster-a',
+      TE_HANDSHAKE_PORT: '17000',
+    },
+  }).metadata;
   assert.equal([e.type, e.endpoints, e.prefix, e.port], ['etcd', ['h:2379'], 'cluster-a', 17000], 'TE_METADATA wins over MC_METADATA_SERVER');
   const o = validateConfig({ connector: 'mooncake-tcp', metadata: { type: 'etcd', endpoints: ['[::1]:2379'], prefix: 'a/b', leaseTtlS: 5 } }).metadata;
   assert.equal([o.endpoints, o.prefix, o.leaseTtlS], [['[::1]:2379'], 'a/b', 5]);
@@ -42,7 +50,10 @@ test('etcd unreachable at start: PEER_UNREACHABLE naming the endpoint, within th
   const port = await freePort();
   const t0 = Date.now();
   try {
-    await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1', metadata: `etcd://127.0.0.1:${port}`, timeouts: { handshakeMs: 1500 } }, { env: {} });
+    await createTransferEngine(
+      { connector: 'mooncake-tcp', bindAddress: '127.0.0.1', metadata: `etcd://127.0.0.1:${port}`, timeouts: { handshakeMs: 1500 } },
+      { env: {} },
+    );
     assert.unreachable('engine created without etcd');
   } catch (err) {
     assert.ok(isTransferError(err), String(err));
@@ -62,9 +73,16 @@ etcdTest('engines in two processes find each other through etcd and move bytes b
   const prefix = `t-${randomBytes(4).toString('hex')}`;
   const b = await peer(prefix, 0x5a);
   const a = await engine(prefix);
-  assert.equal((await suite.etcd().keys(`${prefix}/segments/`)).sort(), [`${prefix}/segments/${a.segmentName}`, `${prefix}/segments/${b.segment}`].sort(), 'one key per process, under the prefix');
+  assert.equal(
+    (await suite.etcd().keys(`${prefix}/segments/`)).sort(),
+    [`${prefix}/segments/${a.segmentName}`, `${prefix}/segments/${b.segment}`].sort(),
+    'one key per process, under the prefix',
+  );
   const got = await readFrom(a, b.segment, b.addr + 100n, 4096);
-  assert.ok(got.every((x) => x === 0x5a), 'bytes read from the peer');
+  assert.ok(
+    got.every((x) => x === 0x5a),
+    'bytes read from the peer',
+  );
   const src = randomBytes(256 * 1024);
   await writeTo(a, b.segment, b.addr + 4096n, src);
   assert.is(await b.sum(), expectedSum(0x5a, 4096, src), 'the peer holds exactly what was written, nothing else changed');
@@ -79,7 +97,11 @@ etcdTest('a killed process: its descriptor leaves etcd within the lease TTL, and
   const a = await engine(prefix);
   await readFrom(a, b.segment, b.addr, 64);
   b.child.kill('SIGKILL');
-  const gone = await until('descriptor removed', async () => !(await suite.etcd().keys(`${prefix}/segments/`)).includes(`${prefix}/segments/${b.segment}`), (PEER_TTL_S + 4) * 1000);
+  const gone = await until(
+    'descriptor removed',
+    async () => !(await suite.etcd().keys(`${prefix}/segments/`)).includes(`${prefix}/segments/${b.segment}`),
+    (PEER_TTL_S + 4) * 1000,
+  );
   console.log(`  descriptor of the killed process gone from etcd after ${gone} ms (lease TTL ${PEER_TTL_S} s)`);
   assert.ok(gone <= (PEER_TTL_S + 2) * 1000, `${gone} ms`);
   // A process that knew it: a connection-level error or not found (the watch told it).
@@ -103,7 +125,7 @@ etcdTest('a live process whose key is overwritten (another epoch, or not a descr
   assert.ok((await readFrom(a, b.segment, b.addr, 4096)).every((x) => x === 2));
 });
 
-etcdTest('revocation still travels over the control plane: a region unregistered right after a lookup leaves the peer\'s view', async () => {
+etcdTest("revocation still travels over the control plane: a region unregistered right after a lookup leaves the peer's view", async () => {
   const prefix = `t-${randomBytes(4).toString('hex')}`;
   const owner = await engine(prefix);
   const peer = await engine(prefix);
@@ -116,7 +138,10 @@ etcdTest('revocation still travels over the control plane: a region unregistered
     assert.ok(seen.buffers.some((b) => b.addr === gone.addr));
     await owner.unregisterMemory(gone.addr);
     const after = await peer.openSegment(owner.segmentName, { connect: false });
-    assert.not.ok(after.buffers.some((b) => b.addr === gone.addr), `round ${i}: the peer still lists the unregistered region`);
+    assert.not.ok(
+      after.buffers.some((b) => b.addr === gone.addr),
+      `round ${i}: the peer still lists the unregistered region`,
+    );
     assert.ok(after.buffers.some((b) => b.addr === keep.addr));
     gone = await owner.registerMemory(Buffer.alloc(4096, 2));
     await peer.forgetSegment(owner.segmentName);

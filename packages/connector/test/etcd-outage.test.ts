@@ -28,7 +28,11 @@ async function writeLoop(a: TransferEngine, peer: Peer, src: Buffer, more: (done
 
 /** Until `engine`'s view of `segment` (no transfer made) has `epoch`. */
 function seesEpoch(engine: TransferEngine, segment: string, epoch: bigint, ms: number): Promise<number> {
-  return until(`${engine.segmentName} sees epoch ${epoch} of ${segment}`, async () => (await engine.openSegment(segment, { connect: false }).catch(() => undefined))?.epoch === epoch, ms);
+  return until(
+    `${engine.segmentName} sees epoch ${epoch} of ${segment}`,
+    async () => (await engine.openSegment(segment, { connect: false }).catch(() => undefined))?.epoch === epoch,
+    ms,
+  );
 }
 
 // Every case below needs a real etcd; without one each is registered as skipped.

@@ -34,8 +34,15 @@ function decoderCalls(body: () => void): number {
 
 test('a header declaring millions of elements is refused before the decoder sees it (it walked 10^7 of them)', () => {
   // The counter sees the decoder when it does run.
-  assert.is(decoderCalls(() => decodeMessage(encodeMessage([1, 2, 3]))), 1);
-  for (const [n, type] of [[1e7, 0xdd], [3e7, 0xdd], [1e7, 0xdf]] as const) {
+  assert.is(
+    decoderCalls(() => decodeMessage(encodeMessage([1, 2, 3]))),
+    1,
+  );
+  for (const [n, type] of [
+    [1e7, 0xdd],
+    [3e7, 0xdd],
+    [1e7, 0xdf],
+  ] as const) {
     let error: unknown;
     const calls = decoderCalls(() => {
       try {

@@ -55,8 +55,14 @@ test("a cancelled batch's message carries the transport's reason when it gives o
 
 test('native code saying a write may still land at the peer puts remoteMayBeWritten in the details; otherwise it is absent', async () => {
   const { t } = tracker();
-  const flagged = t.track(10, 'peer-d', { timeoutMs: 10_000 }).then(() => undefined, (e: unknown) => e);
-  const plain = t.track(11, 'peer-d', { timeoutMs: 10_000 }).then(() => undefined, (e: unknown) => e);
+  const flagged = t.track(10, 'peer-d', { timeoutMs: 10_000 }).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  const plain = t.track(11, 'peer-d', { timeoutMs: 10_000 }).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   t.complete(10, NATIVE_STATUS.ABORTED, new Int32Array([NATIVE_STATUS.ABORTED]), 0n, 'transport closed', true);
   t.complete(11, NATIVE_STATUS.ABORTED, new Int32Array([NATIVE_STATUS.ABORTED]), 0n, 'transport closed', false);
   const a = await flagged;
@@ -85,7 +91,10 @@ test('deadline and abort ask native code to cancel, and the batch rejects with t
   } catch (e) {
     assert.ok(isTransferError(e, 'ABORTED'));
   }
-  assert.equal(cancels, [[3, NATIVE_STATUS.TIMEOUT], [4, NATIVE_STATUS.ABORTED]]);
+  assert.equal(cancels, [
+    [3, NATIVE_STATUS.TIMEOUT],
+    [4, NATIVE_STATUS.ABORTED],
+  ]);
 });
 
 test('abandonAll rejects what is pending; a late completion is ignored', async () => {
@@ -115,12 +124,25 @@ test('checkSubmit refuses malformed submissions', () => {
 
 test('loadNativeAddon lists every path tried and the fixes', () => {
   try {
-    loadNativeAddon({ plugin: 'demo', file: 'te_demo.node', packageRoot: '/nonexistent/pkg', envVar: 'TE_DEMO_ADDON', solutions: ['build it: npm run build:native'], env: { TE_DEMO_ADDON: '/nope/te_demo.node' } });
+    loadNativeAddon({
+      plugin: 'demo',
+      file: 'te_demo.node',
+      packageRoot: '/nonexistent/pkg',
+      envVar: 'TE_DEMO_ADDON',
+      solutions: ['build it: npm run build:native'],
+      env: { TE_DEMO_ADDON: '/nope/te_demo.node' },
+    });
     assert.unreachable();
   } catch (e) {
     assert.ok(isTransferError(e, 'PLUGIN_LOAD_FAILED'));
     const m = (e as Error).message;
-    for (const part of ['/nope/te_demo.node: not found', '/nonexistent/pkg/build/Release/te_demo.node: not found', '/nonexistent/pkg/build/Debug/te_demo.node', 'build it: npm run build:native', 'point TE_DEMO_ADDON at a built te_demo.node']) {
+    for (const part of [
+      '/nope/te_demo.node: not found',
+      '/nonexistent/pkg/build/Release/te_demo.node: not found',
+      '/nonexistent/pkg/build/Debug/te_demo.node',
+      'build it: npm run build:native',
+      'point TE_DEMO_ADDON at a built te_demo.node',
+    ]) {
       assert.ok(m.includes(part), `missing: ${part}`);
     }
   }

@@ -45,7 +45,11 @@ test('an unknown name lists the known names and how to add one', async () => {
 
 test('a duplicate name is refused', async () => {
   const r = new PluginRegistry();
-  await expectError(() => r.register('mooncake-tcp', plugin('mooncake-tcp')), 'PLUGIN_DUPLICATE', /"mooncake-tcp" is already registered \(provided by @te\/mooncake-tcp\)/);
+  await expectError(
+    () => r.register('mooncake-tcp', plugin('mooncake-tcp')),
+    'PLUGIN_DUPLICATE',
+    /"mooncake-tcp" is already registered \(provided by @te\/mooncake-tcp\)/,
+  );
   r.register('mine', plugin('mine'));
   await expectError(() => r.register('mine', plugin('mine')), 'PLUGIN_DUPLICATE', /"mine" is already registered/);
 });
@@ -74,22 +78,40 @@ test('a plugin API version mismatch names the package and both versions', async 
 
 test('a plugin that fails to load lists what was tried', async () => {
   const r = new PluginRegistry({ builtins: false });
-  const e = await expectError(r.loadModulePath(join(fixtures, 'plugin-throws.mjs')), 'PLUGIN_LOAD_FAILED', /Tried:\n {2}- import file:.*plugin-throws\.mjs: native addon te_example\.node not found/);
+  const e = await expectError(
+    r.loadModulePath(join(fixtures, 'plugin-throws.mjs')),
+    'PLUGIN_LOAD_FAILED',
+    /Tried:\n {2}- import file:.*plugin-throws\.mjs: native addon te_example\.node not found/,
+  );
   assert.ok((e as { details?: { attempts?: unknown[] } }).details?.attempts?.length === 1);
-  const pkg = await expectError(r.loadModulePath('te-no-such-package'), 'PLUGIN_LOAD_FAILED', /Cannot load plugin module "te-no-such-package"\. Tried:\n {2}- resolve from .*\n {2}- import from @te\/connector/);
+  const pkg = await expectError(
+    r.loadModulePath('te-no-such-package'),
+    'PLUGIN_LOAD_FAILED',
+    /Cannot load plugin module "te-no-such-package"\. Tried:\n {2}- resolve from .*\n {2}- import from @te\/connector/,
+  );
   assert.ok(pkg);
 });
 
 test('a name whose package is not installed says which package to install', async () => {
   const r = new PluginRegistry({ builtins: false });
   r.register('ghost', '@te/ghost-transport');
-  await expectError(r.load('ghost'), 'PLUGIN_LOAD_FAILED', /Connector "ghost" is provided by @te\/ghost-transport.*npm install @te\/ghost-transport[\s\S]*Tried:/);
+  await expectError(
+    r.load('ghost'),
+    'PLUGIN_LOAD_FAILED',
+    /Connector "ghost" is provided by @te\/ghost-transport.*npm install @te\/ghost-transport[\s\S]*Tried:/,
+  );
 });
 
 test('an invalid plugin object is refused with every problem listed', async () => {
   const r = new PluginRegistry({ builtins: false });
   const e = await expectError(r.loadModulePath(join(fixtures, 'plugin-invalid.mjs')), 'PLUGIN_INVALID', /`name` must be a lower-case identifier/);
-  for (const part of ['`version` must be a string', '`create` must be a function', '`capabilities.class` must be one of', '`capabilities.memoryKinds`', '`capabilities.read` must be a boolean']) {
+  for (const part of [
+    '`version` must be a string',
+    '`create` must be a function',
+    '`capabilities.class` must be one of',
+    '`capabilities.memoryKinds`',
+    '`capabilities.read` must be a boolean',
+  ]) {
     assert.ok(e.message.includes(part), `missing: ${part}`);
   }
 });
@@ -99,7 +121,11 @@ test('modulePath loads CommonJS plugins and relative paths, and checks the name'
   const p = await r.loadModulePath('./plugin-minimal.cjs');
   assert.is(p.name, 'minimal-cjs');
   assert.is((await r.resolve({ connector: 'minimal-cjs', modulePath: './plugin-minimal.cjs' })).name, 'minimal-cjs');
-  await expectError(r.resolve({ connector: 'other', modulePath: './plugin-minimal.cjs' }), 'PLUGIN_INVALID', /provides plugin "minimal-cjs", but the config names connector "other"/);
+  await expectError(
+    r.resolve({ connector: 'other', modulePath: './plugin-minimal.cjs' }),
+    'PLUGIN_INVALID',
+    /provides plugin "minimal-cjs", but the config names connector "other"/,
+  );
 });
 
 test('a registered name must match the plugin it loads', async () => {

@@ -22,7 +22,12 @@ test('cgroup v2: cpu.max of the own cgroup or an ancestor, rounded up; "max" is 
 });
 
 test('cgroup v1: cpu.cfs_quota_us / cpu.cfs_period_us under the cpu controller; -1 is no limit', () => {
-  const v1 = (quota: string) => fs({ '/proc/self/cgroup': '4:memory:/x\n2:cpu,cpuacct:/docker/abc\n', '/sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_quota_us': quota, '/sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_period_us': '100000' });
+  const v1 = (quota: string) =>
+    fs({
+      '/proc/self/cgroup': '4:memory:/x\n2:cpu,cpuacct:/docker/abc\n',
+      '/sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_quota_us': quota,
+      '/sys/fs/cgroup/cpu,cpuacct/docker/abc/cpu.cfs_period_us': '100000',
+    });
   assert.is(cgroupCpuQuota(v1('50000\n')), 1);
   assert.is(cgroupCpuQuota(v1('400000\n')), 4);
   assert.is(cgroupCpuQuota(v1('-1\n')), undefined);

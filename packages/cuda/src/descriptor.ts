@@ -90,7 +90,11 @@ export function peerInfoOf(descriptor: SegmentDescriptor, plugin: string, local:
       if (raw === undefined) continue;
       const a = parseAttrs(raw, plugin, descriptor.name, b.addr);
       if (b.addr < a.base || b.addr + b.length > a.base + a.size) {
-        throw new TransferError('INVALID_ARGUMENT', `segment "${descriptor.name}" publishes buffer 0x${b.addr.toString(16)}+${b.length} outside its allocation 0x${a.base.toString(16)}+${a.size}`, { plugin });
+        throw new TransferError(
+          'INVALID_ARGUMENT',
+          `segment "${descriptor.name}" publishes buffer 0x${b.addr.toString(16)}+${b.length} outside its allocation 0x${a.base.toString(16)}+${a.size}`,
+          { plugin },
+        );
       }
       const key = `${a.base}/${a.size}/${a.allocId}/${Buffer.from(a.handle).toString('hex')}`;
       let i = index.get(key);

@@ -37,7 +37,11 @@ function ordinalOf(device: number | string | undefined, plugin: string): number 
 function streamOf(stream: bigint | undefined, plugin: string): bigint {
   if (stream === undefined) return 0n;
   if (typeof stream === 'bigint' && stream >= 0n && stream < 1n << 64n) return stream;
-  throw new TransferError('INVALID_ARGUMENT', `Expected \`stream\` to be a cudaStream_t as a non-negative bigint, got ${typeof stream === 'bigint' ? stream : typeof stream}`, { plugin });
+  throw new TransferError(
+    'INVALID_ARGUMENT',
+    `Expected \`stream\` to be a cudaStream_t as a non-negative bigint, got ${typeof stream === 'bigint' ? stream : typeof stream}`,
+    { plugin },
+  );
 }
 
 export function cudaEventsOf(load: () => NativeCudaModule, plugin: string): CudaEvents {

@@ -97,7 +97,10 @@ export interface NativeCudaEvents {
 }
 
 export interface NativeCudaModule {
-  CudaTransport: new (options: { streamsPerDevice: number; sliceBytes: number; [backendOption: string]: string | number }, callbacks: Pick<NativeCallbacks, 'onBatch'>) => NativeCudaTransport;
+  CudaTransport: new (
+    options: { streamsPerDevice: number; sliceBytes: number; [backendOption: string]: string | number },
+    callbacks: Pick<NativeCallbacks, 'onBatch'>,
+  ) => NativeCudaTransport;
   probe(): NativeProbe;
   setErrorFactory(factory: (status: number, message: string) => Error): void;
   statusName(status: number): string;

@@ -21,7 +21,15 @@ export function probeCuda(load: () => NativeCudaModule, extra: (native: NativeCu
     cudaRuntime: p.runtimeVersion,
     cudaDriver: p.driverVersion,
     libcuda: p.libcudaLoaded ? 'loaded' : 'not loaded',
-    devices: p.devices.map((d) => ({ device: `cuda:${d.ordinal}`, name: d.name, pciBusId: d.pciBusId, cc: d.computeCapability, vmm: d.vmm, fabric: d.fabric, posixFd: d.posixFd })),
+    devices: p.devices.map((d) => ({
+      device: `cuda:${d.ordinal}`,
+      name: d.name,
+      pciBusId: d.pciBusId,
+      cc: d.computeCapability,
+      vmm: d.vmm,
+      fabric: d.fabric,
+      posixFd: d.posixFd,
+    })),
     ...extra(native),
   };
   if (p.devices.length === 0) return { available: false, reason: p.reason || 'no CUDA device', details };

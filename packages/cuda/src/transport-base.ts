@@ -54,8 +54,14 @@ export abstract class CudaTransportBase extends NativeTransportBase<NativeCudaTr
   protected readonly settings: CudaTransportSettings;
 
   constructor(context: TransportContext, settings: CudaTransportSettings) {
-    super(settings.plugin, context, (callbacks) =>
-      new settings.native.CudaTransport({ ...settings.nativeOptions, streamsPerDevice: settings.streamsPerDevice, sliceBytes: settings.sliceBytes }, callbacks),
+    super(
+      settings.plugin,
+      context,
+      (callbacks) =>
+        new settings.native.CudaTransport(
+          { ...settings.nativeOptions, streamsPerDevice: settings.streamsPerDevice, sliceBytes: settings.sliceBytes },
+          callbacks,
+        ),
     );
     this.settings = settings;
   }
@@ -101,7 +107,10 @@ export abstract class CudaTransportBase extends NativeTransportBase<NativeCudaTr
     if (!local) {
       endpoint = parseEndpoint(this.advertOf(peer).endpoint, this.plugin, peer.name);
       if (this.settings.sameMachineOnly && !sameMachine(endpoint)) {
-        throw this.fail('PEER_UNREACHABLE', `segment "${peer.name}" runs on host ${endpoint.host} (boot id ${endpoint.bootId || '?'}), not on this machine: ${this.plugin} (${this.settings.native.backend}) reaches GPUs of one node only`);
+        throw this.fail(
+          'PEER_UNREACHABLE',
+          `segment "${peer.name}" runs on host ${endpoint.host} (boot id ${endpoint.bootId || '?'}), not on this machine: ${this.plugin} (${this.settings.native.backend}) reaches GPUs of one node only`,
+        );
       }
     }
     const id = this.native.openPeer(peerInfoOf(peer, this.plugin, local, this.peerSocket(endpoint)));
@@ -110,7 +119,11 @@ export abstract class CudaTransportBase extends NativeTransportBase<NativeCudaTr
 
   /** The CUDA transports deliver no notifications: a batch that asks for one is refused before native code. */
   protected override checkBatch(peer: NativePeer, batch: TransferBatch, options: SubmitOptions): void {
-    if (options.notify) throw this.fail('UNSUPPORTED_CAPABILITY', `${this.plugin} does not deliver notifications (capabilities.notifications is false); send them over ${this.settings.hostTransport ?? ANY_HOST_TRANSPORT}`);
+    if (options.notify)
+      throw this.fail(
+        'UNSUPPORTED_CAPABILITY',
+        `${this.plugin} does not deliver notifications (capabilities.notifications is false); send them over ${this.settings.hostTransport ?? ANY_HOST_TRANSPORT}`,
+      );
     checkSubmit(this.plugin, peer.segment, batch, options);
   }
 

@@ -20,14 +20,29 @@ export interface RanksOptions {
   decodeSide?: PageSide;
 }
 
-export async function withRanks(o: RanksOptions, body: (make: (role: 'prefill' | 'decode', l: ParallelLayout) => Promise<Rank>, port: number) => Promise<void>): Promise<void> {
+export async function withRanks(
+  o: RanksOptions,
+  body: (make: (role: 'prefill' | 'decode', l: ParallelLayout) => Promise<Rank>, port: number) => Promise<void>,
+): Promise<void> {
   const port = await freePort();
   const made: Rank[] = [];
   try {
     await body(async (role, l) => {
-      const engine = o.fake ? await createTransferEngine({ connector: 'flip-fabric' }, { registry: flippingRegistry() }) : await createTransferEngine(TCP_CONFIG);
+      const engine = o.fake
+        ? await createTransferEngine({ connector: 'flip-fabric' }, { registry: flippingRegistry() })
+        : await createTransferEngine(TCP_CONFIG);
       const memory = await allocateRank(engine, o.model, l, (role === 'prefill' ? o.prefillSide : o.decodeSide) ?? {});
-      const manager = await createKVManager({ role, layout: l, buffers: memory.buffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: port, timeouts: FAST, layerwise: true, checksums: o.checksums ?? true });
+      const manager = await createKVManager({
+        role,
+        layout: l,
+        buffers: memory.buffers,
+        engine,
+        bootstrapHost: '127.0.0.1',
+        bootstrapPort: port,
+        timeouts: FAST,
+        layerwise: true,
+        checksums: o.checksums ?? true,
+      });
       const r = { engine, manager, memory };
       made.push(r);
       return r;
@@ -48,7 +63,11 @@ export function onReport(d: Rank, before: (m: Record<string, unknown>) => void):
   });
 }
 
-export const ending = (cell: { reached(s: KVStatus, o?: { timeoutMs?: number }): Promise<unknown> }) => cell.reached(KVStatus.Success, { timeoutMs: 10_000 }).then(() => undefined, (e: Error & { code?: string }) => e);
+export const ending = (cell: { reached(s: KVStatus, o?: { timeoutMs?: number }): Promise<unknown> }) =>
+  cell.reached(KVStatus.Success, { timeoutMs: 10_000 }).then(
+    () => undefined,
+    (e: Error & { code?: string }) => e,
+  );
 
 export interface RoomSpec {
   room: bigint;
@@ -61,7 +80,13 @@ export interface RoomSpec {
 }
 
 /** Runs one room from every prefill rank to every decode rank (aux slot 1 → 2); the error each side ended with (undefined: Success). */
-export async function runRoom(model: ModelSpec, prefills: Rank[], decodes: Rank[], port: number, r: RoomSpec): Promise<{ decode: (Error | undefined)[]; prefill: (Error | undefined)[] }> {
+export async function runRoom(
+  model: ModelSpec,
+  prefills: Rank[],
+  decodes: Rank[],
+  port: number,
+  r: RoomSpec,
+): Promise<{ decode: (Error | undefined)[]; prefill: (Error | undefined)[] }> {
   const pages = Uint32Array.from(r.src);
   const stateSrc = r.stateSrc ? Uint32Array.from(r.stateSrc) : undefined;
   const senders = prefills.map((p) => {

@@ -21,7 +21,10 @@ for (const checksums of [true, false]) {
       const items = ['a', 'b'].map((h, k) => ({ hash: `item-${h}`, data: Uint8Array.from({ length: 4096 }, (_, i) => (i * 7 + k * 13 + 1) & 0xff) }));
       const params = Object.fromEntries(await Promise.all(items.map(async (it) => [it.hash, await producer.save(it.hash, it.data)] as const)));
       const where = new Map<string, number>();
-      for (const [round, armed] of [[0, true], [1, false]] as const) {
+      for (const [round, armed] of [
+        [0, true],
+        [1, false],
+      ] as const) {
         flip.at = (addr) => void (ce.hostView(addr, 1n)![0]! ^= 0xff);
         flip.armed = armed;
         consumer.startLoad(params, (hash) => {

@@ -34,7 +34,9 @@ test('VLLM_EC_MOONCAKE_BOOTSTRAP_PORT plus the rank offset (dpRank · tpSize + t
   const port = await freePort();
   const consumerEngine = await createTransferEngine(TCP_CONFIG);
   try {
-    const producer = await withEnv('VLLM_EC_MOONCAKE_BOOTSTRAP_PORT', String(port - 3), () => createECProducer({ config: { bindAddress: '127.0.0.1' }, connector: 'mooncake-tcp', poolBytes: 1 << 20, rank: { dpRank: 1, tpSize: 2, tpRank: 1 } }));
+    const producer = await withEnv('VLLM_EC_MOONCAKE_BOOTSTRAP_PORT', String(port - 3), () =>
+      createECProducer({ config: { bindAddress: '127.0.0.1' }, connector: 'mooncake-tcp', poolBytes: 1 << 20, rank: { dpRank: 1, tpSize: 2, tpRank: 1 } }),
+    );
     assert.equal(producer.endpoint, { host: '127.0.0.1', port });
     const params = await producer.save('img', embedding('img', 65_536));
     assert.is(params.remote_port, port);
@@ -74,7 +76,7 @@ test('a port the given engine does not listen on is refused, not ignored; a malf
   }
 });
 
-test('a device pool: without a GPU the engine\'s NO_DEVICE names the pool; without a CUDA allocator MEMORY_KIND_UNSUPPORTED', async () => {
+test("a device pool: without a GPU the engine's NO_DEVICE names the pool; without a CUDA allocator MEMORY_KIND_UNSUPPORTED", async () => {
   const withCuda = await createTransferEngine({ ...TCP_CONFIG, transports: ['mooncake-nvlink'] });
   const hostOnly = await createTransferEngine(TCP_CONFIG);
   try {
@@ -134,11 +136,17 @@ test('vLLM flow: saveCaches → requestFinished params → proxy (JSON) → hasC
     const consumer = await createECConsumer({ engine: ce, loadTimeoutMs: 5_000 });
     const cSched = new ECConnectorScheduler({ role: 'consumer' });
     const cWorker = new ECConnectorWorker({ consumer });
-    assert.equal(request.mmHashes.map((h) => cSched.hasCacheItem(h, request)), [true, true, true, false]);
+    assert.equal(
+      request.mmHashes.map((h) => cSched.hasCacheItem(h, request)),
+      [true, true, true, false],
+    );
     for (let i = 0; i < 4; i++) cSched.updateStateAfterAlloc(request, i);
     cSched.updateStateAfterAlloc(request, 0); // again: do_remote_encode was cleared, no second pull
     const meta = cSched.buildConnectorMeta();
-    assert.equal(meta.loads.map((l) => l.mmHash), ['h1', 'h2', 'h3']);
+    assert.equal(
+      meta.loads.map((l) => l.mmHash),
+      ['h1', 'h2', 'h3'],
+    );
     assert.equal(cSched.buildConnectorMeta().loads, [], 'reset after build');
     assert.equal(cSched.requestFinished(request), [false, null]);
 
@@ -148,7 +156,8 @@ test('vLLM flow: saveCaches → requestFinished params → proxy (JSON) → hasC
     cWorker.startLoadCaches(meta, { allocate: (h, n) => (where.set(h, next), (next += Number(n)), { addr: cache.addr + BigInt(where.get(h)!) }) });
     const r = await cWorker.waitForLoad(10_000);
     assert.equal(r.loaded.sort(), ['h1', 'h2']);
-    for (const [h, n] of Object.entries(sizes)) assert.ok(Buffer.compare(cache.buffer!.subarray(where.get(h)!, where.get(h)! + n), embedding(h, n)) === 0, `${h} byte-exact`);
+    for (const [h, n] of Object.entries(sizes))
+      assert.ok(Buffer.compare(cache.buffer!.subarray(where.get(h)!, where.get(h)! + n), embedding(h, n)) === 0, `${h} byte-exact`);
     const finished = cWorker.getFinished();
     assert.equal([...finished.recving].sort(), ['h1', 'h2']);
     assert.equal([...finished.failed.keys()], ['h3']);
@@ -182,7 +191,10 @@ test('waitForLoad with a signal: aborted → the items still out fail ABORTED at
     abort.abort();
     const r = await waiting;
     assert.equal(r.loaded, []);
-    assert.equal(r.failed.map((f) => [f.mmHash, (f.error as { code?: string }).code]), [['big', 'ABORTED']]);
+    assert.equal(
+      r.failed.map((f) => [f.mmHash, (f.error as { code?: string }).code]),
+      [['big', 'ABORTED']],
+    );
     // Answered by the abort, not by the load's deadline (10 s): no clock decides what it means.
     assert.ok(Date.now() - started < 5_000, `${Date.now() - started} ms`);
     await consumer.close();

@@ -26,7 +26,12 @@ test('allocator: first fit, oldest unpinned evicted first, neighbours coalesce',
 });
 
 test('allocator: eviction takes the least recently used first (a touched item is kept)', () => {
-  for (const [touched, want] of [[[], ['x']], [['x'], ['y']], [['x', 'y'], ['z']], [['y', 'x', 'z'], ['y']]] as const) {
+  for (const [touched, want] of [
+    [[], ['x']],
+    [['x'], ['y']],
+    [['x', 'y'], ['z']],
+    [['y', 'x', 'z'], ['y']],
+  ] as const) {
     const evicted: string[] = [];
     const a = new PoolAllocator(960, (it) => evicted.push(it.key));
     for (const k of ['x', 'y', 'z']) a.allocate(k, 320);
@@ -40,7 +45,10 @@ test('allocator: pinned items are never evicted; nothing evictable → POOL_EXHA
   const a = new PoolAllocator(1024);
   for (const k of ['a', 'b', 'c']) a.allocate(k, 300).pins = 1;
   const t = Date.now();
-  assert.is(codeOf(() => a.allocate('d', 300)), 'POOL_EXHAUSTED');
+  assert.is(
+    codeOf(() => a.allocate('d', 300)),
+    'POOL_EXHAUSTED',
+  );
   assert.ok(Date.now() - t < 50, 'no loop');
   assert.is(a.count, 3);
   a.get('b')!.pins = 0;
@@ -50,11 +58,23 @@ test('allocator: pinned items are never evicted; nothing evictable → POOL_EXHA
 
 test('allocator: an item larger than the pool, a duplicate key, a bad length are refused', () => {
   const a = new PoolAllocator(1024);
-  assert.is(codeOf(() => a.allocate('big', 2048)), 'INVALID_ARGUMENT');
+  assert.is(
+    codeOf(() => a.allocate('big', 2048)),
+    'INVALID_ARGUMENT',
+  );
   a.allocate('k', 10);
-  assert.is(codeOf(() => a.allocate('k', 10)), 'INVALID_ARGUMENT');
-  assert.is(codeOf(() => a.allocate('n', 0)), 'INVALID_ARGUMENT');
-  assert.is(codeOf(() => a.delete('k')), undefined);
+  assert.is(
+    codeOf(() => a.allocate('k', 10)),
+    'INVALID_ARGUMENT',
+  );
+  assert.is(
+    codeOf(() => a.allocate('n', 0)),
+    'INVALID_ARGUMENT',
+  );
+  assert.is(
+    codeOf(() => a.delete('k')),
+    undefined,
+  );
   assert.is(a.freeBytes, 1024);
 });
 
@@ -62,7 +82,10 @@ test('allocator: fragmentation is bounded by eviction order, never an endless lo
   const a = new PoolAllocator(64 * 100);
   for (let i = 0; i < 100; i++) a.allocate(`i${i}`, 64);
   for (let i = 0; i < 100; i += 2) a.get(`i${i}`)!.pins = 1; // every other slot pinned
-  assert.is(codeOf(() => a.allocate('wide', 128)), 'POOL_EXHAUSTED'); // free slots never adjacent
+  assert.is(
+    codeOf(() => a.allocate('wide', 128)),
+    'POOL_EXHAUSTED',
+  ); // free slots never adjacent
   assert.is(a.count, 50);
 });
 

@@ -48,7 +48,10 @@ test('a pull whose write the transport holds past the deadline: the item stays p
     await parked;
     const load = await consumer.waitForLoad();
     assert.equal(load.loaded, []);
-    assert.equal(load.failed.map((f) => f.mmHash), ['a']);
+    assert.equal(
+      load.failed.map((f) => f.mmHash),
+      ['a'],
+    );
     // The producer did not answer in time: the consumer is told its destination may still be written.
     const why = load.failed[0]!.error as TransferError;
     assert.is(why.details?.destinationMayBeWritten, true, why.message);
@@ -56,13 +59,19 @@ test('a pull whose write the transport holds past the deadline: the item stays p
     // answered the producer, but the transport still holds the write, reading from `a`.
     await new Promise((r) => setTimeout(r, 3_000));
     const other = new Uint8Array(48 * KiB).fill(0x33); // needs a's range of the 64 KiB pool
-    const refused = await producer.save('b', other).then(() => undefined, (e: unknown) => e);
+    const refused = await producer.save('b', other).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.ok(isTransferError(refused, 'POOL_EXHAUSTED'), `saving over an item a transport still reads: ${String(refused ?? 'succeeded')}`);
     assert.is(producer.pool.evictions, 0);
 
     gated.releaseAll();
     await new Promise((r) => setTimeout(r, 200));
-    assert.ok(destination.every((b) => b === 0x5a), 'the late write carried bytes other than the item');
+    assert.ok(
+      destination.every((b) => b === 0x5a),
+      'the late write carried bytes other than the item',
+    );
     // Settled: `a` may go now.
     await producer.save('b', other);
     assert.is(producer.pool.evictions, 1);
@@ -83,7 +92,10 @@ test("a pull whose write the producer's transport settles unconfirmed: the consu
     await parked;
     gated.releaseAll({ unconfirmed: true });
     const unconfirmed = await consumer.waitForLoad();
-    assert.equal(unconfirmed.failed.map((f) => f.mmHash), ['a']);
+    assert.equal(
+      unconfirmed.failed.map((f) => f.mmHash),
+      ['a'],
+    );
     const why = unconfirmed.failed[0]!.error as TransferError;
     assert.is(why.code, 'TIMEOUT', why.message);
     assert.is(why.details?.destinationMayBeWritten, true, `no destinationMayBeWritten: ${why.message}`);
@@ -95,7 +107,10 @@ test("a pull whose write the producer's transport settles unconfirmed: the consu
     await failing;
     consumer.startLoad(params, () => ({ addr }));
     const plain = await consumer.waitForLoad();
-    assert.equal(plain.failed.map((f) => f.mmHash), ['a']);
+    assert.equal(
+      plain.failed.map((f) => f.mmHash),
+      ['a'],
+    );
     const plainWhy = plain.failed[0]!.error as TransferError;
     assert.is(plainWhy.code, 'TRANSFER_FAILED', plainWhy.message);
     assert.is(plainWhy.details?.destinationMayBeWritten, undefined);

@@ -15,17 +15,33 @@ async function readState(pid: number): Promise<string> {
  * pull them into their own registered memory; every loaded byte is compared with the
  * embedding the producer computed.
  */
-const RDMA: TeConfigInput = { connector: 'mooncake-rdma', bindAddress: '127.0.0.1', transportOptions: { 'mooncake-rdma': { provider: 'tcp;ofi_rxm', connectTimeoutMs: 2000 } } };
+const RDMA: TeConfigInput = {
+  connector: 'mooncake-rdma',
+  bindAddress: '127.0.0.1',
+  transportOptions: { 'mooncake-rdma': { provider: 'tcp;ofi_rxm', connectTimeoutMs: 2000 } },
+};
 const MiB = 1 << 20;
 
-for (const [name, config] of [['mooncake-tcp', undefined], ['mooncake-rdma (tcp;ofi_rxm)', RDMA]] as const) {
+for (const [name, config] of [
+  ['mooncake-tcp', undefined],
+  ['mooncake-rdma (tcp;ofi_rxm)', RDMA],
+] as const) {
   test(`items arrive byte-exact over ${name}; two consumers pull the same items; an unknown hash is reported failed`, async () => {
     const ranks: RankProcess[] = [];
     try {
-      const [p, c1, c2] = await Promise.all([spawnEC({ role: 'producer', config, poolBytes: 32 * MiB }), spawnEC({ role: 'consumer', config }), spawnEC({ role: 'consumer', config })]);
+      const [p, c1, c2] = await Promise.all([
+        spawnEC({ role: 'producer', config, poolBytes: 32 * MiB }),
+        spawnEC({ role: 'consumer', config }),
+        spawnEC({ role: 'consumer', config }),
+      ]);
       ranks.push(p, c1, c2);
       const params: Record<string, unknown> = {};
-      for (const [hash, length] of [['img-a', MiB], ['img-b', 3 * MiB + 17], ['vid-c', 8 * MiB]] as const) params[hash] = (await p.call('save', { hash, length })).params;
+      for (const [hash, length] of [
+        ['img-a', MiB],
+        ['img-b', 3 * MiB + 17],
+        ['vid-c', 8 * MiB],
+      ] as const)
+        params[hash] = (await p.call('save', { hash, length })).params;
       params['img-missing'] = { ...(params['img-a'] as object) };
       const [r1, r2] = await Promise.all([c1.call('load', { params }), c2.call('load', { params })]);
       for (const r of [r1, r2]) {
@@ -61,7 +77,11 @@ test('eviction never frees an item while it is being written to a stalled consum
   const ranks: RankProcess[] = [];
   try {
     const big = 256 * MiB;
-    const [p, c, c2] = await Promise.all([spawnEC({ role: 'producer', poolBytes: big + 64 * MiB, maxPulls: 1 }), spawnEC({ role: 'consumer', destBytes: big, loadTimeoutMs: 30_000 }), spawnEC({ role: 'consumer', destBytes: big })]);
+    const [p, c, c2] = await Promise.all([
+      spawnEC({ role: 'producer', poolBytes: big + 64 * MiB, maxPulls: 1 }),
+      spawnEC({ role: 'consumer', destBytes: big, loadTimeoutMs: 30_000 }),
+      spawnEC({ role: 'consumer', destBytes: big }),
+    ]);
     ranks.push(p, c, c2);
     const params = { a: (await p.call('save', { hash: 'a', length: big })).params };
     // The consumer asks for `a` and stops itself once the first bytes landed: the producer's
@@ -117,7 +137,10 @@ test('closing a producer waits for the pulls it is serving before freeing its po
   const ranks: RankProcess[] = [];
   try {
     const big = 256 * MiB;
-    const [p, c] = await Promise.all([spawnEC({ role: 'producer', poolBytes: big + MiB }), spawnEC({ role: 'consumer', destBytes: big, loadTimeoutMs: 30_000 })]);
+    const [p, c] = await Promise.all([
+      spawnEC({ role: 'producer', poolBytes: big + MiB }),
+      spawnEC({ role: 'consumer', destBytes: big, loadTimeoutMs: 30_000 }),
+    ]);
     ranks.push(p, c);
     const params = { a: (await p.call('save', { hash: 'a', length: big })).params };
     const loading = c.call('load', { params, stopMidWrite: true }, 60_000);

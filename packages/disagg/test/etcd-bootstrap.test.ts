@@ -42,7 +42,11 @@ if (NO_ETCD) {
     etcd?.dispose();
   });
   const engine = async (prefix: string): Promise<TransferEngine> => {
-    const e = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1', metadata: { type: 'etcd', endpoints: [etcd.endpoint], prefix, leaseTtlS: 2 } });
+    const e = await createTransferEngine({
+      connector: 'mooncake-tcp',
+      bindAddress: '127.0.0.1',
+      metadata: { type: 'etcd', endpoints: [etcd.endpoint], prefix, leaseTtlS: 2 },
+    });
     engines.push(e);
     return e;
   };
@@ -54,7 +58,16 @@ if (NO_ETCD) {
     const de = await engine(prefix);
     const pm = await allocateRank(pe, MODEL, LAYOUT);
     const dm = await allocateRank(de, MODEL, LAYOUT);
-    const prefill = await createKVManager({ role: 'prefill', engine: pe, layout: LAYOUT, buffers: pm.buffers, bootstrapHost: '127.0.0.1', bootstrapPort: port, bootstrapStore: 'etcd', timeouts });
+    const prefill = await createKVManager({
+      role: 'prefill',
+      engine: pe,
+      layout: LAYOUT,
+      buffers: pm.buffers,
+      bootstrapHost: '127.0.0.1',
+      bootstrapPort: port,
+      bootstrapStore: 'etcd',
+      timeouts,
+    });
     closers.push(() => prefill.close());
     const decode = await createKVManager({ role: 'decode', engine: de, layout: LAYOUT, buffers: dm.buffers, bootstrapStore: 'etcd', timeouts });
     closers.push(() => decode.close());
@@ -81,11 +94,23 @@ if (NO_ETCD) {
     // 6 tokens: not a whole number of the prefill's 4-token pages (a multiple would be accepted).
     const dm = await allocateRank(de, { ...MODEL, pageSize: 6 }, LAYOUT);
     const port = await freePort();
-    const prefill = await createKVManager({ role: 'prefill', engine: pe, layout: LAYOUT, buffers: pm.buffers, bootstrapHost: '127.0.0.1', bootstrapPort: port, bootstrapStore: 'etcd', timeouts });
+    const prefill = await createKVManager({
+      role: 'prefill',
+      engine: pe,
+      layout: LAYOUT,
+      buffers: pm.buffers,
+      bootstrapHost: '127.0.0.1',
+      bootstrapPort: port,
+      bootstrapStore: 'etcd',
+      timeouts,
+    });
     closers.push(() => prefill.close());
     const directory = new EtcdRankDirectory(`127.0.0.1:${port}`, de.metadataRecords!);
     try {
-      await directory.prefillInfo({ page_size: dm.buffers.pageSize, kv_cache_dtype: dm.buffers.kvCacheDtype, attention: dm.buffers.attention, num_layers: MODEL.totalLayers }, 2000);
+      await directory.prefillInfo(
+        { page_size: dm.buffers.pageSize, kv_cache_dtype: dm.buffers.kvCacheDtype, attention: dm.buffers.attention, num_layers: MODEL.totalLayers },
+        2000,
+      );
       assert.unreachable('mismatch accepted');
     } catch (e) {
       assert.ok(isTransferError(e));

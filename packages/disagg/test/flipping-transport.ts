@@ -2,7 +2,16 @@
 // flips a byte of the next write it lands (the next one `flip.when` picks, when set): a
 // byte corrupted in flight, which no status reports. `flip.at` does the flipping (the test
 // reaches the peer's memory in-process).
-import { PLUGIN_API_VERSION, PluginRegistry, definePlugin, type BatchResult, type SubmitOptions, type TransferBatch, type TransportContext, type TransportPeer } from '@te/connector';
+import {
+  PLUGIN_API_VERSION,
+  PluginRegistry,
+  definePlugin,
+  type BatchResult,
+  type SubmitOptions,
+  type TransferBatch,
+  type TransportContext,
+  type TransportPeer,
+} from '@te/connector';
 import { FakeFaults, FakeTransport } from '@te/testkit';
 
 export const flip: { armed: boolean; at?: (addr: bigint) => void; when?: (remote: bigint, length: bigint) => boolean } = { armed: false };

@@ -5,7 +5,17 @@
 // `failFrom`); a failed one fails once a held one is in the transport. Released with
 // `unconfirmed`, a held write is given up instead of landing, and says that its bytes may
 // still land at the peer, as a transport whose peer did not confirm the cancel does.
-import { PLUGIN_API_VERSION, PluginRegistry, TransferError, definePlugin, type BatchResult, type SubmitOptions, type TransferBatch, type TransportContext, type TransportPeer } from '@te/connector';
+import {
+  PLUGIN_API_VERSION,
+  PluginRegistry,
+  TransferError,
+  definePlugin,
+  type BatchResult,
+  type SubmitOptions,
+  type TransferBatch,
+  type TransportContext,
+  type TransportPeer,
+} from '@te/connector';
 import { FakeFaults, FakeTransport } from '@te/testkit';
 
 export interface Gate {

@@ -28,7 +28,16 @@ export async function withInProcessRanks<T>(
     const engine = await o.engine();
     engines.push(engine);
     const memory = await allocateRank(engine, o.model, layout);
-    const manager = await createKVManager({ role, layout, buffers: memory.buffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: port, timeouts: o.timeouts ?? FAST, ...(o.staging ? { staging: o.staging } : {}) });
+    const manager = await createKVManager({
+      role,
+      layout,
+      buffers: memory.buffers,
+      engine,
+      bootstrapHost: '127.0.0.1',
+      bootstrapPort: port,
+      timeouts: o.timeouts ?? FAST,
+      ...(o.staging ? { staging: o.staging } : {}),
+    });
     managers.push(manager);
     return { engine, memory, manager };
   };

@@ -9,7 +9,11 @@ const cases: [string, Partial<Record<keyof PairingFields, string | number | null
   ['fields not given', { page_size: null, kv_cache_dtype: null }, undefined],
   ['a decode page holding two prefill pages', { page_size: 32 }, undefined],
   ['a decode page holding two prefill pages, as a query string', { page_size: '32' }, undefined],
-  ['a decode page smaller than the prefill page', { page_size: 8 }, /^page_size mismatch: decode has page_size=8, prefill has page_size=16 \(a decode page must hold a whole number of prefill pages\)$/],
+  [
+    'a decode page smaller than the prefill page',
+    { page_size: 8 },
+    /^page_size mismatch: decode has page_size=8, prefill has page_size=16 \(a decode page must hold a whole number of prefill pages\)$/,
+  ],
   ['a decode page of one and a half prefill pages', { page_size: 24 }, /page_size=24/],
   ['a page size that is not a number', { page_size: '16x' }, /page_size mismatch/],
   ['another dtype', { kv_cache_dtype: 'fp8' }, /^kv_cache_dtype mismatch: decode has kv_cache_dtype=fp8, prefill has kv_cache_dtype=bf16$/],

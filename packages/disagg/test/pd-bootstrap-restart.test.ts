@@ -22,7 +22,16 @@ test('the bootstrap server restarted on its port: the live prefill ranks registe
   const make = async (role: 'prefill' | 'decode', l: ParallelLayout) => {
     const engine = await createTransferEngine(TCP_CONFIG);
     const memory = await allocateRank(engine, MODEL, l);
-    const manager = await createKVManager({ role, layout: l, buffers: memory.buffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: port, serveBootstrap: false, timeouts: { ...FAST, bootstrapMs: 8_000 } });
+    const manager = await createKVManager({
+      role,
+      layout: l,
+      buffers: memory.buffers,
+      engine,
+      bootstrapHost: '127.0.0.1',
+      bootstrapPort: port,
+      serveBootstrap: false,
+      timeouts: { ...FAST, bootstrapMs: 8_000 },
+    });
     const r = { engine, manager, memory };
     made.push(r);
     return r;

@@ -31,7 +31,11 @@ interface Case {
   how: RoomSpec['how'];
 }
 
-async function ranks(make: (role: 'prefill' | 'decode', l: ReturnType<typeof layout>) => Promise<Rank>, p: number, d: number): Promise<{ prefills: Rank[]; decodes: Rank[] }> {
+async function ranks(
+  make: (role: 'prefill' | 'decode', l: ReturnType<typeof layout>) => Promise<Rank>,
+  p: number,
+  d: number,
+): Promise<{ prefills: Rank[]; decodes: Rank[] }> {
   const prefills: Rank[] = [];
   for (const l of tps(p)) prefills.push(await make('prefill', l));
   const decodes: Rank[] = [];
@@ -48,47 +52,74 @@ const CASES: Case[] = [
   { name: 'TP 1→2 NHD', model: MHA, prefill: 1, decode: 2, route: 'gather', how: 'chunked' },
   { name: 'TP 2→1 NHD', model: MHA, prefill: 2, decode: 1, route: 'ring', how: 'whole' },
   { name: 'TP 2→1 NHD, layerwise, Mamba state sliced', model: MAMBA, prefill: 2, decode: 1, route: 'ring', how: 'layerwise' },
-  { name: 'TP 1→2 HND both sides', model: MHA, prefill: 1, decode: 2, prefillSide: { pageLayout: 'HND' }, decodeSide: { pageLayout: 'HND' }, route: 'direct', how: 'whole' },
+  {
+    name: 'TP 1→2 HND both sides',
+    model: MHA,
+    prefill: 1,
+    decode: 2,
+    prefillSide: { pageLayout: 'HND' },
+    decodeSide: { pageLayout: 'HND' },
+    route: 'direct',
+    how: 'whole',
+  },
   { name: 'TP 1→1 NHD → HND', model: MHA, prefill: 1, decode: 1, decodeSide: { pageLayout: 'HND' }, route: 'gather', how: 'layerwise' },
-  { name: 'TP 2→1 HND pages of 4 → HND pages of 8', model: MHA, prefill: 2, decode: 1, prefillSide: { pageLayout: 'HND' }, decodeSide: { pageLayout: 'HND', pageSize: 8 }, route: 'ring', how: 'chunked' },
+  {
+    name: 'TP 2→1 HND pages of 4 → HND pages of 8',
+    model: MHA,
+    prefill: 2,
+    decode: 1,
+    prefillSide: { pageLayout: 'HND' },
+    decodeSide: { pageLayout: 'HND', pageSize: 8 },
+    route: 'ring',
+    how: 'chunked',
+  },
 ];
 
 test('checksums on, head-sliced and state: every route succeeds byte-exact, each report carrying KV (and state) checksums', async () => {
   let id = 0x6100n;
   for (const c of CASES) {
-    await withRanks({ model: c.model, ...(c.prefillSide ? { prefillSide: c.prefillSide } : {}), ...(c.decodeSide ? { decodeSide: c.decodeSide } : {}) }, async (make, port) => {
-      const { prefills, decodes } = await ranks(make, c.prefill, c.decode);
-      let reports = 0;
-      let kv = 0;
-      let state = 0;
-      for (const d of decodes) {
-        onReport(d, (m) => {
-          if (m.status !== KVStatus.Success) return;
-          reports++;
-          if (m.kvCrc32c instanceof Uint32Array && m.kvCrc32c.length > 0) kv++;
-          if (m.stateCrc32c instanceof Uint32Array && m.stateCrc32c.length > 0) state++;
-        });
-      }
-      const room = id++;
-      const perDst = (c.decodeSide?.pageSize ?? c.model.pageSize) / c.model.pageSize;
-      const src = [0, 1, 2, 3];
-      const dst = perDst === 2 ? [5, 9] : [5, 9, 6, 12];
-      const spec: RoomSpec = { room, src, dst, how: c.how, ...(c.model.state ? { stateSrc: [1, 3], stateDst: [2, 0] } : {}) };
-      const errors = await runRoom(c.model, prefills, decodes, port, spec);
-      errors.decode.forEach((e, i) => assert.is(e, undefined, `${c.name}: decode rank ${i}: ${String(e)}`));
-      errors.prefill.forEach((e, i) => assert.is(e, undefined, `${c.name}: prefill rank ${i}: ${String(e)}`));
-      const tokens = perDst === 2 ? { tokens: src.length * c.model.pageSize } : {};
-      for (const [k, d] of decodes.entries()) {
-        assert.is(verifyDecode(c.model, d.memory, [{ room, pages: Uint32Array.from(dst), auxSlot: 2, ...(spec.stateDst ? { stateIdx: Uint32Array.from(spec.stateDst) } : {}), ...tokens }]), undefined, `${c.name}: decode rank ${k} bytes`);
-      }
-      const s = staged(prefills);
-      if (c.route === 'gather') assert.ok(s.gather > 0 && s.ring === 0, `${c.name}: gathered (${JSON.stringify(s)})`);
-      if (c.route === 'ring') assert.ok(s.ring > 0 && s.gather === 0, `${c.name}: staged on the ring (${JSON.stringify(s)})`);
-      if (c.route === 'direct') assert.ok(s.ring === 0 && s.gather === 0, `${c.name}: no staging (${JSON.stringify(s)})`);
-      assert.ok(reports >= c.prefill * c.decode, `${c.name}: ${reports} reports`);
-      assert.is(kv, reports, `${c.name}: every Success report carried KV checksums`);
-      if (c.model.state) assert.is(state, c.prefill, `${c.name}: every state sender's report carried state checksums`);
-    });
+    await withRanks(
+      { model: c.model, ...(c.prefillSide ? { prefillSide: c.prefillSide } : {}), ...(c.decodeSide ? { decodeSide: c.decodeSide } : {}) },
+      async (make, port) => {
+        const { prefills, decodes } = await ranks(make, c.prefill, c.decode);
+        let reports = 0;
+        let kv = 0;
+        let state = 0;
+        for (const d of decodes) {
+          onReport(d, (m) => {
+            if (m.status !== KVStatus.Success) return;
+            reports++;
+            if (m.kvCrc32c instanceof Uint32Array && m.kvCrc32c.length > 0) kv++;
+            if (m.stateCrc32c instanceof Uint32Array && m.stateCrc32c.length > 0) state++;
+          });
+        }
+        const room = id++;
+        const perDst = (c.decodeSide?.pageSize ?? c.model.pageSize) / c.model.pageSize;
+        const src = [0, 1, 2, 3];
+        const dst = perDst === 2 ? [5, 9] : [5, 9, 6, 12];
+        const spec: RoomSpec = { room, src, dst, how: c.how, ...(c.model.state ? { stateSrc: [1, 3], stateDst: [2, 0] } : {}) };
+        const errors = await runRoom(c.model, prefills, decodes, port, spec);
+        errors.decode.forEach((e, i) => assert.is(e, undefined, `${c.name}: decode rank ${i}: ${String(e)}`));
+        errors.prefill.forEach((e, i) => assert.is(e, undefined, `${c.name}: prefill rank ${i}: ${String(e)}`));
+        const tokens = perDst === 2 ? { tokens: src.length * c.model.pageSize } : {};
+        for (const [k, d] of decodes.entries()) {
+          assert.is(
+            verifyDecode(c.model, d.memory, [
+              { room, pages: Uint32Array.from(dst), auxSlot: 2, ...(spec.stateDst ? { stateIdx: Uint32Array.from(spec.stateDst) } : {}), ...tokens },
+            ]),
+            undefined,
+            `${c.name}: decode rank ${k} bytes`,
+          );
+        }
+        const s = staged(prefills);
+        if (c.route === 'gather') assert.ok(s.gather > 0 && s.ring === 0, `${c.name}: gathered (${JSON.stringify(s)})`);
+        if (c.route === 'ring') assert.ok(s.ring > 0 && s.gather === 0, `${c.name}: staged on the ring (${JSON.stringify(s)})`);
+        if (c.route === 'direct') assert.ok(s.ring === 0 && s.gather === 0, `${c.name}: no staging (${JSON.stringify(s)})`);
+        assert.ok(reports >= c.prefill * c.decode, `${c.name}: ${reports} reports`);
+        assert.is(kv, reports, `${c.name}: every Success report carried KV checksums`);
+        if (c.model.state) assert.is(state, c.prefill, `${c.name}: every state sender's report carried state checksums`);
+      },
+    );
   }
 });
 
@@ -132,7 +163,10 @@ test('a real write on the ring route corrupted after it landed (mooncake-tcp, TP
     assert.ok(isTransferError(e, 'DATA_CORRUPTED'), `decode: ${String(e)}`);
     assert.match(e!.message, /layer 0 K, destination pages 11\b/);
     assert.is(e!.details?.room, 0x6300n);
-    assert.ok(errors.prefill.some((x) => isTransferError(x, 'DATA_CORRUPTED')), `prefill: ${errors.prefill.map(String).join('; ')}`);
+    assert.ok(
+      errors.prefill.some((x) => isTransferError(x, 'DATA_CORRUPTED')),
+      `prefill: ${errors.prefill.map(String).join('; ')}`,
+    );
   });
 });
 
@@ -161,7 +195,14 @@ test('state: a byte flipped in flight (fake transport, TP 1→1) and one corrupt
       // Prefill rank 1 sends units 2..3 of each slot; slot 3's unit 2 has landed by its report.
       if (m.status === KVStatus.Success && m.prefillTpRank === 1) d.memory.state[0]![3 * item + 2 * 8 + 5]! ^= 0x80;
     });
-    const errors = await runRoom(MAMBA, prefills, decodes, port, { room: 0x6500n, src: [0, 1], dst: [3, 4], how: 'chunked', stateSrc: [0, 2], stateDst: [1, 3] });
+    const errors = await runRoom(MAMBA, prefills, decodes, port, {
+      room: 0x6500n,
+      src: [0, 1],
+      dst: [3, 4],
+      how: 'chunked',
+      stateSrc: [0, 2],
+      stateDst: [1, 3],
+    });
     const e = errors.decode[0] as (Error & { details?: Record<string, unknown> }) | undefined;
     assert.ok(isTransferError(e, 'DATA_CORRUPTED'), `decode: ${String(e)}`);
     assert.match(e!.message, /state checksum mismatch in state buffer 0, slots 3\b/);

@@ -20,7 +20,16 @@ const MLA: ModelSpec = { attention: 'mla', totalLayers: 2, heads: 1, headBytes: 
 
 const withRanks = (o: Partial<RanksOptions>, body: Parameters<typeof withRanksOf>[1]) => withRanksOf({ model: MODEL, ...o }, body);
 
-async function oneRoom(prefills: Rank[], d: Rank, port: number, room: bigint, src: number[], dst: number[], how: 'whole' | 'chunked' | 'layerwise', model = MODEL) {
+async function oneRoom(
+  prefills: Rank[],
+  d: Rank,
+  port: number,
+  room: bigint,
+  src: number[],
+  dst: number[],
+  how: 'whole' | 'chunked' | 'layerwise',
+  model = MODEL,
+) {
   const pages = Uint32Array.from(src);
   const senders = prefills.map((p) => {
     fillPrefill(model, p.memory, room, pages, 1);
@@ -62,10 +71,11 @@ test('checksums on: whole, chunked and layerwise rooms, TP 2→2, PP 2→1 and M
       for (const l of decodeLayouts) decodes.push(await make('decode', l));
       let reports = 0;
       let withSums = 0;
-      for (const d of decodes) onReport(d, (m) => {
-        reports++;
-        if (m.kvCrc32c instanceof Uint32Array && m.kvCrc32c.length > 0) withSums++;
-      });
+      for (const d of decodes)
+        onReport(d, (m) => {
+          reports++;
+          if (m.kvCrc32c instanceof Uint32Array && m.kvCrc32c.length > 0) withSums++;
+        });
       const rooms: { room: bigint; pages: Uint32Array; auxSlot: number }[] = [];
       let id = 0x5100n;
       for (const how of ['whole', 'chunked', 'layerwise'] as const) {

@@ -39,7 +39,15 @@ test('a prefill rank that refuses its buffers (item length 0) unregisters them a
   try {
     const { base, keep } = await rawMemory(engine);
     const port = await freePort();
-    const e = await createKVManager({ role: 'prefill', layout: layout(1, 0), buffers: buffers(base, 0n), engine, bootstrapHost: '127.0.0.1', bootstrapPort: port, timeouts: FAST }).then(
+    const e = await createKVManager({
+      role: 'prefill',
+      layout: layout(1, 0),
+      buffers: buffers(base, 0n),
+      engine,
+      bootstrapHost: '127.0.0.1',
+      bootstrapPort: port,
+      timeouts: FAST,
+    }).then(
       () => assert.unreachable('item length 0 must be refused'),
       (x: unknown) => x,
     );
@@ -48,7 +56,15 @@ test('a prefill rank that refuses its buffers (item length 0) unregisters them a
     const server = await startBootstrapServer({ host: '127.0.0.1', port });
     await server.close();
     // The same engine, memory and port serve a valid manager afterwards.
-    const m = await createKVManager({ role: 'prefill', layout: layout(1, 0), buffers: buffers(base, 256n), engine, bootstrapHost: '127.0.0.1', bootstrapPort: port, timeouts: FAST });
+    const m = await createKVManager({
+      role: 'prefill',
+      layout: layout(1, 0),
+      buffers: buffers(base, 256n),
+      engine,
+      bootstrapHost: '127.0.0.1',
+      bootstrapPort: port,
+      timeouts: FAST,
+    });
     assert.is(inside(engine, base).length, 3);
     await m.close();
     assert.equal(inside(engine, base), []);
@@ -63,7 +79,16 @@ test('a prefill rank whose bootstrap server never comes up times out and unregis
   try {
     const { base, keep } = await rawMemory(engine);
     const port = await freePort(); // nobody listens there
-    const e = await createKVManager({ role: 'prefill', layout: layout(1, 0), buffers: buffers(base, 256n), engine, bootstrapHost: '127.0.0.1', bootstrapPort: port, serveBootstrap: false, timeouts: { ...FAST, bootstrapMs: 500 } }).then(
+    const e = await createKVManager({
+      role: 'prefill',
+      layout: layout(1, 0),
+      buffers: buffers(base, 256n),
+      engine,
+      bootstrapHost: '127.0.0.1',
+      bootstrapPort: port,
+      serveBootstrap: false,
+      timeouts: { ...FAST, bootstrapMs: 500 },
+    }).then(
       () => assert.unreachable('registration cannot succeed'),
       (x: unknown) => x,
     );

@@ -29,7 +29,17 @@ function group(n: number, item: bigint, count: bigint, base: bigint) {
 }
 
 function prefillBuffers(state = false): KVBuffers {
-  const b: KVBuffers = { kv: group(4, PAGE, PAGES, 0x10000n), attention: 'mha', numLayers: 2, totalLayers: 2, pageSize: 4, kvCacheDtype: 'fp16', aux: group(2, 64n, 8n, 0x80000n), device: 'cpu', totalKvHeads: 2 };
+  const b: KVBuffers = {
+    kv: group(4, PAGE, PAGES, 0x10000n),
+    attention: 'mha',
+    numLayers: 2,
+    totalLayers: 2,
+    pageSize: 4,
+    kvCacheDtype: 'fp16',
+    aux: group(2, 64n, 8n, 0x80000n),
+    device: 'cpu',
+    totalKvHeads: 2,
+  };
   if (state) b.state = { ...group(2, 128n, 4n, 0x90000n), kind: 'mamba' };
   return b;
 }
@@ -58,11 +68,25 @@ function registration(segment: string, over: Partial<RegisterMessage> = {}): Reg
 }
 
 function request(segment: string, room: bigint, tpRank = 0) {
-  return { v: PD_PROTOCOL_VERSION, room, decodeSegment: segment, decodeTpRank: tpRank, pages: Uint32Array.of(1), auxIndex: 0, requiredDecodeRanks: 1, dummy: false, sendsAux: false, sendsState: false };
+  return {
+    v: PD_PROTOCOL_VERSION,
+    room,
+    decodeSegment: segment,
+    decodeTpRank: tpRank,
+    pages: Uint32Array.of(1),
+    auxIndex: 0,
+    requiredDecodeRanks: 1,
+    dummy: false,
+    sendsAux: false,
+    sendsState: false,
+  };
 }
 
 async function errorOf(p: Promise<unknown>): Promise<unknown> {
-  return p.then(() => undefined, (e: unknown) => e);
+  return p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
 }
 
 async function until(f: () => boolean, timeoutMs = 10_000): Promise<void> {
@@ -107,7 +131,12 @@ test('at the cap, the least recently used idle registration is evicted, never on
     await reg('127.0.0.1:10001'); // registering again (a restart, same port) needs no room
     assert.is(rank.destinationCount, 3);
     // Their rooms still find their registrations.
-    for (const [s, room] of [['127.0.0.1:10001', 11n], ['127.0.0.1:10003', 13n], ['127.0.0.1:10005', 15n]] as const) await req(s, room);
+    for (const [s, room] of [
+      ['127.0.0.1:10001', 11n],
+      ['127.0.0.1:10003', 13n],
+      ['127.0.0.1:10005', 15n],
+    ] as const)
+      await req(s, room);
   } finally {
     await close();
   }
@@ -196,9 +225,7 @@ const PAIR_MODEL: ModelSpec = { attention: 'mha', totalLayers: 2, heads: 2, head
 const PAIR_RANKS = { model: PAIR_MODEL, engine: () => createTransferEngine(TCP_CONFIG) };
 
 /** A prefill and a decode manager in this process, each on its own engine, closed afterwards. */
-async function withManagers(
-  body: (pair: { model: ModelSpec; port: number; p: InProcessRank; d: InProcessRank }) => Promise<void>,
-): Promise<void> {
+async function withManagers(body: (pair: { model: ModelSpec; port: number; p: InProcessRank; d: InProcessRank }) => Promise<void>): Promise<void> {
   await withInProcessRanks(PAIR_RANKS, async (make, port) => body({ model: PAIR_MODEL, port, p: await make('prefill', L), d: await make('decode', L) }));
 }
 
@@ -206,18 +233,23 @@ async function withManagers(
  * Routes `engine`'s control requests through `through`, whose `send()` makes the real request:
  * a test can delay one, or drop its answer.
  */
-function interceptControl(engine: TransferEngine, through: (r: { segment: string; type: string; timeoutMs: number; send: () => Promise<unknown> }) => Promise<unknown>): void {
+function interceptControl(
+  engine: TransferEngine,
+  through: (r: { segment: string; type: string; timeoutMs: number; send: () => Promise<unknown> }) => Promise<unknown>,
+): void {
   const controlClient = engine.controlClient.bind(engine);
   engine.controlClient = ((segment: string) => {
     const c = controlClient(segment);
     const w = Object.create(c) as typeof c;
-    w.request = ((type: string, body: unknown, timeoutMs: number) => through({ segment, type, timeoutMs, send: () => c.request(type, body, timeoutMs) })) as typeof c.request;
+    w.request = ((type: string, body: unknown, timeoutMs: number) =>
+      through({ segment, type, timeoutMs, send: () => c.request(type, body, timeoutMs) })) as typeof c.request;
     return w;
   }) as TransferEngine['controlClient'];
 }
 
 /** What a request whose answer never came rejects with. */
-const noAnswer = (r: { segment: string; type: string; timeoutMs: number }) => new TransferError('TIMEOUT', `No answer from ${r.segment} to "${r.type}" within ${r.timeoutMs} ms`);
+const noAnswer = (r: { segment: string; type: string; timeoutMs: number }) =>
+  new TransferError('TIMEOUT', `No answer from ${r.segment} to "${r.type}" within ${r.timeoutMs} ms`);
 
 test('a transient connection failure fails that room on both sides; the live decode registers again and its next room succeeds', async () => {
   await withManagers(async ({ model, port, p, d }) => {
@@ -343,7 +375,10 @@ test('a repeated Success report is counted once while the decode still waits for
     await receiver.cell.reached(KVStatus.Success, { timeoutMs: 10_000 });
     assert.is(p0Reports, 2, 'rank 0 reported twice');
     const sent = senders.map((s) => (s as unknown as { bytes: number }).bytes);
-    assert.ok(sent.every((b) => b > 0), `each prefill rank wrote bytes: ${sent}`);
+    assert.ok(
+      sent.every((b) => b > 0),
+      `each prefill rank wrote bytes: ${sent}`,
+    );
     assert.is((receiver as unknown as { bytes: number }).bytes, sent[0]! + sent[1]!, "the decode's byte count holds each rank's report once");
     assert.is(verifyDecode(PAIR_MODEL, d.memory, [{ room: 11n, pages: Uint32Array.of(2, 3), auxSlot: 0 }]), undefined);
   });

@@ -164,7 +164,10 @@ test('malformed or unknown messages on the rank channel are refused and the rank
       ['te.kv.p.bogus', {}],
     ];
     for (const [type, body] of bad) {
-      const e = await client.request(type, body, 5_000).then(() => undefined, (x: unknown) => x);
+      const e = await client.request(type, body, 5_000).then(
+        () => undefined,
+        (x: unknown) => x,
+      );
       assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), `${type} ${JSON.stringify(body, (_, v) => (typeof v === 'bigint' ? `${v}n` : v))}: ${String(e)}`);
     }
     // The decode's channel: a status whose flags are not booleans is refused too.
@@ -173,14 +176,35 @@ test('malformed or unknown messages on the rank channel are refused and the rank
       { v: 1, room: 5n, prefillTpRank: 0, prefillPpRank: 0, status: 0, pagesMayBeWritten: 'yes' },
       { v: 1, room: 5n, prefillTpRank: 0, prefillPpRank: 0, status: 0, pagesMayBeWritten: 1 },
     ]) {
-      const e = await toDecode.request(PD_MESSAGES.status, body, 5_000).then(() => undefined, (x: unknown) => x);
+      const e = await toDecode.request(PD_MESSAGES.status, body, 5_000).then(
+        () => undefined,
+        (x: unknown) => x,
+      );
       assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), `status ${JSON.stringify(body, (_, v) => (typeof v === 'bigint' ? `${v}n` : v))}: ${String(e)}`);
       assert.match((e as Error).message, /pagesMayBeWritten/);
     }
     // A request from a decode that never registered is refused as such.
     const unregistered = await client
-      .request(PD_MESSAGES.request, { v: 1, room: 3n, decodeSegment: 'nobody:1', decodeTpRank: 0, pages: Uint32Array.of(1), auxIndex: 0, requiredDecodeRanks: 1, dummy: false, sendsAux: true, sendsState: false }, 5_000)
-      .then(() => undefined, (x: unknown) => x);
+      .request(
+        PD_MESSAGES.request,
+        {
+          v: 1,
+          room: 3n,
+          decodeSegment: 'nobody:1',
+          decodeTpRank: 0,
+          pages: Uint32Array.of(1),
+          auxIndex: 0,
+          requiredDecodeRanks: 1,
+          dummy: false,
+          sendsAux: true,
+          sendsState: false,
+        },
+        5_000,
+      )
+      .then(
+        () => undefined,
+        (x: unknown) => x,
+      );
     assert.ok(isTransferError(unregistered, 'STALE_DESCRIPTOR'), String(unregistered));
     const [s, r] = await Promise.all([p.call('send', roomArgs(11n, PAGES, 1)), d.call('receive', roomArgs(11n, DST, 1))]);
     assert.is(s.status, 4);

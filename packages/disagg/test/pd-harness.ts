@@ -60,7 +60,11 @@ export function spawnEC(spec: ECSpec): Promise<RankProcess> {
 
 /** Starts one rank in its own process; resolves when its KV manager is up. */
 export function spawnRank(spec: RankSpec): Promise<RankProcess> {
-  return spawnWorker(RANK_SCRIPT, { ...process.env, ...spec.env, TE_PD_SPEC: JSON.stringify({ ...spec, config: spec.config ?? TCP_CONFIG }) }, `${spec.role} rank`);
+  return spawnWorker(
+    RANK_SCRIPT,
+    { ...process.env, ...spec.env, TE_PD_SPEC: JSON.stringify({ ...spec, config: spec.config ?? TCP_CONFIG }) },
+    `${spec.role} rank`,
+  );
 }
 
 async function spawnWorker(script: string, env: NodeJS.ProcessEnv, what: string): Promise<RankProcess> {

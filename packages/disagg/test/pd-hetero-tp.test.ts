@@ -37,7 +37,10 @@ function expectRoute(stats: ScenarioStats, route: Route): void {
   if (route === 'gather') assert.ok(g > 0 && r === 0 && f === 0, `expected gathers only: ${seen}`);
   if (route === 'ring') {
     assert.ok(r > 0 && g === 0 && f === 0, `expected ring writes only: ${seen}`);
-    assert.ok(stats.decode.some((d) => (d?.scatteredBytes ?? 0) > 0), `a decode rank scattered: ${JSON.stringify(stats.decode)}`);
+    assert.ok(
+      stats.decode.some((d) => (d?.scatteredBytes ?? 0) > 0),
+      `a decode rank scattered: ${JSON.stringify(stats.decode)}`,
+    );
   }
   if (route === 'direct') assert.ok(g === 0 && r === 0 && f === 0, `expected no staging at all: ${seen}`);
   if (route === 'rows') assert.ok(g === 0 && r === 0 && f > 0, `expected per-token fallbacks: ${seen}`);
@@ -81,14 +84,20 @@ test('TP 1→1 with HND on one side only: the whole page re-laid out', async () 
   await run({ model: MHA8, prefill: tps(1), decode: tps(1), prefillSide: HND }, 'gather');
 });
 
-test('decode page 2× the prefill\'s (NHD, TP 1→1 and 2→4): prefill pages mapped by token range', async () => {
-  const rooms = [{ ...ROOM, dstPages: [5, 9, 1] }, { ...ROOM2, dstPages: [10, 11] }];
+test("decode page 2× the prefill's (NHD, TP 1→1 and 2→4): prefill pages mapped by token range", async () => {
+  const rooms = [
+    { ...ROOM, dstPages: [5, 9, 1] },
+    { ...ROOM2, dstPages: [10, 11] },
+  ];
   await run({ model: MHA8, prefill: tps(1), decode: tps(1), decodeSide: { pageSize: 8 }, rooms }, 'direct');
   await run({ model: MHA8, prefill: tps(2), decode: tps(4), decodeSide: { pageSize: 8 }, rooms }, 'gather');
 });
 
-test('decode page 4× the prefill\'s (TP 4→2 NHD, and HND both sides: the ring)', async () => {
-  const rooms = [{ ...ROOM, dstPages: [3, 0] }, { ...ROOM2, dstPages: [4] }];
+test("decode page 4× the prefill's (TP 4→2 NHD, and HND both sides: the ring)", async () => {
+  const rooms = [
+    { ...ROOM, dstPages: [3, 0] },
+    { ...ROOM2, dstPages: [4] },
+  ];
   await run({ model: MHA8, prefill: tps(4), decode: tps(2), decodeSide: { pageSize: 16 }, rooms }, 'ring');
   await run({ model: MHA8, prefill: tps(2), decode: tps(2), prefillSide: HND, decodeSide: { pageSize: 16, pageLayout: 'HND' }, rooms }, 'ring');
 });
@@ -104,9 +113,20 @@ test('GQA replication: TP 2 → 16 with 8 KV heads (two decode ranks per head)',
 
 test('a decode ring smaller than one room: the room waits for space, then completes', async () => {
   // One decode page of every buffer is 6 × 4 tokens × 4 heads × 16 B = 1.5 KiB; each prefill rank stages 6 pages.
-  const stats = await runScenario({ model: MHA8, prefill: tps(4), decode: tps(2), decodeStaging: { ringBytes: 4096 }, prefillStaging: { chunkBytes: 4096 }, rooms: [ROOM, ROOM2], timeouts: TIMEOUTS });
+  const stats = await runScenario({
+    model: MHA8,
+    prefill: tps(4),
+    decode: tps(2),
+    decodeStaging: { ringBytes: 4096 },
+    prefillStaging: { chunkBytes: 4096 },
+    rooms: [ROOM, ROOM2],
+    timeouts: TIMEOUTS,
+  });
   expectRoute(stats, 'ring');
-  assert.ok(stats.decode.every((d) => d !== null && d.capacity === 4096 && d.peak <= 4096), JSON.stringify(stats.decode));
+  assert.ok(
+    stats.decode.every((d) => d !== null && d.capacity === 4096 && d.peak <= 4096),
+    JSON.stringify(stats.decode),
+  );
 });
 
 test('layerwise with staging: TP 2→4 NHD, each layer gathered and written when it is ready', async () => {
@@ -158,8 +178,14 @@ test('a decode killed while its ring holds a room: that room fails on the prefil
       assert.ok(['CONNECTION_LOST', 'PEER_UNREACHABLE', 'PEER_FAILED', 'TIMEOUT', 'ABORTED'].includes(r.code), `${r.code}: ${r.message}`);
     }
     const after = await Promise.all(prefill.map((p) => p.call('stats')));
-    assert.ok(after.every((s) => s.inUse === 0), `staging still held: ${JSON.stringify(after)}`);
-    const [ok, got] = await Promise.all([Promise.all(prefill.map((p) => p.call('send', roomArgs(6n, ROOM2.srcPages, 2)))), d2!.call('receive', roomArgs(6n, ROOM2.dstPages, 3))]);
+    assert.ok(
+      after.every((s) => s.inUse === 0),
+      `staging still held: ${JSON.stringify(after)}`,
+    );
+    const [ok, got] = await Promise.all([
+      Promise.all(prefill.map((p) => p.call('send', roomArgs(6n, ROOM2.srcPages, 2)))),
+      d2!.call('receive', roomArgs(6n, ROOM2.dstPages, 3)),
+    ]);
     ok.forEach((x) => assert.is(x.status, 4, x.message));
     assert.is(got.status, 4, got.message);
     assert.is(got.mismatch, null);

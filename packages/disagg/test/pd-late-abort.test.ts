@@ -17,13 +17,27 @@ import { FAST } from './pd-scenario.js';
 const MODEL: ModelSpec = { attention: 'mha', totalLayers: 2, heads: 4, headBytes: 16, pageSize: 4, pages: 16, auxSlots: 4, auxBytes: 32 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function withPair(body: (p: { engine: TransferEngine; manager: DisaggKVManager; memory: Awaited<ReturnType<typeof allocateRank>> }, d: { engine: TransferEngine; manager: DisaggKVManager }, port: number) => Promise<void>) {
+async function withPair(
+  body: (
+    p: { engine: TransferEngine; manager: DisaggKVManager; memory: Awaited<ReturnType<typeof allocateRank>> },
+    d: { engine: TransferEngine; manager: DisaggKVManager },
+    port: number,
+  ) => Promise<void>,
+) {
   const port = await freePort();
   const made: { engine: TransferEngine; manager: DisaggKVManager }[] = [];
   const make = async (role: 'prefill' | 'decode', l: ParallelLayout) => {
     const engine = await createTransferEngine(TCP_CONFIG);
     const memory = await allocateRank(engine, MODEL, l);
-    const manager = await createKVManager({ role, layout: l, buffers: memory.buffers, engine, bootstrapHost: '127.0.0.1', bootstrapPort: port, timeouts: FAST });
+    const manager = await createKVManager({
+      role,
+      layout: l,
+      buffers: memory.buffers,
+      engine,
+      bootstrapHost: '127.0.0.1',
+      bootstrapPort: port,
+      timeouts: FAST,
+    });
     made.push({ engine, manager });
     return { engine, manager, memory };
   };

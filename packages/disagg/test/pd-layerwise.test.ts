@@ -32,17 +32,30 @@ async function start(model: ModelSpec, p: ParallelLayout[], d: ParallelLayout[],
 }
 
 const tps = (n: number) => Array.from({ length: n }, (_, i) => layout(n, i));
-const args = (r: (typeof ROOMS)[number], extra: Record<string, unknown> = {}) => ({ src: roomArgs(r.room, r.src, r.aux[0]!, extra.stateSrc ? { stateIdx: extra.stateSrc } : {}), dst: roomArgs(r.room, r.dst, r.aux[1]!, extra.stateDst ? { stateIdx: extra.stateDst } : {}) });
+const args = (r: (typeof ROOMS)[number], extra: Record<string, unknown> = {}) => ({
+  src: roomArgs(r.room, r.src, r.aux[0]!, extra.stateSrc ? { stateIdx: extra.stateSrc } : {}),
+  dst: roomArgs(r.room, r.dst, r.aux[1]!, extra.stateDst ? { stateIdx: extra.stateDst } : {}),
+});
 
 /** Runs one layerwise batch of `rooms` on every prefill rank, the receives on every decode rank. */
-async function runBatch(r: Ranks, rooms: (typeof ROOMS)[number][], batchArgs: Record<string, unknown> = {}, state?: (i: number) => { stateSrc: number[]; stateDst: number[] }) {
+async function runBatch(
+  r: Ranks,
+  rooms: (typeof ROOMS)[number][],
+  batchArgs: Record<string, unknown> = {},
+  state?: (i: number) => { stateSrc: number[]; stateDst: number[] },
+) {
   const a = rooms.map((room, i) => args(room, state?.(i) ?? {}));
   const receives = r.decode.map((d) => Promise.all(a.map((x) => d.call('receive', x.dst))));
   const batches = r.prefill.map((p) => p.call('batch', { rooms: a.map((x) => x.src), ...batchArgs }));
   return { receives: Promise.all(receives), batches: Promise.all(batches) };
 }
 
-async function expectAllDelivered(r: Ranks, rooms: (typeof ROOMS)[number][], batchArgs: Record<string, unknown> = {}, state?: (i: number) => { stateSrc: number[]; stateDst: number[] }) {
+async function expectAllDelivered(
+  r: Ranks,
+  rooms: (typeof ROOMS)[number][],
+  batchArgs: Record<string, unknown> = {},
+  state?: (i: number) => { stateSrc: number[]; stateDst: number[] },
+) {
   const run = await runBatch(r, rooms, batchArgs, state);
   const [got, sent] = await Promise.all([run.receives, run.batches]);
   // Rooms of one batch land concurrently: the whole memory is checked once all succeeded.
@@ -96,7 +109,10 @@ test('a failure at layer k (one decode killed) fails that room only; nothing han
   try {
     const common = { model: GQA, bootstrapPort: port, timeouts: FAST };
     const p = await spawnRank({ role: 'prefill', layout: layout(1, 0), layerwise: true, ...common });
-    const [dA, dB] = await Promise.all([spawnRank({ role: 'decode', layout: layout(1, 0), ...common }), spawnRank({ role: 'decode', layout: layout(1, 0), ...common })]);
+    const [dA, dB] = await Promise.all([
+      spawnRank({ role: 'decode', layout: layout(1, 0), ...common }),
+      spawnRank({ role: 'decode', layout: layout(1, 0), ...common }),
+    ]);
     ranks.push(p, dA, dB);
     const [a, b] = [args(ROOMS[0]!), args(ROOMS[1]!)];
     const gotA = dA.call('receive', a.dst);

@@ -22,11 +22,11 @@ test('TP 1→1', async () => {
   await runScenario({ model: MHA, prefill: tps(1), decode: tps(1), rooms: [ROOM, ROOM2] });
 });
 
-test('TP 2→4 (each decode rank takes half a prefill rank\'s heads)', async () => {
+test("TP 2→4 (each decode rank takes half a prefill rank's heads)", async () => {
   await runScenario({ model: MHA, prefill: tps(2), decode: tps(4), rooms: [ROOM] });
 });
 
-test('TP 4→2 (each decode rank gathers two prefill ranks\' heads)', async () => {
+test("TP 4→2 (each decode rank gathers two prefill ranks' heads)", async () => {
   await runScenario({ model: MHA, prefill: tps(4), decode: tps(2), rooms: [ROOM] });
 });
 
@@ -47,7 +47,7 @@ test('PP 2 → PP 1 with TP 2→2 (each stage writes its own layers)', async () 
   await runScenario({ model: MHA, prefill, decode: tps(2), rooms: [ROOM] });
 });
 
-test('DP 2 on both sides (room % dp and the router\'s choice)', async () => {
+test("DP 2 on both sides (room % dp and the router's choice)", async () => {
   const dp = (tp: number) => [0, 1].flatMap((d) => Array.from({ length: tp }, (_, i) => layout(tp, i, { attnDpSize: 2, attnDpRank: d })));
   await runScenario({
     model: MHA,

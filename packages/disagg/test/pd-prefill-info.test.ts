@@ -22,7 +22,14 @@ const cases: { name: string; answer: unknown; layout: ParallelLayout; prefillDpR
   { name: 'a string for pp_size', answer: { ...GOOD, pp_size: '1' }, layout: layout(2, 0), code: 'INVALID_ARGUMENT', message: /\/pp_size/ },
   { name: 'no object at all', answer: 'OK', layout: layout(2, 0), code: 'INVALID_ARGUMENT', message: /malformed prefill layout/ },
   { name: 'decode TP 3 against prefill TP 2', answer: GOOD, layout: layout(3, 0), code: 'LAYOUT_MISMATCH', message: /not a multiple of 2/ },
-  { name: 'a prefill DP rank past dp_size', answer: GOOD, layout: layout(2, 0), prefillDpRank: 2, code: 'LAYOUT_MISMATCH', message: /prefill DP rank 2 is outside \[0, 2\)/ },
+  {
+    name: 'a prefill DP rank past dp_size',
+    answer: GOOD,
+    layout: layout(2, 0),
+    prefillDpRank: 2,
+    code: 'LAYOUT_MISMATCH',
+    message: /prefill DP rank 2 is outside \[0, 2\)/,
+  },
 ];
 
 for (const c of cases) {
@@ -38,8 +45,16 @@ for (const c of cases) {
       const memory = await allocateRank(engine, MODEL, c.layout);
       const manager = await createKVManager({ role: 'decode', layout: c.layout, buffers: memory.buffers, engine, timeouts: FAST });
       try {
-        const receiver = manager.createReceiver({ host: '127.0.0.1', port, room: 4n, ...(c.prefillDpRank !== undefined ? { prefillDpRank: c.prefillDpRank } : {}) });
-        const e = await receiver.init(Uint32Array.of(0, 1), 0).then(() => undefined, (x: unknown) => x);
+        const receiver = manager.createReceiver({
+          host: '127.0.0.1',
+          port,
+          room: 4n,
+          ...(c.prefillDpRank !== undefined ? { prefillDpRank: c.prefillDpRank } : {}),
+        });
+        const e = await receiver.init(Uint32Array.of(0, 1), 0).then(
+          () => undefined,
+          (x: unknown) => x,
+        );
         assert.ok(e instanceof TransferError, `init rejected with ${String(e)}`);
         assert.is(e.code, c.code, e.message);
         assert.match(e.message, c.message);

@@ -25,7 +25,12 @@ interface Rank {
   manager: DisaggKVManager;
 }
 
-async function withRanks(body: (make: (role: 'prefill' | 'decode', l: ParallelLayout, m: ModelSpec, tweak?: (b: KVBuffers) => void, timeouts?: Partial<PDTimeouts>) => Promise<Rank>, port: number) => Promise<void>): Promise<void> {
+async function withRanks(
+  body: (
+    make: (role: 'prefill' | 'decode', l: ParallelLayout, m: ModelSpec, tweak?: (b: KVBuffers) => void, timeouts?: Partial<PDTimeouts>) => Promise<Rank>,
+    port: number,
+  ) => Promise<void>,
+): Promise<void> {
   const port = await freePort();
   const made: Rank[] = [];
   try {
@@ -64,7 +69,15 @@ async function ending(cell: { reached(s: KVStatus, o?: { timeoutMs?: number }): 
  * prefill of `prefillModel` whose sender was created first; both rooms must fail with
  * LAYOUT_MISMATCH, the prefill's at once and with the decode's reason.
  */
-async function refusedBothWays(o: { prefill: ParallelLayout[]; decode: ParallelLayout; prefillModel: ModelSpec; decodeModel: ModelSpec; prefillTweak?: (b: KVBuffers) => void; decodeTweak?: (b: KVBuffers) => void; reason: RegExp }) {
+async function refusedBothWays(o: {
+  prefill: ParallelLayout[];
+  decode: ParallelLayout;
+  prefillModel: ModelSpec;
+  decodeModel: ModelSpec;
+  prefillTweak?: (b: KVBuffers) => void;
+  decodeTweak?: (b: KVBuffers) => void;
+  reason: RegExp;
+}) {
   await withRanks(async (make, port) => {
     const prefills = [];
     for (const l of o.prefill) prefills.push(await make('prefill', l, o.prefillModel, o.prefillTweak));
@@ -77,10 +90,13 @@ async function refusedBothWays(o: { prefill: ParallelLayout[]; decode: ParallelL
       return s;
     });
     const receiver = d.manager.createReceiver({ host: '127.0.0.1', port, room });
-    const refused = await receiver.init(PAGES, 1).then(() => undefined, (e: unknown) => e);
+    const refused = await receiver.init(PAGES, 1).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.ok(isTransferError(refused, 'LAYOUT_MISMATCH'), String(refused));
     assert.match(refused.message, o.reason);
-    assert.is(refused.details?.room, room, 'the decode\'s refusal names the room');
+    assert.is(refused.details?.room, room, "the decode's refusal names the room");
     for (const [i, s] of senders.entries()) {
       const end = await ending(s.cell, PROMPT_MS);
       assert.ok(end, `prefill rank ${i}: the room succeeded`);
@@ -92,7 +108,15 @@ async function refusedBothWays(o: { prefill: ParallelLayout[]; decode: ParallelL
     // The decode ahead of the prefill: a sender created after the refusal fails at once.
     const later = 72n;
     const early = d.manager.createReceiver({ host: '127.0.0.1', port, room: later });
-    assert.ok(isTransferError(await early.init(PAGES, 1).then(() => undefined, (e: unknown) => e), 'LAYOUT_MISMATCH'));
+    assert.ok(
+      isTransferError(
+        await early.init(PAGES, 1).then(
+          () => undefined,
+          (e: unknown) => e,
+        ),
+        'LAYOUT_MISMATCH',
+      ),
+    );
     for (const [i, p] of prefills.entries()) {
       const s = p.manager.createSender({ host: '127.0.0.1', port, room: later });
       assert.is(s.status, KVStatus.Failed, `prefill rank ${i}: a sender created after the refusal is failed at once`);
@@ -104,17 +128,37 @@ async function refusedBothWays(o: { prefill: ParallelLayout[]; decode: ParallelL
 }
 
 test('KV dtype refused at the bootstrap server: the prefill room fails at once with LAYOUT_MISMATCH naming both values', async () => {
-  await refusedBothWays({ prefill: [layout(1, 0)], decode: layout(1, 0), prefillModel: MODEL, decodeModel: { ...MODEL, kvCacheDtype: 'fp8' }, reason: /decode has kv_cache_dtype=fp8, prefill has kv_cache_dtype=fp16/ });
+  await refusedBothWays({
+    prefill: [layout(1, 0)],
+    decode: layout(1, 0),
+    prefillModel: MODEL,
+    decodeModel: { ...MODEL, kvCacheDtype: 'fp8' },
+    reason: /decode has kv_cache_dtype=fp8, prefill has kv_cache_dtype=fp16/,
+  });
 });
 
-test('totalKvHeads missing with different attention TP (refused by the decode\'s planning): every prefill rank of the room fails at once', async () => {
+test("totalKvHeads missing with different attention TP (refused by the decode's planning): every prefill rank of the room fails at once", async () => {
   const drop = (b: KVBuffers) => void delete b.totalKvHeads;
-  await refusedBothWays({ prefill: [layout(2, 0), layout(2, 1)], decode: layout(1, 0), prefillModel: MODEL, decodeModel: MODEL, prefillTweak: drop, decodeTweak: drop, reason: /totalKvHeads must be known/ });
+  await refusedBothWays({
+    prefill: [layout(2, 0), layout(2, 1)],
+    decode: layout(1, 0),
+    prefillModel: MODEL,
+    decodeModel: MODEL,
+    prefillTweak: drop,
+    decodeTweak: drop,
+    reason: /totalKvHeads must be known/,
+  });
 });
 
 test('registration refused by the prefill rank (state kind differs): the prefill room fails at once with both values', async () => {
   const withState: ModelSpec = { ...MODEL, state: { kind: 'mamba', units: 2, unitBytes: 8, slots: 2 } };
-  await refusedBothWays({ prefill: [layout(1, 0)], decode: layout(1, 0), prefillModel: MODEL, decodeModel: withState, reason: /decode has state=mamba, prefill has state=none/ });
+  await refusedBothWays({
+    prefill: [layout(1, 0)],
+    decode: layout(1, 0),
+    prefillModel: MODEL,
+    decodeModel: withState,
+    reason: /decode has state=mamba, prefill has state=none/,
+  });
 });
 
 test('a room no decode ever asked for times out naming what it waited for, with no unknown count', async () => {

@@ -41,13 +41,22 @@ test('requests that come before the sender wait, and the sender gets them in ord
   t.request(1n, request('d0'));
   t.request(1n, request('d1'));
   assert.is(t.get(1n)?.state, 'waiting');
-  assert.equal([...t.waitingRequests()].map((r) => r.dest.segment), ['d0', 'd1']);
+  assert.equal(
+    [...t.waitingRequests()].map((r) => r.dest.segment),
+    ['d0', 'd1'],
+  );
   const s = seen(t.open(1n, () => fakeSender(1n)));
   assert.is(t.get(1n)?.state, 'live');
-  assert.equal(s.given.map((r) => r.dest.segment), ['d0', 'd1']);
+  assert.equal(
+    s.given.map((r) => r.dest.segment),
+    ['d0', 'd1'],
+  );
   assert.equal([...t.waitingRequests()], []);
   t.request(1n, request('d2'));
-  assert.equal(s.given.map((r) => r.dest.segment), ['d0', 'd1', 'd2']);
+  assert.equal(
+    s.given.map((r) => r.dest.segment),
+    ['d0', 'd1', 'd2'],
+  );
 });
 
 test('a room refused before its sender exists: requests get the refusal, the sender fails when created and the room is gone', () => {
@@ -57,7 +66,10 @@ test('a room refused before its sender exists: requests get the refusal, the sen
   t.refuse(2n, why);
   assert.is(t.get(2n)?.state, 'refused');
   assert.is(t.refusal(2n), why);
-  assert.throws(() => t.request(2n, request('d1')), (e: unknown) => e === why);
+  assert.throws(
+    () => t.request(2n, request('d1')),
+    (e: unknown) => e === why,
+  );
   const s = seen(t.open(2n, () => fakeSender(2n)));
   assert.is(s.failedWith, why);
   assert.equal(s.given, []);
@@ -116,17 +128,26 @@ test('the sweep forgets waiting, refused and finished rooms older than the horiz
   t.ended(unsure);
   const live = t.open(11n, () => fakeSender(11n));
   t.sweep(Date.now() - 60_000);
-  assert.equal([8n, 9n, 10n, 11n].map((r) => t.get(r)?.state), ['waiting', 'refused', 'finished', 'live']);
+  assert.equal(
+    [8n, 9n, 10n, 11n].map((r) => t.get(r)?.state),
+    ['waiting', 'refused', 'finished', 'live'],
+  );
   await new Promise((r) => setTimeout(r, 5));
   t.sweep(Date.now());
-  assert.equal([8n, 9n, 10n].map((r) => t.get(r)), [undefined, undefined, undefined]);
+  assert.equal(
+    [8n, 9n, 10n].map((r) => t.get(r)),
+    [undefined, undefined, undefined],
+  );
   assert.is(t.sender(11n), live);
 });
 
 test('one room takes at most 4096 waiting requests', () => {
   const t = new PrefillRoomTable();
   for (let i = 0; i < 4096; i++) t.request(12n, request(`d${i}`));
-  assert.throws(() => t.request(12n, request('one more')), (e: unknown) => isTransferError(e, 'INVALID_ARGUMENT') && /too many requests/.test(e.message));
+  assert.throws(
+    () => t.request(12n, request('one more')),
+    (e: unknown) => isTransferError(e, 'INVALID_ARGUMENT') && /too many requests/.test(e.message),
+  );
 });
 
 test.run();

@@ -8,7 +8,18 @@ export interface Scenario {
   model: ModelSpec;
   prefill: ParallelLayout[];
   decode: ParallelLayout[];
-  rooms: { room: bigint; srcPages: number[]; dstPages: number[]; auxSrc: number; auxDst: number; stateSrc?: number[]; stateDst?: number[]; chunks?: number; prefillDp?: number; decodeDp?: number }[];
+  rooms: {
+    room: bigint;
+    srcPages: number[];
+    dstPages: number[];
+    auxSrc: number;
+    auxDst: number;
+    stateSrc?: number[];
+    stateDst?: number[];
+    chunks?: number;
+    prefillDp?: number;
+    decodeDp?: number;
+  }[];
   config?: TeConfigInput;
   env?: NodeJS.ProcessEnv;
   timeouts?: Partial<PDTimeouts>;
@@ -41,7 +52,13 @@ export async function runScenario(s: Scenario): Promise<ScenarioStats> {
   const port = await freePort();
   const ranks: RankProcess[] = [];
   try {
-    const common = { model: s.model, bootstrapPort: port, timeouts: s.timeouts ?? STEADY, ...(s.config ? { config: s.config } : {}), ...(s.env ? { env: s.env } : {}) };
+    const common = {
+      model: s.model,
+      bootstrapPort: port,
+      timeouts: s.timeouts ?? STEADY,
+      ...(s.config ? { config: s.config } : {}),
+      ...(s.env ? { env: s.env } : {}),
+    };
     const side = (x: PageSide | undefined, staging: StagingOptions | undefined) => ({ ...(x ? { side: x } : {}), ...(staging ? { staging } : {}) });
     const prefill = await Promise.all(s.prefill.map((layout) => spawnRank({ role: 'prefill', layout, ...common, ...side(s.prefillSide, s.prefillStaging) })));
     ranks.push(...prefill);
@@ -55,7 +72,12 @@ export async function runScenario(s: Scenario): Promise<ScenarioStats> {
       const sends = prefillRanks.map((p) => p.call('send', roomArgs(r.room, r.srcPages, r.auxSrc, { chunks: r.chunks ?? 1, ...state(r.stateSrc) })));
       // A decode page holding several prefill pages holds only the room's tokens.
       const tokens = s.decodeSide?.pageSize !== undefined ? { tokens: r.srcPages.length * (s.prefillSide?.pageSize ?? s.model.pageSize) } : {};
-      const receives = decodeRanks.map((d) => d.call('receive', roomArgs(r.room, r.dstPages, r.auxDst, { ...state(r.stateDst), ...tokens, ...(r.prefillDp !== undefined ? { prefillDpRank: r.prefillDp } : {}) })));
+      const receives = decodeRanks.map((d) =>
+        d.call(
+          'receive',
+          roomArgs(r.room, r.dstPages, r.auxDst, { ...state(r.stateDst), ...tokens, ...(r.prefillDp !== undefined ? { prefillDpRank: r.prefillDp } : {}) }),
+        ),
+      );
       const [sent, got] = await Promise.all([Promise.all(sends), Promise.all(receives)]);
       sent.forEach((x, i) => assert.is(x.status, 4, `prefill rank ${i} room ${r.room}: ${x.code ?? ''} ${x.message ?? ''}`));
       got.forEach((x, i) => {

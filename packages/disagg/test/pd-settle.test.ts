@@ -27,7 +27,11 @@ const failureOf = (cell: { reached(s: KVStatus): Promise<unknown> }, at: { ms: n
     (e: TransferError) => ((at.ms = Date.now()), e),
   );
 /** What a send settled with: its error, or undefined. */
-const outcome = (p: Promise<unknown>) => p.then(() => undefined, (e: unknown) => e as TransferError);
+const outcome = (p: Promise<unknown>) =>
+  p.then(
+    () => undefined,
+    (e: unknown) => e as TransferError,
+  );
 
 /** Prefill and decode ranks of `layouts`, one room between them, every side ready for `send`. */
 async function openRoom(make: MakeRank, port: number, room: bigint, layouts: { prefill: ParallelLayout[]; decode: ParallelLayout[] }) {
@@ -50,7 +54,11 @@ async function openRoom(make: MakeRank, port: number, room: bigint, layouts: { p
 
 /** Prefill TP 1 into decode TP 1: sends the room with its one write held by the transport. */
 async function oneIntoOneHeld(make: MakeRank, port: number, room: bigint) {
-  const { decodes: [d], senders: [sender], receivers: [receiver] } = await openRoom(make, port, room, { prefill: [layout(1, 0)], decode: [layout(1, 0)] });
+  const {
+    decodes: [d],
+    senders: [sender],
+    receivers: [receiver],
+  } = await openRoom(make, port, room, { prefill: [layout(1, 0)], decode: [layout(1, 0)] });
   const parked = gated.arm({ hold: d!.engine.segmentName });
   const sending = outcome(sender!.send(PAGES, { last: true }));
   await parked;
@@ -75,7 +83,11 @@ test("one decode's write fails while another's is in flight: that decode hears F
   await withInProcessRanks({ model: MODEL, engine }, async (make, port) => {
     try {
       // Prefill TP 1 serves two decode ranks (TP 2, two heads each): two destinations per room.
-      const { decodes: [d0, d1], senders: [sender], receivers: [r0, r1] } = await openRoom(make, port, 31n, { prefill: [layout(1, 0)], decode: [layout(2, 0), layout(2, 1)] });
+      const {
+        decodes: [d0, d1],
+        senders: [sender],
+        receivers: [r0, r1],
+      } = await openRoom(make, port, 31n, { prefill: [layout(1, 0)], decode: [layout(2, 0), layout(2, 1)] });
 
       const parked = gated.arm({ hold: d0.engine.segmentName, fail: d1.engine.segmentName });
       const sendSettled = { ms: 0 };

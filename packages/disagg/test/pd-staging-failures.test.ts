@@ -19,7 +19,11 @@ const gated = gatedPlugin('staging-gate');
 const engine = () => createTransferEngine({ connector: 'staging-gate' }, { registry: gated.registry() });
 const PAGES = Uint32Array.of(0, 1, 2, 3);
 const DEST = Uint32Array.of(8, 9, 10, 11);
-const codeOf = (p: Promise<unknown>) => p.then(() => 'resolved', (e: unknown) => (isTransferError(e) ? e.code : String(e)));
+const codeOf = (p: Promise<unknown>) =>
+  p.then(
+    () => 'resolved',
+    (e: unknown) => (isTransferError(e) ? e.code : String(e)),
+  );
 
 test.after.each(() => gated.reset());
 
@@ -47,7 +51,11 @@ test("a decode aborts while both prefill ranks' staged chunks are on their way t
     gated.releaseAll();
     await abort;
     assert.equal(await Promise.all(sent), ['ABORTED', 'ABORTED']);
-    for (const view of decode.memory.kv) assert.ok(view.every((b) => b === SENTINEL), 'a byte landed in the decode pages of an aborted room');
+    for (const view of decode.memory.kv)
+      assert.ok(
+        view.every((b) => b === SENTINEL),
+        'a byte landed in the decode pages of an aborted room',
+      );
     const ring = decode.manager.stagingStats() as RingStats;
     assert.ok(ring && ring.capacity > 0, 'the decode made its ring');
     assert.is(ring.used, 0, 'the aborted room gave its ring space back');
@@ -65,15 +73,33 @@ test('a scatter the decode cannot trust is refused before any byte moves: a room
     await receiver.init(DEST, 2);
     const client = p0.engine.controlClient(decode.engine.segmentName);
     // One piece: 4 tokens × the 2 heads prefill rank 0 holds × 16 B.
-    const scatter = (room: bigint, offset: number) => ({ v: PD_PROTOCOL_VERSION, room, prefillTpRank: 0, prefillPpRank: 0, offset, bytes: 128, firstPage: 0, pageCount: 1, dstBuffers: Uint32Array.of(0), firstPiece: 0, pieces: 1 });
+    const scatter = (room: bigint, offset: number) => ({
+      v: PD_PROTOCOL_VERSION,
+      room,
+      prefillTpRank: 0,
+      prefillPpRank: 0,
+      offset,
+      bytes: 128,
+      firstPage: 0,
+      pageCount: 1,
+      dstBuffers: Uint32Array.of(0),
+      firstPiece: 0,
+      pieces: 1,
+    });
     assert.is(await codeOf(client.request('te.kv.d.scatter', scatter(999n, 0), 2000)), 'ABORTED');
     assert.is(await codeOf(client.request('te.kv.d.scatter', scatter(72n, 0), 2000)), 'ADDRESS_OUT_OF_RANGE');
-    const alloc = (await client.request('te.kv.d.ringAlloc', { v: PD_PROTOCOL_VERSION, room: 72n, prefillTpRank: 0, prefillPpRank: 0, bytes: 256 }, 2000)) as { offset: number };
+    const alloc = (await client.request('te.kv.d.ringAlloc', { v: PD_PROTOCOL_VERSION, room: 72n, prefillTpRank: 0, prefillPpRank: 0, bytes: 256 }, 2000)) as {
+      offset: number;
+    };
     // The room's own space, but pieces that do not make up the bytes sent.
     assert.is(await codeOf(client.request('te.kv.d.scatter', { ...scatter(72n, alloc.offset), pieces: 2 }, 2000)), 'INVALID_ARGUMENT');
     assert.is(await codeOf(client.request('te.kv.d.scatter', { ...scatter(72n, alloc.offset), dstBuffers: Uint32Array.of(99) }, 2000)), 'INVALID_ARGUMENT');
     assert.is(await codeOf(client.request('te.kv.d.scatter', scatter(72n, alloc.offset), 2000)), 'resolved');
-    for (const view of decode.memory.kv.slice(1)) assert.ok(view.every((b) => b === SENTINEL), 'only the scattered buffer changed');
+    for (const view of decode.memory.kv.slice(1))
+      assert.ok(
+        view.every((b) => b === SENTINEL),
+        'only the scattered buffer changed',
+      );
     await receiver.abort('done');
   });
 });

@@ -28,8 +28,18 @@ const LOADED = { ...FAST, heartbeatMs: 1_000 };
 
 test('TP 2→4 with head slicing over mooncake-rdma (tcp;ofi_rxm): gathered in prefill staging, written as whole pages', async () => {
   const options = { provider: 'tcp;ofi_rxm', connectTimeoutMs: LOADED.transferMs };
-  const stats = await runScenario({ model: MODEL, prefill: tps(2), decode: tps(4), rooms: [ROOM], timeouts: LOADED, config: { connector: 'mooncake-rdma', bindAddress: '127.0.0.1', transportOptions: { 'mooncake-rdma': options } } });
-  assert.ok(stats.prefill.every((x) => x !== null && x.gatherWrites > 0 && Object.keys(x.fallbacks).length === 0), JSON.stringify(stats.prefill));
+  const stats = await runScenario({
+    model: MODEL,
+    prefill: tps(2),
+    decode: tps(4),
+    rooms: [ROOM],
+    timeouts: LOADED,
+    config: { connector: 'mooncake-rdma', bindAddress: '127.0.0.1', transportOptions: { 'mooncake-rdma': options } },
+  });
+  assert.ok(
+    stats.prefill.every((x) => x !== null && x.gatherWrites > 0 && Object.keys(x.fallbacks).length === 0),
+    JSON.stringify(stats.prefill),
+  );
 });
 
 for (const plugin of ['mooncake-rdma', 'barex']) {
@@ -38,9 +48,20 @@ for (const plugin of ['mooncake-rdma', 'barex']) {
     if (plugin === 'barex') options.poolSize = 16 << 20;
     // barex allocates staging from its 16 MiB pool like any memory: staging sized to fit it.
     const small = { prefillStaging: { bytes: 4 << 20 }, decodeStaging: { ringBytes: 4 << 20 } };
-    const stats = await runScenario({ model: MODEL, prefill: tps(4), decode: tps(2), rooms: [ROOM], timeouts: LOADED, ...small, config: { connector: plugin, bindAddress: '127.0.0.1', transportOptions: { [plugin]: options } } });
+    const stats = await runScenario({
+      model: MODEL,
+      prefill: tps(4),
+      decode: tps(2),
+      rooms: [ROOM],
+      timeouts: LOADED,
+      ...small,
+      config: { connector: plugin, bindAddress: '127.0.0.1', transportOptions: { [plugin]: options } },
+    });
     // Interleaved head slices: staged on each decode's ring and scattered there, none row by row.
-    assert.ok(stats.prefill.every((x) => x !== null && x.ringWrites > 0 && Object.keys(x.fallbacks).length === 0), JSON.stringify(stats.prefill));
+    assert.ok(
+      stats.prefill.every((x) => x !== null && x.ringWrites > 0 && Object.keys(x.fallbacks).length === 0),
+      JSON.stringify(stats.prefill),
+    );
   });
 }
 
@@ -63,7 +84,10 @@ test('TP 2→1 with head slicing over a third-party plugin loaded by modulePath 
     await Promise.all(senders.map((s) => s.send(Uint32Array.from(ROOM.srcPages), { last: true })));
     await receiver.cell.reached(KVStatus.Success, { timeoutMs: 10_000 });
     assert.is(verifyDecode(MODEL, d.memory, [{ room: ROOM.room, pages: Uint32Array.from(ROOM.dstPages), auxSlot: ROOM.auxDst }]), undefined);
-    assert.equal([p0, p1, d].map((r) => r.engine.transports), [['example-memcpy'], ['example-memcpy'], ['example-memcpy']]);
+    assert.equal(
+      [p0, p1, d].map((r) => r.engine.transports),
+      [['example-memcpy'], ['example-memcpy'], ['example-memcpy']],
+    );
   });
 });
 

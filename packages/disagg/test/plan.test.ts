@@ -1,6 +1,18 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { identityPairs, kvBufferPairs, mergePageRuns, planCopy, planShardSlices, planTargets, prefillDpRankFor, resolveRankTargets, shardOfRank, slicesCover, type BufferTable } from '../src/index.js';
+import {
+  identityPairs,
+  kvBufferPairs,
+  mergePageRuns,
+  planCopy,
+  planShardSlices,
+  planTargets,
+  prefillDpRankFor,
+  resolveRankTargets,
+  shardOfRank,
+  slicesCover,
+  type BufferTable,
+} from '../src/index.js';
 import type { KVBuffers } from '@te/connector';
 
 const u32 = (...v: number[]) => Uint32Array.from(v);
@@ -10,15 +22,48 @@ test('mergePageRuns: runs contiguous on both sides only', () => {
     [[], [], []],
     [[5], [9], [[5, 9, 1]]],
     [[1, 2, 3, 4], [10, 11, 12, 13], [[1, 10, 4]]],
-    [[1, 2, 3, 4], [10, 11, 20, 21], [[1, 10, 2], [3, 20, 2]]], // destination breaks
-    [[1, 2, 5, 6], [10, 11, 12, 13], [[1, 10, 2], [5, 12, 2]]], // source breaks
-    [[3, 2, 1], [1, 2, 3], [[3, 1, 1], [2, 2, 1], [1, 3, 1]]], // descending source never merges
-    [[7, 8, 9, 9], [0, 1, 2, 3], [[7, 0, 3], [9, 3, 1]]],
+    [
+      [1, 2, 3, 4],
+      [10, 11, 20, 21],
+      [
+        [1, 10, 2],
+        [3, 20, 2],
+      ],
+    ], // destination breaks
+    [
+      [1, 2, 5, 6],
+      [10, 11, 12, 13],
+      [
+        [1, 10, 2],
+        [5, 12, 2],
+      ],
+    ], // source breaks
+    [
+      [3, 2, 1],
+      [1, 2, 3],
+      [
+        [3, 1, 1],
+        [2, 2, 1],
+        [1, 3, 1],
+      ],
+    ], // descending source never merges
+    [
+      [7, 8, 9, 9],
+      [0, 1, 2, 3],
+      [
+        [7, 0, 3],
+        [9, 3, 1],
+      ],
+    ],
   ];
   for (const [src, dst, runs] of table) {
     const r = mergePageRuns(u32(...src), u32(...dst));
     assert.is(r.count, runs.length, `${src} → ${dst}`);
-    assert.equal([...r.src].map((s, i) => [s, r.dst[i], r.len[i]]), runs, `${src} → ${dst}`);
+    assert.equal(
+      [...r.src].map((s, i) => [s, r.dst[i], r.len[i]]),
+      runs,
+      `${src} → ${dst}`,
+    );
   }
   assert.throws(() => mergePageRuns(u32(1), u32()), /differ in length/);
 });
@@ -43,12 +88,42 @@ test('shardOfRank: heads per rank, GQA replication when TP exceeds the heads', (
 test('planShardSlices: each destination head sent by exactly one source rank', () => {
   const table: { total: number; src: number; dst: number; rank: number; sources: number[]; want: [number, number, number][] }[] = [
     // decode TP < prefill TP: gather
-    { total: 8, src: 4, dst: 2, rank: 1, sources: [2, 3], want: [[0, 0, 2], [0, 2, 2]] },
+    {
+      total: 8,
+      src: 4,
+      dst: 2,
+      rank: 1,
+      sources: [2, 3],
+      want: [
+        [0, 0, 2],
+        [0, 2, 2],
+      ],
+    },
     // decode TP > prefill TP: a slice of one prefill rank
     { total: 8, src: 2, dst: 4, rank: 3, sources: [1], want: [[2, 0, 2]] },
     // GQA 2 heads, 4→2: ranks 0,1 both hold head 0: rank 1 is a dummy
-    { total: 2, src: 4, dst: 2, rank: 0, sources: [0, 1], want: [[0, 0, 1], [0, 0, 0]] },
-    { total: 2, src: 4, dst: 2, rank: 1, sources: [2, 3], want: [[0, 0, 1], [0, 0, 0]] },
+    {
+      total: 2,
+      src: 4,
+      dst: 2,
+      rank: 0,
+      sources: [0, 1],
+      want: [
+        [0, 0, 1],
+        [0, 0, 0],
+      ],
+    },
+    {
+      total: 2,
+      src: 4,
+      dst: 2,
+      rank: 1,
+      sources: [2, 3],
+      want: [
+        [0, 0, 1],
+        [0, 0, 0],
+      ],
+    },
     // GQA 2 heads, 2→4: decode ranks 2 and 3 both need head 1 from prefill rank 1
     { total: 2, src: 2, dst: 4, rank: 2, sources: [1], want: [[0, 0, 1]] },
     { total: 2, src: 2, dst: 4, rank: 3, sources: [1], want: [[0, 0, 1]] },
@@ -57,14 +132,19 @@ test('planShardSlices: each destination head sent by exactly one source rank', (
   ];
   for (const c of table) {
     const s = planShardSlices(c.total, c.src, c.dst, c.rank, c.sources);
-    assert.equal(s.map((x) => [x.srcOffset, x.dstOffset, x.count]), c.want, JSON.stringify(c));
+    assert.equal(
+      s.map((x) => [x.srcOffset, x.dstOffset, x.count]),
+      c.want,
+      JSON.stringify(c),
+    );
     assert.ok(slicesCover(c.total, c.dst, c.rank, s));
   }
   assert.not.ok(slicesCover(8, 2, 0, planShardSlices(8, 4, 2, 0, [0])), 'one of two needed prefill ranks does not cover');
 });
 
 test('rank targets: equal, decode TP > prefill TP, decode TP < prefill TP, PP, DP', () => {
-  const t = (ptp: number, dtp: number, rank: number, ppp = 1, dpp = 1, dppRank = 0) => resolveRankTargets({ tpSize: ptp, ppSize: ppp, dpSize: 1 }, { tpSize: dtp, tpRank: rank, ppSize: dpp, ppRank: dppRank });
+  const t = (ptp: number, dtp: number, rank: number, ppp = 1, dpp = 1, dppRank = 0) =>
+    resolveRankTargets({ tpSize: ptp, ppSize: ppp, dpSize: 1 }, { tpSize: dtp, tpRank: rank, ppSize: dpp, ppRank: dppRank });
   assert.equal([...t(2, 2, 1).tpRanks], [1]);
   assert.equal([...t(2, 4, 3).tpRanks], [1]);
   assert.is(t(2, 4, 3).decodeRanksPerPrefillRank, 2);
@@ -84,16 +164,53 @@ const buffers = (over: Partial<KVBuffers> = {}): KVBuffers => {
   const g = { addrs: new BigUint64Array(0), lengths: new BigUint64Array(0), itemLengths: new BigUint64Array(0) };
   return { kv: g, aux: g, attention: 'mha', numLayers: 4, pageSize: 4, kvCacheDtype: 'fp16', device: 'cpu', totalKvHeads: 8, ...over };
 };
-const info = (ptp: number, extra = {}) => ({ attn_tp_size: ptp, dp_size: 1, pp_size: 1, page_size: 4, kv_cache_dtype: 'fp16', attention: 'mha' as const, num_layers: 4, total_kv_heads: 8, ...extra });
-const lay = (tp: number, rank: number) => ({ attnTpSize: tp, attnTpRank: rank, attnDpSize: 1, attnDpRank: 0, ppSize: 1, ppRank: 0, systemDpSize: 1, systemDpRank: 0 });
+const info = (ptp: number, extra = {}) => ({
+  attn_tp_size: ptp,
+  dp_size: 1,
+  pp_size: 1,
+  page_size: 4,
+  kv_cache_dtype: 'fp16',
+  attention: 'mha' as const,
+  num_layers: 4,
+  total_kv_heads: 8,
+  ...extra,
+});
+const lay = (tp: number, rank: number) => ({
+  attnTpSize: tp,
+  attnTpRank: rank,
+  attnDpSize: 1,
+  attnDpRank: 0,
+  ppSize: 1,
+  ppRank: 0,
+  systemDpSize: 1,
+  systemDpRank: 0,
+});
 
 test('planTargets: MLA dummies, head slices, aux from the last stage only', () => {
   const mla = planTargets(info(4, { attention: 'mla' }), lay(2, 1), buffers({ attention: 'mla' }), 5n);
-  assert.equal(mla.targets.map((t) => [t.tpRank, t.dummy, t.sendsAux]), [[2, false, true], [3, true, false]]);
+  assert.equal(
+    mla.targets.map((t) => [t.tpRank, t.dummy, t.sendsAux]),
+    [
+      [2, false, true],
+      [3, true, false],
+    ],
+  );
   const gather = planTargets(info(4), lay(2, 0), buffers(), 5n);
-  assert.equal(gather.targets.map((t) => [t.tpRank, t.kvSlice?.dstOffset, t.kvSlice?.count, t.dummy]), [[0, 0, 2, false], [1, 2, 2, false]]);
+  assert.equal(
+    gather.targets.map((t) => [t.tpRank, t.kvSlice?.dstOffset, t.kvSlice?.count, t.dummy]),
+    [
+      [0, 0, 2, false],
+      [1, 2, 2, false],
+    ],
+  );
   const pp = planTargets(info(2, { pp_size: 2 }), lay(2, 1), buffers(), 5n);
-  assert.equal(pp.targets.map((t) => [t.ppRank, t.tpRank, t.sendsAux]), [[0, 1, false], [1, 1, true]]);
+  assert.equal(
+    pp.targets.map((t) => [t.ppRank, t.tpRank, t.sendsAux]),
+    [
+      [0, 1, false],
+      [1, 1, true],
+    ],
+  );
   assert.throws(() => planTargets(info(4, { total_kv_heads: undefined }), lay(2, 0), buffers({ totalKvHeads: undefined }), 1n), /totalKvHeads/);
   assert.throws(() => planTargets(info(4), lay(2, 0), buffers({ state: { ...buffers().kv, kind: 'swa' } }), 1n), /SWA/);
 });
@@ -103,18 +220,34 @@ const table = (addrs: number[], len: number, item: number): BufferTable => ({
   lengths: Float64Array.from(addrs.map(() => len)),
   itemLens: Float64Array.from(addrs.map(() => item)),
 });
-const rows = (batch: { localAddrs: BigUint64Array; remoteAddrs: BigUint64Array; lengths: BigUint64Array }) => [...batch.localAddrs].map((l, i) => [Number(l), Number(batch.remoteAddrs[i]), Number(batch.lengths[i])]);
+const rows = (batch: { localAddrs: BigUint64Array; remoteAddrs: BigUint64Array; lengths: BigUint64Array }) =>
+  [...batch.localAddrs].map((l, i) => [Number(l), Number(batch.remoteAddrs[i]), Number(batch.lengths[i])]);
 
 test('planCopy: one descriptor per run per buffer pair; sliced rows at head offsets', () => {
   const src = table([1000, 5000], 4 * 64, 64);
   const dst = table([90000, 99000], 8 * 64, 64);
   const whole = planCopy({ src, dst, bufferPairs: identityPairs(2), srcItems: u32(0, 1, 3), dstItems: u32(4, 5, 6) });
   assert.is(whole.descriptorsBefore, 6);
-  assert.equal(rows(whole.batch), [[1000, 90256, 128], [1192, 90384, 64], [5000, 99256, 128], [5192, 99384, 64]]);
+  assert.equal(rows(whole.batch), [
+    [1000, 90256, 128],
+    [1192, 90384, 64],
+    [5000, 99256, 128],
+    [5192, 99384, 64],
+  ]);
   assert.is(whole.bytes, 384);
   // 2 rows per item; 4 source heads × 8 bytes, 2 destination heads: heads 2..3 → 0..1
-  const s = planCopy({ src: table([0], 4 * 64, 64), dst: table([10000], 4 * 32, 32), bufferPairs: identityPairs(1), srcItems: u32(1), dstItems: u32(2), slice: { rows: 2, srcUnits: 4, dstUnits: 2, srcOffset: 2, dstOffset: 0, count: 2 } });
-  assert.equal(rows(s.batch), [[64 + 16, 10064, 16], [64 + 32 + 16, 10064 + 16, 16]]);
+  const s = planCopy({
+    src: table([0], 4 * 64, 64),
+    dst: table([10000], 4 * 32, 32),
+    bufferPairs: identityPairs(1),
+    srcItems: u32(1),
+    dstItems: u32(2),
+    slice: { rows: 2, srcUnits: 4, dstUnits: 2, srcOffset: 2, dstOffset: 0, count: 2 },
+  });
+  assert.equal(rows(s.batch), [
+    [64 + 16, 10064, 16],
+    [64 + 32 + 16, 10064 + 16, 16],
+  ]);
   assert.throws(() => planCopy({ src, dst, bufferPairs: identityPairs(1), srcItems: u32(4), dstItems: u32(0) }), /outside buffer/);
   assert.throws(() => planCopy({ src, dst, bufferPairs: identityPairs(1), srcItems: u32(0), dstItems: u32(8) }), /outside buffer/);
   assert.throws(() => planCopy({ src, dst: table([1], 512, 32), bufferPairs: identityPairs(1), srcItems: u32(0), dstItems: u32(0) }), /item lengths differ/);
@@ -122,13 +255,19 @@ test('planCopy: one descriptor per run per buffer pair; sliced rows at head offs
 
 test('planCopy: addresses above 2^32 are exact (u64 written through 32-bit halves)', () => {
   const hi = 0x7f12_3456_7000; // a typical user-space address
-  const p = planCopy({ src: table([hi], 1 << 20, 4096), dst: table([hi * 2], 1 << 20, 4096), bufferPairs: identityPairs(1), srcItems: u32(3), dstItems: u32(255) });
+  const p = planCopy({
+    src: table([hi], 1 << 20, 4096),
+    dst: table([hi * 2], 1 << 20, 4096),
+    bufferPairs: identityPairs(1),
+    srcItems: u32(3),
+    dstItems: u32(255),
+  });
   assert.is(p.batch.localAddrs[0], BigInt(hi + 3 * 4096));
   assert.is(p.batch.remoteAddrs[0], BigInt(hi * 2 + 255 * 4096));
   assert.is(p.batch.lengths[0], 4096n);
 });
 
-test('kvBufferPairs: MHA K and V halves, PP stage into the decode\'s layer slice', () => {
+test("kvBufferPairs: MHA K and V halves, PP stage into the decode's layer slice", () => {
   assert.equal([...kvBufferPairs('mha', { firstLayer: 0, layers: 2 }, { firstLayer: 0, layers: 2 })], [0, 0, 2, 2, 1, 1, 3, 3]);
   // prefill stage holds layers 2..3, decode holds all 4: K_2→K_2 (index 2), V_2 → 4+2
   assert.equal([...kvBufferPairs('mha', { firstLayer: 2, layers: 2 }, { firstLayer: 0, layers: 4 })], [0, 2, 2, 6, 1, 3, 3, 7]);

@@ -30,7 +30,11 @@ function tcpSockets(pid: number, state: 'listening' | 'established'): { local: s
 
 test('KV manager and EC consumer share one engine: one registration per buffer, one control endpoint, one connection set per peer', async () => {
   const port = await freePort();
-  const child = fork(await compileWorkerScript(fileURLToPath(new URL('./fixtures/shared-peer.ts', import.meta.url))), [], { env: { ...process.env, TE_SHARED_SPEC: JSON.stringify({ model: MODEL, port }) }, execArgv: [], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child = fork(await compileWorkerScript(fileURLToPath(new URL('./fixtures/shared-peer.ts', import.meta.url))), [], {
+    env: { ...process.env, TE_SHARED_SPEC: JSON.stringify({ model: MODEL, port }) },
+    execArgv: [],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
   let id = 1;
   const call = (op: string, args: unknown = {}): Promise<any> =>
     new Promise((resolve) => {
@@ -41,7 +45,7 @@ test('KV manager and EC consumer share one engine: one registration per buffer, 
     });
   const ready: any = await new Promise((r) => child.on('message', (m: any) => m.event === 'ready' && r(m)));
   try {
-    assert.ok(ready.sameEngine, 'the peer\'s KV manager and EC producer share its engine');
+    assert.ok(ready.sameEngine, "the peer's KV manager and EC producer share its engine");
     const engine = await initTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1' });
     const layout = { attnTpSize: 1, attnTpRank: 0, attnDpSize: 1, attnDpRank: 0, ppSize: 1, ppRank: 0, systemDpSize: 1, systemDpRank: 0 };
     const memory = await allocateRank(engine, MODEL, layout);
@@ -69,7 +73,7 @@ test('KV manager and EC consumer share one engine: one registration per buffer, 
     const loaded = await ec.waitForLoad();
     assert.equal(loaded.loaded, ['img']);
     const afterEc = tcpSockets(process.pid, 'established').filter((s) => s.peer.startsWith(`${peerHost}:`) && !s.peer.endsWith(`:${port}`));
-    assert.equal(afterEc.map((s) => s.peer).sort(), afterKv.map((s) => s.peer).sort(), 'the EC pull reused the KV leg\'s connections');
+    assert.equal(afterEc.map((s) => s.peer).sort(), afterKv.map((s) => s.peer).sort(), "the EC pull reused the KV leg's connections");
     assert.is(engine.registeredMemory().length, registered);
     const listening = tcpSockets(process.pid, 'listening').map((s) => s.local);
     assert.ok(listening.includes(engine.segmentName), `the control endpoint ${engine.segmentName} listens`);

@@ -1,6 +1,17 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { directBatch, gatherCopies, offsetOf, planSliceCopy, routeOf, scatterCopies, stagedBatch, type CopySink, type PageGeometry, type PieceSet } from '../src/index.js';
+import {
+  directBatch,
+  gatherCopies,
+  offsetOf,
+  planSliceCopy,
+  routeOf,
+  scatterCopies,
+  stagedBatch,
+  type CopySink,
+  type PageGeometry,
+  type PieceSet,
+} from '../src/index.js';
 
 /*
  * The staging planner against a byte-by-byte reference, in one JS "address space" (a
@@ -15,7 +26,9 @@ const HB = 4;
 class JsCopies implements CopySink {
   constructor(private readonly mem: Uint8Array) {}
   push(src: number, dst: number, width: number, rows: number, srcPitch: number, dstPitch: number, reps: number, srcRep: number, dstRep: number): void {
-    for (let r = 0; r < reps; r++) for (let i = 0; i < rows; i++) this.mem.copyWithin(dst + r * dstRep + i * dstPitch, src + r * srcRep + i * srcPitch, src + r * srcRep + i * srcPitch + width);
+    for (let r = 0; r < reps; r++)
+      for (let i = 0; i < rows; i++)
+        this.mem.copyWithin(dst + r * dstRep + i * dstPitch, src + r * srcRep + i * srcPitch, src + r * srcRep + i * srcPitch + width);
   }
 }
 
@@ -43,7 +56,12 @@ function cases(): Case[] {
         [1, 2, 0, 1, 1],
         [8, 1, 5, 0, 1], // GQA: one head
       ] as const)
-        for (const m of [1, 2, 4]) out.push({ src: { tokens: 3, heads: sh, headBytes: HB, layout: sl }, dst: { tokens: 3 * m, heads: dh, headBytes: HB, layout: dl }, slice: { srcOffset: so, dstOffset: doff, count } });
+        for (const m of [1, 2, 4])
+          out.push({
+            src: { tokens: 3, heads: sh, headBytes: HB, layout: sl },
+            dst: { tokens: 3 * m, heads: dh, headBytes: HB, layout: dl },
+            slice: { srcOffset: so, dstOffset: doff, count },
+          });
   return out;
 }
 
@@ -62,11 +80,24 @@ function setup(c: Case) {
   const image = dstBase + buffers * dstBytes + 64;
   const mem = new Uint8Array(image + (1 << 16));
   for (let i = 0; i < buffers * srcBytes; i++) mem[SRC + i] = (i * 7 + 3) & 0xff || 1;
-  const table = (base: number, len: number, item: number) => ({ addrs: Float64Array.of(base, base + len), lengths: Float64Array.of(len, len), itemLens: Float64Array.of(item, item) });
+  const table = (base: number, len: number, item: number) => ({
+    addrs: Float64Array.of(base, base + len),
+    lengths: Float64Array.of(len, len),
+    itemLens: Float64Array.of(item, item),
+  });
   const srcPages = Uint32Array.of(4, 0, 1, 2);
   const dstPages = Uint32Array.from([5, 1, 2, 0].slice(0, Math.ceil(srcPages.length / perDst)));
   const copy = planSliceCopy(c.src, c.dst, c.slice);
-  const set: PieceSet = { src: table(SRC, srcBytes, srcItem), dst: table(dstBase, dstBytes, dstItem), pairs: Int32Array.of(0, 0, 1, 1), srcPages, firstPage: 0, dstPages, perDst, copy };
+  const set: PieceSet = {
+    src: table(SRC, srcBytes, srcItem),
+    dst: table(dstBase, dstBytes, dstItem),
+    pairs: Int32Array.of(0, 0, 1, 1),
+    srcPages,
+    firstPage: 0,
+    dstPages,
+    perDst,
+    copy,
+  };
   // Reference: element by element.
   const want = mem.slice();
   for (let b = 0; b < buffers; b++)
@@ -101,7 +132,10 @@ test('gather into staging, then the staged write, where the destination piece is
     n++;
     const total = (set.pairs.length / 2) * set.srcPages.length;
     // Two chunks, as the stager cuts them.
-    for (const [from, to] of [[0, 3], [3, total]] as const) {
+    for (const [from, to] of [
+      [0, 3],
+      [3, total],
+    ] as const) {
       gatherCopies(set, new JsCopies(mem), image, from, to, new Float64Array(2));
       applyBatch(mem, stagedBatch(set, image, from, to).finish());
     }
@@ -118,7 +152,11 @@ test('gather, ring write and scatter land the same bytes for every case (the rin
     const total = (set.pairs.length / 2) * set.srcPages.length;
     gatherCopies(set, new JsCopies(mem), image, 0, total, new Float64Array(2));
     // The decode plans its scatter from its own geometry: a source laid out like itself.
-    const ringSide = planSliceCopy({ tokens: c.src.tokens, heads: c.slice.count, headBytes: HB, layout: c.dst.layout }, c.dst, { srcOffset: 0, dstOffset: c.slice.dstOffset, count: c.slice.count });
+    const ringSide = planSliceCopy({ tokens: c.src.tokens, heads: c.slice.count, headBytes: HB, layout: c.dst.layout }, c.dst, {
+      srcOffset: 0,
+      dstOffset: c.slice.dstOffset,
+      count: c.slice.count,
+    });
     assert.is(ringSide.bytes, set.copy.bytes);
     scatterCopies({ ...set, copy: ringSide }, new JsCopies(mem), image, 0, total, new Float64Array(2));
     mem.fill(0, image);
@@ -147,7 +185,16 @@ test('direct descriptors merge across pages contiguous on both sides', () => {
   const table = { addrs: Float64Array.of(0), lengths: Float64Array.of(item * 16), itemLens: Float64Array.of(item) };
   const dst = { addrs: Float64Array.of(1 << 20), lengths: Float64Array.of(item * 16), itemLens: Float64Array.of(item) };
   const copy = planSliceCopy(g(4), g(4), { srcOffset: 0, dstOffset: 0, count: 4 });
-  const set: PieceSet = { src: table, dst, pairs: Int32Array.of(0, 0), srcPages: Uint32Array.of(0, 1, 2, 7), firstPage: 0, dstPages: Uint32Array.of(3, 4, 5, 6), perDst: 1, copy };
+  const set: PieceSet = {
+    src: table,
+    dst,
+    pairs: Int32Array.of(0, 0),
+    srcPages: Uint32Array.of(0, 1, 2, 7),
+    firstPage: 0,
+    dstPages: Uint32Array.of(3, 4, 5, 6),
+    perDst: 1,
+    copy,
+  };
   const b = directBatch(set).finish();
   assert.equal([...b.lengths].map(Number), [3 * item, item]);
 });

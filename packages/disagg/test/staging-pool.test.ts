@@ -5,7 +5,11 @@ import { BytePool, resolveStaging } from '../src/index.js';
 import { checkBuffers } from '../src/pd/local-buffers.js';
 import type { KVBuffers } from '@te/connector';
 
-const codeOf = (p: Promise<unknown>) => p.then(() => 'resolved', (e: unknown) => (isTransferError(e) ? e.code : String(e)));
+const codeOf = (p: Promise<unknown>) =>
+  p.then(
+    () => 'resolved',
+    (e: unknown) => (isTransferError(e) ? e.code : String(e)),
+  );
 
 test('never hands out more than its capacity; a waiter is served first come, first served, when space frees', async () => {
   const pool = new BytePool(4096, 'ring');
@@ -75,7 +79,15 @@ test('staging options: defaults, environment and bad values', () => {
 
 test('a page layout other than NHD or HND is refused with INVALID_ARGUMENT before anything is registered', () => {
   const group = { addrs: BigUint64Array.of(0x1000n, 0x2000n), lengths: BigUint64Array.of(4096n, 4096n), itemLengths: BigUint64Array.of(1024n, 1024n) };
-  const buffers = { kv: group, attention: 'mha', numLayers: 1, pageSize: 4, kvCacheDtype: 'fp16', aux: { addrs: new BigUint64Array(0), lengths: new BigUint64Array(0), itemLengths: new BigUint64Array(0) }, device: 'cpu' } as KVBuffers;
+  const buffers = {
+    kv: group,
+    attention: 'mha',
+    numLayers: 1,
+    pageSize: 4,
+    kvCacheDtype: 'fp16',
+    aux: { addrs: new BigUint64Array(0), lengths: new BigUint64Array(0), itemLengths: new BigUint64Array(0) },
+    device: 'cpu',
+  } as KVBuffers;
   checkBuffers({ ...buffers, pageLayout: 'HND' });
   try {
     checkBuffers({ ...buffers, pageLayout: 'HDN' as 'HND' });

@@ -15,7 +15,13 @@ const BLOCKS = 16;
 const BLOCK_BYTES = 256; // block_size 4 tokens × 64 bytes
 const layout = { attnTpSize: 1, attnTpRank: 0, attnDpSize: 1, attnDpRank: 0, ppSize: 1, ppRank: 0, systemDpSize: 1, systemDpRank: 0 };
 
-async function instance(engine: TransferEngine, role: 'prefill' | 'decode', port: number, fill: (layer: number, half: number, view: Uint8Array) => void, layerwise = false) {
+async function instance(
+  engine: TransferEngine,
+  role: 'prefill' | 'decode',
+  port: number,
+  fill: (layer: number, half: number, view: Uint8Array) => void,
+  layerwise = false,
+) {
   const caches = [];
   const views: Uint8Array[] = [];
   for (let l = 0; l < LAYERS; l++) {
@@ -27,7 +33,18 @@ async function instance(engine: TransferEngine, role: 'prefill' | 'decode', port
     views.push(v);
   }
   const scheduler = new KVConnectorScheduler({ role, bootstrapHost: '127.0.0.1', bootstrapPort: port, engineId: `${role}-engine`, tpSize: 1, layerwise });
-  const worker = new KVConnectorWorker({ role, layout, engine, numBlocks: BLOCKS, blockSize: 4, kvCacheDtype: 'bf16', bootstrapHost: '127.0.0.1', bootstrapPort: port, layerwise, timeouts: { ...FAST, bootstrapMs: 3_000, waitingMs: 3_000 } });
+  const worker = new KVConnectorWorker({
+    role,
+    layout,
+    engine,
+    numBlocks: BLOCKS,
+    blockSize: 4,
+    kvCacheDtype: 'bf16',
+    bootstrapHost: '127.0.0.1',
+    bootstrapPort: port,
+    layerwise,
+    timeouts: { ...FAST, bootstrapMs: 3_000, waitingMs: 3_000 },
+  });
   await worker.registerKvCaches(caches);
   return { scheduler, worker, views };
 }
@@ -54,7 +71,13 @@ async function withPair(layerwise: boolean, body: (pair: { port: number; P: Inst
   const port = await freePort();
   const pe = await createTransferEngine(TCP_CONFIG);
   const de = await createTransferEngine(TCP_CONFIG);
-  const P = await instance(pe, 'prefill', port, (l, h, v) => v.forEach((_, i) => (v[i] = byteOf(l, h, Math.floor(i / BLOCK_BYTES), i % BLOCK_BYTES))), layerwise);
+  const P = await instance(
+    pe,
+    'prefill',
+    port,
+    (l, h, v) => v.forEach((_, i) => (v[i] = byteOf(l, h, Math.floor(i / BLOCK_BYTES), i % BLOCK_BYTES))),
+    layerwise,
+  );
   const D = await instance(de, 'decode', port, (_l, _h, v) => v.fill(0));
   try {
     await body({ port, P, D });
@@ -69,7 +92,12 @@ async function withPair(layerwise: boolean, body: (pair: { port: number; P: Inst
 test('prefill (max_tokens 1) → proxy → decode: blocks byte-exact, getFinished on both sides, a failed load reported', async () => {
   await withPair(false, async ({ port, P, D }) => {
     // Proxy → prefill: do_remote_decode, max_tokens 1.
-    const pReq: KVRequestView = { requestId: 'p-1', promptTokens: 12, kvTransferParams: { do_remote_decode: true, do_remote_prefill: false }, finishReason: 'length' };
+    const pReq: KVRequestView = {
+      requestId: 'p-1',
+      promptTokens: 12,
+      kvTransferParams: { do_remote_decode: true, do_remote_prefill: false },
+      finishReason: 'length',
+    };
     const pBlocks = [5, 6, 9];
     const [delay, params] = P.scheduler.requestFinished(pReq, pBlocks);
     assert.is(delay, true);
@@ -86,9 +114,15 @@ test('prefill (max_tokens 1) → proxy → decode: blocks byte-exact, getFinishe
     D.worker.startLoadKv(D.scheduler.buildConnectorMeta());
     assert.equal(D.scheduler.buildConnectorMeta(), { loads: [], sends: [] }, 'metadata resets each step');
 
-    const recving = await until(() => { const f = D.worker.getFinished().recving; return f.size ? f : undefined; });
+    const recving = await until(() => {
+      const f = D.worker.getFinished().recving;
+      return f.size ? f : undefined;
+    });
     assert.equal([...recving], ['d-1']);
-    const sending = await until(() => { const f = P.worker.getFinished().sending; return f.size ? f : undefined; });
+    const sending = await until(() => {
+      const f = P.worker.getFinished().sending;
+      return f.size ? f : undefined;
+    });
     assert.equal([...sending], ['p-1']);
     assert.equal([...D.worker.getBlockIdsWithLoadErrors()], []);
     for (let l = 0; l < LAYERS; l++) {
@@ -107,7 +141,10 @@ test('prefill (max_tokens 1) → proxy → decode: blocks byte-exact, getFinishe
     const lost: KVRequestView = { requestId: 'd-2', promptTokens: 8, kvTransferParams: { ...params, remote_request_id: '77' } };
     D.scheduler.updateStateAfterAlloc(lost, [10, 11], 8);
     D.worker.startLoadKv(D.scheduler.buildConnectorMeta());
-    const failed = await until(() => { const f = D.worker.getFinished().recving; return f.size ? f : undefined; });
+    const failed = await until(() => {
+      const f = D.worker.getFinished().recving;
+      return f.size ? f : undefined;
+    });
     assert.equal([...failed], ['d-2']);
     assert.equal([...D.worker.getBlockIdsWithLoadErrors()].sort(), [10, 11]);
   });
@@ -130,11 +167,20 @@ test('layerwise prefill: a proxy dispatching both sides with one room sends each
   await withPair(true, async ({ port, P, D }) => {
     // Both requests at once, the room chosen by the proxy.
     const room = '4242';
-    const dReq: KVRequestView = { requestId: 'd-lw', promptTokens: 8, kvTransferParams: { do_remote_prefill: true, remote_host: '127.0.0.1', remote_port: port, remote_request_id: room } };
+    const dReq: KVRequestView = {
+      requestId: 'd-lw',
+      promptTokens: 8,
+      kvTransferParams: { do_remote_prefill: true, remote_host: '127.0.0.1', remote_port: port, remote_request_id: room },
+    };
     D.scheduler.updateStateAfterAlloc(dReq, [7, 8], 8);
     D.worker.startLoadKv(D.scheduler.buildConnectorMeta());
     await until(() => ((D.worker.status('d-lw') ?? 0) >= 3 ? true : undefined)); // the prefill accepted the destination
-    const pReq: KVRequestView = { requestId: 'p-lw', promptTokens: 8, kvTransferParams: { do_remote_decode: true, remote_request_id: room }, finishReason: 'length' };
+    const pReq: KVRequestView = {
+      requestId: 'p-lw',
+      promptTokens: 8,
+      kvTransferParams: { do_remote_decode: true, remote_request_id: room },
+      finishReason: 'length',
+    };
     P.scheduler.updateStateAfterAlloc(pReq, [2, 12], 0);
     P.worker.startLoadKv(P.scheduler.buildConnectorMeta()); // forward pass starts
     for (let l = 0; l < LAYERS; l++) P.worker.saveKvLayer(`model.layers.${l}.self_attn`);
@@ -143,7 +189,10 @@ test('layerwise prefill: a proxy dispatching both sides with one room sends each
     assert.is(params?.remote_request_id, room);
     assert.equal(P.scheduler.buildConnectorMeta().sends, [], 'no second send at request_finished');
     assert.equal(P.worker.kvManager!.layerwiseStats, { layerwiseRooms: 1, fallbacks: {} });
-    await until(() => { const f = D.worker.getFinished().recving; return f.size ? f : undefined; });
+    await until(() => {
+      const f = D.worker.getFinished().recving;
+      return f.size ? f : undefined;
+    });
     checkBlocks(D.views, [7, 8], [2, 12]);
 
     // Sequential (toy proxy): the decode comes after the prefill finished.
@@ -157,13 +206,16 @@ test('layerwise prefill: a proxy dispatching both sides with one room sends each
     const d2: KVRequestView = { requestId: 'd-seq', promptTokens: 4, kvTransferParams: JSON.parse(JSON.stringify(params2)) };
     D.scheduler.updateStateAfterAlloc(d2, [14], 4);
     D.worker.startLoadKv(D.scheduler.buildConnectorMeta());
-    await until(() => { const f = D.worker.getFinished().recving; return f.size ? f : undefined; });
+    await until(() => {
+      const f = D.worker.getFinished().recving;
+      return f.size ? f : undefined;
+    });
     assert.equal([...D.worker.getBlockIdsWithLoadErrors()], []);
     checkBlocks(D.views, [7, 8, 14], [2, 12, 3]);
   });
 });
 
-test('a request whose transfer cannot start (malformed room) fails alone; the step\'s other requests still transfer', async () => {
+test("a request whose transfer cannot start (malformed room) fails alone; the step's other requests still transfer", async () => {
   await withPair(false, async ({ port, P, D }) => {
     const pReq: KVRequestView = { requestId: 'p-ok', promptTokens: 8, kvTransferParams: { do_remote_decode: true }, finishReason: 'length' };
     const [, params] = P.scheduler.requestFinished(pReq, [1, 2]);
@@ -187,7 +239,7 @@ test('a request whose transfer cannot start (malformed room) fails alone; the st
       for (const b of D.worker.getBlockIdsWithLoadErrors()) errors.add(b);
       return recving.size === 4 ? true : undefined;
     });
-    assert.equal([...errors].sort(), [4, 5, 6, 9], 'only the malformed requests\' blocks are load errors');
+    assert.equal([...errors].sort(), [4, 5, 6, 9], "only the malformed requests' blocks are load errors");
     checkBlocks(D.views, [7, 8], [1, 2]);
     const sending = new Set<string>();
     await until(() => {
@@ -198,14 +250,23 @@ test('a request whose transfer cannot start (malformed room) fails alone; the st
   });
 });
 
-test('layerwise: a request that stops mid-send keeps its blocks until the aborted send settled, and the decode\'s load fails', async () => {
+test("layerwise: a request that stops mid-send keeps its blocks until the aborted send settled, and the decode's load fails", async () => {
   await withPair(true, async ({ port, P, D }) => {
     const room = '5151';
-    const dReq: KVRequestView = { requestId: 'd-stop', promptTokens: 8, kvTransferParams: { do_remote_prefill: true, remote_host: '127.0.0.1', remote_port: port, remote_request_id: room } };
+    const dReq: KVRequestView = {
+      requestId: 'd-stop',
+      promptTokens: 8,
+      kvTransferParams: { do_remote_prefill: true, remote_host: '127.0.0.1', remote_port: port, remote_request_id: room },
+    };
     D.scheduler.updateStateAfterAlloc(dReq, [7, 8], 8);
     D.worker.startLoadKv(D.scheduler.buildConnectorMeta());
     await until(() => ((D.worker.status('d-stop') ?? 0) >= 3 ? true : undefined));
-    const pReq: KVRequestView = { requestId: 'p-stop', promptTokens: 8, kvTransferParams: { do_remote_decode: true, remote_request_id: room }, finishReason: 'stop' };
+    const pReq: KVRequestView = {
+      requestId: 'p-stop',
+      promptTokens: 8,
+      kvTransferParams: { do_remote_decode: true, remote_request_id: room },
+      finishReason: 'stop',
+    };
     P.scheduler.updateStateAfterAlloc(pReq, [2, 12], 0);
     P.worker.startLoadKv(P.scheduler.buildConnectorMeta()); // the forward pass starts sending layer by layer
     P.worker.saveKvLayer('model.layers.0.self_attn');
@@ -215,15 +276,24 @@ test('layerwise: a request that stops mid-send keeps its blocks until the aborte
     assert.equal(meta.aborts, ['p-stop']);
     P.worker.startLoadKv(meta);
     await P.worker.waitForSave();
-    const sending = await until(() => { const f = P.worker.getFinished().sending; return f.size ? f : undefined; });
+    const sending = await until(() => {
+      const f = P.worker.getFinished().sending;
+      return f.size ? f : undefined;
+    });
     assert.equal([...sending], ['p-stop']);
     assert.is(P.worker.status('p-stop'), undefined);
-    const recving = await until(() => { const f = D.worker.getFinished().recving; return f.size ? f : undefined; });
+    const recving = await until(() => {
+      const f = D.worker.getFinished().recving;
+      return f.size ? f : undefined;
+    });
     assert.equal([...recving], ['d-stop']);
     assert.equal([...D.worker.getBlockIdsWithLoadErrors()].sort(), [7, 8]);
     // The entry is gone: the same request id queues a new send.
     P.scheduler.updateStateAfterAlloc(pReq, [3], 0);
-    assert.equal(P.scheduler.buildConnectorMeta().sends.map((x) => x.requestId), ['p-stop']);
+    assert.equal(
+      P.scheduler.buildConnectorMeta().sends.map((x) => x.requestId),
+      ['p-stop'],
+    );
   });
 });
 
@@ -237,11 +307,20 @@ test('layerwise: a send that ends before requestFinished frees its blocks exactl
     ];
     const landed = { dst: [] as number[], src: [] as number[] };
     for (const c of cases) {
-      const dReq: KVRequestView = { requestId: `d-${c.id}`, promptTokens: 4 * c.dst.length, kvTransferParams: { do_remote_prefill: true, remote_host: '127.0.0.1', remote_port: port, remote_request_id: c.room } };
+      const dReq: KVRequestView = {
+        requestId: `d-${c.id}`,
+        promptTokens: 4 * c.dst.length,
+        kvTransferParams: { do_remote_prefill: true, remote_host: '127.0.0.1', remote_port: port, remote_request_id: c.room },
+      };
       D.scheduler.updateStateAfterAlloc(dReq, c.dst, 4 * c.dst.length);
       D.worker.startLoadKv(D.scheduler.buildConnectorMeta());
       await until(() => ((D.worker.status(dReq.requestId) ?? 0) >= 3 ? true : undefined));
-      const pReq: KVRequestView = { requestId: c.id, promptTokens: 4 * c.src.length, kvTransferParams: { do_remote_decode: true, remote_request_id: c.room }, finishReason: c.reason };
+      const pReq: KVRequestView = {
+        requestId: c.id,
+        promptTokens: 4 * c.src.length,
+        kvTransferParams: { do_remote_decode: true, remote_request_id: c.room },
+        finishReason: c.reason,
+      };
       P.scheduler.updateStateAfterAlloc(pReq, c.src, 0);
       P.worker.startLoadKv(P.scheduler.buildConnectorMeta());
       for (let l = 0; l < LAYERS; l++) P.worker.saveKvLayer(`model.layers.${l}.self_attn`);

@@ -50,7 +50,12 @@ function isWildcard(address: string): boolean {
  * The NativeFabricOptions of a transport from the parsed plugin options; `envPrefix` is the
  * prefix the plugin gave fabricOptionsSchema (native messages name its variables).
  */
-export function nativeOptions(plugin: string, context: Pick<TransportContext, 'segmentName' | 'epoch' | 'bindAddress'> & { connectTimeoutMs?: number }, o: FabricOptions, envPrefix = ''): NativeFabricOptions {
+export function nativeOptions(
+  plugin: string,
+  context: Pick<TransportContext, 'segmentName' | 'epoch' | 'bindAddress'> & { connectTimeoutMs?: number },
+  o: FabricOptions,
+  envPrefix = '',
+): NativeFabricOptions {
   return {
     plugin,
     envPrefix,
@@ -120,7 +125,14 @@ export class FabricTransport extends NativeTransportBase<NativeFabricTransport> 
 
   #parseEndpoint(peer: SegmentDescriptor): FabricEndpoint {
     const e = peer.transports[this.plugin]?.endpoint as Partial<FabricEndpoint> | undefined;
-    if (!e || typeof e !== 'object' || typeof e.provider !== 'string' || !Array.isArray(e.rails) || e.rails.length === 0 || e.rails.some((r) => !(r?.addr instanceof Uint8Array))) {
+    if (
+      !e ||
+      typeof e !== 'object' ||
+      typeof e.provider !== 'string' ||
+      !Array.isArray(e.rails) ||
+      e.rails.length === 0 ||
+      e.rails.some((r) => !(r?.addr instanceof Uint8Array))
+    ) {
       throw this.fail('INVALID_ARGUMENT', `segment "${peer.name}" publishes no usable ${this.plugin} endpoint ({provider, rails: [{addr}]})`);
     }
     return { provider: e.provider, protocol: typeof e.protocol === 'number' ? e.protocol : 1, rails: e.rails as FabricEndpoint['rails'] };
@@ -141,11 +153,26 @@ export class FabricTransport extends NativeTransportBase<NativeFabricTransport> 
     const same = this.isSelf(peer);
     if (!same) this.advertOf(peer);
     const ep = same ? this.#endpoint : this.#parseEndpoint(peer);
-    if (ep.protocol !== this.#endpoint.protocol) throw this.fail('PROTOCOL_MISMATCH', `segment "${peer.name}" speaks ${this.plugin} protocol ${ep.protocol}, this build speaks ${this.#endpoint.protocol}`);
+    if (ep.protocol !== this.#endpoint.protocol)
+      throw this.fail(
+        'PROTOCOL_MISMATCH',
+        `segment "${peer.name}" speaks ${this.plugin} protocol ${ep.protocol}, this build speaks ${this.#endpoint.protocol}`,
+      );
     if (ep.provider !== this.#endpoint.provider) {
-      throw this.fail('PROTOCOL_MISMATCH', `segment "${peer.name}" uses libfabric provider "${ep.provider}", this process "${this.#endpoint.provider}": both sides must use the same provider (set FI_PROVIDER or the provider option alike)`);
+      throw this.fail(
+        'PROTOCOL_MISMATCH',
+        `segment "${peer.name}" uses libfabric provider "${ep.provider}", this process "${this.#endpoint.provider}": both sides must use the same provider (set FI_PROVIDER or the provider option alike)`,
+      );
     }
-    const id = this.native.openPeer(peer.name, peer.epoch, ep.provider, ep.rails.map((r) => r.addr), ep.rails.map((r) => r.virtAddr === true), same, this.#regions(peer));
+    const id = this.native.openPeer(
+      peer.name,
+      peer.epoch,
+      ep.provider,
+      ep.rails.map((r) => r.addr),
+      ep.rails.map((r) => r.virtAddr === true),
+      same,
+      this.#regions(peer),
+    );
     return this.peerHandle(peer, id, true);
   }
 
@@ -160,7 +187,15 @@ export class FabricTransport extends NativeTransportBase<NativeFabricTransport> 
   describe(): Record<string, WireValue> {
     return {
       provider: this.#endpoint.provider,
-      rails: this.#rails.map((r) => ({ domain: r.domain, fabric: r.fabric, mrMode: mrModeNames(r.mrMode).join('|') || '0', keySize: r.keySize, addressing: r.virtAddr ? 'virtual address' : 'offset', slicesPerOp: r.slicesPerOp, deliveryComplete: r.deliveryComplete })),
+      rails: this.#rails.map((r) => ({
+        domain: r.domain,
+        fabric: r.fabric,
+        mrMode: mrModeNames(r.mrMode).join('|') || '0',
+        keySize: r.keySize,
+        addressing: r.virtAddr ? 'virtual address' : 'offset',
+        slicesPerOp: r.slicesPerOp,
+        deliveryComplete: r.deliveryComplete,
+      })),
       sliceSize: this.#options.sliceSize,
       window: this.#options.window,
       // What the rails do (each reads the option once and keeps it: a refused post fails that write only).

@@ -10,6 +10,8 @@ export function loadFabricAddon(options: { plugin: string; addon: string; envOve
     file: options.addon,
     packageRoot: options.packageRoot,
     envVar: options.envOverride,
-    solutions: [`build it: \`npm run build:native -w ${options.workspace}\` (needs cmake >= 3.18, g++ and, for a working transport, libfabric: ${INSTALL_LIBFABRIC})`],
+    solutions: [
+      `build it: \`npm run build:native -w ${options.workspace}\` (needs cmake >= 3.18, g++ and, for a working transport, libfabric: ${INSTALL_LIBFABRIC})`,
+    ],
   });
 }

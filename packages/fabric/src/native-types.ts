@@ -72,9 +72,22 @@ export interface NativeFabricTransport extends NativeTransportHandle {
   rails(): NativeRail[];
   /** Registers [addr, addr+length) in every rail's domain (or inside the plugin's arena). Throws a TransferError. */
   /** Registers on a worker thread (fi_mr_reg can take long for large regions). */
-  registerMemory(buffer: ArrayBuffer | ArrayBufferView | null, addr: bigint, length: bigint, remoteAccess: boolean): Promise<{ addr: bigint; keys: bigint[]; base: bigint }>;
+  registerMemory(
+    buffer: ArrayBuffer | ArrayBufferView | null,
+    addr: bigint,
+    length: bigint,
+    remoteAccess: boolean,
+  ): Promise<{ addr: bigint; keys: bigint[]; base: bigint }>;
   /** Starts the hello on every rail; `onOpen(id, ...)` reports. */
-  openPeer(name: string, epoch: bigint, provider: string, rails: Uint8Array[], virtAddr: boolean[], sameProcess: boolean, regions: NativeRemoteRegion[]): number;
+  openPeer(
+    name: string,
+    epoch: bigint,
+    provider: string,
+    rails: Uint8Array[],
+    virtAddr: boolean[],
+    sameProcess: boolean,
+    regions: NativeRemoteRegion[],
+  ): number;
   /** Pings every rail of the peer; `onCheck(id, ...)` reports. */
   checkPeer(peerId: number, timeoutMs: number): number;
   /** Whether registered memory starts at `addr` (false once closed). */

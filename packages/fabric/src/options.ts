@@ -18,7 +18,8 @@ export function fabricOptionsSchema<P extends string>(prefix: P) {
       type: 'list',
       default: [],
       env: `${prefix}_NICS`,
-      description: 'NIC (libfabric domain) names to use, comma separated, like Mooncake\'s device list (e.g. "mlx5_0,mlx5_1"); default: every domain of the provider, up to maxRails',
+      description:
+        'NIC (libfabric domain) names to use, comma separated, like Mooncake\'s device list (e.g. "mlx5_0,mlx5_1"); default: every domain of the provider, up to maxRails',
     },
     maxRails: {
       type: 'integer',
@@ -65,14 +66,15 @@ export function fabricOptionsSchema<P extends string>(prefix: P) {
       min: 1,
       max: 4096,
       env: `${prefix}_WINDOW`,
-      description: 'RMA operations in flight per rail (also bounded by the provider\'s tx queue size)',
+      description: "RMA operations in flight per rail (also bounded by the provider's tx queue size)",
     },
     connectTimeoutMs: {
       type: 'integer',
       min: 1,
       max: 600000,
       env: `${prefix}_CONNECT_TIMEOUT_MS`,
-      description: 'Deadline of the hello on every rail at openPeer and of region-table queries (then PEER_UNREACHABLE). Default: the engine\'s timeouts.connectMs',
+      description:
+        "Deadline of the hello on every rail at openPeer and of region-table queries (then PEER_UNREACHABLE). Default: the engine's timeouts.connectMs",
     },
     cancelGraceMs: {
       type: 'integer',
@@ -80,20 +82,22 @@ export function fabricOptionsSchema<P extends string>(prefix: P) {
       min: 1,
       max: 60000,
       env: `${prefix}_CANCEL_GRACE_MS`,
-      description: 'Deprecated, no effect: after a timeout or abort a batch settles only when the provider has reported its posted RMA (libfabric cannot recall it); accepted so existing configurations still load',
+      description:
+        'Deprecated, no effect: after a timeout or abort a batch settles only when the provider has reported its posted RMA (libfabric cannot recall it); accepted so existing configurations still load',
     },
     deliveryComplete: {
       type: 'boolean',
       default: true,
       env: `${prefix}_DELIVERY_COMPLETE`,
-      description: 'Post writes with FI_DELIVERY_COMPLETE, so a completed write is known applied at the target; a provider that refuses the flag fails the write (it is never downgraded to a write complete once sent)',
+      description:
+        'Post writes with FI_DELIVERY_COMPLETE, so a completed write is known applied at the target; a provider that refuses the flag fails the write (it is never downgraded to a write complete once sent)',
     },
     writeFence: {
       type: 'boolean',
       default: true,
       env: `${prefix}_WRITE_FENCE`,
       description:
-        'Where the provider places writes to a peer in posted order (FI_ORDER_WAW), ask for delivery completion only on each batch\'s last write per rail and hold the others until it is delivered (same guarantee, fewer acknowledgements); off: every write asks for it',
+        "Where the provider places writes to a peer in posted order (FI_ORDER_WAW), ask for delivery completion only on each batch's last write per rail and hold the others until it is delivered (same guarantee, fewer acknowledgements); off: every write asks for it",
     },
     notifyQueuePerPeer: {
       type: 'integer',
@@ -101,7 +105,8 @@ export function fabricOptionsSchema<P extends string>(prefix: P) {
       min: 1,
       max: 1048576,
       env: `${prefix}_NOTIFY_QUEUE_PER_PEER`,
-      description: 'Notifications received from one peer and not yet handed to listeners; beyond it further ones are refused and the sender\'s batch fails with POOL_EXHAUSTED',
+      description:
+        "Notifications received from one peer and not yet handed to listeners; beyond it further ones are refused and the sender's batch fails with POOL_EXHAUSTED",
     },
     notifyQueueBytes: {
       type: 'integer',
@@ -109,7 +114,8 @@ export function fabricOptionsSchema<P extends string>(prefix: P) {
       min: 65536,
       max: 17179869184,
       env: `${prefix}_NOTIFY_QUEUE_BYTES`,
-      description: 'Bytes of received notifications not yet handed to listeners (payload + 256 each), all peers together; beyond it further ones are refused (POOL_EXHAUSTED at the sender)',
+      description:
+        'Bytes of received notifications not yet handed to listeners (payload + 256 each), all peers together; beyond it further ones are refused (POOL_EXHAUSTED at the sender)',
     },
     slicesPerOp: {
       type: 'integer',
@@ -118,7 +124,7 @@ export function fabricOptionsSchema<P extends string>(prefix: P) {
       max: 4,
       env: `${prefix}_SLICES_PER_OP`,
       description:
-        'Consecutive slices of one batch to one peer region carried by one scatter-gather RMA, up to the provider\'s iov limits (tcp;ofi_rxm: 4, verbs: 1); 1: one operation per slice',
+        "Consecutive slices of one batch to one peer region carried by one scatter-gather RMA, up to the provider's iov limits (tcp;ofi_rxm: 4, verbs: 1); 1: one operation per slice",
     },
   } as const satisfies OptionsSchema;
 }

@@ -5,7 +5,12 @@ import type { NativeFabricModule } from './native-types.js';
 import type { FabricOptions } from './options.js';
 
 /** probe() for a libfabric plugin: what was found, what would be chosen, what to install. */
-export function probeFabric(load: () => NativeFabricModule, plugin: string, options: Partial<FabricOptions> & { envPrefix?: string }, extra: Record<string, unknown> = {}): ProbeResult {
+export function probeFabric(
+  load: () => NativeFabricModule,
+  plugin: string,
+  options: Partial<FabricOptions> & { envPrefix?: string },
+  extra: Record<string, unknown> = {},
+): ProbeResult {
   let native: NativeFabricModule;
   try {
     native = load();
@@ -19,7 +24,15 @@ export function probeFabric(load: () => NativeFabricModule, plugin: string, opti
       details: { builtWithLibfabric: false, ...extra },
     };
   }
-  const d = native.discover({ plugin, envPrefix: options.envPrefix ?? '', provider: options.provider ?? '', nics: options.nics ?? [], allowShm: options.allowShm ?? false, sourceAddress: options.sourceAddress ?? '', maxRails: options.maxRails ?? 4 });
+  const d = native.discover({
+    plugin,
+    envPrefix: options.envPrefix ?? '',
+    provider: options.provider ?? '',
+    nics: options.nics ?? [],
+    allowShm: options.allowShm ?? false,
+    sourceAddress: options.sourceAddress ?? '',
+    maxRails: options.maxRails ?? 4,
+  });
   const details = {
     builtWithLibfabric: true,
     libfabric: d.version,

@@ -54,7 +54,8 @@ export class Checksummer {
 
   static create(options: { threads?: number } = {}): Checksummer {
     const threads = options.threads ?? defaultCopyThreads();
-    if (!Number.isInteger(threads) || threads < 1 || threads > 256) throw new TransferError('INVALID_ARGUMENT', `Expected \`threads\` to be an integer from 1 to 256, got ${threads}`);
+    if (!Number.isInteger(threads) || threads < 1 || threads > 256)
+      throw new TransferError('INVALID_ARGUMENT', `Expected \`threads\` to be an integer from 1 to 256, got ${threads}`);
     return new Checksummer(new (loadStagingAddon().Checksummer)(threads));
   }
 
@@ -74,7 +75,8 @@ export class Checksummer {
   /** One CRC32C per job; rejects with ADDRESS_OUT_OF_RANGE before any byte is read when one leaves the regions. */
   checksum(jobs: Float64Array | ChecksumList): Promise<Uint32Array> {
     const flat = jobs instanceof ChecksumList ? jobs.finish() : jobs;
-    if (flat.length % CHECKSUM_FIELDS !== 0) return Promise.reject(new TransferError('INVALID_ARGUMENT', `Expected ${CHECKSUM_FIELDS} numbers per checksum, got ${flat.length} numbers`));
+    if (flat.length % CHECKSUM_FIELDS !== 0)
+      return Promise.reject(new TransferError('INVALID_ARGUMENT', `Expected ${CHECKSUM_FIELDS} numbers per checksum, got ${flat.length} numbers`));
     if (flat.length === 0) return Promise.resolve(new Uint32Array(0));
     return new Promise((resolve, reject) => {
       try {

@@ -26,7 +26,8 @@ export class StagingCopier {
 
   static create(options: CopierOptions = {}): StagingCopier {
     const threads = options.threads ?? defaultCopyThreads();
-    if (!Number.isInteger(threads) || threads < 1 || threads > 256) throw new TransferError('INVALID_ARGUMENT', `Expected \`threads\` to be an integer from 1 to 256, got ${threads}`);
+    if (!Number.isInteger(threads) || threads < 1 || threads > 256)
+      throw new TransferError('INVALID_ARGUMENT', `Expected \`threads\` to be an integer from 1 to 256, got ${threads}`);
     const addon = loadStagingAddon();
     return new StagingCopier(new addon.Copier(threads));
   }
@@ -46,7 +47,8 @@ export class StagingCopier {
 
   /** Runs `jobs` (JOB_FIELDS numbers each); rejects with ADDRESS_OUT_OF_RANGE before any copy when one leaves the regions. */
   copy(jobs: Float64Array): Promise<void> {
-    if (jobs.length % JOB_FIELDS !== 0) return Promise.reject(new TransferError('INVALID_ARGUMENT', `Expected ${JOB_FIELDS} numbers per copy, got ${jobs.length} numbers`));
+    if (jobs.length % JOB_FIELDS !== 0)
+      return Promise.reject(new TransferError('INVALID_ARGUMENT', `Expected ${JOB_FIELDS} numbers per copy, got ${jobs.length} numbers`));
     if (jobs.length === 0) return Promise.resolve();
     return new Promise((resolve, reject) => {
       try {

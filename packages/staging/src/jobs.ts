@@ -57,6 +57,16 @@ export class CopyList {
   at(i: number): StridedCopy {
     const d = this.data;
     const o = i * JOB_FIELDS;
-    return { src: d[o]!, dst: d[o + 1]!, width: d[o + 2]!, rows: d[o + 3]!, srcPitch: d[o + 4]!, dstPitch: d[o + 5]!, reps: d[o + 6]!, srcRepStride: d[o + 7]!, dstRepStride: d[o + 8]! };
+    return {
+      src: d[o]!,
+      dst: d[o + 1]!,
+      width: d[o + 2]!,
+      rows: d[o + 3]!,
+      srcPitch: d[o + 4]!,
+      dstPitch: d[o + 5]!,
+      reps: d[o + 6]!,
+      srcRepStride: d[o + 7]!,
+      dstRepStride: d[o + 8]!,
+    };
   }
 }

@@ -15,7 +15,10 @@ test('CRC32C of the check string, of ranges and of a strided head slice, on nati
   const t = Number(addressOf(text));
   const p = Number(addressOf(page));
   const sums = Checksummer.create({ threads: 2 });
-  sums.setRegions([{ addr: t, length: text.length }, { addr: p, length: page.length }]);
+  sums.setRegions([
+    { addr: t, length: text.length },
+    { addr: p, length: page.length },
+  ]);
   const jobs = new ChecksumList();
   jobs.push(t, 9);
   // Heads [3, 5) of 16 NHD token rows of 8 heads × 32 B, and the same bytes packed by hand.
@@ -44,10 +47,16 @@ test('a checksum leaving the regions is refused with ADDRESS_OUT_OF_RANGE before
   const jobs = new ChecksumList();
   jobs.push(m, 4096);
   jobs.push(m + 4000, 200);
-  const error = await sums.checksum(jobs).then(() => undefined, (e: unknown) => e);
+  const error = await sums.checksum(jobs).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   assert.ok(isTransferError(error, 'ADDRESS_OUT_OF_RANGE'), String(error));
   assert.match((error as Error).message, /checksum 1/);
-  const bad = await sums.checksum(new Float64Array(5)).then(() => undefined, (e: unknown) => e);
+  const bad = await sums.checksum(new Float64Array(5)).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   assert.ok(isTransferError(bad, 'INVALID_ARGUMENT'), String(bad));
 });
 

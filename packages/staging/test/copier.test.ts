@@ -19,10 +19,14 @@ test('a head slice of NHD pages is gathered exactly, on several threads', async 
   const s = Number(addressOf(src));
   const d = Number(addressOf(dst));
   const copier = StagingCopier.create({ threads: 2 });
-  copier.setRegions([{ addr: s, length: src.length }, { addr: d, length: dst.length }]);
+  copier.setRegions([
+    { addr: s, length: src.length },
+    { addr: d, length: dst.length },
+  ]);
   const jobs = new CopyList();
   // Heads [5, 7) of every token row, packed.
-  for (let p = 0; p < pages; p++) jobs.push(s + p * tokens * heads * headBytes + 5 * headBytes, d + p * tokens * 2 * headBytes, 2 * headBytes, tokens, heads * headBytes, 2 * headBytes);
+  for (let p = 0; p < pages; p++)
+    jobs.push(s + p * tokens * heads * headBytes + 5 * headBytes, d + p * tokens * 2 * headBytes, 2 * headBytes, tokens, heads * headBytes, 2 * headBytes);
   await copier.copy(jobs.finish());
   for (let p = 0; p < pages; p++)
     for (let t = 0; t < tokens; t++)
@@ -39,14 +43,23 @@ test('a copy leaving the regions is refused with ADDRESS_OUT_OF_RANGE before any
   const s = Number(addressOf(src));
   const d = Number(addressOf(dst));
   const copier = StagingCopier.create({ threads: 1 });
-  copier.setRegions([{ addr: s, length: 4096 }, { addr: d, length: 4096 }]);
+  copier.setRegions([
+    { addr: s, length: 4096 },
+    { addr: d, length: 4096 },
+  ]);
   const jobs = new CopyList();
   jobs.push(s, d, 1024, 1, 1024, 1024); // fine on its own
   jobs.push(s, d + 3072, 2048, 1, 2048, 2048); // runs 1024 bytes past the destination
-  const error = await copier.copy(jobs.finish()).then(() => undefined, (e: unknown) => e);
+  const error = await copier.copy(jobs.finish()).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   assert.ok(isTransferError(error), String(error));
   assert.is((error as { code: string }).code, 'ADDRESS_OUT_OF_RANGE');
-  assert.ok(dst.every((b) => b === 0), 'the first copy must not have run either');
+  assert.ok(
+    dst.every((b) => b === 0),
+    'the first copy must not have run either',
+  );
 });
 
 test('copies into memory never given as a region are refused', async () => {
@@ -55,16 +68,25 @@ test('copies into memory never given as a region are refused', async () => {
   copier.setRegions([{ addr: Number(addressOf(src)), length: 64 }]);
   const jobs = new CopyList();
   jobs.push(Number(addressOf(src)), 0x1000, 64, 1, 64, 64);
-  const error = await copier.copy(jobs.finish()).then(() => undefined, (e: unknown) => e);
+  const error = await copier.copy(jobs.finish()).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   assert.is((error as { code: string }).code, 'ADDRESS_OUT_OF_RANGE');
 });
 
 test('malformed batches are INVALID_ARGUMENT', async () => {
   const copier = StagingCopier.create({ threads: 1 });
   copier.setRegions([]);
-  const e1 = await copier.copy(new Float64Array(5)).then(() => undefined, (e: unknown) => e);
+  const e1 = await copier.copy(new Float64Array(5)).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   assert.is((e1 as { code: string }).code, 'INVALID_ARGUMENT');
-  const e2 = await copier.copy(Float64Array.of(1.5, 0, 1, 1, 1, 1, 1, 0, 0)).then(() => undefined, (e: unknown) => e);
+  const e2 = await copier.copy(Float64Array.of(1.5, 0, 1, 1, 1, 1, 1, 0, 0)).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
   assert.is((e2 as { code: string }).code, 'INVALID_ARGUMENT');
   assert.throws(() => StagingCopier.create({ threads: 0 }), /threads/);
 });

@@ -25,7 +25,7 @@ test('built once per process: the same path, without building again', async () =
   assert.is(await a, await compileWorkerScript(fixture('main.ts')));
 });
 
-test('a script that does not compile is refused with the compiler\'s message', async () => {
+test("a script that does not compile is refused with the compiler's message", async () => {
   const dir = mkdtempSync(join(tmpdir(), 'te-worker-'));
   writeFileSync(join(dir, 'package.json'), '{"type":"module"}');
   writeFileSync(join(dir, 'broken.ts'), 'export const x: number = ;\n');

@@ -73,7 +73,10 @@ test('write early: bytes land at submit; a batch past its deadline still reports
   faults.writeEarly = true;
   faults.latencyMs = 500;
   const started = Date.now();
-  const err = await a.write(b.segmentName, local, remote, 4096, { timeoutMs: 100 }).then(() => undefined, (e) => e);
+  const err = await a.write(b.segmentName, local, remote, 4096, { timeoutMs: 100 }).then(
+    () => undefined,
+    (e) => e,
+  );
   assert.ok(isTransferError(err, 'TIMEOUT'), String(err));
   assert.ok(Date.now() - started < 450, 'the deadline, not the completion, ended it');
   assert.equal(dst.subarray(0, 4096), src.subarray(0, 4096), 'the bytes had landed before the deadline');
@@ -141,8 +144,13 @@ test('notification follows data even when the batch is split over two transports
     const hd = await y.registerMemory(hostDst);
     // What the target had when each notification arrived.
     const seen: { payload: string; gpuLanded: boolean; hostLanded: boolean }[] = [];
-    y.onNotification((n) => seen.push({ payload: new TextDecoder().decode(n.payload), gpuLanded: equal(gpuDst.bytes, gpuSrc.bytes), hostLanded: equal(hostDst, hostSrc) }));
-    for (const [gpuMs, tcpMs] of [[60, 0], [0, 60]] as const) {
+    y.onNotification((n) =>
+      seen.push({ payload: new TextDecoder().decode(n.payload), gpuLanded: equal(gpuDst.bytes, gpuSrc.bytes), hostLanded: equal(hostDst, hostSrc) }),
+    );
+    for (const [gpuMs, tcpMs] of [
+      [60, 0],
+      [0, 60],
+    ] as const) {
       gpuSrc.bytes.set(pattern(4096, gpuMs + 3));
       gpuDst.bytes.fill(0);
       hostDst.fill(0);

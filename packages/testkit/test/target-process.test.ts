@@ -31,7 +31,10 @@ test('kill() then close() does not crash; calls to a dead target reject', async 
     const t = await spawnTargetProcess(JS_TARGET, config);
     t.kill();
     await t.close();
-    const e = await t.alloc(64).then(() => undefined, (x: unknown) => x);
+    const e = await t.alloc(64).then(
+      () => undefined,
+      (x: unknown) => x,
+    );
     assert.match(String(e), /target process is gone/);
     await new Promise((r) => setTimeout(r, 100));
     assert.equal(errors.map(String), []);

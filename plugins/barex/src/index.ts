@@ -21,16 +21,30 @@ function vendor(): string {
 }
 
 function probe(): ProbeResult {
-  return probeFabric(loadBinding, PLUGIN_NAME, { provider: process.env.TE_BAREX_PROVIDER, allowShm: process.env.TE_BAREX_ALLOW_SHM === '1', nics: process.env.TE_BAREX_NICS?.split(',').filter(Boolean) ?? [], envPrefix: ENV_PREFIX }, {
-    model: MODEL,
-    vendorLibrary: vendor(),
-  });
+  return probeFabric(
+    loadBinding,
+    PLUGIN_NAME,
+    {
+      provider: process.env.TE_BAREX_PROVIDER,
+      allowShm: process.env.TE_BAREX_ALLOW_SHM === '1',
+      nics: process.env.TE_BAREX_NICS?.split(',').filter(Boolean) ?? [],
+      envPrefix: ENV_PREFIX,
+    },
+    {
+      model: MODEL,
+      vendorLibrary: vendor(),
+    },
+  );
 }
 
 export async function createBarexTransport(context: TransportContext, options: BarexOptions): Promise<Transport> {
   const native = loadBinding();
   if (!native.builtWithLibfabric) {
-    throw new TransferError('PROVIDER_UNAVAILABLE', `barex was built without libfabric (libfabric-dev was missing at build time): ${INSTALL_LIBFABRIC}, then rebuild (npm rebuild, or npm run build:native -w @te/barex)`, { plugin: PLUGIN_NAME });
+    throw new TransferError(
+      'PROVIDER_UNAVAILABLE',
+      `barex was built without libfabric (libfabric-dev was missing at build time): ${INSTALL_LIBFABRIC}, then rebuild (npm rebuild, or npm run build:native -w @te/barex)`,
+      { plugin: PLUGIN_NAME },
+    );
   }
   return new BarexTransport(native, context, options);
 }

@@ -1,4 +1,12 @@
-import { TransferError, type AllocatedMemory, type DeviceName, type SegmentDescriptor, type TransportContext, type TransportPeer, type WireValue } from '@te/connector';
+import {
+  TransferError,
+  type AllocatedMemory,
+  type DeviceName,
+  type SegmentDescriptor,
+  type TransportContext,
+  type TransportPeer,
+  type WireValue,
+} from '@te/connector';
 import { FabricTransport, nativeOptions, type SegmentHealth } from '@te/fabric';
 import { PLUGIN_NAME, type BarexModule, type BarexNativeOptions } from './binding.js';
 import { ENV_PREFIX, type BarexOptions } from './options.js';
@@ -30,7 +38,11 @@ export class BarexTransport extends FabricTransport {
   readonly #strict: boolean;
 
   constructor(module: BarexModule, context: TransportContext, options: BarexOptions) {
-    const native: BarexNativeOptions = { ...nativeOptions(PLUGIN_NAME, context, options, ENV_PREFIX), poolSize: options.poolSize, poolStrict: !options.allowExternalMemory };
+    const native: BarexNativeOptions = {
+      ...nativeOptions(PLUGIN_NAME, context, options, ENV_PREFIX),
+      poolSize: options.poolSize,
+      poolStrict: !options.allowExternalMemory,
+    };
     super(module, context, native);
     this.#module = module;
     this.#strict = !options.allowExternalMemory;
@@ -40,9 +52,11 @@ export class BarexTransport extends FabricTransport {
   /** Allocates from the pool; POOL_EXHAUSTED when it cannot. */
   allocate(bytes: number | bigint): PoolAllocation {
     this.checkOpen();
-    if (typeof bytes === 'number' && !Number.isSafeInteger(bytes)) throw this.fail('INVALID_ARGUMENT', `Expected \`bytes\` to be a positive integer, got ${String(bytes)}`);
+    if (typeof bytes === 'number' && !Number.isSafeInteger(bytes))
+      throw this.fail('INVALID_ARGUMENT', `Expected \`bytes\` to be a positive integer, got ${String(bytes)}`);
     const n = typeof bytes === 'bigint' ? bytes : BigInt(bytes);
-    if (n <= 0n || n > BigInt(Number.MAX_SAFE_INTEGER)) throw this.fail('INVALID_ARGUMENT', `Expected \`bytes\` to be a positive integer, got ${String(bytes)}`);
+    if (n <= 0n || n > BigInt(Number.MAX_SAFE_INTEGER))
+      throw this.fail('INVALID_ARGUMENT', `Expected \`bytes\` to be a positive integer, got ${String(bytes)}`);
     const addr = this.#module.poolAlloc(n);
     const pool = this.#module.poolBuffer();
     const base = this.#module.poolStats().base;
@@ -64,7 +78,8 @@ export class BarexTransport extends FabricTransport {
   /** Returns an allocation to the pool (unregister it first). */
   free(addr: bigint): void {
     this.checkOpen();
-    if (this.native.isRegistered(addr)) throw this.fail('INVALID_ARGUMENT', `memory at 0x${addr.toString(16)} is still registered: unregister it before freeing it`);
+    if (this.native.isRegistered(addr))
+      throw this.fail('INVALID_ARGUMENT', `memory at 0x${addr.toString(16)} is still registered: unregister it before freeing it`);
     this.#module.poolFree(addr);
   }
 
@@ -108,7 +123,11 @@ export class BarexTransport extends FabricTransport {
 
 function anyTransport(): BarexTransport {
   for (const t of live) return t;
-  throw new TransferError('PROVIDER_UNAVAILABLE', 'no barex transport exists in this process: create an engine with connector "barex" before allocating from its pool', { plugin: PLUGIN_NAME });
+  throw new TransferError(
+    'PROVIDER_UNAVAILABLE',
+    'no barex transport exists in this process: create an engine with connector "barex" before allocating from its pool',
+    { plugin: PLUGIN_NAME },
+  );
 }
 
 /** Allocates `bytes` from this process's barex pool (an engine with barex must exist). */

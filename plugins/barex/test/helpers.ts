@@ -19,7 +19,10 @@ export function registry(): PluginRegistry {
 
 /** An engine in this process; `provider` as an option (libfabric reads FI_PROVIDER once per process). */
 export function initiator(provider: string, options: Record<string, unknown> = {}): Promise<TransferEngine> {
-  const config: TeConfigInput = { connector: plugin.name, transportOptions: { [plugin.name]: { provider, poolSize: POOL, connectTimeoutMs: 2000, ...options } } };
+  const config: TeConfigInput = {
+    connector: plugin.name,
+    transportOptions: { [plugin.name]: { provider, poolSize: POOL, connectTimeoutMs: 2000, ...options } },
+  };
   return createTransferEngine(config, { registry: registry(), env: {} });
 }
 
@@ -29,7 +32,11 @@ export function initiator(provider: string, options: Record<string, unknown> = {
  * the child starts without a TypeScript loader.
  */
 export async function poolTarget(provider: string): Promise<TargetProcess> {
-  const config: TeConfigInput = { connector: plugin.name, modulePath: await compileWorkerScript(SOURCE), transportOptions: { [plugin.name]: { poolSize: POOL, connectTimeoutMs: 2000 } } };
+  const config: TeConfigInput = {
+    connector: plugin.name,
+    modulePath: await compileWorkerScript(SOURCE),
+    transportOptions: { [plugin.name]: { poolSize: POOL, connectTimeoutMs: 2000 } },
+  };
   return spawnTargetProcess(await compileWorkerScript(POOL_TARGET), config, { env: { FI_PROVIDER: provider } });
 }
 

@@ -54,7 +54,10 @@ test('memory outside the pool is refused with a clear error; pool exhaustion is 
   const engine = await initiator(PROVIDERS[0]);
   const target = await poolTarget(PROVIDERS[0]);
   try {
-    const err = (await engine.registerMemory(new Uint8Array(4096)).then(() => undefined, (e) => e)) as { code: string; message: string };
+    const err = (await engine.registerMemory(new Uint8Array(4096)).then(
+      () => undefined,
+      (e) => e,
+    )) as { code: string; message: string };
     assert.is(err?.code, 'INVALID_ARGUMENT');
     assert.match(err.message, /outside the barex pool/);
     assert.match(err.message, /allocate\(\)/);
@@ -103,8 +106,6 @@ test('probe() says what the plugin is and whether accl-barex was found', async (
   assert.match(String(p.details?.model), /implemented over libfabric .* accl-barex is not used/);
   assert.is(p.details?.vendorLibrary, 'not found at build time');
 });
-
-
 
 test('engine.allocateMemory takes pool memory; closing the engine returns it to the pool', async () => {
   const first = await initiator(PROVIDERS[0]);

@@ -71,7 +71,10 @@ for (const provider of PROVIDERS) {
       const c = await outcome(i.transport.submit(again, write, { timeoutMs: 3000 }));
       assert.ok(c !== 'OK', 'the stale key was refused');
       assert.ok(['MEMORY_NOT_REGISTERED', 'CONNECTION_LOST', 'TRANSFER_FAILED', 'status -3'].includes(c), `got ${c}`);
-      assert.ok(b.buffer.every((x) => x === 0x77), 'the new owner\'s bytes are untouched');
+      assert.ok(
+        b.buffer.every((x) => x === 0x77),
+        "the new owner's bytes are untouched",
+      );
     } finally {
       await i.transport.close();
       await t.transport.close();
@@ -89,15 +92,23 @@ for (const provider of PROVIDERS) {
       const reg = await filledRegion(t.transport, size, 0, true);
       const peer = await i.transport.openPeer(descriptor(t, reg.addr, size, reg.attrs));
       const chunk = 4096;
-      const reqs = Array.from({ length: size / chunk }, (_, k) => ({ op: 'write' as const, local: local.addr + BigInt(k * chunk), remote: reg.addr + BigInt(k * chunk), length: chunk }));
+      const reqs = Array.from({ length: size / chunk }, (_, k) => ({
+        op: 'write' as const,
+        local: local.addr + BigInt(k * chunk),
+        remote: reg.addr + BigInt(k * chunk),
+        length: chunk,
+      }));
       const batch = i.transport.submit(peer, batchOf(reqs), { timeoutMs: 10_000 });
       // Revoke once writes are landing (the first byte arrived), with most still queued
       // (window 1, 2048 requests): an event, where a 2 ms sleep left it to the scheduler.
-      for (const until = Date.now() + 10_000; reg.buffer[0] !== 0x22 && Date.now() < until; ) await new Promise((r) => setImmediate(r));
+      for (const until = Date.now() + 10_000; reg.buffer[0] !== 0x22 && Date.now() < until;) await new Promise((r) => setImmediate(r));
       assert.is(reg.buffer[0], 0x22, 'no write landed within 10 s');
       await t.transport.unregisterMemory(reg.addr);
       const atReturn = createHash('sha256').update(reg.buffer).digest('hex');
-      const result = await batch.then((r) => r.statuses, (e: { details?: { statuses?: Int32Array }; code?: string }) => e.details?.statuses ?? e.code);
+      const result = await batch.then(
+        (r) => r.statuses,
+        (e: { details?: { statuses?: Int32Array }; code?: string }) => e.details?.statuses ?? e.code,
+      );
       // The batch settled: nothing may land any more. A transport that broke that promise
       // would show it within this window (a grace for a bug to surface, not a wait for success).
       await new Promise((r) => setTimeout(r, 300));
@@ -137,13 +148,19 @@ for (const provider of PROVIDERS) {
       const peer = await other.transport.openPeer(descriptor(t, rb.addr, size, rb.attrs));
       const write = batchOf([{ op: 'write', local: local.addr, remote: rb.addr, length: size }]);
       assert.is(await outcome(other.transport.submit(peer, write, { timeoutMs: 3000 })), 'OK');
-      assert.ok(rb.buffer.every((x) => x === 0x3c), 'the write landed');
+      assert.ok(
+        rb.buffer.every((x) => x === 0x3c),
+        'the write landed',
+      );
       assert.ok(Date.now() - started < 1000, `a new peer waited ${Date.now() - started} ms behind the gone one`);
       // Past the REVOKE's deadline and the address's grace period the rail keeps working.
       await new Promise((r) => setTimeout(r, 2500));
       local.buffer.fill(0x4d);
       assert.is(await outcome(other.transport.submit(peer, write, { timeoutMs: 3000 })), 'OK');
-      assert.ok(rb.buffer.every((x) => x === 0x4d), 'a later write landed');
+      assert.ok(
+        rb.buffer.every((x) => x === 0x4d),
+        'a later write landed',
+      );
     } finally {
       await other.transport.close();
       await t.transport.close();
@@ -158,10 +175,13 @@ test('remote keys are random, not a sequence a peer could walk', async () => {
     for (let k = 0; k < 4; k++) {
       const a = allocate(4096);
       const r = await t.transport.registerMemory({ buffer: a.buffer, length: 4096n, device: 'cpu', remoteAccess: true });
-      keys.push(...((r.attrs as { keys: bigint[] }).keys));
+      keys.push(...(r.attrs as { keys: bigint[] }).keys);
     }
     const steps = keys.slice(1).map((k, j) => k - keys[j]!);
-    assert.ok(steps.some((d) => d !== 1n && d !== -1n), `keys ${keys.join(', ')} form a sequence`);
+    assert.ok(
+      steps.some((d) => d !== 1n && d !== -1n),
+      `keys ${keys.join(', ')} form a sequence`,
+    );
     assert.ok(keys.filter((k) => k < 1n << 32n).length <= 1, `keys ${keys.join(', ')} are small numbers`);
   } finally {
     await t.transport.close();

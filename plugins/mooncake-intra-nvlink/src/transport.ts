@@ -13,7 +13,14 @@ const HOST_TRANSPORT = 'mooncake-tcp';
 
 export class MooncakeIntraNvlinkTransport extends CudaTransportBase {
   constructor(context: TransportContext, options: IntraNvlinkOptions) {
-    super(context, { plugin: PLUGIN_NAME, native: loadBinding(), streamsPerDevice: options.streamsPerDevice, sliceBytes: options.sliceBytes, sameMachineOnly: true, hostTransport: HOST_TRANSPORT });
+    super(context, {
+      plugin: PLUGIN_NAME,
+      native: loadBinding(),
+      streamsPerDevice: options.streamsPerDevice,
+      sliceBytes: options.sliceBytes,
+      sameMachineOnly: true,
+      hostTransport: HOST_TRANSPORT,
+    });
   }
 }
 

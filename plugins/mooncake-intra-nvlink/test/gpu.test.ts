@@ -67,7 +67,10 @@ gpuTest('bounds: past the registered region, unregistered memory and past the al
     deviceMemory.fill(b, 0x11, MiB);
     await rejectsWith(engine.write(engine.segmentName, a, b + BigInt(MiB) - 16n, 32), ['ADDRESS_OUT_OF_RANGE', 'MEMORY_NOT_REGISTERED']);
     await rejectsWith(engine.write(engine.segmentName, a, b + 2n * BigInt(MiB), 16), ['MEMORY_NOT_REGISTERED', 'ADDRESS_OUT_OF_RANGE']);
-    assert.ok(deviceMemory.read(b, MiB).every((x) => x === 0x11), 'target untouched');
+    assert.ok(
+      deviceMemory.read(b, MiB).every((x) => x === 0x11),
+      'target untouched',
+    );
     // One registration must lie inside one cudaMalloc allocation.
     await rejectsWith(engine.registerMemory({ addr: a + 15n * BigInt(MiB), length: 2 * MiB, device: 'cuda:0' }), ['ADDRESS_OUT_OF_RANGE', 'MEMORY_OVERLAP']);
   });

@@ -15,7 +15,10 @@ export function newEpoch(): bigint {
 
 export async function makeTransport(options: Record<string, unknown> = {}, name = `intra-${process.pid}-${randomBytes(3).toString('hex')}`) {
   const epoch = newEpoch();
-  const transport = await plugin.create({ segmentName: name, epoch, bindAddress: '127.0.0.1', connectTimeoutMs: 5000, env: {}, log: () => {} }, parseOptions(plugin.options, options, {}, plugin.name));
+  const transport = await plugin.create(
+    { segmentName: name, epoch, bindAddress: '127.0.0.1', connectTimeoutMs: 5000, env: {}, log: () => {} },
+    parseOptions(plugin.options, options, {}, plugin.name),
+  );
   return { transport, epoch, name };
 }
 

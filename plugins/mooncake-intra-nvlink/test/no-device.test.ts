@@ -44,7 +44,10 @@ noDevice('registration through an engine fails with NO_DEVICE and the probe reas
 });
 
 noDevice('device memory helpers fail with NO_DEVICE', () => {
-  assert.throws(() => deviceMemory.alloc(4096), (e: Error & { code: string }) => e.code === 'NO_DEVICE' && /no CUDA device/.test(e.message));
+  assert.throws(
+    () => deviceMemory.alloc(4096),
+    (e: Error & { code: string }) => e.code === 'NO_DEVICE' && /no CUDA device/.test(e.message),
+  );
 });
 
 test('host memory and JS buffers are refused with the transport to use', async () => {
@@ -68,11 +71,18 @@ test('openPeer: peers on other machines, foreign descriptors and malformed attrs
   const { transport, name, epoch } = await makeTransport();
   try {
     const ep = transport.endpoint() as Record<string, unknown>;
-    const far = peerDescriptor(transport, { transports: { [plugin.name]: { class: 'intra-nvlink', memoryKinds: ['cuda'], endpoint: { ...ep, host: 'elsewhere', bootId: '00000000-0000-0000-0000-000000000000' } } } });
+    const far = peerDescriptor(transport, {
+      transports: {
+        [plugin.name]: { class: 'intra-nvlink', memoryKinds: ['cuda'], endpoint: { ...ep, host: 'elsewhere', bootId: '00000000-0000-0000-0000-000000000000' } },
+      },
+    });
     assert.match((await rejectsWith(transport.openPeer(far), 'PEER_UNREACHABLE')).message, /one node/);
     await rejectsWith(transport.openPeer(peerDescriptor(transport, { transports: {} })), 'NO_COMMON_TRANSPORT');
     await rejectsWith(transport.openPeer(peerDescriptor(transport, {}, { base: 1n, size: 2n, device: 0, handle: 'x' })), 'INVALID_ARGUMENT');
-    await rejectsWith(transport.openPeer(peerDescriptor(transport, {}, { base: 0x7f0000200000n, size: 4096n, device: 0, handle: new Uint8Array(64) })), 'INVALID_ARGUMENT');
+    await rejectsWith(
+      transport.openPeer(peerDescriptor(transport, {}, { base: 0x7f0000200000n, size: 4096n, device: 0, handle: new Uint8Array(64) })),
+      'INVALID_ARGUMENT',
+    );
     await rejectsWith(transport.openPeer(peerDescriptor(transport, { name, epoch: epoch + 2n })), 'STALE_DESCRIPTOR');
   } finally {
     await transport.close();

@@ -31,7 +31,8 @@ export function allocateFabricMemory(bytes: bigint | number, options: AllocateOp
   const device = options.device ?? 0;
   if (!Number.isInteger(device) || device < 0) throw fail(`Expected the \`device\` option to be a GPU ordinal, got ${String(options.device)}`);
   const handleType = options.handleType ?? ((process.env.TE_NVLINK_HANDLE_TYPE as HandleType | undefined) || 'fabric');
-  if (handleType !== 'fabric' && handleType !== 'posix-fd') throw fail(`Expected the \`handleType\` option to be "fabric" or "posix-fd", got ${JSON.stringify(handleType)}`);
+  if (handleType !== 'fabric' && handleType !== 'posix-fd')
+    throw fail(`Expected the \`handleType\` option to be "fabric" or "posix-fd", got ${JSON.stringify(handleType)}`);
   const a = loadBinding().allocator.allocate(device, size, handleType);
   return { addr: a.addr, size: a.size, device: a.device, handleType };
 }

@@ -54,7 +54,10 @@ export class MooncakeNvlinkTransport extends CudaTransportBase {
   protected override peerSocket(endpoint: CudaEndpoint | undefined): string {
     if (!endpoint) return '';
     if (endpoint.handleType !== undefined && endpoint.handleType !== this.handleType) {
-      throw this.fail('NO_COMMON_TRANSPORT', `the peer shares memory with ${String(endpoint.handleType)} handles, this process with ${this.handleType}: set the same handleType (TE_NVLINK_HANDLE_TYPE) on both`);
+      throw this.fail(
+        'NO_COMMON_TRANSPORT',
+        `the peer shares memory with ${String(endpoint.handleType)} handles, this process with ${this.handleType}: set the same handleType (TE_NVLINK_HANDLE_TYPE) on both`,
+      );
     }
     return typeof endpoint.socket === 'string' ? endpoint.socket : '';
   }

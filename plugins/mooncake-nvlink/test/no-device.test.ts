@@ -32,9 +32,15 @@ noDevice('probe: unavailable, naming the failing call and the CUDA error', () =>
 
 noDevice('allocateFabricMemory and registration fail with NO_DEVICE', async () => {
   for (const handleType of ['fabric', 'posix-fd'] as const) {
-    assert.throws(() => allocateFabricMemory(1 << 20, { handleType }), (e: Error & { code: string }) => e.code === 'NO_DEVICE' && /no CUDA device/.test(e.message));
+    assert.throws(
+      () => allocateFabricMemory(1 << 20, { handleType }),
+      (e: Error & { code: string }) => e.code === 'NO_DEVICE' && /no CUDA device/.test(e.message),
+    );
   }
-  const engine = await createTransferEngine({ connector: 'mooncake-tcp', transports: ['mooncake-nvlink'], transportOptions: { 'mooncake-nvlink': { handleType: 'posix-fd' } } }, { env: {} });
+  const engine = await createTransferEngine(
+    { connector: 'mooncake-tcp', transports: ['mooncake-nvlink'], transportOptions: { 'mooncake-nvlink': { handleType: 'posix-fd' } } },
+    { env: {} },
+  );
   try {
     const err = await rejectsWith(engine.registerMemory({ addr: 0x7f0000000000n, length: 4096n, device: 'cuda:0' }), 'NO_DEVICE');
     // Every transport that handles cuda memory registers it; the first one to fail says why.
@@ -45,9 +51,15 @@ noDevice('allocateFabricMemory and registration fail with NO_DEVICE', async () =
 });
 
 test('the allocator refuses bad arguments and unknown addresses', () => {
-  assert.throws(() => allocateFabricMemory(0), (e: Error & { code: string }) => e.code === 'INVALID_ARGUMENT');
+  assert.throws(
+    () => allocateFabricMemory(0),
+    (e: Error & { code: string }) => e.code === 'INVALID_ARGUMENT',
+  );
   assert.throws(() => allocateFabricMemory(4096, { handleType: 'nccl' as never }), /handleType/);
-  assert.throws(() => freeFabricMemory(0x1234n), (e: Error & { code: string }) => e.code === 'INVALID_ARGUMENT' && /allocateFabricMemory/.test(e.message));
+  assert.throws(
+    () => freeFabricMemory(0x1234n),
+    (e: Error & { code: string }) => e.code === 'INVALID_ARGUMENT' && /allocateFabricMemory/.test(e.message),
+  );
   assert.is(findFabricAllocation(0x1234n), undefined);
 });
 
@@ -69,7 +81,9 @@ test('posix-fd transports publish their fd socket; handle types must match acros
     assert.match(e.message, /handleType/);
     // A fabric peer may live on another node (no same-machine check); bounds are still enforced.
     const far = peerDescriptor(fabric.transport, {
-      transports: { [plugin.name]: { class: 'nvlink', memoryKinds: ['cuda'], endpoint: { ...(fabric.transport.endpoint() as object), host: 'node-b', bootId: 'other' } } },
+      transports: {
+        [plugin.name]: { class: 'nvlink', memoryKinds: ['cuda'], endpoint: { ...(fabric.transport.endpoint() as object), host: 'node-b', bootId: 'other' } },
+      },
     });
     const peer = await fabric.transport.openPeer(far);
     const r = await fabric.transport.submit(peer, batchOf([{ op: 'write', local: 0x1000n, remote: 0x7f0000100000n, length: 16 }]), { timeoutMs: 5000 });

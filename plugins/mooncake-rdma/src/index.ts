@@ -8,14 +8,23 @@ export { rdmaOptions, type RdmaOptions } from './options.js';
 export const VERSION = '0.1.0';
 
 function probe(): ProbeResult {
-  return probeFabric(loadBinding, PLUGIN_NAME, { provider: process.env.TE_RDMA_PROVIDER, allowShm: process.env.TE_RDMA_ALLOW_SHM === '1', nics: process.env.TE_RDMA_NICS?.split(',').filter(Boolean) ?? [], envPrefix: ENV_PREFIX });
+  return probeFabric(loadBinding, PLUGIN_NAME, {
+    provider: process.env.TE_RDMA_PROVIDER,
+    allowShm: process.env.TE_RDMA_ALLOW_SHM === '1',
+    nics: process.env.TE_RDMA_NICS?.split(',').filter(Boolean) ?? [],
+    envPrefix: ENV_PREFIX,
+  });
 }
 
 /** Creates a mooncake-rdma transport; PROVIDER_UNAVAILABLE names what was found and what to install. */
 export async function createRdmaTransport(context: TransportContext, options: RdmaOptions): Promise<Transport> {
   const native = loadBinding();
   if (!native.builtWithLibfabric) {
-    throw new TransferError('PROVIDER_UNAVAILABLE', `mooncake-rdma was built without libfabric (libfabric-dev was missing at build time): ${INSTALL_LIBFABRIC}, then rebuild (npm rebuild, or npm run build:native -w @te/mooncake-rdma)`, { plugin: PLUGIN_NAME });
+    throw new TransferError(
+      'PROVIDER_UNAVAILABLE',
+      `mooncake-rdma was built without libfabric (libfabric-dev was missing at build time): ${INSTALL_LIBFABRIC}, then rebuild (npm rebuild, or npm run build:native -w @te/mooncake-rdma)`,
+      { plugin: PLUGIN_NAME },
+    );
   }
   return new FabricTransport(native, context, nativeOptions(PLUGIN_NAME, context, options, ENV_PREFIX));
 }

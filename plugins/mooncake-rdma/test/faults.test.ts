@@ -109,7 +109,10 @@ for (const provider of PROVIDERS) {
       assert.is(c, 'MEMORY_NOT_REGISTERED');
       assert.is(t.buffer[0], 0x77, 'revoked memory untouched');
       // A range the peer never published is refused without a round trip to the provider.
-      assert.is(await code(i.transport.submit(peer, batchOf([{ op: 'write', local: i.addr, remote: 0x1000n, length: 8 }]), { timeoutMs: 3000 })), 'MEMORY_NOT_REGISTERED');
+      assert.is(
+        await code(i.transport.submit(peer, batchOf([{ op: 'write', local: i.addr, remote: 0x1000n, length: 8 }]), { timeoutMs: 3000 })),
+        'MEMORY_NOT_REGISTERED',
+      );
     } finally {
       await i.transport.close();
       await t.transport.close();
@@ -156,7 +159,10 @@ for (const provider of PROVIDERS) {
       bytes.fill(0);
       await victim.stall();
       const started = Date.now();
-      const err = (await engine.read(victim.segment, local.addr, remote, size, { timeoutMs: 300 }).then(() => undefined, (e) => e)) as { code?: string; details?: { settled?: boolean } };
+      const err = (await engine.read(victim.segment, local.addr, remote, size, { timeoutMs: 300 }).then(
+        () => undefined,
+        (e) => e,
+      )) as { code?: string; details?: { settled?: boolean } };
       assert.is(err?.code, 'TIMEOUT');
       assert.ok(Date.now() - started < 5000, `answered after ${Date.now() - started} ms`);
       const atAnswer = createHash('sha256').update(bytes).digest('hex');
@@ -167,12 +173,21 @@ for (const provider of PROVIDERS) {
         assert.is(createHash('sha256').update(bytes).digest('hex'), atAnswer, 'local memory changed after the batch was reported settled');
       } else {
         // Reported unsettled: the memory stays in use until the provider reports the reads.
-        assert.is(await engine.unregisterMemory(local.addr).then(() => 'OK', (e) => e.code), 'MEMORY_IN_USE');
+        assert.is(
+          await engine.unregisterMemory(local.addr).then(
+            () => 'OK',
+            (e) => e.code,
+          ),
+          'MEMORY_IN_USE',
+        );
         await victim.resume();
         let c = 'MEMORY_IN_USE';
         for (let k = 0; k < 100 && c === 'MEMORY_IN_USE'; k++) {
           await new Promise((r) => setTimeout(r, 50));
-          c = await engine.unregisterMemory(local.addr).then(() => 'OK', (e) => e.code);
+          c = await engine.unregisterMemory(local.addr).then(
+            () => 'OK',
+            (e) => e.code,
+          );
         }
         assert.is(c, 'OK', 'the transport settled the batch once the peer answered');
         const after = createHash('sha256').update(bytes).digest('hex');
@@ -209,15 +224,23 @@ for (const provider of PROVIDERS) {
       const remote = await victim.alloc(size, { fill: 0 });
       const bytes = new Uint8Array(size);
       const local = await engine.registerMemory(bytes);
-      await engine.write(victim.segment, local.addr, remote, 4096);  // connection up
+      await engine.write(victim.segment, local.addr, remote, 4096); // connection up
       bytes.set(randomBytes(size));
-      const requests = Array.from({ length: n }, (_, k) => ({ op: 'write' as const, local: local.addr + BigInt(k * 4096), remote: remote + BigInt(k * 4096), length: 4096 }));
+      const requests = Array.from({ length: n }, (_, k) => ({
+        op: 'write' as const,
+        local: local.addr + BigInt(k * 4096),
+        remote: remote + BigInt(k * 4096),
+        length: 4096,
+      }));
       await victim.stall();
       let settledAt = 0;
-      const done = engine.transfer(victim.segment, batchOf(requests), { timeoutMs: 20_000 }).then(
-        (r) => ({ statuses: r.statuses, code: 'OK' }),
-        (e: { code?: string; statuses?: Int32Array }) => ({ statuses: e.statuses, code: e.code }),
-      ).finally(() => (settledAt = Date.now()));
+      const done = engine
+        .transfer(victim.segment, batchOf(requests), { timeoutMs: 20_000 })
+        .then(
+          (r) => ({ statuses: r.statuses, code: 'OK' }),
+          (e: { code?: string; statuses?: Int32Array }) => ({ statuses: e.statuses, code: e.code }),
+        )
+        .finally(() => (settledAt = Date.now()));
       await new Promise((r) => setTimeout(r, 700));
       assert.is(settledAt, 0, 'the batch was reported done while the target was stopped');
       victim.kill();
@@ -243,7 +266,10 @@ test('tcp;ofi_rxm: deliveryComplete: false is honoured (a write completes once i
     await engine.write(victim.segment, local.addr, remote, 4096);
     await victim.stall();
     // 16 KiB fits the loopback socket buffers: without delivery completion nothing waits for the target.
-    const r = await engine.write(victim.segment, local.addr, remote, 16 * 1024, { timeoutMs: 3000 }).then(() => 'OK', (e) => e.code);
+    const r = await engine.write(victim.segment, local.addr, remote, 16 * 1024, { timeoutMs: 3000 }).then(
+      () => 'OK',
+      (e) => e.code,
+    );
     assert.is(r, 'OK');
     await victim.resume();
   } finally {
@@ -255,16 +281,28 @@ test('tcp;ofi_rxm: deliveryComplete: false is honoured (a write completes once i
 
 test('no usable provider or NIC → PROVIDER_UNAVAILABLE naming what was found and what to install', async () => {
   const create = (options: Record<string, unknown>) =>
-    plugin.create({ segmentName: 'x', epoch: 5n, bindAddress: '127.0.0.1', connectTimeoutMs: 2000, env: {}, log: () => {} }, parseOptions(plugin.options, options, {}, plugin.name));
-  const err = (await create({ provider: 'verbs' }).then(() => undefined, (e) => e)) as { code: string; message: string };
+    plugin.create(
+      { segmentName: 'x', epoch: 5n, bindAddress: '127.0.0.1', connectTimeoutMs: 2000, env: {}, log: () => {} },
+      parseOptions(plugin.options, options, {}, plugin.name),
+    );
+  const err = (await create({ provider: 'verbs' }).then(
+    () => undefined,
+    (e) => e,
+  )) as { code: string; message: string };
   assert.is(err.code, 'PROVIDER_UNAVAILABLE');
   assert.match(err.message, /provider "verbs"/);
   assert.match(err.message, /RMA-capable providers found: .*tcp;ofi_rxm/);
   assert.match(err.message, /apt-get install/);
-  const nic = (await create({ provider: 'sockets', nics: ['mlx5_0'] }).then(() => undefined, (e) => e)) as { code: string; message: string };
+  const nic = (await create({ provider: 'sockets', nics: ['mlx5_0'] }).then(
+    () => undefined,
+    (e) => e,
+  )) as { code: string; message: string };
   assert.is(nic.code, 'PROVIDER_UNAVAILABLE');
   assert.match(nic.message, /found no usable NIC: its domains are \[lo\], none of them in the NIC filter \[mlx5_0\]/);
-  const shm = (await create({ provider: 'shm' }).then(() => undefined, (e) => e)) as { code: string; message: string };
+  const shm = (await create({ provider: 'shm' }).then(
+    () => undefined,
+    (e) => e,
+  )) as { code: string; message: string };
   assert.is(shm.code, 'PROVIDER_UNAVAILABLE');
   assert.match(shm.message, /checks neither memory keys nor bounds/);
   const probe = await plugin.probe!();

@@ -1,7 +1,16 @@
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
 import * as assert from 'uvu/assert';
-import { PluginRegistry, TransferError, createTransferEngine, parseOptions, type SegmentDescriptor, type TeConfigInput, type TransferEngine, type Transport } from '@te/connector';
+import {
+  PluginRegistry,
+  TransferError,
+  createTransferEngine,
+  parseOptions,
+  type SegmentDescriptor,
+  type TeConfigInput,
+  type TransferEngine,
+  type Transport,
+} from '@te/connector';
 import { compileWorkerScript, spawnTargetProcess, type TargetProcess } from '@te/testkit';
 import plugin from '../src/index.js';
 
@@ -40,10 +49,17 @@ export async function target(provider: string, options: Record<string, unknown> 
 }
 
 /** A bare transport in this process (no engine) with `buffers` registered, and the descriptor a peer opens it with. */
-export async function bareSide(provider: string, buffers: Uint8Array[], options: Record<string, unknown> = {}): Promise<{ transport: Transport; descriptor: SegmentDescriptor; addrs: bigint[] }> {
+export async function bareSide(
+  provider: string,
+  buffers: Uint8Array[],
+  options: Record<string, unknown> = {},
+): Promise<{ transport: Transport; descriptor: SegmentDescriptor; addrs: bigint[] }> {
   const epoch = randomBytes(8).readBigUInt64LE() | 1n;
   const name = `side-${randomBytes(3).toString('hex')}`;
-  const transport = await plugin.create({ segmentName: name, epoch, bindAddress: '127.0.0.1', connectTimeoutMs: 2000, env: {}, log: () => {} }, parseOptions(plugin.options, { provider, ...options }, {}, plugin.name));
+  const transport = await plugin.create(
+    { segmentName: name, epoch, bindAddress: '127.0.0.1', connectTimeoutMs: 2000, env: {}, log: () => {} },
+    parseOptions(plugin.options, { provider, ...options }, {}, plugin.name),
+  );
   const addrs: bigint[] = [];
   const published: SegmentDescriptor['buffers'] = [];
   for (const buffer of buffers) {

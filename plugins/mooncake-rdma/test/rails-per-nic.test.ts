@@ -44,12 +44,15 @@ async function stripe(provider: string, initiatorRails: number, targetRails: num
       op: k < 96 ? 'write' : 'read',
       local: i.addr + BigInt(local[k]! * SLOT),
       remote: t.addr + BigInt(remoteSlot * SLOT),
-      length: 1 + (k * 997) % SLOT,
+      length: 1 + ((k * 997) % SLOT),
     }));
     const c0 = i.transport.rmaCounters();
     const result = await i.transport.submit(peer, batchOf(requests), { timeoutMs: 5000 });
     const c1 = i.transport.rmaCounters();
-    assert.ok([...result.statuses].every((s) => s === 0), `every request completed: ${[...result.statuses]}`);
+    assert.ok(
+      [...result.statuses].every((s) => s === 0),
+      `every request completed: ${[...result.statuses]}`,
+    );
     const wantLocal = before.local.slice();
     const wantRemote = before.remote.slice();
     requests.forEach((r, k) => {
@@ -72,8 +75,15 @@ for (const provider of PROVIDERS) {
   test(`${provider}: 3 rails to a peer with 2: slices striped over every rail, bytes land`, async () => {
     const perRail = await stripe(provider, 3, 2);
     assert.is(perRail.length, 3);
-    assert.ok(perRail.every((n) => n > 0), `every rail carried slices: ${perRail}`);
-    assert.is(perRail.reduce((a, b) => a + b, 0), SLOTS, 'one slice per request');
+    assert.ok(
+      perRail.every((n) => n > 0),
+      `every rail carried slices: ${perRail}`,
+    );
+    assert.is(
+      perRail.reduce((a, b) => a + b, 0),
+      SLOTS,
+      'one slice per request',
+    );
   });
 
   test(`${provider}: 1 rail to a peer with 4: bytes land`, async () => {
@@ -96,7 +106,15 @@ test('railsPerNic 0 (the default) is automatic: one per 4 CPUs, 1 to 4, on a soc
 });
 
 test('railsPerNic outside 0..16 or not an integer → INVALID_CONFIG naming the option', () => {
-  assertOptionRefused([[{ railsPerNic: -1 }, {}], [{ railsPerNic: 17 }, {}], [{ railsPerNic: 1.5 }, {}], [{}, { TE_RDMA_RAILS_PER_NIC: 'all' }]], /railsPerNic|TE_RDMA_RAILS_PER_NIC/);
+  assertOptionRefused(
+    [
+      [{ railsPerNic: -1 }, {}],
+      [{ railsPerNic: 17 }, {}],
+      [{ railsPerNic: 1.5 }, {}],
+      [{}, { TE_RDMA_RAILS_PER_NIC: 'all' }],
+    ],
+    /railsPerNic|TE_RDMA_RAILS_PER_NIC/,
+  );
 });
 
 test.run();

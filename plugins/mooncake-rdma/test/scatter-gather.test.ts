@@ -96,7 +96,10 @@ async function run(provider: string, slicesPerOp: number): Promise<{ ops: number
     const c0 = totals(i);
     const result = await i.transport.submit(peer, batchOf(requests), { timeoutMs: 5000 });
     const c1 = totals(i);
-    assert.ok([...result.statuses].every((s) => s === 0), `every request completed: ${[...result.statuses]}`);
+    assert.ok(
+      [...result.statuses].every((s) => s === 0),
+      `every request completed: ${[...result.statuses]}`,
+    );
     // Expected contents: writes copy the initiator's bytes into the target, reads the reverse.
     const wantLocal = before.local.slice();
     const wantRemote = before.remote.map((b) => b.slice());
@@ -108,7 +111,10 @@ async function run(provider: string, slicesPerOp: number): Promise<{ ops: number
     }
     assert.ok(Buffer.from(i.buffers[0]!.bytes).equals(Buffer.from(wantLocal)), 'initiator buffer: every read landed at its own slot, nothing else changed');
     for (let k = 0; k < 2; k++) {
-      assert.ok(Buffer.from(t.buffers[k]!.bytes).equals(Buffer.from(wantRemote[k]!)), `target region ${k}: every write landed at its own slot, nothing else changed`);
+      assert.ok(
+        Buffer.from(t.buffers[k]!.bytes).equals(Buffer.from(wantRemote[k]!)),
+        `target region ${k}: every write landed at its own slot, nothing else changed`,
+      );
     }
     await i.transport.closePeer(peer);
     return { ops: c1.ops - c0.ops, slices: c1.slices - c0.slices, requests: p.length };
@@ -135,7 +141,15 @@ for (const provider of PROVIDERS) {
 }
 
 test('slicesPerOp outside 1..4 or not an integer → INVALID_CONFIG naming the option', () => {
-  assertOptionRefused([[{ slicesPerOp: 0 }, {}], [{ slicesPerOp: 5 }, {}], [{ slicesPerOp: 2.5 }, {}], [{}, { TE_RDMA_SLICES_PER_OP: 'many' }]], /slicesPerOp|TE_RDMA_SLICES_PER_OP/);
+  assertOptionRefused(
+    [
+      [{ slicesPerOp: 0 }, {}],
+      [{ slicesPerOp: 5 }, {}],
+      [{ slicesPerOp: 2.5 }, {}],
+      [{}, { TE_RDMA_SLICES_PER_OP: 'many' }],
+    ],
+    /slicesPerOp|TE_RDMA_SLICES_PER_OP/,
+  );
 });
 
 test('describe() reports how many slices one operation carries', async () => {

@@ -31,7 +31,13 @@ export interface NativeShmTransport extends NativeTransportHandle {
    * the whole 2 MiB pages inside it with huge pages. Throws TransferError MEMORY_OVERLAP /
    * ADDRESS_OUT_OF_RANGE / INVALID_ARGUMENT.
    */
-  registerMemory(buffer: ArrayBuffer | ArrayBufferView | null, addr: bigint, length: bigint, remoteAccess: boolean, hugePages: boolean): { addr: bigint; hugePages: string };
+  registerMemory(
+    buffer: ArrayBuffer | ArrayBufferView | null,
+    addr: bigint,
+    length: bigint,
+    remoteAccess: boolean,
+    hugePages: boolean,
+  ): { addr: bigint; hugePages: string };
   /** Starts the handshake with the target listening on `socketName`; `onOpen(peerId, ...)` reports. */
   openPeer(socketName: string, epoch: bigint, name: string): number;
 }

@@ -18,9 +18,15 @@ function probe(): ProbeResult {
     // Scope 2 leaves attaching to CAP_SYS_PTRACE, scope 3 to nobody: the target could not copy.
     const root = process.geteuid?.() === 0;
     if (scope === 3 || (scope === 2 && !root)) {
-      return { available: false, reason: `Yama ptrace_scope is ${scope}: a target may not read or write its peers' memory (process_vm_readv needs ptrace access); set kernel.yama.ptrace_scope to 0, or use mooncake-tcp` };
+      return {
+        available: false,
+        reason: `Yama ptrace_scope is ${scope}: a target may not read or write its peers' memory (process_vm_readv needs ptrace access); set kernel.yama.ptrace_scope to 0, or use mooncake-tcp`,
+      };
     }
-    return { available: true, details: { protocolVersion: native.protocolVersion, ptraceScope: scope ?? 'no Yama', copy: 'process_vm_readv/writev by the target' } };
+    return {
+      available: true,
+      details: { protocolVersion: native.protocolVersion, ptraceScope: scope ?? 'no Yama', copy: 'process_vm_readv/writev by the target' },
+    };
   } catch (e) {
     return { available: false, reason: (e as Error).message };
   }

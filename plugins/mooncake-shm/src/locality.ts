@@ -38,9 +38,11 @@ export function localLocality(): Locality {
 
 /** Why `peer` cannot be reached from `me` by a same-host transport, or undefined when it can. */
 export function unreachableBecause(me: Locality, peer: Locality): string | undefined {
-  if (me.bootId !== '' && peer.bootId !== '' ? me.bootId !== peer.bootId : me.host !== peer.host) return `it runs on another machine (host ${peer.host}, boot id ${peer.bootId || '?'})`;
+  if (me.bootId !== '' && peer.bootId !== '' ? me.bootId !== peer.bootId : me.host !== peer.host)
+    return `it runs on another machine (host ${peer.host}, boot id ${peer.bootId || '?'})`;
   if (me.pidNs !== '' && peer.pidNs !== '' && me.pidNs !== peer.pidNs) return `it runs in another pid namespace (${peer.pidNs})`;
-  if (me.netNs !== '' && peer.netNs !== '' && me.netNs !== peer.netNs) return `it runs in another network namespace (${peer.netNs}), where its abstract socket is not visible`;
+  if (me.netNs !== '' && peer.netNs !== '' && me.netNs !== peer.netNs)
+    return `it runs in another network namespace (${peer.netNs}), where its abstract socket is not visible`;
   if (me.uid !== peer.uid) return `it runs as uid ${peer.uid}, this process as uid ${me.uid} (same-user peers only)`;
   return undefined;
 }

@@ -9,7 +9,8 @@ export const shmOptions = {
     type: 'boolean',
     default: true,
     env: 'TE_SHM',
-    description: 'Whether to move bytes to peers on this host through this transport (TE_SHM=0: never; peers then use the next shared transport, e.g. mooncake-tcp). MC_FORCE_TCP also turns it off',
+    description:
+      'Whether to move bytes to peers on this host through this transport (TE_SHM=0: never; peers then use the next shared transport, e.g. mooncake-tcp). MC_FORCE_TCP also turns it off',
   },
   copyThreads: {
     type: 'integer',
@@ -31,7 +32,8 @@ export const shmOptions = {
     type: 'boolean',
     default: true,
     env: 'TE_SHM_HUGE_PAGES',
-    description: 'Ask the kernel to back registered host memory with transparent huge pages (MADV_HUGEPAGE + MADV_COLLAPSE on the whole 2 MiB pages inside it): process_vm_* pins pages one by one, and huge pages make the copies about 1.6x faster. Best effort',
+    description:
+      'Ask the kernel to back registered host memory with transparent huge pages (MADV_HUGEPAGE + MADV_COLLAPSE on the whole 2 MiB pages inside it): process_vm_* pins pages one by one, and huge pages make the copies about 1.6x faster. Best effort',
   },
   maxOutstanding: {
     type: 'integer',
@@ -70,7 +72,8 @@ export const shmOptions = {
     min: 1,
     max: 60000,
     env: 'TE_SHM_CANCEL_GRACE_MS',
-    description: 'After a timeout/abort, how long the target may take to answer for the batch before the initiator revokes the whole connection (its control-page fence)',
+    description:
+      'After a timeout/abort, how long the target may take to answer for the batch before the initiator revokes the whole connection (its control-page fence)',
   },
   notifyQueuePerPeer: {
     type: 'integer',

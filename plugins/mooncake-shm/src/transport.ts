@@ -53,7 +53,8 @@ export class MooncakeShmTransport extends NativeTransportBase<NativeShmTransport
       return (error as Error).message;
     }
     if (!e.enabled) return `${PLUGIN_NAME} is disabled at segment "${peer.name}"`;
-    if (e.protocol !== this.#endpoint.protocol) return `segment "${peer.name}" speaks ${PLUGIN_NAME} protocol ${e.protocol}, this build ${this.#endpoint.protocol}`;
+    if (e.protocol !== this.#endpoint.protocol)
+      return `segment "${peer.name}" speaks ${PLUGIN_NAME} protocol ${e.protocol}, this build ${this.#endpoint.protocol}`;
     const why = unreachableBecause(this.#endpoint, e);
     return why === undefined ? undefined : `segment "${peer.name}" is not reachable through ${PLUGIN_NAME}: ${why}`;
   }

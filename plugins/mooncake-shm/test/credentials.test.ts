@@ -20,9 +20,17 @@ async function refusedAcrossUsers(): Promise<void> {
   const target = await createEndpoint('credentials-target');
   await register(target.transport, new Uint8Array(4096));
   try {
-    const env = { ...process.env, TE_SHM_TEST_TARGET: JSON.stringify({ name: target.name, epoch: target.epoch.toString(), endpoint: target.transport.endpoint() }) };
+    const env = {
+      ...process.env,
+      TE_SHM_TEST_TARGET: JSON.stringify({ name: target.name, epoch: target.epoch.toString(), endpoint: target.transport.endpoint() }),
+    };
     // spawnSync would block this process's event loop, which is fine: the target's accept runs on its own thread.
-    const r = spawnSync(process.execPath, ['--import', 'tsx', fixture], { env, encoding: 'utf8', timeout: 20_000, cwd: fileURLToPath(new URL('..', import.meta.url)) });
+    const r = spawnSync(process.execPath, ['--import', 'tsx', fixture], {
+      env,
+      encoding: 'utf8',
+      timeout: 20_000,
+      cwd: fileURLToPath(new URL('..', import.meta.url)),
+    });
     assert.is(r.status, 0, r.stderr);
     const out = JSON.parse(r.stdout.trim().split('\n').pop()!) as { uid: number; code: string; message?: string };
     assert.is.not(out.uid, 0);
@@ -33,7 +41,10 @@ async function refusedAcrossUsers(): Promise<void> {
     // uid (docs/plugins/mooncake-shm.md: "the target logs it").
     const deadline = Date.now() + 2_000;
     while (!target.warnings.some((w) => w.includes(`uid ${out.uid} refused`)) && Date.now() < deadline) await new Promise((res) => setTimeout(res, 10));
-    assert.ok(target.warnings.some((w) => w.includes(`uid ${out.uid} refused`)), target.warnings.join('\n'));
+    assert.ok(
+      target.warnings.some((w) => w.includes(`uid ${out.uid} refused`)),
+      target.warnings.join('\n'),
+    );
   } finally {
     await target.transport.close();
   }

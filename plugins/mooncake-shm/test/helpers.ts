@@ -29,7 +29,14 @@ export async function createEndpoint(name: string, options: Record<string, unkno
   const epoch = randomBytes(8).readBigUInt64LE() | 1n;
   const warnings: string[] = [];
   const transport = await plugin.create(
-    { segmentName: name, epoch, bindAddress: '127.0.0.1', connectTimeoutMs: 3000, env: {}, log: (level, message) => level === 'warn' && warnings.push(message) },
+    {
+      segmentName: name,
+      epoch,
+      bindAddress: '127.0.0.1',
+      connectTimeoutMs: 3000,
+      env: {},
+      log: (level, message) => level === 'warn' && warnings.push(message),
+    },
     parseOptions(plugin.options, options, {}, plugin.name),
   );
   return {

@@ -13,7 +13,11 @@ import { createEndpoint, pattern } from './helpers.js';
 const fixture = fileURLToPath(new URL('./fixtures/conformance-target.ts', import.meta.url));
 const base = { connector: 'mooncake-tcp', transports: ['mooncake-shm'], timeouts: { transferMs: 10_000 } };
 
-async function carriedBy(initiatorConfig: Record<string, unknown>, targetConfig: Record<string, unknown> = base, env: NodeJS.ProcessEnv = {}): Promise<string[]> {
+async function carriedBy(
+  initiatorConfig: Record<string, unknown>,
+  targetConfig: Record<string, unknown> = base,
+  env: NodeJS.ProcessEnv = {},
+): Promise<string[]> {
   const target = await spawnTargetProcess(await compileWorkerScript(fixture), targetConfig);
   const saved = { ...process.env };
   Object.assign(process.env, env);
@@ -57,7 +61,10 @@ test('mooncake-shm reaches only peers on this machine, in its namespaces, of its
   try {
     const real = b.descriptor();
     const endpoint = real.transports['mooncake-shm']!.endpoint as Record<string, unknown>;
-    const variant = (change: Record<string, unknown>): SegmentDescriptor => ({ ...real, transports: { 'mooncake-shm': { ...real.transports['mooncake-shm']!, endpoint: { ...endpoint, ...change } as never } } });
+    const variant = (change: Record<string, unknown>): SegmentDescriptor => ({
+      ...real,
+      transports: { 'mooncake-shm': { ...real.transports['mooncake-shm']!, endpoint: { ...endpoint, ...change } as never } },
+    });
     assert.ok(a.transport.reaches!(real));
     assert.not.ok(a.transport.reaches!(variant({ bootId: '00000000-0000-0000-0000-000000000000', host: 'another-host' })));
     assert.not.ok(a.transport.reaches!(variant({ pidNs: 'pid:[1]' })));

@@ -44,7 +44,13 @@ export interface NativeTcpTransport extends NativeTransportHandle {
    * INVALID_ARGUMENT, NO_DEVICE (no usable GPU: the failing CUDA call and error),
    * MEMORY_KIND_UNSUPPORTED (built without CUDA, or not device memory).
    */
-  registerMemory(buffer: ArrayBuffer | SharedArrayBuffer | ArrayBufferView | null, addr: bigint, length: bigint, remoteAccess: boolean, device?: number): bigint;
+  registerMemory(
+    buffer: ArrayBuffer | SharedArrayBuffer | ArrayBufferView | null,
+    addr: bigint,
+    length: bigint,
+    remoteAccess: boolean,
+    device?: number,
+  ): bigint;
   /** Starts connecting to a peer (or marks it same-process); `onOpen(peerId, ...)` reports. */
   openPeer(host: string, port: number, epoch: bigint, name: string, local: boolean): number;
 }

@@ -33,14 +33,14 @@ export const tcpOptions = {
     min: 1,
     max: 64,
     env: 'TE_TCP_LANES_PER_PEER',
-    description: 'Persistent TCP connections per peer; slices of a batch are spread over them and pipelined. Default: as ioThreads\' default',
+    description: "Persistent TCP connections per peer; slices of a batch are spread over them and pipelined. Default: as ioThreads' default",
   },
   connectTimeoutMs: {
     type: 'integer',
     min: 1,
     max: 600000,
     env: 'TE_TCP_CONNECT_TIMEOUT_MS',
-    description: 'Deadline for connect + handshake of one lane (then PEER_UNREACHABLE); defaults to the engine\'s timeouts.connectMs (TE_CONNECT_TIMEOUT_MS)',
+    description: "Deadline for connect + handshake of one lane (then PEER_UNREACHABLE); defaults to the engine's timeouts.connectMs (TE_CONNECT_TIMEOUT_MS)",
   },
   sliceSize: {
     type: 'integer',
@@ -72,7 +72,8 @@ export const tcpOptions = {
     min: 1,
     max: 60000,
     env: 'TE_TCP_CANCEL_GRACE_MS',
-    description: "After a timeout/abort, how long in-flight slices may take to be acknowledged before their lane's connection is reset, then how long the target has to confirm the reset",
+    description:
+      "After a timeout/abort, how long in-flight slices may take to be acknowledged before their lane's connection is reset, then how long the target has to confirm the reset",
   },
   notifyQueuePerPeer: {
     type: 'integer',
@@ -80,7 +81,7 @@ export const tcpOptions = {
     min: 1,
     max: 1048576,
     env: 'TE_TCP_NOTIFY_QUEUE_PER_PEER',
-    description: 'Notifications received from one peer and not yet handed to listeners; beyond it the sender\'s batch fails with POOL_EXHAUSTED',
+    description: "Notifications received from one peer and not yet handed to listeners; beyond it the sender's batch fails with POOL_EXHAUSTED",
   },
   notifyQueueBytes: {
     type: 'integer',
@@ -120,7 +121,8 @@ export const tcpOptions = {
     min: 100,
     max: 86400000,
     env: 'TE_TCP_IDLE_TIMEOUT_MS',
-    description: 'A connection with nothing in flight for this long is closed (initiators close theirs at half of it, so a target never closes a lane under a request)',
+    description:
+      'A connection with nothing in flight for this long is closed (initiators close theirs at half of it, so a target never closes a lane under a request)',
   },
   busyPollUs: {
     type: 'integer',
@@ -128,7 +130,8 @@ export const tcpOptions = {
     min: 0,
     max: 10000,
     env: 'TE_TCP_BUSY_POLL_US',
-    description: 'After handling events, an I/O thread polls without sleeping for this many microseconds before it waits in epoll again (saves two context switches per round trip when replies follow quickly; costs CPU while idle-ish). 0: never spins',
+    description:
+      'After handling events, an I/O thread polls without sleeping for this many microseconds before it waits in epoll again (saves two context switches per round trip when replies follow quickly; costs CPU while idle-ish). 0: never spins',
   },
   authSecret: {
     type: 'string',

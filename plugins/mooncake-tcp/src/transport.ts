@@ -116,7 +116,7 @@ export class MooncakeTcpTransport extends NativeTransportBase<NativeTcpTransport
       ioThreads: this.#options.ioThreads,
       lanesPerPeer: this.#options.lanesPerPeer,
       sliceSize: this.#options.sliceSize,
-      authentication: this.#options.authSecret ?? this.context.secret ? 'hmac-sha256' : 'none',
+      authentication: (this.#options.authSecret ?? this.context.secret) ? 'hmac-sha256' : 'none',
       cuda: loadBinding().builtWithCuda ? 'staged through pinned host buffers' : 'built without CUDA',
     };
   }

@@ -12,7 +12,7 @@ import { HEADER, hello, HELLO_ACK_BODY } from './wire.js';
 const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** `p`, or a rejection naming `what` after `ms` (a fix that regressed fails, never hangs). */
-const within = <T,>(p: Promise<T>, ms: number, what: string) =>
+const within = <T>(p: Promise<T>, ms: number, what: string) =>
   Promise.race([p, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms))]);
 const portOf = (t: TargetProcess) => (t.info.endpoint as { port: number }).port;
 
@@ -86,8 +86,15 @@ test('connections past the per-address and total caps are closed at once; the ot
     for (const from of ['127.0.0.1', '127.0.0.2', '127.0.0.3']) conns.push(...(await openMany(25, port, epoch, from)));
     const answered = await Promise.all(conns.map((c) => c.answered));
     const per = [0, 1, 2].map((k) => answered.slice(k * 25, k * 25 + 25).filter(Boolean).length);
-    assert.ok(per.every((n) => n <= 20), `served per address: ${per.join(', ')} (cap 20)`);
-    assert.is(per.reduce((a, b) => a + b, 0), 50, `served in total: ${per.join(' + ')} (cap 50)`);
+    assert.ok(
+      per.every((n) => n <= 20),
+      `served per address: ${per.join(', ')} (cap 20)`,
+    );
+    assert.is(
+      per.reduce((a, b) => a + b, 0),
+      50,
+      `served in total: ${per.join(' + ')} (cap 50)`,
+    );
     // Closing some makes room again: a real initiator is served.
     for (const c of conns) c.socket.destroy();
     await Promise.all(conns.map((c) => c.closed));
@@ -97,7 +104,9 @@ test('connections past the per-address and total caps are closed at once; the ot
       const peer = await local.transport.openPeer(target.descriptor);
       const data = pattern(3, 4096);
       local.buffer.set(data, 0);
-      await local.transport.submit(peer, batchOf([{ op: 'write', local: local.addr, remote: BigInt(target.info.addr), length: data.length }]), { timeoutMs: 5000 });
+      await local.transport.submit(peer, batchOf([{ op: 'write', local: local.addr, remote: BigInt(target.info.addr), length: data.length }]), {
+        timeoutMs: 5000,
+      });
       assert.is(await target.call('hash', { offset: 0, length: data.length }), hash(data));
     } finally {
       await local.transport.close();
@@ -127,7 +136,8 @@ test('silent connections close after handshakeTimeoutMs, idle ones after idleTim
     const peer = await local.transport.openPeer(target.descriptor);
     const data = pattern(4, 8192);
     local.buffer.set(data, 0);
-    const write = () => local.transport.submit(peer, batchOf([{ op: 'write', local: local.addr, remote: BigInt(target.info.addr), length: data.length }]), { timeoutMs: 5000 });
+    const write = () =>
+      local.transport.submit(peer, batchOf([{ op: 'write', local: local.addr, remote: BigInt(target.info.addr), length: data.length }]), { timeoutMs: 5000 });
     await write();
     await sleep(1500);
     await write();

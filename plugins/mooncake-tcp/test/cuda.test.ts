@@ -60,14 +60,24 @@ test('capabilities: cpu and cuda; the addon says whether it was built with CUDA'
 noDevice('registering cuda:0 memory through the plugin: NO_DEVICE with the failing CUDA call', async () => {
   const l = await localTransport(64 * KiB);
   try {
-    const err = await rejectsWith(l.transport.registerMemory({ addr: FAKE, length: 4096n, device: 'cuda:0', remoteAccess: true }), ['NO_DEVICE', 'MEMORY_KIND_UNSUPPORTED']);
+    const err = await rejectsWith(l.transport.registerMemory({ addr: FAKE, length: 4096n, device: 'cuda:0', remoteAccess: true }), [
+      'NO_DEVICE',
+      'MEMORY_KIND_UNSUPPORTED',
+    ]);
     expectNoDevice(err, '\\[mooncake-tcp\\] ');
     console.log(`  ${err.code}: ${err.message}`);
     // Nothing was registered: the same range as host memory is free, and host transfers still work.
-    const again = await rejectsWith(l.transport.registerMemory({ addr: FAKE, length: 4096n, device: 'cuda:1', remoteAccess: true }), ['NO_DEVICE', 'MEMORY_KIND_UNSUPPORTED']);
+    const again = await rejectsWith(l.transport.registerMemory({ addr: FAKE, length: 4096n, device: 'cuda:1', remoteAccess: true }), [
+      'NO_DEVICE',
+      'MEMORY_KIND_UNSUPPORTED',
+    ]);
     assert.is(again.code, err.code);
     const self: SegmentDescriptor = {
-      version: 1, name: 'self', epoch: l.epoch, hostname: 'x', pid: process.pid,
+      version: 1,
+      name: 'self',
+      epoch: l.epoch,
+      hostname: 'x',
+      pid: process.pid,
       transports: { [plugin.name]: { class: 'tcp', memoryKinds: ['cpu', 'cuda'], endpoint: l.transport.endpoint() } },
       buffers: [],
     };
@@ -99,7 +109,10 @@ noDevice('registering cuda:0 memory through an engine: NO_DEVICE, nothing regist
 });
 
 noDevice('device memory helpers fail with NO_DEVICE (or built without CUDA)', () => {
-  assert.throws(() => deviceMemory.alloc(4096), (e: Error & { code: string }) => e.code === 'NO_DEVICE' && /no CUDA device/.test(e.message));
+  assert.throws(
+    () => deviceMemory.alloc(4096),
+    (e: Error & { code: string }) => e.code === 'NO_DEVICE' && /no CUDA device/.test(e.message),
+  );
 });
 
 test('device registration argument checks', async () => {
@@ -115,7 +128,10 @@ test('device registration argument checks', async () => {
 
 // ---------------------------------------------------------------- GPU only
 
-async function makeTransport(name: string, options: Record<string, unknown> = {}): Promise<{ transport: Transport; epoch: bigint; descriptor(buffers: SegmentDescriptor['buffers']): SegmentDescriptor }> {
+async function makeTransport(
+  name: string,
+  options: Record<string, unknown> = {},
+): Promise<{ transport: Transport; epoch: bigint; descriptor(buffers: SegmentDescriptor['buffers']): SegmentDescriptor }> {
   const epoch = BigInt(Date.now()) * 1000n + BigInt(Math.floor(Math.random() * 1000)) + 1n;
   const transport = await plugin.create(
     { segmentName: name, epoch, bindAddress: '127.0.0.1', connectTimeoutMs: 3000, env: {}, log: () => {} },
@@ -124,7 +140,15 @@ async function makeTransport(name: string, options: Record<string, unknown> = {}
   return {
     transport,
     epoch,
-    descriptor: (buffers) => ({ version: 1, name, epoch, hostname: 'x', pid: process.pid, transports: { [plugin.name]: { class: 'tcp', memoryKinds: ['cpu', 'cuda'], endpoint: transport.endpoint() } }, buffers }),
+    descriptor: (buffers) => ({
+      version: 1,
+      name,
+      epoch,
+      hostname: 'x',
+      pid: process.pid,
+      transports: { [plugin.name]: { class: 'tcp', memoryKinds: ['cpu', 'cuda'], endpoint: transport.endpoint() } },
+      buffers,
+    }),
   };
 }
 
@@ -184,7 +208,10 @@ gpuTest('host <-> device and the same-process path (cudaMemcpyDefault)', async (
     assert.equal(Array.from(r.statuses), [0]);
     assert.is(hash(host.subarray(0, data.length)), hash(data));
     // Not device memory / wrong device / past the allocation.
-    await rejectsWith(a.transport.registerMemory({ addr: h.addr + BigInt(host.length) + 4096n, length: 16n, device: 'cuda:0', remoteAccess: true }), 'MEMORY_KIND_UNSUPPORTED');
+    await rejectsWith(
+      a.transport.registerMemory({ addr: h.addr + BigInt(host.length) + 4096n, length: 16n, device: 'cuda:0', remoteAccess: true }),
+      'MEMORY_KIND_UNSUPPORTED',
+    );
     const other = deviceMemory.alloc(MiB);
     try {
       await rejectsWith(a.transport.registerMemory({ addr: other, length: BigInt(2 * MiB), device: 'cuda:0', remoteAccess: true }), 'ADDRESS_OUT_OF_RANGE');

@@ -121,10 +121,14 @@ test('same-process target (same epoch) is a memcpy with the same validation', as
   const peer = await local.transport.openPeer(self);
   const data = pattern(7, MiB);
   local.buffer.set(data, 0);
-  const r = await local.transport.submit(peer, batchOf([
-    { op: 'write', local: local.addr, remote: local.addr + BigInt(4 * MiB), length: MiB },
-    { op: 'write', local: local.addr, remote: local.addr + BigInt(SIZE) - 10n, length: 100 },
-  ]), { timeoutMs: 5000 });
+  const r = await local.transport.submit(
+    peer,
+    batchOf([
+      { op: 'write', local: local.addr, remote: local.addr + BigInt(4 * MiB), length: MiB },
+      { op: 'write', local: local.addr, remote: local.addr + BigInt(SIZE) - 10n, length: 100 },
+    ]),
+    { timeoutMs: 5000 },
+  );
   assert.equal(Array.from(r.statuses), [0, -2]);
   assert.ok(Buffer.from(local.buffer.buffer, 4 * MiB, MiB).equals(data));
   await local.transport.closePeer(peer);

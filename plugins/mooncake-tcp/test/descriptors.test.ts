@@ -29,7 +29,12 @@ test('EMFILE: the listener does not spin, waiting connections are closed, a peer
       const s = connect({ host: '127.0.0.1', port });
       s.on('error', () => {});
       waiting.push(s);
-      closedByTarget.push(new Promise((r) => { s.once('close', () => r(true)); setTimeout(() => r(false), 5000); }));
+      closedByTarget.push(
+        new Promise((r) => {
+          s.once('close', () => r(true));
+          setTimeout(() => r(false), 5000);
+        }),
+      );
     }
     await sleep(300);
     const cpu0 = cpuSeconds(pid);
@@ -52,7 +57,9 @@ test('EMFILE: the listener does not spin, waiting connections are closed, a peer
     const peer = await local.transport.openPeer(target.descriptor);
     const data = pattern(9, 64 * 1024);
     local.buffer.set(data, 0);
-    const r = await local.transport.submit(peer, batchOf([{ op: 'write', local: local.addr, remote: BigInt(target.info.addr), length: data.length }]), { timeoutMs: 5000 });
+    const r = await local.transport.submit(peer, batchOf([{ op: 'write', local: local.addr, remote: BigInt(target.info.addr), length: data.length }]), {
+      timeoutMs: 5000,
+    });
     assert.equal(Array.from(r.statuses), [0]);
     assert.is(await target.call('hash', { offset: 0, length: data.length }), hash(data));
   } finally {

@@ -15,7 +15,9 @@ async function healthy(t: TargetProcess, l: Local) {
   const peer = await l.transport.openPeer(t.descriptor);
   const data = pattern(Math.floor(Math.random() * 1e9), 64 * 1024);
   l.buffer.set(data, 0);
-  const r = await l.transport.submit(peer, batchOf([{ op: 'write', local: l.addr, remote: BigInt(t.info.addr) + 4096n, length: data.length }]), { timeoutMs: 5000 });
+  const r = await l.transport.submit(peer, batchOf([{ op: 'write', local: l.addr, remote: BigInt(t.info.addr) + 4096n, length: data.length }]), {
+    timeoutMs: 5000,
+  });
   assert.equal(Array.from(r.statuses), [0]);
   assert.is(await t.call('hash', { offset: 4096, length: data.length }), hash(data), 'target still serves');
   await l.transport.closePeer(peer);
@@ -37,14 +39,18 @@ test('out-of-range and unregistered targets get precise statuses and nothing is 
   const localOnly = BigInt(await target.call<string>('register', { size: 4096, remote: false }));
   const peer = await local.transport.openPeer(target.descriptor);
   local.buffer.set(pattern(5, 2 * MiB), 0);
-  const r = await local.transport.submit(peer, batchOf([
-    { op: 'write', local: local.addr, remote: base + BigInt(SIZE) - 100n, length: 200 }, // crosses the end
-    { op: 'write', local: local.addr, remote: base + BigInt(SIZE) + (1n << 30n), length: 10 }, // nothing there
-    { op: 'write', local: local.addr, remote: localOnly, length: 10 }, // registered, not remote-accessible
-    { op: 'read', local: local.addr, remote: base - 1n, length: 2 }, // before the start
-    { op: 'write', local: local.addr, remote: base + BigInt(SIZE) - 2n * BigInt(MiB), length: 2 * MiB + 1 }, // big body drained
-    { op: 'write', local: local.addr, remote: 0xffff_ffff_ffff_fff0n, length: 100 }, // wraps 2^64
-  ]), { timeoutMs: 5000 });
+  const r = await local.transport.submit(
+    peer,
+    batchOf([
+      { op: 'write', local: local.addr, remote: base + BigInt(SIZE) - 100n, length: 200 }, // crosses the end
+      { op: 'write', local: local.addr, remote: base + BigInt(SIZE) + (1n << 30n), length: 10 }, // nothing there
+      { op: 'write', local: local.addr, remote: localOnly, length: 10 }, // registered, not remote-accessible
+      { op: 'read', local: local.addr, remote: base - 1n, length: 2 }, // before the start
+      { op: 'write', local: local.addr, remote: base + BigInt(SIZE) - 2n * BigInt(MiB), length: 2 * MiB + 1 }, // big body drained
+      { op: 'write', local: local.addr, remote: 0xffff_ffff_ffff_fff0n, length: 100 }, // wraps 2^64
+    ]),
+    { timeoutMs: 5000 },
+  );
   assert.equal(Array.from(r.statuses), [
     NATIVE_STATUS.ADDRESS_OUT_OF_RANGE,
     NATIVE_STATUS.MEMORY_NOT_REGISTERED,
@@ -66,7 +72,8 @@ test('garbage, truncated, oversized and unauthenticated frames close only that c
   await target.call('zero');
   const zeros = (n: number) => hash(new Uint8Array(n));
   /** Every byte of the target's memory is still zero (none of the hostile frames wrote). */
-  const untouched = async (what: string) => assert.is(await target.call('hash', { offset: 0, length: SIZE }), zeros(SIZE), `${what}: the target's memory is unchanged`);
+  const untouched = async (what: string) =>
+    assert.is(await target.call('hash', { offset: 0, length: SIZE }), zeros(SIZE), `${what}: the target's memory is unchanged`);
   const port = (target.info.endpoint as { port: number }).port;
   const epoch = BigInt(target.info.epoch);
 
@@ -129,7 +136,11 @@ test('garbage, truncated, oversized and unauthenticated frames close only that c
   // Outside the truncated WRITE's first `sent` bytes nothing changed: offset 0 (the WRITE
   // before HELLO, the huge WRITE), the last 8 bytes (the straddling WRITE), everything else.
   assert.is(await target.call('hash', { offset: 0, length: at }), zeros(at), 'memory before the truncated WRITE is unchanged');
-  assert.is(await target.call('hash', { offset: at + sent, length: SIZE - at - sent }), zeros(SIZE - at - sent), 'memory after the bytes the truncated WRITE sent is unchanged');
+  assert.is(
+    await target.call('hash', { offset: at + sent, length: SIZE - at - sent }),
+    zeros(SIZE - at - sent),
+    'memory after the bytes the truncated WRITE sent is unchanged',
+  );
   // What the dead sender did send may have landed, in order: a prefix of 0xcd bytes, zeros after.
   const landed = await target.call<string>('hash', { offset: at, length: sent });
   const prefixes = new Set(Array.from({ length: sent + 1 }, (_, k) => hash(Buffer.concat([Buffer.alloc(k, 0xcd), Buffer.alloc(sent - k)]))));
@@ -176,7 +187,10 @@ test('a peer killed mid-batch fails the batch fast with CONNECTION_LOST, never h
   assert.ok(Date.now() - t0 < 5000, `failed within ${Date.now() - t0} ms`);
   assert.ok((err as unknown as { statuses: Int32Array }).statuses.length === 256);
   // Later submits to the dead peer fail fast too.
-  await rejectsWith(local.transport.submit(peer, batchOf([{ op: 'write', local: local.addr, remote: BigInt(victim.info.addr), length: 10 }]), { timeoutMs: 5000 }), ['PEER_UNREACHABLE', 'CONNECTION_LOST']);
+  await rejectsWith(
+    local.transport.submit(peer, batchOf([{ op: 'write', local: local.addr, remote: BigInt(victim.info.addr), length: 10 }]), { timeoutMs: 5000 }),
+    ['PEER_UNREACHABLE', 'CONNECTION_LOST'],
+  );
   await local.transport.closePeer(peer);
 });
 
@@ -225,7 +239,10 @@ test('a peer restarted at the same address is detected (STALE_DESCRIPTOR), never
     // The old peer handle fails (first CONNECTION_LOST maybe, then STALE on reconnect).
     let code = '';
     for (let i = 0; i < 3 && code !== 'STALE_DESCRIPTOR'; i++) {
-      code = await local.transport.submit(peer, one, { timeoutMs: 5000 }).then(() => 'OK', (e: { code: string }) => e.code);
+      code = await local.transport.submit(peer, one, { timeoutMs: 5000 }).then(
+        () => 'OK',
+        (e: { code: string }) => e.code,
+      );
     }
     assert.is(code, 'STALE_DESCRIPTOR');
     await rejectsWith(local.transport.openPeer(first.descriptor), 'STALE_DESCRIPTOR');

@@ -50,7 +50,9 @@ test('with a secret, the proof covers the HELLO name: a proof without it is refu
       raw.socket.write(helloFrame(epoch, name, nonce));
       const ack = (await raw.read(HEADER + HELLO_ACK_BODY))!;
       const serverNonce = ack.subarray(HEADER, HEADER + 16);
-      const mac = createHmac('sha256', SECRET).update(Buffer.concat([Buffer.from('te-tcp/1 client'), nonce, serverNonce, epochLE, ...macOver])).digest();
+      const mac = createHmac('sha256', SECRET)
+        .update(Buffer.concat([Buffer.from('te-tcp/1 client'), nonce, serverNonce, epochLE, ...macOver]))
+        .digest();
       raw.socket.write(Buffer.concat([header(OP.AUTH, { length: 32n }), mac]));
       const answer = await raw.read(HEADER);
       raw.socket.destroy();
@@ -64,7 +66,10 @@ test('with a secret, the proof covers the HELLO name: a proof without it is refu
     const peer = await sender.transport.openPeer(target.descriptor);
     await sender.transport.submit(peer, batchOf([]), { timeoutMs: 5000, notify: new TextEncoder().encode('kv ready') });
     const notes = await target.call<{ from: string; payload: string }[]>('notifications');
-    assert.equal(notes.map((n) => [n.from, n.payload]), [['prefill-7', 'kv ready']]);
+    assert.equal(
+      notes.map((n) => [n.from, n.payload]),
+      [['prefill-7', 'kv ready']],
+    );
   } finally {
     await sender.transport.close();
     await target.call('exit').catch(() => {});

@@ -31,7 +31,12 @@ export interface TargetProcess {
 }
 
 /** `nofile`: run the target with this RLIMIT_NOFILE (soft and hard), through prlimit(1). */
-export async function spawnTarget(size: number, options: Record<string, unknown> = {}, name?: string, limits: { nofile?: number } = {}): Promise<TargetProcess> {
+export async function spawnTarget(
+  size: number,
+  options: Record<string, unknown> = {},
+  name?: string,
+  limits: { nofile?: number } = {},
+): Promise<TargetProcess> {
   const script = await compileWorkerScript(fileURLToPath(new URL('./fixtures/target.ts', import.meta.url)));
   const child = limits.nofile
     ? fork(script, [], {
@@ -59,7 +64,7 @@ export async function spawnTarget(size: number, options: Record<string, unknown>
     for (const w of waiting.values()) w.reject(new Error('target exited'));
     waiting.clear();
   });
-  const call = <T,>(cmd: string, args: Record<string, unknown> = {}) =>
+  const call = <T>(cmd: string, args: Record<string, unknown> = {}) =>
     new Promise<T>((resolve, reject) => {
       const id = next++;
       waiting.set(id, { resolve: resolve as (v: unknown) => void, reject });
@@ -95,7 +100,11 @@ export interface Local {
   epoch: bigint;
 }
 
-export async function localTransport(size: number, options: Record<string, unknown> = {}, name = `initiator-${process.pid}-${randomBytes(3).toString('hex')}`): Promise<Local> {
+export async function localTransport(
+  size: number,
+  options: Record<string, unknown> = {},
+  name = `initiator-${process.pid}-${randomBytes(3).toString('hex')}`,
+): Promise<Local> {
   const epoch = randomBytes(8).readBigUInt64LE() | 1n;
   const transport = await plugin.create(
     { segmentName: name, epoch, bindAddress: '127.0.0.1', connectTimeoutMs: 3000, env: {}, log: () => {} },

@@ -75,7 +75,10 @@ test('queued notifications are charged their sender name: a long name queues pro
     const ok = statuses.filter((s) => s === 0).length;
     const expected = Math.floor(BUDGET / (1 + name.length + OVERHEAD));
     assert.is(ok, expected, `${ok} notifications queued under a ${BUDGET}-byte budget (each costs ${1 + name.length + OVERHEAD} B)`);
-    assert.ok(statuses.slice(ok).every((s) => s === NATIVE_STATUS.POOL_EXHAUSTED), 'the rest are refused with POOL_EXHAUSTED');
+    assert.ok(
+      statuses.slice(ok).every((s) => s === NATIVE_STATUS.POOL_EXHAUSTED),
+      'the rest are refused with POOL_EXHAUSTED',
+    );
     release();
     await blocked;
     // What was acknowledged reaches the listeners, under the HELLO's name; then the budget is free again.

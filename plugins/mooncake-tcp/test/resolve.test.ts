@@ -28,7 +28,10 @@ test('a peer published under a host name is reached; an unresolvable name is PEE
     await initiator.transport.submit(peer, batchOf([{ op: 'write', local: initiator.addr, remote: target.addr, length: 4096 }]), { timeoutMs: 3000 });
     assert.is(target.buffer[4095], 0x3c);
     const started = Date.now();
-    const err = (await initiator.transport.openPeer(descriptorOf(target, 'nowhere', 'no-such-host.invalid')).then(() => undefined, (e) => e)) as { code?: string; message?: string };
+    const err = (await initiator.transport.openPeer(descriptorOf(target, 'nowhere', 'no-such-host.invalid')).then(
+      () => undefined,
+      (e) => e,
+    )) as { code?: string; message?: string };
     assert.is(err?.code, 'PEER_UNREACHABLE');
     assert.match(err!.message!, /cannot resolve the host "no-such-host\.invalid"/);
     assert.ok(Date.now() - started < 3000, `resolving took ${Date.now() - started} ms`);

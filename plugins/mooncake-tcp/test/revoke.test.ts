@@ -149,15 +149,28 @@ async function fakeTarget(o: { features: number | null; onRevoke: 'confirm' | 'r
     server,
     hellos,
     revokes,
-    descriptor: descriptorOf({ name: 'fake-target', epoch: String(fakeEpoch), endpoint: { host: '127.0.0.1', port: fakePort, protocol: 1 }, addr: String(1n << 40n), length: String(MiB) }),
+    descriptor: descriptorOf({
+      name: 'fake-target',
+      epoch: String(fakeEpoch),
+      endpoint: { host: '127.0.0.1', port: fakePort, protocol: 1 },
+      addr: String(1n << 40n),
+      length: String(MiB),
+    }),
   };
 }
 
-async function cancelAgainst(fake: FakeTarget, connectTimeoutMs = 3000, op: 'write' | 'read' = 'write'): Promise<{ code: string; message: string; remoteMayBeWritten: unknown }> {
+async function cancelAgainst(
+  fake: FakeTarget,
+  connectTimeoutMs = 3000,
+  op: 'write' | 'read' = 'write',
+): Promise<{ code: string; message: string; remoteMayBeWritten: unknown }> {
   const local = await localTransport(MiB, { lanesPerPeer: 1, cancelGraceMs: 20, connectTimeoutMs });
   try {
     const peer = await local.transport.openPeer(fake.descriptor);
-    const e = await rejectsWith(local.transport.submit(peer, batchOf([{ op, local: local.addr, remote: 1n << 40n, length: 64 * 1024 }]), { timeoutMs: 100 }), 'TIMEOUT');
+    const e = await rejectsWith(
+      local.transport.submit(peer, batchOf([{ op, local: local.addr, remote: 1n << 40n, length: 64 * 1024 }]), { timeoutMs: 100 }),
+      'TIMEOUT',
+    );
     return { code: e.code, message: e.message, remoteMayBeWritten: e.details?.remoteMayBeWritten };
   } finally {
     await local.transport.close();
@@ -208,7 +221,10 @@ test('closing the peer with a WRITE sent and unanswered says its bytes may still
   const local = await localTransport(MiB, { lanesPerPeer: 1 });
   try {
     const peer = await local.transport.openPeer(silent.descriptor);
-    const write = rejectsWith(local.transport.submit(peer, batchOf([{ op: 'write', local: local.addr, remote: 1n << 40n, length: 64 * 1024 }]), { timeoutMs: 30_000 }), 'ABORTED');
+    const write = rejectsWith(
+      local.transport.submit(peer, batchOf([{ op: 'write', local: local.addr, remote: 1n << 40n, length: 64 * 1024 }]), { timeoutMs: 30_000 }),
+      'ABORTED',
+    );
     await new Promise((r) => setTimeout(r, 200)); // sent (the target swallows it)
     await local.transport.closePeer(peer);
     const w = await write;
@@ -239,7 +255,6 @@ test('closing the transport with a WRITE sent and unanswered says its bytes may 
   }
 });
 
-
 test('unregistering the source while its WRITE is part-sent fails the batch and says its bytes may still land at the peer', async () => {
   // A target that answers the HELLO, then stops reading: the 32 MiB write fills the socket
   // buffers and waits for room. The source is unregistered meanwhile, so the initiator gives
@@ -264,7 +279,13 @@ test('unregistering the source while its WRITE is part-sent fails the batch and 
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
   const fakePort = (server.address() as { port: number }).port;
-  const descriptor = descriptorOf({ name: 'stalled-target', epoch: String(fakeEpoch), endpoint: { host: '127.0.0.1', port: fakePort, protocol: 1 }, addr: String(1n << 40n), length: String(size) });
+  const descriptor = descriptorOf({
+    name: 'stalled-target',
+    epoch: String(fakeEpoch),
+    endpoint: { host: '127.0.0.1', port: fakePort, protocol: 1 },
+    addr: String(1n << 40n),
+    length: String(size),
+  });
   const local = await localTransport(size, { lanesPerPeer: 1 });
   try {
     const peer = await local.transport.openPeer(descriptor);

@@ -25,7 +25,11 @@ test('a timed-out WRITE queued at a stopped target never lands after settle; a s
     try {
       // Both frames fit in the loopback socket buffers: they sit at the stopped target.
       const a = local.transport.submit(peer, batchOf([{ op: 'write', local: local.addr, remote: base, length: MiB }]), { timeoutMs: 300 });
-      siblingDone = local.transport.submit(peer, batchOf([{ op: 'write', local: local.addr + BigInt(2 * MiB), remote: base + BigInt(2 * MiB), length: sibling.length }]), { timeoutMs: 20000 });
+      siblingDone = local.transport.submit(
+        peer,
+        batchOf([{ op: 'write', local: local.addr + BigInt(2 * MiB), remote: base + BigInt(2 * MiB), length: sibling.length }]),
+        { timeoutMs: 20000 },
+      );
       siblingDone.catch(() => {});
       await rejectsWith(a, 'TIMEOUT');
     } finally {

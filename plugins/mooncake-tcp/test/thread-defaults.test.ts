@@ -31,7 +31,16 @@ async function newIoThreads(before: number, expected: number): Promise<number> {
 }
 
 test('the default follows the CPU count: 2 up to 11 CPUs, then one per 4 CPUs, at most 4', () => {
-  const expected: Array<[number, number]> = [[1, 2], [2, 2], [8, 2], [11, 2], [12, 3], [16, 4], [64, 4], [256, 4]];
+  const expected: Array<[number, number]> = [
+    [1, 2],
+    [2, 2],
+    [8, 2],
+    [11, 2],
+    [12, 3],
+    [16, 4],
+    [64, 4],
+    [256, 4],
+  ];
   for (const [cores, threads] of expected) assert.is(defaultIoThreads(cores), threads, `${cores} CPUs`);
   const parsed = parseOptions(plugin.options, {}, {}, plugin.name);
   assert.is(parsed.ioThreads, defaultIoThreads(usableCpus()));

@@ -65,7 +65,11 @@ export async function rawConnect(port: number): Promise<RawConn> {
     },
     async closed(ms) {
       const deadline = Date.now() + ms;
-      while (!ended && Date.now() < deadline) await new Promise<void>((r) => { wake = r; setTimeout(r, 20); });
+      while (!ended && Date.now() < deadline)
+        await new Promise<void>((r) => {
+          wake = r;
+          setTimeout(r, 20);
+        });
       return ended;
     },
   };

@@ -27,7 +27,8 @@ export function rpcMetaValue(host: string, port: number): string {
 export function parseRpcMeta(text: string): { host: string; port: number } | undefined {
   try {
     const v = JSON.parse(text) as { ip_or_host_name?: unknown; rpc_port?: unknown };
-    if (typeof v.ip_or_host_name !== 'string' || !Number.isInteger(v.rpc_port) || (v.rpc_port as number) < 1 || (v.rpc_port as number) > 65535) return undefined;
+    if (typeof v.ip_or_host_name !== 'string' || !Number.isInteger(v.rpc_port) || (v.rpc_port as number) < 1 || (v.rpc_port as number) > 65535)
+      return undefined;
     return { host: v.ip_or_host_name, port: v.rpc_port as number };
   } catch {
     return undefined;

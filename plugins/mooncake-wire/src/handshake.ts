@@ -6,7 +6,17 @@
  */
 import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { TransferError } from '@te/connector';
-import { DEFAULT_MAX_FRAME, FrameReader, MSG_CONNECTION, MSG_LEGACY, MSG_METADATA, MSG_NOTIFY, MSG_PROBE, encodeFrame, type HandshakeFrame } from './handshake-frame.js';
+import {
+  DEFAULT_MAX_FRAME,
+  FrameReader,
+  MSG_CONNECTION,
+  MSG_LEGACY,
+  MSG_METADATA,
+  MSG_NOTIFY,
+  MSG_PROBE,
+  encodeFrame,
+  type HandshakeFrame,
+} from './handshake-frame.js';
 import { parseJson64 } from './json64.js';
 
 const PLUGIN = { plugin: 'mooncake-wire' };
@@ -46,7 +56,9 @@ export class HandshakeServer {
     server.maxConnections = o.maxConnections;
     server.on('connection', (socket) => self.#serve(socket, o, h));
     await new Promise<void>((resolve, reject) => {
-      server.once('error', (e) => reject(new TransferError('INVALID_CONFIG', `cannot listen for Mooncake handshakes on ${o.host}:${o.port}: ${e.message}`, { ...PLUGIN, cause: e })));
+      server.once('error', (e) =>
+        reject(new TransferError('INVALID_CONFIG', `cannot listen for Mooncake handshakes on ${o.host}:${o.port}: ${e.message}`, { ...PLUGIN, cause: e })),
+      );
       server.listen({ host: o.host, port: o.port, exclusive: true }, () => resolve());
     });
     return self;
@@ -132,7 +144,10 @@ export function handshake(host: string, port: number, type: number, json: string
       if (e) reject(e);
       else resolve(text!);
     };
-    const timer = setTimeout(() => finish(new TransferError('TIMEOUT', `Mooncake handshake with ${where} got no answer within ${timeoutMs} ms`, PLUGIN)), timeoutMs);
+    const timer = setTimeout(
+      () => finish(new TransferError('TIMEOUT', `Mooncake handshake with ${where} got no answer within ${timeoutMs} ms`, PLUGIN)),
+      timeoutMs,
+    );
     socket.on('connect', () => {
       connected = true;
       socket.write(encodeFrame(type, json));
@@ -151,6 +166,8 @@ export function handshake(host: string, port: number, type: number, json: string
     socket.on('error', (e) => {
       finish(new TransferError(connected ? 'CONNECTION_LOST' : 'PEER_UNREACHABLE', `Mooncake handshake with ${where}: ${e.message}`, { ...PLUGIN, cause: e }));
     });
-    socket.on('close', () => finish(new TransferError('CONNECTION_LOST', `Mooncake handshake with ${where}: the peer closed the connection without a whole answer`, PLUGIN)));
+    socket.on('close', () =>
+      finish(new TransferError('CONNECTION_LOST', `Mooncake handshake with ${where}: the peer closed the connection without a whole answer`, PLUGIN)),
+    );
   });
 }

@@ -16,7 +16,13 @@ export const VERSION = '0.1.0';
 function probe(): ProbeResult {
   try {
     loadBinding();
-    return { available: true, details: { speaks: "Mooncake Transfer Engine TCP data path (v1 and v2 framing) and P2P handshake", authentication: 'none (Mooncake protocol); listener off unless `listen`' } };
+    return {
+      available: true,
+      details: {
+        speaks: 'Mooncake Transfer Engine TCP data path (v1 and v2 framing) and P2P handshake',
+        authentication: 'none (Mooncake protocol); listener off unless `listen`',
+      },
+    };
   } catch (e) {
     return { available: false, reason: (e as Error).message };
   }

@@ -27,7 +27,11 @@ class Reader {
     if (c === '[') return this.array(depth);
     if (c === '"') return this.string();
     if (c === '-' || (c !== undefined && c >= '0' && c <= '9')) return this.number();
-    for (const [word, v] of [['true', true], ['false', false], ['null', null]] as const) {
+    for (const [word, v] of [
+      ['true', true],
+      ['false', false],
+      ['null', null],
+    ] as const) {
       if (this.s.startsWith(word, this.i)) {
         this.i += word.length;
         return v;

@@ -20,8 +20,13 @@ interface Etcd3Client {
 export function etcdEndpoints(server: string): string[] | undefined {
   if (server === '' || server === 'P2PHANDSHAKE') return undefined;
   const list = server.replace(/^etcd:\/\//, '');
-  if (/^[a-z]+:\/\//.test(list)) throw new TransferError('INVALID_CONFIG', `metadataServer ${JSON.stringify(server)}: only P2PHANDSHAKE and etcd://host:port are supported`, PLUGIN);
-  const endpoints = list.split(',').map((e) => e.trim()).filter(Boolean).map((e) => (/:\d+$/.test(e) ? e : `${e}:2379`));
+  if (/^[a-z]+:\/\//.test(list))
+    throw new TransferError('INVALID_CONFIG', `metadataServer ${JSON.stringify(server)}: only P2PHANDSHAKE and etcd://host:port are supported`, PLUGIN);
+  const endpoints = list
+    .split(',')
+    .map((e) => e.trim())
+    .filter(Boolean)
+    .map((e) => (/:\d+$/.test(e) ? e : `${e}:2379`));
   if (endpoints.length === 0) throw new TransferError('INVALID_CONFIG', `metadataServer ${JSON.stringify(server)} names no etcd endpoint`, PLUGIN);
   return endpoints;
 }
@@ -57,7 +62,10 @@ export class MooncakeEtcd {
       return await Promise.race([
         p,
         new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new TransferError('PEER_UNREACHABLE', `etcd at ${this.where}: ${what} got no answer within ${this.timeoutMs} ms`, PLUGIN)), this.timeoutMs);
+          timer = setTimeout(
+            () => reject(new TransferError('PEER_UNREACHABLE', `etcd at ${this.where}: ${what} got no answer within ${this.timeoutMs} ms`, PLUGIN)),
+            this.timeoutMs,
+          );
         }),
       ]);
     } catch (e) {
@@ -93,7 +101,12 @@ export class MooncakeEtcd {
     if (descriptor === undefined) return undefined;
     const rpc = await this.get(k.rpcMeta);
     const where = rpc === undefined ? undefined : parseRpcMeta(rpc);
-    if (!where) throw new TransferError('BAD_FRAME', `etcd holds a descriptor for Mooncake segment "${name}" but no valid ${k.rpcMeta} ({"ip_or_host_name","rpc_port"})`, PLUGIN);
+    if (!where)
+      throw new TransferError(
+        'BAD_FRAME',
+        `etcd holds a descriptor for Mooncake segment "${name}" but no valid ${k.rpcMeta} ({"ip_or_host_name","rpc_port"})`,
+        PLUGIN,
+      );
     return { descriptor, ...where };
   }
 

@@ -10,17 +10,20 @@ export const wireOptions = {
     type: 'boolean',
     default: false,
     env: 'TE_MOONCAKE_WIRE_LISTEN',
-    description: 'Serve Mooncake initiators: a P2P handshake port and a data port, unauthenticated (see docs/security.md). Off: this process only initiates toward Mooncake targets',
+    description:
+      'Serve Mooncake initiators: a P2P handshake port and a data port, unauthenticated (see docs/security.md). Off: this process only initiates toward Mooncake targets',
   },
   bindAddress: {
     type: 'string',
     env: 'TE_MOONCAKE_WIRE_BIND',
-    description: 'IP address the two Mooncake listeners bind (default: the engine\'s bindAddress). Mooncake itself binds every interface; this plugin binds only where told',
+    description:
+      "IP address the two Mooncake listeners bind (default: the engine's bindAddress). Mooncake itself binds every interface; this plugin binds only where told",
   },
   advertiseHost: {
     type: 'string',
     env: 'TE_MOONCAKE_WIRE_ADVERTISE_HOST',
-    description: 'Host part of the Mooncake segment name (host:handshake-port) that Mooncake peers open and connect their data to (default: the bind address, or the first non-internal IPv4 address when binding a wildcard)',
+    description:
+      'Host part of the Mooncake segment name (host:handshake-port) that Mooncake peers open and connect their data to (default: the bind address, or the first non-internal IPv4 address when binding a wildcard)',
   },
   handshakePort: {
     type: 'integer',
@@ -43,18 +46,21 @@ export const wireOptions = {
     values: ['auto', 'legacy'],
     default: 'auto',
     env: 'TE_MOONCAKE_WIRE_FRAMING',
-    description: "As initiator: 'auto' uses the acknowledged framing (v2) when the target's descriptor has tcp_proto_version >= 2; 'legacy' always sends v1 requests (no acknowledgements, like MC_TCP_PROTO=1)",
+    description:
+      "As initiator: 'auto' uses the acknowledged framing (v2) when the target's descriptor has tcp_proto_version >= 2; 'legacy' always sends v1 requests (no acknowledgements, like MC_TCP_PROTO=1)",
   },
   metadataServer: {
     type: 'string',
     default: 'P2PHANDSHAKE',
     env: 'TE_MOONCAKE_WIRE_METADATA',
-    description: "Where Mooncake descriptors live: P2PHANDSHAKE (fetched from each peer's handshake port), or etcd://host:2379[,host:2379] shared with Mooncake processes (its key layout: mooncake/ram/<name>, mooncake/rpc_meta/<name>)",
+    description:
+      "Where Mooncake descriptors live: P2PHANDSHAKE (fetched from each peer's handshake port), or etcd://host:2379[,host:2379] shared with Mooncake processes (its key layout: mooncake/ram/<name>, mooncake/rpc_meta/<name>)",
   },
   segmentName: {
     type: 'string',
     env: 'TE_MOONCAKE_WIRE_SEGMENT_NAME',
-    description: "With etcd: the name this process publishes under (Mooncake's local_server_name; default host:handshake-port). With P2PHANDSHAKE the name is always host:handshake-port",
+    description:
+      "With etcd: the name this process publishes under (Mooncake's local_server_name; default host:handshake-port). With P2PHANDSHAKE the name is always host:handshake-port",
   },
   clusterId: {
     type: 'string',
@@ -64,13 +70,15 @@ export const wireOptions = {
   lookup: {
     type: 'boolean',
     env: 'TE_MOONCAKE_WIRE_LOOKUP',
-    description: "Let the engine's openSegment('host:port') reach Mooncake segments: the name is first asked for a Mooncake descriptor over its handshake protocol (a te peer answers that at once by closing; one extra connection per descriptor fetch). Default: on, but off when the deployment has a secret (whoever answers at a te peer's address could otherwise receive its traffic unauthenticated). false: Mooncake segments only through the transport's own openSegment",
+    description:
+      "Let the engine's openSegment('host:port') reach Mooncake segments: the name is first asked for a Mooncake descriptor over its handshake protocol (a te peer answers that at once by closing; one extra connection per descriptor fetch). Default: on, but off when the deployment has a secret (whoever answers at a te peer's address could otherwise receive its traffic unauthenticated). false: Mooncake segments only through the transport's own openSegment",
   },
   connectionPool: {
     type: 'boolean',
     default: true,
     env: 'TE_MOONCAKE_WIRE_POOL',
-    description: 'As initiator: keep lanesPerPeer connections per target (like MC_TCP_ENABLE_CONNECTION_POOL=1); false opens one connection per request (Mooncake\'s default)',
+    description:
+      "As initiator: keep lanesPerPeer connections per target (like MC_TCP_ENABLE_CONNECTION_POOL=1); false opens one connection per request (Mooncake's default)",
   },
   lanesPerPeer: {
     type: 'integer',
@@ -101,7 +109,8 @@ export const wireOptions = {
     min: 10,
     max: 3600000,
     env: 'TE_MOONCAKE_WIRE_IO_TIMEOUT_MS',
-    description: 'A request that makes no progress (bytes or status) for this long loses its connection, on both sides (Mooncake waits 30 s for a status frame)',
+    description:
+      'A request that makes no progress (bytes or status) for this long loses its connection, on both sides (Mooncake waits 30 s for a status frame)',
   },
   idleTimeoutMs: {
     type: 'integer',

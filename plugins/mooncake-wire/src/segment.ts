@@ -61,7 +61,12 @@ export function parseSegment(text: string, segment: string): MooncakeSegment {
   if (typeof name !== 'string' || name.length === 0) throw bad('BAD_FRAME', segment, 'has no `name`');
   const protocol = v.protocol;
   const speaksTcp = protocol === 'tcp' || (Array.isArray(protocol) && protocol.includes('tcp'));
-  if (!speaksTcp) throw bad('NO_COMMON_TRANSPORT', segment, `offers protocol ${JSON.stringify(stringifyJson64(protocol ?? null))}, not "tcp": this plugin speaks Mooncake's TCP transport only`);
+  if (!speaksTcp)
+    throw bad(
+      'NO_COMMON_TRANSPORT',
+      segment,
+      `offers protocol ${JSON.stringify(stringifyJson64(protocol ?? null))}, not "tcp": this plugin speaks Mooncake's TCP transport only`,
+    );
   const port = int(v.tcp_data_port);
   if (port === undefined || port < 1n || port > 65535n) throw bad('BAD_FRAME', segment, 'has no valid `tcp_data_port`');
   const version = v.tcp_proto_version === undefined ? 1n : int(v.tcp_proto_version);
@@ -75,12 +80,14 @@ export function parseSegment(text: string, segment: string): MooncakeSegment {
     const length = int(b.length);
     if (typeof b.name !== 'string' || b.name.length === 0) throw bad('BAD_FRAME', segment, `buffer ${i} has no name`);
     if (addr === undefined || addr <= 0n || addr >= U64_END) throw bad('BAD_FRAME', segment, `buffer ${i} has an invalid addr`);
-    if (length === undefined || length <= 0n || addr + length > U64_END) throw bad('BAD_FRAME', segment, `buffer ${i} has an invalid length (zero, or it runs past 2^64)`);
+    if (length === undefined || length <= 0n || addr + length > U64_END)
+      throw bad('BAD_FRAME', segment, `buffer ${i} has an invalid length (zero, or it runs past 2^64)`);
     return { name: b.name, addr, length };
   });
   const sorted = [...buffers].sort((a, b) => (a.addr < b.addr ? -1 : a.addr > b.addr ? 1 : 0));
   for (let i = 1; i < sorted.length; i++) {
-    if (sorted[i - 1]!.addr + sorted[i - 1]!.length > sorted[i]!.addr) throw bad('BAD_FRAME', segment, `lists overlapping buffers at 0x${sorted[i]!.addr.toString(16)}`);
+    if (sorted[i - 1]!.addr + sorted[i - 1]!.length > sorted[i]!.addr)
+      throw bad('BAD_FRAME', segment, `lists overlapping buffers at 0x${sorted[i]!.addr.toString(16)}`);
   }
   const out: MooncakeSegment = { name, tcpDataPort: Number(port), tcpProtoVersion: Number(version), buffers };
   if (typeof v.timestamp === 'string') out.timestamp = v.timestamp;

@@ -63,7 +63,9 @@ function advertisedHost(bind: string, override?: string): string {
  * descriptor twice gives the same epoch.
  */
 function epochOf(s: MooncakeSegment): bigint {
-  const h = createHash('sha256').update(`${s.name}|${s.tcpDataPort}|${s.buffers.map((b) => `${b.addr}:${b.length}`).join(',')}`).digest();
+  const h = createHash('sha256')
+    .update(`${s.name}|${s.tcpDataPort}|${s.buffers.map((b) => `${b.addr}:${b.length}`).join(',')}`)
+    .digest();
   return h.readBigUInt64LE(0) & ((1n << 63n) - 1n);
 }
 
@@ -83,7 +85,15 @@ export function descriptorOf(segment: string, host: string, handshakePort: numbe
 
 function mooncakeEndpoint(peer: SegmentDescriptor): MooncakeEndpoint | undefined {
   const e = peer.transports[PLUGIN_NAME]?.endpoint as Partial<MooncakeEndpoint> | undefined;
-  if (!e || e.mooncake !== true || typeof e.host !== 'string' || typeof e.dataPort !== 'number' || typeof e.handshakePort !== 'number' || typeof e.protoVersion !== 'number') return undefined;
+  if (
+    !e ||
+    e.mooncake !== true ||
+    typeof e.host !== 'string' ||
+    typeof e.dataPort !== 'number' ||
+    typeof e.handshakePort !== 'number' ||
+    typeof e.protoVersion !== 'number'
+  )
+    return undefined;
   return e as MooncakeEndpoint;
 }
 
@@ -132,7 +142,12 @@ export class MooncakeWireTransport implements Transport {
       if (endpoints) this.#etcd = await MooncakeEtcd.connect(endpoints, this.#options.clusterId ?? '', this.#options.handshakeTimeoutMs);
       if (!this.#options.listen) return;
       this.#handshake = await HandshakeServer.listen(
-        { host: this.#bind, port: this.#options.handshakePort, maxConnections: this.#options.maxHandshakeConnections, timeoutMs: this.#options.handshakeTimeoutMs },
+        {
+          host: this.#bind,
+          port: this.#options.handshakePort,
+          maxConnections: this.#options.maxHandshakeConnections,
+          timeoutMs: this.#options.handshakeTimeoutMs,
+        },
         { metadata: () => this.#descriptorJson(), notify: (name, message) => this.#onNotify(name, message) },
       );
       this.#advertised = advertisedHost(this.#bind, this.#options.advertiseHost);
@@ -148,8 +163,8 @@ export class MooncakeWireTransport implements Transport {
     this.#context.log(
       'warn',
       `Mooncake compatibility listener ON: segment ${this.#segmentName} (handshake ${this.#bind}:${this.#handshake.port}, data ${this.#bind}:${this.#native.port()}). ` +
-        'Mooncake\'s protocol has no authentication: anyone who reaches these ports can read and write every remote-accessible region of this process' +
-        (this.#context.secret ? ' (the deployment secret does not protect them; te\'s own transports stay authenticated)' : ''),
+        "Mooncake's protocol has no authentication: anyone who reaches these ports can read and write every remote-accessible region of this process" +
+        (this.#context.secret ? " (the deployment secret does not protect them; te's own transports stay authenticated)" : ''),
     );
   }
 
@@ -195,9 +210,10 @@ export class MooncakeWireTransport implements Transport {
   async registerMemory(request: RegisterRequest): Promise<TransportRegistration> {
     this.#checkOpen();
     if (typeof request.length !== 'bigint' || request.length <= 0n) throw fail('INVALID_ARGUMENT', 'Expected `length` to be a positive bigint');
-    if (request.device !== 'cpu') throw fail('MEMORY_KIND_UNSUPPORTED', `${PLUGIN_NAME} moves host memory only (Mooncake's TCP transport), not ${request.device}`);
+    if (request.device !== 'cpu')
+      throw fail('MEMORY_KIND_UNSUPPORTED', `${PLUGIN_NAME} moves host memory only (Mooncake's TCP transport), not ${request.device}`);
     if (!request.buffer && request.addr === undefined) throw fail('INVALID_ARGUMENT', 'registerMemory needs `buffer` or `addr`');
-    const buffer = request.buffer instanceof SharedArrayBuffer ? new Uint8Array(request.buffer) : request.buffer ?? null;
+    const buffer = request.buffer instanceof SharedArrayBuffer ? new Uint8Array(request.buffer) : (request.buffer ?? null);
     const addr = this.#native.registerMemory(buffer, request.addr ?? 0n, request.length, request.remoteAccess);
     if (request.remoteAccess) {
       this.#published.set(addr, request.length);
@@ -216,7 +232,10 @@ export class MooncakeWireTransport implements Transport {
   async unregisterMemory(addr: bigint): Promise<void> {
     this.#checkOpen();
     // Gone from the descriptor first; the native call waits out requests still in it.
-    if (this.#published.delete(addr)) await this.#publish().catch((e: Error) => this.#context.log('warn', `etcd: the descriptor without 0x${addr.toString(16)} was not published: ${e.message}`));
+    if (this.#published.delete(addr))
+      await this.#publish().catch((e: Error) =>
+        this.#context.log('warn', `etcd: the descriptor without 0x${addr.toString(16)} was not published: ${e.message}`),
+      );
     await this.#native.unregisterMemory(addr);
   }
 
@@ -229,12 +248,15 @@ export class MooncakeWireTransport implements Transport {
     const stored = await this.#fromEtcd(segment);
     if (stored) return stored;
     const { host, port } = splitSegmentName(segment);
-    const ip = isIP(host) !== 0 ? host : await lookup(host).then(
-      (r) => r.address,
-      (e: Error) => {
-        throw fail('PEER_UNREACHABLE', `cannot resolve the host of Mooncake segment "${segment}": ${e.message}`);
-      },
-    );
+    const ip =
+      isIP(host) !== 0
+        ? host
+        : await lookup(host).then(
+            (r) => r.address,
+            (e: Error) => {
+              throw fail('PEER_UNREACHABLE', `cannot resolve the host of Mooncake segment "${segment}": ${e.message}`);
+            },
+          );
     const text = await handshake(ip, port, MSG_METADATA, '{}\n', timeoutMs);
     // Data goes to the host that was asked, never to one the reply names.
     return descriptorOf(segment, ip, port, parseSegment(text, segment));
@@ -280,12 +302,15 @@ export class MooncakeWireTransport implements Transport {
   async #fromEtcd(segment: string): Promise<SegmentDescriptor | undefined> {
     const rec = await this.#etcd?.fetch(segment);
     if (!rec) return undefined;
-    const ip = isIP(rec.host) !== 0 ? rec.host : await lookup(rec.host).then(
-      (r) => r.address,
-      (e: Error) => {
-        throw fail('PEER_UNREACHABLE', `cannot resolve ${rec.host}, the host etcd names for Mooncake segment "${segment}": ${e.message}`);
-      },
-    );
+    const ip =
+      isIP(rec.host) !== 0
+        ? rec.host
+        : await lookup(rec.host).then(
+            (r) => r.address,
+            (e: Error) => {
+              throw fail('PEER_UNREACHABLE', `cannot resolve ${rec.host}, the host etcd names for Mooncake segment "${segment}": ${e.message}`);
+            },
+          );
     return descriptorOf(segment, ip, rec.port, parseSegment(rec.descriptor, segment));
   }
 
@@ -298,7 +323,11 @@ export class MooncakeWireTransport implements Transport {
   async openPeer(peer: SegmentDescriptor): Promise<TransportPeer> {
     this.#checkOpen();
     const e = mooncakeEndpoint(peer);
-    if (!e) throw fail('NO_COMMON_TRANSPORT', `segment "${peer.name}" is not a Mooncake segment (${PLUGIN_NAME} speaks only to Mooncake peers; te peers use te's own transports)`);
+    if (!e)
+      throw fail(
+        'NO_COMMON_TRANSPORT',
+        `segment "${peer.name}" is not a Mooncake segment (${PLUGIN_NAME} speaks only to Mooncake peers; te peers use te's own transports)`,
+      );
     const buffers = peer.buffers.filter((b) => b.device === 'cpu');
     const id = this.#native.openPeer({
       host: e.host,
@@ -342,7 +371,7 @@ export class MooncakeWireTransport implements Transport {
     let accepted = false;
     try {
       const msg = (JSON.parse(reply) as { notify_msg?: unknown }).notify_msg;
-      accepted = typeof msg === 'string' && msg !== '';  // Mooncake's refusal is an empty notify_msg
+      accepted = typeof msg === 'string' && msg !== ''; // Mooncake's refusal is an empty notify_msg
     } catch {
       accepted = false;
     }
@@ -361,7 +390,9 @@ export class MooncakeWireTransport implements Transport {
 
   describe(): Record<string, WireValue> {
     return {
-      listening: this.#segmentName ? `segment ${this.#segmentName}, data port ${this.#native.port()} on ${this.#bind} (unauthenticated)` : 'off (initiator only)',
+      listening: this.#segmentName
+        ? `segment ${this.#segmentName}, data port ${this.#native.port()} on ${this.#bind} (unauthenticated)`
+        : 'off (initiator only)',
       framing: this.#options.framing,
       connectionPool: this.#options.connectionPool,
       lanesPerPeer: this.#options.lanesPerPeer,
@@ -373,7 +404,10 @@ export class MooncakeWireTransport implements Transport {
     if (this.#closed) return;
     this.#closed = true;
     // Mooncake peers stop finding this process before its ports close.
-    if (this.#etcd && this.#handshake) await this.#etcd.remove(this.#segmentName!).catch((e: Error) => this.#context.log('warn', `etcd: keys of ${this.#segmentName} not removed: ${e.message}`));
+    if (this.#etcd && this.#handshake)
+      await this.#etcd
+        .remove(this.#segmentName!)
+        .catch((e: Error) => this.#context.log('warn', `etcd: keys of ${this.#segmentName} not removed: ${e.message}`));
     this.#etcd?.close();
     await this.#handshake?.close();
     await this.#native.close();
@@ -392,17 +426,20 @@ export class MooncakeWireTransport implements Transport {
   }
 }
 
-
 export async function createWireTransport(context: TransportContext, options: WireOptions): Promise<Transport> {
   let bind = options.bindAddress ?? context.bindAddress;
   if (isIP(bind) === 0) {
     try {
       bind = (await lookup(bind)).address;
     } catch (cause) {
-      throw new TransferError('INVALID_CONFIG', `cannot resolve the Mooncake listeners' bind address "${bind}": ${(cause as Error).message}`, { ...opts, cause });
+      throw new TransferError('INVALID_CONFIG', `cannot resolve the Mooncake listeners' bind address "${bind}": ${(cause as Error).message}`, {
+        ...opts,
+        cause,
+      });
     }
   }
-  if (!options.listen) context.log('info', 'Mooncake compatibility listener off (set listen / TE_MOONCAKE_WIRE_LISTEN=1 to serve Mooncake initiators); initiator only');
+  if (!options.listen)
+    context.log('info', 'Mooncake compatibility listener off (set listen / TE_MOONCAKE_WIRE_LISTEN=1 to serve Mooncake initiators); initiator only');
   const t = new MooncakeWireTransport(context, options, bind);
   await t.start();
   return t;

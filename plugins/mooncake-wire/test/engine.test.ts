@@ -33,7 +33,10 @@ test('an engine serves what it registers to Mooncake initiators, and te peers st
     const src = new Uint8Array(4096).fill(0x6b);
     const s = await init.registerMemory({ buffer: src, length: 4096n, device: 'cpu', remoteAccess: false });
     const { descriptor, peer } = await init.openSegment(seg);
-    assert.equal(descriptor.buffers.map((x) => x.addr), [h.addr]);
+    assert.equal(
+      descriptor.buffers.map((x) => x.addr),
+      [h.addr],
+    );
     await init.submit(peer, batchOf([{ op: 'write', local: s.addr, remote: h.addr + 100n, length: 4096 }]), { timeoutMs: 5000 });
     assert.ok(target.subarray(100, 4196).every((x) => x === 0x6b));
     assert.is(target[99], 0);
@@ -61,7 +64,10 @@ test("the engine's openSegment('host:port'), write and read reach a Mooncake seg
     const reg = await target.registerMemory({ buffer: remote, length: BigInt(remote.length), device: 'cpu', remoteAccess: true });
     const d = await e.openSegment(target.mooncakeSegment!);
     assert.equal(Object.keys(d.transports), ['mooncake-wire']);
-    assert.equal(d.buffers.map((b) => [b.addr, b.length]), [[reg.addr, 65536n]]);
+    assert.equal(
+      d.buffers.map((b) => [b.addr, b.length]),
+      [[reg.addr, 65536n]],
+    );
     const mine = new Uint8Array(8192);
     for (let i = 0; i < mine.length; i++) mine[i] = (i * 13) & 0xff;
     const h = await e.registerMemory(mine);
@@ -71,7 +77,10 @@ test("the engine's openSegment('host:port'), write and read reach a Mooncake seg
     assert.equal(mine.subarray(4096), mine.subarray(0, 4096));
     const err = await e.write(target.mooncakeSegment!, h.addr, reg.addr + 65000n, 4096).catch((x: unknown) => x);
     assert.ok(isTransferError(err) && err.code === 'ADDRESS_OUT_OF_RANGE', String(err));
-    const late = await e.read(target.mooncakeSegment!, h.addr, reg.addr, 16, { timeoutMs: 1 }).then(() => 'done', (x: unknown) => (isTransferError(x) ? x.code : String(x)));
+    const late = await e.read(target.mooncakeSegment!, h.addr, reg.addr, 16, { timeoutMs: 1 }).then(
+      () => 'done',
+      (x: unknown) => (isTransferError(x) ? x.code : String(x)),
+    );
     assert.ok(late === 'done' || late === 'TIMEOUT', late);
   } finally {
     await e.close();
@@ -82,8 +91,14 @@ test("the engine's openSegment('host:port'), write and read reach a Mooncake seg
 test('with a deployment secret the engine does not ask names for Mooncake descriptors unless lookup is set', async () => {
   const target = await wire({ listen: true });
   const secret = 'a deployment secret of some length';
-  const guarded = await createTransferEngine({ connector: 'mooncake-tcp', transports: ['mooncake-wire'], logLevel: 'error', secret, timeouts: { handshakeMs: 600 } }, { registry: registry() });
-  const opted = await createTransferEngine({ connector: 'mooncake-tcp', transports: ['mooncake-wire'], logLevel: 'error', secret, transportOptions: { 'mooncake-wire': { lookup: true } } }, { registry: registry() });
+  const guarded = await createTransferEngine(
+    { connector: 'mooncake-tcp', transports: ['mooncake-wire'], logLevel: 'error', secret, timeouts: { handshakeMs: 600 } },
+    { registry: registry() },
+  );
+  const opted = await createTransferEngine(
+    { connector: 'mooncake-tcp', transports: ['mooncake-wire'], logLevel: 'error', secret, transportOptions: { 'mooncake-wire': { lookup: true } } },
+    { registry: registry() },
+  );
   try {
     const refused = await guarded.openSegment(target.mooncakeSegment!).catch((e: unknown) => e);
     assert.ok(isTransferError(refused), 'only the control plane was asked, and a Mooncake port does not answer it');

@@ -15,7 +15,10 @@ test('metadataServer: P2PHANDSHAKE, etcd:// lists (default port 2379); other sto
   assert.equal(etcdEndpoints('etcd://10.0.0.5:2379,10.0.0.6'), ['10.0.0.5:2379', '10.0.0.6:2379']);
   assert.equal(etcdEndpoints('h:2380'), ['h:2380']);
   for (const bad of ['redis://h:6379', 'http://h:8080/metadata', 'etcd://']) {
-    assert.throws(() => etcdEndpoints(bad), (e: unknown) => isTransferError(e) && e.code === 'INVALID_CONFIG');
+    assert.throws(
+      () => etcdEndpoints(bad),
+      (e: unknown) => isTransferError(e) && e.code === 'INVALID_CONFIG',
+    );
   }
 });
 
@@ -31,7 +34,7 @@ if (NO_ETCD) {
     await etcd?.stop();
   });
 
-  test('te publishes and finds Mooncake segments in etcd, in Mooncake\'s key layout', async () => {
+  test("te publishes and finds Mooncake segments in etcd, in Mooncake's key layout", async () => {
     const server = `etcd://${etcd.endpoint}`;
     const target = await wire({ listen: true, metadataServer: server, segmentName: 'prefill-0', clusterId: 'c7' });
     const init = await wire({ metadataServer: server, clusterId: 'c7' });
@@ -42,7 +45,11 @@ if (NO_ETCD) {
       assert.equal([...kv.keys()].sort(), ['mooncake/c7/ram/prefill-0', 'mooncake/c7/rpc_meta/prefill-0']);
       const d = parseSegment(kv.get('mooncake/c7/ram/prefill-0')!.toString(), 'prefill-0');
       assert.is(d.name, 'prefill-0');
-      assert.equal(d.buffers.map((b) => [b.addr, b.length]), [[reg.addr, 8192n]], 'current after registration');
+      assert.equal(
+        d.buffers.map((b) => [b.addr, b.length]),
+        [[reg.addr, 8192n]],
+        'current after registration',
+      );
       const rpc = JSON.parse(kv.get('mooncake/c7/rpc_meta/prefill-0')!.toString());
       assert.equal(Object.keys(rpc), ['ip_or_host_name', 'rpc_port']);
       assert.is(rpc.ip_or_host_name, '127.0.0.1');
@@ -55,7 +62,11 @@ if (NO_ETCD) {
       assert.ok(remote.subarray(10, 4106).every((b) => b === 0x3e));
 
       await target.unregisterMemory(reg.addr);
-      assert.is(parseSegment((await etcd.range('mooncake/c7/ram/')).get('mooncake/c7/ram/prefill-0')!.toString(), 'x').buffers.length, 0, 'current after unregistration');
+      assert.is(
+        parseSegment((await etcd.range('mooncake/c7/ram/')).get('mooncake/c7/ram/prefill-0')!.toString(), 'x').buffers.length,
+        0,
+        'current after unregistration',
+      );
       const missing = await init.openSegment('prefill-9').catch((e: unknown) => e);
       assert.ok(isTransferError(missing) && missing.code === 'INVALID_ARGUMENT', 'a name etcd does not know and that is no host:port');
     } finally {

@@ -25,7 +25,12 @@ export async function wire(options: Record<string, unknown> = {}, ctx: Partial<T
 export { batchOf };
 
 /** A registered buffer with `guard` unregistered bytes on both sides (they must never change). */
-export async function guarded(t: MooncakeWireTransport, length: number, guard = 4096, fill = 0): Promise<{ all: Uint8Array; region: Uint8Array; addr: bigint }> {
+export async function guarded(
+  t: MooncakeWireTransport,
+  length: number,
+  guard = 4096,
+  fill = 0,
+): Promise<{ all: Uint8Array; region: Uint8Array; addr: bigint }> {
   const all = new Uint8Array(length + 2 * guard).fill(fill);
   const region = all.subarray(guard, guard + length);
   const reg = await t.registerMemory({ buffer: region, length: BigInt(length), device: 'cpu', remoteAccess: true });

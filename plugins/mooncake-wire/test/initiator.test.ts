@@ -29,11 +29,23 @@ for (const framing of ['auto', 'legacy'] as const) {
         const base = descriptor.buffers[0]!.addr;
         const n = 64;
         const size = (1 << 20) / n;
-        const w = await init.submit(peer, batchOf(Array.from({ length: n }, (_, i) => ({ op: 'write' as const, local: s.addr + BigInt(i * size), remote: base + BigInt(i * size), length: size }))), { timeoutMs: 10000 });
+        const w = await init.submit(
+          peer,
+          batchOf(
+            Array.from({ length: n }, (_, i) => ({ op: 'write' as const, local: s.addr + BigInt(i * size), remote: base + BigInt(i * size), length: size })),
+          ),
+          { timeoutMs: 10000 },
+        );
         assert.is(w.bytes, BigInt(1 << 20));
         assert.equal(region, src);
         assert.ok(all.subarray(0, 4096).every((b) => b === 0x11) && all.subarray(4096 + (1 << 20)).every((b) => b === 0x11));
-        await init.submit(peer, batchOf(Array.from({ length: n }, (_, i) => ({ op: 'read' as const, local: d.addr + BigInt(i * size), remote: base + BigInt(i * size), length: size }))), { timeoutMs: 10000 });
+        await init.submit(
+          peer,
+          batchOf(
+            Array.from({ length: n }, (_, i) => ({ op: 'read' as const, local: d.addr + BigInt(i * size), remote: base + BigInt(i * size), length: size })),
+          ),
+          { timeoutMs: 10000 },
+        );
         assert.equal(dst, src);
         const st = target.stats();
         // legacy: every WRITE is followed by a 1-byte READ on its connection, the fence that
@@ -92,7 +104,17 @@ test('a kept connection the target closed while idle is replaced, not used: the 
 test('te peers are never reached over the unauthenticated wire: te descriptors are refused and not reachable', async () => {
   const t = await wire({});
   try {
-    const teDescriptor = { version: 1, name: '127.0.0.1:5000', epoch: 5n, hostname: 'h', pid: 1, transports: { 'mooncake-wire': { class: 'tcp' as const, memoryKinds: ['cpu' as const], endpoint: { mooncakeSegment: '127.0.0.1:5001', dataPort: 5002 } } }, buffers: [] };
+    const teDescriptor = {
+      version: 1,
+      name: '127.0.0.1:5000',
+      epoch: 5n,
+      hostname: 'h',
+      pid: 1,
+      transports: {
+        'mooncake-wire': { class: 'tcp' as const, memoryKinds: ['cpu' as const], endpoint: { mooncakeSegment: '127.0.0.1:5001', dataPort: 5002 } },
+      },
+      buffers: [],
+    };
     assert.is(t.reaches(teDescriptor), false);
     const e = await t.openPeer(teDescriptor).catch((x: unknown) => x);
     assert.ok(isTransferError(e) && e.code === 'NO_COMMON_TRANSPORT');
@@ -112,7 +134,14 @@ async function fakeTarget(serve: (s: Socket) => void, version = 2): Promise<{ se
   let name = '';
   const hs = await HandshakeServer.listen(
     { host: '127.0.0.1', port: 0, maxConnections: 8, timeoutMs: 2000 },
-    { metadata: () => encodeSegment({ name, tcpDataPort: dataPort, buffers: [{ addr: 0x10000n, length: 1n << 24n }] }).replace('"tcp_proto_version":2', `"tcp_proto_version":${version}`), notify: () => true },
+    {
+      metadata: () =>
+        encodeSegment({ name, tcpDataPort: dataPort, buffers: [{ addr: 0x10000n, length: 1n << 24n }] }).replace(
+          '"tcp_proto_version":2',
+          `"tcp_proto_version":${version}`,
+        ),
+      notify: () => true,
+    },
   );
   name = `127.0.0.1:${hs.port}`;
   return {
@@ -129,10 +158,12 @@ async function failure(init: MooncakeWireTransport, segment: string, op: 'read' 
   const buf = new Uint8Array(1 << 20);
   const reg = await init.registerMemory({ buffer: buf, length: BigInt(buf.length), device: 'cpu', remoteAccess: false });
   const { peer } = await init.openSegment(segment);
-  const e = await init.submit(peer, batchOf([{ op, local: reg.addr, remote: 0x10000n, length: buf.length }]), { timeoutMs, ...(signal ? { signal } : {}) }).then(
-    () => undefined,
-    (x: unknown) => x,
-  );
+  const e = await init
+    .submit(peer, batchOf([{ op, local: reg.addr, remote: 0x10000n, length: buf.length }]), { timeoutMs, ...(signal ? { signal } : {}) })
+    .then(
+      () => undefined,
+      (x: unknown) => x,
+    );
   await init.unregisterMemory(reg.addr);
   assert.ok(isTransferError(e), `a TransferError, got ${String(e)}`);
   return e as TransferError;
@@ -220,7 +251,9 @@ test('unregistered local memory and a full queue are refused before anything is 
     assert.is(r.statuses[0], -3, 'MEMORY_NOT_REGISTERED');
     const buf = new Uint8Array(4096);
     const reg = await init.registerMemory({ buffer: buf, length: 4096n, device: 'cpu', remoteAccess: false });
-    const e = await init.submit(peer, batchOf(Array.from({ length: 5 }, () => ({ op: 'write' as const, local: reg.addr, remote: 0x10000n, length: 16 }))), { timeoutMs: 1000 }).catch((x: unknown) => x);
+    const e = await init
+      .submit(peer, batchOf(Array.from({ length: 5 }, () => ({ op: 'write' as const, local: reg.addr, remote: 0x10000n, length: 16 }))), { timeoutMs: 1000 })
+      .catch((x: unknown) => x);
     assert.ok(isTransferError(e) && e.code === 'POOL_EXHAUSTED');
     assert.is(init.stats().connectionsOpened, 0);
   } finally {
@@ -257,7 +290,10 @@ test('a notification travels to the target over its handshake port after the dat
     const src = new Uint8Array(16).fill(7);
     const s = await init.registerMemory({ buffer: src, length: 16n, device: 'cpu', remoteAccess: false });
     const { peer } = await init.openSegment(target.mooncakeSegment!);
-    await init.submit(peer, batchOf([{ op: 'write', local: s.addr, remote: addr, length: 16 }]), { timeoutMs: 3000, notify: new TextEncoder().encode('layer 3 done') });
+    await init.submit(peer, batchOf([{ op: 'write', local: s.addr, remote: addr, length: 16 }]), {
+      timeoutMs: 3000,
+      notify: new TextEncoder().encode('layer 3 done'),
+    });
     assert.equal(got, ['layer 3 done']);
   } finally {
     await init.close();

@@ -55,18 +55,28 @@ if (why) {
         const d = await t.registerMemory({ buffer: dst.subarray(4096, 4096 + BLOCK * N), length: BigInt(BLOCK * N), device: 'cpu', remoteAccess: false });
         // Scattered: request i goes to block (N-1-i) of a window 1 MiB into the target's buffer.
         const remote = (i: number) => base + (1n << 20n) + BigInt((N - 1 - i) * BLOCK);
-        const writes = batchOf(Array.from({ length: N }, (_, i) => ({ op: 'write' as const, local: s.addr + BigInt(i * BLOCK), remote: remote(i), length: BLOCK })));
+        const writes = batchOf(
+          Array.from({ length: N }, (_, i) => ({ op: 'write' as const, local: s.addr + BigInt(i * BLOCK), remote: remote(i), length: BLOCK })),
+        );
         const w = await t.submit(peer, writes, { timeoutMs: 10000 });
         assert.ok(w.statuses.every((x) => x === 0));
         assert.is(w.bytes, BigInt(BLOCK * N));
-        const reads = batchOf(Array.from({ length: N }, (_, i) => ({ op: 'read' as const, local: d.addr + BigInt(i * BLOCK), remote: remote(i), length: BLOCK })));
+        const reads = batchOf(
+          Array.from({ length: N }, (_, i) => ({ op: 'read' as const, local: d.addr + BigInt(i * BLOCK), remote: remote(i), length: BLOCK })),
+        );
         const r = await t.submit(peer, reads, { timeoutMs: 10000 });
         assert.ok(r.statuses.every((x) => x === 0));
         assert.equal(dst.subarray(4096, 4096 + BLOCK * N), src, 'read back byte-exact');
-        assert.ok(dst.subarray(0, 4096).every((b) => b === 0xee) && dst.subarray(4096 + BLOCK * N).every((b) => b === 0xee), 'nothing landed outside the local range');
+        assert.ok(
+          dst.subarray(0, 4096).every((b) => b === 0xee) && dst.subarray(4096 + BLOCK * N).every((b) => b === 0xee),
+          'nothing landed outside the local range',
+        );
         // A notification after the data: the Mooncake target must accept it (an empty
         // notify_msg in its reply would fail the batch).
-        const n = await t.submit(peer, batchOf([{ op: 'write', local: s.addr, remote: remote(0), length: BLOCK }]), { timeoutMs: 10000, notify: new TextEncoder().encode(`layer ${seed} done`) });
+        const n = await t.submit(peer, batchOf([{ op: 'write', local: s.addr, remote: remote(0), length: BLOCK }]), {
+          timeoutMs: 10000,
+          notify: new TextEncoder().encode(`layer ${seed} done`),
+        });
         assert.ok(n.statuses.every((x) => x === 0));
         const opened = t.stats().connectionsOpened - (m.options.connectionPool ? 0 : 1);
         if (m.options.connectionPool) assert.ok(opened <= 4, `pooled: ${opened} connections`);
@@ -130,7 +140,9 @@ if (why) {
       try {
         const s2 = await legacy.registerMemory({ buffer: src, length: 4096n, device: 'cpu', remoteAccess: false });
         const p = await legacy.openPeer(await legacy.fetchSegment(`127.0.0.1:${liar.port}`));
-        const err = await legacy.submit(p, batchOf([{ op: 'read', local: s2.addr, remote: end + 4096n, length: 4096 }]), { timeoutMs: 5000 }).catch((e: unknown) => e);
+        const err = await legacy
+          .submit(p, batchOf([{ op: 'read', local: s2.addr, remote: end + 4096n, length: 4096 }]), { timeoutMs: 5000 })
+          .catch((e: unknown) => e);
         assert.ok(isTransferError(err) && err.code === 'CONNECTION_LOST', `legacy framing: the target can only close the connection (${String(err)})`);
         assert.ok(src.every((b) => b === 0x42));
       } finally {

@@ -38,9 +38,15 @@ if (why) {
         // A legacy-framing initiator counts a WRITE done once its bytes are in its socket: te
         // may still be applying the last ones when the process has exited.
         await until(() => t.stats().writes === w.batches * BATCH, 5000);
-        assert.ok(region.every((b) => b === 0), "every addressed byte holds the initiator's bytes");
+        assert.ok(
+          region.every((b) => b === 0),
+          "every addressed byte holds the initiator's bytes",
+        );
         const guards = [...all.subarray(0, 65536), ...all.subarray(65536 + region.length)];
-        assert.ok(guards.every((b) => b === 0xa5), 'no byte outside the registered region changed');
+        assert.ok(
+          guards.every((b) => b === 0xa5),
+          'no byte outside the registered region changed',
+        );
         const s = t.stats();
         assert.is(s.writes, w.batches * BATCH, 'every request of every finished batch was applied once');
         assert.is(s.bytesWritten, w.batches * BATCH * BLOCK);
@@ -52,7 +58,10 @@ if (why) {
         assert.is(r.code, 0, `the initiator failed:\n${r.log.slice(-2000)}`);
         assert.is(t.stats().reads, r.batches * BATCH);
         assert.is(t.stats().bytesRead, r.batches * BATCH * BLOCK);
-        assert.ok(region.every((b) => b === 0x3c), 'reads change nothing');
+        assert.ok(
+          region.every((b) => b === 0x3c),
+          'reads change nothing',
+        );
         assert.is(t.stats().rejected, 0);
       } finally {
         await t.close();
@@ -65,11 +74,21 @@ if (why) {
     try {
       // The initiator addresses BATCH blocks from the first buffer; te registered only 4 of them.
       const { all, region } = await guarded(t, BLOCK * 4, 65536, 0xa5);
-      const w = await runInitiator({ segment: t.mooncakeSegment!, op: 'write', blockSize: BLOCK, batchSize: BATCH, seconds: 1, env: { MC_TCP_ENABLE_CONNECTION_POOL: '1' } });
+      const w = await runInitiator({
+        segment: t.mooncakeSegment!,
+        op: 'write',
+        blockSize: BLOCK,
+        batchSize: BATCH,
+        seconds: 1,
+        env: { MC_TCP_ENABLE_CONNECTION_POOL: '1' },
+      });
       assert.is.not(w.code, 0, 'the initiator reports the failure');
       assert.ok(t.stats().rejected! >= 1);
       const outside = [...all.subarray(0, 65536), ...all.subarray(65536 + region.length)];
-      assert.ok(outside.every((b) => b === 0xa5), 'no byte outside the registered region changed');
+      assert.ok(
+        outside.every((b) => b === 0xa5),
+        'no byte outside the registered region changed',
+      );
     } finally {
       await t.close();
     }

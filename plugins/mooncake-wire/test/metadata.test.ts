@@ -6,12 +6,29 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { isTransferError } from '@te/connector';
 import {
-  FrameReader, HandshakeServer, MSG_CONNECTION, MSG_LEGACY, MSG_METADATA, MSG_NOTIFY, MSG_PROBE, decodeFrame, encodeFrame, encodeSegment, handshake,
-  mooncakeKeys, parseJson64, parseRpcMeta, parseSegment, rpcMetaValue, splitSegmentName, stringifyJson64,
+  FrameReader,
+  HandshakeServer,
+  MSG_CONNECTION,
+  MSG_LEGACY,
+  MSG_METADATA,
+  MSG_NOTIFY,
+  MSG_PROBE,
+  decodeFrame,
+  encodeFrame,
+  encodeSegment,
+  handshake,
+  mooncakeKeys,
+  parseJson64,
+  parseRpcMeta,
+  parseSegment,
+  rpcMetaValue,
+  splitSegmentName,
+  stringifyJson64,
 } from '../src/index.js';
 import { connect, closed, readN, wire } from './helpers.js';
 
-const REAL = '{"buffers":[{"addr":140476778807296,"length":100663296,"name":"127.0.0.1:15265"}],"name":"127.0.0.1:15265","protocol":"tcp","tcp_data_port":15910,"tcp_proto_version":2,"timestamp":"2026-11-28 00:35:06.545338"}\n';
+const REAL =
+  '{"buffers":[{"addr":140476778807296,"length":100663296,"name":"127.0.0.1:15265"}],"name":"127.0.0.1:15265","protocol":"tcp","tcp_data_port":15910,"tcp_proto_version":2,"timestamp":"2026-11-28 00:35:06.545338"}\n';
 
 async function code(p: Promise<unknown> | (() => unknown)): Promise<string> {
   try {
@@ -36,7 +53,11 @@ test('a real Mooncake descriptor parses; addresses above 2^53 stay exact; a miss
 test('what te publishes reads back the same, keys sorted as jsoncpp writes them', () => {
   const text = encodeSegment({ name: '10.0.0.5:15432', tcpDataPort: 16001, buffers: [{ addr: 0x7f00_0000_1000n, length: 4096n }] });
   assert.ok(text.endsWith('}\n'));
-  assert.ok(text.startsWith('{"buffers":[{"addr":139637976731648,"length":4096,"name":"10.0.0.5:15432"}],"name":"10.0.0.5:15432","protocol":"tcp","tcp_data_port":16001,"tcp_proto_version":2,"timestamp":"'));
+  assert.ok(
+    text.startsWith(
+      '{"buffers":[{"addr":139637976731648,"length":4096,"name":"10.0.0.5:15432"}],"name":"10.0.0.5:15432","protocol":"tcp","tcp_data_port":16001,"tcp_proto_version":2,"timestamp":"',
+    ),
+  );
   const back = parseSegment(text, '10.0.0.5:15432');
   assert.equal(back.buffers, [{ name: '10.0.0.5:15432', addr: 0x7f00_0000_1000n, length: 4096n }]);
 });
@@ -109,12 +130,20 @@ test('the handshake server answers Metadata, Probe, Notify, Connection and legac
     await t.registerMemory({ buffer: new Uint8Array(4096), length: 4096n, device: 'cpu', remoteAccess: false });
     const d = parseSegment(await handshake('127.0.0.1', port, MSG_METADATA, '{}\n', 2000), t.mooncakeSegment!);
     assert.is(d.name, t.mooncakeSegment);
-    assert.equal(d.buffers.map((b) => [b.addr, b.length]), [[reg.addr, 4096n]], 'only remote-accessible memory is published');
+    assert.equal(
+      d.buffers.map((b) => [b.addr, b.length]),
+      [[reg.addr, 4096n]],
+      'only remote-accessible memory is published',
+    );
     assert.is(d.tcpDataPort, (t.endpoint() as { dataPort: number }).dataPort);
     assert.is(await handshake('127.0.0.1', port, MSG_PROBE, '{}\n', 2000), '{"status":"success"}\n');
     assert.is(await handshake('127.0.0.1', port, MSG_NOTIFY, '{"name":"peer:1","notify_msg":"done"}\n', 2000), '{"name":"","notify_msg":"success"}\n');
     assert.equal(notes, ['peer:1:done']);
-    assert.is(await handshake('127.0.0.1', port, MSG_NOTIFY, '{"name":1}\n', 2000), '{"name":"","notify_msg":""}\n', 'a malformed notify is refused, not delivered');
+    assert.is(
+      await handshake('127.0.0.1', port, MSG_NOTIFY, '{"name":1}\n', 2000),
+      '{"name":"","notify_msg":""}\n',
+      'a malformed notify is refused, not delivered',
+    );
     assert.ok(JSON.parse(await handshake('127.0.0.1', port, MSG_CONNECTION, '{}\n', 2000)).qp_num.length === 0);
     assert.ok(JSON.parse(await handshake('127.0.0.1', port, MSG_LEGACY, '{"local_nic_path":"x"}', 2000)).reply_msg === '');
     await t.unregisterMemory(reg.addr);

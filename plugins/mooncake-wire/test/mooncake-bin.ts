@@ -14,7 +14,10 @@ export const BENCH = join(MOONCAKE_DIR, 'transfer_engine_bench');
 export function unavailable(): string | undefined {
   if (!existsSync(BENCH)) return `no Mooncake binary at ${BENCH} (set TE_MOONCAKE_TE_DIR)`;
   const ldd = spawnSync('ldd', [BENCH], { encoding: 'utf8' });
-  const missing = (ldd.stdout ?? '').split('\n').filter((l) => l.includes('not found')).map((l) => l.trim().split(' ')[0]);
+  const missing = (ldd.stdout ?? '')
+    .split('\n')
+    .filter((l) => l.includes('not found'))
+    .map((l) => l.trim().split(' ')[0]);
   if (missing.length > 0) return `${BENCH} lacks runtime libraries: ${missing.join(', ')} (.ci/run installs them)`;
   return undefined;
 }
@@ -30,10 +33,23 @@ export interface MooncakeTarget {
 
 /** Starts a Mooncake target (P2P handshake) and resolves once its segment name is logged. */
 export function startTarget(bufferSize: number, env: Record<string, string> = {}): Promise<MooncakeTarget> {
-  const p = spawn(BENCH, ['--mode=target', '--protocol=tcp', '--metadata_server=P2PHANDSHAKE', '--local_server_name=127.0.0.1', `--buffer_size=${bufferSize}`, '--batch_size=1', '--threads=1', '--block_size=4096'], {
-    env: { ...baseEnv, ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const p = spawn(
+    BENCH,
+    [
+      '--mode=target',
+      '--protocol=tcp',
+      '--metadata_server=P2PHANDSHAKE',
+      '--local_server_name=127.0.0.1',
+      `--buffer_size=${bufferSize}`,
+      '--batch_size=1',
+      '--threads=1',
+      '--block_size=4096',
+    ],
+    {
+      env: { ...baseEnv, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let out = '';
   return new Promise((resolveTarget, reject) => {
     const timer = setTimeout(() => {
@@ -78,12 +94,30 @@ export interface InitiatorRun {
 }
 
 /** Runs a Mooncake initiator against `segment` (it exits non-zero when a transfer fails). */
-export function runInitiator(o: { segment: string; op: 'read' | 'write'; blockSize: number; batchSize: number; threads?: number; seconds: number; env?: Record<string, string> }): Promise<InitiatorRun> {
+export function runInitiator(o: {
+  segment: string;
+  op: 'read' | 'write';
+  blockSize: number;
+  batchSize: number;
+  threads?: number;
+  seconds: number;
+  env?: Record<string, string>;
+}): Promise<InitiatorRun> {
   const threads = o.threads ?? 1;
   const args = [
-    '--mode=initiator', '--protocol=tcp', '--metadata_server=P2PHANDSHAKE', '--local_server_name=127.0.0.1', `--segment_id=${o.segment}`,
-    `--operation=${o.op}`, `--block_size=${o.blockSize}`, `--batch_size=${o.batchSize}`, `--threads=${threads}`, `--duration=${o.seconds}`,
-    `--buffer_size=${o.blockSize * o.batchSize * threads}`, '--report_unit=GB', '--report_precision=3',
+    '--mode=initiator',
+    '--protocol=tcp',
+    '--metadata_server=P2PHANDSHAKE',
+    '--local_server_name=127.0.0.1',
+    `--segment_id=${o.segment}`,
+    `--operation=${o.op}`,
+    `--block_size=${o.blockSize}`,
+    `--batch_size=${o.batchSize}`,
+    `--threads=${threads}`,
+    `--duration=${o.seconds}`,
+    `--buffer_size=${o.blockSize * o.batchSize * threads}`,
+    '--report_unit=GB',
+    '--report_precision=3',
   ];
   const p = spawn(BENCH, args, { env: { ...baseEnv, ...(o.env ?? {}) }, stdio: ['ignore', 'pipe', 'pipe'] });
   let log = '';

@@ -79,7 +79,10 @@ for (const [name, size, offset] of [
       s.write(Buffer.concat([header(size, addr + offset, 0x81), Buffer.alloc(Math.min(Number(size & 0xffffn), 4096), 0xcc)]));
       assert.equal(await readN(s, 8), STATUS_REJECTED);
       assert.ok(await closed(s), 'the target closed the connection');
-      assert.ok(all.every((b) => b === 0), 'no byte changed');
+      assert.ok(
+        all.every((b) => b === 0),
+        'no byte changed',
+      );
       assert.is(t.stats().rejected, 1);
     } finally {
       await t.close();

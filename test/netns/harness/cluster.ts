@@ -52,7 +52,10 @@ export class Cluster {
   private readonly others = new Set<ChildProcess>();
   private destroyed = false;
 
-  private constructor(names: string[], private readonly mtu?: number) {
+  private constructor(
+    names: string[],
+    private readonly mtu?: number,
+  ) {
     hook();
     if (!swept) {
       swept = true;
@@ -153,7 +156,9 @@ export class Cluster {
 
   /** Bytes the host's eth0 received and sent so far (what crossed its link). */
   counters(host: string): { rx: number; tx: number } {
-    const [link] = JSON.parse(ip('-n', this.host(host).ns, '-s', '-j', 'link', 'show', 'eth0')) as { stats64: { rx: { bytes: number }; tx: { bytes: number } } }[];
+    const [link] = JSON.parse(ip('-n', this.host(host).ns, '-s', '-j', 'link', 'show', 'eth0')) as {
+      stats64: { rx: { bytes: number }; tx: { bytes: number } };
+    }[];
     return { rx: link!.stats64.rx.bytes, tx: link!.stats64.tx.bytes };
   }
 

@@ -21,12 +21,18 @@ function deadOwner(name: string): boolean {
 }
 
 export function namespaces(): string[] {
-  return ip('netns', 'list').split('\n').map((l) => l.split(' ')[0]!).filter(Boolean);
+  return ip('netns', 'list')
+    .split('\n')
+    .map((l) => l.split(' ')[0]!)
+    .filter(Boolean);
 }
 
 export function links(): string[] {
   // "9: te-123-0@if8: <...>": the name, without the peer suffix.
-  return ip('-o', 'link', 'show').split('\n').map((l) => l.split(': ')[1]?.split('@')[0] ?? '').filter(Boolean);
+  return ip('-o', 'link', 'show')
+    .split('\n')
+    .map((l) => l.split(': ')[1]?.split('@')[0] ?? '')
+    .filter(Boolean);
 }
 
 /** Kills what still runs inside a namespace (a process keeps a deleted namespace alive). */

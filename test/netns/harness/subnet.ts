@@ -20,7 +20,7 @@ export function parseCidr(text: string): Cidr | undefined {
 const mask = (len: number): number => (len === 0 ? 0 : (0xffffffff << (32 - len)) >>> 0);
 export const overlaps = (a: Cidr, b: Cidr): boolean => {
   const len = Math.min(a.len, b.len);
-  return ((a.base & mask(len)) >>> 0) === ((b.base & mask(len)) >>> 0);
+  return (a.base & mask(len)) >>> 0 === (b.base & mask(len)) >>> 0;
 };
 
 /** What the host uses: its addresses (with their prefixes) and its routes, default routes excepted. */
@@ -43,7 +43,11 @@ export function hostRanges(): Cidr[] {
 
 /** The first three octets of a free /24, e.g. "10.250.17". */
 export function freeSubnet(used: Cidr[] = hostRanges()): string {
-  const pools = [[10, 250], [198, 18], [198, 19]] as const;
+  const pools = [
+    [10, 250],
+    [198, 18],
+    [198, 19],
+  ] as const;
   for (const [a, b] of pools) {
     for (let i = 0; i < 256; i++) {
       const c = (process.pid + i) % 256;

@@ -68,7 +68,12 @@ function qdiscSupport(kind: string, args: string[]): Support {
       inProbeNamespace((ns) => run('tc', ['-n', ns, 'qdisc', 'add', 'dev', 'lo', 'root', kind, ...args]));
     } catch (e) {
       const message = (e as Error).message;
-      answer = { ok: false, reason: /kind is unknown/i.test(message) ? `this kernel has no ${kind} qdisc (tc: 'Specified qdisc kind is unknown'; sch_${kind} is neither built in nor loadable)` : `tc cannot attach ${kind}: ${message}` };
+      answer = {
+        ok: false,
+        reason: /kind is unknown/i.test(message)
+          ? `this kernel has no ${kind} qdisc (tc: 'Specified qdisc kind is unknown'; sch_${kind} is neither built in nor loadable)`
+          : `tc cannot attach ${kind}: ${message}`,
+      };
     }
   }
   qdiscs.set(kind, answer);

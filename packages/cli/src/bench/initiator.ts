@@ -1,5 +1,15 @@
 import { createHash, randomFillSync } from 'node:crypto';
-import { OP_READ, OP_WRITE, TransferError, allocateBatch, createTransferEngine, type TeConfig, type TeConfigInput, type TransferBatch, type TransferEngine } from '@te/connector';
+import {
+  OP_READ,
+  OP_WRITE,
+  TransferError,
+  allocateBatch,
+  createTransferEngine,
+  type TeConfig,
+  type TeConfigInput,
+  type TransferBatch,
+  type TransferEngine,
+} from '@te/connector';
 import { BENCH_CORRUPT, BENCH_DIGEST, BENCH_INFO, BENCH_RANDOMIZE, type BenchInfo } from './protocol.js';
 import { Samples, percentile } from './stats.js';
 
@@ -70,7 +80,8 @@ async function corruptForSelfTest(o: BenchOptions, local: Uint8Array, corruptRem
   const raw = process.env.TE_BENCH_CORRUPT_BYTE;
   if (raw === undefined || raw === '') return;
   const offset = Number(raw);
-  if (!Number.isInteger(offset) || offset < 0 || offset >= local.length) throw new TransferError('INVALID_ARGUMENT', `TE_BENCH_CORRUPT_BYTE must be a byte offset below ${local.length}, got ${raw}`);
+  if (!Number.isInteger(offset) || offset < 0 || offset >= local.length)
+    throw new TransferError('INVALID_ARGUMENT', `TE_BENCH_CORRUPT_BYTE must be a byte offset below ${local.length}, got ${raw}`);
   if (o.op === 'write') await corruptRemote(BigInt(offset));
   else local[offset] = ~local[offset]! & 0xff;
 }
@@ -112,7 +123,8 @@ async function measure(engine: TransferEngine, o: BenchOptions): Promise<BenchRe
   await Promise.all(batches.map((b) => engine.transfer(o.target, b, { timeoutMs })));
   const afterFirstPass = o.op === 'write' ? await remoteDigest() : sha256(local);
   const expected = o.op === 'write' ? sha256(local) : await remoteDigest();
-  if (afterFirstPass !== expected) throw new TransferError('TRANSFER_FAILED', `pre-timing check failed: ${o.op} data does not match (sha256 ${afterFirstPass} vs ${expected})`);
+  if (afterFirstPass !== expected)
+    throw new TransferError('TRANSFER_FAILED', `pre-timing check failed: ${o.op} data does not match (sha256 ${afterFirstPass} vs ${expected})`);
 
   if (o.verify) {
     // Fresh contents so that the final check proves the timed run moved the bytes.

@@ -2,7 +2,19 @@
 // mooncake-wire plugin. A Mooncake target has no digest service, so --verify reads the
 // written bytes back over the same wire and compares them in this process.
 import { randomFillSync } from 'node:crypto';
-import { OP_READ, OP_WRITE, TransferError, allocateBatch, defaultRegistry, parseOptions, type TeConfig, type TransferBatch, type Transport, type TransportPeer, type SegmentDescriptor } from '@te/connector';
+import {
+  OP_READ,
+  OP_WRITE,
+  TransferError,
+  allocateBatch,
+  defaultRegistry,
+  parseOptions,
+  type TeConfig,
+  type TransferBatch,
+  type Transport,
+  type TransportPeer,
+  type SegmentDescriptor,
+} from '@te/connector';
 import type { BenchOptions, BenchResult } from './initiator.js';
 import { Samples, percentile } from './stats.js';
 
@@ -23,7 +35,12 @@ interface WireTransport extends Transport {
 /** The served config of `te bench --mode target --wire mooncake`: mooncake-wire, listening. */
 export function wireTargetConfig(config: TeConfig): TeConfig {
   const own = config.transportOptions[WIRE_PLUGIN] ?? {};
-  return { ...config, connector: WIRE_PLUGIN, transports: config.transports.filter((t) => t !== WIRE_PLUGIN), transportOptions: { ...config.transportOptions, [WIRE_PLUGIN]: { listen: true, ...own } } };
+  return {
+    ...config,
+    connector: WIRE_PLUGIN,
+    transports: config.transports.filter((t) => t !== WIRE_PLUGIN),
+    transportOptions: { ...config.transportOptions, [WIRE_PLUGIN]: { listen: true, ...own } },
+  };
 }
 
 function batchFor(op: number, worker: number, o: BenchOptions, local: bigint, remote: bigint): TransferBatch {
@@ -76,14 +93,16 @@ async function measure(t: WireTransport, o: BenchOptions): Promise<BenchResult> 
   const total = o.blockSize * o.batchSize * o.concurrency;
   const { descriptor, peer } = await t.openSegment(o.target);
   const remote = descriptor.buffers[0];
-  if (!remote || remote.length < BigInt(total)) throw new TransferError('INVALID_ARGUMENT', `Mooncake segment ${o.target}'s first buffer has ${remote?.length ?? 0} bytes, the run needs ${total}`);
+  if (!remote || remote.length < BigInt(total))
+    throw new TransferError('INVALID_ARGUMENT', `Mooncake segment ${o.target}'s first buffer has ${remote?.length ?? 0} bytes, the run needs ${total}`);
   const local = new Uint8Array(total);
   const check = new Uint8Array(total);
   randomFillSync(local);
   const l = await t.registerMemory({ buffer: local, length: BigInt(total), device: 'cpu', remoteAccess: false });
   const c = await t.registerMemory({ buffer: check, length: BigInt(total), device: 'cpu', remoteAccess: false });
   const timeoutMs = o.timeoutMs ?? 30_000;
-  const all = (op: number, from: bigint) => Promise.all(Array.from({ length: o.concurrency }, (_, w) => t.submit(peer, batchFor(op, w, o, from, remote.addr), { timeoutMs })));
+  const all = (op: number, from: bigint) =>
+    Promise.all(Array.from({ length: o.concurrency }, (_, w) => t.submit(peer, batchFor(op, w, o, from, remote.addr), { timeoutMs })));
   const readBackAndCompare = async (what: string): Promise<void> => {
     check.fill(0);
     await all(OP_READ, c.addr);
@@ -97,7 +116,9 @@ async function measure(t: WireTransport, o: BenchOptions): Promise<BenchResult> 
   if (o.verify && o.op === 'write') randomFillSync(local);
   if (o.verify && o.op === 'read') check.fill(0);
 
-  const batches = Array.from({ length: o.concurrency }, (_, w) => batchFor(o.op === 'write' ? OP_WRITE : OP_READ, w, o, o.op === 'write' ? l.addr : c.addr, remote.addr));
+  const batches = Array.from({ length: o.concurrency }, (_, w) =>
+    batchFor(o.op === 'write' ? OP_WRITE : OP_READ, w, o, o.op === 'write' ? l.addr : c.addr, remote.addr),
+  );
   const samples = new Samples();
   let requests = 0;
   let batchesDone = 0;

@@ -23,7 +23,9 @@ export interface BenchTarget {
  * info and digest requests, so the initiator can verify every byte that landed.
  */
 export async function startBenchTarget(options: BenchTargetOptions): Promise<BenchTarget> {
-  const config: TeConfigInput = options.config ? { ...options.config, role: 'consumer' } : { connector: options.plugin, role: 'consumer', metadata: { port: options.port ?? 0 } };
+  const config: TeConfigInput = options.config
+    ? { ...options.config, role: 'consumer' }
+    : { connector: options.plugin, role: 'consumer', metadata: { port: options.port ?? 0 } };
   if (!options.config) {
     if (options.bindAddress) config.bindAddress = options.bindAddress;
     if (options.modulePath) config.modulePath = options.modulePath;
@@ -40,7 +42,11 @@ export async function startBenchTarget(options: BenchTargetOptions): Promise<Ben
     return buffer.subarray(Number(offset), Number(offset + length));
   };
   engine.control.handle(BENCH_INFO, (): BenchInfo => ({ addr: handle.addr, length: handle.length, plugin: options.plugin }));
-  engine.control.handle(BENCH_DIGEST, (body) => createHash('sha256').update(checkRange(body as DigestRequest)).digest('hex'));
+  engine.control.handle(BENCH_DIGEST, (body) =>
+    createHash('sha256')
+      .update(checkRange(body as DigestRequest))
+      .digest('hex'),
+  );
   engine.control.handle(BENCH_CORRUPT, (body) => {
     const byte = checkRange({ offset: (body as DigestRequest).offset, length: 1n });
     byte[0] = ~byte[0]! & 0xff;

@@ -103,7 +103,18 @@ export function printBenchResult(r: BenchResult): void {
   console.log(
     table([
       ['plugin', 'op', 'block', 'batch', 'conc', 'throughput', 'requests/s', 'p50 (batch)', 'p99 (batch)', 'verified'],
-      [r.plugin, r.op, bytes(r.blockSize), String(r.batchSize), String(r.concurrency), gbps(r.bytesPerSecond), count(r.requestsPerSecond), `${r.p50Us.toFixed(0)} µs`, `${r.p99Us.toFixed(0)} µs`, r.verified ? pc.green('yes') : 'no'],
+      [
+        r.plugin,
+        r.op,
+        bytes(r.blockSize),
+        String(r.batchSize),
+        String(r.concurrency),
+        gbps(r.bytesPerSecond),
+        count(r.requestsPerSecond),
+        `${r.p50Us.toFixed(0)} µs`,
+        `${r.p99Us.toFixed(0)} µs`,
+        r.verified ? pc.green('yes') : 'no',
+      ],
     ]),
   );
 }
@@ -132,7 +143,11 @@ async function runTarget(cli: BenchCliOptions): Promise<void> {
   // (host:handshake-port); the te control endpoint stays what te peers use.
   const wireEndpoint = target.engine.descriptor().transports[WIRE_PLUGIN]?.endpoint as { mooncakeSegment?: string } | undefined;
   // `segment` (with --wire mooncake): the te control endpoint, whose bench digests check what landed.
-  console.log(JSON.stringify(mooncake ? { ready: wireEndpoint?.mooncakeSegment, bytes: size, segment: target.engine.segmentName } : { ready: target.engine.segmentName, bytes: size }));
+  console.log(
+    JSON.stringify(
+      mooncake ? { ready: wireEndpoint?.mooncakeSegment, bytes: size, segment: target.engine.segmentName } : { ready: target.engine.segmentName, bytes: size },
+    ),
+  );
   // Serve until a signal (SIGINT/SIGTERM), so it runs under a service manager or nohup with
   // stdin closed; a target started by --loopback also stops when its parent's pipe closes.
   await new Promise<void>((resolve) => {
@@ -164,7 +179,8 @@ export async function benchCommand(cli: BenchCliOptions): Promise<void> {
   if (cli.mode === 'target') return runTarget(cli);
   if (cli.sweep) {
     const duration = Number(cli.duration);
-    if (!(duration > 0 && duration <= 60)) throw new UsageError(`Expected --duration to be seconds in (0, 60] for a sweep, got ${JSON.stringify(cli.duration)}`);
+    if (!(duration > 0 && duration <= 60))
+      throw new UsageError(`Expected --duration to be seconds in (0, 60] for a sweep, got ${JSON.stringify(cli.duration)}`);
     let sizes = SWEEP_SIZES;
     if (cli.sizes) {
       try {
@@ -173,23 +189,45 @@ export async function benchCommand(cli: BenchCliOptions): Promise<void> {
         throw new UsageError(`--sizes: ${(e as Error).message}`);
       }
     }
-    return runSweep({ plugins: (cli.plugin ?? 'mooncake-tcp').split(',').map((p) => p.trim()).filter(Boolean), ...(cli.modulePath ? { modulePath: cli.modulePath } : {}), durationS: duration, sizes, ...(cli.out ? { out: cli.out } : {}), json: Boolean(cli.json) });
+    return runSweep({
+      plugins: (cli.plugin ?? 'mooncake-tcp')
+        .split(',')
+        .map((p) => p.trim())
+        .filter(Boolean),
+      ...(cli.modulePath ? { modulePath: cli.modulePath } : {}),
+      durationS: duration,
+      sizes,
+      ...(cli.out ? { out: cli.out } : {}),
+      json: Boolean(cli.json),
+    });
   }
   if (cli.mode !== 'initiator') throw new UsageError(`Expected --mode to be initiator or target, got ${JSON.stringify(cli.mode)}`);
-  if (cli.wire !== undefined && cli.wire !== 'te' && cli.wire !== 'mooncake') throw new UsageError(`Expected --wire to be te or mooncake, got ${JSON.stringify(cli.wire)}`);
+  if (cli.wire !== undefined && cli.wire !== 'te' && cli.wire !== 'mooncake')
+    throw new UsageError(`Expected --wire to be te or mooncake, got ${JSON.stringify(cli.wire)}`);
   if (cli.wire === 'mooncake') return runWireBench(cli);
   if (!cli.loopback && !cli.target) throw new UsageError('Give --target <host:port> of a running `te bench --mode target`, or --loopback to start one here');
   const config = await commandConfig(flagsOf(cli));
   const draft = { ...benchOptionsFrom({ ...cli, plugin: config.connector }, cli.target ?? ''), config };
   const spawned = cli.loopback
-    ? await spawnBenchTarget(['--exit-with-parent', '--plugin', config.connector, ...(config.modulePath ? ['--module-path', config.modulePath] : []), '--bytes', String(benchBytes(draft)), ...(cli.bind ? ['--bind', cli.bind] : []), ...cli.option.flatMap((o) => ['--option', o])])
+    ? await spawnBenchTarget([
+        '--exit-with-parent',
+        '--plugin',
+        config.connector,
+        ...(config.modulePath ? ['--module-path', config.modulePath] : []),
+        '--bytes',
+        String(benchBytes(draft)),
+        ...(cli.bind ? ['--bind', cli.bind] : []),
+        ...cli.option.flatMap((o) => ['--option', o]),
+      ])
     : undefined;
   const progress = !cli.json && process.stderr.isTTY;
   try {
     const result = await runBench({
       ...draft,
       target: spawned?.segment ?? cli.target!,
-      ...(progress ? { onProgress: (p) => process.stderr.write(`\r  ${p.elapsedS.toFixed(1)} s  ${gbps(p.bytesPerSecond)}  ${count(p.requestsPerSecond)} req/s   `) } : {}),
+      ...(progress
+        ? { onProgress: (p) => process.stderr.write(`\r  ${p.elapsedS.toFixed(1)} s  ${gbps(p.bytesPerSecond)}  ${count(p.requestsPerSecond)} req/s   `) }
+        : {}),
     });
     if (progress) process.stderr.write('\r\x1b[K');
     if (cli.json) console.log(JSON.stringify(result));

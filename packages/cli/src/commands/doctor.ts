@@ -1,5 +1,14 @@
 import pc from 'picocolors';
-import { BUILTIN_PLUGINS, ENVIRONMENT_VARIABLES, PluginRegistry, describeCapabilities, isTransferError, transportsOf, type TeConfig, type TransportPlugin } from '@te/connector';
+import {
+  BUILTIN_PLUGINS,
+  ENVIRONMENT_VARIABLES,
+  PluginRegistry,
+  describeCapabilities,
+  isTransferError,
+  transportsOf,
+  type TeConfig,
+  type TransportPlugin,
+} from '@te/connector';
 import { table } from '../format.js';
 import { commandConfig, type CommandFlags } from '../config.js';
 
@@ -45,7 +54,11 @@ async function inspect(name: string, source: string, load: () => Promise<Transpo
 
 /** Everything `te doctor` checks, as data (the command prints it or its JSON). */
 export async function runDoctor(env: NodeJS.ProcessEnv = process.env, flags: CommandFlags = {}): Promise<DoctorReport> {
-  const environment = Object.fromEntries(Object.keys(ENVIRONMENT_VARIABLES).filter((k) => env[k] !== undefined).map((k) => [k, env[k]!]));
+  const environment = Object.fromEntries(
+    Object.keys(ENVIRONMENT_VARIABLES)
+      .filter((k) => env[k] !== undefined)
+      .map((k) => [k, env[k]!]),
+  );
   const report: DoctorReport = { ok: true, environment, plugins: [] };
   try {
     report.config = await commandConfig(flags, env);
@@ -59,7 +72,8 @@ export async function runDoctor(env: NodeJS.ProcessEnv = process.env, flags: Com
   if (modulePath) report.plugins.push(await inspect(report.config!.connector, modulePath, () => registry.loadModulePath(modulePath, report.config!.connector)));
   const required = report.config ? transportsOf(report.config) : [];
   for (const name of required) {
-    if (!report.plugins.some((p) => p.name === name)) report.plugins.push(await inspect(name, registry.sourceOf(name) ?? '(not registered)', () => registry.load(name)));
+    if (!report.plugins.some((p) => p.name === name))
+      report.plugins.push(await inspect(name, registry.sourceOf(name) ?? '(not registered)', () => registry.load(name)));
   }
   const wanted = new Set(required);
   for (const p of report.plugins) {
@@ -75,7 +89,9 @@ export function printDoctor(report: DoctorReport): void {
     console.log(`${pc.red('✘ config')}  ${report.configError.code}: ${report.configError.message}`);
   } else if (report.config) {
     const c = report.config;
-    console.log(`${pc.green('✔ config')}  connector=${c.connector} role=${c.role} transports=[${[c.connector, ...c.transports].join(', ')}] bind=${c.bindAddress} forceTcp=${c.forceTcp} intranodeNvlink=${c.intranodeNvlink} forceMnnvl=${c.forceMnnvl} metrics=${c.metrics} log=${c.logLevel}`);
+    console.log(
+      `${pc.green('✔ config')}  connector=${c.connector} role=${c.role} transports=[${[c.connector, ...c.transports].join(', ')}] bind=${c.bindAddress} forceTcp=${c.forceTcp} intranodeNvlink=${c.intranodeNvlink} forceMnnvl=${c.forceMnnvl} metrics=${c.metrics} log=${c.logLevel}`,
+    );
   }
   const env = Object.entries(report.environment);
   console.log(`  environment: ${env.length ? env.map(([k, v]) => `${k}=${v}`).join(' ') : '(no TE_/MC_ variables set)'}`);
@@ -93,7 +109,9 @@ export function printDoctor(report: DoctorReport): void {
   };
   for (const p of report.plugins) {
     const status = !p.loaded ? pc.yellow('not loadable') : p.available === false ? pc.yellow('unavailable') : pc.green(`ok ${p.version}`);
-    const details = !p.loaded ? firstLine(p.error, p.source) : [p.capabilities, p.reason ? noteFor(p.reason) : undefined, p.details ? brief(p.details) : undefined].filter(Boolean).join('; ');
+    const details = !p.loaded
+      ? firstLine(p.error, p.source)
+      : [p.capabilities, p.reason ? noteFor(p.reason) : undefined, p.details ? brief(p.details) : undefined].filter(Boolean).join('; ');
     rows.push([p.name, p.source, status, details]);
   }
   console.log(table(rows));
@@ -109,13 +127,16 @@ function brief(details: Record<string, unknown>): string {
     if (v && typeof v === 'object') return '{…}';
     return String(v);
   };
-  return Object.entries(details).map(([k, v]) => `${k}=${show(v)}`).join(' ');
+  return Object.entries(details)
+    .map(([k, v]) => `${k}=${show(v)}`)
+    .join(' ');
 }
 
 /** A one-line reason: "not installed" with the install command, or the loader's own words. */
 function firstLine(text?: string, source?: string): string {
   const t = text ?? '';
-  if (source && new RegExp(`Cannot find (module|package) '${source.replace(/[/\\^$*+?.()|[\]{}]/g, '\\$&')}'`).test(t)) return `not installed (npm install ${source})`;
+  if (source && new RegExp(`Cannot find (module|package) '${source.replace(/[/\\^$*+?.()|[\]{}]/g, '\\$&')}'`).test(t))
+    return `not installed (npm install ${source})`;
   const tried = t.split('\n').find((l) => l.trim().startsWith('- '));
   return (tried ?? t.split('\n')[0] ?? '').replace(/^\s*- /, '').trim();
 }

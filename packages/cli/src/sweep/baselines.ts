@@ -41,7 +41,9 @@ export async function iperf3Gbps(seconds = 1): Promise<number | undefined> {
   const server = spawn('iperf3', ['-s', '-1', '-B', '127.0.0.1', '-p', String(port)], { stdio: 'ignore' });
   await new Promise((r) => setTimeout(r, 300));
   try {
-    const out = execFileSync('iperf3', ['-c', '127.0.0.1', '-p', String(port), '-t', String(Math.max(1, Math.round(seconds))), '-P', '1', '-J'], { encoding: 'utf8' });
+    const out = execFileSync('iperf3', ['-c', '127.0.0.1', '-p', String(port), '-t', String(Math.max(1, Math.round(seconds))), '-P', '1', '-J'], {
+      encoding: 'utf8',
+    });
     return (JSON.parse(out) as { end: { sum_received: { bits_per_second: number } } }).end.sum_received.bits_per_second / 8 / 1e9;
   } catch {
     return undefined;

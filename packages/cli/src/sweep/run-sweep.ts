@@ -33,11 +33,28 @@ export async function runSweep(o: SweepOptions): Promise<void> {
   for (const plugin of o.plugins) {
     const config = await commandConfig({ plugin, ...(o.modulePath ? { modulePath: o.modulePath } : {}) });
     const maxBytes = Math.max(...o.sizes.map((b) => benchBytes({ blockSize: b, ...shapeOf(b) })));
-    const target = await spawnBenchTarget(['--exit-with-parent', '--plugin', config.connector, ...(config.modulePath ? ['--module-path', config.modulePath] : []), '--bytes', String(maxBytes)]);
+    const target = await spawnBenchTarget([
+      '--exit-with-parent',
+      '--plugin',
+      config.connector,
+      ...(config.modulePath ? ['--module-path', config.modulePath] : []),
+      '--bytes',
+      String(maxBytes),
+    ]);
     try {
       for (const blockSize of o.sizes) {
         if (!o.json && process.stderr.isTTY) process.stderr.write(`\r  ${plugin} ${bytes(blockSize)} …   `);
-        const r = await runBench({ plugin: config.connector, config, target: target.segment, op: 'write', blockSize, ...shapeOf(blockSize), durationS: o.durationS, verify: true, timeoutMs: 60_000 });
+        const r = await runBench({
+          plugin: config.connector,
+          config,
+          target: target.segment,
+          op: 'write',
+          blockSize,
+          ...shapeOf(blockSize),
+          durationS: o.durationS,
+          verify: true,
+          timeoutMs: 60_000,
+        });
         results.push({ plugin: config.connector, r });
       }
     } finally {
@@ -50,15 +67,33 @@ export async function runSweep(o: SweepOptions): Promise<void> {
   const rows = [['plugin', 'block', 'batch × conc', 'throughput', 'p99 (batch)', 'memcpy', 'verified']];
   for (const { plugin, r } of results) {
     const m = memcpy.find((x) => x.blockSize === r.blockSize)!;
-    rows.push([plugin, bytes(r.blockSize), `${r.batchSize} × ${r.concurrency}`, gbps(r.bytesPerSecond), `${r.p99Us.toFixed(0)} µs`, `${m.gbps.toFixed(2)} GB/s`, r.verified ? pc.green('yes') : 'no']);
+    rows.push([
+      plugin,
+      bytes(r.blockSize),
+      `${r.batchSize} × ${r.concurrency}`,
+      gbps(r.bytesPerSecond),
+      `${r.p99Us.toFixed(0)} µs`,
+      `${m.gbps.toFixed(2)} GB/s`,
+      r.verified ? pc.green('yes') : 'no',
+    ]);
   }
   log(table(rows));
-  log(iperf !== undefined ? `iperf3 single stream (same run): ${iperf.toFixed(2)} GB/s` : 'iperf3 not installed: no kernel-TCP baseline (apt-get install -y iperf3)');
+  log(
+    iperf !== undefined
+      ? `iperf3 single stream (same run): ${iperf.toFixed(2)} GB/s`
+      : 'iperf3 not installed: no kernel-TCP baseline (apt-get install -y iperf3)',
+  );
   if (o.out) {
-    const throughput: SweepSeries[] = o.plugins.map((p) => ({ name: p, points: results.filter((x) => x.plugin === p || x.r.plugin === p).map((x) => ({ blockSize: x.r.blockSize, gbps: x.r.bytesPerSecond / 1e9 })) }));
+    const throughput: SweepSeries[] = o.plugins.map((p) => ({
+      name: p,
+      points: results.filter((x) => x.plugin === p || x.r.plugin === p).map((x) => ({ blockSize: x.r.blockSize, gbps: x.r.bytesPerSecond / 1e9 })),
+    }));
     throughput.push({ name: 'memcpy (1 thread)', dashed: true, points: memcpy });
     if (iperf !== undefined) throughput.push({ name: 'iperf3 (1 stream)', dashed: true, points: o.sizes.map((b) => ({ blockSize: b, gbps: iperf })) });
-    const latency: SweepSeries[] = o.plugins.map((p) => ({ name: p, points: results.filter((x) => x.plugin === p || x.r.plugin === p).map((x) => ({ blockSize: x.r.blockSize, gbps: 0, p99Us: x.r.p99Us })) }));
+    const latency: SweepSeries[] = o.plugins.map((p) => ({
+      name: p,
+      points: results.filter((x) => x.plugin === p || x.r.plugin === p).map((x) => ({ blockSize: x.r.blockSize, gbps: 0, p99Us: x.r.p99Us })),
+    }));
     const note = `te bench --sweep, ${o.durationS} s per point, writes over loopback between two processes, every byte verified; baselines measured in the same run.`;
     writeFileSync(o.out, sweepSvg(`te bench --sweep: ${o.plugins.join(', ')}`, throughput, latency, note));
     log(`chart written to ${o.out}`);

@@ -17,18 +17,33 @@ const COLORS = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b'
 const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 const sizeLabel = (b: number): string => (b >= 1 << 20 ? `${b / (1 << 20)} MiB` : `${b / 1024} KiB`);
 
-function panel(series: SweepSeries[], value: (p: SweepSeries['points'][number]) => number | undefined, top: number, title: string, unit: string, logY: boolean, sizes: number[]): string {
+function panel(
+  series: SweepSeries[],
+  value: (p: SweepSeries['points'][number]) => number | undefined,
+  top: number,
+  title: string,
+  unit: string,
+  logY: boolean,
+  sizes: number[],
+): string {
   const vals = series.flatMap((s) => s.points.map(value)).filter((v): v is number => v !== undefined && v > 0);
   const max = Math.max(...vals, 1e-9);
   const min = logY ? Math.min(...vals) : 0;
-  const x = (b: number): number => M.left + ((Math.log2(b) - Math.log2(sizes[0]!)) / Math.max(1, Math.log2(sizes[sizes.length - 1]!) - Math.log2(sizes[0]!))) * (W - M.left - M.right);
+  const x = (b: number): number =>
+    M.left + ((Math.log2(b) - Math.log2(sizes[0]!)) / Math.max(1, Math.log2(sizes[sizes.length - 1]!) - Math.log2(sizes[0]!))) * (W - M.left - M.right);
   const h = PANEL_H - M.bottom;
-  const y = (v: number): number => (logY ? top + h - ((Math.log10(v) - Math.log10(min)) / Math.max(1e-9, Math.log10(max) - Math.log10(min))) * (h - 20) : top + h - (v / max) * (h - 20));
+  const y = (v: number): number =>
+    logY ? top + h - ((Math.log10(v) - Math.log10(min)) / Math.max(1e-9, Math.log10(max) - Math.log10(min))) * (h - 20) : top + h - (v / max) * (h - 20);
   const out: string[] = [`<text x="${M.left}" y="${top - 8}" font-size="14" font-weight="bold">${esc(title)}</text>`];
-  out.push(`<line x1="${M.left}" y1="${top + h}" x2="${W - M.right}" y2="${top + h}" stroke="#888"/><line x1="${M.left}" y1="${top}" x2="${M.left}" y2="${top + h}" stroke="#888"/>`);
+  out.push(
+    `<line x1="${M.left}" y1="${top + h}" x2="${W - M.right}" y2="${top + h}" stroke="#888"/><line x1="${M.left}" y1="${top}" x2="${M.left}" y2="${top + h}" stroke="#888"/>`,
+  );
   for (const b of sizes) out.push(`<text x="${x(b)}" y="${top + h + 16}" font-size="10" text-anchor="middle">${sizeLabel(b)}</text>`);
   const ticks = logY ? [min, Math.sqrt(min * max), max] : [0, max / 2, max];
-  for (const t of ticks) out.push(`<text x="${M.left - 6}" y="${y(t) + 3}" font-size="10" text-anchor="end">${t >= 100 ? t.toFixed(0) : t.toFixed(2)}</text><line x1="${M.left}" y1="${y(t)}" x2="${W - M.right}" y2="${y(t)}" stroke="#eee"/>`);
+  for (const t of ticks)
+    out.push(
+      `<text x="${M.left - 6}" y="${y(t) + 3}" font-size="10" text-anchor="end">${t >= 100 ? t.toFixed(0) : t.toFixed(2)}</text><line x1="${M.left}" y1="${y(t)}" x2="${W - M.right}" y2="${y(t)}" stroke="#eee"/>`,
+    );
   out.push(`<text x="16" y="${top + h / 2}" font-size="11" transform="rotate(-90 16 ${top + h / 2})" text-anchor="middle">${esc(unit)}</text>`);
   series.forEach((s, i) => {
     const pts = s.points.map((p) => [p.blockSize, value(p)] as const).filter(([, v]) => v !== undefined && v > 0) as [number, number][];
@@ -37,7 +52,9 @@ function panel(series: SweepSeries[], value: (p: SweepSeries['points'][number]) 
     const d = pts.map(([b, v], j) => `${j ? 'L' : 'M'}${x(b).toFixed(1)},${y(v).toFixed(1)}`).join(' ');
     out.push(`<path d="${d}" fill="none" stroke="${color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ''}/>`);
     for (const [b, v] of pts) out.push(`<circle cx="${x(b).toFixed(1)}" cy="${y(v).toFixed(1)}" r="2.5" fill="${color}"/>`);
-    out.push(`<line x1="${W - M.right + 12}" y1="${top + 14 + i * 16}" x2="${W - M.right + 32}" y2="${top + 14 + i * 16}" stroke="${color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ''}/><text x="${W - M.right + 38}" y="${top + 18 + i * 16}" font-size="11">${esc(s.name)}</text>`);
+    out.push(
+      `<line x1="${W - M.right + 12}" y1="${top + 14 + i * 16}" x2="${W - M.right + 32}" y2="${top + 14 + i * 16}" stroke="${color}" stroke-width="2"${s.dashed ? ' stroke-dasharray="6 4"' : ''}/><text x="${W - M.right + 38}" y="${top + 18 + i * 16}" font-size="11">${esc(s.name)}</text>`,
+    );
   });
   return out.join('\n');
 }

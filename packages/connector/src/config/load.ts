@@ -7,9 +7,7 @@ import { validateConfig } from './validate.js';
 import { normaliseRole } from './roles.js';
 import { parseMetadataString } from '../metadata/connection-string.js';
 
-
 const VLLM_ONLY_KEYS = /^(engine_id|(kv|ec)_[a-z_]+)$/;
-
 
 /**
  * Accepts vLLM's KVTransferConfig / ECTransferConfig spelling (`kv_connector`,
@@ -34,10 +32,18 @@ export function fromFrameworkConfig(input: Record<string, unknown>): Record<stri
       continue;
     }
     switch (m[2]) {
-      case 'connector': out.connector = value; break;
-      case 'role': out.role = normaliseRole(value); break;
-      case 'connector_module_path': out.modulePath = value; break;
-      case 'connector_extra_config': out.extra = { ...(out.extra as object), ...(value as object) }; break;
+      case 'connector':
+        out.connector = value;
+        break;
+      case 'role':
+        out.role = normaliseRole(value);
+        break;
+      case 'connector_module_path':
+        out.modulePath = value;
+        break;
+      case 'connector_extra_config':
+        out.extra = { ...(out.extra as object), ...(value as object) };
+        break;
     }
   }
   if (Object.keys(passThrough).length > 0) out.extra = { ...passThrough, ...(out.extra as object) };
@@ -53,7 +59,11 @@ function mergeInputs(...inputs: TeConfigInput[]): Record<string, unknown> {
       // A metadata connection string is expanded first so a later layer (TE_HANDSHAKE_PORT)
       // can refine it; a later string replaces what came before.
       const v = key === 'metadata' && typeof value === 'string' ? { ...parseMetadataString(value) } : value;
-      const nested = (key === 'metadata' || key === 'timeouts' || key === 'transportOptions' || key === 'extra') && typeof prev === 'object' && prev !== null && typeof v === 'object';
+      const nested =
+        (key === 'metadata' || key === 'timeouts' || key === 'transportOptions' || key === 'extra') &&
+        typeof prev === 'object' &&
+        prev !== null &&
+        typeof v === 'object';
       out[key] = nested ? { ...(prev as object), ...(v as object) } : v;
     }
   }
@@ -103,7 +113,12 @@ export function loadConfig(options: LoadConfigOptions = {}): TeConfig {
   const file = options.file ?? env.TE_CONFIG;
   const fromFile = file ? readConfigFile(file) : {};
   const fromJson = options.json === undefined ? {} : typeof options.json === 'string' ? parseConfigJson(options.json) : fromFrameworkConfig(options.json);
-  const merged = mergeInputs(fromFile as TeConfigInput, fromJson as TeConfigInput, configFromEnv(env), fromFrameworkConfig((options.overrides ?? {}) as Record<string, unknown>) as TeConfigInput);
+  const merged = mergeInputs(
+    fromFile as TeConfigInput,
+    fromJson as TeConfigInput,
+    configFromEnv(env),
+    fromFrameworkConfig((options.overrides ?? {}) as Record<string, unknown>) as TeConfigInput,
+  );
   return validateConfig(merged);
 }
 

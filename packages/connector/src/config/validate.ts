@@ -21,8 +21,6 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-
-
 /** Validates an advertised/bind address: an IP literal or a DNS host name. */
 export function validateBindAddress(value: unknown, source = '`bindAddress`'): string {
   if (typeof value !== 'string' || (isIP(value) === 0 && (!HOSTNAME.test(value) || /^[\d.]+$/.test(value)))) {
@@ -76,7 +74,8 @@ function metadataOf(input: unknown): TeConfig['metadata'] {
   const m = { ...DEFAULT_CONFIG.metadata, ...given } as TeConfig['metadata'];
   m.endpoints = [...m.endpoints];
   for (const e of m.endpoints) checkEndpoint(e);
-  if (m.type === 'etcd' && m.endpoints.length === 0) fail('`metadata.type` is "etcd" but no `metadata.endpoints` are given (e.g. metadata: "etcd://10.0.0.5:2379")');
+  if (m.type === 'etcd' && m.endpoints.length === 0)
+    fail('`metadata.type` is "etcd" but no `metadata.endpoints` are given (e.g. metadata: "etcd://10.0.0.5:2379")');
   return m;
 }
 
@@ -112,7 +111,10 @@ export function validateConfig(input: unknown): TeConfig {
   if (c.modulePath !== undefined) config.modulePath = c.modulePath as string;
   if (c.secret !== undefined) config.secret = c.secret as string;
   if (config.forceMnnvl && config.intranodeNvlink) {
-    throw new TransferError('CONFLICTING_ENV', 'MC_FORCE_MNNVL and MC_INTRANODE_NVLINK are both set: multi-node NVLink and intra-node NVLink are mutually exclusive; unset one of them (forceMnnvl / intranodeNvlink)');
+    throw new TransferError(
+      'CONFLICTING_ENV',
+      'MC_FORCE_MNNVL and MC_INTRANODE_NVLINK are both set: multi-node NVLink and intra-node NVLink are mutually exclusive; unset one of them (forceMnnvl / intranodeNvlink)',
+    );
   }
   return config;
 }

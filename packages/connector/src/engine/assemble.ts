@@ -49,7 +49,11 @@ async function loadPlugins(config: TeConfig, registry: PluginRegistry): Promise<
  * Starts everything an engine holds. `onPeerChanged` receives the etcd watch's reports
  * (a peer re-registered or left) from the moment the watch runs.
  */
-export async function assembleEngine(input: TeConfig | TeConfigInput, options: CreateEngineOptions, onPeerChanged: (segment: string) => void): Promise<EngineParts> {
+export async function assembleEngine(
+  input: TeConfig | TeConfigInput,
+  options: CreateEngineOptions,
+  onPeerChanged: (segment: string) => void,
+): Promise<EngineParts> {
   const config = validateConfig(input);
   const registry = options.registry ?? defaultRegistry();
   const env = options.env ?? process.env;
@@ -72,12 +76,24 @@ export async function assembleEngine(input: TeConfig | TeConfigInput, options: C
       let transport;
       try {
         transport = await plugin.create(
-          { segmentName: endpoint, epoch, bindAddress: config.bindAddress, connectTimeoutMs: config.timeouts.connectMs, env, log: (level, message) => log(level, `[${plugin.name}] ${message}`), ...(config.secret === undefined ? {} : { secret: config.secret }) },
+          {
+            segmentName: endpoint,
+            epoch,
+            bindAddress: config.bindAddress,
+            connectTimeoutMs: config.timeouts.connectMs,
+            env,
+            log: (level, message) => log(level, `[${plugin.name}] ${message}`),
+            ...(config.secret === undefined ? {} : { secret: config.secret }),
+          },
           pluginOptions,
         );
       } catch (cause) {
         const message = (cause as Error)?.message ?? String(cause);
-        throw new TransferError(isTransferError(cause) ? cause.code : 'INTERNAL', `plugin "${plugin.name}" failed to create its transport (create()): ${message.replace(/^\[[^\]]+\] /, '')}`, { plugin: plugin.name, cause });
+        throw new TransferError(
+          isTransferError(cause) ? cause.code : 'INTERNAL',
+          `plugin "${plugin.name}" failed to create its transport (create()): ${message.replace(/^\[[^\]]+\] /, '')}`,
+          { plugin: plugin.name, cause },
+        );
       }
       held.push({ name: plugin.name, plugin, transport });
     }

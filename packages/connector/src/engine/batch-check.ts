@@ -6,9 +6,14 @@ export function checkBatch(batch: TransferBatch): { hasRead: boolean } {
   if (typeof batch !== 'object' || batch === null) throw new TransferError('INVALID_ARGUMENT', 'Expected a batch {opcodes, localAddrs, remoteAddrs, lengths}');
   const { opcodes, localAddrs, remoteAddrs, lengths } = batch;
   if (!(opcodes instanceof Uint8Array)) throw new TransferError('INVALID_ARGUMENT', 'Expected `batch.opcodes` to be a Uint8Array');
-  for (const [name, arr] of [['localAddrs', localAddrs], ['remoteAddrs', remoteAddrs], ['lengths', lengths]] as const) {
+  for (const [name, arr] of [
+    ['localAddrs', localAddrs],
+    ['remoteAddrs', remoteAddrs],
+    ['lengths', lengths],
+  ] as const) {
     if (!(arr instanceof BigUint64Array)) throw new TransferError('INVALID_ARGUMENT', `Expected \`batch.${name}\` to be a BigUint64Array`);
-    if (arr.length !== opcodes.length) throw new TransferError('INVALID_ARGUMENT', `\`batch.${name}\` has ${arr.length} entries but \`batch.opcodes\` has ${opcodes.length}`);
+    if (arr.length !== opcodes.length)
+      throw new TransferError('INVALID_ARGUMENT', `\`batch.${name}\` has ${arr.length} entries but \`batch.opcodes\` has ${opcodes.length}`);
   }
   let hasRead = false;
   for (let i = 0; i < opcodes.length; i++) {

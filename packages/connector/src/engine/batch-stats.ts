@@ -31,7 +31,6 @@ export class BatchStats {
     for (const t of transports) this.inFlightNow.set(t, (this.inFlightNow.get(t) ?? (delta < 0 ? 1 : 0)) + delta);
   }
 
-
   /** Calls `observer` after every batch settles (metrics exporters use it); returns the unsubscribe. */
   observe(observer: (r: BatchRecord) => void): () => void {
     this.observers.add(observer);

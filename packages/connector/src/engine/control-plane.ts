@@ -9,7 +9,6 @@ import type { ControlKeys } from './control-security.js';
 /** Version of the control-plane envelope. Fields are appended and optional. */
 export const CONTROL_VERSION = 1;
 
-
 /**
  * zmq_connect first drains the socket's command mailbox with a zero-timeout poll, which a
  * signal arriving at that moment interrupts (EINTR: a child process exiting is enough, as
@@ -67,7 +66,11 @@ export class ControlServer {
         }
       }
     } catch (cause) {
-      throw new TransferError('INVALID_CONFIG', `Cannot bind the control endpoint on ${hostPart}:${port}: ${(cause as Error).message}; choose another port (TE_HANDSHAKE_PORT) or address (MC_TCP_BIND_ADDRESS)`, { cause });
+      throw new TransferError(
+        'INVALID_CONFIG',
+        `Cannot bind the control endpoint on ${hostPart}:${port}: ${(cause as Error).message}; choose another port (TE_HANDSHAKE_PORT) or address (MC_TCP_BIND_ADDRESS)`,
+        { cause },
+      );
     }
     const last = this.router.lastEndpoint ?? '';
     this.endpointValue = last.replace(/^tcp:\/\//, '');
@@ -111,7 +114,13 @@ export class ControlServer {
       const id = salvageId(decoded);
       if (id === undefined) return;
       const first = checkRequestEnvelope.Errors(decoded).First();
-      reply = { v: CONTROL_VERSION, id, ok: false, code: 'INVALID_ARGUMENT', message: `malformed control message: ${first ? `${first.path || '(envelope)'} ${first.message}` : 'not an envelope'}` };
+      reply = {
+        v: CONTROL_VERSION,
+        id,
+        ok: false,
+        code: 'INVALID_ARGUMENT',
+        message: `malformed control message: ${first ? `${first.path || '(envelope)'} ${first.message}` : 'not an envelope'}`,
+      };
     } else {
       reply = await this.answer(decoded);
     }
@@ -125,7 +134,13 @@ export class ControlServer {
   /** The reply to a well-formed request; a handler's throw becomes an error reply, never an exception. */
   private async answer(request: RequestEnvelope): Promise<ReplyEnvelope> {
     if (request.v !== CONTROL_VERSION) {
-      return { v: CONTROL_VERSION, id: request.id, ok: false, code: 'PROTOCOL_MISMATCH', message: `control protocol version ${request.v} is not supported (this process speaks ${CONTROL_VERSION})` };
+      return {
+        v: CONTROL_VERSION,
+        id: request.id,
+        ok: false,
+        code: 'PROTOCOL_MISMATCH',
+        message: `control protocol version ${request.v} is not supported (this process speaks ${CONTROL_VERSION})`,
+      };
     }
     const handler = this.handlers.get(request.type);
     if (!handler) return { v: CONTROL_VERSION, id: request.id, ok: false, code: 'INVALID_ARGUMENT', message: `unknown control message type "${request.type}"` };
@@ -230,7 +245,13 @@ export class ControlClient {
         p.reject(error);
       };
       const timer = setTimeout(() => {
-        fail(new TransferError('TIMEOUT', `No answer from ${this.endpoint} to "${type}" within ${timeoutMs} ms; is the peer running and is its control endpoint reachable?`, { details: { endpoint: this.endpoint, type } }));
+        fail(
+          new TransferError(
+            'TIMEOUT',
+            `No answer from ${this.endpoint} to "${type}" within ${timeoutMs} ms; is the peer running and is its control endpoint reachable?`,
+            { details: { endpoint: this.endpoint, type } },
+          ),
+        );
       }, timeoutMs);
       // A dead peer refuses the connection at once: fail fast as PEER_UNREACHABLE rather than
       // wait out the deadline. A probe that cannot even be made (a malformed endpoint) fails
@@ -238,9 +259,22 @@ export class ControlClient {
       const probe = (): void => {
         probeEndpoint(this.endpoint, Math.min(timeoutMs, PROBE_TIMEOUT_MS)).then(
           (r) => {
-            if (r === 'refused') fail(new TransferError('PEER_UNREACHABLE', `${this.endpoint} refused the connection: no process listens there (it exited or never started)`, { details: { endpoint: this.endpoint, type } }));
+            if (r === 'refused')
+              fail(
+                new TransferError('PEER_UNREACHABLE', `${this.endpoint} refused the connection: no process listens there (it exited or never started)`, {
+                  details: { endpoint: this.endpoint, type },
+                }),
+              );
           },
-          (e: unknown) => fail(isTransferError(e) ? e : new TransferError('PEER_UNREACHABLE', `Cannot reach ${this.endpoint}: ${(e as Error)?.message ?? String(e)}`, { cause: e, details: { endpoint: this.endpoint, type } })),
+          (e: unknown) =>
+            fail(
+              isTransferError(e)
+                ? e
+                : new TransferError('PEER_UNREACHABLE', `Cannot reach ${this.endpoint}: ${(e as Error)?.message ?? String(e)}`, {
+                    cause: e,
+                    details: { endpoint: this.endpoint, type },
+                  }),
+            ),
         );
       };
       const entry: Pending = { resolve: resolve as (v: unknown) => void, reject, timer };

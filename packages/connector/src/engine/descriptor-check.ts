@@ -19,7 +19,8 @@ export function checkDescriptor(value: unknown, from: string): SegmentDescriptor
   if (!Array.isArray(d.buffers)) bad('no buffers');
   for (const [name, advert] of Object.entries(d.transports as Record<string, unknown>)) {
     const a = advert as Record<string, unknown> | null;
-    if (typeof a !== 'object' || a === null || typeof a.class !== 'string' || !Array.isArray(a.memoryKinds)) bad(`transport "${name}" has no class or memory kinds`);
+    if (typeof a !== 'object' || a === null || typeof a.class !== 'string' || !Array.isArray(a.memoryKinds))
+      bad(`transport "${name}" has no class or memory kinds`);
   }
   for (const b of d.buffers as unknown[]) {
     const buf = b as Record<string, unknown> | null;

@@ -45,7 +45,10 @@ export class P2PHandshake implements MetadataStore {
       const from = (body as { from?: unknown } | null)?.from;
       if (from !== undefined && from !== null) {
         if (typeof from !== 'string' || from.length > 300) {
-          throw new TransferError('INVALID_ARGUMENT', `malformed descriptor request: \`from\` must be the sender's segment name (host:port), got ${typeof from === 'string' ? `${from.length} characters` : typeof from}`);
+          throw new TransferError(
+            'INVALID_ARGUMENT',
+            `malformed descriptor request: \`from\` must be the sender's segment name (host:port), got ${typeof from === 'string' ? `${from.length} characters` : typeof from}`,
+          );
         }
         try {
           checkSegmentName(from);

@@ -62,29 +62,92 @@ export function checkMsgpackBounds(bytes: Uint8Array, maxDepth = 64): void {
       pos += 1 + (b & 0x1f);
     } else {
       switch (b) {
-        case 0xc0: case 0xc2: case 0xc3: pos += 1; break;
-        case 0xc4: case 0xd9: need(2 + u8(pos + 1)); pos += 2 + u8(pos + 1); break;
-        case 0xc5: case 0xda: need(3 + u16(pos + 1)); pos += 3 + u16(pos + 1); break;
-        case 0xc6: case 0xdb: need(5 + u32(pos + 1)); pos += 5 + u32(pos + 1); break;
-        case 0xc7: ext(3, u8(pos + 2), u8(pos + 1)); break;
-        case 0xc8: ext(4, u8(pos + 3), u16(pos + 1)); break;
-        case 0xc9: ext(6, u8(pos + 5), u32(pos + 1)); break;
-        case 0xca: need(5); pos += 5; break;
-        case 0xcb: need(9); pos += 9; break;
-        case 0xcc: case 0xd0: need(2); pos += 2; break;
-        case 0xcd: case 0xd1: need(3); pos += 3; break;
-        case 0xce: case 0xd2: need(5); pos += 5; break;
-        case 0xcf: case 0xd3: need(9); pos += 9; break;
-        case 0xd4: ext(2, u8(pos + 1), 1); break;
-        case 0xd5: ext(2, u8(pos + 1), 2); break;
-        case 0xd6: ext(2, u8(pos + 1), 4); break;
-        case 0xd7: ext(2, u8(pos + 1), 8); break;
-        case 0xd8: ext(2, u8(pos + 1), 16); break;
-        case 0xdc: container(3, u16(pos + 1)); break;
-        case 0xdd: container(5, u32(pos + 1)); break;
-        case 0xde: container(3, u16(pos + 1) * 2); break;
-        case 0xdf: container(5, u32(pos + 1) * 2); break;
-        default: fail('type byte 0xc1 is never used');  // the only byte left in 0xc0-0xdf
+        case 0xc0:
+        case 0xc2:
+        case 0xc3:
+          pos += 1;
+          break;
+        case 0xc4:
+        case 0xd9:
+          need(2 + u8(pos + 1));
+          pos += 2 + u8(pos + 1);
+          break;
+        case 0xc5:
+        case 0xda:
+          need(3 + u16(pos + 1));
+          pos += 3 + u16(pos + 1);
+          break;
+        case 0xc6:
+        case 0xdb:
+          need(5 + u32(pos + 1));
+          pos += 5 + u32(pos + 1);
+          break;
+        case 0xc7:
+          ext(3, u8(pos + 2), u8(pos + 1));
+          break;
+        case 0xc8:
+          ext(4, u8(pos + 3), u16(pos + 1));
+          break;
+        case 0xc9:
+          ext(6, u8(pos + 5), u32(pos + 1));
+          break;
+        case 0xca:
+          need(5);
+          pos += 5;
+          break;
+        case 0xcb:
+          need(9);
+          pos += 9;
+          break;
+        case 0xcc:
+        case 0xd0:
+          need(2);
+          pos += 2;
+          break;
+        case 0xcd:
+        case 0xd1:
+          need(3);
+          pos += 3;
+          break;
+        case 0xce:
+        case 0xd2:
+          need(5);
+          pos += 5;
+          break;
+        case 0xcf:
+        case 0xd3:
+          need(9);
+          pos += 9;
+          break;
+        case 0xd4:
+          ext(2, u8(pos + 1), 1);
+          break;
+        case 0xd5:
+          ext(2, u8(pos + 1), 2);
+          break;
+        case 0xd6:
+          ext(2, u8(pos + 1), 4);
+          break;
+        case 0xd7:
+          ext(2, u8(pos + 1), 8);
+          break;
+        case 0xd8:
+          ext(2, u8(pos + 1), 16);
+          break;
+        case 0xdc:
+          container(3, u16(pos + 1));
+          break;
+        case 0xdd:
+          container(5, u32(pos + 1));
+          break;
+        case 0xde:
+          container(3, u16(pos + 1) * 2);
+          break;
+        case 0xdf:
+          container(5, u32(pos + 1) * 2);
+          break;
+        default:
+          fail('type byte 0xc1 is never used'); // the only byte left in 0xc0-0xdf
       }
     }
     // A scalar, or an empty container, completed one element of the enclosing containers.

@@ -20,7 +20,13 @@ export function probeEndpoint(endpoint: string, timeoutMs: number): Promise<'ope
       // Throws at once for an endpoint that cannot be dialled (no port, a port out of range).
       socket = connect({ host, port });
     } catch (cause) {
-      reject(new TransferError('INVALID_ARGUMENT', `Cannot reach control endpoint ${JSON.stringify(endpoint.slice(0, 80))}: ${(cause as Error)?.message ?? String(cause)}`, { cause, details: { endpoint: endpoint.slice(0, 300) } }));
+      reject(
+        new TransferError(
+          'INVALID_ARGUMENT',
+          `Cannot reach control endpoint ${JSON.stringify(endpoint.slice(0, 80))}: ${(cause as Error)?.message ?? String(cause)}`,
+          { cause, details: { endpoint: endpoint.slice(0, 300) } },
+        ),
+      );
       return;
     }
     const done = (r: 'open' | 'refused' | 'unknown'): void => {

@@ -11,7 +11,10 @@ function isBufferSource(value: unknown): value is BufferSource {
 export function toBigInt(name: string, value: unknown): bigint {
   if (typeof value === 'bigint' && value >= 0n && value <= 0xffff_ffff_ffff_ffffn) return value;
   if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) return BigInt(value);
-  throw new TransferError('INVALID_ARGUMENT', `Expected \`${name}\` to be a non-negative u64 bigint (or safe integer), got ${typeof value === 'bigint' ? `${value}n` : String(value)}`);
+  throw new TransferError(
+    'INVALID_ARGUMENT',
+    `Expected \`${name}\` to be a non-negative u64 bigint (or safe integer), got ${typeof value === 'bigint' ? `${value}n` : String(value)}`,
+  );
 }
 
 export function registrationRequest(target: MemoryTarget, options: RegisterOptions): RegisterRequest {
@@ -24,13 +27,15 @@ export function registrationRequest(target: MemoryTarget, options: RegisterOptio
     if (length === 0n) throw new TransferError('INVALID_ARGUMENT', 'Cannot register an empty buffer');
     return { buffer: target, length, device, remoteAccess };
   }
-  if (typeof target !== 'object' || target === null) throw new TransferError('INVALID_ARGUMENT', 'Expected an ArrayBuffer, a typed array/Buffer, or {addr, length, device}');
+  if (typeof target !== 'object' || target === null)
+    throw new TransferError('INVALID_ARGUMENT', 'Expected an ArrayBuffer, a typed array/Buffer, or {addr, length, device}');
   const addr = toBigInt('addr', target.addr);
   const length = toBigInt('length', target.length);
   const device = target.device ?? options.device ?? 'cpu';
   if (!isDeviceName(device)) throw new TransferError('INVALID_ARGUMENT', `Expected \`device\` to be "cpu" or "cuda:N", got ${JSON.stringify(device)}`);
   if (addr === 0n) throw new TransferError('INVALID_ARGUMENT', 'Cannot register address 0');
   if (length === 0n) throw new TransferError('INVALID_ARGUMENT', 'Cannot register an empty region');
-  if (addr + length > 0xffff_ffff_ffff_ffffn) throw new TransferError('ADDRESS_OUT_OF_RANGE', `Region at 0x${addr.toString(16)} of ${length} bytes wraps past the end of the address space`);
+  if (addr + length > 0xffff_ffff_ffff_ffffn)
+    throw new TransferError('ADDRESS_OUT_OF_RANGE', `Region at 0x${addr.toString(16)} of ${length} bytes wraps past the end of the address space`);
   return { addr, length, device, remoteAccess };
 }

@@ -65,7 +65,7 @@ function reaches(t: EngineTransport, peer: SegmentDescriptor): boolean {
   try {
     return t.transport.reaches?.(peer) ?? true;
   } catch {
-    return false;  // a transport that cannot even judge the peer cannot carry its traffic
+    return false; // a transport that cannot even judge the peer cannot carry its traffic
   }
 }
 
@@ -100,7 +100,11 @@ export function planRoutes(batch: TransferBatch, memory: MemoryMap, peer: PeerRo
   const localKinds = memory.kinds();
   const { remoteKinds } = peer;
   const noRoute = (l: MemoryKind, r: MemoryKind): TransferError =>
-    new TransferError('NO_COMMON_TRANSPORT', `No transport shared with ${peer.descriptor.name} moves ${l} memory to ${r} memory (candidates: ${candidates.map((c) => c.name).join(', ')})`, { details: { peer: peer.descriptor.name } });
+    new TransferError(
+      'NO_COMMON_TRANSPORT',
+      `No transport shared with ${peer.descriptor.name} moves ${l} memory to ${r} memory (candidates: ${candidates.map((c) => c.name).join(', ')})`,
+      { details: { peer: peer.descriptor.name } },
+    );
 
   if (localKinds.length <= 1 && remoteKinds.length <= 1) {
     const l = localKinds[0] ?? 'cpu';

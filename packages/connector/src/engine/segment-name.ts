@@ -16,6 +16,7 @@ export function checkSegmentName(segment: unknown): string {
   if (colon <= 0 || !HOST.test(host) || (host.includes(':') && !host.startsWith('['))) {
     throw new TransferError('INVALID_ARGUMENT', `Expected a segment name host:port (IPv6 as [addr]:port), got ${shown}`);
   }
-  if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535) throw new TransferError('INVALID_ARGUMENT', `Segment name ${shown} has no valid port (1-65535)`);
+  if (!/^\d{1,5}$/.test(port) || Number(port) < 1 || Number(port) > 65535)
+    throw new TransferError('INVALID_ARGUMENT', `Segment name ${shown} has no valid port (1-65535)`);
   return segment;
 }

@@ -20,7 +20,12 @@ const slots = globalThis as Record<symbol, SharedSlot | undefined>;
 function canonical(v: unknown): unknown {
   if (typeof v === 'bigint') return `${v}n`;
   if (Array.isArray(v)) return v.map(canonical);
-  if (v && typeof v === 'object') return Object.fromEntries(Object.keys(v).sort().map((k) => [k, canonical((v as Record<string, unknown>)[k])]));
+  if (v && typeof v === 'object')
+    return Object.fromEntries(
+      Object.keys(v)
+        .sort()
+        .map((k) => [k, canonical((v as Record<string, unknown>)[k])]),
+    );
   return v;
 }
 
@@ -68,9 +73,13 @@ export function initTransferEngine(input?: TeConfig | TeConfigInput, options?: C
     if (existing.key === key) return existing.engine;
     const fields = differingFields(existing.config, config);
     return Promise.reject(
-      new TransferError('ENGINE_CONFIG_MISMATCH', `The transfer engine of this process was already initialised with a different config (differs in: ${fields.join(', ')}); reuse it with getTransferEngine(), or close it first with closeTransferEngine()`, {
-        details: { fields },
-      }),
+      new TransferError(
+        'ENGINE_CONFIG_MISMATCH',
+        `The transfer engine of this process was already initialised with a different config (differs in: ${fields.join(', ')}); reuse it with getTransferEngine(), or close it first with closeTransferEngine()`,
+        {
+          details: { fields },
+        },
+      ),
     );
   }
   const slot: SharedSlot = { key, config, engine: TransferEngine.create(config, options) };

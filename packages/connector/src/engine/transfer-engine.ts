@@ -26,12 +26,9 @@ import { startMetricLog } from '../metrics/periodic-log.js';
 import { commonTransports, planRoutes, type EngineTransport, type Route } from './router.js';
 import { MEMORY_KIND_PROVIDERS } from '../registry/builtins.js';
 
-
 export type { AllocatedHandle, CreateEngineOptions, MemoryHandle, MemoryTarget, RegisterOptions, TransferOptions } from './engine-api.js';
 
 const RECONNECT_CODES = new Set(['STALE_DESCRIPTOR', 'CONNECTION_LOST', 'PEER_FAILED', 'PEER_UNREACHABLE']);
-
-
 
 /**
  * The transfer engine of a process: its transports, its segment (registered memory and
@@ -132,12 +129,13 @@ export class TransferEngine {
     return this.serialize(() => this.registerNow(request));
   }
 
-
   private async registerNow(request: RegisterRequest): Promise<MemoryHandle> {
     this.assertOpen();
     if (request.addr !== undefined) this.memory.assertFree(request.addr, request.length);
     const kind = memoryKindOf(request.device);
-    const able = this.held.filter((t) => t.plugin.capabilities.memoryKinds.includes(kind) && (request.buffer !== undefined || t.plugin.capabilities.rawAddresses));
+    const able = this.held.filter(
+      (t) => t.plugin.capabilities.memoryKinds.includes(kind) && (request.buffer !== undefined || t.plugin.capabilities.rawAddresses),
+    );
     if (able.length === 0) {
       const raw = request.buffer === undefined ? ' raw-address' : '';
       const hint =
@@ -146,7 +144,11 @@ export class TransferEngine {
           : request.buffer === undefined
             ? `register a JS buffer (ArrayBuffer, typed array) instead, or add a transport that registers raw host addresses (${MEMORY_KIND_PROVIDERS.rawHost}) to \`transports\``
             : `add a transport that registers host memory (${MEMORY_KIND_PROVIDERS.host}) to \`transports\``;
-      throw new TransferError('MEMORY_KIND_UNSUPPORTED', `No transport of this engine (${this.transports.join(', ')}) registers${raw} ${kind} memory: ${hint}`, { details: { device: request.device } });
+      throw new TransferError(
+        'MEMORY_KIND_UNSUPPORTED',
+        `No transport of this engine (${this.transports.join(', ')}) registers${raw} ${kind} memory: ${hint}`,
+        { details: { device: request.device } },
+      );
     }
     const done: { t: EngineTransport; addr: bigint }[] = [];
     const attrs: Record<string, unknown> = {};
@@ -189,7 +191,11 @@ export class TransferEngine {
     const allocator = this.held.find((t) => t.transport.allocateMemory && t.plugin.capabilities.memoryKinds.includes(kind));
     const registerOptions: RegisterOptions = options.remoteAccess === undefined ? {} : { remoteAccess: options.remoteAccess };
     if (!allocator) {
-      if (kind !== 'cpu') throw new TransferError('MEMORY_KIND_UNSUPPORTED', `No transport of this engine (${this.transports.join(', ')}) allocates ${kind} memory; allocate it yourself and use registerMemory({addr, length, device})`);
+      if (kind !== 'cpu')
+        throw new TransferError(
+          'MEMORY_KIND_UNSUPPORTED',
+          `No transport of this engine (${this.transports.join(', ')}) allocates ${kind} memory; allocate it yourself and use registerMemory({addr, length, device})`,
+        );
       if (size > BigInt(Number.MAX_SAFE_INTEGER)) throw new TransferError('INVALID_ARGUMENT', `Cannot allocate ${size} bytes of host memory`);
       let buffer: Uint8Array;
       try {
@@ -228,7 +234,11 @@ export class TransferEngine {
     const addr = typeof target === 'bigint' ? target : toBigInt('addr', target?.addr);
     return this.serialize(async () => {
       if (this.pins.has(addr)) {
-        throw new TransferError('MEMORY_IN_USE', `Region 0x${addr.toString(16)} is still used by a batch its transport has not settled (it timed out without releasing the memory); it cannot be unregistered yet`, { details: { addr } });
+        throw new TransferError(
+          'MEMORY_IN_USE',
+          `Region 0x${addr.toString(16)} is still used by a batch its transport has not settled (it timed out without releasing the memory); it cannot be unregistered yet`,
+          { details: { addr } },
+        );
       }
       const region = this.memory.remove(addr);
       if (region.remoteAccess) {
@@ -239,7 +249,9 @@ export class TransferEngine {
       }
       const kind = memoryKindOf(region.device);
       const results = await Promise.allSettled(
-        this.held.filter((t) => t.plugin.capabilities.memoryKinds.includes(kind) && (region.buffer !== undefined || t.plugin.capabilities.rawAddresses)).map((t) => t.transport.unregisterMemory(addr)),
+        this.held
+          .filter((t) => t.plugin.capabilities.memoryKinds.includes(kind) && (region.buffer !== undefined || t.plugin.capabilities.rawAddresses))
+          .map((t) => t.transport.unregisterMemory(addr)),
       );
       await this.publish();
       const failed = results.find((r) => r.status === 'rejected') as PromiseRejectedResult | undefined;
@@ -276,7 +288,10 @@ export class TransferEngine {
       hostname: hostname(),
       pid: process.pid,
       transports: Object.fromEntries(
-        this.held.map((t) => [t.name, { class: t.plugin.capabilities.class, memoryKinds: [...t.plugin.capabilities.memoryKinds], endpoint: t.transport.endpoint() }]),
+        this.held.map((t) => [
+          t.name,
+          { class: t.plugin.capabilities.class, memoryKinds: [...t.plugin.capabilities.memoryKinds], endpoint: t.transport.endpoint() },
+        ]),
       ),
       buffers: this.memory
         .all()
@@ -351,7 +366,9 @@ export class TransferEngine {
       // peer forgotten meanwhile is closed when it lets go).
       this.peers.acquire(state);
       try {
-        await Promise.all(candidates.map((via) => beforeDeadline(this.peers.open(state, via), deadline, undefined, `connecting to ${segment} over ${via.name}`)));
+        await Promise.all(
+          candidates.map((via) => beforeDeadline(this.peers.open(state, via), deadline, undefined, `connecting to ${segment} over ${via.name}`)),
+        );
       } finally {
         this.peers.release(state);
       }
@@ -374,8 +391,10 @@ export class TransferEngine {
     checkSegmentName(segment);
     const { hasRead } = checkBatch(batch);
     const timeoutMs = checkTimeout(options.timeoutMs ?? this.config.timeouts.transferMs);
-    if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw new TransferError('INVALID_ARGUMENT', 'Expected the `signal` option to be an AbortSignal');
-    if (options.notify !== undefined && !(options.notify instanceof Uint8Array)) throw new TransferError('INVALID_ARGUMENT', 'Expected the `notify` option to be a Uint8Array');
+    if (options.signal !== undefined && !(options.signal instanceof AbortSignal))
+      throw new TransferError('INVALID_ARGUMENT', 'Expected the `signal` option to be an AbortSignal');
+    if (options.notify !== undefined && !(options.notify instanceof Uint8Array))
+      throw new TransferError('INVALID_ARGUMENT', 'Expected the `notify` option to be a Uint8Array');
     if (options.signal?.aborted) throw new TransferError('ABORTED', 'The transfer was aborted before it started');
     const deadline = Date.now() + timeoutMs;
     const { signal, notify } = options;
@@ -446,11 +465,15 @@ export class TransferEngine {
       const count = statuses.reduce((acc, s) => acc + (s !== 0 ? 1 : 0), 0);
       const code = codeForStatus(statuses[failed]!);
       if (RECONNECT_CODES.has(code)) await this.forgetSegment(segment);
-      throw new TransferError(code, `${count} of ${statuses.length} requests to ${segment} failed; first: request ${failed} (${code}, remote 0x${batch.remoteAddrs[failed]!.toString(16)}, ${batch.lengths[failed]} bytes)`, {
-        statuses,
-        status: statuses[failed]!,
-        details: { segment, firstFailed: failed },
-      });
+      throw new TransferError(
+        code,
+        `${count} of ${statuses.length} requests to ${segment} failed; first: request ${failed} (${code}, remote 0x${batch.remoteAddrs[failed]!.toString(16)}, ${batch.lengths[failed]} bytes)`,
+        {
+          statuses,
+          status: statuses[failed]!,
+          details: { segment, firstFailed: failed },
+        },
+      );
     }
     return { statuses, bytes };
   }
@@ -479,18 +502,17 @@ export class TransferEngine {
     const caps = route.via.plugin.capabilities;
     if (hasRead && !caps.read) {
       const reads = route.indexes ? [...route.indexes].some((i) => batch.opcodes[i] === 0) : true;
-      if (reads) throw new TransferError('UNSUPPORTED_CAPABILITY', 'This transport does not support READ (capabilities.read is false)', { plugin: route.via.name });
+      if (reads)
+        throw new TransferError('UNSUPPORTED_CAPABILITY', 'This transport does not support READ (capabilities.read is false)', { plugin: route.via.name });
     }
     if (notify && !caps.notifications) {
-      throw new TransferError('UNSUPPORTED_CAPABILITY', 'This transport does not deliver notifications (capabilities.notifications is false)', { plugin: route.via.name });
+      throw new TransferError('UNSUPPORTED_CAPABILITY', 'This transport does not deliver notifications (capabilities.notifications is false)', {
+        plugin: route.via.name,
+      });
     }
   }
 
   /** Waits for a preparatory step (descriptor fetch, connect) within the batch's deadline and signal. */
-
-
-
-
 
   /** Counters collected when `metrics` (MC_TE_METRIC) is on. */
   metrics(): EngineMetrics {
@@ -525,7 +547,9 @@ export class TransferEngine {
 
   /** Facts about each transport for `te doctor`. */
   describe(): Record<string, unknown> {
-    return Object.fromEntries(this.held.map((t) => [t.name, { version: t.plugin.version, capabilities: t.plugin.capabilities, ...(t.transport.describe?.() ?? {}) }]));
+    return Object.fromEntries(
+      this.held.map((t) => [t.name, { version: t.plugin.version, capabilities: t.plugin.capabilities, ...(t.transport.describe?.() ?? {}) }]),
+    );
   }
 
   get closed(): boolean {
@@ -568,4 +592,3 @@ export class TransferEngine {
 export function createTransferEngine(config: TeConfig | TeConfigInput, options?: CreateEngineOptions): Promise<TransferEngine> {
   return TransferEngine.create(config, options);
 }
-

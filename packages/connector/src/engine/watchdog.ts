@@ -22,7 +22,6 @@ export class RegionPins {
     return this.inUse.has(addr);
   }
 
-
   /** Marks the regions holding the batch's local addresses as in use; returns their starts. */
   pin(batch: TransferBatch): bigint[] {
     const starts = new Set<bigint>();
@@ -49,10 +48,13 @@ export function beforeDeadline<T>(step: Promise<T>, deadline: number, signal: Ab
       clearTimeout(timer);
       reject(new TransferError('ABORTED', `The transfer was aborted while ${what}`));
     };
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', onAbort);
-      reject(new TransferError('TIMEOUT', `The batch deadline passed while ${what}`));
-    }, Math.max(0, deadline - Date.now()));
+    const timer = setTimeout(
+      () => {
+        signal?.removeEventListener('abort', onAbort);
+        reject(new TransferError('TIMEOUT', `The batch deadline passed while ${what}`));
+      },
+      Math.max(0, deadline - Date.now()),
+    );
     signal?.addEventListener('abort', onAbort, { once: true });
     step.then(
       (value) => {
@@ -92,12 +94,19 @@ export function submitWithWatchdog(
       // unregistration is refused) until the transport really settles it.
       pinned = pins.pin(batch);
       onUnsettled(submitted);
-      log('error', `transport ${via.name} did not settle a batch ${WATCHDOG_GRACE_MS} ms past its ${options.timeoutMs} ms deadline; its memory stays in use until it does`);
+      log(
+        'error',
+        `transport ${via.name} did not settle a batch ${WATCHDOG_GRACE_MS} ms past its ${options.timeoutMs} ms deadline; its memory stays in use until it does`,
+      );
       reject(
-        new TransferError('TIMEOUT', `Batch did not complete within ${options.timeoutMs} ms and the transport has not settled it: its local memory is still in use (unregistering it is refused until the transport lets go)`, {
-          plugin: via.name,
-          details: { settled: false },
-        }),
+        new TransferError(
+          'TIMEOUT',
+          `Batch did not complete within ${options.timeoutMs} ms and the transport has not settled it: its local memory is still in use (unregistering it is refused until the transport lets go)`,
+          {
+            plugin: via.name,
+            details: { settled: false },
+          },
+        ),
       );
     }, options.timeoutMs + WATCHDOG_GRACE_MS);
     const release = (): void => {
@@ -111,7 +120,14 @@ export function submitWithWatchdog(
       },
       (e) => {
         release();
-        reject(isTransferError(e) ? e : new TransferError('INTERNAL', `transport ${via.name} failed with a non-TransferError: ${(e as Error)?.message ?? String(e)}`, { plugin: via.name, cause: e }));
+        reject(
+          isTransferError(e)
+            ? e
+            : new TransferError('INTERNAL', `transport ${via.name} failed with a non-TransferError: ${(e as Error)?.message ?? String(e)}`, {
+                plugin: via.name,
+                cause: e,
+              }),
+        );
       },
     );
   });

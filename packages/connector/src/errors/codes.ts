@@ -56,9 +56,7 @@ export const JS_ONLY_CODES = [
 
 export type TransferErrorCode = NativeStatusCode | (typeof JS_ONLY_CODES)[number];
 
-const CODE_BY_STATUS = new Map<number, NativeStatusCode>(
-  Object.entries(NATIVE_STATUS).map(([code, status]) => [status, code as NativeStatusCode]),
-);
+const CODE_BY_STATUS = new Map<number, NativeStatusCode>(Object.entries(NATIVE_STATUS).map(([code, status]) => [status, code as NativeStatusCode]));
 
 /** Maps a native status to its code; an unknown status is INTERNAL (never a bare number). */
 export function codeForStatus(status: number): TransferErrorCode {
@@ -70,8 +68,5 @@ export function statusForCode(code: TransferErrorCode): number | undefined {
 }
 
 export function isTransferErrorCode(value: unknown): value is TransferErrorCode {
-  return (
-    typeof value === 'string' &&
-    (value in NATIVE_STATUS || (JS_ONLY_CODES as readonly string[]).includes(value))
-  );
+  return typeof value === 'string' && (value in NATIVE_STATUS || (JS_ONLY_CODES as readonly string[]).includes(value));
 }

@@ -38,9 +38,9 @@ export function markRemoteMayBeWritten(error: unknown): void {
  */
 export function attachSettlement(error: object, parts: Promise<unknown>[]): void {
   if (Object.prototype.hasOwnProperty.call(error, SETTLEMENT)) return;
-  const settlement = Promise.allSettled(parts).then(
-    (results): Settlement => ({ remoteMayBeWritten: remoteMayBeWritten(error) || results.some((r) => r.status === 'rejected' && remoteMayBeWritten(r.reason)) }),
-  );
+  const settlement = Promise.allSettled(parts).then((results): Settlement => ({
+    remoteMayBeWritten: remoteMayBeWritten(error) || results.some((r) => r.status === 'rejected' && remoteMayBeWritten(r.reason)),
+  }));
   Object.defineProperty(error, SETTLEMENT, { value: settlement });
 }
 
@@ -51,6 +51,7 @@ export function attachSettlement(error: object, parts: Promise<unknown>[]): void
  * resolves when the transport does (or is closed). Never rejects.
  */
 export function untilSettled(error: unknown): Promise<Settlement> {
-  const settlement = typeof error === 'object' && error !== null ? ((error as Record<symbol, unknown>)[SETTLEMENT] as Promise<Settlement> | undefined) : undefined;
+  const settlement =
+    typeof error === 'object' && error !== null ? ((error as Record<symbol, unknown>)[SETTLEMENT] as Promise<Settlement> | undefined) : undefined;
   return settlement ?? Promise.resolve({ remoteMayBeWritten: remoteMayBeWritten(error) });
 }

@@ -101,7 +101,9 @@ export class StatusCell extends EventEmitter<StatusEvents> {
       if (options.timeoutMs !== undefined) {
         timer = setTimeout(() => {
           cleanup();
-          reject(new TransferError('TIMEOUT', `Status did not reach ${kvStatusName(target)} within ${options.timeoutMs} ms (now ${kvStatusName(this.current)})`));
+          reject(
+            new TransferError('TIMEOUT', `Status did not reach ${kvStatusName(target)} within ${options.timeoutMs} ms (now ${kvStatusName(this.current)})`),
+          );
         }, options.timeoutMs);
       }
     });

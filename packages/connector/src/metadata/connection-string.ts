@@ -12,7 +12,12 @@ export function parseMetadataString(text: string, source = '`metadata`'): { type
   if (!m) {
     throw new TransferError('INVALID_CONFIG', `Expected ${source} to be "p2p" or "etcd://host:port[,host:port]", got ${JSON.stringify(text)}`);
   }
-  const endpoints = m[1]!.split(',').map((e) => e.trim().replace(/^etcd:\/\//i, '').replace(/\/+$/, ''));
+  const endpoints = m[1]!.split(',').map((e) =>
+    e
+      .trim()
+      .replace(/^etcd:\/\//i, '')
+      .replace(/\/+$/, ''),
+  );
   for (const e of endpoints) checkEndpoint(e, source);
   return { type: 'etcd', endpoints: endpoints.map((e) => (/:\d+$/.test(e) ? e : `${e}:2379`)) };
 }

@@ -38,7 +38,11 @@ export async function openEtcdClient(endpoints: string[], dialTimeoutMs: number)
   try {
     mod = (await import('etcd3')) as unknown as EtcdModule;
   } catch (cause) {
-    throw new TransferError('INVALID_CONFIG', `etcd metadata needs the etcd3 package, which could not be loaded (${(cause as Error)?.message ?? cause}); reinstall @te/connector with its dependencies`, { cause });
+    throw new TransferError(
+      'INVALID_CONFIG',
+      `etcd metadata needs the etcd3 package, which could not be loaded (${(cause as Error)?.message ?? cause}); reinstall @te/connector with its dependencies`,
+      { cause },
+    );
   }
   return new mod.Etcd3({ hosts: endpoints.map((e) => `http://${e}`), dialTimeout: dialTimeoutMs });
 }
@@ -52,7 +56,10 @@ export function etcdCall<T>(endpoints: string[], p: Promise<T>, ms: number, what
   const where = `etcd at ${endpoints.join(',')}`;
   let timer: ReturnType<typeof setTimeout> | undefined;
   const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new TransferError('PEER_UNREACHABLE', `${where} did not answer within ${ms} ms (${what})`, { details: { endpoints } })), ms);
+    timer = setTimeout(
+      () => reject(new TransferError('PEER_UNREACHABLE', `${where} did not answer within ${ms} ms (${what})`, { details: { endpoints } })),
+      ms,
+    );
   });
   return Promise.race([p, deadline])
     .catch((cause: unknown) => {

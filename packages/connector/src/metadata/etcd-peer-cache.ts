@@ -79,7 +79,16 @@ export class PeerDescriptorCache {
     }
     const own = present.get(this.options.self);
     this.options.onOwnKey(own?.value);
-    const watcher = await etcdCall(endpoints, this.client.watch().prefix(keyPrefix).startRevision(String(revision + 1n)).create(), ms, 'watching the segment keys');
+    const watcher = await etcdCall(
+      endpoints,
+      this.client
+        .watch()
+        .prefix(keyPrefix)
+        .startRevision(String(revision + 1n))
+        .create(),
+      ms,
+      'watching the segment keys',
+    );
     if (this.closed) {
       await etcdCall(endpoints, watcher.cancel(), ms, 'cancelling the watch').catch(() => undefined);
       return;
@@ -154,7 +163,11 @@ export class PeerDescriptorCache {
     const where = `etcd at ${endpoints.join(',')}`;
     const bytes = await etcdCall(endpoints, this.client.get(`${keyPrefix}${segment}`).buffer(), timeoutMs, `looking up segment ${segment}`);
     if (bytes === null) {
-      throw new TransferError('PEER_NOT_FOUND', `Segment ${segment} is not registered in ${where} under "${keyPrefix}" (the process is not running, or its lease expired)`, { details: { segment } });
+      throw new TransferError(
+        'PEER_NOT_FOUND',
+        `Segment ${segment} is not registered in ${where} under "${keyPrefix}" (the process is not running, or its lease expired)`,
+        { details: { segment } },
+      );
     }
     let descriptor: SegmentDescriptor;
     try {

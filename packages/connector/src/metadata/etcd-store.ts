@@ -117,7 +117,10 @@ export class EtcdMetadata implements MetadataStore, MetadataRecords {
       // hosts binding the same address). Ours is written again, no faster than RETRY_MS.
       const quiet = Date.now() - this.contestedAt < 60_000;
       if (!quiet) this.contestedAt = Date.now();
-      this.options.log(quiet ? 'debug' : 'warn', `etcd: the key of segment ${this.current.name} holds epoch ${epoch ?? '(not a te descriptor)'}, not this process's ${this.current.epoch}; writing this process's descriptor again (two processes announcing the same address keep doing this)`);
+      this.options.log(
+        quiet ? 'debug' : 'warn',
+        `etcd: the key of segment ${this.current.name} holds epoch ${epoch ?? '(not a te descriptor)'}, not this process's ${this.current.epoch}; writing this process's descriptor again (two processes announcing the same address keep doing this)`,
+      );
       this.dirty = true;
       this.scheduleRepublish(RETRY_MS);
       return;
@@ -166,7 +169,10 @@ export class EtcdMetadata implements MetadataStore, MetadataRecords {
     } catch (error) {
       // Registration does not fail because etcd is away: the descriptor is written when it
       // returns (peers that read the old one meanwhile refresh it on a refused request).
-      this.options.log(this.warned ? 'debug' : 'warn', `etcd: this process's descriptor could not be written now (${(error as Error).message}); retrying in the background`);
+      this.options.log(
+        this.warned ? 'debug' : 'warn',
+        `etcd: this process's descriptor could not be written now (${(error as Error).message}); retrying in the background`,
+      );
       this.warned = true;
       this.scheduleRepublish(RETRY_MS);
     }
@@ -188,21 +194,30 @@ export class EtcdMetadata implements MetadataStore, MetadataRecords {
   async put(key: string, value: Uint8Array): Promise<void> {
     checkRecordKey(key);
     if (!(value instanceof Uint8Array) || value.byteLength > MAX_RECORD_BYTES) {
-      throw new TransferError('INVALID_ARGUMENT', `Expected a record value of up to ${MAX_RECORD_BYTES} bytes (a Uint8Array), got ${value instanceof Uint8Array ? `${value.byteLength} bytes` : typeof value}`);
+      throw new TransferError(
+        'INVALID_ARGUMENT',
+        `Expected a record value of up to ${MAX_RECORD_BYTES} bytes (a Uint8Array), got ${value instanceof Uint8Array ? `${value.byteLength} bytes` : typeof value}`,
+      );
     }
     if (!this.records.has(key) && this.records.size >= MAX_RECORDS) {
       throw new TransferError('POOL_EXHAUSTED', `This process already keeps ${MAX_RECORDS} records in ${this.where}; delete some first`);
     }
     const bytes = Buffer.from(value);
     this.records.set(key, bytes);
-    if (!this.lease) throw new TransferError('PEER_UNREACHABLE', `${this.where} has no live lease for this process now; record ${key} is written when it returns`);
+    if (!this.lease)
+      throw new TransferError('PEER_UNREACHABLE', `${this.where} has no live lease for this process now; record ${key} is written when it returns`);
     await this.call(this.lease.put(this.recordKey(key)).value(bytes), `writing record ${key}`);
   }
 
   async list(prefix: string, timeoutMs: number): Promise<Map<string, Uint8Array>> {
     checkRecordKey(prefix, true);
     checkTimeout(timeoutMs);
-    const all = await etcdCall(this.options.endpoints, this.client.getAll().prefix(this.recordKey(prefix)).buffers(), timeoutMs, `listing records under ${prefix}`);
+    const all = await etcdCall(
+      this.options.endpoints,
+      this.client.getAll().prefix(this.recordKey(prefix)).buffers(),
+      timeoutMs,
+      `listing records under ${prefix}`,
+    );
     const strip = this.recordKey('').length;
     return new Map(Object.entries(all).map(([k, v]) => [k.slice(strip), new Uint8Array(v)]));
   }
@@ -227,7 +242,10 @@ export class EtcdMetadata implements MetadataStore, MetadataRecords {
 
 function checkRecordKey(key: unknown, prefix = false): asserts key is string {
   if (typeof key !== 'string' || key.length > 512 || (!prefix && key === '') || !/^[A-Za-z0-9._:/-]*$/.test(key)) {
-    throw new TransferError('INVALID_ARGUMENT', `Expected a record key of up to 512 characters of letters, digits and . _ : / -, got ${JSON.stringify(key)?.slice(0, 80)}`);
+    throw new TransferError(
+      'INVALID_ARGUMENT',
+      `Expected a record key of up to 512 characters of letters, digits and . _ : / -, got ${JSON.stringify(key)?.slice(0, 80)}`,
+    );
   }
 }
 

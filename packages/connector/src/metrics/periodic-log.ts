@@ -27,8 +27,11 @@ export function startMetricLog(engine: ObservedEngine, log: (line: string) => vo
   });
   const timer = setInterval(() => {
     latencies.sort((a, b) => a - b);
-    const pct = (q: number): string => (latencies.length ? `${(latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * q))]! * 1e6).toFixed(0)} us` : '-');
-    log(`[Metric] Transfer Engine throughput: ${(Number(bytes) / intervalS / 1e6).toFixed(2)} MB/s over ${intervalS} s, ${batches} batches, ${failed} failed, latency p50 ${pct(0.5)} p99 ${pct(0.99)}, in flight ${JSON.stringify(engine.inFlight())}`);
+    const pct = (q: number): string =>
+      latencies.length ? `${(latencies[Math.min(latencies.length - 1, Math.floor(latencies.length * q))]! * 1e6).toFixed(0)} us` : '-';
+    log(
+      `[Metric] Transfer Engine throughput: ${(Number(bytes) / intervalS / 1e6).toFixed(2)} MB/s over ${intervalS} s, ${batches} batches, ${failed} failed, latency p50 ${pct(0.5)} p99 ${pct(0.99)}, in flight ${JSON.stringify(engine.inFlight())}`,
+    );
     bytes = 0n;
     batches = 0;
     failed = 0;

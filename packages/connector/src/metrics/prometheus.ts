@@ -4,9 +4,19 @@ import type { TransferEngine } from '../engine/transfer-engine.js';
 // prom-client's surface used here (it is an optional peer dependency, loaded on demand).
 interface PromModule {
   Registry: new () => PromRegistry;
-  Counter: new (c: { name: string; help: string; labelNames: string[]; registers: PromRegistry[] }) => { inc(labels: Record<string, string>, v?: number): void };
-  Gauge: new (c: { name: string; help: string; labelNames: string[]; registers: PromRegistry[]; collect(this: { set(l: Record<string, string>, v: number): void; reset(): void }): void }) => unknown;
-  Histogram: new (c: { name: string; help: string; labelNames: string[]; buckets: number[]; registers: PromRegistry[] }) => { observe(labels: Record<string, string>, v: number): void };
+  Counter: new (c: { name: string; help: string; labelNames: string[]; registers: PromRegistry[] }) => {
+    inc(labels: Record<string, string>, v?: number): void;
+  };
+  Gauge: new (c: {
+    name: string;
+    help: string;
+    labelNames: string[];
+    registers: PromRegistry[];
+    collect(this: { set(l: Record<string, string>, v: number): void; reset(): void }): void;
+  }) => unknown;
+  Histogram: new (c: { name: string; help: string; labelNames: string[]; buckets: number[]; registers: PromRegistry[] }) => {
+    observe(labels: Record<string, string>, v: number): void;
+  };
 }
 export interface PromRegistry {
   metrics(): Promise<string>;
@@ -28,11 +38,37 @@ export async function createMetricsRegistry(engine: TransferEngine, options: { r
   const p = options.prefix ?? 'te_';
   const registry = options.registry ?? new prom.Registry();
   const registers = [registry];
-  const bytes = new prom.Counter({ name: `${p}transfer_bytes_total`, help: 'Bytes moved by batches that succeeded', labelNames: ['transport', 'peer'], registers });
-  const ops = new prom.Counter({ name: `${p}transfer_operations_total`, help: 'Requests (descriptors) submitted', labelNames: ['transport', 'peer'], registers });
-  const batches = new prom.Counter({ name: `${p}transfer_batches_total`, help: 'Batches settled, by result', labelNames: ['transport', 'peer', 'result'], registers });
-  const errors = new prom.Counter({ name: `${p}transfer_errors_total`, help: 'Failed batches by TransferError code', labelNames: ['transport', 'code'], registers });
-  const latency = new prom.Histogram({ name: `${p}transfer_batch_seconds`, help: 'Batch latency from submission to settlement', labelNames: ['transport'], buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10], registers });
+  const bytes = new prom.Counter({
+    name: `${p}transfer_bytes_total`,
+    help: 'Bytes moved by batches that succeeded',
+    labelNames: ['transport', 'peer'],
+    registers,
+  });
+  const ops = new prom.Counter({
+    name: `${p}transfer_operations_total`,
+    help: 'Requests (descriptors) submitted',
+    labelNames: ['transport', 'peer'],
+    registers,
+  });
+  const batches = new prom.Counter({
+    name: `${p}transfer_batches_total`,
+    help: 'Batches settled, by result',
+    labelNames: ['transport', 'peer', 'result'],
+    registers,
+  });
+  const errors = new prom.Counter({
+    name: `${p}transfer_errors_total`,
+    help: 'Failed batches by TransferError code',
+    labelNames: ['transport', 'code'],
+    registers,
+  });
+  const latency = new prom.Histogram({
+    name: `${p}transfer_batch_seconds`,
+    help: 'Batch latency from submission to settlement',
+    labelNames: ['transport'],
+    buckets: [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
+    registers,
+  });
   new prom.Gauge({
     name: `${p}transfer_in_flight`,
     help: 'Batches in flight',

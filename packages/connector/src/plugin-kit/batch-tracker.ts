@@ -75,7 +75,12 @@ export class BatchTracker {
       b.resolve({ statuses, bytes });
       return;
     }
-    const what = status === NATIVE_STATUS.TIMEOUT ? `batch to "${b.peer}" timed out` : status === NATIVE_STATUS.ABORTED ? `batch to "${b.peer}" aborted` : `batch to "${b.peer}" failed`;
+    const what =
+      status === NATIVE_STATUS.TIMEOUT
+        ? `batch to "${b.peer}" timed out`
+        : status === NATIVE_STATUS.ABORTED
+          ? `batch to "${b.peer}" aborted`
+          : `batch to "${b.peer}" failed`;
     // A cancel's own reason (what the transport did with slices still in flight) follows it.
     const text = !message ? what : status === NATIVE_STATUS.TIMEOUT || status === NATIVE_STATUS.ABORTED ? `${what}; ${message}` : `${what}: ${message}`;
     const details: Record<string, unknown> = { peer: b.peer, bytes };

@@ -8,13 +8,19 @@ import type { SubmitOptions, TransferBatch } from '../spi/batch.js';
 export function checkSubmit(plugin: string, peer: string, batch: TransferBatch, options: SubmitOptions, maxNotifyBytes = 65536): void {
   const n = batch.opcodes.length;
   if (batch.localAddrs.length !== n || batch.remoteAddrs.length !== n || batch.lengths.length !== n) {
-    throw new TransferError('INVALID_ARGUMENT', `batch arrays differ in length (opcodes ${n}, localAddrs ${batch.localAddrs.length}, remoteAddrs ${batch.remoteAddrs.length}, lengths ${batch.lengths.length})`, { plugin });
+    throw new TransferError(
+      'INVALID_ARGUMENT',
+      `batch arrays differ in length (opcodes ${n}, localAddrs ${batch.localAddrs.length}, remoteAddrs ${batch.remoteAddrs.length}, lengths ${batch.lengths.length})`,
+      { plugin },
+    );
   }
   for (let i = 0; i < n; i++) {
     const op = batch.opcodes[i];
     if (op !== 0 && op !== 1) throw new TransferError('INVALID_ARGUMENT', `\`opcodes[${i}]\` is ${op}; expected 0 (read) or 1 (write)`, { plugin });
   }
-  if (!Number.isFinite(options.timeoutMs) || options.timeoutMs <= 0) throw new TransferError('INVALID_ARGUMENT', `Expected \`timeoutMs\` to be a positive number, got ${options.timeoutMs}`, { plugin });
-  if (options.notify && options.notify.length > maxNotifyBytes) throw new TransferError('INVALID_ARGUMENT', `a notification payload is at most ${maxNotifyBytes} bytes, got ${options.notify.length}`, { plugin });
+  if (!Number.isFinite(options.timeoutMs) || options.timeoutMs <= 0)
+    throw new TransferError('INVALID_ARGUMENT', `Expected \`timeoutMs\` to be a positive number, got ${options.timeoutMs}`, { plugin });
+  if (options.notify && options.notify.length > maxNotifyBytes)
+    throw new TransferError('INVALID_ARGUMENT', `a notification payload is at most ${maxNotifyBytes} bytes, got ${options.notify.length}`, { plugin });
   if (options.signal?.aborted) throw new TransferError('ABORTED', `batch to "${peer}" aborted before it was submitted`, { plugin });
 }

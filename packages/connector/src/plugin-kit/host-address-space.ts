@@ -33,7 +33,8 @@ export class HostAddressSpace {
   add(request: RegisterRequest): bigint {
     if (!request.buffer) throw new TransferError('MEMORY_KIND_UNSUPPORTED', 'this transport registers JS buffers only (ArrayBuffer, typed arrays)');
     const bytes = bytesOf(request.buffer);
-    if (BigInt(bytes.byteLength) < request.length) throw new TransferError('INVALID_ARGUMENT', `buffer of ${bytes.byteLength} bytes is shorter than the ${request.length} registered`);
+    if (BigInt(bytes.byteLength) < request.length)
+      throw new TransferError('INVALID_ARGUMENT', `buffer of ${bytes.byteLength} bytes is shorter than the ${request.length} registered`);
     const addr = request.addr ?? this.next;
     if (this.regions.some((r) => addr < r.addr + r.length && r.addr < addr + request.length)) {
       throw new TransferError('MEMORY_OVERLAP', `0x${addr.toString(16)} (+${request.length}) overlaps a registered region`);

@@ -53,8 +53,12 @@ export function loadNativeAddon<T>(options: LoadAddonOptions): T {
     'reinstall so the install script builds it: `npm ci` at the repository root (without --ignore-scripts)',
     ...(options.envVar ? [`point ${options.envVar} at a built ${options.file}`] : []),
   ];
-  throw new TransferError('PLUGIN_LOAD_FAILED', `cannot load the native addon ${options.file}. Tried:\n  ${problems.join('\n  ')}\nPossible solutions:\n${solutions.map((s) => `  - ${s}`).join('\n')}`, {
-    plugin: options.plugin,
-    details: { tried: candidates },
-  });
+  throw new TransferError(
+    'PLUGIN_LOAD_FAILED',
+    `cannot load the native addon ${options.file}. Tried:\n  ${problems.join('\n  ')}\nPossible solutions:\n${solutions.map((s) => `  - ${s}`).join('\n')}`,
+    {
+      plugin: options.plugin,
+      details: { tried: candidates },
+    },
+  );
 }

@@ -35,7 +35,14 @@ export interface NativeTransportHandle {
   unregisterMemory(addr: bigint): Promise<void>;
   closePeer(peerId: number): void;
   /** One call per batch (struct of arrays); `onBatch(id, ...)` reports. */
-  submit(peerId: number, opcodes: Uint8Array, localAddrs: BigUint64Array, remoteAddrs: BigUint64Array, lengths: BigUint64Array, notify: Uint8Array | null): number;
+  submit(
+    peerId: number,
+    opcodes: Uint8Array,
+    localAddrs: BigUint64Array,
+    remoteAddrs: BigUint64Array,
+    lengths: BigUint64Array,
+    notify: Uint8Array | null,
+  ): number;
   cancel(batchId: number, status: number): void;
   /** Stops the transport on a worker thread; pending batches complete (ABORTED) first. */
   close(): Promise<void>;
@@ -170,7 +177,10 @@ export abstract class NativeTransportBase<N extends NativeTransportHandle> imple
   protected isSelf(peer: SegmentDescriptor): boolean {
     const self = peer.epoch === this.context.epoch;
     if (!self && peer.name === this.context.segmentName) {
-      throw this.fail('STALE_DESCRIPTOR', `descriptor of segment "${peer.name}" has epoch ${peer.epoch}, but this process is epoch ${this.context.epoch}: it describes an earlier life of this segment`);
+      throw this.fail(
+        'STALE_DESCRIPTOR',
+        `descriptor of segment "${peer.name}" has epoch ${peer.epoch}, but this process is epoch ${this.context.epoch}: it describes an earlier life of this segment`,
+      );
     }
     return self;
   }
@@ -210,7 +220,7 @@ export abstract class NativeTransportBase<N extends NativeTransportHandle> imple
    */
   protected hostBuffer(request: RegisterRequest): ArrayBuffer | ArrayBufferView | null {
     if (!request.buffer && request.addr === undefined) throw this.fail('INVALID_ARGUMENT', 'registerMemory needs `buffer` or `addr`');
-    return request.buffer instanceof SharedArrayBuffer ? new Uint8Array(request.buffer) : request.buffer ?? null;
+    return request.buffer instanceof SharedArrayBuffer ? new Uint8Array(request.buffer) : (request.buffer ?? null);
   }
 
   /** Refuses a length that is not a positive bigint. */

@@ -51,7 +51,11 @@ export async function importPluginModule(specifier: string, baseDir = process.cw
   if (isFilePath(specifier)) {
     const path = specifier.startsWith('file:') ? fileURLToPath(specifier) : resolvePath(baseDir, specifier);
     if (!existsSync(path)) {
-      throw new TransferError('PLUGIN_LOAD_FAILED', `Plugin module path ${specifier} does not exist${path !== specifier ? ` (resolved to ${path})` : ''}; check the path (relative paths are resolved from ${baseDir})`, { details: { specifier, path } });
+      throw new TransferError(
+        'PLUGIN_LOAD_FAILED',
+        `Plugin module path ${specifier} does not exist${path !== specifier ? ` (resolved to ${path})` : ''}; check the path (relative paths are resolved from ${baseDir})`,
+        { details: { specifier, path } },
+      );
     }
     const url = pathToFileURL(isDirectory(path) ? packageEntry(path) : path).href;
     try {
@@ -72,7 +76,11 @@ export async function importPluginModule(specifier: string, baseDir = process.cw
       attempts.push({ how: 'import from @te/connector', error: messageOf(error) });
     }
   }
-  throw new TransferError('PLUGIN_LOAD_FAILED', `Cannot load plugin module "${specifier}". Tried:\n${attempts.map((a) => `  - ${a.how}: ${a.error}`).join('\n')}`, { details: { specifier, attempts } });
+  throw new TransferError(
+    'PLUGIN_LOAD_FAILED',
+    `Cannot load plugin module "${specifier}". Tried:\n${attempts.map((a) => `  - ${a.how}: ${a.error}`).join('\n')}`,
+    { details: { specifier, attempts } },
+  );
 }
 
 /** The plugin object of a module: its default export (ESM or CJS interop) or a `plugin` export. */

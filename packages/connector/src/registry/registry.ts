@@ -35,7 +35,11 @@ export class PluginRegistry {
     if (this.sources.has(name)) {
       const existing = this.sources.get(name);
       const from = typeof existing === 'string' ? ` (provided by ${existing})` : '';
-      throw new TransferError('PLUGIN_DUPLICATE', `A plugin named "${name}" is already registered${from}; pick another name or use \`modulePath\` to load a specific module`, { details: { name } });
+      throw new TransferError(
+        'PLUGIN_DUPLICATE',
+        `A plugin named "${name}" is already registered${from}; pick another name or use \`modulePath\` to load a specific module`,
+        { details: { name } },
+      );
     }
     this.sources.set(name, source);
   }
@@ -83,7 +87,11 @@ export class PluginRegistry {
       try {
         candidate = pluginExportOf((await importPluginModule(source, this.baseDir)).module);
       } catch (error) {
-        throw new TransferError('PLUGIN_LOAD_FAILED', `Connector "${name}" is provided by ${source}, which could not be loaded. Install it (npm install ${source}) or fix its build.\n${(error as Error).message}`, { cause: error, details: { name, package: source } });
+        throw new TransferError(
+          'PLUGIN_LOAD_FAILED',
+          `Connector "${name}" is provided by ${source}, which could not be loaded. Install it (npm install ${source}) or fix its build.\n${(error as Error).message}`,
+          { cause: error, details: { name, package: source } },
+        );
       }
     } else if (typeof source === 'function') {
       where = `the loader registered for "${name}"`;
@@ -109,7 +117,9 @@ export class PluginRegistry {
     const { module, resolved } = await importPluginModule(modulePath, this.baseDir);
     const plugin = validatePlugin(pluginExportOf(module), `module ${modulePath} (${resolved})`);
     if (expectedName !== undefined && plugin.name !== expectedName) {
-      throw new TransferError('PLUGIN_INVALID', `module ${modulePath} provides plugin "${plugin.name}", but the config names connector "${expectedName}"`, { plugin: plugin.name });
+      throw new TransferError('PLUGIN_INVALID', `module ${modulePath} provides plugin "${plugin.name}", but the config names connector "${expectedName}"`, {
+        plugin: plugin.name,
+      });
     }
     return plugin;
   }

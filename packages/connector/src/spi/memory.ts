@@ -44,17 +44,7 @@ export interface TransportRegistration {
 
 /** A value that crosses the control plane (msgpack): u64 values are always bigint, never Number. */
 export type WireValue =
-  | null
-  | boolean
-  | number
-  | bigint
-  | string
-  | Uint8Array
-  | Uint32Array
-  | Int32Array
-  | BigUint64Array
-  | WireValue[]
-  | { [key: string]: WireValue };
+  null | boolean | number | bigint | string | Uint8Array | Uint32Array | Int32Array | BigUint64Array | WireValue[] | { [key: string]: WireValue };
 
 export function memoryKindOf(device: DeviceName): MemoryKind {
   return device === 'cpu' ? 'cpu' : 'cuda';

@@ -42,11 +42,14 @@ export function parseEnvBoolean(name: string, raw: string): boolean {
   const v = raw.trim().toLowerCase();
   if (TRUE_WORDS.has(v)) return true;
   if (FALSE_WORDS.has(v)) return false;
-  throw new TransferError('INVALID_CONFIG', `Expected environment variable ${name} to be a boolean (1/0, true/false, yes/no, on/off), got ${JSON.stringify(raw)}`);
+  throw new TransferError(
+    'INVALID_CONFIG',
+    `Expected environment variable ${name} to be a boolean (1/0, true/false, yes/no, on/off), got ${JSON.stringify(raw)}`,
+  );
 }
 
 function describe(value: unknown): string {
-  return typeof value === 'bigint' ? `${value}n` : JSON.stringify(value) ?? String(value);
+  return typeof value === 'bigint' ? `${value}n` : (JSON.stringify(value) ?? String(value));
 }
 
 function fail(plugin: string | undefined, message: string): never {
@@ -68,7 +71,10 @@ function coerceFromEnv(spec: OptionSpec, envName: string, raw: string, plugin?: 
       return n;
     }
     case 'list':
-      return raw.split(',').map((s) => s.trim()).filter(Boolean);
+      return raw
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean);
     default:
       return raw;
   }
@@ -97,7 +103,8 @@ function checkValue(name: string, spec: OptionSpec, value: unknown, plugin?: str
       if (typeof value !== 'boolean') fail(plugin, `Expected ${where} to be a boolean, got ${describe(value)}`);
       return value;
     case 'enum':
-      if (typeof value !== 'string' || !spec.values.includes(value)) fail(plugin, `Expected ${where} to be one of ${spec.values.map((v) => JSON.stringify(v)).join(', ')}, got ${describe(value)}`);
+      if (typeof value !== 'string' || !spec.values.includes(value))
+        fail(plugin, `Expected ${where} to be one of ${spec.values.map((v) => JSON.stringify(v)).join(', ')}, got ${describe(value)}`);
       return value;
     case 'list':
       if (!Array.isArray(value) || value.some((v) => typeof v !== 'string')) fail(plugin, `Expected ${where} to be a list of strings, got ${describe(value)}`);
@@ -117,7 +124,14 @@ export function parseOptions<S extends OptionsSchema>(
 ): OptionsOf<S> {
   for (const key of Object.keys(input)) {
     if (!(key in schema)) {
-      fail(plugin, `Unknown option \`${key}\`; known options: ${Object.keys(schema).map((k) => `\`${k}\``).join(', ') || '(none)'}`);
+      fail(
+        plugin,
+        `Unknown option \`${key}\`; known options: ${
+          Object.keys(schema)
+            .map((k) => `\`${k}\``)
+            .join(', ') || '(none)'
+        }`,
+      );
     }
   }
   const out: Record<string, unknown> = {};

@@ -59,13 +59,17 @@ export function validatePlugin(candidate: unknown, source: string): TransportPlu
     for (const [name, spec] of Object.entries(p.options as Record<string, unknown>)) {
       if (!checkOptionSpec.Check(spec)) {
         const t = (spec as { type?: unknown } | null)?.type;
-        problems.push(`option \`${name}\` is not a valid option spec (type ${JSON.stringify(t)}; expected string, integer, number, boolean, enum or list with a description, a default of that type, and an UPPER_CASE env name)`);
+        problems.push(
+          `option \`${name}\` is not a valid option spec (type ${JSON.stringify(t)}; expected string, integer, number, boolean, enum or list with a description, a default of that type, and an UPPER_CASE env name)`,
+        );
         continue;
       }
       const s = spec as { type: string; default?: unknown; values?: string[]; min?: number; max?: number; pattern?: unknown };
       if (s.pattern !== undefined && !(s.pattern instanceof RegExp)) problems.push(`option \`${name}\`: pattern must be a RegExp`);
-      if (s.type === 'enum' && s.default !== undefined && !s.values!.includes(s.default as string)) problems.push(`option \`${name}\`: default ${JSON.stringify(s.default)} is not one of its values`);
-      if (typeof s.default === 'number' && ((s.min !== undefined && s.default < s.min) || (s.max !== undefined && s.default > s.max))) problems.push(`option \`${name}\`: default ${s.default} is outside [${s.min ?? '-∞'}, ${s.max ?? '∞'}]`);
+      if (s.type === 'enum' && s.default !== undefined && !s.values!.includes(s.default as string))
+        problems.push(`option \`${name}\`: default ${JSON.stringify(s.default)} is not one of its values`);
+      if (typeof s.default === 'number' && ((s.min !== undefined && s.default < s.min) || (s.max !== undefined && s.default > s.max)))
+        problems.push(`option \`${name}\`: default ${s.default} is outside [${s.min ?? '-∞'}, ${s.max ?? '∞'}]`);
     }
   }
   const c = p.capabilities;
@@ -74,10 +78,14 @@ export function validatePlugin(candidate: unknown, source: string): TransportPlu
   } else {
     const known = (TRANSPORT_CLASSES as readonly unknown[]).includes(c.class);
     if (!known && (typeof c.class !== 'string' || !TRANSPORT_CLASS_PATTERN.test(c.class) || c.locality === undefined)) {
-      problems.push(`\`capabilities.class\` must be one of ${TRANSPORT_CLASSES.join(', ')}, or a class of the plugin's own (lower-case words joined by '-') declared with \`capabilities.locality\``);
+      problems.push(
+        `\`capabilities.class\` must be one of ${TRANSPORT_CLASSES.join(', ')}, or a class of the plugin's own (lower-case words joined by '-') declared with \`capabilities.locality\``,
+      );
     }
-    if (c.locality !== undefined && (typeof c.locality !== 'number' || !Number.isFinite(c.locality) || c.locality < 0)) problems.push('`capabilities.locality` must be a non-negative number');
-    if (!Array.isArray(c.memoryKinds) || c.memoryKinds.length === 0 || c.memoryKinds.some((k) => k !== 'cpu' && k !== 'cuda')) problems.push('`capabilities.memoryKinds` must list cpu and/or cuda');
+    if (c.locality !== undefined && (typeof c.locality !== 'number' || !Number.isFinite(c.locality) || c.locality < 0))
+      problems.push('`capabilities.locality` must be a non-negative number');
+    if (!Array.isArray(c.memoryKinds) || c.memoryKinds.length === 0 || c.memoryKinds.some((k) => k !== 'cpu' && k !== 'cuda'))
+      problems.push('`capabilities.memoryKinds` must list cpu and/or cuda');
     for (const flag of ['read', 'notifications', 'rawAddresses'] as const) {
       if (typeof c[flag] !== 'boolean') problems.push(`\`capabilities.${flag}\` must be a boolean`);
     }

@@ -49,7 +49,10 @@ export class BootstrapClient implements RankDirectory {
     let last = 'no answer';
     for (;;) {
       const left = deadline - Date.now();
-      if (left <= 0) throw new TransferError('TIMEOUT', `bootstrap server ${this.address}: ${what} did not succeed in time (last: ${last})`, { details: { bootstrap: this.address } });
+      if (left <= 0)
+        throw new TransferError('TIMEOUT', `bootstrap server ${this.address}: ${what} did not succeed in time (last: ${last})`, {
+          details: { bootstrap: this.address },
+        });
       try {
         const a = await attempt();
         const out = onAnswer(a);
@@ -57,7 +60,10 @@ export class BootstrapClient implements RankDirectory {
         last = `${a.status} ${errorText(a.body)}`;
       } catch (e) {
         if (e instanceof TransferError) throw e;
-        last = (e as Error).message === 'This operation was aborted' ? 'request timed out' : ((e as { cause?: { code?: string } }).cause?.code ?? (e as Error).message);
+        last =
+          (e as Error).message === 'This operation was aborted'
+            ? 'request timed out'
+            : ((e as { cause?: { code?: string } }).cause?.code ?? (e as Error).message);
       }
       await sleep(Math.min(RETRY_MS, Math.max(1, deadline - Date.now())));
     }
@@ -69,7 +75,8 @@ export class BootstrapClient implements RankDirectory {
     await this.retrying(
       'rank registration',
       deadline,
-      () => call(this.url('/route'), { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(registration) }, deadline - Date.now()),
+      () =>
+        call(this.url('/route'), { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(registration) }, deadline - Date.now()),
       (a) => {
         if (a.status === 200) return a.body;
         if (a.status === 409) throw new TransferError('LAYOUT_MISMATCH', `bootstrap server ${this.address} refused the rank: ${errorText(a.body)}`);
@@ -85,7 +92,11 @@ export class BootstrapClient implements RankDirectory {
     const a = await call(this.url(`/route?${q}`), {}, timeoutMs);
     // 503 also answers while another rank is missing: registering again then is harmless.
     if (a.status === 200 && (a.body as { endpoint?: unknown }).endpoint === registration.endpoint) return;
-    const put = await call(this.url('/route'), { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(registration) }, deadline - Date.now());
+    const put = await call(
+      this.url('/route'),
+      { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(registration) },
+      deadline - Date.now(),
+    );
     if (put.status === 409) throw new TransferError('LAYOUT_MISMATCH', `bootstrap server ${this.address} refused the rank: ${errorText(put.body)}`);
   }
 
@@ -95,11 +106,16 @@ export class BootstrapClient implements RankDirectory {
       const deadline = Date.now() + timeoutMs;
       const q = new URLSearchParams();
       for (const [k, v] of Object.entries(decode)) q.set(k, String(v));
-      this.info = this.retrying('layout query', deadline, () => call(this.url(`/route?${q}`), {}, deadline - Date.now()), (a) => {
-        if (a.status === 200) return a.body;
-        if (a.status === 409) throw new TransferError('LAYOUT_MISMATCH', `bootstrap server ${this.address} refused this decode: ${errorText(a.body)}`);
-        return 'retry';
-      }) as Promise<PrefillInfo>;
+      this.info = this.retrying(
+        'layout query',
+        deadline,
+        () => call(this.url(`/route?${q}`), {}, deadline - Date.now()),
+        (a) => {
+          if (a.status === 200) return a.body;
+          if (a.status === 409) throw new TransferError('LAYOUT_MISMATCH', `bootstrap server ${this.address} refused this decode: ${errorText(a.body)}`);
+          return 'retry';
+        },
+      ) as Promise<PrefillInfo>;
       // A failed lookup is not cached: the next request asks again.
       this.info.catch(() => (this.info = undefined));
     }
@@ -108,7 +124,10 @@ export class BootstrapClient implements RankDirectory {
 
   async layout(timeoutMs: number): Promise<PrefillInfo> {
     const a = await call(this.url('/route'), {}, timeoutMs);
-    if (a.status !== 200) throw new TransferError('PEER_UNREACHABLE', `bootstrap server ${this.address}: layout query answered ${a.status} ${errorText(a.body)}`, { details: { bootstrap: this.address } });
+    if (a.status !== 200)
+      throw new TransferError('PEER_UNREACHABLE', `bootstrap server ${this.address}: layout query answered ${a.status} ${errorText(a.body)}`, {
+        details: { bootstrap: this.address },
+      });
     return a.body as PrefillInfo;
   }
 
@@ -117,8 +136,11 @@ export class BootstrapClient implements RankDirectory {
     let p = this.endpoints.get(key);
     if (!p) {
       const deadline = Date.now() + timeoutMs;
-      p = this.retrying(`endpoint query dp=${dp} tp=${tp} pp=${pp}`, deadline, () => call(this.url(`/route?prefill_dp_rank=${dp}&target_tp_rank=${tp}&target_pp_rank=${pp}`), {}, deadline - Date.now()), (a) =>
-        a.status === 200 ? a.body : 'retry',
+      p = this.retrying(
+        `endpoint query dp=${dp} tp=${tp} pp=${pp}`,
+        deadline,
+        () => call(this.url(`/route?prefill_dp_rank=${dp}&target_tp_rank=${tp}&target_pp_rank=${pp}`), {}, deadline - Date.now()),
+        (a) => (a.status === 200 ? a.body : 'retry'),
       ) as Promise<RankEndpoint>;
       this.endpoints.set(key, p);
       p.catch(() => this.endpoints.delete(key));

@@ -9,7 +9,8 @@ export type BootstrapStore = 'http' | 'etcd';
 /** The store named by the option, else by TE_PD_BOOTSTRAP_STORE, else the HTTP server. */
 export function bootstrapStoreOf(option: BootstrapStore | undefined, env: NodeJS.ProcessEnv = process.env): BootstrapStore {
   const v = option ?? env.TE_PD_BOOTSTRAP_STORE ?? 'http';
-  if (v !== 'http' && v !== 'etcd') throw new TransferError('INVALID_CONFIG', `Expected bootstrapStore (TE_PD_BOOTSTRAP_STORE) to be "http" or "etcd", got ${JSON.stringify(v)}`);
+  if (v !== 'http' && v !== 'etcd')
+    throw new TransferError('INVALID_CONFIG', `Expected bootstrapStore (TE_PD_BOOTSTRAP_STORE) to be "http" or "etcd", got ${JSON.stringify(v)}`);
   return v;
 }
 
@@ -18,7 +19,10 @@ export function directoryFactory(store: BootstrapStore, engine: TransferEngine):
   if (store === 'http') return (address) => new BootstrapClient(address);
   const records = engine.metadataRecords;
   if (!records) {
-    throw new TransferError('INVALID_CONFIG', 'bootstrapStore "etcd" keeps prefill ranks in the cluster store, but this engine\'s metadata is not etcd: set metadata to "etcd://host:2379" (or TE_METADATA)');
+    throw new TransferError(
+      'INVALID_CONFIG',
+      'bootstrapStore "etcd" keeps prefill ranks in the cluster store, but this engine\'s metadata is not etcd: set metadata to "etcd://host:2379" (or TE_METADATA)',
+    );
   }
   return (address) => new EtcdRankDirectory(address, records);
 }

@@ -48,7 +48,10 @@ export class EtcdRankDirectory implements RankDirectory {
     let last = 'no answer';
     for (;;) {
       const left = deadline - Date.now();
-      if (left <= 0) throw new TransferError('TIMEOUT', `prefill instance ${this.address} in the cluster store: ${what} did not succeed in time (last: ${last})`, { details: { bootstrap: this.address } });
+      if (left <= 0)
+        throw new TransferError('TIMEOUT', `prefill instance ${this.address} in the cluster store: ${what} did not succeed in time (last: ${last})`, {
+          details: { bootstrap: this.address },
+        });
       try {
         return await attempt(left);
       } catch (e) {
@@ -85,7 +88,9 @@ export class EtcdRankDirectory implements RankDirectory {
   prefillInfo(decode: DecodeDescription, timeoutMs: number): Promise<PrefillInfo> {
     if (!this.info) {
       const mine = decode as unknown as Record<string, string | number>;
-      this.info = this.retrying('layout query', timeoutMs, async (left) => (await this.table(left)).info((field) => (field in mine ? String(mine[field]) : null)));
+      this.info = this.retrying('layout query', timeoutMs, async (left) =>
+        (await this.table(left)).info((field) => (field in mine ? String(mine[field]) : null)),
+      );
       this.info.catch(() => (this.info = undefined));
     }
     return this.info;

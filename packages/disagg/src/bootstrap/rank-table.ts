@@ -6,11 +6,13 @@ const checkRegistration = TypeCompiler.Compile(RankRegistrationSchema);
 
 /** A refusal with the HTTP status the bootstrap server answers it with. */
 export class HttpError extends Error {
-  constructor(readonly status: number, message: string) {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
     super(message);
   }
 }
-
 
 /** `dp_group` as SGLang keys it: the attention DP rank, or the system DP rank when there are several. */
 export function dpGroupOf(r: RankRegistration): number {
@@ -20,7 +22,6 @@ export function dpGroupOf(r: RankRegistration): number {
 export function dpSizeOf(r: RankRegistration): number {
   return r.system_dp_size === 1 ? r.attn_dp_size : r.system_dp_size;
 }
-
 
 /**
  * The ranks of one prefill instance and the rules they follow, whoever stores them (the
@@ -54,12 +55,18 @@ export class RankTable {
     if (this.shared) {
       for (const field of SHARED_FIELDS) {
         if (this.shared[field] !== body[field]) {
-          throw new HttpError(409, `rank tp=${body.attn_tp_rank} pp=${body.pp_rank} dp=${dpGroupOf(body)} registers ${field}=${String(body[field])}, but this prefill instance has ${field}=${String(this.shared[field])}`);
+          throw new HttpError(
+            409,
+            `rank tp=${body.attn_tp_rank} pp=${body.pp_rank} dp=${dpGroupOf(body)} registers ${field}=${String(body[field])}, but this prefill instance has ${field}=${String(this.shared[field])}`,
+          );
         }
       }
     }
     if (body.attn_tp_rank >= body.attn_tp_size || body.pp_rank >= body.pp_size || dpGroupOf(body) >= dpSizeOf(body)) {
-      throw new HttpError(400, `rank tp=${body.attn_tp_rank} pp=${body.pp_rank} dp=${dpGroupOf(body)} lies outside the layout tp=${body.attn_tp_size} pp=${body.pp_size} dp=${dpSizeOf(body)}`);
+      throw new HttpError(
+        400,
+        `rank tp=${body.attn_tp_rank} pp=${body.pp_rank} dp=${dpGroupOf(body)} lies outside the layout tp=${body.attn_tp_size} pp=${body.pp_size} dp=${dpSizeOf(body)}`,
+      );
     }
     // Only a registration that was accepted fixes the instance's layout: a refused one
     // must not make every later valid rank a mismatch.
@@ -74,7 +81,15 @@ export class RankTable {
     const s = this.readyShared();
     const refused = pairingMismatch(decode, s);
     if (refused) throw new HttpError(409, refused);
-    const info: PrefillInfo = { attn_tp_size: s.attn_tp_size, dp_size: dpSizeOf(s), pp_size: s.pp_size, page_size: s.page_size, kv_cache_dtype: s.kv_cache_dtype, attention: s.attention, num_layers: s.num_layers };
+    const info: PrefillInfo = {
+      attn_tp_size: s.attn_tp_size,
+      dp_size: dpSizeOf(s),
+      pp_size: s.pp_size,
+      page_size: s.page_size,
+      kv_cache_dtype: s.kv_cache_dtype,
+      attention: s.attention,
+      num_layers: s.num_layers,
+    };
     if (s.total_kv_heads !== undefined) info.total_kv_heads = s.total_kv_heads;
     return info;
   }
@@ -87,7 +102,11 @@ export class RankTable {
   }
 
   private readyShared(): RankRegistration {
-    if (!this.shared || !this.ready) throw new HttpError(503, `prefill instance not ready: ${this.shared ? `${this.ranks.size} of ${this.expectedRanks} ranks registered` : 'no rank registered yet'}`);
+    if (!this.shared || !this.ready)
+      throw new HttpError(
+        503,
+        `prefill instance not ready: ${this.shared ? `${this.ranks.size} of ${this.expectedRanks} ranks registered` : 'no rank registered yet'}`,
+      );
     return this.shared;
   }
 }

@@ -33,7 +33,17 @@ export const RankRegistrationSchema = Type.Object({
 export type RankRegistration = Static<typeof RankRegistrationSchema>;
 
 /** Fields every rank of one prefill instance must agree on, and a decode must match. */
-export const SHARED_FIELDS = ['attn_tp_size', 'attn_dp_size', 'pp_size', 'system_dp_size', 'page_size', 'kv_cache_dtype', 'attention', 'num_layers', 'total_kv_heads'] as const;
+export const SHARED_FIELDS = [
+  'attn_tp_size',
+  'attn_dp_size',
+  'pp_size',
+  'system_dp_size',
+  'page_size',
+  'kv_cache_dtype',
+  'attention',
+  'num_layers',
+  'total_kv_heads',
+] as const;
 
 /** What GET /route answers; a decode checks it (the server is a peer), with the registration's bounds. */
 export const PrefillInfoSchema = Type.Object({

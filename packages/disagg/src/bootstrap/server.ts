@@ -27,7 +27,11 @@ function intParam(url: URL, name: string): number | undefined {
  */
 export class BootstrapServer implements KVBootstrapServer {
   private readonly table = new RankTable();
-  private constructor(private readonly server: Server, readonly host: string, readonly port: number) {}
+  private constructor(
+    private readonly server: Server,
+    readonly host: string,
+    readonly port: number,
+  ) {}
 
   static async start(options: BootstrapServerOptions = {}): Promise<BootstrapServer> {
     const server = createServer();
@@ -89,7 +93,8 @@ export class BootstrapServer implements KVBootstrapServer {
     // A decode passes its own page size, dtype, attention and layer count: a mismatch is
     // refused here, not found as corrupt KV later.
     if ((dp ?? -1) < 0 && (tp ?? -1) < 0 && (pp ?? -1) < 0) return this.table.info((field) => url.searchParams.get(field));
-    if (dp === undefined || tp === undefined || pp === undefined) throw new HttpError(400, 'prefill_dp_rank, target_tp_rank and target_pp_rank are all required for an endpoint query');
+    if (dp === undefined || tp === undefined || pp === undefined)
+      throw new HttpError(400, 'prefill_dp_rank, target_tp_rank and target_pp_rank are all required for an endpoint query');
     return this.table.endpoint(dp, tp, pp);
   }
 

@@ -1,17 +1,30 @@
-import { TransferError, isTransferError, isTransferErrorCode, type ECConsumer, type ECLoadResult, type ECTransferParams, type TransferEngine } from '@te/connector';
+import {
+  TransferError,
+  isTransferError,
+  isTransferErrorCode,
+  type ECConsumer,
+  type ECLoadResult,
+  type ECTransferParams,
+  type TransferEngine,
+} from '@te/connector';
 import { checkReply } from '../protocol/handle.js';
 import { engineFor } from '../shared/engine.js';
 import { EC_PROTOCOL_VERSION, EC_PULL, MAX_ITEMS_PER_PULL, PullReplySchema, type PullMessage } from './messages.js';
 import { crc32cOfViews } from './item-checksums.js';
 
 /** Why each item that landed differs from what its producer sent (its CRC32C), or undefined; items without a CRC or not in host memory are not checked. */
-async function corruptedItems(engine: TransferEngine, items: { addr: bigint; length: bigint }[], want: (number | undefined)[]): Promise<(string | undefined)[]> {
+async function corruptedItems(
+  engine: TransferEngine,
+  items: { addr: bigint; length: bigint }[],
+  want: (number | undefined)[],
+): Promise<(string | undefined)[]> {
   const views = items.map((x, i) => (want[i] === undefined ? undefined : engine.hostView(x.addr, x.length)));
   const checked = views.map((v, i) => (v ? i : -1)).filter((i) => i >= 0);
   const got = await crc32cOfViews(checked.map((i) => views[i]!));
   const out: (string | undefined)[] = items.map(() => undefined);
   checked.forEach((i, j) => {
-    if (got[j] !== want[i]) out[i] = `checksum mismatch (CRC32C ${got[j]!.toString(16)}, the producer sent ${want[i]!.toString(16)}): the bytes that landed are not the item's`;
+    if (got[j] !== want[i])
+      out[i] = `checksum mismatch (CRC32C ${got[j]!.toString(16)}, the producer sent ${want[i]!.toString(16)}): the bytes that landed are not the item's`;
   });
   return out;
 }
@@ -43,7 +56,10 @@ export class ECPullConsumer implements ECConsumer {
   /** Every pull not yet answered, including those a timed-out waitForLoad gave up on (close waits for them). */
   private readonly inflight = new Set<Promise<ECLoadResult>>();
 
-  private constructor(readonly engine: TransferEngine, readonly loadTimeoutMs: number) {}
+  private constructor(
+    readonly engine: TransferEngine,
+    readonly loadTimeoutMs: number,
+  ) {}
 
   static async create(options: ECConsumerOptions = {}): Promise<ECPullConsumer> {
     const engine = await engineFor(options);
@@ -95,7 +111,11 @@ export class ECPullConsumer implements ECConsumer {
       // The producer answers after its write batch settled, within its own deadline; the
       // control request allows a little more so its answer, not our timer, decides.
       const reply = checkReply(EC_PULL, PullReplySchema, await this.engine.controlClient(segment).request(EC_PULL, body, this.loadTimeoutMs + 2_000));
-      const corruption = await corruptedItems(this.engine, items, items.map((_, i) => (reply.results[i]?.ok ? reply.results[i]!.crc32c : undefined)));
+      const corruption = await corruptedItems(
+        this.engine,
+        items,
+        items.map((_, i) => (reply.results[i]?.ok ? reply.results[i]!.crc32c : undefined)),
+      );
       items.forEach((x, i) => {
         const r = reply.results[i];
         const corrupted = corruption[i];
@@ -113,7 +133,11 @@ export class ECPullConsumer implements ECConsumer {
       // No answer: the producer may still be writing (its transport holds the batch). A
       // producer that refused or cannot be reached writes nothing.
       const details = code === 'TIMEOUT' ? { destinationMayBeWritten: true } : undefined;
-      for (const x of items) out.failed.push({ mmHash: x.hash, error: new TransferError(code, `item ${x.hash} from ${segment}: ${(e as Error).message}`, { cause: e, ...(details ? { details } : {}) }) });
+      for (const x of items)
+        out.failed.push({
+          mmHash: x.hash,
+          error: new TransferError(code, `item ${x.hash} from ${segment}: ${(e as Error).message}`, { cause: e, ...(details ? { details } : {}) }),
+        });
     }
     return out;
   }
@@ -131,7 +155,9 @@ export class ECPullConsumer implements ECConsumer {
     const outcome = await Promise.race([
       Promise.all(pending.map((p, i) => p.done.then((o) => (outcomes[i] = o)))).then(() => 'done' as const),
       new Promise<'timeout'>((r) => (timer = setTimeout(() => r('timeout'), timeoutMs))),
-      ...(signal ? [new Promise<'aborted'>((r) => (signal.aborted ? r('aborted') : signal.addEventListener('abort', (onAbort = () => r('aborted')), { once: true })))] : []),
+      ...(signal
+        ? [new Promise<'aborted'>((r) => (signal.aborted ? r('aborted') : signal.addEventListener('abort', (onAbort = () => r('aborted')), { once: true })))]
+        : []),
     ]);
     clearTimeout(timer);
     if (onAbort) signal!.removeEventListener('abort', onAbort); // a long-lived signal keeps no listener per load
@@ -146,7 +172,13 @@ export class ECPullConsumer implements ECConsumer {
       // still write the destination until its own deadline passes, so that memory must not
       // be reused before then.
       const code = outcome === 'aborted' ? 'ABORTED' : 'TIMEOUT';
-      for (const h of p.hashes) result.failed.push({ mmHash: h, error: new TransferError(code, `item ${h}: not loaded within ${timeoutMs} ms${code === 'ABORTED' ? ' (aborted)' : ''}`, { details: { destinationMayBeWritten: true } }) });
+      for (const h of p.hashes)
+        result.failed.push({
+          mmHash: h,
+          error: new TransferError(code, `item ${h}: not loaded within ${timeoutMs} ms${code === 'ABORTED' ? ' (aborted)' : ''}`, {
+            details: { destinationMayBeWritten: true },
+          }),
+        });
     });
     return result;
   }

@@ -26,8 +26,12 @@ export class PoolAllocator {
   /** Items in order of last use (allocation or `touch`): the first is the least recently used. */
   private readonly items = new Map<string, PoolItem>();
 
-  constructor(readonly size: number, private readonly onEvict: (item: PoolItem) => void = () => undefined) {
-    if (!Number.isInteger(size) || size < ALIGN) throw new TransferError('INVALID_ARGUMENT', `Expected the pool size to be an integer of at least ${ALIGN} bytes, got ${size}`);
+  constructor(
+    readonly size: number,
+    private readonly onEvict: (item: PoolItem) => void = () => undefined,
+  ) {
+    if (!Number.isInteger(size) || size < ALIGN)
+      throw new TransferError('INVALID_ARGUMENT', `Expected the pool size to be an integer of at least ${ALIGN} bytes, got ${size}`);
     this.free = [{ offset: 0, length: size }];
   }
 
@@ -70,7 +74,10 @@ export class PoolAllocator {
       const victim = [...this.items.values()].find((it) => it.pins === 0);
       if (!victim || evictions > this.items.size) {
         const pinned = [...this.items.values()].filter((x) => x.pins > 0).length;
-        throw new TransferError('POOL_EXHAUSTED', `transfer pool full: no room for ${key} (${length} bytes); ${pinned} of ${this.items.size} items are being read and cannot be evicted, ${this.freeBytes} bytes free in fragments`);
+        throw new TransferError(
+          'POOL_EXHAUSTED',
+          `transfer pool full: no room for ${key} (${length} bytes); ${pinned} of ${this.items.size} items are being read and cannot be evicted, ${this.freeBytes} bytes free in fragments`,
+        );
       }
       this.release(victim);
       this.onEvict(victim);

@@ -1,4 +1,15 @@
-import { TransferError, allocateBatch, codeForStatus, isTransferError, untilSettled, OP_WRITE, type ECItemParams, type ECProducer, type ECTransferParams, type TransferEngine } from '@te/connector';
+import {
+  TransferError,
+  allocateBatch,
+  codeForStatus,
+  isTransferError,
+  untilSettled,
+  OP_WRITE,
+  type ECItemParams,
+  type ECProducer,
+  type ECTransferParams,
+  type TransferEngine,
+} from '@te/connector';
 import { handleMessage } from '../protocol/handle.js';
 import { engineFor } from '../shared/engine.js';
 import { waitAtMost } from '../shared/wait-at-most.js';
@@ -40,12 +51,21 @@ function portFromEnv(rank: ECProducerOptions['rank'] = {}): number | undefined {
   const raw = process.env.VLLM_EC_MOONCAKE_BOOTSTRAP_PORT;
   if (raw === undefined || raw === '') return undefined;
   const { dpRank = 0, tpRank = 0, tpSize = 1 } = rank;
-  for (const [name, v] of [['dpRank', dpRank], ['tpRank', tpRank], ['tpSize', tpSize]] as const) {
-    if (!Number.isInteger(v) || v < (name === 'tpSize' ? 1 : 0)) throw new TransferError('INVALID_ARGUMENT', `Expected rank.${name} to be an integer ≥ ${name === 'tpSize' ? 1 : 0}, got ${v}`);
+  for (const [name, v] of [
+    ['dpRank', dpRank],
+    ['tpRank', tpRank],
+    ['tpSize', tpSize],
+  ] as const) {
+    if (!Number.isInteger(v) || v < (name === 'tpSize' ? 1 : 0))
+      throw new TransferError('INVALID_ARGUMENT', `Expected rank.${name} to be an integer ≥ ${name === 'tpSize' ? 1 : 0}, got ${v}`);
   }
   const base = Number(raw);
   const port = base + dpRank * tpSize + tpRank;
-  if (!/^\d+$/.test(raw) || base < 1 || port > 65535) throw new TransferError('INVALID_CONFIG', `Expected VLLM_EC_MOONCAKE_BOOTSTRAP_PORT to be a port number (with this rank's offset ${port - base} at most 65535), got "${raw}"`);
+  if (!/^\d+$/.test(raw) || base < 1 || port > 65535)
+    throw new TransferError(
+      'INVALID_CONFIG',
+      `Expected VLLM_EC_MOONCAKE_BOOTSTRAP_PORT to be a port number (with this rank's offset ${port - base} at most 65535), got "${raw}"`,
+    );
   return port;
 }
 
@@ -67,10 +87,16 @@ export class ECPoolProducer implements ECProducer {
   /** When the latest pull's transfer deadline passes. */
   private lastDeadline = 0;
 
-  private constructor(readonly engine: TransferEngine, readonly pool: TransferPool, readonly maxPulls: number, readonly checksums = false) {
+  private constructor(
+    readonly engine: TransferEngine,
+    readonly pool: TransferPool,
+    readonly maxPulls: number,
+    readonly checksums = false,
+  ) {
     this.unhandle = handleMessage(engine, EC_PULL, PullSchema, (m) => {
       // Bounded: every pull pins items and holds a batch; past the cap the consumer is told at once.
-      if (this.serving.size >= this.maxPulls) throw new TransferError('POOL_EXHAUSTED', `the EC producer is serving ${this.serving.size} pulls (its limit); encode locally or retry`);
+      if (this.serving.size >= this.maxPulls)
+        throw new TransferError('POOL_EXHAUSTED', `the EC producer is serving ${this.serving.size} pulls (its limit); encode locally or retry`);
       this.lastDeadline = Math.max(this.lastDeadline, Date.now() + m.timeoutMs);
       const served = this.onPull(m);
       this.serving.add(served);
@@ -85,7 +111,10 @@ export class ECPoolProducer implements ECProducer {
     // A given (or already shared) engine listens where it listens: a different port asked
     // for would be silently ignored, and consumers sent to it would find nobody.
     if (port !== undefined && port !== 0 && portOf(engine.segmentName) !== port) {
-      throw new TransferError('ENGINE_CONFIG_MISMATCH', `the EC producer should listen on port ${port} (${options.port ?? options.bootstrapPort ? 'option' : 'VLLM_EC_MOONCAKE_BOOTSTRAP_PORT'}), but its engine's control endpoint is ${engine.segmentName}; start the engine with metadata.port ${port} (TE_HANDSHAKE_PORT) or drop the port`);
+      throw new TransferError(
+        'ENGINE_CONFIG_MISMATCH',
+        `the EC producer should listen on port ${port} (${(options.port ?? options.bootstrapPort) ? 'option' : 'VLLM_EC_MOONCAKE_BOOTSTRAP_PORT'}), but its engine's control endpoint is ${engine.segmentName}; start the engine with metadata.port ${port} (TE_HANDSHAKE_PORT) or drop the port`,
+      );
     }
     const maxPulls = options.maxPulls ?? 256;
     if (!Number.isInteger(maxPulls) || maxPulls < 1) throw new TransferError('INVALID_ARGUMENT', `Expected maxPulls to be an integer ≥ 1, got ${maxPulls}`);
@@ -108,7 +137,8 @@ export class ECPoolProducer implements ECProducer {
   }
 
   async save(mmHash: string, embedding: ArrayBufferView, meta: { dtype?: string; shape?: number[] } = {}): Promise<ECItemParams> {
-    if (typeof mmHash !== 'string' || mmHash === '' || mmHash.length > 256) throw new TransferError('INVALID_ARGUMENT', 'Expected mmHash to be a non-empty string of at most 256 characters');
+    if (typeof mmHash !== 'string' || mmHash === '' || mmHash.length > 256)
+      throw new TransferError('INVALID_ARGUMENT', 'Expected mmHash to be a non-empty string of at most 256 characters');
     if (!ArrayBuffer.isView(embedding)) throw new TransferError('INVALID_ARGUMENT', 'Expected the embedding to be a typed array or DataView');
     this.pool.store(mmHash, embedding, meta);
     return this.paramsOf(mmHash)!;
@@ -144,7 +174,8 @@ export class ECPoolProducer implements ECProducer {
 
   /** Writes the asked items into the consumer's memory; answers per item once the batch settled. */
   private async onPull(m: PullMessage): Promise<PullReply> {
-    if (m.addrs.length !== m.hashes.length || m.lengths.length !== m.hashes.length) throw new TransferError('INVALID_ARGUMENT', `${m.hashes.length} hashes but ${m.addrs.length} addresses and ${m.lengths.length} lengths`);
+    if (m.addrs.length !== m.hashes.length || m.lengths.length !== m.hashes.length)
+      throw new TransferError('INVALID_ARGUMENT', `${m.hashes.length} hashes but ${m.addrs.length} addresses and ${m.lengths.length} lengths`);
     this.pulls++;
     const results: PullReply['results'] = m.hashes.map(() => ({ ok: false }));
     const pinned = m.hashes.map((h, i) => {

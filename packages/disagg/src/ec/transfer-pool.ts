@@ -11,7 +11,10 @@ export class TransferPool {
   private readonly meta = new Map<string, { dtype?: string; shape?: number[] }>();
   evictions = 0;
 
-  private constructor(private readonly engine: TransferEngine, readonly memory: AllocatedHandle) {
+  private constructor(
+    private readonly engine: TransferEngine,
+    readonly memory: AllocatedHandle,
+  ) {
     this.allocator = new PoolAllocator(Number(memory.length), (item) => {
       this.evictions++;
       this.meta.delete(item.key);
@@ -19,7 +22,8 @@ export class TransferPool {
   }
 
   static async create(engine: TransferEngine, bytes: number, device: DeviceName = 'cpu'): Promise<TransferPool> {
-    if (!Number.isSafeInteger(bytes) || bytes < 64) throw new TransferError('INVALID_ARGUMENT', `Expected the EC transfer pool size to be an integer of at least 64 bytes, got ${bytes}`);
+    if (!Number.isSafeInteger(bytes) || bytes < 64)
+      throw new TransferError('INVALID_ARGUMENT', `Expected the EC transfer pool size to be an integer of at least 64 bytes, got ${bytes}`);
     let memory: AllocatedHandle;
     try {
       memory = await engine.allocateMemory(bytes, { device });
@@ -53,7 +57,11 @@ export class TransferPool {
       return existing;
     }
     const view = this.memory.buffer;
-    if (!view) throw new TransferError('MEMORY_KIND_UNSUPPORTED', `the transfer pool is on ${this.memory.device}: store device embeddings through a CUDA copy into pool memory`);
+    if (!view)
+      throw new TransferError(
+        'MEMORY_KIND_UNSUPPORTED',
+        `the transfer pool is on ${this.memory.device}: store device embeddings through a CUDA copy into pool memory`,
+      );
     const item = this.allocator.allocate(key, bytes.byteLength);
     view.set(new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength), item.offset);
     this.meta.set(key, meta);

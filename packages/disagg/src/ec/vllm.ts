@@ -24,7 +24,8 @@ export class ECConnectorScheduler {
   private loads: ECConnectorMeta['loads'] = [];
 
   constructor(readonly options: { role: 'producer' | 'consumer'; producer?: ECPoolProducer }) {
-    if (options.role === 'producer' && !options.producer) throw new TransferError('INVALID_ARGUMENT', 'a producer EC scheduler needs its producer (for the params it returns)');
+    if (options.role === 'producer' && !options.producer)
+      throw new TransferError('INVALID_ARGUMENT', 'a producer EC scheduler needs its producer (for the params it returns)');
   }
 
   hasCacheItem(mmHash: string, request?: ECRequestView): boolean {

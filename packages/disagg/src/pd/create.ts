@@ -1,4 +1,13 @@
-import { TransferError, type BootstrapInfo, type KVBuffers, type KVManager, type KVReceiver, type KVSender, type ParallelLayout, type TransferEngine } from '@te/connector';
+import {
+  TransferError,
+  type BootstrapInfo,
+  type KVBuffers,
+  type KVManager,
+  type KVReceiver,
+  type KVSender,
+  type ParallelLayout,
+  type TransferEngine,
+} from '@te/connector';
 import { BootstrapServer } from '../bootstrap/server.js';
 import { bootstrapStoreOf, directoryFactory, type BootstrapStore } from '../bootstrap/directory-for.js';
 import { engineFor } from '../shared/engine.js';
@@ -77,12 +86,18 @@ export interface DisaggKVManager extends KVManager {
 }
 
 function checkLayout(l: ParallelLayout): void {
-  const pairs: [keyof ParallelLayout, keyof ParallelLayout][] = [['attnTpRank', 'attnTpSize'], ['attnDpRank', 'attnDpSize'], ['ppRank', 'ppSize'], ['systemDpRank', 'systemDpSize']];
+  const pairs: [keyof ParallelLayout, keyof ParallelLayout][] = [
+    ['attnTpRank', 'attnTpSize'],
+    ['attnDpRank', 'attnDpSize'],
+    ['ppRank', 'ppSize'],
+    ['systemDpRank', 'systemDpSize'],
+  ];
   for (const [rank, size] of pairs) {
     const r = l[rank];
     const s = l[size];
     if (!Number.isInteger(s) || s < 1) throw new TransferError('INVALID_ARGUMENT', `Expected layout.${size} to be a positive integer, got ${String(s)}`);
-    if (!Number.isInteger(r) || r < 0 || r >= s) throw new TransferError('INVALID_ARGUMENT', `Expected layout.${rank} to be an integer in [0, ${s}), got ${String(r)}`);
+    if (!Number.isInteger(r) || r < 0 || r >= s)
+      throw new TransferError('INVALID_ARGUMENT', `Expected layout.${rank} to be an integer in [0, ${s}), got ${String(r)}`);
   }
 }
 
@@ -130,8 +145,10 @@ class Manager implements DisaggKVManager {
 
 function checkBootstrap(b: BootstrapInfo): void {
   if (!b || typeof b.host !== 'string' || b.host === '') throw new TransferError('INVALID_ARGUMENT', 'Expected bootstrap.host to be a host name');
-  if (!Number.isInteger(b.port) || b.port < 1 || b.port > 65535) throw new TransferError('INVALID_ARGUMENT', `Expected bootstrap.port to be a port number, got ${String(b.port)}`);
-  if (typeof b.room !== 'bigint' || b.room < 0n || b.room >= 1n << 63n) throw new TransferError('INVALID_ARGUMENT', `Expected bootstrap.room to be a u63 bigint, got ${String(b.room)}`);
+  if (!Number.isInteger(b.port) || b.port < 1 || b.port > 65535)
+    throw new TransferError('INVALID_ARGUMENT', `Expected bootstrap.port to be a port number, got ${String(b.port)}`);
+  if (typeof b.room !== 'bigint' || b.room < 0n || b.room >= 1n << 63n)
+    throw new TransferError('INVALID_ARGUMENT', `Expected bootstrap.room to be a u63 bigint, got ${String(b.room)}`);
 }
 
 /**
@@ -140,7 +157,8 @@ function checkBootstrap(b: BootstrapInfo): void {
  * prefill — registers with the instance's bootstrap server (starting it on rank 0).
  */
 export async function createKVManager(options: CreateKVManagerOptions): Promise<DisaggKVManager> {
-  if (options.role !== 'prefill' && options.role !== 'decode') throw new TransferError('INVALID_ARGUMENT', `Expected role 'prefill' or 'decode', got ${String(options.role)}`);
+  if (options.role !== 'prefill' && options.role !== 'decode')
+    throw new TransferError('INVALID_ARGUMENT', `Expected role 'prefill' or 'decode', got ${String(options.role)}`);
   const layerwise = layerwiseEnabled(options.layerwise);
   const debug = /^(debug|trace)$/i.test(process.env.TE_LOG_LEVEL ?? process.env.MC_LOG_LEVEL ?? '');
   const log = options.log ?? ((m: string) => void (debug && process.stderr.write(`te:disagg ${m}\n`)));
@@ -167,7 +185,11 @@ export async function createKVManager(options: CreateKVManagerOptions): Promise<
     const port = options.bootstrapPort ?? 8998;
     const first = l.attnTpRank === 0 && l.attnDpRank === 0 && l.ppRank === 0 && l.systemDpRank === 0;
     if (store === 'http' && (options.serveBootstrap ?? first)) server = await BootstrapServer.start({ host: options.bootstrapHost ?? '0.0.0.0', port });
-    const prefill = new PrefillRank(engine, l, options.buffers, timeouts, directoryOf, { staging, log, ...(options.checksums !== undefined ? { checksums: options.checksums } : {}) });
+    const prefill = new PrefillRank(engine, l, options.buffers, timeouts, directoryOf, {
+      staging,
+      log,
+      ...(options.checksums !== undefined ? { checksums: options.checksums } : {}),
+    });
     rank = prefill;
     await prefill.registerWith(`${host}:${server?.port ?? port}`);
     return new Manager('prefill', l, engine, timeouts, prefill, registered, server, layerwise, log);

@@ -53,7 +53,8 @@ export class DecodeRoomTable {
     const what = http ? `bootstrap server ${peer.slice(5)}` : `prefill rank ${peer.slice(4)}`;
     for (const r of this.receivers()) {
       const hit = http ? r.bootstrapAddress === peer.slice(5) : r.segments.includes(peer.slice(4));
-      if (hit) void r.failAndAbort(new TransferError('PEER_FAILED', `room ${r.room}: lost connection with ${what} (heartbeat)`, { details: { room: r.room, peer } }));
+      if (hit)
+        void r.failAndAbort(new TransferError('PEER_FAILED', `room ${r.room}: lost connection with ${what} (heartbeat)`, { details: { room: r.room, peer } }));
     }
   }
 }

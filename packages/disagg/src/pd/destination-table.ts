@@ -68,7 +68,8 @@ export class DestinationTable {
       }
       victim ??= key;
     }
-    if (victim === undefined) throw new TransferError('POOL_EXHAUSTED', `${this.max} decode ranks are registered and every one has a room in flight; retry later`);
+    if (victim === undefined)
+      throw new TransferError('POOL_EXHAUSTED', `${this.max} decode ranks are registered and every one has a room in flight; retry later`);
     this.byKey.delete(victim);
   }
 }

@@ -31,24 +31,39 @@ export function acceptDestination(msg: RegisterMessage, buffers: KVBuffers, layo
   const totalLayers = buffers.totalLayers ?? buffers.numLayers;
   // The segment is where every write and status report goes, and part of the table key.
   checkSegmentName(msg.decodeSegment);
-  if (msg.tpRank >= msg.tpSize || msg.ppRank >= msg.ppSize) throw new TransferError('INVALID_ARGUMENT', `decode rank tp ${msg.tpRank}/${msg.tpSize}, pp ${msg.ppRank}/${msg.ppSize}: a rank must be below its size`);
+  if (msg.tpRank >= msg.tpSize || msg.ppRank >= msg.ppSize)
+    throw new TransferError('INVALID_ARGUMENT', `decode rank tp ${msg.tpRank}/${msg.tpSize}, pp ${msg.ppRank}/${msg.ppSize}: a rank must be below its size`);
   // The rules the bootstrap server applied to this decode's query (shared/pairing.ts), again:
   // a registration comes from the peer itself, which may not have asked the server.
   const decode = { page_size: msg.pageSize, kv_cache_dtype: msg.kvCacheDtype, attention: msg.attention, num_layers: msg.totalLayers };
-  const refused = pairingMismatch((field) => decode[field], { page_size: buffers.pageSize, kv_cache_dtype: buffers.kvCacheDtype, attention: buffers.attention, num_layers: totalLayers });
+  const refused = pairingMismatch((field) => decode[field], {
+    page_size: buffers.pageSize,
+    kv_cache_dtype: buffers.kvCacheDtype,
+    attention: buffers.attention,
+    num_layers: totalLayers,
+  });
   if (refused) throw new TransferError('LAYOUT_MISMATCH', refused);
   if (msg.ppSize !== 1 && msg.ppSize !== layout.ppSize) mismatch('pp_size', msg.ppSize, layout.ppSize);
-  if (msg.firstLayer + msg.numLayers > totalLayers) throw new TransferError('INVALID_ARGUMENT', `decode registers layers [${msg.firstLayer}, ${msg.firstLayer + msg.numLayers}), outside the model's ${totalLayers} layers`);
+  if (msg.firstLayer + msg.numLayers > totalLayers)
+    throw new TransferError(
+      'INVALID_ARGUMENT',
+      `decode registers layers [${msg.firstLayer}, ${msg.firstLayer + msg.numLayers}), outside the model's ${totalLayers} layers`,
+    );
   const perLayer = msg.attention === 'mha' ? 2 : 1;
-  if (msg.kv.addrs.length !== msg.numLayers * perLayer) throw new TransferError('INVALID_ARGUMENT', `decode registers ${msg.kv.addrs.length} KV buffers for ${msg.numLayers} ${msg.attention} layers`);
+  if (msg.kv.addrs.length !== msg.numLayers * perLayer)
+    throw new TransferError('INVALID_ARGUMENT', `decode registers ${msg.kv.addrs.length} KV buffers for ${msg.numLayers} ${msg.attention} layers`);
   // Every table is kept (the message and its Float64 copies) as long as the registration:
   // bounded by what this prefill's layout can ever pair with (see transfer-plan.ts), so a
   // peer cannot park megabytes per registration.
   const auxCount = buffers.aux.addrs.length;
-  if (msg.aux.addrs.length !== 0 && msg.aux.addrs.length !== auxCount) throw new TransferError('INVALID_ARGUMENT', `decode registers ${msg.aux.addrs.length} aux buffers; this prefill rank pairs 0 or ${auxCount}`);
+  if (msg.aux.addrs.length !== 0 && msg.aux.addrs.length !== auxCount)
+    throw new TransferError('INVALID_ARGUMENT', `decode registers ${msg.aux.addrs.length} aux buffers; this prefill rank pairs 0 or ${auxCount}`);
   if (msg.attention === 'mha' && msg.tpSize !== layout.attnTpSize) {
     if (msg.totalKvHeads === undefined || buffers.totalKvHeads === undefined) {
-      throw new TransferError('LAYOUT_MISMATCH', `attention TP differs (decode ${msg.tpSize}, prefill ${layout.attnTpSize}): both sides must declare totalKvHeads for head slicing`);
+      throw new TransferError(
+        'LAYOUT_MISMATCH',
+        `attention TP differs (decode ${msg.tpSize}, prefill ${layout.attnTpSize}): both sides must declare totalKvHeads for head slicing`,
+      );
     }
     const heads = totalHeadsMismatch(msg.totalKvHeads, buffers.totalKvHeads);
     if (heads) throw new TransferError('LAYOUT_MISMATCH', heads);
@@ -58,10 +73,16 @@ export function acceptDestination(msg: RegisterMessage, buffers: KVBuffers, layo
   const srcLayout = buffers.pageLayout ?? 'NHD';
   const dstLayout = msg.pageLayout ?? 'NHD';
   if (msg.attention === 'mha' && srcLayout !== dstLayout && (msg.totalKvHeads ?? msg.kvHeadsPerRank) === undefined) {
-    throw new TransferError('LAYOUT_MISMATCH', `page_layout differs (decode ${dstLayout}, prefill ${srcLayout}): the decode must declare totalKvHeads or kvHeadsPerRank so heads can be re-laid out`);
+    throw new TransferError(
+      'LAYOUT_MISMATCH',
+      `page_layout differs (decode ${dstLayout}, prefill ${srcLayout}): the decode must declare totalKvHeads or kvHeadsPerRank so heads can be re-laid out`,
+    );
   }
   if (msg.attention === 'mha' && srcLayout !== dstLayout && buffers.totalKvHeads === undefined && buffers.kvHeadsPerRank === undefined) {
-    throw new TransferError('LAYOUT_MISMATCH', `page_layout differs (decode ${dstLayout}, prefill ${srcLayout}): this prefill rank must declare totalKvHeads or kvHeadsPerRank so heads can be re-laid out`);
+    throw new TransferError(
+      'LAYOUT_MISMATCH',
+      `page_layout differs (decode ${dstLayout}, prefill ${srcLayout}): this prefill rank must declare totalKvHeads or kvHeadsPerRank so heads can be re-laid out`,
+    );
   }
   if (msg.pageSize !== buffers.pageSize && buffers.state?.kind === 'swa') mismatch('page_size (SWA state is page-indexed)', msg.pageSize, buffers.pageSize);
   if (Boolean(msg.state) !== Boolean(buffers.state)) mismatch('state', msg.state?.kind ?? 'none', buffers.state?.kind ?? 'none');
@@ -69,7 +90,11 @@ export function acceptDestination(msg: RegisterMessage, buffers: KVBuffers, layo
   if (msg.state && buffers.state) {
     // State pairs one buffer per layer, or one to one with this rank's state buffers.
     const n = msg.state.table.addrs.length;
-    if (n !== msg.numLayers && n !== buffers.state.addrs.length) throw new TransferError('INVALID_ARGUMENT', `decode registers ${n} state buffers; this prefill rank pairs ${msg.numLayers} (one per layer) or ${buffers.state.addrs.length}`);
+    if (n !== msg.numLayers && n !== buffers.state.addrs.length)
+      throw new TransferError(
+        'INVALID_ARGUMENT',
+        `decode registers ${n} state buffers; this prefill rank pairs ${msg.numLayers} (one per layer) or ${buffers.state.addrs.length}`,
+      );
   }
   return {
     segment: msg.decodeSegment,

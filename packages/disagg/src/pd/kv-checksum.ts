@@ -58,7 +58,10 @@ export function runChecksums(regions: readonly CopyRegion[], jobs: ChecksumList)
 export class HostTable {
   readonly native: Float64Array;
 
-  constructor(engine: TransferEngine, readonly table: BufferTable) {
+  constructor(
+    engine: TransferEngine,
+    readonly table: BufferTable,
+  ) {
     this.native = Float64Array.from(viewsOf(engine, table), (v) => (v ? Number(addressOf(v)) : Number.NaN));
   }
 

@@ -31,7 +31,10 @@ export class DecodeReceiver implements KVReceiver {
   private failing: Promise<void> | undefined;
   bytes = 0;
 
-  constructor(private readonly ctx: DecodeRoomContext, readonly bootstrap: BootstrapInfo) {
+  constructor(
+    private readonly ctx: DecodeRoomContext,
+    readonly bootstrap: BootstrapInfo,
+  ) {
     // init() rethrows what failed here: always a TransferError, the one the room failed with.
     this.resolved = this.resolve().catch(async (e: unknown) => {
       const error = withRoom(e instanceof TransferError ? e : new TransferError('INTERNAL', (e as Error).message, { cause: e }), this.room);
@@ -110,8 +113,10 @@ export class DecodeReceiver implements KVReceiver {
 
   async init(pageIndices: Uint32Array, auxIndex: number, stateIndices?: Uint32Array): Promise<void> {
     if (!(pageIndices instanceof Uint32Array)) throw new TransferError('INVALID_ARGUMENT', 'Expected pageIndices to be a Uint32Array');
-    if (!Number.isInteger(auxIndex) || auxIndex < 0) throw new TransferError('INVALID_ARGUMENT', `Expected auxIndex to be a non-negative integer, got ${auxIndex}`);
-    if (stateIndices !== undefined && !(stateIndices instanceof Uint32Array)) throw new TransferError('INVALID_ARGUMENT', 'Expected stateIndices to be a Uint32Array');
+    if (!Number.isInteger(auxIndex) || auxIndex < 0)
+      throw new TransferError('INVALID_ARGUMENT', `Expected auxIndex to be a non-negative integer, got ${auxIndex}`);
+    if (stateIndices !== undefined && !(stateIndices instanceof Uint32Array))
+      throw new TransferError('INVALID_ARGUMENT', 'Expected stateIndices to be a Uint32Array');
     if (this.requested) throw new TransferError('INVALID_ARGUMENT', `room ${this.room}: init was already called`);
     const targets = await this.resolved;
     if (this.cell.value === KVStatus.Failed) throw this.cell.error!;
@@ -120,7 +125,13 @@ export class DecodeReceiver implements KVReceiver {
     this.pages = pageIndices;
     this.waitingTimer = setTimeout(() => {
       if (this.cell.value === KVStatus.Success || this.cell.value === KVStatus.Failed || this.failing) return;
-      void this.failAndAbort(new TransferError('TIMEOUT', `room ${this.room}: KV did not arrive within ${this.ctx.timeouts.waitingMs} ms (waiting timeout; ${this.responses.size} of ${targets.length} prefill ranks reported)`, { details: { room: this.room } }));
+      void this.failAndAbort(
+        new TransferError(
+          'TIMEOUT',
+          `room ${this.room}: KV did not arrive within ${this.ctx.timeouts.waitingMs} ms (waiting timeout; ${this.responses.size} of ${targets.length} prefill ranks reported)`,
+          { details: { room: this.room } },
+        ),
+      );
     }, this.ctx.timeouts.waitingMs);
     this.waitingTimer.unref();
     try {
@@ -173,7 +184,11 @@ export class DecodeReceiver implements KVReceiver {
     if (m.status === KVStatus.Failed) {
       // The other prefill ranks of the room stop writing to it and report Failed, not Success.
       const code = m.code && /^[A-Z_]+$/.test(m.code) ? (m.code as 'TRANSFER_FAILED') : 'TRANSFER_FAILED';
-      const error = new TransferError(code, `room ${this.room}: prefill rank tp=${m.prefillTpRank} pp=${m.prefillPpRank} failed: ${m.message ?? 'no reason given'}`, { details: { room: this.room, fromPeer: true } });
+      const error = new TransferError(
+        code,
+        `room ${this.room}: prefill rank tp=${m.prefillTpRank} pp=${m.prefillPpRank} failed: ${m.message ?? 'no reason given'}`,
+        { details: { room: this.room, fromPeer: true } },
+      );
       void this.failAndAbort(m.pagesMayBeWritten === true ? mayStillBeWritten(error, this.room) : error);
       return;
     }
@@ -191,7 +206,9 @@ export class DecodeReceiver implements KVReceiver {
       try {
         await check;
       } catch (e) {
-        const error = isTransferError(e) ? e : new TransferError('INTERNAL', `room ${this.room}: ${(e as Error).message}`, { cause: e, details: { room: this.room } });
+        const error = isTransferError(e)
+          ? e
+          : new TransferError('INTERNAL', `room ${this.room}: ${(e as Error).message}`, { cause: e, details: { room: this.room } });
         // The reporting rank hears it as the answer to its report, the others by the abort.
         void this.failAndAbort(error);
         throw error;
@@ -209,7 +226,14 @@ export class DecodeReceiver implements KVReceiver {
   /** What the checksums of prefill rank `m`'s report are checked against. */
   private reportContext(m: StatusMessage): ReportContext {
     const t = this.targets.find((x) => x.tpRank === m.prefillTpRank && x.ppRank === m.prefillPpRank);
-    return { ...this.destination!, prefillPageSize: this.prefillPageSize, kvSlice: t?.kvSlice, stateSlice: t?.stateSlice, geometry: (b) => this.ctx.staging.geometry(b), layout: this.ctx.decode.layout };
+    return {
+      ...this.destination!,
+      prefillPageSize: this.prefillPageSize,
+      kvSlice: t?.kvSlice,
+      stateSlice: t?.stateSlice,
+      geometry: (b) => this.ctx.staging.geometry(b),
+      layout: this.ctx.decode.layout,
+    };
   }
 
   fail(error: TransferError): void {
@@ -242,7 +266,9 @@ export class DecodeReceiver implements KVReceiver {
         },
         async (e: unknown) => {
           await this.stagingSettled(true);
-          this.fail(new TransferError(error.code, `${error.message}; ${(e as Error).message}`, { cause: error, details: { room: this.room, pagesMayBeWritten: true } }));
+          this.fail(
+            new TransferError(error.code, `${error.message}; ${(e as Error).message}`, { cause: error, details: { room: this.room, pagesMayBeWritten: true } }),
+          );
         },
       );
     return this.failing;
@@ -274,7 +300,11 @@ export class DecodeReceiver implements KVReceiver {
     const results = await Promise.allSettled(targets.map((t) => this.ctx.engine.controlClient(t.segment).request(MSG.abort, msg, this.ctx.timeouts.abortMs)));
     const unsafe = results.find((r): r is PromiseRejectedResult => r.status === 'rejected' && !isTransferError(r.reason, 'PEER_UNREACHABLE'));
     if (unsafe) {
-      throw new TransferError('TIMEOUT', `room ${this.room}: a prefill rank did not acknowledge the abort (${(unsafe.reason as Error).message}); its pages may still be written`, { cause: unsafe.reason, details: { room: this.room, pagesMayBeWritten: true } });
+      throw new TransferError(
+        'TIMEOUT',
+        `room ${this.room}: a prefill rank did not acknowledge the abort (${(unsafe.reason as Error).message}); its pages may still be written`,
+        { cause: unsafe.reason, details: { room: this.room, pagesMayBeWritten: true } },
+      );
     }
     // An answer of an older build (no field) says only that the rank's writes settled.
     return results.some((r) => r.status === 'fulfilled' && matchesReply(AbortReplySchema, r.value) && r.value.pagesMayBeWritten === true);
@@ -308,8 +338,12 @@ export class DecodeReceiver implements KVReceiver {
  */
 function mayStillBeWritten(error: TransferError, room: bigint): TransferError {
   if (error.details?.pagesMayBeWritten === true) return error;
-  return new TransferError(error.code, `${error.message}; a prefill rank's transport could not confirm that its cancelled writes were discarded: the pages may still be written`, {
-    cause: error,
-    details: { ...error.details, room, pagesMayBeWritten: true },
-  });
+  return new TransferError(
+    error.code,
+    `${error.message}; a prefill rank's transport could not confirm that its cancelled writes were discarded: the pages may still be written`,
+    {
+      cause: error,
+      details: { ...error.details, room, pagesMayBeWritten: true },
+    },
+  );
 }

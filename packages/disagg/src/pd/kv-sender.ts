@@ -40,9 +40,19 @@ export class PrefillSender implements KVSender {
   private readonly bootstrapTimer: NodeJS.Timeout;
   bytes = 0;
 
-  constructor(private readonly ctx: PrefillRoomContext, readonly bootstrap: BootstrapInfo) {
+  constructor(
+    private readonly ctx: PrefillRoomContext,
+    readonly bootstrap: BootstrapInfo,
+  ) {
     this.bootstrapTimer = setTimeout(() => {
-      if (this.cell.value < KVStatus.WaitingForInput) this.fail(new TransferError('TIMEOUT', `room ${this.room}: no destination from the decode within ${ctx.timeouts.bootstrapMs} ms (bootstrap timeout; ${this.requests.size === 0 ? 'no decode rank asked for it' : `${this.requests.size} of ${this.required} decode ranks heard`})`, { details: { room: this.room } }));
+      if (this.cell.value < KVStatus.WaitingForInput)
+        this.fail(
+          new TransferError(
+            'TIMEOUT',
+            `room ${this.room}: no destination from the decode within ${ctx.timeouts.bootstrapMs} ms (bootstrap timeout; ${this.requests.size === 0 ? 'no decode rank asked for it' : `${this.requests.size} of ${this.required} decode ranks heard`})`,
+            { details: { room: this.room } },
+          ),
+        );
     }, ctx.timeouts.bootstrapMs);
     this.bootstrapTimer.unref();
   }
@@ -72,7 +82,11 @@ export class PrefillSender implements KVSender {
   addRequest(rr: RoomRequest): void {
     if (this.cell.value === KVStatus.Failed) throw this.cell.error!;
     if (rr.dest.failed) {
-      const e = new TransferError(rr.dest.failed.code, `room ${this.room}: destination ${rr.dest.segment} failed before (${rr.dest.failed.message}); it must register again`, { details: { room: this.room } });
+      const e = new TransferError(
+        rr.dest.failed.code,
+        `room ${this.room}: destination ${rr.dest.segment} failed before (${rr.dest.failed.message}); it must register again`,
+        { details: { room: this.room } },
+      );
       this.fail(e);
       throw e;
     }
@@ -82,8 +96,10 @@ export class PrefillSender implements KVSender {
   }
 
   init(numPages: number, auxIndex?: number): void {
-    if (!Number.isInteger(numPages) || numPages < 0) throw new TransferError('INVALID_ARGUMENT', `Expected numPages to be a non-negative integer, got ${numPages}`);
-    if (auxIndex !== undefined && (!Number.isInteger(auxIndex) || auxIndex < 0)) throw new TransferError('INVALID_ARGUMENT', `Expected auxIndex to be a non-negative integer, got ${auxIndex}`);
+    if (!Number.isInteger(numPages) || numPages < 0)
+      throw new TransferError('INVALID_ARGUMENT', `Expected numPages to be a non-negative integer, got ${numPages}`);
+    if (auxIndex !== undefined && (!Number.isInteger(auxIndex) || auxIndex < 0))
+      throw new TransferError('INVALID_ARGUMENT', `Expected auxIndex to be a non-negative integer, got ${auxIndex}`);
     this.numPages = numPages;
     this.auxIndex = auxIndex;
   }
@@ -122,14 +138,20 @@ export class PrefillSender implements KVSender {
     const { req, dest } = rr;
     if (!req.dummy && pages.length > 0) {
       const perDst = dest.msg.pageSize / this.ctx.source.buffers.pageSize;
-      if (Math.ceil((offset + pages.length) / perDst) > req.pages.length) throw new TransferError('INVALID_ARGUMENT', `room ${this.room}: ${offset + pages.length} pages sent but decode rank ${req.decodeTpRank} gave ${req.pages.length} destination pages`, { details: { room: this.room } });
+      if (Math.ceil((offset + pages.length) / perDst) > req.pages.length)
+        throw new TransferError(
+          'INVALID_ARGUMENT',
+          `room ${this.room}: ${offset + pages.length} pages sent but decode rank ${req.decodeTpRank} gave ${req.pages.length} destination pages`,
+          { details: { room: this.room } },
+        );
       await this.writeKv(rr, pages, offset);
     }
     if (!last) return;
     // Aux goes after the KV and state have landed, so a decode that reads Success can read it.
     const state = stateIndices ? planState(this.ctx.source, dest, req, stateIndices) : undefined;
     if (state && state.batch.opcodes.length > 0) await alongside(this.checksums.recordState(this.ctx, rr, stateIndices!), this.submit(dest, state.batch));
-    if (req.sendsAux && this.auxIndex !== undefined && this.ctx.source.aux.addrs.length > 0) await this.submit(dest, planAux(this.ctx.source, dest, this.auxIndex, req.auxIndex).batch);
+    if (req.sendsAux && this.auxIndex !== undefined && this.ctx.source.aux.addrs.length > 0)
+      await this.submit(dest, planAux(this.ctx.source, dest, this.auxIndex, req.auxIndex).batch);
   }
 
   /** A chunk (or layers) of this room's KV to one decode rank, by the route the layouts allow (kv-write.ts). */
@@ -137,22 +159,25 @@ export class PrefillSender implements KVSender {
     const r = this.ctx;
     // The checksums read the source pages beside the write, on native threads.
     const sums = this.checksums.record(r, rr, pages, firstPage, layers);
-    return alongside(sums, writeKv({
-      source: r.source,
-      dest: rr.dest,
-      req: rr.req,
-      srcPages: pages,
-      firstPage,
-      ...(layers ? { layers } : {}),
-      room: this.room,
-      prefillTpRank: r.source.layout.attnTpRank,
-      prefillPpRank: r.source.layout.ppRank,
-      engine: r.engine,
-      timeoutMs: r.timeouts.transferMs,
-      submit: (batch) => this.submit(rr.dest, batch),
-      staging: r.staging,
-      signal: this.stop.signal,
-    }));
+    return alongside(
+      sums,
+      writeKv({
+        source: r.source,
+        dest: rr.dest,
+        req: rr.req,
+        srcPages: pages,
+        firstPage,
+        ...(layers ? { layers } : {}),
+        room: this.room,
+        prefillTpRank: r.source.layout.attnTpRank,
+        prefillPpRank: r.source.layout.ppRank,
+        engine: r.engine,
+        timeoutMs: r.timeouts.transferMs,
+        submit: (batch) => this.submit(rr.dest, batch),
+        staging: r.staging,
+        signal: this.stop.signal,
+      }),
+    );
   }
 
   private async submit(dest: Destination, batch: TransferBatch): Promise<void> {
@@ -174,7 +199,12 @@ export class PrefillSender implements KVSender {
       this.bytes += Number(r.bytes);
     } catch (e) {
       if (isTransferError(e) && CONNECTION_CODES.has(e.code)) this.ctx.markFailed(dest, e);
-      throw isTransferError(e) ? new TransferError(e.code, `room ${this.room}: writing to ${dest.segment} failed: ${e.message}`, { cause: e, details: { room: this.room, segment: dest.segment } }) : e;
+      throw isTransferError(e)
+        ? new TransferError(e.code, `room ${this.room}: writing to ${dest.segment} failed: ${e.message}`, {
+            cause: e,
+            details: { room: this.room, segment: dest.segment },
+          })
+        : e;
     }
   }
 
@@ -187,7 +217,13 @@ export class PrefillSender implements KVSender {
     if (failed) {
       // A decode that found its bytes corrupted refuses the report: the room failed for that.
       const corrupted = isTransferError(failed.reason, 'DATA_CORRUPTED');
-      const e = new TransferError(corrupted ? 'DATA_CORRUPTED' : 'PEER_FAILED', corrupted ? `room ${this.room}: the decode found the KV corrupted: ${(failed.reason as Error).message}` : `room ${this.room}: the KV landed but the result could not be delivered: ${(failed.reason as Error).message}`, { details: { room: this.room } });
+      const e = new TransferError(
+        corrupted ? 'DATA_CORRUPTED' : 'PEER_FAILED',
+        corrupted
+          ? `room ${this.room}: the decode found the KV corrupted: ${(failed.reason as Error).message}`
+          : `room ${this.room}: the KV landed but the result could not be delivered: ${(failed.reason as Error).message}`,
+        { details: { room: this.room } },
+      );
       this.fail(e);
       throw e;
     }
@@ -218,7 +254,14 @@ export class PrefillSender implements KVSender {
   // Async: a closed engine's controlClient() throws, and fail() reports from a callback,
   // where a synchronous throw would end the process instead of rejecting.
   private async report(rr: RoomRequest, status: 0 | 4, error?: TransferError): Promise<unknown> {
-    const msg: StatusMessage = { v: PD_PROTOCOL_VERSION, room: this.room, prefillTpRank: this.ctx.source.layout.attnTpRank, prefillPpRank: this.ctx.source.layout.ppRank, status, bytes: this.bytes };
+    const msg: StatusMessage = {
+      v: PD_PROTOCOL_VERSION,
+      room: this.room,
+      prefillTpRank: this.ctx.source.layout.attnTpRank,
+      prefillPpRank: this.ctx.source.layout.ppRank,
+      status,
+      bytes: this.bytes,
+    };
     if (error) {
       msg.code = error.code;
       msg.message = error.message.slice(0, 2000);
@@ -262,7 +305,7 @@ export class PrefillSender implements KVSender {
     await this.chain;
     // Layer writes run beside the chain, and one destination's write may outlive another's
     // failure: wait for every batch (including ones started during a first wait).
-    for (let n = -1; this.inflight.size > 0 || (this.layerwise && n !== this.layerwise.inflight.length); ) {
+    for (let n = -1; this.inflight.size > 0 || (this.layerwise && n !== this.layerwise.inflight.length);) {
       n = this.layerwise?.inflight.length ?? 0;
       await Promise.allSettled([...this.inflight, ...(this.layerwise?.inflight ?? [])]);
     }
@@ -292,7 +335,8 @@ export class PrefillSender implements KVSender {
     if (this.finished || this.sentPages > 0) return 'chunked';
     if (this.cell.value < KVStatus.WaitingForInput) return 'destination-not-ready';
     const pageSize = this.ctx.source.buffers.pageSize;
-    for (const rr of this.requests.values()) if (!rr.req.dummy && rr.req.pages.length < Math.ceil(pages.length / (rr.dest.msg.pageSize / pageSize))) return 'destination-too-small';
+    for (const rr of this.requests.values())
+      if (!rr.req.dummy && rr.req.pages.length < Math.ceil(pages.length / (rr.dest.msg.pageSize / pageSize))) return 'destination-too-small';
     return undefined;
   }
 
@@ -309,7 +353,8 @@ export class PrefillSender implements KVSender {
     const lw = this.layerwise;
     if (!lw) throw new TransferError('UNSUPPORTED_CAPABILITY', `room ${this.room}: not in a layerwise batch (KVManager.beginBatch, with layerwise enabled)`);
     const span = this.ctx.source.span;
-    if (!Number.isInteger(layer) || layer < span.firstLayer || layer >= span.firstLayer + span.layers) throw new TransferError('INVALID_ARGUMENT', `layer ${layer} is not held by this rank [${span.firstLayer}, ${span.firstLayer + span.layers})`);
+    if (!Number.isInteger(layer) || layer < span.firstLayer || layer >= span.firstLayer + span.layers)
+      throw new TransferError('INVALID_ARGUMENT', `layer ${layer} is not held by this rank [${span.firstLayer}, ${span.firstLayer + span.layers})`);
     if (lw.sentLayers.has(layer)) return;
     lw.sentLayers.add(layer);
     this.track(lw, ready, () => this.writeLayers(lw, [layer]));
@@ -331,22 +376,25 @@ export class PrefillSender implements KVSender {
       if (this.cell.value === KVStatus.Failed) return;
       await write();
     })();
-    lw.inflight.push(step.catch((e) => this.fail(isTransferError(e) ? e : new TransferError('INTERNAL', `room ${this.room}: ${(e as Error).message}`, { cause: e, details: { room: this.room } }))));
+    lw.inflight.push(
+      step.catch((e) =>
+        this.fail(
+          isTransferError(e) ? e : new TransferError('INTERNAL', `room ${this.room}: ${(e as Error).message}`, { cause: e, details: { room: this.room } }),
+        ),
+      ),
+    );
   }
 
   private async writeLayers(lw: LayerwiseState, layers: number[]): Promise<void> {
-    await Promise.all(
-      [...this.requests.values()]
-        .filter((rr) => !rr.req.dummy)
-        .map((rr) => this.writeKv(rr, lw.pages, 0, layers)),
-    );
+    await Promise.all([...this.requests.values()].filter((rr) => !rr.req.dummy).map((rr) => this.writeKv(rr, lw.pages, 0, layers)));
   }
 
   private async writeStates(lw: LayerwiseState, only?: Set<number>): Promise<void> {
     await Promise.all(
       [...this.requests.values()].map(async (rr) => {
         const plan = planState(this.ctx.source, rr.dest, rr.req, lw.stateIndices!, only);
-        if (plan && plan.batch.opcodes.length > 0) await alongside(this.checksums.recordState(this.ctx, rr, lw.stateIndices!, only), this.submit(rr.dest, plan.batch));
+        if (plan && plan.batch.opcodes.length > 0)
+          await alongside(this.checksums.recordState(this.ctx, rr, lw.stateIndices!, only), this.submit(rr.dest, plan.batch));
       }),
     );
   }
@@ -371,7 +419,8 @@ export class PrefillSender implements KVSender {
         }
         await Promise.all(
           [...this.requests.values()].map(async (rr) => {
-            if (rr.req.sendsAux && this.auxIndex !== undefined && this.ctx.source.aux.addrs.length > 0) await this.submit(rr.dest, planAux(this.ctx.source, rr.dest, this.auxIndex, rr.req.auxIndex).batch);
+            if (rr.req.sendsAux && this.auxIndex !== undefined && this.ctx.source.aux.addrs.length > 0)
+              await this.submit(rr.dest, planAux(this.ctx.source, rr.dest, this.auxIndex, rr.req.auxIndex).batch);
           }),
         );
       } catch (e) {
@@ -384,7 +433,6 @@ export class PrefillSender implements KVSender {
     this.chain = step.catch(() => undefined);
     return step;
   }
-
 }
 
 interface LayerwiseState {

@@ -62,7 +62,11 @@ export interface KvWrite {
 }
 
 /** This side's and the destination's page geometry, and the head slice between them. */
-export function geometries(source: SourceSide, dest: Destination, req: RequestMessage): { src: PageGeometry; dst: PageGeometry; slice: HeadSlice; perDst: number } {
+export function geometries(
+  source: SourceSide,
+  dest: Destination,
+  req: RequestMessage,
+): { src: PageGeometry; dst: PageGeometry; slice: HeadSlice; perDst: number } {
   const b = source.buffers;
   const m = dest.msg;
   const srcHeads = kvHeadsOf(b.attention, source.layout.attnTpSize, source.layout.attnTpRank, b.totalKvHeads, b.kvHeadsPerRank);
@@ -99,7 +103,8 @@ export function planKvWrite(w: Pick<KvWrite, 'source' | 'dest' | 'req' | 'srcPag
   const bad = (message: string): never => {
     throw new TransferError('INVALID_ARGUMENT', `room ${w.room}: ${message}`, { details: { room: w.room } });
   };
-  if (!Number.isInteger(g.perDst) || g.perDst < 1) bad(`decode pages of ${dest.msg.pageSize} tokens are not a whole multiple of this rank's ${source.buffers.pageSize}`);
+  if (!Number.isInteger(g.perDst) || g.perDst < 1)
+    bad(`decode pages of ${dest.msg.pageSize} tokens are not a whole multiple of this rank's ${source.buffers.pageSize}`);
   let copy: SliceCopy;
   try {
     if (!uniform(source.kv.itemLens, pairs, 0) || !uniform(dest.kv.itemLens, pairs, 1)) throw new RangeError('KV buffers of different page sizes');
@@ -107,7 +112,9 @@ export function planKvWrite(w: Pick<KvWrite, 'source' | 'dest' | 'req' | 'srcPag
   } catch (e) {
     if (!(e instanceof RangeError)) throw e;
     if (classic(source, dest)) return { set: undefined, route: 'classic', copy: undefined };
-    throw new TransferError('LAYOUT_MISMATCH', `room ${w.room}: cannot map this rank's pages onto decode ${dest.segment}: ${e.message}`, { details: { room: w.room } });
+    throw new TransferError('LAYOUT_MISMATCH', `room ${w.room}: cannot map this rank's pages onto decode ${dest.segment}: ${e.message}`, {
+      details: { room: w.room },
+    });
   }
   const set: PieceSet = { src: source.kv, dst: dest.kv, pairs, srcPages: w.srcPages, firstPage: w.firstPage, dstPages: req.pages, perDst: g.perDst, copy };
   try {
@@ -161,7 +168,9 @@ export async function writeKv(w: KvWrite): Promise<void> {
   if (plan.route === 'classic') return w.submit(classicBatch(w));
   const set = plan.set!;
   if (plan.route === 'direct') return w.submit(directBatch(set).finish());
-  const why = w.staging.unavailable ?? (!w.staging.options.enabled ? 'staging disabled' : plan.route === 'ring' && !w.dest.msg.ring ? 'the decode offers no staging ring' : undefined);
+  const why =
+    w.staging.unavailable ??
+    (!w.staging.options.enabled ? 'staging disabled' : plan.route === 'ring' && !w.dest.msg.ring ? 'the decode offers no staging ring' : undefined);
   if (why) {
     fallback(w, why);
     // Same pages, same layouts as before this path existed: today's planner is the faster per-token one.
@@ -176,7 +185,14 @@ export async function writeKv(w: KvWrite): Promise<void> {
     return w.submit(classic(w.source, w.dest) ? classicBatch(w) : directBatch(set).finish());
   }
   const ring = plan.route === 'ring' ? ringOf(w, set) : undefined;
-  const done = await stager.write({ set, submit: (b) => w.submit(b), owner: w.room, timeoutMs: w.timeoutMs, ...(ring ? { ring } : {}), ...(w.signal ? { signal: w.signal } : {}) });
+  const done = await stager.write({
+    set,
+    submit: (b) => w.submit(b),
+    owner: w.room,
+    timeoutMs: w.timeoutMs,
+    ...(ring ? { ring } : {}),
+    ...(w.signal ? { signal: w.signal } : {}),
+  });
   const s = w.staging.stats;
   s.gatherMs += done.gatherMs;
   s.stagedDescriptors += done.descriptors;

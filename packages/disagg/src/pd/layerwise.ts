@@ -51,7 +51,7 @@ export class LayerwiseBatch {
   constructor(entries: BatchEntry[], enabled: boolean, stats: LayerwiseStats, log: (message: string) => void) {
     for (const e of entries) {
       if (!(e.sender instanceof PrefillSender)) throw new TransferError('INVALID_ARGUMENT', 'a layerwise batch takes senders of this KV manager');
-      if (!(e.pages instanceof Uint32Array)) throw new TransferError('INVALID_ARGUMENT', 'Expected each entry\'s pages to be a Uint32Array');
+      if (!(e.pages instanceof Uint32Array)) throw new TransferError('INVALID_ARGUMENT', "Expected each entry's pages to be a Uint32Array");
       const reason = enabled ? e.sender.layerwiseBlocker(e.pages) : 'disabled';
       if (reason === undefined) {
         e.sender.beginLayerwise(e.pages, e.stateIndices);
@@ -98,13 +98,21 @@ export class LayerwiseBatch {
   private normalResults: Promise<RoomResult>[] | undefined;
 
   private startLayerwiseFinish(): Promise<RoomResult>[] {
-    this.layerwiseResults ??= this.layerwise.map((s) => s.finishLayerwise().then(() => resultOf(s), () => resultOf(s)));
+    this.layerwiseResults ??= this.layerwise.map((s) =>
+      s.finishLayerwise().then(
+        () => resultOf(s),
+        () => resultOf(s),
+      ),
+    );
     return this.layerwiseResults;
   }
 
   private startNormal(): Promise<RoomResult>[] {
     this.normalResults ??= this.normal.map((e) =>
-      e.sender.send(e.pages, { last: true, ...(e.stateIndices ? { stateIndices: e.stateIndices } : {}) }).then(() => resultOf(e.sender), () => resultOf(e.sender)),
+      e.sender.send(e.pages, { last: true, ...(e.stateIndices ? { stateIndices: e.stateIndices } : {}) }).then(
+        () => resultOf(e.sender),
+        () => resultOf(e.sender),
+      ),
     );
     return this.normalResults;
   }

@@ -5,14 +5,18 @@ import type { BufferTableWire } from '../protocol/messages.js';
 export function tableOf(group: BufferGroup, what: string): BufferTable {
   const n = group.addrs.length;
   if (group.lengths.length !== n || group.itemLengths.length !== n) {
-    throw new TransferError('INVALID_ARGUMENT', `${what}: addrs, lengths and itemLengths must have the same length (${n}, ${group.lengths.length}, ${group.itemLengths.length})`);
+    throw new TransferError(
+      'INVALID_ARGUMENT',
+      `${what}: addrs, lengths and itemLengths must have the same length (${n}, ${group.lengths.length}, ${group.itemLengths.length})`,
+    );
   }
   const t: BufferTable = { addrs: new Float64Array(n), lengths: new Float64Array(n), itemLens: new Float64Array(n) };
   for (let i = 0; i < n; i++) {
     t.addrs[i] = toSafeNumber(group.addrs[i]!, `${what} buffer ${i} address`);
     t.lengths[i] = toSafeNumber(group.lengths[i]!, `${what} buffer ${i} length`);
     t.itemLens[i] = toSafeNumber(group.itemLengths[i]!, `${what} buffer ${i} item length`);
-    if (t.itemLens[i]! <= 0 || t.itemLens[i]! > t.lengths[i]!) throw new TransferError('INVALID_ARGUMENT', `${what} buffer ${i}: item length ${t.itemLens[i]} must be in (0, ${t.lengths[i]}]`);
+    if (t.itemLens[i]! <= 0 || t.itemLens[i]! > t.lengths[i]!)
+      throw new TransferError('INVALID_ARGUMENT', `${what} buffer ${i}: item length ${t.itemLens[i]} must be in (0, ${t.lengths[i]}]`);
   }
   return t;
 }
@@ -34,7 +38,8 @@ export function checkBuffers(b: KVBuffers): void {
   if (!Number.isInteger(b.numLayers) || b.numLayers < 1) bad(`numLayers must be a positive integer, got ${b.numLayers}`);
   if (!Number.isInteger(b.pageSize) || b.pageSize < 1) bad(`pageSize must be a positive integer, got ${b.pageSize}`);
   const perLayer = b.attention === 'mha' ? 2 : 1;
-  if (b.kv.addrs.length !== b.numLayers * perLayer) bad(`${b.attention} with ${b.numLayers} layers needs ${b.numLayers * perLayer} KV buffers, got ${b.kv.addrs.length}`);
+  if (b.kv.addrs.length !== b.numLayers * perLayer)
+    bad(`${b.attention} with ${b.numLayers} layers needs ${b.numLayers * perLayer} KV buffers, got ${b.kv.addrs.length}`);
   const first = b.firstLayer ?? 0;
   const total = b.totalLayers ?? b.numLayers;
   if (!Number.isInteger(first) || first < 0 || first + b.numLayers > total) bad(`layers [${first}, ${first + b.numLayers}) do not fit in totalLayers ${total}`);
@@ -51,7 +56,10 @@ export async function registerBuffers(engine: TransferEngine, b: KVBuffers): Pro
   const known = engine.registeredMemory();
   const covered = (addr: bigint, len: bigint): boolean => known.some((r) => addr >= r.addr && addr + len <= r.addr + r.length);
   const mine: bigint[] = [];
-  const groups: [BufferGroup, 'cpu' | `cuda:${number}`][] = [[b.kv, b.device], [b.aux, 'cpu']];
+  const groups: [BufferGroup, 'cpu' | `cuda:${number}`][] = [
+    [b.kv, b.device],
+    [b.aux, 'cpu'],
+  ];
   if (b.state) groups.push([b.state, b.device]);
   try {
     for (const [g, device] of groups) {

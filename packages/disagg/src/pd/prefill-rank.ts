@@ -3,7 +3,18 @@ import { BootstrapClient } from '../bootstrap/client.js';
 import type { RankDirectory } from '../bootstrap/directory.js';
 import type { RankRegistration } from '../bootstrap/schema.js';
 import { handleMessage } from '../protocol/handle.js';
-import { AbortSchema, MSG, PD_PROTOCOL_VERSION, PingSchema, RegisterSchema, RequestSchema, type AbortMessage, type AbortReply, type RegisterMessage, type RequestMessage } from '../protocol/messages.js';
+import {
+  AbortSchema,
+  MSG,
+  PD_PROTOCOL_VERSION,
+  PingSchema,
+  RegisterSchema,
+  RequestSchema,
+  type AbortMessage,
+  type AbortReply,
+  type RegisterMessage,
+  type RequestMessage,
+} from '../protocol/messages.js';
 import { acceptDestination, type Destination } from './destination.js';
 import { DestinationTable } from './destination-table.js';
 import { Heartbeat, keepRegistered, pingPeer } from './heartbeat.js';
@@ -165,7 +176,8 @@ export class PrefillRank {
 
   private onRequest(m: RequestMessage): { accepted: true } {
     const dest = this.destinations.use(`${m.decodeSegment}#${m.decodeTpRank}`);
-    if (!dest) throw new TransferError('STALE_DESCRIPTOR', `decode rank ${m.decodeSegment}#${m.decodeTpRank} is not registered with this prefill rank; register first`);
+    if (!dest)
+      throw new TransferError('STALE_DESCRIPTOR', `decode rank ${m.decodeSegment}#${m.decodeTpRank} is not registered with this prefill rank; register first`);
     const refused = this.rooms.refusal(m.room);
     if (refused) throw refused;
     if (dest.failed) throw new TransferError('PEER_FAILED', `destination ${dest.segment} failed before (${dest.failed.message}); register again`);
@@ -184,15 +196,25 @@ export class PrefillRank {
   /** Bounds a request against both layouts before it is ever planned. */
   private checkRequest(m: RequestMessage, dest: Destination): void {
     const dstPages = Math.floor(dest.kv.lengths[0]! / dest.kv.itemLens[0]!);
-    for (let i = 0; i < m.pages.length; i++) if (m.pages[i]! >= dstPages) throw new TransferError('ADDRESS_OUT_OF_RANGE', `room ${m.room}: destination page ${m.pages[i]} is outside the decode's ${dstPages} pages`);
-    if (m.sendsAux && dest.aux.addrs.length > 0 && m.auxIndex >= Math.floor(dest.aux.lengths[0]! / dest.aux.itemLens[0]!)) throw new TransferError('ADDRESS_OUT_OF_RANGE', `room ${m.room}: aux slot ${m.auxIndex} is outside the decode's aux buffer`);
+    for (let i = 0; i < m.pages.length; i++)
+      if (m.pages[i]! >= dstPages)
+        throw new TransferError('ADDRESS_OUT_OF_RANGE', `room ${m.room}: destination page ${m.pages[i]} is outside the decode's ${dstPages} pages`);
+    if (m.sendsAux && dest.aux.addrs.length > 0 && m.auxIndex >= Math.floor(dest.aux.lengths[0]! / dest.aux.itemLens[0]!))
+      throw new TransferError('ADDRESS_OUT_OF_RANGE', `room ${m.room}: aux slot ${m.auxIndex} is outside the decode's aux buffer`);
     if (m.kvSlice && m.kvSlice.count === 0 && !m.dummy) throw new TransferError('INVALID_ARGUMENT', `room ${m.room}: empty head slice on a non-dummy request`);
   }
 
   private async onAbort(m: AbortMessage): Promise<AbortReply> {
     // A decode the layout cannot serve was refused (at bootstrap, by its planning or at
     // registration): the room fails with its code and reason, not as a plain abort.
-    const refusal = m.code !== undefined && (REFUSAL_CODES.has(m.code) || m.code === 'DATA_CORRUPTED') ? new TransferError(m.code as TransferErrorCode, `room ${m.room}: decode ${m.decodeSegment} ${m.code === 'DATA_CORRUPTED' ? 'found the KV it received corrupted' : 'was refused'}: ${m.reason ?? 'no reason given'}`, { details: { room: m.room, segment: m.decodeSegment } }) : undefined;
+    const refusal =
+      m.code !== undefined && (REFUSAL_CODES.has(m.code) || m.code === 'DATA_CORRUPTED')
+        ? new TransferError(
+            m.code as TransferErrorCode,
+            `room ${m.room}: decode ${m.decodeSegment} ${m.code === 'DATA_CORRUPTED' ? 'found the KV it received corrupted' : 'was refused'}: ${m.reason ?? 'no reason given'}`,
+            { details: { room: m.room, segment: m.decodeSegment } },
+          )
+        : undefined;
     const room = this.rooms.get(m.room);
     // Finished: its Failed report said whether its writes may still land, but a decode
     // that is failing the room itself takes no report, only this answer.
@@ -200,17 +222,28 @@ export class PrefillRank {
     const sender = room?.state === 'live' ? room.sender : undefined;
     if (!sender) {
       // Not started (or already finished): remember it so a later sender fails at once.
-      this.rooms.refuse(m.room, refusal ?? new TransferError('ABORTED', `room ${m.room} was aborted by decode ${m.decodeSegment} before the prefill started it`, { details: { room: m.room } }));
+      this.rooms.refuse(
+        m.room,
+        refusal ??
+          new TransferError('ABORTED', `room ${m.room} was aborted by decode ${m.decodeSegment} before the prefill started it`, { details: { room: m.room } }),
+      );
       return { settled: true, status: KVStatus.Failed };
     }
-    if (sender.status !== KVStatus.Success) sender.fail(refusal ?? new TransferError('ABORTED', `room ${m.room}: aborted by decode ${m.decodeSegment}${m.reason ? `: ${m.reason}` : ''}`, { details: { room: m.room } }));
+    if (sender.status !== KVStatus.Success)
+      sender.fail(
+        refusal ??
+          new TransferError('ABORTED', `room ${m.room}: aborted by decode ${m.decodeSegment}${m.reason ? `: ${m.reason}` : ''}`, { details: { room: m.room } }),
+      );
     await sender.settled();
     return abortReply(sender.status, sender.pagesMayBeWritten().has(m.decodeSegment));
   }
 
   private onDecodeLost(segment: string): void {
     for (const s of this.rooms.senders()) {
-      if (s.segments().includes(segment)) s.failUnlessReporting(new TransferError('PEER_FAILED', `room ${s.room}: decode ${segment} stopped answering heartbeats`, { details: { room: s.room, segment } }));
+      if (s.segments().includes(segment))
+        s.failUnlessReporting(
+          new TransferError('PEER_FAILED', `room ${s.room}: decode ${segment} stopped answering heartbeats`, { details: { room: s.room, segment } }),
+        );
     }
     // Failed senders stay until their writes settled (forget() drops the rest then).
     this.destinations.lose(segment);

@@ -86,7 +86,8 @@ export class PrefillRoomTable {
       entry.requests.push(rr);
       return;
     }
-    if (this.counts.waiting >= MAX_ROOMS_PER_STATE) throw new TransferError('POOL_EXHAUSTED', `${MAX_ROOMS_PER_STATE} rooms already wait for their prefill; retry later`);
+    if (this.counts.waiting >= MAX_ROOMS_PER_STATE)
+      throw new TransferError('POOL_EXHAUSTED', `${MAX_ROOMS_PER_STATE} rooms already wait for their prefill; retry later`);
     this.set(room, { state: 'waiting', requests: [rr], at: Date.now() });
   }
 

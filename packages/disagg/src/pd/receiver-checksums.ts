@@ -17,7 +17,11 @@ const hosts = new WeakMap<KVBuffers, DecodeHost>();
 function hostOf(engine: TransferEngine, buffers: KVBuffers): DecodeHost {
   let h = hosts.get(buffers);
   if (!h) {
-    h = { kv: new HostTable(engine, tableOf(buffers.kv, 'KV')), aux: new HostTable(engine, tableOf(buffers.aux, 'aux')), state: buffers.state ? new HostTable(engine, tableOf(buffers.state, 'state')) : undefined };
+    h = {
+      kv: new HostTable(engine, tableOf(buffers.kv, 'KV')),
+      aux: new HostTable(engine, tableOf(buffers.aux, 'aux')),
+      state: buffers.state ? new HostTable(engine, tableOf(buffers.state, 'state')) : undefined,
+    };
     hosts.set(buffers, h);
   }
   return h;
@@ -61,7 +65,14 @@ export async function checkReport(engine: TransferEngine, buffers: KVBuffers, ro
   if (failed) throw failed.reason;
 }
 
-async function checkKv(host: HostTable, buffers: KVBuffers, room: bigint, ctx: ReportContext, sums: Uint32Array, layers: { first: number; count: number }): Promise<void> {
+async function checkKv(
+  host: HostTable,
+  buffers: KVBuffers,
+  room: bigint,
+  ctx: ReportContext,
+  sums: Uint32Array,
+  layers: { first: number; count: number },
+): Promise<void> {
   const decodeSpan = { firstLayer: buffers.firstLayer ?? 0, layers: buffers.numLayers };
   let pairs: Int32Array;
   try {
@@ -73,7 +84,8 @@ async function checkKv(host: HostTable, buffers: KVBuffers, room: bigint, ctx: R
   if (columns === 0 || sums.length % columns !== 0) throw protocol(room, `${sums.length} KV checksums for ${columns} layer buffers`);
   const n = sums.length / columns;
   const perDst = ctx.geometry(0).tokens / ctx.prefillPageSize;
-  if (!Number.isInteger(perDst) || Math.ceil(n / perDst) > ctx.pages.length) throw protocol(room, `KV checksums for ${n} prefill pages; ${ctx.pages.length} destination pages of ${perDst} prefill pages were given`);
+  if (!Number.isInteger(perDst) || Math.ceil(n / perDst) > ctx.pages.length)
+    throw protocol(room, `KV checksums for ${n} prefill pages; ${ctx.pages.length} destination pages of ${perDst} prefill pages were given`);
   const copies: SliceCopy[] = [];
   try {
     for (let b = 0; b < columns; b++) {
@@ -107,13 +119,25 @@ async function checkKv(host: HostTable, buffers: KVBuffers, room: bigint, ctx: R
   };
   const [buffer, pages] = [...bad][0]!;
   const layer = decodeSpan.firstLayer + (perLayer === 2 && buffer >= buffers.numLayers ? buffer - buffers.numLayers : buffer);
-  throw corrupted(room, `KV checksum mismatch in ${nameOf(buffer)}, destination pages ${listed(pages)}${bad.size > 1 ? `, and ${bad.size - 1} more buffers` : ''}`, { buffer, layer, pages: pages.slice(0, 64) });
+  throw corrupted(
+    room,
+    `KV checksum mismatch in ${nameOf(buffer)}, destination pages ${listed(pages)}${bad.size > 1 ? `, and ${bad.size - 1} more buffers` : ''}`,
+    { buffer, layer, pages: pages.slice(0, 64) },
+  );
 }
 
-async function checkState(host: HostTable, buffers: KVBuffers, room: bigint, ctx: ReportContext, sums: Uint32Array, stateBuffers: Uint32Array | undefined): Promise<void> {
+async function checkState(
+  host: HostTable,
+  buffers: KVBuffers,
+  room: bigint,
+  ctx: ReportContext,
+  sums: Uint32Array,
+  stateBuffers: Uint32Array | undefined,
+): Promise<void> {
   const slots = ctx.stateIndices;
   const state = host.table;
-  if (!slots || !stateBuffers || stateBuffers.length * slots.length !== sums.length) throw protocol(room, `${sums.length} state checksums for ${stateBuffers?.length ?? 0} state buffers × ${slots?.length ?? 0} slots`);
+  if (!slots || !stateBuffers || stateBuffers.length * slots.length !== sums.length)
+    throw protocol(room, `${sums.length} state checksums for ${stateBuffers?.length ?? 0} state buffers × ${slots?.length ?? 0} slots`);
   const slice = ctx.stateSlice;
   const units = slice ? shardOfRank(buffers.state!.totalUnits ?? 0, ctx.layout.attnTpSize, ctx.layout.attnTpRank).count : 1;
   const list = new ChecksumList(sums.length);
@@ -127,7 +151,11 @@ async function checkState(host: HostTable, buffers: KVBuffers, room: bigint, ctx
   for (let p = 0; p < stateBuffers.length; p++) {
     const bad: number[] = [];
     for (let i = 0; i < slots.length; i++) if (got[p * slots.length + i] !== sums[p * slots.length + i]) bad.push(slots[i]!);
-    if (bad.length > 0) throw corrupted(room, `state checksum mismatch in state buffer ${stateBuffers[p]}, slots ${listed(bad)}`, { state: stateBuffers[p], slots: bad.slice(0, 64) });
+    if (bad.length > 0)
+      throw corrupted(room, `state checksum mismatch in state buffer ${stateBuffers[p]}, slots ${listed(bad)}`, {
+        state: stateBuffers[p],
+        slots: bad.slice(0, 64),
+      });
   }
 }
 
@@ -137,5 +165,6 @@ async function checkAux(host: HostTable, room: bigint, auxIndex: number, sums: U
   const list = new ChecksumList(sums.length);
   for (let i = 0; i < aux.addrs.length; i++) list.push(host.item(i, auxIndex), aux.itemLens[i]!);
   const got = await runChecksums(host.regions(), list);
-  for (let i = 0; i < got.length; i++) if (got[i] !== sums[i]) throw corrupted(room, `aux checksum mismatch in aux buffer ${i}, slot ${auxIndex}`, { aux: i, slot: auxIndex });
+  for (let i = 0; i < got.length; i++)
+    if (got[i] !== sums[i]) throw corrupted(room, `aux checksum mismatch in aux buffer ${i}, slot ${auxIndex}`, { aux: i, slot: auxIndex });
 }

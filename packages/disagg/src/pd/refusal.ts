@@ -37,7 +37,13 @@ export async function tellRefusal(ctx: RefusalContext, bootstrap: BootstrapInfo,
     const info = checkPrefillInfo(await directory.layout(left()), `bootstrap server ${directory.address}`);
     if (info.attn_tp_size * info.pp_size > MAX_RANKS_TOLD) return;
     const dp = prefillDpRankFor(bootstrap.room, info.dp_size, bootstrap.prefillDpRank);
-    const msg: AbortMessage = { v: PD_PROTOCOL_VERSION, room: bootstrap.room, decodeSegment: ctx.engine.segmentName, reason: error.message.slice(0, 2000), code: error.code };
+    const msg: AbortMessage = {
+      v: PD_PROTOCOL_VERSION,
+      room: bootstrap.room,
+      decodeSegment: ctx.engine.segmentName,
+      reason: error.message.slice(0, 2000),
+      code: error.code,
+    };
     const ranks = [];
     for (let pp = 0; pp < info.pp_size; pp++) for (let tp = 0; tp < info.attn_tp_size; tp++) ranks.push({ tp, pp });
     await Promise.allSettled(

@@ -27,7 +27,10 @@ export async function resolveRoom(ctx: DecodeRoomContext, bootstrap: BootstrapIn
   const client = ctx.directory(`${bootstrap.host}:${bootstrap.port}`);
   const info = await client.prefillInfo(ctx.decode.bootstrapFields, ctx.timeouts.bootstrapMs);
   const set = planTargets(info, ctx.decode.layout, ctx.decode.buffers, bootstrap.room, bootstrap.prefillDpRank);
-  await ctx.prepareStaging(info, set.targets.filter((t) => !t.dummy).map((t) => t.kvSlice));
+  await ctx.prepareStaging(
+    info,
+    set.targets.filter((t) => !t.dummy).map((t) => t.kvSlice),
+  );
   const targets = await Promise.all(
     set.targets.map(async (t) => {
       const ep = await client.rankEndpoint(set.dpRank, t.tpRank, t.ppRank, left());

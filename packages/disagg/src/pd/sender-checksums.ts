@@ -78,7 +78,9 @@ export class SenderChecksums {
       for (let p = 0; p < pairs.length; p += 2) {
         const sItem = src.kv.itemLens[pairs[p]!]!;
         const dItem = rr.dest.kv.itemLens[pairs[p + 1]!]!;
-        copies.push(planSliceCopy({ ...g.src, headBytes: sItem / (g.src.tokens * g.src.heads) }, { ...g.dst, headBytes: dItem / (g.dst.tokens * g.dst.heads) }, g.slice));
+        copies.push(
+          planSliceCopy({ ...g.src, headBytes: sItem / (g.src.tokens * g.src.heads) }, { ...g.dst, headBytes: dItem / (g.dst.tokens * g.dst.heads) }, g.slice),
+        );
       }
     } catch (e) {
       if (!(e instanceof RangeError)) throw e;

@@ -35,7 +35,10 @@ const checkInfo = TypeCompiler.Compile(PrefillInfoSchema);
 export function checkPrefillInfo(info: unknown, source: string): PrefillInfo {
   if (!checkInfo.Check(info)) {
     const first = checkInfo.Errors(info).First();
-    throw new TransferError('INVALID_ARGUMENT', `${source} answered a malformed prefill layout: ${first ? `${first.path || '(body)'} ${first.message}` : 'does not match the schema'}`);
+    throw new TransferError(
+      'INVALID_ARGUMENT',
+      `${source} answered a malformed prefill layout: ${first ? `${first.path || '(body)'} ${first.message}` : 'does not match the schema'}`,
+    );
   }
   return info;
 }
@@ -50,7 +53,10 @@ export function planTargets(info: PrefillInfo, layout: ParallelLayout, buffers: 
     return plan(checkPrefillInfo(info, 'the bootstrap server'), layout, buffers, room, chosenDp);
   } catch (e) {
     // The planners (rank mapping, head slicing) refuse a layout they cannot serve with a RangeError.
-    if (e instanceof RangeError) mismatch(`prefill layout (attn_tp_size ${info.attn_tp_size}, pp_size ${info.pp_size}, dp_size ${info.dp_size}) cannot serve decode rank tp=${layout.attnTpRank}/${layout.attnTpSize} pp=${layout.ppRank}/${layout.ppSize}: ${e.message}`);
+    if (e instanceof RangeError)
+      mismatch(
+        `prefill layout (attn_tp_size ${info.attn_tp_size}, pp_size ${info.pp_size}, dp_size ${info.dp_size}) cannot serve decode rank tp=${layout.attnTpRank}/${layout.attnTpSize} pp=${layout.ppRank}/${layout.ppSize}: ${e.message}`,
+      );
     throw e;
   }
 }
@@ -58,7 +64,10 @@ export function planTargets(info: PrefillInfo, layout: ParallelLayout, buffers: 
 function plan(info: PrefillInfo, layout: ParallelLayout, buffers: KVBuffers, room: bigint, chosenDp?: number): TargetSet {
   const ptp = info.attn_tp_size;
   const dtp = layout.attnTpSize;
-  const mapping = resolveRankTargets({ tpSize: ptp, ppSize: info.pp_size, dpSize: info.dp_size }, { tpSize: dtp, tpRank: layout.attnTpRank, ppSize: layout.ppSize, ppRank: layout.ppRank });
+  const mapping = resolveRankTargets(
+    { tpSize: ptp, ppSize: info.pp_size, dpSize: info.dp_size },
+    { tpSize: dtp, tpRank: layout.attnTpRank, ppSize: layout.ppSize, ppRank: layout.ppRank },
+  );
   const tpRanks = [...mapping.tpRanks];
   let kvSlices: (ShardSlice | undefined)[] = tpRanks.map(() => undefined);
   let dummies = tpRanks.map(() => false);
@@ -70,7 +79,8 @@ function plan(info: PrefillInfo, layout: ParallelLayout, buffers: KVBuffers, roo
     const heads = totalHeadsMismatch(buffers.totalKvHeads, info.total_kv_heads);
     if (heads) mismatch(heads);
     const slices = planShardSlices(total, ptp, dtp, layout.attnTpRank, tpRanks);
-    if (!slicesCover(total, dtp, layout.attnTpRank, slices)) mismatch(`prefill ranks ${tpRanks.join(',')} do not cover the heads of decode rank ${layout.attnTpRank}`);
+    if (!slicesCover(total, dtp, layout.attnTpRank, slices))
+      mismatch(`prefill ranks ${tpRanks.join(',')} do not cover the heads of decode rank ${layout.attnTpRank}`);
     kvSlices = slices;
     dummies = slices.map((s) => s.count === 0);
   }
@@ -81,7 +91,8 @@ function plan(info: PrefillInfo, layout: ParallelLayout, buffers: KVBuffers, roo
     const total = buffers.state.totalUnits;
     if (total === undefined) mismatch(`Mamba state with different attention TP (decode ${dtp}, prefill ${ptp}) needs state.totalUnits`);
     const slices = planShardSlices(total, ptp, dtp, layout.attnTpRank, tpRanks);
-    if (!slicesCover(total, dtp, layout.attnTpRank, slices)) mismatch(`prefill ranks ${tpRanks.join(',')} do not cover the state units of decode rank ${layout.attnTpRank}`);
+    if (!slicesCover(total, dtp, layout.attnTpRank, slices))
+      mismatch(`prefill ranks ${tpRanks.join(',')} do not cover the state units of decode rank ${layout.attnTpRank}`);
     stateSlices = slices;
     stateSenders = slices.map((s) => s.count > 0);
   }

@@ -49,7 +49,8 @@ export function resolveTimeouts(input: Partial<PDTimeouts> = {}, env: NodeJS.Pro
   put('heartbeatMaxFailures', count(env, 'SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE'));
   const out = { ...DEFAULT_PD_TIMEOUTS, ...fromEnv, ...input };
   for (const [k, v] of Object.entries(out)) {
-    if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0) throw new TransferError('INVALID_CONFIG', `Expected the \`timeouts.${k}\` option to be a positive number, got ${String(v)}`);
+    if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0)
+      throw new TransferError('INVALID_CONFIG', `Expected the \`timeouts.${k}\` option to be a positive number, got ${String(v)}`);
   }
   return out;
 }

@@ -17,7 +17,13 @@ export interface SourceSide {
  * KV heads a rank holds: its shard of the model's heads when known, else what it declared
  * (1 when neither); MLA pages are one "head" wide.
  */
-export function kvHeadsOf(attention: 'mha' | 'mla', tpSize: number, tpRank: number, totalKvHeads: number | undefined, kvHeadsPerRank: number | undefined): number {
+export function kvHeadsOf(
+  attention: 'mha' | 'mla',
+  tpSize: number,
+  tpRank: number,
+  totalKvHeads: number | undefined,
+  kvHeadsPerRank: number | undefined,
+): number {
   if (attention === 'mla') return 1;
   if (totalKvHeads !== undefined) return shardOfRank(totalKvHeads, tpSize, tpRank).count;
   return kvHeadsPerRank ?? 1;
@@ -33,7 +39,14 @@ function destHeads(dest: Destination): number {
 }
 
 /** The KV of `srcPages` into `dstPages`, for the given absolute layers (default: all of this stage). */
-export function planKv(src: SourceSide, dest: Destination, req: RequestMessage, srcPages: Uint32Array, dstPages: Uint32Array, layers?: ArrayLike<number>): CopyPlan {
+export function planKv(
+  src: SourceSide,
+  dest: Destination,
+  req: RequestMessage,
+  srcPages: Uint32Array,
+  dstPages: Uint32Array,
+  layers?: ArrayLike<number>,
+): CopyPlan {
   const pairs = kvBufferPairs(src.buffers.attention, src.span, dest.span, layers);
   const input = { src: src.kv, dst: dest.kv, bufferPairs: pairs, srcItems: srcPages, dstItems: dstPages };
   if (!req.kvSlice) return planCopy(input);
@@ -42,8 +55,15 @@ export function planKv(src: SourceSide, dest: Destination, req: RequestMessage, 
 }
 
 export function planAux(src: SourceSide, dest: Destination, srcSlot: number, dstSlot: number): CopyPlan {
-  if (src.aux.addrs.length !== dest.aux.addrs.length) throw new TransferError('LAYOUT_MISMATCH', `aux buffers differ: decode has ${dest.aux.addrs.length}, prefill has ${src.aux.addrs.length}`);
-  return planCopy({ src: src.aux, dst: dest.aux, bufferPairs: identityPairs(src.aux.addrs.length), srcItems: Uint32Array.of(srcSlot), dstItems: Uint32Array.of(dstSlot) });
+  if (src.aux.addrs.length !== dest.aux.addrs.length)
+    throw new TransferError('LAYOUT_MISMATCH', `aux buffers differ: decode has ${dest.aux.addrs.length}, prefill has ${src.aux.addrs.length}`);
+  return planCopy({
+    src: src.aux,
+    dst: dest.aux,
+    bufferPairs: identityPairs(src.aux.addrs.length),
+    srcItems: Uint32Array.of(srcSlot),
+    dstItems: Uint32Array.of(dstSlot),
+  });
 }
 
 /** State buffers pair by layer when there is one per layer (PP-aware), else one to one. */
@@ -59,7 +79,8 @@ export function statePairs(src: SourceSide, dest: Destination): Int32Array {
     }
     return Int32Array.from(out);
   }
-  if (s.addrs.length !== d.addrs.length || src.layout.ppSize > 1) throw new TransferError('LAYOUT_MISMATCH', `state buffers differ: decode has ${d.addrs.length}, prefill has ${s.addrs.length}`);
+  if (s.addrs.length !== d.addrs.length || src.layout.ppSize > 1)
+    throw new TransferError('LAYOUT_MISMATCH', `state buffers differ: decode has ${d.addrs.length}, prefill has ${s.addrs.length}`);
   return identityPairs(s.addrs.length);
 }
 
@@ -67,9 +88,10 @@ export function statePairs(src: SourceSide, dest: Destination): Int32Array {
 export function planState(src: SourceSide, dest: Destination, req: RequestMessage, srcIndices: Uint32Array, only?: ReadonlySet<number>): CopyPlan | undefined {
   if (!src.state || !dest.state || !req.sendsState) return undefined;
   const dstIndices = req.stateIndices ?? new Uint32Array(0);
-  if (srcIndices.length !== dstIndices.length) throw new TransferError('INVALID_ARGUMENT', `room ${req.room}: ${srcIndices.length} source state indices but the decode sent ${dstIndices.length}`);
+  if (srcIndices.length !== dstIndices.length)
+    throw new TransferError('INVALID_ARGUMENT', `room ${req.room}: ${srcIndices.length} source state indices but the decode sent ${dstIndices.length}`);
   let pairs = statePairs(src, dest);
-  if (only) pairs = Int32Array.from([...pairs].filter((_, i, a) => i % 2 === 0 ? only.has(a[i]!) : only.has(a[i - 1]!)));
+  if (only) pairs = Int32Array.from([...pairs].filter((_, i, a) => (i % 2 === 0 ? only.has(a[i]!) : only.has(a[i - 1]!))));
   const input = { src: src.state, dst: dest.state, bufferPairs: pairs, srcItems: srcIndices, dstItems: dstIndices };
   if (!req.stateSlice) return planCopy(input);
   const total = src.buffers.state!.totalUnits!;

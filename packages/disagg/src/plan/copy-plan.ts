@@ -63,7 +63,9 @@ export function planCopy(input: CopyPlanInput): CopyPlan {
     checkItems(src, sb, srcItems, 'source');
     checkItems(dst, db, dstItems, 'destination');
     if (!slice && src.itemLens[sb] !== dst.itemLens[db]) {
-      throw new RangeError(`item lengths differ (source buffer ${sb}: ${src.itemLens[sb]} bytes, destination buffer ${db}: ${dst.itemLens[db]} bytes) and no slice was planned`);
+      throw new RangeError(
+        `item lengths differ (source buffer ${sb}: ${src.itemLens[sb]} bytes, destination buffer ${db}: ${dst.itemLens[db]} bytes) and no slice was planned`,
+      );
     }
   }
   return slice ? planSliced(input, slice, pairs) : planWhole(input, pairs);
@@ -86,7 +88,9 @@ function planWhole({ src, dst, bufferPairs, srcItems, dstItems }: CopyPlanInput,
 function planSliced({ src, dst, bufferPairs, srcItems, dstItems }: CopyPlanInput, s: UnitSlice, pairs: number): CopyPlan {
   if (s.count === 0 || srcItems.length === 0) return { batch: new DescriptorWriter(0).finish(), descriptorsBefore: 0, bytes: 0 };
   if (s.srcOffset + s.count > s.srcUnits || s.dstOffset + s.count > s.dstUnits) {
-    throw new RangeError(`unit slice [${s.srcOffset}+${s.count}) / [${s.dstOffset}+${s.count}) exceeds ${s.srcUnits} source / ${s.dstUnits} destination units per row`);
+    throw new RangeError(
+      `unit slice [${s.srcOffset}+${s.count}) / [${s.dstOffset}+${s.count}) exceeds ${s.srcUnits} source / ${s.dstUnits} destination units per row`,
+    );
   }
   const n = srcItems.length;
   const w = new DescriptorWriter(n * s.rows * pairs);
@@ -99,7 +103,9 @@ function planSliced({ src, dst, bufferPairs, srcItems, dstItems }: CopyPlanInput
     const dRow = dItem / s.rows;
     const unitBytes = dRow / s.dstUnits;
     if (!Number.isInteger(sRow) || !Number.isInteger(dRow) || !Number.isInteger(unitBytes) || sRow !== unitBytes * s.srcUnits) {
-      throw new RangeError(`buffers ${sb}→${db}: items of ${sItem} and ${dItem} bytes do not split into ${s.rows} rows of ${s.srcUnits} and ${s.dstUnits} equal units`);
+      throw new RangeError(
+        `buffers ${sb}→${db}: items of ${sItem} and ${dItem} bytes do not split into ${s.rows} rows of ${s.srcUnits} and ${s.dstUnits} equal units`,
+      );
     }
     const len = s.count * unitBytes;
     const sOff = s.srcOffset * unitBytes;

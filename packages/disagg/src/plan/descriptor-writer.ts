@@ -123,6 +123,7 @@ export class DescriptorWriter {
 
 /** Converts a u64 address or length to a number, refusing values that would lose bits. */
 export function toSafeNumber(value: bigint, what: string): number {
-  if (value < 0n || value > BigInt(Number.MAX_SAFE_INTEGER)) throw new RangeError(`${what} 0x${value.toString(16)} is beyond 2^53; the planner cannot address it exactly`);
+  if (value < 0n || value > BigInt(Number.MAX_SAFE_INTEGER))
+    throw new RangeError(`${what} 0x${value.toString(16)} is beyond 2^53; the planner cannot address it exactly`);
   return Number(value);
 }

@@ -22,8 +22,10 @@ export function kvBufferPairs(attention: AttentionKind, prefill: LayerSpan, deco
     const layer = list[i]!;
     const s = layer - prefill.firstLayer;
     const d = layer - decode.firstLayer;
-    if (s < 0 || s >= prefill.layers) throw new RangeError(`layer ${layer} is not held by the prefill stage [${prefill.firstLayer}, ${prefill.firstLayer + prefill.layers})`);
-    if (d < 0 || d >= decode.layers) throw new RangeError(`layer ${layer} is not held by the decode stage [${decode.firstLayer}, ${decode.firstLayer + decode.layers})`);
+    if (s < 0 || s >= prefill.layers)
+      throw new RangeError(`layer ${layer} is not held by the prefill stage [${prefill.firstLayer}, ${prefill.firstLayer + prefill.layers})`);
+    if (d < 0 || d >= decode.layers)
+      throw new RangeError(`layer ${layer} is not held by the decode stage [${decode.firstLayer}, ${decode.firstLayer + decode.layers})`);
     out[o++] = s;
     out[o++] = d;
     if (perLayer === 2) {

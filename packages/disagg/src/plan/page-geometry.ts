@@ -28,6 +28,7 @@ export function itemBytes(g: PageGeometry): number {
  */
 export function geometryOf(itemLength: number, tokens: number, heads: number, layout: PageLayout): PageGeometry {
   const headBytes = itemLength / (tokens * heads);
-  if (!Number.isInteger(headBytes) || headBytes < 1) throw new RangeError(`an item of ${itemLength} bytes does not split into ${tokens} tokens × ${heads} heads of whole bytes`);
+  if (!Number.isInteger(headBytes) || headBytes < 1)
+    throw new RangeError(`an item of ${itemLength} bytes does not split into ${tokens} tokens × ${heads} heads of whole bytes`);
   return { tokens, heads, headBytes, layout };
 }

@@ -20,7 +20,7 @@ export function mergePageRuns(src: Uint32Array, dst: Uint32Array): PageRuns {
   const outDst = new Uint32Array(n);
   const outLen = new Uint32Array(n);
   let count = 0;
-  for (let i = 0; i < n; ) {
+  for (let i = 0; i < n;) {
     const s = src[i]!;
     const d = dst[i]!;
     let j = i + 1;

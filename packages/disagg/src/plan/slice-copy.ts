@@ -44,10 +44,13 @@ function contiguous(width: number, rows: number, pitch: number, reps: number, re
  */
 export function planSliceCopy(src: PageGeometry, dst: PageGeometry, slice: HeadSlice): SliceCopy {
   if (src.headBytes !== dst.headBytes) throw new RangeError(`head sizes differ: ${src.headBytes} bytes at the source, ${dst.headBytes} at the destination`);
-  if (dst.tokens % src.tokens !== 0) throw new RangeError(`destination pages of ${dst.tokens} tokens are not a whole multiple of source pages of ${src.tokens}`);
+  if (dst.tokens % src.tokens !== 0)
+    throw new RangeError(`destination pages of ${dst.tokens} tokens are not a whole multiple of source pages of ${src.tokens}`);
   const { count } = slice;
   if (count < 1 || slice.srcOffset + count > src.heads || slice.dstOffset + count > dst.heads) {
-    throw new RangeError(`head slice [${slice.srcOffset}+${count}) / [${slice.dstOffset}+${count}) exceeds ${src.heads} source / ${dst.heads} destination heads`);
+    throw new RangeError(
+      `head slice [${slice.srcOffset}+${count}) / [${slice.dstOffset}+${count}) exceeds ${src.heads} source / ${dst.heads} destination heads`,
+    );
   }
   const hb = src.headBytes;
   const T = src.tokens;

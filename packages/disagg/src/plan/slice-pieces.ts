@@ -82,15 +82,20 @@ export function pieceDestination(s: PieceSet, index: number): number {
  */
 export function checkPieces(s: PieceSet): void {
   const need = Math.ceil((s.firstPage + s.srcPages.length) / s.perDst);
-  if (need > s.dstPages.length) throw new RangeError(`source pages [${s.firstPage}, ${s.firstPage + s.srcPages.length}) need ${need} destination pages of ${s.perDst} source pages each; ${s.dstPages.length} were given`);
+  if (need > s.dstPages.length)
+    throw new RangeError(
+      `source pages [${s.firstPage}, ${s.firstPage + s.srcPages.length}) need ${need} destination pages of ${s.perDst} source pages each; ${s.dstPages.length} were given`,
+    );
   for (let p = 0; p < s.pairs.length; p += 2) {
     const sb = s.pairs[p]!;
     const db = s.pairs[p + 1]!;
     if (sb < 0 || sb >= s.src.addrs.length || db < 0 || db >= s.dst.addrs.length) throw new RangeError(`buffer pair ${sb}→${db} does not exist`);
     const sCap = Math.floor(s.src.lengths[sb]! / s.src.itemLens[sb]!);
     const dCap = Math.floor(s.dst.lengths[db]! / s.dst.itemLens[db]!);
-    for (let k = 0; k < s.srcPages.length; k++) if (s.srcPages[k]! >= sCap) throw new RangeError(`source page ${s.srcPages[k]} is outside buffer ${sb} (${sCap} pages)`);
-    for (let d = Math.floor(s.firstPage / s.perDst); d < need; d++) if (s.dstPages[d]! >= dCap) throw new RangeError(`destination page ${s.dstPages[d]} is outside buffer ${db} (${dCap} pages)`);
+    for (let k = 0; k < s.srcPages.length; k++)
+      if (s.srcPages[k]! >= sCap) throw new RangeError(`source page ${s.srcPages[k]} is outside buffer ${sb} (${sCap} pages)`);
+    for (let d = Math.floor(s.firstPage / s.perDst); d < need; d++)
+      if (s.dstPages[d]! >= dCap) throw new RangeError(`destination page ${s.dstPages[d]} is outside buffer ${db} (${dCap} pages)`);
   }
 }
 
@@ -128,7 +133,17 @@ export function stagedBatch(s: PieceSet, image: number, from: number, to: number
 
 /** Appends copies as the staging copier takes them (9 numbers each). */
 export interface CopySink {
-  push(src: number, dst: number, width: number, rows: number, srcPitch: number, dstPitch: number, reps: number, srcRepStride: number, dstRepStride: number): void;
+  push(
+    src: number,
+    dst: number,
+    width: number,
+    rows: number,
+    srcPitch: number,
+    dstPitch: number,
+    reps: number,
+    srcRepStride: number,
+    dstRepStride: number,
+  ): void;
 }
 
 /**
@@ -139,7 +154,17 @@ export interface CopySink {
 export function gatherCopies(s: PieceSet, sink: CopySink, image: number, from: number, to: number, srcDelta: Float64Array): void {
   const c = s.copy;
   forPieces(s, from, to, (i, src, _dst, p) => {
-    sink.push(src + c.srcOffset + srcDelta[s.pairs[2 * p]!]!, image + (i - from) * c.bytes, c.width, c.rows, c.srcPitch, c.width, c.reps, c.srcRepStride, c.width * c.rows);
+    sink.push(
+      src + c.srcOffset + srcDelta[s.pairs[2 * p]!]!,
+      image + (i - from) * c.bytes,
+      c.width,
+      c.rows,
+      c.srcPitch,
+      c.width,
+      c.reps,
+      c.srcRepStride,
+      c.width * c.rows,
+    );
   });
 }
 
@@ -147,6 +172,16 @@ export function gatherCopies(s: PieceSet, sink: CopySink, image: number, from: n
 export function scatterCopies(s: PieceSet, sink: CopySink, image: number, from: number, to: number, dstDelta: Float64Array): void {
   const c = s.copy;
   forPieces(s, from, to, (i, _src, dst, p) => {
-    sink.push(image + (i - from) * c.bytes, dst + dstDelta[s.pairs[2 * p + 1]!]!, c.width, c.rows, c.width, c.dstPitch, c.reps, c.width * c.rows, c.dstRepStride);
+    sink.push(
+      image + (i - from) * c.bytes,
+      dst + dstDelta[s.pairs[2 * p + 1]!]!,
+      c.width,
+      c.rows,
+      c.width,
+      c.dstPitch,
+      c.reps,
+      c.width * c.rows,
+      c.dstRepStride,
+    );
   });
 }

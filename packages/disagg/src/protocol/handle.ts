@@ -21,7 +21,10 @@ export function handleMessage<S extends TSchema>(engine: TransferEngine, type: s
   return engine.control.handle(type, (body: unknown) => {
     if (!check.Check(body)) {
       const first = check.Errors(body).First();
-      throw new TransferError('INVALID_ARGUMENT', `malformed "${type}" message: ${first ? `${first.path || '(body)'} ${first.message}` : 'does not match its schema'}`);
+      throw new TransferError(
+        'INVALID_ARGUMENT',
+        `malformed "${type}" message: ${first ? `${first.path || '(body)'} ${first.message}` : 'does not match its schema'}`,
+      );
     }
     return handler(body);
   });

@@ -5,8 +5,7 @@ import { Kind, Type, TypeRegistry, type TSchema, type TUnsafe } from '@sinclair/
 TypeRegistry.Set('TeUint32Array', (_schema, value) => value instanceof Uint32Array);
 TypeRegistry.Set('TeBigUint64Array', (_schema, value) => value instanceof BigUint64Array);
 
-export const Uint32ArrayType = (options: { maxItems?: number } = {}): TUnsafe<Uint32Array> =>
-  Type.Unsafe<Uint32Array>({ [Kind]: 'TeUint32Array', ...options });
+export const Uint32ArrayType = (options: { maxItems?: number } = {}): TUnsafe<Uint32Array> => Type.Unsafe<Uint32Array>({ [Kind]: 'TeUint32Array', ...options });
 
 export const BigUint64ArrayType = (): TUnsafe<BigUint64Array> => Type.Unsafe<BigUint64Array>({ [Kind]: 'TeBigUint64Array' });
 

@@ -17,6 +17,11 @@ export async function engineFor(choice: EngineChoice, extra: Record<string, unkn
   if (choice.engine) return choice.engine;
   const named = choice.connector !== undefined || choice.modulePath !== undefined || choice.config !== undefined || Object.keys(extra).length > 0;
   if (!named && hasTransferEngine()) return getTransferEngine();
-  const json = { ...(choice.config ?? {}), ...extra, ...(choice.connector ? { connector: choice.connector } : {}), ...(choice.modulePath ? { modulePath: choice.modulePath } : {}) };
+  const json = {
+    ...(choice.config ?? {}),
+    ...extra,
+    ...(choice.connector ? { connector: choice.connector } : {}),
+    ...(choice.modulePath ? { modulePath: choice.modulePath } : {}),
+  };
   return initTransferEngine(loadConfig({ json }));
 }

@@ -25,7 +25,11 @@ const same = (decode: string, prefill: string): boolean => decode === prefill;
 
 const RULES: readonly Rule[] = [
   // Pages map by token range: a decode page may hold several prefill pages, never a part of one.
-  { field: 'page_size', pairs: (d, p) => d === p || (/^[1-9]\d{0,9}$/.test(d) && Number(d) % Number(p) === 0), why: ' (a decode page must hold a whole number of prefill pages)' },
+  {
+    field: 'page_size',
+    pairs: (d, p) => d === p || (/^[1-9]\d{0,9}$/.test(d) && Number(d) % Number(p) === 0),
+    why: ' (a decode page must hold a whole number of prefill pages)',
+  },
   { field: 'kv_cache_dtype', pairs: same },
   { field: 'attention', pairs: same },
   { field: 'num_layers', pairs: same },

@@ -6,7 +6,13 @@
 export async function waitAtMost(work: Promise<unknown>, ms: number): Promise<void> {
   let timer: NodeJS.Timeout | undefined;
   try {
-    await Promise.race([work.then(() => undefined, () => undefined), new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
+    await Promise.race([
+      work.then(
+        () => undefined,
+        () => undefined,
+      ),
+      new Promise<void>((r) => (timer = setTimeout(r, ms))),
+    ]);
   } finally {
     clearTimeout(timer);
   }

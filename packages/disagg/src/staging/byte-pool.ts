@@ -26,7 +26,10 @@ export class BytePool {
   peak = 0;
   waits = 0;
 
-  constructor(readonly capacity: number, private readonly what: string) {
+  constructor(
+    readonly capacity: number,
+    private readonly what: string,
+  ) {
     if (!Number.isInteger(capacity) || capacity < ALIGN) throw new TransferError('INVALID_ARGUMENT', `${what}: ${capacity} bytes is too small`);
     this.free = [{ offset: 0, length: capacity }];
   }
@@ -35,7 +38,8 @@ export class BytePool {
   alloc(bytes: number, owner: unknown, timeoutMs: number): Promise<number> {
     const size = Math.ceil(bytes / ALIGN) * ALIGN;
     if (!Number.isInteger(bytes) || bytes < 1) return Promise.reject(new TransferError('INVALID_ARGUMENT', `${this.what}: cannot allocate ${bytes} bytes`));
-    if (size > this.capacity) return Promise.reject(new TransferError('INVALID_ARGUMENT', `${this.what}: ${bytes} bytes can never fit in ${this.capacity} bytes`));
+    if (size > this.capacity)
+      return Promise.reject(new TransferError('INVALID_ARGUMENT', `${this.what}: ${bytes} bytes can never fit in ${this.capacity} bytes`));
     if (this.waiters.length === 0) {
       const offset = this.take(size, owner);
       if (offset >= 0) return Promise.resolve(offset);
@@ -49,7 +53,9 @@ export class BytePool {
         reject,
         timer: setTimeout(() => {
           this.drop(w);
-          reject(new TransferError('TIMEOUT', `${this.what}: no room for ${bytes} bytes within ${timeoutMs} ms (${this.used} of ${this.capacity} bytes in use)`));
+          reject(
+            new TransferError('TIMEOUT', `${this.what}: no room for ${bytes} bytes within ${timeoutMs} ms (${this.used} of ${this.capacity} bytes in use)`),
+          );
         }, timeoutMs),
       };
       this.waiters.push(w);

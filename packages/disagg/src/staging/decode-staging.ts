@@ -34,7 +34,11 @@ export class DecodeStaging {
     // Checked when the buffers are registered, not when the first room needs the ring.
     const page = this.pageBytes();
     if (options.enabled && options.ringBytes > 0 && options.ringBytes < page) {
-      if (options.ringExplicit) throw new TransferError('INVALID_ARGUMENT', `staging ring of ${options.ringBytes} bytes is smaller than one page of this rank's KV (${page} bytes over all layers): give staging.ringBytes at least that, or 0 for no ring`);
+      if (options.ringExplicit)
+        throw new TransferError(
+          'INVALID_ARGUMENT',
+          `staging ring of ${options.ringBytes} bytes is smaller than one page of this rank's KV (${page} bytes over all layers): give staging.ringBytes at least that, or 0 for no ring`,
+        );
       this.options = { ...options, ringBytes: 4 * page };
     }
   }

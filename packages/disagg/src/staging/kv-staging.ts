@@ -37,7 +37,10 @@ export class PrefillStaging implements KvStaging {
   stager(): Promise<Stager> {
     if (!this.created) {
       this.created = Stager.create(this.engine, this.options, this.kv);
-      void this.created.then((s) => (this.current = s), () => undefined);
+      void this.created.then(
+        (s) => (this.current = s),
+        () => undefined,
+      );
       // A failed creation (no memory) is tried again by the next room.
       this.created.catch(() => (this.created = undefined));
     }
@@ -45,7 +48,10 @@ export class PrefillStaging implements KvStaging {
   }
 
   refuse(room: bigint, error: TransferError): void {
-    void this.created?.then((s) => s.refuse(room, error), () => undefined);
+    void this.created?.then(
+      (s) => s.refuse(room, error),
+      () => undefined,
+    );
   }
 
   async close(): Promise<void> {

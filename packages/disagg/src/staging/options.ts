@@ -34,13 +34,15 @@ function envInt(env: NodeJS.ProcessEnv, name: string): number | undefined {
 }
 
 function checkBytes(value: number, what: string, min: number): number {
-  if (!Number.isSafeInteger(value) || value < min) throw new TransferError('INVALID_ARGUMENT', `Expected staging.${what} to be an integer of at least ${min} bytes, got ${value}`);
+  if (!Number.isSafeInteger(value) || value < min)
+    throw new TransferError('INVALID_ARGUMENT', `Expected staging.${what} to be an integer of at least ${min} bytes, got ${value}`);
   return value;
 }
 
 export function resolveStaging(options: StagingOptions = {}, env: NodeJS.ProcessEnv = process.env): ResolvedStaging {
   const flag = env.TE_PD_STAGING;
-  if (flag !== undefined && flag !== '' && flag !== '0' && flag !== '1') throw new TransferError('INVALID_CONFIG', `TE_PD_STAGING must be 0 or 1, got ${JSON.stringify(flag)}`);
+  if (flag !== undefined && flag !== '' && flag !== '0' && flag !== '1')
+    throw new TransferError('INVALID_CONFIG', `TE_PD_STAGING must be 0 or 1, got ${JSON.stringify(flag)}`);
   const given = options.ringBytes ?? envInt(env, 'TE_PD_STAGING_RING_BYTES');
   const ring = given ?? 64 * MiB;
   return {

@@ -56,29 +56,56 @@ export class RingService {
     for (let i = 0; i < kv.addrs.length; i++) regions.push({ addr: kv.addrs[i]! + this.dstDelta[i]!, length: kv.lengths[i]! });
     copier.setRegions(regions);
     this.wire = { addr: memory.addr, length: memory.length };
-    this.unhandle = [handleMessage(engine, STAGING_MSG.ringAlloc, RingAllocSchema, (m) => this.onAlloc(m)), handleMessage(engine, STAGING_MSG.scatter, ScatterSchema, (m) => this.onScatter(m))];
+    this.unhandle = [
+      handleMessage(engine, STAGING_MSG.ringAlloc, RingAllocSchema, (m) => this.onAlloc(m)),
+      handleMessage(engine, STAGING_MSG.scatter, ScatterSchema, (m) => this.onScatter(m)),
+    ];
   }
 
   /**
    * Allocates and registers the ring. `pageBytes` is one decode page of every KV buffer:
    * a ring that cannot hold it could never stage a page, and is refused here.
    */
-  static async create(engine: TransferEngine, options: ResolvedStaging, kv: BufferTable, pageBytes: number, geometry: (buffer: number) => PageGeometry, roomOf: (room: bigint) => ScatterRoom | undefined): Promise<RingService> {
-    if (options.ringBytes < pageBytes) throw new TransferError('INVALID_ARGUMENT', `staging ring of ${options.ringBytes} bytes is smaller than one page of this rank's KV (${pageBytes} bytes over all layers)`);
+  static async create(
+    engine: TransferEngine,
+    options: ResolvedStaging,
+    kv: BufferTable,
+    pageBytes: number,
+    geometry: (buffer: number) => PageGeometry,
+    roomOf: (room: bigint) => ScatterRoom | undefined,
+  ): Promise<RingService> {
+    if (options.ringBytes < pageBytes)
+      throw new TransferError(
+        'INVALID_ARGUMENT',
+        `staging ring of ${options.ringBytes} bytes is smaller than one page of this rank's KV (${pageBytes} bytes over all layers)`,
+      );
     const copier = StagingCopier.create(options.threads === undefined ? {} : { threads: options.threads });
     const memory = await engine.allocateMemory(options.ringBytes);
     return new RingService(engine, memory, copier, kv, geometry, roomOf);
   }
 
   get stats(): { capacity: number; used: number; peak: number; waits: number; scatteredBytes: number; scatterMs: number } {
-    return { capacity: this.pool.capacity, used: this.pool.used, peak: this.pool.peak, waits: this.pool.waits, scatteredBytes: this.scatteredBytes, scatterMs: this.scatterMs };
+    return {
+      capacity: this.pool.capacity,
+      used: this.pool.used,
+      peak: this.pool.peak,
+      waits: this.pool.waits,
+      scatteredBytes: this.scatteredBytes,
+      scatterMs: this.scatterMs,
+    };
   }
 
   private room(m: { room: bigint; prefillTpRank: number; prefillPpRank: number }): { room: ScatterRoom; slice: HeadSlice } {
     const room = this.roomOf(m.room);
-    if (!room) throw new TransferError('ABORTED', `room ${m.room} is not in flight on this decode rank (failed, aborted or finished)`, { details: { room: m.room } });
+    if (!room)
+      throw new TransferError('ABORTED', `room ${m.room} is not in flight on this decode rank (failed, aborted or finished)`, { details: { room: m.room } });
     const slice = room.sliceFrom(m.prefillTpRank, m.prefillPpRank);
-    if (!slice) throw new TransferError('INVALID_ARGUMENT', `room ${m.room}: prefill rank tp=${m.prefillTpRank} pp=${m.prefillPpRank} sends no staged KV to this decode rank`, { details: { room: m.room } });
+    if (!slice)
+      throw new TransferError(
+        'INVALID_ARGUMENT',
+        `room ${m.room}: prefill rank tp=${m.prefillTpRank} pp=${m.prefillPpRank} sends no staged KV to this decode rank`,
+        { details: { room: m.room } },
+      );
     return { room, slice };
   }
 
@@ -89,10 +116,17 @@ export class RingService {
 
   private async onScatter(m: ScatterMessage): Promise<{ v: number }> {
     const { room, slice } = this.room(m);
-    if (!this.pool.owns(m.room, m.offset, m.bytes)) throw new TransferError('ADDRESS_OUT_OF_RANGE', `room ${m.room}: ring [${m.offset}, +${m.bytes}) is not a piece this room was given`, { details: { room: m.room } });
+    if (!this.pool.owns(m.room, m.offset, m.bytes))
+      throw new TransferError('ADDRESS_OUT_OF_RANGE', `room ${m.room}: ring [${m.offset}, +${m.bytes}) is not a piece this room was given`, {
+        details: { room: m.room },
+      });
     const set = this.pieces(m, room, slice);
     if (m.firstPiece + m.pieces > pieceCount(set) || m.pieces * set.copy.bytes !== m.bytes) {
-      throw new TransferError('INVALID_ARGUMENT', `room ${m.room}: ${m.pieces} pieces from ${m.firstPiece} of ${set.copy.bytes} bytes do not make the ${m.bytes} bytes sent (${pieceCount(set)} pieces in all)`, { details: { room: m.room } });
+      throw new TransferError(
+        'INVALID_ARGUMENT',
+        `room ${m.room}: ${m.pieces} pieces from ${m.firstPiece} of ${set.copy.bytes} bytes do not make the ${m.bytes} bytes sent (${pieceCount(set)} pieces in all)`,
+        { details: { room: m.room } },
+      );
     }
     const jobs = new CopyList(m.pieces);
     scatterCopies(set, jobs, Number(this.memory.addr) + this.delta + m.offset, m.firstPiece, m.firstPiece + m.pieces, this.dstDelta);
@@ -121,13 +155,16 @@ export class RingService {
     const n = this.kv.addrs.length;
     if (m.dstBuffers.length === 0 || m.dstBuffers.length > n) bad(`${m.dstBuffers.length} destination buffers (this rank has ${n})`);
     const first = m.dstBuffers[0]!;
-    for (const b of m.dstBuffers) if (b >= n || this.kv.itemLens[b] !== this.kv.itemLens[first]) bad(`destination buffer ${b} does not exist or differs in page size`);
+    for (const b of m.dstBuffers)
+      if (b >= n || this.kv.itemLens[b] !== this.kv.itemLens[first]) bad(`destination buffer ${b} does not exist or differs in page size`);
     const dst = this.geometry(first);
     if (dst.tokens % room.prefillPageSize !== 0) bad(`decode pages of ${dst.tokens} tokens do not hold whole prefill pages of ${room.prefillPageSize}`);
     const perDst = dst.tokens / room.prefillPageSize;
-    if (Math.ceil((m.firstPage + m.pageCount) / perDst) > room.pages.length) bad(`source pages up to ${m.firstPage + m.pageCount} need more than the ${room.pages.length} destination pages given`);
+    if (Math.ceil((m.firstPage + m.pageCount) / perDst) > room.pages.length)
+      bad(`source pages up to ${m.firstPage + m.pageCount} need more than the ${room.pages.length} destination pages given`);
     const dPages = Math.floor(this.kv.lengths[first]! / this.kv.itemLens[first]!);
-    for (let d = Math.floor(m.firstPage / perDst); d < Math.ceil((m.firstPage + m.pageCount) / perDst); d++) if (room.pages[d]! >= dPages) bad(`destination page ${room.pages[d]} is outside the buffer (${dPages} pages)`);
+    for (let d = Math.floor(m.firstPage / perDst); d < Math.ceil((m.firstPage + m.pageCount) / perDst); d++)
+      if (room.pages[d]! >= dPages) bad(`destination page ${room.pages[d]} is outside the buffer (${dPages} pages)`);
     // The image is in this side's order whatever the prefill's layout: plan it as if the source were laid out like the destination.
     const src: PageGeometry = { tokens: room.prefillPageSize, heads: slice.count, headBytes: dst.headBytes, layout: dst.layout };
     const copy = planSliceCopy(src, dst, { srcOffset: 0, dstOffset: slice.dstOffset, count: slice.count });

@@ -59,7 +59,16 @@ export class Stager {
     const regions = [{ addr: base + delta, length: options.bytes }];
     for (let i = 0; i < kv.addrs.length; i++) regions.push({ addr: kv.addrs[i]! + srcDelta[i]!, length: kv.lengths[i]! });
     copier.setRegions(regions);
-    return new Stager(engine, copier, memory, new BytePool(options.bytes, 'prefill staging memory'), base, delta, srcDelta, Math.min(options.chunkBytes, Math.floor(options.bytes / 4)));
+    return new Stager(
+      engine,
+      copier,
+      memory,
+      new BytePool(options.bytes, 'prefill staging memory'),
+      base,
+      delta,
+      srcDelta,
+      Math.min(options.chunkBytes, Math.floor(options.bytes / 4)),
+    );
   }
 
   get stats(): { capacity: number; used: number; peak: number; waits: number } {
@@ -75,8 +84,10 @@ export class Stager {
   /** Pieces too large for either staging memory at all: refused, they can never fit. */
   check(w: StagedWrite): void {
     const bytes = w.set.copy.bytes;
-    if (bytes > this.pool.capacity) throw new TransferError('INVALID_ARGUMENT', `a page slice of ${bytes} bytes can never fit in ${this.pool.capacity} bytes of prefill staging memory`);
-    if (w.ring && bytes > w.ring.capacity) throw new TransferError('INVALID_ARGUMENT', `a page slice of ${bytes} bytes can never fit in the decode's staging ring of ${w.ring.capacity} bytes`);
+    if (bytes > this.pool.capacity)
+      throw new TransferError('INVALID_ARGUMENT', `a page slice of ${bytes} bytes can never fit in ${this.pool.capacity} bytes of prefill staging memory`);
+    if (w.ring && bytes > w.ring.capacity)
+      throw new TransferError('INVALID_ARGUMENT', `a page slice of ${bytes} bytes can never fit in the decode's staging ring of ${w.ring.capacity} bytes`);
   }
 
   /**
@@ -155,5 +166,10 @@ export class Stager {
 }
 
 function singleWrite(local: number, remote: number, length: number): TransferBatch {
-  return { opcodes: Uint8Array.of(OP_WRITE), localAddrs: BigUint64Array.of(BigInt(local)), remoteAddrs: BigUint64Array.of(BigInt(remote)), lengths: BigUint64Array.of(BigInt(length)) };
+  return {
+    opcodes: Uint8Array.of(OP_WRITE),
+    localAddrs: BigUint64Array.of(BigInt(local)),
+    remoteAddrs: BigUint64Array.of(BigInt(remote)),
+    lengths: BigUint64Array.of(BigInt(length)),
+  };
 }

@@ -31,7 +31,10 @@ export class KVConnectorScheduler {
 
   constructor(readonly options: SchedulerOptions) {
     if (options.role === 'prefill' && (!options.bootstrapHost || !options.bootstrapPort)) {
-      throw new TransferError('INVALID_ARGUMENT', 'a prefill scheduler needs bootstrapHost and bootstrapPort (where decode instances reach its bootstrap server)');
+      throw new TransferError(
+        'INVALID_ARGUMENT',
+        'a prefill scheduler needs bootstrapHost and bootstrapPort (where decode instances reach its bootstrap server)',
+      );
     }
   }
 

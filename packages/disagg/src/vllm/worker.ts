@@ -1,4 +1,14 @@
-import { KVStatus, StatusCell, TransferError, isTransferError, type KVBuffers, type KVReceiver, type KVRequest, type KVSender, type ParallelLayout } from '@te/connector';
+import {
+  KVStatus,
+  StatusCell,
+  TransferError,
+  isTransferError,
+  type KVBuffers,
+  type KVReceiver,
+  type KVRequest,
+  type KVSender,
+  type ParallelLayout,
+} from '@te/connector';
 import { createKVManager, type CreateKVManagerOptions, type DisaggKVManager } from '../pd/create.js';
 import type { BatchEntry, LayerwiseBatch } from '../pd/layerwise.js';
 import type { KVConnectorMeta } from './types.js';
@@ -67,12 +77,20 @@ export class KVConnectorWorker {
     const half = length / 2n;
     const blocks = BigInt(this.options.numBlocks);
     for (const l of layers) {
-      if (l.length !== length || half % blocks !== 0n) throw new TransferError('INVALID_ARGUMENT', `layer ${l.name}: every layer cache must be ${length} bytes, two halves of ${this.options.numBlocks} equal blocks`);
+      if (l.length !== length || half % blocks !== 0n)
+        throw new TransferError(
+          'INVALID_ARGUMENT',
+          `layer ${l.name}: every layer cache must be ${length} bytes, two halves of ${this.options.numBlocks} equal blocks`,
+        );
     }
     layers.forEach((l, i) => this.layerIndex.set(l.name, i));
     const regions = [...layers.map((l) => l.addr), ...layers.map((l) => l.addr + half)];
     const buffers: KVBuffers = {
-      kv: { addrs: BigUint64Array.from(regions), lengths: BigUint64Array.from(regions.map(() => half)), itemLengths: BigUint64Array.from(regions.map(() => half / blocks)) },
+      kv: {
+        addrs: BigUint64Array.from(regions),
+        lengths: BigUint64Array.from(regions.map(() => half)),
+        itemLengths: BigUint64Array.from(regions.map(() => half / blocks)),
+      },
       attention: 'mha',
       numLayers: layers.length,
       pageSize: this.options.blockSize,
@@ -118,7 +136,11 @@ export class KVConnectorWorker {
     for (const send of meta.sends) {
       let sender: KVSender | undefined;
       try {
-        sender = m.createSender({ host: this.options.bootstrapHost ?? '127.0.0.1', port: m.bootstrapServer?.port ?? this.options.bootstrapPort ?? 8998, room: roomOf(send.room, send.requestId) });
+        sender = m.createSender({
+          host: this.options.bootstrapHost ?? '127.0.0.1',
+          port: m.bootstrapServer?.port ?? this.options.bootstrapPort ?? 8998,
+          room: roomOf(send.room, send.requestId),
+        });
         sender.init(send.blockIds.length);
       } catch (e) {
         // Nothing was written: the blocks may be freed, as for any send that ended.
@@ -221,7 +243,11 @@ export class KVConnectorWorker {
 
 /** The room of a request: kv_transfer_params carry it as a decimal u63 string. */
 function roomOf(id: unknown, requestId: string): bigint {
-  if (typeof id !== 'string' || !/^\d{1,19}$/.test(id)) throw new TransferError('INVALID_ARGUMENT', `request ${requestId}: remote_request_id must be a decimal u63 string, got ${JSON.stringify(id)?.slice(0, 64)}`);
+  if (typeof id !== 'string' || !/^\d{1,19}$/.test(id))
+    throw new TransferError(
+      'INVALID_ARGUMENT',
+      `request ${requestId}: remote_request_id must be a decimal u63 string, got ${JSON.stringify(id)?.slice(0, 64)}`,
+    );
   return BigInt(id);
 }
 

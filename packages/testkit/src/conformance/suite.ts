@@ -1,6 +1,16 @@
 import { suite } from 'uvu';
 import * as assert from 'uvu/assert';
-import { OP_READ, OP_WRITE, allocateBatch, batchOf, isTransferError, type AllocatedHandle, type TransferEngine, type TransferErrorCode, type TransportCapabilities } from '@te/connector';
+import {
+  OP_READ,
+  OP_WRITE,
+  allocateBatch,
+  batchOf,
+  isTransferError,
+  type AllocatedHandle,
+  type TransferEngine,
+  type TransferErrorCode,
+  type TransportCapabilities,
+} from '@te/connector';
 import { checkPayload, type TargetMemory } from './target.js';
 
 /** Two engines that can reach each other, built by the plugin under test. */
@@ -62,7 +72,12 @@ async function hostMemory(engine: TransferEngine, size: number, init?: Uint8Arra
  */
 export function assertBytes(actual: Uint8Array, expected: Uint8Array, label = 'bytes'): void {
   if (actual.length !== expected.length) {
-    throw new assert.Assertion({ message: `${label}: ${actual.length} bytes, expected ${expected.length}`, operator: 'bytes', expects: expected.length, actual: actual.length });
+    throw new assert.Assertion({
+      message: `${label}: ${actual.length} bytes, expected ${expected.length}`,
+      operator: 'bytes',
+      expects: expected.length,
+      actual: actual.length,
+    });
   }
   const a = Buffer.from(actual.buffer, actual.byteOffset, actual.length);
   const e = Buffer.from(expected.buffer, expected.byteOffset, expected.length);
@@ -78,18 +93,34 @@ export function assertBytes(actual: Uint8Array, expected: Uint8Array, label = 'b
   let at = lo;
   while (at < hi && a[at] === e[at]) at++;
   const hex = (x: number | undefined) => `0x${(x ?? 0).toString(16).padStart(2, '0')}`;
-  throw new assert.Assertion({ message: `${label}: first difference at byte ${at} of ${a.length}: got ${hex(a[at])}, expected ${hex(e[at])}`, operator: 'bytes', expects: hex(e[at]), actual: hex(a[at]) });
+  throw new assert.Assertion({
+    message: `${label}: first difference at byte ${at} of ${a.length}: got ${hex(a[at])}, expected ${hex(e[at])}`,
+    operator: 'bytes',
+    expects: hex(e[at]),
+    actual: hex(a[at]),
+  });
 }
 
 async function rejectsWith(promise: Promise<unknown>, codes: TransferErrorCode[]): Promise<Error> {
   try {
     await promise;
   } catch (e) {
-    if (!isTransferError(e)) throw new assert.Assertion({ message: `expected a TransferError (${codes.join('|')}), got ${String(e)}`, operator: 'rejects', expects: codes, actual: e });
+    if (!isTransferError(e))
+      throw new assert.Assertion({
+        message: `expected a TransferError (${codes.join('|')}), got ${String(e)}`,
+        operator: 'rejects',
+        expects: codes,
+        actual: e,
+      });
     assert.ok(codes.includes(e.code), `expected ${codes.join(' or ')}, got ${e.code}: ${e.message}`);
     return e;
   }
-  throw new assert.Assertion({ message: `expected rejection with ${codes.join('|')}, but it resolved`, operator: 'rejects', expects: codes, actual: 'resolved' });
+  throw new assert.Assertion({
+    message: `expected rejection with ${codes.join('|')}, but it resolved`,
+    operator: 'rejects',
+    expects: codes,
+    actual: 'resolved',
+  });
 }
 
 /**
@@ -126,7 +157,8 @@ export function transportConformance(options: ConformanceOptions) {
   };
   const needsStall = (caseName: string, body: (pair: ConformancePair) => Promise<void>): void =>
     it(caseName, async (pair) => {
-      if (!pair.stall || !pair.resume) throw new Error(`${caseName} needs pair.stall/resume; exclude the case with a reason if the transport cannot provide them`);
+      if (!pair.stall || !pair.resume)
+        throw new Error(`${caseName} needs pair.stall/resume; exclude the case with a reason if the transport cannot provide them`);
       await body(pair);
     });
 
@@ -339,7 +371,9 @@ export function transportConformance(options: ConformanceOptions) {
     try {
       await pair.stall!();
       const started = Date.now();
-      const err = (await rejectsWith(initiator.write(target, local.addr, remote, stallBytes, { timeoutMs: 300 }), ['TIMEOUT'])) as Error & { details?: { settled?: boolean } };
+      const err = (await rejectsWith(initiator.write(target, local.addr, remote, stallBytes, { timeoutMs: 300 }), ['TIMEOUT'])) as Error & {
+        details?: { settled?: boolean };
+      };
       const took = Date.now() - started;
       // The engine releases a caller 2 s past the deadline even when the transport has not
       // answered (settled: false): passing on that would hide a transport that ignores timeoutMs.

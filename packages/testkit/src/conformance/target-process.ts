@@ -11,8 +11,17 @@ import { LocalTargetMemory, type ReceivedNotification, type TargetMemory } from 
  */
 
 type Op = 'alloc' | 'read' | 'write' | 'free' | 'notifications' | 'close';
-interface OpMessage { id: number; op: Op; args: unknown[] }
-interface ReplyMessage { id: number; ok: boolean; value?: unknown; error?: string }
+interface OpMessage {
+  id: number;
+  op: Op;
+  args: unknown[];
+}
+interface ReplyMessage {
+  id: number;
+  ok: boolean;
+  value?: unknown;
+  error?: string;
+}
 
 /** Runs in the child: creates an engine from `TE_TARGET_CONFIG` (JSON) and serves memory ops. */
 export async function serveTargetProcess(): Promise<void> {
@@ -27,7 +36,11 @@ export async function serveTargetProcess(): Promise<void> {
     write: async (addr: string, b64: string) => memory.write(BigInt(addr), Buffer.from(b64, 'base64')),
     free: async (addr: string) => memory.free(BigInt(addr)),
     notifications: async () =>
-      (await memory.notifications()).map((n) => ({ from: n.from, payload: Buffer.from(n.payload).toString('base64'), snapshot: n.snapshot ? Buffer.from(n.snapshot).toString('base64') : undefined })),
+      (await memory.notifications()).map((n) => ({
+        from: n.from,
+        payload: Buffer.from(n.payload).toString('base64'),
+        snapshot: n.snapshot ? Buffer.from(n.snapshot).toString('base64') : undefined,
+      })),
     close: async () => {
       await engine.close();
       setImmediate(() => process.exit(0));
@@ -63,10 +76,12 @@ async function untilStopped(pid: number, timeoutMs = 5_000): Promise<void> {
     let states: string[];
     try {
       const tasks = await readdir(`/proc/${pid}/task`);
-      states = await Promise.all(tasks.map(async (t) => {
-        const stat = await readFile(`/proc/${pid}/task/${t}/stat`, 'utf8');
-        return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-      }));
+      states = await Promise.all(
+        tasks.map(async (t) => {
+          const stat = await readFile(`/proc/${pid}/task/${t}/stat`, 'utf8');
+          return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+        }),
+      );
     } catch {
       return new Promise((r) => setTimeout(r, 50));
     }
@@ -85,13 +100,19 @@ function defaultExecArgv(script: string): string[] {
   try {
     createRequire(import.meta.url).resolve('tsx');
   } catch {
-    throw new Error(`the target script ${script} is TypeScript, and tsx is not installed to run it: npm install -D tsx, pass execArgv for another loader, or point at compiled JavaScript`);
+    throw new Error(
+      `the target script ${script} is TypeScript, and tsx is not installed to run it: npm install -D tsx, pass execArgv for another loader, or point at compiled JavaScript`,
+    );
   }
   return ['--import', 'tsx'];
 }
 
 /** Forks `script` (which calls `serveTargetProcess`) with the engine config. */
-export function spawnTargetProcess(script: string, config: TeConfigInput, options: { env?: NodeJS.ProcessEnv; execArgv?: string[] } = {}): Promise<TargetProcess> {
+export function spawnTargetProcess(
+  script: string,
+  config: TeConfigInput,
+  options: { env?: NodeJS.ProcessEnv; execArgv?: string[] } = {},
+): Promise<TargetProcess> {
   let execArgv: string[];
   try {
     execArgv = options.execArgv ?? defaultExecArgv(script);
@@ -142,9 +163,11 @@ export function spawnTargetProcess(script: string, config: TeConfigInput, option
           write: (addr, data) => call('write', addr.toString(), Buffer.from(data).toString('base64')),
           free: (addr) => call('free', addr.toString()),
           notifications: async () =>
-            ((await call('notifications')) as { from: string; payload: string; snapshot?: string }[]).map(
-              (n): ReceivedNotification => ({ from: n.from, payload: new Uint8Array(Buffer.from(n.payload, 'base64')), ...(n.snapshot ? { snapshot: new Uint8Array(Buffer.from(n.snapshot, 'base64')) } : {}) }),
-            ),
+            ((await call('notifications')) as { from: string; payload: string; snapshot?: string }[]).map((n): ReceivedNotification => ({
+              from: n.from,
+              payload: new Uint8Array(Buffer.from(n.payload, 'base64')),
+              ...(n.snapshot ? { snapshot: new Uint8Array(Buffer.from(n.snapshot, 'base64')) } : {}),
+            })),
           stall: async () => {
             child.kill('SIGSTOP');
             await untilStopped(child.pid!);

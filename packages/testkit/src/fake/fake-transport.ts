@@ -1,7 +1,18 @@
 import {
-  NATIVE_STATUS, OP_WRITE, TransferError,
-  type BatchResult, type Notification, type RegisterRequest, type SegmentDescriptor, type SubmitOptions,
-  type TransferBatch, type Transport, type TransportContext, type TransportPeer, type TransportRegistration, type WireValue,
+  NATIVE_STATUS,
+  OP_WRITE,
+  TransferError,
+  type BatchResult,
+  type Notification,
+  type RegisterRequest,
+  type SegmentDescriptor,
+  type SubmitOptions,
+  type TransferBatch,
+  type Transport,
+  type TransportContext,
+  type TransportPeer,
+  type TransportRegistration,
+  type WireValue,
 } from '@te/connector';
 import { fakeAddressOf, fakeBytesAt } from './fake-memory.js';
 import type { FakeFaults } from './faults.js';
@@ -50,9 +61,19 @@ export class FakeTransport implements Transport {
     // A buffer registered first by another transport arrives with that transport's address:
     // the bytes are the buffer's, the address the engine's (the registration rule).
     const addr = request.addr ?? fakeAddressOf(request.buffer!);
-    const bytes = request.buffer ? new Uint8Array(ArrayBuffer.isView(request.buffer) ? request.buffer.buffer : request.buffer, ArrayBuffer.isView(request.buffer) ? request.buffer.byteOffset : 0, Number(request.length)) : fakeBytesAt(addr, request.length);
-    if (!bytes) throw new TransferError('MEMORY_NOT_REGISTERED', `fake fabric has no memory at 0x${addr.toString(16)} (allocate it with allocFakeDeviceMemory)`, { plugin: this.plugin });
-    if (this.regions.some((r) => addr < r.addr + r.length && r.addr < addr + request.length)) throw new TransferError('MEMORY_OVERLAP', `0x${addr.toString(16)} overlaps a registered region`, { plugin: this.plugin });
+    const bytes = request.buffer
+      ? new Uint8Array(
+          ArrayBuffer.isView(request.buffer) ? request.buffer.buffer : request.buffer,
+          ArrayBuffer.isView(request.buffer) ? request.buffer.byteOffset : 0,
+          Number(request.length),
+        )
+      : fakeBytesAt(addr, request.length);
+    if (!bytes)
+      throw new TransferError('MEMORY_NOT_REGISTERED', `fake fabric has no memory at 0x${addr.toString(16)} (allocate it with allocFakeDeviceMemory)`, {
+        plugin: this.plugin,
+      });
+    if (this.regions.some((r) => addr < r.addr + r.length && r.addr < addr + request.length))
+      throw new TransferError('MEMORY_OVERLAP', `0x${addr.toString(16)} overlaps a registered region`, { plugin: this.plugin });
     this.regions.push({ addr, length: request.length, remoteAccess: request.remoteAccess, bytes });
     return { addr, length: request.length, attrs: { key: BigInt(this.regions.length) } };
   }
@@ -109,7 +130,8 @@ export class FakeTransport implements Transport {
     const complete = (): BatchResult => {
       if (!early) return this.apply(peer, batch, failAt, options.notify);
       if (early.error) throw early.error;
-      if (options.notify && early.result!.statuses.every((s) => s === 0)) fabric.get(key(this.plugin, peer.segment))?.deliver({ from: this.context.segmentName, payload: Uint8Array.from(options.notify) });
+      if (options.notify && early.result!.statuses.every((s) => s === 0))
+        fabric.get(key(this.plugin, peer.segment))?.deliver({ from: this.context.segmentName, payload: Uint8Array.from(options.notify) });
       return early.result!;
     };
     // What a cancel of this batch reports about the peer's memory.
@@ -118,7 +140,12 @@ export class FakeTransport implements Transport {
       return new Promise<BatchResult>((resolve, reject) => {
         this.faults.parkHung((unconfirmed) => {
           if (unconfirmed) {
-            reject(new TransferError('TIMEOUT', `batch given up past its ${options.timeoutMs} ms deadline; the peer did not confirm the cancel`, { plugin: this.plugin, ...cancelDetails }));
+            reject(
+              new TransferError('TIMEOUT', `batch given up past its ${options.timeoutMs} ms deadline; the peer did not confirm the cancel`, {
+                plugin: this.plugin,
+                ...cancelDetails,
+              }),
+            );
             return;
           }
           try {
@@ -152,7 +179,12 @@ export class FakeTransport implements Transport {
       };
       const deadline = setTimeout(() => {
         cleanup();
-        reject(new TransferError('TIMEOUT', `batch did not complete within ${options.timeoutMs} ms`, { plugin: this.plugin, ...(this.faults.unconfirmedCancel ? cancelDetails : {}) }));
+        reject(
+          new TransferError('TIMEOUT', `batch did not complete within ${options.timeoutMs} ms`, {
+            plugin: this.plugin,
+            ...(this.faults.unconfirmedCancel ? cancelDetails : {}),
+          }),
+        );
       }, options.timeoutMs);
       const stopDrop = this.faults.onDrop((segment) => {
         if (segment !== peer.segment) return;
@@ -181,7 +213,10 @@ export class FakeTransport implements Transport {
   private apply(peer: TransportPeer, batch: TransferBatch, failAt: Map<number, number>, notify?: Uint8Array): BatchResult {
     const target = fabric.get(key(this.plugin, peer.segment));
     if (!target) throw new TransferError('PEER_FAILED', `peer ${peer.segment} has no ${this.plugin} transport`, { plugin: this.plugin });
-    if (target.context.epoch !== peer.epoch) throw new TransferError('STALE_DESCRIPTOR', `peer ${peer.segment} restarted (epoch ${target.context.epoch}, descriptor says ${peer.epoch})`, { plugin: this.plugin });
+    if (target.context.epoch !== peer.epoch)
+      throw new TransferError('STALE_DESCRIPTOR', `peer ${peer.segment} restarted (epoch ${target.context.epoch}, descriptor says ${peer.epoch})`, {
+        plugin: this.plugin,
+      });
     const statuses = new Int32Array(batch.opcodes.length);
     let bytes = 0n;
     for (let i = 0; i < batch.opcodes.length; i++) {

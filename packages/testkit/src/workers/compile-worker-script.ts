@@ -37,7 +37,9 @@ function loadEsbuild(from: string): Esbuild {
       // not installed there
     }
   }
-  throw new Error(`compileWorkerScript needs esbuild, which neither ${from} nor @te/testkit can load: npm install -D esbuild (or fork the script with --import tsx)`);
+  throw new Error(
+    `compileWorkerScript needs esbuild, which neither ${from} nor @te/testkit can load: npm install -D esbuild (or fork the script with --import tsx)`,
+  );
 }
 
 const LOADERS: Record<string, string> = { '.ts': 'ts', '.mts': 'ts', '.cts': 'ts', '.js': 'js', '.mjs': 'js', '.cjs': 'js' };
@@ -62,7 +64,17 @@ const ownImportMeta = {
 async function compile(script: string): Promise<string> {
   const root = packageRootOf(dirname(script));
   const esbuild = loadEsbuild(root);
-  const result = await esbuild.build({ entryPoints: [script], bundle: true, platform: 'node', format: 'esm', target: 'node20', packages: 'external', write: false, logLevel: 'silent', plugins: [ownImportMeta] });
+  const result = await esbuild.build({
+    entryPoints: [script],
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    packages: 'external',
+    write: false,
+    logLevel: 'silent',
+    plugins: [ownImportMeta],
+  });
   const code = Buffer.from(result.outputFiles[0]!.contents);
   const outDir = join(root, 'node_modules', '.cache', 'te-test-workers');
   const file = join(outDir, `${basename(script).replace(/\.[mc]?ts$/, '')}-${createHash('sha256').update(code).digest('hex').slice(0, 16)}.mjs`);

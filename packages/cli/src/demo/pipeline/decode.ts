@@ -13,45 +13,55 @@ const layout = { attnTpSize: 1, attnTpRank: 0, attnDpSize: 1, attnDpRank: 0, ppS
  */
 export async function startDecode(engine: TransferEngine, m: ModelSpec, pages: number, slots: number, host = '127.0.0.1') {
   const mem = await allocateKv(engine, m, pages, slots);
-  const kv = await createKVManager({ role: 'decode', layout, buffers: mem.buffers, engine, timeouts: { bootstrapMs: 30_000, waitingMs: 30_000, heartbeatMs: 1_000 } });
+  const kv = await createKVManager({
+    role: 'decode',
+    layout,
+    buffers: mem.buffers,
+    engine,
+    timeouts: { bootstrapMs: 30_000, waitingMs: 30_000, heartbeatMs: 1_000 },
+  });
   const pageAlloc = new PageAllocator(pages);
   const freeSlots = Array.from({ length: slots }, (_, i) => i);
-  const { server, port } = await serveJson({
-    'POST /decode': async (body: { request: ChatRequest; bootstrap: { host: string; port: number; room: string } }) => {
-      const r = body.request;
-      const n = tokenCount(m, r);
-      const reqPages = pageAlloc.allocate(Math.ceil(n / m.pageSize));
-      const slot = freeSlots.shift();
-      if (slot === undefined) throw new TransferError('POOL_EXHAUSTED', 'no free aux slot');
-      try {
-        const receiver = kv.createReceiver({ host: body.bootstrap.host, port: body.bootstrap.port, room: BigInt(body.bootstrap.room) });
-        await receiver.init(reqPages, slot);
-        const t0 = performance.now();
-        await receiver.cell.reached(KVStatus.Success, { timeoutMs: 60_000 });
-        const kvMs = performance.now() - t0;
-        // What the encoder and prefill must have computed, recomputed here from the request.
-        const embeddings = new Map(r.images.map((url) => [mmHashOf(url), encode(m, mmHashOf(url))]));
-        const seeds = tokenSeeds(m, r, embeddings);
-        const rows = new Uint8Array(n * rowBytes(m));
-        let mismatch: string | undefined;
-        for (let l = 0; l < m.layers && !mismatch; l++) {
-          for (const half of [0, 1]) {
-            fillKv(m, seeds, l, half, rows);
-            const at = compareRows(mem, half * m.layers + l, reqPages, rows);
-            if (at >= 0) {
-              mismatch = `layer ${l} ${half ? 'V' : 'K'} byte ${at}`;
-              break;
+  const { server, port } = await serveJson(
+    {
+      'POST /decode': async (body: { request: ChatRequest; bootstrap: { host: string; port: number; room: string } }) => {
+        const r = body.request;
+        const n = tokenCount(m, r);
+        const reqPages = pageAlloc.allocate(Math.ceil(n / m.pageSize));
+        const slot = freeSlots.shift();
+        if (slot === undefined) throw new TransferError('POOL_EXHAUSTED', 'no free aux slot');
+        try {
+          const receiver = kv.createReceiver({ host: body.bootstrap.host, port: body.bootstrap.port, room: BigInt(body.bootstrap.room) });
+          await receiver.init(reqPages, slot);
+          const t0 = performance.now();
+          await receiver.cell.reached(KVStatus.Success, { timeoutMs: 60_000 });
+          const kvMs = performance.now() - t0;
+          // What the encoder and prefill must have computed, recomputed here from the request.
+          const embeddings = new Map(r.images.map((url) => [mmHashOf(url), encode(m, mmHashOf(url))]));
+          const seeds = tokenSeeds(m, r, embeddings);
+          const rows = new Uint8Array(n * rowBytes(m));
+          let mismatch: string | undefined;
+          for (let l = 0; l < m.layers && !mismatch; l++) {
+            for (const half of [0, 1]) {
+              fillKv(m, seeds, l, half, rows);
+              const at = compareRows(mem, half * m.layers + l, reqPages, rows);
+              if (at >= 0) {
+                mismatch = `layer ${l} ${half ? 'V' : 'K'} byte ${at}`;
+                break;
+              }
             }
           }
+          const token = new DataView(mem.aux.buffer, mem.aux.byteOffset + slot * AUX_BYTES, AUX_BYTES).getUint32(0, true);
+          if (!mismatch && token !== firstToken(seeds)) mismatch = `first token ${token}, expected ${firstToken(seeds)}`;
+          return { verified: mismatch === undefined, mismatch: mismatch ?? null, kvMs, bytes: 2 * m.layers * n * rowBytes(m), first_token: token };
+        } finally {
+          pageAlloc.release(reqPages);
+          freeSlots.push(slot);
         }
-        const token = new DataView(mem.aux.buffer, mem.aux.byteOffset + slot * AUX_BYTES, AUX_BYTES).getUint32(0, true);
-        if (!mismatch && token !== firstToken(seeds)) mismatch = `first token ${token}, expected ${firstToken(seeds)}`;
-        return { verified: mismatch === undefined, mismatch: mismatch ?? null, kvMs, bytes: 2 * m.layers * n * rowBytes(m), first_token: token };
-      } finally {
-        pageAlloc.release(reqPages);
-        freeSlots.push(slot);
-      }
+      },
     },
-  }, 0, host);
+    0,
+    host,
+  );
   return { port, close: async () => (server.close(), await kv.close()) };
 }

@@ -9,32 +9,36 @@ export async function startEncoder(engine: TransferEngine, m: ModelSpec, poolByt
   let encoded = 0;
   let reused = 0;
   let notPooled = 0;
-  const { server, port } = await serveJson({
-    'POST /encode': async (body: { images: string[] }) => {
-      const started = performance.now();
-      const hashes: string[] = [];
-      for (const url of body.images) {
-        const hash = mmHashOf(url);
-        hashes.push(hash);
-        if (url.includes('fail-encoder')) throw new HttpError(500, `the encoder failed on image ${url}`);
-        if (producer.has(hash)) {
-          reused++;
-          continue;
+  const { server, port } = await serveJson(
+    {
+      'POST /encode': async (body: { images: string[] }) => {
+        const started = performance.now();
+        const hashes: string[] = [];
+        for (const url of body.images) {
+          const hash = mmHashOf(url);
+          hashes.push(hash);
+          if (url.includes('fail-encoder')) throw new HttpError(500, `the encoder failed on image ${url}`);
+          if (producer.has(hash)) {
+            reused++;
+            continue;
+          }
+          busyWait(m.encodeMs);
+          encoded++;
+          try {
+            await producer.save(hash, encode(m, hash), { dtype: 'bf16', shape: [m.imageTokens, m.hidden] });
+          } catch (e) {
+            // Every pooled item is being read: this one is not pooled, and the prefill
+            // encodes it locally (its params are simply absent), as vLLM's connector does.
+            if (!isTransferError(e, 'POOL_EXHAUSTED')) throw e;
+            notPooled++;
+          }
         }
-        busyWait(m.encodeMs);
-        encoded++;
-        try {
-          await producer.save(hash, encode(m, hash), { dtype: 'bf16', shape: [m.imageTokens, m.hidden] });
-        } catch (e) {
-          // Every pooled item is being read: this one is not pooled, and the prefill
-          // encodes it locally (its params are simply absent), as vLLM's connector does.
-          if (!isTransferError(e, 'POOL_EXHAUSTED')) throw e;
-          notPooled++;
-        }
-      }
-      return { ec_transfer_params: producer.transferParams(hashes), encodeMs: performance.now() - started };
+        return { ec_transfer_params: producer.transferParams(hashes), encodeMs: performance.now() - started };
+      },
+      'GET /stats': async () => ({ encoded, reused, notPooled, evictions: producer.pool.evictions, pulls: producer.pulls }),
     },
-    'GET /stats': async () => ({ encoded, reused, notPooled, evictions: producer.pool.evictions, pulls: producer.pulls }),
-  }, 0, host);
+    0,
+    host,
+  );
   return { port, close: async () => (server.close(), await producer.close()) };
 }

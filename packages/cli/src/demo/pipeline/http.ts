@@ -4,7 +4,10 @@ import type { AddressInfo } from 'node:net';
 const MAX_BODY = 8 << 20;
 
 export class HttpError extends Error {
-  constructor(readonly status: number, message: string) {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -51,7 +54,12 @@ async function handle(routes: Record<string, Route>, req: IncomingMessage, res: 
 }
 
 export async function postJson<T>(url: string, body: unknown, timeoutMs = 60_000): Promise<T> {
-  const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal: AbortSignal.timeout(timeoutMs) });
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+    signal: AbortSignal.timeout(timeoutMs),
+  });
   const json = (await res.json()) as T & { error?: { message: string; code?: string } };
   if (!res.ok) throw Object.assign(new Error(json.error?.message ?? `HTTP ${res.status}`), { status: res.status, code: json.error?.code });
   return json;

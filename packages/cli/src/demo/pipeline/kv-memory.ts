@@ -32,7 +32,11 @@ export async function allocateKv(engine: TransferEngine, m: ModelSpec, pages: nu
       kvCacheDtype: 'bf16',
       kvHeadsPerRank: m.heads,
       headBytes: m.headDim * 2,
-      aux: { addrs: BigUint64Array.of(mem.addr + BigInt(auxOffset)), lengths: BigUint64Array.of(BigInt(auxSlots * AUX_BYTES)), itemLengths: BigUint64Array.of(BigInt(AUX_BYTES)) },
+      aux: {
+        addrs: BigUint64Array.of(mem.addr + BigInt(auxOffset)),
+        lengths: BigUint64Array.of(BigInt(auxSlots * AUX_BYTES)),
+        itemLengths: BigUint64Array.of(BigInt(AUX_BYTES)),
+      },
       device: 'cpu',
     },
   };

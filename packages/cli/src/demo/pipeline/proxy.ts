@@ -70,8 +70,15 @@ export async function startProxy(w: Workers) {
       }
       const room = randomRoom();
       const [pre, dec] = await Promise.all([
-        postJson<{ first_token: number; ecMs: number; prefillMs: number; kvTailMs: number }>(`${w.prefill}/prefill`, { request, ec_transfer_params: enc.ec_transfer_params, bootstrap_room: room }).then((r) => ({ ...r, at: performance.now() })),
-        postJson<{ verified: boolean; mismatch: string | null; kvMs: number; bytes: number; first_token: number }>(`${w.decode}/decode`, { request, bootstrap: { ...w.bootstrap, room } }),
+        postJson<{ first_token: number; ecMs: number; prefillMs: number; kvTailMs: number }>(`${w.prefill}/prefill`, {
+          request,
+          ec_transfer_params: enc.ec_transfer_params,
+          bootstrap_room: room,
+        }).then((r) => ({ ...r, at: performance.now() })),
+        postJson<{ verified: boolean; mismatch: string | null; kvMs: number; bytes: number; first_token: number }>(`${w.decode}/decode`, {
+          request,
+          bootstrap: { ...w.bootstrap, room },
+        }),
       ]).catch((e: Error) => {
         throw new HttpError(502, e.message);
       });

@@ -35,7 +35,13 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => void stop());
   process.on('message', (m: { op?: string }) => m.op === 'stop' && void stop());
   process.on('disconnect', () => void stop());
-  process.send!({ ready: true, role: spec.role, port: started.port, bootstrapPort: 'bootstrapPort' in started ? started.bootstrapPort : undefined, segment: engine.segmentName });
+  process.send!({
+    ready: true,
+    role: spec.role,
+    port: started.port,
+    bootstrapPort: 'bootstrapPort' in started ? started.bootstrapPort : undefined,
+    segment: engine.segmentName,
+  });
 }
 
 main().catch((e: Error & { code?: string }) => {
