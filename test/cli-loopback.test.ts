@@ -14,8 +14,8 @@ test('te demo (as the README runs it, human output) exits 0 only when every requ
   const r = run(['demo', '--requests', '4', '--layers', '8']);
   assert.is(r.status, 0, r.stdout + r.stderr);
   // One table row per request, each marked verified by the decode (the exit code says the same).
-  // eslint-disable-next-line no-control-regex
   const rows = r.stdout
+    // eslint-disable-next-line no-control-regex -- terminal colour codes start with ESC
     .replace(/\x1b\[[0-9;]*m/g, '')
     .split('\n')
     .filter((l) => /^\s+\d+\s+[\d.]+\s/.test(l));

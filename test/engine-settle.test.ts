@@ -1,6 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { NATIVE_STATUS, PluginRegistry, batchOf, createTransferEngine, isTransferError, untilSettled, type TransferEngine } from '@te/connector';
+import { NATIVE_STATUS, PluginRegistry, createTransferEngine, isTransferError, untilSettled, type TransferEngine } from '@te/connector';
 import { createFakePlugin } from '@te/testkit';
 
 /*

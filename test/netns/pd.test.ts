@@ -1,5 +1,4 @@
 import { test } from 'uvu';
-import * as assert from 'uvu/assert';
 import type { TeConfigInput } from '@te/connector';
 import { Cluster, netnsSupport, testIf } from './harness/index.js';
 import { runPD } from './fixtures/pd-flow.js';

@@ -216,7 +216,7 @@ test('layerwise prefill: a proxy dispatching both sides with one room sends each
 });
 
 test("a request whose transfer cannot start (malformed room) fails alone; the step's other requests still transfer", async () => {
-  await withPair(false, async ({ port, P, D }) => {
+  await withPair(false, async ({ P, D }) => {
     const pReq: KVRequestView = { requestId: 'p-ok', promptTokens: 8, kvTransferParams: { do_remote_decode: true }, finishReason: 'length' };
     const [, params] = P.scheduler.requestFinished(pReq, [1, 2]);
     const pMeta = P.scheduler.buildConnectorMeta();

@@ -3,7 +3,6 @@
 // both loopback providers, every byte verified.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { batchOf } from '@te/connector';
 import { pattern } from '@te/testkit';
 import plugin, { allocate, checkSegment, free, poolStats } from '../src/index.js';
 import { MiB, POOL, PROVIDERS, extra, initiator, poolTarget } from './helpers.js';

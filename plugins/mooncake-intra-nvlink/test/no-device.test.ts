@@ -5,7 +5,7 @@ import * as assert from 'uvu/assert';
 import { allocateBatch, batchOf, createTransferEngine, NATIVE_STATUS, parseOptions } from '@te/connector';
 import plugin, { deviceMemory } from '../src/index.js';
 import { loadBinding } from '../src/binding.js';
-import { gpu, makeTransport, noGpuReason, peerDescriptor, probe, rejectsWith } from './helpers.js';
+import { gpu, makeTransport, peerDescriptor, probe, rejectsWith } from './helpers.js';
 
 const noDevice = (name: string, body: () => Promise<void> | void) => {
   if (gpu) {

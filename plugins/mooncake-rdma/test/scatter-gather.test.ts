@@ -6,7 +6,6 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { randomBytes } from 'node:crypto';
 import { batchOf, type TransferRequest, type SegmentDescriptor, type Transport } from '@te/connector';
-import plugin from '../src/index.js';
 import { PROVIDERS, assertOptionRefused, bareSide } from './helpers.js';
 
 interface Counters {

@@ -32,7 +32,7 @@ function bad(code: 'BAD_FRAME' | 'NO_COMMON_TRANSPORT', segment: string, why: st
 
 /** Splits `host:port` (IPv6 in brackets). Throws INVALID_ARGUMENT when it is not one. */
 export function splitSegmentName(name: string): { host: string; port: number } {
-  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:\[\]\s]+)):(\d{1,5})$/.exec(name);
+  const m = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]\s]+)):(\d{1,5})$/.exec(name);
   const port = m ? Number(m[3]) : 0;
   if (!m || port < 1 || port > 65535) {
     throw new TransferError('INVALID_ARGUMENT', `"${name}" is not a Mooncake segment name (host:port, with the handshake port)`, { plugin: 'mooncake-wire' });

@@ -7,7 +7,6 @@ import * as assert from 'uvu/assert';
 import { isTransferError } from '@te/connector';
 import {
   FrameReader,
-  HandshakeServer,
   MSG_CONNECTION,
   MSG_LEGACY,
   MSG_METADATA,

@@ -24,6 +24,7 @@ function isDirectory(path: string): boolean {
 
 /** The ESM entry of a package directory (ESM cannot import a directory itself). */
 function packageEntry(dir: string): string {
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a package.json of any shape; every field read is type-checked below
   let pkg: Record<string, any> = {};
   try {
     pkg = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8'));

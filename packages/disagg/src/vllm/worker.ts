@@ -1,14 +1,4 @@
-import {
-  KVStatus,
-  StatusCell,
-  TransferError,
-  isTransferError,
-  type KVBuffers,
-  type KVReceiver,
-  type KVRequest,
-  type KVSender,
-  type ParallelLayout,
-} from '@te/connector';
+import { KVStatus, StatusCell, TransferError, isTransferError, type KVBuffers, type KVReceiver, type KVRequest, type KVSender } from '@te/connector';
 import { createKVManager, type CreateKVManagerOptions, type DisaggKVManager } from '../pd/create.js';
 import type { BatchEntry, LayerwiseBatch } from '../pd/layerwise.js';
 import type { KVConnectorMeta } from './types.js';

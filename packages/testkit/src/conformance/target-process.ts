@@ -29,6 +29,7 @@ export async function serveTargetProcess(): Promise<void> {
   const config = loadConfig({ json: JSON.parse(process.env.TE_TARGET_CONFIG ?? '{}') as Record<string, unknown> });
   const engine = await createTransferEngine(config);
   const memory = new LocalTargetMemory(engine);
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each handler takes its own op's arguments, sent over IPC
   const handlers: Record<Op, (...args: any[]) => Promise<unknown>> = {
     // Absent options cross the IPC channel as null.
     alloc: async (length: number, options: { fill?: number; remoteAccess?: boolean } | null) => (await memory.alloc(length, options ?? {})).toString(),
@@ -129,6 +130,7 @@ export function spawnTargetProcess(
   let killed = false;
   let nextId = 1;
   const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the answer's shape depends on the op; callers name it
   const call = (op: Op, ...args: unknown[]): Promise<any> =>
     new Promise((resolve, reject) => {
       if (!child.connected) return reject(new Error(`target process is gone (${child.signalCode ?? child.exitCode ?? 'disconnected'}); "${op}" cannot run`));

@@ -165,6 +165,8 @@ export class FakeTransport implements Transport {
         reject(new TransferError('CONNECTION_LOST', `the connection to ${peer.segment} was closed under the batch`, { plugin: this.plugin }));
       };
       peerSet.add(onClose);
+      // Set later, once the batch is scheduled; cleanup (defined first) clears it if set.
+      // eslint-disable-next-line prefer-const -- cleanup reads it before the one assignment
       let timer: NodeJS.Timeout | undefined;
       const cleanup = (): void => {
         peerSet!.delete(onClose);
