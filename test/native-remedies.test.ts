@@ -3,6 +3,7 @@ import * as assert from 'uvu/assert';
 import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { firstLineOnly } from './fixtures/node-lines.js';
 
 /*
  * A machine where the plugins were built before libfabric (or the CUDA toolkit) was
@@ -71,10 +72,13 @@ function assertLibfabricBack(plugin: string): void {
   assert.is(row.details?.builtWithLibfabric, true);
 }
 
+// Each case rebuilds native addons several times (minutes): the same compiles whichever
+// Node.js line runs the suite.
+const rebuildCase = firstLineOnly('rebuilds native addons several times');
 if (!deps.includes('libfabric=yes')) {
   test.skip('libfabric remedies — skipped: libfabric is not installed here (apt-get install -y libfabric-dev libfabric-bin)', () => undefined);
 } else {
-  test("built without libfabric: doctor's npm run build:native command builds each with libfabric", () => {
+  rebuildCase("built without libfabric: doctor's npm run build:native command builds each with libfabric", () => {
     try {
       const commands = FABRIC.map((p) => buildWithoutLibfabric(p));
       FABRIC.forEach((plugin, i) => {
@@ -89,7 +93,7 @@ if (!deps.includes('libfabric=yes')) {
     }
   });
 
-  test("built without libfabric: doctor's npm rebuild builds it with libfabric", () => {
+  rebuildCase("built without libfabric: doctor's npm rebuild builds it with libfabric", () => {
     try {
       const [rebuild] = buildWithoutLibfabric('mooncake-rdma');
       assert.is(rebuild, 'npm rebuild');
@@ -100,7 +104,7 @@ if (!deps.includes('libfabric=yes')) {
     }
   });
 
-  test("nx's build cache does not restore the build made without libfabric once it is there", () => {
+  rebuildCase("nx's build cache does not restore the build made without libfabric once it is there", () => {
     try {
       sh('npx lerna run build --scope @te/mooncake-rdma', { TE_FABRIC_DISABLE: '1' });
       assert.is(doctor('mooncake-rdma').details?.builtWithLibfabric, false);
@@ -115,7 +119,7 @@ if (!deps.includes('libfabric=yes')) {
 if (!deps.includes('cuda=yes')) {
   test.skip('CUDA toolkit remedy — skipped: no CUDA toolkit here (nvcc not found)', () => undefined);
 } else {
-  test('built without the CUDA toolkit: npm run build:native builds it with CUDA once the toolkit is there', () => {
+  rebuildCase('built without the CUDA toolkit: npm run build:native builds it with CUDA once the toolkit is there', () => {
     const plugin = 'mooncake-intra-nvlink';
     try {
       sh(`npm run build:native -w @te/${plugin}`, { TE_WITH_CUDA: '0' });
