@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Formats or checks the C++ sources (native/, plugins/*/native/, fuzz/) with clang-format and
+// Formats or checks the C++ sources (native/, plugins/*/native/, packages/*/native/, their test/native/, fuzz/) with clang-format and
 // the repository's .clang-format. Files are the tracked ones (git ls-files), so build trees and
 // the copies CMake makes of the shared core are never touched.
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -11,7 +11,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values, positionals } = parseCli({
   usage: 'node scripts/format-native.mjs (--check | --write) [file ...]',
   summary:
-    'Checks (--check) or rewrites (--write) the C++ sources with clang-format and .clang-format.\nWithout files: every tracked C++ source under native/, plugins/*/native/ and fuzz/.',
+    'Checks (--check) or rewrites (--write) the C++ sources with clang-format and .clang-format.\nWithout files: every tracked C++ source under native/, plugins/*/native/, packages/*/native/, their test/native/ and fuzz/.',
   allowPositionals: true,
   options: {
     check: { type: 'boolean', default: false, help: 'report files that differ from the style; exit 1 if any' },
@@ -35,7 +35,11 @@ function clangFormat() {
 const CXX = /\.(c|cc|cpp|h|hpp|cu|cuh)$/;
 const files = positionals.length
   ? positionals
-  : execFileSync('git', ['ls-files', '--', 'native', 'plugins/*/native', 'fuzz'], { cwd: root, encoding: 'utf8' })
+  : execFileSync(
+      'git',
+      ['ls-files', '--', 'native', 'fuzz', ...['plugins', 'packages'].flatMap((d) => [`:(glob)${d}/*/native/**`, `:(glob)${d}/*/test/native/**`])],
+      { cwd: root, encoding: 'utf8' },
+    )
       .split('\n')
       .filter((f) => CXX.test(f));
 const bin = clangFormat();
