@@ -22,7 +22,8 @@ constexpr uint64_t kSpan = 4 * kRegion;  // guard | remote region | guard | loca
 
 uint8_t* arena() {
   static uint8_t* a = [] {
-    void* p = mmap(reinterpret_cast<void*>(kBase), kSpan, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    void* p = mmap(reinterpret_cast<void*>(kBase), kSpan, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
     if (p == MAP_FAILED || p != reinterpret_cast<void*>(kBase)) {
       std::fprintf(stderr, "cannot map the fuzz arena at 0x%llx\n", static_cast<unsigned long long>(kBase));
       std::abort();
@@ -47,7 +48,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (uint64_t i = 0; i < kSpan; ++i) {
     if (i >= kRegion && i < 2 * kRegion) continue;
     if (a[i] != 0xEE) {
-      std::fprintf(stderr, "byte at 0x%llx outside the remote region was written\n", static_cast<unsigned long long>(kBase + i));
+      std::fprintf(stderr, "byte at 0x%llx outside the remote region was written\n",
+                   static_cast<unsigned long long>(kBase + i));
       std::abort();
     }
   }

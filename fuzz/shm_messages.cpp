@@ -18,12 +18,24 @@ void check(bool ok) {
 std::vector<uint8_t> encode(const Message& m) {
   std::vector<uint8_t> out;
   switch (m.type) {
-    case HELLO: encode_hello(m.hello, &out); break;
-    case HELLO_REPLY: encode_hello_reply(m.reply, &out); break;
-    case REQUESTS: encode_requests(m.requests.data(), m.requests.size(), &out); break;
-    case CANCEL: encode_cancel(m.cancel_batch, &out); break;
-    case COMPLETIONS: encode_completions(m.completions.data(), m.completions.size(), &out); break;
-    case NOTIFY: encode_notify(m.notify_seq, m.notify.data(), m.notify.size(), &out); break;
+    case HELLO:
+      encode_hello(m.hello, &out);
+      break;
+    case HELLO_REPLY:
+      encode_hello_reply(m.reply, &out);
+      break;
+    case REQUESTS:
+      encode_requests(m.requests.data(), m.requests.size(), &out);
+      break;
+    case CANCEL:
+      encode_cancel(m.cancel_batch, &out);
+      break;
+    case COMPLETIONS:
+      encode_completions(m.completions.data(), m.completions.size(), &out);
+      break;
+    case NOTIFY:
+      encode_notify(m.notify_seq, m.notify.data(), m.notify.size(), &out);
+      break;
   }
   return out;
 }
@@ -33,15 +45,19 @@ bool same(const Message& a, const Message& b) {
   switch (a.type) {
     case HELLO:
       return a.hello.expected_epoch == b.hello.expected_epoch && a.hello.probe_addr == b.hello.probe_addr &&
-             std::string(reinterpret_cast<const char*>(a.hello.nonce), 16) == std::string(reinterpret_cast<const char*>(b.hello.nonce), 16) &&
+             std::string(reinterpret_cast<const char*>(a.hello.nonce), 16) ==
+                 std::string(reinterpret_cast<const char*>(b.hello.nonce), 16) &&
              a.hello.name == b.hello.name;
     case HELLO_REPLY:
-      return a.reply.status == b.reply.status && a.reply.max_outstanding == b.reply.max_outstanding && a.reply.message == b.reply.message;
+      return a.reply.status == b.reply.status && a.reply.max_outstanding == b.reply.max_outstanding &&
+             a.reply.message == b.reply.message;
     case REQUESTS:
       if (a.requests.size() != b.requests.size()) return false;
       for (size_t i = 0; i < a.requests.size(); ++i) {
         const Request &x = a.requests[i], &y = b.requests[i];
-        if (x.seq != y.seq || x.batch != y.batch || x.op != y.op || x.initiator_addr != y.initiator_addr || x.target_addr != y.target_addr || x.len != y.len) return false;
+        if (x.seq != y.seq || x.batch != y.batch || x.op != y.op || x.initiator_addr != y.initiator_addr ||
+            x.target_addr != y.target_addr || x.len != y.len)
+          return false;
       }
       return true;
     case CANCEL:
@@ -49,7 +65,8 @@ bool same(const Message& a, const Message& b) {
     case COMPLETIONS:
       if (a.completions.size() != b.completions.size()) return false;
       for (size_t i = 0; i < a.completions.size(); ++i)
-        if (a.completions[i].seq != b.completions[i].seq || a.completions[i].status != b.completions[i].status) return false;
+        if (a.completions[i].seq != b.completions[i].seq || a.completions[i].status != b.completions[i].status)
+          return false;
       return true;
     case NOTIFY:
       return a.notify_seq == b.notify_seq && a.notify == b.notify;

@@ -14,24 +14,25 @@
 
 inline int failures = 0;
 
-#define CHECK(cond)                                                                  \
-  do {                                                                               \
-    if (!(cond)) {                                                                   \
+#define CHECK(cond)                                                                 \
+  do {                                                                              \
+    if (!(cond)) {                                                                  \
       std::fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond); \
-      ++failures;                                                                    \
-    }                                                                                \
+      ++failures;                                                                   \
+    }                                                                               \
   } while (0)
 
 namespace te_check {
 
 template <typename T>
-constexpr bool is_char_v = std::is_same_v<T, char> || std::is_same_v<T, signed char> || std::is_same_v<T, unsigned char>;
+constexpr bool is_char_v =
+    std::is_same_v<T, char> || std::is_same_v<T, signed char> || std::is_same_v<T, unsigned char>;
 
 /** a == b; integers of different signedness compare by value (-1 is not SIZE_MAX), as C++20's std::cmp_equal. */
 template <typename A, typename B>
 bool equal(const A& a, const B& b) {
-  if constexpr (std::is_integral_v<A> && std::is_integral_v<B> && !std::is_same_v<A, bool> && !std::is_same_v<B, bool> &&
-                std::is_signed_v<A> != std::is_signed_v<B>) {
+  if constexpr (std::is_integral_v<A> && std::is_integral_v<B> && !std::is_same_v<A, bool> &&
+                !std::is_same_v<B, bool> && std::is_signed_v<A> != std::is_signed_v<B>) {
     if constexpr (std::is_signed_v<A>)
       return a >= 0 && static_cast<std::make_unsigned_t<A>>(a) == b;
     else

@@ -7,14 +7,13 @@
 #include <thread>
 #include <vector>
 
+#include "check.h"
 #include "te/epoch.h"
 #include "te/hmac_sha256.h"
 #include "te/memory_registry.h"
 #include "te/notify_budget.h"
 #include "te/slice_plan.h"
 #include "te/status.h"
-#include "check.h"
-
 
 using namespace te;
 
@@ -47,7 +46,7 @@ static void test_registry_basics() {
   CHECK_EQ(r.add(1100, 900, true), TE_OK);              // exactly between
   CHECK_EQ(r.add(0, 0, true), TE_INVALID_ARGUMENT);
   CHECK_EQ(r.add(UINT64_MAX - 5, 10, true), TE_INVALID_ARGUMENT);  // wraps
-  CHECK_EQ(r.add(UINT64_MAX - 9, 10, true), TE_OK);               // ends exactly at 2^64
+  CHECK_EQ(r.add(UINT64_MAX - 9, 10, true), TE_OK);                // ends exactly at 2^64
   CHECK_EQ(r.size(), 4u);
 
   CHECK_EQ(r.check(1000, 100, true), TE_OK);
@@ -55,7 +54,7 @@ static void test_registry_basics() {
   CHECK_EQ(r.check(1099, 1, true), TE_OK);
   CHECK_EQ(r.check(1099, 2, true), TE_ADDRESS_OUT_OF_RANGE);  // spans two regions: not one region
   CHECK_EQ(r.check(999, 1, true), TE_MEMORY_NOT_REGISTERED);
-  CHECK_EQ(r.check(3000, 1, true), TE_MEMORY_NOT_REGISTERED);  // gap
+  CHECK_EQ(r.check(3000, 1, true), TE_MEMORY_NOT_REGISTERED);   // gap
   CHECK_EQ(r.check(2000, 10, true), TE_MEMORY_NOT_REGISTERED);  // local-only, remote asked
   CHECK_EQ(r.check(2000, 10, false), TE_OK);
   CHECK_EQ(r.check(1000, UINT64_MAX, true), TE_ADDRESS_OUT_OF_RANGE);  // overflow
@@ -154,15 +153,17 @@ static void test_registry_concurrency() {
   for (uint64_t k = 0; k < 100000; ++k) {
     const uint64_t i = k % n, start = base + i * 2 * size;
     if (r.check(start, 64, true) != TE_OK) ++wrong;
-    if (r.check(start + size - 64, 64, true) != TE_OK) ++wrong;                     // last 64 bytes
-    if (r.check(start + size - 32, 64, true) != TE_ADDRESS_OUT_OF_RANGE) ++wrong;   // runs past the end
+    if (r.check(start + size - 64, 64, true) != TE_OK) ++wrong;                    // last 64 bytes
+    if (r.check(start + size - 32, 64, true) != TE_ADDRESS_OUT_OF_RANGE) ++wrong;  // runs past the end
     if (r.check(start + size, 64, true) != TE_MEMORY_NOT_REGISTERED) ++wrong;      // the gap after it
     if (r.check(start - 1, 1, true) != TE_MEMORY_NOT_REGISTERED) ++wrong;          // the byte before it
   }
   CHECK_EQ(wrong, 0u);
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t1).count();
-  std::printf("  registry: %llu unregister/register beside %llu lookups of 2 busy readers in %.0f ms; 5e5 single-thread lookups over 1000 regions in %.1f ms\n",
-              (unsigned long long)churns, (unsigned long long)overlapped, churn_ms, ms);
+  std::printf(
+      "  registry: %llu unregister/register beside %llu lookups of 2 busy readers in %.0f ms; 5e5 single-thread "
+      "lookups over 1000 regions in %.1f ms\n",
+      (unsigned long long)churns, (unsigned long long)overlapped, churn_ms, ms);
 }
 
 static void test_slice_plan() {
@@ -205,7 +206,8 @@ static void test_sha256() {
   CHECK_EQ(hex(d, 32), "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
   std::string million(1000000, 'a');
   Sha256 s;
-  for (size_t i = 0; i < million.size(); i += 777) s.update(million.data() + i, std::min<size_t>(777, million.size() - i));
+  for (size_t i = 0; i < million.size(); i += 777)
+    s.update(million.data() + i, std::min<size_t>(777, million.size() - i));
   s.finish(d);
   CHECK_EQ(hex(d, 32), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 
@@ -279,7 +281,7 @@ static void test_notify_budget_release() {
   CHECK_EQ(b.bytes(), 0u);
   CHECK_EQ(b.queued("a"), 0u);
   CHECK_EQ(b.senders(), 0u);  // entry removed at zero
-  b.release("a", 30);  // taken twice: the sender is unknown now
+  b.release("a", 30);         // taken twice: the sender is unknown now
   CHECK_EQ(b.bytes(), 0u);
   CHECK(b.admit("a", 10));
   CHECK(b.admit("a", 20));
@@ -309,11 +311,16 @@ int main() {
   struct {
     const char* name;
     void (*fn)();
-  } groups[] = {{"status names", test_status_names},         {"registry basics", test_registry_basics},
-                {"registry lease fence", test_registry_lease_fence}, {"registry concurrency", test_registry_concurrency},
-                {"slice plan", test_slice_plan},             {"sha256/hmac", test_sha256},
-                {"epoch", test_epoch},                       {"notify budget per peer", test_notify_budget_per_peer},
-                {"notify budget bytes", test_notify_budget_bytes}, {"notify budget release", test_notify_budget_release},
+  } groups[] = {{"status names", test_status_names},
+                {"registry basics", test_registry_basics},
+                {"registry lease fence", test_registry_lease_fence},
+                {"registry concurrency", test_registry_concurrency},
+                {"slice plan", test_slice_plan},
+                {"sha256/hmac", test_sha256},
+                {"epoch", test_epoch},
+                {"notify budget per peer", test_notify_budget_per_peer},
+                {"notify budget bytes", test_notify_budget_bytes},
+                {"notify budget release", test_notify_budget_release},
                 {"notify budget concurrency", test_notify_budget_concurrency}};
   for (auto& g : groups) {
     int before = failures;

@@ -1,8 +1,8 @@
 #include "te/cuda/copy_engine.h"
 
 #include <pthread.h>
-#include <chrono>
 
+#include <chrono>
 
 namespace te::cuda {
 
@@ -89,8 +89,10 @@ void CopyEngine::run() {
     }
     if (!inflight_.empty() && !progressed) {
       // Copies take microseconds to milliseconds: spin briefly, then back off a little.
-      if (++idle_polls < 64) std::this_thread::yield();
-      else std::this_thread::sleep_for(microseconds(idle_polls < 1024 ? 5 : 50));
+      if (++idle_polls < 64)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(microseconds(idle_polls < 1024 ? 5 : 50));
     } else {
       idle_polls = 0;
     }
@@ -172,7 +174,8 @@ void CopyEngine::start_batch(const std::shared_ptr<CopyBatch>& b) {
   // Requests handled so far, issued or failed: those after it were never started (cancel).
   size_t handled = 0;
   for (const CopyOp& op : b->ops) {
-    if ((handled & 255) == 0 && b->cancel_status.load() != 0) break;  // stop issuing; the rest fail with the cancel status
+    if ((handled & 255) == 0 && b->cancel_status.load() != 0)
+      break;  // stop issuing; the rest fail with the cancel status
     ++handled;
     Error err = rt_->set_device(op.device);
     void* stream = err.ok() ? stream_for(op.device, &err) : nullptr;
@@ -244,13 +247,17 @@ bool CopyEngine::poll(CopyBatch& b) {
 
 void CopyEngine::finish(const std::shared_ptr<CopyBatch>& b) {
   const int32_t cancel = b->cancel_status.load();
-  if (cancel != 0) b->batch_status = cancel;
-  else if (b->gpu_error && b->batch_status == 0) b->batch_status = TE_TRANSFER_FAILED;
+  if (cancel != 0)
+    b->batch_status = cancel;
+  else if (b->gpu_error && b->batch_status == 0)
+    b->batch_status = TE_TRANSFER_FAILED;
   uint64_t bytes = 0;
   for (size_t i = 0; i < b->statuses.size(); ++i) {
     int32_t& s = b->statuses[i];
-    if (s == kPending) s = cancel != 0 ? cancel : b->gpu_error ? TE_TRANSFER_FAILED : b->batch_status != 0 ? b->batch_status : TE_OK;
-    else if (s > 0) s = cancel != 0 ? cancel : b->batch_status != 0 ? b->batch_status : TE_INTERNAL;  // never prepared
+    if (s == kPending)
+      s = cancel != 0 ? cancel : b->gpu_error ? TE_TRANSFER_FAILED : b->batch_status != 0 ? b->batch_status : TE_OK;
+    else if (s > 0)
+      s = cancel != 0 ? cancel : b->batch_status != 0 ? b->batch_status : TE_INTERNAL;  // never prepared
     if (s == TE_OK) bytes += b->lengths[i];
   }
   b->bytes = bytes;

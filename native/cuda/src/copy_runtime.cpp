@@ -31,8 +31,8 @@ class CudaRuntime : public CopyRuntime {
   }
   void destroy_event(void* ev) override { cudaEventDestroy(static_cast<cudaEvent_t>(ev)); }
   Error copy_async(uint64_t dst, uint64_t src, uint64_t len, void* s) override {
-    cudaError_t e = cudaMemcpyAsync(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), len, cudaMemcpyDefault,
-                                    static_cast<cudaStream_t>(s));
+    cudaError_t e = cudaMemcpyAsync(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), len,
+                                    cudaMemcpyDefault, static_cast<cudaStream_t>(s));
     return e == cudaSuccess ? Error::none() : runtime_error("cudaMemcpyAsync", e);
   }
   Error record_event(void* ev, void* s) override {

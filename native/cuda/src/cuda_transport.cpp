@@ -1,6 +1,7 @@
 #include "te/cuda/cuda_transport.h"
 
 #include <pthread.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <thread>
@@ -124,7 +125,8 @@ uint64_t CudaTransport::open_peer(PeerInfo info) {
     }
     seg->imports.swap(kept);
   }
-  std::sort(info.buffers.begin(), info.buffers.end(), [](const RemoteBuffer& a, const RemoteBuffer& b) { return a.addr < b.addr; });
+  std::sort(info.buffers.begin(), info.buffers.end(),
+            [](const RemoteBuffer& a, const RemoteBuffer& b) { return a.addr < b.addr; });
   auto peer = std::make_shared<Peer>();
   peer->info = std::move(info);
   peer->segment = seg;
@@ -191,11 +193,13 @@ Error CudaTransport::submit(uint64_t peer_id, const uint8_t* ops, const uint64_t
     }
     if (queue_peer) {
       prep_ready_.push_back(seg);
-      if (prep_idle_ == 0 && prep_threads_.size() < kPrepThreads) prep_threads_.emplace_back([this] {
-        pthread_setname_np(pthread_self(), "te-cuda-prep");
-        prepare_loop();
-      });
-      else prep_cv_.notify_one();
+      if (prep_idle_ == 0 && prep_threads_.size() < kPrepThreads)
+        prep_threads_.emplace_back([this] {
+          pthread_setname_np(pthread_self(), "te-cuda-prep");
+          prepare_loop();
+        });
+      else
+        prep_cv_.notify_one();
     }
   }
   return Error::none();
@@ -289,8 +293,10 @@ void CudaTransport::prepare(CopyBatch& b, const std::shared_ptr<Peer>& peer) {
     const Region* lr = nullptr;
     Status s = lease_for(laddr, len, false, &lr);
     if (s != TE_OK) {
-      b.fail(i, s, "local range " + hex(laddr) + "+" + std::to_string(len) +
-                       (s == TE_ADDRESS_OUT_OF_RANGE ? " reaches past its registered region" : " is not registered memory of this process"));
+      b.fail(i, s,
+             "local range " + hex(laddr) + "+" + std::to_string(len) +
+                 (s == TE_ADDRESS_OUT_OF_RANGE ? " reaches past its registered region"
+                                               : " is not registered memory of this process"));
       continue;
     }
     int device = 0;
@@ -303,7 +309,9 @@ void CudaTransport::prepare(CopyBatch& b, const std::shared_ptr<Peer>& peer) {
       const Region* rr = nullptr;
       s = lease_for(raddr, len, true, &rr);
       if (s != TE_OK) {
-        b.fail(i, s, "remote range " + hex(raddr) + "+" + std::to_string(len) + " is not registered, remote-accessible memory of this process");
+        b.fail(i, s,
+               "remote range " + hex(raddr) + "+" + std::to_string(len) +
+                   " is not registered, remote-accessible memory of this process");
         continue;
       }
       rptr = raddr;
@@ -313,13 +321,15 @@ void CudaTransport::prepare(CopyBatch& b, const std::shared_ptr<Peer>& peer) {
                                  [](uint64_t a, const RemoteBuffer& rb) { return a < rb.addr; });
       const RemoteBuffer* buf = it == info.buffers.begin() ? nullptr : &*(it - 1);
       if (!buf || raddr - buf->addr >= buf->length) {
-        b.fail(i, TE_MEMORY_NOT_REGISTERED, "remote address " + hex(raddr) + " is not in a buffer segment " + info.name +
-                                                " published (refresh its descriptor if it registered memory since)");
+        b.fail(i, TE_MEMORY_NOT_REGISTERED,
+               "remote address " + hex(raddr) + " is not in a buffer segment " + info.name +
+                   " published (refresh its descriptor if it registered memory since)");
         continue;
       }
       if (!range_within(buf->addr, buf->length, raddr, len)) {
-        b.fail(i, TE_ADDRESS_OUT_OF_RANGE, "remote range " + hex(raddr) + "+" + std::to_string(len) + " reaches past the end of the peer buffer " +
-                                               hex(buf->addr) + "+" + std::to_string(buf->length));
+        b.fail(i, TE_ADDRESS_OUT_OF_RANGE,
+               "remote range " + hex(raddr) + "+" + std::to_string(len) + " reaches past the end of the peer buffer " +
+                   hex(buf->addr) + "+" + std::to_string(buf->length));
         continue;
       }
       const RemoteAlloc& alloc = info.allocs[buf->alloc];

@@ -64,11 +64,14 @@ ProbeInfo detect() {
     CUdevice dev = 0;
     if (d->cuDeviceGet(&dev, i) == CUDA_SUCCESS) {
       int v = 0;
-      if (d->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev) == CUDA_SUCCESS) info.vmm = v != 0;
+      if (d->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, dev) == CUDA_SUCCESS)
+        info.vmm = v != 0;
       v = 0;
-      if (d->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, dev) == CUDA_SUCCESS) info.fabric = v != 0;
+      if (d->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, dev) == CUDA_SUCCESS)
+        info.fabric = v != 0;
       v = 0;
-      if (d->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev) == CUDA_SUCCESS)
+      if (d->cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, dev) ==
+          CUDA_SUCCESS)
         info.posix_fd = v != 0;
     }
     p.devices.push_back(info);

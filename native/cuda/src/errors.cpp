@@ -21,7 +21,8 @@ std::string runtime_error_text(const char* call, int err) {
 
 int32_t runtime_status(int err) {
   switch (static_cast<cudaError_t>(err)) {
-    case cudaSuccess: return TE_OK;
+    case cudaSuccess:
+      return TE_OK;
     case cudaErrorInsufficientDriver:
     case cudaErrorNoDevice:
     case cudaErrorInvalidDevice:
@@ -30,16 +31,21 @@ int32_t runtime_status(int err) {
     case cudaErrorCompatNotSupportedOnDevice:
     case cudaErrorInitializationError:
       return TE_NO_DEVICE;
-    case cudaErrorMemoryAllocation: return TE_OUT_OF_MEMORY;
+    case cudaErrorMemoryAllocation:
+      return TE_OUT_OF_MEMORY;
     case cudaErrorInvalidValue:
     case cudaErrorInvalidDevicePointer:
       return TE_INVALID_ARGUMENT;
-    case cudaErrorNotSupported: return TE_UNSUPPORTED_OPERATION;
-    default: return TE_TRANSFER_FAILED;
+    case cudaErrorNotSupported:
+      return TE_UNSUPPORTED_OPERATION;
+    default:
+      return TE_TRANSFER_FAILED;
   }
 }
 
-Error runtime_error(const char* call, int err) { return Error::make(runtime_status(err), runtime_error_text(call, err)); }
+Error runtime_error(const char* call, int err) {
+  return Error::make(runtime_status(err), runtime_error_text(call, err));
+}
 
 std::string driver_error_text(const char* call, int result) {
   const char* name = nullptr;
@@ -55,23 +61,29 @@ std::string driver_error_text(const char* call, int result) {
 
 int32_t driver_status(int result) {
   switch (static_cast<CUresult>(result)) {
-    case CUDA_SUCCESS: return TE_OK;
+    case CUDA_SUCCESS:
+      return TE_OK;
     case CUDA_ERROR_NO_DEVICE:
     case CUDA_ERROR_INVALID_DEVICE:
     case CUDA_ERROR_NOT_INITIALIZED:
     case CUDA_ERROR_DEINITIALIZED:
     case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
       return TE_NO_DEVICE;
-    case CUDA_ERROR_OUT_OF_MEMORY: return TE_OUT_OF_MEMORY;
-    case CUDA_ERROR_INVALID_VALUE: return TE_INVALID_ARGUMENT;
+    case CUDA_ERROR_OUT_OF_MEMORY:
+      return TE_OUT_OF_MEMORY;
+    case CUDA_ERROR_INVALID_VALUE:
+      return TE_INVALID_ARGUMENT;
     case CUDA_ERROR_NOT_SUPPORTED:
     case CUDA_ERROR_NOT_PERMITTED:
       return TE_UNSUPPORTED_OPERATION;
-    default: return TE_TRANSFER_FAILED;
+    default:
+      return TE_TRANSFER_FAILED;
   }
 }
 
-Error driver_error(const char* call, int result) { return Error::make(driver_status(result), driver_error_text(call, result)); }
+Error driver_error(const char* call, int result) {
+  return Error::make(driver_status(result), driver_error_text(call, result));
+}
 #endif
 
 }  // namespace te::cuda

@@ -24,7 +24,8 @@ Error EventWaiter::record(int device, uint64_t stream, uint64_t* id) {
   std::unique_lock<std::mutex> l(mu_);
   if (closing_) return Error::make(TE_ABORTED, "the CUDA event waiter is closed");
   if (outstanding_ >= max_pending_) {
-    return Error::make(TE_POOL_EXHAUSTED, std::to_string(outstanding_) + " CUDA events are pending (the limit): wait for earlier ones");
+    return Error::make(TE_POOL_EXHAUSTED,
+                       std::to_string(outstanding_) + " CUDA events are pending (the limit): wait for earlier ones");
   }
   if (device < 0) return Error::make(TE_INVALID_ARGUMENT, "device must be a GPU ordinal");
   void* ev = nullptr;

@@ -11,15 +11,19 @@ namespace te::cuda {
 #if !TE_HAVE_CUDA
 Error device_alloc(int, uint64_t, uint64_t*) { return Error::make(TE_NO_DEVICE, built_without_cuda_reason()); }
 Error device_free(int, uint64_t) { return Error::make(TE_NO_DEVICE, built_without_cuda_reason()); }
-Error copy_to_device(int, uint64_t, const void*, uint64_t) { return Error::make(TE_NO_DEVICE, built_without_cuda_reason()); }
+Error copy_to_device(int, uint64_t, const void*, uint64_t) {
+  return Error::make(TE_NO_DEVICE, built_without_cuda_reason());
+}
 Error copy_to_host(int, void*, uint64_t, uint64_t) { return Error::make(TE_NO_DEVICE, built_without_cuda_reason()); }
 Error device_memset(int, uint64_t, int, uint64_t) { return Error::make(TE_NO_DEVICE, built_without_cuda_reason()); }
-Error baseline_copy(int, uint64_t, uint64_t, uint64_t, int, double*) { return Error::make(TE_NO_DEVICE, built_without_cuda_reason()); }
+Error baseline_copy(int, uint64_t, uint64_t, uint64_t, int, double*) {
+  return Error::make(TE_NO_DEVICE, built_without_cuda_reason());
+}
 #else
 
-#define TE_TRY(call)                                  \
-  do {                                                \
-    cudaError_t e_ = (call);                          \
+#define TE_TRY(call)                                        \
+  do {                                                      \
+    cudaError_t e_ = (call);                                \
     if (e_ != cudaSuccess) return runtime_error(#call, e_); \
   } while (0)
 
@@ -77,7 +81,8 @@ Error baseline_copy(int device, uint64_t dst, uint64_t src, uint64_t bytes, int 
   if (out.ok() && (r = cudaEventCreate(&b)) != cudaSuccess) fail("cudaEventCreate", r);
   void* d = reinterpret_cast<void*>(dst);
   const void* sp = reinterpret_cast<const void*>(src);
-  if (out.ok() && (r = cudaMemcpyAsync(d, sp, bytes, cudaMemcpyDeviceToDevice, s)) != cudaSuccess) fail("cudaMemcpyAsync (warm-up)", r);
+  if (out.ok() && (r = cudaMemcpyAsync(d, sp, bytes, cudaMemcpyDeviceToDevice, s)) != cudaSuccess)
+    fail("cudaMemcpyAsync (warm-up)", r);
   if (out.ok() && (r = cudaEventRecord(a, s)) != cudaSuccess) fail("cudaEventRecord", r);
   for (int i = 0; out.ok() && i < iterations; ++i)
     if ((r = cudaMemcpyAsync(d, sp, bytes, cudaMemcpyDeviceToDevice, s)) != cudaSuccess) fail("cudaMemcpyAsync", r);

@@ -2,6 +2,8 @@
 // refused when issued, a device that cannot be made current, a copy that fails on the
 // device, an event that cannot be recorded) runs here without a GPU. Each case checks
 // statuses, the batch status, the bytes reported, and the destination memory itself.
+#include "te/cuda/copy_engine.h"
+
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -9,9 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "te/cuda/copy_engine.h"
-#include "te/cuda/fault_injection_runtime.h"
 #include "check.h"
+#include "te/cuda/fault_injection_runtime.h"
 
 using namespace te;
 using namespace te::cuda;
@@ -56,7 +57,8 @@ struct Fixture {
 };
 
 /** Runs one batch through a fresh engine on `rt` and returns it once done. */
-std::shared_ptr<CopyBatch> run(const std::shared_ptr<F>& rt, std::shared_ptr<CopyBatch> b, uint64_t slice = 0, bool cancel_first = false) {
+std::shared_ptr<CopyBatch> run(const std::shared_ptr<F>& rt, std::shared_ptr<CopyBatch> b, uint64_t slice = 0,
+                               bool cancel_first = false) {
   std::mutex mu;
   std::condition_variable cv;
   std::shared_ptr<CopyBatch> out;

@@ -2,6 +2,8 @@
 // GPU passed them, every synchronous failure returned with its status and no report, a
 // failure on the device reported with its status, the pending bound, and close() reporting
 // what still waits as ABORTED with no event leaked.
+#include "te/cuda/event_waiter.h"
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -9,9 +11,8 @@
 #include <mutex>
 #include <thread>
 
-#include "te/cuda/event_waiter.h"
-#include "te/cuda/fault_injection_runtime.h"
 #include "check.h"
+#include "te/cuda/fault_injection_runtime.h"
 
 using namespace te;
 using namespace te::cuda;

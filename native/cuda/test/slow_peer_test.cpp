@@ -89,7 +89,10 @@ int main() {
     std::unique_lock<std::mutex> l(mu);
     cv.wait_for(l, std::chrono::seconds(10), [&] { return done.count(id_slow) && done.count(id_fast); });
   }
-  auto ms = [&](uint64_t id) { return done.count(id) ? std::chrono::duration_cast<std::chrono::milliseconds>(done[id].second - started).count() : -1L; };
+  auto ms = [&](uint64_t id) {
+    return done.count(id) ? std::chrono::duration_cast<std::chrono::milliseconds>(done[id].second - started).count()
+                          : -1L;
+  };
   std::printf("fast peer's batch done after %ld ms, slow peer's after %ld ms\n", ms(id_fast), ms(id_slow));
   if (ms(id_fast) < 0 || ms(id_fast) > 500) {
     std::fprintf(stderr, "FAIL: the fast peer waited for the slow peer's import\n");

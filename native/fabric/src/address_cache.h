@@ -62,7 +62,7 @@ class AddressCache {
   size_t evict(Addr keep, const std::set<Addr>& pinned, int64_t now);
 
   std::map<Raw, Entry> map_;
-  std::list<Raw> lru_;  // map_'s keys, most recently used first
+  std::list<Raw> lru_;                // map_'s keys, most recently used first
   std::map<Addr, int64_t> retiring_;  // entry -> since when it retires
 };
 

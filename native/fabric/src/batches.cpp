@@ -26,8 +26,8 @@ wire::Header Transport::Impl::header(int rail, uint8_t type, uint64_t target_epo
   return h;
 }
 
-void Transport::Impl::send_ctrl(int rail, const std::shared_ptr<Peer>& peer, wire::Header h, const std::vector<uint8_t>& body,
-                                std::shared_ptr<Batch> batch) {
+void Transport::Impl::send_ctrl(int rail, const std::shared_ptr<Peer>& peer, wire::Header h,
+                                const std::vector<uint8_t>& body, std::shared_ptr<Batch> batch) {
   CtrlMsg m;
   m.peer = peer;
   m.dest = peer->dest[static_cast<size_t>(rail)];
@@ -38,7 +38,8 @@ void Transport::Impl::send_ctrl(int rail, const std::shared_ptr<Peer>& peer, wir
   rails[static_cast<size_t>(rail)]->push_ctrl(std::move(m));
 }
 
-void Transport::Impl::send_ctrl_to(int rail, const std::vector<uint8_t>& to, wire::Header h, const std::vector<uint8_t>& body) {
+void Transport::Impl::send_ctrl_to(int rail, const std::vector<uint8_t>& to, wire::Header h,
+                                   const std::vector<uint8_t>& body) {
   CtrlMsg m;
   m.to = to;
   wire::put_header(m.bytes, h);
@@ -69,11 +70,13 @@ void* Transport::Impl::local_desc(int rail, uint64_t addr) {
       }
     }
   }
-  if (in_arena(addr, 1) && static_cast<size_t>(rail) < arena_mrs.size()) return fi_mr_desc(arena_mrs[static_cast<size_t>(rail)]);
+  if (in_arena(addr, 1) && static_cast<size_t>(rail) < arena_mrs.size())
+    return fi_mr_desc(arena_mrs[static_cast<size_t>(rail)]);
   return nullptr;
 }
 
-void Transport::Impl::finish_slice(const std::shared_ptr<Batch>& b, uint32_t req, int32_t status, const std::string& msg) {
+void Transport::Impl::finish_slice(const std::shared_ptr<Batch>& b, uint32_t req, int32_t status,
+                                   const std::string& msg) {
   if (status != TE_OK) {
     int32_t zero = 0;
     b->statuses[req].compare_exchange_strong(zero, status);
@@ -192,9 +195,12 @@ void Transport::Impl::dispatch(const std::shared_ptr<Batch>& b, bool allow_refre
         if (ra - r.addr < r.length) {
           // A region without a key for every peer rail we may use (a descriptor or table
           // that lacks them) is unusable: refused here, never indexed past its keys.
-          if (r.keys.empty() || !keys_cover(*p, r)) st[i] = TE_MEMORY_NOT_REGISTERED;
-          else if (range_within(r.addr, r.length, ra, len)) reg[i] = &r;
-          else st[i] = TE_ADDRESS_OUT_OF_RANGE;
+          if (r.keys.empty() || !keys_cover(*p, r))
+            st[i] = TE_MEMORY_NOT_REGISTERED;
+          else if (range_within(r.addr, r.length, ra, len))
+            reg[i] = &r;
+          else
+            st[i] = TE_ADDRESS_OUT_OF_RANGE;
           continue;
         }
       }
@@ -230,7 +236,8 @@ void Transport::Impl::dispatch(const std::shared_ptr<Batch>& b, bool allow_refre
         uint64_t sl = std::min<uint64_t>(opt.slice_size, len - off);
         size_t rail = static_cast<size_t>(p->rr.fetch_add(1) % nr);
         int prail = p->peer_rail[rail];
-        bool virt = static_cast<size_t>(prail) < p->address.virt_addr.size() && p->address.virt_addr[static_cast<size_t>(prail)];
+        bool virt = static_cast<size_t>(prail) < p->address.virt_addr.size() &&
+                    p->address.virt_addr[static_cast<size_t>(prail)];
         Slice s;
         s.batch = b;
         s.req = static_cast<uint32_t>(i);
@@ -275,19 +282,20 @@ void Transport::Impl::housekeeping() {
       }
     }
     for (auto& [id, pd] : expired) {
-      if (fabric_debug()) fprintf(stderr, "[te_fabric %s] request %llu expired\n", opt.segment_name.c_str(), (unsigned long long)id);
+      if (fabric_debug())
+        fprintf(stderr, "[te_fabric %s] request %llu expired\n", opt.segment_name.c_str(), (unsigned long long)id);
       if (pd.kind == Pending::NOTIFY) {
         fail_pending(id, pd, TE_TIMEOUT,
-                     "\"" + pd.peer->name + "\" did not acknowledge the notification within " + std::to_string(notify_ack_ms()) +
-                         " ms (it may not have been delivered)");
+                     "\"" + pd.peer->name + "\" did not acknowledge the notification within " +
+                         std::to_string(notify_ack_ms()) + " ms (it may not have been delivered)");
         continue;
       }
       std::string why = "no answer from \"" + pd.peer->name + "\" on rail " + std::to_string(pd.rail) + " (" +
-                        rails[static_cast<size_t>(pd.rail)]->pub.provider + ") within " + std::to_string(opt.connect_timeout_ms) + " ms";
+                        rails[static_cast<size_t>(pd.rail)]->pub.provider + ") within " +
+                        std::to_string(opt.connect_timeout_ms) + " ms";
       fail_pending(id, pd, TE_PEER_UNREACHABLE, why);
     }
   }
 }
 
 }  // namespace te::fabric
-

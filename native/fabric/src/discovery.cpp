@@ -20,7 +20,8 @@ const char* kInstall =
     "libfabric's software providers run the same code path: FI_PROVIDER='tcp;ofi_rxm' or FI_PROVIDER=sockets";
 
 int rank(const std::string& prov) {
-  static const char* order[] = {"verbs;ofi_rxm", "efa", "verbs", "psm3", "cxi", "opx", "psm2", "tcp;ofi_rxm", "tcp", "sockets"};
+  static const char* order[] = {"verbs;ofi_rxm", "efa",  "verbs",       "psm3", "cxi",
+                                "opx",           "psm2", "tcp;ofi_rxm", "tcp",  "sockets"};
   for (size_t i = 0; i < sizeof order / sizeof order[0]; ++i)
     if (prov == order[i]) return static_cast<int>(i);
   return 100;
@@ -117,7 +118,8 @@ Selection select_rails(const Options& o) {
   // Candidates: provider names offering RDM + RMA + MSG with mr_mode bits we handle.
   std::vector<std::string> rma;
   for (fi_info* i = list; i; i = i->next)
-    if (std::find(rma.begin(), rma.end(), i->fabric_attr->prov_name) == rma.end()) rma.push_back(i->fabric_attr->prov_name);
+    if (std::find(rma.begin(), rma.end(), i->fabric_attr->prov_name) == rma.end())
+      rma.push_back(i->fabric_attr->prov_name);
   std::string chosen;
   if (!o.provider.empty()) {
     for (auto& p : rma)
@@ -127,27 +129,36 @@ Selection select_rails(const Options& o) {
       }
     if (chosen.empty()) {
       sel.status = TE_PROVIDER_UNAVAILABLE;
-      sel.message = "libfabric provider \"" + o.provider + "\" (asked by the `provider` option) offers no RDM endpoint with FI_RMA+FI_MSG here" + filter +
-                    "; RMA-capable providers found: " + join(rma) + "; all providers found: " + join(all_providers()) + ". " + kInstall;
+      sel.message = "libfabric provider \"" + o.provider +
+                    "\" (asked by the `provider` option) offers no RDM endpoint with FI_RMA+FI_MSG here" + filter +
+                    "; RMA-capable providers found: " + join(rma) + "; all providers found: " + join(all_providers()) +
+                    ". " + kInstall;
     }
   } else {
     std::vector<std::string> usable;
     for (auto& p : rma)
       if (!is_shm(p) && rank(p) < 100) usable.push_back(p);
-    std::sort(usable.begin(), usable.end(), [](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
+    std::sort(usable.begin(), usable.end(),
+              [](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
     if (!usable.empty()) chosen = usable[0];
     if (chosen.empty()) {
       sel.status = TE_PROVIDER_UNAVAILABLE;
-      sel.message = "no RDMA-capable libfabric provider: none offers RDM endpoints with FI_RMA+FI_MSG" + filter +
-                    "; RMA-capable providers found: " + join(rma) +
-                    (std::any_of(rma.begin(), rma.end(), is_shm) ? " (shm is never chosen automatically: it checks neither keys nor bounds; name it with provider=shm and allowShm)" : "") +
-                    "; all providers found: " + join(all_providers()) + ". " + kInstall;
+      sel.message =
+          "no RDMA-capable libfabric provider: none offers RDM endpoints with FI_RMA+FI_MSG" + filter +
+          "; RMA-capable providers found: " + join(rma) +
+          (std::any_of(rma.begin(), rma.end(), is_shm) ? " (shm is never chosen automatically: it checks neither keys "
+                                                         "nor bounds; name it with provider=shm and allowShm)"
+                                                       : "") +
+          "; all providers found: " + join(all_providers()) + ". " + kInstall;
     }
   }
   if (!chosen.empty() && is_shm(chosen) && !o.allow_shm) {
     sel.status = TE_PROVIDER_UNAVAILABLE;
-    sel.message = "the shm provider was asked for, but it checks neither memory keys nor bounds (a peer can write outside registered memory); set allowShm" +
-                  (o.env_prefix.empty() ? std::string() : " (" + o.env_prefix + "_ALLOW_SHM=1)") + " only when every peer is trusted";
+    sel.message =
+        "the shm provider was asked for, but it checks neither memory keys nor bounds (a peer can write outside "
+        "registered memory); set allowShm" +
+        (o.env_prefix.empty() ? std::string() : " (" + o.env_prefix + "_ALLOW_SHM=1)") +
+        " only when every peer is trusted";
     chosen.clear();
   }
   if (chosen.empty()) {
@@ -161,11 +172,13 @@ Selection select_rails(const Options& o) {
   // Query the chosen provider again, with the source node for socket providers.
   hints = make_hints(o, chosen);
   bool node = is_socket_based(chosen) && !o.source_address.empty();
-  rc = fi_getinfo(api_version(), node ? o.source_address.c_str() : nullptr, nullptr, node ? FI_SOURCE : 0, hints, &list);
+  rc =
+      fi_getinfo(api_version(), node ? o.source_address.c_str() : nullptr, nullptr, node ? FI_SOURCE : 0, hints, &list);
   fi_freeinfo(hints);
   if (rc != 0) {
     sel.status = TE_PROVIDER_UNAVAILABLE;
-    sel.message = "provider " + chosen + (node ? " with source address " + o.source_address : "") + ": fi_getinfo failed: " + fi_error(rc);
+    sel.message = "provider " + chosen + (node ? " with source address " + o.source_address : "") +
+                  ": fi_getinfo failed: " + fi_error(rc);
     return sel;
   }
   std::vector<std::string> domains;
@@ -223,7 +236,8 @@ Discovery discover(const Options& o) {
   if (fi_getinfo(api_version(), nullptr, nullptr, 0, hints, &list) == 0) {
     std::set<std::string> seen;
     for (fi_info* i = list; i; i = i->next) {
-      std::string key = std::string(i->fabric_attr->prov_name) + "/" + (i->domain_attr->name ? i->domain_attr->name : "");
+      std::string key =
+          std::string(i->fabric_attr->prov_name) + "/" + (i->domain_attr->name ? i->domain_attr->name : "");
       if (!seen.insert(key).second) continue;
       d.rma.push_back({i->fabric_attr->prov_name, i->fabric_attr->name ? i->fabric_attr->name : "",
                        i->domain_attr->name ? i->domain_attr->name : "", static_cast<uint64_t>(i->domain_attr->mr_mode),
@@ -234,8 +248,10 @@ Discovery discover(const Options& o) {
   fi_freeinfo(hints);
   Selection s = select_rails(o);
   for (fi_info* i : s.rails) fi_freeinfo(i);
-  if (s.status == TE_OK) d.chosen = s.provider;
-  else d.message = s.message;
+  if (s.status == TE_OK)
+    d.chosen = s.provider;
+  else
+    d.message = s.message;
   return d;
 }
 

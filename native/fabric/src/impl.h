@@ -53,7 +53,8 @@ struct Transport::Impl {
   // per region, so unregistering a region revokes its key even though the arena stays registered.
   std::vector<fid_mr*> arena_mrs;
   bool in_arena(uint64_t addr, uint64_t len) const {
-    return opt.arena_size && addr >= opt.arena_base && len <= opt.arena_size && addr - opt.arena_base <= opt.arena_size - len;
+    return opt.arena_size && addr >= opt.arena_base && len <= opt.arena_size &&
+           addr - opt.arena_base <= opt.arena_size - len;
   }
 
   // Guards peers and next_peer.

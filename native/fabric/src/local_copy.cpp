@@ -2,6 +2,7 @@
 // involved, on a thread of its own so that a large copy never runs on the JS thread nor
 // holds up a rail. Copies go in 4 MiB steps and stop at a cancel.
 #include <pthread.h>
+
 #include <cstring>
 
 #include "impl.h"

@@ -6,7 +6,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-
 #include <random>
 
 #include "impl.h"
@@ -139,7 +138,8 @@ void Transport::Impl::revoke(uint64_t addr) {
   std::set<std::vector<uint8_t>> silent;
   {
     std::unique_lock<std::mutex> l(w->mu);
-    w->cv.wait_for(l, std::chrono::milliseconds(std::min(opt.connect_timeout_ms, 1000)), [&] { return w->waiting.empty(); });
+    w->cv.wait_for(l, std::chrono::milliseconds(std::min(opt.connect_timeout_ms, 1000)),
+                   [&] { return w->waiting.empty(); });
     silent = w->waiting;
   }
   {

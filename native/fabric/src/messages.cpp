@@ -13,7 +13,9 @@ void Transport::Impl::on_message(Rail& r, const uint8_t* data, size_t len) {
   wire::Header h;
   size_t off = 0;
   if (!wire::get_header(data, len, &h, &off)) return;  // not ours / malformed: dropped
-  if (fabric_debug()) fprintf(stderr, "[te_fabric %s] message type %d req %llu status %d\n", opt.segment_name.c_str(), h.type, (unsigned long long)h.req_id, h.status);
+  if (fabric_debug())
+    fprintf(stderr, "[te_fabric %s] message type %d req %llu status %d\n", opt.segment_name.c_str(), h.type,
+            (unsigned long long)h.req_id, h.status);
   wire::Reader rd{data, len, off};
   switch (h.type) {
     case wire::HELLO:
@@ -64,7 +66,8 @@ void Transport::Impl::on_hello_ack(Rail& r, const wire::Header& h, wire::Reader&
       bool ok = h.status == TE_OK;
       c->second.ok = c->second.ok && ok;
       c->second.rails.push_back("{\"rail\":" + std::to_string(pd.rail) + ",\"ok\":" + (ok ? "true" : "false") +
-                                ",\"rttMs\":" + std::to_string(rtt) + (ok ? "" : ",\"error\":\"segment restarted (epoch changed)\"") + "}");
+                                ",\"rttMs\":" + std::to_string(rtt) +
+                                (ok ? "" : ",\"error\":\"segment restarted (epoch changed)\"") + "}");
       if (--c->second.left == 0) {
         Event e;
         e.kind = Event::CHECK;
@@ -82,8 +85,10 @@ void Transport::Impl::on_hello_ack(Rail& r, const wire::Header& h, wire::Reader&
   if (pd.kind != Pending::HELLO) return;
   auto& p = pd.peer;
   if (h.status != TE_OK) {
-    fail_pending(h.req_id, pd, h.status,
-                 "segment \"" + p->name + "\" answered with epoch mismatch: the descriptor describes an earlier life of that segment (restarted)");
+    fail_pending(
+        h.req_id, pd, h.status,
+        "segment \"" + p->name +
+            "\" answered with epoch mismatch: the descriptor describes an earlier life of that segment (restarted)");
     return;
   }
   bool all;
@@ -121,7 +126,8 @@ void Transport::Impl::on_table_request(Rail& r, const wire::Header& h, wire::Rea
       wire::put_u64(body, table[i].first);
       wire::put_u64(body, table[i].second.len);
       wire::put_u64(body, table[i].second.base);
-      for (size_t k = 0; k < nkeys; ++k) wire::put_u64(body, k < table[i].second.keys.size() ? table[i].second.keys[k] : 0);
+      for (size_t k = 0; k < nkeys; ++k)
+        wire::put_u64(body, k < table[i].second.keys.size() ? table[i].second.keys[k] : 0);
     }
     wire::Header a = header(r.index, wire::TABLE, h.sender_epoch);
     a.req_id = h.req_id;
@@ -153,7 +159,8 @@ void Transport::Impl::on_table(Rail& r, const wire::Header& h, wire::Reader& rd)
     }
     for (auto& b : stale) {
       b->batch_status.store(h.status);
-      b->fail_message("peer \"" + p->name + "\" answered its region table with " + status_name(h.status) + " (it restarted; fetch its descriptor again)");
+      b->fail_message("peer \"" + p->name + "\" answered its region table with " + status_name(h.status) +
+                      " (it restarted; fetch its descriptor again)");
       for (size_t i = 0; i < b->n; ++i) b->statuses[i].store(h.status);
       complete(b);
     }
@@ -244,12 +251,16 @@ void Transport::Impl::on_notify(Rail& r, const wire::Header& h, wire::Reader& rd
   std::string from;
   const uint8_t* payload = nullptr;
   uint32_t pl = 0;
-  if (h.target_epoch != opt.epoch) st = TE_STALE_DESCRIPTOR;
-  else if (!wire::get_notify(rd, &from, &payload, &pl)) st = TE_BAD_FRAME;
+  if (h.target_epoch != opt.epoch)
+    st = TE_STALE_DESCRIPTOR;
+  else if (!wire::get_notify(rd, &from, &payload, &pl))
+    st = TE_BAD_FRAME;
   // Beyond the budget (notifications the JS thread has not taken yet) it is refused.
-  else st = deliver_notification(from, std::vector<uint8_t>(payload, payload + pl));
+  else
+    st = deliver_notification(from, std::vector<uint8_t>(payload, payload + pl));
   if (st != TE_OK && fabric_debug())
-    fprintf(stderr, "[te_fabric %s] notification from \"%s\" refused: %s\n", opt.segment_name.c_str(), from.c_str(), status_name(st));
+    fprintf(stderr, "[te_fabric %s] notification from \"%s\" refused: %s\n", opt.segment_name.c_str(), from.c_str(),
+            status_name(st));
   wire::Header a = header(r.index, wire::NOTIFY_ACK, h.sender_epoch);
   a.req_id = h.req_id;
   a.status = st;
@@ -278,9 +289,11 @@ void Transport::Impl::on_notify_ack(Rail& r, const wire::Header& h, wire::Reader
   if (st != TE_OK) {
     std::string why;
     if (st == TE_POOL_EXHAUSTED)
-      why = "\"" + pd.peer->name + "\" refused the notification: its notification queue is full (notifyQueuePerPeer / notifyQueueBytes)";
+      why = "\"" + pd.peer->name +
+            "\" refused the notification: its notification queue is full (notifyQueuePerPeer / notifyQueueBytes)";
     else if (st == TE_STALE_DESCRIPTOR)
-      why = "\"" + pd.peer->name + "\" refused the notification: it restarted (epoch changed; fetch its descriptor again)";
+      why = "\"" + pd.peer->name +
+            "\" refused the notification: it restarted (epoch changed; fetch its descriptor again)";
     else
       why = "\"" + pd.peer->name + "\" refused the notification: " + status_name(st);
     // A status this side does not know (or a positive one) is not passed on as such.

@@ -31,9 +31,9 @@ struct Peer {
   // hellos_left; may be taken while a rail's q_mu is held.
   std::mutex mu;
   std::string broken_reason;
-  std::map<uint64_t, RemoteRegion> regions;  // by addr
-  std::vector<RemoteRegion> incoming;        // TABLE chunks being received
-  std::map<uint64_t, int> posted;            // region start -> operations posted into it
+  std::map<uint64_t, RemoteRegion> regions;                // by addr
+  std::vector<RemoteRegion> incoming;                      // TABLE chunks being received
+  std::map<uint64_t, int> posted;                          // region start -> operations posted into it
   std::multimap<uint64_t, std::shared_ptr<OwedAck>> owed;  // region start -> acks waiting for its drain
   bool table_pending = false;
   std::vector<std::shared_ptr<Batch>> parked;

@@ -17,7 +17,8 @@ void Transport::Impl::peer_broken(const std::shared_ptr<Peer>& p, const std::str
     p->broken_reason = "connection to \"" + p->name + "\" lost: " + why;
   }
   p->state.store(2);
-  fail_notifies(p, TE_CONNECTION_LOST, "connection to \"" + p->name + "\" lost before it acknowledged the notification: " + why);
+  fail_notifies(p, TE_CONNECTION_LOST,
+                "connection to \"" + p->name + "\" lost before it acknowledged the notification: " + why);
   // A later openPeer must build a new connection: forget the address mapping.
   for (size_t r = 0; r < rails.size(); ++r) {
     int pr = p->peer_rail[r];
@@ -59,7 +60,8 @@ void Transport::Impl::fail_pending(uint64_t req, Pending& pd, int32_t status, co
     auto it = checks.find(pd.check_id);
     if (it != checks.end()) {
       it->second.ok = false;
-      it->second.rails.push_back("{\"rail\":" + std::to_string(pd.rail) + ",\"ok\":false,\"error\":\"" + json_escape(why) + "\"}");
+      it->second.rails.push_back("{\"rail\":" + std::to_string(pd.rail) + ",\"ok\":false,\"error\":\"" +
+                                 json_escape(why) + "\"}");
       if (--it->second.left == 0) {
         Event e;
         e.kind = Event::CHECK;

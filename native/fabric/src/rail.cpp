@@ -8,18 +8,16 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-
-#include <algorithm>
 #include <set>
 
 #include "impl.h"
 #include "select.h"
 
 namespace te::fabric {
-
 
 Status Rail::open(std::string* err) {
   auto fail = [&](const char* what, int rc) {
@@ -65,10 +63,12 @@ Status Rail::open(std::string* err) {
   ordered_writes = owner->opt.write_fence && (info->tx_attr->msg_order & (FI_ORDER_WAW | FI_ORDER_RMA_WAW)) != 0;
   max_order_waw = info->ep_attr->max_order_waw_size;
   size_t tx = info->tx_attr->size ? info->tx_attr->size : 256;
-  window = static_cast<int>(std::min<size_t>(static_cast<size_t>(owner->opt.window), tx > 2 * kSendSlots ? tx - kSendSlots : tx / 2));
+  window = static_cast<int>(
+      std::min<size_t>(static_cast<size_t>(owner->opt.window), tx > 2 * kSendSlots ? tx - kSendSlots : tx / 2));
   if (window < 1) window = 1;
-  max_parts = static_cast<int>(std::min<size_t>({static_cast<size_t>(Op::kMaxParts), info->tx_attr->iov_limit ? info->tx_attr->iov_limit : 1,
-                                                 info->tx_attr->rma_iov_limit ? info->tx_attr->rma_iov_limit : 1}));
+  max_parts = static_cast<int>(
+      std::min<size_t>({static_cast<size_t>(Op::kMaxParts), info->tx_attr->iov_limit ? info->tx_attr->iov_limit : 1,
+                        info->tx_attr->rma_iov_limit ? info->tx_attr->rma_iov_limit : 1}));
   if (owner->opt.max_op_parts > 0) max_parts = std::min(max_parts, owner->opt.max_op_parts);
 
   // Control buffers.
@@ -76,8 +76,10 @@ Status Rail::open(std::string* err) {
   send_buf.assign(static_cast<size_t>(kSendSlots) * wire::kMaxMessage, 0);
   uint64_t k1 = prov_key ? 0 : (0x7e00000000ull | (static_cast<uint64_t>(index) << 8) | 1);
   uint64_t k2 = prov_key ? 0 : (0x7e00000000ull | (static_cast<uint64_t>(index) << 8) | 2);
-  if ((rc = fi_mr_reg(domain, recv_buf.data(), recv_buf.size(), FI_RECV, 0, k1, 0, &recv_mr, nullptr))) return fail("fi_mr_reg(control recv)", rc);
-  if ((rc = fi_mr_reg(domain, send_buf.data(), send_buf.size(), FI_SEND, 0, k2, 0, &send_mr, nullptr))) return fail("fi_mr_reg(control send)", rc);
+  if ((rc = fi_mr_reg(domain, recv_buf.data(), recv_buf.size(), FI_RECV, 0, k1, 0, &recv_mr, nullptr)))
+    return fail("fi_mr_reg(control recv)", rc);
+  if ((rc = fi_mr_reg(domain, send_buf.data(), send_buf.size(), FI_SEND, 0, k2, 0, &send_mr, nullptr)))
+    return fail("fi_mr_reg(control send)", rc);
   if (mr_endpoint) {
     for (fid_mr* m : {recv_mr, send_mr}) {
       if ((rc = fi_mr_bind(m, &ep->fid, 0)) || (rc = fi_mr_enable(m))) return fail("fi_mr_bind(control)", rc);
@@ -96,7 +98,6 @@ Status Rail::open(std::string* err) {
   return TE_OK;
 }
 
-
 void Rail::start_thread() {
   thread = std::thread([this] {
     pthread_setname_np(pthread_self(), ("te-fi-rail" + std::to_string(index)).c_str());
@@ -104,11 +105,9 @@ void Rail::start_thread() {
   });
 }
 
-
 void Rail::wake() {
   if (sleeping.load() && can_wait) fi_cq_signal(cq);
 }
-
 
 void Rail::run() {
   int idle = 0;
@@ -136,7 +135,8 @@ void Rail::run() {
       if (t - last > 1000) {
         last = t;
         std::lock_guard<std::mutex> l(q_mu);
-        fprintf(stderr, "[te_fabric rail %d %s] inflight=%d slices=%zu ctrl=%zu free_send=%zu\n", index, owner->opt.segment_name.c_str(), inflight, slices.size(), ctrl.size(), free_send.size());
+        fprintf(stderr, "[te_fabric rail %d %s] inflight=%d slices=%zu ctrl=%zu free_send=%zu\n", index,
+                owner->opt.segment_name.c_str(), inflight, slices.size(), ctrl.size(), free_send.size());
       }
     }
     if (busy || ++idle < 2000) {
@@ -156,7 +156,6 @@ void Rail::run() {
   }
 }
 
-
 void Rail::shutdown() {
   stop.store(true);
   if (thread.joinable()) {
@@ -169,7 +168,8 @@ void Rail::shutdown() {
   // endpoint abandons them, but what the provider already handed to the network may still
   // reach the peer, and nothing is left to ask. Their batches say so as they settle.
   const auto abandon = [](Op* op) {
-    if (op->kind == Op::DATA && op->write && op->batch) op->batch->remote_unconfirmed.store(true, std::memory_order_release);
+    if (op->kind == Op::DATA && op->write && op->batch)
+      op->batch->remote_unconfirmed.store(true, std::memory_order_release);
     delete op;
   };
   for (Op* op : live) abandon(op);

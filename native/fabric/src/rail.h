@@ -39,7 +39,7 @@ struct Rail {
   int window = 64;
   // Slices one op may carry: the provider's local and remote iov limits (1 on verbs).
   int max_parts = 1;
-  std::atomic<uint64_t> rma_ops{0}, rma_slices{0};  // posted, for rails() (tests and tuning)
+  std::atomic<uint64_t> rma_ops{0}, rma_slices{0};     // posted, for rails() (tests and tuning)
   std::atomic<uint64_t> rma_delivery_complete_ops{0};  // posted with FI_DELIVERY_COMPLETE (rails())
   // Fault injection for tests: the next `injected_post_errors` RMA posts fail with
   // -injected_post_errno instead of reaching the provider (a relaxed load when unused).
@@ -98,7 +98,8 @@ struct Rail {
   Status open(std::string* err);
   void start_thread();
   void wake();
-  /** The address's AV entry, inserted if new; FI_ADDR_NOTAVAIL for an address the provider refuses or that does not fit it. */
+  /** The address's AV entry, inserted if new; FI_ADDR_NOTAVAIL for an address the provider refuses or that does not fit
+   * it. */
   fi_addr_t address_of(const std::vector<uint8_t>& raw, std::string* err);
   /** Whether `raw` has this provider's address length (and socket family): only such addresses reach fi_av_insert. */
   bool address_fits(const std::vector<uint8_t>& raw) const;
@@ -129,7 +130,8 @@ struct Rail {
   void fail_group(std::deque<Slice>& chunk, size_t n, const std::shared_ptr<Peer>& peer, int rc, bool write,
                   bool delivery_complete_flag);
   void give_back_place();
-  /** Whether a queued slice may still be posted: on OK it is counted into its region and `lease` holds its local memory. */
+  /** Whether a queued slice may still be posted: on OK it is counted into its region and `lease` holds its local
+   * memory. */
   int32_t admit(const Slice& s, Lease& lease, std::string& why);
   /** Slices taken from the queue at a time to be posted without the queue lock. */
   static constexpr size_t kPostChunk = 32;

@@ -5,11 +5,10 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-
-#include <algorithm>
 #include <set>
 #include <type_traits>
 
@@ -21,7 +20,6 @@ namespace te::fabric {
 // The cache keeps AV entries as plain integers and FI_ADDR_NOTAVAIL as its "none".
 static_assert(std::is_same_v<fi_addr_t, AddressCache::Addr> && FI_ADDR_NOTAVAIL == AddressCache::kNone);
 
-
 fi_addr_t Rail::address_of(const std::vector<uint8_t>& raw, std::string* err) {
   std::unique_lock<std::mutex> l(av_mu);
   fi_addr_t known = addresses.touch(raw);
@@ -29,8 +27,9 @@ fi_addr_t Rail::address_of(const std::vector<uint8_t>& raw, std::string* err) {
   // fi_av_insert reads the provider's fixed address length from `raw`: an address of another
   // length (a peer's message may name any) is refused before the provider sees it.
   if (!address_fits(raw)) {
-    if (err) *err = "refused a " + std::to_string(raw.size()) + "-byte address on " + pub.provider + "/" + pub.domain +
-                    " (its addresses are " + std::to_string(pub.addr.size()) + " bytes)";
+    if (err)
+      *err = "refused a " + std::to_string(raw.size()) + "-byte address on " + pub.provider + "/" + pub.domain +
+             " (its addresses are " + std::to_string(pub.addr.size()) + " bytes)";
     return FI_ADDR_NOTAVAIL;
   }
   // At the bound, the entries peers opened here use stay (senders we only answer go first).
@@ -48,29 +47,28 @@ fi_addr_t Rail::address_of(const std::vector<uint8_t>& raw, std::string* err) {
   fi_addr_t fa = FI_ADDR_NOTAVAIL;
   int rc = fi_av_insert(av, raw.data(), 1, &fa, 0, nullptr);
   if (rc != 1) {
-    if (err) *err = "fi_av_insert failed on " + pub.provider + "/" + pub.domain + ": " + fi_error(rc < 0 ? rc : -FI_EINVAL);
+    if (err)
+      *err = "fi_av_insert failed on " + pub.provider + "/" + pub.domain + ": " + fi_error(rc < 0 ? rc : -FI_EINVAL);
     return FI_ADDR_NOTAVAIL;
   }
   if (addresses.insert(raw, fa, pinned, now_ms()) > 0) has_retiring.store(true, std::memory_order_release);
   return fa;
 }
 
-
-
 bool Rail::address_fits(const std::vector<uint8_t>& raw) const {
   if (raw.empty() || raw.size() != pub.addr.size()) return false;
   // Socket addresses: the provider sizes them by their family, so it must be this rail's.
   const uint32_t fmt = info ? info->addr_format : 0;
-  if ((fmt == FI_SOCKADDR_IN || fmt == FI_SOCKADDR_IN6) && raw.size() >= 2 && memcmp(raw.data(), pub.addr.data(), 2) != 0) return false;
+  if ((fmt == FI_SOCKADDR_IN || fmt == FI_SOCKADDR_IN6) && raw.size() >= 2 &&
+      memcmp(raw.data(), pub.addr.data(), 2) != 0)
+    return false;
   return true;
 }
-
 
 fi_addr_t Rail::lookup_address(const std::vector<uint8_t>& raw) {
   std::lock_guard<std::mutex> l(av_mu);
   return addresses.find(raw);
 }
-
 
 void Rail::forget_address(const std::vector<uint8_t>& raw) {
   // Removing the entry makes providers with connections under the AV (ofi_rxm) drop the
@@ -79,7 +77,6 @@ void Rail::forget_address(const std::vector<uint8_t>& raw) {
   std::lock_guard<std::mutex> l(av_mu);
   if (addresses.forget(raw, now_ms())) has_retiring.store(true, std::memory_order_release);
 }
-
 
 void Rail::retire_addresses() {
   if (!has_retiring.load(std::memory_order_acquire)) return;

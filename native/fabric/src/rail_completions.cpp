@@ -4,18 +4,16 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-
-#include <algorithm>
 #include <set>
 
 #include "impl.h"
 #include "select.h"
 
 namespace te::fabric {
-
 
 int32_t status_of_cq_error(int err) {
   switch (err) {
@@ -43,7 +41,6 @@ int32_t status_of_cq_error(int err) {
   }
 }
 
-
 void Rail::repost_recv(Op* op) {
   if (stop.load()) return;
   ssize_t rc;
@@ -54,15 +51,17 @@ void Rail::repost_recv(Op* op) {
   } while (rc == -FI_EAGAIN && !stop.load());
 }
 
-
 void Rail::handle_error() {
   fi_cq_err_entry e{};
   if (fi_cq_readerr(cq, &e, 0) != 1) return;
   Op* op = static_cast<Op*>(e.op_context);
   char buf[256] = {0};
   const char* ps = fi_cq_strerror(cq, e.prov_errno, e.err_data, buf, sizeof buf);
-  std::string msg = std::string(fi_strerror(e.err)) + (ps && *ps ? std::string(" (provider ") + pub.provider + ": " + ps + ")" : "");
-  if (fabric_debug()) fprintf(stderr, "[te_fabric rail %d] cq error %d %s op=%p kind=%d\n", index, e.err, msg.c_str(), (void*)op, op ? op->kind : -1);
+  std::string msg =
+      std::string(fi_strerror(e.err)) + (ps && *ps ? std::string(" (provider ") + pub.provider + ": " + ps + ")" : "");
+  if (fabric_debug())
+    fprintf(stderr, "[te_fabric rail %d] cq error %d %s op=%p kind=%d\n", index, e.err, msg.c_str(), (void*)op,
+            op ? op->kind : -1);
   if (!op) return;
   {
     std::lock_guard<std::mutex> l(q_mu);
@@ -70,11 +69,10 @@ void Rail::handle_error() {
   }
   int32_t st = status_of_cq_error(e.err);
   switch (op->kind) {
-    case Op::RECV:
-      {
-        std::lock_guard<std::mutex> l(q_mu);
-        live.insert(op);
-      }
+    case Op::RECV: {
+      std::lock_guard<std::mutex> l(q_mu);
+      live.insert(op);
+    }
       repost_recv(op);
       return;
     case Op::SEND: {
@@ -84,11 +82,13 @@ void Rail::handle_error() {
       }
       if (op->peer && st == TE_CONNECTION_LOST) {
         owner->peer_broken(op->peer, "control message failed: " + msg);
-        owner->fail_hellos(op->peer, TE_PEER_UNREACHABLE, "cannot reach \"" + op->peer->name + "\" on rail " + std::to_string(index) + ": " + msg);
+        owner->fail_hellos(op->peer, TE_PEER_UNREACHABLE,
+                           "cannot reach \"" + op->peer->name + "\" on rail " + std::to_string(index) + ": " + msg);
       }
       if (op->batch)
-        owner->notify_failed(op->batch, st == TE_MEMORY_NOT_REGISTERED ? TE_TRANSFER_FAILED : st,
-                             "notification to \"" + (op->peer ? op->peer->name : std::string("?")) + "\" failed: " + msg);
+        owner->notify_failed(
+            op->batch, st == TE_MEMORY_NOT_REGISTERED ? TE_TRANSFER_FAILED : st,
+            "notification to \"" + (op->peer ? op->peer->name : std::string("?")) + "\" failed: " + msg);
       delete op;
       return;
     }
@@ -110,7 +110,6 @@ void Rail::handle_error() {
     }
   }
 }
-
 
 bool Rail::poll_cq(int timeout_ms) {
   fi_cq_msg_entry ent[16];
@@ -161,7 +160,6 @@ bool Rail::poll_cq(int timeout_ms) {
   return true;
 }
 
-
 void Rail::finish_op(Op* op, int32_t status, const std::string& why) {
   auto b = op->batch;
   auto p = op->peer;
@@ -179,7 +177,6 @@ void Rail::finish_op(Op* op, int32_t status, const std::string& why) {
   }
 }
 
-
 void Rail::data_finished(Op* op, int32_t status, const std::string& why) {
   if (op->plain_write) {
     // Held writes keep their lease and their count in the region: a revocation waits for
@@ -196,7 +193,6 @@ void Rail::data_finished(Op* op, int32_t status, const std::string& why) {
   }
   finish_op(op, status, why);
 }
-
 
 void Rail::fence_dropped(const Slice& s, int32_t status, const std::string& why) {
   std::vector<std::pair<Op*, WriteFences::Outcome>> released;

@@ -4,18 +4,16 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-
-#include <algorithm>
 #include <set>
 
 #include "impl.h"
 #include "select.h"
 
 namespace te::fabric {
-
 
 void Rail::push_slices(std::vector<Slice>&& s) {
   {
@@ -25,7 +23,6 @@ void Rail::push_slices(std::vector<Slice>&& s) {
   }
   wake();
 }
-
 
 bool Rail::push_ctrl(CtrlMsg&& m) {
   {
@@ -42,7 +39,6 @@ bool Rail::push_ctrl(CtrlMsg&& m) {
   wake();
   return true;
 }
-
 
 CtrlMsg Rail::take_ctrl(size_t i) {
   CtrlMsg m = std::move(ctrl[i]);

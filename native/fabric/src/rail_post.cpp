@@ -4,18 +4,16 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-
-#include <algorithm>
 #include <set>
 
 #include "impl.h"
 #include "select.h"
 
 namespace te::fabric {
-
 
 int32_t status_of_post_error(int err) {
   if (err < 0) err = -err;
@@ -89,7 +87,8 @@ int32_t Rail::admit(const Slice& s, Lease& lease, std::string& why) {
   {
     std::lock_guard<std::mutex> pl(peer->mu);
     auto it = peer->regions.find(s.region);
-    if (it == peer->regions.end() || std::find(it->second.keys.begin(), it->second.keys.end(), s.key) == it->second.keys.end()) {
+    if (it == peer->regions.end() ||
+        std::find(it->second.keys.begin(), it->second.keys.end(), s.key) == it->second.keys.end()) {
       why = "the peer revoked the region while the batch was queued";
       return TE_MEMORY_NOT_REGISTERED;
     }
@@ -160,7 +159,7 @@ bool Rail::post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted, int& m
     if (rc == 0) rc = write ? fi_writemsg(ep, &msg, flags) : fi_readmsg(ep, &msg, flags);
     if (rc == -FI_EAGAIN) {
       std::shared_ptr<Peer> peer = op->peer;
-      delete op;  // releases the leases
+      delete op;                                                             // releases the leases
       for (size_t i = 0; i < n; ++i) owner->drained(peer, chunk[i].region);  // counted again when posted again
       return true;
     }
@@ -221,7 +220,9 @@ void Rail::fail_group(std::deque<Slice>& chunk, size_t n, const std::shared_ptr<
   std::string why = std::string(write ? "fi_writemsg" : "fi_readmsg") + " on " + pub.provider + ": " + fi_error(rc);
   if (rc == -FI_ENOENT) why += " (no connection to the peer, and none could be made)";
   if (delivery_complete_flag && (rc == -FI_EBADFLAGS || rc == -FI_EOPNOTSUPP || rc == -FI_ENOSYS))
-    why += " (the provider refuses FI_DELIVERY_COMPLETE writes: set deliveryComplete: false to accept writes complete once sent)";
+    why +=
+        " (the provider refuses FI_DELIVERY_COMPLETE writes: set deliveryComplete: false to accept writes complete "
+        "once sent)";
   // A peer the provider can no longer reach is broken, as when a completion says so:
   // what is queued to it is refused at admission, without posting (and reconnecting) again.
   const int32_t st = status_of_post_error(rc);

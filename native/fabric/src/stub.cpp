@@ -27,11 +27,16 @@ Status Transport::register_memory(uint64_t, uint64_t, bool, std::vector<uint64_t
   return *err = kWhy, TE_PROVIDER_UNAVAILABLE;
 }
 Status Transport::unregister_memory(uint64_t, std::string* err) { return *err = kWhy, TE_PROVIDER_UNAVAILABLE; }
-uint64_t Transport::open_peer(const std::string&, uint64_t, const PeerAddress&, bool, const std::vector<RemoteRegion>&) { return 0; }
+uint64_t Transport::open_peer(const std::string&, uint64_t, const PeerAddress&, bool,
+                              const std::vector<RemoteRegion>&) {
+  return 0;
+}
 void Transport::close_peer(uint64_t) {}
-Status Transport::check_peer(uint64_t, int, uint64_t*, std::string* err) { return *err = kWhy, TE_PROVIDER_UNAVAILABLE; }
-Status Transport::submit(uint64_t, const uint8_t*, const uint64_t*, const uint64_t*, const uint64_t*, size_t, const uint8_t*,
-                         size_t, uint64_t*, std::string* err) {
+Status Transport::check_peer(uint64_t, int, uint64_t*, std::string* err) {
+  return *err = kWhy, TE_PROVIDER_UNAVAILABLE;
+}
+Status Transport::submit(uint64_t, const uint8_t*, const uint64_t*, const uint64_t*, const uint64_t*, size_t,
+                         const uint8_t*, size_t, uint64_t*, std::string* err) {
   return *err = kWhy, TE_PROVIDER_UNAVAILABLE;
 }
 std::unique_ptr<BatchOutcome> Transport::take_batch(uint64_t) { return nullptr; }

@@ -41,7 +41,8 @@ Status Transport::start(std::string* err) {
   }
   if (m.opt.arena_size) {
     // Local access only: remote access is granted per registered region (memory.cpp).
-    Status s = m.register_on_rails(m.opt.arena_base, m.opt.arena_size, FI_READ | FI_WRITE | FI_SEND | FI_RECV, &m.arena_mrs, err);
+    Status s = m.register_on_rails(m.opt.arena_base, m.opt.arena_size, FI_READ | FI_WRITE | FI_SEND | FI_RECV,
+                                   &m.arena_mrs, err);
     if (s != TE_OK) {
       *err = "cannot register the " + m.opt.plugin + " pool: " + *err;
       close();
@@ -77,7 +78,8 @@ Status Transport::submit(uint64_t peer, const uint8_t* ops, const uint64_t* loca
     if (it != m.peers.end()) p = it->second;
   }
   if (!p) return *err = "peer was not opened by this transport (or was closed)", TE_PEER_NOT_FOUND;
-  if (notify && notify_len > wire::kMaxPayload) return *err = "a notification payload is at most 64 KiB", TE_INVALID_ARGUMENT;
+  if (notify && notify_len > wire::kMaxPayload)
+    return *err = "a notification payload is at most 64 KiB", TE_INVALID_ARGUMENT;
   auto b = std::make_shared<Batch>();
   b->id = m.next_batch++;
   b->peer = p;
@@ -169,7 +171,7 @@ void Transport::close() {
   Impl& m = *impl_;
   if (m.closed.exchange(true)) return;
   std::unique_lock<std::shared_mutex> life(m.life_mu);  // waits for registrations in progress
-  m.stop_local_copies();  // a copy in progress stops at its next step
+  m.stop_local_copies();                                // a copy in progress stops at its next step
   for (auto& r : m.rails) {
     r->stop.store(true);
     if (r->thread.joinable()) {

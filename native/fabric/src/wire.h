@@ -20,22 +20,22 @@ constexpr size_t kMaxMessage = 64 * 1024 + 4096;  // receive buffer size
 constexpr size_t kMaxPayload = 64 * 1024;         // notification payload limit
 
 enum Type : uint8_t {
-  HELLO = 1,      // open a channel (req_id; target_epoch = the epoch the sender expects)
-  HELLO_ACK = 2,  // status OK or STALE_DESCRIPTOR
-  TABLE_REQ = 3,  // ask for the published region table
-  TABLE = 4,      // a chunk of it (last chunk has flags & kLast)
-  REVOKE = 5,     // a region was unregistered (addr in arg)
-  NOTIFY = 6,     // a notification (after the batch's data)
-  REVOKE_ACK = 7, // the peer dropped the region from its cache (req_id of the REVOKE)
-  NOTIFY_ACK = 8, // answer to a NOTIFY (req_id of it): status OK (queued for the listeners),
-                  // POOL_EXHAUSTED (over the receiver's budget), STALE_DESCRIPTOR, BAD_FRAME
+  HELLO = 1,       // open a channel (req_id; target_epoch = the epoch the sender expects)
+  HELLO_ACK = 2,   // status OK or STALE_DESCRIPTOR
+  TABLE_REQ = 3,   // ask for the published region table
+  TABLE = 4,       // a chunk of it (last chunk has flags & kLast)
+  REVOKE = 5,      // a region was unregistered (addr in arg)
+  NOTIFY = 6,      // a notification (after the batch's data)
+  REVOKE_ACK = 7,  // the peer dropped the region from its cache (req_id of the REVOKE)
+  NOTIFY_ACK = 8,  // answer to a NOTIFY (req_id of it): status OK (queued for the listeners),
+                   // POOL_EXHAUSTED (over the receiver's budget), STALE_DESCRIPTOR, BAD_FRAME
 };
 constexpr uint8_t kLast = 1;
 
 struct Header {
   uint8_t type = 0;
   uint8_t flags = 0;
-  uint16_t rail = 0;       // sender's rail index
+  uint16_t rail = 0;  // sender's rail index
   int32_t status = 0;
   uint64_t req_id = 0;
   uint64_t sender_epoch = 0;
@@ -71,7 +71,8 @@ struct TableEntry {
   std::vector<uint64_t> keys;
 };
 
-/** TABLE body: u16 keys per region (at least 1) | u32 count | count × (addr, length, base, keys). False when malformed. */
+/** TABLE body: u16 keys per region (at least 1) | u32 count | count × (addr, length, base, keys). False when malformed.
+ */
 bool get_table(Reader& r, std::vector<TableEntry>* out);
 /** NOTIFY body: u16 name length | name | u32 payload length | payload (at most kMaxPayload). False when malformed. */
 bool get_notify(Reader& r, std::string* from, const uint8_t** payload, uint32_t* payload_len);

@@ -31,7 +31,8 @@ WriteFences::Outcome WriteFences::plain_done(Op* op, const Batch* b, int32_t sta
   return out;
 }
 
-void WriteFences::fence_done(const Batch* b, int32_t status, const std::string& why, std::vector<std::pair<Op*, Outcome>>& released) {
+void WriteFences::fence_done(const Batch* b, int32_t status, const std::string& why,
+                             std::vector<std::pair<Op*, Outcome>>& released) {
   auto it = by_batch_.find(b);
   if (it == by_batch_.end()) return;  // the batch had no plain write on this rail
   Entry& e = it->second;

@@ -63,7 +63,8 @@ class WriteFences {
    * The fence of `b` was delivered (status 0), failed, or will never be posted. The writes
    * held for it are appended to `released` with the status to report them with.
    */
-  void fence_done(const Batch* b, int32_t status, const std::string& why, std::vector<std::pair<Op*, Outcome>>& released);
+  void fence_done(const Batch* b, int32_t status, const std::string& why,
+                  std::vector<std::pair<Op*, Outcome>>& released);
 
   /** Writes still held (the rail deletes them at close). */
   std::vector<Op*> drain_all();

@@ -1,13 +1,14 @@
 // C++ tests of the rail's address-vector cache (address_cache.h) and of its control queue's
 // bound on answers (answer_bound.h): pure bookkeeping, so they run without libfabric. AV
 // entries are plain integers here, as a provider hands them out.
+#include "../src/address_cache.h"
+
 #include <cstdio>
 #include <set>
 #include <vector>
 
-#include "../src/address_cache.h"
-#include "../src/answer_bound.h"
 #include "../../test/check.h"
+#include "../src/answer_bound.h"
 
 using te::fabric::AddressCache;
 using te::fabric::AnswerBound;

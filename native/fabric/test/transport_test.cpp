@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "../src/impl.h"
 #include "../../test/check.h"
+#include "../src/impl.h"
 
 namespace te::fabric {
 struct TransportTestAccess {
@@ -235,7 +235,8 @@ void test_notify_budget() {
   deliver(n, message(wire::NOTIFY, any, 7, 1, notify_body("flood", 10)));
   CHECK(n.count(Event::NOTIFY) == 4);  // a place was freed
   // Bytes, all senders together: 3 x 1000 B from three senders fit, a fourth does not.
-  for (int s = 0; s < 4; ++s) deliver(n, message(wire::NOTIFY, any, 7, 1, notify_body("big" + std::to_string(s), 1000)));
+  for (int s = 0; s < 4; ++s)
+    deliver(n, message(wire::NOTIFY, any, 7, 1, notify_body("big" + std::to_string(s), 1000)));
   CHECK(n.count(Event::NOTIFY) == 7);
   n.t->close();
 }
@@ -275,8 +276,8 @@ std::unique_ptr<BatchOutcome> notify_batch(Node& n, uint64_t peer, const std::st
   std::string err;
   uint64_t bid = 0;
   size_t batches = n.count(Event::BATCH);
-  if (n.t->submit(peer, nullptr, nullptr, nullptr, nullptr, 0, reinterpret_cast<const uint8_t*>(payload.data()), payload.size(),
-                  &bid, &err) != te::TE_OK)
+  if (n.t->submit(peer, nullptr, nullptr, nullptr, nullptr, 0, reinterpret_cast<const uint8_t*>(payload.data()),
+                  payload.size(), &bid, &err) != te::TE_OK)
     return nullptr;
   if (id_out) *id_out = bid;
   if (!wait || !n.wait_for(Event::BATCH, batches + 1, ms)) return nullptr;
@@ -301,7 +302,8 @@ void test_notify_acknowledged() {
   {
     std::lock_guard<std::mutex> l(target.mu);
     for (auto& e : target.events)
-      if (e.kind == Event::NOTIFY) CHECK(e.text == "acker" && std::string(e.payload.begin(), e.payload.end()) == "first");
+      if (e.kind == Event::NOTIFY)
+        CHECK(e.text == "acker" && std::string(e.payload.begin(), e.payload.end()) == "first");
   }
   auto second = notify_batch(sender, peer, "second");  // the listener has not taken the first
   CHECK(second != nullptr);
@@ -491,7 +493,8 @@ void test_av_map_bounded() {
 }
 
 // One write of `len` bytes from `local` to `remote` at the peer; the outcome once settled.
-std::unique_ptr<BatchOutcome> write_batch(Node& n, uint64_t peer, uint64_t local, uint64_t remote, uint64_t len, int ms = 8000) {
+std::unique_ptr<BatchOutcome> write_batch(Node& n, uint64_t peer, uint64_t local, uint64_t remote, uint64_t len,
+                                          int ms = 8000) {
   std::string err;
   uint8_t op = 1;
   uint64_t bid = 0;
@@ -535,7 +538,8 @@ void test_dead_peer_refused_at_posting() {
   uint64_t peer = sender.t->open_peer("gone", 41, pa, false, {reg});
   CHECK(sender.wait_for(Event::OPEN, opens + 1));
   auto first = write_batch(sender, peer, la, ra, 4096);
-  CHECK(first != nullptr && first->status == te::TE_OK && first->statuses.size() == 1 && first->statuses[0] == te::TE_OK);
+  CHECK(first != nullptr && first->status == te::TE_OK && first->statuses.size() == 1 &&
+        first->statuses[0] == te::TE_OK);
   CHECK(remote_buf[0] == 0x11);
   // The target goes away: its endpoint and listener close, nothing answers at its address.
   target.t->close();
@@ -546,7 +550,8 @@ void test_dead_peer_refused_at_posting() {
     CHECK(lost->statuses.size() == 1);
     if (!lost->statuses.empty()) CHECK(lost->statuses[0] == te::TE_CONNECTION_LOST);
     if (lost->statuses.empty() || lost->statuses[0] != te::TE_CONNECTION_LOST)
-      fprintf(stderr, "  dead peer: status %d (%s)\n", lost->statuses.empty() ? 0 : lost->statuses[0], lost->message.c_str());
+      fprintf(stderr, "  dead peer: status %d (%s)\n", lost->statuses.empty() ? 0 : lost->statuses[0],
+              lost->message.c_str());
   }
   std::shared_ptr<Peer> p;
   {
@@ -694,7 +699,8 @@ void test_provider_failure_of_a_lost_peer() {
   if (out) {
     CHECK(out->statuses.size() == 2);
     for (int32_t st : out->statuses) CHECK(st == te::TE_CONNECTION_LOST);
-    CHECK(out->message.find("No such file or directory") != std::string::npos);  // the provider's words stay in the message
+    CHECK(out->message.find("No such file or directory") !=
+          std::string::npos);  // the provider's words stay in the message
   }
   sender.t->close();
   target.t->close();
@@ -723,7 +729,9 @@ int main() {
   test_post_error_keeps_delivery_complete();
   a.t->close();
   b.t->close();
-  if (failures) fprintf(stderr, "transport_test: %d check(s) failed\n", failures);
-  else printf("transport_test: ok\n");
+  if (failures)
+    fprintf(stderr, "transport_test: %d check(s) failed\n", failures);
+  else
+    printf("transport_test: ok\n");
   return failures ? 1 : 0;
 }

@@ -1,11 +1,12 @@
 // C++ tests of the fabric rail's write fences (write_fences.h): pure bookkeeping, so they
 // run without libfabric. Batches and ops are opaque here: distinct addresses suffice.
+#include "../src/write_fences.h"
+
 #include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "../src/write_fences.h"
 #include "../../test/check.h"
 
 using te::fabric::Batch;

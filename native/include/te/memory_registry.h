@@ -7,10 +7,11 @@
 // returns, no thread touches that memory again.
 #pragma once
 
+#include <pthread.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <pthread.h>
 #include <vector>
 
 #include "te/status.h"

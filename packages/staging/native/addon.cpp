@@ -28,7 +28,10 @@ std::vector<double> doubles_of(const Napi::Value& v, const char* what) {
   for (size_t i = 0; i < out.size(); i++) {
     double d = a[i];
     if (!(d >= 0 && d <= 9007199254740991.0) || static_cast<double>(static_cast<uint64_t>(d)) != d) {
-      te::napi::throw_status(env, te::TE_INVALID_ARGUMENT, std::string("`") + what + "` holds a value that is not a non-negative safe integer at index " + std::to_string(i));
+      te::napi::throw_status(env, te::TE_INVALID_ARGUMENT,
+                             std::string("`") + what +
+                                 "` holds a value that is not a non-negative safe integer at index " +
+                                 std::to_string(i));
     }
     out[i] = d;
   }
@@ -58,7 +61,8 @@ class Copier : public Napi::ObjectWrap<Copier> {
 
   explicit Copier(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Copier>(info) {
     uint64_t threads = te::napi::get_u64(info[0], "threads");
-    if (threads < 1 || threads > 256) te::napi::throw_status(info.Env(), te::TE_INVALID_ARGUMENT, "Expected `threads` to be from 1 to 256");
+    if (threads < 1 || threads > 256)
+      te::napi::throw_status(info.Env(), te::TE_INVALID_ARGUMENT, "Expected `threads` to be from 1 to 256");
     pool_ = std::make_shared<CopyPool>(static_cast<size_t>(threads));
   }
 
@@ -66,9 +70,11 @@ class Copier : public Napi::ObjectWrap<Copier> {
   // setRegions(Float64Array [base, length, ...]): the only memory later copies may touch.
   Napi::Value SetRegions(const Napi::CallbackInfo& info) {
     std::vector<double> v = doubles_of(info[0], "regions");
-    if (v.size() % 2 != 0) te::napi::throw_status(info.Env(), te::TE_INVALID_ARGUMENT, "`regions` must hold (base, length) pairs");
+    if (v.size() % 2 != 0)
+      te::napi::throw_status(info.Env(), te::TE_INVALID_ARGUMENT, "`regions` must hold (base, length) pairs");
     std::vector<Region> regions;
-    for (size_t i = 0; i < v.size(); i += 2) regions.push_back({static_cast<uint64_t>(v[i]), static_cast<uint64_t>(v[i + 1])});
+    for (size_t i = 0; i < v.size(); i += 2)
+      regions.push_back({static_cast<uint64_t>(v[i]), static_cast<uint64_t>(v[i + 1])});
     regions_ = te::staging::merge_regions(std::move(regions));
     return info.Env().Undefined();
   }
@@ -77,7 +83,8 @@ class Copier : public Napi::ObjectWrap<Copier> {
   // before any byte moves), then copies on the pool and calls back on the JS thread.
   Napi::Value Copy(const Napi::CallbackInfo& info) {
     std::vector<double> v = doubles_of(info[0], "jobs");
-    if (v.size() % te::staging::kJobFields != 0) te::napi::throw_status(info.Env(), te::TE_INVALID_ARGUMENT, "`jobs` must hold 9 numbers per copy");
+    if (v.size() % te::staging::kJobFields != 0)
+      te::napi::throw_status(info.Env(), te::TE_INVALID_ARGUMENT, "`jobs` must hold 9 numbers per copy");
     std::vector<CopyJob> jobs(v.size() / te::staging::kJobFields);
     for (size_t k = 0; k < jobs.size(); k++) {
       const double* f = &v[k * te::staging::kJobFields];
@@ -93,7 +100,9 @@ class Copier : public Napi::ObjectWrap<Copier> {
     return info.Env().Undefined();
   }
 
-  Napi::Value Threads(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(pool_->threads())); }
+  Napi::Value Threads(const Napi::CallbackInfo& info) {
+    return Napi::Number::New(info.Env(), static_cast<double>(pool_->threads()));
+  }
 
   std::shared_ptr<CopyPool> pool_;
   std::vector<Region> regions_;
@@ -120,14 +129,16 @@ class ChecksumWorker : public Napi::AsyncWorker {
 class Checksummer : public Napi::ObjectWrap<Checksummer> {
  public:
   static Napi::Function Define(Napi::Env env) {
-    return DefineClass(env, "Checksummer",
-                       {InstanceMethod("setRegions", &Checksummer::SetRegions), InstanceMethod("checksum", &Checksummer::Checksum),
-                        InstanceMethod("threads", &Checksummer::Threads)});
+    return DefineClass(
+        env, "Checksummer",
+        {InstanceMethod("setRegions", &Checksummer::SetRegions), InstanceMethod("checksum", &Checksummer::Checksum),
+         InstanceMethod("threads", &Checksummer::Threads)});
   }
 
   explicit Checksummer(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Checksummer>(info) {
     uint64_t threads = te::napi::get_u64(info[0], "threads");
-    if (threads < 1 || threads > 256) te::napi::throw_status(info.Env(), te::TE_INVALID_ARGUMENT, "Expected `threads` to be from 1 to 256");
+    if (threads < 1 || threads > 256)
+      te::napi::throw_status(info.Env(), te::TE_INVALID_ARGUMENT, "Expected `threads` to be from 1 to 256");
     pool_ = std::make_shared<CopyPool>(static_cast<size_t>(threads));
   }
 
@@ -135,9 +146,11 @@ class Checksummer : public Napi::ObjectWrap<Checksummer> {
   // setRegions(Float64Array [base, length, ...]): the only memory later checksums may read.
   Napi::Value SetRegions(const Napi::CallbackInfo& info) {
     std::vector<double> v = doubles_of(info[0], "regions");
-    if (v.size() % 2 != 0) te::napi::throw_status(info.Env(), te::TE_INVALID_ARGUMENT, "`regions` must hold (base, length) pairs");
+    if (v.size() % 2 != 0)
+      te::napi::throw_status(info.Env(), te::TE_INVALID_ARGUMENT, "`regions` must hold (base, length) pairs");
     std::vector<Region> regions;
-    for (size_t i = 0; i < v.size(); i += 2) regions.push_back({static_cast<uint64_t>(v[i]), static_cast<uint64_t>(v[i + 1])});
+    for (size_t i = 0; i < v.size(); i += 2)
+      regions.push_back({static_cast<uint64_t>(v[i]), static_cast<uint64_t>(v[i + 1])});
     regions_ = te::staging::merge_regions(std::move(regions));
     return info.Env().Undefined();
   }
@@ -147,7 +160,8 @@ class Checksummer : public Napi::ObjectWrap<Checksummer> {
   // the JS thread with one CRC32C per job.
   Napi::Value Checksum(const Napi::CallbackInfo& info) {
     std::vector<double> v = doubles_of(info[0], "jobs");
-    if (v.size() % te::staging::kChecksumFields != 0) te::napi::throw_status(info.Env(), te::TE_INVALID_ARGUMENT, "`jobs` must hold 6 numbers per checksum");
+    if (v.size() % te::staging::kChecksumFields != 0)
+      te::napi::throw_status(info.Env(), te::TE_INVALID_ARGUMENT, "`jobs` must hold 6 numbers per checksum");
     std::vector<ChecksumJob> jobs(v.size() / te::staging::kChecksumFields);
     for (size_t k = 0; k < jobs.size(); k++) {
       const double* f = &v[k * te::staging::kChecksumFields];
@@ -162,14 +176,18 @@ class Checksummer : public Napi::ObjectWrap<Checksummer> {
     return info.Env().Undefined();
   }
 
-  Napi::Value Threads(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), static_cast<double>(pool_->threads())); }
+  Napi::Value Threads(const Napi::CallbackInfo& info) {
+    return Napi::Number::New(info.Env(), static_cast<double>(pool_->threads()));
+  }
 
   std::shared_ptr<CopyPool> pool_;
   std::vector<Region> regions_;
 };
 
 // crc32cHardware(): whether CRC32C runs on the CPU's instruction here (else a table).
-Napi::Value Crc32cHardware(const Napi::CallbackInfo& info) { return Napi::Boolean::New(info.Env(), te::staging::crc32c_hardware()); }
+Napi::Value Crc32cHardware(const Napi::CallbackInfo& info) {
+  return Napi::Boolean::New(info.Env(), te::staging::crc32c_hardware());
+}
 
 // addressOf(buffer): where a JS buffer's bytes are, so memory registered from JS can be
 // named by the same kind of address as memory registered by pointer.
@@ -180,7 +198,9 @@ Napi::Value AddressOf(const Napi::CallbackInfo& info) {
     auto* base = static_cast<uint8_t*>(a.ArrayBuffer().Data()) + a.ByteOffset();
     return Napi::BigInt::New(info.Env(), static_cast<uint64_t>(reinterpret_cast<uintptr_t>(base)));
   }
-  if (v.IsArrayBuffer()) return Napi::BigInt::New(info.Env(), static_cast<uint64_t>(reinterpret_cast<uintptr_t>(v.As<Napi::ArrayBuffer>().Data())));
+  if (v.IsArrayBuffer())
+    return Napi::BigInt::New(info.Env(),
+                             static_cast<uint64_t>(reinterpret_cast<uintptr_t>(v.As<Napi::ArrayBuffer>().Data())));
   te::napi::throw_status(info.Env(), te::TE_INVALID_ARGUMENT, "Expected an ArrayBuffer or a typed array");
 }
 

@@ -8,15 +8,21 @@ namespace te::staging {
 
 namespace {
 
-bool contiguous(const ChecksumJob& j) { return (j.rows == 1 || j.pitch == j.width) && (j.reps == 1 || j.rep_stride == j.width * j.rows); }
+bool contiguous(const ChecksumJob& j) {
+  return (j.rows == 1 || j.pitch == j.width) && (j.reps == 1 || j.rep_stride == j.width * j.rows);
+}
 
 /** Strided (not one range) jobs of the same shape that read something. */
 bool strided_alike(const ChecksumJob& a, const ChecksumJob& b, const ChecksumJob& c) {
-  auto same = [&a](const ChecksumJob& x) { return x.width == a.width && x.rows == a.rows && x.pitch == a.pitch && x.reps == a.reps && x.rep_stride == a.rep_stride; };
+  auto same = [&a](const ChecksumJob& x) {
+    return x.width == a.width && x.rows == a.rows && x.pitch == a.pitch && x.reps == a.reps &&
+           x.rep_stride == a.rep_stride;
+  };
   return a.bytes() > 0 && !contiguous(a) && same(b) && same(c);
 }
 
-/** A piece of work: job `job`'s bytes [offset, offset + length) when it is contiguous, else the whole job (length 0). */
+/** A piece of work: job `job`'s bytes [offset, offset + length) when it is contiguous, else the whole job (length 0).
+ */
 struct Part {
   size_t job;
   uint64_t offset;
@@ -26,7 +32,8 @@ struct Part {
 
 }  // namespace
 
-int32_t check_checksum_jobs(const std::vector<ChecksumJob>& jobs, const std::vector<Region>& regions, std::string& message) {
+int32_t check_checksum_jobs(const std::vector<ChecksumJob>& jobs, const std::vector<Region>& regions,
+                            std::string& message) {
   for (size_t i = 0; i < jobs.size(); i++) {
     const ChecksumJob& j = jobs[i];
     if (j.width == 0 || j.rows == 0 || j.reps == 0) continue;  // reads nothing: the CRC of no bytes
@@ -36,7 +43,8 @@ int32_t check_checksum_jobs(const std::vector<ChecksumJob>& jobs, const std::vec
       return TE_INVALID_ARGUMENT;
     }
     if (!inside_regions(regions, j.addr, j.addr + span)) {
-      message = "checksum " + std::to_string(i) + ": [" + te::hex(j.addr) + ", +" + std::to_string(span) + ") is outside the registered buffers";
+      message = "checksum " + std::to_string(i) + ": [" + te::hex(j.addr) + ", +" + std::to_string(span) +
+                ") is outside the registered buffers";
       return TE_ADDRESS_OUT_OF_RANGE;
     }
   }
@@ -72,7 +80,8 @@ std::vector<uint32_t> checksum_jobs(CopyPool& pool, const std::vector<ChecksumJo
     total += bytes;
     if (bytes > split && contiguous(j)) {
       cut = true;
-      for (uint64_t o = 0; o < bytes; o += split) parts.push_back({k, o, bytes - o < split ? bytes - o : split, bytes - o < split ? bytes - o : split});
+      for (uint64_t o = 0; o < bytes; o += split)
+        parts.push_back({k, o, bytes - o < split ? bytes - o : split, bytes - o < split ? bytes - o : split});
     } else {
       parts.push_back({k, 0, 0, bytes});
     }
@@ -100,9 +109,12 @@ std::vector<uint32_t> checksum_jobs(CopyPool& pool, const std::vector<ChecksumJo
         continue;
       }
       // Three strided jobs of one shape (a head slice of three pages): walked in lockstep.
-      if (i + 3 <= end && p[i + 1].length == 0 && p[i + 2].length == 0 && strided_alike(js[part.job], js[p[i + 1].job], js[p[i + 2].job])) {
+      if (i + 3 <= end && p[i + 1].length == 0 && p[i + 2].length == 0 &&
+          strided_alike(js[part.job], js[p[i + 1].job], js[p[i + 2].job])) {
         const ChecksumJob& j = js[part.job];
-        const uint8_t* base[3] = {reinterpret_cast<const uint8_t*>(j.addr), reinterpret_cast<const uint8_t*>(js[p[i + 1].job].addr), reinterpret_cast<const uint8_t*>(js[p[i + 2].job].addr)};
+        const uint8_t* base[3] = {reinterpret_cast<const uint8_t*>(j.addr),
+                                  reinterpret_cast<const uint8_t*>(js[p[i + 1].job].addr),
+                                  reinterpret_cast<const uint8_t*>(js[p[i + 2].job].addr)};
         crc32c_strided3(base, j.width, j.rows, j.pitch, j.reps, j.rep_stride, c + i);
         i += 3;
         continue;

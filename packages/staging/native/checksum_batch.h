@@ -35,7 +35,8 @@ constexpr size_t kChecksumFields = 6;
  * (from merge_regions) and no arithmetic overflows. Returns 0, or a te status
  * (ADDRESS_OUT_OF_RANGE, INVALID_ARGUMENT) with `message` naming the job and the address.
  */
-int32_t check_checksum_jobs(const std::vector<ChecksumJob>& jobs, const std::vector<Region>& regions, std::string& message);
+int32_t check_checksum_jobs(const std::vector<ChecksumJob>& jobs, const std::vector<Region>& regions,
+                            std::string& message);
 
 /** CRC32C of one job's walk, on the calling thread. */
 uint32_t checksum_job(const ChecksumJob& j);
@@ -45,6 +46,7 @@ uint32_t checksum_job(const ChecksumJob& j);
  * `split` bytes that is one contiguous range is cut into parts checksummed apart and
  * combined (crc32c_combine), so one large item keeps every thread busy too.
  */
-std::vector<uint32_t> checksum_jobs(CopyPool& pool, const std::vector<ChecksumJob>& jobs, uint64_t split = uint64_t{1} << 20);
+std::vector<uint32_t> checksum_jobs(CopyPool& pool, const std::vector<ChecksumJob>& jobs,
+                                    uint64_t split = uint64_t{1} << 20);
 
 }  // namespace te::staging

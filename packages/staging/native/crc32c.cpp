@@ -42,8 +42,8 @@ uint32_t table_raw(uint32_t c, const uint8_t* p, size_t n) {
     std::memcpy(&lo, p, 4);
     std::memcpy(&hi, p + 4, 4);
     lo ^= c;  // little-endian hosts (x86-64, AArch64)
-    c = t[7][lo & 0xff] ^ t[6][(lo >> 8) & 0xff] ^ t[5][(lo >> 16) & 0xff] ^ t[4][lo >> 24] ^ t[3][hi & 0xff] ^ t[2][(hi >> 8) & 0xff] ^
-        t[1][(hi >> 16) & 0xff] ^ t[0][hi >> 24];
+    c = t[7][lo & 0xff] ^ t[6][(lo >> 8) & 0xff] ^ t[5][(lo >> 16) & 0xff] ^ t[4][lo >> 24] ^ t[3][hi & 0xff] ^
+        t[2][(hi >> 8) & 0xff] ^ t[1][(hi >> 16) & 0xff] ^ t[0][hi >> 24];
     p += 8;
     n -= 8;
   }
@@ -102,7 +102,9 @@ struct Shift {
     for (uint32_t b = 0; b < 256; b++)
       for (int k = 0; k < 4; k++) t[k][b] = gf2_times(acc, b << (8 * k));
   }
-  uint32_t operator()(uint32_t crc) const { return t[0][crc & 0xff] ^ t[1][(crc >> 8) & 0xff] ^ t[2][(crc >> 16) & 0xff] ^ t[3][crc >> 24]; }
+  uint32_t operator()(uint32_t crc) const {
+    return t[0][crc & 0xff] ^ t[1][(crc >> 8) & 0xff] ^ t[2][(crc >> 16) & 0xff] ^ t[3][crc >> 24];
+  }
 };
 
 const Shift& long_shift() {
@@ -115,7 +117,8 @@ const Shift& short_shift() {
   return s;
 }
 
-__attribute__((target("sse4.2"))) uint64_t three_streams(uint64_t c0, const uint8_t*& p, size_t& n, size_t block, const Shift& shift) {
+__attribute__((target("sse4.2"))) uint64_t three_streams(uint64_t c0, const uint8_t*& p, size_t& n, size_t block,
+                                                         const Shift& shift) {
   while (n >= 3 * block) {
     uint64_t c1 = 0;
     uint64_t c2 = 0;
@@ -156,7 +159,9 @@ __attribute__((target("sse4.2"))) uint32_t hardware_raw(uint32_t c, const uint8_
   return c;
 }
 
-__attribute__((target("sse4.2"))) void strided3_hw(const uint8_t* const base[3], uint64_t width, uint64_t rows, uint64_t pitch, uint64_t reps, uint64_t rep_stride, uint32_t out[3]) {
+__attribute__((target("sse4.2"))) void strided3_hw(const uint8_t* const base[3], uint64_t width, uint64_t rows,
+                                                   uint64_t pitch, uint64_t reps, uint64_t rep_stride,
+                                                   uint32_t out[3]) {
   uint64_t c0 = 0xffffffffu;
   uint64_t c1 = 0xffffffffu;
   uint64_t c2 = 0xffffffffu;
@@ -217,7 +222,9 @@ const bool kHardware = detect();
 
 }  // namespace
 
-uint32_t crc32c_table(uint32_t crc, const void* data, size_t n) { return ~table_raw(~crc, static_cast<const uint8_t*>(data), n); }
+uint32_t crc32c_table(uint32_t crc, const void* data, size_t n) {
+  return ~table_raw(~crc, static_cast<const uint8_t*>(data), n);
+}
 
 uint32_t crc32c(uint32_t crc, const void* data, size_t n) {
   const auto* p = static_cast<const uint8_t*>(data);
@@ -226,7 +233,8 @@ uint32_t crc32c(uint32_t crc, const void* data, size_t n) {
 
 bool crc32c_hardware() { return kHardware; }
 
-void crc32c_strided3(const uint8_t* const base[3], uint64_t width, uint64_t rows, uint64_t pitch, uint64_t reps, uint64_t rep_stride, uint32_t out[3]) {
+void crc32c_strided3(const uint8_t* const base[3], uint64_t width, uint64_t rows, uint64_t pitch, uint64_t reps,
+                     uint64_t rep_stride, uint32_t out[3]) {
 #if defined(TE_CRC32C_X86) && defined(__x86_64__)
   if (kHardware) {
     strided3_hw(base, width, rows, pitch, reps, rep_stride, out);

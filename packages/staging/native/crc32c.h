@@ -19,7 +19,8 @@ uint32_t crc32c_table(uint32_t crc, const void* data, size_t n);
  * bytes at base[k] + r·rep_stride + i·pitch), into out[0..2]: three independent streams keep
  * the instruction busy where one walk's short rows would leave it waiting on its latency.
  */
-void crc32c_strided3(const uint8_t* const base[3], uint64_t width, uint64_t rows, uint64_t pitch, uint64_t reps, uint64_t rep_stride, uint32_t out[3]);
+void crc32c_strided3(const uint8_t* const base[3], uint64_t width, uint64_t rows, uint64_t pitch, uint64_t reps,
+                     uint64_t rep_stride, uint32_t out[3]);
 
 /** Whether crc32c() uses the CPU's instruction here. */
 bool crc32c_hardware();

@@ -29,7 +29,8 @@ bool strided_span(uint64_t width, uint64_t rows, uint64_t pitch, uint64_t reps, 
 }
 
 bool inside_regions(const std::vector<Region>& regions, uint64_t first, uint64_t end) {
-  auto it = std::upper_bound(regions.begin(), regions.end(), first, [](uint64_t a, const Region& r) { return a < r.base; });
+  auto it =
+      std::upper_bound(regions.begin(), regions.end(), first, [](uint64_t a, const Region& r) { return a < r.base; });
   if (it == regions.begin()) return false;
   --it;
   return first >= it->base && end <= it->base + it->length;
@@ -69,8 +70,8 @@ int32_t check_jobs(const std::vector<CopyJob>& jobs, const std::vector<Region>& 
     uint64_t src_span = 0;
     uint64_t dst_span = 0;
     if (!strided_span(j.width, j.rows, j.src_pitch, j.reps, j.src_rep_stride, src_span) ||
-        !strided_span(j.width, j.rows, j.dst_pitch, j.reps, j.dst_rep_stride, dst_span) || j.src > UINT64_MAX - src_span ||
-        j.dst > UINT64_MAX - dst_span) {
+        !strided_span(j.width, j.rows, j.dst_pitch, j.reps, j.dst_rep_stride, dst_span) ||
+        j.src > UINT64_MAX - src_span || j.dst > UINT64_MAX - dst_span) {
       message = "copy " + std::to_string(i) + ": its extent overflows 64 bits";
       return TE_INVALID_ARGUMENT;
     }
@@ -81,11 +82,13 @@ int32_t check_jobs(const std::vector<CopyJob>& jobs, const std::vector<Region>& 
       return TE_INVALID_ARGUMENT;
     }
     if (!inside_regions(regions, j.src, j.src + src_span)) {
-      message = "copy " + std::to_string(i) + ": source [" + te::hex(j.src) + ", +" + std::to_string(src_span) + ") is outside the registered buffers";
+      message = "copy " + std::to_string(i) + ": source [" + te::hex(j.src) + ", +" + std::to_string(src_span) +
+                ") is outside the registered buffers";
       return TE_ADDRESS_OUT_OF_RANGE;
     }
     if (!inside_regions(regions, j.dst, j.dst + dst_span)) {
-      message = "copy " + std::to_string(i) + ": destination [" + te::hex(j.dst) + ", +" + std::to_string(dst_span) + ") is outside the registered buffers";
+      message = "copy " + std::to_string(i) + ": destination [" + te::hex(j.dst) + ", +" + std::to_string(dst_span) +
+                ") is outside the registered buffers";
       return TE_ADDRESS_OUT_OF_RANGE;
     }
   }

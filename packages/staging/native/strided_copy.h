@@ -43,7 +43,8 @@ struct Extent {
 Extent source_extent(const CopyJob& j);
 Extent destination_extent(const CopyJob& j);
 
-/** Bytes from a strided side's first byte to one past its last: (reps-1)*rep_stride + (rows-1)*pitch + width; false on overflow. */
+/** Bytes from a strided side's first byte to one past its last: (reps-1)*rep_stride + (rows-1)*pitch + width; false on
+ * overflow. */
 bool strided_span(uint64_t width, uint64_t rows, uint64_t pitch, uint64_t reps, uint64_t rep_stride, uint64_t& span);
 
 /** Whether [first, end) lies inside one region of `regions` (sorted and disjoint, from merge_regions). */

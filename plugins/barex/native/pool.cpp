@@ -13,9 +13,12 @@ Pool* g_pool = nullptr;
 
 std::string human(uint64_t b) {
   char s[64];
-  if (b >= (1ull << 30)) snprintf(s, sizeof s, "%.2f GiB", b / 1073741824.0);
-  else if (b >= (1ull << 20)) snprintf(s, sizeof s, "%.2f MiB", b / 1048576.0);
-  else snprintf(s, sizeof s, "%llu B", static_cast<unsigned long long>(b));
+  if (b >= (1ull << 30))
+    snprintf(s, sizeof s, "%.2f GiB", b / 1073741824.0);
+  else if (b >= (1ull << 20))
+    snprintf(s, sizeof s, "%.2f MiB", b / 1048576.0);
+  else
+    snprintf(s, sizeof s, "%llu B", static_cast<unsigned long long>(b));
   return s;
 }
 }  // namespace
@@ -27,7 +30,8 @@ Status Pool::instance(uint64_t size, Pool** out, std::string* err) {
   if (g_pool) {
     if (size > g_pool->size_) {
       *err = "the barex pool of this process already exists with " + human(g_pool->size_) + ", smaller than the " +
-             human(size) + " asked for; the pool is created once per process (set TE_BAREX_POOL_SIZE before the first use)";
+             human(size) +
+             " asked for; the pool is created once per process (set TE_BAREX_POOL_SIZE before the first use)";
       return TE_INVALID_ARGUMENT;
     }
     *out = g_pool;
@@ -58,7 +62,8 @@ Status Pool::allocate(uint64_t bytes, uint64_t* addr, std::string* err) {
     return TE_INVALID_ARGUMENT;
   }
   if (bytes > size_) {
-    *err = "cannot allocate " + human(bytes) + ": larger than the whole barex pool (" + human(size_) + ", TE_BAREX_POOL_SIZE)";
+    *err = "cannot allocate " + human(bytes) + ": larger than the whole barex pool (" + human(size_) +
+           ", TE_BAREX_POOL_SIZE)";
     return TE_POOL_EXHAUSTED;
   }
   uint64_t need = (bytes + kAlign - 1) & ~(kAlign - 1);
@@ -76,8 +81,8 @@ Status Pool::allocate(uint64_t bytes, uint64_t* addr, std::string* err) {
   }
   uint64_t largest = 0;
   for (auto& f : free_) largest = f.second > largest ? f.second : largest;
-  *err = "barex pool exhausted: " + human(bytes) + " asked, " + human(size_ - used_bytes_) + " free of " + human(size_) +
-         " (largest free block " + human(largest) + ", " + std::to_string(used_.size()) +
+  *err = "barex pool exhausted: " + human(bytes) + " asked, " + human(size_ - used_bytes_) + " free of " +
+         human(size_) + " (largest free block " + human(largest) + ", " + std::to_string(used_.size()) +
          " allocations); free memory or raise TE_BAREX_POOL_SIZE";
   return TE_POOL_EXHAUSTED;
 }

@@ -1,8 +1,8 @@
-// barex's memory pool (the BAREX model: all transfer memory comes from it): one anonymous mapping, registered with the provider once, from
-// which the application allocates all transfer memory (first fit, 64-byte aligned,
-// neighbours coalesced on free). Process-wide: addresses stay valid for the process's life
-// (JS views of pool memory may outlive any transport), so the mapping is never unmapped.
-// The libfabric layer registers it once per rail as the transport's arena (Options::arena_*).
+// barex's memory pool (the BAREX model: all transfer memory comes from it): one anonymous mapping, registered with the
+// provider once, from which the application allocates all transfer memory (first fit, 64-byte aligned, neighbours
+// coalesced on free). Process-wide: addresses stay valid for the process's life (JS views of pool memory may outlive
+// any transport), so the mapping is never unmapped. The libfabric layer registers it once per rail as the transport's
+// arena (Options::arena_*).
 #pragma once
 
 #include <cstdint>

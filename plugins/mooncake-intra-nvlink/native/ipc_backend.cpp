@@ -54,30 +54,36 @@ Error IpcBackend::export_region(uint64_t addr, uint64_t len, int device, te::cud
   cudaError_t e = cudaPointerGetAttributes(&attr, reinterpret_cast<const void*>(addr));
   if (e != cudaSuccess) {
     cudaGetLastError();
-    return Error::make(te::TE_MEMORY_KIND_UNSUPPORTED, hex(addr) + " is not CUDA device memory (" +
-                                                           te::cuda::runtime_error_text("cudaPointerGetAttributes", e) + ")");
+    return Error::make(
+        te::TE_MEMORY_KIND_UNSUPPORTED,
+        hex(addr) + " is not CUDA device memory (" + te::cuda::runtime_error_text("cudaPointerGetAttributes", e) + ")");
   }
   if (attr.type != cudaMemoryTypeDevice)
     return Error::make(te::TE_MEMORY_KIND_UNSUPPORTED,
                        hex(addr) + " is not device memory (" +
-                           (attr.type == cudaMemoryTypeHost ? "pinned host" : attr.type == cudaMemoryTypeManaged ? "managed" : "unregistered host") +
+                           (attr.type == cudaMemoryTypeHost      ? "pinned host"
+                            : attr.type == cudaMemoryTypeManaged ? "managed"
+                                                                 : "unregistered host") +
                            " memory): mooncake-intra-nvlink registers cudaMalloc memory only");
   if (attr.device != device)
-    return Error::make(te::TE_INVALID_ARGUMENT, hex(addr) + " belongs to cuda:" + std::to_string(attr.device) + ", not cuda:" + std::to_string(device));
+    return Error::make(te::TE_INVALID_ARGUMENT, hex(addr) + " belongs to cuda:" + std::to_string(attr.device) +
+                                                    ", not cuda:" + std::to_string(device));
   CUdeviceptr base = 0;
   size_t size = 0;
   CUresult r = d->cuMemGetAddressRange(&base, &size, static_cast<CUdeviceptr>(addr));
   if (r != CUDA_SUCCESS) return te::cuda::driver_error("cuMemGetAddressRange", r);
   if (!te::range_within(base, size, addr, len))
-    return Error::make(te::TE_ADDRESS_OUT_OF_RANGE, "range " + hex(addr) + "+" + std::to_string(len) + " reaches past its allocation " +
-                                                        hex(base) + "+" + std::to_string(size) + " (one registration must lie in one cudaMalloc allocation)");
+    return Error::make(te::TE_ADDRESS_OUT_OF_RANGE,
+                       "range " + hex(addr) + "+" + std::to_string(len) + " reaches past its allocation " + hex(base) +
+                           "+" + std::to_string(size) + " (one registration must lie in one cudaMalloc allocation)");
   cudaIpcMemHandle_t h;
   e = cudaIpcGetMemHandle(&h, reinterpret_cast<void*>(base));
   if (e != cudaSuccess) {
     cudaGetLastError();
     Error err = Error::make(te::TE_MEMORY_KIND_UNSUPPORTED,
                             te::cuda::runtime_error_text("cudaIpcGetMemHandle", e) +
-                                ": CUDA IPC shares cudaMalloc allocations only (not cuMemCreate / cudaMallocAsync pool / managed memory; use mooncake-nvlink for cuMem memory)");
+                                ": CUDA IPC shares cudaMalloc allocations only (not cuMemCreate / cudaMallocAsync pool "
+                                "/ managed memory; use mooncake-nvlink for cuMem memory)");
     return err;
   }
   out->base = base;
@@ -87,11 +93,13 @@ Error IpcBackend::export_region(uint64_t addr, uint64_t len, int device, te::cud
   return Error::none();
 }
 
-Error IpcBackend::open(const te::cuda::PeerInfo& peer, const te::cuda::RemoteAlloc& alloc, int local_device, te::cuda::Import* out) {
+Error IpcBackend::open(const te::cuda::PeerInfo& peer, const te::cuda::RemoteAlloc& alloc, int local_device,
+                       te::cuda::Import* out) {
   cudaIpcMemHandle_t h;
   if (alloc.handle.size() != sizeof h)
-    return Error::make(te::TE_INVALID_ARGUMENT, "segment " + peer.name + " published an IPC handle of " + std::to_string(alloc.handle.size()) +
-                                                    " bytes (expected " + std::to_string(sizeof h) + ")");
+    return Error::make(te::TE_INVALID_ARGUMENT, "segment " + peer.name + " published an IPC handle of " +
+                                                    std::to_string(alloc.handle.size()) + " bytes (expected " +
+                                                    std::to_string(sizeof h) + ")");
   memcpy(&h, alloc.handle.data(), sizeof h);
   std::string key = std::to_string(local_device) + ":";
   key.append(reinterpret_cast<const char*>(&h), sizeof h);
@@ -104,8 +112,9 @@ Error IpcBackend::open(const te::cuda::PeerInfo& peer, const te::cuda::RemoteAll
       cudaGetLastError();
       // PEER_FAILED, not a per-request failure: the usual cause is an exporter that exited or
       // restarted, and this code makes the engine drop the cached descriptor and fetch it again.
-      return Error::make(te::TE_PEER_FAILED, te::cuda::runtime_error_text("cudaIpcOpenMemHandle", e) + " for allocation " + hex(alloc.base) +
-                                                     " of segment " + peer.name + " (is it on this host, alive, and its GPU visible here?)");
+      return Error::make(te::TE_PEER_FAILED, te::cuda::runtime_error_text("cudaIpcOpenMemHandle", e) +
+                                                 " for allocation " + hex(alloc.base) + " of segment " + peer.name +
+                                                 " (is it on this host, alive, and its GPU visible here?)");
     }
     it = opened.emplace(key, Opened{reinterpret_cast<uint64_t>(p), 0}).first;
     key_of[it->second.ptr] = key;

@@ -26,7 +26,8 @@ struct Traits {
   static std::shared_ptr<te::cuda::Backend> make(Napi::Object options) {
     Napi::Value t = options.Get("connectTimeoutMs");
     int timeout = t.IsNumber() ? t.As<Napi::Number>().Int32Value() : 5000;
-    auto b = std::make_shared<tenvl::VmmBackend>(handle_type_of(options.Get("handleType")), timeout > 0 ? timeout : 5000);
+    auto b =
+        std::make_shared<tenvl::VmmBackend>(handle_type_of(options.Get("handleType")), timeout > 0 ? timeout : 5000);
     te::cuda::Error e = b->start();
     if (!e.ok()) throw_error(options.Env(), e);
     return b;

@@ -7,13 +7,13 @@
 
 #include "te/cuda/device.h"
 #include "te/cuda/driver.h"
-#include "te/memory_registry.h"
 #include "te/hex.h"
+#include "te/memory_registry.h"
 
 namespace tenvl {
 
-using te::cuda::Error;
 using te::hex;
+using te::cuda::Error;
 
 namespace {
 std::mutex allocations_mu;
@@ -22,9 +22,15 @@ std::map<uint64_t, Allocation> by_addr;
 }  // namespace
 
 #if !TE_HAVE_CUDA
-Error allocate(int, uint64_t, int, Allocation*) { return Error::make(te::TE_NO_DEVICE, te::cuda::built_without_cuda_reason()); }
-Error release(uint64_t addr) { return Error::make(te::TE_INVALID_ARGUMENT, hex(addr) + " was not allocated by allocateFabricMemory()"); }
-Error add_export(uint64_t, bool, Allocation*) { return Error::make(te::TE_NO_DEVICE, te::cuda::built_without_cuda_reason()); }
+Error allocate(int, uint64_t, int, Allocation*) {
+  return Error::make(te::TE_NO_DEVICE, te::cuda::built_without_cuda_reason());
+}
+Error release(uint64_t addr) {
+  return Error::make(te::TE_INVALID_ARGUMENT, hex(addr) + " was not allocated by allocateFabricMemory()");
+}
+Error add_export(uint64_t, bool, Allocation*) {
+  return Error::make(te::TE_NO_DEVICE, te::cuda::built_without_cuda_reason());
+}
 void remove_export(uint64_t) {}
 #else
 
@@ -52,8 +58,11 @@ Error allocate(int device, uint64_t bytes, int handle_types, Allocation* out) {
   r = d->cuMemCreate(&h, size, &prop, 0);
   if (r != CUDA_SUCCESS) {
     Error err = te::cuda::driver_error("cuMemCreate", r);
-    if ((handle_types & kFabric) && (r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_ERROR_NOT_PERMITTED || r == CUDA_ERROR_INVALID_VALUE))
-      err.message += " (fabric handles need a multi-node NVLink system with IMEX running; on one machine use handleType 'posix-fd')";
+    if ((handle_types & kFabric) &&
+        (r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_ERROR_NOT_PERMITTED || r == CUDA_ERROR_INVALID_VALUE))
+      err.message +=
+          " (fabric handles need a multi-node NVLink system with IMEX running; on one machine use handleType "
+          "'posix-fd')";
     return err;
   }
   CUdeviceptr ptr = 0;
@@ -99,9 +108,11 @@ Error release(uint64_t addr) {
     std::lock_guard<std::mutex> lock(allocations_mu);
     auto it = by_addr.find(addr);
     if (it == by_addr.end())
-      return Error::make(te::TE_INVALID_ARGUMENT, hex(addr) + " is not the start of memory from allocateFabricMemory()");
+      return Error::make(te::TE_INVALID_ARGUMENT,
+                         hex(addr) + " is not the start of memory from allocateFabricMemory()");
     if (it->second.exports > 0)
-      return Error::make(te::TE_INVALID_ARGUMENT, "memory at " + hex(addr) + " is still registered; unregister it before freeing");
+      return Error::make(te::TE_INVALID_ARGUMENT,
+                         "memory at " + hex(addr) + " is still registered; unregister it before freeing");
     a = it->second;
     by_addr.erase(it);
   }
@@ -119,7 +130,8 @@ Error release(uint64_t addr) {
 Error add_export(uint64_t alloc_addr, bool posix_fd, Allocation* out) {
   std::lock_guard<std::mutex> lock(allocations_mu);
   auto it = by_addr.find(alloc_addr);
-  if (it == by_addr.end()) return Error::make(te::TE_MEMORY_NOT_REGISTERED, "allocation " + hex(alloc_addr) + " was freed");
+  if (it == by_addr.end())
+    return Error::make(te::TE_MEMORY_NOT_REGISTERED, "allocation " + hex(alloc_addr) + " was freed");
   Allocation& a = it->second;
   if (posix_fd && a.fd < 0) {
     const te::cuda::DriverApi* d = te::cuda::driver();

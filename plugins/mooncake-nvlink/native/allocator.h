@@ -20,9 +20,9 @@ struct Allocation {
   uint64_t requested = 0;  // what the caller asked for
   int device = 0;
   int handle_types = 0;
-  uint64_t handle = 0;     // CUmemGenericAllocationHandle
-  int exports = 0;         // live registrations
-  int fd = -1;             // posix-fd export, while exported
+  uint64_t handle = 0;  // CUmemGenericAllocationHandle
+  int exports = 0;      // live registrations
+  int fd = -1;          // posix-fd export, while exported
 };
 
 te::cuda::Error allocate(int device, uint64_t bytes, int handle_types, Allocation* out);

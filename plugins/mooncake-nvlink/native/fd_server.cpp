@@ -162,7 +162,8 @@ std::string fd_server_name() {
 }
 
 Error fetch_fd(const std::string& name, uint64_t id, int timeout_ms, int* fd_out, uint64_t* size_out) {
-  if (name.empty()) return Error::make(te::TE_PEER_UNREACHABLE, "the peer publishes no fd socket (is it using handleType 'posix-fd'?)");
+  if (name.empty())
+    return Error::make(te::TE_PEER_UNREACHABLE, "the peer publishes no fd socket (is it using handleType 'posix-fd'?)");
   int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (s < 0) return Error::make(te::TE_INTERNAL, std::string("socket(AF_UNIX) failed: ") + strerror(errno));
   timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
@@ -173,7 +174,8 @@ Error fetch_fd(const std::string& name, uint64_t id, int timeout_ms, int* fd_out
   if (connect(s, reinterpret_cast<sockaddr*>(&a), len) != 0) {
     int err = errno;
     ::close(s);
-    return Error::make(te::TE_PEER_UNREACHABLE, "cannot reach the fd socket @" + name + " of the peer: " + strerror(err) +
+    return Error::make(te::TE_PEER_UNREACHABLE, "cannot reach the fd socket @" + name +
+                                                    " of the peer: " + strerror(err) +
                                                     " (is it alive, on this machine and in this network namespace?)");
   }
   Request req{kMagic, kVersion, id};
@@ -199,16 +201,20 @@ Error fetch_fd(const std::string& name, uint64_t id, int timeout_ms, int* fd_out
   }
   if (got != static_cast<ssize_t>(sizeof rep) || rep.magic != kMagic) {
     if (fd >= 0) ::close(fd);
-    return Error::make(te::TE_CONNECTION_LOST, std::string("no valid reply from the fd socket @") + name + (got < 0 ? std::string(": ") + strerror(err) : ""));
+    return Error::make(te::TE_CONNECTION_LOST, std::string("no valid reply from the fd socket @") + name +
+                                                   (got < 0 ? std::string(": ") + strerror(err) : ""));
   }
   if (rep.status == te::TE_AUTH_FAILED) {
     if (fd >= 0) ::close(fd);
-    return Error::make(rep.status, "the fd socket @" + name + " refused this process: only processes of the same user may import its GPU memory");
+    return Error::make(
+        rep.status,
+        "the fd socket @" + name + " refused this process: only processes of the same user may import its GPU memory");
   }
   if (rep.status != te::TE_OK || fd < 0) {
     if (fd >= 0) ::close(fd);
     return Error::make(rep.status != te::TE_OK ? rep.status : te::TE_INTERNAL,
-                       "the peer does not export allocation " + std::to_string(id) + " (unregistered or freed since its descriptor was published)");
+                       "the peer does not export allocation " + std::to_string(id) +
+                           " (unregistered or freed since its descriptor was published)");
   }
   *fd_out = fd;
   *size_out = rep.size;

@@ -12,10 +12,11 @@
 
 namespace tenvl {
 
-using te::cuda::Error;
 using te::hex;
+using te::cuda::Error;
 
-VmmBackend::VmmBackend(int handle_type, int fetch_timeout_ms) : handle_type_(handle_type), fetch_timeout_ms_(fetch_timeout_ms) {}
+VmmBackend::VmmBackend(int handle_type, int fetch_timeout_ms)
+    : handle_type_(handle_type), fetch_timeout_ms_(fetch_timeout_ms) {}
 
 VmmBackend::~VmmBackend() { stop(); }
 
@@ -34,18 +35,21 @@ Error VmmBackend::start() {
 Error VmmBackend::export_region(uint64_t addr, uint64_t len, int device, te::cuda::ExportInfo* out) {
   Allocation a;
   if (!find(addr, len, &a)) {
-    return Error::make(te::TE_MEMORY_KIND_UNSUPPORTED,
-                       "memory at " + hex(addr) + "+" + std::to_string(len) +
-                           " was not allocated by allocateFabricMemory() of @te/mooncake-nvlink (or reaches past its allocation): "
-                           "mooncake-nvlink registers only memory from its own allocator (cuMemCreate with exportable handles); "
-                           "use mooncake-intra-nvlink for cudaMalloc memory");
+    return Error::make(
+        te::TE_MEMORY_KIND_UNSUPPORTED,
+        "memory at " + hex(addr) + "+" + std::to_string(len) +
+            " was not allocated by allocateFabricMemory() of @te/mooncake-nvlink (or reaches past its allocation): "
+            "mooncake-nvlink registers only memory from its own allocator (cuMemCreate with exportable handles); "
+            "use mooncake-intra-nvlink for cudaMalloc memory");
   }
   if (a.device != device)
-    return Error::make(te::TE_INVALID_ARGUMENT, hex(addr) + " was allocated on cuda:" + std::to_string(a.device) + ", not cuda:" + std::to_string(device));
+    return Error::make(te::TE_INVALID_ARGUMENT, hex(addr) + " was allocated on cuda:" + std::to_string(a.device) +
+                                                    ", not cuda:" + std::to_string(device));
   if (!(a.handle_types & handle_type_))
-    return Error::make(te::TE_INVALID_ARGUMENT, std::string("memory at ") + hex(addr) + " was allocated without " +
-                                                    (handle_type_ == kFabric ? "fabric" : "posix-fd") +
-                                                    " handles, which this transport exports (allocate with the same handleType)");
+    return Error::make(te::TE_INVALID_ARGUMENT,
+                       std::string("memory at ") + hex(addr) + " was allocated without " +
+                           (handle_type_ == kFabric ? "fabric" : "posix-fd") +
+                           " handles, which this transport exports (allocate with the same handleType)");
 #if TE_HAVE_CUDA
   Allocation cur;
   Error e = add_export(a.addr, handle_type_ == kPosixFd, &cur);
@@ -56,7 +60,8 @@ Error VmmBackend::export_region(uint64_t addr, uint64_t len, int device, te::cud
   out->alloc_id = cur.id;
   if (handle_type_ == kFabric) {
     CUmemFabricHandle fh;
-    CUresult r = te::cuda::driver()->cuMemExportToShareableHandle(&fh, static_cast<CUmemGenericAllocationHandle>(cur.handle), CU_MEM_HANDLE_TYPE_FABRIC, 0);
+    CUresult r = te::cuda::driver()->cuMemExportToShareableHandle(
+        &fh, static_cast<CUmemGenericAllocationHandle>(cur.handle), CU_MEM_HANDLE_TYPE_FABRIC, 0);
     if (r != CUDA_SUCCESS) {
       remove_export(cur.addr);
       return te::cuda::driver_error("cuMemExportToShareableHandle(FABRIC)", r);
@@ -74,7 +79,8 @@ void VmmBackend::unexport(const te::cuda::ExportInfo& info) {
 }
 
 #if TE_HAVE_CUDA
-Error VmmBackend::open(const te::cuda::PeerInfo& peer, const te::cuda::RemoteAlloc& alloc, int local_device, te::cuda::Import* out) {
+Error VmmBackend::open(const te::cuda::PeerInfo& peer, const te::cuda::RemoteAlloc& alloc, int local_device,
+                       te::cuda::Import* out) {
   std::string why;
   const te::cuda::DriverApi* d = te::cuda::driver(&why);
   if (!d) return Error::make(te::TE_NO_DEVICE, "no CUDA device: " + why);
@@ -92,9 +98,11 @@ Error VmmBackend::open(const te::cuda::PeerInfo& peer, const te::cuda::RemoteAll
     if (!e.ok()) return e;
     if (size != alloc.size) {
       ::close(fd);
-      return Error::make(te::TE_STALE_DESCRIPTOR, "allocation " + std::to_string(alloc.alloc_id) + " of segment " + peer.name + " changed size");
+      return Error::make(te::TE_STALE_DESCRIPTOR,
+                         "allocation " + std::to_string(alloc.alloc_id) + " of segment " + peer.name + " changed size");
     }
-    r = d->cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<uintptr_t>(fd)), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    r = d->cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(static_cast<uintptr_t>(fd)),
+                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     ::close(fd);
     if (r != CUDA_SUCCESS) return te::cuda::driver_error("cuMemImportFromShareableHandle(POSIX_FILE_DESCRIPTOR)", r);
   }

@@ -20,7 +20,8 @@ class VmmBackend : public te::cuda::Backend {
   const std::string& socket_name() const { return socket_; }
   te::cuda::Error export_region(uint64_t addr, uint64_t len, int device, te::cuda::ExportInfo* out) override;
   void unexport(const te::cuda::ExportInfo& info) override;
-  te::cuda::Error open(const te::cuda::PeerInfo& peer, const te::cuda::RemoteAlloc& alloc, int local_device, te::cuda::Import* out) override;
+  te::cuda::Error open(const te::cuda::PeerInfo& peer, const te::cuda::RemoteAlloc& alloc, int local_device,
+                       te::cuda::Import* out) override;
   te::cuda::Error grant(te::cuda::Import& imp, int local_device) override;
   void close(te::cuda::Import& imp) override;
   void stop() override;

@@ -20,9 +20,7 @@ class ShmTransport : public te::napi::NativeTransportWrap<ShmTransport, teshm::T
   friend Base;
 
  public:
-  static Napi::Function Init(Napi::Env env) {
-    return define_class(env, "ShmTransport");
-  }
+  static Napi::Function Init(Napi::Env env) { return define_class(env, "ShmTransport"); }
 
   explicit ShmTransport(const Napi::CallbackInfo& info) : Base(info, "new ShmTransport(options, callbacks)") {
     Napi::Env env = info.Env();
@@ -35,7 +33,8 @@ class ShmTransport : public te::napi::NativeTransportWrap<ShmTransport, teshm::T
     opt.chunk_bytes = u64_field(o, "chunkBytes");
     opt.max_outstanding = static_cast<uint32_t>(u64_field(o, "maxOutstanding"));
     opt.max_connections = static_cast<uint32_t>(u64_field(o, "maxConnections"));
-    if (te::napi::is_given(o.Get("handshakeTimeoutMs"))) opt.handshake_timeout_ms = static_cast<int>(u64_field(o, "handshakeTimeoutMs"));
+    if (te::napi::is_given(o.Get("handshakeTimeoutMs")))
+      opt.handshake_timeout_ms = static_cast<int>(u64_field(o, "handshakeTimeoutMs"));
     opt.connect_timeout_ms = static_cast<int>(u64_field(o, "connectTimeoutMs"));
     opt.cancel_grace_ms = static_cast<int>(u64_field(o, "cancelGraceMs"));
     opt.notify_queue_per_peer = u64_field(o, "notifyQueuePerPeer");
@@ -73,7 +72,9 @@ class ShmTransport : public te::napi::NativeTransportWrap<ShmTransport, teshm::T
   }
 
   // unregisterMemory(addr: bigint): Promise<void> (waits until no copy touches it)
-  Napi::Value UnregisterMemory(const Napi::CallbackInfo& info) { return unregister_registered(info, "te:mooncake-shm:unregister"); }
+  Napi::Value UnregisterMemory(const Napi::CallbackInfo& info) {
+    return unregister_registered(info, "te:mooncake-shm:unregister");
+  }
 
   // openPeer(socketName, epoch: bigint, name): number (peer id; onOpen reports)
   Napi::Value OpenPeer(const Napi::CallbackInfo& info) {
@@ -85,7 +86,6 @@ class ShmTransport : public te::napi::NativeTransportWrap<ShmTransport, teshm::T
     bridge_->hold(env);
     return Napi::Number::New(env, static_cast<double>(transport_->open_peer(socket, epoch, name)));
   }
-
 };
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {

@@ -1,12 +1,13 @@
 // Initiator side of mooncake-shm (see client.h and docs/design/same-host.md).
 #include "client.h"
 
-#include <cerrno>
-#include <cstring>
-#include <random>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
 
 namespace teshm {
 
@@ -80,9 +81,11 @@ void Client::stop() {
     if (p->page) revoke(p->page);
   }
   for (auto& [id, p] : peers_) {
-    while (p->page && !quiescent(p->page, kMaxCopyThreads) && !pidfd_exited(p->pidfd) && now_ms() < deadline) usleep(1000);
+    while (p->page && !quiescent(p->page, kMaxCopyThreads) && !pidfd_exited(p->pidfd) && now_ms() < deadline)
+      usleep(1000);
     if (p->page && !quiescent(p->page, kMaxCopyThreads) && !pidfd_exited(p->pidfd))
-      owner_->emit(Event{Event::LOG, 0, 0, "closing while " + p->label() + " is stopped inside a copy into this process", {}});
+      owner_->emit(
+          Event{Event::LOG, 0, 0, "closing while " + p->label() + " is stopped inside a copy into this process", {}});
     fail_locked(*p, te::TE_ABORTED, "transport closed");
   }
   peers_.clear();
@@ -254,10 +257,13 @@ Status Client::submit(uint64_t peer, const uint8_t* ops, const uint64_t* local, 
   for (size_t i = 0; i < n; ++i) {
     b->statuses[i].store(te::TE_OK);
     Status s = te::TE_OK;
-    if (ops[i] != OP_READ && ops[i] != OP_WRITE) s = te::TE_INVALID_ARGUMENT;
-    else if (lengths[i] == 0 || te::range_overflows(remote[i], lengths[i])) s = te::TE_INVALID_ARGUMENT;
+    if (ops[i] != OP_READ && ops[i] != OP_WRITE)
+      s = te::TE_INVALID_ARGUMENT;
+    else if (lengths[i] == 0 || te::range_overflows(remote[i], lengths[i]))
+      s = te::TE_INVALID_ARGUMENT;
     // Local ranges are this process's to check: any registered region, remote access or not.
-    else s = registry_.acquire(local[i], lengths[i], false, b->leases[i]);
+    else
+      s = registry_.acquire(local[i], lengths[i], false, b->leases[i]);
     if (s != te::TE_OK) {
       b->statuses[i].store(s);
       continue;
@@ -298,7 +304,8 @@ void Client::settle_or_notify_locked(Peer& p, const std::shared_ptr<Batch>& b) {
   bool all_ok = true;
   for (size_t i = 0; i < b->n; ++i) all_ok = all_ok && b->statuses[i].load() == te::TE_OK;
   // The notification goes only after every byte of its batch landed.
-  if (b->has_notify && !b->notify_queued && all_ok && b->cancel_status == 0 && b->batch_status == 0 && p.state == Peer::OPEN) {
+  if (b->has_notify && !b->notify_queued && all_ok && b->cancel_status == 0 && b->batch_status == 0 &&
+      p.state == Peer::OPEN) {
     b->notify_queued = true;
     b->remaining = 1;
     Pending q;
@@ -339,8 +346,10 @@ void Client::cancel(uint64_t id, int32_t status) {
   std::deque<Pending> keep;
   std::vector<Pending> dropped;
   for (Pending& q : p.unsent) {
-    if (q.batch == b) dropped.push_back(std::move(q));
-    else keep.push_back(std::move(q));
+    if (q.batch == b)
+      dropped.push_back(std::move(q));
+    else
+      keep.push_back(std::move(q));
   }
   p.unsent.swap(keep);
   bool at_target = false;
@@ -418,7 +427,8 @@ void Client::read_peer_locked(const std::shared_ptr<Peer>& pp) {
       // End of stream: the target exited or let go of the connection after its last copy,
       // so nothing touches this process's memory for it any more.
       bool exited = pidfd_exited(p.pidfd);
-      std::string why = p.state == Peer::HELLO_SENT ? "target " + p.label() + " closed the connection during the handshake"
+      std::string why = p.state == Peer::HELLO_SENT
+                            ? "target " + p.label() + " closed the connection during the handshake"
                         : exited ? "target " + p.label() + " exited with requests in flight"
                                  : "target " + p.label() + " closed the connection";
       if (p.state == Peer::REVOKING) return fail_locked(p, p.revoke_status, p.revoke_msg);
@@ -430,7 +440,9 @@ void Client::read_peer_locked(const std::shared_ptr<Peer>& pp) {
                                        (p.state != Peer::HELLO_SENT && m.type == COMPLETIONS));
     if (!expected) {
       // A target that speaks nonsense may still be copying: fence it before failing anything.
-      return revoke_locked(p, te::TE_BAD_FRAME, "target " + p.label() + " sent a malformed message: " + (why.empty() ? "unexpected type" : why));
+      return revoke_locked(
+          p, te::TE_BAD_FRAME,
+          "target " + p.label() + " sent a malformed message: " + (why.empty() ? "unexpected type" : why));
     }
     if (m.type == HELLO_REPLY) {
       on_reply_locked(p, m.reply);
@@ -455,12 +467,16 @@ int Client::timers_locked() {
     ++it;
     if (p->state == Peer::CONNECTING) connect_locked(*p);
     if (p->state == Peer::HELLO_SENT) {
-      if (now >= p->open_deadline) fail_locked(*p, te::TE_PEER_UNREACHABLE, "target " + p->label() + " did not answer HELLO in time");
-      else wait = std::min<int>(wait, static_cast<int>(p->open_deadline - now));
+      if (now >= p->open_deadline)
+        fail_locked(*p, te::TE_PEER_UNREACHABLE, "target " + p->label() + " did not answer HELLO in time");
+      else
+        wait = std::min<int>(wait, static_cast<int>(p->open_deadline - now));
     }
     if (p->state == Peer::REVOKING) {
-      if (quiescent(p->page, kMaxCopyThreads) || pidfd_exited(p->pidfd)) fail_locked(*p, p->revoke_status, p->revoke_msg);
-      else wait = 1;  // the target is inside a copy: look again soon
+      if (quiescent(p->page, kMaxCopyThreads) || pidfd_exited(p->pidfd))
+        fail_locked(*p, p->revoke_status, p->revoke_msg);
+      else
+        wait = 1;  // the target is inside a copy: look again soon
     }
   }
   for (auto it = cancelling_.begin(); it != cancelling_.end();) {
@@ -475,7 +491,8 @@ int Client::timers_locked() {
       auto pit = peers_.find(b->peer);
       if (pit != peers_.end())
         revoke_locked(*pit->second, te::TE_CONNECTION_LOST,
-                      "the connection to " + pit->second->label() + " was revoked: a cancelled batch was not answered within cancelGraceMs");
+                      "the connection to " + pit->second->label() +
+                          " was revoked: a cancelled batch was not answered within cancelGraceMs");
       wait = 1;
     } else {
       wait = std::min<int>(wait, static_cast<int>(b->cancel_deadline - now));

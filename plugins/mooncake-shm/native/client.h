@@ -29,8 +29,9 @@ class Client {
 
   uint64_t open_peer(const std::string& socket_name, uint64_t epoch, const std::string& segment);
   void close_peer(uint64_t id);
-  Status submit(uint64_t peer, const uint8_t* ops, const uint64_t* local, const uint64_t* remote, const uint64_t* lengths,
-                size_t n, const uint8_t* notify, size_t notify_len, uint64_t* batch_id, std::string* err);
+  Status submit(uint64_t peer, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
+                const uint64_t* lengths, size_t n, const uint8_t* notify, size_t notify_len, uint64_t* batch_id,
+                std::string* err);
   void cancel(uint64_t batch, int32_t status);
   std::shared_ptr<Batch> take_batch(uint64_t id);
 

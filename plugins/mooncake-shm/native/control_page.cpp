@@ -1,12 +1,13 @@
 // memfd-backed control pages (see control_page.h).
 #include "control_page.h"
 
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 namespace teshm {
 
@@ -18,8 +19,7 @@ te::Status create_control_page(int* fd, ControlPage** page, std::string* err) {
     *err = sys_error("memfd_create");
     return te::TE_INTERNAL;
   }
-  if (ftruncate(f, kControlPageSize) != 0 ||
-      fcntl(f, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+  if (ftruncate(f, kControlPageSize) != 0 || fcntl(f, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
     *err = sys_error("sealing the control page");
     close(f);
     return te::TE_INTERNAL;

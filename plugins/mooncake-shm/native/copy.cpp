@@ -1,10 +1,11 @@
 // process_vm_* copies and the huge-page hint (see copy.h).
 #include "copy.h"
 
-#include <cerrno>
-#include <cstring>
 #include <sys/mman.h>
 #include <sys/uio.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "wire.h"
 
@@ -24,7 +25,8 @@ static te::Status map_errno(int e, const char* call, std::string* why) {
       *why += " (the initiator's range is not mapped in its address space)";
       return te::TE_ADDRESS_OUT_OF_RANGE;
     case EPERM:
-      *why += " (ptrace access to the initiator is not permitted: same user and Yama ptrace_scope <= 1, or CAP_SYS_PTRACE)";
+      *why +=
+          " (ptrace access to the initiator is not permitted: same user and Yama ptrace_scope <= 1, or CAP_SYS_PTRACE)";
       return te::TE_AUTH_FAILED;
     default:
       return te::TE_TRANSFER_FAILED;

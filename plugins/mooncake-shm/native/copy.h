@@ -2,9 +2,10 @@
 // owns the registered range) and an initiator, plus the huge-page hint for registered memory.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
-#include <sys/types.h>
 
 #include "te/status.h"
 

@@ -1,14 +1,14 @@
 // Target side of mooncake-shm (see server.h and docs/design/same-host.md).
 #include "server.h"
 
-#include <cerrno>
-#include <cstring>
 #include <sys/epoll.h>
-
-#include <chrono>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 #include <unordered_set>
 
 #include "copy.h"
@@ -49,7 +49,7 @@ struct Server::Conn {
 struct Server::Work {
   std::shared_ptr<Conn> conn;
   Request req;
-  te::Lease lease;  // on the target range: unregisterMemory waits for it
+  te::Lease lease;    // on the target range: unregisterMemory waits for it
   uint64_t next = 0;  // next chunk offset, under qmu_
   uint64_t chunks = 0;
   std::atomic<uint64_t> chunks_done{0};
@@ -175,7 +175,8 @@ void Server::drop_silent() {
   last_sweep_ = now;
   std::vector<std::shared_ptr<Conn>> late;
   for (auto& [fd, c] : conns_)
-    if (!c->hello_done && now - c->accepted_at > std::chrono::milliseconds(opt_.handshake_timeout_ms)) late.push_back(c);
+    if (!c->hello_done && now - c->accepted_at > std::chrono::milliseconds(opt_.handshake_timeout_ms))
+      late.push_back(c);
   for (auto& c : late) drop(c, "no HELLO within " + std::to_string(opt_.handshake_timeout_ms) + " ms");
 }
 
@@ -206,7 +207,11 @@ void Server::accept_all() {
     if (refuse.status != te::TE_OK) {
       encode_hello_reply(refuse, &msg);
       send_message(fd, msg);
-      owner_->emit(Event{Event::LOG, 0, 0, "refused a connection from pid " + std::to_string(c->cred.pid) + ": " + refuse.message, {}});
+      owner_->emit(Event{Event::LOG,
+                         0,
+                         0,
+                         "refused a connection from pid " + std::to_string(c->cred.pid) + ": " + refuse.message,
+                         {}});
       continue;  // ~Conn closes it
     }
     epoll_event ev{};
@@ -221,7 +226,9 @@ void Server::drop(const std::shared_ptr<Conn>& c, const std::string& why) {
   if (c->dead.exchange(true)) return;
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->fd, nullptr);
   conns_.erase(c->fd);
-  if (!why.empty()) owner_->emit(Event{Event::LOG, 0, 0, "dropped the connection of pid " + std::to_string(c->cred.pid) + ": " + why, {}});
+  if (!why.empty())
+    owner_->emit(
+        Event{Event::LOG, 0, 0, "dropped the connection of pid " + std::to_string(c->cred.pid) + ": " + why, {}});
 }
 
 void Server::read_conn(const std::shared_ptr<Conn>& c) {
@@ -424,7 +431,8 @@ void Server::complete(Conn& c, uint64_t seq, int32_t status, bool flush_now) {
   c.pending.push_back(Completion{seq, status});
   if (flush_now || c.pending.size() >= 256) flush_locked(c);
   uint64_t peak = pending_peak_.load(std::memory_order_relaxed);
-  while (c.pending.size() > peak && !pending_peak_.compare_exchange_weak(peak, c.pending.size(), std::memory_order_relaxed)) {
+  while (c.pending.size() > peak &&
+         !pending_peak_.compare_exchange_weak(peak, c.pending.size(), std::memory_order_relaxed)) {
   }
 }
 

@@ -57,7 +57,7 @@ class Server {
   std::thread loop_thread_;
   std::vector<std::thread> copy_threads_;
   std::unordered_map<int, std::shared_ptr<Conn>> conns_;  // loop thread only
-  static constexpr int kSweepMs = 250;  // how often silent connections are looked for
+  static constexpr int kSweepMs = 250;                    // how often silent connections are looked for
   std::chrono::steady_clock::time_point last_sweep_{};
   std::mutex qmu_;
   std::condition_variable qcv_;

@@ -1,16 +1,17 @@
 // Unix-socket helpers (see socket.h).
 #include "socket.h"
 
-#include <cerrno>
-#include <cstddef>
-#include <cstring>
-#include <ctime>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
+#include <ctime>
 
 namespace teshm {
 namespace {
@@ -67,8 +68,10 @@ te::Status connect_abstract(const std::string& name, int timeout_ms, int* fd, st
       usleep(1000);
       continue;
     }
-    *err = errno == EAGAIN ? "connecting to @" + name + " timed out (its backlog stayed full)"
-                           : sys_error("connecting to @" + name + " (is the peer alive, on this host and in this network namespace?)");
+    *err =
+        errno == EAGAIN
+            ? "connecting to @" + name + " timed out (its backlog stayed full)"
+            : sys_error("connecting to @" + name + " (is the peer alive, on this host and in this network namespace?)");
     close(s);
     return te::TE_PEER_UNREACHABLE;
   }
@@ -130,8 +133,10 @@ ssize_t recv_message(int fd, std::vector<uint8_t>* buf, int* got_fd, bool* trunc
       for (size_t i = 0; i < n; ++i) {
         int f;
         std::memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof f);
-        if (*got_fd < 0) *got_fd = f;
-        else close(f);
+        if (*got_fd < 0)
+          *got_fd = f;
+        else
+          close(f);
       }
     }
     if ((h.msg_flags & MSG_CTRUNC) != 0 && *got_fd >= 0) {

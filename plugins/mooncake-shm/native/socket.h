@@ -2,9 +2,10 @@
 // optional file descriptor attached, and the kernel's view of who is on the other end.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
-#include <sys/types.h>
 #include <vector>
 
 #include "te/status.h"

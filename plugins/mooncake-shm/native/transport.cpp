@@ -32,8 +32,8 @@ ServerStats Transport::server_stats() const { return server_->stats(); }
 void Transport::close_peer(uint64_t peer) { client_->close_peer(peer); }
 
 Status Transport::submit(uint64_t peer, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
-                         const uint64_t* lengths, size_t n, const uint8_t* notify, size_t notify_len, uint64_t* batch_id,
-                         std::string* err) {
+                         const uint64_t* lengths, size_t n, const uint8_t* notify, size_t notify_len,
+                         uint64_t* batch_id, std::string* err) {
   if (closed_.load()) {
     *err = "transport is closed";
     return te::TE_ABORTED;

@@ -36,8 +36,8 @@ using te::Status;
 struct Options {
   std::string segment_name;
   uint64_t epoch = 0;
-  std::string socket_name;         // abstract name to listen on (no leading NUL)
-  uint32_t copy_threads = 2;       // target-side threads running process_vm_*
+  std::string socket_name;           // abstract name to listen on (no leading NUL)
+  uint32_t copy_threads = 2;         // target-side threads running process_vm_*
   uint64_t chunk_bytes = 256 << 10;  // a request is copied in chunks of this size, spread over the threads
   uint32_t max_outstanding = 4096;   // requests one initiator may have in flight at this target
   uint32_t max_connections = 1024;
@@ -95,8 +95,9 @@ class Transport {
   uint64_t open_peer(const std::string& socket_name, uint64_t epoch, const std::string& name);
   void close_peer(uint64_t peer);
   /** Checks local ranges and starts a batch; a BATCH event `*batch_id` reports when every request is terminal. */
-  Status submit(uint64_t peer, const uint8_t* ops, const uint64_t* local, const uint64_t* remote, const uint64_t* lengths,
-                size_t n, const uint8_t* notify, size_t notify_len, uint64_t* batch_id, std::string* err);
+  Status submit(uint64_t peer, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
+                const uint64_t* lengths, size_t n, const uint8_t* notify, size_t notify_len, uint64_t* batch_id,
+                std::string* err);
   /** Stops a batch with `status` (TIMEOUT, ABORTED); settles once the target copies nothing more for it. */
   void cancel(uint64_t batch, int32_t status);
   std::shared_ptr<Batch> take_batch(uint64_t id);

@@ -105,7 +105,8 @@ te::Status parse_message(const uint8_t* data, size_t len, Message* out, std::str
       uint32_t n = 0;
       if (!r.get(&n)) return bad(why, "truncated REQUESTS");
       if (n == 0 || n > kMaxRequestsPerMessage) return bad(why, "REQUESTS count out of bounds");
-      if (r.left() != static_cast<size_t>(n) * kRequestSize) return bad(why, "REQUESTS length does not match its count");
+      if (r.left() != static_cast<size_t>(n) * kRequestSize)
+        return bad(why, "REQUESTS length does not match its count");
       out->requests.resize(n);
       for (Request& q : out->requests) {
         r.get(&q.seq);
@@ -127,7 +128,8 @@ te::Status parse_message(const uint8_t* data, size_t len, Message* out, std::str
       uint32_t n = 0;
       if (!r.get(&n)) return bad(why, "truncated COMPLETIONS");
       if (n == 0 || n > kMaxCompletionsPerMessage) return bad(why, "COMPLETIONS count out of bounds");
-      if (r.left() != static_cast<size_t>(n) * kCompletionSize) return bad(why, "COMPLETIONS length does not match its count");
+      if (r.left() != static_cast<size_t>(n) * kCompletionSize)
+        return bad(why, "COMPLETIONS length does not match its count");
       out->completions.resize(n);
       for (Completion& c : out->completions) {
         r.get(&c.seq);

@@ -20,7 +20,7 @@ constexpr size_t kHeaderSize = 8;  // magic u32, version u16, type u16
 constexpr size_t kMaxMessage = 65536;
 constexpr size_t kMaxName = 256;
 constexpr size_t kMaxNotify = 65536 - 64;
-constexpr size_t kRequestSize = 48;     // seq u64, batch u64, op u8 + 7 pad, initiator addr u64, target addr u64, len u64
+constexpr size_t kRequestSize = 48;  // seq u64, batch u64, op u8 + 7 pad, initiator addr u64, target addr u64, len u64
 constexpr size_t kCompletionSize = 16;  // seq u64, status i32, pad u32
 constexpr size_t kMaxRequestsPerMessage = (kMaxMessage - kHeaderSize - 4) / kRequestSize;
 constexpr size_t kMaxCompletionsPerMessage = (kMaxMessage - kHeaderSize - 4) / kCompletionSize;
@@ -40,7 +40,7 @@ struct Hello {
   uint64_t expected_epoch = 0;  // the target's epoch from its descriptor
   uint64_t probe_addr = 0;      // initiator memory holding `nonce`: the target reads it to prove it may
   uint8_t nonce[16] = {};
-  std::string name;             // the initiator's segment name (the `from` of its notifications)
+  std::string name;  // the initiator's segment name (the `from` of its notifications)
 };
 
 struct HelloReply {

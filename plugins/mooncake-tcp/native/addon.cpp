@@ -96,7 +96,9 @@ class TcpTransport : public te::napi::NativeTransportWrap<TcpTransport, tetcp::T
     if (info.Length() > 4 && info[4].IsNumber()) device = info[4].As<Napi::Number>().Int32Value();
     if (device != tetcp::kHost) {
       if (device < 0) throw_status(env, te::TE_INVALID_ARGUMENT, "device must be -1 (host) or a CUDA ordinal");
-      if (has_buffer) throw_status(env, te::TE_INVALID_ARGUMENT, "a JS buffer is host memory; it cannot be registered as cuda:" + std::to_string(device));
+      if (has_buffer)
+        throw_status(env, te::TE_INVALID_ARGUMENT,
+                     "a JS buffer is host memory; it cannot be registered as cuda:" + std::to_string(device));
       if (length == 0 || addr == 0 || te::range_overflows(addr, length))
         throw_status(env, te::TE_INVALID_ARGUMENT, "cannot register an empty, null or wrapping range");
       std::string why;
@@ -129,12 +131,15 @@ class TcpTransport : public te::napi::NativeTransportWrap<TcpTransport, tetcp::T
         device_tokens_.erase(it);
       }
     }
-    return unregister_memory(info, "te:mooncake-tcp:unregister", [token](tetcp::Transport& t, uint64_t addr, std::string* err) {
-      te::Status s = t.registry().remove(addr);
-      if (s == te::TE_OK && token != 0) t.devices().remove(addr, token);
-      else if (s != te::TE_OK) *err = te::napi::no_region_at(addr);
-      return s;
-    });
+    return unregister_memory(info, "te:mooncake-tcp:unregister",
+                             [token](tetcp::Transport& t, uint64_t addr, std::string* err) {
+                               te::Status s = t.registry().remove(addr);
+                               if (s == te::TE_OK && token != 0)
+                                 t.devices().remove(addr, token);
+                               else if (s != te::TE_OK)
+                                 *err = te::napi::no_region_at(addr);
+                               return s;
+                             });
   }
 
   // openPeer(host, port, epoch: bigint, name, local: boolean): number (peer id; onOpen reports)

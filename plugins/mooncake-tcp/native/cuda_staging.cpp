@@ -71,10 +71,11 @@ te::Status check_device_range(uint64_t addr, uint64_t len, int device, std::stri
   unsigned int type = 0;
   CUresult r = d->cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, p);
   if (r != CUDA_SUCCESS || type != CU_MEMORYTYPE_DEVICE) {
-    *why = hex(addr) + " is not CUDA device memory" +
-           (r != CUDA_SUCCESS ? " (" + te::cuda::driver_error_text("cuPointerGetAttribute(MEMORY_TYPE)", r) + ")"
-                              : std::string(type == CU_MEMORYTYPE_HOST ? " (it is pinned host memory: register it as cpu)"
-                                                                       : " (memory type " + std::to_string(type) + ")"));
+    *why =
+        hex(addr) + " is not CUDA device memory" +
+        (r != CUDA_SUCCESS ? " (" + te::cuda::driver_error_text("cuPointerGetAttribute(MEMORY_TYPE)", r) + ")"
+                           : std::string(type == CU_MEMORYTYPE_HOST ? " (it is pinned host memory: register it as cpu)"
+                                                                    : " (memory type " + std::to_string(type) + ")"));
     return te::TE_MEMORY_KIND_UNSUPPORTED;
   }
   int ordinal = -1;
@@ -130,7 +131,9 @@ uint8_t* Stager::cuda_buffer(te::Status* status, std::string* why) {
   cudaError_t c = cudaHostAlloc(&p, capacity_, cudaHostAllocPortable);
   if (c != cudaSuccess) {
     cudaGetLastError();
-    *status = fail_with(te::cuda::runtime_error(("cudaHostAlloc of a " + std::to_string(capacity_) + "-byte staging buffer").c_str(), c), why);
+    *status = fail_with(te::cuda::runtime_error(
+                            ("cudaHostAlloc of a " + std::to_string(capacity_) + "-byte staging buffer").c_str(), c),
+                        why);
     return nullptr;
   }
   buf_ = p;

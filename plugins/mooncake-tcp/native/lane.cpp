@@ -139,7 +139,9 @@ void Lane::fail(int32_t status, const std::string& why, bool sticky) {
     reporting_open_ = false;
     peer_->lane_opened(status, why);
   }
-  if (!revoking_.empty()) settle_revoking("the connection to confirm that nothing more of it lands failed (" + why + "): bytes already on their way may still have landed");
+  if (!revoking_.empty())
+    settle_revoking("the connection to confirm that nothing more of it lands failed (" + why +
+                    "): bytes already on their way may still have landed");
   std::deque<Slice*> victims;
   victims.swap(inflight_);
   for (Slice* s : pending_) victims.push_back(s);
@@ -160,13 +162,14 @@ void Lane::fail(int32_t status, const std::string& why, bool sticky) {
 // one will be applied. Slices of other batches on this connection did nothing wrong: they
 // are sent again, in order, on that fresh connection (WRITE and READ are idempotent).
 void Lane::drop_for_cancel(int64_t grace) {
-  read_input();  // answers that already arrived complete their slices first
+  read_input();         // answers that already arrived complete their slices first
   if (fd_ < 0) return;  // the connection failed meanwhile (and with it its slices)
   std::vector<Slice*> cancelled;
   std::deque<Slice*> resend;
   for (Slice* s : inflight_) (s->batch->cancelled() ? cancelled.push_back(s) : resend.push_back(s));
   inflight_.clear();
-  if (!revoking_.empty()) settle_revoking("a later reset overtook its confirmation");  // not reached: READY settles them first
+  if (!revoking_.empty())
+    settle_revoking("a later reset overtook its confirmation");  // not reached: READY settles them first
   std::memcpy(revoke_nonce_, client_nonce_, kNonceSize);
   const bool confirmable = peer_revokes_;
   close_connection();
@@ -180,7 +183,9 @@ void Lane::drop_for_cancel(int64_t grace) {
   if (confirmable) {
     revoking_.assign(cancelled.begin(), cancelled.end());
   } else {
-    const std::string why = revoke_why_ + " before the batch settled (this peer cannot confirm that bytes already on their way were discarded)";
+    const std::string why =
+        revoke_why_ +
+        " before the batch settled (this peer cannot confirm that bytes already on their way were discarded)";
     for (Slice* s : cancelled) {
       mark_unconfirmed(s);
       settle(s, s->batch->cancel_status.load(), why.c_str());
@@ -257,8 +262,9 @@ void Lane::on_tick(int64_t now) {
     return;
   }
   if ((state_ == CONNECTING || state_ == HELLO || state_ == AUTH || state_ == REVOKE) && now > deadline_) {
-    fail(te::TE_PEER_UNREACHABLE, std::string(state_ == REVOKE ? "confirming a cancel with " : "connecting to ") + peer_->label() +
-                                      " timed out after " + std::to_string(peer_->owner->options().connect_timeout_ms) + " ms");
+    fail(te::TE_PEER_UNREACHABLE, std::string(state_ == REVOKE ? "confirming a cancel with " : "connecting to ") +
+                                      peer_->label() + " timed out after " +
+                                      std::to_string(peer_->owner->options().connect_timeout_ms) + " ms");
     return;
   }
   if (state_ == READY && !inflight_.empty()) {

@@ -140,11 +140,11 @@ class Lane : public IoHandler {
   uint64_t tx_staged_id_ = 0;         // frame id whose body the tx buffer holds (0: none)
   bool body_staged_ = false;          // the READ body being received lands in rx staging
   std::string body_why_;
-  Slice* tx_job_ = nullptr;           // slice a worker is copying into tx staging
-  bool tx_job_settled_ = false;       // ...which failed or was cancelled meanwhile:
-  int32_t tx_job_status_ = 0;         //    completed with this status once the copy is done
+  Slice* tx_job_ = nullptr;      // slice a worker is copying into tx staging
+  bool tx_job_settled_ = false;  // ...which failed or was cancelled meanwhile:
+  int32_t tx_job_status_ = 0;    //    completed with this status once the copy is done
   std::string tx_job_why_;
-  bool rx_job_ = false;               // a worker copies rx staging to the device: input paused
+  bool rx_job_ = false;  // a worker copies rx staging to the device: input paused
 };
 
 /** strerror as a std::string, for failure messages. */

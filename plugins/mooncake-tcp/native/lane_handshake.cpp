@@ -1,6 +1,4 @@
 // Lane: connecting and the handshake (HELLO, epoch check, AUTH) up to READY.
-#include "lane.h"
-
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -11,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "lane.h"
 #include "te/epoch.h"
 #include "te/hmac_sha256.h"
 
@@ -38,8 +37,10 @@ bool resolve(const std::string& host, uint16_t port, sockaddr_storage* out, sock
   if (getaddrinfo(host.c_str(), nullptr, &hints, &res) != 0 || !res) return false;
   std::memcpy(out, res->ai_addr, res->ai_addrlen);
   *len = res->ai_addrlen;
-  if (res->ai_family == AF_INET) reinterpret_cast<sockaddr_in*>(out)->sin_port = htons(port);
-  else reinterpret_cast<sockaddr_in6*>(out)->sin6_port = htons(port);
+  if (res->ai_family == AF_INET)
+    reinterpret_cast<sockaddr_in*>(out)->sin_port = htons(port);
+  else
+    reinterpret_cast<sockaddr_in6*>(out)->sin6_port = htons(port);
   freeaddrinfo(res);
   return true;
 }
@@ -92,8 +93,9 @@ void Lane::on_connected() {
   const std::string& name = peer_->owner->options().segment_name;
   if (name.size() > kMaxPeerName) {
     // Targets refuse it (and the u16 length field could not carry much more): say why here.
-    fail(te::TE_INVALID_ARGUMENT, "this segment's name is " + std::to_string(name.size()) + " bytes; targets accept names of at most " +
-                                      std::to_string(kMaxPeerName) + " bytes",
+    fail(te::TE_INVALID_ARGUMENT,
+         "this segment's name is " + std::to_string(name.size()) + " bytes; targets accept names of at most " +
+             std::to_string(kMaxPeerName) + " bytes",
          true);
     return;
   }
@@ -122,16 +124,18 @@ void Lane::handshake_done() {
     flush();
     return;
   }
-  if (!revoking_.empty()) settle_revoking("the peer it reconnected to cannot confirm that bytes already on their way were discarded");
+  if (!revoking_.empty())
+    settle_revoking("the peer it reconnected to cannot confirm that bytes already on their way were discarded");
   reached_ready();
 }
 
 void Lane::on_revoke_answer(int32_t status) {
   // Empty when they settled unconfirmed at their deadline before this answer came.
   if (!revoking_.empty())
-    settle_revoking(status == te::TE_OK ? "the peer confirmed that nothing more of it is applied"
-                                      : std::string("the peer refused to confirm that nothing more of it is applied (") +
-                                            te::status_name(status) + "): bytes already on their way may still have landed",
+    settle_revoking(status == te::TE_OK
+                        ? "the peer confirmed that nothing more of it is applied"
+                        : std::string("the peer refused to confirm that nothing more of it is applied (") +
+                              te::status_name(status) + "): bytes already on their way may still have landed",
                     status == te::TE_OK);
   reached_ready();
 }
@@ -152,8 +156,9 @@ void Lane::on_handshake_answer() {
   const Options& o = peer_->owner->options();
   if (state_ == HELLO) {
     if (cur_.status != te::TE_OK) {
-      fail(cur_.status, "peer " + peer_->label() + " refused the connection: " + te::status_name(cur_.status) +
-                            (cur_.status == te::TE_STALE_DESCRIPTOR ? " (it restarted: its epoch changed)" : ""),
+      fail(cur_.status,
+           "peer " + peer_->label() + " refused the connection: " + te::status_name(cur_.status) +
+               (cur_.status == te::TE_STALE_DESCRIPTOR ? " (it restarted: its epoch changed)" : ""),
            cur_.status == te::TE_STALE_DESCRIPTOR || cur_.status == te::TE_PROTOCOL_MISMATCH ||
                cur_.status == te::TE_AUTH_FAILED);
       return;
@@ -164,8 +169,10 @@ void Lane::on_handshake_answer() {
     }
     server_epoch_ = cur_.addr;
     if (server_epoch_ != peer_->epoch) {
-      fail(te::TE_STALE_DESCRIPTOR, "peer " + peer_->label() + " has epoch " + std::to_string(server_epoch_) +
-                                        ", the descriptor says " + std::to_string(peer_->epoch), true);
+      fail(te::TE_STALE_DESCRIPTOR,
+           "peer " + peer_->label() + " has epoch " + std::to_string(server_epoch_) + ", the descriptor says " +
+               std::to_string(peer_->epoch),
+           true);
       return;
     }
     std::memcpy(server_nonce_, ctrl_body_.data(), kNonceSize);
@@ -204,7 +211,8 @@ void Lane::on_handshake_answer() {
       fail(te::TE_AUTH_FAILED, "peer " + peer_->label() + " rejected the shared secret", true);
       return;
     }
-    te::Bytes parts[3] = {{kServerLabel, std::strlen(kServerLabel)}, {server_nonce_, kNonceSize}, {client_nonce_, kNonceSize}};
+    te::Bytes parts[3] = {
+        {kServerLabel, std::strlen(kServerLabel)}, {server_nonce_, kNonceSize}, {client_nonce_, kNonceSize}};
     uint8_t mac[kMacSize];
     te::hmac_sha256(o.secret.data(), o.secret.size(), parts, 3, mac);
     if (!te::equal_ct(mac, ctrl_body_.data(), kMacSize)) {

@@ -1,11 +1,11 @@
 // Lane: reading responses (in order), READ bodies into local memory or rx staging, and
 // completing the slices they answer.
-#include "lane.h"
-
 #include <sys/socket.h>
 
 #include <cerrno>
 #include <cstring>
+
+#include "lane.h"
 
 namespace tetcp {
 
@@ -22,9 +22,10 @@ void Lane::read_input() {
     if (in_place && !body_staged_) {
       bool unregistered = false;
       // The body's last part brings the next answer's header with it, when it has arrived.
-      r = body_left_ <= kDirectChunk
-              ? recv_body_end(fd_, peer_->owner->registry(), false, body_dst_, body_left_, rbuf_, kLaneReadBuffer, kHeaderSize, &unregistered, &asked)
-              : recv_into_registered(fd_, peer_->owner->registry(), false, body_dst_, body_left_, &unregistered, &asked);
+      r = body_left_ <= kDirectChunk ? recv_body_end(fd_, peer_->owner->registry(), false, body_dst_, body_left_, rbuf_,
+                                                     kLaneReadBuffer, kHeaderSize, &unregistered, &asked)
+                                     : recv_into_registered(fd_, peer_->owner->registry(), false, body_dst_, body_left_,
+                                                            &unregistered, &asked);
       if (unregistered) {
         body_drain_ = true;
         body_status_ = te::TE_MEMORY_NOT_REGISTERED;
@@ -54,7 +55,8 @@ void Lane::read_input() {
       if (!parse() || socket_empty) return;
       continue;
     }
-    const uint64_t got = static_cast<uint64_t>(r) < body_left_ ? static_cast<uint64_t>(r) : body_left_;  // the rest went to rbuf_
+    const uint64_t got =
+        static_cast<uint64_t>(r) < body_left_ ? static_cast<uint64_t>(r) : body_left_;  // the rest went to rbuf_
     body_dst_ += got;
     body_left_ -= got;
     if (body_left_ == 0) {
@@ -115,8 +117,10 @@ bool Lane::on_header(const Header& h) {
     return false;
   }
   if (h.version != kVersion) {
-    fail(te::TE_PROTOCOL_MISMATCH, "peer " + peer_->label() + " speaks protocol version " + std::to_string(h.version) +
-                                       ", this build speaks " + std::to_string(kVersion), true);
+    fail(te::TE_PROTOCOL_MISMATCH,
+         "peer " + peer_->label() + " speaks protocol version " + std::to_string(h.version) + ", this build speaks " +
+             std::to_string(kVersion),
+         true);
     return false;
   }
   cur_ = h;
@@ -166,7 +170,8 @@ bool Lane::on_header(const Header& h) {
       body_status_ = s->batch->cancel_status.load();
     } else if (s->device != kHost && h.length) {
       // Device destination: receive into pinned staging, copy to the device when complete.
-      if (!rx_stage_) rx_stage_ = std::make_unique<Stager>(peer_->owner->staging_bytes(), peer_->owner->staging_backend());
+      if (!rx_stage_)
+        rx_stage_ = std::make_unique<Stager>(peer_->owner->staging_bytes(), peer_->owner->staging_backend());
       te::Status st = te::TE_OK;
       uint8_t* buf = rx_stage_->buffer(&st, &body_why_);
       if (buf && h.length <= rx_stage_->capacity()) {

@@ -1,12 +1,12 @@
 // Lane: moving queued slices into the window and writing their frames (bodies straight
 // from registered memory, device bodies through the pinned tx buffer).
-#include "lane.h"
-
 #include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <cerrno>
 #include <cstring>
+
+#include "lane.h"
 
 namespace tetcp {
 
@@ -14,9 +14,7 @@ namespace {
 constexpr size_t kMaxRequestIov = 512;
 constexpr size_t kMaxInflightSlices = 8192;
 
-uint64_t frame_bytes(const Slice* s) {
-  return kHeaderSize + (s->op == OP_READ ? 0 : s->len);
-}
+uint64_t frame_bytes(const Slice* s) { return kHeaderSize + (s->op == OP_READ ? 0 : s->len); }
 }  // namespace
 
 void Lane::refill() {
@@ -186,8 +184,8 @@ void Lane::on_tx_staged(Slice* s, uint64_t id, int32_t status, const std::string
     std::string reason;
     reason.swap(tx_job_why_);
     s->batch->complete(s, tx_job_status_, reason.empty() ? nullptr : reason.c_str());
-  } else if (fd_ >= 0 && state_ == READY && tx_index_ < inflight_.size() && inflight_[tx_index_] == s &&
-             tx_off_ == 0 && get64(s->hdr + 16) == id) {
+  } else if (fd_ >= 0 && state_ == READY && tx_index_ < inflight_.size() && inflight_[tx_index_] == s && tx_off_ == 0 &&
+             get64(s->hdr + 16) == id) {
     if (status == te::TE_OK) {
       tx_staged_id_ = id;
     } else {

@@ -10,7 +10,8 @@
 namespace tetcp {
 
 int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 int64_t now_ms() {
@@ -18,7 +19,8 @@ int64_t now_ms() {
       .count();
 }
 
-Loop::Loop(int index, int64_t spin_us, int tick_ms) : index_(index), spin_us_(spin_us), tick_ms_(tick_ms > 0 ? tick_ms : 1) {
+Loop::Loop(int index, int64_t spin_us, int tick_ms)
+    : index_(index), spin_us_(spin_us), tick_ms_(tick_ms > 0 ? tick_ms : 1) {
   epfd_ = epoll_create1(EPOLL_CLOEXEC);
   evfd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   epoll_event ev{};
@@ -33,7 +35,9 @@ Loop::~Loop() {
   if (epfd_ >= 0) close(epfd_);
 }
 
-void Loop::start() { thread_ = std::thread([this] { run(); }); }
+void Loop::start() {
+  thread_ = std::thread([this] { run(); });
+}
 
 void Loop::post(std::function<void()> task) {
   {

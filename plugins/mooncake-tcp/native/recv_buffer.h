@@ -51,8 +51,8 @@ inline ssize_t recv_in_place(int fd, uint64_t dst, uint64_t left, uint64_t* aske
  * is no longer registered nothing is received and `*unregistered` is set (the caller
  * drains the rest of the body and reports MEMORY_NOT_REGISTERED).
  */
-inline ssize_t recv_into_registered(int fd, const te::MemoryRegistry& registry, bool remote, uint64_t dst, uint64_t left,
-                                    bool* unregistered, uint64_t* asked = nullptr) {
+inline ssize_t recv_into_registered(int fd, const te::MemoryRegistry& registry, bool remote, uint64_t dst,
+                                    uint64_t left, bool* unregistered, uint64_t* asked = nullptr) {
   te::Lease lease;
   const uint64_t chunk = left < kDirectChunk ? left : kDirectChunk;
   *unregistered = registry.acquire(dst, chunk, remote, lease) != te::TE_OK;

@@ -30,8 +30,8 @@ struct ReceiveCopies {
 struct ServedConnection {
   ServerConn* conn = nullptr;  // touched only on `loop`, and only while `alive` holds
   Loop* loop = nullptr;
-  std::weak_ptr<bool> alive;   // expires when the connection is destroyed (on its loop)
-  std::string peer;            // the initiator's name from its HELLO
+  std::weak_ptr<bool> alive;  // expires when the connection is destroyed (on its loop)
+  std::string peer;           // the initiator's name from its HELLO
   // Also this entry's identity. A connection closed while its copy runs stays listed until
   // the copy is done: a REVOKE naming it waits for that copy.
   std::shared_ptr<ReceiveCopies> copies;

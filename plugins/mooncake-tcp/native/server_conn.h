@@ -95,9 +95,9 @@ class ServerConn : public IoHandler {
   int fd_;
   std::string address_;
   State state_ = HELLO;
-  int64_t deadline_;       // handshake deadline
-  int64_t last_active_;    // last tick that saw bytes move (either direction)
-  bool active_ = false;    // bytes moved since the last tick
+  int64_t deadline_;     // handshake deadline
+  int64_t last_active_;  // last tick that saw bytes move (either direction)
+  bool active_ = false;  // bytes moved since the last tick
   bool close_after_flush_ = false;
   bool want_out_ = false;
   bool input_paused_ = false;
@@ -123,18 +123,18 @@ class ServerConn : public IoHandler {
   std::shared_ptr<Stager> tx_stage_;  // READ bodies: copied from the device, then sent
   bool rx_busy_ = false;              // a worker copies rx staging to the device: input paused
   bool tx_busy_ = false;              // a worker fills tx staging: the front response waits
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // expires with this connection
-  int stage_device_ = kHost;          // STAGED: device of the WRITE's destination
-  uint64_t stage_dst_ = 0;            // STAGED: device address of rx staging's first byte
-  uint64_t stage_fill_ = 0;           // STAGED: bytes in rx staging
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);     // expires with this connection
+  int stage_device_ = kHost;                                       // STAGED: device of the WRITE's destination
+  uint64_t stage_dst_ = 0;                                         // STAGED: device address of rx staging's first byte
+  uint64_t stage_fill_ = 0;                                        // STAGED: bytes in rx staging
   enum Liveness { UNKNOWN, CONNECTED, GONE } liveness_ = UNKNOWN;  // since the last recv
-  bool revoked_ = false;          // its initiator revoked it: nothing more is applied
+  bool revoked_ = false;                                           // its initiator revoked it: nothing more is applied
   bool awaiting_revoke_ = false;  // a REVOKE received here waits for its connection's answer
   bool served_ = false;           // listed in the transport's served connections
   // The running rx device copy (held by the worker's job too) and the REVOKEs waiting for it.
   std::shared_ptr<ReceiveCopies> rx_copies_ = std::make_shared<ReceiveCopies>();
   uint64_t next_seq_ = 1;
-  uint64_t tx_seq_ = 0;               // response whose body bytes [tx_from_, +tx_len_) tx staging holds
+  uint64_t tx_seq_ = 0;  // response whose body bytes [tx_from_, +tx_len_) tx staging holds
   uint64_t tx_from_ = 0, tx_len_ = 0;
 };
 

@@ -78,7 +78,8 @@ void ServerConn::finish_auth() {
     close_after_flush_ = true;
     return;
   }
-  te::Bytes sparts[3] = {{kServerLabel, std::strlen(kServerLabel)}, {server_nonce_, kNonceSize}, {client_nonce_, kNonceSize}};
+  te::Bytes sparts[3] = {
+      {kServerLabel, std::strlen(kServerLabel)}, {server_nonce_, kNonceSize}, {client_nonce_, kNonceSize}};
   uint8_t proof[kMacSize];
   te::hmac_sha256(o.secret.data(), o.secret.size(), sparts, 3, proof);
   respond(cur_, te::TE_OK, 0, 0, proof, kMacSize);

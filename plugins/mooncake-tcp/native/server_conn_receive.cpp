@@ -27,7 +27,8 @@ void ServerConn::read_input() {
       bool unregistered = false;
       // The body's last part brings the next frame's header with it, when it has arrived.
       r = body_left_ <= kDirectChunk
-              ? recv_body_end(fd_, t_->registry(), true, body_dst_, body_left_, rbuf_, kServerReadBuffer, kHeaderSize, &unregistered, &asked)
+              ? recv_body_end(fd_, t_->registry(), true, body_dst_, body_left_, rbuf_, kServerReadBuffer, kHeaderSize,
+                              &unregistered, &asked)
               : recv_into_registered(fd_, t_->registry(), true, body_dst_, body_left_, &unregistered, &asked);
       if (unregistered) {
         // Unregistered while the body arrived: the rest is drained, the ack says so.
@@ -38,7 +39,8 @@ void ServerConn::read_input() {
     } else if (in_place) {
       // Device destination: into rx staging, copied to the device when it is full.
       uint64_t room = rx_stage_->capacity() - stage_fill_;
-      r = recv_in_place(fd_, reinterpret_cast<uint64_t>(rx_stage_->data() + stage_fill_), body_left_ < room ? body_left_ : room, &asked);
+      r = recv_in_place(fd_, reinterpret_cast<uint64_t>(rx_stage_->data() + stage_fill_),
+                        body_left_ < room ? body_left_ : room, &asked);
     } else {
       const size_t cap = state_ == READY ? kServerReadBuffer : kHandshakeReadBuffer;
       r = rbuf_.fill(fd_, cap, header_only() ? kHeaderSize - rbuf_.size() : cap, &asked);
@@ -65,7 +67,8 @@ void ServerConn::read_input() {
       if (socket_empty) return;
       continue;
     }
-    const uint64_t got = static_cast<uint64_t>(r) < body_left_ ? static_cast<uint64_t>(r) : body_left_;  // the rest went to rbuf_
+    const uint64_t got =
+        static_cast<uint64_t>(r) < body_left_ ? static_cast<uint64_t>(r) : body_left_;  // the rest went to rbuf_
     body_left_ -= got;
     if (mode_ == STAGED) {
       stage_fill_ += got;
@@ -197,8 +200,8 @@ bool ServerConn::stage_flush() {
   Loop* loop = loop_;
   rx_copies_->running = true;
   std::string listed = served_ ? std::string(reinterpret_cast<const char*>(client_nonce_), kNonceSize) : std::string();
-  t_->workers().run([this, t, loop, stager = rx_stage_, device = stage_device_, dst, len, alive = std::weak_ptr<bool>(alive_),
-                     copies = rx_copies_, listed = std::move(listed)] {
+  t_->workers().run([this, t, loop, stager = rx_stage_, device = stage_device_, dst, len,
+                     alive = std::weak_ptr<bool>(alive_), copies = rx_copies_, listed = std::move(listed)] {
     std::string why;
     te::Lease l;
     int32_t s = t->registry().acquire(dst, len, true, l);

@@ -12,7 +12,8 @@ namespace tetcp {
 int32_t ServerConn::validate(const Header& h) const {
   uint64_t span_addr = h.span_length ? h.span_addr : h.addr;
   uint64_t span_len = h.span_length ? h.span_length : h.length;
-  if (h.span_length && (te::range_overflows(h.addr, h.length) || !te::range_within(span_addr, span_len, h.addr, h.length)))
+  if (h.span_length &&
+      (te::range_overflows(h.addr, h.length) || !te::range_within(span_addr, span_len, h.addr, h.length)))
     return te::TE_INVALID_ARGUMENT;
   return t_->registry().check(span_addr, span_len, true);
 }

@@ -17,12 +17,12 @@
 #include "cuda_staging.h"
 #include "loop.h"
 #include "served_connections.h"
-#include "worker_pool.h"
 #include "te/memory_registry.h"
 #include "te/notify_budget.h"
 #include "te/status.h"
 #include "te/transport_event.h"
 #include "wire.h"
+#include "worker_pool.h"
 
 namespace tetcp {
 

@@ -25,16 +25,13 @@ class WireTransport : public te::napi::TransportWrap<WireTransport, mcwire::Tran
 
  public:
   static Napi::Function Init(Napi::Env env) {
-    return DefineClass(env, "WireTransport",
-                       {InstanceMethod("port", &WireTransport::Port),
-                        InstanceMethod("registerMemory", &WireTransport::RegisterMemory),
-                        InstanceMethod("unregisterMemory", &WireTransport::UnregisterMemory),
-                        InstanceMethod("openPeer", &WireTransport::OpenPeer),
-                        InstanceMethod("closePeer", &WireTransport::ClosePeer),
-                        InstanceMethod("submit", &WireTransport::Submit),
-                        InstanceMethod("cancel", &WireTransport::Cancel),
-                        InstanceMethod("stats", &WireTransport::Stats),
-                        InstanceMethod("close", &WireTransport::Close)});
+    return DefineClass(
+        env, "WireTransport",
+        {InstanceMethod("port", &WireTransport::Port), InstanceMethod("registerMemory", &WireTransport::RegisterMemory),
+         InstanceMethod("unregisterMemory", &WireTransport::UnregisterMemory),
+         InstanceMethod("openPeer", &WireTransport::OpenPeer), InstanceMethod("closePeer", &WireTransport::ClosePeer),
+         InstanceMethod("submit", &WireTransport::Submit), InstanceMethod("cancel", &WireTransport::Cancel),
+         InstanceMethod("stats", &WireTransport::Stats), InstanceMethod("close", &WireTransport::Close)});
   }
 
   explicit WireTransport(const Napi::CallbackInfo& info) : Base(info, "new WireTransport(options, callbacks)") {
@@ -67,15 +64,20 @@ class WireTransport : public te::napi::TransportWrap<WireTransport, mcwire::Tran
     for (size_t i = 0; i < b->n; ++i) {
       int32_t st = b->statuses[i].load();
       statuses[i] = st;
-      if (st == te::TE_OK) bytes += b->lengths[i];
-      else if (first == 0) first = st;
+      if (st == te::TE_OK)
+        bytes += b->lengths[i];
+      else if (first == 0)
+        first = st;
     }
     int32_t c = b->cancel_status.load();
     unhold(env);
-    te::napi::call_on_batch(env, on_batch_, e.id, c != 0 && first == c ? c : 0, statuses, bytes, b->error, b->may_be_written.load());
+    te::napi::call_on_batch(env, on_batch_, e.id, c != 0 && first == c ? c : 0, statuses, bytes, b->error,
+                            b->may_be_written.load());
   }
 
-  Napi::Value Port(const Napi::CallbackInfo& info) { return Napi::Number::New(info.Env(), transport_ ? transport_->port() : 0); }
+  Napi::Value Port(const Napi::CallbackInfo& info) {
+    return Napi::Number::New(info.Env(), transport_ ? transport_->port() : 0);
+  }
 
   // registerMemory(buffer | null, addr: bigint, length: bigint, remoteAccess: boolean): bigint
   Napi::Value RegisterMemory(const Napi::CallbackInfo& info) {
@@ -94,15 +96,16 @@ class WireTransport : public te::napi::TransportWrap<WireTransport, mcwire::Tran
   }
 
   Napi::Value UnregisterMemory(const Napi::CallbackInfo& info) {
-    return unregister_memory(info, "te:mooncake-wire:unregister", [](mcwire::Transport& t, uint64_t addr, std::string* err) {
-      te::Status s = t.registry().remove(addr);
-      if (s != te::TE_OK) {
-        char b[64];
-        snprintf(b, sizeof b, "no registered memory starts at 0x%llx", static_cast<unsigned long long>(addr));
-        *err = b;
-      }
-      return s;
-    });
+    return unregister_memory(
+        info, "te:mooncake-wire:unregister", [](mcwire::Transport& t, uint64_t addr, std::string* err) {
+          te::Status s = t.registry().remove(addr);
+          if (s != te::TE_OK) {
+            char b[64];
+            snprintf(b, sizeof b, "no registered memory starts at 0x%llx", static_cast<unsigned long long>(addr));
+            *err = b;
+          }
+          return s;
+        });
   }
 
   // openPeer({host, port, v2, pool, lanes, bufferAddrs: BigUint64Array, bufferLengths: BigUint64Array}): number
@@ -118,7 +121,8 @@ class WireTransport : public te::napi::TransportWrap<WireTransport, mcwire::Tran
     p.lanes = static_cast<uint32_t>(u64_field(o, "lanes"));
     auto addrs = te::napi::get_biguint64(o.Get("bufferAddrs"), "bufferAddrs");
     auto lengths = te::napi::get_biguint64(o.Get("bufferLengths"), "bufferLengths");
-    if (addrs.length != lengths.length) throw_status(env, te::TE_INVALID_ARGUMENT, "bufferAddrs and bufferLengths differ in length");
+    if (addrs.length != lengths.length)
+      throw_status(env, te::TE_INVALID_ARGUMENT, "bufferAddrs and bufferLengths differ in length");
     for (size_t i = 0; i < addrs.length; ++i) p.buffers.emplace_back(addrs.data[i], lengths.data[i]);
     return Napi::Number::New(env, static_cast<double>(transport_->initiator().open_peer(p)));
   }
@@ -133,8 +137,8 @@ class WireTransport : public te::napi::TransportWrap<WireTransport, mcwire::Tran
     uint64_t id = 0;
     std::string err;
     bridge_->hold(env);
-    te::Status s = transport_->initiator().submit(peer, batch.ops.data, batch.local.data, batch.remote.data, batch.lengths.data,
-                                                  batch.ops.length, timeout_ms, &id, &err);
+    te::Status s = transport_->initiator().submit(peer, batch.ops.data, batch.local.data, batch.remote.data,
+                                                  batch.lengths.data, batch.ops.length, timeout_ms, &id, &err);
     if (s != te::TE_OK) {
       unhold(env);
       throw_status(env, s, err);
@@ -147,7 +151,8 @@ class WireTransport : public te::napi::TransportWrap<WireTransport, mcwire::Tran
     Napi::Env env = info.Env();
     Napi::Object out = Napi::Object::New(env);
     if (!transport_) return out;
-    out.Set("connectionsOpened", Napi::Number::New(env, static_cast<double>(transport_->initiator().connections_opened())));
+    out.Set("connectionsOpened",
+            Napi::Number::New(env, static_cast<double>(transport_->initiator().connections_opened())));
     if (auto* t = transport_->target()) {
       auto& c = t->counters();
       auto set = [&](const char* k, uint64_t v) { out.Set(k, Napi::Number::New(env, static_cast<double>(v))); };

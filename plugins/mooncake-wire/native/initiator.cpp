@@ -141,7 +141,8 @@ te::Status Initiator::submit(uint64_t peer, const uint8_t* ops, const uint64_t* 
     }
     te::Status s = registry_.check(local[i], lengths[i], false);
     if (s != te::TE_OK) {
-      b->fail(i, s, "local range " + hex(local[i]) + "+" + std::to_string(lengths[i]) + " is not inside registered memory");
+      b->fail(i, s,
+              "local range " + hex(local[i]) + "+" + std::to_string(lengths[i]) + " is not inside registered memory");
       queued_--;
       finish(*b);
       continue;
@@ -149,7 +150,8 @@ te::Status Initiator::submit(uint64_t peer, const uint8_t* ops, const uint64_t* 
     // The peer validates too, but a range outside what it published is never sent.
     if (!inside_one(p->o.buffers, remote[i], lengths[i])) {
       b->fail(i, te::TE_ADDRESS_OUT_OF_RANGE,
-              "remote range " + hex(remote[i]) + "+" + std::to_string(lengths[i]) + " is not inside one buffer the peer published");
+              "remote range " + hex(remote[i]) + "+" + std::to_string(lengths[i]) +
+                  " is not inside one buffer the peer published");
       queued_--;
       finish(*b);
       continue;
@@ -197,8 +199,10 @@ void Initiator::run_lane(Peer& p, Lane& l) {
       l.queue.pop_front();
     }
     Batch& b = *item.first;
-    if (stopping) b.fail(item.second, te::TE_ABORTED, "the peer was closed");
-    else execute(p, l, b, item.second);
+    if (stopping)
+      b.fail(item.second, te::TE_ABORTED, "the peer was closed");
+    else
+      execute(p, l, b, item.second);
     queued_--;
     finish(b);
   }
@@ -248,10 +252,12 @@ void Initiator::execute(Peer& p, Lane& l, Batch& b, size_t i) {
     bool body_sent = write && s.sent() > kHeaderBytes;
     if (body_sent) b.may_be_written.store(true);
     if (io == Io::STOPPED) return why_stopped(during);
-    if (io == Io::TIMEOUT && Clock::now() >= b.deadline) return b.fail(i, te::TE_TIMEOUT, std::string("timed out ") + during);
+    if (io == Io::TIMEOUT && Clock::now() >= b.deadline)
+      return b.fail(i, te::TE_TIMEOUT, std::string("timed out ") + during);
     std::string e = io == Io::TIMEOUT ? "no progress for " + std::to_string(o_.io_ms) + " ms" : s.error();
-    b.fail(i, te::TE_CONNECTION_LOST, where + ": " + e + " " + during +
-                                          (!p.o.v2 ? " (a target speaking the legacy framing closes the connection to refuse a request)" : ""));
+    b.fail(i, te::TE_CONNECTION_LOST,
+           where + ": " + e + " " + during +
+               (!p.o.v2 ? " (a target speaking the legacy framing closes the connection to refuse a request)" : ""));
   };
   auto read_status = [&](uint64_t* st) {
     uint8_t f[kStatusBytes];
@@ -263,7 +269,9 @@ void Initiator::execute(Peer& p, Lane& l, Batch& b, size_t i) {
     if (st == kStatusOk) return true;
     drop();
     if (st == kStatusAddrRejected) {
-      b.fail(i, te::TE_ADDRESS_OUT_OF_RANGE, where + " rejected the range " + hex(remote) + "+" + std::to_string(len) + " (outside its registered memory)");
+      b.fail(i, te::TE_ADDRESS_OUT_OF_RANGE,
+             where + " rejected the range " + hex(remote) + "+" + std::to_string(len) +
+                 " (outside its registered memory)");
     } else {
       if (write) b.may_be_written.store(true);
       b.fail(i, te::TE_BAD_FRAME, where + " answered a status frame without the MCTV magic (" + hex(st) + ")");

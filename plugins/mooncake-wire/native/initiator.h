@@ -63,8 +63,8 @@ class Initiator {
   ~Initiator() { close(); }
   uint64_t open_peer(const PeerOptions& p);
   void close_peer(uint64_t id);
-  te::Status submit(uint64_t peer, const uint8_t* ops, const uint64_t* local, const uint64_t* remote, const uint64_t* lengths,
-                    size_t n, uint64_t timeout_ms, uint64_t* id, std::string* err);
+  te::Status submit(uint64_t peer, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
+                    const uint64_t* lengths, size_t n, uint64_t timeout_ms, uint64_t* id, std::string* err);
   void cancel(uint64_t batch, int32_t status);
   std::shared_ptr<Batch> take_batch(uint64_t id);
   /** Stops every lane (queued and running requests end ABORTED). Idempotent. */

@@ -104,7 +104,8 @@ int connect_to(const std::string& host, uint16_t port, Clock::time_point deadlin
       close(fd);
       return -1;
     }
-    int ms = static_cast<int>(std::min<int64_t>(kSliceMs, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1));
+    int ms = static_cast<int>(
+        std::min<int64_t>(kSliceMs, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1));
     pollfd p{fd, POLLOUT, 0};
     int rc = poll(&p, 1, ms);
     if (rc > 0) {
@@ -119,7 +120,8 @@ int connect_to(const std::string& host, uint16_t port, Clock::time_point deadlin
   }
 }
 
-SocketStream::SocketStream(int fd, int idle_ms, int io_ms, std::function<bool()> stopped, Clock::time_point deadline, int slice_ms)
+SocketStream::SocketStream(int fd, int idle_ms, int io_ms, std::function<bool()> stopped, Clock::time_point deadline,
+                           int slice_ms)
     : fd_(fd), idle_ms_(idle_ms), io_ms_(io_ms), stopped_(std::move(stopped)), deadline_(deadline) {
   fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   timeval tv{slice_ms / 1000, (slice_ms % 1000) * 1000};

@@ -8,9 +8,12 @@ namespace {
 
 SessionEnd end_of(Io io) {
   switch (io) {
-    case Io::TIMEOUT: return SessionEnd::TIMEOUT;
-    case Io::STOPPED: return SessionEnd::STOPPED;
-    default: return SessionEnd::TRUNCATED;
+    case Io::TIMEOUT:
+      return SessionEnd::TIMEOUT;
+    case Io::STOPPED:
+      return SessionEnd::STOPPED;
+    default:
+      return SessionEnd::TRUNCATED;
   }
 }
 
@@ -47,8 +50,10 @@ SessionEnd serve_session(Stream& s, const te::MemoryRegistry& registry, TargetCo
       io = s.read_exact(mem, h.size, false);
       lease.release();
       if (io != Io::OK) {
-        if (io == Io::TIMEOUT) counters.timeouts++;
-        else counters.truncated++;
+        if (io == Io::TIMEOUT)
+          counters.timeouts++;
+        else
+          counters.truncated++;
         return end_of(io);
       }
       counters.writes++;
@@ -68,12 +73,18 @@ SessionEnd serve_session(Stream& s, const te::MemoryRegistry& registry, TargetCo
 
 const char* session_end_name(SessionEnd e) {
   switch (e) {
-    case SessionEnd::PEER_CLOSED: return "peer closed";
-    case SessionEnd::REJECTED: return "request outside registered memory rejected";
-    case SessionEnd::TRUNCATED: return "truncated request";
-    case SessionEnd::TIMEOUT: return "timed out";
-    case SessionEnd::STOPPED: return "stopped";
-    case SessionEnd::REPLY_FAILED: return "reply failed";
+    case SessionEnd::PEER_CLOSED:
+      return "peer closed";
+    case SessionEnd::REJECTED:
+      return "request outside registered memory rejected";
+    case SessionEnd::TRUNCATED:
+      return "truncated request";
+    case SessionEnd::TIMEOUT:
+      return "timed out";
+    case SessionEnd::STOPPED:
+      return "stopped";
+    case SessionEnd::REPLY_FAILED:
+      return "reply failed";
   }
   return "?";
 }

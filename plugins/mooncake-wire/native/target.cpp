@@ -14,8 +14,10 @@ namespace {
 
 std::string peer_ip(const sockaddr_storage& sa) {
   char b[INET6_ADDRSTRLEN] = {0};
-  if (sa.ss_family == AF_INET6) inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&sa)->sin6_addr, b, sizeof b);
-  else inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&sa)->sin_addr, b, sizeof b);
+  if (sa.ss_family == AF_INET6)
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&sa)->sin6_addr, b, sizeof b);
+  else
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&sa)->sin_addr, b, sizeof b);
   return b;
 }
 
@@ -58,8 +60,10 @@ void Target::accept_loop() {
     queue_.push_back({fd, std::move(ip)});
     // Every queued connection needs a waiting thread of its own (a pooled connection holds
     // its thread until it closes); a thread starts only when none is left to wake.
-    if (queue_.size() > idle_) sessions_.emplace_back([this] { session_loop(); });
-    else cv_.notify_one();
+    if (queue_.size() > idle_)
+      sessions_.emplace_back([this] { session_loop(); });
+    else
+      cv_.notify_one();
   }
 }
 
@@ -74,8 +78,9 @@ void Target::session_loop() {
     queue_.pop_front();
     l.unlock();
     // 100 ms slices: an idle connection costs ten wakeups a second, a stop waits at most that.
-    SocketStream s(a.fd, o_.idle_ms, o_.io_ms, [this] { return stopping_.load(std::memory_order_relaxed); },
-                   Clock::time_point::max(), 100);
+    SocketStream s(
+        a.fd, o_.idle_ms, o_.io_ms, [this] { return stopping_.load(std::memory_order_relaxed); },
+        Clock::time_point::max(), 100);
     serve_session(s, registry_, counters_);
     // Closed by its only user, so the descriptor number cannot be reused under another thread.
     close(a.fd);

@@ -3,12 +3,12 @@
 // queue in one go. V8 is never touched from a native thread.
 #pragma once
 
-#include "te/napi/values.h"
-
 #include <functional>
 #include <mutex>
 #include <utility>
 #include <vector>
+
+#include "te/napi/values.h"
 
 namespace te::napi {
 

@@ -78,7 +78,8 @@ class NativeTransportWrap : public TransportWrap<Derived, Transport, TransportEv
         if (!callbacks_.on_notify.IsEmpty()) call_on_notify(env, callbacks_.on_notify, e.text, e.payload);
         break;
       case TransportEvent::LOG:
-        if (!callbacks_.on_log.IsEmpty()) callbacks_.on_log.Call({Napi::String::New(env, "warn"), Napi::String::New(env, e.text)});
+        if (!callbacks_.on_log.IsEmpty())
+          callbacks_.on_log.Call({Napi::String::New(env, "warn"), Napi::String::New(env, e.text)});
         break;
     }
   }

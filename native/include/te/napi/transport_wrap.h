@@ -86,7 +86,8 @@ inline void call_on_batch(Napi::Env env, const Napi::FunctionReference& fn, uint
                           Napi::Int32Array statuses, uint64_t bytes, const std::string& message,
                           bool remote_may_be_written = false) {
   fn.Call({Napi::Number::New(env, static_cast<double>(id)), Napi::Number::New(env, status), statuses,
-           Napi::BigInt::New(env, bytes), Napi::String::New(env, message), Napi::Boolean::New(env, remote_may_be_written)});
+           Napi::BigInt::New(env, bytes), Napi::String::New(env, message),
+           Napi::Boolean::New(env, remote_may_be_written)});
 }
 
 /** onOpen / onCheck(id, status, message). */
@@ -186,8 +187,8 @@ class TransportWrap : public Napi::ObjectWrap<Derived> {
     Napi::Env env = info.Env();
     check_open(env);
     uint64_t addr = get_u64(info[0], "addr");
-    auto* w = new UnregisterWorker(env, resource, transport_, addr, std::move(remove),
-                                   [this, addr] { refs_.erase(addr); });
+    auto* w =
+        new UnregisterWorker(env, resource, transport_, addr, std::move(remove), [this, addr] { refs_.erase(addr); });
     Napi::Promise p = w->promise();
     w->Queue();
     return p;
@@ -231,7 +232,8 @@ class TransportWrap : public Napi::ObjectWrap<Derived> {
  private:
   class CloseWorker : public Napi::AsyncWorker {
    public:
-    CloseWorker(Napi::Env env, std::shared_ptr<Transport> t, Napi::Promise::Deferred deferred, std::function<void(Napi::Env)> done)
+    CloseWorker(Napi::Env env, std::shared_ptr<Transport> t, Napi::Promise::Deferred deferred,
+                std::function<void(Napi::Env)> done)
         : Napi::AsyncWorker(env, "te:close"), t_(std::move(t)), deferred_(deferred), done_(std::move(done)) {}
     void Execute() override { t_->close(); }
     void OnOK() override {

@@ -28,7 +28,8 @@ inline AddonData& addon_data(Napi::Env env) {
   return *d;
 }
 
-/** Builds the JS error for a native status: the registered factory's TransferError, else an Error with `status`/`code`. */
+/** Builds the JS error for a native status: the registered factory's TransferError, else an Error with `status`/`code`.
+ */
 inline Napi::Value make_error(Napi::Env env, int32_t status, const std::string& message) {
   AddonData& d = addon_data(env);
   if (!d.error_factory.IsEmpty()) {
@@ -119,11 +120,12 @@ inline Span<T> get_typed(const Napi::Value& v, napi_typedarray_type type, const 
   void* data = nullptr;
   if (!v.IsTypedArray() || napi_get_typedarray_info(env, v, &actual, &length, &data, nullptr, nullptr) != napi_ok ||
       actual != type)
-    throw_status(env, TE_INVALID_ARGUMENT, std::string("Expected `") + what + "` to be a " +
-                                               (type == napi_biguint64_array ? "BigUint64Array"
-                                                : type == napi_uint8_array   ? "Uint8Array"
-                                                : type == napi_int32_array   ? "Int32Array"
-                                                                             : "typed array"));
+    throw_status(env, TE_INVALID_ARGUMENT,
+                 std::string("Expected `") + what + "` to be a " +
+                     (type == napi_biguint64_array ? "BigUint64Array"
+                      : type == napi_uint8_array   ? "Uint8Array"
+                      : type == napi_int32_array   ? "Int32Array"
+                                                   : "typed array"));
   return Span<T>{static_cast<T*>(data), length};
 }
 
@@ -149,9 +151,11 @@ inline Span<uint8_t> get_bytes(const Napi::Value& v, const char* what) {
     if (napi_get_typedarray_info(env, v, &type, &count, &data, nullptr, nullptr) == napi_ok)
       return {static_cast<uint8_t*>(data), v.As<Napi::TypedArray>().ByteLength()};
   } else if (v.IsDataView()) {
-    if (napi_get_dataview_info(env, v, &len, &data, nullptr, nullptr) == napi_ok) return {static_cast<uint8_t*>(data), len};
+    if (napi_get_dataview_info(env, v, &len, &data, nullptr, nullptr) == napi_ok)
+      return {static_cast<uint8_t*>(data), len};
   }
-  throw_status(env, TE_INVALID_ARGUMENT, std::string("Expected `") + what + "` to be an ArrayBuffer or ArrayBufferView");
+  throw_status(env, TE_INVALID_ARGUMENT,
+               std::string("Expected `") + what + "` to be an ArrayBuffer or ArrayBufferView");
 }
 
 }  // namespace te::napi

@@ -41,7 +41,8 @@ void test_vectors() {
     CHECK_EQ(f(0, down.data(), 32), 0x113FDB5Cu);
     CHECK_EQ(f(0, digits, 0), 0u);
   }
-  std::printf("crc32c: %s\n", te::staging::crc32c_hardware() ? "CPU instruction" : "table (no instruction on this CPU)");
+  std::printf("crc32c: %s\n",
+              te::staging::crc32c_hardware() ? "CPU instruction" : "table (no instruction on this CPU)");
 }
 
 void test_paths_agree_and_continue() {
@@ -49,10 +50,12 @@ void test_paths_agree_and_continue() {
   // Every alignment and a spread of lengths (around the three-stream blocks of 3 × 256 and
   // 3 × 8192 bytes too): the instruction path equals the table.
   for (size_t off = 0; off < 9; off++)
-    for (size_t len : {0u, 1u, 7u, 8u, 9u, 63u, 64u, 65u, 767u, 768u, 769u, 4095u, 24575u, 24576u, 24577u, 65536u}) CHECK_EQ(te::staging::crc32c(0, data.data() + off, len), te::staging::crc32c_table(0, data.data() + off, len));
+    for (size_t len : {0u, 1u, 7u, 8u, 9u, 63u, 64u, 65u, 767u, 768u, 769u, 4095u, 24575u, 24576u, 24577u, 65536u})
+      CHECK_EQ(te::staging::crc32c(0, data.data() + off, len), te::staging::crc32c_table(0, data.data() + off, len));
   // Continuing a CRC over a second range equals one CRC over both.
   uint32_t whole = te::staging::crc32c(0, data.data(), data.size());
-  CHECK_EQ(te::staging::crc32c(te::staging::crc32c(0, data.data(), 12345), data.data() + 12345, data.size() - 12345), whole);
+  CHECK_EQ(te::staging::crc32c(te::staging::crc32c(0, data.data(), 12345), data.data() + 12345, data.size() - 12345),
+           whole);
   // Combining two CRCs equals one CRC over both, without the bytes.
   for (size_t cut : {0u, 1u, 100u, 12345u, 69999u, 70000u}) {
     uint32_t a = te::staging::crc32c(0, data.data(), cut);
@@ -72,7 +75,8 @@ void test_strided_walk() {
   ChecksumJob hnd{addr(page.data()) + 40, 32, 16, 64, 4, 2048};
   packed.clear();
   for (int r = 0; r < 4; r++)
-    for (int i = 0; i < 16; i++) packed.insert(packed.end(), page.begin() + 40 + r * 2048 + i * 64, page.begin() + 40 + r * 2048 + i * 64 + 32);
+    for (int i = 0; i < 16; i++)
+      packed.insert(packed.end(), page.begin() + 40 + r * 2048 + i * 64, page.begin() + 40 + r * 2048 + i * 64 + 32);
   CHECK_EQ(te::staging::checksum_job(hnd), te::staging::crc32c(0, packed.data(), packed.size()));
   ChecksumJob none{addr(page.data()), 0, 1, 0, 1, 0};
   CHECK_EQ(te::staging::checksum_job(none), 0u);
@@ -103,7 +107,8 @@ void test_batches(size_t threads) {
   std::vector<ChecksumJob> jobs;
   // Pages of 16 KiB, strided slices of them, and one range of 2 MiB the batch cuts into parts.
   for (uint64_t p = 0; p < 32; p++) jobs.push_back({addr(data.data()) + p * 16384, 16384, 1, 16384, 1, 0});
-  for (uint64_t p = 0; p < 32; p++) jobs.push_back({addr(data.data()) + 524288 + p * 8192, 64, 16, 256, 4, 64});  // reps overlap: reading twice is fine
+  for (uint64_t p = 0; p < 32; p++)
+    jobs.push_back({addr(data.data()) + 524288 + p * 8192, 64, 16, 256, 4, 64});  // reps overlap: reading twice is fine
   // Strided rows of an odd width (the lockstep walk's byte tails), and one of another shape between them.
   for (uint64_t p = 0; p < 7; p++) jobs.push_back({addr(data.data()) + 700000 + p * 4096, 61, 9, 200, 2, 2000});
   jobs.push_back({addr(data.data()) + 800000, 24, 5, 100, 1, 0});

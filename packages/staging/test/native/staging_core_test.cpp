@@ -25,7 +25,8 @@ void reference(const CopyJob& j) {
   for (uint64_t r = 0; r < j.reps; r++)
     for (uint64_t i = 0; i < j.rows; i++)
       for (uint64_t b = 0; b < j.width; b++)
-        reinterpret_cast<uint8_t*>(j.dst + r * j.dst_rep_stride + i * j.dst_pitch)[b] = reinterpret_cast<const uint8_t*>(j.src + r * j.src_rep_stride + i * j.src_pitch)[b];
+        reinterpret_cast<uint8_t*>(j.dst + r * j.dst_rep_stride + i * j.dst_pitch)[b] =
+            reinterpret_cast<const uint8_t*>(j.src + r * j.src_rep_stride + i * j.src_pitch)[b];
 }
 
 void test_bounds() {
@@ -68,7 +69,8 @@ void test_copies_match_reference(size_t threads) {
   std::vector<CopyJob> jobs;
   // NHD gather (rows of a head slice), HND gather (heads of contiguous tokens), a plain copy.
   for (uint64_t p = 0; p < 32; p++) jobs.push_back({addr(src.data()) + p * 16384, 0, 256, 32, 512, 256, 1, 0, 0});
-  for (uint64_t p = 0; p < 32; p++) jobs.push_back({addr(src.data()) + 524288 + p * 8192, 0, 64, 16, 256, 64, 4, 64, 1024});
+  for (uint64_t p = 0; p < 32; p++)
+    jobs.push_back({addr(src.data()) + 524288 + p * 8192, 0, 64, 16, 256, 64, 4, 64, 1024});
   jobs.push_back({addr(src.data()) + 900000, 0, 4000, 1, 4000, 4000, 1, 0, 0});
   uint64_t off = 0;
   std::vector<CopyJob> ref = jobs;

@@ -1,13 +1,13 @@
 // C++ test of the posix-fd server (no GPU needed: it is a unix socket server). A process of
 // another user is refused (SO_PEERCRED), one of this user is served. Changing user needs
 // root; without it the cross-user case reports itself skipped (exit code 77).
+#include "fd_server.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <string>
-
-#include "fd_server.h"
 
 int main() {
   std::string name;
@@ -42,7 +42,8 @@ int main() {
   int st = 0;
   waitpid(child, &st, 0);
   if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-    std::fprintf(stderr, "other user was not refused with AUTH_FAILED (child exit %d)\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    std::fprintf(stderr, "other user was not refused with AUTH_FAILED (child exit %d)\n",
+                 WIFEXITED(st) ? WEXITSTATUS(st) : -1);
     ++failures;
   }
   tenvl::fd_server_release();

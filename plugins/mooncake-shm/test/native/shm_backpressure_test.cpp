@@ -3,19 +3,20 @@
 // completions pile up (back-pressure), so what it holds for the peer stays bounded, other
 // peers keep being served, and nothing is lost once the peer reads again.
 // Built and run by test/backpressure.test.ts (no N-API: the core is linked directly).
+#include <unistd.h>
+
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
+#include "check.h"
 #include "control_page.h"
 #include "socket.h"
 #include "transport.h"
 #include "wire.h"
-#include "check.h"
 
 using namespace teshm;
 
@@ -53,8 +54,8 @@ struct Initiator {
     if (send_message(fd, msg, ctl) < 0) return false;
     Message m;
     std::string why;
-    return recv_wait(fd, &buf) > 0 && parse_message(buf.data(), buf.size(), &m, &why) == te::TE_OK && m.type == HELLO_REPLY &&
-           m.reply.status == te::TE_OK;
+    return recv_wait(fd, &buf) > 0 && parse_message(buf.data(), buf.size(), &m, &why) == te::TE_OK &&
+           m.type == HELLO_REPLY && m.reply.status == te::TE_OK;
   }
   /**
    * Sends `msgs` datagrams (built by `make`) without reading anything; stops when the socket
@@ -85,8 +86,8 @@ struct Initiator {
     std::string why;
     size_t got = 0;
     *with_status = 0;
-    while (got < want && recv_wait(fd, &buf, 3000) > 0 && parse_message(buf.data(), buf.size(), &m, &why) == te::TE_OK &&
-           m.type == COMPLETIONS) {
+    while (got < want && recv_wait(fd, &buf, 3000) > 0 &&
+           parse_message(buf.data(), buf.size(), &m, &why) == te::TE_OK && m.type == COMPLETIONS) {
       got += m.completions.size();
       for (auto& c : m.completions) *with_status += c.status == status;
     }
@@ -126,8 +127,9 @@ static void test_refused_request_flood() {
   });
   usleep(200 * 1000);  // let the target read whatever it will read
   ServerStats s = t.server_stats();
-  std::printf("  refused-request flood: sent %zu of %zu datagrams; pending peak %llu (bound %zu), read pauses %llu\n", sent, kMsgs,
-              static_cast<unsigned long long>(s.pending_peak), pending_bound(o), static_cast<unsigned long long>(s.read_pauses));
+  std::printf("  refused-request flood: sent %zu of %zu datagrams; pending peak %llu (bound %zu), read pauses %llu\n",
+              sent, kMsgs, static_cast<unsigned long long>(s.pending_peak), pending_bound(o),
+              static_cast<unsigned long long>(s.read_pauses));
   CHECK(s.pending_peak <= pending_bound(o));
   CHECK(s.read_pauses >= 1);
   CHECK(sent < kMsgs);  // the peer was held back, not served forever
@@ -166,7 +168,8 @@ static void test_refused_notify_flood() {
   CHECK(hostile.hello(o.socket_name, o.epoch, "hostile"));
   const size_t kMsgs = 100000;
   uint8_t payload[1] = {1};
-  size_t sent = hostile.flood(kMsgs, 500, [&](size_t i, std::vector<uint8_t>* msg) { encode_notify(i + 1, payload, 1, msg); });
+  size_t sent =
+      hostile.flood(kMsgs, 500, [&](size_t i, std::vector<uint8_t>* msg) { encode_notify(i + 1, payload, 1, msg); });
   usleep(200 * 1000);
   ServerStats s = t.server_stats();
   std::printf("  refused-notify flood: sent %zu of %zu datagrams; pending peak %llu, read pauses %llu\n", sent, kMsgs,

@@ -5,26 +5,27 @@
 //   shm_core_test other-uid   that case alone; exit 77 when it is skipped (not root). Run
 //                             this way by test/credentials.test.ts, which registers the case
 //                             with uvu (skipped, with its reason, when not root).
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
+#include "check.h"
 #include "control_page.h"
 #include "socket.h"
 #include "transport.h"
 #include "wire.h"
-#include "check.h"
 
 using namespace teshm;
 
@@ -39,7 +40,8 @@ static void test_round_trips() {
   Request r[2] = {{1, 7, OP_WRITE, 0x1000, 0x2000, 4096}, {2, 7, OP_READ, 0x3000, 0x4000, 1}};
   encode_requests(r, 2, &b);
   Message m;
-  CHECK(parse(b, &m) == te::TE_OK && m.requests.size() == 2 && m.requests[1].target_addr == 0x4000 && m.requests[0].op == OP_WRITE);
+  CHECK(parse(b, &m) == te::TE_OK && m.requests.size() == 2 && m.requests[1].target_addr == 0x4000 &&
+        m.requests[0].op == OP_WRITE);
   Hello h;
   h.expected_epoch = 42;
   h.name = "prefill-0";
@@ -187,7 +189,8 @@ static void test_hostile_clients(LiveTarget& lt) {
   send_message(fd, msg);
   Message m;
   std::string why;
-  CHECK(recv_wait(fd, &buf) > 0 && parse_message(buf.data(), buf.size(), &m, &why) == te::TE_OK && m.reply.status == te::TE_BAD_FRAME);
+  CHECK(recv_wait(fd, &buf) > 0 && parse_message(buf.data(), buf.size(), &m, &why) == te::TE_OK &&
+        m.reply.status == te::TE_BAD_FRAME);
   close(fd);
   // HELLO for another epoch: STALE_DESCRIPTOR.
   CHECK(connect_abstract(lt.name, 1000, &fd, &err) == te::TE_OK);
@@ -197,7 +200,8 @@ static void test_hostile_clients(LiveTarget& lt) {
   h.expected_epoch = 78;
   encode_hello(h, &msg);
   send_message(fd, msg, ctl);
-  CHECK(recv_wait(fd, &buf) > 0 && parse_message(buf.data(), buf.size(), &m, &why) == te::TE_OK && m.reply.status == te::TE_STALE_DESCRIPTOR);
+  CHECK(recv_wait(fd, &buf) > 0 && parse_message(buf.data(), buf.size(), &m, &why) == te::TE_OK &&
+        m.reply.status == te::TE_STALE_DESCRIPTOR);
   close(fd);
   // A proper HELLO, then a request past the end of the registered memory and one straddling it.
   CHECK(connect_abstract(lt.name, 1000, &fd, &err) == te::TE_OK);
@@ -207,7 +211,8 @@ static void test_hostile_clients(LiveTarget& lt) {
   std::memcpy(h.nonce, nonce, 16);
   encode_hello(h, &msg);
   send_message(fd, msg, ctl);
-  CHECK(recv_wait(fd, &buf) > 0 && parse_message(buf.data(), buf.size(), &m, &why) == te::TE_OK && m.reply.status == te::TE_OK);
+  CHECK(recv_wait(fd, &buf) > 0 && parse_message(buf.data(), buf.size(), &m, &why) == te::TE_OK &&
+        m.reply.status == te::TE_OK);
   uint64_t base = reinterpret_cast<uint64_t>(lt.memory.data());
   Request two[2] = {{10, 1, OP_WRITE, reinterpret_cast<uint64_t>(junk.data()), base + lt.memory.size(), 16},
                     {11, 1, OP_WRITE, reinterpret_cast<uint64_t>(junk.data()), base + lt.memory.size() - 8, 16}};
@@ -223,7 +228,8 @@ static void test_hostile_clients(LiveTarget& lt) {
   Request good{12, 2, OP_WRITE, reinterpret_cast<uint64_t>(junk.data()), base, 100};
   encode_requests(&good, 1, &msg);
   send_message(fd, msg);
-  CHECK(recv_wait(fd, &buf) > 0 && parse_message(buf.data(), buf.size(), &m, &why) == te::TE_OK && m.completions[0].status == te::TE_OK);
+  CHECK(recv_wait(fd, &buf) > 0 && parse_message(buf.data(), buf.size(), &m, &why) == te::TE_OK &&
+        m.completions[0].status == te::TE_OK);
   CHECK(std::all_of(lt.memory.begin(), lt.memory.begin() + 100, [](uint8_t x) { return x == 0xAB; }));
   CHECK(all_zero(lt.memory.data() + 100, lt.memory.size() - 100));
   logged = lt.logs.load();
@@ -284,7 +290,7 @@ static bool test_other_uid(LiveTarget& lt) {
       errno = 0;
       ssize_t r = recv_wait(fd, &buf);
       if (r == 0 || (r == -1 && errno == ECONNRESET)) break;  // closed, with or without its reply
-      if (r < 0) _exit(admitted ? 10 : 9);                     // still open (-2) or another error
+      if (r < 0) _exit(admitted ? 10 : 9);                    // still open (-2) or another error
       if (parse_message(buf.data(), buf.size(), &m, &why) != te::TE_OK || m.type != HELLO_REPLY ||
           m.reply.status != te::TE_AUTH_FAILED)
         admitted = true;  // stays alive (its payload readable) so a wrongly admitted WRITE can land
@@ -296,7 +302,9 @@ static bool test_other_uid(LiveTarget& lt) {
   // 0: refused as described above; 3: setuid; 4, 7: connect / control page; 5: no reply;
   // 6: another reply than AUTH_FAILED; 8: the first connection stayed open; 9: the second
   // stayed open; 10: the second was answered with anything but AUTH_FAILED.
-  if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) std::fprintf(stderr, "  other-uid child: %s %d\n", WIFEXITED(st) ? "exit" : "signal", WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
+  if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+    std::fprintf(stderr, "  other-uid child: %s %d\n", WIFEXITED(st) ? "exit" : "signal",
+                 WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st));
   CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   // Give a target that wrongly admitted the client time to copy, then check nothing changed.
   usleep(100 * 1000);
@@ -365,7 +373,10 @@ int main(int argc, char** argv) {
     return 1;
   }
   if (skipped)
-    std::printf("mooncake-shm core tests passed, %d case skipped (other-uid: needs root; test/credentials.test.ts registers it as skipped)\n", skipped);
+    std::printf(
+        "mooncake-shm core tests passed, %d case skipped (other-uid: needs root; test/credentials.test.ts registers it "
+        "as skipped)\n",
+        skipped);
   else
     std::printf("mooncake-shm core tests passed\n");
   return 0;

@@ -4,12 +4,13 @@
 // the interleavings that ordering produces. (The addon's own calls need a CUDA device:
 // registerMemory refuses device memory before touching the map when there is none.)
 // Built and run by test/device-map.test.ts.
+#include "device_map.h"
+
 #include <atomic>
 #include <cstdio>
 #include <thread>
 #include <vector>
 
-#include "device_map.h"
 #include "check.h"
 
 using namespace tetcp;
@@ -91,7 +92,7 @@ static void test_concurrent_churn() {
   });
   for (int i = 0; i < 20000; ++i) {
     uint64_t next = m.add(A, L, 2);  // re-registration listed first
-    m.remove(A, current);           // the previous one delisted late
+    m.remove(A, current);            // the previous one delisted late
     current = next;
   }
   stop = true;

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <atomic>
-
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -20,10 +19,10 @@
 #include <thread>
 #include <vector>
 
+#include "check.h"
 #include "loop.h"
 #include "recv_buffer.h"
 #include "transport.h"
-#include "check.h"
 
 using namespace tetcp;
 
@@ -194,7 +193,8 @@ void test_mixed_sizes_keep_frame_boundaries() {
   CHECK(off + 8192 < tmem.size());
   uint64_t id = 0;
   std::string err;
-  CHECK(init.t->submit(peer, ops.data(), local.data(), remote.data(), len.data(), kN, nullptr, 0, &id, &err) == te::TE_OK);
+  CHECK(init.t->submit(peer, ops.data(), local.data(), remote.data(), len.data(), kN, nullptr, 0, &id, &err) ==
+        te::TE_OK);
   Event e;
   CHECK(init.wait(Event::BATCH, id, &e));
   auto b = init.t->take_batch(id);
@@ -227,7 +227,8 @@ void test_sticky_failure_from_many_lanes() {
     for (int k = 0; k < 2; ++k)
       submitters.emplace_back([&] {
         for (int j = 0; j < 4; ++j)
-          CHECK(transfer(init, peer, 1, reinterpret_cast<uint64_t>(imem.data()), 0x1000, 64) == te::TE_STALE_DESCRIPTOR);
+          CHECK(transfer(init, peer, 1, reinterpret_cast<uint64_t>(imem.data()), 0x1000, 64) ==
+                te::TE_STALE_DESCRIPTOR);
       });
     for (auto& th : submitters) th.join();
     init.t->close_peer(peer);
@@ -336,16 +337,15 @@ void test_parse_hello() {
   HelloBody h;
   CHECK(parse_hello(b, 31, &h) && h.initiator_epoch == 42 && h.name_len == 5 && std::memcmp(h.name, "alice", 5) == 0);
   CHECK(h.nonce == b + 8);
-  CHECK(parse_hello(b, 40, &h));        // trailing bytes are ignored
-  CHECK(!parse_hello(b, 30, &h));       // name runs past the end
-  CHECK(!parse_hello(b, 25, &h));       // shorter than the fixed part
+  CHECK(parse_hello(b, 40, &h));   // trailing bytes are ignored
+  CHECK(!parse_hello(b, 30, &h));  // name runs past the end
+  CHECK(!parse_hello(b, 25, &h));  // shorter than the fixed part
   CHECK(!parse_hello(nullptr, 0, &h));
   put16(b + 24, 0xffff);
   CHECK(!parse_hello(b, sizeof b, &h));
   put16(b + 24, 0);
   CHECK(parse_hello(b, 26, &h) && h.name_len == 0);
 }
-
 
 /**
  * Staging without a GPU: "device" memory is host memory the test lists in the DeviceMap,
@@ -449,7 +449,8 @@ void test_revoke_waits_for_the_target_device_copy() {
   CHECK(finish(init, a, &settled_at) == te::TE_TIMEOUT);
   CHECK(staging.copies.load() == 1);
   CHECK(settled_at >= staging.last_copy_end.load());
-  std::printf("  copy done at +%lld ms before the batch settled\n", static_cast<long long>(settled_at - staging.last_copy_end.load()));
+  std::printf("  copy done at +%lld ms before the batch settled\n",
+              static_cast<long long>(settled_at - staging.last_copy_end.load()));
   init.t->close_peer(peer);
 }
 
@@ -551,7 +552,6 @@ void test_busy_poll_window_sleeps_when_idle() {
   init.t->close_peer(peer);
 }
 
-
 // A post to a loop that is running (not asleep in epoll_wait) writes no eventfd: the loop
 // takes the task before it sleeps again. Posts from several threads while the loop sleeps,
 // runs, or spins are never lost. The loop's tick is 60 s here, so a lost wake-up would leave
@@ -573,7 +573,8 @@ void test_post_wakes_only_a_sleeping_loop() {
   CHECK(loop.wakeups() == first);  // 1000 posts to a running loop: no eventfd write
   release.store(true);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (ran.load() < 1000 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (ran.load() < 1000 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   CHECK(ran.load() == 1000);
 
   // Four posting threads, with pauses that let the loop fall asleep between some posts.
@@ -589,10 +590,12 @@ void test_post_wakes_only_a_sleeping_loop() {
   }
   for (auto& th : posters) th.join();
   deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (done.load() < 8000 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (done.load() < 8000 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   CHECK(done.load() == 8000);
   // How many of them found the loop asleep depends on the scheduler: printed, not checked.
-  std::printf("  8000 posts from 4 threads: %llu eventfd writes\n", static_cast<unsigned long long>(loop.wakeups() - first));
+  std::printf("  8000 posts from 4 threads: %llu eventfd writes\n",
+              static_cast<unsigned long long>(loop.wakeups() - first));
   // Posts to a sleeping loop, one at a time: each wakes it (one eventfd write) and runs.
   for (int i = 0; i < 20; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(3));
@@ -600,7 +603,8 @@ void test_post_wakes_only_a_sleeping_loop() {
     const uint64_t before = loop.wakeups();
     auto t0 = std::chrono::steady_clock::now();
     loop.post([&] { ran_now.store(true); });
-    while (!ran_now.load() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    while (!ran_now.load() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20))
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
     CHECK(ran_now.load());
     CHECK(loop.wakeups() - before <= 1);
   }
@@ -632,7 +636,8 @@ int main(int argc, char** argv) {
     int before = failures;
     auto t0 = std::chrono::steady_clock::now();
     c.run();
-    long ms = long(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
+    long ms =
+        long(std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
     std::printf("%s %s (%ld ms)\n", failures == before ? "ok  " : "FAIL", c.name, ms);
   }
   return failures ? 1 : 0;

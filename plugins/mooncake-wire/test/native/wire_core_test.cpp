@@ -84,7 +84,9 @@ struct Pair {
   Initiator init;
   uint64_t rbase, lbase;
   explicit Pair(size_t n, TargetOptions to = {})
-      : remote(n, 0), local(n, 0), target(to, target_reg),
+      : remote(n, 0),
+        local(n, 0),
+        target(to, target_reg),
         init(InitiatorOptions{2000, 2000, 1 << 20}, init_reg, [this](uint64_t id) { done.push(id); }) {
     rbase = reinterpret_cast<uint64_t>(remote.data());
     lbase = reinterpret_cast<uint64_t>(local.data());
@@ -104,7 +106,8 @@ struct Pair {
     return init.open_peer(p);
   }
   /** Runs one batch of `n` requests of `size` bytes at offsets i*size; returns its statuses. */
-  std::vector<int32_t> run(uint64_t peer, uint8_t op, size_t n, size_t size, uint64_t timeout_ms = 10000, int32_t cancel_after_ms = -1) {
+  std::vector<int32_t> run(uint64_t peer, uint8_t op, size_t n, size_t size, uint64_t timeout_ms = 10000,
+                           int32_t cancel_after_ms = -1) {
     std::vector<uint8_t> ops(n, op);
     std::vector<uint64_t> l(n), r(n), len(n, size);
     for (size_t i = 0; i < n; ++i) {
@@ -183,7 +186,9 @@ int main() {
   session_over_memory();
   loopback_both_framings();
   cancel_and_unregister_under_traffic();
-  if (failures) std::fprintf(stderr, "%d check(s) failed\n", failures);
-  else std::printf("wire_core_test: all checks passed\n");
+  if (failures)
+    std::fprintf(stderr, "%d check(s) failed\n", failures);
+  else
+    std::printf("wire_core_test: all checks passed\n");
   return failures ? 1 : 0;
 }

@@ -19,9 +19,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "te/memory_registry.h"
 #include "te/cuda/copy_runtime.h"
 #include "te/cuda/errors.h"
+#include "te/memory_registry.h"
 
 namespace te::cuda {
 

@@ -4,15 +4,15 @@
 // Backend.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <condition_variable>
-#include <deque>
 #include <shared_mutex>
-#include <thread>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -24,8 +24,8 @@ namespace te::cuda {
 
 /** What registration exports for one region (published to peers in the buffer's attrs). */
 struct ExportInfo {
-  uint64_t base = 0;   // start of the allocation holding the region (exporter's address)
-  uint64_t size = 0;   // size of that allocation
+  uint64_t base = 0;  // start of the allocation holding the region (exporter's address)
+  uint64_t size = 0;  // size of that allocation
   int device = 0;
   std::vector<uint8_t> handle;  // IPC handle / fabric handle bytes (empty for posix-fd)
   uint64_t alloc_id = 0;        // posix-fd: the id the exporter serves the fd under
@@ -49,8 +49,8 @@ struct RemoteBuffer {
 struct PeerInfo {
   std::string name;
   uint64_t epoch = 0;
-  bool local = false;     // same process: remote addresses are ours
-  std::string socket;     // backend-specific endpoint (nvlink posix-fd: unix socket name)
+  bool local = false;  // same process: remote addresses are ours
+  std::string socket;  // backend-specific endpoint (nvlink posix-fd: unix socket name)
   std::vector<RemoteAlloc> allocs;
   std::vector<RemoteBuffer> buffers;  // sorted by addr, disjoint
 };
@@ -101,8 +101,8 @@ class CudaTransport {
   uint64_t open_peer(PeerInfo info);
   void close_peer(uint64_t id);
   /** Queues a batch; PEER_NOT_FOUND for an unknown peer. */
-  Error submit(uint64_t peer, const uint8_t* ops, const uint64_t* local, const uint64_t* remote, const uint64_t* lengths,
-               size_t n, uint64_t* id_out);
+  Error submit(uint64_t peer, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
+               const uint64_t* lengths, size_t n, uint64_t* id_out);
   void cancel(uint64_t id, int32_t status);
   void close();
   size_t imports_open() const;
@@ -139,7 +139,7 @@ class CudaTransport {
   static constexpr size_t kPrepThreads = 4;
   std::mutex prep_mu_;
   std::condition_variable prep_cv_;
-  std::deque<std::shared_ptr<Segment>> prep_ready_;  // peers with batches queued and no thread on them
+  std::deque<std::shared_ptr<Segment>> prep_ready_;                   // peers with batches queued and no thread on them
   std::unordered_map<uint64_t, std::weak_ptr<CopyBatch>> preparing_;  // cancel reaches them here
   std::vector<std::thread> prep_threads_;
   size_t prep_idle_ = 0;

@@ -15,9 +15,9 @@ struct DeviceInfo {
   std::string pci_bus_id;
   uint64_t total_memory = 0;
   int compute_major = 0, compute_minor = 0;
-  bool vmm = false;          // CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
-  bool fabric = false;       // CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED
-  bool posix_fd = false;     // CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
+  bool vmm = false;       // CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+  bool fabric = false;    // CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED
+  bool posix_fd = false;  // CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
 };
 
 struct ProbeInfo {

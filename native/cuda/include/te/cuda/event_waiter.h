@@ -56,8 +56,8 @@ class EventWaiter {
   size_t max_pending_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<Pending> queue_;    // recorded, not yet seen by the waiter thread
-  size_t outstanding_ = 0;        // recorded and not reported
+  std::vector<Pending> queue_;  // recorded, not yet seen by the waiter thread
+  size_t outstanding_ = 0;      // recorded and not reported
   uint64_t next_id_ = 1;
   bool closing_ = false;
   bool started_ = false;

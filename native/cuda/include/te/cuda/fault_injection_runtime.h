@@ -67,7 +67,8 @@ class FaultInjectionRuntime : public CopyRuntime {
   Error step(Call call, const char* name) {
     std::lock_guard<std::mutex> l(mu_);
     int n = ++count_[call];
-    if (fail_at_[call] != 0 && n == fail_at_[call]) return Error::make(fail_status_[call], std::string(name) + " failed: injected fault");
+    if (fail_at_[call] != 0 && n == fail_at_[call])
+      return Error::make(fail_status_[call], std::string(name) + " failed: injected fault");
     return Error::none();
   }
   mutable std::mutex mu_;

@@ -81,8 +81,8 @@ inline Napi::Value Memset(const Napi::CallbackInfo& info) {
 }
 inline Napi::Value BaselineCopy(const Napi::CallbackInfo& info) {
   double s = 0;
-  Error e = baseline_copy(device_arg(info[0]), get_u64(info[1], "dst"), get_u64(info[2], "src"), get_u64(info[3], "bytes"),
-                          static_cast<int>(get_u64(info[4], "iterations")), &s);
+  Error e = baseline_copy(device_arg(info[0]), get_u64(info[1], "dst"), get_u64(info[2], "src"),
+                          get_u64(info[3], "bytes"), static_cast<int>(get_u64(info[4], "iterations")), &s);
   if (!e.ok()) throw_error(info.Env(), e);
   return Napi::Number::New(info.Env(), s);
 }

@@ -65,8 +65,8 @@ class CudaTransportWrap : public te::napi::TransportWrap<CudaTransportWrap<Trait
     opt.copy.slice_bytes = u64_field(o, "sliceBytes");
     std::shared_ptr<Backend> backend = Traits::make(o);
     auto* bridge = this->create_bridge(env, Traits::kName);
-    transport_ = std::make_shared<CudaTransport>(std::move(backend), opt,
-                                                 [bridge](std::shared_ptr<CopyBatch> b) { bridge->push(BatchEvent{std::move(b)}); });
+    transport_ = std::make_shared<CudaTransport>(
+        std::move(backend), opt, [bridge](std::shared_ptr<CopyBatch> b) { bridge->push(BatchEvent{std::move(b)}); });
     this->add_cleanup_hook(env);
   }
 
@@ -106,7 +106,8 @@ class CudaTransportWrap : public te::napi::TransportWrap<CudaTransportWrap<Trait
     });
   }
 
-  // openPeer({name, epoch, local, socket, allocs: [{base, size, device, handle, allocId}], buffers: [{addr, length, alloc}]}): id
+  // openPeer({name, epoch, local, socket, allocs: [{base, size, device, handle, allocId}], buffers: [{addr, length,
+  // alloc}]}): id
   Napi::Value OpenPeer(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     check_open(env);

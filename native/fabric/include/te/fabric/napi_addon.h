@@ -66,9 +66,10 @@ class FabricTransport : public te::napi::NativeTransportWrap<FabricTransport, Tr
 
  public:
   static Napi::Function Init(Napi::Env env) {
-    return define_class(env, "FabricTransport",
-                        {InstanceMethod("rails", &FabricTransport::Rails), InstanceMethod("checkPeer", &FabricTransport::CheckPeer),
-                         InstanceMethod("isRegistered", &FabricTransport::IsRegistered)});
+    return define_class(
+        env, "FabricTransport",
+        {InstanceMethod("rails", &FabricTransport::Rails), InstanceMethod("checkPeer", &FabricTransport::CheckPeer),
+         InstanceMethod("isRegistered", &FabricTransport::IsRegistered)});
   }
 
   explicit FabricTransport(const Napi::CallbackInfo& info) : Base(info, "new FabricTransport(options, callbacks)") {
@@ -83,7 +84,8 @@ class FabricTransport : public te::napi::NativeTransportWrap<FabricTransport, Tr
   void deliver_batch(Napi::Env env, uint64_t id) {
     auto b = transport_ ? transport_->take_batch(id) : nullptr;
     if (!b) return;
-    batch_done(env, id, b->status, te::napi::int32_array(env, b->statuses), b->bytes, b->message, b->remote_may_be_written);
+    batch_done(env, id, b->status, te::napi::int32_array(env, b->statuses), b->bytes, b->message,
+               b->remote_may_be_written);
   }
 
   Napi::Value Rails(const Napi::CallbackInfo& info) {
@@ -174,8 +176,9 @@ class FabricTransport : public te::napi::NativeTransportWrap<FabricTransport, Tr
   };
 
   Napi::Value UnregisterMemory(const Napi::CallbackInfo& info) {
-    return unregister_memory(info, "te:fabric:unregister",
-                             [](Transport& t, uint64_t addr, std::string* err) { return t.unregister_memory(addr, err); });
+    return unregister_memory(info, "te:fabric:unregister", [](Transport& t, uint64_t addr, std::string* err) {
+      return t.unregister_memory(addr, err);
+    });
   }
 
   // openPeer(name, epoch, provider, rails: Uint8Array[], virtAddr: boolean[], sameProcess, regions[]) -> id
@@ -216,14 +219,16 @@ class FabricTransport : public te::napi::NativeTransportWrap<FabricTransport, Tr
     check_open(env);
     uint64_t id = 0;
     std::string err;
-    Status s = transport_->check_peer(get_u64(info[0], "peer"), static_cast<int>(get_u64(info[1], "timeoutMs")), &id, &err);
+    Status s =
+        transport_->check_peer(get_u64(info[0], "peer"), static_cast<int>(get_u64(info[1], "timeoutMs")), &id, &err);
     if (s != TE_OK) throw_status(env, s, err);
     bridge_->hold(env);
     return Napi::Number::New(env, static_cast<double>(id));
   }
 
   Napi::Value IsRegistered(const Napi::CallbackInfo& info) {
-    return Napi::Boolean::New(info.Env(), transport_ && !closed_ && transport_->is_registered(get_u64(info[0], "addr")));
+    return Napi::Boolean::New(info.Env(),
+                              transport_ && !closed_ && transport_->is_registered(get_u64(info[0], "addr")));
   }
 };
 

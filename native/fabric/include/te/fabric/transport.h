@@ -47,7 +47,8 @@ struct Options {
   int cancel_grace_ms = 250;
   bool delivery_complete = true;
   bool write_fence = true;  // one delivery-complete write per batch and rail where writes are ordered
-  int max_op_parts = 4;      // slices one RMA may carry as a scatter-gather list (the provider's iov limits bound it; 1: one each)
+  int max_op_parts =
+      4;  // slices one RMA may carry as a scatter-gather list (the provider's iov limits bound it; 1: one each)
   /**
    * Memory the plugin registers once, for local access, on every rail (a pool its transfer
    * memory comes from): [arena_base, arena_base + arena_size); size 0: none. Remote access
@@ -77,11 +78,11 @@ struct RailInfo {
   uint64_t key_size = 0;
   uint64_t max_msg_size = 0;
   uint64_t inject_size = 0;
-  int slices_per_op = 1;     // slices one RMA carries at most on this rail (scatter-gather)
-  uint64_t rma_ops = 0;      // RMA operations posted so far
-  uint64_t rma_slices = 0;   // slices those operations carried
+  int slices_per_op = 1;                   // slices one RMA carries at most on this rail (scatter-gather)
+  uint64_t rma_ops = 0;                    // RMA operations posted so far
+  uint64_t rma_slices = 0;                 // slices those operations carried
   uint64_t rma_delivery_complete_ops = 0;  // of those, posted with FI_DELIVERY_COMPLETE
-  bool delivery_complete = true;  // writes ask for delivery completion (fixed for the rail's life)
+  bool delivery_complete = true;           // writes ask for delivery completion (fixed for the rail's life)
 };
 
 /** A remote buffer as published by the peer: [addr, addr+length) inside an MR starting at base. */
@@ -157,7 +158,8 @@ class Transport {
 
   void close();
 
-  /** A NOTIFY event was handed on (the addon calls it as it delivers one): frees its place in the notification budget. */
+  /** A NOTIFY event was handed on (the addon calls it as it delivers one): frees its place in the notification budget.
+   */
   void notification_taken(const std::string& from, size_t bytes);
 
   struct Impl;
