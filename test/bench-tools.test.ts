@@ -60,10 +60,10 @@ test("bench/vs-iperf3.mjs: raw libfabric gets te's threads and grouping, and the
 
 test('bench/variants.mjs: a malformed case, variant, round count or duration exits 2 with a message, before any run', () => {
   const bad: [string[], RegExp][] = [
-    [['--case', '64k:sideways:4x4'], /bad case "64k:sideways:4x4"/],
-    [['--case', '12q:write:4x4'], /bad size "12q"/],
-    [['--variant', 'noequals'], /bad variant "noequals"/],
-    [['--variant', 'x=lower=1'], /bad setting "lower=1"/],
+    [['--case', '64k:sideways:4x4'], /bad case '64k:sideways:4x4'/],
+    [['--case', '12q:write:4x4'], /bad size '12q'/],
+    [['--variant', 'noequals'], /bad variant 'noequals'/],
+    [['--variant', 'x=lower=1'], /bad setting 'lower=1'/],
     [['--rounds', '0'], /--rounds must be an integer from 1 to 50/],
     [['--duration', '0'], /--duration must be a positive number/],
     [['--duration=-1'], /--duration must be a positive number/],
