@@ -20,7 +20,7 @@ export function probeFabric(
   if (!native.builtWithLibfabric) {
     return {
       available: false,
-      reason: `${plugin} was built without libfabric (libfabric-dev was missing at build time): ${INSTALL_LIBFABRIC}, then rebuild (npm rebuild, or npm run build:native -w @te/${plugin})`,
+      reason: `${plugin} was built without libfabric (libfabric-dev was missing at build time): ${INSTALL_LIBFABRIC}, then rebuild (npm rebuild @te/${plugin}, or npm run build:native -w @te/${plugin})`,
       details: { builtWithLibfabric: false, ...extra },
     };
   }

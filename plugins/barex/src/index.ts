@@ -42,7 +42,7 @@ export async function createBarexTransport(context: TransportContext, options: B
   if (!native.builtWithLibfabric) {
     throw new TransferError(
       'PROVIDER_UNAVAILABLE',
-      `barex was built without libfabric (libfabric-dev was missing at build time): ${INSTALL_LIBFABRIC}, then rebuild (npm rebuild, or npm run build:native -w @te/barex)`,
+      `barex was built without libfabric (libfabric-dev was missing at build time): ${INSTALL_LIBFABRIC}, then rebuild (npm rebuild @te/barex, or npm run build:native -w @te/barex)`,
       { plugin: PLUGIN_NAME },
     );
   }

@@ -22,7 +22,7 @@ export async function createRdmaTransport(context: TransportContext, options: Rd
   if (!native.builtWithLibfabric) {
     throw new TransferError(
       'PROVIDER_UNAVAILABLE',
-      `mooncake-rdma was built without libfabric (libfabric-dev was missing at build time): ${INSTALL_LIBFABRIC}, then rebuild (npm rebuild, or npm run build:native -w @te/mooncake-rdma)`,
+      `mooncake-rdma was built without libfabric (libfabric-dev was missing at build time): ${INSTALL_LIBFABRIC}, then rebuild (npm rebuild @te/mooncake-rdma, or npm run build:native -w @te/mooncake-rdma)`,
       { plugin: PLUGIN_NAME },
     );
   }
