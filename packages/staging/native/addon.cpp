@@ -51,6 +51,25 @@ class CopyWorker : public Napi::AsyncWorker {
   std::vector<CopyJob> jobs_;
 };
 
+// The thread pool a Copier or Checksummer runs on, `threads` (1 to 256) from JS.
+std::shared_ptr<CopyPool> pool_of(const Napi::Value& threads_value) {
+  uint64_t threads = te::napi::get_u64(threads_value, "threads");
+  if (threads < 1 || threads > 256)
+    te::napi::throw_status(threads_value.Env(), te::TE_INVALID_ARGUMENT, "Expected `threads` to be from 1 to 256");
+  return std::make_shared<CopyPool>(static_cast<size_t>(threads));
+}
+
+// Float64Array [base, length, ...] from JS: the only memory later jobs may touch, merged.
+std::vector<Region> regions_of(const Napi::Value& value) {
+  std::vector<double> v = doubles_of(value, "regions");
+  if (v.size() % 2 != 0)
+    te::napi::throw_status(value.Env(), te::TE_INVALID_ARGUMENT, "`regions` must hold (base, length) pairs");
+  std::vector<Region> regions;
+  for (size_t i = 0; i < v.size(); i += 2)
+    regions.push_back({static_cast<uint64_t>(v[i]), static_cast<uint64_t>(v[i + 1])});
+  return te::staging::merge_regions(std::move(regions));
+}
+
 class Copier : public Napi::ObjectWrap<Copier> {
  public:
   static Napi::Function Define(Napi::Env env) {
@@ -59,23 +78,12 @@ class Copier : public Napi::ObjectWrap<Copier> {
                         InstanceMethod("threads", &Copier::Threads)});
   }
 
-  explicit Copier(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Copier>(info) {
-    uint64_t threads = te::napi::get_u64(info[0], "threads");
-    if (threads < 1 || threads > 256)
-      te::napi::throw_status(info.Env(), te::TE_INVALID_ARGUMENT, "Expected `threads` to be from 1 to 256");
-    pool_ = std::make_shared<CopyPool>(static_cast<size_t>(threads));
-  }
+  explicit Copier(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Copier>(info) { pool_ = pool_of(info[0]); }
 
  private:
   // setRegions(Float64Array [base, length, ...]): the only memory later copies may touch.
   Napi::Value SetRegions(const Napi::CallbackInfo& info) {
-    std::vector<double> v = doubles_of(info[0], "regions");
-    if (v.size() % 2 != 0)
-      te::napi::throw_status(info.Env(), te::TE_INVALID_ARGUMENT, "`regions` must hold (base, length) pairs");
-    std::vector<Region> regions;
-    for (size_t i = 0; i < v.size(); i += 2)
-      regions.push_back({static_cast<uint64_t>(v[i]), static_cast<uint64_t>(v[i + 1])});
-    regions_ = te::staging::merge_regions(std::move(regions));
+    regions_ = regions_of(info[0]);
     return info.Env().Undefined();
   }
 
@@ -136,22 +144,13 @@ class Checksummer : public Napi::ObjectWrap<Checksummer> {
   }
 
   explicit Checksummer(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Checksummer>(info) {
-    uint64_t threads = te::napi::get_u64(info[0], "threads");
-    if (threads < 1 || threads > 256)
-      te::napi::throw_status(info.Env(), te::TE_INVALID_ARGUMENT, "Expected `threads` to be from 1 to 256");
-    pool_ = std::make_shared<CopyPool>(static_cast<size_t>(threads));
+    pool_ = pool_of(info[0]);
   }
 
  private:
   // setRegions(Float64Array [base, length, ...]): the only memory later checksums may read.
   Napi::Value SetRegions(const Napi::CallbackInfo& info) {
-    std::vector<double> v = doubles_of(info[0], "regions");
-    if (v.size() % 2 != 0)
-      te::napi::throw_status(info.Env(), te::TE_INVALID_ARGUMENT, "`regions` must hold (base, length) pairs");
-    std::vector<Region> regions;
-    for (size_t i = 0; i < v.size(); i += 2)
-      regions.push_back({static_cast<uint64_t>(v[i]), static_cast<uint64_t>(v[i + 1])});
-    regions_ = te::staging::merge_regions(std::move(regions));
+    regions_ = regions_of(info[0]);
     return info.Env().Undefined();
   }
 
