@@ -156,6 +156,8 @@ static bool all_zero(const uint8_t* p, size_t n) {
   return std::all_of(p, p + n, [](uint8_t x) { return x == 0; });
 }
 
+static void test_bounds_after_hello(LiveTarget& lt, int ctl);
+
 static void test_hostile_clients(LiveTarget& lt) {
   std::string err;
   // A dropped connection is logged (docs: "that connection is dropped (logged)"); the
@@ -203,7 +205,19 @@ static void test_hostile_clients(LiveTarget& lt) {
   CHECK(recv_wait(fd, &buf) > 0 && parse_message(buf.data(), buf.size(), &m, &why) == te::TE_OK &&
         m.reply.status == te::TE_STALE_DESCRIPTOR);
   close(fd);
-  // A proper HELLO, then a request past the end of the registered memory and one straddling it.
+  test_bounds_after_hello(lt, ctl);
+  unmap_control_page(page);
+  close(ctl);
+}
+
+// A proper HELLO, then a request past the end of the registered memory and one straddling it;
+// a good write lands, and a malformed message afterwards drops the connection.
+static void test_bounds_after_hello(LiveTarget& lt, int ctl) {
+  std::string err, why;
+  std::vector<uint8_t> junk(100, 0xAB), buf, msg;
+  Message m;
+  Hello h;
+  int fd = -1;
   CHECK(connect_abstract(lt.name, 1000, &fd, &err) == te::TE_OK);
   uint8_t nonce[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
   h.expected_epoch = 77;
@@ -232,13 +246,11 @@ static void test_hostile_clients(LiveTarget& lt) {
         m.completions[0].status == te::TE_OK);
   CHECK(std::all_of(lt.memory.begin(), lt.memory.begin() + 100, [](uint8_t x) { return x == 0xAB; }));
   CHECK(all_zero(lt.memory.data() + 100, lt.memory.size() - 100));
-  logged = lt.logs.load();
+  int logged = lt.logs.load();
   send_message(fd, junk);
   CHECK(recv_wait(fd, &buf) == 0);
   close(fd);
   CHECK(lt.logs.load() > logged);
-  unmap_control_page(page);
-  close(ctl);
 }
 
 // A client of another uid is refused before anything it sends is read. The client is raw
