@@ -21,7 +21,6 @@ const ALLOWED: Record<string, string> = {
   // Files over 500 lines.
   'bench/fabric-rma/fi_rma_bench.c': 'the raw libfabric baseline, one self-contained C program (initiator, target, verification)',
   'native/fabric/test/transport_test.cpp': "the fabric transport's C++ tests in one file: to split by area",
-  'packages/connector/src/engine/transfer-engine.ts': 'the engine facade: registration, routing, transfer and settle logic in one class',
   'plugins/mooncake-shm/native/client.cpp': "the shm client's mapping, posting and completion paths",
   'plugins/mooncake-tcp/native/transport.cpp': 'the TCP transport core: peers, lanes, submit and settle',
   'plugins/mooncake-tcp/test/native/tcp_core_test.cpp': "the TCP core's C++ tests in one file",
@@ -34,7 +33,6 @@ const ALLOWED: Record<string, string> = {
   'native/fabric/src/discovery.cpp:select_rails': 'provider and NIC selection',
   'packages/cli/src/demo/pipeline/prefill.ts:startPrefill': "the demo prefill's setup and request handler",
   'packages/connector/src/engine/msgpack-bounds.ts:checkMsgpackBounds': 'one walk over every msgpack type tag',
-  'packages/connector/src/engine/transfer-engine.ts:transfer': 'groups a batch by route, submits and settles every part',
   'packages/fabric/src/options.ts:fabricOptionsSchema': 'the options table of the fabric layer',
   'packages/testkit/src/conformance/suite.ts:transportConformance': 'registers every case of the transport conformance suite',
   'packages/testkit/src/conformance/target-process.ts:spawnTargetProcess': 'spawns a target process and wires its control messages',

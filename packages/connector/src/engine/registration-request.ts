@@ -1,8 +1,10 @@
 // Turns registerMemory's arguments (a JS buffer, or {addr, length, device}) into the
-// request every transport receives, refusing what no transport could register.
+// request every transport receives, and finds the transports that register it, refusing what none could.
 import { TransferError } from '../errors/transfer-error.js';
-import { isDeviceName, type BufferSource, type RegisterRequest } from '../spi/memory.js';
+import { MEMORY_KIND_PROVIDERS } from '../registry/builtins.js';
+import { isDeviceName, memoryKindOf, type BufferSource, type DeviceName, type RegisterRequest } from '../spi/memory.js';
 import type { MemoryTarget, RegisterOptions } from './engine-api.js';
+import type { EngineTransport } from './router.js';
 
 function isBufferSource(value: unknown): value is BufferSource {
   return value instanceof ArrayBuffer || value instanceof SharedArrayBuffer || ArrayBuffer.isView(value);
@@ -38,4 +40,29 @@ export function registrationRequest(target: MemoryTarget, options: RegisterOptio
   if (addr + length > 0xffff_ffff_ffff_ffffn)
     throw new TransferError('ADDRESS_OUT_OF_RANGE', `Region at 0x${addr.toString(16)} of ${length} bytes wraps past the end of the address space`);
   return { addr, length, device, remoteAccess };
+}
+
+/** Whether `t` registers memory of `device`: of its memory kinds, and by raw address only if it takes raw addresses. */
+export function registers(t: EngineTransport, device: DeviceName, fromBuffer: boolean): boolean {
+  const caps = t.plugin.capabilities;
+  return caps.memoryKinds.includes(memoryKindOf(device)) && (fromBuffer || caps.rawAddresses);
+}
+
+/** The transports of `held` that register `request`; none is a typed error saying which transport would. */
+export function registeringTransports(held: readonly EngineTransport[], request: RegisterRequest): EngineTransport[] {
+  const able = held.filter((t) => registers(t, request.device, request.buffer !== undefined));
+  if (able.length > 0) return able;
+  const kind = memoryKindOf(request.device);
+  const raw = request.buffer === undefined ? ' raw-address' : '';
+  const hint =
+    kind === 'cuda'
+      ? `add a transport that registers device memory to \`transports\` (${MEMORY_KIND_PROVIDERS.device})`
+      : request.buffer === undefined
+        ? `register a JS buffer (ArrayBuffer, typed array) instead, or add a transport that registers raw host addresses (${MEMORY_KIND_PROVIDERS.rawHost}) to \`transports\``
+        : `add a transport that registers host memory (${MEMORY_KIND_PROVIDERS.host}) to \`transports\``;
+  throw new TransferError(
+    'MEMORY_KIND_UNSUPPORTED',
+    `No transport of this engine (${held.map((t) => t.name).join(', ')}) registers${raw} ${kind} memory: ${hint}`,
+    { details: { device: request.device } },
+  );
 }

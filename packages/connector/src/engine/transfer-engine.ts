@@ -1,12 +1,11 @@
 import { hostname } from 'node:os';
-import { TransferError, isTransferError } from '../errors/transfer-error.js';
-import { codeForStatus } from '../errors/codes.js';
+import { TransferError } from '../errors/transfer-error.js';
 import type { TeConfig, TeConfigInput } from '../config/types.js';
-import { batchOf, selectRequests, type BatchResult, type Notification, type SubmitOptions, type TransferBatch } from '../spi/batch.js';
+import { batchOf, type BatchResult, type Notification, type TransferBatch } from '../spi/batch.js';
 import { DESCRIPTOR_VERSION, type SegmentDescriptor } from '../spi/descriptor.js';
 import { isDeviceName, memoryKindOf, type DeviceName, type RegisterRequest, type WireValue } from '../spi/memory.js';
 import type { TransportPlugin } from '../spi/plugin.js';
-import { checkBatch, checkTimeout } from './batch-check.js';
+import { transferBatch, type TransferContext } from './batch-transfer.js';
 import type { ControlServer, ControlClient } from './control-plane.js';
 import type { Log } from './logger.js';
 import { assembleEngine } from './assemble.js';
@@ -19,16 +18,12 @@ import type { MetadataRecords } from '../metadata/records.js';
 import type { BatchRecord, EngineMetrics } from './metrics.js';
 import { BatchStats } from './batch-stats.js';
 import type { AllocatedHandle, CreateEngineOptions, MemoryHandle, MemoryTarget, RegisterOptions, TransferOptions } from './engine-api.js';
-import { registrationRequest, toBigInt } from './registration-request.js';
-import { RegionPins, beforeDeadline, submitWithWatchdog } from './watchdog.js';
-import { attachSettlement, markRemoteMayBeWritten, remoteMayBeWritten } from '../errors/settlement.js';
+import { registeringTransports, registers, registrationRequest, toBigInt } from './registration-request.js';
+import { RegionPins, beforeDeadline } from './watchdog.js';
 import { startMetricLog } from '../metrics/periodic-log.js';
-import { commonTransports, planRoutes, type EngineTransport, type Route } from './router.js';
-import { MEMORY_KIND_PROVIDERS } from '../registry/builtins.js';
+import { commonTransports, type EngineTransport } from './router.js';
 
 export type { AllocatedHandle, CreateEngineOptions, MemoryHandle, MemoryTarget, RegisterOptions, TransferOptions } from './engine-api.js';
-
-const RECONNECT_CODES = new Set(['STALE_DESCRIPTOR', 'CONNECTION_LOST', 'PEER_FAILED', 'PEER_UNREACHABLE']);
 
 /**
  * The transfer engine of a process: its transports, its segment (registered memory and
@@ -48,6 +43,8 @@ export class TransferEngine {
   private closing: Promise<void> | undefined;
   private readonly pins = new RegionPins(this.memory);
   private readonly stats: BatchStats;
+  /** What `transfer` needs of this engine. */
+  private readonly batches: TransferContext;
 
   private constructor(
     config: TeConfig,
@@ -65,6 +62,7 @@ export class TransferEngine {
     this.peers = new PeerTable(held, (segment) => (segment === this.segmentName ? Promise.resolve(this.descriptor()) : this.fetchDescriptor(segment)));
     this.segmentName = segmentName;
     this.epoch = epoch;
+    this.batches = this.transferContext();
     control.handle(REVOKE_REQUEST, (body) => this.onPeerRevoked(body));
     for (const t of held) {
       t.transport.onNotification?.((n) => {
@@ -96,6 +94,11 @@ export class TransferEngine {
     await engine.publish();
     log('info', `segment ${endpoint} epoch ${epoch} with transports ${held.map((t) => t.name).join(', ')}`);
     return engine;
+  }
+
+  private transferContext(): TransferContext {
+    const { held, memory, peers, pins, stats, log, config } = this;
+    return { held, memory, peers, pins, stats, log, config, forgetSegment: (segment) => this.forgetSegment(segment) };
   }
 
   /** Names of the transports this engine holds, primary first. */
@@ -132,24 +135,7 @@ export class TransferEngine {
   private async registerNow(request: RegisterRequest): Promise<MemoryHandle> {
     this.assertOpen();
     if (request.addr !== undefined) this.memory.assertFree(request.addr, request.length);
-    const kind = memoryKindOf(request.device);
-    const able = this.held.filter(
-      (t) => t.plugin.capabilities.memoryKinds.includes(kind) && (request.buffer !== undefined || t.plugin.capabilities.rawAddresses),
-    );
-    if (able.length === 0) {
-      const raw = request.buffer === undefined ? ' raw-address' : '';
-      const hint =
-        kind === 'cuda'
-          ? `add a transport that registers device memory to \`transports\` (${MEMORY_KIND_PROVIDERS.device})`
-          : request.buffer === undefined
-            ? `register a JS buffer (ArrayBuffer, typed array) instead, or add a transport that registers raw host addresses (${MEMORY_KIND_PROVIDERS.rawHost}) to \`transports\``
-            : `add a transport that registers host memory (${MEMORY_KIND_PROVIDERS.host}) to \`transports\``;
-      throw new TransferError(
-        'MEMORY_KIND_UNSUPPORTED',
-        `No transport of this engine (${this.transports.join(', ')}) registers${raw} ${kind} memory: ${hint}`,
-        { details: { device: request.device } },
-      );
-    }
+    const able = registeringTransports(this.held, request);
     const done: { t: EngineTransport; addr: bigint }[] = [];
     const attrs: Record<string, unknown> = {};
     let addr = request.addr;
@@ -247,11 +233,8 @@ export class TransferEngine {
         await this.publish();
         await this.handshake.revoke({ segment: this.segmentName, epoch: this.epoch }, addr, this.config.timeouts.handshakeMs);
       }
-      const kind = memoryKindOf(region.device);
       const results = await Promise.allSettled(
-        this.held
-          .filter((t) => t.plugin.capabilities.memoryKinds.includes(kind) && (region.buffer !== undefined || t.plugin.capabilities.rawAddresses))
-          .map((t) => t.transport.unregisterMemory(addr)),
+        this.held.filter((t) => registers(t, region.device, region.buffer !== undefined)).map((t) => t.transport.unregisterMemory(addr)),
       );
       await this.publish();
       const failed = results.find((r) => r.status === 'rejected') as PromiseRejectedResult | undefined;
@@ -388,94 +371,7 @@ export class TransferEngine {
    */
   async transfer(segment: string, batch: TransferBatch, options: TransferOptions = {}): Promise<BatchResult> {
     this.assertOpen();
-    checkSegmentName(segment);
-    const { hasRead } = checkBatch(batch);
-    const timeoutMs = checkTimeout(options.timeoutMs ?? this.config.timeouts.transferMs);
-    if (options.signal !== undefined && !(options.signal instanceof AbortSignal))
-      throw new TransferError('INVALID_ARGUMENT', 'Expected the `signal` option to be an AbortSignal');
-    if (options.notify !== undefined && !(options.notify instanceof Uint8Array))
-      throw new TransferError('INVALID_ARGUMENT', 'Expected the `notify` option to be a Uint8Array');
-    if (options.signal?.aborted) throw new TransferError('ABORTED', 'The transfer was aborted before it started');
-    const deadline = Date.now() + timeoutMs;
-    const { signal, notify } = options;
-    const state = await beforeDeadline(this.peers.state(segment), deadline, signal, `fetching the descriptor of ${segment}`);
-    const candidates = (state.candidates ??= commonTransports(this.held, state.descriptor, this.config.forceTcp));
-    const plan = planRoutes(batch, this.memory, state.routing, candidates);
-    // With one route the notification rides with the data; with several (or none: an
-    // empty batch of mixed-kind peers) it follows alone once all data landed.
-    // A request refused before submission also defers it: the note then never goes out.
-    const trailing = notify !== undefined && (plan.routes.length !== 1 || plan.refused.size > 0);
-    const notifier = trailing ? candidates.find((c) => c.plugin.capabilities.notifications) : undefined;
-    if (trailing && !notifier) throw new TransferError('UNSUPPORTED_CAPABILITY', `No transport shared with ${segment} delivers notifications`);
-    for (const route of plan.routes) this.checkCapabilities(route, batch, hasRead, notify !== undefined && !trailing);
-    const statuses = new Int32Array(batch.opcodes.length);
-    for (const [i, status] of plan.refused) statuses[i] = status;
-    const started = performance.now();
-    const carriers = plan.routes.map((r) => r.via.name);
-    this.stats.track(carriers, 1);
-    const settle = (code: string | undefined, landed: bigint): void => {
-      this.stats.track(carriers, -1);
-      this.stats.emit({ segment, transports: carriers, requests: batch.opcodes.length, bytes: landed, code, seconds: (performance.now() - started) / 1000 });
-    };
-    // Parts whose transport had not settled when the watchdog released the caller.
-    const unsettled: Promise<unknown>[] = [];
-    const submitVia = async (via: EngineTransport, part: TransferBatch, withNotify: Uint8Array | undefined): Promise<BatchResult> => {
-      const peer = await beforeDeadline(this.peers.open(state, via), deadline, signal, `connecting to ${segment} over ${via.name}`);
-      const submitOptions: SubmitOptions = { timeoutMs: Math.max(1, deadline - Date.now()) };
-      if (signal) submitOptions.signal = signal;
-      if (withNotify) submitOptions.notify = withNotify;
-      return submitWithWatchdog(via, peer, part, submitOptions, this.pins, this.log, (settlement) => unsettled.push(settlement));
-    };
-    let bytes = 0n;
-    this.peers.acquire(state);
-    try {
-      // Every part settles before the caller is released, so no transport still uses the
-      // caller's memory when one part failed early.
-      const settled = await Promise.allSettled(
-        plan.routes.map(async (route) => {
-          const result = await submitVia(route.via, route.indexes ? selectRequests(batch, route.indexes) : batch, trailing ? undefined : notify);
-          if (route.indexes) route.indexes.forEach((i, j) => (statuses[i] = result.statuses[j]!));
-          else statuses.set(result.statuses);
-          return result;
-        }),
-      );
-      const rejected = settled.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
-      if (rejected.length > 0) {
-        // The first part's error is thrown; if another part's write may still land at the
-        // peer, the thrown error says so too.
-        if (rejected.some((r) => remoteMayBeWritten(r.reason))) markRemoteMayBeWritten(rejected[0]!.reason);
-        throw rejected[0]!.reason;
-      }
-      for (const r of settled as PromiseFulfilledResult<BatchResult>[]) bytes += r.value.bytes;
-      if (trailing && statuses.every((st) => st === 0)) await submitVia(notifier!, batchOf([]), notify);
-    } catch (error) {
-      // Whichever part's error is thrown, the caller may wait for every transport to let go.
-      if (unsettled.length > 0 && typeof error === 'object' && error !== null) attachSettlement(error, unsettled);
-      this.stats.count(plan.routes, batch, false);
-      settle(isTransferError(error) ? error.code : 'INTERNAL', 0n);
-      this.peers.release(state);
-      if (isTransferError(error) && RECONNECT_CODES.has(error.code)) await this.forgetSegment(segment);
-      throw error;
-    }
-    this.peers.release(state);
-    const failed = statuses.findIndex((s) => s !== 0);
-    this.stats.count(plan.routes, batch, failed < 0);
-    settle(failed < 0 ? undefined : codeForStatus(statuses[failed]!), failed < 0 ? bytes : 0n);
-    if (failed >= 0) {
-      const count = statuses.reduce((acc, s) => acc + (s !== 0 ? 1 : 0), 0);
-      const code = codeForStatus(statuses[failed]!);
-      if (RECONNECT_CODES.has(code)) await this.forgetSegment(segment);
-      throw new TransferError(
-        code,
-        `${count} of ${statuses.length} requests to ${segment} failed; first: request ${failed} (${code}, remote 0x${batch.remoteAddrs[failed]!.toString(16)}, ${batch.lengths[failed]} bytes)`,
-        {
-          statuses,
-          status: statuses[failed]!,
-          details: { segment, firstFailed: failed },
-        },
-      );
-    }
-    return { statuses, bytes };
+    return transferBatch(this.batches, segment, batch, options);
   }
 
   /**
@@ -497,22 +393,6 @@ export class TransferEngine {
     await this.peers.idle(state);
     return { dropped: true };
   }
-
-  private checkCapabilities(route: Route, batch: TransferBatch, hasRead: boolean, notify: boolean): void {
-    const caps = route.via.plugin.capabilities;
-    if (hasRead && !caps.read) {
-      const reads = route.indexes ? [...route.indexes].some((i) => batch.opcodes[i] === 0) : true;
-      if (reads)
-        throw new TransferError('UNSUPPORTED_CAPABILITY', 'This transport does not support READ (capabilities.read is false)', { plugin: route.via.name });
-    }
-    if (notify && !caps.notifications) {
-      throw new TransferError('UNSUPPORTED_CAPABILITY', 'This transport does not deliver notifications (capabilities.notifications is false)', {
-        plugin: route.via.name,
-      });
-    }
-  }
-
-  /** Waits for a preparatory step (descriptor fetch, connect) within the batch's deadline and signal. */
 
   /** Counters collected when `metrics` (MC_TE_METRIC) is on. */
   metrics(): EngineMetrics {

@@ -1,0 +1,207 @@
+// One batch through the engine: its options checked, its requests routed across the transports
+// both sides share, each part submitted under one deadline, and every part settled before the
+// caller is released, into one result or one TransferError.
+import type { TeConfig } from '../config/types.js';
+import { TransferError, isTransferError } from '../errors/transfer-error.js';
+import { codeForStatus } from '../errors/codes.js';
+import { attachSettlement, markRemoteMayBeWritten, remoteMayBeWritten } from '../errors/settlement.js';
+import { batchOf, selectRequests, type BatchResult, type SubmitOptions, type TransferBatch } from '../spi/batch.js';
+import { checkBatch, checkTimeout } from './batch-check.js';
+import type { BatchStats } from './batch-stats.js';
+import type { TransferOptions } from './engine-api.js';
+import type { Log } from './logger.js';
+import type { MemoryMap } from './memory-map.js';
+import type { PeerState, PeerTable } from './peer-table.js';
+import { commonTransports, planRoutes, type EngineTransport, type Route, type RoutePlan } from './router.js';
+import { checkSegmentName } from './segment-name.js';
+import { beforeDeadline, submitWithWatchdog, type RegionPins } from './watchdog.js';
+
+/** Codes after which the peer's cached descriptor and connections are dropped (the next batch fetches them again). */
+const RECONNECT_CODES = new Set(['STALE_DESCRIPTOR', 'CONNECTION_LOST', 'PEER_FAILED', 'PEER_UNREACHABLE']);
+
+/** What a batch needs of its engine, and no more. */
+export interface TransferContext {
+  readonly held: readonly EngineTransport[];
+  readonly memory: MemoryMap;
+  readonly peers: PeerTable;
+  readonly pins: RegionPins;
+  readonly stats: BatchStats;
+  readonly log: Log;
+  /** `forceTcp`, and `timeouts.transferMs` for a batch whose options name no deadline. */
+  readonly config: Pick<TeConfig, 'forceTcp' | 'timeouts'>;
+  forgetSegment(segment: string): Promise<void>;
+}
+
+/** One call of `transfer` once its options are checked. */
+interface TransferCall {
+  segment: string;
+  batch: TransferBatch;
+  deadline: number;
+  signal: AbortSignal | undefined;
+  notify: Uint8Array | undefined;
+}
+
+/** A call's routes through the peer's shared transports. */
+interface RoutedCall extends TransferCall {
+  state: PeerState;
+  plan: RoutePlan;
+  /** The notification follows alone once all data landed (through `notifier`) instead of riding with the data. */
+  trailing: boolean;
+  notifier: EngineTransport | undefined;
+}
+
+/** Moves `batch` to or from `segment`; see `TransferEngine.transfer`. */
+export async function transferBatch(ctx: TransferContext, segment: string, batch: TransferBatch, options: TransferOptions): Promise<BatchResult> {
+  checkSegmentName(segment);
+  const { hasRead } = checkBatch(batch);
+  const call = { segment, batch, ...checkOptions(options, ctx.config.timeouts.transferMs) };
+  const routed = await routeCall(ctx, call, hasRead);
+  const statuses = new Int32Array(batch.opcodes.length);
+  for (const [i, status] of routed.plan.refused) statuses[i] = status;
+  const settle = trackBatch(ctx.stats, call, routed.plan.routes);
+  let bytes: bigint;
+  ctx.peers.acquire(routed.state);
+  try {
+    bytes = await submitParts(ctx, routed, statuses);
+  } catch (error) {
+    ctx.stats.count(routed.plan.routes, batch, false);
+    settle(isTransferError(error) ? error.code : 'INTERNAL', 0n);
+    ctx.peers.release(routed.state);
+    if (isTransferError(error) && RECONNECT_CODES.has(error.code)) await ctx.forgetSegment(segment);
+    throw error;
+  }
+  ctx.peers.release(routed.state);
+  const failed = statuses.findIndex((s) => s !== 0);
+  ctx.stats.count(routed.plan.routes, batch, failed < 0);
+  settle(failed < 0 ? undefined : codeForStatus(statuses[failed]!), failed < 0 ? bytes : 0n);
+  if (failed >= 0) {
+    const error = failedRequestsError(segment, batch, statuses, failed);
+    if (RECONNECT_CODES.has(error.code)) await ctx.forgetSegment(segment);
+    throw error;
+  }
+  return { statuses, bytes };
+}
+
+/** The call's signal and notification checked; its deadline starts now. */
+function checkOptions(options: TransferOptions, transferMs: number): Pick<TransferCall, 'deadline' | 'signal' | 'notify'> {
+  const timeoutMs = checkTimeout(options.timeoutMs ?? transferMs);
+  if (options.signal !== undefined && !(options.signal instanceof AbortSignal))
+    throw new TransferError('INVALID_ARGUMENT', 'Expected the `signal` option to be an AbortSignal');
+  if (options.notify !== undefined && !(options.notify instanceof Uint8Array))
+    throw new TransferError('INVALID_ARGUMENT', 'Expected the `notify` option to be a Uint8Array');
+  if (options.signal?.aborted) throw new TransferError('ABORTED', 'The transfer was aborted before it started');
+  return { deadline: Date.now() + timeoutMs, signal: options.signal, notify: options.notify };
+}
+
+/** Fetches the peer's descriptor and splits the batch across the transports both sides share. */
+async function routeCall(ctx: TransferContext, call: TransferCall, hasRead: boolean): Promise<RoutedCall> {
+  const { segment, batch, notify } = call;
+  const state = await beforeDeadline(ctx.peers.state(segment), call.deadline, call.signal, `fetching the descriptor of ${segment}`);
+  const candidates = (state.candidates ??= commonTransports(ctx.held, state.descriptor, ctx.config.forceTcp));
+  const plan = planRoutes(batch, ctx.memory, state.routing, candidates);
+  // With one route the notification rides with the data; with several (or none: an
+  // empty batch of mixed-kind peers) it follows alone once all data landed.
+  // A request refused before submission also defers it: the note then never goes out.
+  const trailing = notify !== undefined && (plan.routes.length !== 1 || plan.refused.size > 0);
+  const notifier = trailing ? candidates.find((c) => c.plugin.capabilities.notifications) : undefined;
+  if (trailing && !notifier) throw new TransferError('UNSUPPORTED_CAPABILITY', `No transport shared with ${segment} delivers notifications`);
+  for (const route of plan.routes) checkCapabilities(route, batch, hasRead, notify !== undefined && !trailing);
+  return { ...call, state, plan, trailing, notifier };
+}
+
+function checkCapabilities(route: Route, batch: TransferBatch, hasRead: boolean, notify: boolean): void {
+  const caps = route.via.plugin.capabilities;
+  if (hasRead && !caps.read) {
+    const reads = route.indexes ? [...route.indexes].some((i) => batch.opcodes[i] === 0) : true;
+    if (reads)
+      throw new TransferError('UNSUPPORTED_CAPABILITY', 'This transport does not support READ (capabilities.read is false)', { plugin: route.via.name });
+  }
+  if (notify && !caps.notifications) {
+    throw new TransferError('UNSUPPORTED_CAPABILITY', 'This transport does not deliver notifications (capabilities.notifications is false)', {
+      plugin: route.via.name,
+    });
+  }
+}
+
+/** Counts the batch in flight on its transports; the returned function records how it settled. */
+function trackBatch(stats: BatchStats, call: TransferCall, routes: Route[]): (code: string | undefined, landed: bigint) => void {
+  const started = performance.now();
+  const carriers = routes.map((r) => r.via.name);
+  stats.track(carriers, 1);
+  return (code, landed) => {
+    stats.track(carriers, -1);
+    const seconds = (performance.now() - started) / 1000;
+    stats.emit({ segment: call.segment, transports: carriers, requests: call.batch.opcodes.length, bytes: landed, code, seconds });
+  };
+}
+
+/**
+ * Submits every part and waits for all of them, filling `statuses`; then the trailing
+ * notification, if every request succeeded. Returns the bytes moved; throws the first part's error.
+ */
+async function submitParts(ctx: TransferContext, call: RoutedCall, statuses: Int32Array): Promise<bigint> {
+  const { batch, trailing, notify } = call;
+  // Parts whose transport had not settled when the watchdog released the caller.
+  const unsettled: Promise<unknown>[] = [];
+  const submitVia = (via: EngineTransport, part: TransferBatch, withNotify: Uint8Array | undefined): Promise<BatchResult> =>
+    submitPart(ctx, call, via, part, withNotify, unsettled);
+  try {
+    // Every part settles before the caller is released, so no transport still uses the
+    // caller's memory when one part failed early.
+    const settled = await Promise.allSettled(
+      call.plan.routes.map(async (route) => {
+        const result = await submitVia(route.via, route.indexes ? selectRequests(batch, route.indexes) : batch, trailing ? undefined : notify);
+        if (route.indexes) route.indexes.forEach((i, j) => (statuses[i] = result.statuses[j]!));
+        else statuses.set(result.statuses);
+        return result;
+      }),
+    );
+    const rejected = settled.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (rejected.length > 0) {
+      // The first part's error is thrown; if another part's write may still land at the
+      // peer, the thrown error says so too.
+      if (rejected.some((r) => remoteMayBeWritten(r.reason))) markRemoteMayBeWritten(rejected[0]!.reason);
+      throw rejected[0]!.reason;
+    }
+    let bytes = 0n;
+    for (const r of settled as PromiseFulfilledResult<BatchResult>[]) bytes += r.value.bytes;
+    if (trailing && statuses.every((st) => st === 0)) await submitVia(call.notifier!, batchOf([]), notify);
+    return bytes;
+  } catch (error) {
+    // Whichever part's error is thrown, the caller may wait for every transport to let go.
+    if (unsettled.length > 0 && typeof error === 'object' && error !== null) attachSettlement(error, unsettled);
+    throw error;
+  }
+}
+
+/** One part through one transport, once its connection to the peer is open, under the call's deadline. */
+async function submitPart(
+  ctx: TransferContext,
+  call: RoutedCall,
+  via: EngineTransport,
+  part: TransferBatch,
+  notify: Uint8Array | undefined,
+  unsettled: Promise<unknown>[],
+): Promise<BatchResult> {
+  const { segment, deadline, signal } = call;
+  const peer = await beforeDeadline(ctx.peers.open(call.state, via), deadline, signal, `connecting to ${segment} over ${via.name}`);
+  const submitOptions: SubmitOptions = { timeoutMs: Math.max(1, deadline - Date.now()) };
+  if (signal) submitOptions.signal = signal;
+  if (notify) submitOptions.notify = notify;
+  return submitWithWatchdog(via, peer, part, submitOptions, ctx.pins, ctx.log, (settlement) => unsettled.push(settlement));
+}
+
+/** The error of a batch whose transports settled but some requests failed: the first failure's code, every status. */
+function failedRequestsError(segment: string, batch: TransferBatch, statuses: Int32Array, failed: number): TransferError {
+  const count = statuses.reduce((acc, s) => acc + (s !== 0 ? 1 : 0), 0);
+  const code = codeForStatus(statuses[failed]!);
+  return new TransferError(
+    code,
+    `${count} of ${statuses.length} requests to ${segment} failed; first: request ${failed} (${code}, remote 0x${batch.remoteAddrs[failed]!.toString(16)}, ${batch.lengths[failed]} bytes)`,
+    {
+      statuses,
+      status: statuses[failed]!,
+      details: { segment, firstFailed: failed },
+    },
+  );
+}
