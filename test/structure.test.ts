@@ -32,7 +32,6 @@ const ALLOWED: Record<string, string> = {
   'native/fabric/src/batches.cpp:Transport::Impl::dispatch': 'routes a batch across rails',
   'native/fabric/src/discovery.cpp:select_rails': 'provider and NIC selection',
   'packages/cli/src/demo/pipeline/prefill.ts:startPrefill': "the demo prefill's setup and request handler",
-  'packages/connector/src/engine/msgpack-bounds.ts:checkMsgpackBounds': 'one walk over every msgpack type tag',
   'packages/fabric/src/options.ts:fabricOptionsSchema': 'the options table of the fabric layer',
   'packages/testkit/src/conformance/suite.ts:transportConformance': 'registers every case of the transport conformance suite',
   'packages/testkit/src/conformance/target-process.ts:spawnTargetProcess': 'spawns a target process and wires its control messages',
