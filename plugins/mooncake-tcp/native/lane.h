@@ -47,11 +47,28 @@ class Lane : public IoHandler {
   void fail(int32_t status, const std::string& why, bool sticky = false);
   void drop_for_cancel(int64_t grace);
   void refill();
+  /** Writes control bytes, then the unsent frames of inflight_, until done or the socket is full. */
   void flush();
+  /**
+   * Appends the unsent frames of inflight_ (from tx_index_, tx_off_ bytes of it written) to
+   * `iov`, starting a device slice's staging copy where one is due; false when the lane failed.
+   */
+  bool gather_frames(iovec* iov, size_t* n, std::vector<te::Lease>* leases);
+  /** Takes a lease on WRITE slice `s`'s local range unless one in `leases` covers it; false: unregistered. */
+  bool lease_body(const Slice* s, std::vector<te::Lease>* leases);
+  /** `written` bytes went out: first the `ctrl_left` control bytes, then inflight_'s frames. */
+  void account_sent(uint64_t written, size_t ctrl_left);
   void read_input();
   bool header_only() const;
   bool parse();
+  /** A frame header arrived (buffered bytes parsed); false when the lane failed. */
   bool on_header(const Header& h);
+  /** on_header in HELLO or AUTH: the handshake answer's body is collected as a control body. */
+  bool on_handshake_header(const Header& h);
+  /** on_header for a successful answer to READ slice `s` (the front one): its body follows. */
+  bool on_read_answer(const Header& h, Slice* s);
+  /** The READ body of `length` bytes for device memory goes to rx staging (or is drained if it cannot). */
+  void stage_read_body(uint64_t length);
   void finish_body();
   void on_handshake_answer();
   void finish_staged_body();

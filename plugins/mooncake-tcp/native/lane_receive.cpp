@@ -127,19 +127,7 @@ bool Lane::on_header(const Header& h) {
   body_status_ = te::TE_OK;
   body_drain_ = false;
   body_ctrl_ = false;
-  if (state_ == HELLO || state_ == AUTH) {
-    uint8_t want = (state_ == HELLO ? OP_HELLO : OP_AUTH) | OP_RESPONSE;
-    if (h.op != want || h.length > kMaxControlBody) {
-      fail(te::TE_BAD_FRAME, "unexpected handshake frame from " + peer_->label());
-      return false;
-    }
-    ctrl_body_.clear();
-    body_ctrl_ = true;
-    in_body_ = true;
-    body_left_ = h.length;
-    if (h.length == 0) finish_body();
-    return fd_ >= 0;
-  }
+  if (state_ == HELLO || state_ == AUTH) return on_handshake_header(h);
   if (state_ == REVOKE) {
     if (h.op != (OP_REVOKE | OP_RESPONSE) || h.length != 0) {
       fail(te::TE_BAD_FRAME, "unexpected answer to REVOKE from " + peer_->label());
@@ -157,35 +145,7 @@ bool Lane::on_header(const Header& h) {
     fail(te::TE_BAD_FRAME, "out-of-order response from " + peer_->label());
     return false;
   }
-  if (s->op == OP_READ && h.status == te::TE_OK) {
-    if (h.length != s->len) {
-      fail(te::TE_BAD_FRAME, "READ response of the wrong length from " + peer_->label());
-      return false;
-    }
-    in_body_ = true;
-    body_left_ = h.length;
-    body_dst_ = s->local;
-    if (s->batch->cancelled()) {
-      body_drain_ = true;  // nothing lands for a cancelled batch
-      body_status_ = s->batch->cancel_status.load();
-    } else if (s->device != kHost && h.length) {
-      // Device destination: receive into pinned staging, copy to the device when complete.
-      if (!rx_stage_)
-        rx_stage_ = std::make_unique<Stager>(peer_->owner->staging_bytes(), peer_->owner->staging_backend());
-      te::Status st = te::TE_OK;
-      uint8_t* buf = rx_stage_->buffer(&st, &body_why_);
-      if (buf && h.length <= rx_stage_->capacity()) {
-        body_staged_ = true;
-        body_dst_ = reinterpret_cast<uint64_t>(buf);
-      } else {
-        body_drain_ = true;
-        body_status_ = buf ? te::TE_INTERNAL : st;
-        if (buf) body_why_ = "READ response larger than the staging buffer";
-      }
-    }
-    if (h.length == 0) finish_body();
-    return fd_ >= 0;
-  }
+  if (s->op == OP_READ && h.status == te::TE_OK) return on_read_answer(h, s);
   if (h.length != 0) {
     fail(te::TE_BAD_FRAME, "response with an unexpected body from " + peer_->label());
     return false;
@@ -197,6 +157,53 @@ bool Lane::on_header(const Header& h) {
     why = "the target refused the request";
   complete_front(h.status, why);
   return fd_ >= 0;
+}
+
+bool Lane::on_handshake_header(const Header& h) {
+  uint8_t want = (state_ == HELLO ? OP_HELLO : OP_AUTH) | OP_RESPONSE;
+  if (h.op != want || h.length > kMaxControlBody) {
+    fail(te::TE_BAD_FRAME, "unexpected handshake frame from " + peer_->label());
+    return false;
+  }
+  ctrl_body_.clear();
+  body_ctrl_ = true;
+  in_body_ = true;
+  body_left_ = h.length;
+  if (h.length == 0) finish_body();
+  return fd_ >= 0;
+}
+
+bool Lane::on_read_answer(const Header& h, Slice* s) {
+  if (h.length != s->len) {
+    fail(te::TE_BAD_FRAME, "READ response of the wrong length from " + peer_->label());
+    return false;
+  }
+  in_body_ = true;
+  body_left_ = h.length;
+  body_dst_ = s->local;
+  if (s->batch->cancelled()) {
+    body_drain_ = true;  // nothing lands for a cancelled batch
+    body_status_ = s->batch->cancel_status.load();
+  } else if (s->device != kHost && h.length) {
+    stage_read_body(h.length);
+  }
+  if (h.length == 0) finish_body();
+  return fd_ >= 0;
+}
+
+void Lane::stage_read_body(uint64_t length) {
+  // Device destination: receive into pinned staging, copy to the device when complete.
+  if (!rx_stage_) rx_stage_ = std::make_unique<Stager>(peer_->owner->staging_bytes(), peer_->owner->staging_backend());
+  te::Status st = te::TE_OK;
+  uint8_t* buf = rx_stage_->buffer(&st, &body_why_);
+  if (buf && length <= rx_stage_->capacity()) {
+    body_staged_ = true;
+    body_dst_ = reinterpret_cast<uint64_t>(buf);
+  } else {
+    body_drain_ = true;
+    body_status_ = buf ? te::TE_INTERNAL : st;
+    if (buf) body_why_ = "READ response larger than the staging buffer";
+  }
 }
 
 void Lane::finish_body() {

@@ -45,58 +45,11 @@ void Lane::flush() {
   if (fd_ < 0) return;
   for (;;) {
     iovec iov[kMaxRequestIov + 2];
-    std::vector<te::Lease> leases;
+    std::vector<te::Lease> leases;  // held until the writev is done
     size_t n = 0;
-    size_t ctrl_left = ctrl_out_.size() - ctrl_off_;
-    if (ctrl_left) {
-      iov[n++] = {ctrl_out_.data() + ctrl_off_, ctrl_left};
-    }
-    if (state_ == READY) {
-      uint64_t skip = tx_off_;
-      for (size_t i = tx_index_; i < inflight_.size() && n + 2 <= kMaxRequestIov; ++i) {
-        Slice* s = inflight_[i];
-        if (s->device != kHost && s->op == OP_WRITE && s->len) {
-          // Device memory goes out through the pinned tx buffer, one slice at a time: the
-          // slice must be the first unsent one, so the buffer's previous slice is gone.
-          if (i != tx_index_) break;
-          uint64_t id = get64(s->hdr + 16);
-          if (tx_staged_id_ != id) {
-            // Copied to the tx buffer on a worker; this frame and those behind it wait.
-            if (!tx_job_) start_tx_stage(s, id);
-            break;
-          }
-          if (skip < kHeaderSize) iov[n++] = {s->hdr + skip, kHeaderSize - skip};
-          uint64_t body_skip = skip > kHeaderSize ? skip - kHeaderSize : 0;
-          skip = 0;
-          iov[n++] = {tx_stage_->data() + body_skip, s->len - body_skip};
-          continue;
-        }
-        if (skip < kHeaderSize) iov[n++] = {s->hdr + skip, kHeaderSize - skip};
-        uint64_t body_skip = skip > kHeaderSize ? skip - kHeaderSize : 0;
-        skip = 0;
-        if (s->op == OP_READ || s->len == 0) continue;
-        if (s->op == OP_NOTIFY) {
-          iov[n++] = {s->batch->notify.data() + body_skip, s->len - body_skip};
-          continue;
-        }
-        bool covered = false;
-        for (auto& l : leases)
-          if (l.covers(s->local, s->len)) covered = true;
-        if (!covered) {
-          te::Lease l;
-          if (peer_->owner->registry().acquire(s->local, s->len, false, l) != te::TE_OK) {
-            if (n > 0) break;  // send what precedes it first
-            // This side gives the connection up, the target did not: what was sent of
-            // this write and those before it may still be applied after the reset.
-            mark_sent_unconfirmed();
-            fail(te::TE_CONNECTION_LOST, "local memory unregistered while its write was being sent");
-            return;
-          }
-          leases.push_back(std::move(l));
-        }
-        iov[n++] = {reinterpret_cast<void*>(s->local + body_skip), s->len - body_skip};
-      }
-    }
+    const size_t ctrl_left = ctrl_out_.size() - ctrl_off_;
+    if (ctrl_left) iov[n++] = {ctrl_out_.data() + ctrl_off_, ctrl_left};
+    if (state_ == READY && !gather_frames(iov, &n, &leases)) return;
     if (n == 0) {
       want_out_ = false;
       set_interest();
@@ -104,43 +57,97 @@ void Lane::flush() {
     }
     ssize_t w = ::writev(fd_, iov, static_cast<int>(n));
     if (w < 0) {
+      if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
         want_out_ = true;
         set_interest();
         return;
       }
-      if (errno == EINTR) continue;
       fail(te::TE_CONNECTION_LOST, "send to " + peer_->label() + ": " + errstr(errno));
       return;
     }
     // Less than offered: the send buffer is full, so wait for EPOLLOUT rather than spend a
     // writev on EAGAIN (the accounting below still runs).
     const bool full = static_cast<uint64_t>(w) < iov_bytes(iov, n);
-    uint64_t left = static_cast<uint64_t>(w);
-    if (ctrl_left) {
-      uint64_t t = left < ctrl_left ? left : ctrl_left;
-      ctrl_off_ += t;
-      left -= t;
-      if (ctrl_off_ == ctrl_out_.size()) {
-        ctrl_out_.clear();
-        ctrl_off_ = 0;
-      }
-    }
-    while (left > 0 && tx_index_ < inflight_.size()) {
-      uint64_t fb = frame_bytes(inflight_[tx_index_]) - tx_off_;
-      if (left >= fb) {
-        left -= fb;
-        tx_off_ = 0;
-        ++tx_index_;
-      } else {
-        tx_off_ += left;
-        left = 0;
-      }
-    }
+    account_sent(static_cast<uint64_t>(w), ctrl_left);
     if (full) {
       want_out_ = true;
       set_interest();
       return;
+    }
+  }
+}
+
+bool Lane::gather_frames(iovec* iov, size_t* n, std::vector<te::Lease>* leases) {
+  uint64_t skip = tx_off_;  // what of the first unsent frame is already written
+  for (size_t i = tx_index_; i < inflight_.size() && *n + 2 <= kMaxRequestIov; ++i) {
+    Slice* s = inflight_[i];
+    const bool staged = s->device != kHost && s->op == OP_WRITE && s->len;
+    if (staged) {
+      // Device memory goes out through the pinned tx buffer, one slice at a time: the
+      // slice must be the first unsent one, so the buffer's previous slice is gone.
+      if (i != tx_index_) break;
+      uint64_t id = get64(s->hdr + 16);
+      if (tx_staged_id_ != id) {
+        // Copied to the tx buffer on a worker; this frame and those behind it wait.
+        if (!tx_job_) start_tx_stage(s, id);
+        break;
+      }
+    }
+    if (skip < kHeaderSize) iov[(*n)++] = {s->hdr + skip, kHeaderSize - skip};
+    const uint64_t body_skip = skip > kHeaderSize ? skip - kHeaderSize : 0;
+    skip = 0;
+    if (staged) {
+      iov[(*n)++] = {tx_stage_->data() + body_skip, s->len - body_skip};
+      continue;
+    }
+    if (s->op == OP_READ || s->len == 0) continue;
+    if (s->op == OP_NOTIFY) {
+      iov[(*n)++] = {s->batch->notify.data() + body_skip, s->len - body_skip};
+      continue;
+    }
+    if (!lease_body(s, leases)) {
+      if (*n > 0) break;  // send what precedes it first
+      // This side gives the connection up, the target did not: what was sent of
+      // this write and those before it may still be applied after the reset.
+      mark_sent_unconfirmed();
+      fail(te::TE_CONNECTION_LOST, "local memory unregistered while its write was being sent");
+      return false;
+    }
+    iov[(*n)++] = {reinterpret_cast<void*>(s->local + body_skip), s->len - body_skip};
+  }
+  return true;
+}
+
+bool Lane::lease_body(const Slice* s, std::vector<te::Lease>* leases) {
+  for (const auto& l : *leases)
+    if (l.covers(s->local, s->len)) return true;
+  te::Lease l;
+  if (peer_->owner->registry().acquire(s->local, s->len, false, l) != te::TE_OK) return false;
+  leases->push_back(std::move(l));
+  return true;
+}
+
+void Lane::account_sent(uint64_t written, size_t ctrl_left) {
+  uint64_t left = written;
+  if (ctrl_left) {
+    uint64_t t = left < ctrl_left ? left : ctrl_left;
+    ctrl_off_ += t;
+    left -= t;
+    if (ctrl_off_ == ctrl_out_.size()) {
+      ctrl_out_.clear();
+      ctrl_off_ = 0;
+    }
+  }
+  while (left > 0 && tx_index_ < inflight_.size()) {
+    uint64_t fb = frame_bytes(inflight_[tx_index_]) - tx_off_;
+    if (left >= fb) {
+      left -= fb;
+      tx_off_ = 0;
+      ++tx_index_;
+    } else {
+      tx_off_ += left;
+      left = 0;
     }
   }
 }

@@ -1,10 +1,8 @@
 #include "transport.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,6 +10,7 @@
 #include <cstring>
 
 #include "lane.h"
+#include "listener.h"
 #include "server_conn.h"
 #include "te/slice_plan.h"
 
@@ -115,97 +114,6 @@ Peer::~Peer() {
   for (Lane* l : lanes) delete l;
 }
 
-// ---------------------------------------------------------------- Listener
-
-namespace {
-/** The IP address of an accepted peer as a map key (raw bytes; the port is left out). */
-std::string address_key(const sockaddr_storage& sa) {
-  if (sa.ss_family == AF_INET) {
-    const auto& a = reinterpret_cast<const sockaddr_in&>(sa).sin_addr;
-    return std::string(reinterpret_cast<const char*>(&a), sizeof a);
-  }
-  if (sa.ss_family == AF_INET6) {
-    const auto& a = reinterpret_cast<const sockaddr_in6&>(sa).sin6_addr;
-    return std::string(reinterpret_cast<const char*>(&a), sizeof a);
-  }
-  return std::string();
-}
-}  // namespace
-
-// Accepts connections. When the process is out of descriptors (EMFILE/ENFILE) a pending
-// connection cannot be accepted, stays in the backlog and keeps the listener readable:
-// retrying at once would spin. One descriptor is held in reserve for that case: it is
-// freed to accept and at once close the waiting connections (their initiators see the
-// close instead of a connect timeout), then taken again. If it cannot be taken again, the
-// listener pauses for a while. Each episode is logged once.
-class Listener : public IoHandler {
- public:
-  Listener(Transport* t, Loop* loop, int fd) : t_(t), loop_(loop), fd_(fd) {
-    reserve_ = open_reserve();
-    loop_->add(fd_, EPOLLIN, this);
-  }
-  void on_event(uint32_t) override {
-    for (;;) {
-      sockaddr_storage sa{};
-      socklen_t len = sizeof sa;
-      int c = accept4(fd_, reinterpret_cast<sockaddr*>(&sa), &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (c >= 0) {
-        exhausted_ = false;
-        t_->accept_fd(c, address_key(sa));
-        continue;
-      }
-      if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EMFILE || errno == ENFILE) shed();
-      return;  // EAGAIN, or out of descriptors (handled above)
-    }
-  }
-  void on_tick(int64_t now) override {
-    if (paused_until_ != 0 && now >= paused_until_) {
-      paused_until_ = 0;
-      if (reserve_ < 0) reserve_ = open_reserve();
-      loop_->modify(fd_, EPOLLIN, this);
-    }
-  }
-  void on_shutdown() override {
-    closed = true;
-    loop_->remove(fd_, this);
-    ::close(fd_);
-    if (reserve_ >= 0) ::close(reserve_);
-    loop_->retire(this, true);
-  }
-
- private:
-  static constexpr int64_t kPauseMs = 100;
-  static int open_reserve() { return ::open("/dev/null", O_RDONLY | O_CLOEXEC); }
-
-  void shed() {
-    if (!exhausted_) {
-      exhausted_ = true;
-      t_->warn(std::string("out of file descriptors (") + strerror(errno) +
-               "): new data connections are closed until descriptors are freed; raise the limit (ulimit -n) or "
-               "lower maxConnections");
-    }
-    while (reserve_ >= 0) {
-      ::close(reserve_);
-      reserve_ = -1;
-      int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c >= 0) ::close(c);
-      reserve_ = open_reserve();
-      if (c < 0) return;  // backlog drained (EAGAIN), or still no descriptor to accept with
-    }
-    // No reserve (another thread took the descriptor): stop listening for a while.
-    loop_->modify(fd_, 0, this);
-    paused_until_ = now_ms() + kPauseMs;
-  }
-
-  Transport* t_;
-  Loop* loop_;
-  int fd_;
-  int reserve_ = -1;
-  bool exhausted_ = false;
-  int64_t paused_until_ = 0;
-};
-
 // ---------------------------------------------------------------- Transport
 
 Transport::Transport(Options o, EventSink sink) : opt_(std::move(o)), sink_(std::move(sink)) {
@@ -256,7 +164,7 @@ Status Transport::start(std::string* err) {
     loops_.push_back(std::make_unique<Loop>(i, opt_.busy_poll_us));
     loops_.back()->start();
   }
-  loops_[0]->post([this, fd] { listener_ = new Listener(this, loops_[0].get(), fd); });
+  loops_[0]->post([this, fd] { listener_ = start_listener(this, loops_[0].get(), fd); });
   return te::TE_OK;
 }
 
@@ -368,6 +276,35 @@ void Transport::close_peer(uint64_t peer_id) {
 Status Transport::submit(uint64_t peer_id, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
                          const uint64_t* lengths, size_t n, const uint8_t* notify, size_t notify_len,
                          uint64_t* batch_id, std::string* err) {
+  std::shared_ptr<Batch> b;
+  Status st = new_batch(peer_id, lengths, n, notify, notify_len, &b, err);
+  if (st != te::TE_OK) return st;
+  const std::shared_ptr<Peer>& p = b->peer;
+  const uint32_t lanes = p->local ? 1 : static_cast<uint32_t>(p->lanes.size());
+  plan_batch(b.get(), ops, local, remote, check_requests(b.get(), ops, local, remote), lanes);
+  b->remaining.store(static_cast<int64_t>(b->slices.size()) + 1);  // +1: released after queueing
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    batches_[b->id] = b;
+  }
+  *batch_id = b->id;
+  if (p->local) {
+    if (!b->slices.empty()) {
+      // A same-process batch may copy gigabytes or wait on a device: on a worker, not a loop.
+      workers_.run([this, b] { run_local(b); });
+    }
+  } else {
+    queue_on_lanes(b.get(), lanes);
+  }
+  Slice guard;
+  guard.batch = b.get();
+  guard.req = kNotifyRequest;
+  b->complete(&guard, te::TE_OK);
+  return te::TE_OK;
+}
+
+Status Transport::new_batch(uint64_t peer_id, const uint64_t* lengths, size_t n, const uint8_t* notify,
+                            size_t notify_len, std::shared_ptr<Batch>* out, std::string* err) {
   if (closing_) {
     *err = "transport closed";
     return te::TE_ABORTED;
@@ -401,10 +338,17 @@ Status Transport::submit(uint64_t peer_id, const uint8_t* ops, const uint64_t* l
     b->notify_slice.op = OP_NOTIFY;
     b->notify_slice.len = notify_len;
   }
+  *out = std::move(b);
+  return te::TE_OK;
+}
+
+std::vector<uint64_t> Transport::check_requests(Batch* b, const uint8_t* ops, const uint64_t* local,
+                                                const uint64_t* remote) {
   // Local validation: op, length and the local range (any registered region; remote
   // ranges are validated by the target against its own registrations).
-  std::vector<uint64_t> plan_lengths(n);
-  for (size_t i = 0; i < n; ++i) {
+  const uint64_t* lengths = b->lengths.data();
+  std::vector<uint64_t> plan_lengths(b->n);
+  for (size_t i = 0; i < b->n; ++i) {
     int32_t s = te::TE_OK;
     if (ops[i] > 1) s = te::TE_INVALID_ARGUMENT;
     if (s == te::TE_OK && lengths[i] > 0) s = registry_.check(local[i], lengths[i], false);
@@ -412,14 +356,18 @@ Status Transport::submit(uint64_t peer_id, const uint8_t* ops, const uint64_t* l
     b->statuses[i].store(s, std::memory_order_relaxed);
     plan_lengths[i] = s == te::TE_OK ? lengths[i] : 0;
   }
-  uint32_t lanes = p->local ? 1 : static_cast<uint32_t>(p->lanes.size());
+  return plan_lengths;
+}
+
+void Transport::plan_batch(Batch* b, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
+                           const std::vector<uint64_t>& plan_lengths, uint32_t lanes) {
   uint64_t slice = opt_.slice_size > kMaxBody ? kMaxBody : opt_.slice_size;
-  auto plan = te::plan_slices(plan_lengths.data(), n, slice, lanes, p->next_lane.fetch_add(1));
+  auto plan = te::plan_slices(plan_lengths.data(), b->n, slice, lanes, b->peer->next_lane.fetch_add(1));
   b->slices.resize(plan.size());
   for (size_t k = 0; k < plan.size(); ++k) {
     Slice& s = b->slices[k];
     const auto& pl = plan[k];
-    s.batch = b.get();
+    s.batch = b;
     s.req = pl.request;
     s.op = ops[pl.request] == 1 ? OP_WRITE : OP_READ;
     s.lane = pl.lane;
@@ -427,38 +375,23 @@ Status Transport::submit(uint64_t peer_id, const uint8_t* ops, const uint64_t* l
     s.remote = remote[pl.request] + pl.offset;
     s.len = pl.length;
     s.span_addr = remote[pl.request];
-    s.span_len = lengths[pl.request];
+    s.span_len = b->lengths[pl.request];
     s.device = devices_.device_of(s.local);
   }
-  b->remaining.store(static_cast<int64_t>(plan.size()) + 1);  // +1: released after queueing
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    batches_[b->id] = b;
+}
+
+void Transport::queue_on_lanes(Batch* b, uint32_t lanes) {
+  // Grouped by lane, each group in plan order (a counting sort), so that every lane takes
+  // its lock and wakes its loop once per batch rather than once per slice.
+  std::vector<size_t> start(lanes + 1, 0);
+  for (const Slice& s : b->slices) ++start[s.lane + 1];
+  for (uint32_t l = 0; l < lanes; ++l) start[l + 1] += start[l];
+  std::vector<Slice*> grouped(b->slices.size());
+  std::vector<size_t> at(start.begin(), start.end() - 1);
+  for (Slice& s : b->slices) grouped[at[s.lane]++] = &s;
+  for (uint32_t l = 0; l < lanes; ++l) {
+    if (start[l + 1] > start[l]) b->peer->lanes[l]->enqueue(grouped.data() + start[l], start[l + 1] - start[l]);
   }
-  *batch_id = b->id;
-  if (p->local) {
-    if (!b->slices.empty()) {
-      // A same-process batch may copy gigabytes or wait on a device: on a worker, not a loop.
-      workers_.run([this, b] { run_local(b); });
-    }
-  } else {
-    // Grouped by lane, each group in plan order (a counting sort), so that every lane takes
-    // its lock and wakes its loop once per batch rather than once per slice.
-    std::vector<size_t> start(lanes + 1, 0);
-    for (const Slice& s : b->slices) ++start[s.lane + 1];
-    for (uint32_t l = 0; l < lanes; ++l) start[l + 1] += start[l];
-    std::vector<Slice*> grouped(b->slices.size());
-    std::vector<size_t> at(start.begin(), start.end() - 1);
-    for (Slice& s : b->slices) grouped[at[s.lane]++] = &s;
-    for (uint32_t l = 0; l < lanes; ++l) {
-      if (start[l + 1] > start[l]) p->lanes[l]->enqueue(grouped.data() + start[l], start[l + 1] - start[l]);
-    }
-  }
-  Slice guard;
-  guard.batch = b.get();
-  guard.req = kNotifyRequest;
-  b->complete(&guard, te::TE_OK);
-  return te::TE_OK;
 }
 
 void Transport::run_local(std::shared_ptr<Batch> b) {

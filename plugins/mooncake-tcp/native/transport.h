@@ -197,6 +197,16 @@ class Transport {
   ServedConnections& served() { return served_; }
 
  private:
+  /** submit's first step: the peer looked up and a batch for it, with its requests' lengths and notification. */
+  Status new_batch(uint64_t peer_id, const uint64_t* lengths, size_t n, const uint8_t* notify, size_t notify_len,
+                   std::shared_ptr<Batch>* out, std::string* err);
+  /** Sets each request's status from local checks; returns the lengths to plan (0 for a refused request). */
+  std::vector<uint64_t> check_requests(Batch* b, const uint8_t* ops, const uint64_t* local, const uint64_t* remote);
+  /** Cuts the requests into slices striped over `lanes` lanes. */
+  void plan_batch(Batch* b, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
+                  const std::vector<uint64_t>& plan_lengths, uint32_t lanes);
+  /** Hands a remote batch's slices to its peer's lanes, one enqueue per lane. */
+  void queue_on_lanes(Batch* b, uint32_t lanes);
   void run_local(std::shared_ptr<Batch> b);
   Options opt_;
   EventSink sink_;
