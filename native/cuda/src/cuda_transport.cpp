@@ -22,6 +22,55 @@ std::string alloc_key(const RemoteAlloc& a) {
 // Requests are marked with this until prepare() has looked at them.
 constexpr int32_t kUnprepared = 2;
 
+/**
+ * A region of `b`'s leases covering [addr, addr+len) (remote-accessible when `remote`), or a
+ * new lease on it, kept by the batch until it settles.
+ */
+Status lease_for(const MemoryRegistry& registry, CopyBatch& b, uint64_t addr, uint64_t len, bool remote,
+                 const Region** region) {
+  for (auto it = b.leases.rbegin(); it != b.leases.rend(); ++it) {
+    if (it->covers(addr, len) && (!remote || it->region()->remote_access)) {
+      *region = it->region();
+      return TE_OK;
+    }
+  }
+  Lease l;
+  Status s = registry.acquire(addr, len, remote, l);
+  if (s != TE_OK) return s;
+  *region = l.region();
+  b.leases.push_back(std::move(l));
+  return TE_OK;
+}
+
+/**
+ * Bounds: request `i`'s remote range must lie inside one buffer the peer published
+ * (remote-accessible) and inside its allocation. That allocation, or nullptr (`i` failed).
+ */
+const RemoteAlloc* published_alloc(CopyBatch& b, uint32_t i, const PeerInfo& info) {
+  const uint64_t raddr = b.remote[i], len = b.lengths[i];
+  auto it = std::upper_bound(info.buffers.begin(), info.buffers.end(), raddr,
+                             [](uint64_t a, const RemoteBuffer& rb) { return a < rb.addr; });
+  const RemoteBuffer* buf = it == info.buffers.begin() ? nullptr : &*(it - 1);
+  if (!buf || raddr - buf->addr >= buf->length) {
+    b.fail(i, TE_MEMORY_NOT_REGISTERED,
+           "remote address " + hex(raddr) + " is not in a buffer segment " + info.name +
+               " published (refresh its descriptor if it registered memory since)");
+    return nullptr;
+  }
+  if (!range_within(buf->addr, buf->length, raddr, len)) {
+    b.fail(i, TE_ADDRESS_OUT_OF_RANGE,
+           "remote range " + hex(raddr) + "+" + std::to_string(len) + " reaches past the end of the peer buffer " +
+               hex(buf->addr) + "+" + std::to_string(buf->length));
+    return nullptr;
+  }
+  const RemoteAlloc& alloc = info.allocs[buf->alloc];
+  if (!range_within(alloc.base, alloc.size, raddr, len)) {
+    b.fail(i, TE_ADDRESS_OUT_OF_RANGE, "remote range lies outside the allocation the peer published for it");
+    return nullptr;
+  }
+  return &alloc;
+}
+
 }  // namespace
 
 struct CudaTransport::ImportEntry {
@@ -264,129 +313,102 @@ void CudaTransport::cancel(uint64_t id, int32_t status) {
 
 void CudaTransport::prepare(CopyBatch& b, const std::shared_ptr<Peer>& peer) {
   b.keep.push_back(peer);
-  const PeerInfo& info = peer->info;
-  std::vector<ImportEntry*> kept;
-  auto lease_for = [&](uint64_t addr, uint64_t len, bool remote, const Region** region) -> Status {
-    for (auto it = b.leases.rbegin(); it != b.leases.rend(); ++it) {
-      if (it->covers(addr, len) && (!remote || it->region()->remote_access)) {
-        *region = it->region();
-        return TE_OK;
-      }
-    }
-    Lease l;
-    Status s = registry_.acquire(addr, len, remote, l);
-    if (s != TE_OK) return s;
-    *region = l.region();
-    b.leases.push_back(std::move(l));
-    return TE_OK;
-  };
-  for (uint32_t i = 0; i < b.opcodes.size(); ++i) {
-    const uint64_t len = b.lengths[i], laddr = b.local[i], raddr = b.remote[i];
-    if (b.opcodes[i] > 1) {
-      b.fail(i, TE_INVALID_ARGUMENT, "opcode must be 0 (read) or 1 (write)");
-      continue;
-    }
-    if (len == 0) {
-      b.statuses[i] = TE_OK;
-      continue;
-    }
-    const Region* lr = nullptr;
-    Status s = lease_for(laddr, len, false, &lr);
-    if (s != TE_OK) {
-      b.fail(i, s,
-             "local range " + hex(laddr) + "+" + std::to_string(len) +
-                 (s == TE_ADDRESS_OUT_OF_RANGE ? " reaches past its registered region"
-                                               : " is not registered memory of this process"));
-      continue;
-    }
-    int device = 0;
-    if (!local_device_of(lr->addr, &device)) {
-      b.fail(i, TE_MEMORY_NOT_REGISTERED, "local region " + hex(lr->addr) + " was unregistered");
-      continue;
-    }
-    uint64_t rptr = 0;
-    if (info.local) {
-      const Region* rr = nullptr;
-      s = lease_for(raddr, len, true, &rr);
-      if (s != TE_OK) {
-        b.fail(i, s,
-               "remote range " + hex(raddr) + "+" + std::to_string(len) +
-                   " is not registered, remote-accessible memory of this process");
-        continue;
-      }
-      rptr = raddr;
-    } else {
-      // Bounds: the range must lie inside one buffer the peer published (remote-accessible).
-      auto it = std::upper_bound(info.buffers.begin(), info.buffers.end(), raddr,
-                                 [](uint64_t a, const RemoteBuffer& rb) { return a < rb.addr; });
-      const RemoteBuffer* buf = it == info.buffers.begin() ? nullptr : &*(it - 1);
-      if (!buf || raddr - buf->addr >= buf->length) {
-        b.fail(i, TE_MEMORY_NOT_REGISTERED,
-               "remote address " + hex(raddr) + " is not in a buffer segment " + info.name +
-                   " published (refresh its descriptor if it registered memory since)");
-        continue;
-      }
-      if (!range_within(buf->addr, buf->length, raddr, len)) {
-        b.fail(i, TE_ADDRESS_OUT_OF_RANGE,
-               "remote range " + hex(raddr) + "+" + std::to_string(len) + " reaches past the end of the peer buffer " +
-                   hex(buf->addr) + "+" + std::to_string(buf->length));
-        continue;
-      }
-      const RemoteAlloc& alloc = info.allocs[buf->alloc];
-      if (!range_within(alloc.base, alloc.size, raddr, len)) {
-        b.fail(i, TE_ADDRESS_OUT_OF_RANGE, "remote range lies outside the allocation the peer published for it");
-        continue;
-      }
-      std::shared_ptr<ImportEntry> entry;
-      {
-        std::lock_guard<std::mutex> sl(peer->segment->mu);
-        auto& slot = peer->segment->imports[alloc_key(alloc)];
-        if (!slot) {
-          slot = std::make_shared<ImportEntry>();
-          slot->backend = backend_;
-          slot->rt = rt_;
-        }
-        entry = slot;
-      }
-      Error err;
-      {
-        std::lock_guard<std::mutex> el(entry->mu);
-        if (!entry->opened) {
-          err = rt_->set_device(device);
-          if (err.ok()) err = backend_->open(info, alloc, device, &entry->imp);
-          if (err.ok()) {
-            entry->opened = true;
-            entry->imp.open_device = device;
-          }
-        }
-        if (err.ok()) err = backend_->grant(entry->imp, device);
-      }
-      if (!err.ok()) {
-        b.fail(i, err.status, err.message);
-        continue;
-      }
-      if (std::find(kept.begin(), kept.end(), entry.get()) == kept.end()) {
-        kept.push_back(entry.get());
-        b.keep.push_back(entry);
-      }
-      rptr = entry->imp.mapped + (raddr - alloc.base);
-    }
-    CopyOp op;
-    op.len = len;
-    op.device = device;
-    op.index = i;
-    if (b.opcodes[i] == 1) {
-      op.dst = rptr;
-      op.src = laddr;
-    } else {
-      op.dst = laddr;
-      op.src = rptr;
-    }
-    b.ops.push_back(op);
-    b.statuses[i] = kPending;
-  }
+  std::vector<ImportEntry*> kept;  // imports this batch already keeps open
+  for (uint32_t i = 0; i < b.opcodes.size(); ++i) prepare_request(b, i, *peer, &kept);
   for (auto& st : b.statuses)
     if (st == kUnprepared) st = TE_INTERNAL;
+}
+
+void CudaTransport::prepare_request(CopyBatch& b, uint32_t i, const Peer& peer, std::vector<ImportEntry*>* kept) {
+  const uint64_t len = b.lengths[i], laddr = b.local[i], raddr = b.remote[i];
+  if (b.opcodes[i] > 1) {
+    b.fail(i, TE_INVALID_ARGUMENT, "opcode must be 0 (read) or 1 (write)");
+    return;
+  }
+  if (len == 0) {
+    b.statuses[i] = TE_OK;
+    return;
+  }
+  const Region* lr = nullptr;
+  Status s = lease_for(registry_, b, laddr, len, false, &lr);
+  if (s != TE_OK) {
+    b.fail(i, s,
+           "local range " + hex(laddr) + "+" + std::to_string(len) +
+               (s == TE_ADDRESS_OUT_OF_RANGE ? " reaches past its registered region"
+                                             : " is not registered memory of this process"));
+    return;
+  }
+  int device = 0;
+  if (!local_device_of(lr->addr, &device)) {
+    b.fail(i, TE_MEMORY_NOT_REGISTERED, "local region " + hex(lr->addr) + " was unregistered");
+    return;
+  }
+  uint64_t rptr = 0;
+  if (peer.info.local) {
+    const Region* rr = nullptr;
+    s = lease_for(registry_, b, raddr, len, true, &rr);
+    if (s != TE_OK) {
+      b.fail(i, s,
+             "remote range " + hex(raddr) + "+" + std::to_string(len) +
+                 " is not registered, remote-accessible memory of this process");
+      return;
+    }
+    rptr = raddr;
+  } else if (!map_remote(b, i, peer, device, kept, &rptr)) {
+    return;
+  }
+  CopyOp op;
+  op.len = len;
+  op.device = device;
+  op.index = i;
+  op.dst = b.opcodes[i] == 1 ? rptr : laddr;
+  op.src = b.opcodes[i] == 1 ? laddr : rptr;
+  b.ops.push_back(op);
+  b.statuses[i] = kPending;
+}
+
+bool CudaTransport::map_remote(CopyBatch& b, uint32_t i, const Peer& peer, int device, std::vector<ImportEntry*>* kept,
+                               uint64_t* rptr) {
+  const RemoteAlloc* alloc = published_alloc(b, i, peer.info);
+  if (!alloc) return false;
+  std::shared_ptr<ImportEntry> entry = import_entry(*peer.segment, *alloc);
+  Error err = open_import(*entry, peer.info, *alloc, device);
+  if (!err.ok()) {
+    b.fail(i, err.status, err.message);
+    return false;
+  }
+  if (std::find(kept->begin(), kept->end(), entry.get()) == kept->end()) {
+    kept->push_back(entry.get());
+    b.keep.push_back(entry);
+  }
+  *rptr = entry->imp.mapped + (b.remote[i] - alloc->base);
+  return true;
+}
+
+std::shared_ptr<CudaTransport::ImportEntry> CudaTransport::import_entry(Segment& seg, const RemoteAlloc& alloc) {
+  std::lock_guard<std::mutex> sl(seg.mu);
+  auto& slot = seg.imports[alloc_key(alloc)];
+  if (!slot) {
+    slot = std::make_shared<ImportEntry>();
+    slot->backend = backend_;
+    slot->rt = rt_;
+  }
+  return slot;
+}
+
+Error CudaTransport::open_import(ImportEntry& entry, const PeerInfo& info, const RemoteAlloc& alloc, int device) {
+  Error err;
+  std::lock_guard<std::mutex> el(entry.mu);
+  if (!entry.opened) {
+    err = rt_->set_device(device);
+    if (err.ok()) err = backend_->open(info, alloc, device, &entry.imp);
+    if (err.ok()) {
+      entry.opened = true;
+      entry.imp.open_device = device;
+    }
+  }
+  if (err.ok()) err = backend_->grant(entry.imp, device);
+  return err;
 }
 
 void CudaTransport::close() {

@@ -31,6 +31,139 @@ bool inside_one(const std::vector<std::pair<uint64_t, uint64_t>>& buffers, uint6
   return false;
 }
 
+/** Fails request `i` of a cancelled, timed-out or stopped batch, saying `during` what. */
+void fail_stopped(Batch& b, size_t i, const char* during) {
+  int32_t c = b.cancel_status.load();
+  b.fail(i, c != 0 ? c : te::TE_ABORTED, std::string(c == te::TE_TIMEOUT ? "timed out" : "cancelled") + " " + during);
+}
+
+// One request's exchange over a connected lane's socket: the header, then the body and its
+// acknowledgement (WRITE) or the status and the data (READ). A failure fails the request
+// with its status and drops the connection.
+class Exchange {
+ public:
+  Exchange(const PeerOptions& peer, int& fd, Batch& b, size_t i, SocketStream& s, int io_ms)
+      : peer_(peer),
+        fd_(fd),
+        b_(b),
+        i_(i),
+        s_(s),
+        io_ms_(io_ms),
+        write_(b.ops[i] == kOpWrite),
+        local_(b.local[i]),
+        remote_(b.remote[i]),
+        len_(b.lengths[i]),
+        where_(peer.host + ":" + std::to_string(peer.port)) {}
+
+  /** True when the request succeeded; the connection is then still open. */
+  bool run() {
+    Header h{len_, remote_, write_, peer_.v2};
+    uint8_t hb[kHeaderBytes];
+    encode_header(h, hb);
+    Io io = s_.write_all(hb, sizeof hb);
+    if (io != Io::OK) return broken(io, "sending the request header");
+    return write_ ? send_body() : receive_data();
+  }
+
+  void drop() {
+    ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  bool send_body() {
+    Io io = s_.write_all(reinterpret_cast<const void*>(local_), len_);
+    if (io != Io::OK) {
+      // An early rejection closes the connection under the body: report it as what it is.
+      uint64_t st = 0;
+      if (peer_.v2 && io == Io::LOST && s_.readable_now() && read_status(&st) == Io::OK && st == kStatusAddrRejected)
+        return check_status(st);
+      return broken(io, "sending the body");
+    }
+    if (!peer_.v2) return fence();
+    uint64_t st = 0;
+    io = read_status(&st);
+    if (io != Io::OK) return broken(io, "waiting for the acknowledgement");
+    return check_status(st);
+  }
+
+  // The legacy framing acknowledges nothing. A target serves a connection's requests in
+  // order, so a 1-byte READ of the range just written comes back only after the body was
+  // applied: success then means the bytes are in the target's memory, not just sent.
+  bool fence() {
+    Header fence{1, remote_ + len_ - 1, false, false};
+    uint8_t fb[kHeaderBytes], byte = 0;
+    encode_header(fence, fb);
+    Io io = s_.write_all(fb, sizeof fb);
+    if (io == Io::OK) io = s_.read_exact(&byte, 1, false);
+    if (io != Io::OK) return broken(io, "waiting for the legacy-framing fence after the body");
+    return true;
+  }
+
+  bool receive_data() {
+    if (peer_.v2) {
+      uint64_t st = 0;
+      Io io = read_status(&st);
+      if (io != Io::OK) return broken(io, "waiting for the status");
+      if (!check_status(st)) return false;
+    }
+    Io io = s_.read_exact(reinterpret_cast<void*>(local_), len_, false);
+    if (io != Io::OK) return broken(io, "receiving the data");
+    return true;
+  }
+
+  /** Maps a failed read or write of this request to its status, and drops the connection; false. */
+  bool broken(Io io, const char* during) {
+    drop();
+    bool body_sent = write_ && s_.sent() > kHeaderBytes;
+    if (body_sent) b_.may_be_written.store(true);
+    if (io == Io::STOPPED) {
+      fail_stopped(b_, i_, during);
+    } else if (io == Io::TIMEOUT && Clock::now() >= b_.deadline) {
+      b_.fail(i_, te::TE_TIMEOUT, std::string("timed out ") + during);
+    } else {
+      std::string e = io == Io::TIMEOUT ? "no progress for " + std::to_string(io_ms_) + " ms" : s_.error();
+      b_.fail(
+          i_, te::TE_CONNECTION_LOST,
+          where_ + ": " + e + " " + during +
+              (!peer_.v2 ? " (a target speaking the legacy framing closes the connection to refuse a request)" : ""));
+    }
+    return false;
+  }
+
+  Io read_status(uint64_t* st) {
+    uint8_t f[kStatusBytes];
+    Io io = s_.read_exact(f, sizeof f, false);
+    if (io == Io::OK) *st = decode_status(f);
+    return io;
+  }
+
+  /** True for a success status; otherwise the request fails and the connection is dropped. */
+  bool check_status(uint64_t st) {
+    if (st == kStatusOk) return true;
+    drop();
+    if (st == kStatusAddrRejected) {
+      b_.fail(i_, te::TE_ADDRESS_OUT_OF_RANGE,
+              where_ + " rejected the range " + hex(remote_) + "+" + std::to_string(len_) +
+                  " (outside its registered memory)");
+    } else {
+      if (write_) b_.may_be_written.store(true);
+      b_.fail(i_, te::TE_BAD_FRAME, where_ + " answered a status frame without the MCTV magic (" + hex(st) + ")");
+    }
+    return false;
+  }
+
+  const PeerOptions& peer_;
+  int& fd_;
+  Batch& b_;
+  size_t i_;
+  SocketStream& s_;
+  int io_ms_;
+  bool write_;
+  uint64_t local_, remote_, len_;
+  std::string where_;
+};
+
 }  // namespace
 
 void Batch::fail(size_t i, int32_t status, const std::string& why) {
@@ -212,115 +345,39 @@ void Initiator::run_lane(Peer& p, Lane& l) {
 
 void Initiator::execute(Peer& p, Lane& l, Batch& b, size_t i) {
   auto stopped = [&] { return b.cancel_status.load(std::memory_order_relaxed) != 0 || l.stop; };
-  auto why_stopped = [&](const char* during) {
-    int32_t c = b.cancel_status.load();
-    b.fail(i, c != 0 ? c : te::TE_ABORTED, std::string(c == te::TE_TIMEOUT ? "timed out" : "cancelled") + " " + during);
-  };
-  if (stopped()) return why_stopped("before it was sent");
+  if (stopped()) return fail_stopped(b, i, "before it was sent");
   if (Clock::now() >= b.deadline) return b.fail(i, te::TE_TIMEOUT, "deadline passed before it was sent");
-  const bool write = b.ops[i] == kOpWrite;
-  const uint64_t local = b.local[i], remote = b.remote[i], len = b.lengths[i];
   te::Lease lease;
-  te::Status ls = registry_.acquire(local, len, false, lease);
+  te::Status ls = registry_.acquire(b.local[i], b.lengths[i], false, lease);
   if (ls != te::TE_OK) return b.fail(i, ls, "local memory was unregistered");
-  const std::string where = p.o.host + ":" + std::to_string(p.o.port);
+  if (!connect_lane(p, l, b, i, stopped)) return;
+  SocketStream s(l.fd, o_.io_ms, o_.io_ms, stopped, b.deadline);
+  Exchange x(p.o, l.fd, b, i, s, o_.io_ms);
+  if (x.run() && !p.o.pool) x.drop();
+}
+
+bool Initiator::connect_lane(Peer& p, Lane& l, Batch& b, size_t i, const std::function<bool()>& stopped) {
   if (l.fd >= 0 && !idle_and_open(l.fd)) {
     // The target closed the kept connection while it was idle (its idle timeout, a restart):
     // a new one, rather than a request sent into a dead socket.
     ::close(l.fd);
     l.fd = -1;
   }
+  if (l.fd >= 0) return true;
+  std::string err;
+  auto until = std::min(b.deadline, Clock::now() + std::chrono::milliseconds(o_.connect_ms));
+  l.fd = connect_to(p.o.host, p.o.port, until, stopped, &err);
   if (l.fd < 0) {
-    std::string err;
-    auto until = std::min(b.deadline, Clock::now() + std::chrono::milliseconds(o_.connect_ms));
-    l.fd = connect_to(p.o.host, p.o.port, until, stopped, &err);
-    if (l.fd < 0) {
-      if (stopped()) return why_stopped("while connecting");
-      if (Clock::now() >= b.deadline) return b.fail(i, te::TE_TIMEOUT, err);
-      return b.fail(i, te::TE_PEER_UNREACHABLE, err);
-    }
-    connects_++;
-  }
-  SocketStream s(l.fd, o_.io_ms, o_.io_ms, stopped, b.deadline);
-  auto drop = [&] {
-    ::close(l.fd);
-    l.fd = -1;
-  };
-  // Maps a failed read or write of this request to its status, and drops the connection.
-  auto broken = [&](Io io, const char* during) {
-    drop();
-    bool body_sent = write && s.sent() > kHeaderBytes;
-    if (body_sent) b.may_be_written.store(true);
-    if (io == Io::STOPPED) return why_stopped(during);
-    if (io == Io::TIMEOUT && Clock::now() >= b.deadline)
-      return b.fail(i, te::TE_TIMEOUT, std::string("timed out ") + during);
-    std::string e = io == Io::TIMEOUT ? "no progress for " + std::to_string(o_.io_ms) + " ms" : s.error();
-    b.fail(i, te::TE_CONNECTION_LOST,
-           where + ": " + e + " " + during +
-               (!p.o.v2 ? " (a target speaking the legacy framing closes the connection to refuse a request)" : ""));
-  };
-  auto read_status = [&](uint64_t* st) {
-    uint8_t f[kStatusBytes];
-    Io io = s.read_exact(f, sizeof f, false);
-    if (io == Io::OK) *st = decode_status(f);
-    return io;
-  };
-  auto check_status = [&](uint64_t st) {
-    if (st == kStatusOk) return true;
-    drop();
-    if (st == kStatusAddrRejected) {
-      b.fail(i, te::TE_ADDRESS_OUT_OF_RANGE,
-             where + " rejected the range " + hex(remote) + "+" + std::to_string(len) +
-                 " (outside its registered memory)");
-    } else {
-      if (write) b.may_be_written.store(true);
-      b.fail(i, te::TE_BAD_FRAME, where + " answered a status frame without the MCTV magic (" + hex(st) + ")");
-    }
+    if (stopped())
+      fail_stopped(b, i, "while connecting");
+    else if (Clock::now() >= b.deadline)
+      b.fail(i, te::TE_TIMEOUT, err);
+    else
+      b.fail(i, te::TE_PEER_UNREACHABLE, err);
     return false;
-  };
-  Header h{len, remote, write, p.o.v2};
-  uint8_t hb[kHeaderBytes];
-  encode_header(h, hb);
-  Io io = s.write_all(hb, sizeof hb);
-  if (io != Io::OK) return broken(io, "sending the request header");
-  if (write) {
-    io = s.write_all(reinterpret_cast<const void*>(local), len);
-    if (io != Io::OK) {
-      // An early rejection closes the connection under the body: report it as what it is.
-      uint64_t st = 0;
-      if (p.o.v2 && io == Io::LOST && s.readable_now() && read_status(&st) == Io::OK && st == kStatusAddrRejected) {
-        check_status(st);
-        return;
-      }
-      return broken(io, "sending the body");
-    }
-    if (p.o.v2) {
-      uint64_t st = 0;
-      io = read_status(&st);
-      if (io != Io::OK) return broken(io, "waiting for the acknowledgement");
-      if (!check_status(st)) return;
-    } else {
-      // The legacy framing acknowledges nothing. A target serves a connection's requests in
-      // order, so a 1-byte READ of the range just written comes back only after the body was
-      // applied: success then means the bytes are in the target's memory, not just sent.
-      Header fence{1, remote + len - 1, false, false};
-      uint8_t fb[kHeaderBytes], byte = 0;
-      encode_header(fence, fb);
-      io = s.write_all(fb, sizeof fb);
-      if (io == Io::OK) io = s.read_exact(&byte, 1, false);
-      if (io != Io::OK) return broken(io, "waiting for the legacy-framing fence after the body");
-    }
-  } else {
-    if (p.o.v2) {
-      uint64_t st = 0;
-      io = read_status(&st);
-      if (io != Io::OK) return broken(io, "waiting for the status");
-      if (!check_status(st)) return;
-    }
-    io = s.read_exact(reinterpret_cast<void*>(local), len, false);
-    if (io != Io::OK) return broken(io, "receiving the data");
   }
-  if (!p.o.pool) drop();
+  connects_++;
+  return true;
 }
 
 }  // namespace mcwire

@@ -87,7 +87,10 @@ class Initiator {
     std::atomic<size_t> next{0};
   };
   void run_lane(Peer& p, Lane& l);
+  /** Runs request `i` of `b` on lane `l`: checks, connects if needed, then its exchange. */
   void execute(Peer& p, Lane& l, Batch& b, size_t i);
+  /** Gives lane `l` a live connection; false (request `i` failed) when none could be made. */
+  bool connect_lane(Peer& p, Lane& l, Batch& b, size_t i, const std::function<bool()>& stopped);
   void finish(Batch& b);
   void stop_peer(Peer& p);
 

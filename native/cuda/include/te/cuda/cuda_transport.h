@@ -117,7 +117,17 @@ class CudaTransport {
   struct ImportEntry;
   struct Segment;
   struct Peer;
+  /** Checks every request of `b` and turns the valid ones into copy operations (imports opened as needed). */
   void prepare(CopyBatch& b, const std::shared_ptr<Peer>& peer);
+  /** prepare for request `i`: a copy operation, or the request fails; `kept`: imports `b` already keeps. */
+  void prepare_request(CopyBatch& b, uint32_t i, const Peer& peer, std::vector<ImportEntry*>* kept);
+  /** Request `i`'s remote range in another process, mapped here (`*rptr`); false: `i` failed. */
+  bool map_remote(CopyBatch& b, uint32_t i, const Peer& peer, int device, std::vector<ImportEntry*>* kept,
+                  uint64_t* rptr);
+  /** The segment's import of `alloc`, created (not yet opened) on first use. */
+  std::shared_ptr<ImportEntry> import_entry(Segment& seg, const RemoteAlloc& alloc);
+  /** Opens `entry` on `device` the first time, then grants `device` access to it. */
+  Error open_import(ImportEntry& entry, const PeerInfo& info, const RemoteAlloc& alloc, int device);
   /** A preparation thread: takes a peer with queued batches, prepares them in order, hands them on. */
   void prepare_loop();
   bool local_device_of(uint64_t addr, int* device) const;
