@@ -26,9 +26,6 @@ const ALLOWED: Record<string, string> = {
   'bench/pd.mjs': 'the PD benchmark: every layout case, the raw baseline, planning and the verifier in one script',
   'scripts/chaos.mjs': 'the chaos soak orchestrator: topology, fault schedule, rooms and the judge in one script',
   // Functions over 80 lines.
-  'bench/fabric-rma/fi_rma_bench.c:initiator_run': "the raw baseline's timed loop with its setup",
-  'native/fabric/src/batches.cpp:Transport::Impl::dispatch': 'routes a batch across rails',
-  'native/fabric/src/discovery.cpp:select_rails': 'provider and NIC selection',
   'packages/fabric/src/options.ts:fabricOptionsSchema': 'the options table of the fabric layer',
   'packages/testkit/src/conformance/suite.ts:transportConformance': 'registers every case of the transport conformance suite',
   'packages/testkit/src/conformance/target-process.ts:spawnTargetProcess': 'spawns a target process and wires its control messages',

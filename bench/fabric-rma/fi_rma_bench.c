@@ -266,121 +266,152 @@ struct worker {
   int failed;
 };
 
+// One endpoint's run: its slots, which of them wait to be posted, and where the run is.
+struct run {
+  fi_addr_t peer;
+  int window;
+  size_t op_bytes;
+  void *descs[MAX_IOV];
+  struct slot *slots;
+  // Slots ready to post (every one at first); a completed slot is posted again until the time
+  // is up. A slot's context stays where it is while its operation is in flight.
+  struct slot **ready;
+  int nready, inflight, stopping, warm;
+  // The run ends only once every slot completed at least once: the verification compares the
+  // whole window, and under load the first posts of a large window can outlast a short run.
+  uint8_t *completed_once;
+  int never_completed;
+};
+
+// Posts slot `s`'s operation; what the provider returned.
+static ssize_t post_slot(struct worker *w, struct run *r, struct slot *s) {
+  const struct options *o = w->o;
+  struct fabric *f = &w->f;
+  uint8_t *local = f->buf + (size_t)s->index * r->op_bytes;
+  uint64_t remote = w->ti.base + (uint64_t)s->index * r->op_bytes;
+  s->posted = now_s();
+  if (o->iov > 1 || (o->write && o->delivery_complete)) {
+    struct iovec iov[MAX_IOV];
+    struct fi_rma_iov rma[MAX_IOV];
+    for (int k = 0; k < o->iov; ++k) {
+      iov[k] = (struct iovec){.iov_base = local + (size_t)k * o->size, .iov_len = o->size};
+      rma[k] = (struct fi_rma_iov){.addr = remote + (uint64_t)k * o->size, .len = o->size, .key = w->ti.key};
+    }
+    struct fi_msg_rma msg = {.msg_iov = iov, .desc = r->descs, .iov_count = (size_t)o->iov, .addr = r->peer,
+                             .rma_iov = rma, .rma_iov_count = (size_t)o->iov, .context = &s->ctx};
+    uint64_t flags = FI_COMPLETION | (o->write && o->delivery_complete ? FI_DELIVERY_COMPLETE : 0);
+    return o->write ? fi_writemsg(f->ep, &msg, flags) : fi_readmsg(f->ep, &msg, flags);
+  }
+  return o->write ? fi_write(f->ep, local, o->size, f->desc, r->peer, remote, w->ti.key, &s->ctx)
+                  : fi_read(f->ep, local, o->size, f->desc, r->peer, remote, w->ti.key, &s->ctx);
+}
+
+// Posts the ready slots until none is left or the provider is full.
+static void post_ready(struct worker *w, struct run *r) {
+  while (!r->stopping && r->nready > 0) {
+    ssize_t rc = post_slot(w, r, r->ready[r->nready - 1]);
+    if (rc == -FI_EAGAIN) break;  // the provider is full: poll, then retry
+    if (rc) die(w->o->write ? "fi_write" : "fi_read", (int)rc);
+    ++r->inflight;
+    --r->nready;
+  }
+}
+
+// Reads completions: 1 when some were handled (each slot ready again, or the run stopping
+// once its time is up), 0 when there were none, -1 when an operation failed.
+static int reap(struct worker *w, struct run *r) {
+  struct fi_cq_entry e[64];
+  ssize_t n = fi_cq_read(w->f.cq, e, 64);
+  if (n == -FI_EAGAIN) return 0;
+  if (n < 0) {
+    struct fi_cq_err_entry err = {0};
+    fi_cq_readerr(w->f.cq, &err, 0);
+    fprintf(stderr, "fi_rma_bench: operation failed: %s\n", fi_strerror(err.err));
+    w->failed = 1;
+    if (r->warm) pthread_barrier_wait(w->barrier);  // the others wait for every endpoint's warm-up
+    return -1;
+  }
+  const double t = now_s();
+  for (ssize_t k = 0; k < n; ++k) {
+    struct slot *s = (struct slot *)e[k].op_context;
+    --r->inflight;
+    ++w->ops;
+    if (w->nsamples < MAX_SAMPLES) w->samples[w->nsamples++] = (uint32_t)((t - s->posted) * 1e6);
+    if (!r->completed_once[s->index]) {
+      r->completed_once[s->index] = 1;
+      --r->never_completed;
+    }
+    if (t >= w->until && r->never_completed == 0) {
+      r->stopping = 1;
+      continue;
+    }
+    r->ready[r->nready++] = s;
+  }
+  w->end = t;
+  return 1;
+}
+
+// The warm-up is done: once every endpoint's is, the clock starts and every slot is posted again.
+static void start_timed_run(struct worker *w, struct run *r) {
+  r->warm = 0;
+  r->stopping = 0;
+  pthread_barrier_wait(w->barrier);
+  w->start = now_s();
+  w->until = w->start + w->o->seconds;
+  w->ops = 0;
+  w->nsamples = 0;
+  memset(r->completed_once, 0, (size_t)r->window);
+  r->never_completed = r->window;
+  for (int i = r->nready = 0; i < r->window; ++i) r->ready[r->nready++] = &r->slots[i];
+}
+
+// Plain writes complete once sent, and the target stops polling (so stops applying) when
+// told to: one delivery-complete write of slot 0's own bytes, after the others on the same
+// connection (which the socket providers apply in order), flushes them before the check.
+static void flush_writes(struct worker *w, struct run *r) {
+  const struct options *o = w->o;
+  struct fabric *f = &w->f;
+  struct iovec iov = {.iov_base = f->buf, .iov_len = o->size};
+  struct fi_rma_iov rma = {.addr = w->ti.base, .len = o->size, .key = w->ti.key};
+  struct fi_msg_rma msg = {.msg_iov = &iov, .desc = r->descs, .iov_count = 1, .addr = r->peer, .rma_iov = &rma, .rma_iov_count = 1, .context = &r->slots[0].ctx};
+  ssize_t rc;
+  while ((rc = fi_writemsg(f->ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE)) == -FI_EAGAIN) fi_cq_read(f->cq, NULL, 0);
+  if (rc) die("fi_writemsg (flush)", (int)rc);
+  struct fi_cq_entry e;
+  ssize_t n;
+  while ((n = fi_cq_read(f->cq, &e, 1)) == -FI_EAGAIN) {
+  }
+  if (n < 0) w->failed = 1;
+}
+
 static void *initiator_run(void *arg) {
   struct worker *w = arg;
   const struct options *o = w->o;
-  struct fabric *f = &w->f;
-  const int window = window_of(o, w->e);
-  const size_t op_bytes = (size_t)o->iov * o->size;
-  fi_addr_t peer;
-  if (fi_av_insert(f->av, w->ti.addr, 1, &peer, 0, NULL) != 1) die("fi_av_insert", -FI_EINVAL);
-  struct slot *slots = calloc((size_t)window, sizeof *slots);
-  // Slots ready to post (every one at first); a completed slot is posted again until the time
-  // is up. A slot's context stays where it is while its operation is in flight.
-  struct slot **ready = malloc(sizeof(struct slot *) * (size_t)window);
-  int nready = 0, inflight = 0, stopping = 0;
-  // The run ends only once every slot completed at least once: the verification compares the
-  // whole window, and under load the first posts of a large window can outlast a short run.
-  uint8_t *completed_once = calloc((size_t)window, 1);
-  int never_completed = window;
-  for (int i = 0; i < window; ++i) {
-    slots[i].index = i;
-    ready[nready++] = &slots[i];
+  struct run r = {.window = window_of(o, w->e), .op_bytes = (size_t)o->iov * o->size, .warm = 1};
+  if (fi_av_insert(w->f.av, w->ti.addr, 1, &r.peer, 0, NULL) != 1) die("fi_av_insert", -FI_EINVAL);
+  r.slots = calloc((size_t)r.window, sizeof *r.slots);
+  r.ready = malloc(sizeof(struct slot *) * (size_t)r.window);
+  r.completed_once = calloc((size_t)r.window, 1);
+  r.never_completed = r.window;
+  for (int i = 0; i < r.window; ++i) {
+    r.slots[i].index = i;
+    r.ready[r.nready++] = &r.slots[i];
   }
-  void *descs[MAX_IOV];
-  for (int k = 0; k < MAX_IOV; ++k) descs[k] = f->desc;
+  for (int k = 0; k < MAX_IOV; ++k) r.descs[k] = w->f.desc;
   // Untimed warm-up: every slot once (connections made, pages and caches warm), then all
   // endpoints start the clock together.
   w->until = 0;
-  int warm = 1;
   for (;;) {
-    while (!stopping && nready > 0) {
-      struct slot *s = ready[nready - 1];
-      uint8_t *local = f->buf + (size_t)s->index * op_bytes;
-      uint64_t remote = w->ti.base + (uint64_t)s->index * op_bytes;
-      s->posted = now_s();
-      ssize_t rc;
-      if (o->iov > 1 || (o->write && o->delivery_complete)) {
-        struct iovec iov[MAX_IOV];
-        struct fi_rma_iov rma[MAX_IOV];
-        for (int k = 0; k < o->iov; ++k) {
-          iov[k] = (struct iovec){.iov_base = local + (size_t)k * o->size, .iov_len = o->size};
-          rma[k] = (struct fi_rma_iov){.addr = remote + (uint64_t)k * o->size, .len = o->size, .key = w->ti.key};
-        }
-        struct fi_msg_rma msg = {.msg_iov = iov, .desc = descs, .iov_count = (size_t)o->iov, .addr = peer,
-                                 .rma_iov = rma, .rma_iov_count = (size_t)o->iov, .context = &s->ctx};
-        uint64_t flags = FI_COMPLETION | (o->write && o->delivery_complete ? FI_DELIVERY_COMPLETE : 0);
-        rc = o->write ? fi_writemsg(f->ep, &msg, flags) : fi_readmsg(f->ep, &msg, flags);
-      } else {
-        rc = o->write ? fi_write(f->ep, local, o->size, f->desc, peer, remote, w->ti.key, &s->ctx)
-                      : fi_read(f->ep, local, o->size, f->desc, peer, remote, w->ti.key, &s->ctx);
-      }
-      if (rc == -FI_EAGAIN) break;  // the provider is full: poll, then retry
-      if (rc) die(o->write ? "fi_write" : "fi_read", (int)rc);
-      ++inflight;
-      --nready;
-    }
-    if (stopping && inflight == 0 && !warm) break;
-    struct fi_cq_entry e[64];
-    ssize_t n = fi_cq_read(f->cq, e, 64);
-    if (n == -FI_EAGAIN) continue;
-    if (n < 0) {
-      struct fi_cq_err_entry err = {0};
-      fi_cq_readerr(f->cq, &err, 0);
-      fprintf(stderr, "fi_rma_bench: operation failed: %s\n", fi_strerror(err.err));
-      w->failed = 1;
-      if (warm) pthread_barrier_wait(w->barrier);  // the others wait for every endpoint's warm-up
-      break;
-    }
-    const double t = now_s();
-    for (ssize_t k = 0; k < n; ++k) {
-      struct slot *s = (struct slot *)e[k].op_context;
-      --inflight;
-      ++w->ops;
-      if (w->nsamples < MAX_SAMPLES) w->samples[w->nsamples++] = (uint32_t)((t - s->posted) * 1e6);
-      if (!completed_once[s->index]) {
-        completed_once[s->index] = 1;
-        --never_completed;
-      }
-      if (t >= w->until && never_completed == 0) {
-        stopping = 1;
-        continue;
-      }
-      ready[nready++] = s;
-    }
-    w->end = t;
-    if (stopping && inflight == 0 && warm) {
-      warm = 0;
-      stopping = 0;
-      pthread_barrier_wait(w->barrier);
-      w->start = now_s();
-      w->until = w->start + o->seconds;
-      w->ops = 0;
-      w->nsamples = 0;
-      memset(completed_once, 0, (size_t)window);
-      never_completed = window;
-      for (int i = nready = 0; i < window; ++i) ready[nready++] = &slots[i];
-    }
+    post_ready(w, &r);
+    if (r.stopping && r.inflight == 0 && !r.warm) break;
+    const int got = reap(w, &r);
+    if (got < 0) break;
+    if (got > 0 && r.stopping && r.inflight == 0 && r.warm) start_timed_run(w, &r);
   }
-  // Plain writes complete once sent, and the target stops polling (so stops applying) when
-  // told to: one delivery-complete write of slot 0's own bytes, after the others on the same
-  // connection (which the socket providers apply in order), flushes them before the check.
-  if (o->write && !o->delivery_complete && !w->failed) {
-    struct iovec iov = {.iov_base = f->buf, .iov_len = o->size};
-    struct fi_rma_iov rma = {.addr = w->ti.base, .len = o->size, .key = w->ti.key};
-    struct fi_msg_rma msg = {.msg_iov = &iov, .desc = descs, .iov_count = 1, .addr = peer, .rma_iov = &rma, .rma_iov_count = 1, .context = &slots[0].ctx};
-    ssize_t rc;
-    while ((rc = fi_writemsg(f->ep, &msg, FI_COMPLETION | FI_DELIVERY_COMPLETE)) == -FI_EAGAIN) fi_cq_read(f->cq, NULL, 0);
-    if (rc) die("fi_writemsg (flush)", (int)rc);
-    struct fi_cq_entry e;
-    ssize_t n;
-    while ((n = fi_cq_read(f->cq, &e, 1)) == -FI_EAGAIN) {
-    }
-    if (n < 0) w->failed = 1;
-  }
-  free(completed_once);
-  free(ready);
-  free(slots);
+  if (o->write && !o->delivery_complete && !w->failed) flush_writes(w, &r);
+  free(r.completed_once);
+  free(r.ready);
+  free(r.slots);
   return NULL;
 }
 

@@ -171,42 +171,39 @@ static bool keys_cover(const Peer& p, const RemoteRegion& r) {
   return true;
 }
 
+// Where remote range [ra, ra+len) lies in `p`'s published table: its region (`*region`) and
+// TE_OK, or why not. A range in no region sets `*miss` (the table may be out of date).
+static int32_t locate_remote(const Peer& p, uint64_t ra, uint64_t len, const RemoteRegion** region, bool* miss) {
+  if (range_overflows(ra, len)) return TE_ADDRESS_OUT_OF_RANGE;
+  auto it = p.regions.upper_bound(ra);
+  if (it != p.regions.begin()) {
+    --it;
+    const RemoteRegion& r = it->second;
+    if (ra - r.addr < r.length) {
+      // A region without a key for every peer rail we may use (a descriptor or table
+      // that lacks them) is unusable: refused here, never indexed past its keys.
+      if (r.keys.empty() || !keys_cover(p, r)) return TE_MEMORY_NOT_REGISTERED;
+      if (!range_within(r.addr, r.length, ra, len)) return TE_ADDRESS_OUT_OF_RANGE;
+      *region = &r;
+      return TE_OK;
+    }
+  }
+  *miss = true;
+  return TE_MEMORY_NOT_REGISTERED;
+}
+
 // Validates every request (local: registered here; remote: inside a region the peer
 // published), then cuts the valid ones into slices striped over the rails.
 void Transport::Impl::dispatch(const std::shared_ptr<Batch>& b, bool allow_refresh) {
   auto& p = b->peer;
   std::vector<std::vector<Slice>> per_rail(rails.size());
-  std::vector<int32_t> st(b->n, 0);
-  std::vector<const RemoteRegion*> reg(b->n, nullptr);
   {
     std::unique_lock<std::mutex> l(p->mu);
+    std::vector<int32_t> st(b->n, 0);
+    std::vector<const RemoteRegion*> reg(b->n, nullptr);
     bool miss = false;
-    for (size_t i = 0; i < b->n; ++i) {
-      uint64_t ra = b->remote[i], len = b->lengths[i];
-      if (len == 0) continue;
-      if (range_overflows(ra, len)) {
-        st[i] = TE_ADDRESS_OUT_OF_RANGE;
-        continue;
-      }
-      auto it = p->regions.upper_bound(ra);
-      if (it != p->regions.begin()) {
-        --it;
-        const RemoteRegion& r = it->second;
-        if (ra - r.addr < r.length) {
-          // A region without a key for every peer rail we may use (a descriptor or table
-          // that lacks them) is unusable: refused here, never indexed past its keys.
-          if (r.keys.empty() || !keys_cover(*p, r))
-            st[i] = TE_MEMORY_NOT_REGISTERED;
-          else if (range_within(r.addr, r.length, ra, len))
-            reg[i] = &r;
-          else
-            st[i] = TE_ADDRESS_OUT_OF_RANGE;
-          continue;
-        }
-      }
-      st[i] = TE_MEMORY_NOT_REGISTERED;
-      miss = true;
-    }
+    for (size_t i = 0; i < b->n; ++i)
+      if (b->lengths[i] != 0) st[i] = locate_remote(*p, b->remote[i], b->lengths[i], &reg[i], &miss);
     if (miss && allow_refresh) {
       // The cached table may predate a registration: ask the peer for its table once.
       p->parked.push_back(b);
@@ -217,7 +214,6 @@ void Transport::Impl::dispatch(const std::shared_ptr<Batch>& b, bool allow_refre
       return;
     }
     uint64_t total = 0;
-    size_t nr = rails.size();
     for (size_t i = 0; i < b->n; ++i) {
       uint64_t len = b->lengths[i];
       if (st[i] == 0 && len) {
@@ -229,29 +225,7 @@ void Transport::Impl::dispatch(const std::shared_ptr<Batch>& b, bool allow_refre
         continue;
       }
       if (len == 0) continue;
-      const RemoteRegion& r = *reg[i];
-      uint64_t off = 0;
-      uint32_t count = 0;
-      while (off < len) {
-        uint64_t sl = std::min<uint64_t>(opt.slice_size, len - off);
-        size_t rail = static_cast<size_t>(p->rr.fetch_add(1) % nr);
-        int prail = p->peer_rail[rail];
-        bool virt = static_cast<size_t>(prail) < p->address.virt_addr.size() &&
-                    p->address.virt_addr[static_cast<size_t>(prail)];
-        Slice s;
-        s.batch = b;
-        s.req = static_cast<uint32_t>(i);
-        s.region = r.addr;
-        s.local = b->local[i] + off;
-        s.len = sl;
-        uint64_t ra = b->remote[i] + off;
-        s.raddr = virt ? ra : ra - r.base;
-        s.key = r.keys[static_cast<size_t>(prail)];  // keys_cover checked it
-        s.write = b->ops[i] == 1;
-        per_rail[rail].push_back(std::move(s));
-        off += sl;
-        ++count;
-      }
+      const uint32_t count = stripe_request(b, i, *reg[i], &per_rail);
       b->req_left[i].store(count);
       total += count;
     }
@@ -265,6 +239,36 @@ void Transport::Impl::dispatch(const std::shared_ptr<Batch>& b, bool allow_refre
     if (!per_rail[r].empty()) rails[r]->push_slices(std::move(per_rail[r]));
   }
   if (b->slices_left.fetch_sub(1) == 1) data_done(b);
+}
+
+uint32_t Transport::Impl::stripe_request(const std::shared_ptr<Batch>& b, size_t i, const RemoteRegion& r,
+                                         std::vector<std::vector<Slice>>* per_rail) {
+  Peer& p = *b->peer;
+  const uint64_t len = b->lengths[i];
+  const size_t nr = rails.size();
+  uint64_t off = 0;
+  uint32_t count = 0;
+  while (off < len) {
+    uint64_t sl = std::min<uint64_t>(opt.slice_size, len - off);
+    size_t rail = static_cast<size_t>(p.rr.fetch_add(1) % nr);
+    int prail = p.peer_rail[rail];
+    bool virt =
+        static_cast<size_t>(prail) < p.address.virt_addr.size() && p.address.virt_addr[static_cast<size_t>(prail)];
+    Slice s;
+    s.batch = b;
+    s.req = static_cast<uint32_t>(i);
+    s.region = r.addr;
+    s.local = b->local[i] + off;
+    s.len = sl;
+    uint64_t ra = b->remote[i] + off;
+    s.raddr = virt ? ra : ra - r.base;
+    s.key = r.keys[static_cast<size_t>(prail)];  // keys_cover checked it
+    s.write = b->ops[i] == 1;
+    (*per_rail)[rail].push_back(std::move(s));
+    off += sl;
+    ++count;
+  }
+  return count;
 }
 
 void Transport::Impl::housekeeping() {

@@ -102,86 +102,70 @@ static int rails_per_nic(const Options& o, const std::string& provider) {
   return std::clamp(cpus / 4, 1, 4);
 }
 
-Selection select_rails(const Options& o) {
-  Selection sel;
-  fi_info* hints = make_hints(o, "");
-  fi_info* list = nullptr;
-  int rc = fi_getinfo(api_version(), nullptr, nullptr, 0, hints, &list);
-  fi_freeinfo(hints);
-  std::string fip = env_provider();
-  std::string filter = fip.empty() ? "" : " (FI_PROVIDER=" + fip + " limits what libfabric reports)";
-  if (rc != 0 && rc != -FI_ENODATA) {
-    sel.status = TE_PROVIDER_UNAVAILABLE;
-    sel.message = "fi_getinfo failed: " + fi_error(rc);
-    return sel;
-  }
-  // Candidates: provider names offering RDM + RMA + MSG with mr_mode bits we handle.
+// Provider names offering RDM + RMA + MSG with mr_mode bits we handle, each once, in list order.
+static std::vector<std::string> rma_providers(const fi_info* list) {
   std::vector<std::string> rma;
-  for (fi_info* i = list; i; i = i->next)
+  for (const fi_info* i = list; i; i = i->next)
     if (std::find(rma.begin(), rma.end(), i->fabric_attr->prov_name) == rma.end())
       rma.push_back(i->fabric_attr->prov_name);
-  std::string chosen;
-  if (!o.provider.empty()) {
-    for (auto& p : rma)
-      if (provider_matches(o.provider, p)) {
-        chosen = p;
-        break;
-      }
-    if (chosen.empty()) {
-      sel.status = TE_PROVIDER_UNAVAILABLE;
-      sel.message = "libfabric provider \"" + o.provider +
-                    "\" (asked by the `provider` option) offers no RDM endpoint with FI_RMA+FI_MSG here" + filter +
-                    "; RMA-capable providers found: " + join(rma) + "; all providers found: " + join(all_providers()) +
-                    ". " + kInstall;
-    }
-  } else {
-    std::vector<std::string> usable;
-    for (auto& p : rma)
-      if (!is_shm(p) && rank(p) < 100) usable.push_back(p);
-    std::sort(usable.begin(), usable.end(),
-              [](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
-    if (!usable.empty()) chosen = usable[0];
-    if (chosen.empty()) {
-      sel.status = TE_PROVIDER_UNAVAILABLE;
-      sel.message =
-          "no RDMA-capable libfabric provider: none offers RDM endpoints with FI_RMA+FI_MSG" + filter +
-          "; RMA-capable providers found: " + join(rma) +
-          (std::any_of(rma.begin(), rma.end(), is_shm) ? " (shm is never chosen automatically: it checks neither keys "
-                                                         "nor bounds; name it with provider=shm and allowShm)"
-                                                       : "") +
-          "; all providers found: " + join(all_providers()) + ". " + kInstall;
-    }
-  }
+  return rma;
+}
+
+// What FI_PROVIDER hides, for the messages that list the providers found.
+static std::string provider_filter() {
+  std::string fip = env_provider();
+  return fip.empty() ? "" : " (FI_PROVIDER=" + fip + " limits what libfabric reports)";
+}
+
+// The RMA-capable provider the `provider` option names, or "" with the reason in `sel`.
+static std::string named_provider(const Options& o, const std::vector<std::string>& rma, Selection* sel) {
+  for (auto& p : rma)
+    if (provider_matches(o.provider, p)) return p;
+  sel->status = TE_PROVIDER_UNAVAILABLE;
+  sel->message = "libfabric provider \"" + o.provider +
+                 "\" (asked by the `provider` option) offers no RDM endpoint with FI_RMA+FI_MSG here" +
+                 provider_filter() + "; RMA-capable providers found: " + join(rma) +
+                 "; all providers found: " + join(all_providers()) + ". " + kInstall;
+  return "";
+}
+
+// The best ranked RMA-capable provider (never shm), or "" with the reason in `sel`.
+static std::string best_provider(const std::vector<std::string>& rma, Selection* sel) {
+  std::vector<std::string> usable;
+  for (auto& p : rma)
+    if (!is_shm(p) && rank(p) < 100) usable.push_back(p);
+  std::sort(usable.begin(), usable.end(), [](const std::string& a, const std::string& b) { return rank(a) < rank(b); });
+  if (!usable.empty()) return usable[0];
+  sel->status = TE_PROVIDER_UNAVAILABLE;
+  sel->message =
+      "no RDMA-capable libfabric provider: none offers RDM endpoints with FI_RMA+FI_MSG" + provider_filter() +
+      "; RMA-capable providers found: " + join(rma) +
+      (std::any_of(rma.begin(), rma.end(), is_shm) ? " (shm is never chosen automatically: it checks neither keys "
+                                                     "nor bounds; name it with provider=shm and allowShm)"
+                                                   : "") +
+      "; all providers found: " + join(all_providers()) + ". " + kInstall;
+  return "";
+}
+
+// The provider to use, named or the best found; "" with the reason in `sel` when none may be.
+static std::string choose_provider(const Options& o, const std::vector<std::string>& rma, Selection* sel) {
+  std::string chosen = o.provider.empty() ? best_provider(rma, sel) : named_provider(o, rma, sel);
   if (!chosen.empty() && is_shm(chosen) && !o.allow_shm) {
-    sel.status = TE_PROVIDER_UNAVAILABLE;
-    sel.message =
+    sel->status = TE_PROVIDER_UNAVAILABLE;
+    sel->message =
         "the shm provider was asked for, but it checks neither memory keys nor bounds (a peer can write outside "
         "registered memory); set allowShm" +
         (o.env_prefix.empty() ? std::string() : " (" + o.env_prefix + "_ALLOW_SHM=1)") +
         " only when every peer is trusted";
     chosen.clear();
   }
-  if (chosen.empty()) {
-    if (list) fi_freeinfo(list);
-    return sel;
-  }
-  sel.provider = chosen;
-  fi_freeinfo(list);
-  list = nullptr;
+  return chosen;
+}
 
-  // Query the chosen provider again, with the source node for socket providers.
-  hints = make_hints(o, chosen);
-  bool node = is_socket_based(chosen) && !o.source_address.empty();
-  rc =
-      fi_getinfo(api_version(), node ? o.source_address.c_str() : nullptr, nullptr, node ? FI_SOURCE : 0, hints, &list);
-  fi_freeinfo(hints);
-  if (rc != 0) {
-    sel.status = TE_PROVIDER_UNAVAILABLE;
-    sel.message = "provider " + chosen + (node ? " with source address " + o.source_address : "") +
-                  ": fi_getinfo failed: " + fi_error(rc);
-    return sel;
-  }
-  std::vector<std::string> domains;
+// One entry of `list` per domain (`*domains` gets their names): for socket providers the
+// IPv4 entries only.
+static std::vector<fi_info*> one_per_domain(fi_info* list, const std::string& chosen,
+                                            std::vector<std::string>* domains) {
   std::vector<fi_info*> picked;
   // Prefer IPv4 entries (one per domain), then everything else.
   for (int pass = 0; pass < 2; ++pass) {
@@ -190,14 +174,21 @@ Selection select_rails(const Options& o) {
       bool v4 = i->addr_format == FI_SOCKADDR_IN;
       if ((pass == 0) != v4 && is_socket_based(chosen)) continue;
       if (pass == 1 && !is_socket_based(chosen)) continue;
-      if (std::find(domains.begin(), domains.end(), d) != domains.end()) continue;
-      domains.push_back(d);
+      if (std::find(domains->begin(), domains->end(), d) != domains->end()) continue;
+      domains->push_back(d);
       picked.push_back(i);
     }
   }
+  return picked;
+}
+
+// The rails (copies the caller frees) on the picked domains that the NIC filter and
+// maxRails allow, each NIC repeated rails_per_nic times. `node`: bound to a source address.
+static std::vector<fi_info*> rails_on(const Options& o, const std::string& chosen, bool node,
+                                      const std::vector<fi_info*>& picked, const std::vector<std::string>& domains) {
   std::vector<fi_info*> rails;
   for (size_t k = 0; k < picked.size(); ++k) {
-    std::string d = domains[k];
+    const std::string& d = domains[k];
     if (!o.nics.empty() && std::find(o.nics.begin(), o.nics.end(), d) == o.nics.end()) continue;
     // A wildcard bind on socket providers: loopback is unreachable from other hosts.
     if (o.nics.empty() && is_socket_based(chosen) && !node && d == "lo" && picked.size() > 1) continue;
@@ -215,12 +206,45 @@ Selection select_rails(const Options& o) {
     }
     rails.swap(spread);
   }
-  if (rails.empty()) {
+  return rails;
+}
+
+Selection select_rails(const Options& o) {
+  Selection sel;
+  fi_info* hints = make_hints(o, "");
+  fi_info* list = nullptr;
+  int rc = fi_getinfo(api_version(), nullptr, nullptr, 0, hints, &list);
+  fi_freeinfo(hints);
+  if (rc != 0 && rc != -FI_ENODATA) {
+    sel.status = TE_PROVIDER_UNAVAILABLE;
+    sel.message = "fi_getinfo failed: " + fi_error(rc);
+    return sel;
+  }
+  const std::string chosen = choose_provider(o, rma_providers(list), &sel);
+  if (list) fi_freeinfo(list);
+  list = nullptr;
+  if (chosen.empty()) return sel;
+  sel.provider = chosen;
+
+  // Query the chosen provider again, with the source node for socket providers.
+  hints = make_hints(o, chosen);
+  bool node = is_socket_based(chosen) && !o.source_address.empty();
+  rc =
+      fi_getinfo(api_version(), node ? o.source_address.c_str() : nullptr, nullptr, node ? FI_SOURCE : 0, hints, &list);
+  fi_freeinfo(hints);
+  if (rc != 0) {
+    sel.status = TE_PROVIDER_UNAVAILABLE;
+    sel.message = "provider " + chosen + (node ? " with source address " + o.source_address : "") +
+                  ": fi_getinfo failed: " + fi_error(rc);
+    return sel;
+  }
+  std::vector<std::string> domains;
+  sel.rails = rails_on(o, chosen, node, one_per_domain(list, chosen, &domains), domains);
+  if (sel.rails.empty()) {
     sel.status = TE_PROVIDER_UNAVAILABLE;
     sel.message = "provider " + chosen + " found no usable NIC: its domains are [" + join(domains) + "]" +
                   (o.nics.empty() ? "" : ", none of them in the NIC filter [" + join(o.nics) + "]");
   }
-  sel.rails = rails;
   fi_freeinfo(list);
   return sel;
 }

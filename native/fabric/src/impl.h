@@ -119,6 +119,12 @@ struct Transport::Impl {
   void peer_broken(const std::shared_ptr<Peer>& p, const std::string& why);
   void housekeeping();
   void dispatch(const std::shared_ptr<Batch>& b, bool allow_refresh);
+  /**
+   * Cuts request `i` of `b` (valid, in region `r` of its peer) into slices round-robin over
+   * the rails (`per_rail`); returns how many. Under the peer's lock.
+   */
+  uint32_t stripe_request(const std::shared_ptr<Batch>& b, size_t i, const RemoteRegion& r,
+                          std::vector<std::vector<Slice>>* per_rail);
   /** Queues a message to a peer this transport opened (sent to its address on that rail). */
   void send_ctrl(int rail, const std::shared_ptr<Peer>& peer, wire::Header h, const std::vector<uint8_t>& body,
                  std::shared_ptr<Batch> batch = nullptr);
