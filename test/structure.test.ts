@@ -27,9 +27,6 @@ const ALLOWED: Record<string, string> = {
   'scripts/chaos.mjs': 'the chaos soak orchestrator: topology, fault schedule, rooms and the judge in one script',
   // Functions over 80 lines.
   'packages/fabric/src/options.ts:fabricOptionsSchema': 'the options table of the fabric layer',
-  'packages/testkit/src/conformance/suite.ts:transportConformance': 'registers every case of the transport conformance suite',
-  'packages/testkit/src/conformance/target-process.ts:spawnTargetProcess': 'spawns a target process and wires its control messages',
-  'packages/testkit/src/fake/fake-transport.ts:submit': "the fake transport's submit with its fault injection",
   'scripts/chaos.mjs:startRoom': 'one chaos room across its ranks',
   'scripts/chaos.mjs:main': 'the chaos run from start to verdict',
   'scripts/chaos/worker.mjs:rank': "a chaos worker's rank with its message handler",

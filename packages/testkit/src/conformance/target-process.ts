@@ -127,79 +127,98 @@ export function spawnTargetProcess(
   });
   // A dead target must fail the call that needed it, never crash the suite (EPIPE, ERR_IPC_CHANNEL_CLOSED).
   child.on('error', () => undefined);
-  let killed = false;
-  let nextId = 1;
-  const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
-  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the answer's shape depends on the op; callers name it
-  const call = (op: Op, ...args: unknown[]): Promise<any> =>
-    new Promise((resolve, reject) => {
-      if (!child.connected) return reject(new Error(`target process is gone (${child.signalCode ?? child.exitCode ?? 'disconnected'}); "${op}" cannot run`));
-      const id = nextId++;
-      pending.set(id, { resolve, reject });
-      try {
-        child.send({ id, op, args } satisfies OpMessage, (err) => {
-          if (!err) return;
-          pending.delete(id);
-          reject(new Error(`target process is gone: "${op}" could not be sent (${err.message})`));
-        });
-      } catch (err) {
-        pending.delete(id);
-        reject(new Error(`target process is gone: "${op}" could not be sent (${(err as Error).message})`));
-      }
-    });
+  const ipc = new OpChannel(child);
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`target process ${script} did not start within 20 s`)), 20_000);
     child.once('exit', (code) => {
       clearTimeout(timer);
-      for (const p of pending.values()) p.reject(new Error(`target process exited (${code})`));
+      ipc.failAll(new Error(`target process exited (${code})`));
       reject(new Error(`target process exited with ${code} before it was ready`));
     });
     child.on('message', (m: ReplyMessage | { ready: string }) => {
-      if ('ready' in m) {
-        clearTimeout(timer);
-        resolve({
-          segment: m.ready,
-          child,
-          alloc: async (length, opts) => BigInt(await call('alloc', length, opts)),
-          read: async (addr, length) => new Uint8Array(Buffer.from(await call('read', addr.toString(), length), 'base64')),
-          write: (addr, data) => call('write', addr.toString(), Buffer.from(data).toString('base64')),
-          free: (addr) => call('free', addr.toString()),
-          notifications: async () =>
-            ((await call('notifications')) as { from: string; payload: string; snapshot?: string }[]).map((n): ReceivedNotification => ({
-              from: n.from,
-              payload: new Uint8Array(Buffer.from(n.payload, 'base64')),
-              ...(n.snapshot ? { snapshot: new Uint8Array(Buffer.from(n.snapshot, 'base64')) } : {}),
-            })),
-          stall: async () => {
-            child.kill('SIGSTOP');
-            await untilStopped(child.pid!);
-          },
-          resume: async () => void child.kill('SIGCONT'),
-          kill: () => {
-            killed = true;
-            child.kill('SIGKILL');
-          },
-          close: async () => {
-            if (child.exitCode !== null || child.signalCode !== null) return;
-            const exited = new Promise((r) => child.once('exit', r));
-            if (killed || !child.connected) {
-              await exited; // killed already: wait for the exit, send nothing to a dead channel
-              return;
-            }
-            child.kill('SIGCONT');
-            await Promise.race([call('close').catch(() => undefined), new Promise((r) => setTimeout(r, 3000))]);
-            const t = setTimeout(() => child.kill('SIGKILL'), 3000);
-            await exited;
-            clearTimeout(t);
-          },
-        });
-        return;
-      }
-      const p = pending.get(m.id);
-      if (!p) return;
-      pending.delete(m.id);
-      if (m.ok) p.resolve(m.value);
-      else p.reject(new Error(m.error));
+      if (!('ready' in m)) return ipc.settle(m);
+      clearTimeout(timer);
+      resolve(targetHandle(child, m.ready, ipc));
     });
   });
+}
+
+/** The parent's side of the op protocol: each op sent with an id, answered by a reply with the same id. */
+class OpChannel {
+  private nextId = 1;
+  private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+
+  constructor(private readonly child: ChildProcess) {}
+
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the answer's shape depends on the op; callers name it
+  call(op: Op, ...args: unknown[]): Promise<any> {
+    const { child, pending } = this;
+    return new Promise((resolve, reject) => {
+      if (!child.connected) return reject(new Error(`target process is gone (${child.signalCode ?? child.exitCode ?? 'disconnected'}); "${op}" cannot run`));
+      const id = this.nextId++;
+      pending.set(id, { resolve, reject });
+      const lost = (err: Error): void => {
+        pending.delete(id);
+        reject(new Error(`target process is gone: "${op}" could not be sent (${err.message})`));
+      };
+      try {
+        child.send({ id, op, args } satisfies OpMessage, (err) => err && lost(err));
+      } catch (err) {
+        lost(err as Error);
+      }
+    });
+  }
+
+  settle(m: ReplyMessage): void {
+    const p = this.pending.get(m.id);
+    if (!p) return;
+    this.pending.delete(m.id);
+    if (m.ok) p.resolve(m.value);
+    else p.reject(new Error(m.error));
+  }
+
+  failAll(error: Error): void {
+    for (const p of this.pending.values()) p.reject(error);
+  }
+}
+
+/** The ready target as the suite sees it: memory ops over IPC, and signals for stall, resume and kill. */
+function targetHandle(child: ChildProcess, segment: string, ipc: OpChannel): TargetProcess {
+  let killed = false;
+  return {
+    segment,
+    child,
+    alloc: async (length, opts) => BigInt(await ipc.call('alloc', length, opts)),
+    read: async (addr, length) => new Uint8Array(Buffer.from(await ipc.call('read', addr.toString(), length), 'base64')),
+    write: (addr, data) => ipc.call('write', addr.toString(), Buffer.from(data).toString('base64')),
+    free: (addr) => ipc.call('free', addr.toString()),
+    notifications: async () =>
+      ((await ipc.call('notifications')) as { from: string; payload: string; snapshot?: string }[]).map((n): ReceivedNotification => ({
+        from: n.from,
+        payload: new Uint8Array(Buffer.from(n.payload, 'base64')),
+        ...(n.snapshot ? { snapshot: new Uint8Array(Buffer.from(n.snapshot, 'base64')) } : {}),
+      })),
+    stall: async () => {
+      child.kill('SIGSTOP');
+      await untilStopped(child.pid!);
+    },
+    resume: async () => void child.kill('SIGCONT'),
+    kill: () => {
+      killed = true;
+      child.kill('SIGKILL');
+    },
+    close: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((r) => child.once('exit', r));
+      if (killed || !child.connected) {
+        await exited; // killed already: wait for the exit, send nothing to a dead channel
+        return;
+      }
+      child.kill('SIGCONT');
+      await Promise.race([ipc.call('close').catch(() => undefined), new Promise((r) => setTimeout(r, 3000))]);
+      const t = setTimeout(() => child.kill('SIGKILL'), 3000);
+      await exited;
+      clearTimeout(t);
+    },
+  };
 }

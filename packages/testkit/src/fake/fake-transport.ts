@@ -24,6 +24,9 @@ interface FakeRegion {
   bytes: Uint8Array;
 }
 
+/** What a cancelled batch says of the peer's memory: with a write in it, that bytes may still land there. */
+type CancelDetails = { details?: { remoteMayBeWritten: boolean } };
+
 interface FakePeer extends TransportPeer {
   plugin: string;
 }
@@ -111,51 +114,84 @@ export class FakeTransport implements Transport {
 
   submit(peer: TransportPeer, batch: TransferBatch, options: SubmitOptions): Promise<BatchResult> {
     this.assertOpen();
-    const n = batch.opcodes.length;
+    const failAt = this.injectedFailures(batch.opcodes.length);
+    const batchNo = this.faults.countBatch();
+    const complete = this.completion(peer, batch, failAt, options.notify);
+    // What a cancel of this batch reports about the peer's memory.
+    const cancelDetails: CancelDetails = batch.opcodes.includes(OP_WRITE) ? { details: { remoteMayBeWritten: true } } : {};
+    if (this.faults.hang) return this.hangUntilReleased(peer, batch, failAt, options, cancelDetails);
+    return this.settleInTime(peer, options, cancelDetails, batchNo, complete);
+  }
+
+  /** The requests of a batch of `n` that `faults.failNth` fails (index → status); counts them as submitted. */
+  private injectedFailures(n: number): Map<number, number> {
     const failAt = new Map<number, number>();
     for (let i = 0; i < n; i++) {
       this.faults.submitted++;
       if (this.faults.failNth && this.faults.submitted === this.faults.failNth.n) failAt.set(i, this.faults.failNth.status);
     }
-    const batchNo = this.faults.countBatch();
-    // Early writes: the bytes land now; completion (or the deadline) only reports.
-    let early: { result?: BatchResult; error?: unknown } | undefined;
-    if (this.faults.writeEarly && !this.faults.hang && !this.faults.droppedPeers.has(peer.segment)) {
-      try {
-        early = { result: this.apply(peer, batch, failAt, undefined) };
-      } catch (error) {
-        early = { error };
-      }
+    return failAt;
+  }
+
+  /**
+   * What completing the batch does: apply it then; or, with `faults.writeEarly`, apply it
+   * now (the bytes land at submission) and only report it then.
+   */
+  private completion(peer: TransportPeer, batch: TransferBatch, failAt: Map<number, number>, notify: Uint8Array | undefined): () => BatchResult {
+    if (!this.faults.writeEarly || this.faults.hang || this.faults.droppedPeers.has(peer.segment)) return () => this.apply(peer, batch, failAt, notify);
+    let early: { result?: BatchResult; error?: unknown };
+    try {
+      early = { result: this.apply(peer, batch, failAt, undefined) };
+    } catch (error) {
+      early = { error };
     }
-    const complete = (): BatchResult => {
-      if (!early) return this.apply(peer, batch, failAt, options.notify);
+    return () => {
       if (early.error) throw early.error;
-      if (options.notify && early.result!.statuses.every((s) => s === 0))
-        fabric.get(key(this.plugin, peer.segment))?.deliver({ from: this.context.segmentName, payload: Uint8Array.from(options.notify) });
+      if (notify && early.result!.statuses.every((s) => s === 0))
+        fabric.get(key(this.plugin, peer.segment))?.deliver({ from: this.context.segmentName, payload: Uint8Array.from(notify) });
       return early.result!;
     };
-    // What a cancel of this batch reports about the peer's memory.
-    const cancelDetails = batch.opcodes.includes(OP_WRITE) ? { details: { remoteMayBeWritten: true } } : {};
-    if (this.faults.hang) {
-      return new Promise<BatchResult>((resolve, reject) => {
-        this.faults.parkHung((unconfirmed) => {
-          if (unconfirmed) {
-            reject(
-              new TransferError('TIMEOUT', `batch given up past its ${options.timeoutMs} ms deadline; the peer did not confirm the cancel`, {
-                plugin: this.plugin,
-                ...cancelDetails,
-              }),
-            );
-            return;
-          }
-          try {
-            resolve(this.apply(peer, batch, failAt, options.notify));
-          } catch (e) {
-            reject(e);
-          }
-        });
+  }
+
+  /** `faults.hang`: deadline and abort are ignored; the batch settles only on `faults.releaseHung()`. */
+  private hangUntilReleased(
+    peer: TransportPeer,
+    batch: TransferBatch,
+    failAt: Map<number, number>,
+    options: SubmitOptions,
+    cancelDetails: CancelDetails,
+  ): Promise<BatchResult> {
+    return new Promise<BatchResult>((resolve, reject) => {
+      this.faults.parkHung((unconfirmed) => {
+        if (unconfirmed) {
+          reject(
+            new TransferError('TIMEOUT', `batch given up past its ${options.timeoutMs} ms deadline; the peer did not confirm the cancel`, {
+              plugin: this.plugin,
+              ...cancelDetails,
+            }),
+          );
+          return;
+        }
+        try {
+          resolve(this.apply(peer, batch, failAt, options.notify));
+        } catch (e) {
+          reject(e);
+        }
       });
-    }
+    });
+  }
+
+  /**
+   * Completes the batch after `faults.latencyMs` unless its deadline, its signal, a closed
+   * connection or a dropped peer ends it first (or `faults.neverComplete` leaves only those).
+   */
+  private settleInTime(
+    peer: TransportPeer,
+    options: SubmitOptions,
+    cancelDetails: CancelDetails,
+    batchNo: number,
+    complete: () => BatchResult,
+  ): Promise<BatchResult> {
     return new Promise<BatchResult>((resolve, reject) => {
       const fp = peer as FakePeer;
       let peerSet = this.inFlight.get(fp);
@@ -175,18 +211,15 @@ export class FakeTransport implements Transport {
         options.signal?.removeEventListener('abort', onAbort);
         stopDrop();
       };
+      // Read when the batch is cancelled: a test may set it after the submit.
+      const cancelled = () => (this.faults.unconfirmedCancel ? cancelDetails : {});
       const onAbort = (): void => {
         cleanup();
-        reject(new TransferError('ABORTED', 'batch aborted', { plugin: this.plugin, ...(this.faults.unconfirmedCancel ? cancelDetails : {}) }));
+        reject(new TransferError('ABORTED', 'batch aborted', { plugin: this.plugin, ...cancelled() }));
       };
       const deadline = setTimeout(() => {
         cleanup();
-        reject(
-          new TransferError('TIMEOUT', `batch did not complete within ${options.timeoutMs} ms`, {
-            plugin: this.plugin,
-            ...(this.faults.unconfirmedCancel ? cancelDetails : {}),
-          }),
-        );
+        reject(new TransferError('TIMEOUT', `batch did not complete within ${options.timeoutMs} ms`, { plugin: this.plugin, ...cancelled() }));
       }, options.timeoutMs);
       const stopDrop = this.faults.onDrop((segment) => {
         if (segment !== peer.segment) return;
