@@ -1,7 +1,6 @@
 // The benchmark tools refuse bad arguments before measuring anything, npm run bench matches
 // its baselines to te and closes with its two judged lines, and the MSG_ZEROCOPY
 // comparison (bench/tcp-zerocopy) moves bytes in both of its modes.
-import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -10,6 +9,9 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 // @ts-expect-error plain ES module without types (the benchmarks' own helper)
 import { buildCBench } from '../bench/lib/c-bench.mjs';
+import { onceTest } from './fixtures/node-lines.js';
+
+const test = onceTest("the benchmark tools' own checks");
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 

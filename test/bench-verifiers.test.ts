@@ -6,11 +6,13 @@
 // its memcpy baselines), the EC benchmark (pulled items and the raw baseline) and the
 // layerwise benchmark. fi_rma_bench's own case is in raw-fabric-baseline.test.ts, the demo's
 // in pipeline.test.ts.
-import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { onceTest } from './fixtures/node-lines.js';
+
+const test = onceTest("the benchmark verifiers' own checks");
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const te = join(root, 'packages', 'cli', 'dist', 'te.js');

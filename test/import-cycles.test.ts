@@ -1,10 +1,12 @@
-import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseCircular, parseDependencyTree } from 'dpdm';
+import { onceTest } from './fixtures/node-lines.js';
+
+const test = onceTest('a static check of the import graph');
 
 /*
  * No import cycle in any package's or plugin's sources, type-only imports included: a

@@ -1,8 +1,10 @@
-import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { onceTest } from './fixtures/node-lines.js';
+
+const test = onceTest('a static check of the import graph');
 
 /*
  * Dependencies point one way: plugins → layer packages (@te/fabric, @te/cuda) → @te/connector;

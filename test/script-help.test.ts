@@ -1,9 +1,11 @@
-import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { onceTest } from './fixtures/node-lines.js';
+
+const test = onceTest("every script's --help text");
 
 /*
  * Every script directly under bench/ and scripts/ answers --help on stdout with exit 0 and

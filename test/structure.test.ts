@@ -1,4 +1,3 @@
-import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -6,6 +5,9 @@ import { tmpdir } from 'node:os';
 import { dirname, extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { CXX_EXTENSIONS, MAX_FILE_LINES, MAX_FUNCTION_LINES, scanFile, TS_EXTENSIONS, type Violation } from './structure/scan.js';
+import { onceTest } from './fixtures/node-lines.js';
+
+const test = onceTest('a static check of the tracked sources');
 
 /*
  * No tracked source file (TypeScript, JavaScript, C, C++) over 500 lines and no function over
