@@ -28,7 +28,6 @@ const ALLOWED: Record<string, string> = {
   'bench/pd.mjs': 'the PD benchmark: every layout case, the raw baseline, planning and the verifier in one script',
   'scripts/chaos.mjs': 'the chaos soak orchestrator: topology, fault schedule, rooms and the judge in one script',
   // Functions over 80 lines.
-  'packages/fabric/src/options.ts:fabricOptionsSchema': 'the options table of the fabric layer',
   'scripts/chaos.mjs:startRoom': 'one chaos room across its ranks',
   'scripts/chaos.mjs:main': 'the chaos run from start to verdict',
   'scripts/chaos/worker.mjs:rank': "a chaos worker's rank with its message handler",

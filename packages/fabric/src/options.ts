@@ -7,6 +7,11 @@ import type { OptionsOf, OptionsSchema } from '@te/connector';
  * (FI_PROVIDER, FI_TCP_IFACE, FI_SOCKETS_IFACE, FI_LOG_LEVEL, ...) apply as well.
  */
 export function fabricOptionsSchema<P extends string>(prefix: P) {
+  return { ...railOptions(prefix), ...slicingOptions(prefix), ...completionOptions(prefix), ...notificationOptions(prefix) };
+}
+
+/** Which provider and NICs carry the data, and how many rails (endpoints) each. */
+function railOptions<P extends string>(prefix: P) {
   return {
     provider: {
       type: 'string',
@@ -51,6 +56,12 @@ export function fabricOptionsSchema<P extends string>(prefix: P) {
       env: `${prefix}_ALLOW_SHM`,
       description: 'Permit the shm provider when named explicitly. shm checks neither keys nor bounds: use it only when every peer is trusted',
     },
+  } as const satisfies OptionsSchema;
+}
+
+/** How requests are cut into slices and how many RMA operations are in flight. */
+function slicingOptions<P extends string>(prefix: P) {
+  return {
     sliceSize: {
       type: 'integer',
       default: 1048576,
@@ -68,6 +79,21 @@ export function fabricOptionsSchema<P extends string>(prefix: P) {
       env: `${prefix}_WINDOW`,
       description: "RMA operations in flight per rail (also bounded by the provider's tx queue size)",
     },
+    slicesPerOp: {
+      type: 'integer',
+      default: 4,
+      min: 1,
+      max: 4,
+      env: `${prefix}_SLICES_PER_OP`,
+      description:
+        "Consecutive slices of one batch to one peer region carried by one scatter-gather RMA, up to the provider's iov limits (tcp;ofi_rxm: 4, verbs: 1); 1: one operation per slice",
+    },
+  } as const satisfies OptionsSchema;
+}
+
+/** Deadlines and when a write counts as done. */
+function completionOptions<P extends string>(prefix: P) {
+  return {
     connectTimeoutMs: {
       type: 'integer',
       min: 1,
@@ -99,6 +125,12 @@ export function fabricOptionsSchema<P extends string>(prefix: P) {
       description:
         "Where the provider places writes to a peer in posted order (FI_ORDER_WAW), ask for delivery completion only on each batch's last write per rail and hold the others until it is delivered (same guarantee, fewer acknowledgements); off: every write asks for it",
     },
+  } as const satisfies OptionsSchema;
+}
+
+/** Bounds on received notifications not yet handed to listeners. */
+function notificationOptions<P extends string>(prefix: P) {
+  return {
     notifyQueuePerPeer: {
       type: 'integer',
       default: 1024,
@@ -116,15 +148,6 @@ export function fabricOptionsSchema<P extends string>(prefix: P) {
       env: `${prefix}_NOTIFY_QUEUE_BYTES`,
       description:
         'Bytes of received notifications not yet handed to listeners (payload + 256 each), all peers together; beyond it further ones are refused (POOL_EXHAUSTED at the sender)',
-    },
-    slicesPerOp: {
-      type: 'integer',
-      default: 4,
-      min: 1,
-      max: 4,
-      env: `${prefix}_SLICES_PER_OP`,
-      description:
-        "Consecutive slices of one batch to one peer region carried by one scatter-gather RMA, up to the provider's iov limits (tcp;ofi_rxm: 4, verbs: 1); 1: one operation per slice",
     },
   } as const satisfies OptionsSchema;
 }
