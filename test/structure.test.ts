@@ -26,11 +26,7 @@ const ALLOWED: Record<string, string> = {
   'plugins/mooncake-shm/native/client.cpp': "the shm client's mapping, posting and completion paths",
   'plugins/mooncake-tcp/test/native/tcp_core_test.cpp': "the TCP core's C++ tests in one file",
   'bench/pd.mjs': 'the PD benchmark: every layout case, the raw baseline, planning and the verifier in one script',
-  'scripts/chaos.mjs': 'the chaos soak orchestrator: topology, fault schedule, rooms and the judge in one script',
   // Functions over 80 lines.
-  'scripts/chaos.mjs:startRoom': 'one chaos room across its ranks',
-  'scripts/chaos.mjs:main': 'the chaos run from start to verdict',
-  'scripts/chaos/worker.mjs:rank': "a chaos worker's rank with its message handler",
   'bench/pd.mjs:openLayout': 'starts one layout case: ranks, rooms and the raw pairs (over the limit once wrapped at 160 columns)',
   'fuzz/control-decode.ts:main': 'the control-plane decoder fuzzer loop (over the limit once wrapped at 160 columns)',
   'plugins/mooncake-tcp/test/fixtures/target.ts:handle': "the test target's message switch (over the limit once wrapped at 160 columns)",

@@ -62,9 +62,74 @@ if (spec.role === 'bootstrap') {
 }
 
 async function rank() {
+  const r = await openRank();
+  const ops = {
+    send: (a) => sendRoom(r, a),
+    receive: (a) => receiveRoom(r, a),
+    /** Whether a failed room's pages still hold what they held when it failed. */
+    async unchanged(a) {
+      const f = r.failedDigests.get(a.room);
+      r.failedDigests.delete(a.room);
+      if (!f) return { known: false };
+      return { known: true, unchanged: digestOf(r, f.pages, f.auxSlot) === f.digest };
+    },
+    ecSave: (a) => ecSave(r, a),
+    ecLoad: (a) => ecLoad(r, a),
+    sample: async () => sample(r),
+    async close() {
+      await r.producer?.close();
+      await r.consumer?.close();
+      await r.manager.close();
+      await r.engine.close();
+      setImmediate(() => process.exit(0));
+      return true;
+    },
+  };
+  process.on('message', (msg) => {
+    ops[msg.op](msg.args).then(
+      (value) => send({ id: msg.id, ok: true, value }),
+      (e) => send({ id: msg.id, ok: false, error: `${errorOf(e).code}: ${errorOf(e).message}` }),
+    );
+  });
+  send({ event: 'ready', segment: r.engine.segmentName });
+}
+
+/** The rank's engine, its memory (KV buffers, aux, EC destination), its KV manager and, if it has one, its EC side. */
+async function openRank() {
   const m = spec.model;
   const engine = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: spec.host, logLevel: 'error', metadata: { port: spec.controlPort } });
-  // One allocation: KV buffers (K and V of each layer), then aux, then EC's destination.
+  const memory = await allocateRankMemory(engine, m);
+  const manager = await createKVManager({
+    role: spec.role,
+    layout: spec.layout,
+    buffers: memory.buffers,
+    engine,
+    bootstrapHost: spec.bootstrap.host,
+    bootstrapPort: spec.bootstrap.port,
+    serveBootstrap: false,
+    layerwise: spec.role === 'prefill',
+    timeouts: spec.timeouts,
+  });
+  const producer = spec.ec === 'producer' ? await createECProducer({ engine, poolBytes: 8 << 20 }) : undefined;
+  const consumer = spec.ec === 'consumer' ? await createECConsumer({ engine, loadTimeoutMs: 4_000 }) : undefined;
+  return {
+    m,
+    engine,
+    ...memory,
+    manager,
+    producer,
+    consumer,
+    shard: spec.layout.attnTpRank,
+    /** Digests of failed rooms' destination pages, until the driver checks them. */
+    failedDigests: new Map(),
+    /** Rooms whose status moved after it ended (must stay empty). */
+    movedAfterEnd: 0,
+    live: 0,
+  };
+}
+
+/** One allocation: KV buffers (K and V of each layer), then aux, then EC's destination; views of each page and slot. */
+async function allocateRankMemory(engine, m) {
   const heads = m.heads / spec.layout.attnTpSize;
   const itemLen = m.pageSize * heads * m.headBytes;
   const nKv = 2 * m.layers;
@@ -76,7 +141,6 @@ async function rank() {
   view.fill(0xee);
   const kvView = (k) => view.subarray(k * kvBytes, (k + 1) * kvBytes);
   const auxView = view.subarray(nKv * kvBytes, nKv * kvBytes + auxBytes);
-  const ecBase = nKv * kvBytes + auxBytes;
   const group = (n, len, item, base) => ({
     addrs: BigUint64Array.from({ length: n }, (_, i) => mem.addr + BigInt(base + i * len)),
     lengths: BigUint64Array.from({ length: n }, () => BigInt(len)),
@@ -96,172 +160,146 @@ async function rank() {
     aux: group(1, auxBytes, m.auxItem, nKv * kvBytes),
     device: 'cpu',
   };
-  const manager = await createKVManager({
-    role: spec.role,
-    layout: spec.layout,
+  return {
+    mem,
+    view,
     buffers,
-    engine,
-    bootstrapHost: spec.bootstrap.host,
-    bootstrapPort: spec.bootstrap.port,
-    serveBootstrap: false,
-    layerwise: spec.role === 'prefill',
-    timeouts: spec.timeouts,
+    nKv,
+    ecBase: nKv * kvBytes + auxBytes,
+    page: (k, p) => kvView(k).subarray(p * itemLen, (p + 1) * itemLen),
+    aux: (slot) => auxView.subarray(slot * m.auxItem, (slot + 1) * m.auxItem),
+  };
+}
+
+function digestOf(r, pages, auxSlot) {
+  const h = createHash('sha256');
+  for (let k = 0; k < r.nKv; k++) for (const p of pages) h.update(r.page(k, p));
+  h.update(r.aux(auxSlot));
+  return h.digest('hex');
+}
+
+/** Watches a sender's or receiver's status: one end, never a change after it. */
+function watchEnd(r, cell) {
+  let ended = false;
+  cell.on('status', (s) => {
+    if (ended) r.movedAfterEnd++;
+    if (s === KVStatus.Success || s === KVStatus.Failed) ended = true;
   });
-  const producer = spec.ec === 'producer' ? await createECProducer({ engine, poolBytes: 8 << 20 }) : undefined;
-  const consumer = spec.ec === 'consumer' ? await createECConsumer({ engine, loadTimeoutMs: 4_000 }) : undefined;
-  const shard = spec.layout.attnTpRank;
-  const page = (k, p) => kvView(k).subarray(p * itemLen, (p + 1) * itemLen);
-  const aux = (slot) => auxView.subarray(slot * m.auxItem, (slot + 1) * m.auxItem);
-  /** Digests of failed rooms' destination pages, until the driver checks them. */
-  const failedDigests = new Map();
-  /** Rooms whose status moved after it ended (must stay empty). */
-  let movedAfterEnd = 0;
-  let live = 0;
+}
 
-  const digestOf = (pages, auxSlot) => {
-    const h = createHash('sha256');
-    for (let k = 0; k < nKv; k++) for (const p of pages) h.update(page(k, p));
-    h.update(aux(auxSlot));
-    return h.digest('hex');
-  };
+/** The prefill side of a room: seeded pages sent one-shot, in chunks or layer by layer; how it ended. */
+async function sendRoom(r, a) {
+  const { m, manager, nKv, page, aux } = r;
+  const room = BigInt(a.room);
+  const pages = Uint32Array.from(a.pages);
+  for (let k = 0; k < nKv; k++) for (let i = 0; i < pages.length; i++) fillSeeded(page(k, pages[i]), pageSeed(room, k, i, r.shard));
+  fillSeeded(aux(a.auxSlot), pageSeed(room, 1000, 0, 0));
+  const sender = manager.createSender({ host: spec.bootstrap.host, port: spec.bootstrap.port, room });
+  watchEnd(r, sender.cell);
+  r.live++;
+  const started = Date.now();
+  if (a.abortAfterMs !== undefined) setTimeout(() => void sender.abort('chaos: aborted by the prefill').catch(() => undefined), a.abortAfterMs);
+  try {
+    sender.init(pages.length, a.auxSlot);
+    if (a.mode === 'layerwise') {
+      await sender.cell.reached(KVStatus.WaitingForInput, { timeoutMs: spec.timeouts.bootstrapMs + 2_000 });
+      const batch = manager.beginBatch([{ sender, pages }]);
+      for (let l = 0; l < m.layers; l++) {
+        await sleep(1);
+        batch.layerReady(l);
+      }
+      await batch.finish();
+    } else {
+      const per = Math.ceil(pages.length / a.chunks);
+      for (let c = 0; c < a.chunks; c++)
+        await sender.send(pages.subarray(c * per, Math.min(pages.length, (c + 1) * per)), c === a.chunks - 1 ? { last: true } : {});
+    }
+    await sender.cell.reached(KVStatus.Success, { timeoutMs: a.endMs });
+  } catch {
+    // how it ended is read below
+  }
+  // The pages may be reused once no write of the room is in flight.
+  if (sender.status === KVStatus.Failed) await sender.abort().catch(() => undefined);
+  r.live--;
+  const out = { status: sender.status, ms: Date.now() - started, layerwise: manager.layerwiseStats.layerwiseRooms };
+  return sender.status === KVStatus.Failed ? { ...out, ...errorOf(sender.failure) } : out;
+}
 
-  /** Watches a sender's or receiver's status: one end, never a change after it. */
-  const watchEnd = (cell) => {
-    let ended = false;
-    cell.on('status', (s) => {
-      if (ended) movedAfterEnd++;
-      if (s === KVStatus.Success || s === KVStatus.Failed) ended = true;
-    });
-  };
+/** The decode side of a room: how it ended, every byte checked on Success, a failed room's pages digested for `unchanged`. */
+async function receiveRoom(r, a) {
+  const room = BigInt(a.room);
+  const pages = Uint32Array.from(a.pages);
+  const receiver = r.manager.createReceiver({ host: spec.bootstrap.host, port: a.bootstrapPort, room, prefillDpRank: 0 });
+  watchEnd(r, receiver.cell);
+  r.live++;
+  const started = Date.now();
+  let abortError;
+  let aborting;
+  const abortTimer =
+    a.abortAfterMs === undefined
+      ? undefined
+      : setTimeout(() => (aborting = receiver.abort('chaos: aborted by the decode').catch((e) => void (abortError = e))), a.abortAfterMs);
+  try {
+    await receiver.init(pages, a.auxSlot);
+    await receiver.cell.reached(KVStatus.Success, { timeoutMs: a.endMs });
+  } catch {
+    // how it ended is read below
+  }
+  clearTimeout(abortTimer);
+  // The decode's own abort() shows Failed at once; the pages are free once it resolved
+  // (every prefill rank acknowledged that no write of the room is in flight).
+  if (aborting) await aborting;
+  r.live--;
+  const out = { status: receiver.status, ms: Date.now() - started };
+  if (receiver.status === KVStatus.Success) return { ...out, wrong: wrongBytesOfRoom(r, room, pages, a) };
+  if (receiver.status !== KVStatus.Failed) return { ...out, code: 'NOT_ENDED', message: `status ${receiver.status} after ${a.endMs} ms` };
+  const error = errorOf(receiver.failure);
+  if (abortError?.details?.pagesMayBeWritten) error.pagesMayBeWritten = true;
+  if (!error.pagesMayBeWritten) r.failedDigests.set(a.room, { digest: digestOf(r, pages, a.auxSlot), pages, auxSlot: a.auxSlot });
+  return { ...out, ...error };
+}
 
-  const ops = {
-    async send(a) {
-      const room = BigInt(a.room);
-      const pages = Uint32Array.from(a.pages);
-      for (let k = 0; k < nKv; k++) for (let i = 0; i < pages.length; i++) fillSeeded(page(k, pages[i]), pageSeed(room, k, i, shard));
-      fillSeeded(aux(a.auxSlot), pageSeed(room, 1000, 0, 0));
-      const sender = manager.createSender({ host: spec.bootstrap.host, port: spec.bootstrap.port, room });
-      watchEnd(sender.cell);
-      live++;
-      const started = Date.now();
-      if (a.abortAfterMs !== undefined) setTimeout(() => void sender.abort('chaos: aborted by the prefill').catch(() => undefined), a.abortAfterMs);
-      try {
-        sender.init(pages.length, a.auxSlot);
-        if (a.mode === 'layerwise') {
-          await sender.cell.reached(KVStatus.WaitingForInput, { timeoutMs: spec.timeouts.bootstrapMs + 2_000 });
-          const batch = manager.beginBatch([{ sender, pages }]);
-          for (let l = 0; l < m.layers; l++) {
-            await sleep(1);
-            batch.layerReady(l);
-          }
-          await batch.finish();
-        } else {
-          const per = Math.ceil(pages.length / a.chunks);
-          for (let c = 0; c < a.chunks; c++)
-            await sender.send(pages.subarray(c * per, Math.min(pages.length, (c + 1) * per)), c === a.chunks - 1 ? { last: true } : {});
-        }
-        await sender.cell.reached(KVStatus.Success, { timeoutMs: a.endMs });
-      } catch {
-        // how it ended is read below
-      }
-      // The pages may be reused once no write of the room is in flight.
-      if (sender.status === KVStatus.Failed) await sender.abort().catch(() => undefined);
-      live--;
-      const out = { status: sender.status, ms: Date.now() - started, layerwise: manager.layerwiseStats.layerwiseRooms };
-      return sender.status === KVStatus.Failed ? { ...out, ...errorOf(sender.failure) } : out;
-    },
-    async receive(a) {
-      const room = BigInt(a.room);
-      const pages = Uint32Array.from(a.pages);
-      const receiver = manager.createReceiver({ host: spec.bootstrap.host, port: a.bootstrapPort, room, prefillDpRank: 0 });
-      watchEnd(receiver.cell);
-      live++;
-      const started = Date.now();
-      let abortError;
-      let aborting;
-      const abortTimer =
-        a.abortAfterMs === undefined
-          ? undefined
-          : setTimeout(() => (aborting = receiver.abort('chaos: aborted by the decode').catch((e) => void (abortError = e))), a.abortAfterMs);
-      try {
-        await receiver.init(pages, a.auxSlot);
-        await receiver.cell.reached(KVStatus.Success, { timeoutMs: a.endMs });
-      } catch {
-        // how it ended is read below
-      }
-      clearTimeout(abortTimer);
-      // The decode's own abort() shows Failed at once; the pages are free once it resolved
-      // (every prefill rank acknowledged that no write of the room is in flight).
-      if (aborting) await aborting;
-      live--;
-      const out = { status: receiver.status, ms: Date.now() - started };
-      if (receiver.status === KVStatus.Success) {
-        let wrong = 0;
-        for (let k = 0; k < nKv; k++) for (let i = 0; i < pages.length; i++) wrong += wrongBytes(page(k, pages[i]), pageSeed(room, k, i, shard));
-        if (a.sendsAux) wrong += wrongBytes(aux(a.auxSlot), pageSeed(room, 1000, 0, 0));
-        return { ...out, wrong };
-      }
-      if (receiver.status !== KVStatus.Failed) return { ...out, code: 'NOT_ENDED', message: `status ${receiver.status} after ${a.endMs} ms` };
-      const error = errorOf(receiver.failure);
-      if (abortError?.details?.pagesMayBeWritten) error.pagesMayBeWritten = true;
-      if (!error.pagesMayBeWritten) failedDigests.set(a.room, { digest: digestOf(pages, a.auxSlot), pages, auxSlot: a.auxSlot });
-      return { ...out, ...error };
-    },
-    /** Whether a failed room's pages still hold what they held when it failed. */
-    async unchanged(a) {
-      const f = failedDigests.get(a.room);
-      failedDigests.delete(a.room);
-      if (!f) return { known: false };
-      return { known: true, unchanged: digestOf(f.pages, f.auxSlot) === f.digest };
-    },
-    async ecSave(a) {
-      const data = new Uint8Array(a.length);
-      fillSeeded(data, pageSeed(BigInt(a.seed), 2000, 0, 0));
-      try {
-        return { params: { [a.hash]: await producer.save(a.hash, data, { dtype: 'bf16' }) } };
-      } catch (e) {
-        return errorOf(e);
-      }
-    },
-    async ecLoad(a) {
-      const where = new Map();
-      consumer.startLoad(a.params, (hash, length) => {
-        where.set(hash, Number(length));
-        return { addr: mem.addr + BigInt(ecBase + a.slot * m.ecItem) };
-      });
-      const r = await consumer.waitForLoad();
-      const wrong = r.loaded.reduce(
-        (n, h) => n + wrongBytes(view.subarray(ecBase + a.slot * m.ecItem, ecBase + a.slot * m.ecItem + where.get(h)), pageSeed(BigInt(a.seed), 2000, 0, 0)),
-        0,
-      );
-      return { loaded: r.loaded.length, failed: r.failed.map((f) => f.error?.code ?? 'Error'), wrong };
-    },
-    async sample() {
-      const rank = manager.rank ?? {};
-      const size = (x) => (x instanceof Map || x instanceof Set ? x.size : undefined);
-      const tables = { live, movedAfterEnd, failedDigests: failedDigests.size };
-      for (const name of ['senders', 'pending', 'aborted', 'unconfirmed', 'destinations', 'receivers', 'registered', 'clients']) {
-        const n = size(rank[name]);
-        if (n !== undefined) tables[name] = n;
-      }
-      if (producer) tables.ecPool = producer.pool.count;
-      return { rss: process.memoryUsage().rss, ...fds(), tables };
-    },
-    async close() {
-      await producer?.close();
-      await consumer?.close();
-      await manager.close();
-      await engine.close();
-      setImmediate(() => process.exit(0));
-      return true;
-    },
-  };
+function wrongBytesOfRoom(r, room, pages, a) {
+  let wrong = 0;
+  for (let k = 0; k < r.nKv; k++) for (let i = 0; i < pages.length; i++) wrong += wrongBytes(r.page(k, pages[i]), pageSeed(room, k, i, r.shard));
+  if (a.sendsAux) wrong += wrongBytes(r.aux(a.auxSlot), pageSeed(room, 1000, 0, 0));
+  return wrong;
+}
 
-  process.on('message', (msg) => {
-    ops[msg.op](msg.args).then(
-      (value) => send({ id: msg.id, ok: true, value }),
-      (e) => send({ id: msg.id, ok: false, error: `${errorOf(e).code}: ${errorOf(e).message}` }),
-    );
+async function ecSave(r, a) {
+  const data = new Uint8Array(a.length);
+  fillSeeded(data, pageSeed(BigInt(a.seed), 2000, 0, 0));
+  try {
+    return { params: { [a.hash]: await r.producer.save(a.hash, data, { dtype: 'bf16' }) } };
+  } catch (e) {
+    return errorOf(e);
+  }
+}
+
+async function ecLoad(r, a) {
+  const { m, mem, view, ecBase } = r;
+  const where = new Map();
+  r.consumer.startLoad(a.params, (hash, length) => {
+    where.set(hash, Number(length));
+    return { addr: mem.addr + BigInt(ecBase + a.slot * m.ecItem) };
   });
-  send({ event: 'ready', segment: engine.segmentName });
+  const loaded = await r.consumer.waitForLoad();
+  const wrong = loaded.loaded.reduce(
+    (n, h) => n + wrongBytes(view.subarray(ecBase + a.slot * m.ecItem, ecBase + a.slot * m.ecItem + where.get(h)), pageSeed(BigInt(a.seed), 2000, 0, 0)),
+    0,
+  );
+  return { loaded: loaded.loaded.length, failed: loaded.failed.map((f) => f.error?.code ?? 'Error'), wrong };
+}
+
+/** RSS, descriptors and the size of every runtime table (all back to empty after the load). */
+function sample(r) {
+  const rank = r.manager.rank ?? {};
+  const size = (x) => (x instanceof Map || x instanceof Set ? x.size : undefined);
+  const tables = { live: r.live, movedAfterEnd: r.movedAfterEnd, failedDigests: r.failedDigests.size };
+  for (const name of ['senders', 'pending', 'aborted', 'unconfirmed', 'destinations', 'receivers', 'registered', 'clients']) {
+    const n = size(rank[name]);
+    if (n !== undefined) tables[name] = n;
+  }
+  if (r.producer) tables.ecPool = r.producer.pool.count;
+  return { rss: process.memoryUsage().rss, ...fds(), tables };
 }
