@@ -27,7 +27,8 @@
 import { parseCli } from '../scripts/lib/cli.mjs';
 import { fileURLToPath } from 'node:url';
 import { QUICK, quick } from './lib/quick.mjs';
-import { closeRanks, freePort, gqaBuffers, layoutOf, median, now, percentile, serveRank, spawnRank } from './lib/ranks.mjs';
+import { HEAD_BYTES, HEADS, PAGE, servePdRank } from './lib/pd-rank.mjs';
+import { closeRanks, freePort, median, now, percentile, spawnRank } from './lib/ranks.mjs';
 
 const { values: args } = parseCli({
   usage: 'node bench/pd.mjs [options]',
@@ -50,148 +51,10 @@ const { values: args } = parseCli({
 });
 quick(args, { tokens: '512', layers: '4', rooms: '1', requests: '10' });
 
-const HEADS = 8;
-const HEAD_BYTES = 128 * 2; // 128 dim × fp16
-const PAGE = 64;
 const RUN = 8; // decode pages are allocated in runs of 8 (shuffled), as a paged allocator hands them out
 
-/**
- * sha256 over, for every KV buffer and every listed page in order, heads
- * [headOffset, headOffset + heads) of the page: token by token for NHD pages
- * (`[token][head][bytes]`), as one range for HND pages (`[head][token][bytes]`).
- */
-async function sliceDigest(view, { buffers, item, bufferBytes, pages, rowHeads, headOffset, heads, pageLayout }) {
-  const { createHash } = await import('node:crypto');
-  const h = createHash('sha256');
-  const row = rowHeads * HEAD_BYTES;
-  for (let b = 0; b < buffers; b++) {
-    for (const p of pages) {
-      const base = b * bufferBytes + p * item;
-      if (pageLayout === 'HND') h.update(view.subarray(base + headOffset * PAGE * HEAD_BYTES, base + (headOffset + heads) * PAGE * HEAD_BYTES));
-      else if (headOffset === 0 && heads === rowHeads) h.update(view.subarray(base, base + item));
-      else for (let t = 0; t < PAGE; t++) h.update(view.subarray(base + t * row + headOffset * HEAD_BYTES, base + t * row + (headOffset + heads) * HEAD_BYTES));
-    }
-  }
-  return h.digest('hex');
-}
-
 // ---------------------------------------------------------------- rank process
-if (args.rank) {
-  const spec = JSON.parse(args.rank);
-  const { createTransferEngine, KVStatus, batchOf } = await import('@te/connector');
-  const { createKVManager, shardOfRank } = await import('@te/disagg');
-  const engine = await createTransferEngine({ connector: spec.connector, bindAddress: '127.0.0.1' });
-  const heads = shardOfRank(HEADS, spec.tp, spec.rank).count;
-  const {
-    mem,
-    item,
-    bytes: kvBytes,
-    buffers,
-  } = await gqaBuffers(engine, {
-    layers: spec.layers,
-    pages: spec.pages,
-    heads,
-    headsTotal: HEADS,
-    headBytes: HEAD_BYTES,
-    pageSize: PAGE,
-    fill: spec.role === 'prefill' ? spec.rank + 1 : 0,
-  });
-  buffers.pageLayout = spec.pageLayout;
-  const view = mem.buffer;
-  const nBuf = 2 * spec.layers;
-  const bufferBytes = item * spec.pages;
-  const layout = layoutOf(spec.tp, spec.rank);
-  const manager = await createKVManager({
-    role: spec.role,
-    layout,
-    buffers,
-    engine,
-    bootstrapHost: '127.0.0.1',
-    bootstrapPort: spec.port,
-    timeouts: { transferMs: 120_000 },
-    staging: { enabled: spec.staging },
-    checksums: spec.checksums,
-  });
-  const receivers = new Map();
-  const ops = {
-    info: async () => ({ segment: engine.segmentName, addr: mem.addr.toString(), bytes: kvBytes, item, heads }),
-    /** Overwrites the pages with a byte no prefill page holds in full, so a room that moves nothing cannot verify. */
-    poison: async (a) => {
-      for (let b = 0; b < nBuf; b++) for (const p of a.pages) view.fill(0xa5 ^ (a.round & 0xff), b * bufferBytes + p * item, b * bufferBytes + (p + 1) * item);
-      return true;
-    },
-    corrupt: async (a) => {
-      const at = a.page * item + 17;
-      view[at] ^= 0x40;
-      return true;
-    },
-    receive: async (a) => {
-      const r = manager.createReceiver({ host: '127.0.0.1', port: spec.port, room: BigInt(a.room) });
-      receivers.set(a.room, r);
-      await r.init(Uint32Array.from(a.pages), 0);
-      return true;
-    },
-    wait: async (a) => {
-      const r = receivers.get(a.room);
-      await r.cell.reached(KVStatus.Success);
-      const t = now();
-      receivers.delete(a.room);
-      return { t };
-    },
-    digest: async (a) =>
-      sliceDigest(view, {
-        buffers: nBuf,
-        item,
-        bufferBytes,
-        pages: a.pages,
-        rowHeads: heads,
-        headOffset: a.headOffset,
-        heads: a.heads,
-        pageLayout: spec.pageLayout,
-      }),
-    send: async (a) => {
-      const s = manager.createSender({ host: '127.0.0.1', port: spec.port, room: BigInt(a.room) });
-      s.init(a.pages.length, 0);
-      const t = now();
-      await s.send(Uint32Array.from(a.pages), { last: true });
-      await s.cell.reached(KVStatus.Success);
-      return { t, done: now() };
-    },
-    /** Each target's bytes written as large contiguous requests (the transport's ceiling), all targets at once. */
-    raw: async (a) => {
-      const chunk = 8 << 20;
-      const t = now();
-      await Promise.all(
-        a.targets.map((x) => {
-          const reqs = [];
-          for (let off = 0; off < x.bytes; off += chunk)
-            reqs.push({
-              op: 'write',
-              local: mem.addr + BigInt(off % kvBytes),
-              remote: BigInt(x.addr) + BigInt(x.offset + off),
-              length: Math.min(chunk, x.bytes - off),
-            });
-          return engine.transfer(x.segment, batchOf(reqs), { timeoutMs: 120_000 });
-        }),
-      );
-      return { t, done: now() };
-    },
-    stats: async () => manager.stagingStats() ?? null,
-    /** CPU time this process used so far (every thread: JS, transport, copier, checksummer), µs. */
-    cpu: async () => {
-      const u = process.cpuUsage();
-      return u.user + u.system;
-    },
-    close: async () => {
-      await manager.close();
-      await engine.close();
-      setImmediate(() => process.exit(0));
-      return true;
-    },
-  };
-  serveRank(ops);
-  await new Promise(() => {});
-}
+if (args.rank) await servePdRank(JSON.parse(args.rank));
 
 // ---------------------------------------------------------------- orchestration
 const spawn = (spec) => spawnRank(fileURLToPath(import.meta.url), spec);
@@ -232,23 +95,12 @@ let corrupted = false;
  * `finish()` collects the staging statistics and closes the ranks.
  */
 async function openLayout(ptp, dtp, { pageLayout = 'NHD', staging = true, checksums = false } = {}) {
-  const port = await freePort();
-  const base = { connector: args.connector, layers, pages: bufferPages, port, pageLayout, staging, checksums };
-  const prefill = await Promise.all(Array.from({ length: ptp }, (_, r) => spawn({ ...base, role: 'prefill', tp: ptp, rank: r })));
-  const decode = await Promise.all(Array.from({ length: dtp }, (_, r) => spawn({ ...base, role: 'decode', tp: dtp, rank: r })));
-  const close = () => closeRanks([...prefill, ...decode]);
-  let dInfo;
-  let slices;
-  try {
-    dInfo = await Promise.all(decode.map((d) => d.call('info')));
-    slices = await slicesOf(ptp, dtp);
-  } catch (e) {
-    await close();
-    throw e;
-  }
+  const ranks = await startRanks(ptp, dtp, { pageLayout, staging, checksums });
+  const { prefill, decode, dInfo } = ranks;
   const src = Array.from({ length: pagesPerRoom }, (_, i) => i);
   // Bytes the decode ranks receive for one room: every token's KV of every layer, all their heads.
   const bytes = dInfo.reduce((a, i) => a + pagesPerRoom * i.item * 2 * layers, 0);
+  const what = `TP ${ptp}→${dtp} ${pageLayout}${staging ? '' : ' (per token)'}`;
   const round = async (k) => {
     const room = String(1000 + k);
     const dst = shuffledRuns(pagesPerRoom, k + 7);
@@ -267,51 +119,77 @@ async function openLayout(ptp, dtp, { pageLayout = 'NHD', staging = true, checks
       corrupted = true;
       await decode[0].call('corrupt', { page: dst[0] });
     }
-    // Every head slice of every decode rank against the prefill rank that sent it (outside the timed region).
-    await Promise.all(
-      slices.flatMap((list, di) =>
-        list.map(async (s) => {
-          const [want, got] = await Promise.all([
-            prefill[s.prefill].call('digest', { pages: src, headOffset: s.srcOffset, heads: s.count }),
-            decode[di].call('digest', { pages: dst, headOffset: s.dstOffset, heads: s.count }),
-          ]);
-          if (want !== got)
-            throw new Error(
-              `TP ${ptp}→${dtp} ${pageLayout}${staging ? '' : ' (per token)'} room ${room}: decode rank ${di} heads [${s.dstOffset}, ${s.dstOffset + s.count}) do not hold what prefill rank ${s.prefill} sent`,
-            );
-        }),
-      ),
-    );
-    // Raw: every (prefill, decode) pair that exchanged KV writes the same bytes, all at once.
-    const targets = prefill.map(() => []);
-    slices.forEach((list, di) =>
-      list.forEach((s, i) => {
-        const share = Math.floor((pagesPerRoom * dInfo[di].item * 2 * layers) / list.length);
-        targets[s.prefill].push({ segment: dInfo[di].segment, addr: dInfo[di].addr, offset: i * share, bytes: share });
-      }),
-    );
-    const r0 = now();
-    await Promise.all(prefill.map((p, pi) => (targets[pi].length ? p.call('raw', { targets: targets[pi] }) : null)));
-    const r1 = now();
-    return { pd: bytes / ((t1 - t0) / 1000), raw: bytes / ((r1 - r0) / 1000), cpuMs };
+    await verifyRoom(ranks, `${what} room ${room}`, src, dst);
+    const rawSeconds = await rawRound(ranks);
+    return { pd: bytes / ((t1 - t0) / 1000), raw: bytes / rawSeconds, cpuMs };
   };
   const finish = async () => {
     try {
-      const pStats = await Promise.all(prefill.map((p) => p.call('stats')));
-      const dStats = await Promise.all(decode.map((d) => d.call('stats')));
-      const sum = (xs, key) => xs.reduce((a, x) => a + (x?.[key] ?? 0), 0);
-      return {
-        bytes,
-        gatherGBps: sum(pStats, 'gatherMs') > 0 ? sum(pStats, 'stagedBytes') / sum(pStats, 'gatherMs') / 1e6 : undefined,
-        scatterGBps: sum(dStats, 'scatterMs') > 0 ? sum(dStats, 'scatteredBytes') / sum(dStats, 'scatterMs') / 1e6 : undefined,
-        staged: sum(pStats, 'gatherWrites') + sum(pStats, 'ringWrites'),
-        fallbacks: pStats.reduce((a, x) => a + Object.values(x?.fallbacks ?? {}).reduce((p, q) => p + q, 0), 0),
-      };
+      return { bytes, ...(await stagingFigures(ranks)) };
     } finally {
-      await close();
+      await ranks.close();
     }
   };
   return { round, finish };
+}
+
+/** The ranks' processes, the decode ranks' facts and which prefill rank writes which of their heads. */
+async function startRanks(ptp, dtp, { pageLayout, staging, checksums }) {
+  const port = await freePort();
+  const base = { connector: args.connector, layers, pages: bufferPages, port, pageLayout, staging, checksums };
+  const prefill = await Promise.all(Array.from({ length: ptp }, (_, r) => spawn({ ...base, role: 'prefill', tp: ptp, rank: r })));
+  const decode = await Promise.all(Array.from({ length: dtp }, (_, r) => spawn({ ...base, role: 'decode', tp: dtp, rank: r })));
+  const close = () => closeRanks([...prefill, ...decode]);
+  try {
+    const dInfo = await Promise.all(decode.map((d) => d.call('info')));
+    return { prefill, decode, dInfo, slices: await slicesOf(ptp, dtp), close };
+  } catch (e) {
+    await close();
+    throw e;
+  }
+}
+
+/** Every head slice of every decode rank against the prefill rank that sent it (outside the timed region). */
+async function verifyRoom({ prefill, decode, slices }, what, src, dst) {
+  await Promise.all(
+    slices.flatMap((list, di) =>
+      list.map(async (s) => {
+        const [want, got] = await Promise.all([
+          prefill[s.prefill].call('digest', { pages: src, headOffset: s.srcOffset, heads: s.count }),
+          decode[di].call('digest', { pages: dst, headOffset: s.dstOffset, heads: s.count }),
+        ]);
+        if (want !== got)
+          throw new Error(`${what}: decode rank ${di} heads [${s.dstOffset}, ${s.dstOffset + s.count}) do not hold what prefill rank ${s.prefill} sent`);
+      }),
+    ),
+  );
+}
+
+/** Raw: every (prefill, decode) pair that exchanged KV writes the same bytes, all at once; seconds taken. */
+async function rawRound({ prefill, dInfo, slices }) {
+  const targets = prefill.map(() => []);
+  slices.forEach((list, di) =>
+    list.forEach((s, i) => {
+      const share = Math.floor((pagesPerRoom * dInfo[di].item * 2 * layers) / list.length);
+      targets[s.prefill].push({ segment: dInfo[di].segment, addr: dInfo[di].addr, offset: i * share, bytes: share });
+    }),
+  );
+  const r0 = now();
+  await Promise.all(prefill.map((p, pi) => (targets[pi].length ? p.call('raw', { targets: targets[pi] }) : null)));
+  return (now() - r0) / 1000;
+}
+
+/** How fast staging gathered and scattered, how many staged writes and per-token fallbacks, over the whole run. */
+async function stagingFigures({ prefill, decode }) {
+  const pStats = await Promise.all(prefill.map((p) => p.call('stats')));
+  const dStats = await Promise.all(decode.map((d) => d.call('stats')));
+  const sum = (xs, key) => xs.reduce((a, x) => a + (x?.[key] ?? 0), 0);
+  return {
+    gatherGBps: sum(pStats, 'gatherMs') > 0 ? sum(pStats, 'stagedBytes') / sum(pStats, 'gatherMs') / 1e6 : undefined,
+    scatterGBps: sum(dStats, 'scatterMs') > 0 ? sum(dStats, 'scatteredBytes') / sum(dStats, 'scatterMs') / 1e6 : undefined,
+    staged: sum(pStats, 'gatherWrites') + sum(pStats, 'ringWrites'),
+    fallbacks: pStats.reduce((a, x) => a + Object.values(x?.fallbacks ?? {}).reduce((p, q) => p + q, 0), 0),
+  };
 }
 
 /** Rooms of TP ptp→dtp with the given page layout and staging switch; the first room warms up. */

@@ -25,9 +25,7 @@ const ALLOWED: Record<string, string> = {
   'native/fabric/test/transport_test.cpp': "the fabric transport's C++ tests in one file: to split by area",
   'plugins/mooncake-shm/native/client.cpp': "the shm client's mapping, posting and completion paths",
   'plugins/mooncake-tcp/test/native/tcp_core_test.cpp': "the TCP core's C++ tests in one file",
-  'bench/pd.mjs': 'the PD benchmark: every layout case, the raw baseline, planning and the verifier in one script',
   // Functions over 80 lines.
-  'bench/pd.mjs:openLayout': 'starts one layout case: ranks, rooms and the raw pairs (over the limit once wrapped at 160 columns)',
   'fuzz/control-decode.ts:main': 'the control-plane decoder fuzzer loop (over the limit once wrapped at 160 columns)',
   'plugins/mooncake-tcp/test/fixtures/target.ts:handle': "the test target's message switch (over the limit once wrapped at 160 columns)",
   'test/gpu/harness.ts:runPlugin': 'runs one plugin through every GPU harness case',

@@ -95,18 +95,20 @@ export function layoutOf(tp, rank) {
 }
 
 /**
- * sha256 over, for every KV buffer in order and every listed page in order, each token
- * row's heads [headOffset, headOffset + heads): what a decode rank holding those heads
- * must hold at its destination pages.
+ * sha256 over, for every KV buffer in order and every listed page in order, heads
+ * [headOffset, headOffset + heads) of the page: what a decode rank holding those heads must
+ * hold at its destination pages. NHD pages (`[token][head][bytes]`) are read token row by
+ * row; HND pages (`[head][token][bytes]`) hold the heads as one range.
  */
-export async function headsDigest(view, { buffers, item, pages, pageSize, headBytes, rowHeads, headOffset, heads, bufferBytes }) {
+export async function headsDigest(view, { buffers, item, pages, pageSize, headBytes, rowHeads, headOffset, heads, bufferBytes, pageLayout = 'NHD' }) {
   const { createHash } = await import('node:crypto');
   const h = createHash('sha256');
   const row = rowHeads * headBytes;
   for (let b = 0; b < buffers; b++) {
     for (const p of pages) {
       const base = b * bufferBytes + p * item;
-      if (headOffset === 0 && heads === rowHeads) h.update(view.subarray(base, base + item));
+      if (pageLayout === 'HND') h.update(view.subarray(base + headOffset * pageSize * headBytes, base + (headOffset + heads) * pageSize * headBytes));
+      else if (headOffset === 0 && heads === rowHeads) h.update(view.subarray(base, base + item));
       else
         for (let t = 0; t < pageSize; t++) h.update(view.subarray(base + t * row + headOffset * headBytes, base + t * row + (headOffset + heads) * headBytes));
     }
