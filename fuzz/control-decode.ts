@@ -32,199 +32,14 @@ import { checkDescriptor } from '../packages/connector/src/engine/descriptor-che
 import { checkReplyEnvelope, checkRequestEnvelope, salvageId } from '../packages/connector/src/engine/messages.js';
 import { handleMessage } from '../packages/disagg/src/protocol/handle.js';
 import { AbortSchema, MSG, PingSchema, RegisterSchema, RequestSchema, StatusSchema } from '../packages/disagg/src/protocol/messages.js';
+import { mutateBytes, mutateStructure, pick, rand, seedRandom } from './control-mutators.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const corpusDir = join(here, 'corpus', 'control_plane');
 const crashDir = join(here, 'crashes');
-const MAX_INPUT = 256 * 1024;
 const CANARY_TIMEOUT_MS = 2_000;
 
 class FuzzFailure extends Error {}
-
-// ---------------------------------------------------------------- deterministic randomness
-let state = 0n;
-function seedRandom(seed: bigint): void {
-  state = seed & 0xffffffffffffffffn || 1n;
-}
-/** xorshift64*: reproducible from the printed seed. */
-function next(): number {
-  state ^= state >> 12n;
-  state ^= (state << 25n) & 0xffffffffffffffffn;
-  state ^= state >> 27n;
-  return Number(((state * 0x2545f4914f6cdd1dn) & 0xffffffffffffffffn) >> 32n);
-}
-const rand = (n: number): number => (n <= 0 ? 0 : next() % n);
-const pick = <T>(xs: readonly T[]): T => xs[rand(xs.length)]!;
-
-// ---------------------------------------------------------------- mutators
-const INTERESTING8 = [0x00, 0x01, 0x7f, 0x80, 0xff, 0xc0, 0xc1, 0xd4, 0xd9, 0xdc, 0xdd, 0xde, 0xdf, 0xc7, 0xc8, 0xc9];
-const INTERESTING32 = [0, 1, 0x7fffffff, 0x80000000, 0xffffffff, 0x10000, 0xffff];
-
-function mutateBytes(input: Buffer, corpus: Buffer[]): Buffer {
-  let b = Buffer.from(input);
-  const rounds = 1 + rand(4);
-  for (let r = 0; r < rounds; r++) {
-    const pos = rand(b.length + 1);
-    switch (rand(9)) {
-      case 0:
-        if (b.length) b[rand(b.length)] ^= 1 << rand(8);
-        break;
-      case 1:
-        if (b.length) b[rand(b.length)] = rand(256);
-        break;
-      case 2:
-        if (b.length) b[rand(b.length)] = pick(INTERESTING8);
-        break;
-      case 3:
-        if (b.length >= 4) b.writeUInt32BE(pick(INTERESTING32), rand(b.length - 3));
-        break;
-      case 4:
-        b = Buffer.concat([b.subarray(0, pos), Buffer.from([pick(INTERESTING8), rand(256)]), b.subarray(pos)]);
-        break;
-      case 5:
-        if (b.length) b = Buffer.concat([b.subarray(0, pos), b.subarray(Math.min(b.length, pos + 1 + rand(16)))]);
-        break;
-      case 6: {
-        // duplicate a chunk
-        const start = rand(b.length),
-          len = rand(Math.min(64, b.length - start) + 1);
-        b = Buffer.concat([b.subarray(0, pos), b.subarray(start, start + len), b.subarray(pos)]);
-        break;
-      }
-      case 7: {
-        // splice with another input
-        const other = pick(corpus);
-        const cut = rand(other.length + 1);
-        b = Buffer.concat([b.subarray(0, pos), other.subarray(cut)]);
-        break;
-      }
-      case 8:
-        b = b.subarray(0, pos);
-        break; // truncate
-    }
-  }
-  return b.length > MAX_INPUT ? b.subarray(0, MAX_INPUT) : b;
-}
-
-/** A value a hostile peer could encode; sizes stay well under the 16 MiB message cap. */
-function hostileValue(depth = 0): unknown {
-  switch (rand(24)) {
-    case 0:
-      return null;
-    case 1:
-      return undefined;
-    case 2:
-      return pick([0, -0, -1, 1, 0.5, NaN, Infinity, -Infinity, 2 ** 31, 2 ** 32, 2 ** 53, -(2 ** 53), Number.MAX_VALUE]);
-    case 3:
-      return pick([0n, 1n, -1n, 2n ** 63n - 1n, 2n ** 64n - 1n, -(2n ** 63n), 0x4000n]);
-    case 4:
-      return pick(['', 'x', '__proto__', 'constructor', 'toString', 'te.descriptor.get', MSG.register, MSG.request, '\u0000', '\ud800']);
-    case 5:
-      return 'A'.repeat(pick([127, 128, 129, 4096, 4097, 70_000]));
-    case 6:
-      return rand(2) === 0;
-    case 7:
-      return new Uint32Array(rand(64)).map(() => next());
-    case 8:
-      return new BigUint64Array(rand(16)).map(() => BigInt(next()) << 20n);
-    case 9:
-      return pick([new Float64Array(3), new Int8Array(5), new Uint8Array(7), new BigInt64Array(2), new Uint16Array(0)]);
-    case 10:
-      return Buffer.alloc(rand(128), rand(256));
-    case 11:
-      return new Date(next());
-    case 12:
-      return new Map([[hostileKey(), hostileValue(depth + 1)]]);
-    case 13:
-      return new Set([hostileValue(depth + 1)]);
-    case 14:
-      return new Error(`e${next()}`);
-    case 15:
-      return /x+/g;
-    case 16: {
-      // deep nesting (recursion in a decoder or a schema walk)
-      let v: unknown = 1;
-      for (let i = 0, n = pick([10, 100, 1000, 5000]); i < n; i++) v = rand(2) ? [v] : { a: v };
-      return v;
-    }
-    case 17:
-      return new Array(rand(2000)).fill(0).map(() => rand(4));
-    case 18:
-      return { toString: 0, valueOf: 0 };
-    default: {
-      if (depth > 4) return rand(100);
-      if (rand(2)) return Array.from({ length: rand(5) }, () => hostileValue(depth + 1));
-      const o: Record<string, unknown> = {};
-      for (let i = 0, n = rand(5); i < n; i++)
-        Object.defineProperty(o, hostileKey(), { value: hostileValue(depth + 1), enumerable: true, configurable: true, writable: true });
-      return o;
-    }
-  }
-}
-function hostileKey(): string {
-  return pick([
-    'v',
-    'id',
-    'type',
-    'body',
-    'ok',
-    'code',
-    'message',
-    'room',
-    'pages',
-    'addrs',
-    'segment',
-    'epoch',
-    'name',
-    'buffers',
-    'transports',
-    'addr',
-    'length',
-    'device',
-    '__proto__',
-    'constructor',
-    'prototype',
-    'toString',
-    '',
-    'x'.repeat(300),
-  ]);
-}
-
-/** Decodes an input, replaces (or adds) one node with a hostile value and re-encodes it. */
-function mutateStructure(input: Buffer): Buffer | undefined {
-  let root: unknown;
-  try {
-    root = decodeMessage(input);
-  } catch {
-    return undefined;
-  }
-  const holder = { root };
-  // Walk to a random container.
-  let parent: Record<string, unknown> = holder;
-  let key = 'root';
-  for (let d = 0; d < 6; d++) {
-    const v = parent[key];
-    if (typeof v !== 'object' || v === null || ArrayBuffer.isView(v) || v instanceof Map || v instanceof Set || v instanceof Date) break;
-    const keys = Object.keys(v);
-    if (keys.length === 0 || rand(3) === 0) break;
-    parent = v as Record<string, unknown>;
-    key = pick(keys);
-  }
-  const target = parent[key];
-  if (rand(4) === 0 && typeof target === 'object' && target !== null && !Array.isArray(target)) {
-    Object.defineProperty(target, hostileKey(), { value: hostileValue(), enumerable: true, configurable: true, writable: true });
-  } else if (rand(6) === 0 && typeof target === 'object' && target !== null && !ArrayBuffer.isView(target)) {
-    delete (target as Record<string, unknown>)[pick(Object.keys(target))];
-  } else {
-    parent[key] = hostileValue();
-  }
-  try {
-    const out = encodeMessage(holder.root);
-    return out.length > MAX_INPUT ? undefined : out;
-  } catch {
-    return undefined;
-  }
-}
 
 // ---------------------------------------------------------------- the stages in process
 const isTypedError = (e: unknown): boolean => (e instanceof TransferError || e instanceof DistTransferError) && typeof (e as TransferError).code === 'string';
@@ -412,88 +227,120 @@ function save(input: Buffer, why: string): string {
   return file;
 }
 
-async function main(): Promise<void> {
+/** One fuzzing run: the rig, the corpus and what the run has seen so far. */
+interface Run {
+  rig: Rig;
+  corpus: Buffer[];
+  signatures: Set<string>;
+  /** Replaying given inputs: each also goes through the client. */
+  replay: boolean;
+  /** The input being run (saved when it fails). */
+  current: Buffer;
+  execs: number;
+  clientExecs: number;
+  slowest: number;
+}
+
+function parseArgs(): { replay: string[] | undefined; seconds: number; seed: bigint } {
   const args = process.argv.slice(2);
   const replay = args[0] === '--replay' ? args.slice(1) : undefined;
   const seconds = replay ? 0 : Number(args[0] ?? process.env.TE_FUZZ_SECONDS ?? 60);
-  const seed = BigInt(args[1] ?? Date.now());
+  return { replay, seconds, seed: BigInt(args[1] ?? Date.now()) };
+}
+
+async function main(): Promise<void> {
+  const { replay, seconds, seed } = parseArgs();
   seedRandom(seed);
   if (!replay) console.log(`control_decode: ${seconds} s, seed ${seed} (rerun with: node --import tsx fuzz/control-decode.ts ${seconds} ${seed})`);
 
-  let current: Buffer = Buffer.alloc(0);
+  // The run, once the rig is up: a failure before it has no input to save.
+  const failing: { run?: Run } = {};
   const fail = (why: string): never => {
-    save(current, why);
+    save(failing.run?.current ?? Buffer.alloc(0), why);
     process.exit(1);
   };
   process.on('unhandledRejection', (e) => fail(`unhandled rejection: ${e instanceof Error ? e.stack : String(e)}`));
   process.on('uncaughtException', (e) => fail(`uncaught exception: ${e.stack}`));
 
   const corpus = (replay ?? readdirSync(corpusDir).map((f) => join(corpusDir, f))).map((f) => readFileSync(f));
-  const rig = await startRig();
-  const signatures = new Set<string>();
-  let execs = 0,
-    clientExecs = 0,
-    slowest = 0;
-
-  const runOne = async (input: Buffer): Promise<string> => {
-    current = input;
-    const t0 = performance.now();
-    const { decoded, decodedOk, signature } = checkInProcess(input);
-    let sig = signature + ' ' + (await throughServer(rig, input, decoded));
-    // The client path costs a round trip, or a 100 ms timeout when the client drops the
-    // reply as malformed (its decoding also ran in process above): one decodable input in 16.
-    if (decodedOk && (replay || rand(16) === 0)) {
-      sig += ' ' + (await throughClient(rig, input));
-      clientExecs++;
-    }
-    const ms = performance.now() - t0;
-    slowest = Math.max(slowest, ms);
-    if (ms > 2_000 + 100) throw new FuzzFailure(`one input took ${ms.toFixed(0)} ms`);
-    execs++;
-    return sig;
+  const run: Run = {
+    rig: await startRig(),
+    corpus,
+    signatures: new Set(),
+    replay: replay !== undefined,
+    current: Buffer.alloc(0),
+    execs: 0,
+    clientExecs: 0,
+    slowest: 0,
   };
+  failing.run = run;
 
   const started = Date.now();
   const rss0 = process.memoryUsage().rss;
   try {
-    for (const input of corpus) signatures.add(await runOne(input));
-    if (replay) {
-      console.log(`control_decode: replayed ${corpus.length} input(s), no failure`);
-    } else {
-      const deadline = started + seconds * 1000;
-      let lastReport = started;
-      while (Date.now() < deadline) {
-        const base = pick(corpus);
-        const input = (rand(2) === 0 ? mutateStructure(base) : undefined) ?? mutateBytes(base, corpus);
-        const sig = await runOne(input);
-        if (!signatures.has(sig)) {
-          signatures.add(sig);
-          if (corpus.length < 4096) corpus.push(input);
-        }
-        if (Date.now() - lastReport > 10_000) {
-          lastReport = Date.now();
-          console.log(
-            `control_decode: ${execs} execs, ${Math.round(execs / ((lastReport - started) / 1000))}/s, corpus ${corpus.length}, outcomes ${signatures.size}`,
-          );
-        }
-      }
-    }
+    for (const input of corpus) run.signatures.add(await runOne(run, input));
+    if (replay) console.log(`control_decode: replayed ${corpus.length} input(s), no failure`);
+    else await mutateUntil(run, started, started + seconds * 1000);
   } catch (e) {
     if (e instanceof FuzzFailure) fail(e.message);
     fail(`fuzzer error: ${e instanceof Error ? e.stack : String(e)}`);
   }
   const secs = (Date.now() - started) / 1000;
-  await rig.close();
-  const rss1 = process.memoryUsage().rss;
-  console.log(`stat::number_of_executed_units: ${execs}`);
-  console.log(`stat::average_exec_per_sec: ${Math.round(execs / Math.max(secs, 0.001))}`);
-  console.log(`stat::client_path_units: ${clientExecs}`);
-  console.log(`stat::distinct_outcomes: ${signatures.size}`);
-  console.log(`stat::corpus_size: ${corpus.length}`);
-  console.log(`stat::slowest_input_ms: ${slowest.toFixed(1)}`);
-  console.log(`stat::rss_mb: ${(rss0 / 2 ** 20).toFixed(0)} -> ${(rss1 / 2 ** 20).toFixed(0)}`);
+  await run.rig.close();
+  printStats(run, secs, rss0);
   console.log(`control_decode: seed ${seed}, ${secs.toFixed(0)} s, no failure`);
   process.exit(0);
+}
+
+/** Every stage on one input; its outcome signature. Throws FuzzFailure. */
+async function runOne(run: Run, input: Buffer): Promise<string> {
+  run.current = input;
+  const t0 = performance.now();
+  const { decoded, decodedOk, signature } = checkInProcess(input);
+  let sig = signature + ' ' + (await throughServer(run.rig, input, decoded));
+  // The client path costs a round trip, or a 100 ms timeout when the client drops the
+  // reply as malformed (its decoding also ran in process above): one decodable input in 16.
+  if (decodedOk && (run.replay || rand(16) === 0)) {
+    sig += ' ' + (await throughClient(run.rig, input));
+    run.clientExecs++;
+  }
+  const ms = performance.now() - t0;
+  run.slowest = Math.max(run.slowest, ms);
+  if (ms > 2_000 + 100) throw new FuzzFailure(`one input took ${ms.toFixed(0)} ms`);
+  run.execs++;
+  return sig;
+}
+
+/** Mutated inputs until `deadline`; one with a new outcome joins the corpus. A line of progress every 10 s. */
+async function mutateUntil(run: Run, started: number, deadline: number): Promise<void> {
+  const { corpus, signatures } = run;
+  let lastReport = started;
+  while (Date.now() < deadline) {
+    const base = pick(corpus);
+    const input = (rand(2) === 0 ? mutateStructure(base) : undefined) ?? mutateBytes(base, corpus);
+    const sig = await runOne(run, input);
+    if (!signatures.has(sig)) {
+      signatures.add(sig);
+      if (corpus.length < 4096) corpus.push(input);
+    }
+    if (Date.now() - lastReport > 10_000) {
+      lastReport = Date.now();
+      console.log(
+        `control_decode: ${run.execs} execs, ${Math.round(run.execs / ((lastReport - started) / 1000))}/s, corpus ${corpus.length}, outcomes ${signatures.size}`,
+      );
+    }
+  }
+}
+
+function printStats(run: Run, secs: number, rss0: number): void {
+  const rss1 = process.memoryUsage().rss;
+  console.log(`stat::number_of_executed_units: ${run.execs}`);
+  console.log(`stat::average_exec_per_sec: ${Math.round(run.execs / Math.max(secs, 0.001))}`);
+  console.log(`stat::client_path_units: ${run.clientExecs}`);
+  console.log(`stat::distinct_outcomes: ${run.signatures.size}`);
+  console.log(`stat::corpus_size: ${run.corpus.length}`);
+  console.log(`stat::slowest_input_ms: ${run.slowest.toFixed(1)}`);
+  console.log(`stat::rss_mb: ${(rss0 / 2 ** 20).toFixed(0)} -> ${(rss1 / 2 ** 20).toFixed(0)}`);
 }
 
 await main();
