@@ -245,7 +245,8 @@ function parseArgs(): { replay: string[] | undefined; seconds: number; seed: big
   const args = process.argv.slice(2);
   const replay = args[0] === '--replay' ? args.slice(1) : undefined;
   const seconds = replay ? 0 : Number(args[0] ?? process.env.TE_FUZZ_SECONDS ?? 60);
-  return { replay, seconds, seed: BigInt(args[1] ?? Date.now()) };
+  // `--replay <file>...` takes no seed: its second argument is a file.
+  return { replay, seconds, seed: BigInt((replay ? undefined : args[1]) ?? Date.now()) };
 }
 
 async function main(): Promise<void> {
