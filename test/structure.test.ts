@@ -26,7 +26,6 @@ const ALLOWED: Record<string, string> = {
   'plugins/mooncake-shm/native/client.cpp': "the shm client's mapping, posting and completion paths",
   'plugins/mooncake-tcp/test/native/tcp_core_test.cpp': "the TCP core's C++ tests in one file",
   // Functions over 80 lines.
-  'plugins/mooncake-tcp/test/fixtures/target.ts:handle': "the test target's message switch (over the limit once wrapped at 160 columns)",
   'test/gpu/harness.ts:runPlugin': 'runs one plugin through every GPU harness case',
 };
 
