@@ -26,7 +26,6 @@ const ALLOWED: Record<string, string> = {
   'plugins/mooncake-shm/native/client.cpp': "the shm client's mapping, posting and completion paths",
   'plugins/mooncake-tcp/test/native/tcp_core_test.cpp': "the TCP core's C++ tests in one file",
   // Functions over 80 lines.
-  'test/gpu/harness.ts:runPlugin': 'runs one plugin through every GPU harness case',
 };
 
 const SOURCE = [...TS_EXTENSIONS, ...CXX_EXTENSIONS];

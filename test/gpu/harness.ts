@@ -209,6 +209,20 @@ function check(cond: unknown, what: string): asserts cond {
   if (!cond) throw new Error(`CHECK FAILED: ${what}`);
 }
 
+/** One plugin's run: its transport and peer, the two local regions and the target's, and where results go. */
+interface PluginRun {
+  plugin: PluginName;
+  transport: Transport;
+  peer: TransportPeer;
+  target: Child;
+  src: { addr: bigint };
+  dst: { addr: bigint };
+  remote: SegmentDescriptor['buffers'][number];
+  results: { checks: string[]; rows: Row[] };
+  submit(op: 'write' | 'read', local: bigint, remoteAddr: bigint, length: number): ReturnType<Transport['submit']>;
+  ok(what: string): void;
+}
+
 async function runPlugin(plugin: PluginName, results: { checks: string[]; rows: Row[] }): Promise<void> {
   useMemoryOf(plugin);
   const kind = {
@@ -217,16 +231,11 @@ async function runPlugin(plugin: PluginName, results: { checks: string[]; rows: 
     'mooncake-tcp': 'loopback TCP, device memory staged through pinned host buffers',
   }[plugin];
   log(`=== ${plugin} (${kind}) ===`);
-  const SIZES = sizesOf(plugin);
   const REGION = regionOf(plugin);
   const target = await startChild(plugin);
   const { transport } = await createTransport(plugin, `gpu-initiator-${process.pid}`);
   const src = allocFor(plugin, REGION);
   const dst = allocFor(plugin, REGION);
-  const ok = (what: string) => {
-    results.checks.push(`${plugin}: ${what}`);
-    log(`ok  ${what}`);
-  };
   try {
     const rs = await transport.registerMemory({ addr: src.addr, length: src.size, device: 'cuda:0', remoteAccess: true });
     const rd = await transport.registerMemory({ addr: dst.addr, length: dst.size, device: 'cuda:0', remoteAccess: true });
@@ -235,120 +244,25 @@ async function runPlugin(plugin: PluginName, results: { checks: string[]; rows: 
       `local src 0x${rs.addr.toString(16)} dst 0x${rd.addr.toString(16)}; remote 0x${remote.addr.toString(16)} (+${remote.length}) attrs ${JSON.stringify(remote.attrs[plugin], (_k, v) => (typeof v === 'bigint' ? `${v}n` : v instanceof Uint8Array ? `<${v.length} bytes>` : v))}`,
     );
     const peer: TransportPeer = await transport.openPeer(target.descriptor);
-    const submit = (op: 'write' | 'read', local: bigint, remoteAddr: bigint, length: number) =>
-      transport.submit(peer, batchOf([{ op, local, remote: remoteAddr, length }]), { timeoutMs: 60_000 });
-
-    // Correctness: every size both ways, verified on the host from device memory.
-    let seed = 1;
-    for (const size of SIZES) {
-      const off = size < MiB ? 4096 + 256 : 0; // unaligned offsets for the small ones
-      const data = pattern(size, seed++);
-      deviceMemory.write(src.addr, data);
-      await target.call('memset', { offset: 0, length: size + off + 4096, value: 0 });
-      const w = await submit('write', src.addr, remote.addr + BigInt(off), size);
-      check(w.statuses[0] === 0 && w.bytes === BigInt(size), `write ${size}: statuses ${Array.from(w.statuses)}`);
-      const want = sha(data);
-      check((await target.call('sha', { offset: off, length: size })) === want, `write of ${size} B landed byte for byte`);
-      check((await target.call('sha', { offset: off + size, length: 4096 })) === sha(new Uint8Array(4096)), `bytes after the ${size} B write untouched`);
-      const back = pattern(size, seed++);
-      await target.call('fill', { offset: off, length: size, seed: seed - 1 });
-      deviceMemory.fill(dst.addr, 0, size);
-      const r = await submit('read', dst.addr, remote.addr + BigInt(off), size);
-      check(r.statuses[0] === 0, `read ${size}: statuses ${Array.from(r.statuses)}`);
-      check(sha(deviceMemory.read(dst.addr, size)) === sha(back), `read of ${size} B arrived byte for byte`);
-      ok(`write+read ${fmt(size)} verified`);
-    }
-    // Bounds: a write reaching past the peer's published buffer is refused and changes nothing.
-    await target.call('memset', { offset: 0, length: 8192, value: 0x5a });
-    const before = await target.call('sha', { offset: 0, length: 8192 });
-    const bad = await transport.submit(peer, batchOf([{ op: 'write', local: src.addr, remote: remote.addr + remote.length - 2048n, length: 4096 }]), {
-      timeoutMs: 10_000,
-    });
-    check(bad.statuses[0] === NATIVE_STATUS.ADDRESS_OUT_OF_RANGE, `out-of-range write refused (status ${bad.statuses[0]})`);
-    const outside = await transport.submit(peer, batchOf([{ op: 'write', local: src.addr, remote: remote.addr + remote.length + 4096n, length: 16 }]), {
-      timeoutMs: 10_000,
-    });
-    check(outside.statuses[0] === NATIVE_STATUS.MEMORY_NOT_REGISTERED, `write outside every published buffer refused (status ${outside.statuses[0]})`);
-    check((await target.call('sha', { offset: 0, length: 8192 })) === before, 'target unchanged by refused writes');
-    ok('bounds enforced against the published descriptor');
-    // Many requests in one batch, scattered.
-    const n = 10_000;
-    const item = 256;
-    const many = pattern(n * item, 77);
-    deviceMemory.write(src.addr, many);
-    const batch = {
-      opcodes: new Uint8Array(n).fill(1),
-      localAddrs: new BigUint64Array(n),
-      remoteAddrs: new BigUint64Array(n),
-      lengths: new BigUint64Array(n).fill(BigInt(item)),
+    const run: PluginRun = {
+      plugin,
+      transport,
+      peer,
+      target,
+      src,
+      dst,
+      remote,
+      results,
+      submit: (op, local, remoteAddr, length) => transport.submit(peer, batchOf([{ op, local, remote: remoteAddr, length }]), { timeoutMs: 60_000 }),
+      ok: (what) => {
+        results.checks.push(`${plugin}: ${what}`);
+        log(`ok  ${what}`);
+      },
     };
-    for (let i = 0; i < n; i++) {
-      batch.localAddrs[i] = src.addr + BigInt(i * item);
-      batch.remoteAddrs[i] = remote.addr + BigInt((n - 1 - i) * item);
-    }
-    const mb = await transport.submit(peer, batch, { timeoutMs: 60_000 });
-    check(
-      mb.statuses.every((s) => s === 0),
-      'scattered batch all OK',
-    );
-    const expect = new Uint8Array(n * item);
-    for (let i = 0; i < n; i++) expect.set(many.subarray(i * item, (i + 1) * item), (n - 1 - i) * item);
-    check((await target.call('sha', { offset: 0, length: n * item })) === sha(expect), 'scattered batch landed in reverse order');
-    ok(`${n} scattered requests in one batch verified`);
-    if (plugin !== 'mooncake-tcp') {
-      const imports = (transport as unknown as { importsOpen(): number }).importsOpen();
-      check(imports === 1, `one import per peer allocation (got ${imports})`);
-      ok('peer allocation opened once and cached');
-    }
-
-    // Bandwidth: transport (wall clock per batch, one in flight) vs same-process cudaMemcpy (CUDA events).
-    for (const size of SIZES) {
-      const iterations = Math.max(5, Math.min(200, Math.ceil((4 * GiB) / size)));
-      for (let i = 0; i < 3; i++) await submit('write', src.addr, remote.addr, size);
-      const times: number[] = [];
-      const t0 = performance.now();
-      for (let i = 0; i < iterations; i++) {
-        const s = performance.now();
-        await submit('write', src.addr, remote.addr, size);
-        times.push(performance.now() - s);
-      }
-      const total = (performance.now() - t0) / 1000;
-      let baseline = Number.NaN;
-      try {
-        baseline = deviceMemory.baselineCopy(dst.addr, src.addr, size, iterations);
-      } catch (e) {
-        log(`baseline copy failed (reported as NaN): ${(e as Error).message}`);
-      }
-      // The same copies with several batches in flight (as a PD transfer keeps them), so the
-      // fixed cost per batch overlaps: sizes up to 16 MiB, where that cost dominates.
-      let concurrentGBps = Number.NaN;
-      if (size <= 16 * MiB) {
-        const perWorker = Math.max(2, Math.ceil(iterations / IN_FLIGHT));
-        const c0 = performance.now();
-        await Promise.all(
-          Array.from({ length: IN_FLIGHT }, async () => {
-            for (let i = 0; i < perWorker; i++) await submit('write', src.addr, remote.addr, size);
-          }),
-        );
-        concurrentGBps = (size * perWorker * IN_FLIGHT) / ((performance.now() - c0) / 1000) / 1e9;
-      }
-      times.sort((a, b) => a - b);
-      const row: Row = {
-        plugin,
-        bytes: size,
-        iterations,
-        transportGBps: (size * iterations) / total / 1e9,
-        concurrentGBps,
-        baselineGBps: size / baseline / 1e9,
-        ratio: 0,
-        p50us: times[times.length >> 1]! * 1000,
-      };
-      row.ratio = row.transportGBps / row.baselineGBps;
-      results.rows.push(row);
-      log(
-        `bench ${fmt(size).padStart(8)}  ${row.transportGBps.toFixed(2).padStart(8)} GB/s  (${IN_FLIGHT} in flight ${row.concurrentGBps.toFixed(2)})  baseline ${row.baselineGBps.toFixed(2).padStart(8)} GB/s  ratio ${row.ratio.toFixed(3)}  p50 ${row.p50us.toFixed(1)} us  (${iterations} iterations)`,
-      );
-    }
+    await checkSizes(run);
+    await checkBounds(run);
+    await checkScatteredBatch(run);
+    for (const size of sizesOf(plugin)) benchRow(run, size, await benchSize(run, size));
     await transport.closePeer(peer);
     await transport.unregisterMemory(rs.addr);
     await transport.unregisterMemory(rd.addr);
@@ -358,6 +272,130 @@ async function runPlugin(plugin: PluginName, results: { checks: string[]; rows: 
     src.free();
     dst.free();
   }
+}
+
+/** Correctness: every size both ways, verified on the host from device memory. */
+async function checkSizes({ plugin, target, src, dst, remote, submit, ok }: PluginRun): Promise<void> {
+  let seed = 1;
+  for (const size of sizesOf(plugin)) {
+    const off = size < MiB ? 4096 + 256 : 0; // unaligned offsets for the small ones
+    const data = pattern(size, seed++);
+    deviceMemory.write(src.addr, data);
+    await target.call('memset', { offset: 0, length: size + off + 4096, value: 0 });
+    const w = await submit('write', src.addr, remote.addr + BigInt(off), size);
+    check(w.statuses[0] === 0 && w.bytes === BigInt(size), `write ${size}: statuses ${Array.from(w.statuses)}`);
+    const want = sha(data);
+    check((await target.call('sha', { offset: off, length: size })) === want, `write of ${size} B landed byte for byte`);
+    check((await target.call('sha', { offset: off + size, length: 4096 })) === sha(new Uint8Array(4096)), `bytes after the ${size} B write untouched`);
+    const back = pattern(size, seed++);
+    await target.call('fill', { offset: off, length: size, seed: seed - 1 });
+    deviceMemory.fill(dst.addr, 0, size);
+    const r = await submit('read', dst.addr, remote.addr + BigInt(off), size);
+    check(r.statuses[0] === 0, `read ${size}: statuses ${Array.from(r.statuses)}`);
+    check(sha(deviceMemory.read(dst.addr, size)) === sha(back), `read of ${size} B arrived byte for byte`);
+    ok(`write+read ${fmt(size)} verified`);
+  }
+}
+
+/** Bounds: a write reaching past the peer's published buffer is refused and changes nothing. */
+async function checkBounds({ transport, peer, target, src, remote, ok }: PluginRun): Promise<void> {
+  await target.call('memset', { offset: 0, length: 8192, value: 0x5a });
+  const before = await target.call('sha', { offset: 0, length: 8192 });
+  const bad = await transport.submit(peer, batchOf([{ op: 'write', local: src.addr, remote: remote.addr + remote.length - 2048n, length: 4096 }]), {
+    timeoutMs: 10_000,
+  });
+  check(bad.statuses[0] === NATIVE_STATUS.ADDRESS_OUT_OF_RANGE, `out-of-range write refused (status ${bad.statuses[0]})`);
+  const outside = await transport.submit(peer, batchOf([{ op: 'write', local: src.addr, remote: remote.addr + remote.length + 4096n, length: 16 }]), {
+    timeoutMs: 10_000,
+  });
+  check(outside.statuses[0] === NATIVE_STATUS.MEMORY_NOT_REGISTERED, `write outside every published buffer refused (status ${outside.statuses[0]})`);
+  check((await target.call('sha', { offset: 0, length: 8192 })) === before, 'target unchanged by refused writes');
+  ok('bounds enforced against the published descriptor');
+}
+
+/** Many requests in one batch, scattered; and the peer's allocation imported once. */
+async function checkScatteredBatch({ plugin, transport, peer, target, src, remote, ok }: PluginRun): Promise<void> {
+  const n = 10_000;
+  const item = 256;
+  const many = pattern(n * item, 77);
+  deviceMemory.write(src.addr, many);
+  const batch = {
+    opcodes: new Uint8Array(n).fill(1),
+    localAddrs: new BigUint64Array(n),
+    remoteAddrs: new BigUint64Array(n),
+    lengths: new BigUint64Array(n).fill(BigInt(item)),
+  };
+  for (let i = 0; i < n; i++) {
+    batch.localAddrs[i] = src.addr + BigInt(i * item);
+    batch.remoteAddrs[i] = remote.addr + BigInt((n - 1 - i) * item);
+  }
+  const mb = await transport.submit(peer, batch, { timeoutMs: 60_000 });
+  check(
+    mb.statuses.every((s) => s === 0),
+    'scattered batch all OK',
+  );
+  const expect = new Uint8Array(n * item);
+  for (let i = 0; i < n; i++) expect.set(many.subarray(i * item, (i + 1) * item), (n - 1 - i) * item);
+  check((await target.call('sha', { offset: 0, length: n * item })) === sha(expect), 'scattered batch landed in reverse order');
+  ok(`${n} scattered requests in one batch verified`);
+  if (plugin !== 'mooncake-tcp') {
+    const imports = (transport as unknown as { importsOpen(): number }).importsOpen();
+    check(imports === 1, `one import per peer allocation (got ${imports})`);
+    ok('peer allocation opened once and cached');
+  }
+}
+
+/** Bandwidth of one size: transport (wall clock per batch, one in flight) vs same-process cudaMemcpy (CUDA events). */
+async function benchSize({ src, dst, remote, submit }: PluginRun, size: number) {
+  const iterations = Math.max(5, Math.min(200, Math.ceil((4 * GiB) / size)));
+  for (let i = 0; i < 3; i++) await submit('write', src.addr, remote.addr, size);
+  const times: number[] = [];
+  const t0 = performance.now();
+  for (let i = 0; i < iterations; i++) {
+    const s = performance.now();
+    await submit('write', src.addr, remote.addr, size);
+    times.push(performance.now() - s);
+  }
+  const total = (performance.now() - t0) / 1000;
+  let baseline = Number.NaN;
+  try {
+    baseline = deviceMemory.baselineCopy(dst.addr, src.addr, size, iterations);
+  } catch (e) {
+    log(`baseline copy failed (reported as NaN): ${(e as Error).message}`);
+  }
+  // The same copies with several batches in flight (as a PD transfer keeps them), so the
+  // fixed cost per batch overlaps: sizes up to 16 MiB, where that cost dominates.
+  let concurrentGBps = Number.NaN;
+  if (size <= 16 * MiB) {
+    const perWorker = Math.max(2, Math.ceil(iterations / IN_FLIGHT));
+    const c0 = performance.now();
+    await Promise.all(
+      Array.from({ length: IN_FLIGHT }, async () => {
+        for (let i = 0; i < perWorker; i++) await submit('write', src.addr, remote.addr, size);
+      }),
+    );
+    concurrentGBps = (size * perWorker * IN_FLIGHT) / ((performance.now() - c0) / 1000) / 1e9;
+  }
+  times.sort((a, b) => a - b);
+  return { iterations, total, baseline, concurrentGBps, p50ms: times[times.length >> 1]! };
+}
+
+function benchRow({ plugin, results }: PluginRun, size: number, m: Awaited<ReturnType<typeof benchSize>>): void {
+  const row: Row = {
+    plugin,
+    bytes: size,
+    iterations: m.iterations,
+    transportGBps: (size * m.iterations) / m.total / 1e9,
+    concurrentGBps: m.concurrentGBps,
+    baselineGBps: size / m.baseline / 1e9,
+    ratio: 0,
+    p50us: m.p50ms * 1000,
+  };
+  row.ratio = row.transportGBps / row.baselineGBps;
+  results.rows.push(row);
+  log(
+    `bench ${fmt(size).padStart(8)}  ${row.transportGBps.toFixed(2).padStart(8)} GB/s  (${IN_FLIGHT} in flight ${row.concurrentGBps.toFixed(2)})  baseline ${row.baselineGBps.toFixed(2).padStart(8)} GB/s  ratio ${row.ratio.toFixed(3)}  p50 ${row.p50us.toFixed(1)} us  (${m.iterations} iterations)`,
+  );
 }
 
 function fmt(bytes: number): string {
