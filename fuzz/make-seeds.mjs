@@ -4,6 +4,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { TCP_OP, helloBody, tcpFrame, u16, u32, u64 } from '../scripts/lib/tcp-frames.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const require = createRequire(join(here, '..', 'packages', 'connector', 'package.json'));
@@ -13,47 +14,15 @@ function save(dir, name, bytes) {
   mkdirSync(join(here, 'corpus', dir), { recursive: true });
   writeFileSync(join(here, 'corpus', dir, name), bytes);
 }
-const u16 = (v) => {
-  const b = Buffer.alloc(2);
-  b.writeUInt16LE(v);
-  return b;
-};
-const u32 = (v) => {
-  const b = Buffer.alloc(4);
-  b.writeUInt32LE(v);
-  return b;
-};
-const u64 = (v) => {
-  const b = Buffer.alloc(8);
-  b.writeBigUInt64LE(BigInt(v));
-  return b;
-};
-
 // mooncake-tcp: 56-byte header (see plugins/mooncake-tcp/native/wire.h); the fuzz target
 // serves epoch 0x1122334455667788 and a region at 0x4a0000000000.
 const EPOCH = 0x1122334455667788n;
 const REGION = 0x4a0000000000n;
-function frame({ op, id = 1n, addr = 0n, body = Buffer.alloc(0), length, spanAddr = 0n, spanLength = 0n }) {
-  const h = Buffer.concat([
-    u32(0x43544554),
-    u16(1),
-    Buffer.from([op, 0]),
-    u32(0),
-    u32(0),
-    u64(id),
-    u64(addr),
-    u64(length ?? body.length),
-    u64(spanAddr),
-    u64(spanLength),
-  ]);
-  return Buffer.concat([h, body]);
-}
-const name = Buffer.from('seed-peer');
-const hello = frame({ op: 16, addr: EPOCH, body: Buffer.concat([u64(7), Buffer.alloc(16, 0xab), u16(name.length), name]) });
+const hello = tcpFrame({ op: TCP_OP.hello, addr: EPOCH, body: helloBody(7, Buffer.alloc(16, 0xab), 'seed-peer') });
 const data = Buffer.alloc(4096, 0x5c);
-const write = frame({ op: 1, id: 2n, addr: REGION + 128n, body: data, spanAddr: REGION + 128n, spanLength: 4096n });
-const read = frame({ op: 2, id: 3n, addr: REGION, length: 1024n, spanAddr: REGION, spanLength: 1024n });
-const notify = frame({ op: 3, id: 4n, body: Buffer.from('te-notify-payload') });
+const write = tcpFrame({ op: TCP_OP.write, id: 2n, addr: REGION + 128n, body: data, spanAddr: REGION + 128n, spanLength: 4096n });
+const read = tcpFrame({ op: TCP_OP.read, id: 3n, addr: REGION, length: 1024n, spanAddr: REGION, spanLength: 1024n });
+const notify = tcpFrame({ op: TCP_OP.notify, id: 4n, body: Buffer.from('te-notify-payload') });
 save('tcp_frames', 'hello', hello);
 save('tcp_frames', 'hello-write', Buffer.concat([hello, write]));
 save('tcp_frames', 'hello-read', Buffer.concat([hello, read]));
@@ -64,17 +33,22 @@ save(
   'write-out-of-range',
   Buffer.concat([
     hello,
-    frame({ op: 1, id: 5n, addr: REGION + (1n << 20n) - 8n, body: Buffer.alloc(64), spanAddr: REGION + (1n << 20n) - 8n, spanLength: 64n }),
+    tcpFrame({ op: TCP_OP.write, id: 5n, addr: REGION + (1n << 20n) - 8n, body: Buffer.alloc(64), spanAddr: REGION + (1n << 20n) - 8n, spanLength: 64n }),
   ]),
 );
 // REVOKE naming an unknown connection (answered 0), this very connection (refused), then a WRITE.
 save(
   'tcp_frames',
   'hello-revoke',
-  Buffer.concat([hello, frame({ op: 4, id: 6n, body: Buffer.alloc(16, 0x11) }), frame({ op: 4, id: 7n, body: Buffer.alloc(16, 0xab) }), write]),
+  Buffer.concat([
+    hello,
+    tcpFrame({ op: TCP_OP.revoke, id: 6n, body: Buffer.alloc(16, 0x11) }),
+    tcpFrame({ op: TCP_OP.revoke, id: 7n, body: Buffer.alloc(16, 0xab) }),
+    write,
+  ]),
 );
-save('tcp_frames', 'auth-without-hello', frame({ op: 17, body: Buffer.alloc(32, 1) }));
-save('tcp_frames', 'stale-epoch', frame({ op: 16, addr: 5n, body: Buffer.concat([u64(7), Buffer.alloc(16), u16(0)]) }));
+save('tcp_frames', 'auth-without-hello', tcpFrame({ op: TCP_OP.auth, body: Buffer.alloc(32, 1) }));
+save('tcp_frames', 'stale-epoch', tcpFrame({ op: TCP_OP.hello, addr: 5n, body: helloBody(7, Buffer.alloc(16), '') }));
 
 // fabric control messages (native/fabric/src/wire.h, version 2): header then body.
 function fabric({ type, flags = 0, status = 0, req = 1n, arg = 0n, body = Buffer.alloc(0), addr = Buffer.from('rail-address-0') }) {

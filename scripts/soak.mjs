@@ -20,6 +20,7 @@ import { randomBytes, randomFillSync } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { parseCli } from './lib/cli.mjs';
+import { TCP_OP, helloBody, tcpFrame } from './lib/tcp-frames.mjs';
 
 const role = process.env.TE_SOAK_ROLE;
 const MiB = 1024 * 1024;
@@ -238,36 +239,10 @@ else {
   const count = (k) => (hostile[k] = (hostile[k] ?? 0) + 1);
   const open = new Map();
   let closedByServer = 0;
-  const u16 = (v) => {
-    const x = Buffer.alloc(2);
-    x.writeUInt16LE(v);
-    return x;
-  };
-  const u32 = (v) => {
-    const x = Buffer.alloc(4);
-    x.writeUInt32LE(v);
-    return x;
-  };
-  const u64 = (v) => {
-    const x = Buffer.alloc(8);
-    x.writeBigUInt64LE(BigInt(v));
-    return x;
-  };
+  // The span fields repeat the request's own range, as an initiator sends a whole request.
   const frame = (op, { id = 1n, addr = 0n, length = 0n, body = Buffer.alloc(0) } = {}) =>
-    Buffer.concat([
-      u32(0x43544554),
-      u16(1),
-      Buffer.from([op, 0]),
-      u32(0),
-      u32(0),
-      u64(id),
-      u64(addr),
-      u64(length || BigInt(body.length)),
-      u64(addr),
-      u64(length || BigInt(body.length)),
-      body,
-    ]);
-  const hello = (epoch) => frame(16, { addr: epoch, body: Buffer.concat([u64(1), randomBytes(16), u16(7), Buffer.from('hostile')]) });
+    tcpFrame({ op, id, addr, body, length: length || BigInt(body.length), spanAddr: addr, spanLength: length || BigInt(body.length) });
+  const hello = (epoch) => frame(TCP_OP.hello, { addr: epoch, body: helloBody(1, randomBytes(16), 'hostile') });
   // Held connections, per kind: how many the server closed, and for how long it let them hang.
   const held = {};
   function raw(port, bytes, { hold = false, kind = '' } = {}) {
@@ -326,9 +301,10 @@ else {
     ['tcp-half-header', () => raw(b.dataPort, hello(1n).subarray(0, 20), { hold: true, kind: 'tcp-half-header' })],
     [
       'tcp-stale-hello',
-      () => raw(b.dataPort, Buffer.concat([hello(BigInt('0x' + randomBytes(7).toString('hex'))), frame(1, { addr: 0x1000n, body: randomBytes(256) })])),
+      () =>
+        raw(b.dataPort, Buffer.concat([hello(BigInt('0x' + randomBytes(7).toString('hex'))), frame(TCP_OP.write, { addr: 0x1000n, body: randomBytes(256) })])),
     ],
-    ['tcp-oversized', () => raw(b.dataPort, Buffer.concat([hello(0n), frame(1, { addr: 0x1000n, length: 1n << 40n })]))],
+    ['tcp-oversized', () => raw(b.dataPort, Buffer.concat([hello(0n), frame(TCP_OP.write, { addr: 0x1000n, length: 1n << 40n })]))],
     ['tcp-hello-held', () => raw(b.dataPort, hello(0n), { hold: true, kind: 'tcp-hello-held' })],
     ['zmq-garbage', () => raw(b.controlPort, randomBytes(1 + Math.floor(Math.random() * 512)))],
     ['zmq-half-greeting', () => raw(b.controlPort, Buffer.from([0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f, 3]), { hold: true, kind: 'zmq-half-greeting' })],
