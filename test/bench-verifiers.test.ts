@@ -7,42 +7,18 @@
 // layerwise benchmark. fi_rma_bench's own case is in raw-fabric-baseline.test.ts, the demo's
 // in pipeline.test.ts.
 import * as assert from 'uvu/assert';
-import { spawnSync } from 'node:child_process';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { onceTest } from './fixtures/node-lines.js';
+import { lastJsonLine, loopbackBenchArgs, root, runNode, te } from './fixtures/te-cli.js';
 
 const test = onceTest("the benchmark verifiers' own checks");
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const te = join(root, 'packages', 'cli', 'dist', 'te.js');
-
-function run(args: string[], corrupt: boolean) {
-  const env: NodeJS.ProcessEnv = { ...process.env, TE_BENCH_QUICK: '1' };
-  if (corrupt) env.TE_BENCH_CORRUPT_BYTE = '4097';
-  return spawnSync(process.execPath, args, { cwd: root, encoding: 'utf8', timeout: 180_000, env });
-}
+const run = (args: string[], corrupt: boolean) =>
+  runNode(args, { env: { TE_BENCH_QUICK: '1', ...(corrupt ? { TE_BENCH_CORRUPT_BYTE: '4097' } : {}) }, timeoutMs: 180_000 });
 
 for (const op of ['write', 'read'] as const) {
   test(`te bench --verify (${op}): one flipped byte of the timed destination fails the run`, () => {
-    const args = [
-      te,
-      'bench',
-      '--loopback',
-      '--verify',
-      '--json',
-      '--op',
-      op,
-      '--block-size',
-      '64KiB',
-      '--batch-size',
-      '4',
-      '--concurrency',
-      '2',
-      '--duration',
-      '0.3',
-    ];
-    const bad = run(args, true);
+    const bad = run([te, ...loopbackBenchArgs(op, 0.3)], true);
     assert.is(bad.status, 1, bad.stdout + bad.stderr);
     assert.match(bad.stderr, /verification failed after the timed run/);
   });
@@ -52,7 +28,7 @@ test('same-host (mooncake-shm, memcpy ×1 and × copy threads): a flipped byte f
   const args = [join(root, 'bench', 'same-host.mjs'), '--no-tcp', '--json'];
   const bad = run(args, true);
   assert.is(bad.status, 1, bad.stderr);
-  const rows = JSON.parse(bad.stdout.trim().split('\n').pop()!).rows as { verified: boolean }[];
+  const rows = lastJsonLine(bad.stdout).rows as { verified: boolean }[];
   assert.ok(rows.length > 0 && rows.every((r) => r.verified === false), JSON.stringify(rows));
   assert.match(bad.stderr, /mooncake-shm: after the last pass the target's pool does not match/);
   assert.match(bad.stderr, /memcpy ×\d+: the copy does not match/);

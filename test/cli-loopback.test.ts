@@ -1,14 +1,9 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { spawnSync } from 'node:child_process';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { lastJsonLine, loopbackBenchArgs, runNode, te } from './fixtures/te-cli.js';
 
 // The README's main job and `te bench`, end to end over mooncake-tcp between two processes.
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const te = join(root, 'packages', 'cli', 'dist', 'te.js');
-const run = (args: string[], env: NodeJS.ProcessEnv = {}) =>
-  spawnSync(process.execPath, [te, ...args], { cwd: root, encoding: 'utf8', timeout: 120_000, env: { ...process.env, ...env } });
+const run = (args: string[], env: NodeJS.ProcessEnv = {}) => runNode([te, ...args], { env });
 
 test('te demo (as the README runs it, human output) exits 0 only when every request verified', () => {
   const r = run(['demo', '--requests', '4', '--layers', '8']);
@@ -28,24 +23,9 @@ test('te demo (as the README runs it, human output) exits 0 only when every requ
 
 for (const op of ['write', 'read'] as const) {
   test(`te bench --loopback --verify --json (${op}) reports figures and a verified run`, () => {
-    const r = run([
-      'bench',
-      '--loopback',
-      '--verify',
-      '--json',
-      '--op',
-      op,
-      '--block-size',
-      '64KiB',
-      '--batch-size',
-      '4',
-      '--concurrency',
-      '2',
-      '--duration',
-      '0.5',
-    ]);
+    const r = run(loopbackBenchArgs(op, 0.5));
     assert.is(r.status, 0, r.stderr);
-    const last = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    const last = lastJsonLine(r.stdout);
     assert.is(last.verified, true);
     assert.is(last.op, op);
     assert.ok(last.bytesPerSecond > 0 && last.requestsPerSecond > 0, JSON.stringify(last));
@@ -78,7 +58,7 @@ for (const plugin of ['mooncake-rdma', 'barex']) {
         { FI_PROVIDER: provider },
       );
       assert.is(r.status, 0, r.stderr);
-      const last = JSON.parse(r.stdout.trim().split('\n').pop()!);
+      const last = lastJsonLine(r.stdout);
       assert.is(last.plugin, plugin);
       assert.is(last.verified, true);
       assert.ok(last.requests > 0 && last.bytes === last.requests * 262144, JSON.stringify(last));
@@ -89,7 +69,7 @@ for (const plugin of ['mooncake-rdma', 'barex']) {
 test('te bench without --verify says verified: false', () => {
   const r = run(['bench', '--loopback', '--json', '--block-size', '4KiB', '--batch-size', '16', '--duration', '0.3']);
   assert.is(r.status, 0, r.stderr);
-  assert.is(JSON.parse(r.stdout.trim().split('\n').pop()!).verified, false);
+  assert.is(lastJsonLine(r.stdout).verified, false);
 });
 
 test('te bench against a target that is not there fails at once with PEER_UNREACHABLE', () => {
