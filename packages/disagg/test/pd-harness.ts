@@ -58,89 +58,191 @@ export function spawnEC(spec: ECSpec): Promise<RankProcess> {
   return spawnWorker(EC_SCRIPT, { ...process.env, ...spec.env, TE_EC_SPEC: JSON.stringify({ ...spec, config: spec.config ?? TCP_CONFIG }) }, `EC ${spec.role}`);
 }
 
-/** Starts one rank in its own process; resolves when its KV manager is up. */
+/**
+ * Starts one rank in its own process; resolves when its KV manager is up. A rank without
+ * its own environment runs in a process whose previous rank closed cleanly, where one
+ * waits (see `close`): a process start (module loading, compilation) costs more than a
+ * scenario's transfers, and a suite starts hundreds of ranks on a small machine. Each rank
+ * is still alone in its process while it lives.
+ */
 export function spawnRank(spec: RankSpec): Promise<RankProcess> {
-  return spawnWorker(
-    RANK_SCRIPT,
-    { ...process.env, ...spec.env, TE_PD_SPEC: JSON.stringify({ ...spec, config: spec.config ?? TCP_CONFIG }) },
-    `${spec.role} rank`,
-  );
+  const full = { ...spec, config: spec.config ?? TCP_CONFIG };
+  if (spec.env === undefined) {
+    const child = takeIdle();
+    if (child) return attach(child, `${spec.role} rank`, full);
+  }
+  return spawnWorker(RANK_SCRIPT, { ...process.env, ...spec.env, TE_PD_SPEC: JSON.stringify(full) }, `${spec.role} rank`, spec.env === undefined);
 }
 
-async function spawnWorker(script: string, env: NodeJS.ProcessEnv, what: string): Promise<RankProcess> {
-  const spec = { role: what };
+// Rank processes whose rank closed cleanly, waiting for the next spec. Unreferenced while
+// they wait: the test process exits when its tests are done, and they follow it (a rank
+// exits when its parent's IPC channel closes).
+const idle: ChildProcess[] = [];
+const MAX_IDLE = 20;
+/** How long a rank may take to start (its KV manager's bootstrap included) on a loaded machine. */
+const READY_MS = 90_000;
+
+function takeIdle(): ChildProcess | undefined {
+  for (let child = idle.pop(); child; child = idle.pop()) {
+    if (child.connected && child.exitCode === null && child.signalCode === null) {
+      child.ref();
+      child.channel?.ref();
+      return child;
+    }
+  }
+  return undefined;
+}
+
+function park(child: ChildProcess): void {
+  if (idle.length >= MAX_IDLE) {
+    child.kill('SIGKILL');
+    return;
+  }
+  child.unref();
+  child.channel?.unref();
+  idle.push(child);
+}
+
+async function spawnWorker(script: string, env: NodeJS.ProcessEnv, what: string, recyclable = false): Promise<RankProcess> {
   const child = fork(await compileWorkerScript(script), [], {
     env,
     execArgv: [],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
-  let next = 1;
-  const pending = new Map<number, { resolve: (v: any) => void; reject: (e: Error) => void }>();
-  const waiters: { name: string; resolve: (v: any) => void }[] = [];
-  let exited = false;
-  child.on('message', (m: any) => {
+  child.on('error', () => undefined);
+  return attach(child, what, undefined, recyclable);
+}
+
+/** Drives a worker process: its calls, events and close; with `start`, sends it the spec to start from. */
+async function attach(child: ChildProcess, what: string, start?: object, recyclable = true): Promise<RankProcess> {
+  const channel = new WorkerChannel(child, what);
+  /** Closes the rank; its process then waits for the next rank (`recyclable`) or exits. */
+  const close = async (): Promise<void> => {
+    if (channel.exited || channel.released) return;
+    if (!recyclable) return channel.exit();
+    const clean = await channel.call('close', { recycle: true }, 5_000).then(
+      () => true,
+      () => false,
+    );
+    if (!clean || channel.exited) return channel.kill();
+    channel.release();
+    park(child);
+  };
+  const ready = await waitReady(child, what, start);
+  return {
+    segment: ready.segment,
+    child,
+    event: (name, timeoutMs) => channel.event(name, timeoutMs),
+    call: (op, args, timeoutMs) => channel.call(op, args, timeoutMs),
+    kill: (signal) => channel.kill(signal),
+    close,
+  };
+}
+
+/** Calls to a worker (answered by id) and its events, until it exits or is handed back to the pool. */
+class WorkerChannel {
+  exited = false;
+  released = false;
+  private next = 1;
+  private readonly pending = new Map<number, { resolve: (v: any) => void; reject: (e: Error) => void }>();
+  private readonly waiters: { name: string; resolve: (v: any) => void }[] = [];
+  private readonly onMessage = (m: any): void => {
     if (m.id !== undefined) {
-      const p = pending.get(m.id);
-      pending.delete(m.id);
+      const p = this.pending.get(m.id);
+      this.pending.delete(m.id);
       if (m.ok) p?.resolve(m.value);
       else p?.reject(new Error(m.error));
       return;
     }
-    const i = waiters.findIndex((w) => w.name === m.event);
-    if (i >= 0) waiters.splice(i, 1)[0]!.resolve(m);
-  });
-  child.on('error', () => undefined);
-  child.on('exit', (code, signal) => {
-    exited = true;
-    for (const p of pending.values()) p.reject(new Error(`rank process exited (${signal ?? code})`));
-    pending.clear();
-  });
-  const event = (name: string, timeoutMs = 30_000): Promise<any> =>
-    new Promise((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error(`no "${name}" event from the ${spec.role} within ${timeoutMs} ms`)), timeoutMs);
-      waiters.push({ name, resolve: (v) => (clearTimeout(t), resolve(v)) });
+    const i = this.waiters.findIndex((w) => w.name === m.event);
+    if (i >= 0) this.waiters.splice(i, 1)[0]!.resolve(m);
+  };
+  private readonly onExit = (code: number | null, signal: NodeJS.Signals | null): void => {
+    this.exited = true;
+    for (const p of this.pending.values()) p.reject(new Error(`rank process exited (${signal ?? code})`));
+    this.pending.clear();
+  };
+
+  constructor(
+    private readonly child: ChildProcess,
+    private readonly what: string,
+  ) {
+    child.on('message', this.onMessage);
+    child.on('exit', this.onExit);
+  }
+
+  call(op: string, args?: unknown, timeoutMs = 60_000): Promise<any> {
+    return new Promise((res, rej) => {
+      if (this.exited || this.released) return rej(new Error(`${this.what} has ${this.exited ? 'exited' : 'been closed'}`));
+      const id = this.next++;
+      const t = setTimeout(() => {
+        this.pending.delete(id);
+        rej(new Error(`${this.what}: "${op}" did not answer within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.pending.set(id, { resolve: (v) => (clearTimeout(t), res(v)), reject: (e) => (clearTimeout(t), rej(e)) });
+      this.child.send({ id, op, args });
     });
+  }
+
+  event(name: string, timeoutMs = 30_000): Promise<any> {
+    return new Promise((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error(`no "${name}" event from the ${this.what} within ${timeoutMs} ms`)), timeoutMs);
+      this.waiters.push({ name, resolve: (v) => (clearTimeout(t), resolve(v)) });
+    });
+  }
+
+  kill(signal: NodeJS.Signals = 'SIGKILL'): void {
+    if (!this.exited) this.child.kill(signal);
+  }
+
+  /** Asks the worker to exit; kills it if it has not within 5 s. */
+  async exit(): Promise<void> {
+    const gone = new Promise<void>((r) => this.child.once('exit', () => r()));
+    this.child.send({ id: 0, op: 'close', args: {} }, () => undefined);
+    const t = setTimeout(() => this.child.kill('SIGKILL'), 5_000);
+    await gone;
+    clearTimeout(t);
+  }
+
+  /** Stops listening: the process now belongs to the pool. */
+  release(): void {
+    this.released = true;
+    this.child.off('message', this.onMessage);
+    this.child.off('exit', this.onExit);
+  }
+}
+
+/** Resolves on the worker's `ready` (sending it `start` first, where given); rejects on `startFailed`, exit or the deadline. */
+function waitReady(child: ChildProcess, what: string, start?: object): Promise<{ segment: string }> {
   return new Promise((resolve, reject) => {
-    const onExit = (code: number | null): void => reject(new Error(`${spec.role} exited before it was ready (${code})`));
-    child.once('exit', onExit);
+    const settle = (): void => {
+      clearTimeout(deadline);
+      child.off('exit', exitEarly);
+      child.off('message', readyOrFail);
+    };
+    // A rank that neither starts nor fails fails the test, rather than hanging it.
+    const deadline = setTimeout(() => {
+      settle();
+      child.kill('SIGKILL');
+      reject(new Error(`${what} was not ready within ${READY_MS} ms`));
+    }, READY_MS);
+    const exitEarly = (code: number | null): void => {
+      settle();
+      reject(new Error(`${what} exited before it was ready (${code})`));
+    };
     const readyOrFail = (m: any): void => {
       if (m.event === 'startFailed') {
-        child.off('exit', onExit);
+        settle();
         child.kill('SIGKILL');
         reject(Object.assign(new Error(m.message), { code: m.code }));
       } else if (m.event === 'ready') {
-        child.off('exit', onExit);
-        child.off('message', readyOrFail);
-        resolve({
-          segment: m.segment,
-          child,
-          event,
-          call: (op, args, timeoutMs = 60_000) =>
-            new Promise((res, rej) => {
-              if (exited) return rej(new Error('rank process has exited'));
-              const id = next++;
-              const t = setTimeout(() => {
-                pending.delete(id);
-                rej(new Error(`${spec.role}: "${op}" did not answer within ${timeoutMs} ms`));
-              }, timeoutMs);
-              pending.set(id, { resolve: (v) => (clearTimeout(t), res(v)), reject: (e) => (clearTimeout(t), rej(e)) });
-              child.send({ id, op, args });
-            }),
-          kill: (signal = 'SIGKILL') => {
-            if (!exited) child.kill(signal);
-          },
-          close: async () => {
-            if (exited) return;
-            const gone = new Promise<void>((r) => child.once('exit', () => r()));
-            child.send({ id: 0, op: 'close', args: {} }, () => undefined);
-            const t = setTimeout(() => child.kill('SIGKILL'), 5_000);
-            await gone;
-            clearTimeout(t);
-          },
-        });
+        settle();
+        resolve({ segment: m.segment });
       }
     };
+    child.once('exit', exitEarly);
     child.on('message', readyOrFail);
+    if (start) child.send({ op: 'start', args: start });
   });
 }
 
