@@ -12,7 +12,6 @@
 namespace {
 
 using te::napi::get_u64;
-using te::napi::throw_status;
 using te::napi::u64_field;
 
 class ShmTransport : public te::napi::NativeTransportWrap<ShmTransport, teshm::Transport> {
@@ -47,24 +46,16 @@ class ShmTransport : public te::napi::NativeTransportWrap<ShmTransport, teshm::T
  private:
   void deliver_batch(Napi::Env env, uint64_t id) {
     auto b = transport_ ? transport_->take_batch(id) : nullptr;
-    if (!b) return;
-    auto statuses = Napi::Int32Array::New(env, b->n);
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < b->n; ++i) {
-      int32_t st = b->statuses[i].load();
-      statuses[i] = st;
-      if (st == te::TE_OK) bytes += b->lengths[i];
-    }
-    batch_done(env, id, b->cancel_status != 0 ? b->cancel_status : b->batch_status, statuses, bytes, b->error);
+    if (b) batch_done_of(env, id, *b, b->error);
   }
 
   // registerMemory(buffer | null, addr: bigint, length: bigint, remoteAccess: boolean, hugePages: boolean): string
   // Returns what the huge-page hint achieved ("collapsed", "hinted; ...", "off").
   Napi::Value RegisterMemory(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
-    uint64_t addr = register_host_memory(info);
-    uint64_t length = get_u64(info[2], "length");
-    std::string hint = info[4].ToBoolean().Value() ? teshm::prefer_huge_pages(addr, length) : "off";
+    const RegisterArgs a = register_args(info);
+    uint64_t addr = register_host_memory(info, a);
+    std::string hint = info[4].ToBoolean().Value() ? teshm::prefer_huge_pages(addr, a.length) : "off";
     Napi::Object out = Napi::Object::New(env);
     out.Set("addr", Napi::BigInt::New(env, addr));
     out.Set("hugePages", hint);

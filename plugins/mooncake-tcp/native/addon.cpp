@@ -62,21 +62,12 @@ class TcpTransport : public te::napi::NativeTransportWrap<TcpTransport, tetcp::T
   void deliver_batch(Napi::Env env, uint64_t id) {
     auto b = transport_ ? transport_->take_batch(id) : nullptr;
     if (!b) return;
-    auto statuses = Napi::Int32Array::New(env, b->n);
-    uint64_t bytes = 0;
-    for (size_t i = 0; i < b->n; ++i) {
-      int32_t st = b->statuses[i].load();
-      statuses[i] = st;
-      if (st == te::TE_OK) bytes += b->lengths[i];
-    }
-    int32_t bs = b->cancel_status.load();
-    if (bs == 0) bs = b->batch_status.load();
     std::string msg;
     {
       std::lock_guard<std::mutex> lock(b->err_mu);
       msg = b->error;
     }
-    batch_done(env, id, bs, statuses, bytes, msg, b->remote_unconfirmed.load(std::memory_order_acquire));
+    batch_done_of(env, id, *b, msg, b->remote_unconfirmed.load(std::memory_order_acquire));
   }
 
   Napi::Value Port(const Napi::CallbackInfo& info) {
@@ -87,16 +78,13 @@ class TcpTransport : public te::napi::NativeTransportWrap<TcpTransport, tetcp::T
   // device: -1 (or absent) host memory, N >= 0 raw device memory of cuda:N (validated here).
   Napi::Value RegisterMemory(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
-    check_open(env);
-    uint64_t addr = get_u64(info[1], "addr");
-    uint64_t length = get_u64(info[2], "length");
-    bool remote = info[3].ToBoolean().Value();
-    bool has_buffer = te::napi::is_given(info[0]);
+    const RegisterArgs a = register_args(info);
+    const uint64_t addr = a.addr, length = a.length;
     int device = tetcp::kHost;
     if (info.Length() > 4 && info[4].IsNumber()) device = info[4].As<Napi::Number>().Int32Value();
     if (device != tetcp::kHost) {
       if (device < 0) throw_status(env, te::TE_INVALID_ARGUMENT, "device must be -1 (host) or a CUDA ordinal");
-      if (has_buffer)
+      if (a.has_buffer)
         throw_status(env, te::TE_INVALID_ARGUMENT,
                      "a JS buffer is host memory; it cannot be registered as cuda:" + std::to_string(device));
       if (length == 0 || addr == 0 || te::range_overflows(addr, length))
@@ -108,13 +96,13 @@ class TcpTransport : public te::napi::NativeTransportWrap<TcpTransport, tetcp::T
       // between passes the registry's check and must not be copied as host memory (memcpy
       // into device memory). Delisted again when the registry refuses it.
       uint64_t token = transport_->devices().add(addr, length, device);
-      s = transport_->registry().add(addr, length, remote);
+      s = transport_->registry().add(addr, length, a.remote);
       if (s != te::TE_OK) transport_->devices().remove(addr, token);
       throw_unless_registered(env, s);
       device_tokens_[addr] = token;
       return Napi::BigInt::New(env, addr);
     }
-    return Napi::BigInt::New(env, register_host_memory(info));
+    return Napi::BigInt::New(env, register_host_memory(info, a));
   }
 
   // unregisterMemory(addr: bigint): Promise<void> (waits until no access to it is in flight)

@@ -3,7 +3,6 @@
 // completions back through the shared completion bridge.
 #include <napi.h>
 
-#include <cstdio>
 #include <memory>
 
 #include "te/napi/transport_wrap.h"
@@ -81,31 +80,12 @@ class WireTransport : public te::napi::TransportWrap<WireTransport, mcwire::Tran
 
   // registerMemory(buffer | null, addr: bigint, length: bigint, remoteAccess: boolean): bigint
   Napi::Value RegisterMemory(const Napi::CallbackInfo& info) {
-    Napi::Env env = info.Env();
-    check_open(env);
-    uint64_t addr = get_u64(info[1], "addr");
-    uint64_t length = get_u64(info[2], "length");
-    bool remote = info[3].ToBoolean().Value();
-    bool has_buffer = te::napi::is_given(info[0]);
-    if (has_buffer) te::napi::check_buffer_range(info[0], addr, length);
-    te::Status s = transport_->registry().add(addr, length, remote);
-    if (s == te::TE_MEMORY_OVERLAP) throw_status(env, s, "memory overlaps a registered region");
-    if (s != te::TE_OK) throw_status(env, s, "cannot register an empty or wrapping range");
-    if (has_buffer) keep_buffer(addr, info[0]);
-    return Napi::BigInt::New(env, addr);
+    return Napi::BigInt::New(info.Env(), register_host_memory(info));
   }
 
+  // unregisterMemory(addr: bigint): Promise<void> (waits until no request touches it)
   Napi::Value UnregisterMemory(const Napi::CallbackInfo& info) {
-    return unregister_memory(
-        info, "te:mooncake-wire:unregister", [](mcwire::Transport& t, uint64_t addr, std::string* err) {
-          te::Status s = t.registry().remove(addr);
-          if (s != te::TE_OK) {
-            char b[64];
-            snprintf(b, sizeof b, "no registered memory starts at 0x%llx", static_cast<unsigned long long>(addr));
-            *err = b;
-          }
-          return s;
-        });
+    return unregister_registered(info, "te:mooncake-wire:unregister");
   }
 
   // openPeer({host, port, v2, pool, lanes, bufferAddrs: BigUint64Array, bufferLengths: BigUint64Array}): number

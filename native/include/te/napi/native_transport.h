@@ -7,7 +7,6 @@
 // class table and `deliver_batch(env, id)`, which turns a finished batch into `batch_done`.
 #pragma once
 
-#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -40,18 +39,10 @@ struct NativeCallbackRefs {
   }
 };
 
-/** "no registered memory starts at 0x…": unregisterMemory's message for an unknown address. */
-inline std::string no_region_at(uint64_t addr) {
-  char b[64];
-  snprintf(b, sizeof b, "no registered memory starts at 0x%llx", static_cast<unsigned long long>(addr));
-  return b;
-}
-
 /**
  * Transport must offer what TransportWrap asks for, plus
  *   submit(peer, ops, local, remote, lengths, n, notify, notify_len, &id, &err) -> Status
  *   notification_taken(from, bytes)
- * and, for register_host_memory / unregister_registered, `registry()` (a te::MemoryRegistry).
  */
 template <typename Derived, typename Transport>
 class NativeTransportWrap : public TransportWrap<Derived, Transport, TransportEvent> {
@@ -124,6 +115,26 @@ class NativeTransportWrap : public TransportWrap<Derived, Transport, TransportEv
   }
 
   /**
+   * batch_done for a core batch with `n`, `statuses[i]`, `lengths[i]`, `cancel_status` and
+   * `batch_status`: each request's status, the bytes of those that succeeded, and the
+   * batch's status (its cancel status where it was cancelled).
+   */
+  template <typename Batch>
+  void batch_done_of(Napi::Env env, uint64_t id, const Batch& b, const std::string& message,
+                     bool remote_may_be_written = false) {
+    auto statuses = Napi::Int32Array::New(env, b.n);
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < b.n; ++i) {
+      const int32_t st = b.statuses[i].load();
+      statuses[i] = st;
+      if (st == TE_OK) bytes += b.lengths[i];
+    }
+    const int32_t cancelled = b.cancel_status;
+    const int32_t status = cancelled != 0 ? cancelled : static_cast<int32_t>(b.batch_status);
+    batch_done(env, id, status, statuses, bytes, message, remote_may_be_written);
+  }
+
+  /**
    * submit(peer, opcodes: Uint8Array, local, remote, lengths: BigUint64Array, notify: Uint8Array | null): number.
    * The bridge is held before the core may finish the batch, and released where it refuses it.
    */
@@ -143,38 +154,6 @@ class NativeTransportWrap : public TransportWrap<Derived, Transport, TransportEv
       throw_status(env, s, err);
     }
     return Napi::Number::New(env, static_cast<double>(id));
-  }
-
-  /**
-   * registerMemory's host part for cores with a MemoryRegistry: (buffer | null, addr, length,
-   * remoteAccess) at info[0..3]; returns the start address. A JS buffer is kept alive.
-   */
-  uint64_t register_host_memory(const Napi::CallbackInfo& info) {
-    Napi::Env env = info.Env();
-    this->check_open(env);
-    uint64_t addr = get_u64(info[1], "addr");
-    uint64_t length = get_u64(info[2], "length");
-    bool remote = info[3].ToBoolean().Value();
-    bool has_buffer = is_given(info[0]);
-    if (has_buffer) check_buffer_range(info[0], addr, length);
-    Status s = this->transport_->registry().add(addr, length, remote);
-    throw_unless_registered(env, s);
-    if (has_buffer) this->keep_buffer(addr, info[0]);
-    return addr;
-  }
-
-  static void throw_unless_registered(Napi::Env env, Status s) {
-    if (s == TE_MEMORY_OVERLAP) throw_status(env, s, "memory overlaps a registered region");
-    if (s != TE_OK) throw_status(env, s, "cannot register an empty or wrapping range");
-  }
-
-  /** unregisterMemory(addr): Promise<void> for cores with a MemoryRegistry (waits out accesses in flight). */
-  Napi::Value unregister_registered(const Napi::CallbackInfo& info, const char* resource) {
-    return this->unregister_memory(info, resource, [](Transport& t, uint64_t addr, std::string* err) {
-      Status s = t.registry().remove(addr);
-      if (s != TE_OK) *err = no_region_at(addr);
-      return s;
-    });
   }
 
   NativeCallbackRefs callbacks_;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <memory>
 #include <string>
@@ -70,6 +71,13 @@ inline void check_buffer_range(const Napi::Value& buffer, uint64_t& addr, uint64
     throw_status(buffer.Env(), TE_ADDRESS_OUT_OF_RANGE, "the range to register does not lie inside the given buffer");
 }
 
+/** "no registered memory starts at 0x…": unregisterMemory's message for an unknown address. */
+inline std::string no_region_at(uint64_t addr) {
+  char b[64];
+  snprintf(b, sizeof b, "no registered memory starts at 0x%llx", static_cast<unsigned long long>(addr));
+  return b;
+}
+
 /** Copies per-request statuses into the Int32Array onBatch hands to JS. */
 inline Napi::Int32Array int32_array(Napi::Env env, const std::vector<int32_t>& v) {
   auto a = Napi::Int32Array::New(env, v.size());
@@ -107,7 +115,8 @@ inline void call_on_notify(Napi::Env env, const Napi::FunctionReference& fn, con
  * CRTP base of a transport's JS object. It owns the native transport, the completion bridge
  * that hands its events one by one to Derived::deliver(env, event) on the JS thread, and the JS
  * buffers registered memory points into. Derived must befriend it (deliver may be private),
- * and Transport must offer close(), close_peer(id) and cancel(id, status).
+ * and Transport must offer close(), close_peer(id) and cancel(id, status), and, for
+ * register_host_memory and unregister_registered, `registry()` (a te::MemoryRegistry).
  *
  * Shutdown happens once, from whichever comes first: close(), the env cleanup hook (the env
  * is torn down with the object still open), or the destructor (the object is collected).
@@ -178,6 +187,54 @@ class TransportWrap : public Napi::ObjectWrap<Derived> {
    */
   void keep_buffer(uint64_t addr, const Napi::Value& buffer) { refs_[addr] = Napi::Persistent(buffer); }
   void forget_buffer(uint64_t addr) { refs_.erase(addr); }
+
+  /** registerMemory's leading arguments: (buffer | null, addr, length, remoteAccess). */
+  struct RegisterArgs {
+    uint64_t addr = 0;
+    uint64_t length = 0;
+    bool remote = false;
+    bool has_buffer = false;  // info[0] is a JS buffer the range lies in
+  };
+
+  /** Reads registerMemory's leading arguments (info[0..3]) once the transport is known to be open. */
+  RegisterArgs register_args(const Napi::CallbackInfo& info) {
+    check_open(info.Env());
+    RegisterArgs a;
+    a.addr = get_u64(info[1], "addr");
+    a.length = get_u64(info[2], "length");
+    a.remote = info[3].ToBoolean().Value();
+    a.has_buffer = is_given(info[0]);
+    return a;
+  }
+
+  /**
+   * registerMemory's host part for cores with a MemoryRegistry (`registry()`): the range,
+   * inside the JS buffer where one is given (kept alive then), joins the registry. Returns
+   * its start address (the buffer's start where `addr` was 0).
+   */
+  uint64_t register_host_memory(const Napi::CallbackInfo& info, RegisterArgs a) {
+    if (a.has_buffer) check_buffer_range(info[0], a.addr, a.length);
+    throw_unless_registered(info.Env(), transport_->registry().add(a.addr, a.length, a.remote));
+    if (a.has_buffer) keep_buffer(a.addr, info[0]);
+    return a.addr;
+  }
+  uint64_t register_host_memory(const Napi::CallbackInfo& info) {
+    return register_host_memory(info, register_args(info));
+  }
+
+  static void throw_unless_registered(Napi::Env env, Status s) {
+    if (s == TE_MEMORY_OVERLAP) throw_status(env, s, "memory overlaps a registered region");
+    if (s != TE_OK) throw_status(env, s, "cannot register an empty or wrapping range");
+  }
+
+  /** unregisterMemory(addr): Promise<void> for cores with a MemoryRegistry (waits out accesses in flight). */
+  Napi::Value unregister_registered(const Napi::CallbackInfo& info, const char* resource) {
+    return unregister_memory(info, resource, [](Transport& t, uint64_t addr, std::string* err) {
+      Status s = t.registry().remove(addr);
+      if (s != TE_OK) *err = no_region_at(addr);
+      return s;
+    });
+  }
 
   /**
    * unregisterMemory(addr): Promise<void>. `remove` runs on a worker thread because it waits

@@ -117,11 +117,10 @@ class FabricTransport : public te::napi::NativeTransportWrap<FabricTransport, Tr
   // it runs on a worker thread, with the buffer kept alive from the call on.
   Napi::Value RegisterMemory(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
-    check_open(env);
-    uint64_t addr = get_u64(info[1], "addr");
-    uint64_t length = get_u64(info[2], "length");
-    bool remote = info[3].ToBoolean().Value();
-    bool has_buffer = te::napi::is_given(info[0]);
+    const RegisterArgs a = register_args(info);
+    uint64_t addr = a.addr;
+    const uint64_t length = a.length;
+    const bool remote = a.remote, has_buffer = a.has_buffer;
     if (has_buffer) {
       te::napi::check_buffer_range(info[0], addr, length);
       keep_buffer(addr, info[0]);
