@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { KVStatus, createTransferEngine, isTransferError } from '@te/connector';
 import { createECProducer } from '@te/disagg';
 import { addonLoader, probeCuda, type NativeCudaModule } from '@te/cuda';
-import { freePort } from '@te/testkit';
+import { compileWorkerScript, freePort } from '@te/testkit';
 import type { Model, RankSpec, RoomArgs } from './runtime-rank.js';
 
 const root = join(import.meta.dirname, '..', '..');
@@ -82,10 +82,24 @@ interface Rank {
   event(name: string, timeoutMs?: number): Promise<any>;
 }
 
+/**
+ * The rank script, bundled to plain JavaScript where esbuild is installed (a rank then
+ * starts without a TypeScript loader, about 1.5 s of CPU less per rank), else run by tsx.
+ */
+const rankScript: Promise<{ script: string; execArgv: string[] }> = (async () => {
+  const source = join(import.meta.dirname, 'runtime-rank.ts');
+  try {
+    return { script: await compileWorkerScript(source), execArgv: [] };
+  } catch {
+    return { script: source, execArgv: ['--import', 'tsx'] };
+  }
+})();
+
 /** Starts one rank process and waits until its manager is up (or says why not). */
-function spawnRank(spec: RankSpec): Promise<Rank> {
-  const child = fork(join(import.meta.dirname, 'runtime-rank.ts'), [], {
-    execArgv: ['--import', 'tsx'],
+async function spawnRank(spec: RankSpec): Promise<Rank> {
+  const worker = await rankScript;
+  const child = fork(worker.script, [], {
+    execArgv: worker.execArgv,
     env: { ...process.env, TE_GPU_RANK_SPEC: JSON.stringify(spec) },
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
