@@ -7,7 +7,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createConnection } from 'node:net';
 import { randomBytes } from 'node:crypto';
-import { KVStatus, createTransferEngine, isTransferError, type ParallelLayout, type TransferEngine } from '@te/connector';
+import { KVStatus, createTransferEngine, isTransferError, type KVBuffers, type ParallelLayout, type TransferEngine } from '@te/connector';
 import { EtcdRankDirectory, createKVManager } from '../src/index.js';
 import { allocateRank, fillPrefill, verifyDecode, type ModelSpec } from './fixtures/pd-model.js';
 import { EtcdServer, NO_ETCD } from '../../connector/test/fixtures/etcd.js';
@@ -50,14 +50,15 @@ if (NO_ETCD) {
     engines.push(e);
     return e;
   };
-
-  test('prefill ranks registered in etcd are found by the decode; no bootstrap server runs; the room lands byte-exact', async () => {
+  /** A prefill and a decode engine under a fresh key prefix, each with its rank's memory (the decode's of `decodeModel`). */
+  const pair = async (decodeModel: ModelSpec = MODEL) => {
     const prefix = `b-${randomBytes(4).toString('hex')}`;
-    const port = await freePort();
     const pe = await engine(prefix);
     const de = await engine(prefix);
-    const pm = await allocateRank(pe, MODEL, LAYOUT);
-    const dm = await allocateRank(de, MODEL, LAYOUT);
+    return { prefix, pe, de, pm: await allocateRank(pe, MODEL, LAYOUT), dm: await allocateRank(de, decodeModel, LAYOUT) };
+  };
+  /** The prefill rank's KV manager, registered in etcd as the instance at 127.0.0.1:`port`; closed after the suite. */
+  const etcdPrefill = async (pe: TransferEngine, pm: { buffers: KVBuffers }, port: number) => {
     const prefill = await createKVManager({
       role: 'prefill',
       engine: pe,
@@ -69,6 +70,13 @@ if (NO_ETCD) {
       timeouts,
     });
     closers.push(() => prefill.close());
+    return prefill;
+  };
+
+  test('prefill ranks registered in etcd are found by the decode; no bootstrap server runs; the room lands byte-exact', async () => {
+    const { prefix, pe, de, pm, dm } = await pair();
+    const port = await freePort();
+    const prefill = await etcdPrefill(pe, pm, port);
     const decode = await createKVManager({ role: 'decode', engine: de, layout: LAYOUT, buffers: dm.buffers, bootstrapStore: 'etcd', timeouts });
     closers.push(() => decode.close());
     assert.is(prefill.bootstrapServer, undefined, 'no HTTP bootstrap server with the etcd store');
@@ -87,24 +95,10 @@ if (NO_ETCD) {
   });
 
   test('the same layout rules: a decode with another page size is refused naming both values', async () => {
-    const prefix = `b-${randomBytes(4).toString('hex')}`;
-    const pe = await engine(prefix);
-    const de = await engine(prefix);
-    const pm = await allocateRank(pe, MODEL, LAYOUT);
     // 6 tokens: not a whole number of the prefill's 4-token pages (a multiple would be accepted).
-    const dm = await allocateRank(de, { ...MODEL, pageSize: 6 }, LAYOUT);
+    const { pe, de, pm, dm } = await pair({ ...MODEL, pageSize: 6 });
     const port = await freePort();
-    const prefill = await createKVManager({
-      role: 'prefill',
-      engine: pe,
-      layout: LAYOUT,
-      buffers: pm.buffers,
-      bootstrapHost: '127.0.0.1',
-      bootstrapPort: port,
-      bootstrapStore: 'etcd',
-      timeouts,
-    });
-    closers.push(() => prefill.close());
+    const prefill = await etcdPrefill(pe, pm, port);
     const directory = new EtcdRankDirectory(`127.0.0.1:${port}`, de.metadataRecords!);
     try {
       await directory.prefillInfo(

@@ -18,51 +18,24 @@ import type { KVBuffers } from '@te/connector';
 const u32 = (...v: number[]) => Uint32Array.from(v);
 
 test('mergePageRuns: runs contiguous on both sides only', () => {
-  const table: [number[], number[], [number, number, number][]][] = [
-    [[], [], []],
-    [[5], [9], [[5, 9, 1]]],
-    [[1, 2, 3, 4], [10, 11, 12, 13], [[1, 10, 4]]],
-    [
-      [1, 2, 3, 4],
-      [10, 11, 20, 21],
-      [
-        [1, 10, 2],
-        [3, 20, 2],
-      ],
-    ], // destination breaks
-    [
-      [1, 2, 5, 6],
-      [10, 11, 12, 13],
-      [
-        [1, 10, 2],
-        [5, 12, 2],
-      ],
-    ], // source breaks
-    [
-      [3, 2, 1],
-      [1, 2, 3],
-      [
-        [3, 1, 1],
-        [2, 2, 1],
-        [1, 3, 1],
-      ],
-    ], // descending source never merges
-    [
-      [7, 8, 9, 9],
-      [0, 1, 2, 3],
-      [
-        [7, 0, 3],
-        [9, 3, 1],
-      ],
-    ],
+  // runs: (source page, destination page, length) of each run, flattened.
+  const table: { src: number[]; dst: number[]; runs: number[]; why?: string }[] = [
+    { src: [], dst: [], runs: [] },
+    { src: [5], dst: [9], runs: [5, 9, 1] },
+    { src: [1, 2, 3, 4], dst: [10, 11, 12, 13], runs: [1, 10, 4] },
+    { src: [1, 2, 3, 4], dst: [10, 11, 20, 21], runs: [1, 10, 2, 3, 20, 2], why: 'destination breaks' },
+    { src: [1, 2, 5, 6], dst: [10, 11, 12, 13], runs: [1, 10, 2, 5, 12, 2], why: 'source breaks' },
+    { src: [3, 2, 1], dst: [1, 2, 3], runs: [3, 1, 1, 2, 2, 1, 1, 3, 1], why: 'descending source never merges' },
+    { src: [7, 8, 9, 9], dst: [0, 1, 2, 3], runs: [7, 0, 3, 9, 3, 1] },
   ];
-  for (const [src, dst, runs] of table) {
+  for (const { src, dst, runs, why } of table) {
     const r = mergePageRuns(u32(...src), u32(...dst));
-    assert.is(r.count, runs.length, `${src} → ${dst}`);
+    const what = `${src} → ${dst}${why ? ` (${why})` : ''}`;
+    assert.is(r.count, runs.length / 3, what);
     assert.equal(
-      [...r.src].map((s, i) => [s, r.dst[i], r.len[i]]),
+      [...r.src].flatMap((s, i) => [s, r.dst[i], r.len[i]]),
       runs,
-      `${src} → ${dst}`,
+      what,
     );
   }
   assert.throws(() => mergePageRuns(u32(1), u32()), /differ in length/);
@@ -86,54 +59,25 @@ test('shardOfRank: heads per rank, GQA replication when TP exceeds the heads', (
 });
 
 test('planShardSlices: each destination head sent by exactly one source rank', () => {
-  const table: { total: number; src: number; dst: number; rank: number; sources: number[]; want: [number, number, number][] }[] = [
+  // want: (srcOffset, dstOffset, count) of each source rank's slice, flattened.
+  const table: { total: number; src: number; dst: number; rank: number; sources: number[]; want: number[] }[] = [
     // decode TP < prefill TP: gather
-    {
-      total: 8,
-      src: 4,
-      dst: 2,
-      rank: 1,
-      sources: [2, 3],
-      want: [
-        [0, 0, 2],
-        [0, 2, 2],
-      ],
-    },
+    { total: 8, src: 4, dst: 2, rank: 1, sources: [2, 3], want: [0, 0, 2, 0, 2, 2] },
     // decode TP > prefill TP: a slice of one prefill rank
-    { total: 8, src: 2, dst: 4, rank: 3, sources: [1], want: [[2, 0, 2]] },
+    { total: 8, src: 2, dst: 4, rank: 3, sources: [1], want: [2, 0, 2] },
     // GQA 2 heads, 4→2: ranks 0,1 both hold head 0: rank 1 is a dummy
-    {
-      total: 2,
-      src: 4,
-      dst: 2,
-      rank: 0,
-      sources: [0, 1],
-      want: [
-        [0, 0, 1],
-        [0, 0, 0],
-      ],
-    },
-    {
-      total: 2,
-      src: 4,
-      dst: 2,
-      rank: 1,
-      sources: [2, 3],
-      want: [
-        [0, 0, 1],
-        [0, 0, 0],
-      ],
-    },
+    { total: 2, src: 4, dst: 2, rank: 0, sources: [0, 1], want: [0, 0, 1, 0, 0, 0] },
+    { total: 2, src: 4, dst: 2, rank: 1, sources: [2, 3], want: [0, 0, 1, 0, 0, 0] },
     // GQA 2 heads, 2→4: decode ranks 2 and 3 both need head 1 from prefill rank 1
-    { total: 2, src: 2, dst: 4, rank: 2, sources: [1], want: [[0, 0, 1]] },
-    { total: 2, src: 2, dst: 4, rank: 3, sources: [1], want: [[0, 0, 1]] },
+    { total: 2, src: 2, dst: 4, rank: 2, sources: [1], want: [0, 0, 1] },
+    { total: 2, src: 2, dst: 4, rank: 3, sources: [1], want: [0, 0, 1] },
     // equal TP
-    { total: 8, src: 2, dst: 2, rank: 1, sources: [1], want: [[0, 0, 4]] },
+    { total: 8, src: 2, dst: 2, rank: 1, sources: [1], want: [0, 0, 4] },
   ];
   for (const c of table) {
     const s = planShardSlices(c.total, c.src, c.dst, c.rank, c.sources);
     assert.equal(
-      s.map((x) => [x.srcOffset, x.dstOffset, x.count]),
+      s.flatMap((x) => [x.srcOffset, x.dstOffset, x.count]),
       c.want,
       JSON.stringify(c),
     );
