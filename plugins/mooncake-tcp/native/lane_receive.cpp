@@ -37,20 +37,12 @@ void Lane::read_input() {
       r = rbuf_.fill(fd_, kLaneReadBuffer, header_only() ? kHeaderSize - rbuf_.size() : kLaneReadBuffer, &asked);
     }
     const bool socket_empty = drained(r, asked);
-    switch (classify_recv(r)) {
-      case RecvResult::DATA:
-        break;
-      case RecvResult::AGAIN:
-        return;
-      case RecvResult::INTERRUPTED:
-        continue;
-      case RecvResult::CLOSED:
-        fail(te::TE_CONNECTION_LOST, "peer " + peer_->label() + " closed the connection");
-        return;
-      case RecvResult::FAILED:
-        fail(te::TE_CONNECTION_LOST, "receive from " + peer_->label() + ": " + errstr(errno));
-        return;
-    }
+    const RecvNext next = after_recv(r, [this](int err) {
+      fail(te::TE_CONNECTION_LOST, err ? "receive from " + peer_->label() + ": " + errstr(err)
+                                       : "peer " + peer_->label() + " closed the connection");
+    });
+    if (next == RecvNext::STOP) return;
+    if (next == RecvNext::RETRY) continue;
     if (!in_place) {
       if (!parse() || socket_empty) return;
       continue;

@@ -32,6 +32,34 @@ inline RecvResult classify_recv(ssize_t r) {
   return RecvResult::FAILED;
 }
 
+/** What a connection's read loop does after a recv(): use the bytes, stop reading for now, or try again. */
+enum class RecvNext { PROCESS, STOP, RETRY };
+
+/**
+ * The read loops' one reading of a recv() result `r` (both ends of a connection): bytes are
+ * processed, EAGAIN stops reading until epoll reports more, EINTR retries. The end of the
+ * stream or a receive error is handed to `lost(err)` (0: the peer closed; else the errno),
+ * which gives the connection up, and stops reading.
+ */
+template <typename Lost>
+RecvNext after_recv(ssize_t r, Lost&& lost) {
+  switch (classify_recv(r)) {
+    case RecvResult::DATA:
+      return RecvNext::PROCESS;
+    case RecvResult::AGAIN:
+      return RecvNext::STOP;
+    case RecvResult::INTERRUPTED:
+      return RecvNext::RETRY;
+    case RecvResult::CLOSED:
+      lost(0);
+      return RecvNext::STOP;
+    case RecvResult::FAILED:
+      break;
+  }
+  lost(errno);
+  return RecvNext::STOP;
+}
+
 /**
  * True when a receive that asked for `asked` bytes got fewer (`r` >= 0): the socket held no
  * more just then, so the read loop returns to epoll (level-triggered: it reports the next

@@ -47,20 +47,10 @@ void ServerConn::read_input() {
     }
     const bool socket_empty = drained(r, asked);
     liveness_ = UNKNOWN;
-    switch (classify_recv(r)) {
-      case RecvResult::DATA:
-        break;
-      case RecvResult::AGAIN:
-        return;
-      case RecvResult::INTERRUPTED:
-        continue;
-      case RecvResult::CLOSED:
-        drop("peer closed");
-        return;
-      case RecvResult::FAILED:
-        drop(std::string("recv: ") + strerror(errno));
-        return;
-    }
+    const RecvNext next =
+        after_recv(r, [this](int err) { drop(err ? std::string("recv: ") + strerror(err) : "peer closed"); });
+    if (next == RecvNext::STOP) return;
+    if (next == RecvNext::RETRY) continue;
     active_ = true;
     if (!in_place) {
       if (!parse()) return;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -161,6 +162,32 @@ void test_body_end_brings_next_header() {
   CHECK(unregistered && r == 0 && rbuf.empty());
   ::close(sv[0]);
   ::close(sv[1]);
+}
+
+// after_recv, the one reading of a recv() result both read loops share, over a real socket:
+// bytes are processed, an empty socket stops the loop without failing the connection, the
+// peer's close and a receive error are each reported once (0, or the errno) and stop it.
+void test_after_recv_reads_each_result() {
+  int sv[2];
+  CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) == 0);
+  std::vector<int> lost;
+  auto report = [&](int err) { lost.push_back(err); };
+  char b[16];
+  CHECK(after_recv(::recv(sv[0], b, sizeof b, 0), report) == RecvNext::STOP);  // EAGAIN
+  CHECK(lost.empty());
+  CHECK(::send(sv[1], "abc", 3, 0) == 3);
+  ssize_t r = ::recv(sv[0], b, sizeof b, 0);
+  CHECK(r == 3 && after_recv(r, report) == RecvNext::PROCESS);
+  CHECK(lost.empty());
+  ::close(sv[1]);
+  CHECK(after_recv(::recv(sv[0], b, sizeof b, 0), report) == RecvNext::STOP);  // end of stream
+  CHECK(lost.size() == 1 && lost[0] == 0);
+  ::close(sv[0]);
+  CHECK(after_recv(::recv(sv[0], b, sizeof b, 0), report) == RecvNext::STOP);  // a closed descriptor
+  CHECK(lost.size() == 2 && lost[1] == EBADF);
+  errno = EINTR;
+  CHECK(after_recv(-1, report) == RecvNext::RETRY);
+  CHECK(lost.size() == 2);
 }
 
 // One batch mixing large and small writes and reads, so large bodies end with the next
@@ -629,6 +656,7 @@ int main(int argc, char** argv) {
       {"busy_poll_window_sleeps_when_idle", test_busy_poll_window_sleeps_when_idle},
       {"post_wakes_only_a_sleeping_loop", test_post_wakes_only_a_sleeping_loop},
       {"body_end_brings_next_header", test_body_end_brings_next_header},
+      {"after_recv_reads_each_result", test_after_recv_reads_each_result},
       {"mixed_sizes_keep_frame_boundaries", test_mixed_sizes_keep_frame_boundaries},
   };
   for (auto& c : cases) {
