@@ -17,6 +17,8 @@ const rows = existsSync(file)
       .map((l) => JSON.parse(l))
   : [];
 const sum = (k) => rows.reduce((acc, r) => acc + (Number.isFinite(r[k]) ? r[k] : 0), 0);
-for (const r of rows) console.log(`  ${r.where.padEnd(32)} ${r.passed}/${r.total} passed${r.skipped ? `, ${r.skipped} skipped` : ''}`);
+// Each row's time is uvu's own Duration (the tests, without the build before them).
+const time = (r) => (Number.isFinite(r.seconds) ? `${String(r.seconds).padStart(5)} s  ` : '         ');
+for (const r of rows) console.log(`  ${r.where.padEnd(32)} ${time(r)}${r.passed}/${r.total} passed${r.skipped ? `, ${r.skipped} skipped` : ''}`);
 console.log(`${sum('passed')} passed, ${sum('failed')} failed, ${sum('skipped')} skipped`);
 process.exitCode = rows.length === 0 || sum('failed') > 0 ? 1 : 0;

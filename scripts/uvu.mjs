@@ -34,11 +34,12 @@ child.on('exit', (code, signal) => {
   const total = num('Total');
   const passed = num('Passed');
   const skipped = num('Skipped');
+  const seconds = Math.round(Number(plain.match(/^\s*Duration:\s+([\d.]+)ms/m)?.[1] ?? NaN) / 1000);
   // uvu's Total counts the tests that ran; skipped ones are reported apart.
   const failed = Number.isNaN(total) ? 1 : total - passed;
   const root = process.env.TE_TEST_SUMMARY ? dirname(process.env.TE_TEST_SUMMARY) : process.cwd();
   const where = relative(root, process.cwd()) || 'test (cross-package)';
-  if (process.env.TE_TEST_SUMMARY) appendFileSync(process.env.TE_TEST_SUMMARY, `${JSON.stringify({ where, total, passed, skipped, failed })}\n`);
+  if (process.env.TE_TEST_SUMMARY) appendFileSync(process.env.TE_TEST_SUMMARY, `${JSON.stringify({ where, total, passed, skipped, failed, seconds })}\n`);
   if (code !== 0 || signal) {
     process.exitCode = code || 1;
   } else if (Number.isNaN(total) || failed !== 0) {
