@@ -23,59 +23,14 @@
 #include "check.h"
 #include "loop.h"
 #include "recv_buffer.h"
+#include "tcp_node.h"
 #include "transport.h"
 
 using namespace tetcp;
+using tcp_test::Node;
+using tcp_test::options;
 
 namespace {
-
-/** One transport with its events collected for the test thread. */
-struct Node {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<Event> events;
-  std::unique_ptr<Transport> t;
-
-  explicit Node(Options o) {
-    t = std::make_unique<Transport>(std::move(o), [this](Event e) {
-      std::lock_guard<std::mutex> lock(mu);
-      events.push_back(std::move(e));
-      cv.notify_all();
-    });
-    std::string err;
-    if (t->start(&err) != te::TE_OK) {
-      std::fprintf(stderr, "start: %s\n", err.c_str());
-      std::exit(2);
-    }
-  }
-  ~Node() { t->close(); }
-
-  /** Waits (bounded) for the event of `kind` with `id`; false on timeout. */
-  bool wait(Event::Kind kind, uint64_t id, Event* out, int ms = 10000) {
-    std::unique_lock<std::mutex> lock(mu);
-    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
-    for (;;) {
-      for (auto it = events.begin(); it != events.end(); ++it) {
-        if (it->kind == kind && (kind == Event::NOTIFY || it->id == id)) {
-          if (out) *out = std::move(*it);
-          events.erase(it);
-          return true;
-        }
-      }
-      if (cv.wait_until(lock, until) == std::cv_status::timeout) return false;
-    }
-  }
-};
-
-Options options(const std::string& name, uint64_t epoch, int lanes = 2, int threads = 2) {
-  Options o;
-  o.segment_name = name;
-  o.epoch = epoch;
-  o.lanes = lanes;
-  o.io_threads = threads;
-  o.cancel_grace_ms = 100;
-  return o;
-}
 
 /** Opens a peer of `from` to `to` (expecting `epoch`); returns the OPEN status. */
 int32_t open(Node& from, Node& to, uint64_t epoch, uint64_t open_id, uint64_t* peer) {
@@ -639,6 +594,10 @@ void test_post_wakes_only_a_sleeping_loop() {
 }
 }  // namespace
 
+// control_order_test.cpp
+void test_revoke_goes_before_requests();
+void test_auth_and_revoke_go_before_requests();
+
 int main(int argc, char** argv) {
   struct Case {
     const char* name;
@@ -658,6 +617,8 @@ int main(int argc, char** argv) {
       {"body_end_brings_next_header", test_body_end_brings_next_header},
       {"after_recv_reads_each_result", test_after_recv_reads_each_result},
       {"mixed_sizes_keep_frame_boundaries", test_mixed_sizes_keep_frame_boundaries},
+      {"revoke_goes_before_requests", test_revoke_goes_before_requests},
+      {"auth_and_revoke_go_before_requests", test_auth_and_revoke_go_before_requests},
   };
   for (auto& c : cases) {
     if (argc > 1 && std::strcmp(argv[1], c.name) != 0) continue;
