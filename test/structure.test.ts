@@ -24,7 +24,6 @@ const ALLOWED: Record<string, string> = {
   'bench/fabric-rma/fi_rma_bench.c': 'the raw libfabric baseline, one self-contained C program (initiator, target, verification)',
   'native/fabric/test/transport_test.cpp': "the fabric transport's C++ tests in one file: to split by area",
   'plugins/mooncake-shm/native/client.cpp': "the shm client's mapping, posting and completion paths",
-  'plugins/mooncake-tcp/test/native/tcp_core_test.cpp': "the TCP core's C++ tests in one file",
   // Functions over 80 lines.
 };
 

@@ -73,78 +73,6 @@ void test_write_read_roundtrip() {
   init.t->close_peer(peer);
 }
 
-// The last part of a large body and the next frame's header arrive in one recvmsg: the body
-// bytes in place, the header (and nothing past it) in the receive buffer. A short receive
-// says the socket is drained, so the read loop goes back to epoll without a recv on EAGAIN.
-void test_body_end_brings_next_header() {
-  int sv[2];
-  CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
-  te::MemoryRegistry registry;
-  std::vector<uint8_t> dst(64 * 1024, 0);
-  const uint64_t d0 = reinterpret_cast<uint64_t>(dst.data());
-  CHECK(registry.add(d0, dst.size(), true) == te::TE_OK);
-  std::vector<uint8_t> body(20000), header(kHeaderSize), after(100, 0x5a);
-  for (size_t i = 0; i < body.size(); ++i) body[i] = uint8_t(i * 13 + 1);
-  for (size_t i = 0; i < header.size(); ++i) header[i] = uint8_t(0xa0 + i);
-  CHECK(::send(sv[1], body.data(), body.size(), 0) == ssize_t(body.size()));
-  CHECK(::send(sv[1], header.data(), header.size(), 0) == ssize_t(header.size()));
-  CHECK(::send(sv[1], after.data(), after.size(), 0) == ssize_t(after.size()));
-
-  RecvBuffer rbuf;
-  bool unregistered = true;
-  uint64_t asked = 0;
-  ssize_t r = recv_body_end(sv[0], registry, true, d0, body.size(), rbuf, 4096, kHeaderSize, &unregistered, &asked);
-  CHECK(!unregistered);
-  CHECK(r == ssize_t(body.size() + kHeaderSize));
-  CHECK(asked == body.size() + kHeaderSize);
-  CHECK(!drained(r, asked));
-  CHECK(std::memcmp(dst.data(), body.data(), body.size()) == 0);
-  CHECK(dst[body.size()] == 0);  // nothing past the body lands in place
-  CHECK(rbuf.size() == kHeaderSize && std::memcmp(rbuf.data(), header.data(), kHeaderSize) == 0);
-  rbuf.consume(kHeaderSize);
-
-  // Only a body's end is there: all of it lands, nothing is buffered, the socket is drained.
-  char rest[128];
-  CHECK(::recv(sv[0], rest, sizeof rest, 0) == ssize_t(after.size()));
-  CHECK(::send(sv[1], body.data(), 1000, 0) == 1000);
-  r = recv_body_end(sv[0], registry, true, d0 + 30000, 1000, rbuf, 4096, kHeaderSize, &unregistered, &asked);
-  CHECK(r == 1000 && rbuf.empty() && drained(r, asked));
-  CHECK(std::memcmp(dst.data() + 30000, body.data(), 1000) == 0);
-
-  // Unregistered destination: nothing is received (the caller drains the body instead).
-  CHECK(::send(sv[1], body.data(), 1000, 0) == 1000);
-  r = recv_body_end(sv[0], registry, true, d0 + dst.size(), 1000, rbuf, 4096, kHeaderSize, &unregistered, &asked);
-  CHECK(unregistered && r == 0 && rbuf.empty());
-  ::close(sv[0]);
-  ::close(sv[1]);
-}
-
-// after_recv, the one reading of a recv() result both read loops share, over a real socket:
-// bytes are processed, an empty socket stops the loop without failing the connection, the
-// peer's close and a receive error are each reported once (0, or the errno) and stop it.
-void test_after_recv_reads_each_result() {
-  int sv[2];
-  CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) == 0);
-  std::vector<int> lost;
-  auto report = [&](int err) { lost.push_back(err); };
-  char b[16];
-  CHECK(after_recv(::recv(sv[0], b, sizeof b, 0), report) == RecvNext::STOP);  // EAGAIN
-  CHECK(lost.empty());
-  CHECK(::send(sv[1], "abc", 3, 0) == 3);
-  ssize_t r = ::recv(sv[0], b, sizeof b, 0);
-  CHECK(r == 3 && after_recv(r, report) == RecvNext::PROCESS);
-  CHECK(lost.empty());
-  ::close(sv[1]);
-  CHECK(after_recv(::recv(sv[0], b, sizeof b, 0), report) == RecvNext::STOP);  // end of stream
-  CHECK(lost.size() == 1 && lost[0] == 0);
-  ::close(sv[0]);
-  CHECK(after_recv(::recv(sv[0], b, sizeof b, 0), report) == RecvNext::STOP);  // a closed descriptor
-  CHECK(lost.size() == 2 && lost[1] == EBADF);
-  errno = EINTR;
-  CHECK(after_recv(-1, report) == RecvNext::RETRY);
-  CHECK(lost.size() == 2);
-}
-
 // One batch mixing large and small writes and reads, so large bodies end with the next
 // frame's header (a small write's, a read's, another large one's) in the same receive, on
 // both sides; every byte must land where its request said.
@@ -307,26 +235,6 @@ void test_notification_queue_is_bounded() {
   target.t->notification_taken(e.text, e.payload.size());
   CHECK(notify("room again") == te::TE_OK);
   init.t->close_peer(peer);
-}
-
-// The HELLO body parser takes any bytes: short bodies and names past the end are refused.
-void test_parse_hello() {
-  uint8_t b[64] = {};
-  put64(b, 42);
-  for (int i = 0; i < 16; ++i) b[8 + i] = uint8_t(i);
-  put16(b + 24, 5);
-  std::memcpy(b + 26, "alice", 5);
-  HelloBody h;
-  CHECK(parse_hello(b, 31, &h) && h.initiator_epoch == 42 && h.name_len == 5 && std::memcmp(h.name, "alice", 5) == 0);
-  CHECK(h.nonce == b + 8);
-  CHECK(parse_hello(b, 40, &h));   // trailing bytes are ignored
-  CHECK(!parse_hello(b, 30, &h));  // name runs past the end
-  CHECK(!parse_hello(b, 25, &h));  // shorter than the fixed part
-  CHECK(!parse_hello(nullptr, 0, &h));
-  put16(b + 24, 0xffff);
-  CHECK(!parse_hello(b, sizeof b, &h));
-  put16(b + 24, 0);
-  CHECK(parse_hello(b, 26, &h) && h.name_len == 0);
 }
 
 /**
@@ -534,66 +442,14 @@ void test_busy_poll_window_sleeps_when_idle() {
   init.t->close_peer(peer);
 }
 
-// A post to a loop that is running (not asleep in epoll_wait) writes no eventfd: the loop
-// takes the task before it sleeps again. Posts from several threads while the loop sleeps,
-// runs, or spins are never lost. The loop's tick is 60 s here, so a lost wake-up would leave
-// a task waiting that long: the 20 s bounds below catch it without timing anything closely.
-void test_post_wakes_only_a_sleeping_loop() {
-  Loop loop(0, 0, 60000);
-  loop.start();
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // asleep in epoll_wait
-  std::atomic<bool> release{false};
-  std::atomic<int> ran{0};
-  loop.post([&] {
-    while (!release.load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
-  });
-  // One write when the loop was asleep; none if its thread had not yet reached epoll_wait.
-  const uint64_t first = loop.wakeups();
-  CHECK(first <= 1);
-  std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the blocking task is running
-  for (int i = 0; i < 1000; ++i) loop.post([&] { ran.fetch_add(1); });
-  CHECK(loop.wakeups() == first);  // 1000 posts to a running loop: no eventfd write
-  release.store(true);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (ran.load() < 1000 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  CHECK(ran.load() == 1000);
-
-  // Four posting threads, with pauses that let the loop fall asleep between some posts.
-  std::vector<std::thread> posters;
-  std::atomic<int> done{0};
-  for (int t = 0; t < 4; ++t) {
-    posters.emplace_back([&, t] {
-      for (int i = 0; i < 2000; ++i) {
-        loop.post([&] { done.fetch_add(1); });
-        if ((i + t) % 97 == 0) std::this_thread::sleep_for(std::chrono::microseconds(300));
-      }
-    });
-  }
-  for (auto& th : posters) th.join();
-  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (done.load() < 8000 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  CHECK(done.load() == 8000);
-  // How many of them found the loop asleep depends on the scheduler: printed, not checked.
-  std::printf("  8000 posts from 4 threads: %llu eventfd writes\n",
-              static_cast<unsigned long long>(loop.wakeups() - first));
-  // Posts to a sleeping loop, one at a time: each wakes it (one eventfd write) and runs.
-  for (int i = 0; i < 20; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(3));
-    std::atomic<bool> ran_now{false};
-    const uint64_t before = loop.wakeups();
-    auto t0 = std::chrono::steady_clock::now();
-    loop.post([&] { ran_now.store(true); });
-    while (!ran_now.load() && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20))
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    CHECK(ran_now.load());
-    CHECK(loop.wakeups() - before <= 1);
-  }
-  loop.stop();
-}
 }  // namespace
 
+// receive_path_test.cpp
+void test_parse_hello();
+void test_body_end_brings_next_header();
+void test_after_recv_reads_each_result();
+// loop_test.cpp
+void test_post_wakes_only_a_sleeping_loop();
 // control_order_test.cpp
 void test_revoke_goes_before_requests();
 void test_auth_and_revoke_go_before_requests();
