@@ -116,4 +116,5 @@ export {
   type NativePeer,
 } from './plugin-kit/native-transport-base.js';
 export { HostAddressSpace } from './plugin-kit/host-address-space.js';
+export { advertisedHost } from './plugin-kit/advertised-host.js';
 export { usableCpus, cgroupCpuQuota, type ReadText } from './plugin-kit/usable-cpus.js';

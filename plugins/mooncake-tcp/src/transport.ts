@@ -1,7 +1,7 @@
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
-import { networkInterfaces } from 'node:os';
 import {
+  advertisedHost,
   NativeTransportBase,
   TransferError,
   type RegisterRequest,
@@ -26,15 +26,6 @@ const opts = { plugin: PLUGIN_NAME };
 
 function fail(code: ConstructorParameters<typeof TransferError>[0], message: string): TransferError {
   return new TransferError(code, message, opts);
-}
-
-function advertisedHost(bind: string, override?: string): string {
-  if (override) return override;
-  if (bind !== '0.0.0.0' && bind !== '::') return bind;
-  for (const list of Object.values(networkInterfaces())) {
-    for (const a of list ?? []) if (a.family === 'IPv4' && !a.internal) return a.address;
-  }
-  return '127.0.0.1';
 }
 
 function parseEndpoint(value: WireValue | undefined, peer: string): TcpEndpoint {

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
-import { networkInterfaces } from 'node:os';
 import {
+  advertisedHost,
   BatchTracker,
   TransferError,
   checkSubmit,
@@ -45,15 +45,6 @@ interface WirePeer extends TransportPeer {
   readonly owner: MooncakeWireTransport;
   readonly host: string;
   readonly handshakePort: number;
-}
-
-function advertisedHost(bind: string, override?: string): string {
-  if (override) return override;
-  if (bind !== '0.0.0.0' && bind !== '::') return bind;
-  for (const list of Object.values(networkInterfaces())) {
-    for (const a of list ?? []) if (a.family === 'IPv4' && !a.internal) return a.address;
-  }
-  return '127.0.0.1';
 }
 
 /**
