@@ -9,33 +9,9 @@
 #include <cstring>
 #include <random>
 
+#include "client_peer.h"
+
 namespace teshm {
-
-struct Client::Peer {
-  enum State { CONNECTING, HELLO_SENT, OPEN, REVOKING, FAILED } state = CONNECTING;
-  uint64_t id = 0;
-  std::string socket_name, segment;
-  uint64_t epoch = 0;
-  int fd = -1;
-  int ctl_fd = -1;
-  ControlPage* page = nullptr;
-  int pidfd = -1;
-  int64_t open_deadline = 0;
-  bool open_reported = false;
-  bool closed_by_user = false;
-  int32_t failure = 0;
-  std::string failure_msg;
-  int32_t revoke_status = 0;
-  std::string revoke_msg;
-  uint64_t next_seq = 1;
-  uint32_t window = 0;
-  std::deque<Pending> unsent;
-  std::unordered_map<uint64_t, Pending> inflight;
-  bool want_out = false;
-  uint8_t nonce[16] = {};  // the target reads it from this process to prove it may (HELLO probe)
-
-  std::string label() const { return "segment \"" + segment + "\" (@" + socket_name + ")"; }
-};
 
 /** Failures a new connection would meet again: the peer must be opened afresh from a new descriptor. */
 static bool sticky(int32_t status) {
@@ -131,57 +107,6 @@ void Client::close_peer(uint64_t id) {
   }
   revoke_locked(p, te::TE_CONNECTION_LOST, "the peer was closed");
   wake();
-}
-
-void Client::connect_locked(Peer& p) {
-  std::string err;
-  Status s = connect_abstract(p.socket_name, opt_.connect_timeout_ms, &p.fd, &err);
-  if (s == te::TE_OK) s = create_control_page(&p.ctl_fd, &p.page, &err);
-  PeerCred cred;
-  if (s == te::TE_OK && (!peer_cred(p.fd, &cred) || cred.uid != geteuid())) {
-    // Whoever holds the abstract name must be this user's process, or it gets nothing.
-    s = te::TE_AUTH_FAILED;
-    err = "the process listening on @" + p.socket_name + " runs as uid " + std::to_string(cred.uid) + ", not " +
-          std::to_string(geteuid());
-  }
-  if (s == te::TE_OK) {
-    p.pidfd = open_pidfd(cred.pid);
-    Hello h;
-    h.expected_epoch = p.epoch;
-    h.probe_addr = reinterpret_cast<uint64_t>(p.nonce);
-    std::memcpy(h.nonce, p.nonce, sizeof h.nonce);
-    h.name = opt_.segment_name;
-    std::vector<uint8_t> msg;
-    encode_hello(h, &msg);
-    if (send_message(p.fd, msg, p.ctl_fd) < 0) {
-      s = te::TE_PEER_UNREACHABLE;
-      err = std::string("sending HELLO: ") + std::strerror(errno);
-    }
-  }
-  if (s != te::TE_OK) {
-    fail_locked(p, s, err);
-    return;
-  }
-  p.state = Peer::HELLO_SENT;
-  by_fd_[p.fd] = peers_[p.id];
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = p.fd;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, p.fd, &ev);
-}
-
-void Client::on_reply_locked(Peer& p, const HelloReply& r) {
-  if (r.status != te::TE_OK) {
-    fail_locked(p, r.status, "target " + p.label() + " refused the connection: " + r.message);
-    return;
-  }
-  p.state = Peer::OPEN;
-  p.window = r.max_outstanding == 0 ? 1 : r.max_outstanding;
-  if (!p.open_reported) {
-    p.open_reported = true;  // a reconnect reports nothing: its batches were waiting for it
-    owner_->emit(Event{Event::OPEN, p.id, 0, "", {}});
-  }
-  flush_locked(p);
 }
 
 void Client::arm_locked(Peer& p, bool out) {
@@ -411,52 +336,6 @@ void Client::fail_locked(Peer& p, int32_t status, const std::string& why) {
     complete_locked(p, b, q.index, b->cancel_status ? b->cancel_status : status);
   }
   if (p.closed_by_user) peers_.erase(p.id);
-}
-
-void Client::read_peer_locked(const std::shared_ptr<Peer>& pp) {
-  Peer& p = *pp;
-  std::vector<uint8_t> buf;
-  Message m;
-  for (int budget = 0; budget < 256 && p.fd >= 0; ++budget) {
-    int got_fd = -1;
-    bool truncated = false;
-    ssize_t r = recv_message(p.fd, &buf, &got_fd, &truncated);
-    if (got_fd >= 0) close(got_fd);
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    if (r <= 0) {
-      // End of stream: the target exited or let go of the connection after its last copy,
-      // so nothing touches this process's memory for it any more.
-      bool exited = pidfd_exited(p.pidfd);
-      std::string why = p.state == Peer::HELLO_SENT
-                            ? "target " + p.label() + " closed the connection during the handshake"
-                        : exited ? "target " + p.label() + " exited with requests in flight"
-                                 : "target " + p.label() + " closed the connection";
-      if (p.state == Peer::REVOKING) return fail_locked(p, p.revoke_status, p.revoke_msg);
-      return fail_locked(p, p.state == Peer::HELLO_SENT ? te::TE_PEER_UNREACHABLE : te::TE_CONNECTION_LOST, why);
-    }
-    std::string why;
-    Status s = truncated ? te::TE_BAD_FRAME : parse_message(buf.data(), buf.size(), &m, &why);
-    bool expected = s == te::TE_OK && ((p.state == Peer::HELLO_SENT && m.type == HELLO_REPLY) ||
-                                       (p.state != Peer::HELLO_SENT && m.type == COMPLETIONS));
-    if (!expected) {
-      // A target that speaks nonsense may still be copying: fence it before failing anything.
-      return revoke_locked(
-          p, te::TE_BAD_FRAME,
-          "target " + p.label() + " sent a malformed message: " + (why.empty() ? "unexpected type" : why));
-    }
-    if (m.type == HELLO_REPLY) {
-      on_reply_locked(p, m.reply);
-      continue;
-    }
-    for (const Completion& c : m.completions) {
-      auto it = p.inflight.find(c.seq);
-      if (it == p.inflight.end()) continue;  // already failed locally (cancel) or unknown
-      Pending q = std::move(it->second);
-      p.inflight.erase(it);
-      complete_locked(p, q.batch, q.index, c.status);
-    }
-    flush_locked(p);
-  }
 }
 
 int Client::timers_locked() {

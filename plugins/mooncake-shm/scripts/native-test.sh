@@ -14,7 +14,7 @@ mkdir -p "$out"
 flags="-std=c++17 -O1 -g -Wall -Wextra -Wno-unused-parameter"
 [ "$mode" = tsan ] && flags="$flags -fsanitize=thread"
 sources="$here/native/wire.cpp $here/native/socket.cpp $here/native/control_page.cpp $here/native/copy.cpp
-  $here/native/server.cpp $here/native/client.cpp $here/native/transport.cpp
+  $here/native/server.cpp $here/native/client.cpp $here/native/client_connection.cpp $here/native/transport.cpp
   $core/src/status.cpp $core/src/memory_registry.cpp $here/test/native/shm_core_test.cpp"
 ${CXX:-g++} $flags -I"$here/native" -I"$core/include" -I"$core/test" $sources -o "$out/shm_core_test" -lpthread
 TSAN_OPTIONS="halt_on_error=1 exitcode=66 ${TSAN_OPTIONS:-}" "$out/shm_core_test" "$@"
