@@ -12,87 +12,12 @@
 #include <thread>
 #include <vector>
 
-#include "../../test/check.h"
-#include "../src/impl.h"
-
-namespace te::fabric {
-struct TransportTestAccess {
-  static Transport::Impl& impl(Transport& t) { return *t.impl_; }
-};
-}  // namespace te::fabric
+#include "transport_test_node.h"
 
 using namespace te::fabric;
+using namespace fabric_test;
 
 namespace {
-
-struct Node {
-  std::mutex mu;
-  std::vector<Event> events;
-  std::unique_ptr<Transport> t;
-  bool ok = false;
-
-  explicit Node(const std::string& name, uint64_t epoch, Options o = Options()) {
-    o.segment_name = name;
-    o.epoch = epoch;
-    if (o.provider.empty()) o.provider = "tcp;ofi_rxm";
-    o.source_address = "127.0.0.1";
-    o.max_rails = 1;
-    o.connect_timeout_ms = 2000;
-    t = std::make_unique<Transport>(o, [this](Event e) {
-      std::lock_guard<std::mutex> l(mu);
-      events.push_back(std::move(e));
-    });
-    std::string err;
-    ok = t->start(&err) == te::TE_OK;
-    if (!ok) fprintf(stderr, "cannot start %s: %s\n", name.c_str(), err.c_str());
-  }
-  Transport::Impl& m() { return TransportTestAccess::impl(*t); }
-  Rail& rail() { return *m().rails[0]; }
-  size_t count(Event::Kind k) {
-    std::lock_guard<std::mutex> l(mu);
-    size_t n = 0;
-    for (auto& e : events) n += e.kind == k;
-    return n;
-  }
-  bool wait_for(Event::Kind k, size_t n, int ms = 5000) {
-    for (int i = 0; i < ms / 10; ++i) {
-      if (count(k) >= n) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
-  }
-  size_t av_entries() {
-    std::lock_guard<std::mutex> l(rail().av_mu);
-    return rail().addresses.size();
-  }
-  size_t queued_ctrl() {
-    std::lock_guard<std::mutex> l(rail().q_mu);
-    return rail().ctrl.size();
-  }
-  /** Stops the rail thread (queued messages stay queued); close() still cleans up. */
-  void stop_rail_thread() {
-    rail().stop.store(true);
-    if (rail().can_wait) fi_cq_signal(rail().cq);
-    rail().thread.join();
-  }
-};
-
-std::vector<uint8_t> message(uint8_t type, const std::vector<uint8_t>& sender, uint64_t target_epoch, uint64_t req = 1,
-                             const std::vector<uint8_t>& body = {}, uint8_t flags = 0) {
-  wire::Header h;
-  h.type = type;
-  h.flags = flags;
-  h.req_id = req;
-  h.sender_epoch = 99;
-  h.target_epoch = target_epoch;
-  h.sender_addr = sender;
-  std::vector<uint8_t> out;
-  wire::put_header(out, h);
-  out.insert(out.end(), body.begin(), body.end());
-  return out;
-}
-
-void deliver(Node& n, const std::vector<uint8_t>& msg) { n.m().on_message(n.rail(), msg.data(), msg.size()); }
 
 // Finding 1: a HELLO / TABLE_REQ / REVOKE naming a sender address of another length than
 // the provider's (0 included) reached fi_av_insert, which read the provider's fixed length
@@ -209,38 +134,6 @@ void test_region_without_keys_at_use(Node& a, Node& b) {
   a.t->unregister_memory(la, &err);
 }
 
-std::vector<uint8_t> notify_body(const std::string& from, size_t payload) {
-  std::vector<uint8_t> b;
-  wire::put_u16(b, static_cast<uint16_t>(from.size()));
-  wire::put_bytes(b, from.data(), from.size());
-  wire::put_u32(b, static_cast<uint32_t>(payload));
-  std::vector<uint8_t> p(payload, 0x5a);
-  wire::put_bytes(b, p.data(), p.size());
-  return b;
-}
-
-// Finding 3: every NOTIFY went to the sink (the addon's unbounded queue). Now at most
-// notify_queue_per_peer per sender and notify_queue_bytes in all wait to be taken.
-void test_notify_budget() {
-  Options o;
-  o.notify_queue_per_peer = 3;
-  o.notify_queue_bytes = 3 * (1000 + 256) + 3 * (256 + 10);
-  Node n("notified", 7, o);
-  CHECK(n.ok);
-  if (!n.ok) return;
-  std::vector<uint8_t> any = n.rail().pub.addr;
-  for (int i = 0; i < 6; ++i) deliver(n, message(wire::NOTIFY, any, 7, 1, notify_body("flood", 10)));
-  CHECK(n.count(Event::NOTIFY) == 3);  // per sender
-  n.t->notification_taken("flood", 10);
-  deliver(n, message(wire::NOTIFY, any, 7, 1, notify_body("flood", 10)));
-  CHECK(n.count(Event::NOTIFY) == 4);  // a place was freed
-  // Bytes, all senders together: 3 x 1000 B from three senders fit, a fourth does not.
-  for (int s = 0; s < 4; ++s)
-    deliver(n, message(wire::NOTIFY, any, 7, 1, notify_body("big" + std::to_string(s), 1000)));
-  CHECK(n.count(Event::NOTIFY) == 7);
-  n.t->close();
-}
-
 // Finding 4: answers (HELLO_ACK, TABLE, REVOKE_ACK) queued per request without a bound. A
 // flood of hellos queues at most kMaxAnswers while the rail cannot send.
 void test_answers_bounded(Node& other) {
@@ -252,185 +145,6 @@ void test_answers_bounded(Node& other) {
   for (size_t i = 0; i < Rail::kMaxAnswers + 100; ++i) deliver(n, msg);
   CHECK(n.queued_ctrl() == Rail::kMaxAnswers);
   n.t->close();
-}
-
-// Opens `target` from `from` (waits for the OPEN event); 0 when it did not open.
-uint64_t open_to(Node& from, Node& target, uint64_t epoch) {
-  PeerAddress pa;
-  pa.rails = {target.rail().pub.addr};
-  pa.virt_addr = {target.rail().pub.virt_addr};
-  pa.provider = target.rail().pub.provider;
-  size_t opens = from.count(Event::OPEN);
-  uint64_t id = from.t->open_peer("target", epoch, pa, false, {});
-  if (!from.wait_for(Event::OPEN, opens + 1)) return 0;
-  std::lock_guard<std::mutex> l(from.mu);
-  for (auto& e : from.events)
-    if (e.kind == Event::OPEN && e.id == id) return e.status == te::TE_OK ? id : 0;
-  return 0;
-}
-
-// A batch of no requests that carries `payload` as its notification; the outcome once
-// settled (nullptr when it did not settle within `ms`).
-std::unique_ptr<BatchOutcome> notify_batch(Node& n, uint64_t peer, const std::string& payload, int ms = 8000,
-                                           uint64_t* id_out = nullptr, bool wait = true) {
-  std::string err;
-  uint64_t bid = 0;
-  size_t batches = n.count(Event::BATCH);
-  if (n.t->submit(peer, nullptr, nullptr, nullptr, nullptr, 0, reinterpret_cast<const uint8_t*>(payload.data()),
-                  payload.size(), &bid, &err) != te::TE_OK)
-    return nullptr;
-  if (id_out) *id_out = bid;
-  if (!wait || !n.wait_for(Event::BATCH, batches + 1, ms)) return nullptr;
-  return n.t->take_batch(bid);
-}
-
-// Item: a NOTIFY is acknowledged. Within the receiver's budget the sender's batch succeeds
-// and the listener gets it; over it the batch fails with POOL_EXHAUSTED (it used to
-// succeed, the notification silently dropped) and nothing is delivered.
-void test_notify_acknowledged() {
-  Options o;
-  o.notify_queue_per_peer = 1;
-  Node target("acked", 21, o), sender("acker", 22);
-  CHECK(target.ok && sender.ok);
-  if (!target.ok || !sender.ok) return;
-  uint64_t peer = open_to(sender, target, 21);
-  CHECK(peer != 0);
-  auto first = notify_batch(sender, peer, "first");
-  CHECK(first != nullptr);
-  if (first) CHECK(first->status == te::TE_OK);
-  CHECK(target.count(Event::NOTIFY) == 1);
-  {
-    std::lock_guard<std::mutex> l(target.mu);
-    for (auto& e : target.events)
-      if (e.kind == Event::NOTIFY)
-        CHECK(e.text == "acker" && std::string(e.payload.begin(), e.payload.end()) == "first");
-  }
-  auto second = notify_batch(sender, peer, "second");  // the listener has not taken the first
-  CHECK(second != nullptr);
-  if (second) {
-    CHECK(second->status == te::TE_POOL_EXHAUSTED);
-    CHECK(second->message.find("notification queue is full") != std::string::npos);
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  CHECK(target.count(Event::NOTIFY) == 1);
-  target.t->notification_taken("acker", 5);
-  auto third = notify_batch(sender, peer, "third");  // a place was freed
-  CHECK(third != nullptr);
-  if (third) CHECK(third->status == te::TE_OK);
-  CHECK(target.count(Event::NOTIFY) == 2);
-  {
-    std::lock_guard<std::mutex> l(sender.m().pending_mu);
-    CHECK(sender.m().pending.empty());  // every wait for an ack ended
-  }
-  sender.t->close();
-  target.t->close();
-}
-
-// A receiver that never answers: the sender's batch does not hang. It settles when the
-// engine cancels it at its deadline, fails with TIMEOUT at the transport's own ack
-// deadline, and with CONNECTION_LOST when the peer is closed meanwhile.
-void test_notify_unanswered() {
-  Options so;
-  so.connect_timeout_ms = 1000;  // ack deadline: 2 s
-  Node target("mute", 23), sender("asker", 24, so);
-  CHECK(target.ok && sender.ok);
-  if (!target.ok || !sender.ok) return;
-  uint64_t peer = open_to(sender, target, 23);
-  CHECK(peer != 0);
-  target.stop_rail_thread();  // receives nothing more, answers nothing
-  uint64_t bid = 0;
-  CHECK(notify_batch(sender, peer, "x", 0, &bid, false) == nullptr);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  CHECK(sender.t->take_batch(bid) == nullptr);  // waiting for the ack
-  size_t batches = sender.count(Event::BATCH);
-  sender.t->cancel(bid, te::TE_TIMEOUT);
-  CHECK(sender.wait_for(Event::BATCH, batches + 1, 1000));
-  auto cancelled = sender.t->take_batch(bid);
-  CHECK(cancelled != nullptr);
-  if (cancelled) CHECK(cancelled->status == te::TE_TIMEOUT);
-  auto late = notify_batch(sender, peer, "y", 6000);
-  CHECK(late != nullptr);
-  if (late) CHECK(late->status == te::TE_TIMEOUT);
-  CHECK(notify_batch(sender, peer, "z", 0, &bid, false) == nullptr);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  batches = sender.count(Event::BATCH);
-  sender.t->close_peer(peer);
-  CHECK(sender.wait_for(Event::BATCH, batches + 1, 1000));
-  auto lost = sender.t->take_batch(bid);
-  CHECK(lost != nullptr);
-  if (lost) CHECK(lost->status == te::TE_CONNECTION_LOST);
-  sender.t->close();
-  target.t->close();
-}
-
-// Crafted NOTIFY_ACKs: one for an unknown request, one from another address than the peer's
-// for a request that exists, are ignored (no crash, the batch keeps waiting).
-void test_notify_ack_forged(Node& a, Node& b) {
-  for (uint64_t req : {uint64_t(0), uint64_t(123456789), ~uint64_t(0)})
-    for (int32_t st : {0, int32_t(te::TE_POOL_EXHAUSTED), 12345}) {
-      wire::Header h;
-      h.type = wire::NOTIFY_ACK;
-      h.req_id = req;
-      h.sender_epoch = 8;
-      h.target_epoch = 7;
-      h.status = st;
-      h.sender_addr = b.rail().pub.addr;
-      std::vector<uint8_t> m;
-      wire::put_header(m, h);
-      deliver(a, m);
-    }
-  // A pending notification to "b", answered by someone else.
-  PeerAddress pa;
-  pa.rails = {b.rail().pub.addr};
-  pa.virt_addr = {b.rail().pub.virt_addr};
-  pa.provider = b.rail().pub.provider;
-  size_t opens = a.count(Event::OPEN);
-  uint64_t id = a.t->open_peer("b3", 8, pa, false, {});
-  CHECK(a.wait_for(Event::OPEN, opens + 1));
-  std::shared_ptr<Peer> p;
-  {
-    std::lock_guard<std::mutex> l(a.m().peers_mu);
-    p = a.m().peers[id];
-  }
-  auto batch = std::make_shared<Batch>();
-  batch->id = 987654321;
-  batch->peer = p;
-  batch->statuses.reset(new std::atomic<int32_t>[1]);
-  batch->req_left.reset(new std::atomic<uint32_t>[1]);
-  const uint64_t req = 777000111;
-  {
-    std::lock_guard<std::mutex> l(a.m().pending_mu);
-    Pending pd;
-    pd.kind = Pending::NOTIFY;
-    pd.peer = p;
-    pd.batch = batch;
-    pd.sent = now_ms();
-    pd.deadline = pd.sent + 60000;
-    a.m().pending[req] = pd;
-    batch->notify_req = req;
-  }
-  std::vector<uint8_t> stranger = a.rail().pub.addr;  // well-formed, not the peer's
-  deliver(a, message(wire::NOTIFY_ACK, stranger, 7, req));
-  CHECK(!batch->done.load());
-  auto wrong_epoch = message(wire::NOTIFY_ACK, b.rail().pub.addr, 7, req);  // sender_epoch 99, b's is 8
-  deliver(a, wrong_epoch);
-  CHECK(!batch->done.load());
-  // Control: the peer's own answer settles it.
-  wire::Header h;
-  h.type = wire::NOTIFY_ACK;
-  h.req_id = req;
-  h.sender_epoch = 8;
-  h.target_epoch = 7;
-  h.status = te::TE_POOL_EXHAUSTED;
-  h.sender_addr = b.rail().pub.addr;
-  std::vector<uint8_t> ok;
-  wire::put_header(ok, h);
-  deliver(a, ok);
-  CHECK(batch->done.load());
-  auto out = a.t->take_batch(batch->id);
-  CHECK(out != nullptr);
-  if (out) CHECK(out->status == te::TE_POOL_EXHAUSTED);
-  a.t->close_peer(id);
 }
 
 // A message of another wire version is refused by the parser (a mixed pair fails to open
@@ -564,34 +278,6 @@ void test_dead_peer_refused_at_posting() {
   sender.t->close();
 }
 
-// A target with one registered, remote-writable buffer, opened from `sender` with its region
-// (so writes are validated and posted at once); the peer id, 0 when it did not open.
-uint64_t open_with_region(Node& sender, Node& target, uint64_t epoch, std::vector<uint8_t>& buf) {
-  std::vector<uint64_t> keys;
-  uint64_t base = 0;
-  std::string err;
-  const uint64_t ra = reinterpret_cast<uint64_t>(buf.data());
-  if (target.t->register_memory(ra, buf.size(), true, &keys, &base, &err) != te::TE_OK) return 0;
-  PeerAddress pa;
-  pa.rails = {target.rail().pub.addr};
-  pa.virt_addr = {target.rail().pub.virt_addr};
-  pa.provider = target.rail().pub.provider;
-  RemoteRegion reg;
-  reg.addr = ra;
-  reg.length = buf.size();
-  reg.base = base;
-  reg.keys = keys;
-  size_t opens = sender.count(Event::OPEN);
-  uint64_t id = sender.t->open_peer(target.m().opt.segment_name, epoch, pa, false, {reg});
-  return sender.wait_for(Event::OPEN, opens + 1) ? id : 0;
-}
-
-int peer_state(Node& n, uint64_t peer) {
-  std::lock_guard<std::mutex> l(n.m().peers_mu);
-  auto it = n.m().peers.find(peer);
-  return it == n.m().peers.end() ? -1 : it->second->state.load();
-}
-
 // A write the provider refuses at posting fails alone: the rail keeps asking for delivery
 // completion on every later write, to that peer and to others, and says so in rails().
 // (The rail used to retry the refused write without FI_DELIVERY_COMPLETE and drop the flag
@@ -707,6 +393,12 @@ void test_provider_failure_of_a_lost_peer() {
 }
 
 }  // namespace
+
+// notify_test.cpp
+void test_notify_budget();
+void test_notify_acknowledged();
+void test_notify_unanswered();
+void test_notify_ack_forged(fabric_test::Node& a, fabric_test::Node& b);
 
 int main() {
   Node a("a", 7), b("b", 8);
