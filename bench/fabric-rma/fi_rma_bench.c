@@ -5,6 +5,9 @@
 // untimed warm-up pass over every slot (connections made, pages warm). Every
 // slot of the destination is checked afterwards (a checksum computed on both sides).
 //
+// Long file: the baseline is one self-contained C program (initiator, target, verification)
+// that bench/lib/c-bench.mjs compiles from this one source with the system compiler alone.
+//
 //   fi_rma_bench --op write|read --size BYTES --window N --seconds S [--provider tcp;ofi_rxm]
 //                [--endpoints E]   (E endpoint pairs, each with its own domain, CQ and
 //                                   polling thread on both sides, as te runs one per rail)
