@@ -16,6 +16,7 @@ echo "second Node.js line: $(node --version)"
 # Cases that cost minutes on work the Node.js line does not change run once, in the first
 # line, and are registered here as skipped with why (test/fixtures/node-lines.ts): the GPU
 # suite's host rehearsal, packing and installing every package (native addons compiled again),
-# and the documented commands (builds, benchmarks, the demo over the packages both lines test).
+# the documented commands (builds, benchmarks, the demo over the packages both lines test), the
+# static source checks, and the packages' C++ tests, which do not load Node.js (scripts/cxx-once.mjs).
 export TE_CI_SECOND_NODE=1
 npm test
