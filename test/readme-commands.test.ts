@@ -115,12 +115,15 @@ for (const { file, command } of commands()) {
     continue;
   }
   test(name, () => {
+    const started = Date.now();
     const r = spawnSync('bash', ['-c', runnable], {
       cwd: root,
       encoding: 'utf8',
       timeout: 240_000,
       env: { ...process.env, TE_BENCH_QUICK: '1', FORCE_COLOR: '0' },
     });
+    // Each command's time, for whoever trims this file's minutes.
+    console.log(`  ${((Date.now() - started) / 1000).toFixed(1).padStart(6)} s  ${runnable}`);
     assert.is(r.status, 0, `exit ${r.status}${r.signal ? ` (${r.signal})` : ''}\n${r.stdout.slice(-3000)}\n${r.stderr.slice(-3000)}`);
   });
 }
