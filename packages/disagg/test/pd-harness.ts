@@ -74,9 +74,9 @@ export function spawnRank(spec: RankSpec): Promise<RankProcess> {
   return spawnWorker(RANK_SCRIPT, { ...process.env, ...spec.env, TE_PD_SPEC: JSON.stringify(full) }, `${spec.role} rank`, spec.env === undefined);
 }
 
-// Rank processes whose rank closed cleanly, waiting for the next spec. Unreferenced while
-// they wait: the test process exits when its tests are done, and they follow it (a rank
-// exits when its parent's IPC channel closes).
+// Rank processes whose rank closed cleanly, waiting for the next spec. Like every worker
+// they are unreferenced: the test process exits when its tests are done, and they follow
+// it (a rank exits when its parent's IPC channel closes).
 const idle: ChildProcess[] = [];
 const MAX_IDLE = 20;
 /** How long a rank may take to start (its KV manager's bootstrap included) on a loaded machine. */
@@ -84,11 +84,7 @@ const READY_MS = 90_000;
 
 function takeIdle(): ChildProcess | undefined {
   for (let child = idle.pop(); child; child = idle.pop()) {
-    if (child.connected && child.exitCode === null && child.signalCode === null) {
-      child.ref();
-      child.channel?.ref();
-      return child;
-    }
+    if (child.connected && child.exitCode === null && child.signalCode === null) return child;
   }
   return undefined;
 }
@@ -98,8 +94,6 @@ function park(child: ChildProcess): void {
     child.kill('SIGKILL');
     return;
   }
-  child.unref();
-  child.channel?.unref();
   idle.push(child);
 }
 
@@ -110,6 +104,11 @@ async function spawnWorker(script: string, env: NodeJS.ProcessEnv, what: string,
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   child.on('error', () => undefined);
+  // A worker never holds the test process open: every wait on one has a deadline timer of
+  // its own, and a worker a failed test left behind (a sibling of a rank that failed to
+  // start) exits when the test process does, as its IPC channel closes.
+  child.unref();
+  child.channel?.unref();
   return attach(child, what, undefined, recyclable);
 }
 

@@ -22,7 +22,7 @@ function running(pid: number): boolean {
 }
 
 test('a rank process exits when the test process that started it is killed', async () => {
-  const script = `const h = await import(${JSON.stringify(harness)}); const r = await h.spawnEC({ role: 'producer' }); process.stdout.write('rank-pid ' + r.child.pid + ' ');`;
+  const script = `const h = await import(${JSON.stringify(harness)}); const r = await h.spawnEC({ role: 'producer' }); process.stdout.write('rank-pid ' + r.child.pid + ' '); setInterval(() => {}, 1000);`;
   const parent = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
   const pid = await new Promise<number>((resolve, reject) => {
     let out = '';
@@ -44,6 +44,26 @@ test('a rank process exits when the test process that started it is killed', asy
   const alive = running(pid);
   if (alive) process.kill(pid, 'SIGKILL');
   assert.not.ok(alive, `rank ${pid} outlived the process that started it`);
+});
+test('a test that leaves a rank behind does not hold its test process open, and the rank exits with it', async () => {
+  // As a test does whose sibling rank failed to start: the rank that did start is never closed.
+  const script = `const h = await import(${JSON.stringify(harness)}); const r = await h.spawnEC({ role: 'producer' }); process.stdout.write('rank-pid ' + r.child.pid + ' ');`;
+  const parent = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  parent.stdout!.on('data', (d) => (out += d));
+  const exited = await new Promise<boolean>((resolve) => {
+    parent.once('exit', () => resolve(true));
+    setTimeout(() => resolve(false), 60_000).unref();
+  });
+  if (!exited) parent.kill('SIGKILL');
+  assert.ok(exited, `the test process was held open by its rank:\n${out}`);
+  const pid = Number(out.match(/rank-pid (\d+) /)?.[1]);
+  assert.ok(pid > 0, `no rank pid:\n${out}`);
+  const deadline = Date.now() + 15_000;
+  while (running(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  const alive = running(pid);
+  if (alive) process.kill(pid, 'SIGKILL');
+  assert.not.ok(alive, `rank ${pid} outlived the test process that left it behind`);
 });
 
 test.run();
