@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 // The command's own options pass through untouched: only a leading --help is this script's.
 const command = process.argv.slice(2);
 if (command[0] === '--help' || command[0] === '-h' || command.length === 0) {
-  console.log(
+  (command.length === 0 ? console.error : console.log)(
     "usage: node scripts/cxx-once.mjs <command> [args...]\n\nRuns a package's C++ test command; in CI's second Node.js line (TE_CI_SECOND_NODE=1) prints why it is not run again and exits 0.",
   );
   process.exit(command.length === 0 ? 2 : 0);
