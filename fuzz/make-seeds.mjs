@@ -27,6 +27,19 @@ save('tcp_frames', 'hello', hello);
 save('tcp_frames', 'hello-write', Buffer.concat([hello, write]));
 save('tcp_frames', 'hello-read', Buffer.concat([hello, read]));
 save('tcp_frames', 'hello-notify', Buffer.concat([hello, notify]));
+// WRITEV: a table of (addr, length, span_addr, span_length) entries, then the segments' bytes.
+const segments = [
+  [REGION + 64n, 100n],
+  [REGION + (1n << 20n) - 8n, 64n], // crosses the region's end: refused alone
+  [REGION + 8192n, 3000n],
+];
+const table = Buffer.concat(segments.map(([addr, len]) => Buffer.concat([u64(addr), u64(len), u64(addr), u64(len)])));
+const writevBytes = Buffer.alloc(
+  segments.reduce((n, [, len]) => n + Number(len), 0),
+  0x5a,
+);
+const writev = tcpFrame({ op: TCP_OP.writev, id: 8n, addr: BigInt(segments.length), body: Buffer.concat([table, writevBytes]) });
+save('tcp_frames', 'hello-writev', Buffer.concat([hello, writev, write]));
 save('tcp_frames', 'hello-all', Buffer.concat([hello, write, read, notify, read]));
 save(
   'tcp_frames',

@@ -1,7 +1,7 @@
 // libFuzzer target: the mooncake-tcp server side, end to end. One transport (real I/O
 // loops and listener) serves a registered region at a fixed address with a fixed epoch;
 // each input is sent over a fresh loopback connection as a client would (HELLO, AUTH,
-// WRITE, READ, NOTIFY frames, or garbage), then the client half-closes and reads until the
+// WRITE, WRITEV, READ, NOTIFY frames, or garbage), then the client half-closes and reads until the
 // server closes. Crashes, sanitizer reports and hangs (libFuzzer's -timeout) are failures.
 // TE_FUZZ_SECRET=1 in the environment runs the same against a transport with a secret.
 #include <arpa/inet.h>

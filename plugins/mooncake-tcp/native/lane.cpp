@@ -119,6 +119,8 @@ void Lane::close_connection() {
   rbuf_.release();  // a lane without a connection holds no receive buffer
   in_body_ = false;
   body_staged_ = false;
+  body_statuses_ = false;
+  body_ctrl_ = false;
   body_why_.clear();
   tx_staged_id_ = 0;
   tx_index_ = 0;

@@ -47,6 +47,10 @@ class Lane : public IoHandler {
   void fail(int32_t status, const std::string& why, bool sticky = false);
   void drop_for_cancel(int64_t grace);
   void refill();
+  /** How many of pending_'s front slices can ride in a WRITEV frame behind `s` (0: none; see wire.h). */
+  size_t writev_run(const Slice* s, uint64_t window) const;
+  /** Moves `s` and the `run` pending slices behind it into the window as one WRITEV frame. */
+  void start_writev(Slice* s, size_t run);
   /** Writes control bytes, then the unsent frames of inflight_, until done or the socket is full. */
   void flush();
   /**
@@ -67,12 +71,18 @@ class Lane : public IoHandler {
   bool on_handshake_header(const Header& h);
   /** on_header for a successful answer to READ slice `s` (the front one): its body follows. */
   bool on_read_answer(const Header& h, Slice* s);
+  /** on_header for the answer to WRITEV frame `s` (the front one): its statuses may follow. */
+  bool on_writev_answer(const Header& h, Slice* s);
   /** The READ body of `length` bytes for device memory goes to rx staging (or is drained if it cannot). */
   void stage_read_body(uint64_t length);
   void finish_body();
   void on_handshake_answer();
   void finish_staged_body();
   void complete_front(int32_t status, const char* why = nullptr);
+  /** The answer to the front WRITEV frame: its slices complete, each with `statuses[i]` (or all with `status`). */
+  void complete_frame(int32_t status, const uint8_t* statuses);
+  /** The front slice leaves the window and completes (no refill). */
+  void pop_front_slice(int32_t status, const char* why);
   void set_interest();
   void send_ctrl(const Header& h, const uint8_t* body, size_t len);
   /** The handshake is done: a pending revocation goes first, then the lane is ready. */
@@ -142,7 +152,9 @@ class Lane : public IoHandler {
   uint8_t client_nonce_[kNonceSize];
   uint8_t server_nonce_[kNonceSize];
   uint64_t server_epoch_ = 0;
-  bool peer_revokes_ = false;  // the target answers REVOKE (HELLO_ACK feature)
+  bool peer_revokes_ = false;   // the target answers REVOKE (HELLO_ACK feature)
+  bool peer_writev_ = false;    // the target takes WRITEV frames (HELLO_ACK feature)
+  bool body_statuses_ = false;  // the body being received: a WRITEV answer's per-segment statuses
   // Slices of cancelled batches whose connection was reset: they settle once the target
   // confirmed (REVOKE on the next connection) that nothing more from it is applied.
   std::vector<Slice*> revoking_;

@@ -133,11 +133,13 @@ bool Lane::on_header(const Header& h) {
     return false;
   }
   Slice* s = inflight_.front();
-  if (h.id != get64(s->hdr + 16) || h.op != (s->op | OP_RESPONSE)) {
+  const uint8_t op = s->vhead ? uint8_t(OP_WRITEV) : s->op;
+  if (h.id != get64(s->hdr + 16) || h.op != (op | OP_RESPONSE) || tx_index_ < s->frame_n) {
     fail(te::TE_BAD_FRAME, "out-of-order response from " + peer_->label());
     return false;
   }
   if (s->op == OP_READ && h.status == te::TE_OK) return on_read_answer(h, s);
+  if (op == OP_WRITEV) return on_writev_answer(h, s);
   if (h.length != 0) {
     fail(te::TE_BAD_FRAME, "response with an unexpected body from " + peer_->label());
     return false;
@@ -200,6 +202,12 @@ void Lane::stage_read_body(uint64_t length) {
 
 void Lane::finish_body() {
   in_body_ = false;
+  if (body_statuses_) {
+    body_statuses_ = false;
+    body_ctrl_ = false;
+    complete_frame(cur_.status, ctrl_body_.data());
+    return;
+  }
   if (body_ctrl_) {
     body_ctrl_ = false;
     on_handshake_answer();
@@ -266,6 +274,14 @@ void Lane::on_rx_unstaged(Slice* s, int32_t status, const std::string& why) {
 }
 
 void Lane::complete_front(int32_t status, const char* why) {
+  pop_front_slice(status, why);
+  if (!pending_.empty()) {
+    refill();
+    flush();
+  }
+}
+
+void Lane::pop_front_slice(int32_t status, const char* why) {
   Slice* s = inflight_.front();
   inflight_.pop_front();
   --tx_index_;
@@ -274,6 +290,33 @@ void Lane::complete_front(int32_t status, const char* why) {
   int32_t cancel = s->batch->cancel_status.load();
   if (status == te::TE_OK && cancel != 0 && s->op == OP_READ) status = cancel;
   s->batch->complete(s, status, why);
+}
+
+// A WRITEV answer: status 0 and no body (every segment applied), or the first failure and
+// one status per segment.
+bool Lane::on_writev_answer(const Header& h, Slice* s) {
+  if (h.status == te::TE_OK ? h.length != 0 : h.length != 4ull * s->frame_n) {
+    fail(te::TE_BAD_FRAME, "WRITEV answer of the wrong length from " + peer_->label());
+    return false;
+  }
+  if (h.status == te::TE_OK) {
+    complete_frame(te::TE_OK, nullptr);
+    return fd_ >= 0;
+  }
+  ctrl_body_.clear();
+  body_ctrl_ = true;
+  body_statuses_ = true;
+  in_body_ = true;
+  body_left_ = h.length;
+  return fd_ >= 0;
+}
+
+void Lane::complete_frame(int32_t status, const uint8_t* statuses) {
+  const uint32_t n = inflight_.front()->frame_n;
+  for (uint32_t i = 0; i < n; ++i) {
+    const int32_t st = statuses ? static_cast<int32_t>(get32(statuses + 4 * i)) : status;
+    pop_front_slice(st, st == te::TE_OK ? nullptr : "the target refused the request");
+  }
   if (!pending_.empty()) {
     refill();
     flush();

@@ -13,8 +13,14 @@ namespace tetcp {
 namespace {
 constexpr size_t kMaxRequestIov = 512;
 constexpr size_t kMaxInflightSlices = 8192;
+// WRITEV frames: writes up to kMaxSegmentBytes each ride together, up to kMaxFrameBytes of them.
+// Larger writes gain little (their header is a small part of them) and go alone.
+constexpr uint64_t kMaxSegmentBytes = 256 * 1024;
+constexpr uint64_t kMaxFrameBytes = 1024 * 1024;
 
-uint64_t frame_bytes(const Slice* s) { return kHeaderSize + (s->op == OP_READ ? 0 : s->len); }
+uint64_t frame_bytes(const Slice* s) { return s->head_len + (s->op == OP_READ ? 0 : s->len); }
+
+bool can_ride(const Slice* s) { return s->op == OP_WRITE && s->device == kHost && s->len <= kMaxSegmentBytes; }
 }  // namespace
 
 void Lane::refill() {
@@ -27,6 +33,12 @@ void Lane::refill() {
       settle(s, s->batch->cancel_status.load(), nullptr);
       continue;
     }
+    last_used_ = now_ms();
+    const size_t run = peer_writev_ ? writev_run(s, window) : 0;
+    if (run > 0) {
+      start_writev(s, run);
+      continue;
+    }
     Header h;
     h.op = s->op;
     h.id = next_id_++;
@@ -35,9 +47,57 @@ void Lane::refill() {
     h.span_addr = s->op == OP_NOTIFY ? 0 : s->span_addr;
     h.span_length = s->op == OP_NOTIFY ? 0 : s->span_len;
     encode(h, s->hdr);
+    s->frame_n = 1;
+    s->head_len = kHeaderSize;
+    s->vhead.reset();
     inflight_.push_back(s);
     inflight_bytes_ += s->len;
-    last_used_ = now_ms();
+  }
+}
+
+// Slices of the same batch only: a cancel then concerns a whole frame or none of it.
+size_t Lane::writev_run(const Slice* s, uint64_t window) const {
+  if (!can_ride(s)) return 0;
+  uint64_t bytes = s->len;
+  size_t run = 0;
+  while (run < pending_.size() && run + 1 < kMaxSegments && inflight_.size() + run + 2 <= kMaxInflightSlices) {
+    const Slice* next = pending_[run];
+    if (next->batch != s->batch || !can_ride(next) || bytes + next->len > kMaxFrameBytes) break;
+    if (!inflight_.empty() && inflight_bytes_ + bytes + next->len > window) break;
+    bytes += next->len;
+    ++run;
+  }
+  return run;
+}
+
+void Lane::start_writev(Slice* s, size_t run) {
+  const uint32_t n = static_cast<uint32_t>(run + 1);
+  Header h;
+  h.op = OP_WRITEV;
+  h.id = next_id_++;
+  h.addr = n;
+  h.length = n * kSegmentEntry;
+  s->vhead.reset(new uint8_t[kHeaderSize + n * kSegmentEntry]);
+  for (uint32_t i = 0; i < n; ++i) {
+    Slice* seg = i == 0 ? s : pending_[i - 1];
+    h.length += seg->len;
+    encode_segment(Segment{seg->remote, seg->len, seg->span_addr, seg->span_len},
+                   s->vhead.get() + kHeaderSize + i * kSegmentEntry);
+  }
+  encode(h, s->vhead.get());
+  encode(h, s->hdr);  // the answer is matched by the id in hdr
+  s->frame_n = n;
+  s->head_len = static_cast<uint32_t>(kHeaderSize + n * kSegmentEntry);
+  inflight_.push_back(s);
+  inflight_bytes_ += s->len;
+  for (size_t i = 0; i < run; ++i) {
+    Slice* seg = pending_.front();
+    pending_.pop_front();
+    seg->frame_n = 0;
+    seg->head_len = 0;
+    seg->vhead.reset();
+    inflight_.push_back(seg);
+    inflight_bytes_ += seg->len;
   }
 }
 
@@ -94,8 +154,8 @@ bool Lane::gather_frames(iovec* iov, size_t* n, std::vector<te::Lease>* leases) 
         break;
       }
     }
-    if (skip < kHeaderSize) iov[(*n)++] = {s->hdr + skip, kHeaderSize - skip};
-    const uint64_t body_skip = skip > kHeaderSize ? skip - kHeaderSize : 0;
+    if (skip < s->head_len) iov[(*n)++] = {const_cast<uint8_t*>(s->head()) + skip, s->head_len - skip};
+    const uint64_t body_skip = skip > s->head_len ? skip - s->head_len : 0;
     skip = 0;
     if (staged) {
       iov[(*n)++] = {tx_stage_->data() + body_skip, s->len - body_skip};

@@ -39,7 +39,7 @@ class ServerConn : public IoHandler {
  private:
   enum State { HELLO, AUTH, READY };
   struct Out {
-    uint8_t head[kHeaderSize + 48];
+    uint8_t head[kHeaderSize + 4 * kMaxSegments];  // a WRITEV answer's statuses fit
     uint32_t head_len = 0;
     uint64_t body = 0;  // registered memory (READ responses)
     uint64_t body_len = 0;
@@ -48,16 +48,41 @@ class ServerConn : public IoHandler {
   };
   void read_input();
   bool header_only() const;
+  size_t read_most(size_t cap) const;
+  /**
+   * The in-place receive of a WRITEV's segments: the current one and the run after it that
+   * next_segments allows, and the next frame's header when the run reaches the frame's end.
+   * `*to_bodies`: the bytes asked for the segments (any more went to rbuf_).
+   */
+  ssize_t recv_segments(bool* unregistered, uint64_t* asked, uint64_t* to_bodies);
   bool parse();
   /** Checks a frame's header and hands it to the handshake or to the request it opens. */
   bool on_header(const Header& h);
   bool on_handshake_header(const Header& h);
   bool on_request_header(const Header& h);
   bool on_write_header(const Header& h);
-  int32_t validate(const Header& h) const;
+  /** A WRITE's range [addr, +len) and its whole request [span_addr, +span_len): OK, or why not. */
+  int32_t validate(uint64_t addr, uint64_t len, uint64_t span_addr, uint64_t span_len) const;
+  int32_t validate(const Header& h) const { return validate(h.addr, h.length, h.span_addr, h.span_length); }
   /** The current frame's body (cur_.length bytes) goes through `m`, to `dst` where it has one. */
   enum BodyMode { DIRECT, DRAIN, CTRL, STAGED };
-  void start_body(BodyMode m, uint64_t dst);
+  void start_body(BodyMode m, uint64_t dst) { start_body(m, dst, cur_.length); }
+  /** As start_body, for the next `len` bytes of the frame (a WRITEV segment, or its table). */
+  void start_body(BodyMode m, uint64_t dst, uint64_t len);
+  /** The next `len` body bytes are a WRITE to `addr` that validated as `status`: DIRECT, STAGED or DRAIN. */
+  void start_write_body(uint64_t addr, uint64_t len, int32_t status);
+  // WRITEV (server_conn_writev.cpp): its table, then each segment as a WRITE of its own.
+  bool on_writev_header(const Header& h);
+  void on_writev_table();
+  void start_segment();
+  /** A WRITEV body part is in: the table, or a segment (then the next one, or the answer). */
+  void finish_writev_part();
+  /**
+   * The segments after the current one that the next in-place receive may fill too (host
+   * memory, accepted, leased into `leases`): appends them to `iov` (at most `max` entries,
+   * `budget` bytes); returns whether the frame's last segment is among them.
+   */
+  bool next_segments(iovec* iov, size_t* n, size_t max, uint64_t budget, std::vector<te::Lease>* leases) const;
   void finish_body();
   void finish_hello();
   void finish_auth();
@@ -112,6 +137,14 @@ class ServerConn : public IoHandler {
   uint64_t body_dst_ = 0;
   int32_t body_status_ = 0;
   std::vector<uint8_t> ctrl_body_;
+  // The WRITEV frame being received: its table, then its segments one at a time.
+  struct WriteV {
+    bool table = false;  // the table is being received (as a control body)
+    std::vector<Segment> segs;
+    std::vector<int32_t> status;  // per segment: validation, then what became of its bytes
+    std::vector<int> device;      // per segment: device of its destination (kHost: host memory)
+    uint32_t at = 0;              // the segment being received
+  } vec_;
   std::deque<Out> out_;
   uint64_t out_off_ = 0;
   uint8_t client_nonce_[kNonceSize];

@@ -18,18 +18,26 @@ constexpr size_t kServerReadBuffer = 64 * 1024;
 
 void ServerConn::read_input() {
   for (int rounds = 0; rounds < 64 && !closed && !input_held() && !close_after_flush_; ++rounds) {
-    // A large body with nothing buffered goes to its destination without the buffer.
-    const bool in_place = in_body_ && (mode_ == DIRECT || mode_ == STAGED) && rbuf_.empty() && body_left_ >= kDirectMin;
+    // A large body with nothing buffered goes to its destination without the buffer; so do
+    // a WRITEV's segments into host memory, a run of them per receive.
+    const bool segments = in_body_ && mode_ == DIRECT && cur_.op == OP_WRITEV && body_left_ <= kDirectChunk;
+    const bool in_place =
+        in_body_ && (mode_ == DIRECT || mode_ == STAGED) && rbuf_.empty() && (body_left_ >= kDirectMin || segments);
     ssize_t r;
     uint64_t asked = 0;
+    uint64_t to_bodies = body_left_;  // of what the receive asked for, the bytes for body destinations
     if (in_place && mode_ == DIRECT) {
       if (!initiator_connected()) return;
       bool unregistered = false;
-      // The body's last part brings the next frame's header with it, when it has arrived.
-      r = body_left_ <= kDirectChunk
-              ? recv_body_end(fd_, t_->registry(), true, body_dst_, body_left_, rbuf_, kServerReadBuffer, kHeaderSize,
-                              &unregistered, &asked)
-              : recv_into_registered(fd_, t_->registry(), true, body_dst_, body_left_, &unregistered, &asked);
+      if (segments) {
+        r = recv_segments(&unregistered, &asked, &to_bodies);
+      } else {
+        // The body's last part brings the next frame's header with it, when it has arrived.
+        r = body_left_ <= kDirectChunk
+                ? recv_body_end(fd_, t_->registry(), true, body_dst_, body_left_, rbuf_, kServerReadBuffer, kHeaderSize,
+                                &unregistered, &asked)
+                : recv_into_registered(fd_, t_->registry(), true, body_dst_, body_left_, &unregistered, &asked);
+      }
       if (unregistered) {
         // Unregistered while the body arrived: the rest is drained, the ack says so.
         mode_ = DRAIN;
@@ -43,7 +51,7 @@ void ServerConn::read_input() {
                         body_left_ < room ? body_left_ : room, &asked);
     } else {
       const size_t cap = state_ == READY ? kServerReadBuffer : kHandshakeReadBuffer;
-      r = rbuf_.fill(fd_, cap, header_only() ? kHeaderSize - rbuf_.size() : cap, &asked);
+      r = rbuf_.fill(fd_, cap, read_most(cap), &asked);
     }
     const bool socket_empty = drained(r, asked);
     liveness_ = UNKNOWN;
@@ -57,24 +65,52 @@ void ServerConn::read_input() {
       if (socket_empty) return;
       continue;
     }
-    const uint64_t got =
-        static_cast<uint64_t>(r) < body_left_ ? static_cast<uint64_t>(r) : body_left_;  // the rest went to rbuf_
-    body_left_ -= got;
-    if (mode_ == STAGED) {
-      stage_fill_ += got;
-      if (stage_fill_ == rx_stage_->capacity() || body_left_ == 0) {
-        const bool handed_over = stage_flush();
-        if (closed || handed_over) return;  // resumed (and the body finished) by on_stage_flushed
+    // The rest went to rbuf_ (the next frame's header).
+    uint64_t landed = static_cast<uint64_t>(r) < to_bodies ? static_cast<uint64_t>(r) : to_bodies;
+    for (;;) {
+      const uint64_t got = landed < body_left_ ? landed : body_left_;
+      landed -= got;
+      body_left_ -= got;
+      if (mode_ == STAGED) {
+        stage_fill_ += got;
+        if (stage_fill_ == rx_stage_->capacity() || body_left_ == 0) {
+          const bool handed_over = stage_flush();
+          if (closed || handed_over) return;  // resumed (and the body finished) by on_stage_flushed
+        }
+      } else {
+        body_dst_ += got;
       }
-    } else {
-      body_dst_ += got;
+      if (body_left_ != 0) break;
+      finish_body();  // a WRITEV segment: the next one is current now, and took the bytes after it
+      if (closed) return;
+      if (landed == 0) break;
     }
-    if (body_left_ == 0) {
-      finish_body();
-      if (!rbuf_.empty() && !parse()) return;  // the next frame's header came with this body
-    }
+    if (!rbuf_.empty() && !parse()) return;  // the next frame's header came with this body
     if (closed || socket_empty) return;
   }
+}
+
+ssize_t ServerConn::recv_segments(bool* unregistered, uint64_t* asked, uint64_t* to_bodies) {
+  te::Lease lease;
+  *unregistered = t_->registry().acquire(body_dst_, body_left_, true, lease) != te::TE_OK;
+  if (*unregistered) return 0;
+  iovec iov[kMaxSegments + 1];
+  std::vector<te::Lease> leases;
+  size_t n = 0;
+  iov[n++] = {reinterpret_cast<void*>(body_dst_), body_left_};
+  const bool to_end = next_segments(iov, &n, kMaxSegments, kDirectChunk - body_left_, &leases);
+  *to_bodies = iov_bytes(iov, n);
+  size_t room = 0;
+  // Up to the frame's end: the next frame's header comes in the same receive, when it has arrived.
+  if (to_end) iov[n++] = {rbuf_.tail(kServerReadBuffer, kHeaderSize, &room), kHeaderSize};
+  if (to_end) iov[n - 1].iov_len = room;
+  *asked = *to_bodies + room;
+  msghdr msg{};
+  msg.msg_iov = iov;
+  msg.msg_iovlen = n;
+  const ssize_t r = ::recvmsg(fd_, &msg, 0);
+  if (r > 0 && static_cast<uint64_t>(r) > *to_bodies) rbuf_.grew(static_cast<size_t>(r) - *to_bodies);
+  return r;
 }
 
 // While large WRITEs arrive, a frame's header is received alone, so its body goes to its
@@ -83,6 +119,15 @@ void ServerConn::read_input() {
 // the first one after large writes turns this off again.
 bool ServerConn::header_only() const {
   return large_writes_ && state_ == READY && !in_body_ && rbuf_.size() < kHeaderSize;
+}
+
+// How much one buffered receive asks for: a header alone (see header_only), a WRITEV table
+// alone (its segments then go in place), or as much as fits.
+size_t ServerConn::read_most(size_t cap) const {
+  if (header_only()) return kHeaderSize - rbuf_.size();
+  if (in_body_ && mode_ == CTRL && cur_.op == OP_WRITEV && vec_.table && body_left_ < cap)
+    return static_cast<size_t>(body_left_);
+  return cap;
 }
 
 bool ServerConn::parse() {
@@ -146,17 +191,17 @@ bool ServerConn::on_header(const Header& h) {
     return false;
   }
   if (state_ != READY) return on_handshake_header(h);
-  large_writes_ = h.op == OP_WRITE && h.length >= kDirectMin;
+  large_writes_ = (h.op == OP_WRITE || h.op == OP_WRITEV) && h.length >= kDirectMin;
   return on_request_header(h);
 }
 
-void ServerConn::start_body(BodyMode m, uint64_t dst) {
+void ServerConn::start_body(BodyMode m, uint64_t dst, uint64_t len) {
   mode_ = m;
   in_body_ = true;
-  body_left_ = cur_.length;
+  body_left_ = len;
   body_dst_ = dst;
   ctrl_body_.clear();
-  if (cur_.length == 0) finish_body();
+  if (len == 0) finish_body();
 }
 
 void ServerConn::finish_body() {

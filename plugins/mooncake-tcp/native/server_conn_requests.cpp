@@ -9,11 +9,10 @@
 namespace tetcp {
 
 // The whole request (span) must lie in one remote-accessible region, and the slice in it.
-int32_t ServerConn::validate(const Header& h) const {
-  uint64_t span_addr = h.span_length ? h.span_addr : h.addr;
-  uint64_t span_len = h.span_length ? h.span_length : h.length;
-  if (h.span_length &&
-      (te::range_overflows(h.addr, h.length) || !te::range_within(span_addr, span_len, h.addr, h.length)))
+int32_t ServerConn::validate(uint64_t addr, uint64_t len, uint64_t span_addr, uint64_t span_len) const {
+  const bool spanned = span_len != 0;
+  if (!spanned) span_addr = addr, span_len = len;
+  if (spanned && (te::range_overflows(addr, len) || !te::range_within(span_addr, span_len, addr, len)))
     return te::TE_INVALID_ARGUMENT;
   return t_->registry().check(span_addr, span_len, true);
 }
@@ -22,6 +21,8 @@ bool ServerConn::on_request_header(const Header& h) {
   switch (h.op) {
     case OP_WRITE:
       return on_write_header(h);
+    case OP_WRITEV:
+      return on_writev_header(h);
     case OP_READ: {
       if (h.length > kMaxBody) {
         drop("READ length too large");
@@ -61,26 +62,29 @@ bool ServerConn::on_write_header(const Header& h) {
     drop("WRITE body too large");
     return false;
   }
-  int32_t s = validate(h);
+  start_write_body(h.addr, h.length, validate(h));
+  return !closed;
+}
+
+void ServerConn::start_write_body(uint64_t addr, uint64_t len, int32_t s) {
   body_status_ = s;
-  int device = s == te::TE_OK ? t_->devices().device_of(h.addr) : kHost;
-  if (device != kHost && h.length) {
+  int device = s == te::TE_OK ? t_->devices().device_of(addr) : kHost;
+  if (device != kHost && len) {
     // Device region: receive into pinned staging, copy to the device, then acknowledge.
     if (!rx_stage_) rx_stage_ = std::make_shared<Stager>(t_->staging_bytes(), t_->staging_backend());
     std::string why;
     te::Status st = te::TE_OK;
     if (rx_stage_->buffer(&st, &why)) {
       stage_device_ = device;
-      stage_dst_ = h.addr;
+      stage_dst_ = addr;
       stage_fill_ = 0;
-      start_body(STAGED, h.addr);
-      return !closed;
+      start_body(STAGED, addr, len);
+      return;
     }
     body_status_ = st;
     s = st;
   }
-  start_body(s == te::TE_OK ? DIRECT : DRAIN, h.addr);
-  return !closed;
+  start_body(s == te::TE_OK ? DIRECT : DRAIN, addr, len);
 }
 
 // A request's body is in: a WRITE is acknowledged with what became of it, a REVOKE starts,
@@ -88,6 +92,8 @@ bool ServerConn::on_write_header(const Header& h) {
 void ServerConn::finish_request() {
   if (cur_.op == OP_WRITE) {
     respond(cur_, body_status_);
+  } else if (cur_.op == OP_WRITEV) {
+    finish_writev_part();
   } else if (cur_.op == OP_REVOKE) {
     start_revoke(cur_);
   } else if (cur_.op == OP_NOTIFY) {

@@ -53,6 +53,8 @@ struct Options {
   int worker_threads = 2;
   // After events, an I/O loop polls without sleeping for this long (0: never spins).
   int64_t busy_poll_us = 0;
+  // Runs of small writes of one batch go out as WRITEV frames (to targets that take them).
+  bool coalesce_writes = true;
 };
 
 /** Something for the JS thread (the event type every transport core shares). */
@@ -75,6 +77,14 @@ struct Slice {
   uint64_t span_len = 0;
   int device = kHost;  // device of the local range (kHost: host memory), looked up at submit
   uint8_t hdr[kHeaderSize];
+  // Its frame (set when it enters a lane's window): a frame of its own (frame_n 1, hdr), the
+  // head of a WRITEV frame of frame_n slices (vhead: its header and table; hdr: the header
+  // alone, for the answer's id), or a segment riding in the WRITEV frame before it (frame_n 0,
+  // no bytes of its own before its body).
+  uint32_t frame_n = 1;
+  uint32_t head_len = kHeaderSize;
+  std::unique_ptr<uint8_t[]> vhead;
+  const uint8_t* head() const { return vhead ? vhead.get() : hdr; }
 };
 
 constexpr uint32_t kNotifyRequest = UINT32_MAX;

@@ -28,6 +28,16 @@
 // settles the cancelled slices only on the answer: bytes of the reset connection that were
 // still on the way (the reset travels behind them) are then discarded, not applied after
 // the batch settled. Targets say they answer REVOKE in HELLO_ACK (kFeatureRevoke).
+//
+// WRITEV carries several WRITEs (segments) in one frame, so many small requests cost one
+// header, one answer and, at the target, one receive for a run of them. Its header has
+// `addr` = the segment count n (1..kMaxSegments) and `length` = the body's bytes: a table
+// of n 32-byte entries (u64 addr | u64 length | u64 span_addr | u64 span_length, each a
+// WRITE's own fields), then the segments' bytes in table order. Each segment is checked
+// and applied as its own WRITE would be, so one refused segment does not stop the others.
+// WRITEV_ACK has status 0 and no body when every segment applied; otherwise its status is
+// the first failure and its body n little-endian int32 statuses, one per segment. Targets
+// say they take WRITEV in HELLO_ACK (kFeatureWriteV); initiators send it to no other.
 #pragma once
 
 #include <cstdint>
@@ -50,6 +60,7 @@ enum Op : uint8_t {
   OP_READ = 2,
   OP_NOTIFY = 3,
   OP_REVOKE = 4,
+  OP_WRITEV = 5,
   OP_HELLO = 16,
   OP_AUTH = 17,
   OP_RESPONSE = 0x80,
@@ -133,6 +144,31 @@ constexpr size_t kMaxPeerName = 1024;
 // AUTH_ACK body (OK only): mac[32] = HMAC(secret, "te-tcp/1 server" | server nonce | client nonce)
 /** HELLO_ACK feature bit: this target answers REVOKE. */
 constexpr uint8_t kFeatureRevoke = 1;
+/** HELLO_ACK feature bit: this target takes WRITEV frames. */
+constexpr uint8_t kFeatureWriteV = 2;
+/** Segments in one WRITEV frame at most (its table: 2 KiB; its failure answer: 256 bytes). */
+constexpr uint32_t kMaxSegments = 64;
+/** Bytes of one WRITEV table entry. */
+constexpr size_t kSegmentEntry = 32;
+
+/** One WRITEV segment: a WRITE's target range and the whole request it belongs to. */
+struct Segment {
+  uint64_t addr = 0;
+  uint64_t length = 0;
+  uint64_t span_addr = 0;
+  uint64_t span_length = 0;
+};
+
+inline void encode_segment(const Segment& s, uint8_t out[kSegmentEntry]) {
+  put64(out, s.addr);
+  put64(out + 8, s.length);
+  put64(out + 16, s.span_addr);
+  put64(out + 24, s.span_length);
+}
+
+inline Segment decode_segment(const uint8_t in[kSegmentEntry]) {
+  return Segment{get64(in), get64(in + 8), get64(in + 16), get64(in + 24)};
+}
 constexpr const char* kClientLabel = "te-tcp/1 client";
 constexpr const char* kServerLabel = "te-tcp/1 server";
 

@@ -28,6 +28,7 @@ export interface NativeTransportOptions {
   handshakeTimeoutMs: number;
   idleTimeoutMs: number;
   busyPollUs: number;
+  coalesceWrites: boolean;
   /** Shared secret bytes; absent: no authentication. */
   authSecret?: Uint8Array;
 }

@@ -133,6 +133,13 @@ export const tcpOptions = {
     description:
       'After handling events, an I/O thread polls without sleeping for this many microseconds before it waits in epoll again (saves two context switches per round trip when replies follow quickly; costs CPU while idle-ish). 0: never spins',
   },
+  coalesceWrites: {
+    type: 'boolean',
+    default: true,
+    env: 'TE_TCP_COALESCE_WRITES',
+    description:
+      'Send runs of small writes of one batch to one peer as one WRITEV frame (up to 64 writes, 1 MiB): one header, one answer and one receive at the target for the run. Each write is still checked and answered on its own. Off: one frame per write',
+  },
   authSecret: {
     type: 'string',
     env: 'TE_TCP_AUTH_SECRET',

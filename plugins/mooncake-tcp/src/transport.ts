@@ -135,6 +135,7 @@ function nativeOptions(context: TransportContext, options: TcpOptions): NativeTr
     handshakeTimeoutMs: options.handshakeTimeoutMs,
     idleTimeoutMs: options.idleTimeoutMs,
     busyPollUs: options.busyPollUs,
+    coalesceWrites: options.coalesceWrites,
     // The plugin's own secret, else the deployment's (config `secret`): either turns authentication on.
     ...(secret ? { authSecret: Buffer.from(secret, 'utf8') } : {}),
   };

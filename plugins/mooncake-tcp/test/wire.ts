@@ -2,12 +2,16 @@
 import { connect, type Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
 
-export const OP = { WRITE: 1, READ: 2, NOTIFY: 3, REVOKE: 4, HELLO: 16, AUTH: 17, RESPONSE: 0x80 } as const;
+export const OP = { WRITE: 1, READ: 2, NOTIFY: 3, REVOKE: 4, WRITEV: 5, HELLO: 16, AUTH: 17, RESPONSE: 0x80 } as const;
 
 /** HELLO_ACK body: target nonce (16) | auth required (1) | features (1). */
 export const HELLO_ACK_BODY = 18;
 /** HELLO_ACK feature bit: the target answers REVOKE. */
 export const FEATURE_REVOKE = 1;
+/** HELLO_ACK feature bit: the target takes WRITEV frames. */
+export const FEATURE_WRITEV = 2;
+/** Bytes of one WRITEV table entry: addr | length | span_addr | span_length (u64 each). */
+export const SEGMENT_ENTRY = 32;
 
 export const HEADER = 56;
 
@@ -20,6 +24,18 @@ export function header(op: number, fields: { id?: bigint; addr?: bigint; length?
   h.writeBigUInt64LE(fields.addr ?? 0n, 24);
   h.writeBigUInt64LE(fields.length ?? 0n, 32);
   return h;
+}
+
+/** A WRITEV frame: its header, its table (no spans), then the segments' bytes. */
+export function writev(id: bigint, segments: { addr: bigint; data: Uint8Array }[]): Buffer {
+  const table = Buffer.alloc(segments.length * SEGMENT_ENTRY);
+  segments.forEach((s, i) => {
+    table.writeBigUInt64LE(s.addr, i * SEGMENT_ENTRY);
+    table.writeBigUInt64LE(BigInt(s.data.length), i * SEGMENT_ENTRY + 8);
+  });
+  const bytes = segments.reduce((n, s) => n + s.data.length, 0);
+  const h = header(OP.WRITEV, { id, addr: BigInt(segments.length), length: BigInt(table.length + bytes) });
+  return Buffer.concat([h, table, ...segments.map((s) => Buffer.from(s.data))]);
 }
 
 export function hello(expectedEpoch: bigint, name = 'raw', nonce: Buffer = randomBytes(16)): Buffer {

@@ -450,6 +450,8 @@ void test_body_end_brings_next_header();
 void test_after_recv_reads_each_result();
 // loop_test.cpp
 void test_post_wakes_only_a_sleeping_loop();
+// writev_test.cpp
+void test_writev_segments_land_each_on_its_own();
 // control_order_test.cpp
 void test_revoke_goes_before_requests();
 void test_auth_and_revoke_go_before_requests();
@@ -473,6 +475,7 @@ int main(int argc, char** argv) {
       {"body_end_brings_next_header", test_body_end_brings_next_header},
       {"after_recv_reads_each_result", test_after_recv_reads_each_result},
       {"mixed_sizes_keep_frame_boundaries", test_mixed_sizes_keep_frame_boundaries},
+      {"writev_segments_land_each_on_its_own", test_writev_segments_land_each_on_its_own},
       {"revoke_goes_before_requests", test_revoke_goes_before_requests},
       {"auth_and_revoke_go_before_requests", test_auth_and_revoke_go_before_requests},
   };
