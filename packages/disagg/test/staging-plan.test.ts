@@ -4,6 +4,7 @@ import {
   directBatch,
   gatherCopies,
   offsetOf,
+  packedBatch,
   planSliceCopy,
   routeOf,
   scatterCopies,
@@ -163,6 +164,34 @@ test('gather, ring write and scatter land the same bytes for every case (the rin
     want.fill(0, image);
     assert.ok(Buffer.compare(mem, want) === 0, label(c));
   }
+});
+
+test('ring route without a gather: whole source ranges written straight into the ring image, then scattered', () => {
+  let n = 0;
+  for (const c of cases()) {
+    const { mem, want, set, image } = setup(c);
+    if (!set.copy.srcContiguous) continue;
+    n++;
+    const total = (set.pairs.length / 2) * set.srcPages.length;
+    const ringSide = planSliceCopy({ tokens: c.src.tokens, heads: c.slice.count, headBytes: HB, layout: c.dst.layout }, c.dst, {
+      srcOffset: 0,
+      dstOffset: c.slice.dstOffset,
+      count: c.slice.count,
+    });
+    // Two chunks, each its own place in the ring, as the stager cuts them.
+    for (const [from, to] of [
+      [0, 3],
+      [3, total],
+    ] as const) {
+      const at = image + from * set.copy.bytes;
+      applyBatch(mem, packedBatch(set, at, from, to).finish());
+      scatterCopies({ ...set, copy: ringSide }, new JsCopies(mem), at, from, to, new Float64Array(2));
+    }
+    mem.fill(0, image);
+    want.fill(0, image);
+    assert.ok(Buffer.compare(mem, want) === 0, label(c));
+  }
+  assert.ok(n > 10, `${n} cases`);
 });
 
 test('routes: HND both sides is direct at equal page size; NHD slices gather; interleaved slices need the ring', () => {

@@ -20,6 +20,7 @@ export {
   checkPieces,
   directBatch,
   stagedBatch,
+  packedBatch,
   gatherCopies,
   scatterCopies,
   type PieceSet,

@@ -131,6 +131,18 @@ export function stagedBatch(s: PieceSet, image: number, from: number, to: number
   return w;
 }
 
+/**
+ * Descriptors writing pieces [from, to), each one contiguous range in the source, straight
+ * from the source pages into a packed image at `image` on the other side (the ring route
+ * when the slices need no gathering: whole source pages the decode interleaves).
+ */
+export function packedBatch(s: PieceSet, image: number, from: number, to: number): DescriptorWriter {
+  const w = new DescriptorWriter(to - from);
+  const c = s.copy;
+  forPieces(s, from, to, (i, src) => w.pushMerged(src + c.srcOffset, image + (i - from) * c.bytes, c.bytes));
+  return w;
+}
+
 /** Appends copies as the staging copier takes them (9 numbers each). */
 export interface CopySink {
   push(

@@ -1,6 +1,6 @@
 import { OP_WRITE, TransferError, type TransferBatch, type TransferEngine, type AllocatedHandle } from '@te/connector';
 import { CopyList, StagingCopier } from '@te/staging';
-import { gatherCopies, pieceCount, stagedBatch, type PieceSet } from '../plan/slice-pieces.js';
+import { gatherCopies, packedBatch, pieceCount, stagedBatch, type PieceSet } from '../plan/slice-pieces.js';
 import { BytePool } from './byte-pool.js';
 import { copyDelta, copyDeltas } from './copy-address.js';
 import type { ResolvedStaging } from './options.js';
@@ -29,6 +29,14 @@ export interface StagedWrite {
 
 function checkNotAborted(w: StagedWrite): void {
   if (w.signal?.aborted) throw new TransferError('ABORTED', 'the room was aborted or failed; its remaining staged chunks were not written');
+}
+
+/** One chunk of a staged write: pieces [from, to), its place in the decode's ring and in this side's staging (-1: none). */
+interface Chunk {
+  from: number;
+  to: number;
+  ringOffset: number;
+  local: number;
 }
 
 /** Writes in flight per destination at once: chunk k+1 is gathered while chunk k is on the wire. */
@@ -92,59 +100,38 @@ export class Stager {
 
   /**
    * Gathers the pieces chunk by chunk and writes each: straight into the destination
-   * pages (gather route) or into the decode's ring, which scatters it (ring route). The
-   * first error stops new chunks; it is thrown once the chunks in flight settled.
+   * pages (gather route) or into the decode's ring, which scatters it (ring route). Pieces
+   * that are whole ranges of the source need no gathering: on the ring route they are
+   * written from the pages into the ring as they are. The first error stops new chunks;
+   * it is thrown once the chunks in flight settled.
    */
   async write(w: StagedWrite): Promise<{ descriptors: number; chunks: number; gatherMs: number }> {
     this.check(w);
     const total = pieceCount(w.set);
     const per = this.chunkPieces(w);
+    const direct = w.ring !== undefined && w.set.copy.srcContiguous;
     const inflight = new Set<Promise<void>>();
     let failure: unknown;
     let descriptors = 0;
     let chunks = 0;
     let gatherMs = 0;
     for (let from = 0; from < total && failure === undefined; from += per) {
-      const to = Math.min(total, from + per);
-      const bytes = (to - from) * w.set.copy.bytes;
-      let ringOffset = -1;
-      let local = -1;
+      const chunk: Chunk = { from, to: Math.min(total, from + per), ringOffset: -1, local: -1 };
       try {
         checkNotAborted(w);
-        if (w.ring) ringOffset = await w.ring.alloc(bytes);
-        local = await this.pool.alloc(bytes, w.owner, w.timeoutMs);
-        const jobs = new CopyList(to - from);
-        gatherCopies(w.set, jobs, this.base + this.delta + local, from, to, this.srcDelta);
-        const t0 = performance.now();
-        await this.copier.copy(jobs.finish());
-        gatherMs += performance.now() - t0;
+        const bytes = (chunk.to - from) * w.set.copy.bytes;
+        if (w.ring) chunk.ringOffset = await w.ring.alloc(bytes);
+        if (!direct) gatherMs += await this.gather(w, chunk, bytes);
       } catch (e) {
-        if (local >= 0) this.pool.release(local);
+        if (chunk.local >= 0) this.pool.release(chunk.local);
         failure = e;
         break;
       }
       chunks++;
-      const image = this.base + local;
-      const step = (async () => {
-        try {
-          if (w.ring) {
-            const batch = singleWrite(image, w.ring.addr + ringOffset, bytes);
-            descriptors += 1;
-            await w.submit(batch);
-            // Written to the ring: the decode scatters it only for a room still in flight there.
-            checkNotAborted(w);
-            await w.ring.scatter(ringOffset, bytes, from, to - from);
-          } else {
-            const batch = stagedBatch(w.set, image, from, to);
-            descriptors += batch.count;
-            await w.submit(batch.finish());
-          }
-        } finally {
-          this.pool.release(local);
-        }
-      })().catch((e: unknown) => {
-        failure ??= e;
-      });
+      const step = this.writeChunk(w, chunk).then(
+        (n) => void (descriptors += n),
+        (e: unknown) => void (failure ??= e),
+      );
       inflight.add(step);
       void step.then(() => inflight.delete(step));
       if (inflight.size >= WINDOW) await Promise.race(inflight);
@@ -152,6 +139,38 @@ export class Stager {
     await Promise.all(inflight);
     if (failure !== undefined) throw failure;
     return { descriptors, chunks, gatherMs };
+  }
+
+  /** Takes staging memory for `chunk` and gathers its pieces into it; the copier's time in ms. */
+  private async gather(w: StagedWrite, chunk: Chunk, bytes: number): Promise<number> {
+    chunk.local = await this.pool.alloc(bytes, w.owner, w.timeoutMs);
+    const jobs = new CopyList(chunk.to - chunk.from);
+    gatherCopies(w.set, jobs, this.base + this.delta + chunk.local, chunk.from, chunk.to, this.srcDelta);
+    const t0 = performance.now();
+    await this.copier.copy(jobs.finish());
+    return performance.now() - t0;
+  }
+
+  /** Writes a chunk (gathered, or straight from the pages), then has the ring scatter it; the descriptors it took. */
+  private async writeChunk(w: StagedWrite, chunk: Chunk): Promise<number> {
+    const { from, to, ringOffset, local } = chunk;
+    const bytes = (to - from) * w.set.copy.bytes;
+    try {
+      if (!w.ring) {
+        const batch = stagedBatch(w.set, this.base + local, from, to);
+        await w.submit(batch.finish());
+        return batch.count;
+      }
+      const target = w.ring.addr + ringOffset;
+      const batch = local < 0 ? packedBatch(w.set, target, from, to).finish() : singleWrite(this.base + local, target, bytes);
+      await w.submit(batch);
+      // Written to the ring: the decode scatters it only for a room still in flight there.
+      checkNotAborted(w);
+      await w.ring.scatter(ringOffset, bytes, from, to - from);
+      return batch.opcodes.length;
+    } finally {
+      if (local >= 0) this.pool.release(local);
+    }
   }
 
   /** A failed room's chunks waiting for staging memory give up (those in flight release theirs once their write settled). */
