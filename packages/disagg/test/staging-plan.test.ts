@@ -117,6 +117,24 @@ function setup(c: Case) {
 
 const label = (c: Case) => `${c.src.layout}→${c.dst.layout} heads ${c.src.heads}→${c.dst.heads} slice ${JSON.stringify(c.slice)} dst tokens ${c.dst.tokens}`;
 
+/** The pieces of a case in two chunks, [from, to) each, as the stager cuts them. */
+function twoChunks(set: PieceSet): [number, number][] {
+  const total = (set.pairs.length / 2) * set.srcPages.length;
+  return [
+    [0, 3],
+    [3, total],
+  ];
+}
+
+/** The decode's scatter plan: from its own geometry, a source laid out like itself. */
+function ringSideOf(c: Case) {
+  return planSliceCopy({ tokens: c.src.tokens, heads: c.slice.count, headBytes: HB, layout: c.dst.layout }, c.dst, {
+    srcOffset: 0,
+    dstOffset: c.slice.dstOffset,
+    count: c.slice.count,
+  });
+}
+
 test('direct descriptors land every head slice exactly, for every layout pair and page multiple', () => {
   for (const c of cases()) {
     const { mem, want, set } = setup(c);
@@ -131,12 +149,7 @@ test('gather into staging, then the staged write, where the destination piece is
     const { mem, want, set, image } = setup(c);
     if (!set.copy.dstContiguous) continue;
     n++;
-    const total = (set.pairs.length / 2) * set.srcPages.length;
-    // Two chunks, as the stager cuts them.
-    for (const [from, to] of [
-      [0, 3],
-      [3, total],
-    ] as const) {
+    for (const [from, to] of twoChunks(set)) {
       gatherCopies(set, new JsCopies(mem), image, from, to, new Float64Array(2));
       applyBatch(mem, stagedBatch(set, image, from, to).finish());
     }
@@ -152,12 +165,7 @@ test('gather, ring write and scatter land the same bytes for every case (the rin
     const { mem, want, set, image } = setup(c);
     const total = (set.pairs.length / 2) * set.srcPages.length;
     gatherCopies(set, new JsCopies(mem), image, 0, total, new Float64Array(2));
-    // The decode plans its scatter from its own geometry: a source laid out like itself.
-    const ringSide = planSliceCopy({ tokens: c.src.tokens, heads: c.slice.count, headBytes: HB, layout: c.dst.layout }, c.dst, {
-      srcOffset: 0,
-      dstOffset: c.slice.dstOffset,
-      count: c.slice.count,
-    });
+    const ringSide = ringSideOf(c);
     assert.is(ringSide.bytes, set.copy.bytes);
     scatterCopies({ ...set, copy: ringSide }, new JsCopies(mem), image, 0, total, new Float64Array(2));
     mem.fill(0, image);
@@ -172,17 +180,9 @@ test('ring route without a gather: whole source ranges written straight into the
     const { mem, want, set, image } = setup(c);
     if (!set.copy.srcContiguous) continue;
     n++;
-    const total = (set.pairs.length / 2) * set.srcPages.length;
-    const ringSide = planSliceCopy({ tokens: c.src.tokens, heads: c.slice.count, headBytes: HB, layout: c.dst.layout }, c.dst, {
-      srcOffset: 0,
-      dstOffset: c.slice.dstOffset,
-      count: c.slice.count,
-    });
-    // Two chunks, each its own place in the ring, as the stager cuts them.
-    for (const [from, to] of [
-      [0, 3],
-      [3, total],
-    ] as const) {
+    const ringSide = ringSideOf(c);
+    // Each chunk at its own place in the ring.
+    for (const [from, to] of twoChunks(set)) {
       const at = image + from * set.copy.bytes;
       applyBatch(mem, packedBatch(set, at, from, to).finish());
       scatterCopies({ ...set, copy: ringSide }, new JsCopies(mem), at, from, to, new Float64Array(2));

@@ -102,8 +102,10 @@ ssize_t ServerConn::recv_segments(bool* unregistered, uint64_t* asked, uint64_t*
   *to_bodies = iov_bytes(iov, n);
   size_t room = 0;
   // Up to the frame's end: the next frame's header comes in the same receive, when it has arrived.
-  if (to_end) iov[n++] = {rbuf_.tail(kServerReadBuffer, kHeaderSize, &room), kHeaderSize};
-  if (to_end) iov[n - 1].iov_len = room;
+  if (to_end) {
+    uint8_t* tail = rbuf_.tail(kServerReadBuffer, kHeaderSize, &room);
+    iov[n++] = {tail, room};
+  }
   *asked = *to_bodies + room;
   msghdr msg{};
   msg.msg_iov = iov;
