@@ -15,8 +15,8 @@ export PATH="$dir/package/bin:$PATH"
 echo "second Node.js line: $(node --version)"
 # Cases that cost minutes on work the Node.js line does not change run once, in the first
 # line, and are registered here as skipped with why (test/fixtures/node-lines.ts): the GPU
-# suite's host rehearsal, packing and installing every package (native addons compiled again),
-# the documented commands (builds, benchmarks, the demo over the packages both lines test), the
-# static source checks, and the packages' C++ tests, which do not load Node.js (scripts/cxx-once.mjs).
+# suite's host rehearsal, the static source checks, the benchmark tools' own checks, and the
+# packages' C++ tests, which do not load Node.js (scripts/cxx-once.mjs). The release checks
+# (npm run test:release) are not part of npm test: .ci/run runs them once.
 export TE_CI_SECOND_NODE=1
 npm test

@@ -4,7 +4,6 @@ import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ONCE_PER_CI, secondNodeLine } from './fixtures/node-lines.js';
 
 /*
  * Every command the README and the docs show, extracted from the Markdown (fenced sh/bash
@@ -13,7 +12,7 @@ import { ONCE_PER_CI, secondNodeLine } from './fixtures/node-lines.js';
  * command that cannot run here is registered as skipped with its reason. Benchmarks run
  * with TE_BENCH_QUICK=1 (same code paths and checks, small sizes).
  */
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 function markdownFiles(): string[] {
   const out = ['README.md', 'test/gpu/README.md'];
@@ -82,7 +81,8 @@ function skipReason(command: string): string | undefined {
   if (/bench\/flame\.mjs/.test(command) && !perfWorks())
     return 'Linux perf cannot profile on this machine (apt-get install -y linux-perf; needs root or kernel.perf_event_paranoid <= 1)';
   if (/bench\/syscalls\.mjs/.test(command) && !straceWorks()) return 'strace cannot trace on this machine (apt-get install -y strace; ptrace must be allowed)';
-  if (command === 'npm test') return 'it is the command running this test';
+  if (command === 'npm run test:release') return 'it is the command running this test';
+  if (command === 'npm test') return 'the test suite (12 minutes on 2 cores), which CI runs as its own step before this one';
   if (/^npm install @te\//.test(command))
     return 'installs from the public npm registry, where te packages are not published (test/pack-all.test.ts installs packed tarballs)';
   if (/^apt-get /.test(command)) return 'a system package install (.ci/run installs what the tests need)';
@@ -95,9 +95,6 @@ function skipReason(command: string): string | undefined {
   if (/--out docs\//.test(command)) return 'regenerates a committed chart in docs/ (packages/cli/test/sweep.test.ts runs the sweep into a temporary file)';
   if (/^npm test -w @te\/mooncake-wire$/.test(command)) return "a package's own test suite, which npm test runs (lerna run test)";
   if (/bench\/mooncake-interop\.mjs/.test(command) && mooncakeMissing()) return mooncakeMissing()!;
-  // The commands run the packages whose own suites this line runs in full; the commands
-  // themselves (builds, benchmarks, the demo) take minutes and do not change with the line.
-  if (secondNodeLine) return `a documented command, ${ONCE_PER_CI}`;
   return undefined;
 }
 

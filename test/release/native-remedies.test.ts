@@ -3,7 +3,6 @@ import * as assert from 'uvu/assert';
 import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { firstLineOnly } from './fixtures/node-lines.js';
 
 /*
  * A machine where the plugins were built before libfabric (or the CUDA toolkit) was
@@ -16,7 +15,7 @@ import { firstLineOnly } from './fixtures/node-lines.js';
  * build honours: TE_FABRIC_DISABLE=1 (libfabric) and TE_WITH_CUDA=0 (the CUDA toolkit).
  * The real build folders are used; every case ends with the dependency built in again.
  */
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const te = join(root, 'packages', 'cli', 'bin', 'te.js');
 
 function sh(command: string, env: Record<string, string> = {}): string {
@@ -72,33 +71,27 @@ function assertLibfabricBack(plugin: string): void {
   assert.is(row.details?.builtWithLibfabric, true);
 }
 
-// Each case rebuilds native addons several times (minutes): the same compiles whichever
-// Node.js line runs the suite.
-const rebuildCase = firstLineOnly('rebuilds native addons several times');
 if (!deps.includes('libfabric=yes')) {
   test.skip('libfabric remedies — skipped: libfabric is not installed here (apt-get install -y libfabric-dev libfabric-bin)', () => undefined);
 } else {
   // Each plugin is built without libfabric once; each of doctor's two commands then brings
   // one of them back (a build costs about a minute on 2 cores).
-  rebuildCase(
-    'built without libfabric: doctor names both rebuild commands; npm run build:native brings barex back, npm rebuild @te/mooncake-rdma mooncake-rdma',
-    () => {
-      try {
-        const [rdma, barex] = FABRIC.map((p) => buildWithoutLibfabric(p));
-        // Only the plugin that needs it: a bare `npm rebuild` would compile every addon again.
-        assert.equal(rdma, ['npm rebuild @te/mooncake-rdma', 'npm run build:native -w @te/mooncake-rdma']);
-        assert.equal(barex, ['npm rebuild @te/barex', 'npm run build:native -w @te/barex']);
-        const out = sh(barex![1]!);
-        assert.match(out, /configured without libfabric, which is there now: configuring the native build again/);
-        assertLibfabricBack('barex');
-        sh(rdma![0]!);
-        assertLibfabricBack('mooncake-rdma');
-      } finally {
-        for (const plugin of FABRIC) sh(`npm run build:native -w @te/${plugin}`);
-      }
-    },
-  );
-  rebuildCase("nx's build cache does not restore the build made without libfabric once it is there", () => {
+  test('built without libfabric: doctor names both rebuild commands; npm run build:native brings barex back, npm rebuild @te/mooncake-rdma mooncake-rdma', () => {
+    try {
+      const [rdma, barex] = FABRIC.map((p) => buildWithoutLibfabric(p));
+      // Only the plugin that needs it: a bare `npm rebuild` would compile every addon again.
+      assert.equal(rdma, ['npm rebuild @te/mooncake-rdma', 'npm run build:native -w @te/mooncake-rdma']);
+      assert.equal(barex, ['npm rebuild @te/barex', 'npm run build:native -w @te/barex']);
+      const out = sh(barex![1]!);
+      assert.match(out, /configured without libfabric, which is there now: configuring the native build again/);
+      assertLibfabricBack('barex');
+      sh(rdma![0]!);
+      assertLibfabricBack('mooncake-rdma');
+    } finally {
+      for (const plugin of FABRIC) sh(`npm run build:native -w @te/${plugin}`);
+    }
+  });
+  test("nx's build cache does not restore the build made without libfabric once it is there", () => {
     try {
       sh('npx lerna run build --scope @te/mooncake-rdma', { TE_FABRIC_DISABLE: '1' });
       assert.is(doctor('mooncake-rdma').details?.builtWithLibfabric, false);
@@ -113,7 +106,7 @@ if (!deps.includes('libfabric=yes')) {
 if (!deps.includes('cuda=yes')) {
   test.skip('CUDA toolkit remedy — skipped: no CUDA toolkit here (nvcc not found)', () => undefined);
 } else {
-  rebuildCase('built without the CUDA toolkit: npm run build:native builds it with CUDA once the toolkit is there', () => {
+  test('built without the CUDA toolkit: npm run build:native builds it with CUDA once the toolkit is there', () => {
     const plugin = 'mooncake-intra-nvlink';
     try {
       sh(`npm run build:native -w @te/${plugin}`, { TE_WITH_CUDA: '0' });

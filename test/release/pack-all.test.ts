@@ -6,7 +6,6 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BUILTIN_PLUGINS } from '@te/connector';
-import { firstLineOnly } from './fixtures/node-lines.js';
 
 /*
  * The way a framework consumes te: `npm pack` of every package (each packs its build; the
@@ -16,7 +15,7 @@ import { firstLineOnly } from './fixtures/node-lines.js';
  * beside it), and a third-party plugin loaded through modulePath. One install serves every
  * case: the plugins' native builds at install are most of this file's time.
  */
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const work = mkdtempSync(join(tmpdir(), 'te-pack-all-'));
 const run = (cmd: string, args: string[], cwd = work) =>
   execFileSync(cmd, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 600_000 });
@@ -63,11 +62,8 @@ function install(): void {
   cpSync(join(root, 'test', 'fixtures', 'third-party-plugin'), join(work, 'plugins', 'example'), { recursive: true });
 }
 test.after(() => rmSync(work, { recursive: true, force: true }));
-// Most of this file's minutes compile every native addon again at install: the same sources
-// and the same Node-API build whichever Node.js line runs the suite.
-const packTest = firstLineOnly('packs and installs every package, compiling each native addon again');
 
-packTest('every package packs its build; all install together from the tarballs', () => {
+test('every package packs its build; all install together from the tarballs', () => {
   install();
   for (const name of ['connector', 'disagg', 'cli', 'mooncake-tcp', 'fabric', 'cuda']) {
     const files = readdirSync(join(work, 'node_modules', '@te', name, 'dist'));
@@ -83,14 +79,14 @@ packTest('every package packs its build; all install together from the tarballs'
   }
 });
 
-packTest('te doctor in the installed folder: the default connector is ready', () => {
+test('te doctor in the installed folder: the default connector is ready', () => {
   install();
   const r = spawnSync('npx', ['te', 'doctor'], { cwd: work, encoding: 'utf8', env: cleanEnv(), timeout: 120_000 });
   assert.is(r.status, 0, r.stdout + r.stderr);
   assert.match(r.stdout, /The configured connector is ready/);
 });
 
-packTest('a verified loopback transfer and a PD room from the installed packages', () => {
+test('a verified loopback transfer and a PD room from the installed packages', () => {
   install();
   const bench = spawnSync('npx', ['te', 'bench', '--loopback', '--verify', '--json', '--duration', '0.5', '--block-size', '64KiB'], {
     cwd: work,
@@ -112,7 +108,7 @@ await s.close();`,
   assert.is(run('node', ['pd.mjs']).trim(), 'OK');
 });
 
-packTest('@te/connector from an ES module: loads a third-party plugin via modulePath', () => {
+test('@te/connector from an ES module: loads a third-party plugin via modulePath', () => {
   install();
   writeFileSync(
     join(work, 'esm.mjs'),
@@ -123,7 +119,7 @@ packTest('@te/connector from an ES module: loads a third-party plugin via module
   assert.equal(JSON.parse(run('node', ['esm.mjs'])), { api: 1, err: 'TIMEOUT', plugin: 'example-memcpy' });
 });
 
-packTest('@te/connector from CommonJS: require works', () => {
+test('@te/connector from CommonJS: require works', () => {
   install();
   writeFileSync(
     join(work, 'cjs.cjs'),
@@ -133,7 +129,7 @@ packTest('@te/connector from CommonJS: require works', () => {
   assert.equal(JSON.parse(run('node', ['cjs.cjs'])), { api: 1, names: Object.keys(BUILTIN_PLUGINS).length });
 });
 
-packTest('@te/connector types resolve for both module systems', () => {
+test('@te/connector types resolve for both module systems', () => {
   install();
   const body = `import { definePlugin, type TransportPlugin, type TeConfig, TransferError } from '@te/connector';
 const c: Pick<TeConfig, 'connector'> = { connector: 'mooncake-tcp' };
