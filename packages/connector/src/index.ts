@@ -44,6 +44,8 @@ export {
   batchOf,
   allocateBatch,
   selectRequests,
+  gathersRows,
+  localSpan,
   batchSize,
   batchBytes,
   type TransferBatch,

@@ -71,6 +71,38 @@ class TcpTransport : public te::napi::NativeTransportWrap<TcpTransport, tetcp::T
     batch_done_of(env, id, *b, msg, b->remote_unconfirmed.load(std::memory_order_acquire));
   }
 
+  /**
+   * submit(peer, opcodes, local, remote, lengths, notify, localRows?: Uint32Array, localPitches?: BigUint64Array):
+   * the shared submit plus gathered writes (rows and pitches checked in TypeScript, and again by the core).
+   */
+  Napi::Value Submit(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    this->check_open(env);
+    uint64_t peer = get_u64(info[0], "peer");
+    auto batch = te::napi::get_batch(info, 1);
+    auto notify = te::napi::get_notify(info, 5);
+    const uint32_t* rows = nullptr;
+    const uint64_t* pitches = nullptr;
+    if (info.Length() > 7 && te::napi::is_given(info[6])) {
+      auto r = te::napi::get_typed<uint32_t>(info[6], napi_uint32_array, "localRows");
+      auto p = te::napi::get_biguint64(info[7], "localPitches");
+      if (r.length != batch.ops.length || p.length != batch.ops.length)
+        throw_status(env, te::TE_INVALID_ARGUMENT, "localRows and localPitches must have one entry per request");
+      rows = r.data;
+      pitches = p.data;
+    }
+    this->bridge_->hold(env);
+    uint64_t id = 0;
+    std::string err;
+    te::Status s = transport_->submit(peer, batch.ops.data, batch.local.data, batch.remote.data, batch.lengths.data,
+                                      batch.ops.length, notify.data, notify.length, &id, &err, rows, pitches);
+    if (s != te::TE_OK) {
+      this->bridge_->unhold(env);
+      throw_status(env, s, err);
+    }
+    return Napi::Number::New(env, static_cast<double>(id));
+  }
+
   Napi::Value Port(const Napi::CallbackInfo& info) {
     return Napi::Number::New(info.Env(), transport_ ? transport_->port() : 0);
   }

@@ -166,7 +166,8 @@ bool Lane::gather_frames(iovec* iov, size_t* n, std::vector<te::Lease>* leases) 
       iov[(*n)++] = {s->batch->notify.data() + body_skip, s->len - body_skip};
       continue;
     }
-    if (!lease_body(s, leases)) {
+    const GatherRows* rows = s->batch->gather_of(s);
+    if (!lease_body(s, rows, leases)) {
       if (*n > 0) break;  // send what precedes it first
       // This side gives the connection up, the target did not: what was sent of
       // this write and those before it may still be applied after the reset.
@@ -174,16 +175,24 @@ bool Lane::gather_frames(iovec* iov, size_t* n, std::vector<te::Lease>* leases) 
       fail(te::TE_CONNECTION_LOST, "local memory unregistered while its write was being sent");
       return false;
     }
+    if (rows) {
+      // One iovec per row: as many as the call has room for; the next call goes on from there.
+      const uint64_t left = s->len - body_skip;
+      if (rows->append(Batch::packed_offset(s) + body_skip, left, iov, n, kMaxRequestIov - *n) < left) break;
+      continue;
+    }
     iov[(*n)++] = {reinterpret_cast<void*>(s->local + body_skip), s->len - body_skip};
   }
   return true;
 }
 
-bool Lane::lease_body(const Slice* s, std::vector<te::Lease>* leases) {
+bool Lane::lease_body(const Slice* s, const GatherRows* rows, std::vector<te::Lease>* leases) {
+  uint64_t lo = s->local, hi = s->local + s->len;
+  if (rows) rows->span(Batch::packed_offset(s), s->len, &lo, &hi);
   for (const auto& l : *leases)
-    if (l.covers(s->local, s->len)) return true;
+    if (l.covers(lo, hi - lo)) return true;
   te::Lease l;
-  if (peer_->owner->registry().acquire(s->local, s->len, false, l) != te::TE_OK) return false;
+  if (peer_->owner->registry().acquire(lo, hi - lo, false, l) != te::TE_OK) return false;
   leases->push_back(std::move(l));
   return true;
 }

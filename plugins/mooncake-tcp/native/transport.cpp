@@ -275,13 +275,13 @@ void Transport::close_peer(uint64_t peer_id) {
 
 Status Transport::submit(uint64_t peer_id, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
                          const uint64_t* lengths, size_t n, const uint8_t* notify, size_t notify_len,
-                         uint64_t* batch_id, std::string* err) {
+                         uint64_t* batch_id, std::string* err, const uint32_t* rows, const uint64_t* pitches) {
   std::shared_ptr<Batch> b;
   Status st = new_batch(peer_id, lengths, n, notify, notify_len, &b, err);
   if (st != te::TE_OK) return st;
   const std::shared_ptr<Peer>& p = b->peer;
   const uint32_t lanes = p->local ? 1 : static_cast<uint32_t>(p->lanes.size());
-  plan_batch(b.get(), ops, local, remote, check_requests(b.get(), ops, local, remote), lanes);
+  plan_batch(b.get(), ops, local, remote, check_requests(b.get(), ops, local, remote, rows, pitches), lanes);
   b->remaining.store(static_cast<int64_t>(b->slices.size()) + 1);  // +1: released after queueing
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -343,20 +343,39 @@ Status Transport::new_batch(uint64_t peer_id, const uint64_t* lengths, size_t n,
 }
 
 std::vector<uint64_t> Transport::check_requests(Batch* b, const uint8_t* ops, const uint64_t* local,
-                                                const uint64_t* remote) {
+                                                const uint64_t* remote, const uint32_t* rows,
+                                                const uint64_t* pitches) {
   // Local validation: op, length and the local range (any registered region; remote
   // ranges are validated by the target against its own registrations).
   const uint64_t* lengths = b->lengths.data();
   std::vector<uint64_t> plan_lengths(b->n);
   for (size_t i = 0; i < b->n; ++i) {
     int32_t s = te::TE_OK;
-    if (ops[i] > 1) s = te::TE_INVALID_ARGUMENT;
-    if (s == te::TE_OK && lengths[i] > 0) s = registry_.check(local[i], lengths[i], false);
+    const bool gathered = rows && pitches && rows[i] > 1;
+    if (ops[i] > 1 || (gathered && ops[i] != 1)) s = te::TE_INVALID_ARGUMENT;
+    if (s == te::TE_OK && gathered) s = check_gather(b, i, local[i], rows[i], pitches[i]);
+    else if (s == te::TE_OK && lengths[i] > 0) s = registry_.check(local[i], lengths[i], false);
     if (s == te::TE_OK && te::range_overflows(remote[i], lengths[i])) s = te::TE_ADDRESS_OUT_OF_RANGE;
     b->statuses[i].store(s, std::memory_order_relaxed);
     plan_lengths[i] = s == te::TE_OK ? lengths[i] : 0;
   }
   return plan_lengths;
+}
+
+int32_t Transport::check_gather(Batch* b, size_t i, uint64_t local, uint32_t rows, uint64_t pitch) {
+  const uint64_t len = b->lengths[i];
+  if (len == 0 || len % rows != 0 || pitch < len / rows) return te::TE_INVALID_ARGUMENT;
+  const uint64_t width = len / rows;
+  // The rows' whole span, first byte to last, lies in registered host memory.
+  if (pitch > (UINT64_MAX - width) / (rows - 1)) return te::TE_ADDRESS_OUT_OF_RANGE;
+  const uint64_t span = (rows - 1) * pitch + width;
+  if (te::range_overflows(local, span)) return te::TE_ADDRESS_OUT_OF_RANGE;
+  int32_t s = registry_.check(local, span, false);
+  if (s != te::TE_OK) return s;
+  if (devices_.device_of(local) != kHost) return te::TE_INVALID_ARGUMENT;  // rows are gathered from host memory
+  if (b->gathers.empty()) b->gathers.resize(b->n);
+  b->gathers[i] = GatherRows{local, width, pitch};
+  return te::TE_OK;
 }
 
 void Transport::plan_batch(Batch* b, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
@@ -371,7 +390,8 @@ void Transport::plan_batch(Batch* b, const uint8_t* ops, const uint64_t* local, 
     s.req = pl.request;
     s.op = ops[pl.request] == 1 ? OP_WRITE : OP_READ;
     s.lane = pl.lane;
-    s.local = local[pl.request] + pl.offset;
+    // A gathered write's slices keep the request's first row; their packed offset is remote - span_addr.
+    s.local = local[pl.request] + (b->gathers.empty() || !b->gathers[pl.request].gathers() ? pl.offset : 0);
     s.remote = remote[pl.request] + pl.offset;
     s.len = pl.length;
     s.span_addr = remote[pl.request];
@@ -400,10 +420,16 @@ void Transport::run_local(std::shared_ptr<Batch> b) {
     if (st == te::TE_OK && (closing_ || loops_[0]->stopping())) st = te::TE_ABORTED;
     if (st == te::TE_OK) {
       te::Lease ll, rl;
-      st = registry_.acquire(s.local, s.len, false, ll);
+      const GatherRows* rows = b->gather_of(&s);
+      uint64_t lo = s.local, hi = s.local + s.len;
+      if (rows) rows->span(Batch::packed_offset(&s), s.len, &lo, &hi);
+      st = registry_.acquire(lo, hi - lo, false, ll);
       if (st == te::TE_OK) st = registry_.check(s.span_addr, s.span_len, true);
       if (st == te::TE_OK) st = registry_.acquire(s.remote, s.len, true, rl);
-      if (st == te::TE_OK) {
+      if (st == te::TE_OK && rows && devices_.device_of(s.remote) != kHost) st = te::TE_INVALID_ARGUMENT;
+      if (st == te::TE_OK && rows) {
+        rows->copy_out(Batch::packed_offset(&s), s.len, reinterpret_cast<uint8_t*>(s.remote));
+      } else if (st == te::TE_OK) {
         const uint64_t dst = s.op == OP_WRITE ? s.remote : s.local;
         const uint64_t src = s.op == OP_WRITE ? s.local : s.remote;
         const int remote_device = devices_.device_of(s.remote);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cuda_staging.h"
+#include "gather_rows.h"
 #include "loop.h"
 #include "served_connections.h"
 #include "te/memory_registry.h"
@@ -95,6 +96,8 @@ struct Batch {
   std::shared_ptr<Peer> peer;
   size_t n = 0;
   std::vector<uint64_t> lengths;
+  // Per request when any request gathers rows (empty otherwise); see gather_rows.h.
+  std::vector<GatherRows> gathers;
   std::unique_ptr<std::atomic<int32_t>[]> statuses;
   std::vector<Slice> slices;
   std::atomic<int64_t> remaining{0};
@@ -112,6 +115,12 @@ struct Batch {
   std::string error;
 
   bool cancelled() const { return cancel_status.load(std::memory_order_acquire) != 0; }
+  /** The rows slice `s` gathers its bytes from, or null for a contiguous one. */
+  const GatherRows* gather_of(const Slice* s) const {
+    return s->req < gathers.size() && gathers[s->req].gathers() ? &gathers[s->req] : nullptr;
+  }
+  /** Where slice `s`'s bytes start within its request (its packed offset). */
+  static uint64_t packed_offset(const Slice* s) { return s->remote - s->span_addr; }
   void note_error(const std::string& why);
   /** Any thread: slice `s` reached a terminal status. */
   void complete(Slice* s, int32_t status, const char* why = nullptr);
@@ -180,10 +189,14 @@ class Transport {
   uint64_t open_peer(const std::string& host, uint16_t port, uint64_t epoch, const std::string& name, bool local,
                      uint64_t open_id);
   void close_peer(uint64_t peer_id);
-  /** Validates locally and starts a batch; BATCH event `*batch_id` when every request is terminal. */
+  /**
+   * Validates locally and starts a batch; BATCH event `*batch_id` when every request is terminal.
+   * With `rows` (and `pitches`), write i with rows[i] > 1 gathers its bytes from that many
+   * rows of lengths[i] / rows[i] bytes, pitches[i] bytes apart (host memory only).
+   */
   Status submit(uint64_t peer_id, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
                 const uint64_t* lengths, size_t n, const uint8_t* notify, size_t notify_len, uint64_t* batch_id,
-                std::string* err);
+                std::string* err, const uint32_t* rows = nullptr, const uint64_t* pitches = nullptr);
   /** Stops the batch: unsent slices fail with `status`, in-flight ones are awaited (bounded by the grace time). */
   void cancel(uint64_t batch_id, int32_t status);
   std::shared_ptr<Batch> take_batch(uint64_t id);
@@ -211,7 +224,10 @@ class Transport {
   Status new_batch(uint64_t peer_id, const uint64_t* lengths, size_t n, const uint8_t* notify, size_t notify_len,
                    std::shared_ptr<Batch>* out, std::string* err);
   /** Sets each request's status from local checks; returns the lengths to plan (0 for a refused request). */
-  std::vector<uint64_t> check_requests(Batch* b, const uint8_t* ops, const uint64_t* local, const uint64_t* remote);
+  std::vector<uint64_t> check_requests(Batch* b, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
+                                       const uint32_t* rows, const uint64_t* pitches);
+  /** check_requests for a gathered write: its rows set on the batch; a status. */
+  int32_t check_gather(Batch* b, size_t i, uint64_t local, uint32_t rows, uint64_t pitch);
   /** Cuts the requests into slices striped over `lanes` lanes. */
   void plan_batch(Batch* b, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
                   const std::vector<uint64_t>& plan_lengths, uint32_t lanes);

@@ -49,6 +49,8 @@ export default definePlugin({
     notifications: true,
     maxInFlight: 8192,
     rawAddresses: true,
+    // A write's rows (a head slice of NHD pages) go out as one iovec each: no staging copy.
+    gatherWrites: true,
   },
   options: tcpOptions,
   probe,

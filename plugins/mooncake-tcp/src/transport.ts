@@ -47,6 +47,7 @@ async function resolveHost(host: string, segment: string): Promise<string> {
 export class MooncakeTcpTransport extends NativeTransportBase<NativeTcpTransport> {
   readonly #options: TcpOptions;
   readonly #endpoint: TcpEndpoint;
+  protected override readonly gathersWrites = true;
 
   constructor(context: TransportContext, options: TcpOptions) {
     const native = loadBinding();

@@ -125,6 +125,7 @@ inline Span<T> get_typed(const Napi::Value& v, napi_typedarray_type type, const 
                      (type == napi_biguint64_array ? "BigUint64Array"
                       : type == napi_uint8_array   ? "Uint8Array"
                       : type == napi_int32_array   ? "Int32Array"
+                      : type == napi_uint32_array  ? "Uint32Array"
                                                    : "typed array"));
   return Span<T>{static_cast<T*>(data), length};
 }

@@ -2,7 +2,7 @@ import { TransferError } from '../errors/transfer-error.js';
 import { OP_READ, OP_WRITE, type TransferBatch } from '../spi/batch.js';
 
 /** Checks a batch's shape once, in JS, so native code receives clean arrays. */
-export function checkBatch(batch: TransferBatch): { hasRead: boolean } {
+export function checkBatch(batch: TransferBatch): { hasRead: boolean; gathers: boolean } {
   if (typeof batch !== 'object' || batch === null) throw new TransferError('INVALID_ARGUMENT', 'Expected a batch {opcodes, localAddrs, remoteAddrs, lengths}');
   const { opcodes, localAddrs, remoteAddrs, lengths } = batch;
   if (!(opcodes instanceof Uint8Array)) throw new TransferError('INVALID_ARGUMENT', 'Expected `batch.opcodes` to be a Uint8Array');
@@ -21,7 +21,35 @@ export function checkBatch(batch: TransferBatch): { hasRead: boolean } {
     if (op === OP_READ) hasRead = true;
     else if (op !== OP_WRITE) throw new TransferError('INVALID_ARGUMENT', `\`batch.opcodes[${i}]\` is ${op}; expected 0 (read) or 1 (write)`);
   }
-  return { hasRead };
+  return { hasRead, gathers: checkGathers(batch) };
+}
+
+/** The gathered writes' rows and pitches (TransferBatch.localRows); whether any request gathers. */
+function checkGathers(batch: TransferBatch): boolean {
+  const { localRows: rows, localPitches: pitches, opcodes, lengths, localAddrs } = batch;
+  if (rows === undefined && pitches === undefined) return false;
+  if (!(rows instanceof Uint32Array) || !(pitches instanceof BigUint64Array))
+    throw new TransferError('INVALID_ARGUMENT', 'Expected `batch.localRows` (a Uint32Array) and `batch.localPitches` (a BigUint64Array) together, or neither');
+  if (rows.length !== opcodes.length || pitches.length !== opcodes.length)
+    throw new TransferError(
+      'INVALID_ARGUMENT',
+      `\`batch.localRows\` has ${rows.length} entries and \`batch.localPitches\` ${pitches.length}, but \`batch.opcodes\` has ${opcodes.length}`,
+    );
+  let gathers = false;
+  for (let i = 0; i < rows.length; i++) {
+    const r = rows[i]!;
+    if (r <= 1) continue;
+    gathers = true;
+    const where = `request ${i} gathers ${r} rows`;
+    if (opcodes[i] !== OP_WRITE) throw new TransferError('INVALID_ARGUMENT', `${where}, but only a write gathers rows (it is a read)`);
+    const n = BigInt(r);
+    if (lengths[i]! % n !== 0n) throw new TransferError('INVALID_ARGUMENT', `${where}: its length of ${lengths[i]} bytes is not a whole number of rows`);
+    const width = lengths[i]! / n;
+    if (pitches[i]! < width) throw new TransferError('INVALID_ARGUMENT', `${where} of ${width} bytes, ${pitches[i]} bytes apart: rows would overlap`);
+    if (localAddrs[i]! + (n - 1n) * pitches[i]! + width > 0xffff_ffff_ffff_ffffn)
+      throw new TransferError('ADDRESS_OUT_OF_RANGE', `${where}: its last row ends past the end of the address space`);
+  }
+  return gathers;
 }
 
 export function checkTimeout(timeoutMs: unknown): number {

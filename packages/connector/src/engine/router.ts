@@ -2,7 +2,7 @@ import { TransferError } from '../errors/transfer-error.js';
 import { NATIVE_STATUS } from '../errors/codes.js';
 import { localityOf, type SegmentDescriptor, type BufferDescriptor } from '../spi/descriptor.js';
 import { memoryKindOf, type MemoryKind } from '../spi/memory.js';
-import type { TransferBatch } from '../spi/batch.js';
+import { localSpan, type TransferBatch } from '../spi/batch.js';
 import type { TransportPlugin } from '../spi/plugin.js';
 import type { Transport } from '../spi/transport.js';
 import type { MemoryMap } from './memory-map.js';
@@ -118,7 +118,7 @@ export function planRoutes(batch: TransferBatch, memory: MemoryMap, peer: PeerRo
   const perTransport = new Map<EngineTransport, number[]>();
   const refused = new Map<number, number>();
   for (let i = 0; i < batch.opcodes.length; i++) {
-    const region = memory.find(batch.localAddrs[i]!, batch.lengths[i]!);
+    const region = memory.find(batch.localAddrs[i]!, localSpan(batch, i));
     if (!region) {
       refused.set(i, NATIVE_STATUS.MEMORY_NOT_REGISTERED);
       continue;

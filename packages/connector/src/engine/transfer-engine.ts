@@ -21,7 +21,7 @@ import type { AllocatedHandle, CreateEngineOptions, MemoryHandle, MemoryTarget, 
 import { registeringTransports, registers, registrationRequest, toBigInt } from './registration-request.js';
 import { RegionPins, beforeDeadline } from './watchdog.js';
 import { startMetricLog } from '../metrics/periodic-log.js';
-import { commonTransports, type EngineTransport } from './router.js';
+import { commonTransports, planRoutes, type EngineTransport } from './router.js';
 
 export type { AllocatedHandle, CreateEngineOptions, MemoryHandle, MemoryTarget, RegisterOptions, TransferOptions } from './engine-api.js';
 
@@ -357,6 +357,24 @@ export class TransferEngine {
       }
     }
     return state.descriptor;
+  }
+
+  /**
+   * Whether a write from local `local` to the peer's `remote` would go through a transport
+   * that gathers rows (`capabilities.gatherWrites`), so a caller can send strided rows as
+   * gathered writes rather than copy them into staging memory first. Fetches the peer's
+   * descriptor if it is not cached; false when no transport routes such a write.
+   */
+  async gathersWrites(segment: string, local: bigint, remote: bigint): Promise<boolean> {
+    this.assertOpen();
+    const state = await this.peers.state(checkSegmentName(segment));
+    try {
+      const candidates = (state.candidates ??= commonTransports(this.held, state.descriptor, this.config.forceTcp));
+      const { routes } = planRoutes(batchOf([{ op: 'write', local, remote, length: 1 }]), this.memory, state.routing, candidates);
+      return routes.length === 1 && routes[0]!.via.plugin.capabilities.gatherWrites === true;
+    } catch {
+      return false; // no route at all: the transfer itself will say why
+    }
   }
 
   /** Drops what is cached about a peer (descriptor, transport connections). */

@@ -42,6 +42,9 @@ export interface NativeTransportHandle {
     remoteAddrs: BigUint64Array,
     lengths: BigUint64Array,
     notify: Uint8Array | null,
+    /** Gathered writes (TransferBatch.localRows), passed only to a transport that declares `gatherWrites`. */
+    localRows?: Uint32Array,
+    localPitches?: BigUint64Array,
   ): number;
   cancel(batchId: number, status: number): void;
   /** Stops the transport on a worker thread; pending batches complete (ABORTED) first. */
@@ -118,7 +121,9 @@ export abstract class NativeTransportBase<N extends NativeTransportHandle> imple
       this.checkOpen();
       const p = this.own(peer);
       this.checkBatch(p, batch, options);
-      const id = this.native.submit(p.id, batch.opcodes, batch.localAddrs, batch.remoteAddrs, batch.lengths, options.notify ?? null);
+      const id = batch.localRows
+        ? this.submitGathered(p, batch, options)
+        : this.native.submit(p.id, batch.opcodes, batch.localAddrs, batch.remoteAddrs, batch.lengths, options.notify ?? null);
       return this.#batches.track(id, p.segment, options);
     } catch (error) {
       return Promise.reject(error);
@@ -149,6 +154,20 @@ export abstract class NativeTransportBase<N extends NativeTransportHandle> imple
   /** A native warning for the engine's log. */
   protected log(level: 'warn', message: string): void {
     this.context.log(level, `[${this.plugin}] ${message}`);
+  }
+
+  /** Whether the addon gathers written rows (`capabilities.gatherWrites`); a transport that does sets it. */
+  protected readonly gathersWrites: boolean = false;
+
+  /** A batch with `localRows`: refused unless the addon gathers rows; rows and pitches checked before native code sees them. */
+  private submitGathered(p: NativePeer, batch: TransferBatch, options: SubmitOptions): number {
+    const rows = batch.localRows!;
+    const pitches = batch.localPitches;
+    if (!(rows instanceof Uint32Array) || !(pitches instanceof BigUint64Array) || rows.length !== batch.opcodes.length || pitches.length !== rows.length)
+      throw this.fail('INVALID_ARGUMENT', '`localRows` (Uint32Array) and `localPitches` (BigUint64Array) need one entry per request');
+    if (!rows.some((r) => r > 1)) return this.native.submit(p.id, batch.opcodes, batch.localAddrs, batch.remoteAddrs, batch.lengths, options.notify ?? null);
+    if (!this.gathersWrites) throw this.fail('UNSUPPORTED_CAPABILITY', `${this.plugin} does not gather written rows (capabilities.gatherWrites)`);
+    return this.native.submit(p.id, batch.opcodes, batch.localAddrs, batch.remoteAddrs, batch.lengths, options.notify ?? null, rows, pitches);
   }
 
   /** The checks before a batch reaches native code (a transport without notifications refuses them first). */

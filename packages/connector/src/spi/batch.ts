@@ -13,6 +13,16 @@ export interface TransferBatch {
   localAddrs: BigUint64Array;
   remoteAddrs: BigUint64Array;
   lengths: BigUint64Array;
+  /**
+   * Gathered writes (both or neither; only to transports whose capabilities say
+   * `gatherWrites`): write i with `localRows[i]` = r > 1 takes its `lengths[i]` bytes from r
+   * rows of `lengths[i] / r` bytes each, starting at `localAddrs[i]` and `localPitches[i]`
+   * bytes apart, and lands them contiguously at the remote address: a strided gather
+   * (a head slice of NHD pages) without a copy through staging memory. Rows 1 (or 0) is an
+   * ordinary request.
+   */
+  localRows?: Uint32Array;
+  localPitches?: BigUint64Array;
 }
 
 export interface TransferRequest {
@@ -20,6 +30,21 @@ export interface TransferRequest {
   local: bigint;
   remote: bigint;
   length: bigint | number;
+  /** A gathered write: `length / rows` bytes from each of `rows` local rows, `localPitch` bytes apart (see TransferBatch.localRows). */
+  rows?: number;
+  localPitch?: bigint | number;
+}
+
+/** Whether request i of `batch` gathers rows. */
+export function gathersRows(batch: TransferBatch, i: number): boolean {
+  return batch.localRows !== undefined && batch.localRows[i]! > 1;
+}
+
+/** The local bytes request i spans: its length, or from its first row's start to its last row's end. */
+export function localSpan(batch: TransferBatch, i: number): bigint {
+  if (!gathersRows(batch, i)) return batch.lengths[i]!;
+  const rows = BigInt(batch.localRows![i]!);
+  return (rows - 1n) * batch.localPitches![i]! + batch.lengths[i]! / rows;
 }
 
 /** Builds a batch from request objects (convenient for small batches; large ones build the arrays directly). */
@@ -37,6 +62,10 @@ export function batchOf(requests: readonly TransferRequest[]): TransferBatch {
     batch.remoteAddrs[i] = r.remote;
     batch.lengths[i] = BigInt(r.length);
   });
+  if (requests.some((r) => r.rows !== undefined)) {
+    batch.localRows = Uint32Array.from(requests, (r) => r.rows ?? 1);
+    batch.localPitches = BigUint64Array.from(requests, (r) => BigInt(r.localPitch ?? 0));
+  }
   return batch;
 }
 
@@ -59,6 +88,14 @@ export function selectRequests(batch: TransferBatch, indexes: Uint32Array): Tran
     out.localAddrs[j] = batch.localAddrs[i]!;
     out.remoteAddrs[j] = batch.remoteAddrs[i]!;
     out.lengths[j] = batch.lengths[i]!;
+  }
+  if (batch.localRows && batch.localPitches) {
+    out.localRows = new Uint32Array(indexes.length);
+    out.localPitches = new BigUint64Array(indexes.length);
+    for (let j = 0; j < indexes.length; j++) {
+      out.localRows[j] = batch.localRows[indexes[j]!]!;
+      out.localPitches[j] = batch.localPitches[indexes[j]!]!;
+    }
   }
   return out;
 }

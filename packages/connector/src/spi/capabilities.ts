@@ -21,12 +21,19 @@ export interface TransportCapabilities {
   maxInFlight: number;
   /** Whether raw addresses (not backed by a JS buffer) can be registered. */
   rawAddresses: boolean;
+  /**
+   * Whether a write can gather its bytes from strided rows of local host memory
+   * (`TransferBatch.localRows` / `localPitches`); absent means no, and the engine refuses
+   * such a batch before the transport sees it.
+   */
+  gatherWrites?: boolean;
 }
 
 export function describeCapabilities(c: TransportCapabilities): string {
   const bits = [`class=${c.class}`, `memory=${c.memoryKinds.join('+')}`, c.read ? 'read' : 'write-only'];
   if (c.notifications) bits.push('notifications');
   if (c.rawAddresses) bits.push('raw-addresses');
+  if (c.gatherWrites) bits.push('gather-writes');
   bits.push(`inflight=${c.maxInFlight}`);
   return bits.join(' ');
 }

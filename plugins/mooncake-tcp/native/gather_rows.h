@@ -1,0 +1,59 @@
+// Gathered writes: a write whose local bytes are `rows` rows of `width` bytes, `pitch` bytes
+// apart (a head slice of NHD KV pages), sent as if they were one contiguous range. The wire
+// never sees rows: the target receives the packed bytes as an ordinary write. A slice of
+// such a write covers packed bytes [from, from + len) of its request.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace tetcp {
+
+struct GatherRows {
+  uint64_t base = 0;   // the request's first row
+  uint64_t width = 0;  // 0: the request is contiguous
+  uint64_t pitch = 0;
+
+  bool gathers() const { return width != 0; }
+  /** Address of packed byte `at`. */
+  uint64_t addr(uint64_t at) const { return base + (at / width) * pitch + at % width; }
+  /** The local range packed bytes [from, from + len) touch (len > 0): first byte to one past the last. */
+  void span(uint64_t from, uint64_t len, uint64_t* lo, uint64_t* hi) const {
+    *lo = addr(from);
+    *hi = addr(from + len - 1) + 1;
+  }
+
+  /**
+   * Appends iovecs for packed bytes [from, from + len), at most `room` of them; returns how
+   * many bytes they cover (less than `len` when `room` ran out).
+   */
+  uint64_t append(uint64_t from, uint64_t len, iovec* iov, size_t* n, size_t room) const {
+    uint64_t done = 0;
+    while (done < len && room > 0) {
+      const uint64_t at = from + done;
+      const uint64_t in_row = width - at % width;
+      const uint64_t take = in_row < len - done ? in_row : len - done;
+      iov[(*n)++] = {reinterpret_cast<void*>(addr(at)), static_cast<size_t>(take)};
+      --room;
+      done += take;
+    }
+    return done;
+  }
+
+  /** Copies packed bytes [from, from + len) to `dst` (the same-process path). */
+  void copy_out(uint64_t from, uint64_t len, uint8_t* dst) const {
+    uint64_t done = 0;
+    while (done < len) {
+      const uint64_t at = from + done;
+      const uint64_t in_row = width - at % width;
+      const uint64_t take = in_row < len - done ? in_row : len - done;
+      std::memmove(dst + done, reinterpret_cast<const void*>(addr(at)), take);
+      done += take;
+    }
+  }
+};
+
+}  // namespace tetcp
