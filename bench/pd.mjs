@@ -44,7 +44,7 @@ const { values: args } = parseCli({
     corrupt: { type: 'boolean', default: false, help: "test hook: flip one byte of a decode rank's pages after the first timed room (the run must fail)" },
     only: {
       type: 'string',
-      help: 'run only these cases, comma-separated: tp2, tp2-checksums, nhd, nhd-checksums, hnd, nhd-token, reverse, reverse-token, overhead; checksums = tp2-checksums and nhd-checksums',
+      help: 'run only these cases, comma-separated: tp2, tp2-checksums, nhd, nhd-copier, nhd-checksums, hnd, nhd-token, reverse, reverse-token, overhead; checksums = tp2-checksums and nhd-checksums',
     },
     rank: { type: 'string', hidden: true, help: "internal: a forked child's role" },
   },
@@ -94,13 +94,13 @@ let corrupted = false;
  * own process: `round(k)` runs and verifies room k and the raw baseline of the same bytes,
  * `finish()` collects the staging statistics and closes the ranks.
  */
-async function openLayout(ptp, dtp, { pageLayout = 'NHD', staging = true, checksums = false } = {}) {
-  const ranks = await startRanks(ptp, dtp, { pageLayout, staging, checksums });
+async function openLayout(ptp, dtp, { pageLayout = 'NHD', staging = true, checksums = false, transportGather = true } = {}) {
+  const ranks = await startRanks(ptp, dtp, { pageLayout, staging, checksums, transportGather });
   const { prefill, decode, dInfo } = ranks;
   const src = Array.from({ length: pagesPerRoom }, (_, i) => i);
   // Bytes the decode ranks receive for one room: every token's KV of every layer, all their heads.
   const bytes = dInfo.reduce((a, i) => a + pagesPerRoom * i.item * 2 * layers, 0);
-  const what = `TP ${ptp}→${dtp} ${pageLayout}${staging ? '' : ' (per token)'}`;
+  const what = `TP ${ptp}→${dtp} ${pageLayout}${staging ? (transportGather ? '' : ' (staging copier)') : ' (per token)'}`;
   const round = async (k) => {
     const room = String(1000 + k);
     const dst = shuffledRuns(pagesPerRoom, k + 7);
@@ -134,9 +134,9 @@ async function openLayout(ptp, dtp, { pageLayout = 'NHD', staging = true, checks
 }
 
 /** The ranks' processes, the decode ranks' facts and which prefill rank writes which of their heads. */
-async function startRanks(ptp, dtp, { pageLayout, staging, checksums }) {
+async function startRanks(ptp, dtp, { pageLayout, staging, checksums, transportGather }) {
   const port = await freePort();
-  const base = { connector: args.connector, layers, pages: bufferPages, port, pageLayout, staging, checksums };
+  const base = { connector: args.connector, layers, pages: bufferPages, port, pageLayout, staging, checksums, transportGather };
   const prefill = await Promise.all(Array.from({ length: ptp }, (_, r) => spawn({ ...base, role: 'prefill', tp: ptp, rank: r })));
   const decode = await Promise.all(Array.from({ length: dtp }, (_, r) => spawn({ ...base, role: 'decode', tp: dtp, rank: r })));
   const close = () => closeRanks([...prefill, ...decode]);
@@ -187,7 +187,8 @@ async function stagingFigures({ prefill, decode }) {
   return {
     gatherGBps: sum(pStats, 'gatherMs') > 0 ? sum(pStats, 'stagedBytes') / sum(pStats, 'gatherMs') / 1e6 : undefined,
     scatterGBps: sum(dStats, 'scatterMs') > 0 ? sum(dStats, 'scatteredBytes') / sum(dStats, 'scatterMs') / 1e6 : undefined,
-    staged: sum(pStats, 'gatherWrites') + sum(pStats, 'ringWrites'),
+    staged: sum(pStats, 'gatherWrites') + sum(pStats, 'ringWrites') + sum(pStats, 'transportGathers'),
+    transportGathers: sum(pStats, 'transportGathers'),
     fallbacks: pStats.reduce((a, x) => a + Object.values(x?.fallbacks ?? {}).reduce((p, q) => p + q, 0), 0),
   };
 }
@@ -419,7 +420,12 @@ const het = await caseOf(
   'TP 2→4 NHD',
   want('nhd', () => layoutRun(2, 4)),
 );
-line('TP 2→4, NHD, head slices gathered in prefill staging', het, '0.8');
+line('TP 2→4, NHD, head slices gathered by the transport from the pages (rows as iovecs, no staging copy)', het, '0.8');
+const hetCopier = await caseOf(
+  'TP 2→4 NHD staging copier',
+  want('nhd-copier', () => layoutRun(2, 4, { transportGather: false })),
+);
+line('TP 2→4, NHD, head slices gathered in prefill staging by the copier (transportGather off)', hetCopier);
 const hetSums = await caseOf(
   'TP 2→4 NHD checksums',
   want('nhd-checksums', () => checksumRun(2, 4)),
@@ -451,11 +457,14 @@ if (oh)
     `1-page request (${(oh.onePageBytes / 1024).toFixed(0)} KiB), send() → decode Success over ${args.requests} requests: p50 ${oh.p50Us.toFixed(0)} µs, p99 ${oh.p99Us.toFixed(0)} µs`,
   );
 
-const ran = [eq, sums?.on, het, hetSums?.on, hnd, perTok, rev, revTok].filter(
-  (_, i) => !only || only.has(['tp2', 'tp2-checksums', 'nhd', 'nhd-checksums', 'hnd', 'nhd-token', 'reverse', 'reverse-token'][i]),
+const ran = [eq, sums?.on, het, hetCopier, hetSums?.on, hnd, perTok, rev, revTok].filter(
+  (_, i) => !only || only.has(['tp2', 'tp2-checksums', 'nhd', 'nhd-copier', 'nhd-checksums', 'hnd', 'nhd-token', 'reverse', 'reverse-token'][i]),
 );
-const staging = [het, hetSums?.off, hetSums?.on, rev];
+const staging = [het, hetCopier, hetSums?.off, hetSums?.on, rev];
 if (staging.some((r) => r && (r.staged === 0 || r.fallbacks > 0))) failures.push('a staging case did not go through staging');
+// The transport-gathered and copier cases take the routes their labels name.
+if (het && het.transportGathers === 0) failures.push('TP 2→4 NHD did not go as gathered writes');
+if (hetCopier && hetCopier.transportGathers > 0) failures.push('TP 2→4 NHD with transportGather off still went as gathered writes');
 log(`cases verified: ${ran.filter(Boolean).length} of ${ran.length}`);
 if (args.json) {
   const r = (x) => (x ? x.pd / x.raw : null);
@@ -468,6 +477,7 @@ if (args.json) {
       heteroPdBytesPerSecond: het?.pd ?? null,
       heteroRawBytesPerSecond: het?.raw ?? null,
       heteroRatio: r(het),
+      heteroCopierRatio: r(hetCopier),
       heteroHndRatio: r(hnd),
       checksumRatio: sums?.ratio ?? null,
       heteroChecksumRatio: hetSums?.ratio ?? null,

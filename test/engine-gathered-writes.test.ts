@@ -35,7 +35,10 @@ test('mooncake-tcp: a gathered write lands packed; gathersWrites says so first',
     assert.is(r.bytes, BigInt(64 * 512));
     for (let row = 0; row < 64; row++)
       assert.ok(Buffer.from(dstBytes.subarray(row * 512, row * 512 + 512)).equals(src.subarray(row * 1024 + 512, row * 1024 + 1024)), `row ${row}`);
-    assert.ok(dstBytes.subarray(64 * 512).every((x) => x === 0), 'nothing past the packed rows');
+    assert.ok(
+      dstBytes.subarray(64 * 512).every((x) => x === 0),
+      'nothing past the packed rows',
+    );
   } finally {
     await a.close();
     await b.close();
@@ -66,7 +69,10 @@ test('malformed rows and pitches: INVALID_ARGUMENT before anything is sent', asy
     const past = headSlice(s.addr, d.addr);
     past.localAddrs[0] = 0xffff_ffff_ffff_f000n;
     assert.ok(isTransferError(await rejection(a.transfer(b.segmentName, past)), 'ADDRESS_OUT_OF_RANGE'));
-    assert.ok(dstBytes.every((x) => x === 0), 'no byte landed');
+    assert.ok(
+      dstBytes.every((x) => x === 0),
+      'no byte landed',
+    );
   } finally {
     await a.close();
     await b.close();

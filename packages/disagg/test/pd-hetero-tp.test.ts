@@ -18,9 +18,9 @@ const tps = (n: number) => Array.from({ length: n }, (_, i) => layout(n, i));
 // Up to 18 processes on two cores: heartbeats get room so a busy machine is not a lost peer.
 const TIMEOUTS = STEADY;
 
-type Route = 'gather' | 'ring' | 'direct' | 'rows';
+type Route = 'gather' | 'ring' | 'direct' | 'rows' | 'transport';
 
-function sum(stats: ScenarioStats, key: 'gatherWrites' | 'ringWrites'): number {
+function sum(stats: ScenarioStats, key: 'gatherWrites' | 'ringWrites' | 'transportGathers'): number {
   return stats.prefill.reduce((a, s) => a + (s?.[key] ?? 0), 0);
 }
 
@@ -32,8 +32,11 @@ function fallbacks(stats: ScenarioStats): number {
 function expectRoute(stats: ScenarioStats, route: Route): void {
   const g = sum(stats, 'gatherWrites');
   const r = sum(stats, 'ringWrites');
+  const t = sum(stats, 'transportGathers');
   const f = fallbacks(stats);
   const seen = JSON.stringify(stats.prefill);
+  if (route !== 'transport') assert.is(t, 0, `expected no gathered writes: ${seen}`);
+  if (route === 'transport') assert.ok(t > 0 && g === 0 && r === 0 && f === 0, `expected writes the transport gathered only: ${seen}`);
   if (route === 'gather') assert.ok(g > 0 && r === 0 && f === 0, `expected gathers only: ${seen}`);
   if (route === 'ring') {
     assert.ok(r > 0 && g === 0 && f === 0, `expected ring writes only: ${seen}`);
@@ -64,6 +67,27 @@ for (const [p, d, route] of [
     await run({ model: MHA8, prefill: tps(p), decode: tps(d) }, route);
   });
 }
+
+// Pages of 16 tokens × 128-byte heads: a decode rank's slice of a page is 16 rows of 256
+// bytes (4 KiB), enough for a gathered write of its own.
+const WIDE: ModelSpec = { ...MHA8, headBytes: 128, pageSize: 16 };
+
+for (const [p, d] of [
+  [1, 2],
+  [2, 4],
+] as const) {
+  test(`TP ${p}→${d}, NHD both sides, over mooncake-tcp: the transport gathers each slice's rows from the pages (no staging copy)`, async () => {
+    await run({ model: WIDE, prefill: tps(p), decode: tps(d) }, 'transport');
+  });
+}
+
+test('TP 2→8, NHD: slices of 2 KiB, under the smallest gathered write, are packed by the staging copier', async () => {
+  await run({ model: WIDE, prefill: tps(2), decode: tps(8) }, 'gather');
+});
+
+test('TP 2→4, NHD, transportGather off: the same slices go through the staging copier', async () => {
+  await run({ model: WIDE, prefill: tps(2), decode: tps(4), prefillStaging: { transportGather: false } }, 'gather');
+});
 
 test('TP 2→4 and 4→2, HND both sides: one range per page per layer, no staging', async () => {
   await run({ model: MHA8, prefill: tps(2), decode: tps(4), prefillSide: HND, decodeSide: HND }, 'direct');
@@ -129,34 +153,38 @@ test('a decode ring smaller than one room: the room waits for space, then comple
   );
 });
 
-test('layerwise with staging: TP 2→4 NHD, each layer gathered and written when it is ready', async () => {
-  const port = await freePort();
-  const ranks: RankProcess[] = [];
-  try {
-    const common = { model: MHA8, bootstrapPort: port, timeouts: TIMEOUTS };
-    const prefill = await Promise.all(tps(2).map((l) => spawnRank({ role: 'prefill', layout: l, layerwise: true, ...common })));
-    ranks.push(...prefill);
-    const decode = await Promise.all(tps(4).map((l) => spawnRank({ role: 'decode', layout: l, ...common })));
-    ranks.push(...decode);
-    // Rooms of one batch are filled at once: their source (and destination) pages must not overlap.
-    const rooms = [ROOM, { ...ROOM2, srcPages: [0, 1, 5, 6] }];
-    const receives = decode.map((d) => Promise.all(rooms.map((r) => d.call('receive', roomArgs(r.room, r.dstPages, r.auxDst)))));
-    const batches = prefill.map((p) => p.call('batch', { rooms: rooms.map((r) => roomArgs(r.room, r.srcPages, r.auxSrc)) }));
-    const [got, sent] = await Promise.all([Promise.all(receives), Promise.all(batches)]);
-    for (const perRank of got) for (const x of perRank) assert.is(x.status, 4, `${x.code}: ${x.message}`);
-    for (const b of sent) {
-      assert.is(b.stats.layerwiseRooms, rooms.length, 'every room went layer by layer');
-      for (const x of b.results) assert.is(x.status, 4, `${x.code}: ${x.message}`);
+for (const [model, route] of [
+  [MHA8, 'gather'],
+  [WIDE, 'transport'],
+] as const)
+  test(`layerwise with staging: TP 2→4 NHD, each layer gathered ${route === 'gather' ? 'in staging' : 'by the transport'} and written when it is ready`, async () => {
+    const port = await freePort();
+    const ranks: RankProcess[] = [];
+    try {
+      const common = { model, bootstrapPort: port, timeouts: TIMEOUTS };
+      const prefill = await Promise.all(tps(2).map((l) => spawnRank({ role: 'prefill', layout: l, layerwise: true, ...common })));
+      ranks.push(...prefill);
+      const decode = await Promise.all(tps(4).map((l) => spawnRank({ role: 'decode', layout: l, ...common })));
+      ranks.push(...decode);
+      // Rooms of one batch are filled at once: their source (and destination) pages must not overlap.
+      const rooms = [ROOM, { ...ROOM2, srcPages: [0, 1, 5, 6] }];
+      const receives = decode.map((d) => Promise.all(rooms.map((r) => d.call('receive', roomArgs(r.room, r.dstPages, r.auxDst)))));
+      const batches = prefill.map((p) => p.call('batch', { rooms: rooms.map((r) => roomArgs(r.room, r.srcPages, r.auxSrc)) }));
+      const [got, sent] = await Promise.all([Promise.all(receives), Promise.all(batches)]);
+      for (const perRank of got) for (const x of perRank) assert.is(x.status, 4, `${x.code}: ${x.message}`);
+      for (const b of sent) {
+        assert.is(b.stats.layerwiseRooms, rooms.length, 'every room went layer by layer');
+        for (const x of b.results) assert.is(x.status, 4, `${x.code}: ${x.message}`);
+      }
+      for (const d of decode) assert.equal(await d.call('verify'), { mismatch: null });
+      const stats = { prefill: await Promise.all(prefill.map((p) => p.call('stats'))), decode: [] };
+      expectRoute(stats, route);
+      // One staged write per layer (and per room and destination), not one for the whole room.
+      assert.ok(sum(stats, route === 'gather' ? 'gatherWrites' : 'transportGathers') >= rooms.length * model.totalLayers * 2, JSON.stringify(stats.prefill));
+    } finally {
+      await closeAll(ranks);
     }
-    for (const d of decode) assert.equal(await d.call('verify'), { mismatch: null });
-    const stats = { prefill: await Promise.all(prefill.map((p) => p.call('stats'))), decode: [] };
-    expectRoute(stats, 'gather');
-    // One staged write per layer (and per room and destination), not one for the whole room.
-    assert.ok(sum(stats, 'gatherWrites') >= rooms.length * MHA8.totalLayers * 2, JSON.stringify(stats.prefill));
-  } finally {
-    await closeAll(ranks);
-  }
-});
+  });
 
 test('a decode killed while its ring holds a room: that room fails on the prefill, its staging comes back, a room to another decode completes', async () => {
   const port = await freePort();

@@ -58,7 +58,8 @@ class Lane : public IoHandler {
    * `iov`, starting a device slice's staging copy where one is due; false when the lane failed.
    */
   bool gather_frames(iovec* iov, size_t* n, std::vector<te::Lease>* leases);
-  /** Takes a lease on WRITE slice `s`'s local range (its rows' span when it gathers `rows`) unless one in `leases` covers it; false: unregistered. */
+  /** Takes a lease on WRITE slice `s`'s local range (its rows' span when it gathers `rows`) unless one in `leases`
+   * covers it; false: unregistered. */
   bool lease_body(const Slice* s, const GatherRows* rows, std::vector<te::Lease>* leases);
   /** `written` bytes went out: first the `ctrl_left` control bytes, then inflight_'s frames. */
   void account_sent(uint64_t written, size_t ctrl_left);

@@ -343,8 +343,7 @@ Status Transport::new_batch(uint64_t peer_id, const uint64_t* lengths, size_t n,
 }
 
 std::vector<uint64_t> Transport::check_requests(Batch* b, const uint8_t* ops, const uint64_t* local,
-                                                const uint64_t* remote, const uint32_t* rows,
-                                                const uint64_t* pitches) {
+                                                const uint64_t* remote, const uint32_t* rows, const uint64_t* pitches) {
   // Local validation: op, length and the local range (any registered region; remote
   // ranges are validated by the target against its own registrations).
   const uint64_t* lengths = b->lengths.data();
@@ -353,8 +352,10 @@ std::vector<uint64_t> Transport::check_requests(Batch* b, const uint8_t* ops, co
     int32_t s = te::TE_OK;
     const bool gathered = rows && pitches && rows[i] > 1;
     if (ops[i] > 1 || (gathered && ops[i] != 1)) s = te::TE_INVALID_ARGUMENT;
-    if (s == te::TE_OK && gathered) s = check_gather(b, i, local[i], rows[i], pitches[i]);
-    else if (s == te::TE_OK && lengths[i] > 0) s = registry_.check(local[i], lengths[i], false);
+    if (s == te::TE_OK && gathered)
+      s = check_gather(b, i, local[i], rows[i], pitches[i]);
+    else if (s == te::TE_OK && lengths[i] > 0)
+      s = registry_.check(local[i], lengths[i], false);
     if (s == te::TE_OK && te::range_overflows(remote[i], lengths[i])) s = te::TE_ADDRESS_OUT_OF_RANGE;
     b->statuses[i].store(s, std::memory_order_relaxed);
     plan_lengths[i] = s == te::TE_OK ? lengths[i] : 0;

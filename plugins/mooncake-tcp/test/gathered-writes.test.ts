@@ -74,7 +74,10 @@ for (const coalesceWrites of [true, false]) {
       const peer = await local.transport.openPeer(target.descriptor);
       const r = await local.transport.submit(peer, batch, { timeoutMs: 20_000 });
       assert.equal(Array.from(r.statuses), new Array(batch.opcodes.length).fill(0));
-      assert.is(r.bytes, batch.lengths.reduce((a, l) => a + l, 0n));
+      assert.is(
+        r.bytes,
+        batch.lengths.reduce((a, l) => a + l, 0n),
+      );
       // Every byte of the target: the packed rows where they were written, zeros elsewhere.
       assert.is(await target.call('hash', { offset: 0, length: SIZE }), hash(expected));
     } finally {

@@ -112,9 +112,13 @@ async function routeCall(ctx: TransferContext, call: TransferCall, hasRead: bool
 function checkCapabilities(route: Route, batch: TransferBatch, hasRead: boolean, gathers: boolean, notify: boolean): void {
   const caps = route.via.plugin.capabilities;
   if (gathers && !caps.gatherWrites && (route.indexes === null || route.indexes.some((i) => gathersRows(batch, i))))
-    throw new TransferError('UNSUPPORTED_CAPABILITY', 'This transport does not gather written rows (capabilities.gatherWrites is not set); send contiguous requests', {
-      plugin: route.via.name,
-    });
+    throw new TransferError(
+      'UNSUPPORTED_CAPABILITY',
+      'This transport does not gather written rows (capabilities.gatherWrites is not set); send contiguous requests',
+      {
+        plugin: route.via.name,
+      },
+    );
   if (hasRead && !caps.read) {
     const reads = route.indexes ? [...route.indexes].some((i) => batch.opcodes[i] === 0) : true;
     if (reads)

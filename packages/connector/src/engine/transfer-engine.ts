@@ -368,6 +368,8 @@ export class TransferEngine {
   async gathersWrites(segment: string, local: bigint, remote: bigint): Promise<boolean> {
     this.assertOpen();
     const state = await this.peers.state(checkSegmentName(segment));
+    // Rows are gathered from host memory (capabilities.gatherWrites).
+    if (memoryKindOf(this.memory.find(local, 1n)?.device ?? 'cpu') !== 'cpu') return false;
     try {
       const candidates = (state.candidates ??= commonTransports(this.held, state.descriptor, this.config.forceTcp));
       const { routes } = planRoutes(batchOf([{ op: 'write', local, remote, length: 1 }]), this.memory, state.routing, candidates);

@@ -2,7 +2,7 @@ import { TransferError, type TransferBatch, type TransferEngine } from '@te/conn
 import { kvBufferPairs } from '../plan/index.js';
 import type { PageGeometry } from '../plan/page-geometry.js';
 import { planSliceCopy, routeOf, type HeadSlice, type SliceCopy, type SliceRoute } from '../plan/slice-copy.js';
-import { checkPieces, directBatch, type PieceSet } from '../plan/slice-pieces.js';
+import { checkPieces, directBatch, gatheredBatch, type PieceSet } from '../plan/slice-pieces.js';
 import type { RequestMessage } from '../protocol/messages.js';
 import { RingAllocReplySchema, STAGING_MSG, type RingAllocMessage, type ScatterMessage } from '../protocol/staging-messages.js';
 import { checkReply } from '../protocol/handle.js';
@@ -14,6 +14,8 @@ import { kvHeadsOf, planKv, type SourceSide } from './transfer-plan.js';
 
 /** What the staging path did since the manager was created. */
 export interface StagingStats {
+  /** KV writes whose head slices the transport gathered from the pages itself (no staging copy; see `transportGather`). */
+  transportGathers: number;
   /** KV writes that went through staging: gathered here (and written whole), or staged on the decode's ring and scattered there. */
   gatherWrites: number;
   ringWrites: number;
@@ -157,9 +159,24 @@ function ringOf(w: KvWrite, set: PieceSet): RingTarget | undefined {
   };
 }
 
+/** Smallest gathered write worth a request of its own: below it, the staging copier packs the rows instead. */
+const MIN_GATHERED_WRITE = 4096;
+
+/**
+ * Whether the transport to this decode gathers the slices' rows itself: staging enabled,
+ * `transportGather` on, requests of a useful size, and a transport that declares `gatherWrites`.
+ */
+async function transportGathers(w: KvWrite, set: PieceSet): Promise<boolean> {
+  const { options } = w.staging;
+  if (!options.enabled || !options.transportGather || set.copy.width * set.copy.rows < MIN_GATHERED_WRITE) return false;
+  const sb = set.pairs[0]!;
+  const db = set.pairs[1]!;
+  return w.engine.gathersWrites(w.dest.segment, BigInt(set.src.addrs[sb]!), BigInt(set.dst.addrs[db]!));
+}
+
 /**
  * Writes a room's KV pages to one decode rank by the best route the two layouts allow:
- * whole ranges straight from the pages, head slices gathered in staging and written as
+ * whole ranges straight from the pages, head slices gathered by the transport (or in staging) and written as
  * whole destination ranges, or (slices the decode must interleave) staged on the
  * decode's ring and scattered there; without staging, row by row.
  */
@@ -168,6 +185,11 @@ export async function writeKv(w: KvWrite): Promise<void> {
   if (plan.route === 'classic') return w.submit(classicBatch(w));
   const set = plan.set!;
   if (plan.route === 'direct') return w.submit(directBatch(set).finish());
+  if (plan.route === 'gather' && (await transportGathers(w, set))) {
+    await w.submit(gatheredBatch(set));
+    w.staging.stats.transportGathers++;
+    return;
+  }
   const why =
     w.staging.unavailable ??
     (!w.staging.options.enabled ? 'staging disabled' : plan.route === 'ring' && !w.dest.msg.ring ? 'the decode offers no staging ring' : undefined);

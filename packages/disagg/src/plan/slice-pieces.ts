@@ -1,3 +1,4 @@
+import { allocateBatch, OP_WRITE, type TransferBatch } from '@te/connector';
 import { DescriptorWriter } from './descriptor-writer.js';
 import type { SliceCopy } from './slice-copy.js';
 import type { BufferTable } from './copy-plan.js';
@@ -142,6 +143,49 @@ export function packedBatch(s: PieceSet, image: number, from: number, to: number
   forPieces(s, from, to, (i, src) => w.pushMerged(src + c.srcOffset, image + (i - from) * c.bytes, c.bytes));
   return w;
 }
+
+/**
+ * Gathered writes of pieces [from, to) straight from the source pages (route 'gather' on a
+ * transport that gathers rows): a request per piece and rep, its `rows` rows of `width`
+ * bytes `srcPitch` apart, landing packed where the piece goes at the destination (which is
+ * contiguous there). A piece whose rows continue the previous request's at both ends (the
+ * next source page after it, written right behind it) extends that request instead.
+ */
+export function gatheredBatch(s: PieceSet, from = 0, to = pieceCount(s)): TransferBatch {
+  const c = s.copy;
+  const cap = (to - from) * c.reps;
+  const local = new Float64Array(cap);
+  const remote = new Float64Array(cap);
+  const rows = new Uint32Array(cap);
+  const bytes = c.width * c.rows;
+  let n = 0;
+  forPieces(s, from, to, (_i, src, dst) => {
+    for (let r = 0; r < c.reps; r++) {
+      const l = src + c.srcOffset + r * c.srcRepStride;
+      const d = dst + r * bytes;
+      const k = n - 1;
+      if (k >= 0 && l === local[k]! + rows[k]! * c.srcPitch && d === remote[k]! + rows[k]! * c.width && rows[k]! + c.rows <= MAX_GATHER_ROWS) {
+        rows[k] += c.rows;
+        continue;
+      }
+      local[n] = l;
+      remote[n] = d;
+      rows[n++] = c.rows;
+    }
+  });
+  const batch = allocateBatch(n);
+  batch.opcodes.fill(OP_WRITE);
+  const localPitches = new BigUint64Array(n).fill(BigInt(c.srcPitch));
+  for (let k = 0; k < n; k++) {
+    batch.localAddrs[k] = BigInt(local[k]!);
+    batch.remoteAddrs[k] = BigInt(remote[k]!);
+    batch.lengths[k] = BigInt(rows[k]! * c.width);
+  }
+  return { ...batch, localRows: rows.slice(0, n), localPitches };
+}
+
+/** Rows of one merged gathered write at most (a request stays a few MiB: slices spread it over the lanes). */
+const MAX_GATHER_ROWS = 8192;
 
 /** Appends copies as the staging copier takes them (9 numbers each). */
 export interface CopySink {

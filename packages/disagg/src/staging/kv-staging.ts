@@ -14,7 +14,16 @@ export function stagingBlocker(device: string): string | undefined {
 
 /** A prefill rank's staging: created on first use, so ranks that never need it allocate nothing. */
 export class PrefillStaging implements KvStaging {
-  private readonly counters: StagingStats = { gatherWrites: 0, ringWrites: 0, stagedBytes: 0, gatherMs: 0, stagedDescriptors: 0, inUse: 0, fallbacks: {} };
+  private readonly counters: StagingStats = {
+    transportGathers: 0,
+    gatherWrites: 0,
+    ringWrites: 0,
+    stagedBytes: 0,
+    gatherMs: 0,
+    stagedDescriptors: 0,
+    inUse: 0,
+    fallbacks: {},
+  };
   private current: Stager | undefined;
 
   get stats(): StagingStats {

@@ -12,6 +12,12 @@ export interface StagingOptions {
   chunkBytes?: number;
   /** Copy threads (default: half the usable CPUs, 1 to 8). */
   threads?: number;
+  /**
+   * Head slices whose destination is contiguous go as gathered writes when the transport
+   * gathers rows itself (`capabilities.gatherWrites`, mooncake-tcp): no copy through staging
+   * memory (default true; TE_PD_TRANSPORT_GATHER=0 sends them through the staging copier).
+   */
+  transportGather?: boolean;
 }
 
 export interface ResolvedStaging {
@@ -22,6 +28,7 @@ export interface ResolvedStaging {
   ringExplicit: boolean;
   chunkBytes: number;
   threads: number | undefined;
+  transportGather: boolean;
 }
 
 const MiB = 1 << 20;
@@ -43,6 +50,9 @@ export function resolveStaging(options: StagingOptions = {}, env: NodeJS.Process
   const flag = env.TE_PD_STAGING;
   if (flag !== undefined && flag !== '' && flag !== '0' && flag !== '1')
     throw new TransferError('INVALID_CONFIG', `TE_PD_STAGING must be 0 or 1, got ${JSON.stringify(flag)}`);
+  const gather = env.TE_PD_TRANSPORT_GATHER;
+  if (gather !== undefined && gather !== '' && gather !== '0' && gather !== '1')
+    throw new TransferError('INVALID_CONFIG', `TE_PD_TRANSPORT_GATHER must be 0 or 1, got ${JSON.stringify(gather)}`);
   const given = options.ringBytes ?? envInt(env, 'TE_PD_STAGING_RING_BYTES');
   const ring = given ?? 64 * MiB;
   return {
@@ -52,5 +62,6 @@ export function resolveStaging(options: StagingOptions = {}, env: NodeJS.Process
     ringExplicit: given !== undefined,
     chunkBytes: checkBytes(options.chunkBytes ?? envInt(env, 'TE_PD_STAGING_CHUNK_BYTES') ?? 8 * MiB, 'chunkBytes', 64),
     threads: options.threads,
+    transportGather: options.transportGather ?? gather !== '0',
   };
 }

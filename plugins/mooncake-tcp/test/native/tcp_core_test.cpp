@@ -452,6 +452,8 @@ void test_after_recv_reads_each_result();
 void test_post_wakes_only_a_sleeping_loop();
 // writev_test.cpp
 void test_writev_segments_land_each_on_its_own();
+void test_gather_rows_iovecs();
+void test_gathered_writes_land_packed();
 // control_order_test.cpp
 void test_revoke_goes_before_requests();
 void test_auth_and_revoke_go_before_requests();
@@ -476,6 +478,8 @@ int main(int argc, char** argv) {
       {"after_recv_reads_each_result", test_after_recv_reads_each_result},
       {"mixed_sizes_keep_frame_boundaries", test_mixed_sizes_keep_frame_boundaries},
       {"writev_segments_land_each_on_its_own", test_writev_segments_land_each_on_its_own},
+      {"gather_rows_iovecs", test_gather_rows_iovecs},
+      {"gathered_writes_land_packed", test_gathered_writes_land_packed},
       {"revoke_goes_before_requests", test_revoke_goes_before_requests},
       {"auth_and_revoke_go_before_requests", test_auth_and_revoke_go_before_requests},
   };
