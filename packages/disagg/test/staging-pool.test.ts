@@ -73,6 +73,10 @@ test('staging options: defaults, environment and bad values', () => {
   assert.is(resolveStaging({}, { TE_PD_STAGING_RING_BYTES: '0' }).ringBytes, 0);
   assert.is(resolveStaging({}, { TE_PD_STAGING_RING_BYTES: '1048576' }).ringExplicit, true);
   assert.throws(() => resolveStaging({}, { TE_PD_STAGING: 'yes' }), /TE_PD_STAGING must be 0 or 1/);
+  assert.is(resolveStaging({}, {}).transportGather, true);
+  assert.is(resolveStaging({}, { TE_PD_TRANSPORT_GATHER: '0' }).transportGather, false);
+  assert.is(resolveStaging({ transportGather: true }, { TE_PD_TRANSPORT_GATHER: '0' }).transportGather, true, 'the option wins over the environment');
+  assert.throws(() => resolveStaging({}, { TE_PD_TRANSPORT_GATHER: 'no' }), /TE_PD_TRANSPORT_GATHER must be 0 or 1/);
   assert.throws(() => resolveStaging({ bytes: 10 }, {}), /staging.bytes/);
   assert.throws(() => resolveStaging({}, { TE_PD_STAGING_BYTES: '1e6' }), /whole number/);
 });
