@@ -430,7 +430,7 @@ const hetSums = await caseOf(
   'TP 2→4 NHD checksums',
   want('nhd-checksums', () => checksumRun(2, 4)),
 );
-sumsLine('TP 2→4, NHD, staged', hetSums);
+sumsLine('TP 2→4, NHD', hetSums);
 const hnd = await caseOf(
   'TP 2→4 HND',
   want('hnd', () => layoutRun(2, 4, { pageLayout: 'HND' })),
