@@ -1,6 +1,8 @@
 // C++ tests of gathered writes (gather_rows.h): the iovecs of a slice that starts inside a
 // row and is cut where a writev runs out of room, and a batch of gathered writes between two
 // transport cores, coalesced and not, whose rows land packed and whose refusals are their own.
+#include "gather_rows.h"
+
 #include <sys/uio.h>
 
 #include <cstdint>
@@ -9,7 +11,6 @@
 #include <vector>
 
 #include "check.h"
-#include "gather_rows.h"
 #include "tcp_node.h"
 #include "transport.h"
 
