@@ -29,6 +29,7 @@ import { fileURLToPath } from 'node:url';
 import { QUICK, quick } from './lib/quick.mjs';
 import { HEAD_BYTES, HEADS, PAGE, servePdRank } from './lib/pd-rank.mjs';
 import { closeRanks, freePort, median, now, percentile, spawnRank } from './lib/ranks.mjs';
+import { stagingFigures, verifyRoom } from './lib/pd-results.mjs';
 
 const { values: args } = parseCli({
   usage: 'node bench/pd.mjs [options]',
@@ -149,22 +150,6 @@ async function startRanks(ptp, dtp, { pageLayout, staging, checksums, transportG
   }
 }
 
-/** Every head slice of every decode rank against the prefill rank that sent it (outside the timed region). */
-async function verifyRoom({ prefill, decode, slices }, what, src, dst) {
-  await Promise.all(
-    slices.flatMap((list, di) =>
-      list.map(async (s) => {
-        const [want, got] = await Promise.all([
-          prefill[s.prefill].call('digest', { pages: src, headOffset: s.srcOffset, heads: s.count }),
-          decode[di].call('digest', { pages: dst, headOffset: s.dstOffset, heads: s.count }),
-        ]);
-        if (want !== got)
-          throw new Error(`${what}: decode rank ${di} heads [${s.dstOffset}, ${s.dstOffset + s.count}) do not hold what prefill rank ${s.prefill} sent`);
-      }),
-    ),
-  );
-}
-
 /** Raw: every (prefill, decode) pair that exchanged KV writes the same bytes, all at once; seconds taken. */
 async function rawRound({ prefill, dInfo, slices }) {
   const targets = prefill.map(() => []);
@@ -177,20 +162,6 @@ async function rawRound({ prefill, dInfo, slices }) {
   const r0 = now();
   await Promise.all(prefill.map((p, pi) => (targets[pi].length ? p.call('raw', { targets: targets[pi] }) : null)));
   return (now() - r0) / 1000;
-}
-
-/** How fast staging gathered and scattered, how many staged writes and per-token fallbacks, over the whole run. */
-async function stagingFigures({ prefill, decode }) {
-  const pStats = await Promise.all(prefill.map((p) => p.call('stats')));
-  const dStats = await Promise.all(decode.map((d) => d.call('stats')));
-  const sum = (xs, key) => xs.reduce((a, x) => a + (x?.[key] ?? 0), 0);
-  return {
-    gatherGBps: sum(pStats, 'gatherMs') > 0 ? sum(pStats, 'stagedBytes') / sum(pStats, 'gatherMs') / 1e6 : undefined,
-    scatterGBps: sum(dStats, 'scatterMs') > 0 ? sum(dStats, 'scatteredBytes') / sum(dStats, 'scatterMs') / 1e6 : undefined,
-    staged: sum(pStats, 'gatherWrites') + sum(pStats, 'ringWrites') + sum(pStats, 'transportGathers'),
-    transportGathers: sum(pStats, 'transportGathers'),
-    fallbacks: pStats.reduce((a, x) => a + Object.values(x?.fallbacks ?? {}).reduce((p, q) => p + q, 0), 0),
-  };
 }
 
 /** Rooms of TP ptp→dtp with the given page layout and staging switch; the first room warms up. */

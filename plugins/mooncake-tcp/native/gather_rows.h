@@ -10,6 +10,9 @@
 #include <cstdint>
 #include <cstring>
 
+#include "te/memory_registry.h"
+#include "te/status.h"
+
 namespace tetcp {
 
 struct GatherRows {
@@ -18,6 +21,21 @@ struct GatherRows {
   uint64_t pitch = 0;
 
   bool gathers() const { return width != 0; }
+
+  /**
+   * The rows of a write of `len` bytes from `rows` rows `pitch` apart at `base`, and in `*span`
+   * the bytes from the first row's start to the last row's end; INVALID_ARGUMENT when they are
+   * not whole rows or overlap, ADDRESS_OUT_OF_RANGE when they run past the address space.
+   */
+  static int32_t make(uint64_t base, uint64_t len, uint32_t rows, uint64_t pitch, GatherRows* out, uint64_t* span) {
+    if (rows < 2 || len == 0 || len % rows != 0 || pitch < len / rows) return te::TE_INVALID_ARGUMENT;
+    const uint64_t width = len / rows;
+    if (pitch > (UINT64_MAX - width) / (rows - 1)) return te::TE_ADDRESS_OUT_OF_RANGE;
+    *span = (rows - 1) * pitch + width;
+    if (te::range_overflows(base, *span)) return te::TE_ADDRESS_OUT_OF_RANGE;
+    *out = GatherRows{base, width, pitch};
+    return te::TE_OK;
+  }
   /** Address of packed byte `at`. */
   uint64_t addr(uint64_t at) const { return base + (at / width) * pitch + at % width; }
   /** The local range packed bytes [from, from + len) touch (len > 0): first byte to one past the last. */

@@ -364,18 +364,14 @@ std::vector<uint64_t> Transport::check_requests(Batch* b, const uint8_t* ops, co
 }
 
 int32_t Transport::check_gather(Batch* b, size_t i, uint64_t local, uint32_t rows, uint64_t pitch) {
-  const uint64_t len = b->lengths[i];
-  if (len == 0 || len % rows != 0 || pitch < len / rows) return te::TE_INVALID_ARGUMENT;
-  const uint64_t width = len / rows;
-  // The rows' whole span, first byte to last, lies in registered host memory.
-  if (pitch > (UINT64_MAX - width) / (rows - 1)) return te::TE_ADDRESS_OUT_OF_RANGE;
-  const uint64_t span = (rows - 1) * pitch + width;
-  if (te::range_overflows(local, span)) return te::TE_ADDRESS_OUT_OF_RANGE;
-  int32_t s = registry_.check(local, span, false);
+  GatherRows g;
+  uint64_t span = 0;
+  int32_t s = GatherRows::make(local, b->lengths[i], rows, pitch, &g, &span);
+  if (s == te::TE_OK) s = registry_.check(local, span, false);  // the rows' whole span is registered
+  if (s == te::TE_OK && devices_.device_of(local) != kHost) s = te::TE_INVALID_ARGUMENT;  // host memory only
   if (s != te::TE_OK) return s;
-  if (devices_.device_of(local) != kHost) return te::TE_INVALID_ARGUMENT;  // rows are gathered from host memory
   if (b->gathers.empty()) b->gathers.resize(b->n);
-  b->gathers[i] = GatherRows{local, width, pitch};
+  b->gathers[i] = g;
   return te::TE_OK;
 }
 
