@@ -44,33 +44,42 @@ struct GatherRows {
     *hi = addr(from + len - 1) + 1;
   }
 
-  /**
-   * Appends iovecs for packed bytes [from, from + len), at most `room` of them; returns how
-   * many bytes they cover (less than `len` when `room` ran out).
-   */
-  uint64_t append(uint64_t from, uint64_t len, iovec* iov, size_t* n, size_t room) const {
-    uint64_t done = 0;
-    while (done < len && room > 0) {
-      const uint64_t at = from + done;
-      const uint64_t in_row = width - at % width;
-      const uint64_t take = in_row < len - done ? in_row : len - done;
-      iov[(*n)++] = {reinterpret_cast<void*>(addr(at)), static_cast<size_t>(take)};
-      --room;
-      done += take;
-    }
-    return done;
-  }
-
-  /** Copies packed bytes [from, from + len) to `dst` (the same-process path). */
-  void copy_out(uint64_t from, uint64_t len, uint8_t* dst) const {
+  /** Calls `piece(addr, bytes)` for the row pieces of packed bytes [from, from + len), in order, while it returns true;
+   * the bytes covered. */
+  template <typename Piece>
+  uint64_t walk(uint64_t from, uint64_t len, Piece piece) const {
     uint64_t done = 0;
     while (done < len) {
       const uint64_t at = from + done;
       const uint64_t in_row = width - at % width;
       const uint64_t take = in_row < len - done ? in_row : len - done;
-      std::memmove(dst + done, reinterpret_cast<const void*>(addr(at)), take);
+      if (!piece(addr(at), take)) break;
       done += take;
     }
+    return done;
+  }
+
+  /**
+   * Appends iovecs for packed bytes [from, from + len), at most `room` of them; returns how
+   * many bytes they cover (less than `len` when `room` ran out).
+   */
+  uint64_t append(uint64_t from, uint64_t len, iovec* iov, size_t* n, size_t room) const {
+    return walk(from, len, [&](uint64_t a, uint64_t take) {
+      if (room == 0) return false;
+      iov[(*n)++] = {reinterpret_cast<void*>(a), static_cast<size_t>(take)};
+      --room;
+      return true;
+    });
+  }
+
+  /** Copies packed bytes [from, from + len) to `dst` (the same-process path). */
+  void copy_out(uint64_t from, uint64_t len, uint8_t* dst) const {
+    uint8_t* out = dst;
+    walk(from, len, [&](uint64_t a, uint64_t take) {
+      std::memmove(out, reinterpret_cast<const void*>(a), take);
+      out += take;
+      return true;
+    });
   }
 };
 

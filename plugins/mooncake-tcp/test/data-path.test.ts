@@ -2,7 +2,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { allocateBatch, batchOf } from '@te/connector';
-import { hash, KiB, localTransport, MiB, pattern, spawnTarget, type Local, type TargetProcess } from './helpers.js';
+import { hash, KiB, localTransport, MiB, pattern, selfDescriptor, spawnTarget, type Local, type TargetProcess } from './helpers.js';
 
 const SIZE = 80 * MiB;
 let target: TargetProcess;
@@ -112,13 +112,7 @@ test('a notification arrives after every byte of its batch landed', async () => 
 });
 
 test('same-process target (same epoch) is a memcpy with the same validation', async () => {
-  const self = {
-    ...target.descriptor,
-    name: 'self',
-    epoch: local.epoch,
-    transports: { 'mooncake-tcp': { class: 'tcp' as const, memoryKinds: ['cpu' as const], endpoint: local.transport.endpoint() } },
-  };
-  const peer = await local.transport.openPeer(self);
+  const peer = await local.transport.openPeer(selfDescriptor(local, target.descriptor));
   const data = pattern(7, MiB);
   local.buffer.set(data, 0);
   const r = await local.transport.submit(

@@ -5,7 +5,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { allocateBatch, NATIVE_STATUS, type TransferBatch } from '@te/connector';
-import { hash, localTransport, MiB, pattern, spawnTarget, type Local, type TargetProcess } from './helpers.js';
+import { hash, localTransport, MiB, pattern, selfDescriptor, spawnTarget, type Local, type TargetProcess } from './helpers.js';
 
 const SIZE = 8 * MiB;
 let target: TargetProcess;
@@ -125,13 +125,7 @@ test('a malformed or unregistered gather fails its own request; the others land'
 test('the same-process path gathers rows as the wire does', async () => {
   const local = await localTransport(SIZE);
   try {
-    const self = {
-      ...target.descriptor,
-      name: 'self',
-      epoch: local.epoch,
-      transports: { 'mooncake-tcp': { class: 'tcp' as const, memoryKinds: ['cpu' as const], endpoint: local.transport.endpoint() } },
-    };
-    const peer = await local.transport.openPeer(self);
+    const peer = await local.transport.openPeer(selfDescriptor(local, target.descriptor));
     const src = pattern(31, 4 * MiB);
     local.buffer.set(src);
     const b = allocateBatch(1);

@@ -115,6 +115,16 @@ export async function localTransport(
   return { transport, buffer, addr: r.addr, epoch };
 }
 
+/** A descriptor naming `local`'s own transport with its epoch: opening it is the same-process path. */
+export function selfDescriptor(local: Local, like: SegmentDescriptor): SegmentDescriptor {
+  return {
+    ...like,
+    name: 'self',
+    epoch: local.epoch,
+    transports: { 'mooncake-tcp': { class: 'tcp' as const, memoryKinds: ['cpu' as const], endpoint: local.transport.endpoint() } },
+  };
+}
+
 /**
  * SIGSTOPs `pid` and resolves once every one of its threads is stopped (the signal is
  * delivered asynchronously: a thread may still run for a moment after kill() returned).

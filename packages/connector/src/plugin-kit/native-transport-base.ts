@@ -121,9 +121,8 @@ export abstract class NativeTransportBase<N extends NativeTransportHandle> imple
       this.checkOpen();
       const p = this.own(peer);
       this.checkBatch(p, batch, options);
-      const id = batch.localRows
-        ? this.submitGathered(p, batch, options)
-        : this.native.submit(p.id, batch.opcodes, batch.localAddrs, batch.remoteAddrs, batch.lengths, options.notify ?? null);
+      const [rows, pitches] = this.gatheredRows(batch);
+      const id = this.native.submit(p.id, batch.opcodes, batch.localAddrs, batch.remoteAddrs, batch.lengths, options.notify ?? null, rows, pitches);
       return this.#batches.track(id, p.segment, options);
     } catch (error) {
       return Promise.reject(error);
@@ -159,15 +158,18 @@ export abstract class NativeTransportBase<N extends NativeTransportHandle> imple
   /** Whether the addon gathers written rows (`capabilities.gatherWrites`); a transport that does sets it. */
   protected readonly gathersWrites: boolean = false;
 
-  /** A batch with `localRows`: refused unless the addon gathers rows; rows and pitches checked before native code sees them. */
-  private submitGathered(p: NativePeer, batch: TransferBatch, options: SubmitOptions): number {
-    const rows = batch.localRows!;
-    const pitches = batch.localPitches;
+  /**
+   * The rows and pitches to hand native code: none for a batch that gathers nothing (rows of
+   * 1 are ordinary requests); refused unless the addon gathers rows.
+   */
+  private gatheredRows(batch: TransferBatch): [Uint32Array, BigUint64Array] | [] {
+    const { localRows: rows, localPitches: pitches } = batch;
+    if (rows === undefined) return [];
     if (!(rows instanceof Uint32Array) || !(pitches instanceof BigUint64Array) || rows.length !== batch.opcodes.length || pitches.length !== rows.length)
       throw this.fail('INVALID_ARGUMENT', '`localRows` (Uint32Array) and `localPitches` (BigUint64Array) need one entry per request');
-    if (!rows.some((r) => r > 1)) return this.native.submit(p.id, batch.opcodes, batch.localAddrs, batch.remoteAddrs, batch.lengths, options.notify ?? null);
+    if (!rows.some((r) => r > 1)) return [];
     if (!this.gathersWrites) throw this.fail('UNSUPPORTED_CAPABILITY', `${this.plugin} does not gather written rows (capabilities.gatherWrites)`);
-    return this.native.submit(p.id, batch.opcodes, batch.localAddrs, batch.remoteAddrs, batch.lengths, options.notify ?? null, rows, pitches);
+    return [rows, pitches];
   }
 
   /** The checks before a batch reaches native code (a transport without notifications refuses them first). */
