@@ -46,6 +46,8 @@ export {
   selectRequests,
   gathersRows,
   localSpan,
+  scattersRows,
+  remoteSpan,
   batchSize,
   batchBytes,
   type TransferBatch,

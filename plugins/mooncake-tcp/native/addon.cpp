@@ -71,9 +71,23 @@ class TcpTransport : public te::napi::NativeTransportWrap<TcpTransport, tetcp::T
     batch_done_of(env, id, *b, msg, b->remote_unconfirmed.load(std::memory_order_acquire));
   }
 
+  /** Arguments `at` and `at + 1` of submit, when given: one side's rows and pitches, one entry per request. */
+  static void row_pair(Napi::Env env, const Napi::CallbackInfo& info, size_t at, size_t n, const char* side,
+                       const uint32_t** rows, const uint64_t** pitches) {
+    if (info.Length() <= at + 1 || !te::napi::is_given(info[at])) return;
+    const std::string name(side);
+    auto r = te::napi::get_typed<uint32_t>(info[at], napi_uint32_array, (name + "Rows").c_str());
+    auto p = te::napi::get_biguint64(info[at + 1], (name + "Pitches").c_str());
+    if (r.length != n || p.length != n)
+      throw_status(env, te::TE_INVALID_ARGUMENT, name + "Rows and " + name + "Pitches must have one entry per request");
+    *rows = r.data;
+    *pitches = p.data;
+  }
+
   /**
-   * submit(peer, opcodes, local, remote, lengths, notify, localRows?: Uint32Array, localPitches?: BigUint64Array):
-   * the shared submit plus gathered writes (rows and pitches checked in TypeScript, and again by the core).
+   * submit(peer, opcodes, local, remote, lengths, notify, localRows?, localPitches?, remoteRows?, remotePitches?):
+   * the shared submit plus writes from and into strided rows (checked in TypeScript, and
+   * again by the core; rows: Uint32Array, pitches: BigUint64Array, each pair given or not).
    */
   Napi::Value Submit(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
@@ -81,21 +95,14 @@ class TcpTransport : public te::napi::NativeTransportWrap<TcpTransport, tetcp::T
     uint64_t peer = get_u64(info[0], "peer");
     auto batch = te::napi::get_batch(info, 1);
     auto notify = te::napi::get_notify(info, 5);
-    const uint32_t* rows = nullptr;
-    const uint64_t* pitches = nullptr;
-    if (info.Length() > 7 && te::napi::is_given(info[6])) {
-      auto r = te::napi::get_typed<uint32_t>(info[6], napi_uint32_array, "localRows");
-      auto p = te::napi::get_biguint64(info[7], "localPitches");
-      if (r.length != batch.ops.length || p.length != batch.ops.length)
-        throw_status(env, te::TE_INVALID_ARGUMENT, "localRows and localPitches must have one entry per request");
-      rows = r.data;
-      pitches = p.data;
-    }
+    tetcp::RowArrays rows;
+    row_pair(env, info, 6, batch.ops.length, "local", &rows.local_rows, &rows.local_pitches);
+    row_pair(env, info, 8, batch.ops.length, "remote", &rows.remote_rows, &rows.remote_pitches);
     this->bridge_->hold(env);
     uint64_t id = 0;
     std::string err;
     te::Status s = transport_->submit(peer, batch.ops.data, batch.local.data, batch.remote.data, batch.lengths.data,
-                                      batch.ops.length, notify.data, notify.length, &id, &err, rows, pitches);
+                                      batch.ops.length, notify.data, notify.length, &id, &err, rows);
     if (s != te::TE_OK) {
       this->bridge_->unhold(env);
       throw_status(env, s, err);

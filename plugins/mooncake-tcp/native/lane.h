@@ -51,6 +51,8 @@ class Lane : public IoHandler {
   size_t writev_run(const Slice* s, uint64_t window) const;
   /** Moves `s` and the `run` pending slices behind it into the window as one WRITEV frame. */
   void start_writev(Slice* s, size_t run);
+  /** Moves scattered-write slice `s` into the window as a WRITE_ROWS frame (its row table after the header). */
+  void start_rows(Slice* s, const StridedRows& rows);
   /** Writes control bytes, then the unsent frames of inflight_, until done or the socket is full. */
   void flush();
   /**
@@ -60,7 +62,7 @@ class Lane : public IoHandler {
   bool gather_frames(iovec* iov, size_t* n, std::vector<te::Lease>* leases);
   /** Takes a lease on WRITE slice `s`'s local range (its rows' span when it gathers `rows`) unless one in `leases`
    * covers it; false: unregistered. */
-  bool lease_body(const Slice* s, const GatherRows* rows, std::vector<te::Lease>* leases);
+  bool lease_body(const Slice* s, const StridedRows* rows, std::vector<te::Lease>* leases);
   /** `written` bytes went out: first the `ctrl_left` control bytes, then inflight_'s frames. */
   void account_sent(uint64_t written, size_t ctrl_left);
   void read_input();
@@ -155,6 +157,7 @@ class Lane : public IoHandler {
   uint64_t server_epoch_ = 0;
   bool peer_revokes_ = false;   // the target answers REVOKE (HELLO_ACK feature)
   bool peer_writev_ = false;    // the target takes WRITEV frames (HELLO_ACK feature)
+  bool peer_rows_ = false;      // the target takes WRITE_ROWS frames (HELLO_ACK feature)
   bool body_statuses_ = false;  // the body being received: a WRITEV answer's per-segment statuses
   // Slices of cancelled batches whose connection was reset: they settle once the target
   // confirmed (REVOKE on the next connection) that nothing more from it is applied.

@@ -133,7 +133,7 @@ bool Lane::on_header(const Header& h) {
     return false;
   }
   Slice* s = inflight_.front();
-  const uint8_t op = s->vhead ? uint8_t(OP_WRITEV) : s->op;
+  const uint8_t op = s->hdr[6];  // the frame's op: WRITEV and WRITE_ROWS frames carry writes
   if (h.id != get64(s->hdr + 16) || h.op != (op | OP_RESPONSE) || tx_index_ < s->frame_n) {
     fail(te::TE_BAD_FRAME, "out-of-order response from " + peer_->label());
     return false;

@@ -20,7 +20,9 @@ constexpr uint64_t kMaxFrameBytes = 1024 * 1024;
 
 uint64_t frame_bytes(const Slice* s) { return s->head_len + (s->op == OP_READ ? 0 : s->len); }
 
-bool can_ride(const Slice* s) { return s->op == OP_WRITE && s->device == kHost && s->len <= kMaxSegmentBytes; }
+bool can_ride(const Slice* s) {
+  return s->op == OP_WRITE && s->device == kHost && s->len <= kMaxSegmentBytes && !s->batch->scatter_of(s);
+}
 }  // namespace
 
 void Lane::refill() {
@@ -34,6 +36,15 @@ void Lane::refill() {
       continue;
     }
     last_used_ = now_ms();
+    if (const StridedRows* rows = s->batch->scatter_of(s)) {
+      if (!peer_rows_) {
+        settle(s, te::TE_UNSUPPORTED_OPERATION,
+               "the target does not take writes into strided rows (WRITE_ROWS): it runs an earlier mooncake-tcp");
+        continue;
+      }
+      start_rows(s, *rows);
+      continue;
+    }
     const size_t run = peer_writev_ ? writev_run(s, window) : 0;
     if (run > 0) {
       start_writev(s, run);
@@ -101,6 +112,25 @@ void Lane::start_writev(Slice* s, size_t run) {
   }
 }
 
+void Lane::start_rows(Slice* s, const StridedRows& rows) {
+  Header h;
+  h.op = OP_WRITE_ROWS;
+  h.id = next_id_++;
+  h.addr = Batch::packed_offset(s);
+  h.length = kRowTable + s->len;
+  h.span_addr = s->span_addr;
+  h.span_length = s->span_len;
+  s->vhead.reset(new uint8_t[kHeaderSize + kRowTable]);
+  encode(h, s->vhead.get());
+  put64(s->vhead.get() + kHeaderSize, rows.width);
+  put64(s->vhead.get() + kHeaderSize + 8, rows.pitch);
+  encode(h, s->hdr);  // the answer is matched by the id (and op) in hdr
+  s->frame_n = 1;
+  s->head_len = static_cast<uint32_t>(kHeaderSize + kRowTable);
+  inflight_.push_back(s);
+  inflight_bytes_ += s->len;
+}
+
 void Lane::flush() {
   if (fd_ < 0) return;
   for (;;) {
@@ -166,7 +196,7 @@ bool Lane::gather_frames(iovec* iov, size_t* n, std::vector<te::Lease>* leases) 
       iov[(*n)++] = {s->batch->notify.data() + body_skip, s->len - body_skip};
       continue;
     }
-    const GatherRows* rows = s->batch->gather_of(s);
+    const StridedRows* rows = s->batch->gather_of(s);
     if (!lease_body(s, rows, leases)) {
       if (*n > 0) break;  // send what precedes it first
       // This side gives the connection up, the target did not: what was sent of
@@ -186,7 +216,7 @@ bool Lane::gather_frames(iovec* iov, size_t* n, std::vector<te::Lease>* leases) 
   return true;
 }
 
-bool Lane::lease_body(const Slice* s, const GatherRows* rows, std::vector<te::Lease>* leases) {
+bool Lane::lease_body(const Slice* s, const StridedRows* rows, std::vector<te::Lease>* leases) {
   uint64_t lo = s->local, hi = s->local + s->len;
   if (rows) rows->span(Batch::packed_offset(s), s->len, &lo, &hi);
   for (const auto& l : *leases)

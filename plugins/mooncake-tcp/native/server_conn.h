@@ -37,6 +37,8 @@ class ServerConn : public IoHandler {
   void revoke(std::function<void()> confirmed);
 
  private:
+  /** Receive buffer of a ready connection: large enough for many small frames per recv. */
+  static constexpr size_t kServerReadBuffer = 64 * 1024;
   enum State { HELLO, AUTH, READY };
   struct Out {
     uint8_t head[kHeaderSize + 4 * kMaxSegments];  // a WRITEV answer's statuses fit
@@ -83,6 +85,13 @@ class ServerConn : public IoHandler {
    * `budget` bytes); returns whether the frame's last segment is among them.
    */
   bool next_segments(iovec* iov, size_t* n, size_t max, uint64_t budget, std::vector<te::Lease>* leases) const;
+  // WRITE_ROWS (server_conn_rows.cpp): its row table, then its bytes into the rows.
+  bool on_rows_header(const Header& h);
+  void on_rows_table();
+  /** The in-place receive of a WRITE_ROWS body: one iovec per row piece (and the next header at its end). */
+  ssize_t recv_rows(bool* unregistered, uint64_t* asked, uint64_t* to_bodies);
+  /** Buffered body bytes into the rows, under a lease on their span; false if no longer registered. */
+  bool copy_into_rows(const uint8_t* src, uint64_t len);
   void finish_body();
   void finish_hello();
   void finish_auth();
@@ -145,6 +154,11 @@ class ServerConn : public IoHandler {
     std::vector<int> device;      // per segment: device of its destination (kHost: host memory)
     uint32_t at = 0;              // the segment being received
   } vec_;
+  // The WRITE_ROWS frame being received: its row table, then its body, whose body_dst_ is
+  // then a packed offset into rows_ (not an address).
+  bool rows_table_ = false;  // the row table is being received (as a control body)
+  bool rows_body_ = false;   // the body goes into rows_ (DIRECT)
+  StridedRows rows_;
   std::deque<Out> out_;
   uint64_t out_off_ = 0;
   uint8_t client_nonce_[kNonceSize];

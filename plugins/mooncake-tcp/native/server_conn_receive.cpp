@@ -11,9 +11,8 @@ namespace tetcp {
 
 namespace {
 // Receive buffer: small until the handshake is done (a connection that never completes it
-// costs little), then large enough for many small frames per recv; freed when idle.
+// costs little), then kServerReadBuffer; freed when idle.
 constexpr size_t kHandshakeReadBuffer = 4 * 1024;
-constexpr size_t kServerReadBuffer = 64 * 1024;
 }  // namespace
 
 void ServerConn::read_input() {
@@ -21,15 +20,18 @@ void ServerConn::read_input() {
     // A large body with nothing buffered goes to its destination without the buffer; so do
     // a WRITEV's segments into host memory, a run of them per receive.
     const bool segments = in_body_ && mode_ == DIRECT && cur_.op == OP_WRITEV && body_left_ <= kDirectChunk;
-    const bool in_place =
-        in_body_ && (mode_ == DIRECT || mode_ == STAGED) && rbuf_.empty() && (body_left_ >= kDirectMin || segments);
+    const bool rows = in_body_ && mode_ == DIRECT && rows_body_;
+    const bool in_place = in_body_ && (mode_ == DIRECT || mode_ == STAGED) && rbuf_.empty() &&
+                          (body_left_ >= kDirectMin || segments || rows);
     ssize_t r;
     uint64_t asked = 0;
     uint64_t to_bodies = body_left_;  // of what the receive asked for, the bytes for body destinations
     if (in_place && mode_ == DIRECT) {
       if (!initiator_connected()) return;
       bool unregistered = false;
-      if (segments) {
+      if (rows) {
+        r = recv_rows(&unregistered, &asked, &to_bodies);
+      } else if (segments) {
         r = recv_segments(&unregistered, &asked, &to_bodies);
       } else {
         // The body's last part brings the next frame's header with it, when it has arrived.
@@ -123,12 +125,12 @@ bool ServerConn::header_only() const {
   return large_writes_ && state_ == READY && !in_body_ && rbuf_.size() < kHeaderSize;
 }
 
-// How much one buffered receive asks for: a header alone (see header_only), a WRITEV table
-// alone (its segments then go in place), or as much as fits.
+// How much one buffered receive asks for: a header alone (see header_only), a WRITEV or
+// WRITE_ROWS table alone (the bytes then go in place), or as much as fits.
 size_t ServerConn::read_most(size_t cap) const {
   if (header_only()) return kHeaderSize - rbuf_.size();
-  if (in_body_ && mode_ == CTRL && cur_.op == OP_WRITEV && vec_.table && body_left_ < cap)
-    return static_cast<size_t>(body_left_);
+  const bool table = (cur_.op == OP_WRITEV && vec_.table) || (cur_.op == OP_WRITE_ROWS && rows_table_);
+  if (in_body_ && mode_ == CTRL && table && body_left_ < cap) return static_cast<size_t>(body_left_);
   return cap;
 }
 
@@ -145,7 +147,9 @@ bool ServerConn::parse() {
         ctrl_body_.insert(ctrl_body_.end(), rbuf_.data(), rbuf_.data() + take);
       } else if (mode_ == DIRECT) {
         if (!initiator_connected()) return false;
-        if (!copy_into_registered(t_->registry(), true, body_dst_, rbuf_.data(), take)) {
+        const bool landed = rows_body_ ? copy_into_rows(rbuf_.data(), take)
+                                       : copy_into_registered(t_->registry(), true, body_dst_, rbuf_.data(), take);
+        if (!landed) {
           mode_ = DRAIN;
           body_status_ = te::TE_MEMORY_NOT_REGISTERED;
         }
@@ -193,13 +197,14 @@ bool ServerConn::on_header(const Header& h) {
     return false;
   }
   if (state_ != READY) return on_handshake_header(h);
-  large_writes_ = (h.op == OP_WRITE || h.op == OP_WRITEV) && h.length >= kDirectMin;
+  large_writes_ = (h.op == OP_WRITE || h.op == OP_WRITEV || h.op == OP_WRITE_ROWS) && h.length >= kDirectMin;
   return on_request_header(h);
 }
 
 void ServerConn::start_body(BodyMode m, uint64_t dst, uint64_t len) {
   mode_ = m;
   in_body_ = true;
+  rows_body_ = false;  // on_rows_table sets it for a WRITE_ROWS body
   body_left_ = len;
   body_dst_ = dst;
   ctrl_body_.clear();

@@ -23,6 +23,8 @@ bool ServerConn::on_request_header(const Header& h) {
       return on_write_header(h);
     case OP_WRITEV:
       return on_writev_header(h);
+    case OP_WRITE_ROWS:
+      return on_rows_header(h);
     case OP_READ: {
       if (h.length > kMaxBody) {
         drop("READ length too large");
@@ -94,6 +96,11 @@ void ServerConn::finish_request() {
     respond(cur_, body_status_);
   } else if (cur_.op == OP_WRITEV) {
     finish_writev_part();
+  } else if (cur_.op == OP_WRITE_ROWS) {
+    if (rows_table_)
+      on_rows_table();
+    else
+      respond(cur_, body_status_);
   } else if (cur_.op == OP_REVOKE) {
     start_revoke(cur_);
   } else if (cur_.op == OP_NOTIFY) {

@@ -275,13 +275,13 @@ void Transport::close_peer(uint64_t peer_id) {
 
 Status Transport::submit(uint64_t peer_id, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
                          const uint64_t* lengths, size_t n, const uint8_t* notify, size_t notify_len,
-                         uint64_t* batch_id, std::string* err, const uint32_t* rows, const uint64_t* pitches) {
+                         uint64_t* batch_id, std::string* err, const RowArrays& rows) {
   std::shared_ptr<Batch> b;
   Status st = new_batch(peer_id, lengths, n, notify, notify_len, &b, err);
   if (st != te::TE_OK) return st;
   const std::shared_ptr<Peer>& p = b->peer;
   const uint32_t lanes = p->local ? 1 : static_cast<uint32_t>(p->lanes.size());
-  plan_batch(b.get(), ops, local, remote, check_requests(b.get(), ops, local, remote, rows, pitches), lanes);
+  plan_batch(b.get(), ops, local, remote, check_requests(b.get(), ops, local, remote, rows), lanes);
   b->remaining.store(static_cast<int64_t>(b->slices.size()) + 1);  // +1: released after queueing
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -340,110 +340,6 @@ Status Transport::new_batch(uint64_t peer_id, const uint64_t* lengths, size_t n,
   }
   *out = std::move(b);
   return te::TE_OK;
-}
-
-std::vector<uint64_t> Transport::check_requests(Batch* b, const uint8_t* ops, const uint64_t* local,
-                                                const uint64_t* remote, const uint32_t* rows, const uint64_t* pitches) {
-  // Local validation: op, length and the local range (any registered region; remote
-  // ranges are validated by the target against its own registrations).
-  const uint64_t* lengths = b->lengths.data();
-  std::vector<uint64_t> plan_lengths(b->n);
-  for (size_t i = 0; i < b->n; ++i) {
-    int32_t s = te::TE_OK;
-    const bool gathered = rows && pitches && rows[i] > 1;
-    if (ops[i] > 1 || (gathered && ops[i] != 1)) s = te::TE_INVALID_ARGUMENT;
-    if (s == te::TE_OK && gathered)
-      s = check_gather(b, i, local[i], rows[i], pitches[i]);
-    else if (s == te::TE_OK && lengths[i] > 0)
-      s = registry_.check(local[i], lengths[i], false);
-    if (s == te::TE_OK && te::range_overflows(remote[i], lengths[i])) s = te::TE_ADDRESS_OUT_OF_RANGE;
-    b->statuses[i].store(s, std::memory_order_relaxed);
-    plan_lengths[i] = s == te::TE_OK ? lengths[i] : 0;
-  }
-  return plan_lengths;
-}
-
-int32_t Transport::check_gather(Batch* b, size_t i, uint64_t local, uint32_t rows, uint64_t pitch) {
-  GatherRows g;
-  uint64_t span = 0;
-  int32_t s = GatherRows::make(local, b->lengths[i], rows, pitch, &g, &span);
-  if (s == te::TE_OK) s = registry_.check(local, span, false);  // the rows' whole span is registered
-  if (s == te::TE_OK && devices_.device_of(local) != kHost) s = te::TE_INVALID_ARGUMENT;  // host memory only
-  if (s != te::TE_OK) return s;
-  if (b->gathers.empty()) b->gathers.resize(b->n);
-  b->gathers[i] = g;
-  return te::TE_OK;
-}
-
-void Transport::plan_batch(Batch* b, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
-                           const std::vector<uint64_t>& plan_lengths, uint32_t lanes) {
-  uint64_t slice = opt_.slice_size > kMaxBody ? kMaxBody : opt_.slice_size;
-  auto plan = te::plan_slices(plan_lengths.data(), b->n, slice, lanes, b->peer->next_lane.fetch_add(1));
-  b->slices.resize(plan.size());
-  for (size_t k = 0; k < plan.size(); ++k) {
-    Slice& s = b->slices[k];
-    const auto& pl = plan[k];
-    s.batch = b;
-    s.req = pl.request;
-    s.op = ops[pl.request] == 1 ? OP_WRITE : OP_READ;
-    s.lane = pl.lane;
-    // A gathered write's slices keep the request's first row; their packed offset is remote - span_addr.
-    s.local = local[pl.request] + (b->gathers.empty() || !b->gathers[pl.request].gathers() ? pl.offset : 0);
-    s.remote = remote[pl.request] + pl.offset;
-    s.len = pl.length;
-    s.span_addr = remote[pl.request];
-    s.span_len = b->lengths[pl.request];
-    s.device = devices_.device_of(s.local);
-  }
-}
-
-void Transport::queue_on_lanes(Batch* b, uint32_t lanes) {
-  // Grouped by lane, each group in plan order (a counting sort), so that every lane takes
-  // its lock and wakes its loop once per batch rather than once per slice.
-  std::vector<size_t> start(lanes + 1, 0);
-  for (const Slice& s : b->slices) ++start[s.lane + 1];
-  for (uint32_t l = 0; l < lanes; ++l) start[l + 1] += start[l];
-  std::vector<Slice*> grouped(b->slices.size());
-  std::vector<size_t> at(start.begin(), start.end() - 1);
-  for (Slice& s : b->slices) grouped[at[s.lane]++] = &s;
-  for (uint32_t l = 0; l < lanes; ++l) {
-    if (start[l + 1] > start[l]) b->peer->lanes[l]->enqueue(grouped.data() + start[l], start[l + 1] - start[l]);
-  }
-}
-
-void Transport::run_local(std::shared_ptr<Batch> b) {
-  for (Slice& s : b->slices) {
-    int32_t st = b->cancel_status.load();
-    if (st == te::TE_OK && (closing_ || loops_[0]->stopping())) st = te::TE_ABORTED;
-    if (st == te::TE_OK) {
-      te::Lease ll, rl;
-      const GatherRows* rows = b->gather_of(&s);
-      uint64_t lo = s.local, hi = s.local + s.len;
-      if (rows) rows->span(Batch::packed_offset(&s), s.len, &lo, &hi);
-      st = registry_.acquire(lo, hi - lo, false, ll);
-      if (st == te::TE_OK) st = registry_.check(s.span_addr, s.span_len, true);
-      if (st == te::TE_OK) st = registry_.acquire(s.remote, s.len, true, rl);
-      if (st == te::TE_OK && rows && devices_.device_of(s.remote) != kHost) st = te::TE_INVALID_ARGUMENT;
-      if (st == te::TE_OK && rows) {
-        rows->copy_out(Batch::packed_offset(&s), s.len, reinterpret_cast<uint8_t*>(s.remote));
-      } else if (st == te::TE_OK) {
-        const uint64_t dst = s.op == OP_WRITE ? s.remote : s.local;
-        const uint64_t src = s.op == OP_WRITE ? s.local : s.remote;
-        const int remote_device = devices_.device_of(s.remote);
-        if (s.device == kHost && remote_device == kHost) {
-          std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), s.len);
-        } else {
-          std::string why;
-          st = copy_any(s.device != kHost ? s.device : remote_device, dst, src, s.len, &why);
-          if (st != te::TE_OK) {
-            b->complete(&s, st, why.c_str());
-            continue;
-          }
-        }
-      }
-    }
-    b->complete(&s, st, st ? "same-process copy refused" : nullptr);
-  }
 }
 
 void Transport::cancel(uint64_t batch_id, int32_t status) {

@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "cuda_staging.h"
-#include "gather_rows.h"
 #include "loop.h"
 #include "served_connections.h"
+#include "strided_rows.h"
 #include "te/memory_registry.h"
 #include "te/notify_budget.h"
 #include "te/status.h"
@@ -62,6 +62,19 @@ struct Options {
 using Event = te::TransportEvent;
 using EventSink = te::TransportEventSink;
 
+/**
+ * A batch's strided rows, per request (see strided_rows.h): write i with local_rows[i] > 1
+ * gathers its bytes from that many local rows of lengths[i] / rows bytes, local_pitches[i]
+ * apart; with remote_rows[i] > 1 its bytes land in that many remote rows, remote_pitches[i]
+ * apart. A null pair: no request has rows on that side.
+ */
+struct RowArrays {
+  const uint32_t* local_rows = nullptr;
+  const uint64_t* local_pitches = nullptr;
+  const uint32_t* remote_rows = nullptr;
+  const uint64_t* remote_pitches = nullptr;
+};
+
 class Transport;
 struct Peer;
 struct Batch;
@@ -96,8 +109,10 @@ struct Batch {
   std::shared_ptr<Peer> peer;
   size_t n = 0;
   std::vector<uint64_t> lengths;
-  // Per request when any request gathers rows (empty otherwise); see gather_rows.h.
-  std::vector<GatherRows> gathers;
+  // Per request when any request gathers rows (empty otherwise); see strided_rows.h.
+  std::vector<StridedRows> gathers;
+  // Per request when any request scatters its bytes into remote rows (empty otherwise).
+  std::vector<StridedRows> scatters;
   std::unique_ptr<std::atomic<int32_t>[]> statuses;
   std::vector<Slice> slices;
   std::atomic<int64_t> remaining{0};
@@ -116,8 +131,12 @@ struct Batch {
 
   bool cancelled() const { return cancel_status.load(std::memory_order_acquire) != 0; }
   /** The rows slice `s` gathers its bytes from, or null for a contiguous one. */
-  const GatherRows* gather_of(const Slice* s) const {
+  const StridedRows* gather_of(const Slice* s) const {
     return s->req < gathers.size() && gathers[s->req].gathers() ? &gathers[s->req] : nullptr;
+  }
+  /** The remote rows slice `s` lands in (a WRITE_ROWS frame), or null for a contiguous one. */
+  const StridedRows* scatter_of(const Slice* s) const {
+    return s->req < scatters.size() && scatters[s->req].gathers() ? &scatters[s->req] : nullptr;
   }
   /** Where slice `s`'s bytes start within its request (its packed offset). */
   static uint64_t packed_offset(const Slice* s) { return s->remote - s->span_addr; }
@@ -191,12 +210,11 @@ class Transport {
   void close_peer(uint64_t peer_id);
   /**
    * Validates locally and starts a batch; BATCH event `*batch_id` when every request is terminal.
-   * With `rows` (and `pitches`), write i with rows[i] > 1 gathers its bytes from that many
-   * rows of lengths[i] / rows[i] bytes, pitches[i] bytes apart (host memory only).
+   * `rows`: writes whose bytes are strided rows on either side (host memory only).
    */
   Status submit(uint64_t peer_id, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
                 const uint64_t* lengths, size_t n, const uint8_t* notify, size_t notify_len, uint64_t* batch_id,
-                std::string* err, const uint32_t* rows = nullptr, const uint64_t* pitches = nullptr);
+                std::string* err, const RowArrays& rows = {});
   /** Stops the batch: unsent slices fail with `status`, in-flight ones are awaited (bounded by the grace time). */
   void cancel(uint64_t batch_id, int32_t status);
   std::shared_ptr<Batch> take_batch(uint64_t id);
@@ -225,15 +243,19 @@ class Transport {
                    std::shared_ptr<Batch>* out, std::string* err);
   /** Sets each request's status from local checks; returns the lengths to plan (0 for a refused request). */
   std::vector<uint64_t> check_requests(Batch* b, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
-                                       const uint32_t* rows, const uint64_t* pitches);
+                                       const RowArrays& rows);
   /** check_requests for a gathered write: its rows set on the batch; a status. */
   int32_t check_gather(Batch* b, size_t i, uint64_t local, uint32_t rows, uint64_t pitch);
+  /** check_requests for a scattered write: its remote rows set on the batch; a status. */
+  int32_t check_scatter(Batch* b, size_t i, uint64_t remote, uint32_t rows, uint64_t pitch);
   /** Cuts the requests into slices striped over `lanes` lanes. */
   void plan_batch(Batch* b, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
                   const std::vector<uint64_t>& plan_lengths, uint32_t lanes);
   /** Hands a remote batch's slices to its peer's lanes, one enqueue per lane. */
   void queue_on_lanes(Batch* b, uint32_t lanes);
   void run_local(std::shared_ptr<Batch> b);
+  /** run_local for one slice: its bytes copied, or why not. */
+  int32_t copy_local(const Batch& b, const Slice& s, std::string* why);
   Options opt_;
   EventSink sink_;
   te::MemoryRegistry registry_;

@@ -38,6 +38,17 @@
 // WRITEV_ACK has status 0 and no body when every segment applied; otherwise its status is
 // the first failure and its body n little-endian int32 statuses, one per segment. Targets
 // say they take WRITEV in HELLO_ACK (kFeatureWriteV); initiators send it to no other.
+//
+// WRITE_ROWS is a WRITE whose bytes land as strided rows at the target (a head slice into
+// NHD KV pages that hold more heads per token than the sender has). Its header has `addr` =
+// where this slice's bytes start within the request's packed bytes, `span_addr` = the
+// request's first row, `span_length` = from there to the end of its last row, and `length`
+// = a 16-byte row table (u64 width | u64 pitch) plus the slice's bytes, which follow the
+// table. The target checks the whole span as a WRITE's, refuses rows that overlap, do not
+// make the span or do not hold the slice (INVALID_ARGUMENT, the bytes drained), and
+// receives the bytes straight into the rows (host memory only: MEMORY_KIND_UNSUPPORTED
+// otherwise). Answered as a WRITE. Targets say they take it in HELLO_ACK (kFeatureRows);
+// initiators send it to no other.
 #pragma once
 
 #include <cstdint>
@@ -61,6 +72,7 @@ enum Op : uint8_t {
   OP_NOTIFY = 3,
   OP_REVOKE = 4,
   OP_WRITEV = 5,
+  OP_WRITE_ROWS = 6,
   OP_HELLO = 16,
   OP_AUTH = 17,
   OP_RESPONSE = 0x80,
@@ -146,6 +158,10 @@ constexpr size_t kMaxPeerName = 1024;
 constexpr uint8_t kFeatureRevoke = 1;
 /** HELLO_ACK feature bit: this target takes WRITEV frames. */
 constexpr uint8_t kFeatureWriteV = 2;
+/** HELLO_ACK feature bit: this target takes WRITE_ROWS frames. */
+constexpr uint8_t kFeatureRows = 4;
+/** Bytes of a WRITE_ROWS frame's row table (u64 width | u64 pitch). */
+constexpr size_t kRowTable = 16;
 /** Segments in one WRITEV frame at most (its table: 2 KiB; its failure answer: 256 bytes). */
 constexpr uint32_t kMaxSegments = 64;
 /** Bytes of one WRITEV table entry. */

@@ -49,8 +49,10 @@ export default definePlugin({
     notifications: true,
     maxInFlight: 8192,
     rawAddresses: true,
-    // A write's rows (a head slice of NHD pages) go out as one iovec each: no staging copy.
+    // A write's rows (a head slice of NHD pages) go out as one iovec each, and a write into
+    // remote rows is received straight into them (WRITE_ROWS): no staging copy on either side.
     gatherWrites: true,
+    scatterWrites: true,
   },
   options: tcpOptions,
   probe,

@@ -48,6 +48,7 @@ export class MooncakeTcpTransport extends NativeTransportBase<NativeTcpTransport
   readonly #options: TcpOptions;
   readonly #endpoint: TcpEndpoint;
   protected override readonly gathersWrites = true;
+  protected override readonly scattersWrites = true;
 
   constructor(context: TransportContext, options: TcpOptions) {
     const native = loadBinding();

@@ -2,7 +2,7 @@
 import { connect, type Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
 
-export const OP = { WRITE: 1, READ: 2, NOTIFY: 3, REVOKE: 4, WRITEV: 5, HELLO: 16, AUTH: 17, RESPONSE: 0x80 } as const;
+export const OP = { WRITE: 1, READ: 2, NOTIFY: 3, REVOKE: 4, WRITEV: 5, WRITE_ROWS: 6, HELLO: 16, AUTH: 17, RESPONSE: 0x80 } as const;
 
 /** HELLO_ACK body: target nonce (16) | auth required (1) | features (1). */
 export const HELLO_ACK_BODY = 18;
@@ -10,6 +10,8 @@ export const HELLO_ACK_BODY = 18;
 export const FEATURE_REVOKE = 1;
 /** HELLO_ACK feature bit: the target takes WRITEV frames. */
 export const FEATURE_WRITEV = 2;
+/** HELLO_ACK feature bit: the target takes WRITE_ROWS frames. */
+export const FEATURE_ROWS = 4;
 /** Bytes of one WRITEV table entry: addr | length | span_addr | span_length (u64 each). */
 export const SEGMENT_ENTRY = 32;
 
@@ -36,6 +38,20 @@ export function writev(id: bigint, segments: { addr: bigint; data: Uint8Array }[
   const bytes = segments.reduce((n, s) => n + s.data.length, 0);
   const h = header(OP.WRITEV, { id, addr: BigInt(segments.length), length: BigInt(table.length + bytes) });
   return Buffer.concat([h, table, ...segments.map((s) => Buffer.from(s.data))]);
+}
+
+/**
+ * A WRITE_ROWS frame: packed bytes `data` from packed offset `from` of a request whose rows
+ * (`width` bytes, `pitch` apart) span [spanAddr, +spanLength).
+ */
+export function writeRows(id: bigint, f: { from: bigint; spanAddr: bigint; spanLength: bigint; width: bigint; pitch: bigint; data: Uint8Array }): Buffer {
+  const h = header(OP.WRITE_ROWS, { id, addr: f.from, length: BigInt(16 + f.data.length) });
+  h.writeBigUInt64LE(f.spanAddr, 40);
+  h.writeBigUInt64LE(f.spanLength, 48);
+  const table = Buffer.alloc(16);
+  table.writeBigUInt64LE(f.width, 0);
+  table.writeBigUInt64LE(f.pitch, 8);
+  return Buffer.concat([h, table, Buffer.from(f.data)]);
 }
 
 export function hello(expectedEpoch: bigint, name = 'raw', nonce: Buffer = randomBytes(16)): Buffer {

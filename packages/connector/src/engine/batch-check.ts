@@ -2,7 +2,7 @@ import { TransferError } from '../errors/transfer-error.js';
 import { OP_READ, OP_WRITE, type TransferBatch } from '../spi/batch.js';
 
 /** Checks a batch's shape once, in JS, so native code receives clean arrays. */
-export function checkBatch(batch: TransferBatch): { hasRead: boolean; gathers: boolean } {
+export function checkBatch(batch: TransferBatch): { hasRead: boolean; gathers: boolean; scatters: boolean } {
   if (typeof batch !== 'object' || batch === null) throw new TransferError('INVALID_ARGUMENT', 'Expected a batch {opcodes, localAddrs, remoteAddrs, lengths}');
   const { opcodes, localAddrs, remoteAddrs, lengths } = batch;
   if (!(opcodes instanceof Uint8Array)) throw new TransferError('INVALID_ARGUMENT', 'Expected `batch.opcodes` to be a Uint8Array');
@@ -21,35 +21,44 @@ export function checkBatch(batch: TransferBatch): { hasRead: boolean; gathers: b
     if (op === OP_READ) hasRead = true;
     else if (op !== OP_WRITE) throw new TransferError('INVALID_ARGUMENT', `\`batch.opcodes[${i}]\` is ${op}; expected 0 (read) or 1 (write)`);
   }
-  return { hasRead, gathers: checkGathers(batch) };
+  return { hasRead, gathers: checkRows(batch, 'local'), scatters: checkRows(batch, 'remote') };
 }
 
-/** The gathered writes' rows and pitches (TransferBatch.localRows); whether any request gathers. */
-function checkGathers(batch: TransferBatch): boolean {
-  const { localRows: rows, localPitches: pitches, opcodes, lengths, localAddrs } = batch;
+/**
+ * One side's strided rows (TransferBatch.localRows / remoteRows and their pitches): whether
+ * any request has rows on that side. Only writes have rows; whole rows that do not overlap
+ * and end inside the address space.
+ */
+function checkRows(batch: TransferBatch, side: 'local' | 'remote'): boolean {
+  const rows = side === 'local' ? batch.localRows : batch.remoteRows;
+  const pitches = side === 'local' ? batch.localPitches : batch.remotePitches;
+  const addrs = side === 'local' ? batch.localAddrs : batch.remoteAddrs;
+  const { opcodes, lengths } = batch;
   if (rows === undefined && pitches === undefined) return false;
+  const [r, p] = [`batch.${side}Rows`, `batch.${side}Pitches`];
+  const verb = side === 'local' ? 'gathers' : 'scatters';
   if (!(rows instanceof Uint32Array) || !(pitches instanceof BigUint64Array))
-    throw new TransferError('INVALID_ARGUMENT', 'Expected `batch.localRows` (a Uint32Array) and `batch.localPitches` (a BigUint64Array) together, or neither');
+    throw new TransferError('INVALID_ARGUMENT', `Expected \`${r}\` (a Uint32Array) and \`${p}\` (a BigUint64Array) together, or neither`);
   if (rows.length !== opcodes.length || pitches.length !== opcodes.length)
     throw new TransferError(
       'INVALID_ARGUMENT',
-      `\`batch.localRows\` has ${rows.length} entries and \`batch.localPitches\` ${pitches.length}, but \`batch.opcodes\` has ${opcodes.length}`,
+      `\`${r}\` has ${rows.length} entries and \`${p}\` ${pitches.length}, but \`batch.opcodes\` has ${opcodes.length}`,
     );
-  let gathers = false;
+  let any = false;
   for (let i = 0; i < rows.length; i++) {
-    const r = rows[i]!;
-    if (r <= 1) continue;
-    gathers = true;
-    const where = `request ${i} gathers ${r} rows`;
-    if (opcodes[i] !== OP_WRITE) throw new TransferError('INVALID_ARGUMENT', `${where}, but only a write gathers rows (it is a read)`);
-    const n = BigInt(r);
+    const count = rows[i]!;
+    if (count <= 1) continue;
+    any = true;
+    const where = `request ${i} ${verb} ${count} ${side} rows`;
+    if (opcodes[i] !== OP_WRITE) throw new TransferError('INVALID_ARGUMENT', `${where}, but only a write has rows (it is a read)`);
+    const n = BigInt(count);
     if (lengths[i]! % n !== 0n) throw new TransferError('INVALID_ARGUMENT', `${where}: its length of ${lengths[i]} bytes is not a whole number of rows`);
     const width = lengths[i]! / n;
     if (pitches[i]! < width) throw new TransferError('INVALID_ARGUMENT', `${where} of ${width} bytes, ${pitches[i]} bytes apart: rows would overlap`);
-    if (localAddrs[i]! + (n - 1n) * pitches[i]! + width > 0xffff_ffff_ffff_ffffn)
+    if (addrs[i]! + (n - 1n) * pitches[i]! + width > 0xffff_ffff_ffff_ffffn)
       throw new TransferError('ADDRESS_OUT_OF_RANGE', `${where}: its last row ends past the end of the address space`);
   }
-  return gathers;
+  return any;
 }
 
 export function checkTimeout(timeoutMs: unknown): number {

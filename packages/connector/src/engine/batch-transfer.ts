@@ -5,7 +5,7 @@ import type { TeConfig } from '../config/types.js';
 import { TransferError, isTransferError } from '../errors/transfer-error.js';
 import { codeForStatus } from '../errors/codes.js';
 import { attachSettlement, markRemoteMayBeWritten, remoteMayBeWritten } from '../errors/settlement.js';
-import { batchOf, gathersRows, selectRequests, type BatchResult, type SubmitOptions, type TransferBatch } from '../spi/batch.js';
+import { batchOf, gathersRows, scattersRows, selectRequests, type BatchResult, type SubmitOptions, type TransferBatch } from '../spi/batch.js';
 import { checkBatch, checkTimeout } from './batch-check.js';
 import type { BatchStats } from './batch-stats.js';
 import type { TransferOptions } from './engine-api.js';
@@ -53,9 +53,9 @@ interface RoutedCall extends TransferCall {
 /** Moves `batch` to or from `segment`; see `TransferEngine.transfer`. */
 export async function transferBatch(ctx: TransferContext, segment: string, batch: TransferBatch, options: TransferOptions): Promise<BatchResult> {
   checkSegmentName(segment);
-  const { hasRead, gathers } = checkBatch(batch);
+  const shape = checkBatch(batch);
   const call = { segment, batch, ...checkOptions(options, ctx.config.timeouts.transferMs) };
-  const routed = await routeCall(ctx, call, hasRead, gathers);
+  const routed = await routeCall(ctx, call, shape);
   const statuses = new Int32Array(batch.opcodes.length);
   for (const [i, status] of routed.plan.refused) statuses[i] = status;
   const settle = trackBatch(ctx.stats, call, routed.plan.routes);
@@ -94,7 +94,7 @@ function checkOptions(options: TransferOptions, transferMs: number): Pick<Transf
 }
 
 /** Fetches the peer's descriptor and splits the batch across the transports both sides share. */
-async function routeCall(ctx: TransferContext, call: TransferCall, hasRead: boolean, gathers: boolean): Promise<RoutedCall> {
+async function routeCall(ctx: TransferContext, call: TransferCall, shape: BatchShape): Promise<RoutedCall> {
   const { segment, batch, notify } = call;
   const state = await beforeDeadline(ctx.peers.state(segment), call.deadline, call.signal, `fetching the descriptor of ${segment}`);
   const candidates = (state.candidates ??= commonTransports(ctx.held, state.descriptor, ctx.config.forceTcp));
@@ -105,20 +105,28 @@ async function routeCall(ctx: TransferContext, call: TransferCall, hasRead: bool
   const trailing = notify !== undefined && (plan.routes.length !== 1 || plan.refused.size > 0);
   const notifier = trailing ? candidates.find((c) => c.plugin.capabilities.notifications) : undefined;
   if (trailing && !notifier) throw new TransferError('UNSUPPORTED_CAPABILITY', `No transport shared with ${segment} delivers notifications`);
-  for (const route of plan.routes) checkCapabilities(route, batch, hasRead, gathers, notify !== undefined && !trailing);
+  for (const route of plan.routes) checkCapabilities(route, batch, shape, notify !== undefined && !trailing);
   return { ...call, state, plan, trailing, notifier };
 }
 
-function checkCapabilities(route: Route, batch: TransferBatch, hasRead: boolean, gathers: boolean, notify: boolean): void {
+type BatchShape = ReturnType<typeof checkBatch>;
+
+function checkCapabilities(route: Route, batch: TransferBatch, shape: BatchShape, notify: boolean): void {
   const caps = route.via.plugin.capabilities;
-  if (gathers && !caps.gatherWrites && (route.indexes === null || route.indexes.some((i) => gathersRows(batch, i))))
+  const some = (has: (b: TransferBatch, i: number) => boolean) => route.indexes === null || route.indexes.some((i) => has(batch, i));
+  if (shape.gathers && !caps.gatherWrites && some(gathersRows))
     throw new TransferError(
       'UNSUPPORTED_CAPABILITY',
       'This transport does not gather written rows (capabilities.gatherWrites is not set); send contiguous requests',
-      {
-        plugin: route.via.name,
-      },
+      { plugin: route.via.name },
     );
+  if (shape.scatters && !caps.scatterWrites && some(scattersRows))
+    throw new TransferError(
+      'UNSUPPORTED_CAPABILITY',
+      'This transport does not write into remote rows (capabilities.scatterWrites is not set); send contiguous requests',
+      { plugin: route.via.name },
+    );
+  const { hasRead } = shape;
   if (hasRead && !caps.read) {
     const reads = route.indexes ? [...route.indexes].some((i) => batch.opcodes[i] === 0) : true;
     if (reads)

@@ -2,7 +2,7 @@ import { TransferError } from '../errors/transfer-error.js';
 import { NATIVE_STATUS } from '../errors/codes.js';
 import { localityOf, type SegmentDescriptor, type BufferDescriptor } from '../spi/descriptor.js';
 import { memoryKindOf, type MemoryKind } from '../spi/memory.js';
-import { localSpan, type TransferBatch } from '../spi/batch.js';
+import { batchOf, localSpan, type TransferBatch } from '../spi/batch.js';
 import type { TransportPlugin } from '../spi/plugin.js';
 import type { Transport } from '../spi/transport.js';
 import type { MemoryMap } from './memory-map.js';
@@ -135,4 +135,28 @@ export function planRoutes(batch: TransferBatch, memory: MemoryMap, peer: PeerRo
   }
   const routes = [...perTransport].map(([via, idx]) => ({ via, indexes: Uint32Array.from(idx) }));
   return { routes, refused };
+}
+
+/** The capabilities of a transport that moves strided rows: from local rows, into remote rows. */
+export type RowCapability = 'gatherWrites' | 'scatterWrites';
+
+/**
+ * Whether a write from `at.local` to the peer's `at.remote` would route through a transport
+ * that declares `capability`, the rows' side being host memory (rows are host memory only).
+ */
+export function routesRows(
+  memory: MemoryMap,
+  peer: PeerRouting,
+  candidates: readonly EngineTransport[],
+  at: { local: bigint; remote: bigint },
+  capability: RowCapability,
+): boolean {
+  const device = capability === 'gatherWrites' ? memory.find(at.local, 1n)?.device : findBuffer(peer.sortedBuffers, at.remote)?.device;
+  if (memoryKindOf(device ?? 'cpu') !== 'cpu') return false;
+  try {
+    const { routes } = planRoutes(batchOf([{ op: 'write', local: at.local, remote: at.remote, length: 1 }]), memory, peer, candidates);
+    return routes.length === 1 && routes[0]!.via.plugin.capabilities[capability] === true;
+  } catch {
+    return false; // no route at all: the transfer itself will say why
+  }
 }

@@ -21,7 +21,7 @@ import type { AllocatedHandle, CreateEngineOptions, MemoryHandle, MemoryTarget, 
 import { registeringTransports, registers, registrationRequest, toBigInt } from './registration-request.js';
 import { RegionPins, beforeDeadline } from './watchdog.js';
 import { startMetricLog } from '../metrics/periodic-log.js';
-import { commonTransports, planRoutes, type EngineTransport } from './router.js';
+import { commonTransports, routesRows, type EngineTransport, type RowCapability } from './router.js';
 
 export type { AllocatedHandle, CreateEngineOptions, MemoryHandle, MemoryTarget, RegisterOptions, TransferOptions } from './engine-api.js';
 
@@ -366,17 +366,19 @@ export class TransferEngine {
    * descriptor if it is not cached; false when no transport routes such a write.
    */
   async gathersWrites(segment: string, local: bigint, remote: bigint): Promise<boolean> {
+    return this.routesRows(segment, local, remote, 'gatherWrites');
+  }
+
+  /** As gathersWrites, for writes into strided rows of the peer's memory (`capabilities.scatterWrites`). */
+  async scattersWrites(segment: string, local: bigint, remote: bigint): Promise<boolean> {
+    return this.routesRows(segment, local, remote, 'scatterWrites');
+  }
+
+  private async routesRows(segment: string, local: bigint, remote: bigint, capability: RowCapability): Promise<boolean> {
     this.assertOpen();
     const state = await this.peers.state(checkSegmentName(segment));
-    // Rows are gathered from host memory (capabilities.gatherWrites).
-    if (memoryKindOf(this.memory.find(local, 1n)?.device ?? 'cpu') !== 'cpu') return false;
-    try {
-      const candidates = (state.candidates ??= commonTransports(this.held, state.descriptor, this.config.forceTcp));
-      const { routes } = planRoutes(batchOf([{ op: 'write', local, remote, length: 1 }]), this.memory, state.routing, candidates);
-      return routes.length === 1 && routes[0]!.via.plugin.capabilities.gatherWrites === true;
-    } catch {
-      return false; // no route at all: the transfer itself will say why
-    }
+    const candidates = (state.candidates ??= commonTransports(this.held, state.descriptor, this.config.forceTcp));
+    return routesRows(this.memory, state.routing, candidates, { local, remote }, capability);
   }
 
   /** Drops what is cached about a peer (descriptor, transport connections). */

@@ -45,6 +45,9 @@ export interface NativeTransportHandle {
     /** Gathered writes (TransferBatch.localRows), passed only to a transport that declares `gatherWrites`. */
     localRows?: Uint32Array,
     localPitches?: BigUint64Array,
+    /** Scattered writes (TransferBatch.remoteRows), passed only to a transport that declares `scatterWrites`. */
+    remoteRows?: Uint32Array,
+    remotePitches?: BigUint64Array,
   ): number;
   cancel(batchId: number, status: number): void;
   /** Stops the transport on a worker thread; pending batches complete (ABORTED) first. */
@@ -121,8 +124,11 @@ export abstract class NativeTransportBase<N extends NativeTransportHandle> imple
       this.checkOpen();
       const p = this.own(peer);
       this.checkBatch(p, batch, options);
-      const [rows, pitches] = this.gatheredRows(batch);
-      const id = this.native.submit(p.id, batch.opcodes, batch.localAddrs, batch.remoteAddrs, batch.lengths, options.notify ?? null, rows, pitches);
+      const [rows, pitches] = this.rowsOf(batch, 'local');
+      const [into, intoPitches] = this.rowsOf(batch, 'remote');
+      const id = into
+        ? this.native.submit(p.id, batch.opcodes, batch.localAddrs, batch.remoteAddrs, batch.lengths, options.notify ?? null, rows, pitches, into, intoPitches)
+        : this.native.submit(p.id, batch.opcodes, batch.localAddrs, batch.remoteAddrs, batch.lengths, options.notify ?? null, rows, pitches);
       return this.#batches.track(id, p.segment, options);
     } catch (error) {
       return Promise.reject(error);
@@ -157,18 +163,24 @@ export abstract class NativeTransportBase<N extends NativeTransportHandle> imple
 
   /** Whether the addon gathers written rows (`capabilities.gatherWrites`); a transport that does sets it. */
   protected readonly gathersWrites: boolean = false;
+  /** Whether the addon writes into remote rows (`capabilities.scatterWrites`); a transport that does sets it. */
+  protected readonly scattersWrites: boolean = false;
 
   /**
-   * The rows and pitches to hand native code: none for a batch that gathers nothing (rows of
-   * 1 are ordinary requests); refused unless the addon gathers rows.
+   * One side's rows and pitches to hand native code: none for a batch without rows there
+   * (rows of 1 are ordinary requests); refused unless the addon handles rows on that side.
    */
-  private gatheredRows(batch: TransferBatch): [Uint32Array, BigUint64Array] | [] {
-    const { localRows: rows, localPitches: pitches } = batch;
+  private rowsOf(batch: TransferBatch, side: 'local' | 'remote'): [Uint32Array, BigUint64Array] | [] {
+    const rows = side === 'local' ? batch.localRows : batch.remoteRows;
+    const pitches = side === 'local' ? batch.localPitches : batch.remotePitches;
     if (rows === undefined) return [];
     if (!(rows instanceof Uint32Array) || !(pitches instanceof BigUint64Array) || rows.length !== batch.opcodes.length || pitches.length !== rows.length)
-      throw this.fail('INVALID_ARGUMENT', '`localRows` (Uint32Array) and `localPitches` (BigUint64Array) need one entry per request');
+      throw this.fail('INVALID_ARGUMENT', `\`${side}Rows\` (Uint32Array) and \`${side}Pitches\` (BigUint64Array) need one entry per request`);
     if (!rows.some((r) => r > 1)) return [];
-    if (!this.gathersWrites) throw this.fail('UNSUPPORTED_CAPABILITY', `${this.plugin} does not gather written rows (capabilities.gatherWrites)`);
+    if (side === 'local' && !this.gathersWrites)
+      throw this.fail('UNSUPPORTED_CAPABILITY', `${this.plugin} does not gather written rows (capabilities.gatherWrites)`);
+    if (side === 'remote' && !this.scattersWrites)
+      throw this.fail('UNSUPPORTED_CAPABILITY', `${this.plugin} does not write into remote rows (capabilities.scatterWrites)`);
     return [rows, pitches];
   }
 

@@ -23,6 +23,16 @@ export interface TransferBatch {
    */
   localRows?: Uint32Array;
   localPitches?: BigUint64Array;
+  /**
+   * Scattered writes (both or neither; only to transports whose capabilities say
+   * `scatterWrites`): write i with `remoteRows[i]` = r > 1 lands its `lengths[i]` bytes as r
+   * rows of `lengths[i] / r` bytes each, starting at `remoteAddrs[i]` and `remotePitches[i]`
+   * bytes apart: a head slice written straight into NHD pages that hold more heads per token
+   * than the sender has, without a staging ring and a scatter copy at the receiver. The
+   * peer checks the rows' whole span. A write may gather and scatter at once.
+   */
+  remoteRows?: Uint32Array;
+  remotePitches?: BigUint64Array;
 }
 
 export interface TransferRequest {
@@ -33,6 +43,21 @@ export interface TransferRequest {
   /** A gathered write: `length / rows` bytes from each of `rows` local rows, `localPitch` bytes apart (see TransferBatch.localRows). */
   rows?: number;
   localPitch?: bigint | number;
+  /** A scattered write: its bytes land in `remoteRows` remote rows, `remotePitch` bytes apart (see TransferBatch.remoteRows). */
+  remoteRows?: number;
+  remotePitch?: bigint | number;
+}
+
+/** Whether request i of `batch` scatters into remote rows. */
+export function scattersRows(batch: TransferBatch, i: number): boolean {
+  return batch.remoteRows !== undefined && batch.remoteRows[i]! > 1;
+}
+
+/** The remote bytes request i spans: its length, or from its first row's start to its last row's end. */
+export function remoteSpan(batch: TransferBatch, i: number): bigint {
+  if (!scattersRows(batch, i)) return batch.lengths[i]!;
+  const rows = BigInt(batch.remoteRows![i]!);
+  return (rows - 1n) * batch.remotePitches![i]! + batch.lengths[i]! / rows;
 }
 
 /** Whether request i of `batch` gathers rows. */
@@ -66,6 +91,10 @@ export function batchOf(requests: readonly TransferRequest[]): TransferBatch {
     batch.localRows = Uint32Array.from(requests, (r) => r.rows ?? 1);
     batch.localPitches = BigUint64Array.from(requests, (r) => BigInt(r.localPitch ?? 0));
   }
+  if (requests.some((r) => r.remoteRows !== undefined)) {
+    batch.remoteRows = Uint32Array.from(requests, (r) => r.remoteRows ?? 1);
+    batch.remotePitches = BigUint64Array.from(requests, (r) => BigInt(r.remotePitch ?? 0));
+  }
   return batch;
 }
 
@@ -95,6 +124,14 @@ export function selectRequests(batch: TransferBatch, indexes: Uint32Array): Tran
     for (let j = 0; j < indexes.length; j++) {
       out.localRows[j] = batch.localRows[indexes[j]!]!;
       out.localPitches[j] = batch.localPitches[indexes[j]!]!;
+    }
+  }
+  if (batch.remoteRows && batch.remotePitches) {
+    out.remoteRows = new Uint32Array(indexes.length);
+    out.remotePitches = new BigUint64Array(indexes.length);
+    for (let j = 0; j < indexes.length; j++) {
+      out.remoteRows[j] = batch.remoteRows[indexes[j]!]!;
+      out.remotePitches[j] = batch.remotePitches[indexes[j]!]!;
     }
   }
   return out;

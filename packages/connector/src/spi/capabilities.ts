@@ -27,6 +27,12 @@ export interface TransportCapabilities {
    * such a batch before the transport sees it.
    */
   gatherWrites?: boolean;
+  /**
+   * Whether a write can land its bytes in strided rows of the peer's host memory
+   * (`TransferBatch.remoteRows` / `remotePitches`); absent means no, and the engine refuses
+   * such a batch before the transport sees it.
+   */
+  scatterWrites?: boolean;
 }
 
 export function describeCapabilities(c: TransportCapabilities): string {
@@ -34,6 +40,7 @@ export function describeCapabilities(c: TransportCapabilities): string {
   if (c.notifications) bits.push('notifications');
   if (c.rawAddresses) bits.push('raw-addresses');
   if (c.gatherWrites) bits.push('gather-writes');
+  if (c.scatterWrites) bits.push('scatter-writes');
   bits.push(`inflight=${c.maxInFlight}`);
   return bits.join(' ');
 }

@@ -1,8 +1,6 @@
-// C++ tests of gathered writes (gather_rows.h): the iovecs of a slice that starts inside a
+// C++ tests of gathered writes (strided_rows.h): the iovecs of a slice that starts inside a
 // row and is cut where a writev runs out of room, and a batch of gathered writes between two
 // transport cores, coalesced and not, whose rows land packed and whose refusals are their own.
-#include "gather_rows.h"
-
 #include <sys/uio.h>
 
 #include <cstdint>
@@ -11,6 +9,7 @@
 #include <vector>
 
 #include "check.h"
+#include "strided_rows.h"
 #include "tcp_node.h"
 #include "transport.h"
 
@@ -23,7 +22,7 @@ using tcp_test::options;
 void test_gather_rows_iovecs() {
   std::vector<uint8_t> mem(400);
   for (size_t i = 0; i < mem.size(); ++i) mem[i] = uint8_t(i);
-  const GatherRows g{reinterpret_cast<uint64_t>(mem.data()), 10, 16};
+  const StridedRows g{reinterpret_cast<uint64_t>(mem.data()), 10, 16};
   std::vector<uint8_t> want;
   for (int r = 0; r < 20; ++r) want.insert(want.end(), mem.begin() + r * 16, mem.begin() + r * 16 + 10);
   for (uint64_t from : {0, 3, 10, 57}) {
@@ -93,7 +92,7 @@ void gathered_batch_lands(bool coalesce) {
   uint64_t id = 0;
   std::string err;
   CHECK(init.t->submit(peer, ops.data(), local.data(), remote.data(), len.data(), kN, nullptr, 0, &id, &err,
-                       rows.data(), pitch.data()) == te::TE_OK);
+                       tetcp::RowArrays{rows.data(), pitch.data()}) == te::TE_OK);
   CHECK(init.wait(Event::BATCH, id, &e));
   auto b = init.t->take_batch(id);
   CHECK(b != nullptr);
