@@ -8,9 +8,11 @@
 //   - PD KV throughput (GQA 8 KV heads × 128 dim fp16, page 64, destination pages shuffled in
 //     runs of 8) beside the raw transport throughput for the same bytes between the same
 //     processes (large contiguous writes, every pair of ranks that exchanges KV in PD doing so
-//     at once), as a ratio, for: TP 2→2; TP 2→4 with NHD pages (head slices gathered in
-//     prefill staging), with HND pages, and on the per-token path (staging off); TP 4→2 with
-//     NHD pages (slices staged on the decode's ring and scattered there) and per token;
+//     at once), as a ratio, for: TP 2→2; TP 2→4 with NHD pages (head slices gathered by the
+//     transport from the pages, and by the staging copier), with HND pages, and on the
+//     per-token path (staging off); TP 4→2 with NHD pages (slices written by the transport
+//     into the decode pages' rows, and staged on the decode's ring and scattered there) and
+//     per token;
 //   - how fast staging copies: gather GB/s (prefill) and scatter GB/s (decode ring);
 //   - planning time for heterogeneous TP at 32k tokens × 64 layers, per token (today's
 //     fallback) and per page (staging), with the descriptor counts of each; page-run merging
@@ -45,7 +47,7 @@ const { values: args } = parseCli({
     corrupt: { type: 'boolean', default: false, help: "test hook: flip one byte of a decode rank's pages after the first timed room (the run must fail)" },
     only: {
       type: 'string',
-      help: 'run only these cases, comma-separated: tp2, tp2-checksums, nhd, nhd-copier, nhd-checksums, hnd, nhd-token, reverse, reverse-token, overhead; checksums = tp2-checksums and nhd-checksums',
+      help: 'run only these cases, comma-separated: tp2, tp2-checksums, nhd, nhd-copier, nhd-checksums, hnd, nhd-token, reverse, reverse-ring, reverse-token, overhead; checksums = tp2-checksums and nhd-checksums',
     },
     rank: { type: 'string', hidden: true, help: "internal: a forked child's role" },
   },
@@ -95,13 +97,13 @@ let corrupted = false;
  * own process: `round(k)` runs and verifies room k and the raw baseline of the same bytes,
  * `finish()` collects the staging statistics and closes the ranks.
  */
-async function openLayout(ptp, dtp, { pageLayout = 'NHD', staging = true, checksums = false, transportGather = true } = {}) {
-  const ranks = await startRanks(ptp, dtp, { pageLayout, staging, checksums, transportGather });
+async function openLayout(ptp, dtp, { pageLayout = 'NHD', staging = true, checksums = false, transportGather = true, transportScatter = true } = {}) {
+  const ranks = await startRanks(ptp, dtp, { pageLayout, staging, checksums, transportGather, transportScatter });
   const { prefill, decode, dInfo } = ranks;
   const src = Array.from({ length: pagesPerRoom }, (_, i) => i);
   // Bytes the decode ranks receive for one room: every token's KV of every layer, all their heads.
   const bytes = dInfo.reduce((a, i) => a + pagesPerRoom * i.item * 2 * layers, 0);
-  const what = `TP ${ptp}→${dtp} ${pageLayout}${staging ? (transportGather ? '' : ' (staging copier)') : ' (per token)'}`;
+  const what = `TP ${ptp}→${dtp} ${pageLayout}${staging ? (transportGather && transportScatter ? '' : ' (staging copier)') : ' (per token)'}`;
   const round = async (k) => {
     const room = String(1000 + k);
     const dst = shuffledRuns(pagesPerRoom, k + 7);
@@ -135,9 +137,9 @@ async function openLayout(ptp, dtp, { pageLayout = 'NHD', staging = true, checks
 }
 
 /** The ranks' processes, the decode ranks' facts and which prefill rank writes which of their heads. */
-async function startRanks(ptp, dtp, { pageLayout, staging, checksums, transportGather }) {
+async function startRanks(ptp, dtp, { pageLayout, staging, checksums, transportGather, transportScatter }) {
   const port = await freePort();
-  const base = { connector: args.connector, layers, pages: bufferPages, port, pageLayout, staging, checksums, transportGather };
+  const base = { connector: args.connector, layers, pages: bufferPages, port, pageLayout, staging, checksums, transportGather, transportScatter };
   const prefill = await Promise.all(Array.from({ length: ptp }, (_, r) => spawn({ ...base, role: 'prefill', tp: ptp, rank: r })));
   const decode = await Promise.all(Array.from({ length: dtp }, (_, r) => spawn({ ...base, role: 'decode', tp: dtp, rank: r })));
   const close = () => closeRanks([...prefill, ...decode]);
@@ -416,7 +418,12 @@ const rev = await caseOf(
   'TP 4→2 NHD',
   want('reverse', () => layoutRun(4, 2)),
 );
-line('TP 4→2, NHD, staged on the decode ring and scattered there', rev, '0.8');
+line("TP 4→2, NHD, head slices written by the transport into the decode pages' rows (no ring, no scatter copy)", rev, '0.8');
+const revRing = await caseOf(
+  'TP 4→2 NHD decode ring',
+  want('reverse-ring', () => layoutRun(4, 2, { transportScatter: false })),
+);
+line('TP 4→2, NHD, staged on the decode ring and scattered there (transportScatter off)', revRing);
 const revTok = await caseOf(
   'TP 4→2 per token',
   want('reverse-token', () => layoutRun(4, 2, { staging: false, rooms: 1 })),
@@ -428,14 +435,18 @@ if (oh)
     `1-page request (${(oh.onePageBytes / 1024).toFixed(0)} KiB), send() → decode Success over ${args.requests} requests: p50 ${oh.p50Us.toFixed(0)} µs, p99 ${oh.p99Us.toFixed(0)} µs`,
   );
 
-const ran = [eq, sums?.on, het, hetCopier, hetSums?.on, hnd, perTok, rev, revTok].filter(
-  (_, i) => !only || only.has(['tp2', 'tp2-checksums', 'nhd', 'nhd-copier', 'nhd-checksums', 'hnd', 'nhd-token', 'reverse', 'reverse-token'][i]),
+const ran = [eq, sums?.on, het, hetCopier, hetSums?.on, hnd, perTok, rev, revRing, revTok].filter(
+  (_, i) =>
+    !only || only.has(['tp2', 'tp2-checksums', 'nhd', 'nhd-copier', 'nhd-checksums', 'hnd', 'nhd-token', 'reverse', 'reverse-ring', 'reverse-token'][i]),
 );
-const staging = [het, hetCopier, hetSums?.off, hetSums?.on, rev];
+const staging = [het, hetCopier, hetSums?.off, hetSums?.on, rev, revRing];
 if (staging.some((r) => r && (r.staged === 0 || r.fallbacks > 0))) failures.push('a staging case did not go through staging');
 // The transport-gathered and copier cases take the routes their labels name.
 if (het && het.transportGathers === 0) failures.push('TP 2→4 NHD did not go as gathered writes');
 if (hetCopier && hetCopier.transportGathers > 0) failures.push('TP 2→4 NHD with transportGather off still went as gathered writes');
+if (rev && (rev.transportScatters === 0 || rev.ringWrites > 0)) failures.push('TP 4→2 NHD did not go as scattered writes');
+if (revRing && (revRing.transportScatters > 0 || revRing.ringWrites === 0))
+  failures.push('TP 4→2 NHD with transportScatter off did not go through the decode ring');
 log(`cases verified: ${ran.filter(Boolean).length} of ${ran.length}`);
 if (args.json) {
   const r = (x) => (x ? x.pd / x.raw : null);
@@ -455,10 +466,11 @@ if (args.json) {
       checksumCpuRatio: sums ? sums.off.cpuMs / sums.on.cpuMs : null,
       heteroChecksumCpuRatio: hetSums ? hetSums.off.cpuMs / hetSums.on.cpuMs : null,
       heteroReverseRatio: r(rev),
+      heteroReverseRingRatio: r(revRing),
       heteroPerTokenRatio: r(perTok),
       heteroReversePerTokenRatio: r(revTok),
       gatherGBps: het?.gatherGBps ?? null,
-      scatterGBps: rev?.scatterGBps ?? null,
+      scatterGBps: revRing?.scatterGBps ?? null,
       planningMs: plan.planningMs,
       planningColdMs: plan.planningColdMs,
       perTokenPlanningMs: plan.perTokenMs,

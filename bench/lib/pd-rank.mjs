@@ -46,7 +46,7 @@ async function openRank(spec) {
     bootstrapHost: '127.0.0.1',
     bootstrapPort: spec.port,
     timeouts: { transferMs: 120_000 },
-    staging: { enabled: spec.staging, transportGather: spec.transportGather !== false },
+    staging: { enabled: spec.staging, transportGather: spec.transportGather !== false, transportScatter: spec.transportScatter !== false },
     checksums: spec.checksums,
   });
   return {

@@ -25,8 +25,10 @@ export async function stagingFigures({ prefill, decode }) {
   return {
     gatherGBps: sum(pStats, 'gatherMs') > 0 ? sum(pStats, 'stagedBytes') / sum(pStats, 'gatherMs') / 1e6 : undefined,
     scatterGBps: sum(dStats, 'scatterMs') > 0 ? sum(dStats, 'scatteredBytes') / sum(dStats, 'scatterMs') / 1e6 : undefined,
-    staged: sum(pStats, 'gatherWrites') + sum(pStats, 'ringWrites') + sum(pStats, 'transportGathers'),
+    staged: sum(pStats, 'gatherWrites') + sum(pStats, 'ringWrites') + sum(pStats, 'transportGathers') + sum(pStats, 'transportScatters'),
     transportGathers: sum(pStats, 'transportGathers'),
+    transportScatters: sum(pStats, 'transportScatters'),
+    ringWrites: sum(pStats, 'ringWrites'),
     fallbacks: pStats.reduce((a, x) => a + Object.values(x?.fallbacks ?? {}).reduce((p, q) => p + q, 0), 0),
   };
 }

@@ -18,9 +18,9 @@ const tps = (n: number) => Array.from({ length: n }, (_, i) => layout(n, i));
 // Up to 18 processes on two cores: heartbeats get room so a busy machine is not a lost peer.
 const TIMEOUTS = STEADY;
 
-type Route = 'gather' | 'ring' | 'direct' | 'rows' | 'transport';
+type Route = 'gather' | 'ring' | 'direct' | 'rows' | 'transport' | 'scatter';
 
-function sum(stats: ScenarioStats, key: 'gatherWrites' | 'ringWrites' | 'transportGathers'): number {
+function sum(stats: ScenarioStats, key: 'gatherWrites' | 'ringWrites' | 'transportGathers' | 'transportScatters'): number {
   return stats.prefill.reduce((a, s) => a + (s?.[key] ?? 0), 0);
 }
 
@@ -33,9 +33,18 @@ function expectRoute(stats: ScenarioStats, route: Route): void {
   const g = sum(stats, 'gatherWrites');
   const r = sum(stats, 'ringWrites');
   const t = sum(stats, 'transportGathers');
+  const x = sum(stats, 'transportScatters');
   const f = fallbacks(stats);
   const seen = JSON.stringify(stats.prefill);
   if (route !== 'transport') assert.is(t, 0, `expected no gathered writes: ${seen}`);
+  if (route !== 'scatter') assert.is(x, 0, `expected no scattered writes: ${seen}`);
+  if (route === 'scatter') {
+    assert.ok(x > 0 && g === 0 && r === 0 && f === 0, `expected writes the transport scattered only: ${seen}`);
+    assert.ok(
+      stats.decode.every((d) => (d?.scatteredBytes ?? 0) === 0),
+      `no decode rank scattered: ${JSON.stringify(stats.decode)}`,
+    );
+  }
   if (route === 'transport') assert.ok(t > 0 && g === 0 && r === 0 && f === 0, `expected writes the transport gathered only: ${seen}`);
   if (route === 'gather') assert.ok(g > 0 && r === 0 && f === 0, `expected gathers only: ${seen}`);
   if (route === 'ring') {
@@ -87,6 +96,31 @@ test('TP 2→8, NHD: slices of 2 KiB, under the smallest gathered write, are pac
 
 test('TP 2→4, NHD, transportGather off: the same slices go through the staging copier', async () => {
   await run({ model: WIDE, prefill: tps(2), decode: tps(4), prefillStaging: { transportGather: false } }, 'gather');
+});
+
+// Heads of 256 bytes: a prefill rank's slice of a page is 16 rows of 256 to 512 bytes, 4 KiB
+// or more, written by the transport straight into the decode pages' rows.
+const WIDER: ModelSpec = { ...MHA8, headBytes: 256, pageSize: 16 };
+
+test("TP 4→2 and 8→2, NHD both sides, over mooncake-tcp: the transport writes each slice into the decode pages' rows (no ring, no scatter copy)", async () => {
+  await run({ model: WIDER, prefill: tps(4), decode: tps(2) }, 'scatter');
+  await run({ model: WIDER, prefill: tps(8), decode: tps(2) }, 'scatter');
+});
+
+test("TP 4→2, HND → NHD over mooncake-tcp: each head's tokens written into the decode rows", async () => {
+  await run({ model: WIDER, prefill: tps(4), decode: tps(2), prefillSide: HND, decodeSide: NHD }, 'scatter');
+});
+
+test("TP 4→2, NHD, decode page 2× the prefill's: the transport writes each prefill page's slice into its half of a decode page", async () => {
+  const rooms = [
+    { ...ROOM, dstPages: [5, 9, 1] },
+    { ...ROOM2, dstPages: [10, 11] },
+  ];
+  await run({ model: WIDER, prefill: tps(4), decode: tps(2), decodeSide: { pageSize: 32 }, rooms }, 'scatter');
+});
+
+test('TP 4→2, NHD, transportScatter off: the same slices go through the decode ring', async () => {
+  await run({ model: WIDER, prefill: tps(4), decode: tps(2), prefillStaging: { transportScatter: false } }, 'ring');
 });
 
 test('TP 2→4 and 4→2, HND both sides: one range per page per layer, no staging', async () => {
@@ -153,18 +187,20 @@ test('a decode ring smaller than one room: the room waits for space, then comple
   );
 });
 
-for (const [model, route] of [
-  [MHA8, 'gather'],
-  [WIDE, 'transport'],
+const LAYERWISE_HOW = { gather: 'gathered in staging', transport: 'gathered by the transport', scatter: 'written into the decode rows by the transport' };
+for (const [model, route, p, d] of [
+  [MHA8, 'gather', 2, 4],
+  [WIDE, 'transport', 2, 4],
+  [WIDER, 'scatter', 4, 2],
 ] as const)
-  test(`layerwise with staging: TP 2→4 NHD, each layer gathered ${route === 'gather' ? 'in staging' : 'by the transport'} and written when it is ready`, async () => {
+  test(`layerwise with staging: TP ${p}→${d} NHD, each layer ${LAYERWISE_HOW[route]} and written when it is ready`, async () => {
     const port = await freePort();
     const ranks: RankProcess[] = [];
     try {
       const common = { model, bootstrapPort: port, timeouts: TIMEOUTS };
-      const prefill = await Promise.all(tps(2).map((l) => spawnRank({ role: 'prefill', layout: l, layerwise: true, ...common })));
+      const prefill = await Promise.all(tps(p).map((l) => spawnRank({ role: 'prefill', layout: l, layerwise: true, ...common })));
       ranks.push(...prefill);
-      const decode = await Promise.all(tps(4).map((l) => spawnRank({ role: 'decode', layout: l, ...common })));
+      const decode = await Promise.all(tps(d).map((l) => spawnRank({ role: 'decode', layout: l, ...common })));
       ranks.push(...decode);
       // Rooms of one batch are filled at once: their source (and destination) pages must not overlap.
       const rooms = [ROOM, { ...ROOM2, srcPages: [0, 1, 5, 6] }];
@@ -180,7 +216,9 @@ for (const [model, route] of [
       const stats = { prefill: await Promise.all(prefill.map((p) => p.call('stats'))), decode: [] };
       expectRoute(stats, route);
       // One staged write per layer (and per room and destination), not one for the whole room.
-      assert.ok(sum(stats, route === 'gather' ? 'gatherWrites' : 'transportGathers') >= rooms.length * model.totalLayers * 2, JSON.stringify(stats.prefill));
+      const counter = ({ gather: 'gatherWrites', transport: 'transportGathers', scatter: 'transportScatters' } as const)[route];
+      // Each prefill rank writes every layer to each decode rank it feeds (TP 2→4: two; TP 4→2: one).
+      assert.ok(sum(stats, counter) >= rooms.length * model.totalLayers * Math.max(p, d), JSON.stringify(stats.prefill));
     } finally {
       await closeAll(ranks);
     }

@@ -2,7 +2,7 @@ import { TransferError, type TransferBatch, type TransferEngine } from '@te/conn
 import { kvBufferPairs } from '../plan/index.js';
 import type { PageGeometry } from '../plan/page-geometry.js';
 import { planSliceCopy, routeOf, type HeadSlice, type SliceCopy, type SliceRoute } from '../plan/slice-copy.js';
-import { checkPieces, directBatch, gatheredBatch, type PieceSet } from '../plan/slice-pieces.js';
+import { checkPieces, directBatch, rowShape, stridedBatch, type PieceSet } from '../plan/slice-pieces.js';
 import type { RequestMessage } from '../protocol/messages.js';
 import { RingAllocReplySchema, STAGING_MSG, type RingAllocMessage, type ScatterMessage } from '../protocol/staging-messages.js';
 import { checkReply } from '../protocol/handle.js';
@@ -16,6 +16,8 @@ import { kvHeadsOf, planKv, type SourceSide } from './transfer-plan.js';
 export interface StagingStats {
   /** KV writes whose head slices the transport gathered from the pages itself (no staging copy; see `transportGather`). */
   transportGathers: number;
+  /** KV writes whose head slices the transport wrote into the decode's pages' rows itself (no ring, no scatter; see `transportScatter`). */
+  transportScatters: number;
   /** KV writes that went through staging: gathered here (and written whole), or staged on the decode's ring and scattered there. */
   gatherWrites: number;
   ringWrites: number;
@@ -159,35 +161,43 @@ function ringOf(w: KvWrite, set: PieceSet): RingTarget | undefined {
   };
 }
 
-/** Smallest gathered write worth a request of its own: below it, the staging copier packs the rows instead. */
-const MIN_GATHERED_WRITE = 4096;
+/** Smallest request worth moving as rows by the transport: below it, the staging copier packs the rows instead. */
+const MIN_ROWS_WRITE = 4096;
 
 /**
- * Whether the transport to this decode gathers the slices' rows itself: staging enabled,
- * `transportGather` on, requests of a useful size, and a transport that declares `gatherWrites`.
+ * Whether the transport to this decode moves the slices' rows itself: staging enabled, the
+ * route's option on (`transportGather` for slices gathered here, `transportScatter` for
+ * slices the decode interleaves), requests of a useful size, and a transport that declares
+ * `gatherWrites` / `scatterWrites`.
  */
-async function transportGathers(w: KvWrite, set: PieceSet): Promise<boolean> {
+async function transportMovesRows(w: KvWrite, set: PieceSet, route: SliceRoute | 'classic'): Promise<boolean> {
   const { options } = w.staging;
-  if (!options.enabled || !options.transportGather || set.copy.width * set.copy.rows < MIN_GATHERED_WRITE) return false;
-  const sb = set.pairs[0]!;
-  const db = set.pairs[1]!;
-  return w.engine.gathersWrites(w.dest.segment, BigInt(set.src.addrs[sb]!), BigInt(set.dst.addrs[db]!));
+  const shape = rowShape(set.copy);
+  if (!options.enabled || shape.width * shape.rows < MIN_ROWS_WRITE) return false;
+  const src = BigInt(set.src.addrs[set.pairs[0]!]!);
+  const dst = BigInt(set.dst.addrs[set.pairs[1]!]!);
+  const gathers = shape.srcPitch !== shape.width;
+  if (route === 'gather') return options.transportGather && (await w.engine.gathersWrites(w.dest.segment, src, dst));
+  if (route !== 'ring' || !options.transportScatter) return false;
+  return (await w.engine.scattersWrites(w.dest.segment, src, dst)) && (!gathers || (await w.engine.gathersWrites(w.dest.segment, src, dst)));
 }
 
 /**
  * Writes a room's KV pages to one decode rank by the best route the two layouts allow:
  * whole ranges straight from the pages, head slices gathered by the transport (or in staging) and written as
- * whole destination ranges, or (slices the decode must interleave) staged on the
- * decode's ring and scattered there; without staging, row by row.
+ * whole destination ranges, or (slices the decode must interleave) written into the
+ * decode pages' rows by the transport (or staged on the decode's ring and scattered
+ * there); without staging, row by row.
  */
 export async function writeKv(w: KvWrite): Promise<void> {
   const plan = planKvWrite(w);
   if (plan.route === 'classic') return w.submit(classicBatch(w));
   const set = plan.set!;
   if (plan.route === 'direct') return w.submit(directBatch(set).finish());
-  if (plan.route === 'gather' && (await transportGathers(w, set))) {
-    await w.submit(gatheredBatch(set));
-    w.staging.stats.transportGathers++;
+  if (await transportMovesRows(w, set, plan.route)) {
+    await w.submit(stridedBatch(set));
+    if (plan.route === 'gather') w.staging.stats.transportGathers++;
+    else w.staging.stats.transportScatters++;
     return;
   }
   const why =

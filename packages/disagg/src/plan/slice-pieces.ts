@@ -145,26 +145,57 @@ export function packedBatch(s: PieceSet, image: number, from: number, to: number
 }
 
 /**
- * Gathered writes of pieces [from, to) straight from the source pages (route 'gather' on a
- * transport that gathers rows): a request per piece and rep, its `rows` rows of `width`
- * bytes `srcPitch` apart, landing packed where the piece goes at the destination (which is
- * contiguous there). A piece whose rows continue the previous request's at both ends (the
- * next source page after it, written right behind it) extends that request instead.
+ * One request per piece and rep as the transport moves it: `rows` rows of `width` bytes,
+ * `srcPitch` apart at the source and `dstPitch` apart at the destination. The copy's own
+ * order (destination address order, which a staging image needs) is kept, or, where the
+ * destination is strided anyway, its rows and reps swap when that gives longer requests
+ * (HND → NHD: a head's tokens rather than a token's heads).
  */
-export function gatheredBatch(s: PieceSet, from = 0, to = pieceCount(s)): TransferBatch {
-  const c = s.copy;
+export interface RowShape {
+  width: number;
+  rows: number;
+  srcPitch: number;
+  dstPitch: number;
+  reps: number;
+  srcRepStride: number;
+  dstRepStride: number;
+}
+
+export function rowShape(c: SliceCopy): RowShape {
+  const asIs = {
+    width: c.width,
+    rows: c.rows,
+    srcPitch: c.srcPitch,
+    dstPitch: c.dstPitch,
+    reps: c.reps,
+    srcRepStride: c.srcRepStride,
+    dstRepStride: c.dstRepStride,
+  };
+  if (c.dstContiguous || c.reps <= c.rows) return asIs; // a packed destination keeps its order
+  return { width: c.width, rows: c.reps, srcPitch: c.srcRepStride, dstPitch: c.dstRepStride, reps: c.rows, srcRepStride: c.srcPitch, dstRepStride: c.dstPitch };
+}
+
+/**
+ * Writes of pieces [from, to) straight from the source pages to the destination pages, the
+ * transport moving the rows (routes 'gather' and 'ring' on a transport that gathers or
+ * scatters rows): a request per piece and rep (rowShape), with `localRows` where the source
+ * rows are strided and `remoteRows` where the destination's are. A piece whose rows
+ * continue the previous request's at both ends (the next source page, landing right after
+ * it) extends that request instead.
+ */
+export function stridedBatch(s: PieceSet, from = 0, to = pieceCount(s)): TransferBatch {
+  const c = rowShape(s.copy);
   const cap = (to - from) * c.reps;
   const local = new Float64Array(cap);
   const remote = new Float64Array(cap);
   const rows = new Uint32Array(cap);
-  const bytes = c.width * c.rows;
   let n = 0;
   forPieces(s, from, to, (_i, src, dst) => {
     for (let r = 0; r < c.reps; r++) {
-      const l = src + c.srcOffset + r * c.srcRepStride;
-      const d = dst + r * bytes;
+      const l = src + s.copy.srcOffset + r * c.srcRepStride;
+      const d = dst + r * c.dstRepStride;
       const k = n - 1;
-      if (k >= 0 && l === local[k]! + rows[k]! * c.srcPitch && d === remote[k]! + rows[k]! * c.width && rows[k]! + c.rows <= MAX_GATHER_ROWS) {
+      if (k >= 0 && l === local[k]! + rows[k]! * c.srcPitch && d === remote[k]! + rows[k]! * c.dstPitch && rows[k]! + c.rows <= MAX_REQUEST_ROWS) {
         rows[k] += c.rows;
         continue;
       }
@@ -173,19 +204,26 @@ export function gatheredBatch(s: PieceSet, from = 0, to = pieceCount(s)): Transf
       rows[n++] = c.rows;
     }
   });
-  const batch = allocateBatch(n);
+  const batch: TransferBatch = allocateBatch(n);
   batch.opcodes.fill(OP_WRITE);
-  const localPitches = new BigUint64Array(n).fill(BigInt(c.srcPitch));
   for (let k = 0; k < n; k++) {
     batch.localAddrs[k] = BigInt(local[k]!);
     batch.remoteAddrs[k] = BigInt(remote[k]!);
     batch.lengths[k] = BigInt(rows[k]! * c.width);
   }
-  return { ...batch, localRows: rows.slice(0, n), localPitches };
+  if (c.srcPitch !== c.width) {
+    batch.localRows = rows.slice(0, n);
+    batch.localPitches = new BigUint64Array(n).fill(BigInt(c.srcPitch));
+  }
+  if (c.dstPitch !== c.width) {
+    batch.remoteRows = rows.slice(0, n);
+    batch.remotePitches = new BigUint64Array(n).fill(BigInt(c.dstPitch));
+  }
+  return batch;
 }
 
-/** Rows of one merged gathered write at most (a request stays a few MiB: slices spread it over the lanes). */
-const MAX_GATHER_ROWS = 8192;
+/** Rows of one merged request at most (a request stays a few MiB: slices spread it over the lanes). */
+const MAX_REQUEST_ROWS = 8192;
 
 /** Appends copies as the staging copier takes them (9 numbers each). */
 export interface CopySink {

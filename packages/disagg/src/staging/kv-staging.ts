@@ -16,6 +16,7 @@ export function stagingBlocker(device: string): string | undefined {
 export class PrefillStaging implements KvStaging {
   private readonly counters: StagingStats = {
     transportGathers: 0,
+    transportScatters: 0,
     gatherWrites: 0,
     ringWrites: 0,
     stagedBytes: 0,

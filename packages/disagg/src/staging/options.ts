@@ -18,6 +18,13 @@ export interface StagingOptions {
    * memory (default true; TE_PD_TRANSPORT_GATHER=0 sends them through the staging copier).
    */
   transportGather?: boolean;
+  /**
+   * Head slices the decode must interleave (decode TP below prefill TP, NHD pages) go
+   * straight into the decode pages' rows when the transport writes into remote rows
+   * (`capabilities.scatterWrites`, mooncake-tcp): no staging ring, no scatter copy at the
+   * decode (default true; TE_PD_TRANSPORT_SCATTER=0 sends them through the ring).
+   */
+  transportScatter?: boolean;
 }
 
 export interface ResolvedStaging {
@@ -29,6 +36,7 @@ export interface ResolvedStaging {
   chunkBytes: number;
   threads: number | undefined;
   transportGather: boolean;
+  transportScatter: boolean;
 }
 
 const MiB = 1 << 20;
@@ -53,6 +61,9 @@ export function resolveStaging(options: StagingOptions = {}, env: NodeJS.Process
   const gather = env.TE_PD_TRANSPORT_GATHER;
   if (gather !== undefined && gather !== '' && gather !== '0' && gather !== '1')
     throw new TransferError('INVALID_CONFIG', `TE_PD_TRANSPORT_GATHER must be 0 or 1, got ${JSON.stringify(gather)}`);
+  const scatter = env.TE_PD_TRANSPORT_SCATTER;
+  if (scatter !== undefined && scatter !== '' && scatter !== '0' && scatter !== '1')
+    throw new TransferError('INVALID_CONFIG', `TE_PD_TRANSPORT_SCATTER must be 0 or 1, got ${JSON.stringify(scatter)}`);
   const given = options.ringBytes ?? envInt(env, 'TE_PD_STAGING_RING_BYTES');
   const ring = given ?? 64 * MiB;
   return {
@@ -63,5 +74,6 @@ export function resolveStaging(options: StagingOptions = {}, env: NodeJS.Process
     chunkBytes: checkBytes(options.chunkBytes ?? envInt(env, 'TE_PD_STAGING_CHUNK_BYTES') ?? 8 * MiB, 'chunkBytes', 64),
     threads: options.threads,
     transportGather: options.transportGather ?? gather !== '0',
+    transportScatter: options.transportScatter ?? scatter !== '0',
   };
 }
