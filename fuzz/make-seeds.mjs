@@ -40,6 +40,19 @@ const writevBytes = Buffer.alloc(
 );
 const writev = tcpFrame({ op: TCP_OP.writev, id: 8n, addr: BigInt(segments.length), body: Buffer.concat([table, writevBytes]) });
 save('tcp_frames', 'hello-writev', Buffer.concat([hello, writev, write]));
+// WRITE_ROWS: a row table (width | pitch), then packed bytes [addr, +length - 16) of 40 rows
+// of 100 bytes 256 apart; a second frame whose rows do not make its span (refused, drained).
+const rowsFrame = (id, from, spanLength, bytes) =>
+  tcpFrame({
+    op: TCP_OP.writeRows,
+    id,
+    addr: from,
+    body: Buffer.concat([u64(100n), u64(256n), Buffer.alloc(bytes, 0x6b)]),
+    spanAddr: REGION + 4096n,
+    spanLength,
+  });
+const rowsSpan = 39n * 256n + 100n;
+save('tcp_frames', 'hello-write-rows', Buffer.concat([hello, rowsFrame(9n, 150n, rowsSpan, 2000), rowsFrame(10n, 0n, rowsSpan - 1n, 300), write]));
 save('tcp_frames', 'hello-all', Buffer.concat([hello, write, read, notify, read]));
 save(
   'tcp_frames',

@@ -55,7 +55,7 @@ test('malformed rows and pitches: INVALID_ARGUMENT before anything is sent', asy
     const bad: [string, (x: TransferBatch) => void, RegExp][] = [
       ['rows without pitches', (x) => delete x.localPitches, /together, or neither/],
       ['one entry short', (x) => (x.localRows = new Uint32Array(0)), /has 0 entries/],
-      ['a read', (x) => (x.opcodes[0] = 0), /only a write gathers rows/],
+      ['a read', (x) => (x.opcodes[0] = 0), /only a write has rows/],
       ['not whole rows', (x) => (x.lengths[0] = 64n * 512n + 1n), /not a whole number of rows/],
       ['overlapping rows', (x) => (x.localPitches![0] = 100n), /rows would overlap/],
     ];

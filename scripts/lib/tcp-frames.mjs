@@ -20,7 +20,7 @@ export const u64 = (v) => {
 };
 
 /** The frame ops (wire.h `Op`). */
-export const TCP_OP = Object.freeze({ write: 1, read: 2, notify: 3, revoke: 4, writev: 5, hello: 16, auth: 17 });
+export const TCP_OP = Object.freeze({ write: 1, read: 2, notify: 3, revoke: 4, writev: 5, writeRows: 6, hello: 16, auth: 17 });
 const MAGIC = 0x43544554; // 'T','E','T','C'
 const VERSION = 1;
 

@@ -18,7 +18,7 @@ sources="$here/native/transport.cpp $here/native/transport_batches.cpp $here/nat
   $core/src/slice_plan.cpp $core/src/hmac_sha256.cpp $core/cuda/src/errors.cpp $core/cuda/src/driver.cpp
   $core/cuda/src/device.cpp $here/test/native/tcp_core_test.cpp $here/test/native/control_order_test.cpp
   $here/test/native/receive_path_test.cpp $here/test/native/loop_test.cpp $here/test/native/writev_test.cpp
-  $here/test/native/gather_rows_test.cpp"
+  $here/test/native/gather_rows_test.cpp $here/test/native/scatter_rows_test.cpp"
 # Compile in parallel (two jobs), only what changed since the last build of this mode.
 objs=""
 for src in $sources; do objs="$objs $out/$(basename "$src" .cpp).o"; done

@@ -454,6 +454,9 @@ void test_post_wakes_only_a_sleeping_loop();
 void test_writev_segments_land_each_on_its_own();
 void test_gather_rows_iovecs();
 void test_gathered_writes_land_packed();
+// scatter_rows_test.cpp
+void test_row_table_of_span();
+void test_scattered_writes_land_in_rows();
 // control_order_test.cpp
 void test_revoke_goes_before_requests();
 void test_auth_and_revoke_go_before_requests();
@@ -480,6 +483,8 @@ int main(int argc, char** argv) {
       {"writev_segments_land_each_on_its_own", test_writev_segments_land_each_on_its_own},
       {"gather_rows_iovecs", test_gather_rows_iovecs},
       {"gathered_writes_land_packed", test_gathered_writes_land_packed},
+      {"row_table_of_span", test_row_table_of_span},
+      {"scattered_writes_land_in_rows", test_scattered_writes_land_in_rows},
       {"revoke_goes_before_requests", test_revoke_goes_before_requests},
       {"auth_and_revoke_go_before_requests", test_auth_and_revoke_go_before_requests},
   };
