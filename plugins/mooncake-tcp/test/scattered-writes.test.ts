@@ -7,7 +7,8 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { allocateBatch, NATIVE_STATUS, type TransferBatch } from '@te/connector';
 import { hash, localTransport, MiB, pattern, selfDescriptor, spawnTarget, type Local, type TargetProcess } from './helpers.js';
-import { FEATURE_ROWS, HEADER, hello, HELLO_ACK_BODY, OP, rawConnect, writeRows } from './wire.js';
+import { recordingTarget } from './recording-target.js';
+import { FEATURE_REVOKE, FEATURE_ROWS, FEATURE_WRITEV, HEADER, hello, HELLO_ACK_BODY, OP, rawConnect, writeRows } from './wire.js';
 
 const SIZE = 8 * MiB;
 let target: TargetProcess;
@@ -170,6 +171,33 @@ test('a WRITE_ROWS header whose body cannot hold its row table closes the connec
     assert.ok(await c.closed(3000), 'a malformed frame closes its connection');
   } finally {
     c.socket.destroy();
+  }
+});
+
+test('a target without the WRITE_ROWS feature (an earlier build): the scattered write fails UNSUPPORTED_OPERATION unsent, the plain one lands', async () => {
+  const peerTarget = await recordingTarget(FEATURE_REVOKE | FEATURE_WRITEV, () => false);
+  const local = await localTransport(MiB);
+  try {
+    const b = allocateBatch(2);
+    b.opcodes.fill(1);
+    b.localAddrs[0] = local.addr;
+    b.localAddrs[1] = local.addr + 8192n;
+    b.remoteAddrs[0] = 1n << 40n;
+    b.remoteAddrs[1] = (1n << 40n) + 65536n;
+    b.lengths.fill(4096n);
+    b.remoteRows = Uint32Array.of(1, 8);
+    b.remotePitches = BigUint64Array.of(0n, 1024n);
+    const peer = await local.transport.openPeer(peerTarget.descriptor);
+    const r = await local.transport.submit(peer, b, { timeoutMs: 5000 });
+    assert.equal(Array.from(r.statuses), [0, NATIVE_STATUS.UNSUPPORTED_OPERATION]);
+    assert.equal(
+      peerTarget.frames.map((f) => f.op),
+      [OP.WRITE],
+      'only the plain write went out',
+    );
+  } finally {
+    await local.transport.close();
+    await peerTarget.close();
   }
 });
 

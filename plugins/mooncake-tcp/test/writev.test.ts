@@ -2,12 +2,11 @@
 // each write still gets its own check and its own status. Both ends are tested apart: the
 // real target against hand-built frames, and the real initiator against a recording target
 // that speaks the wire by hand (so what the initiator sent is seen, not inferred).
-import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
-import { randomBytes } from 'node:crypto';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { allocateBatch, batchOf, NATIVE_STATUS, type SegmentDescriptor } from '@te/connector';
+import { allocateBatch, batchOf, NATIVE_STATUS } from '@te/connector';
 import { hash, KiB, localTransport, MiB, pattern, spawnTarget, type Local, type TargetProcess } from './helpers.js';
+import { recordingTarget } from './recording-target.js';
 import { FEATURE_REVOKE, FEATURE_WRITEV, header, HEADER, hello, HELLO_ACK_BODY, OP, rawConnect, SEGMENT_ENTRY, writev } from './wire.js';
 
 const SIZE = 8 * MiB;
@@ -102,94 +101,6 @@ test('malformed WRITEV frames close the connection and write nothing', async () 
   }
   assert.is(await target.call('hash', { offset: 0, length: SIZE }), zeros, 'the target memory is unchanged');
 });
-
-interface Frame {
-  op: number;
-  /** WRITEV: the segments' target addresses and lengths; WRITE: one. */
-  segments: { addr: bigint; length: bigint }[];
-}
-
-/**
- * A target that speaks mooncake-tcp by hand: it answers HELLO with `features`, records every
- * request frame, and refuses the writes whose address `refuse` names (ADDRESS_OUT_OF_RANGE).
- */
-async function recordingTarget(features: number, refuse: (addr: bigint) => boolean) {
-  const frames: Frame[] = [];
-  const epoch = randomBytes(8).readBigUInt64LE() | 1n;
-  const sockets = new Set<Socket>();
-  const server: Server = createServer((socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-    let buf = Buffer.alloc(0);
-    let helloDone = false;
-    socket.on('data', (d) => {
-      buf = Buffer.concat([buf, d]);
-      for (;;) {
-        if (buf.length < HEADER) return;
-        const length = Number(buf.readBigUInt64LE(32));
-        const op = buf[6]!;
-        const bodyLen = op === OP.READ ? 0 : length;
-        if (buf.length < HEADER + bodyLen) return;
-        const id = buf.readBigUInt64LE(16);
-        const addr = buf.readBigUInt64LE(24);
-        const body = buf.subarray(HEADER, HEADER + bodyLen);
-        buf = buf.subarray(HEADER + bodyLen);
-        if (!helloDone) {
-          helloDone = true;
-          const ack = header(OP.HELLO | OP.RESPONSE, { id, addr: epoch, length: BigInt(HELLO_ACK_BODY) });
-          const ackBody = Buffer.alloc(HELLO_ACK_BODY);
-          ackBody[17] = features;
-          socket.write(Buffer.concat([ack, ackBody]));
-          continue;
-        }
-        if (op === OP.WRITE) {
-          frames.push({ op, segments: [{ addr, length: BigInt(length) }] });
-          const h = header(OP.WRITE | OP.RESPONSE, { id });
-          h.writeInt32LE(refuse(addr) ? NATIVE_STATUS.ADDRESS_OUT_OF_RANGE : 0, 8);
-          socket.write(h);
-        } else if (op === OP.WRITEV) {
-          const n = Number(addr);
-          const segments = Array.from({ length: n }, (_, i) => ({
-            addr: body.readBigUInt64LE(i * SEGMENT_ENTRY),
-            length: body.readBigUInt64LE(i * SEGMENT_ENTRY + 8),
-          }));
-          frames.push({ op, segments });
-          const statuses = segments.map((s) => (refuse(s.addr) ? NATIVE_STATUS.ADDRESS_OUT_OF_RANGE : 0));
-          const first = statuses.find((s) => s !== 0) ?? 0;
-          const h = header(OP.WRITEV | OP.RESPONSE, { id, length: first ? BigInt(4 * n) : 0n });
-          h.writeInt32LE(first, 8);
-          const list = Buffer.alloc(first ? 4 * n : 0);
-          statuses.forEach((s, i) => first && list.writeInt32LE(s, 4 * i));
-          socket.write(Buffer.concat([h, list]));
-        } else {
-          socket.destroy();
-          return;
-        }
-      }
-    });
-    socket.on('error', () => {});
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const port = (server.address() as AddressInfo).port;
-  const descriptor: SegmentDescriptor = {
-    version: 1,
-    name: `recording-${port}`,
-    epoch,
-    hostname: 'test',
-    pid: 0,
-    transports: { 'mooncake-tcp': { class: 'tcp', memoryKinds: ['cpu'], endpoint: { host: '127.0.0.1', port, protocol: 1 } } },
-    buffers: [{ addr: 1n << 40n, length: 1n << 30n, device: 'cpu', attrs: {} }],
-  };
-  return {
-    frames,
-    descriptor,
-    close: () =>
-      new Promise<void>((r) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => r());
-      }),
-  };
-}
 
 /** A batch of `n` 4 KiB writes to scattered addresses of the recording target's buffer. */
 function scattered(local: Local, n: number) {
