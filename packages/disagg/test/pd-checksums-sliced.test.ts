@@ -10,7 +10,8 @@ import { onReport, runRoom, withRanks, type Rank, type RoomSpec } from './checks
 /*
  * Checksums of head-sliced writes and of state (CRC32C per piece: one prefill page's head
  * slice of one layer buffer as it lies in the decode's page; per state slot's shard): every
- * route (gather, ring, direct) and a decode page holding two prefill pages succeed
+ * route (gather, ring, direct, and the transport's own gathered and scattered writes) and a
+ * decode page holding two prefill pages succeed
  * byte-exact with each report carrying its checksums; a byte flipped in flight by a fake
  * transport on the staged route or in a state slot, and a byte corrupted after a real
  * mooncake-tcp write landed (ring route, state), fail the room with DATA_CORRUPTED naming
@@ -18,6 +19,8 @@ import { onReport, runRoom, withRanks, type Rank, type RoomSpec } from './checks
  */
 const MHA: ModelSpec = { attention: 'mha', totalLayers: 2, heads: 4, headBytes: 16, pageSize: 4, pages: 16, auxSlots: 4, auxBytes: 32 };
 const MAMBA: ModelSpec = { ...MHA, state: { kind: 'mamba', units: 4, unitBytes: 8, slots: 4 } };
+// Slices of 4 KiB and more per page (16 tokens × 256-byte heads): moved as rows by mooncake-tcp itself.
+const WIDE: ModelSpec = { ...MHA, headBytes: 256, pageSize: 16 };
 const tps = (n: number) => Array.from({ length: n }, (_, i) => layout(n, i));
 
 interface Case {
@@ -27,7 +30,7 @@ interface Case {
   decode: number;
   prefillSide?: PageSide;
   decodeSide?: PageSide;
-  route: 'gather' | 'ring' | 'direct';
+  route: 'gather' | 'ring' | 'direct' | 'transportGather' | 'transportScatter';
   how: RoomSpec['how'];
 }
 
@@ -43,9 +46,10 @@ async function ranks(
   return { prefills, decodes };
 }
 
-function staged(prefills: Rank[]): { gather: number; ring: number } {
+function staged(prefills: Rank[]): { gather: number; ring: number; transportGather: number; transportScatter: number } {
   const s = prefills.map((p) => p.manager.stagingStats() as StagingStats | undefined);
-  return { gather: s.reduce((a, x) => a + (x?.gatherWrites ?? 0), 0), ring: s.reduce((a, x) => a + (x?.ringWrites ?? 0), 0) };
+  const sum = (key: 'gatherWrites' | 'ringWrites' | 'transportGathers' | 'transportScatters') => s.reduce((a, x) => a + (x?.[key] ?? 0), 0);
+  return { gather: sum('gatherWrites'), ring: sum('ringWrites'), transportGather: sum('transportGathers'), transportScatter: sum('transportScatters') };
 }
 
 const CASES: Case[] = [
@@ -62,6 +66,9 @@ const CASES: Case[] = [
     route: 'direct',
     how: 'whole',
   },
+  { name: 'TP 1→2 NHD, gathered writes', model: WIDE, prefill: 1, decode: 2, route: 'transportGather', how: 'chunked' },
+  { name: 'TP 2→1 NHD, scattered writes', model: WIDE, prefill: 2, decode: 1, route: 'transportScatter', how: 'whole' },
+  { name: 'TP 2→1 NHD, layerwise, scattered writes', model: WIDE, prefill: 2, decode: 1, route: 'transportScatter', how: 'layerwise' },
   { name: 'TP 1→1 NHD → HND', model: MHA, prefill: 1, decode: 1, decodeSide: { pageLayout: 'HND' }, route: 'gather', how: 'layerwise' },
   {
     name: 'TP 2→1 HND pages of 4 → HND pages of 8',
@@ -115,6 +122,8 @@ test('checksums on, head-sliced and state: every route succeeds byte-exact, each
         if (c.route === 'gather') assert.ok(s.gather > 0 && s.ring === 0, `${c.name}: gathered (${JSON.stringify(s)})`);
         if (c.route === 'ring') assert.ok(s.ring > 0 && s.gather === 0, `${c.name}: staged on the ring (${JSON.stringify(s)})`);
         if (c.route === 'direct') assert.ok(s.ring === 0 && s.gather === 0, `${c.name}: no staging (${JSON.stringify(s)})`);
+        if (c.route === 'transportGather') assert.ok(s.transportGather > 0 && s.gather === 0, `${c.name}: gathered by the transport (${JSON.stringify(s)})`);
+        if (c.route === 'transportScatter') assert.ok(s.transportScatter > 0 && s.ring === 0, `${c.name}: scattered by the transport (${JSON.stringify(s)})`);
         assert.ok(reports >= c.prefill * c.decode, `${c.name}: ${reports} reports`);
         assert.is(kv, reports, `${c.name}: every Success report carried KV checksums`);
         if (c.model.state) assert.is(state, c.prefill, `${c.name}: every state sender's report carried state checksums`);
