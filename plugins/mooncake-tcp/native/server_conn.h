@@ -57,6 +57,11 @@ class ServerConn : public IoHandler {
    * `*to_bodies`: the bytes asked for the segments (any more went to rbuf_).
    */
   ssize_t recv_segments(bool* unregistered, uint64_t* asked, uint64_t* to_bodies);
+  /**
+   * One recvmsg into `iov[0..n)` (body bytes, `bytes` of them, room for one more iovec) and,
+   * when they end the frame (`to_end`), the next frame's header into rbuf_ behind them.
+   */
+  ssize_t recv_bodies(iovec* iov, size_t n, uint64_t bytes, bool to_end, uint64_t* asked);
   bool parse();
   /** Checks a frame's header and hands it to the handshake or to the request it opens. */
   bool on_header(const Header& h);

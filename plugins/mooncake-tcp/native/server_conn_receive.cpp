@@ -102,18 +102,22 @@ ssize_t ServerConn::recv_segments(bool* unregistered, uint64_t* asked, uint64_t*
   iov[n++] = {reinterpret_cast<void*>(body_dst_), body_left_};
   const bool to_end = next_segments(iov, &n, kMaxSegments, kDirectChunk - body_left_, &leases);
   *to_bodies = iov_bytes(iov, n);
+  return recv_bodies(iov, n, *to_bodies, to_end, asked);
+}
+
+ssize_t ServerConn::recv_bodies(iovec* iov, size_t n, uint64_t bytes, bool to_end, uint64_t* asked) {
   size_t room = 0;
   // Up to the frame's end: the next frame's header comes in the same receive, when it has arrived.
   if (to_end) {
     uint8_t* tail = rbuf_.tail(kServerReadBuffer, kHeaderSize, &room);
     iov[n++] = {tail, room};
   }
-  *asked = *to_bodies + room;
+  *asked = bytes + room;
   msghdr msg{};
   msg.msg_iov = iov;
   msg.msg_iovlen = n;
   const ssize_t r = ::recvmsg(fd_, &msg, 0);
-  if (r > 0 && static_cast<uint64_t>(r) > *to_bodies) rbuf_.grew(static_cast<size_t>(r) - *to_bodies);
+  if (r > 0 && static_cast<uint64_t>(r) > bytes) rbuf_.grew(static_cast<size_t>(r) - bytes);
   return r;
 }
 

@@ -2,7 +2,7 @@
 // body; the rows are checked against the request's span, and the span against this
 // process's registrations, before any byte lands; the bytes then go straight into the rows
 // (an iovec per row piece) or, refused, are drained.
-#include <sys/socket.h>
+#include <sys/uio.h>
 
 #include "server_conn.h"
 
@@ -54,19 +54,7 @@ ssize_t ServerConn::recv_rows(bool* unregistered, uint64_t* asked, uint64_t* to_
   *unregistered = t_->registry().acquire(lo, hi - lo, true, lease) != te::TE_OK;
   if (*unregistered) return 0;
   *to_bodies = bytes;
-  size_t room = 0;
-  // The body's last part: the next frame's header comes in the same receive, when it has arrived.
-  if (bytes == body_left_) {
-    uint8_t* tail = rbuf_.tail(kServerReadBuffer, kHeaderSize, &room);
-    iov[n++] = {tail, room};
-  }
-  *asked = bytes + room;
-  msghdr msg{};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = n;
-  const ssize_t r = ::recvmsg(fd_, &msg, 0);
-  if (r > 0 && static_cast<uint64_t>(r) > bytes) rbuf_.grew(static_cast<size_t>(r) - bytes);
-  return r;
+  return recv_bodies(iov, n, bytes, bytes == body_left_, asked);
 }
 
 bool ServerConn::copy_into_rows(const uint8_t* src, uint64_t len) {

@@ -151,15 +151,7 @@ export function packedBatch(s: PieceSet, image: number, from: number, to: number
  * destination is strided anyway, its rows and reps swap when that gives longer requests
  * (HND → NHD: a head's tokens rather than a token's heads).
  */
-export interface RowShape {
-  width: number;
-  rows: number;
-  srcPitch: number;
-  dstPitch: number;
-  reps: number;
-  srcRepStride: number;
-  dstRepStride: number;
-}
+export type RowShape = Pick<SliceCopy, 'width' | 'rows' | 'srcPitch' | 'dstPitch' | 'reps' | 'srcRepStride' | 'dstRepStride'>;
 
 export function rowShape(c: SliceCopy): RowShape {
   const asIs = {

@@ -25,8 +25,9 @@ void test_row_table_of_span() {
   CHECK(StridedRows::of_span(4096, 9 * 1024 + 500, 500, 1024, &r, &capacity) == te::TE_OK);
   CHECK(capacity == 10 * 500 && r.base == 4096 && r.width == 500 && r.pitch == 1024);
   CHECK(r.extent(capacity) == 9 * 1024 + 500);
-  CHECK(StridedRows::of_span(4096, 9 * 1024 + 499, 500, 1024, &r, &capacity) == te::TE_INVALID_ARGUMENT);  // not whole rows
-  CHECK(StridedRows::of_span(4096, 9 * 1024 + 500, 500, 400, &r, &capacity) == te::TE_INVALID_ARGUMENT);   // overlap
+  CHECK(StridedRows::of_span(4096, 9 * 1024 + 499, 500, 1024, &r, &capacity) ==
+        te::TE_INVALID_ARGUMENT);  // not whole rows
+  CHECK(StridedRows::of_span(4096, 9 * 1024 + 500, 500, 400, &r, &capacity) == te::TE_INVALID_ARGUMENT);  // overlap
   CHECK(StridedRows::of_span(4096, 500, 500, 1024, &r, &capacity) == te::TE_INVALID_ARGUMENT);  // one row: a WRITE
   CHECK(StridedRows::of_span(4096, 1024, 0, 1024, &r, &capacity) == te::TE_INVALID_ARGUMENT);   // width 0
   CHECK(StridedRows::of_span(UINT64_MAX - 100, 2048, 1024, 1024, &r, &capacity) == te::TE_INVALID_ARGUMENT);  // wraps
