@@ -450,11 +450,10 @@ void test_body_end_brings_next_header();
 void test_after_recv_reads_each_result();
 // loop_test.cpp
 void test_post_wakes_only_a_sleeping_loop();
-// writev_test.cpp
+// writev_test.cpp, gather_rows_test.cpp, scatter_rows_test.cpp
 void test_writev_segments_land_each_on_its_own();
 void test_gather_rows_iovecs();
 void test_gathered_writes_land_packed();
-// scatter_rows_test.cpp
 void test_row_table_of_span();
 void test_scattered_writes_land_in_rows();
 // control_order_test.cpp
