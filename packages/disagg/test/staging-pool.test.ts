@@ -77,6 +77,10 @@ test('staging options: defaults, environment and bad values', () => {
   assert.is(resolveStaging({}, { TE_PD_TRANSPORT_GATHER: '0' }).transportGather, false);
   assert.is(resolveStaging({ transportGather: true }, { TE_PD_TRANSPORT_GATHER: '0' }).transportGather, true, 'the option wins over the environment');
   assert.throws(() => resolveStaging({}, { TE_PD_TRANSPORT_GATHER: 'no' }), /TE_PD_TRANSPORT_GATHER must be 0 or 1/);
+  assert.is(resolveStaging({}, {}).transportScatter, true);
+  assert.is(resolveStaging({}, { TE_PD_TRANSPORT_SCATTER: '0' }).transportScatter, false);
+  assert.is(resolveStaging({ transportScatter: true }, { TE_PD_TRANSPORT_SCATTER: '0' }).transportScatter, true, 'the option wins over the environment');
+  assert.throws(() => resolveStaging({}, { TE_PD_TRANSPORT_SCATTER: 'yes' }), /TE_PD_TRANSPORT_SCATTER must be 0 or 1/);
   assert.throws(() => resolveStaging({ bytes: 10 }, {}), /staging.bytes/);
   assert.throws(() => resolveStaging({}, { TE_PD_STAGING_BYTES: '1e6' }), /whole number/);
 });
