@@ -241,7 +241,7 @@ const SCENARIOS: [string, ((room: bigint) => Promise<Ended>) | string][] = [
   ["`bootstrapStore: 'etcd'` on an engine", 'refused at createKVManager, before any room'],
   [
     'a decode whose mooncake-tcp build does not take scattered writes',
-    "needs a mooncake-tcp target of an earlier build; the refusal (UNSUPPORTED_OPERATION, nothing sent) is tested against a hand-built target in plugins/mooncake-tcp/test/scattered-writes.test.ts, and a failed write names its room as in 'decode process dies'",
+    "nothing fails: the room succeeds through the ring (test/pd-scatter-fallback.test.ts); the transport's refusal is tested against a hand-built target in plugins/mooncake-tcp/test/scattered-writes.test.ts",
   ],
   [
     'a decode fails or aborts a room while staged chunks are on their way to its ring',

@@ -1,4 +1,4 @@
-import { TransferError, type TransferBatch, type TransferEngine } from '@te/connector';
+import { NATIVE_STATUS, TransferError, isTransferError, type TransferBatch, type TransferEngine } from '@te/connector';
 import { kvBufferPairs } from '../plan/index.js';
 import type { PageGeometry } from '../plan/page-geometry.js';
 import { planSliceCopy, routeOf, type HeadSlice, type SliceCopy, type SliceRoute } from '../plan/slice-copy.js';
@@ -30,6 +30,8 @@ export interface StagingStats {
   inUse: number;
   /** Writes that needed staging but went the per-token way, by reason. */
   fallbacks: Record<string, number>;
+  /** Scattered writes a decode's transport refused as unsupported (an earlier build): sent again through its ring. */
+  scatterRefusals: number;
 }
 
 export interface KvStaging {
@@ -40,6 +42,8 @@ export interface KvStaging {
   stager(): Promise<Stager>;
   /** A failed room's chunks waiting for staging memory give up. */
   refuse(room: bigint, error: TransferError): void;
+  /** Decode segments whose transport refused a scattered write as unsupported: their slices take the ring from then on. */
+  noScatter: Set<string>;
   stats: StagingStats;
   log(message: string): void;
 }
@@ -178,8 +182,35 @@ async function transportMovesRows(w: KvWrite, set: PieceSet, route: SliceRoute |
   const dst = BigInt(set.dst.addrs[set.pairs[1]!]!);
   const gathers = shape.srcPitch !== shape.width;
   if (route === 'gather') return options.transportGather && (await w.engine.gathersWrites(w.dest.segment, src, dst));
-  if (route !== 'ring' || !options.transportScatter) return false;
+  if (route !== 'ring' || !options.transportScatter || w.staging.noScatter.has(w.dest.segment)) return false;
   return (await w.engine.scattersWrites(w.dest.segment, src, dst)) && (!gathers || (await w.engine.gathersWrites(w.dest.segment, src, dst)));
+}
+
+/**
+ * The write as rows the transport moves itself; false when the decode's transport refused the
+ * scattered rows as unsupported (an earlier build of the decode's transport, which sent
+ * none of them): that decode's slices take the ring from then on.
+ */
+async function rowsMoved(w: KvWrite, set: PieceSet, route: SliceRoute | 'classic'): Promise<boolean> {
+  const stats = w.staging.stats;
+  try {
+    await w.submit(stridedBatch(set));
+  } catch (e) {
+    if (route !== 'ring' || !refusedUnsent(e)) throw e;
+    w.staging.noScatter.add(w.dest.segment);
+    stats.scatterRefusals++;
+    w.staging.log(`room ${w.room}: ${w.dest.segment} does not take scattered writes (${(e as Error).message}); its slices go through its ring`);
+    return false;
+  }
+  if (route === 'gather') stats.transportGathers++;
+  else stats.transportScatters++;
+  return true;
+}
+
+/** Whether every request of a failed write was refused as an unsupported operation (so none of its bytes was sent). */
+function refusedUnsent(e: unknown): boolean {
+  const statuses = isTransferError(e) ? (e.statuses ?? (isTransferError(e.cause) ? e.cause.statuses : undefined)) : undefined;
+  return statuses !== undefined && statuses.every((s) => s === NATIVE_STATUS.UNSUPPORTED_OPERATION);
 }
 
 /**
@@ -194,12 +225,7 @@ export async function writeKv(w: KvWrite): Promise<void> {
   if (plan.route === 'classic') return w.submit(classicBatch(w));
   const set = plan.set!;
   if (plan.route === 'direct') return w.submit(directBatch(set).finish());
-  if (await transportMovesRows(w, set, plan.route)) {
-    await w.submit(stridedBatch(set));
-    if (plan.route === 'gather') w.staging.stats.transportGathers++;
-    else w.staging.stats.transportScatters++;
-    return;
-  }
+  if ((await transportMovesRows(w, set, plan.route)) && (await rowsMoved(w, set, plan.route))) return;
   const why =
     w.staging.unavailable ??
     (!w.staging.options.enabled ? 'staging disabled' : plan.route === 'ring' && !w.dest.msg.ring ? 'the decode offers no staging ring' : undefined);

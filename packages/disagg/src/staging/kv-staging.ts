@@ -24,7 +24,9 @@ export class PrefillStaging implements KvStaging {
     stagedDescriptors: 0,
     inUse: 0,
     fallbacks: {},
+    scatterRefusals: 0,
   };
+  readonly noScatter = new Set<string>();
   private current: Stager | undefined;
 
   get stats(): StagingStats {
