@@ -48,28 +48,36 @@ export interface TransferRequest {
   remotePitch?: bigint | number;
 }
 
+/** Whether request i has rows (more than one) in `rows`, one side's row counts. */
+function hasRows(rows: Uint32Array | undefined, i: number): boolean {
+  return rows !== undefined && rows[i]! > 1;
+}
+
+/** The bytes request i spans on one side: its length, or from its first row's start to its last row's end. */
+function spanOf(batch: TransferBatch, rows: Uint32Array | undefined, pitches: BigUint64Array | undefined, i: number): bigint {
+  if (!hasRows(rows, i)) return batch.lengths[i]!;
+  const n = BigInt(rows![i]!);
+  return (n - 1n) * pitches![i]! + batch.lengths[i]! / n;
+}
+
 /** Whether request i of `batch` scatters into remote rows. */
 export function scattersRows(batch: TransferBatch, i: number): boolean {
-  return batch.remoteRows !== undefined && batch.remoteRows[i]! > 1;
+  return hasRows(batch.remoteRows, i);
 }
 
 /** The remote bytes request i spans: its length, or from its first row's start to its last row's end. */
 export function remoteSpan(batch: TransferBatch, i: number): bigint {
-  if (!scattersRows(batch, i)) return batch.lengths[i]!;
-  const rows = BigInt(batch.remoteRows![i]!);
-  return (rows - 1n) * batch.remotePitches![i]! + batch.lengths[i]! / rows;
+  return spanOf(batch, batch.remoteRows, batch.remotePitches, i);
 }
 
 /** Whether request i of `batch` gathers rows. */
 export function gathersRows(batch: TransferBatch, i: number): boolean {
-  return batch.localRows !== undefined && batch.localRows[i]! > 1;
+  return hasRows(batch.localRows, i);
 }
 
 /** The local bytes request i spans: its length, or from its first row's start to its last row's end. */
 export function localSpan(batch: TransferBatch, i: number): bigint {
-  if (!gathersRows(batch, i)) return batch.lengths[i]!;
-  const rows = BigInt(batch.localRows![i]!);
-  return (rows - 1n) * batch.localPitches![i]! + batch.lengths[i]! / rows;
+  return spanOf(batch, batch.localRows, batch.localPitches, i);
 }
 
 /** Builds a batch from request objects (convenient for small batches; large ones build the arrays directly). */
@@ -109,6 +117,13 @@ export function allocateBatch(n: number): TransferBatch {
 }
 
 /** Returns the requests at `indexes` as a new batch (used when a batch is split across transports). */
+/** `array`'s entries at `indexes`, in that order. */
+function pick<T extends Uint32Array | BigUint64Array>(array: T, indexes: Uint32Array): T {
+  const out = new (array.constructor as new (n: number) => T)(indexes.length);
+  for (let j = 0; j < indexes.length; j++) out[j] = array[indexes[j]!]!;
+  return out;
+}
+
 export function selectRequests(batch: TransferBatch, indexes: Uint32Array): TransferBatch {
   const out = allocateBatch(indexes.length);
   for (let j = 0; j < indexes.length; j++) {
@@ -118,22 +133,8 @@ export function selectRequests(batch: TransferBatch, indexes: Uint32Array): Tran
     out.remoteAddrs[j] = batch.remoteAddrs[i]!;
     out.lengths[j] = batch.lengths[i]!;
   }
-  if (batch.localRows && batch.localPitches) {
-    out.localRows = new Uint32Array(indexes.length);
-    out.localPitches = new BigUint64Array(indexes.length);
-    for (let j = 0; j < indexes.length; j++) {
-      out.localRows[j] = batch.localRows[indexes[j]!]!;
-      out.localPitches[j] = batch.localPitches[indexes[j]!]!;
-    }
-  }
-  if (batch.remoteRows && batch.remotePitches) {
-    out.remoteRows = new Uint32Array(indexes.length);
-    out.remotePitches = new BigUint64Array(indexes.length);
-    for (let j = 0; j < indexes.length; j++) {
-      out.remoteRows[j] = batch.remoteRows[indexes[j]!]!;
-      out.remotePitches[j] = batch.remotePitches[indexes[j]!]!;
-    }
-  }
+  if (batch.localRows && batch.localPitches) [out.localRows, out.localPitches] = [pick(batch.localRows, indexes), pick(batch.localPitches, indexes)];
+  if (batch.remoteRows && batch.remotePitches) [out.remoteRows, out.remotePitches] = [pick(batch.remoteRows, indexes), pick(batch.remotePitches, indexes)];
   return out;
 }
 

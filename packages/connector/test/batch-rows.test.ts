@@ -1,0 +1,38 @@
+// The batch helpers for strided rows: selectRequests carries each side's rows and pitches
+// with the requests it picks, and the spans count from the first row's start to the last
+// row's end (the length where a request has no rows).
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { batchOf, localSpan, remoteSpan, selectRequests } from '../src/index.js';
+
+const batch = batchOf([
+  { op: 'write', local: 0n, remote: 0n, length: 1024, rows: 4, localPitch: 1000 },
+  { op: 'write', local: 8192n, remote: 8192n, length: 512, remoteRows: 2, remotePitch: 4096 },
+  { op: 'write', local: 65536n, remote: 65536n, length: 300, rows: 3, localPitch: 200, remoteRows: 5, remotePitch: 60 },
+]);
+
+test('localSpan and remoteSpan: rows span from the first row to the end of the last, a plain request its length', () => {
+  assert.equal(
+    [0, 1, 2].map((i) => localSpan(batch, i)),
+    [3n * 1000n + 256n, 512n, 2n * 200n + 100n],
+  );
+  assert.equal(
+    [0, 1, 2].map((i) => remoteSpan(batch, i)),
+    [1024n, 4096n + 256n, 4n * 60n + 60n],
+  );
+});
+
+test("selectRequests keeps every side's rows and pitches with the requests it picks", () => {
+  const out = selectRequests(batch, Uint32Array.of(2, 0));
+  assert.equal(Array.from(out.localAddrs), [65536n, 0n]);
+  assert.equal(Array.from(out.localRows!), [3, 4]);
+  assert.equal(Array.from(out.localPitches!), [200n, 1000n]);
+  assert.equal(Array.from(out.remoteRows!), [5, 1]);
+  assert.equal(Array.from(out.remotePitches!), [60n, 0n]);
+  assert.ok(out.remoteRows instanceof Uint32Array && out.remotePitches instanceof BigUint64Array);
+  const plain = selectRequests(batchOf([{ op: 'read', local: 1n, remote: 2n, length: 3 }]), Uint32Array.of(0));
+  assert.is(plain.localRows, undefined);
+  assert.is(plain.remoteRows, undefined);
+});
+
+test.run();
