@@ -112,13 +112,21 @@ function roomOps({ KVStatus, batchOf, spec, engine, mem, kvBytes, manager, recei
       receivers.delete(a.room);
       return { t };
     },
+    /** `chunks` (default 1): the pages sent in that many chunks, one after another; `lastChunk`: when the last one was sent. */
     send: async (a) => {
       const s = manager.createSender({ host: '127.0.0.1', port: spec.port, room: BigInt(a.room) });
       s.init(a.pages.length, 0);
+      const pages = Uint32Array.from(a.pages);
+      const chunks = a.chunks ?? 1;
       const t = now();
-      await s.send(Uint32Array.from(a.pages), { last: true });
+      let lastChunk = t;
+      for (let c = 0; c < chunks; c++) {
+        const part = pages.subarray(Math.floor((c * pages.length) / chunks), Math.floor(((c + 1) * pages.length) / chunks));
+        if (c === chunks - 1) lastChunk = now();
+        await s.send(part, { last: c === chunks - 1 });
+      }
       await s.cell.reached(KVStatus.Success);
-      return { t, done: now() };
+      return { t, done: now(), lastChunk };
     },
     /** The transport's ceiling for the same bytes. */
     raw: async (a) => {

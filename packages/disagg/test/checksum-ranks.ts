@@ -55,9 +55,18 @@ export async function withRanks(
 
 /** Wraps a decode's status handler: `before` runs on each report before the decode takes it. */
 export function onReport(d: Rank, before: (m: Record<string, unknown>) => void): void {
+  onMessage(d, PD_MESSAGES.status, before);
+}
+
+/** Wraps a decode's handler of chunk checksums (a chunk reported written before the last): `before` runs first. */
+export function onChunkSums(d: Rank, before: (m: Record<string, unknown>) => void): void {
+  onMessage(d, PD_MESSAGES.sums, before);
+}
+
+function onMessage(d: Rank, type: string, before: (m: Record<string, unknown>) => void): void {
   const handlers = (d.engine.control as unknown as { handlers: Map<string, (body: unknown) => unknown> }).handlers;
-  const original = handlers.get(PD_MESSAGES.status)!;
-  handlers.set(PD_MESSAGES.status, (body) => {
+  const original = handlers.get(type)!;
+  handlers.set(type, (body) => {
     before(body as Record<string, unknown>);
     return original(body);
   });

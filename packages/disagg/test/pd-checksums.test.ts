@@ -1,10 +1,11 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { KVStatus, isTransferError } from '@te/connector';
+import { PD_MESSAGES, PD_PROTOCOL_VERSION } from '../src/index.js';
 import { fillPrefill, verifyDecode, type ModelSpec } from './fixtures/pd-model.js';
 import { flip } from './flipping-transport.js';
 import { layout } from './pd-harness.js';
-import { ending, onReport, withRanks as withRanksOf, type Rank, type RanksOptions } from './checksum-ranks.js';
+import { ending, onChunkSums, onReport, withRanks as withRanksOf, type Rank, type RanksOptions } from './checksum-ranks.js';
 
 /*
  * KV checksums (createKVManager({ checksums: true }) on the prefill): a byte that differs
@@ -151,6 +152,65 @@ test('a real write corrupted after it landed (mooncake-tcp, before the decode co
     assert.ok(isTransferError(errors.decode, 'DATA_CORRUPTED'), `decode: ${String(errors.decode)}`);
     assert.match(errors.decode!.message, /layer 1 V, destination pages 10\b/);
     assert.ok(isTransferError(errors.prefill[0], 'DATA_CORRUPTED'), `prefill: ${String(errors.prefill[0])}`);
+  });
+});
+
+test('a chunk is checked once the prefill reports it written: a byte flipped in it fails the room before the last chunk is sent', async () => {
+  await withRanks({}, async (make, port) => {
+    const p = await make('prefill', layout(1, 0));
+    const d = await make('decode', layout(1, 0));
+    const chunkSums: { firstPage: number; pages: number }[] = [];
+    onChunkSums(d, (m) => {
+      chunkSums.push({ firstPage: m.firstPage as number, pages: (m.kvCrc32c as Uint32Array).length / 4 });
+      // The first chunk (room page 0 → destination page 5) landed; flip a byte of layer 0's K there.
+      if (m.room === 0x5500n) d.memory.kv[0]![5 * Number(d.memory.buffers.kv.itemLengths[0]!) + 3]! ^= 0x10;
+    });
+    // A clean room first: its first chunk is checked before its Success (no false positive).
+    const clean = await oneRoom([p], d, port, 0x5501n, [0, 1, 2], [9, 10, 11], 'chunked');
+    assert.is(clean.errors.decode, undefined, `the clean room succeeded: ${String(clean.errors.decode)}`);
+    assert.equal(chunkSums, [{ firstPage: 0, pages: 1 }], 'its first chunk was reported with its checksums');
+
+    const pages = Uint32Array.of(0, 1, 2);
+    fillPrefill(MODEL, p.memory, 0x5500n, pages, 1);
+    const sender = p.manager.createSender({ host: '127.0.0.1', port, room: 0x5500n });
+    sender.init(pages.length, 1);
+    const receiver = d.manager.createReceiver({ host: '127.0.0.1', port, room: 0x5500n });
+    await receiver.init(Uint32Array.of(5, 6, 7), 2);
+    await sender.send(pages.subarray(0, 1));
+    // Failed before the rest is sent: the decode checked the chunk when it was reported.
+    const failed = await ending(receiver.cell);
+    assert.ok(isTransferError(failed, 'DATA_CORRUPTED'), `decode: ${String(failed)}`);
+    assert.match(failed!.message, /layer 0 K, destination pages 5\b/);
+    assert.is((failed as { details?: Record<string, unknown> }).details?.room, 0x5500n);
+    await sender.send(pages.subarray(1), { last: true }).catch(() => undefined);
+    const prefillError = await ending(sender.cell);
+    assert.ok(isTransferError(prefillError, 'DATA_CORRUPTED'), `prefill: ${String(prefillError)}`);
+  });
+});
+
+test('chunk checksums for pages the room does not have fail it with PROTOCOL_MISMATCH', async () => {
+  await withRanks({}, async (make, port) => {
+    const p = await make('prefill', layout(1, 0));
+    const d = await make('decode', layout(1, 0));
+    const receiver = d.manager.createReceiver({ host: '127.0.0.1', port, room: 0x5600n });
+    const sender = p.manager.createSender({ host: '127.0.0.1', port, room: 0x5600n });
+    sender.init(2, 1);
+    await receiver.init(Uint32Array.of(3, 4), 2);
+    // Forged from the prefill's engine: two pages' checksums (4 layer buffers each) from room page 1 on.
+    const forged = {
+      v: PD_PROTOCOL_VERSION,
+      room: 0x5600n,
+      prefillTpRank: 0,
+      prefillPpRank: 0,
+      firstPage: 1,
+      kvCrc32c: new Uint32Array(8),
+      checksumLayers: { first: 0, count: 2 },
+    };
+    await p.engine.controlClient(d.engine.segmentName).request(PD_MESSAGES.sums, forged, 5_000);
+    const failed = await ending(receiver.cell);
+    assert.ok(isTransferError(failed, 'PROTOCOL_MISMATCH'), `decode: ${String(failed)}`);
+    assert.match(failed!.message, /KV checksums for 3 prefill pages; 2 destination pages/);
+    assert.is((failed as { details?: Record<string, unknown> }).details?.room, 0x5600n);
   });
 });
 

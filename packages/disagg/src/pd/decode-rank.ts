@@ -2,7 +2,7 @@ import { type BootstrapInfo, type KVBuffers, type ParallelLayout, type TransferE
 import { BootstrapClient } from '../bootstrap/client.js';
 import type { RankDirectory } from '../bootstrap/directory.js';
 import { checkReply, handleMessage } from '../protocol/handle.js';
-import { MSG, PD_PROTOCOL_VERSION, PingSchema, RegisterReplySchema, StatusSchema, type StatusMessage } from '../protocol/messages.js';
+import { MSG, PD_PROTOCOL_VERSION, PingSchema, RegisterReplySchema, StatusSchema, SumsSchema, type StatusMessage } from '../protocol/messages.js';
 import { describeDecode, type DecodeLayout } from './decode-layout.js';
 import { DecodeRoomTable, type PrefillPeer } from './decode-rooms.js';
 import { Heartbeat, pingPeer } from './heartbeat.js';
@@ -48,6 +48,11 @@ export class DecodeRank {
     this.rooms = new DecodeRoomTable(this.roomContext());
     this.unhandle.push(
       handleMessage(engine, MSG.status, StatusSchema, (m) => this.onStatus(m)),
+      handleMessage(engine, MSG.sums, SumsSchema, (m) => {
+        // An unknown room, like a repeated or late chunk, is answered and ignored.
+        this.rooms.get(m.room)?.onSums(m);
+        return { v: PD_PROTOCOL_VERSION };
+      }),
       handleMessage(engine, MSG.decodePing, PingSchema, () => ({ v: PD_PROTOCOL_VERSION })),
     );
     this.heartbeat = new Heartbeat(

@@ -1,12 +1,20 @@
 import { KVStatus, StatusCell, TransferError, isTransferError, type BootstrapInfo, type KVReceiver } from '@te/connector';
 import { matchesReply } from '../protocol/handle.js';
-import { AbortReplySchema, MSG, PD_PROTOCOL_VERSION, type AbortMessage, type RequestMessage, type StatusMessage } from '../protocol/messages.js';
+import {
+  AbortReplySchema,
+  MSG,
+  PD_PROTOCOL_VERSION,
+  type AbortMessage,
+  type RequestMessage,
+  type StatusMessage,
+  type SumsMessage,
+} from '../protocol/messages.js';
 import type { DecodeRoomContext } from './room-context.js';
 import { resolveRoom, type ResolvedTarget } from './resolve-room.js';
 import type { ScatterRoom } from '../staging/ring-service.js';
 import { REFUSAL_CODES, tellRefusal } from './refusal.js';
 import { withRoom } from './room-error.js';
-import { checkReport, type ReportContext } from './receiver-checksums.js';
+import { checkChunk, checkReport, type CheckedPage, type ReportContext } from './receiver-checksums.js';
 
 /** A decode room's state (see DecodeReceiver.phase). */
 export type DecodeRoomPhase = 'resolving' | 'waiting' | 'requested' | 'failing' | 'ended';
@@ -26,6 +34,8 @@ export class DecodeReceiver implements KVReceiver {
   private destination: { pages: Uint32Array; auxIndex: number; stateIndices?: Uint32Array | undefined } | undefined;
   /** Reports being checked, by prefill rank: a repeat waits for the same check. */
   private readonly checking = new Map<string, Promise<void>>();
+  /** Chunks each prefill rank reported written before its Success (onSums), by prefill rank. */
+  private readonly chunks = new Map<string, ChunkChecks>();
   private waitingTimer: NodeJS.Timeout | undefined;
   /** Set while the room fails: the prefill ranks are told to stop, Failed is shown once they did. */
   private failing: Promise<void> | undefined;
@@ -177,6 +187,37 @@ export class DecodeReceiver implements KVReceiver {
     }
   }
 
+  /**
+   * A chunk a prefill rank wrote before its last, with its pages' checksums (SumsSchema):
+   * checked now, while the rest is written; a mismatch fails the room at once. Its Success
+   * report then reads only the pages not checked here. Ignored once the room failed, ended
+   * or the rank reported; a repeat of a chunk is ignored.
+   */
+  onSums(m: SumsMessage): void {
+    if (this.failing || this.phase === 'ended' || !this.destination) return;
+    const from = `${m.prefillTpRank}/${m.prefillPpRank}`;
+    if (this.responses.has(from) || this.checking.has(from)) return;
+    let c = this.chunks.get(from);
+    if (!c) this.chunks.set(from, (c = { layers: m.checksumLayers, firsts: new Set(), rows: new Map(), pending: [] }));
+    if (c.firsts.has(m.firstPage) || c.layers.first !== m.checksumLayers.first || c.layers.count !== m.checksumLayers.count) return;
+    c.firsts.add(m.firstPage);
+    const chunk = c;
+    const check = checkChunk(this.ctx.engine, this.ctx.decode.buffers, this.room, this.reportContext(m), m).then(
+      (n) => {
+        for (let k = 0; n > 0 && k * n < m.kvCrc32c.length; k++) chunk.rows.set(m.firstPage + k, m.kvCrc32c.subarray(k * n, (k + 1) * n));
+      },
+      (e: unknown) => {
+        const error = isTransferError(e)
+          ? e
+          : new TransferError('INTERNAL', `room ${this.room}: ${(e as Error).message}`, { cause: e, details: { room: this.room } });
+        void this.failAndAbort(error);
+        throw error;
+      },
+    );
+    check.catch(() => undefined);
+    c.pending.push(check);
+  }
+
   /** A prefill rank's result. */
   async onStatus(m: StatusMessage): Promise<void> {
     // A room that is failing takes no result: Failed is shown once its prefill ranks stopped.
@@ -199,7 +240,7 @@ export class DecodeReceiver implements KVReceiver {
     if ((m.kvCrc32c || m.stateCrc32c || m.auxCrc32c) && this.destination) {
       let check = this.checking.get(from);
       if (!check) {
-        check = checkReport(this.ctx.engine, this.ctx.decode.buffers, this.room, this.reportContext(m), m);
+        check = this.checkReport(from, m);
         this.checking.set(from, check);
         void check.finally(() => this.checking.delete(from)).catch(() => undefined);
       }
@@ -223,8 +264,17 @@ export class DecodeReceiver implements KVReceiver {
     });
   }
 
+  /** Checks rank `from`'s Success report once its chunks' checks (onSums) settled, reading only the pages they did not. */
+  private async checkReport(from: string, m: StatusMessage): Promise<void> {
+    const c = this.chunks.get(from);
+    if (c) await Promise.all(c.pending);
+    const same = c && m.checksumLayers && c.layers.first === m.checksumLayers.first && c.layers.count === m.checksumLayers.count;
+    const checked: CheckedPage | undefined = same ? (k, row) => sameSums(c.rows.get(k), row) : undefined;
+    await checkReport(this.ctx.engine, this.ctx.decode.buffers, this.room, this.reportContext(m), m, checked);
+  }
+
   /** What the checksums of prefill rank `m`'s report are checked against. */
-  private reportContext(m: StatusMessage): ReportContext {
+  private reportContext(m: { prefillTpRank: number; prefillPpRank: number }): ReportContext {
     const t = this.targets.find((x) => x.tpRank === m.prefillTpRank && x.ppRank === m.prefillPpRank);
     return {
       ...this.destination!,
@@ -346,4 +396,22 @@ function mayStillBeWritten(error: TransferError, room: bigint): TransferError {
       details: { ...error.details, room, pagesMayBeWritten: true },
     },
   );
+}
+
+/** The chunks one prefill rank reported before its Success (DecodeReceiver.onSums). */
+interface ChunkChecks {
+  /** The layers their checksums cover (a Success report over others is checked whole). */
+  layers: { first: number; count: number };
+  /** The chunks' first pages: a repeated chunk is not checked again. */
+  firsts: Set<number>;
+  /** Room page → the checksums it was found to match. */
+  rows: Map<number, Uint32Array>;
+  /** The chunks' checks, each rejecting with the room's error when its pages differ. */
+  pending: Promise<void>[];
+}
+
+function sameSums(a: Uint32Array | undefined, b: Uint32Array): boolean {
+  if (!a || a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
 }

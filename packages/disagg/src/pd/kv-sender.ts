@@ -1,5 +1,5 @@
 import { KVStatus, StatusCell, TransferError, isTransferError, untilSettled, type KVSender, type BootstrapInfo, type TransferBatch } from '@te/connector';
-import { MSG, PD_PROTOCOL_VERSION, type StatusMessage } from '../protocol/messages.js';
+import { MSG, PD_PROTOCOL_VERSION, type StatusMessage, type SumsMessage } from '../protocol/messages.js';
 import type { Destination } from './destination.js';
 import { planAux, planState } from './transfer-plan.js';
 import { writeKv } from './kv-write.js';
@@ -145,6 +145,7 @@ export class PrefillSender implements KVSender {
           { details: { room: this.room } },
         );
       await this.writeKv(rr, pages, offset);
+      if (!last) this.reportSums(rr, offset, pages.length);
     }
     if (!last) return;
     // Aux goes after the KV and state have landed, so a decode that reads Success can read it.
@@ -152,6 +153,21 @@ export class PrefillSender implements KVSender {
     if (state && state.batch.opcodes.length > 0) await alongside(this.checksums.recordState(this.ctx, rr, stateIndices!), this.submit(dest, state.batch));
     if (req.sendsAux && this.auxIndex !== undefined && this.ctx.source.aux.addrs.length > 0)
       await this.submit(dest, planAux(this.ctx.source, dest, this.auxIndex, req.auxIndex).batch);
+  }
+
+  /**
+   * With KV checksums on, a chunk that is not the room's last: its pages' checksums go to the
+   * decode rank once its writes settled (best effort: the Success report carries them all
+   * again), so the decode checks them while the rest is written, and its Success waits only
+   * for the pages not checked yet.
+   */
+  private reportSums(rr: RoomRequest, firstPage: number, count: number): void {
+    const sums = this.checksums.chunkSums(this.ctx, rr, firstPage, count);
+    if (!sums || this.cell.value === KVStatus.Failed) return;
+    const { attnTpRank, ppRank } = this.ctx.source.layout;
+    const msg: SumsMessage = { v: PD_PROTOCOL_VERSION, room: this.room, prefillTpRank: attnTpRank, prefillPpRank: ppRank, firstPage, ...sums };
+    // Async: a closed engine's controlClient() throws.
+    void (async () => this.ctx.engine.controlClient(rr.dest.segment).request(MSG.sums, msg, this.ctx.timeouts.heartbeatMs * 2))().catch(() => undefined);
   }
 
   /** A chunk (or layers) of this room's KV to one decode rank, by the route the layouts allow (kv-write.ts). */

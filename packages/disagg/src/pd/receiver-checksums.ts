@@ -2,7 +2,7 @@ import { TransferError, type KVBuffers, type ParallelLayout, type TransferEngine
 import { ChecksumList } from '@te/staging';
 import { kvBufferPairs, shardOfRank, type HeadSlice, type PageGeometry, type ShardSlice, type SliceCopy } from '../plan/index.js';
 import { tableOf } from './local-buffers.js';
-import type { StatusMessage } from '../protocol/messages.js';
+import type { StatusMessage, SumsMessage } from '../protocol/messages.js';
 import { HostTable, corrupted, landedCopy, listed, pushLanded, runChecksums } from './kv-checksum.js';
 
 /** A decode rank's buffers as the checksummer reads them, made once per rank. */
@@ -54,10 +54,18 @@ function protocol(room: bigint, message: string): TransferError {
  * DATA_CORRUPTED naming the layer and destination pages (or the state buffer and slots, or
  * the aux buffer) that differ.
  */
-export async function checkReport(engine: TransferEngine, buffers: KVBuffers, room: bigint, ctx: ReportContext, m: StatusMessage): Promise<void> {
+export async function checkReport(
+  engine: TransferEngine,
+  buffers: KVBuffers,
+  room: bigint,
+  ctx: ReportContext,
+  m: StatusMessage,
+  checkedKv?: CheckedPage,
+): Promise<void> {
   const host = hostOf(engine, buffers);
-  const checks: Promise<void>[] = [];
-  if (m.kvCrc32c && m.checksumLayers && host.kv.host) checks.push(checkKv(host.kv, buffers, room, ctx, m.kvCrc32c, m.checksumLayers));
+  const checks: Promise<unknown>[] = [];
+  if (m.kvCrc32c && m.checksumLayers && host.kv.host)
+    checks.push(checkKv(host.kv, buffers, room, ctx, m.kvCrc32c, m.checksumLayers, { firstPage: 0, ...(checkedKv ? { checked: checkedKv } : {}) }));
   if (m.stateCrc32c && host.state?.host) checks.push(checkState(host.state, buffers, room, ctx, m.stateCrc32c, m.stateBuffers));
   if (m.auxCrc32c && host.aux.host) checks.push(checkAux(host.aux, room, ctx.auxIndex, m.auxCrc32c));
   const results = await Promise.allSettled(checks);
@@ -65,6 +73,25 @@ export async function checkReport(engine: TransferEngine, buffers: KVBuffers, ro
   if (failed) throw failed.reason;
 }
 
+/** Whether room page `k` was checked already against the checksums `row` (one per layer buffer). */
+export type CheckedPage = (k: number, row: Uint32Array) => boolean;
+
+/**
+ * Checks a chunk a prefill rank reported written before its Success (SumsSchema): the
+ * pages [firstPage, firstPage + n) of the room, as checkReport checks KV. Resolves with
+ * the checksums per page (its layer buffers; 0: not read, this rank's KV is not host memory).
+ */
+export function checkChunk(engine: TransferEngine, buffers: KVBuffers, room: bigint, ctx: ReportContext, m: SumsMessage): Promise<number> {
+  const host = hostOf(engine, buffers);
+  if (!host.kv.host) return Promise.resolve(0);
+  return checkKv(host.kv, buffers, room, ctx, m.kvCrc32c, m.checksumLayers, { firstPage: m.firstPage });
+}
+
+/**
+ * KV pieces of room pages [part.firstPage, part.firstPage + n), `sums` page-major; pages
+ * `part.checked` says were checked already against the same sums are not read again.
+ * Resolves with the checksums per page.
+ */
 async function checkKv(
   host: HostTable,
   buffers: KVBuffers,
@@ -72,7 +99,8 @@ async function checkKv(
   ctx: ReportContext,
   sums: Uint32Array,
   layers: { first: number; count: number },
-): Promise<void> {
+  part: { firstPage: number; checked?: CheckedPage },
+): Promise<number> {
   const decodeSpan = { firstLayer: buffers.firstLayer ?? 0, layers: buffers.numLayers };
   let pairs: Int32Array;
   try {
@@ -83,9 +111,10 @@ async function checkKv(
   const columns = pairs.length / 2;
   if (columns === 0 || sums.length % columns !== 0) throw protocol(room, `${sums.length} KV checksums for ${columns} layer buffers`);
   const n = sums.length / columns;
+  const end = part.firstPage + n;
   const perDst = ctx.geometry(0).tokens / ctx.prefillPageSize;
-  if (!Number.isInteger(perDst) || Math.ceil(n / perDst) > ctx.pages.length)
-    throw protocol(room, `KV checksums for ${n} prefill pages; ${ctx.pages.length} destination pages of ${perDst} prefill pages were given`);
+  if (!Number.isInteger(perDst) || Math.ceil(end / perDst) > ctx.pages.length)
+    throw protocol(room, `KV checksums for ${end} prefill pages; ${ctx.pages.length} destination pages of ${perDst} prefill pages were given`);
   const copies: SliceCopy[] = [];
   try {
     for (let b = 0; b < columns; b++) {
@@ -97,21 +126,27 @@ async function checkKv(
     throw e;
   }
   const list = new ChecksumList(sums.length);
-  for (let k = 0; k < n; k++) {
+  // The room pages read (those not checked before), in list order.
+  const read: number[] = [];
+  for (let k = part.firstPage; k < end; k++) {
+    const at = (k - part.firstPage) * columns;
+    if (part.checked?.(k, sums.subarray(at, at + columns))) continue;
+    read.push(k);
     const page = ctx.pages[Math.floor(k / perDst)]!;
     for (let b = 0; b < columns; b++) pushLanded(list, copies[b]!, host.item(pairs[2 * b + 1]!, page), k % perDst);
   }
   const got = await runChecksums(host.regions(), list);
   const bad = new Map<number, number[]>();
   for (let i = 0; i < got.length; i++) {
-    if (got[i] === sums[i]) continue;
+    const k = read[Math.floor(i / columns)]!;
+    if (got[i] === sums[(k - part.firstPage) * columns + (i % columns)]) continue;
     const buffer = pairs[2 * (i % columns) + 1]!;
-    const page = ctx.pages[Math.floor(Math.floor(i / columns) / perDst)]!;
+    const page = ctx.pages[Math.floor(k / perDst)]!;
     const pages = bad.get(buffer) ?? [];
     if (pages[pages.length - 1] !== page) pages.push(page);
     bad.set(buffer, pages);
   }
-  if (bad.size === 0) return;
+  if (bad.size === 0) return columns;
   const perLayer = buffers.attention === 'mha' ? 2 : 1;
   const nameOf = (b: number): string => {
     const local = perLayer === 2 && b >= buffers.numLayers ? b - buffers.numLayers : b;

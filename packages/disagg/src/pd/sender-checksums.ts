@@ -121,6 +121,29 @@ export class SenderChecksums {
     taken.forEach((p, j) => c.state.set(p, crcs.slice(j * srcIndices.length, (j + 1) * srcIndices.length)));
   }
 
+  /**
+   * The KV checksums of the room's pages [firstPage, firstPage + count) to `rr`'s decode
+   * rank, when every one of them was recorded (undefined otherwise): a chunk's, reported
+   * once it settled so the decode checks it while the rest is written (SumsSchema).
+   */
+  chunkSums(
+    rank: PrefillRoomContext,
+    rr: RoomRequest,
+    firstPage: number,
+    count: number,
+  ): { kvCrc32c: Uint32Array; checksumLayers: { first: number; count: number } } | undefined {
+    const c = this.rooms.get(rr);
+    if (!rank.checksumViews || !c || c.kvUnplanned || count === 0) return undefined;
+    const n = c.columns.size;
+    const out = new Uint32Array(count * n);
+    for (let i = 0; i < out.length; i++) {
+      const v = c.kv[firstPage * n + i];
+      if (v === undefined) return undefined;
+      out[i] = v;
+    }
+    return { kvCrc32c: out, checksumLayers: { first: rank.source.span.firstLayer, count: rank.source.span.layers } };
+  }
+
   /** Adds the room's checksums to its Success report to `rr`'s decode rank: KV when every page was recorded, state when every buffer was, aux. */
   async addTo(msg: StatusMessage, rank: PrefillRoomContext, rr: RoomRequest, pages: number, auxIndex: number | undefined): Promise<void> {
     if (!rank.checksumViews) return;

@@ -15,6 +15,7 @@ export const MSG = {
   abort: 'te.kv.p.abort',
   ping: 'te.kv.p.ping',
   status: 'te.kv.d.status',
+  sums: 'te.kv.d.sums',
   decodePing: 'te.kv.d.ping',
 } as const;
 
@@ -116,6 +117,24 @@ export const StatusSchema = Type.Object({
   stateBuffers: Type.Optional(Uint32ArrayType()),
 });
 export type StatusMessage = Static<typeof StatusSchema>;
+
+/**
+ * Prefill → decode, with KV checksums on: a chunk of a room (not its last) was written and
+ * settled; its pages' checksums (as in StatusSchema.kvCrc32c, for the room's pages
+ * [firstPage, firstPage + n)), so the decode checks them while the rest is written. The
+ * Success report still carries every page's checksums; pages checked here are not read again.
+ */
+export const SumsSchema = Type.Object({
+  v: Type.Literal(PD_PROTOCOL_VERSION),
+  room: Type.BigInt({ minimum: 0n }),
+  prefillTpRank: Int(0, 4095),
+  prefillPpRank: Int(0, 1023),
+  /** The chunk's first page, in room order (the prefill's page count before the chunk). */
+  firstPage: Int(0),
+  kvCrc32c: Uint32ArrayType(),
+  checksumLayers: Type.Object({ first: Int(0), count: Int(1, 4096) }),
+});
+export type SumsMessage = Static<typeof SumsSchema>;
 
 /** Decode → prefill: stop writing this room; the reply comes once no write can still land. */
 export const AbortSchema = Type.Object({
