@@ -11,7 +11,8 @@
 //   node bench/pd-tail.mjs [--chunks 8] [--tokens 8192] [--layers 32] [--rooms 3] [--json]
 //
 // Every timed room is verified as bench/pd.mjs verifies its rooms (its destination pages
-// poisoned first, then compared per head slice with the prefill's pages: verifyRoom).
+// poisoned first, then compared per head slice with the prefill's pages: verifyRoom); a room
+// whose bytes differ makes the run exit 1 with `verified: false` (`--corrupt` shows it).
 // With --json the last stdout line is one JSON object.
 import { fileURLToPath } from 'node:url';
 import { parseCli } from '../scripts/lib/cli.mjs';
@@ -29,6 +30,7 @@ const { values: args } = parseCli({
     layers: { type: 'string', default: '32', help: 'layers' },
     rooms: { type: 'string', default: '3', help: 'timed rooms per setting (after one warm-up room each)' },
     json: { type: 'boolean', default: false, help: 'print the result as JSON (the last line of output)' },
+    corrupt: { type: 'boolean', default: false, help: "test hook: flip one byte of the decode's pages after the first timed room (the run must fail)" },
   },
 });
 quick(args, { tokens: '512', layers: '2', rooms: '1' });
@@ -61,8 +63,12 @@ async function pair(checksums) {
   return { prefill: [prefill], decode: [decode], slices: [[{ prefill: 0, srcOffset: 0, dstOffset: 0, count: HEADS }]] };
 }
 
-/** One room: the last chunk's send() → the decode's Success (ms), and the whole room (ms); verified. */
-async function room(ranks, k, what) {
+/**
+ * One room: the last chunk's send() → the decode's Success (ms), the whole room (ms), and
+ * why its bytes do not match (undefined when every head slice does). With `corrupt`, one
+ * byte of its destination is flipped after the room, before the check.
+ */
+async function room(ranks, k, what, corrupt) {
   const [p] = ranks.prefill;
   const [d] = ranks.decode;
   const id = String(9000 + k);
@@ -70,8 +76,12 @@ async function room(ranks, k, what) {
   await d.call('poison', { pages: dst, round: k });
   await d.call('receive', { room: id, pages: dst });
   const [s, w] = await Promise.all([p.call('send', { room: id, pages: src, chunks }), d.call('wait', { room: id })]);
-  await verifyRoom(ranks, `${what} room ${id}`, src, dst);
-  return { tail: w.t - s.lastChunk, room: w.t - s.t };
+  if (corrupt) await d.call('corrupt', { page: dst[0] });
+  const mismatch = await verifyRoom(ranks, `${what} room ${id}`, src, dst).then(
+    () => undefined,
+    (e) => e.message,
+  );
+  return { tail: w.t - s.lastChunk, room: w.t - s.t, mismatch };
 }
 
 const off = await pair(false);
@@ -81,10 +91,15 @@ try {
   const got = { off: [], on: [] };
   for (let k = 0; k <= Number(args.rooms); k++) {
     for (const which of k % 2 ? ['on', 'off'] : ['off', 'on']) {
-      const r = await room(which === 'on' ? on : off, 2 * k + (which === 'on' ? 1 : 0), `checksums ${which}`);
-      if (k > 0) got[which].push(r); // the first room of each warms up
+      const corrupt = args.corrupt && k === 1 && which === 'off';
+      const r = await room(which === 'on' ? on : off, 2 * k + (which === 'on' ? 1 : 0), `checksums ${which}`, corrupt);
+      if (k > 0)
+        got[which].push(r); // the first room of each warms up
+      else if (r.mismatch) throw new Error(r.mismatch);
     }
   }
+  const timed = [...got.off, ...got.on];
+  const mismatches = timed.map((r) => r.mismatch).filter(Boolean);
   const of = (xs, key) => median(xs.map((x) => x[key]));
   const result = {
     chunks,
@@ -93,7 +108,7 @@ try {
     tailOnMs: of(got.on, 'tail'),
     roomOffMs: of(got.off, 'room'),
     roomOnMs: of(got.on, 'room'),
-    verified: true,
+    verified: mismatches.length === 0,
   };
   log(
     `PD rooms of ${(result.bytesPerRoom / 2 ** 20).toFixed(0)} MiB in ${chunks} chunks, TP 1→1 over mooncake-tcp (loopback, every rank its own process), medians of ${got.on.length} rooms each:`,
@@ -104,8 +119,10 @@ try {
   log(
     `  whole room: checksums off ${result.roomOffMs.toFixed(0)} ms, on ${result.roomOnMs.toFixed(0)} ms (off / on: ${(result.roomOffMs / result.roomOnMs).toFixed(2)})`,
   );
-  log(`cases verified: ${got.off.length + got.on.length} of ${got.off.length + got.on.length}`);
+  for (const m of mismatches) console.error(m);
+  log(`cases verified: ${timed.length - mismatches.length} of ${timed.length}`);
   if (args.json) console.log(JSON.stringify(result));
+  if (mismatches.length > 0) process.exitCode = 1;
 } finally {
   await closeRanks([...off.prefill, ...off.decode, ...(on ? [...on.prefill, ...on.decode] : [])]);
 }

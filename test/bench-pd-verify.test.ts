@@ -4,19 +4,29 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 /*
- * The PD benchmark's verifier sees the timed bytes: one byte flipped in a decode rank's
- * pages after a timed room fails the run (nonzero exit, the case named, `verified: false`);
+ * The PD benchmarks' verifier sees the timed bytes (bench/pd.mjs, and bench/pd-tail.mjs,
+ * which uses the same verifier): one byte flipped in a decode rank's pages after a timed room
+ * fails the run (nonzero exit, the case named, `verified: false`);
  * the run without the flip is `npm run bench:pd`, which the documented-commands test runs.
  * Smoke sizes (TE_BENCH_QUICK).
  */
 const root = fileURLToPath(new URL('..', import.meta.url));
-const run = (extra: string[]) =>
-  spawnSync(process.execPath, ['bench/pd.mjs', ...extra], { cwd: root, env: { ...process.env, TE_BENCH_QUICK: '1' }, encoding: 'utf8', timeout: 240_000 });
+const run = (extra: string[], script = 'bench/pd.mjs') =>
+  spawnSync(process.execPath, [script, ...extra], { cwd: root, env: { ...process.env, TE_BENCH_QUICK: '1' }, encoding: 'utf8', timeout: 240_000 });
 
 test('bench/pd.mjs fails when one byte of a timed room is corrupted', () => {
   const r = run(['--corrupt', '--json']);
   assert.is(r.status, 1, r.stderr);
   assert.match(r.stderr, /TP 2→4 NHD room \d+: decode rank 0 heads \[\d+, \d+\) do not hold what prefill rank 0 sent/);
+  const last = JSON.parse(r.stdout.trim().split('\n').pop()!);
+  assert.is(last.verified, false);
+});
+
+test('bench/pd-tail.mjs fails when one byte of a timed room is corrupted', () => {
+  const r = run(['--corrupt', '--json'], 'bench/pd-tail.mjs');
+  assert.is(r.status, 1, r.stderr);
+  assert.match(r.stderr, /checksums off room \d+: decode rank 0 heads \[0, 8\) do not hold what prefill rank 0 sent/);
+  assert.match(r.stderr, /cases verified: 1 of 2/);
   const last = JSON.parse(r.stdout.trim().split('\n').pop()!);
   assert.is(last.verified, false);
 });

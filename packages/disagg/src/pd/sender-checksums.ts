@@ -124,7 +124,8 @@ export class SenderChecksums {
   /**
    * The KV checksums of the room's pages [firstPage, firstPage + count) to `rr`'s decode
    * rank, when every one of them was recorded (undefined otherwise): a chunk's, reported
-   * once it settled so the decode checks it while the rest is written (SumsSchema).
+   * once it settled so the decode checks it while the rest is written (SumsSchema), or the
+   * whole room's, with its Success report.
    */
   chunkSums(
     rank: PrefillRoomContext,
@@ -149,20 +150,10 @@ export class SenderChecksums {
     if (!rank.checksumViews) return;
     const c = this.rooms.get(rr);
     const src = rank.source;
-    if (c && !c.kvUnplanned && pages > 0) {
-      const n = pages * c.columns.size;
-      if (c.kv.length >= n) {
-        const out = new Uint32Array(n);
-        let whole = true;
-        for (let i = 0; i < n && whole; i++) {
-          if (c.kv[i] === undefined) whole = false;
-          else out[i] = c.kv[i]!;
-        }
-        if (whole) {
-          msg.kvCrc32c = out;
-          msg.checksumLayers = { first: src.span.firstLayer, count: src.span.layers };
-        }
-      }
+    const kv = this.chunkSums(rank, rr, 0, pages);
+    if (kv) {
+      msg.kvCrc32c = kv.kvCrc32c;
+      msg.checksumLayers = kv.checksumLayers;
     }
     if (c && c.state.size > 0 && src.state && rr.dest.state) {
       const pairs = statePairs(src, rr.dest);
