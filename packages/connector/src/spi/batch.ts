@@ -116,7 +116,6 @@ export function allocateBatch(n: number): TransferBatch {
   };
 }
 
-/** Returns the requests at `indexes` as a new batch (used when a batch is split across transports). */
 /** `array`'s entries at `indexes`, in that order. */
 function pick<T extends Uint32Array | BigUint64Array>(array: T, indexes: Uint32Array): T {
   const out = new (array.constructor as new (n: number) => T)(indexes.length);
@@ -124,6 +123,7 @@ function pick<T extends Uint32Array | BigUint64Array>(array: T, indexes: Uint32A
   return out;
 }
 
+/** Returns the requests at `indexes` as a new batch (used when a batch is split across transports). */
 export function selectRequests(batch: TransferBatch, indexes: Uint32Array): TransferBatch {
   const out = allocateBatch(indexes.length);
   for (let j = 0; j < indexes.length; j++) {
