@@ -13,7 +13,7 @@ import type { DecodeRoomContext } from './room-context.js';
 import { resolveRoom, type ResolvedTarget } from './resolve-room.js';
 import type { ScatterRoom } from '../staging/ring-service.js';
 import { REFUSAL_CODES, tellRefusal } from './refusal.js';
-import { withRoom } from './room-error.js';
+import { roomError, withRoom } from './room-error.js';
 import { checkChunk, checkReport, type CheckedPage, type ReportContext } from './receiver-checksums.js';
 
 /** A decode room's state (see DecodeReceiver.phase). */
@@ -207,9 +207,7 @@ export class DecodeReceiver implements KVReceiver {
         for (let k = 0; n > 0 && k * n < m.kvCrc32c.length; k++) chunk.rows.set(m.firstPage + k, m.kvCrc32c.subarray(k * n, (k + 1) * n));
       },
       (e: unknown) => {
-        const error = isTransferError(e)
-          ? e
-          : new TransferError('INTERNAL', `room ${this.room}: ${(e as Error).message}`, { cause: e, details: { room: this.room } });
+        const error = roomError(e, this.room);
         void this.failAndAbort(error);
         throw error;
       },
@@ -247,9 +245,7 @@ export class DecodeReceiver implements KVReceiver {
       try {
         await check;
       } catch (e) {
-        const error = isTransferError(e)
-          ? e
-          : new TransferError('INTERNAL', `room ${this.room}: ${(e as Error).message}`, { cause: e, details: { room: this.room } });
+        const error = roomError(e, this.room);
         // The reporting rank hears it as the answer to its report, the others by the abort.
         void this.failAndAbort(error);
         throw error;
