@@ -8,7 +8,7 @@
 //   - PD KV throughput (GQA 8 KV heads × 128 dim fp16, page 64, destination pages shuffled in
 //     runs of 8) beside the raw transport throughput for the same bytes between the same
 //     processes (large contiguous writes, every pair of ranks that exchanges KV in PD doing so
-//     at once), as a ratio, for: TP 2→2; TP 2→4 with NHD pages (head slices gathered by the
+//     at once), as a ratio (and by the ranks' CPU time, raw's / PD's), for: TP 2→2; TP 2→4 with NHD pages (head slices gathered by the
 //     transport from the pages, and by the staging copier), with HND pages, and on the
 //     per-token path (staging off); TP 4→2 with NHD pages (slices written by the transport
 //     into the decode pages' rows, and staged on the decode's ring and scattered there) and
@@ -31,7 +31,7 @@ import { fileURLToPath } from 'node:url';
 import { QUICK, quick } from './lib/quick.mjs';
 import { HEAD_BYTES, HEADS, PAGE, servePdRank } from './lib/pd-rank.mjs';
 import { closeRanks, freePort, median, now, percentile, spawnRank } from './lib/ranks.mjs';
-import { stagingFigures, verifyRoom } from './lib/pd-results.mjs';
+import { copies, gb, ratio, ratioOf, stagingFigures, verifyRoom } from './lib/pd-results.mjs';
 
 const { values: args } = parseCli({
   usage: 'node bench/pd.mjs [options]',
@@ -104,12 +104,13 @@ async function openLayout(ptp, dtp, { pageLayout = 'NHD', staging = true, checks
   // Bytes the decode ranks receive for one room: every token's KV of every layer, all their heads.
   const bytes = dInfo.reduce((a, i) => a + pagesPerRoom * i.item * 2 * layers, 0);
   const what = `TP ${ptp}→${dtp} ${pageLayout}${staging ? (transportGather && transportScatter ? '' : ' (staging copier)') : ' (per token)'}`;
+  // CPU time of every rank (all threads), µs.
+  const cpu = async () => (await Promise.all([...prefill, ...decode].map((x) => x.call('cpu')))).reduce((a, b) => a + b, 0);
   const round = async (k) => {
     const room = String(1000 + k);
     const dst = shuffledRuns(pagesPerRoom, k + 7);
     await Promise.all(decode.map((d) => d.call('poison', { pages: dst, round: k })));
     await Promise.all(decode.map((d) => d.call('receive', { room, pages: dst })));
-    const cpu = async () => (await Promise.all([...prefill, ...decode].map((x) => x.call('cpu')))).reduce((a, b) => a + b, 0);
     const c0 = await cpu();
     const t0 = now();
     const sends = Promise.all(prefill.map((p) => p.call('send', { room, pages: src })));
@@ -123,8 +124,10 @@ async function openLayout(ptp, dtp, { pageLayout = 'NHD', staging = true, checks
       await decode[0].call('corrupt', { page: dst[0] });
     }
     await verifyRoom(ranks, `${what} room ${room}`, src, dst);
+    const c1 = await cpu();
     const rawSeconds = await rawRound(ranks);
-    return { pd: bytes / ((t1 - t0) / 1000), raw: bytes / rawSeconds, cpuMs };
+    const rawCpuMs = ((await cpu()) - c1) / 1000;
+    return { pd: bytes / ((t1 - t0) / 1000), raw: bytes / rawSeconds, cpuMs, rawCpuMs };
   };
   const finish = async () => {
     try {
@@ -172,6 +175,7 @@ async function layoutRun(ptp, dtp, { rooms = Number(args.rooms), ...opts } = {})
   const pd = [];
   const raw = [];
   const ratios = [];
+  const cpuRatios = [];
   try {
     for (let k = 0; k < rooms + 1; k++) {
       const r = await run.round(k);
@@ -179,6 +183,7 @@ async function layoutRun(ptp, dtp, { rooms = Number(args.rooms), ...opts } = {})
       pd.push(r.pd);
       raw.push(r.raw);
       ratios.push(r.pd / r.raw);
+      cpuRatios.push(r.rawCpuMs / r.cpuMs);
     }
   } catch (e) {
     await run.finish().catch(() => undefined);
@@ -186,7 +191,7 @@ async function layoutRun(ptp, dtp, { rooms = Number(args.rooms), ...opts } = {})
   }
   // Each room is timed right beside its raw run of the same bytes: the ratio is the median of
   // those pairs, so load that drifts over the run weighs on both sides of each pair alike.
-  return { pd: median(pd), raw: median(raw), ratio: median(ratios), ratios, ...(await run.finish()) };
+  return { pd: median(pd), raw: median(raw), ratio: median(ratios), ratios, cpuRatio: median(cpuRatios), ...(await run.finish()) };
 }
 
 /**
@@ -327,12 +332,6 @@ async function planning() {
   };
 }
 
-const gb = (x) => (x / 1e9).toFixed(2);
-const ratioOf = (r) => r.ratio ?? r.pd / r.raw;
-const ratio = (r) =>
-  `${ratioOf(r).toFixed(2)}${r.ratios ? ` (median of ${r.ratios.length} room/raw pairs: ${r.ratios.map((x) => x.toFixed(2)).join(', ')})` : ''}`;
-const copies = (r) =>
-  [r.gatherGBps && `gather ${r.gatherGBps.toFixed(1)} GB/s`, r.scatterGBps && `scatter ${r.scatterGBps.toFixed(1)} GB/s`].filter(Boolean).join(', ');
 log(
   `PD benchmark over ${args.connector}: ${layers} layers, ${tokens} tokens, page ${PAGE}, GQA ${HEADS} KV heads × 128 dim fp16, destination pages shuffled in runs of ${RUN} (loopback, every rank its own process)`,
 );
@@ -462,20 +461,24 @@ if (args.json) {
       pdBytesPerSecond: eq?.pd ?? null,
       rawBytesPerSecond: eq?.raw ?? null,
       ratio: r(eq),
+      cpuRatio: eq?.cpuRatio ?? null,
       heteroPdBytesPerSecond: het?.pd ?? null,
       heteroRawBytesPerSecond: het?.raw ?? null,
       heteroRatio: r(het),
+      heteroCpuRatio: het?.cpuRatio ?? null,
       heteroCopierRatio: r(hetCopier),
       heteroHndRatio: r(hnd),
+      heteroHndCpuRatio: hnd?.cpuRatio ?? null,
       checksumRatio: sums?.ratio ?? null,
       heteroChecksumRatio: hetSums?.ratio ?? null,
       checksumCpuRatio: sums ? sums.off.cpuMs / sums.on.cpuMs : null,
       heteroChecksumCpuRatio: hetSums ? hetSums.off.cpuMs / hetSums.on.cpuMs : null,
       heteroReverseRatio: r(rev),
+      heteroReverseCpuRatio: rev?.cpuRatio ?? null,
       heteroReverseRingRatio: r(revRing),
       heteroPerTokenRatio: r(perTok),
       heteroReversePerTokenRatio: r(revTok),
-      gatherGBps: het?.gatherGBps ?? null,
+      gatherGBps: hetCopier?.gatherGBps ?? null,
       scatterGBps: revRing?.scatterGBps ?? null,
       planningMs: plan.planningMs,
       planningColdMs: plan.planningColdMs,

@@ -32,3 +32,12 @@ export async function stagingFigures({ prefill, decode }) {
     fallbacks: pStats.reduce((a, x) => a + Object.values(x?.fallbacks ?? {}).reduce((p, q) => p + q, 0), 0),
   };
 }
+
+// Figures as the report prints them: GB/s, a case's ratio with its room/raw pairs and its
+// ratio by CPU, the staging copier's speeds.
+export const gb = (x) => (x / 1e9).toFixed(2);
+export const ratioOf = (r) => r.ratio ?? r.pd / r.raw;
+export const ratio = (r) =>
+  `${ratioOf(r).toFixed(2)}${r.ratios ? ` (median of ${r.ratios.length} room/raw pairs: ${r.ratios.map((x) => x.toFixed(2)).join(', ')})` : ''}${r.cpuRatio ? `; by CPU of every rank, raw / PD: ${r.cpuRatio.toFixed(2)}` : ''}`;
+export const copies = (r) =>
+  [r.gatherGBps && `gather ${r.gatherGBps.toFixed(1)} GB/s`, r.scatterGBps && `scatter ${r.scatterGBps.toFixed(1)} GB/s`].filter(Boolean).join(', ');
