@@ -1,7 +1,7 @@
 import { defineConfig } from 'tsup';
 
 export default defineConfig({
-  entry: { te: 'src/te.ts', index: 'src/index.ts', 'demo-worker': 'src/demo/pipeline/worker.ts' },
+  entry: { te: 'src/te.ts', index: 'src/index.ts', 'demo-worker': 'src/demo/pipeline/worker.ts', 'pd-rank': 'src/bench/pd/rank.ts' },
   format: ['esm'],
   dts: { entry: 'src/index.ts' },
   sourcemap: true,

@@ -3,10 +3,12 @@ import { Command, Option } from 'commander';
 import pc from 'picocolors';
 import { isTransferError } from '@te/connector';
 import { UsageError, benchCommand, type BenchCliOptions } from './commands/bench.js';
+import { benchPdCommand, type BenchPdCliOptions } from './commands/bench-pd.js';
 import { demoCommand, type DemoOptions } from './commands/demo.js';
 import { printDoctor, runDoctor } from './commands/doctor.js';
 
-const program = new Command('te').description('te: KV and encoder cache transfer for disaggregated LLM serving').showHelpAfterError();
+// Positional options: what follows a subcommand is the subcommand's (`te bench pd --json`).
+const program = new Command('te').description('te: KV and encoder cache transfer for disaggregated LLM serving').showHelpAfterError().enablePositionalOptions();
 const collect = (value: string, previous: string[]) => [...previous, value];
 
 program
@@ -41,8 +43,9 @@ program
   .option('--json', 'print one JSON object as the last line of stdout')
   .action((o: DemoOptions) => demoCommand(o));
 
-program
+const bench = program
   .command('bench')
+  .enablePositionalOptions()
   .description('measure a transport: throughput, requests/s and batch latency (p50/p99)')
   .addOption(new Option('--mode <mode>', 'initiator, or target (serves a buffer)').choices(['initiator', 'target']).default('initiator'))
   .option('--loopback', 'start the target as a second process on this machine')
@@ -71,6 +74,19 @@ program
       .default('te'),
   )
   .action((o: BenchCliOptions) => benchCommand(o));
+
+bench
+  .command('pd')
+  .description('PD KV transfer through @te/disagg from a prefill process to a decode process on this machine, KV checksums off and on; every room verified')
+  .option('--connector <name>', 'transport plugin (default: $TE_CONNECTOR, the config, or mooncake-tcp)')
+  .option('--module-path <path>', 'package or file of a third-party plugin (as config modulePath; implies its name)')
+  .option('--tokens <n>', 'tokens per room (pages of 64)', '8192')
+  .option('--layers <n>', 'layers of the model (8 KV heads × 128 dim fp16)', '32')
+  .option('--rooms <n>', 'timed rooms per mode, after one warm-up room', '3')
+  .addOption(new Option('--checksums <mode>', 'both (off and on, rooms alternating), on or off').choices(['both', 'on', 'off']).default('both'))
+  .addOption(new Option('--corrupt', 'test hook: flip one landed byte after the first timed room (the run must fail)').hideHelp())
+  .option('--json', 'print one JSON object as the last line of stdout')
+  .action((o: BenchPdCliOptions) => benchPdCommand(o));
 
 program.parseAsync(process.argv).catch((error: unknown) => {
   if ((error as { quiet?: boolean }).quiet) {

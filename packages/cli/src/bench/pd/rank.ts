@@ -1,0 +1,143 @@
+// A rank of `te bench pd`: a prefill or a decode process with its engine, KV pages and KV
+// manager, answering the orchestrator's requests over IPC (rooms, poison, digests, CPU time).
+// The prefill runs the bootstrap server its decode registers with.
+import { createHash } from 'node:crypto';
+import { createTransferEngine, KVStatus, type KVReceiver, type TransferEngine } from '@te/connector';
+import { createKVManager, type DisaggKVManager } from '@te/disagg';
+import { KV_HEADS, HEAD_BYTES, PAGE_TOKENS, type PdRankSpec } from './model.js';
+
+interface Rank {
+  spec: PdRankSpec;
+  engine: TransferEngine;
+  kv: DisaggKVManager;
+  view: Uint8Array;
+  /** Bytes of one page of one layer's K (or V). */
+  item: number;
+  receivers: Map<string, KVReceiver>;
+}
+
+async function open(spec: PdRankSpec): Promise<Rank> {
+  const engine = await createTransferEngine({
+    connector: spec.connector,
+    bindAddress: '127.0.0.1',
+    ...(spec.modulePath ? { modulePath: spec.modulePath } : {}),
+  });
+  const item = PAGE_TOKENS * KV_HEADS * HEAD_BYTES;
+  const buffers = 2 * spec.layers; // K and V of every layer
+  const mem = await engine.allocateMemory(buffers * item * spec.pages);
+  const view = mem.buffer!;
+  if (spec.role === 'prefill') {
+    // Position-dependent words: a page landing in the wrong place cannot verify.
+    const words = new Uint32Array(view.buffer, view.byteOffset, view.byteLength >>> 2);
+    for (let i = 0; i < words.length; i++) words[i] = Math.imul(i, 2654435761) ^ 0x5eed;
+  }
+  const aux = await engine.allocateMemory(64 * 64);
+  const group = (addrs: bigint[], length: number, itemLength: number) => ({
+    addrs: BigUint64Array.from(addrs),
+    lengths: BigUint64Array.from(addrs.map(() => BigInt(length))),
+    itemLengths: BigUint64Array.from(addrs.map(() => BigInt(itemLength))),
+  });
+  const kvAddrs = Array.from({ length: buffers }, (_, i) => mem.addr + BigInt(i * item * spec.pages));
+  const kv = await createKVManager({
+    role: spec.role,
+    layout: { attnTpSize: 1, attnTpRank: 0, attnDpSize: 1, attnDpRank: 0, ppSize: 1, ppRank: 0, systemDpSize: 1, systemDpRank: 0 },
+    buffers: {
+      kv: group(kvAddrs, item * spec.pages, item),
+      attention: 'mha',
+      numLayers: spec.layers,
+      pageSize: PAGE_TOKENS,
+      kvCacheDtype: 'fp16',
+      totalKvHeads: KV_HEADS,
+      aux: group([aux.addr], 64 * 64, 64),
+      device: 'cpu',
+    },
+    engine,
+    bootstrapHost: '127.0.0.1',
+    bootstrapPort: spec.role === 'prefill' ? 0 : spec.bootstrapPort!,
+    timeouts: { transferMs: 120_000 },
+    checksums: spec.checksums,
+  });
+  return { spec, engine, kv, view, item, receivers: new Map() };
+}
+
+/** sha256 over the given pages of every K and V buffer, in the order given. */
+function digest(r: Rank, pages: number[]): string {
+  const h = createHash('sha256');
+  const bufferBytes = r.item * r.spec.pages;
+  for (let b = 0; b < 2 * r.spec.layers; b++)
+    for (const p of pages) h.update(r.view.subarray(b * bufferBytes + p * r.item, b * bufferBytes + (p + 1) * r.item));
+  return h.digest('hex');
+}
+
+type Op = (r: Rank, a: Record<string, unknown>) => Promise<unknown> | unknown;
+
+const ops: Record<string, Op> = {
+  /** Overwrites the pages with a byte, so a room that moves nothing cannot verify. */
+  poison: (r, a) => {
+    const bufferBytes = r.item * r.spec.pages;
+    for (let b = 0; b < 2 * r.spec.layers; b++)
+      for (const p of a.pages as number[]) r.view.fill(a.byte as number, b * bufferBytes + p * r.item, b * bufferBytes + (p + 1) * r.item);
+    return true;
+  },
+  /** Test hook (`--corrupt`): flips one byte of a page. */
+  corrupt: (r, a) => {
+    r.view[(a.page as number) * r.item + 17]! ^= 0x40;
+    return true;
+  },
+  digest: (r, a) => digest(r, a.pages as number[]),
+  receive: async (r, a) => {
+    const receiver = r.kv.createReceiver({ host: '127.0.0.1', port: r.spec.bootstrapPort!, room: BigInt(a.room as string) });
+    r.receivers.set(a.room as string, receiver);
+    await receiver.init(Uint32Array.from(a.pages as number[]), 0);
+    return true;
+  },
+  /** Resolves once the room reached Success here, with when (ms since the epoch). */
+  wait: async (r, a) => {
+    const receiver = r.receivers.get(a.room as string)!;
+    try {
+      await receiver.cell.reached(KVStatus.Success, { timeoutMs: 120_000 });
+    } finally {
+      r.receivers.delete(a.room as string);
+    }
+    return performance.timeOrigin + performance.now();
+  },
+  send: async (r, a) => {
+    const sender = r.kv.createSender({ host: '127.0.0.1', port: r.kv.bootstrapServer!.port, room: BigInt(a.room as string) });
+    const pages = Uint32Array.from(a.pages as number[]);
+    sender.init(pages.length, 0);
+    await sender.send(pages, { last: true });
+    await sender.cell.reached(KVStatus.Success, { timeoutMs: 120_000 });
+    return true;
+  },
+  /** CPU time of this process so far (every thread), µs. */
+  cpu: () => {
+    const u = process.cpuUsage();
+    return u.user + u.system;
+  },
+  close: async (r) => {
+    await r.kv.close().catch(() => undefined);
+    await r.engine.close().catch(() => undefined);
+    setImmediate(() => process.exit(0));
+    return true;
+  },
+};
+
+async function main(): Promise<void> {
+  const spec = JSON.parse(process.env.TE_PD_BENCH_RANK ?? '') as PdRankSpec;
+  const r = await open(spec);
+  process.on('disconnect', () => process.exit(1));
+  process.on('message', (m: { id: number; op: string; args: Record<string, unknown> }) => {
+    Promise.resolve()
+      .then(() => ops[m.op]!(r, m.args))
+      .then(
+        (value) => process.send!({ id: m.id, ok: true, value }),
+        (e: Error & { code?: string }) => process.send!({ id: m.id, ok: false, error: `${e.code ? `[${e.code}] ` : ''}${e.message}` }),
+      );
+  });
+  process.send!({ ready: true, bootstrapPort: r.kv.bootstrapServer?.port });
+}
+
+main().catch((e: Error & { code?: string }) => {
+  process.send?.({ ready: false, error: `${e.code ? `[${e.code}] ` : ''}${e.message}` });
+  process.exit(1);
+});
