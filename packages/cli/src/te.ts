@@ -81,7 +81,7 @@ bench
   .option('--connector <name>', 'transport plugin (default: $TE_CONNECTOR, the config, or mooncake-tcp)')
   .option('--module-path <path>', 'package or file of a third-party plugin (as config modulePath; implies its name)')
   .option('--tokens <n>', 'tokens per room (pages of 64)', '8192')
-  .option('--layers <n>', 'layers of the model (8 KV heads × 128 dim fp16)', '32')
+  .option('--layers <n>', 'layers of the model (8 KV heads × 128 dim bf16)', '32')
   .option('--rooms <n>', 'timed rooms per mode, after one warm-up room', '3')
   .addOption(new Option('--checksums <mode>', 'both (off and on, rooms alternating), on or off').choices(['both', 'on', 'off']).default('both'))
   .addOption(new Option('--corrupt', 'test hook: flip one landed byte after the first timed room (the run must fail)').hideHelp())

@@ -24,7 +24,7 @@ const gb = (x: number): string => (x / 1e9).toFixed(2);
 
 function print(r: PdBenchResult, rooms: number): void {
   console.log(
-    `te bench pd: KV of ${r.tokens} tokens × ${r.layers} layers (${(r.bytesPerRoom / 2 ** 20).toFixed(0)} MiB per room; pages of 64 tokens, 8 KV heads × 128 dim fp16) from a prefill process to a decode process over ${r.connector}, ${rooms} timed rooms per mode after a warm-up room`,
+    `te bench pd: KV of ${r.tokens} tokens × ${r.layers} layers (${(r.bytesPerRoom / 2 ** 20).toFixed(0)} MiB per room; pages of 64 tokens, 8 KV heads × 128 dim bf16) from a prefill process to a decode process over ${r.connector}, ${rooms} timed rooms per mode after a warm-up room`,
   );
   for (const m of r.modes)
     console.log(

@@ -1,7 +1,8 @@
-// What `te bench pd` moves: a GQA model's KV cache (8 KV heads × 128 dim, fp16) in pages of
-// 64 tokens, NHD, TP 1 on both sides: 128 KiB per page per layer for each of K and V.
+// What `te bench pd` moves: a GQA model's KV cache (8 KV heads × 128 dim, bf16) in
+// pages of 64 tokens, NHD, TP 1 on both sides: 128 KiB per page per layer for each of K and V.
 export const KV_HEADS = 8;
-export const HEAD_BYTES = 128 * 2;
+export const HEAD_DIM = 128;
+export const HEAD_BYTES = HEAD_DIM * 2;
 export const PAGE_TOKENS = 64;
 
 /** One rank process, as the orchestrator describes it (passed in TE_PD_BENCH_RANK). */

@@ -4,15 +4,14 @@
 import { createHash } from 'node:crypto';
 import { createTransferEngine, KVStatus, type KVReceiver, type TransferEngine } from '@te/connector';
 import { createKVManager, type DisaggKVManager } from '@te/disagg';
-import { KV_HEADS, HEAD_BYTES, PAGE_TOKENS, type PdRankSpec } from './model.js';
+import { allocateKv, type KvMemory } from '../../demo/pipeline/kv-memory.js';
+import { HEAD_DIM, KV_HEADS, PAGE_TOKENS, type PdRankSpec } from './model.js';
 
 interface Rank {
   spec: PdRankSpec;
   engine: TransferEngine;
   kv: DisaggKVManager;
-  view: Uint8Array;
-  /** Bytes of one page of one layer's K (or V). */
-  item: number;
+  mem: KvMemory;
   receivers: Map<string, KVReceiver>;
 }
 
@@ -22,50 +21,33 @@ async function open(spec: PdRankSpec): Promise<Rank> {
     bindAddress: '127.0.0.1',
     ...(spec.modulePath ? { modulePath: spec.modulePath } : {}),
   });
-  const item = PAGE_TOKENS * KV_HEADS * HEAD_BYTES;
-  const buffers = 2 * spec.layers; // K and V of every layer
-  const mem = await engine.allocateMemory(buffers * item * spec.pages);
-  const view = mem.buffer!;
+  const mem = await allocateKv(engine, { layers: spec.layers, pageSize: PAGE_TOKENS, heads: KV_HEADS, headDim: HEAD_DIM }, spec.pages, 1);
   if (spec.role === 'prefill') {
     // Position-dependent words: a page landing in the wrong place cannot verify.
-    const words = new Uint32Array(view.buffer, view.byteOffset, view.byteLength >>> 2);
-    for (let i = 0; i < words.length; i++) words[i] = Math.imul(i, 2654435761) ^ 0x5eed;
+    mem.kv.forEach((buffer, b) => {
+      const words = new Uint32Array(buffer.buffer, buffer.byteOffset, buffer.byteLength >>> 2);
+      const first = b * words.length;
+      for (let i = 0; i < words.length; i++) words[i] = Math.imul(first + i, 2654435761) ^ 0x5eed;
+    });
   }
-  const aux = await engine.allocateMemory(64 * 64);
-  const group = (addrs: bigint[], length: number, itemLength: number) => ({
-    addrs: BigUint64Array.from(addrs),
-    lengths: BigUint64Array.from(addrs.map(() => BigInt(length))),
-    itemLengths: BigUint64Array.from(addrs.map(() => BigInt(itemLength))),
-  });
-  const kvAddrs = Array.from({ length: buffers }, (_, i) => mem.addr + BigInt(i * item * spec.pages));
   const kv = await createKVManager({
     role: spec.role,
     layout: { attnTpSize: 1, attnTpRank: 0, attnDpSize: 1, attnDpRank: 0, ppSize: 1, ppRank: 0, systemDpSize: 1, systemDpRank: 0 },
-    buffers: {
-      kv: group(kvAddrs, item * spec.pages, item),
-      attention: 'mha',
-      numLayers: spec.layers,
-      pageSize: PAGE_TOKENS,
-      kvCacheDtype: 'fp16',
-      totalKvHeads: KV_HEADS,
-      aux: group([aux.addr], 64 * 64, 64),
-      device: 'cpu',
-    },
+    buffers: mem.buffers,
     engine,
     bootstrapHost: '127.0.0.1',
     bootstrapPort: spec.role === 'prefill' ? 0 : spec.bootstrapPort!,
     timeouts: { transferMs: 120_000 },
     checksums: spec.checksums,
   });
-  return { spec, engine, kv, view, item, receivers: new Map() };
+  return { spec, engine, kv, mem, receivers: new Map() };
 }
 
 /** sha256 over the given pages of every K and V buffer, in the order given. */
 function digest(r: Rank, pages: number[]): string {
   const h = createHash('sha256');
-  const bufferBytes = r.item * r.spec.pages;
-  for (let b = 0; b < 2 * r.spec.layers; b++)
-    for (const p of pages) h.update(r.view.subarray(b * bufferBytes + p * r.item, b * bufferBytes + (p + 1) * r.item));
+  const item = r.mem.itemBytes;
+  for (const buffer of r.mem.kv) for (const p of pages) h.update(buffer.subarray(p * item, (p + 1) * item));
   return h.digest('hex');
 }
 
@@ -74,14 +56,13 @@ type Op = (r: Rank, a: Record<string, unknown>) => Promise<unknown> | unknown;
 const ops: Record<string, Op> = {
   /** Overwrites the pages with a byte, so a room that moves nothing cannot verify. */
   poison: (r, a) => {
-    const bufferBytes = r.item * r.spec.pages;
-    for (let b = 0; b < 2 * r.spec.layers; b++)
-      for (const p of a.pages as number[]) r.view.fill(a.byte as number, b * bufferBytes + p * r.item, b * bufferBytes + (p + 1) * r.item);
+    const item = r.mem.itemBytes;
+    for (const buffer of r.mem.kv) for (const p of a.pages as number[]) buffer.fill(a.byte as number, p * item, (p + 1) * item);
     return true;
   },
   /** Test hook (`--corrupt`): flips one byte of a page. */
   corrupt: (r, a) => {
-    r.view[(a.page as number) * r.item + 17]! ^= 0x40;
+    r.mem.kv[0]![(a.page as number) * r.mem.itemBytes + 17]! ^= 0x40;
     return true;
   },
   digest: (r, a) => digest(r, a.pages as number[]),

@@ -1,6 +1,9 @@
 import type { KVBuffers, TransferEngine } from '@te/connector';
 import { rowBytes, type ModelSpec } from './model.js';
 
+/** The model facts a KV cache's shape depends on. */
+export type KvShape = Pick<ModelSpec, 'layers' | 'pageSize' | 'heads' | 'headDim'>;
+
 /** One worker's KV cache (MHA layout: K of every layer, then V) and aux slots, from the engine's allocator. */
 export interface KvMemory {
   buffers: KVBuffers;
@@ -12,7 +15,7 @@ export interface KvMemory {
 
 export const AUX_BYTES = 64;
 
-export async function allocateKv(engine: TransferEngine, m: ModelSpec, pages: number, auxSlots: number): Promise<KvMemory> {
+export async function allocateKv(engine: TransferEngine, m: KvShape, pages: number, auxSlots: number): Promise<KvMemory> {
   const itemBytes = m.pageSize * rowBytes(m);
   const bufferBytes = itemBytes * pages;
   const mem = await engine.allocateMemory(2 * m.layers * bufferBytes + auxSlots * AUX_BYTES);

@@ -89,7 +89,7 @@ export function tokenSeeds(m: ModelSpec, r: ChatRequest, embeddings: Map<string,
   return seeds;
 }
 
-export function rowBytes(m: ModelSpec): number {
+export function rowBytes(m: Pick<ModelSpec, 'heads' | 'headDim'>): number {
   return m.heads * m.headDim * 2;
 }
 
