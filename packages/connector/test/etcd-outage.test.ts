@@ -71,6 +71,11 @@ etcdTest('etcd stopped during transfers: known peers go on, new lookups fail typ
   const back = await until('a new lookup after etcd came back', async () => (await codeOf(readFrom(a, c.segment, c.addr, 64))) === 'OK', 15_000);
   console.log(`  new lookups work ${back} ms after etcd came back with its data`);
   assert.ok((await readFrom(a, c.segment, c.addr, 4096)).every((x) => x === 9));
+  // A lease that expired while etcd was down takes its key with it once etcd is back; each
+  // process writes its descriptor again when it sees the loss, which may come after the lookup
+  // above worked: wait for that (with a deadline), not for a snapshot.
+  const keysBack = await until('every process has its descriptor in etcd', async () => (await suite.etcd().keys(`${prefix}/segments/`)).length === 3, 10_000);
+  console.log(`  every process's descriptor in etcd ${keysBack} ms after lookups worked again`);
   assert.equal((await suite.etcd().keys(`${prefix}/segments/`)).length, 3, 'every process still has its descriptor in etcd');
 });
 
