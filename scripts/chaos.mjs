@@ -248,7 +248,7 @@ async function givePagesBack({ P, D, G, key }, { src, dst, auxSrc, auxDst }, { d
     await new Promise((r) => setTimeout(r, 1_000));
     const c = await dRanks[i].call('unchanged', { room: key }, 30_000).catch(() => undefined);
     if (c?.known && !c.unchanged && dRanks[i].restarts === dLives[i])
-      violation(`room ${key}: pages on ${dRanks[i].name} changed after Failed (${d.code}) without pagesMayBeWritten`);
+      violation(`room ${key}: pages on ${dRanks[i].name} changed after Failed (${d.code}: ${d.message?.slice(0, 300)}) without pagesMayBeWritten`);
   }
   if (reuse) {
     decodePages[D][G].give(dst);

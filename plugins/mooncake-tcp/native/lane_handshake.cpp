@@ -64,6 +64,13 @@ void Lane::start_connect() {
     return;
   }
   tune_socket(fd_, peer_->owner->options().socket_buffer);
+  // Every close of a lane is abortive (close_connection), and so is the kernel's close when
+  // this process dies: a graceful close would leave the socket orphaned in the kernel, still
+  // sending the WRITE bytes queued in its send buffer, and the target (which applies bytes
+  // while the connection is established) would write them into memory its application may
+  // already have freed because this process is gone. An RST discards them.
+  linger abortive{1, 0};
+  setsockopt(fd_, SOL_SOCKET, SO_LINGER, &abortive, sizeof abortive);
   deadline_ = now_ms() + peer_->owner->options().connect_timeout_ms;
   int r = ::connect(fd_, reinterpret_cast<sockaddr*>(&sa), salen);
   if (r < 0 && errno != EINPROGRESS) {
