@@ -1,7 +1,7 @@
 import pc from 'picocolors';
 import { commandConfig } from '../config.js';
 import { runPdBench, type PdBenchResult } from '../bench/pd/run.js';
-import { UsageError } from './bench.js';
+import { positiveInt } from './bench.js';
 
 export interface BenchPdCliOptions {
   connector?: string;
@@ -12,12 +12,6 @@ export interface BenchPdCliOptions {
   checksums: 'both' | 'on' | 'off';
   corrupt?: boolean;
   json?: boolean;
-}
-
-function count(name: string, text: string, max: number): number {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < 1 || n > max) throw new UsageError(`Expected --${name} to be an integer from 1 to ${max}, got ${JSON.stringify(text)}`);
-  return n;
 }
 
 const gb = (x: number): string => (x / 1e9).toFixed(2);
@@ -40,13 +34,15 @@ function print(r: PdBenchResult, rooms: number): void {
 
 /** `te bench pd`: PD KV throughput through @te/disagg, KV checksums off and on. */
 export async function benchPdCommand(o: BenchPdCliOptions): Promise<void> {
+  const rooms = positiveInt('--rooms', o.rooms, 100);
+  const tokens = positiveInt('--tokens', o.tokens, 1 << 20);
+  const layers = positiveInt('--layers', o.layers, 1024);
   const config = await commandConfig({ ...(o.connector ? { plugin: o.connector } : {}), ...(o.modulePath ? { modulePath: o.modulePath } : {}) });
-  const rooms = count('rooms', o.rooms, 100);
   const r = await runPdBench({
     connector: config.connector,
     ...(config.modulePath ? { modulePath: config.modulePath } : {}),
-    tokens: count('tokens', o.tokens, 1 << 20),
-    layers: count('layers', o.layers, 1024),
+    tokens,
+    layers,
     rooms,
     modes: o.checksums === 'both' ? ['off', 'on'] : [o.checksums],
     ...(o.corrupt ? { corrupt: true } : {}),

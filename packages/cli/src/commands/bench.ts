@@ -44,7 +44,8 @@ function resolvePath(modulePath: string): string {
   return modulePath.startsWith('.') ? resolveFromCwd(modulePath) : modulePath;
 }
 
-function positiveInt(name: string, text: string, max = 1 << 30): number {
+/** A count option's value, or a UsageError naming the option (`name`, with its dashes). */
+export function positiveInt(name: string, text: string, max = 1 << 30): number {
   const n = Number(text);
   if (!Number.isInteger(n) || n < 1 || n > max) throw new UsageError(`Expected ${name} to be an integer from 1 to ${max}, got ${JSON.stringify(text)}`);
   return n;
