@@ -59,7 +59,10 @@ void ServerConn::on_tick(int64_t now) {
     drop("idle");
     return;
   }
-  if (now - last_active_ > kReleaseIdleMs) rbuf_.release();
+  if (now - last_active_ > kReleaseIdleMs) {
+    rbuf_.release();
+    row_bounce_.reset();
+  }
 }
 
 void ServerConn::set_interest() {

@@ -95,6 +95,8 @@ class ServerConn : public IoHandler {
   void on_rows_table();
   /** The in-place receive of a WRITE_ROWS body: one iovec per row piece (and the next header at its end). */
   ssize_t recv_rows(bool* unregistered, uint64_t* asked, uint64_t* to_bodies);
+  /** recv_rows for narrow rows: into row_bounce_, then into the rows with streaming stores. */
+  ssize_t recv_rows_bounced(bool* unregistered, uint64_t* asked, uint64_t* to_bodies);
   /** Buffered body bytes into the rows, under a lease on their span; false if no longer registered. */
   bool copy_into_rows(const uint8_t* src, uint64_t len);
   void finish_body();
@@ -164,6 +166,7 @@ class ServerConn : public IoHandler {
   bool rows_table_ = false;  // the row table is being received (as a control body)
   bool rows_body_ = false;   // the body goes into rows_ (DIRECT)
   StridedRows rows_;
+  std::unique_ptr<uint8_t[]> row_bounce_;  // narrow rows land here first; freed when idle
   std::deque<Out> out_;
   uint64_t out_off_ = 0;
   uint8_t client_nonce_[kNonceSize];

@@ -67,6 +67,7 @@ function shapes(): Scatter[] {
   for (let k = 0; k < 20; k++) out.push({ at: 3 * MiB + k * 9000, rows: 5 + k, width: 3 + k * 11, pitch: 3 + k * 11 + 17, to: 3 * MiB + k * 9000 });
   out.push({ at: 4 * MiB, rows: 3000, width: 16, pitch: 48, to: 4 * MiB }); // more rows than one receive takes
   out.push({ at: 5 * MiB, rows: 2, width: 300 * 1024, pitch: 400 * 1024, to: 5 * MiB }); // rows larger than a slice
+  out.push({ at: 6.25 * MiB, rows: 400, width: 1000, pitch: 1300, to: 6.25 * MiB }); // narrow rows past the target's 256 KiB bounce buffer
   out.push({ at: 6 * MiB, rows: 100, width: 256, pitch: 1024, to: 6 * MiB, from: 768 }); // gathered and scattered
   out.push({ at: 7 * MiB, rows: 1, width: 4096, pitch: 4096, to: 7 * MiB }); // rows 1: an ordinary write
   return out;
