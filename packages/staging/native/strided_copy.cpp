@@ -5,10 +5,17 @@
 
 #include "te/hex.h"
 #include "te/status.h"
+#include "te/streaming_copy.h"
 
 namespace te::staging {
 
 namespace {
+
+// Rows narrower than this are written with streaming stores (te/streaming_copy.h): their
+// destinations (KV pages a ring scatters into, staging memory the transport sends from
+// later) are not read by this thread again, and an ordinary copy would read every
+// destination line first.
+constexpr uint64_t kStreamingRowWidth = 4096;
 
 // a * b + c without wrapping; false when it would not fit in 64 bits.
 bool mul_add(uint64_t a, uint64_t b, uint64_t c, uint64_t& out) {
@@ -105,9 +112,14 @@ void run_jobs(const CopyJob* jobs, size_t begin, size_t end) {
         std::memcpy(d, s, j.width * j.rows);
         continue;
       }
-      for (uint64_t i = 0; i < j.rows; i++) std::memcpy(d + i * j.dst_pitch, s + i * j.src_pitch, j.width);
+      if (j.width < kStreamingRowWidth) {
+        for (uint64_t i = 0; i < j.rows; i++) te::streaming_copy(d + i * j.dst_pitch, s + i * j.src_pitch, j.width);
+      } else {
+        for (uint64_t i = 0; i < j.rows; i++) std::memcpy(d + i * j.dst_pitch, s + i * j.src_pitch, j.width);
+      }
     }
   }
+  te::streaming_fence();  // the copies are in memory before the batch reports done
 }
 
 std::vector<size_t> partition_by_bytes(const std::vector<CopyJob>& jobs, size_t parts) {

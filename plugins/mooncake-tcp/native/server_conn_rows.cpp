@@ -8,7 +8,7 @@
 #include <sys/uio.h>
 
 #include "server_conn.h"
-#include "streaming_copy.h"
+#include "te/streaming_copy.h"
 
 namespace tetcp {
 
@@ -80,11 +80,11 @@ ssize_t ServerConn::recv_rows_bounced(bool* unregistered, uint64_t* asked, uint6
   const uint64_t got = static_cast<uint64_t>(r) < want ? static_cast<uint64_t>(r) : want;
   const uint8_t* src = row_bounce_.get();
   rows_.walk(body_dst_, got, [&](uint64_t a, uint64_t take) {
-    streaming_copy(reinterpret_cast<uint8_t*>(a), src, take);
+    te::streaming_copy(reinterpret_cast<uint8_t*>(a), src, take);
     src += take;
     return true;
   });
-  streaming_fence();  // in the rows before this connection answers for them
+  te::streaming_fence();  // in the rows before this connection answers for them
   return r;
 }
 

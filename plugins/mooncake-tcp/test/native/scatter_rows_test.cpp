@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "check.h"
-#include "streaming_copy.h"
 #include "strided_rows.h"
 #include "tcp_node.h"
 #include "transport.h"
@@ -18,26 +17,6 @@
 using namespace tetcp;
 using tcp_test::Node;
 using tcp_test::options;
-
-// streaming_copy: every destination alignment and length, around the 16-byte stores and the
-// 64-byte loop, lands exactly the source bytes and nothing before or after them.
-void test_streaming_copy() {
-  std::vector<uint8_t> src(4096 + 64), dst(4096 + 128);
-  for (size_t i = 0; i < src.size(); ++i) src[i] = uint8_t(i * 13 + 7);
-  for (size_t align = 0; align < 16; ++align) {
-    for (size_t n : {0, 1, 15, 16, 63, 64, 65, 79, 80, 127, 128, 129, 512, 1000, 4095, 4096}) {
-      for (size_t so = 0; so < 3; ++so) {
-        std::fill(dst.begin(), dst.end(), 0xee);
-        uint8_t* d = dst.data() + 32 + align;
-        streaming_copy(d, src.data() + so, n);
-        streaming_fence();
-        CHECK(std::memcmp(d, src.data() + so, n) == 0);
-        for (uint8_t* p = dst.data(); p < d; ++p) CHECK(*p == 0xee);
-        for (uint8_t* p = d + n; p < dst.data() + dst.size(); ++p) CHECK(*p == 0xee);
-      }
-    }
-  }
-}
 
 // A row table names rows that fill the span exactly: anything else is refused.
 void test_row_table_of_span() {

@@ -456,7 +456,6 @@ void test_gather_rows_iovecs();
 void test_gathered_writes_land_packed();
 void test_row_table_of_span();
 void test_scattered_writes_land_in_rows();
-void test_streaming_copy();
 // control_order_test.cpp
 void test_revoke_goes_before_requests();
 void test_auth_and_revoke_go_before_requests();
@@ -485,7 +484,6 @@ int main(int argc, char** argv) {
       {"gathered_writes_land_packed", test_gathered_writes_land_packed},
       {"row_table_of_span", test_row_table_of_span},
       {"scattered_writes_land_in_rows", test_scattered_writes_land_in_rows},
-      {"streaming_copy", test_streaming_copy},
       {"revoke_goes_before_requests", test_revoke_goes_before_requests},
       {"auth_and_revoke_go_before_requests", test_auth_and_revoke_go_before_requests},
   };

@@ -1,10 +1,10 @@
 // Copies into memory the CPU will not read soon (KV pages that land for another process or a
 // device copy), with non-temporal stores where the destination allows: a store that covers
 // whole cache lines then skips reading each line in first (the read-for-ownership an ordinary
-// copy pays). For rows narrower than a page that is most of a copy's cost: writing 512-byte
-// rows into every other 512 bytes of a buffer runs about 4× faster this way on the machines
-// measured (docs/plugins/mooncake-tcp.md). The stores are weakly ordered: call
-// streaming_fence() before anything tells another thread or process the bytes are there.
+// copy pays). For narrow rows that is most of a copy's cost: writing 512-byte rows into every
+// other 512 bytes of a 1 GiB buffer ran about 4× faster this way (17 against 4.1 GB/s on the
+// 2-vCPU EPYC guest). The stores are weakly ordered: call streaming_fence() before anything
+// tells another thread or process the bytes are there.
 #pragma once
 
 #include <cstddef>
@@ -16,7 +16,7 @@
 #define TETCP_STREAMING_STORES 1
 #endif
 
-namespace tetcp {
+namespace te {
 
 inline void streaming_copy(uint8_t* dst, const uint8_t* src, size_t n) {
 #ifdef TETCP_STREAMING_STORES
@@ -54,4 +54,4 @@ inline void streaming_fence() {
 #endif
 }
 
-}  // namespace tetcp
+}  // namespace te
