@@ -4,10 +4,13 @@
 // cli-loopback.test.ts and readme-commands.test.ts.)
 // Covered: `te bench --verify` (writes and reads), the same-host benchmark (mooncake-shm and
 // its memcpy baselines), the EC benchmark (pulled items and the raw baseline) and the
-// layerwise benchmark. fi_rma_bench's own case is in raw-fabric-baseline.test.ts, the demo's
+// layerwise benchmark, and the narrow-rows memory benchmark. fi_rma_bench's own case is in raw-fabric-baseline.test.ts, the demo's
 // in pipeline.test.ts.
 import * as assert from 'uvu/assert';
+import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
+// @ts-expect-error: a plain .mjs helper of the benchmarks, without types
+import { buildCBench } from '../bench/lib/c-bench.mjs';
 import { onceTest } from './fixtures/node-lines.js';
 import { lastJsonLine, loopbackBenchArgs, root, runNode, te } from './fixtures/te-cli.js';
 
@@ -44,6 +47,17 @@ test("layerwise benchmark: a flipped byte of the decode's KV fails the run", () 
   const bad = run([join(root, 'bench', 'layerwise.mjs'), '--json'], true);
   assert.is.not(bad.status, 0, bad.stderr);
   assert.match(bad.stderr, /the decode's KV differs from the prefill's/);
+});
+
+test('rows_bench (narrow rows against whole ranges): a flipped destination byte fails the run; the same run without it passes', () => {
+  const binary = buildCBench('memcpy', 'rows_bench') as string;
+  const args = ['--mib', '16', '--rounds', '1'];
+  const good = spawnSync(binary, args, { encoding: 'utf8' });
+  assert.is(good.status, 0, good.stdout + good.stderr);
+  assert.match(good.stdout, /verified: yes/);
+  const bad = spawnSync(binary, [...args, '--corrupt-one-byte'], { encoding: 'utf8' });
+  assert.is(bad.status, 1, bad.stdout + bad.stderr);
+  assert.match(bad.stdout, /verified: NO/);
 });
 
 test.run();
