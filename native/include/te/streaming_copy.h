@@ -13,13 +13,13 @@
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <emmintrin.h>
-#define TETCP_STREAMING_STORES 1
+#define TE_STREAMING_STORES 1
 #endif
 
 namespace te {
 
 inline void streaming_copy(uint8_t* dst, const uint8_t* src, size_t n) {
-#ifdef TETCP_STREAMING_STORES
+#ifdef TE_STREAMING_STORES
   // Ordinary stores up to the first 16-byte boundary and after the last.
   const size_t head = (16 - (reinterpret_cast<uintptr_t>(dst) & 15)) & 15;
   if (n < head + 64) {
@@ -49,7 +49,7 @@ inline void streaming_copy(uint8_t* dst, const uint8_t* src, size_t n) {
 
 /** Makes the streaming stores before it visible before any store after it. */
 inline void streaming_fence() {
-#ifdef TETCP_STREAMING_STORES
+#ifdef TE_STREAMING_STORES
   _mm_sfence();
 #endif
 }
