@@ -49,7 +49,7 @@ test("layerwise benchmark: a flipped byte of the decode's KV fails the run", () 
   assert.match(bad.stderr, /the decode's KV differs from the prefill's/);
 });
 
-test('rows_bench (narrow rows against whole ranges): a flipped destination byte fails the run; the same run without it passes', () => {
+test('rows_bench (narrow rows against whole ranges): a flipped destination byte fails the run; the same run without it passes; options it cannot run are refused', () => {
   const binary = buildCBench('memcpy', 'rows_bench') as string;
   const args = ['--mib', '16', '--rounds', '1'];
   const good = spawnSync(binary, args, { encoding: 'utf8' });
@@ -58,6 +58,16 @@ test('rows_bench (narrow rows against whole ranges): a flipped destination byte 
   const bad = spawnSync(binary, [...args, '--corrupt-one-byte'], { encoding: 'utf8' });
   assert.is(bad.status, 1, bad.stdout + bad.stderr);
   assert.match(bad.stdout, /verified: NO/);
+  for (const wrong of [
+    ['--width', '100'],
+    ['--mib', 'abc'],
+    ['--rounds', '0'],
+    ['--row', '3000'],
+  ]) {
+    const refused = spawnSync(binary, wrong, { encoding: 'utf8' });
+    assert.is(refused.status, 2, `${wrong.join(' ')}: ${refused.stderr}`);
+    assert.match(refused.stderr, /rows_bench: --mib and --rounds must be positive/);
+  }
 });
 
 test.run();

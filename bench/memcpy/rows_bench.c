@@ -126,7 +126,10 @@ int main(int argc, char** argv) {
   src = aligned_alloc(4096, total);
   dst = aligned_alloc(4096, total);
   buf = aligned_alloc(4096, BUFFER);
-  if (!src || !dst || !buf) return 1;
+  if (!src || !dst || !buf) {
+    fprintf(stderr, "rows_bench: could not allocate 2 × %zu MiB; try a smaller --mib\n", mib);
+    return 2;
+  }
   for (size_t i = 0; i < total; i++) src[i] = (uint8_t)(i * 131 + (i >> 20));
   memset(dst, 0, total);  // pages touched before any timing
   memset(buf, 0, BUFFER);
