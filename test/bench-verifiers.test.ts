@@ -4,7 +4,7 @@
 // cli-loopback.test.ts and readme-commands.test.ts.)
 // Covered: `te bench --verify` (writes and reads), the same-host benchmark (mooncake-shm and
 // its memcpy baselines), the EC benchmark (pulled items and the raw baseline) and the
-// layerwise benchmark, and the narrow-rows memory benchmark. fi_rma_bench's own case is in raw-fabric-baseline.test.ts, the demo's
+// layerwise benchmark, the narrow-rows memory benchmark and the checksum-copy benchmark. fi_rma_bench's own case is in raw-fabric-baseline.test.ts, the demo's
 // in pipeline.test.ts.
 import * as assert from 'uvu/assert';
 import { spawnSync } from 'node:child_process';
@@ -49,7 +49,7 @@ test("layerwise benchmark: a flipped byte of the decode's KV fails the run", () 
   assert.match(bad.stderr, /the decode's KV differs from the prefill's/);
 });
 
-test('rows_bench (narrow rows against whole ranges): a flipped destination byte fails the run; the same run without it passes; options it cannot run are refused', () => {
+test('rows_bench (narrow rows against whole ranges): a flipped destination byte, or a flipped byte of what its sends copied, fails the run; the same run without it passes; options it cannot run are refused', () => {
   const binary = buildCBench('memcpy', 'rows_bench') as string;
   const args = ['--mib', '16', '--rounds', '1'];
   const good = spawnSync(binary, args, { encoding: 'utf8' });
@@ -58,15 +58,44 @@ test('rows_bench (narrow rows against whole ranges): a flipped destination byte 
   const bad = spawnSync(binary, [...args, '--corrupt-one-byte'], { encoding: 'utf8' });
   assert.is(bad.status, 1, bad.stdout + bad.stderr);
   assert.match(bad.stdout, /verified: NO/);
+  const badSend = spawnSync(binary, [...args, '--corrupt-sent-byte'], { encoding: 'utf8' });
+  assert.is(badSend.status, 1, badSend.stdout + badSend.stderr);
+  assert.match(badSend.stdout, /verified: NO/);
   for (const wrong of [
     ['--width', '100'],
     ['--mib', 'abc'],
     ['--rounds', '0'],
     ['--row', '3000'],
+    ['--row', '8192', '--width', '64'],
   ]) {
     const refused = spawnSync(binary, wrong, { encoding: 'utf8' });
     assert.is(refused.status, 2, `${wrong.join(' ')}: ${refused.stderr}`);
     assert.match(refused.stderr, /rows_bench: --mib and --rounds must be positive/);
+  }
+});
+
+test('crc_copy_bench (checksums fused into a transfer or in separate passes): a byte flipped in flight fails the run, by the byte comparison and by the CRCs alone; options it cannot run are refused', () => {
+  const binary = buildCBench('checksums', 'crc_copy_bench', 'cmake and a C++ compiler: apt-get install -y cmake g++') as string;
+  const args = ['--mib', '16', '--rounds', '1'];
+  const good = spawnSync(binary, args, { encoding: 'utf8' });
+  assert.is(good.status, 0, good.stdout + good.stderr);
+  assert.match(good.stdout, /verified: yes/);
+  for (const flags of [['--corrupt-in-flight'], ['--corrupt-in-flight', '--crc-only']]) {
+    const bad = spawnSync(binary, [...args, ...flags], { encoding: 'utf8' });
+    assert.is(bad.status, 1, `${flags.join(' ')}: ${bad.stdout}${bad.stderr}`);
+    assert.match(bad.stdout, /verified: NO/);
+  }
+  // Without the flip, leaving out the byte comparison still passes: the CRCs agree.
+  const crcOnly = spawnSync(binary, [...args, '--crc-only'], { encoding: 'utf8' });
+  assert.is(crcOnly.status, 0, crcOnly.stdout + crcOnly.stderr);
+  for (const wrong of [
+    ['--mib', '0'],
+    ['--rounds', '0'],
+    ['--mib', 'abc'],
+  ]) {
+    const refused = spawnSync(binary, wrong, { encoding: 'utf8' });
+    assert.is(refused.status, 2, `${wrong.join(' ')}: ${refused.stderr}`);
+    assert.match(refused.stderr, /crc_copy_bench: --mib and --rounds must be positive/);
   }
 });
 
