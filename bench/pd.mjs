@@ -2,17 +2,14 @@
 // PD KV transfer benchmark: prefill and decode ranks in their own processes over a te
 // transport (mooncake-tcp by default), on loopback.
 //
-//   node bench/pd.mjs [--connector mooncake-tcp] [--tokens 8192] [--layers 32] [--rooms 3] [--json]
-//
+//   node bench/pd.mjs [--connector mooncake-tcp] [--tokens 8192] [--layers 32] [--rooms 3] [--warmup 2] [--json]
+// Each case times --rooms rooms after --warmup untimed ones (a serving process is warm: see
+// docs/benchmarks.md, PD KV transfer).
 // Reports, in one run:
 //   - PD KV throughput (GQA 8 KV heads × 128 dim fp16, page 64, destination pages shuffled in
-//     runs of 8) beside the raw transport throughput for the same bytes between the same
-//     processes (large contiguous writes, every pair of ranks that exchanges KV in PD doing so
-//     at once), as a ratio (and by the ranks' CPU time, raw's / PD's), for: TP 2→2; TP 2→4 with NHD pages (head slices gathered by the
-//     transport from the pages, and by the staging copier), with HND pages, and on the
-//     per-token path (staging off); TP 4→2 with NHD pages (slices written by the transport
-//     into the decode pages' rows, and staged on the decode's ring and scattered there) and
-//     per token;
+//     runs of 8) beside the raw transport's for the same bytes between the same processes
+//     (large contiguous writes by every pair that exchanges KV, at once), as a ratio (and by CPU
+//     time, raw's / PD's), for TP 2→2, TP 2→4 and TP 4→2 by each route (docs/benchmarks.md);
 //   - how fast staging copies: gather GB/s (prefill) and scatter GB/s (decode ring);
 //   - planning time for heterogeneous TP at 32k tokens × 64 layers, per token (today's
 //     fallback) and per page (staging), with the descriptor counts of each; page-run merging
@@ -22,16 +19,16 @@
 //     decode before Success): TP 2→2 and TP 2→4 NHD staged, each with two sets of ranks
 //     alive at once, checksums off and on, their rooms alternating; the ratio is the median
 //     of each pair's on / off (target ≥ 0.85).
-// Every timed room is verified: each decode rank's destination pages are overwritten with a
-// poison byte before the room, then compared (sha256 per head slice) with the prefill ranks'
-// pages after it, so only bytes this room moved can pass.
-// With --json the last stdout line is one JSON object.
+// Every timed room is verified: each decode rank's destination pages are overwritten with a poison
+// byte before the room, then compared (sha256 per head slice) with the prefill ranks' pages after
+// it, so only bytes this room moved can pass. With --json the last stdout line is one JSON object.
 import { parseCli } from '../scripts/lib/cli.mjs';
 import { fileURLToPath } from 'node:url';
 import { QUICK, quick } from './lib/quick.mjs';
 import { HEAD_BYTES, HEADS, PAGE, servePdRank } from './lib/pd-rank.mjs';
 import { closeRanks, freePort, median, now, percentile, spawnRank } from './lib/ranks.mjs';
 import { copies, gb, ratio, ratioOf, stagingFigures, verifyRoom } from './lib/pd-results.mjs';
+import { RUN, shuffledRuns } from './lib/shuffled-runs.mjs';
 
 const { values: args } = parseCli({
   usage: 'node bench/pd.mjs [options]',
@@ -42,6 +39,7 @@ const { values: args } = parseCli({
     tokens: { type: 'string', default: '8192', help: 'tokens per request' },
     layers: { type: 'string', default: '32', help: 'layers of the simulated model' },
     rooms: { type: 'string', default: '3', help: 'timed rooms per case' },
+    warmup: { type: 'string', default: '2', help: 'untimed rooms before them (connections, staging memory, first-touched pages, compiled JavaScript)' },
     requests: { type: 'string', default: '200', help: 'requests of the planning-overhead case' },
     json: { type: 'boolean', default: false, help: 'print the result as JSON (the last line of output)' },
     corrupt: { type: 'boolean', default: false, help: "test hook: flip one byte of a decode rank's pages after the first timed room (the run must fail)" },
@@ -52,9 +50,13 @@ const { values: args } = parseCli({
     rank: { type: 'string', hidden: true, help: "internal: a forked child's role" },
   },
 });
-quick(args, { tokens: '512', layers: '4', rooms: '1', requests: '10' });
-
-const RUN = 8; // decode pages are allocated in runs of 8 (shuffled), as a paged allocator hands them out
+quick(args, { tokens: '512', layers: '4', rooms: '1', warmup: '1', requests: '10' });
+for (const name of ['rooms', 'warmup'])
+  if (!/^[1-9]\d*$/.test(args[name])) {
+    console.error(`bench/pd.mjs: --${name} must be a whole number of rooms, at least 1; got ${args[name]}`);
+    process.exit(2);
+  }
+const warmup = Number(args.warmup);
 
 // ---------------------------------------------------------------- rank process
 if (args.rank) await servePdRank(JSON.parse(args.rank));
@@ -66,18 +68,6 @@ const layers = Number(args.layers);
 const pagesPerRoom = Math.ceil(tokens / PAGE);
 const bufferPages = pagesPerRoom + RUN * 4;
 const log = (...a) => (args.json ? process.stderr.write(a.join(' ') + '\n') : console.log(...a));
-
-/** Destination pages: runs of RUN consecutive pages, in shuffled order. */
-function shuffledRuns(n, seed) {
-  const runs = Array.from({ length: Math.ceil(n / RUN) + 2 }, (_, i) => i);
-  let x = seed;
-  for (let i = runs.length - 1; i > 0; i--) {
-    x = (x * 1103515245 + 12345) & 0x7fffffff;
-    const j = x % (i + 1);
-    [runs[i], runs[j]] = [runs[j], runs[i]];
-  }
-  return runs.flatMap((r) => Array.from({ length: RUN }, (_, k) => r * RUN + k)).slice(0, n);
-}
 
 /** Which prefill ranks write which heads of which decode rank (SGLang's rank mapping and head slicing). */
 async function slicesOf(ptp, dtp) {
@@ -119,7 +109,7 @@ async function openLayout(ptp, dtp, { pageLayout = 'NHD', staging = true, checks
     await sends;
     const t1 = Math.max(...done.map((x) => x.t));
     const cpuMs = ((await cpu()) - c0) / 1000;
-    if (args.corrupt && k === 1 && !corrupted) {
+    if (args.corrupt && k === warmup && !corrupted) {
       corrupted = true;
       await decode[0].call('corrupt', { page: dst[0] });
     }
@@ -177,9 +167,9 @@ async function layoutRun(ptp, dtp, { rooms = Number(args.rooms), ...opts } = {})
   const ratios = [];
   const cpuRatios = [];
   try {
-    for (let k = 0; k < rooms + 1; k++) {
+    for (let k = 0; k < rooms + warmup; k++) {
       const r = await run.round(k);
-      if (k === 0) continue; // warm-up: connections, staging memory, first-touch of pages
+      if (k < warmup) continue; // warm-up: connections, staging memory, first-touch of pages, the JIT
       pd.push(r.pd);
       raw.push(r.raw);
       ratios.push(r.pd / r.raw);
@@ -210,11 +200,11 @@ async function checksumRun(ptp, dtp, { rooms = Math.max(3, Number(args.rooms)), 
   }
   const rounds = { off: [], on: [] };
   try {
-    for (let k = 0; k < rooms + 1; k++) {
+    for (let k = 0; k < rooms + warmup; k++) {
       const order = k % 2 === 0 ? ['off', 'on'] : ['on', 'off'];
       const got = {};
       for (const which of order) got[which] = await (which === 'on' ? on : off).round(k);
-      if (k === 0) continue; // warm-up
+      if (k < warmup) continue; // warm-up
       rounds.off.push(got.off);
       rounds.on.push(got.on);
     }
