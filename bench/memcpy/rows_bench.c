@@ -219,9 +219,8 @@ int main(int argc, char** argv) {
   }
   if (mib == 0 || rounds < 1 || width == 0 || width % 64 || row % width || BUFFER % row || row / width > 64) {
     fprintf(stderr,
-            "rows_bench: --mib and --rounds must be positive; --width a multiple of 64 that divides --row, at most 64 "
-            "slices "
-            "per row; --row must divide 256 KiB\n");
+            "rows_bench: --mib and --rounds must be positive; --width a multiple of 64 that divides --row, "
+            "at most 64 slices per row; --row must divide 256 KiB\n");
     return 2;
   }
   total = mib << 20;
