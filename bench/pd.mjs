@@ -50,12 +50,13 @@ const { values: args } = parseCli({
     rank: { type: 'string', hidden: true, help: "internal: a forked child's role" },
   },
 });
-quick(args, { tokens: '512', layers: '4', rooms: '1', warmup: '1', requests: '10' });
+// What was asked is checked before quick mode puts its own sizes in.
 for (const name of ['rooms', 'warmup'])
   if (!/^[1-9]\d*$/.test(args[name])) {
     console.error(`bench/pd.mjs: --${name} must be a whole number of rooms, at least 1; got ${args[name]}`);
     process.exit(2);
   }
+quick(args, { tokens: '512', layers: '4', rooms: '1', warmup: '1', requests: '10' });
 const warmup = Number(args.warmup);
 
 // ---------------------------------------------------------------- rank process

@@ -31,4 +31,18 @@ test('bench/pd-tail.mjs fails when one byte of a timed room is corrupted', () =>
   assert.is(last.verified, false);
 });
 
+test('bench/pd.mjs refuses --rooms and --warmup that are not a whole number of rooms, at least 1', () => {
+  for (const [name, value] of [
+    ['rooms', '0'],
+    ['rooms', 'abc'],
+    ['warmup', '0'],
+    ['warmup', '1.5'],
+  ] as const) {
+    const r = run([`--${name}`, value]);
+    assert.is(r.status, 2, `--${name} ${value}: exit ${r.status}\n${r.stderr}`);
+    assert.is(r.stderr.trim(), `bench/pd.mjs: --${name} must be a whole number of rooms, at least 1; got ${value}`);
+    assert.is(r.stdout, '', 'nothing ran');
+  }
+});
+
 test.run();
