@@ -20,7 +20,6 @@
 // byte of the ring between the copies of one piece in every variant (the verifiers' own
 // test); --crc-only leaves out the byte comparison, so that only the CRCs can see it. Exit
 // status 0 only when every check holds.
-#include <emmintrin.h>
 #include <getopt.h>
 
 #include <cstdint>
@@ -30,6 +29,7 @@
 #include <ctime>
 
 #include "crc32c.h"
+#include "te/streaming_copy.h"
 
 using te::staging::crc32c;
 
@@ -48,20 +48,6 @@ double now_s() {
   timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-// Non-temporal copy; both 16-byte aligned and n a multiple of 64 here.
-void stream_copy(uint8_t* d, const uint8_t* s, size_t n) {
-  for (size_t i = 0; i < n; i += 64) {
-    __m128i a = _mm_load_si128(reinterpret_cast<const __m128i*>(s + i));
-    __m128i b = _mm_load_si128(reinterpret_cast<const __m128i*>(s + i + 16));
-    __m128i c = _mm_load_si128(reinterpret_cast<const __m128i*>(s + i + 32));
-    __m128i e = _mm_load_si128(reinterpret_cast<const __m128i*>(s + i + 48));
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), a);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
-    _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
-  }
 }
 
 // The piece in flight at `o` (the third of the source) has one byte flipped on the way.
@@ -84,12 +70,12 @@ double run(Variant v) {
     if (v == FUSED) {
       std::memcpy(bounce, slot, kPiece);
       if (crc32c(0, bounce, kPiece) != sent) ok = false;
-      stream_copy(dst + o, bounce, kPiece);
+      te::streaming_copy(dst + o, bounce, kPiece);
     } else {
       std::memcpy(dst + o, slot, kPiece);
     }
   }
-  if (v == FUSED) _mm_sfence();
+  if (v == FUSED) te::streaming_fence();
   if (v == SEPARATE && crc32c(0, src, total) != crc32c(0, dst, total)) ok = false;
   const double e = now_s() - t;
   if (!crc_only && std::memcmp(dst, src, total) != 0) ok = false;
