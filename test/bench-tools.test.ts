@@ -52,6 +52,9 @@ test("bench/vs-iperf3.mjs: raw libfabric gets te's threads and grouping, and the
       assert.ok([1, c.threads].includes(c.raw.endpoints), JSON.stringify(c.raw));
       assert.ok(c.raw.iov === 1 || c.raw.iov === Math.min(4, Math.floor(1048576 / c.blockSize)), JSON.stringify(c.raw));
       assert.ok(c.raw.swept >= 1 && c.raw.verified === true && c.verified === true);
+      // Raw walked te's working set (every request in flight its own block), and its figure is a run of its own after the sweep.
+      assert.is(c.raw.span, c.blockSize * c.batchSize * c.concurrency, JSON.stringify(c.raw));
+      assert.ok(c.raw.sweepBestBytesPerSecond > 0, JSON.stringify(c.raw));
       assert.is(c.rawSingleThread.endpoints, 1);
     }
     for (const row of out.sameHost.rows) assert.is(row.copyThreads, out.threads['mooncake-shm']);

@@ -79,6 +79,42 @@ fabricTest('a corrupted byte fails the run (exit 1, verified false), writes and 
   }
 });
 
+// The working set (--span) is what te's run touches: operations walk it in turn, so a small
+// window streams from memory as te does; every position is timed, and every byte checked.
+fabricTest('--span: a working set larger than the window is walked whole and verified, writes and reads', () => {
+  for (const args of [
+    ['--op', 'write'],
+    ['--op', 'read'],
+    ['--op', 'write', '--endpoints', '2', '--iov', '4'],
+  ]) {
+    const r = run([...args, '--size', '4096', '--window', '4', '--span', String(4 << 20), '--seconds', '0.2', '--provider', provider]);
+    assert.is(r.status, 0, `${args.join(' ')}: ${r.stderr}`);
+    assert.is(r.json.verified, true);
+    // Every position of the span is timed at least once (the run does not end before).
+    const positions = (4 << 20) / (4096 * (args.includes('--iov') ? 4 : 1));
+    assert.ok(r.json.ops >= positions, `${r.json.ops} operations for ${positions} positions`);
+  }
+});
+
+// Before the clock starts every byte to be moved gets a new value, so the check sees timed
+// bytes only: a run that never sends one position while timed (yet counts it) must fail.
+// Before that re-stamp, the warm-up's copy of the same bytes made this run verify.
+fabricTest('a position never moved while timed fails the run, writes and reads, with and without --span', () => {
+  for (const args of [
+    ['--op', 'write', '--window', '8'],
+    ['--op', 'read', '--window', '8'],
+    ['--op', 'write', '--window', '4', '--span', String(1 << 20)],
+    ['--op', 'read', '--window', '4', '--span', String(1 << 20), '--endpoints', '2', '--iov', '4'],
+  ]) {
+    const r = spawnSync(buildRawFabric() as string, [...args, '--size', '4096', '--seconds', '0.2', '--provider', provider, '--drop-timed-position'], {
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
+    assert.is(r.status, 1, `${args.join(' ')}: ${r.stderr}`);
+    assert.is(JSON.parse(r.stdout.trim().split('\n').pop()!).verified, false);
+  }
+});
+
 fabricTest('bad arguments exit 2 with a message, before any fabric is opened', () => {
   for (const args of [
     ['--third-thread', '0:90'],
@@ -87,6 +123,9 @@ fabricTest('bad arguments exit 2 with a message, before any fabric is opened', (
     ['--size', '0'],
     ['--endpoints', '0'],
     ['--iov', '9'],
+    ['--span', '0'],
+    ['--span', '12x'],
+    ['--window', '1', '--drop-timed-position'],
     ['--bogus'],
   ]) {
     const r = run(args);

@@ -2,8 +2,12 @@
 // No te code is involved: a target process registers a buffer and polls its completion
 // queue (providers such as tcp;ofi_rxm progress data only when polled); an initiator keeps
 // `window` fi_write or fi_read operations in flight against it for a fixed time, after an
-// untimed warm-up pass over every slot (connections made, pages warm). Every
-// slot of the destination is checked afterwards (a checksum computed on both sides).
+// untimed warm-up pass over the whole working set (connections made, pages warm). Operations
+// walk the working set in turn (--span: the bytes te's run touches, so a baseline of a few
+// operations in flight does not stay in the caches while te streams from memory). Before
+// the clock starts the initiator gives every byte it will send (or receive into) a new value,
+// and the run ends only once every position was timed at least once: the check afterwards
+// (a checksum computed on both sides over the whole working set) sees only timed bytes.
 //
 // Long file: the baseline is one self-contained C program (initiator, target, verification)
 // that bench/lib/c-bench.mjs compiles from this one source with the system compiler alone.
@@ -13,10 +17,15 @@
 //                                   polling thread on both sides, as te runs one per rail)
 //                [--iov K]         (K consecutive slots per operation: one multi-iov
 //                                   fi_writemsg/fi_readmsg, as te groups a batch's requests)
+//                [--span BYTES]    (working set per side, all endpoints together; default
+//                                   and minimum: window × K × size, one position per operation)
 //                [--delivery-complete]   (writes complete once applied at the target)
 //                [--third-thread ON_US:OFF_US]
 //                [--corrupt-one-byte]    (the verifier's own test: one byte of the timed
 //                                         destination is flipped before the check, which must fail)
+//                [--drop-timed-position] (the verifier's other test: endpoint 0's last position
+//                                         is never sent while timed, though counted; the check
+//                                         must fail, as it did not when only the warm-up was seen)
 //
 // The window is the operations in flight over all endpoints (split evenly); each operation
 // carries K slots, so window × K requests are in flight.
@@ -26,7 +35,7 @@
 // each completion, busy a fraction of the time). On a host with no spare core it shows how
 // much the baseline itself loses to one more runnable thread.
 //
-// Prints one JSON line: op, size, window, endpoints, iov, provider, ops, requests, seconds,
+// Prints one JSON line: op, size, window, endpoints, iov, provider, span, ops, requests, seconds,
 // bytesPerSecond, requestsPerSecond, p50Us, p99Us, verified. Exit status 0 only when verified.
 #define _GNU_SOURCE
 #include <errno.h>
@@ -67,6 +76,8 @@ struct options {
   int delivery_complete;  // writes complete only once applied at the target, as te posts them
   unsigned third_on_us, third_off_us;  // --third-thread; 0:0 = none
   int corrupt;            // --corrupt-one-byte
+  size_t span;            // --span: working set per side (0: one position per operation)
+  int drop_timed;         // --drop-timed-position
 };
 
 // What the target tells the initiator about one endpoint (over a socketpair, before the run).
@@ -151,7 +162,18 @@ static int window_of(const struct options *o, int e) {
   return w < 1 ? 1 : w;
 }
 
-static size_t bytes_of(const struct options *o, int e) { return (size_t)window_of(o, e) * (size_t)o->iov * o->size; }
+// Positions (operation-sized pieces of the working set) one endpoint walks: its share of the
+// span, never fewer than its operations in flight.
+static size_t positions_of(const struct options *o, int e) {
+  const size_t op_bytes = (size_t)o->iov * o->size;
+  const size_t share = o->span / (size_t)o->endpoints / op_bytes;
+  return share > (size_t)window_of(o, e) ? share : (size_t)window_of(o, e);
+}
+
+static size_t bytes_of(const struct options *o, int e) { return positions_of(o, e) * (size_t)o->iov * o->size; }
+
+// What the initiator sends (writes) before the clock starts, and again, every byte changed, while timed.
+static uint8_t source_byte(size_t i, int e, int timed) { return pattern(i * 3 + 1 + (size_t)e) ^ (timed ? 0xa5 : 0); }
 
 static void open_fabric(struct fabric *f, const struct options *o, int window, size_t bytes) {
   struct fi_info *hints = fi_allocinfo();
@@ -253,7 +275,7 @@ static int cmp_u32(const void *a, const void *b) {
 struct slot {
   struct fi_context ctx;  // first: a completion's op_context points here
   double posted;
-  int index;
+  size_t pos;  // the position of the working set its operation moves
 };
 
 struct worker {
@@ -274,24 +296,25 @@ struct run {
   fi_addr_t peer;
   int window;
   size_t op_bytes;
+  size_t positions, next;  // the working set's positions; the next one to post
   void *descs[MAX_IOV];
   struct slot *slots;
   // Slots ready to post (every one at first); a completed slot is posted again until the time
   // is up. A slot's context stays where it is while its operation is in flight.
   struct slot **ready;
   int nready, inflight, stopping, warm;
-  // The run ends only once every slot completed at least once: the verification compares the
-  // whole window, and under load the first posts of a large window can outlast a short run.
+  // The run ends only once every position completed at least once: the verification compares
+  // the whole working set, and under load the first posts of a large window can outlast a short run.
   uint8_t *completed_once;
-  int never_completed;
+  size_t never_completed;
 };
 
 // Posts slot `s`'s operation; what the provider returned.
 static ssize_t post_slot(struct worker *w, struct run *r, struct slot *s) {
   const struct options *o = w->o;
   struct fabric *f = &w->f;
-  uint8_t *local = f->buf + (size_t)s->index * r->op_bytes;
-  uint64_t remote = w->ti.base + (uint64_t)s->index * r->op_bytes;
+  uint8_t *local = f->buf + s->pos * r->op_bytes;
+  uint64_t remote = w->ti.base + (uint64_t)s->pos * r->op_bytes;
   s->posted = now_s();
   if (o->iov > 1 || (o->write && o->delivery_complete)) {
     struct iovec iov[MAX_IOV];
@@ -309,12 +332,40 @@ static ssize_t post_slot(struct worker *w, struct run *r, struct slot *s) {
                   : fi_read(f->ep, local, o->size, f->desc, r->peer, remote, w->ti.key, &s->ctx);
 }
 
-// Posts the ready slots until none is left or the provider is full.
+// A slot's operation is done: its position counts as covered, and the slot is ready again
+// (or the run stops, once its time is up and every position was covered).
+static void settle(struct worker *w, struct run *r, struct slot *s, double t) {
+  ++w->ops;
+  if (w->nsamples < MAX_SAMPLES) w->samples[w->nsamples++] = (uint32_t)((t - s->posted) * 1e6);
+  if (!r->completed_once[s->pos]) {
+    r->completed_once[s->pos] = 1;
+    --r->never_completed;
+  }
+  if (t >= w->until && r->never_completed == 0) {
+    r->stopping = 1;
+    return;
+  }
+  r->ready[r->nready++] = s;
+}
+
+// Posts the ready slots until none is left or the provider is full, each at the working
+// set's next position.
 static void post_ready(struct worker *w, struct run *r) {
   while (!r->stopping && r->nready > 0) {
-    ssize_t rc = post_slot(w, r, r->ready[r->nready - 1]);
+    struct slot *s = r->ready[r->nready - 1];
+    s->pos = r->next;
+    // --drop-timed-position: the verifier's test skips one position's operations while timed.
+    if (w->o->drop_timed && !r->warm && w->e == 0 && s->pos == r->positions - 1) {
+      r->next = (r->next + 1) % r->positions;
+      --r->nready;
+      s->posted = now_s();
+      settle(w, r, s, s->posted);
+      continue;
+    }
+    ssize_t rc = post_slot(w, r, s);
     if (rc == -FI_EAGAIN) break;  // the provider is full: poll, then retry
     if (rc) die(w->o->write ? "fi_write" : "fi_read", (int)rc);
+    r->next = (r->next + 1) % r->positions;
     ++r->inflight;
     --r->nready;
   }
@@ -336,35 +387,28 @@ static int reap(struct worker *w, struct run *r) {
   }
   const double t = now_s();
   for (ssize_t k = 0; k < n; ++k) {
-    struct slot *s = (struct slot *)e[k].op_context;
     --r->inflight;
-    ++w->ops;
-    if (w->nsamples < MAX_SAMPLES) w->samples[w->nsamples++] = (uint32_t)((t - s->posted) * 1e6);
-    if (!r->completed_once[s->index]) {
-      r->completed_once[s->index] = 1;
-      --r->never_completed;
-    }
-    if (t >= w->until && r->never_completed == 0) {
-      r->stopping = 1;
-      continue;
-    }
-    r->ready[r->nready++] = s;
+    settle(w, r, (struct slot *)e[k].op_context, t);
   }
   w->end = t;
   return 1;
 }
 
-// The warm-up is done: once every endpoint's is, the clock starts and every slot is posted again.
+// The warm-up is done: every byte the timed run moves gets a new value (the source for a
+// write, the landing buffer for a read), so the check afterwards cannot pass on what the
+// warm-up left; once every endpoint is ready, the clock starts and every slot is posted again.
 static void start_timed_run(struct worker *w, struct run *r) {
   r->warm = 0;
   r->stopping = 0;
+  for (size_t i = 0; i < w->f.bytes; ++i) w->f.buf[i] = w->o->write ? source_byte(i, w->e, 1) : pattern(i + (size_t)w->e) ^ 0xa5;
   pthread_barrier_wait(w->barrier);
   w->start = now_s();
   w->until = w->start + w->o->seconds;
   w->ops = 0;
   w->nsamples = 0;
-  memset(r->completed_once, 0, (size_t)r->window);
-  r->never_completed = r->window;
+  memset(r->completed_once, 0, r->positions);
+  r->never_completed = r->positions;
+  r->next = 0;
   for (int i = r->nready = 0; i < r->window; ++i) r->ready[r->nready++] = &r->slots[i];
 }
 
@@ -390,19 +434,16 @@ static void flush_writes(struct worker *w, struct run *r) {
 static void *initiator_run(void *arg) {
   struct worker *w = arg;
   const struct options *o = w->o;
-  struct run r = {.window = window_of(o, w->e), .op_bytes = (size_t)o->iov * o->size, .warm = 1};
+  struct run r = {.window = window_of(o, w->e), .op_bytes = (size_t)o->iov * o->size, .positions = positions_of(o, w->e), .warm = 1};
   if (fi_av_insert(w->f.av, w->ti.addr, 1, &r.peer, 0, NULL) != 1) die("fi_av_insert", -FI_EINVAL);
   r.slots = calloc((size_t)r.window, sizeof *r.slots);
   r.ready = malloc(sizeof(struct slot *) * (size_t)r.window);
-  r.completed_once = calloc((size_t)r.window, 1);
-  r.never_completed = r.window;
-  for (int i = 0; i < r.window; ++i) {
-    r.slots[i].index = i;
-    r.ready[r.nready++] = &r.slots[i];
-  }
+  r.completed_once = calloc(r.positions, 1);
+  r.never_completed = r.positions;
+  for (int i = 0; i < r.window; ++i) r.ready[r.nready++] = &r.slots[i];
   for (int k = 0; k < MAX_IOV; ++k) r.descs[k] = w->f.desc;
-  // Untimed warm-up: every slot once (connections made, pages and caches warm), then all
-  // endpoints start the clock together.
+  // Untimed warm-up: every position once (connections made, pages warm), then all endpoints
+  // start the clock together.
   w->until = 0;
   for (;;) {
     post_ready(w, &r);
@@ -426,7 +467,7 @@ static int run_initiator(int sock, const struct options *o) {
     open_fabric(&w[e].f, o, window_of(o, e), bytes_of(o, e));
     read_all(sock, &w[e].ti, sizeof w[e].ti);
     if (o->write)
-      for (size_t i = 0; i < w[e].f.bytes; ++i) w[e].f.buf[i] = pattern(i * 3 + 1 + (size_t)e);
+      for (size_t i = 0; i < w[e].f.bytes; ++i) w[e].f.buf[i] = source_byte(i, e, 0);
     w[e].samples = malloc(sizeof(uint32_t) * MAX_SAMPLES);
   }
   pthread_barrier_t barrier;
@@ -441,7 +482,8 @@ static int run_initiator(int sock, const struct options *o) {
   double start = w[0].start;
   for (int e = 1; e < o->endpoints; ++e)
     if (w[e].start < start) start = w[e].start;
-  // Every slot was written (or read) at least once: compare each endpoint's whole window.
+  // Every position was written (or read) at least once while timed: compare each endpoint's
+  // whole working set.
   uint64_t verify[MAX_ENDPOINTS], remote_sum[MAX_ENDPOINTS];
   for (int e = 0; e < o->endpoints; ++e) verify[e] = w[e].f.bytes;
   write_all(sock, verify, sizeof(uint64_t) * (size_t)o->endpoints);
@@ -473,11 +515,13 @@ static int run_initiator(int sock, const struct options *o) {
   }
   qsort(samples, nsamples, sizeof *samples, cmp_u32);
   const double secs = end - start;
+  size_t span = 0;  // the working set walked, per side
+  for (int e = 0; e < o->endpoints; ++e) span += w[e].f.bytes;
   const uint64_t requests = ops * (uint64_t)o->iov;
   printf("{\"op\":\"%s\",\"deliveryComplete\":%s,\"size\":%zu,\"window\":%d,\"endpoints\":%d,\"iov\":%d,\"provider\":\"%s\",\"thirdThread\":\"%u:%u\","
-         "\"ops\":%llu,\"requests\":%llu,\"seconds\":%.3f,\"bytesPerSecond\":%.0f,\"requestsPerSecond\":%.0f,\"p50Us\":%u,\"p99Us\":%u,\"verified\":%s}\n",
+         "\"span\":%zu,\"ops\":%llu,\"requests\":%llu,\"seconds\":%.3f,\"bytesPerSecond\":%.0f,\"requestsPerSecond\":%.0f,\"p50Us\":%u,\"p99Us\":%u,\"verified\":%s}\n",
          o->write ? "write" : "read", o->write && o->delivery_complete ? "true" : "false", o->size, o->window, o->endpoints, o->iov, o->provider,
-         o->third_on_us, o->third_off_us, (unsigned long long)ops, (unsigned long long)requests, secs, requests * (double)o->size / secs,
+         o->third_on_us, o->third_off_us, span, (unsigned long long)ops, (unsigned long long)requests, secs, requests * (double)o->size / secs,
          requests / secs, nsamples ? samples[nsamples / 2] : 0, nsamples ? samples[(size_t)(nsamples * 0.99)] : 0, verified ? "true" : "false");
   free(samples);
   for (int e = 0; e < o->endpoints; ++e) {
@@ -504,7 +548,8 @@ static void *third_thread(void *arg) {
 static void usage(void) {
   fprintf(stderr,
           "usage: fi_rma_bench --op write|read --size BYTES --window N --seconds S [--provider P] [--endpoints E] [--iov K]\n"
-          "                    [--delivery-complete] [--third-thread ON_US:OFF_US] [--corrupt-one-byte]\n");
+          "                    [--span BYTES] [--delivery-complete] [--third-thread ON_US:OFF_US] [--corrupt-one-byte]\n"
+          "                    [--drop-timed-position]\n");
 }
 
 int main(int argc, char **argv) {
@@ -514,6 +559,7 @@ int main(int argc, char **argv) {
                                   {"provider", required_argument, 0, 'p'}, {"delivery-complete", no_argument, 0, 'd'},
                                   {"third-thread", required_argument, 0, 'x'}, {"endpoints", required_argument, 0, 'e'},
                                   {"iov", required_argument, 0, 'k'},      {"corrupt-one-byte", no_argument, 0, 'c'},
+                                  {"span", required_argument, 0, 'S'},     {"drop-timed-position", no_argument, 0, 'D'},
                                   {0, 0, 0, 0}};
   for (int c; (c = getopt_long(argc, argv, "", longs, NULL)) != -1;) {
     switch (c) {
@@ -526,6 +572,16 @@ int main(int argc, char **argv) {
       case 'e': o.endpoints = atoi(optarg); break;
       case 'k': o.iov = atoi(optarg); break;
       case 'c': o.corrupt = 1; break;
+      case 'S': {
+        char *end = NULL;
+        o.span = strtoull(optarg, &end, 0);
+        if (!end || *end || o.span == 0) {
+          fprintf(stderr, "fi_rma_bench: --span takes a positive number of bytes, got %s\n", optarg);
+          return 2;
+        }
+        break;
+      }
+      case 'D': o.drop_timed = 1; break;
       case 'x':
         if (sscanf(optarg, "%u:%u", &o.third_on_us, &o.third_off_us) != 2 || o.third_on_us == 0) {
           fprintf(stderr, "fi_rma_bench: --third-thread takes ON_US:OFF_US with ON_US > 0, e.g. 30:90\n");
@@ -543,6 +599,11 @@ int main(int argc, char **argv) {
   }
   if (o.endpoints < 1 || o.endpoints > MAX_ENDPOINTS || o.iov < 1 || o.iov > MAX_IOV) {
     fprintf(stderr, "fi_rma_bench: --endpoints takes 1 to %d, --iov 1 to %d\n", MAX_ENDPOINTS, MAX_IOV);
+    return 2;
+  }
+  // The end-of-run flush rewrites position 0, so the dropped position is the last: there must be two.
+  if (o.drop_timed && positions_of(&o, 0) < 2) {
+    fprintf(stderr, "fi_rma_bench: --drop-timed-position needs endpoint 0 to walk at least 2 positions (a larger --window or --span)\n");
     return 2;
   }
   int sv[2];

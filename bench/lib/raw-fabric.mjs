@@ -14,10 +14,12 @@ export function buildRawFabric() {
  * the guarantee te's transports give for a completed write. `thirdThread` ("30:90") adds a
  * thread that spins and sleeps in turn, as te's JS thread does beside its transport threads.
  */
-export function runRawFabric({ op, size, window, seconds, provider = 'tcp;ofi_rxm', deliveryComplete = false, thirdThread, endpoints = 1, iov = 1 }) {
+export function runRawFabric({ op, size, window, seconds, provider = 'tcp;ofi_rxm', deliveryComplete = false, thirdThread, endpoints = 1, iov = 1, span }) {
   // `endpoints`: endpoint pairs, each with its own domain, CQ and polling thread on both sides
   // (te's rails); `iov`: requests per operation (te's multi-iov grouping); `window`: operations
-  // in flight over all endpoints.
+  // in flight over all endpoints; `span`: the working set per side that the operations walk
+  // (te's, so a small window does not stay in the caches while te streams from memory;
+  // default window × iov × size).
   const args = [
     '--op',
     op,
@@ -34,6 +36,7 @@ export function runRawFabric({ op, size, window, seconds, provider = 'tcp;ofi_rx
     '--iov',
     String(iov),
   ];
+  if (span) args.push('--span', String(span));
   if (deliveryComplete) args.push('--delivery-complete');
   // `thirdThread`: "ON_US:OFF_US", a duty-cycled busy thread beside the raw initiator.
   if (thirdThread) args.push('--third-thread', thirdThread);
