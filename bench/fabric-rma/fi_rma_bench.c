@@ -413,8 +413,9 @@ static void start_timed_run(struct worker *w, struct run *r) {
 }
 
 // Plain writes complete once sent, and the target stops polling (so stops applying) when
-// told to: one delivery-complete write of slot 0's own bytes, after the others on the same
-// connection (which the socket providers apply in order), flushes them before the check.
+// told to: one delivery-complete write of position 0's own bytes, after the others on the
+// same connection (which the socket providers apply in order), flushes them before the
+// check, and is timed.
 static void flush_writes(struct worker *w, struct run *r) {
   const struct options *o = w->o;
   struct fabric *f = &w->f;
@@ -452,7 +453,12 @@ static void *initiator_run(void *arg) {
     if (got < 0) break;
     if (got > 0 && r.stopping && r.inflight == 0 && r.warm) start_timed_run(w, &r);
   }
-  if (o->write && !o->delivery_complete && !w->failed) flush_writes(w, &r);
+  // The clock stops once every timed write has landed: a plain write completes once sent, and
+  // with a large window tens of MiB can still be on their way when the last completion comes.
+  if (o->write && !o->delivery_complete && !w->failed) {
+    flush_writes(w, &r);
+    w->end = now_s();
+  }
   free(r.completed_once);
   free(r.ready);
   free(r.slots);
