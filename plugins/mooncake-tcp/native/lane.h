@@ -65,7 +65,9 @@ class Lane : public IoHandler {
   bool lease_body(const Slice* s, const StridedRows* rows, std::vector<te::Lease>* leases);
   /** `written` bytes went out: first the `ctrl_left` control bytes, then inflight_'s frames. */
   void account_sent(uint64_t written, size_t ctrl_left);
+  /** Receives what the socket holds, then sets the receive mark (recv_buffer.h). */
   void read_input();
+  void read_available();
   bool header_only() const;
   bool parse();
   /** A frame header arrived (buffered bytes parsed); false when the lane failed. */
@@ -147,6 +149,7 @@ class Lane : public IoHandler {
   bool in_body_ = false;
   Header cur_;
   uint64_t body_left_ = 0;
+  int lowat_ = 1;  // the socket's SO_RCVLOWAT, as last set (a new socket's: 1)
   uint64_t body_dst_ = 0;
   bool body_drain_ = false;
   bool body_ctrl_ = false;

@@ -59,6 +59,7 @@ void Lane::start_connect() {
     return;
   }
   fd_ = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  lowat_ = 1;
   if (fd_ < 0) {
     fail(te::TE_INTERNAL, "socket(): " + errstr(errno));
     return;

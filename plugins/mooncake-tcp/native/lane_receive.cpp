@@ -14,6 +14,14 @@ constexpr size_t kLaneReadBuffer = 256 * 1024;
 }  // namespace
 
 void Lane::read_input() {
+  read_available();
+  if (fd_ < 0) return;
+  // The mark (recv_buffer.h) while a READ's answer arrives in place.
+  const bool in_place = in_body_ && !body_drain_ && !body_ctrl_ && !body_staged_ && !rx_job_ && rbuf_.empty();
+  set_lowat(fd_, lowat_for(in_place ? body_left_ : 0), &lowat_);
+}
+
+void Lane::read_available() {
   for (int rounds = 0; rounds < 64 && fd_ >= 0 && !rx_job_; ++rounds) {
     // A large READ body with nothing buffered goes to its destination without the buffer.
     const bool in_place = in_body_ && !body_drain_ && !body_ctrl_ && rbuf_.empty() && body_left_ >= kDirectMin;

@@ -22,6 +22,29 @@ constexpr uint64_t kDirectMin = 16 * 1024;
 /** At most this much per in-place recv (one lease each, so unregistering waits little). */
 constexpr uint64_t kDirectChunk = 4u << 20;
 
+/**
+ * SO_RCVLOWAT while a large body arrives in place: the socket reports input once this much
+ * of the body is queued (or all of it, when less is left), so a read loop wakes once per
+ * kLowatMax bytes rather than for every few segments loopback or the NIC hands over. Below
+ * kLowatMin left, input is reported at once. The mark never exceeds what the peer sends
+ * without waiting for this side (the rest of the frame's body), closes and errors are
+ * reported whatever it is, and the kernel keeps it below the receive buffer.
+ */
+constexpr uint64_t kLowatMin = 64 * 1024;
+constexpr uint64_t kLowatMax = 256 * 1024;
+
+/** The mark for a body with `left` bytes still to come (1: report any input). */
+inline int lowat_for(uint64_t left) {
+  if (left < kLowatMin) return 1;
+  return static_cast<int>(left < kLowatMax ? left : kLowatMax);
+}
+
+/** Sets `fd`'s SO_RCVLOWAT to `want` unless `*current` (the last value set) already is. */
+inline void set_lowat(int fd, int want, int* current) {
+  if (want == *current) return;
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &want, sizeof want) == 0) *current = want;
+}
+
 /** What a recv() result means to a connection's read loop. */
 enum class RecvResult { DATA, CLOSED, AGAIN, INTERRUPTED, FAILED };
 inline RecvResult classify_recv(ssize_t r) {

@@ -48,7 +48,10 @@ class ServerConn : public IoHandler {
     int device = kHost;  // device of `body` (sent through the pinned tx buffer, chunk by chunk)
     uint64_t seq = 0;
   };
+  /** Receives what the socket holds, then sets when epoll is to report it next (tune_lowat). */
   void read_input();
+  void read_available();
+  void tune_lowat();
   bool header_only() const;
   size_t read_most(size_t cap) const;
   /**
@@ -147,6 +150,7 @@ class ServerConn : public IoHandler {
   RecvBuffer rbuf_;
   bool in_body_ = false;
   bool large_writes_ = false;  // the last request was a WRITE of at least kDirectMin bytes
+  int lowat_ = 1;              // the socket's SO_RCVLOWAT, as last set (the kernel's default: 1)
   BodyMode mode_ = DRAIN;
   Header cur_;
   uint64_t body_left_ = 0;

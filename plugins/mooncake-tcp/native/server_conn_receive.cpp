@@ -16,6 +16,24 @@ constexpr size_t kHandshakeReadBuffer = 4 * 1024;
 }  // namespace
 
 void ServerConn::read_input() {
+  read_available();
+  if (!closed) tune_lowat();
+}
+
+// The mark (recv_buffer.h) while a body arrives in place, into rows or as a WRITEV's segments.
+void ServerConn::tune_lowat() {
+  uint64_t left = 0;
+  if (in_body_ && mode_ == DIRECT && rbuf_.empty()) {
+    // What the peer sends without waiting for this side: the rest of the frame's body (a
+    // WRITEV's later segments included).
+    left = body_left_;
+    if (cur_.op == OP_WRITEV && !vec_.table)
+      for (size_t i = vec_.at + 1; i < vec_.segs.size() && left < kLowatMax; ++i) left += vec_.segs[i].length;
+  }
+  set_lowat(fd_, lowat_for(left), &lowat_);
+}
+
+void ServerConn::read_available() {
   for (int rounds = 0; rounds < 64 && !closed && !input_held() && !close_after_flush_; ++rounds) {
     // A large body with nothing buffered goes to its destination without the buffer; so do
     // a WRITEV's segments into host memory, a run of them per receive.

@@ -1,6 +1,9 @@
 // The receive path's pieces, over real sockets where they read: the HELLO body parser, the
 // receive of a body's end with the next header, and the one reading of a recv() result both
 // read loops share. Cases of tcp_core_test (scripts/native-test.sh).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -106,4 +109,81 @@ void test_after_recv_reads_each_result() {
   errno = EINTR;
   CHECK(after_recv(-1, report) == RecvNext::RETRY);
   CHECK(lost.size() == 2);
+}
+
+namespace {
+// A connected TCP pair over loopback (the receive mark is TCP's: SO_RCVLOWAT as poll reports it).
+void tcp_pair(int* client, int* server) {
+  int l = socket(AF_INET, SOCK_STREAM, 0);
+  CHECK(l >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  CHECK(bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && listen(l, 1) == 0);
+  socklen_t len = sizeof a;
+  CHECK(getsockname(l, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  *client = socket(AF_INET, SOCK_STREAM, 0);
+  CHECK(connect(*client, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  *server = accept(l, nullptr, nullptr);
+  CHECK(*server >= 0);
+  ::close(l);
+}
+
+bool readable(int fd, int timeout_ms) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
+}
+
+void send_all(int fd, size_t n) {
+  std::vector<uint8_t> b(n, 0x42);
+  size_t off = 0;
+  while (off < n) {
+    ssize_t w = ::send(fd, b.data() + off, n - off, 0);
+    CHECK(w > 0);
+    off += static_cast<size_t>(w);
+  }
+}
+}  // namespace
+
+// The receive mark: none for small bodies, the rest of a body up to kLowatMax; the socket
+// then reports input only once that much is queued, and a close at once whatever the mark.
+void test_receive_mark() {
+  CHECK(lowat_for(0) == 1 && lowat_for(kLowatMin - 1) == 1);
+  CHECK(lowat_for(kLowatMin) == int(kLowatMin) && lowat_for(100000) == 100000);
+  CHECK(lowat_for(kLowatMax + 1) == int(kLowatMax) && lowat_for(uint64_t(1) << 40) == int(kLowatMax));
+
+  int c = -1, s = -1;
+  tcp_pair(&c, &s);
+  int mark = 1;
+  set_lowat(s, 100000, &mark);
+  CHECK(mark == 100000);
+  int got = 0;
+  socklen_t len = sizeof got;
+  CHECK(getsockopt(s, SOL_SOCKET, SO_RCVLOWAT, &got, &len) == 0 && got == 100000);
+  send_all(c, 60000);
+  CHECK(!readable(s, 100));  // under the mark: not reported (it would be at once)
+  send_all(c, 40000);
+  CHECK(readable(s, 10000));  // the mark reached
+  std::vector<uint8_t> b(200000);
+  size_t in = 0;
+  while (in < 100000) {
+    ssize_t r = ::recv(s, b.data() + in, b.size() - in, 0);
+    CHECK(r > 0);
+    in += static_cast<size_t>(r);
+  }
+  CHECK(in == 100000);
+  // Back to 1: one byte is reported.
+  set_lowat(s, 1, &mark);
+  CHECK(mark == 1);
+  send_all(c, 1);
+  CHECK(readable(s, 10000));
+  CHECK(::recv(s, b.data(), 1, 0) == 1);
+  // A peer that closes with less than the mark queued is reported at once.
+  set_lowat(s, 200000, &mark);
+  send_all(c, 1000);
+  ::close(c);
+  CHECK(readable(s, 10000));
+  CHECK(::recv(s, b.data(), b.size(), 0) == 1000);
+  CHECK(::recv(s, b.data(), b.size(), 0) == 0);
+  ::close(s);
 }

@@ -448,6 +448,7 @@ void test_busy_poll_window_sleeps_when_idle() {
 void test_parse_hello();
 void test_body_end_brings_next_header();
 void test_after_recv_reads_each_result();
+void test_receive_mark();
 // loop_test.cpp
 void test_post_wakes_only_a_sleeping_loop();
 // writev_test.cpp, gather_rows_test.cpp, scatter_rows_test.cpp
@@ -478,6 +479,7 @@ int main(int argc, char** argv) {
       {"post_wakes_only_a_sleeping_loop", test_post_wakes_only_a_sleeping_loop},
       {"body_end_brings_next_header", test_body_end_brings_next_header},
       {"after_recv_reads_each_result", test_after_recv_reads_each_result},
+      {"receive_mark", test_receive_mark},
       {"mixed_sizes_keep_frame_boundaries", test_mixed_sizes_keep_frame_boundaries},
       {"writev_segments_land_each_on_its_own", test_writev_segments_land_each_on_its_own},
       {"gather_rows_iovecs", test_gather_rows_iovecs},
