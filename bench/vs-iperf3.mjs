@@ -29,7 +29,7 @@
 // A target met only by giving te more threads than its baseline does not count: the
 // baselines get te's thread counts, read from the transports' describe().
 import { execFileSync, spawn } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -240,6 +240,17 @@ console.log(
     .map(([p, n]) => `${p} ${n}`)
     .join(', ')}`,
 );
+// Every TCP socket of the run (te's, raw libfabric's, iperf3's) takes the system's congestion
+// control unless told otherwise, and on loopback it moves them all: with bbr each socket is
+// paced by a timer (docs/plugins/mooncake-tcp.md).
+const congestion = (() => {
+  try {
+    return readFileSync('/proc/sys/net/ipv4/tcp_congestion_control', 'utf8').trim();
+  } catch {
+    return 'unknown';
+  }
+})();
+console.log(`TCP congestion control: ${congestion} (the system's, for te, raw libfabric and iperf3 alike)`);
 console.log(
   `iperf3 loopback: ${streams.map((n) => `${n} stream${n > 1 ? 's' : ''} ${gb(iperfBefore[n])} GB/s before, ${gb(iperfAfter[n])} after`).join('; ')}`,
 );
@@ -395,7 +406,17 @@ if (values.json)
   writeFileSync(
     values.json,
     JSON.stringify(
-      { cpus: availableParallelism(), threads, iperf3: { before: iperfBefore, after: iperfAfter }, rounds, duration, sweepSeconds, sameHost, results: summary },
+      {
+        cpus: availableParallelism(),
+        threads,
+        tcpCongestionControl: congestion,
+        iperf3: { before: iperfBefore, after: iperfAfter },
+        rounds,
+        duration,
+        sweepSeconds,
+        sameHost,
+        results: summary,
+      },
       null,
       2,
     ),

@@ -39,6 +39,7 @@ class TcpTransport : public te::napi::NativeTransportWrap<TcpTransport, tetcp::T
     opt.connect_timeout_ms = static_cast<int>(u64_field(o, "connectTimeoutMs"));
     opt.slice_size = u64_field(o, "sliceSize");
     opt.socket_buffer = static_cast<int>(u64_field(o, "socketBufferBytes"));
+    if (te::napi::is_given(o.Get("congestionControl"))) opt.congestion = te::napi::string_field(o, "congestionControl");
     opt.window_bytes = u64_field(o, "windowBytes");
     opt.cancel_grace_ms = static_cast<int>(u64_field(o, "cancelGraceMs"));
     opt.notify_queue_per_peer = u64_field(o, "notifyQueuePerPeer");

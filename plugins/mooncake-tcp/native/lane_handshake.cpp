@@ -64,7 +64,7 @@ void Lane::start_connect() {
     fail(te::TE_INTERNAL, "socket(): " + errstr(errno));
     return;
   }
-  tune_socket(fd_, peer_->owner->options().socket_buffer);
+  tune_socket(fd_, peer_->owner->options());
   // Every close of a lane is abortive (close_connection), and so is the kernel's close when
   // this process dies: a graceful close would leave the socket orphaned in the kernel, still
   // sending the WRITE bytes queued in its send buffer, and the target (which applies bytes

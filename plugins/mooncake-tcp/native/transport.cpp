@@ -16,13 +16,21 @@
 
 namespace tetcp {
 
-void tune_socket(int fd, int buffer_bytes) {
+void tune_socket(int fd, const Options& o) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  if (buffer_bytes > 0) {
-    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof buffer_bytes);
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buffer_bytes, sizeof buffer_bytes);
+  if (o.socket_buffer > 0) {
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &o.socket_buffer, sizeof o.socket_buffer);
+    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &o.socket_buffer, sizeof o.socket_buffer);
   }
+  // Checked on the listener at start (Transport::start): it cannot be refused here.
+  if (!o.congestion.empty()) set_congestion(fd, o.congestion, nullptr);
+}
+
+bool set_congestion(int fd, const std::string& name, std::string* err) {
+  if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), static_cast<socklen_t>(name.size())) == 0) return true;
+  if (err) *err = strerror(errno);
+  return false;
 }
 
 // ---------------------------------------------------------------- Batch
@@ -149,6 +157,16 @@ Status Transport::start(std::string* err) {
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (opt_.socket_buffer > 0) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &opt_.socket_buffer, sizeof opt_.socket_buffer);
+  // The congestion control is tried on the listener first: a name the kernel refuses fails
+  // the start, with the kernel's reason, rather than every connection later.
+  std::string why;
+  if (!opt_.congestion.empty() && !set_congestion(fd, opt_.congestion, &why)) {
+    *err = "congestionControl '" + opt_.congestion + "' was refused by the kernel: " + why +
+           " (the algorithms it has: /proc/sys/net/ipv4/tcp_available_congestion_control; a process without "
+           "CAP_NET_ADMIN may use only those in net.ipv4.tcp_allowed_congestion_control)";
+    ::close(fd);
+    return te::TE_INVALID_ARGUMENT;
+  }
   if (bind(fd, reinterpret_cast<sockaddr*>(&sa), salen) < 0 || listen(fd, 512) < 0) {
     *err = "cannot listen on " + opt_.bind_address + ":" + std::to_string(opt_.port) + ": " + strerror(errno);
     ::close(fd);
@@ -185,7 +203,7 @@ void Transport::accept_fd(int fd, const std::string& address) {
     ++mine;
     ++connections_;
   }
-  tune_socket(fd, opt_.socket_buffer);
+  tune_socket(fd, opt_);
   Loop* l = loops_[next_accept_++ % loops_.size()].get();
   l->post([this, l, fd, address] {
     if (l->stopping()) {

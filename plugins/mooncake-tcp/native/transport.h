@@ -38,7 +38,8 @@ struct Options {
   int lanes = 2;
   int connect_timeout_ms = 3000;
   uint64_t slice_size = 1 << 20;
-  int socket_buffer = 0;  // 0: kernel autotuning
+  int socket_buffer = 0;   // 0: kernel autotuning
+  std::string congestion;  // TCP_CONGESTION of every data socket; empty: the system's default
   uint64_t window_bytes = 32ull << 20;
   int cancel_grace_ms = 250;
   std::vector<uint8_t> secret;  // empty: no authentication
@@ -280,8 +281,14 @@ class Transport {
   te::NotifyBudget notify_budget_{opt_.notify_queue_per_peer, opt_.notify_queue_bytes};  // after opt_: reads it
 };
 
-/** Socket options shared by both sides (non-blocking, TCP_NODELAY, buffer sizes). */
-void tune_socket(int fd, int buffer_bytes);
+/** Socket options shared by both sides (TCP_NODELAY, buffer sizes, congestion control). */
+void tune_socket(int fd, const Options& o);
+
+/**
+ * Sets `fd`'s congestion control to `name` (TCP_CONGESTION); false, with why in `*err`, when
+ * the kernel refuses it (not available, or not allowed to this process).
+ */
+bool set_congestion(int fd, const std::string& name, std::string* err);
 
 /** Bytes a writev of `iov[0..n)` offers (fewer sent: the send buffer is full). */
 inline uint64_t iov_bytes(const iovec* iov, size_t n) {

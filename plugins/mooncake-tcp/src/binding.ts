@@ -19,6 +19,8 @@ export interface NativeTransportOptions {
   connectTimeoutMs: number;
   sliceSize: number;
   socketBufferBytes: number;
+  /** TCP_CONGESTION of the data sockets; absent: the system's default. */
+  congestionControl?: string;
   windowBytes: number;
   cancelGraceMs: number;
   notifyQueuePerPeer: number;

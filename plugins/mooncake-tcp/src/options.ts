@@ -58,6 +58,14 @@ export const tcpOptions = {
     env: 'TE_TCP_SOCKET_BUFFER_BYTES',
     description: 'SO_SNDBUF/SO_RCVBUF of data sockets; 0 keeps kernel autotuning (the fastest setting measured on loopback)',
   },
+  congestionControl: {
+    type: 'string',
+    env: 'TE_TCP_CONGESTION',
+    // The kernel's names: up to 15 characters (TCP_CA_NAME_MAX 16 with its terminator).
+    pattern: /^[A-Za-z0-9_-]{1,15}$/,
+    description:
+      "TCP congestion control of the data sockets (TCP_CONGESTION), e.g. 'cubic'; default: the system's (net.ipv4.tcp_congestion_control). With bbr every socket is paced by a timer, which costs throughput on loopback and short links (docs/plugins/mooncake-tcp.md). A name the kernel refuses fails the engine's start with INVALID_ARGUMENT",
+  },
   windowBytes: {
     type: 'integer',
     default: 33554432,

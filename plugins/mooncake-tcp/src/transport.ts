@@ -109,6 +109,7 @@ export class MooncakeTcpTransport extends NativeTransportBase<NativeTcpTransport
       ioThreads: this.#options.ioThreads,
       lanesPerPeer: this.#options.lanesPerPeer,
       sliceSize: this.#options.sliceSize,
+      congestionControl: this.#options.congestionControl ?? 'system default',
       authentication: (this.#options.authSecret ?? this.context.secret) ? 'hmac-sha256' : 'none',
       cuda: loadBinding().builtWithCuda ? 'staged through pinned host buffers' : 'built without CUDA',
     };
@@ -128,6 +129,7 @@ function nativeOptions(context: TransportContext, options: TcpOptions): NativeTr
     connectTimeoutMs: options.connectTimeoutMs ?? context.connectTimeoutMs,
     sliceSize: options.sliceSize,
     socketBufferBytes: options.socketBufferBytes,
+    ...(options.congestionControl === undefined ? {} : { congestionControl: options.congestionControl }),
     windowBytes: options.windowBytes,
     cancelGraceMs: options.cancelGraceMs,
     notifyQueuePerPeer: options.notifyQueuePerPeer,

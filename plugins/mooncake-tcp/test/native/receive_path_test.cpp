@@ -3,6 +3,7 @@
 // read loops share. Cases of tcp_core_test (scripts/native-test.sh).
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "check.h"
 #include "recv_buffer.h"
 #include "te/memory_registry.h"
+#include "transport.h"
 #include "wire.h"
 
 using namespace tetcp;
@@ -185,5 +187,22 @@ void test_receive_mark() {
   CHECK(readable(s, 10000));
   CHECK(::recv(s, b.data(), b.size(), 0) == 1000);
   CHECK(::recv(s, b.data(), b.size(), 0) == 0);
+  ::close(s);
+}
+
+// congestionControl: tune_socket gives a socket the algorithm asked for (reno is always built
+// in), and a name the kernel does not have is refused with its reason.
+void test_congestion_control() {
+  int c = -1, s = -1;
+  tcp_pair(&c, &s);
+  Options o;
+  o.congestion = "reno";
+  tune_socket(c, o);
+  char name[16] = {};
+  socklen_t len = sizeof name;
+  CHECK(getsockopt(c, IPPROTO_TCP, TCP_CONGESTION, name, &len) == 0 && std::strcmp(name, "reno") == 0);
+  std::string why;
+  CHECK(!set_congestion(s, "nosuchcc", &why) && !why.empty());
+  ::close(c);
   ::close(s);
 }

@@ -449,6 +449,7 @@ void test_parse_hello();
 void test_body_end_brings_next_header();
 void test_after_recv_reads_each_result();
 void test_receive_mark();
+void test_congestion_control();
 // loop_test.cpp
 void test_post_wakes_only_a_sleeping_loop();
 // writev_test.cpp, gather_rows_test.cpp, scatter_rows_test.cpp
@@ -480,6 +481,7 @@ int main(int argc, char** argv) {
       {"body_end_brings_next_header", test_body_end_brings_next_header},
       {"after_recv_reads_each_result", test_after_recv_reads_each_result},
       {"receive_mark", test_receive_mark},
+      {"congestion_control", test_congestion_control},
       {"mixed_sizes_keep_frame_boundaries", test_mixed_sizes_keep_frame_boundaries},
       {"writev_segments_land_each_on_its_own", test_writev_segments_land_each_on_its_own},
       {"gather_rows_iovecs", test_gather_rows_iovecs},
