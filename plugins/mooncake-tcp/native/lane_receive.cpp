@@ -18,7 +18,7 @@ void Lane::read_input() {
   if (fd_ < 0) return;
   // The mark (recv_buffer.h) while a READ's answer arrives in place.
   const bool in_place = in_body_ && !body_drain_ && !body_ctrl_ && !body_staged_ && !rx_job_ && rbuf_.empty();
-  set_lowat(fd_, lowat_for(in_place ? body_left_ : 0), &lowat_);
+  set_lowat(fd_, lowat_for(in_place ? body_left_ : 0, peer_->owner->options().socket_buffer), &lowat_);
 }
 
 void Lane::read_available() {

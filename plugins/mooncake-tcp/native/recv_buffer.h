@@ -33,10 +33,17 @@ constexpr uint64_t kDirectChunk = 4u << 20;
 constexpr uint64_t kLowatMin = 64 * 1024;
 constexpr uint64_t kLowatMax = 256 * 1024;
 
-/** The mark for a body with `left` bytes still to come (1: report any input). */
-inline int lowat_for(uint64_t left) {
-  if (left < kLowatMin) return 1;
-  return static_cast<int>(left < kLowatMax ? left : kLowatMax);
+/**
+ * The mark for a body with `left` bytes still to come (1: report any input). With a fixed
+ * receive buffer of `socket_buffer` bytes (socketBufferBytes; 0: autotuned) it stays under a
+ * quarter of it, well inside the window the peer may fill, whatever the kernel's version.
+ */
+inline int lowat_for(uint64_t left, int socket_buffer = 0) {
+  uint64_t most = kLowatMax;
+  if (socket_buffer > 0 && static_cast<uint64_t>(socket_buffer) / 4 < most)
+    most = static_cast<uint64_t>(socket_buffer) / 4;
+  if (left < kLowatMin || most < kLowatMin) return 1;
+  return static_cast<int>(left < most ? left : most);
 }
 
 /** Sets `fd`'s SO_RCVLOWAT to `want` unless `*current` (the last value set) already is. */

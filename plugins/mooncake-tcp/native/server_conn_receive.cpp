@@ -30,7 +30,7 @@ void ServerConn::tune_lowat() {
     if (cur_.op == OP_WRITEV && !vec_.table)
       for (size_t i = vec_.at + 1; i < vec_.segs.size() && left < kLowatMax; ++i) left += vec_.segs[i].length;
   }
-  set_lowat(fd_, lowat_for(left), &lowat_);
+  set_lowat(fd_, lowat_for(left, t_->options().socket_buffer), &lowat_);
 }
 
 void ServerConn::read_available() {

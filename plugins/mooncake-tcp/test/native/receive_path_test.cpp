@@ -153,6 +153,8 @@ void test_receive_mark() {
   CHECK(lowat_for(0) == 1 && lowat_for(kLowatMin - 1) == 1);
   CHECK(lowat_for(kLowatMin) == int(kLowatMin) && lowat_for(100000) == 100000);
   CHECK(lowat_for(kLowatMax + 1) == int(kLowatMax) && lowat_for(uint64_t(1) << 40) == int(kLowatMax));
+  // A fixed receive buffer (socketBufferBytes) keeps the mark under a quarter of it, or none.
+  CHECK(lowat_for(kLowatMax, 512 * 1024) == 128 * 1024 && lowat_for(kLowatMax, 128 * 1024) == 1);
 
   int c = -1, s = -1;
   tcp_pair(&c, &s);
