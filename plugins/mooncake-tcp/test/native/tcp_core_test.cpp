@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "cases.h"
 #include "check.h"
 #include "loop.h"
 #include "recv_buffer.h"
@@ -443,24 +444,6 @@ void test_busy_poll_window_sleeps_when_idle() {
 }
 
 }  // namespace
-
-// receive_path_test.cpp
-void test_parse_hello();
-void test_body_end_brings_next_header();
-void test_after_recv_reads_each_result();
-void test_receive_mark();
-void test_congestion_control();
-// loop_test.cpp
-void test_post_wakes_only_a_sleeping_loop();
-// writev_test.cpp, gather_rows_test.cpp, scatter_rows_test.cpp
-void test_writev_segments_land_each_on_its_own();
-void test_gather_rows_iovecs();
-void test_gathered_writes_land_packed();
-void test_row_table_of_span();
-void test_scattered_writes_land_in_rows();
-// control_order_test.cpp
-void test_revoke_goes_before_requests();
-void test_auth_and_revoke_go_before_requests();
 
 int main(int argc, char** argv) {
   struct Case {
