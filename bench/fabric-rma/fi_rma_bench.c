@@ -175,6 +175,9 @@ static size_t bytes_of(const struct options *o, int e) { return positions_of(o, 
 // What the initiator sends (writes) before the clock starts, and again, every byte changed, while timed.
 static uint8_t source_byte(size_t i, int e, int timed) { return pattern(i * 3 + 1 + (size_t)e) ^ (timed ? 0xa5 : 0); }
 
+// What the target holds for reads, and (every byte changed) what a read's landing buffer holds before the clock starts.
+static uint8_t target_byte(size_t i, int e, int stale) { return pattern(i + (size_t)e) ^ (stale ? 0xa5 : 0); }
+
 static void open_fabric(struct fabric *f, const struct options *o, int window, size_t bytes) {
   struct fi_info *hints = fi_allocinfo();
   hints->ep_attr->type = FI_EP_RDM;
@@ -238,7 +241,7 @@ static int run_target(int sock, const struct options *o) {
   pthread_t threads[MAX_ENDPOINTS];
   for (int e = 0; e < o->endpoints; ++e) {
     open_fabric(&f[e], o, window_of(o, e), bytes_of(o, e));
-    for (size_t i = 0; i < f[e].bytes; ++i) f[e].buf[i] = pattern(i + (size_t)e);  // what a READ must return
+    for (size_t i = 0; i < f[e].bytes; ++i) f[e].buf[i] = target_byte(i, e, 0);  // what a READ must return
     struct target_info ti = {0};
     ti.key = fi_mr_key(f[e].mr);
     ti.base = (f[e].info->domain_attr->mr_mode & FI_MR_VIRT_ADDR) ? (uint64_t)(uintptr_t)f[e].buf : 0;
@@ -400,7 +403,7 @@ static int reap(struct worker *w, struct run *r) {
 static void start_timed_run(struct worker *w, struct run *r) {
   r->warm = 0;
   r->stopping = 0;
-  for (size_t i = 0; i < w->f.bytes; ++i) w->f.buf[i] = w->o->write ? source_byte(i, w->e, 1) : pattern(i + (size_t)w->e) ^ 0xa5;
+  for (size_t i = 0; i < w->f.bytes; ++i) w->f.buf[i] = w->o->write ? source_byte(i, w->e, 1) : target_byte(i, w->e, 1);
   pthread_barrier_wait(w->barrier);
   w->start = now_s();
   w->until = w->start + w->o->seconds;
@@ -508,7 +511,7 @@ static int run_initiator(int sock, const struct options *o) {
       verified &= remote_sum[e] == checksum(w[e].f.buf, verify[e]);
     } else {
       uint8_t *want = malloc(verify[e]);
-      for (size_t i = 0; i < verify[e]; ++i) want[i] = pattern(i + (size_t)e);
+      for (size_t i = 0; i < verify[e]; ++i) want[i] = target_byte(i, e, 0);
       verified &= remote_sum[e] == checksum(want, verify[e]) && memcmp(want, w[e].f.buf, verify[e]) == 0;
       free(want);
     }
