@@ -11,9 +11,13 @@
 // 8 bytes of every request with the pass number, after it (clock stopped) the target checks
 // every stamp; after the case the target's pool must hash exactly like the initiator's. At
 // 64 KiB a batch carries 16 requests (1 MiB), larger sizes one request per batch;
-// --inflight batches (4) are kept in flight by as many callers.
+// --inflight batches (16) are kept in flight by as many callers.
 //
-//   node bench/same-host.mjs [--seconds 1] [--pool-mib 64] [--inflight 4] [--no-tcp] [--json]
+// mooncake-shm runs twice: from memory of engine.allocateMemory (its pool memory: a sealed
+// memfd the target maps and copies with memcpy; the row the target is judged on) and from
+// a registered JS buffer (ordinary memory: the target copies with process_vm_readv).
+//
+//   node bench/same-host.mjs [--seconds 1] [--pool-mib 64] [--inflight 16] [--no-tcp] [--json]
 //   TE_BENCH_QUICK=1 node bench/same-host.mjs      smoke run (small pool, short cases)
 //   TE_BENCH_CORRUPT_BYTE=1 ...                    the verifier's own test: one byte of the
 //                                                  target's pool is flipped after the last timed
@@ -34,7 +38,7 @@ const { values } = parseCli({
   options: {
     seconds: { type: 'string', default: '1', help: 'seconds per case' },
     'pool-mib': { type: 'string', default: '64', help: 'MiB of the pool both sides rotate through' },
-    inflight: { type: 'string', default: '4', help: 'requests in flight' },
+    inflight: { type: 'string', default: '16', help: 'batches in flight' },
     'no-tcp': { type: 'boolean', default: false, help: 'leave out the mooncake-tcp rows' },
     json: { type: 'boolean', default: false, help: 'print the result as JSON (the last line of output)' },
     target: { type: 'string', hidden: true, help: "internal: a forked child's role" },
@@ -195,13 +199,19 @@ async function transferGBps(engine, target, local, data, size) {
   return { gbps, verified: why === '', why };
 }
 
-async function run(connector, extra = {}) {
-  const config = { connector, ...extra, timeouts: { transferMs: 60_000 } };
+/** `memory`: 'allocated' (engine.allocateMemory: the transport's pool memory where it has one) or 'registered' (a JS buffer). */
+async function run(connector, memory) {
+  const config = { connector, timeouts: { transferMs: 60_000 } };
   const target = await startTarget(config);
   const engine = await createTransferEngine(config);
-  const data = new Uint8Array(POOL);
+  let data, addr;
+  if (memory === 'allocated') {
+    ({ buffer: data, addr } = await engine.allocateMemory(POOL));
+  } else {
+    data = new Uint8Array(POOL);
+    ({ addr } = await engine.registerMemory(data));
+  }
   randomFillSync(data); // every byte: a misplaced or missing copy shows in the final hash
-  const { addr } = await engine.registerMemory(data);
   const out = { describe: engine.describe()[connector] ?? {} };
   try {
     for (const size of SIZES) if (size <= POOL) out[size] = await transferGBps(engine, target, addr, data, size);
@@ -213,8 +223,9 @@ async function run(connector, extra = {}) {
 }
 
 async function main() {
-  const shm = await run('mooncake-shm');
-  const tcp = values['no-tcp'] ? undefined : await run('mooncake-tcp');
+  const shm = await run('mooncake-shm', 'allocated');
+  const shmRegistered = await run('mooncake-shm', 'registered');
+  const tcp = values['no-tcp'] ? undefined : await run('mooncake-tcp', 'registered');
   // The baseline gets what shm got: its copy threads and its huge-page advice.
   const copyThreads = Number(shm.describe.copyThreads ?? 1);
   const hugePages = String(shm.describe.hugePages ?? 'off') !== 'off';
@@ -229,9 +240,10 @@ async function main() {
   const failures = [];
   const rows = SIZES.filter((s) => s <= POOL).map((s) => {
     // Every run this size had, each verified from its own timed bytes (tcp only when it ran).
-    const verified = [shm[s], memcpy1[s], memcpyT[s], tcp?.[s]].filter(Boolean).every((r) => r.verified);
+    const verified = [shm[s], shmRegistered[s], memcpy1[s], memcpyT[s], tcp?.[s]].filter(Boolean).every((r) => r.verified);
     for (const [what, r] of [
       ['mooncake-shm', shm[s]],
+      ['mooncake-shm (registered)', shmRegistered[s]],
       ['mooncake-tcp', tcp?.[s]],
     ])
       if (r && !r.verified) failures.push(`${label(s)} ${what}: ${r.why}`);
@@ -249,6 +261,8 @@ async function main() {
       shmGBps: +shm[s].gbps.toFixed(2),
       shmVsMemcpy: +(shm[s].gbps / memcpy1[s].gbps).toFixed(2),
       shmVsMemcpyThreads: +(shm[s].gbps / memcpyT[s].gbps).toFixed(2),
+      shmRegisteredGBps: +shmRegistered[s].gbps.toFixed(2),
+      shmRegisteredVsMemcpyThreads: +(shmRegistered[s].gbps / memcpyT[s].gbps).toFixed(2),
       ...(tcp ? { tcpGBps: +tcp[s].gbps.toFixed(2), shmVsTcp: +(shm[s].gbps / tcp[s].gbps).toFixed(2) } : {}),
       verified,
     };
@@ -260,18 +274,25 @@ async function main() {
     console.log(JSON.stringify({ machine, poolMiB: POOL >> 20, seconds: SECONDS, inflight: INFLIGHT, quick: QUICK, rows }));
     return;
   }
+  printTable(rows, machine, copyThreads, hugePages, tcp !== undefined);
+}
+
+function printTable(rows, machine, copyThreads, hugePages, withTcp) {
   console.log(
     `same-host writes, ${machine}; pool ${POOL >> 20} MiB per side, ${INFLIGHT} batches in flight, ~${SECONDS} s per case${QUICK ? ' (TE_BENCH_QUICK: smoke run, figures not meaningful)' : ''}`,
   );
   console.log(
     `memcpy: pages touched and warmed${hugePages ? ', huge pages advised (as shm)' : ''}; 1 thread, and ${copyThreads} (shm's copy threads: the target)`,
   );
+  console.log('mooncake-shm: from engine.allocateMemory (pool memory, copied with memcpy); registered: from a JS buffer (process_vm_readv)');
   console.log(
     'size     memcpy GB/s  memcpy ×' +
       copyThreads +
       ' GB/s  mooncake-shm GB/s  shm/memcpy  shm/memcpy ×' +
       copyThreads +
-      (tcp ? '  mooncake-tcp GB/s  shm/tcp' : '') +
+      '  registered GB/s  registered/memcpy ×' +
+      copyThreads +
+      (withTcp ? '  mooncake-tcp GB/s  shm/tcp' : '') +
       '  verified',
   );
   for (const r of rows) {
@@ -282,8 +303,10 @@ async function main() {
       String(r.shmGBps).padStart(18),
       `${r.shmVsMemcpy}x`.padStart(11),
       `${r.shmVsMemcpyThreads}x`.padStart(13),
+      String(r.shmRegisteredGBps).padStart(16),
+      `${r.shmRegisteredVsMemcpyThreads}x`.padStart(20),
     ];
-    if (tcp) cols.push(String(r.tcpGBps).padStart(18), `${r.shmVsTcp}x`.padStart(8));
+    if (withTcp) cols.push(String(r.tcpGBps).padStart(18), `${r.shmVsTcp}x`.padStart(8));
     cols.push(r.verified ? '  yes' : '  NO');
     console.log(cols.join(' '));
   }

@@ -356,7 +356,7 @@ for (const plugin of plugins) {
 }
 printTable(rows);
 console.log(
-  `\nsame-host (mooncake-shm, ${sameHost.inflight} batches in flight, ${threads['mooncake-shm']} copy threads) beside memcpy in this run (pages touched and warmed, huge pages as shm):`,
+  `\nsame-host (mooncake-shm, ${sameHost.inflight} batches in flight, ${threads['mooncake-shm']} copy threads; from engine.allocateMemory, and from a registered JS buffer for reference) beside memcpy in this run (pages touched and warmed, huge pages as shm):`,
 );
 const shmRows = [
   [
@@ -366,6 +366,8 @@ const shmRows = [
     'mooncake-shm GB/s',
     '× memcpy 1 thread',
     `× memcpy ${threads['mooncake-shm']} threads`,
+    'registered GB/s',
+    `registered × memcpy ${threads['mooncake-shm']} threads`,
     'target',
     'met',
     'verified',
@@ -382,6 +384,8 @@ for (const r of sameHost.rows) {
     r.shmGBps,
     r.shmVsMemcpy,
     r.shmVsMemcpyThreads,
+    r.shmRegisteredGBps,
+    r.shmRegisteredVsMemcpyThreads,
     `≥ 0.8× memcpy ${r.copyThreads} threads`,
     met ? 'yes' : 'NO',
     r.verified === true ? 'yes' : 'NO',
@@ -394,6 +398,8 @@ for (const r of sameHost.rows) {
     verified: r.verified === true,
     ratioToMemcpyThreads: r.shmVsMemcpyThreads,
     ratioToMemcpy: r.shmVsMemcpy,
+    registeredBytesPerSecond: r.shmRegisteredGBps * 1e9,
+    registeredRatioToMemcpyThreads: r.shmRegisteredVsMemcpyThreads,
     target: '≥ 0.8× memcpy, same threads',
     met,
   });

@@ -36,7 +36,7 @@ int main() {
   put("hello_reply_refused", out);
   Request q[3] = {{1, 7, OP_WRITE, 0x7f0000100000ull, 0x7f0000200000ull, 4096},
                   {2, 7, OP_READ, 0x7f0000101000ull, 0x7f0000201000ull, 1 << 20},
-                  {3, 8, OP_WRITE, 1, 2, 1}};
+                  {3, 8, OP_WRITE, 1, 2, 1, 5}};
   encode_requests(q, 3, &out);
   put("requests", out);
   encode_cancel(7, &out);
@@ -47,5 +47,9 @@ int main() {
   const char* note = "layer 3 ready";
   encode_notify(9, reinterpret_cast<const uint8_t*>(note), strlen(note), &out);
   put("notify", out);
+  encode_pool(PoolAd{5, 0x7f0000100000ull, 64 << 20}, &out);
+  put("pool", out);
+  encode_pool_gone(5, &out);
+  put("pool_gone", out);
   return 0;
 }

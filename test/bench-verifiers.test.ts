@@ -27,13 +27,14 @@ for (const op of ['write', 'read'] as const) {
   });
 }
 
-test('same-host (mooncake-shm, memcpy ×1 and × copy threads): a flipped byte fails every case', () => {
+test('same-host (mooncake-shm from allocated and from registered memory, memcpy ×1 and × copy threads): a flipped byte fails every case', () => {
   const args = [join(root, 'bench', 'same-host.mjs'), '--no-tcp', '--json'];
   const bad = run(args, true);
   assert.is(bad.status, 1, bad.stderr);
   const rows = lastJsonLine(bad.stdout).rows as { verified: boolean }[];
   assert.ok(rows.length > 0 && rows.every((r) => r.verified === false), JSON.stringify(rows));
   assert.match(bad.stderr, /mooncake-shm: after the last pass the target's pool does not match/);
+  assert.match(bad.stderr, /mooncake-shm \(registered\): after the last pass the target's pool does not match/);
   assert.match(bad.stderr, /memcpy ×\d+: the copy does not match/);
 });
 

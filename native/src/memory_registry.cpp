@@ -94,6 +94,15 @@ Status MemoryRegistry::check(uint64_t addr, uint64_t len, bool remote) const {
   return find_locked(addr, len, remote, &r);
 }
 
+bool MemoryRegistry::overlaps(uint64_t addr, uint64_t len) const {
+  std::shared_lock lock(mu_);
+  // The last region starting before the end is the only one that can reach into the range.
+  auto it = upper(regions_, addr + len - 1);
+  if (len == 0 || it == regions_.begin()) return false;
+  const Region* r = (it - 1)->get();
+  return r->addr + r->length > addr;
+}
+
 size_t MemoryRegistry::size() const {
   std::shared_lock lock(mu_);
   return regions_.size();

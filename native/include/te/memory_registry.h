@@ -102,6 +102,8 @@ class MemoryRegistry {
   Status acquire(uint64_t addr, uint64_t len, bool remote, Lease& lease) const;
   /** Like acquire() without taking a lease (validation only; the answer may change afterwards). */
   Status check(uint64_t addr, uint64_t len, bool remote) const;
+  /** Whether any region intersects [addr, addr+len) (memory about to be freed must not). */
+  bool overlaps(uint64_t addr, uint64_t len) const;
   size_t size() const;
 
  private:

@@ -61,6 +61,8 @@ export default definePlugin({
     notifications: true,
     maxInFlight: 4096,
     rawAddresses: true,
+    // Its pool only, unless allowExternalMemory: engine.allocateMemory asks barex first.
+    ownMemoryOnly: true,
   },
   options: barexOptions,
   probe,

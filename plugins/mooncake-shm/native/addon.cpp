@@ -19,7 +19,12 @@ class ShmTransport : public te::napi::NativeTransportWrap<ShmTransport, teshm::T
   friend Base;
 
  public:
-  static Napi::Function Init(Napi::Env env) { return define_class(env, "ShmTransport"); }
+  static Napi::Function Init(Napi::Env env) {
+    return define_class(env, "ShmTransport",
+                        {InstanceMethod("allocateMemory", &ShmTransport::AllocateMemory),
+                         InstanceMethod("freeMemory", &ShmTransport::FreeMemory),
+                         InstanceMethod("copyStats", &ShmTransport::CopyStats)});
+  }
 
   explicit ShmTransport(const Napi::CallbackInfo& info) : Base(info, "new ShmTransport(options, callbacks)") {
     Napi::Env env = info.Env();
@@ -65,6 +70,48 @@ class ShmTransport : public te::napi::NativeTransportWrap<ShmTransport, teshm::T
   // unregisterMemory(addr: bigint): Promise<void> (waits until no copy touches it)
   Napi::Value UnregisterMemory(const Napi::CallbackInfo& info) {
     return unregister_registered(info, "te:mooncake-shm:unregister");
+  }
+
+  // allocateMemory(length: bigint): { addr: bigint, buffer: ArrayBuffer } (pool memory, see pools.h)
+  Napi::Value AllocateMemory(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    check_open(env);
+    uint64_t len = get_u64(info[0], "length");
+    std::shared_ptr<teshm::LocalPool> pool;
+    std::string err;
+    te::Status s = transport_->allocate_pool(len, &pool, &err);
+    if (s != te::TE_OK) te::napi::throw_status(env, s, err);
+    // The view holds the mapping: it stays valid after freeMemory until the view is collected.
+    auto* hold = new std::shared_ptr<teshm::LocalPool>(pool);
+    Napi::ArrayBuffer buffer = Napi::ArrayBuffer::New(
+        env, reinterpret_cast<void*>(pool->base), static_cast<size_t>(pool->len),
+        [](Napi::Env, void*, std::shared_ptr<teshm::LocalPool>* h) { delete h; }, hold);
+    Napi::Object out = Napi::Object::New(env);
+    out.Set("addr", Napi::BigInt::New(env, pool->base));
+    out.Set("buffer", buffer);
+    return out;
+  }
+
+  // freeMemory(addr: bigint): void (unregistered first; MEMORY_IN_USE while registered)
+  Napi::Value FreeMemory(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    check_open(env);
+    std::string err;
+    te::Status s = transport_->free_pool(get_u64(info[0], "addr"), &err);
+    if (s != te::TE_OK) te::napi::throw_status(env, s, err);
+    return env.Undefined();
+  }
+
+  // copyStats(): { poolChunks, processVmChunks, poolsMapped } (this process as a target)
+  Napi::Value CopyStats(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    check_open(env);
+    teshm::ServerStats s = transport_->server_stats();
+    Napi::Object out = Napi::Object::New(env);
+    out.Set("poolChunks", Napi::Number::New(env, static_cast<double>(s.pool_chunks)));
+    out.Set("processVmChunks", Napi::Number::New(env, static_cast<double>(s.process_vm_chunks)));
+    out.Set("poolsMapped", Napi::Number::New(env, static_cast<double>(s.pools_mapped)));
+    return out;
   }
 
   // openPeer(socketName, epoch: bigint, name): number (peer id; onOpen reports)

@@ -18,8 +18,8 @@ static bool sticky(int32_t status) {
   return status == te::TE_STALE_DESCRIPTOR || status == te::TE_AUTH_FAILED || status == te::TE_PROTOCOL_MISMATCH;
 }
 
-Client::Client(Transport* owner, const Options& opt, te::MemoryRegistry& registry)
-    : owner_(owner), opt_(opt), registry_(registry) {}
+Client::Client(Transport* owner, const Options& opt, te::MemoryRegistry& registry, const LocalPools& pools)
+    : owner_(owner), opt_(opt), registry_(registry), pools_(pools) {}
 
 Client::~Client() { stop(); }
 
@@ -123,13 +123,17 @@ void Client::flush_locked(Peer& p) {
   std::vector<uint8_t> msg;
   std::vector<Request> reqs;
   while (!p.unsent.empty() && p.inflight.size() < p.window) {
+    if (p.unsent.front().index == kPool || p.unsent.front().index == kPoolGone) {
+      if (!send_control_locked(p)) return;
+      continue;
+    }
     size_t room = std::min<size_t>(kMaxRequestsPerMessage, p.window - p.inflight.size());
     reqs.clear();
     if (p.unsent.front().index == kNotify) {
       const Pending& n = p.unsent.front();
       encode_notify(n.req.seq, n.batch->notify.data(), n.batch->notify.size(), &msg);
     } else {
-      for (size_t i = 0; i < p.unsent.size() && reqs.size() < room && p.unsent[i].index != kNotify; ++i)
+      for (size_t i = 0; i < p.unsent.size() && reqs.size() < room && is_request(p.unsent[i]); ++i)
         reqs.push_back(p.unsent[i].req);
       encode_requests(reqs.data(), reqs.size(), &msg);
     }
@@ -147,6 +151,52 @@ void Client::flush_locked(Peer& p) {
     }
   }
   arm_locked(p, false);
+}
+
+bool Client::send_control_locked(Peer& p) {
+  Pending& head = p.unsent.front();
+  std::vector<uint8_t> msg;
+  int fd = -1;
+  if (head.index == kPool) {
+    encode_pool(PoolAd{head.pool->id, head.pool->base, head.pool->len}, &msg);
+    fd = head.pool->fd;
+  } else {
+    encode_pool_gone(head.req.pool, &msg);
+  }
+  if (send_message(p.fd, msg, fd) < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      arm_locked(p, true);
+    } else {
+      revoke_locked(p, te::TE_CONNECTION_LOST, std::string("sending to the target: ") + std::strerror(errno));
+    }
+    return false;
+  }
+  p.unsent.pop_front();
+  return true;
+}
+
+void Client::tag_pool_locked(Peer& p, Request& req) {
+  std::shared_ptr<LocalPool> pool = pools_.find(req.initiator_addr, req.len);
+  if (!pool) return;
+  req.pool = pool->id;
+  if (!p.announced.insert(pool->id).second) return;
+  Pending a;
+  a.index = kPool;
+  a.pool = std::move(pool);
+  p.unsent.push_back(std::move(a));  // ahead of the request: the target maps it first
+}
+
+void Client::forget_pool(uint32_t id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [pid, pp] : peers_) {
+    Peer& p = *pp;
+    if (!p.announced.erase(id) || p.state == Peer::FAILED) continue;
+    Pending g;
+    g.index = kPoolGone;
+    g.req.pool = id;
+    p.unsent.push_back(std::move(g));
+    flush_locked(p);
+  }
 }
 
 Status Client::submit(uint64_t peer, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
@@ -197,6 +247,7 @@ Status Client::submit(uint64_t peer, const uint8_t* ops, const uint64_t* local, 
     q.batch = b;
     q.index = i;
     q.req = Request{p.next_seq++, b->id, ops[i], local[i], remote[i], lengths[i]};
+    tag_pool_locked(p, q.req);
     p.unsent.push_back(std::move(q));
     b->remaining++;
   }
@@ -327,7 +378,9 @@ void Client::fail_locked(Peer& p, int32_t status, const std::string& why) {
   for (auto& [seq, q] : p.inflight) all.push_back(std::move(q));
   p.unsent.clear();
   p.inflight.clear();
+  p.announced.clear();  // the next connection's target has mapped nothing
   for (Pending& q : all) {
+    if (q.index == kPool || q.index == kPoolGone) continue;
     auto& b = q.batch;
     if (b->cancel_status == 0 && b->batch_status == 0) {
       b->batch_status = status;

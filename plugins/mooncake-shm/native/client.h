@@ -14,6 +14,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "pools.h"
 #include "socket.h"
 #include "transport.h"
 
@@ -21,7 +22,7 @@ namespace teshm {
 
 class Client {
  public:
-  Client(Transport* owner, const Options& opt, te::MemoryRegistry& registry);
+  Client(Transport* owner, const Options& opt, te::MemoryRegistry& registry, const LocalPools& pools);
   ~Client();
   Status start(std::string* err);
   /** Revokes every connection, waits (bounded) until no target copies, fails what is left with ABORTED. */
@@ -33,18 +34,31 @@ class Client {
                 const uint64_t* lengths, size_t n, const uint8_t* notify, size_t notify_len, uint64_t* batch_id,
                 std::string* err);
   void cancel(uint64_t batch, int32_t status);
+  /** A pool was freed: every target it was announced to drops its mapping (POOL_GONE). */
+  void forget_pool(uint32_t id);
   std::shared_ptr<Batch> take_batch(uint64_t id);
 
   struct Peer;
 
  private:
-  /** A request (or a batch's notification: index == kNotify) waiting to be sent or answered. */
+  /**
+   * A request, or a message in its place in the stream: a batch's notification (kNotify), a
+   * pool's announcement (kPool, before the first request on it) or its end (kPoolGone).
+   */
   struct Pending {
     std::shared_ptr<Batch> batch;
     size_t index = 0;
     Request req;
+    std::shared_ptr<LocalPool> pool;  // kPool: keeps the memfd open until it was sent
   };
   static constexpr size_t kNotify = SIZE_MAX;
+  static constexpr size_t kPool = SIZE_MAX - 1;
+  static constexpr size_t kPoolGone = SIZE_MAX - 2;
+  static bool is_request(const Pending& q) { return q.index < kPoolGone; }
+  /** Names the pool holding a request's local range, announcing it first on this connection. */
+  void tag_pool_locked(Peer& p, Request& req);
+  /** Sends the message at the head of `unsent` that is not a request; false when the socket is full. */
+  bool send_control_locked(Peer& p);
 
   void loop();
   void wake();
@@ -66,6 +80,7 @@ class Client {
   Transport* owner_;
   const Options& opt_;
   te::MemoryRegistry& registry_;
+  const LocalPools& pools_;
   int epoll_fd_ = -1;
   int wake_fd_ = -1;
   std::atomic<bool> stop_{false};

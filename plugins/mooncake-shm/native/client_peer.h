@@ -6,6 +6,7 @@
 #include <deque>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "client.h"
 
@@ -32,7 +33,8 @@ struct Client::Peer {
   std::deque<Pending> unsent;
   std::unordered_map<uint64_t, Pending> inflight;
   bool want_out = false;
-  uint8_t nonce[16] = {};  // the target reads it from this process to prove it may (HELLO probe)
+  std::unordered_set<uint32_t> announced;  // pools this connection's target was sent (POOL)
+  uint8_t nonce[16] = {};                  // the target reads it from this process to prove it may (HELLO probe)
 
   std::string label() const { return "segment \"" + segment + "\" (@" + socket_name + ")"; }
 };

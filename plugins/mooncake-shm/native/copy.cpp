@@ -5,9 +5,14 @@
 #include <sys/uio.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "wire.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #ifndef MADV_COLLAPSE
 #define MADV_COLLAPSE 25
@@ -51,6 +56,41 @@ te::Status copy_with_peer(pid_t pid, uint8_t op, uint64_t local, uint64_t remote
     done += static_cast<uint64_t>(n);
   }
   return te::TE_OK;
+}
+
+// glibc's memcpy moves large blocks with `rep movsb`, which on AMD Zen runs at a quarter of
+// its speed when the destination sits 1-31 bytes past the source modulo 64 (measured here:
+// 256 KiB blocks at 7.6 GB/s aligned, 1.9-2.0 GB/s at +8 and +16). Registered memory has any
+// alignment (a JS buffer is 8- or 16-byte aligned), so the copy aligns the destination and
+// moves 64 bytes per step with unaligned loads, which runs at 6.9-8.3 GB/s in every case.
+static void copy_bytes(uint8_t* d, const uint8_t* s, size_t n) {
+#if defined(__SSE2__)
+  size_t head = (16 - (reinterpret_cast<uintptr_t>(d) & 15)) & 15;
+  if (head > n) head = n;
+  std::memcpy(d, s, head);
+  d += head;
+  s += head;
+  n -= head;
+  for (; n >= 64; d += 64, s += 64, n -= 64) {
+    __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s));
+    __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 16));
+    __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 32));
+    __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + 48));
+    _mm_store_si128(reinterpret_cast<__m128i*>(d), a);
+    _mm_store_si128(reinterpret_cast<__m128i*>(d + 16), b);
+    _mm_store_si128(reinterpret_cast<__m128i*>(d + 32), c);
+    _mm_store_si128(reinterpret_cast<__m128i*>(d + 48), e);
+  }
+#endif
+  std::memcpy(d, s, n);
+}
+
+void copy_mapped(uint8_t op, uint64_t local, uint8_t* initiator, uint64_t len) {
+  auto* here = reinterpret_cast<uint8_t*>(local);
+  if (op == OP_WRITE)
+    copy_bytes(here, initiator, static_cast<size_t>(len));
+  else
+    copy_bytes(initiator, here, static_cast<size_t>(len));
 }
 
 te::Status read_peer(pid_t pid, uint64_t remote, void* out, size_t len, std::string* why) {

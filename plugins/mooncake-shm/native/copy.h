@@ -20,6 +20,9 @@ namespace teshm {
  */
 te::Status copy_with_peer(pid_t pid, uint8_t op, uint64_t local, uint64_t remote, uint64_t len, std::string* why);
 
+/** The same copy when the initiator range is mapped here (pool memory, see pools.h): memcpy. */
+void copy_mapped(uint8_t op, uint64_t local, uint8_t* initiator, uint64_t len);
+
 /** Reads `len` bytes of a peer's memory (the HELLO probe). */
 te::Status read_peer(pid_t pid, uint64_t remote, void* out, size_t len, std::string* why);
 

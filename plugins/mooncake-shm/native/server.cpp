@@ -12,66 +12,9 @@
 #include <unordered_set>
 
 #include "copy.h"
+#include "server_state.h"
 
 namespace teshm {
-
-struct Server::Conn {
-  int fd = -1;
-  PeerCred cred;
-  int pidfd = -1;
-  ControlPage* page = nullptr;
-  bool hello_done = false;
-  std::chrono::steady_clock::time_point accepted_at = std::chrono::steady_clock::now();
-  std::string name;
-  std::atomic<bool> dead{false};
-  std::atomic<uint32_t> outstanding{0};
-  std::mutex mu;  // guards everything below
-  std::vector<Completion> pending;
-  bool want_out = false;
-  bool paused = false;  // reading this connection's messages is suspended (see kPendingPauseAt)
-  std::unordered_set<uint64_t> cancelled;
-  std::deque<uint64_t> cancel_order;
-
-  bool is_cancelled(uint64_t batch) {
-    std::lock_guard<std::mutex> lock(mu);
-    return cancelled.count(batch) != 0;
-  }
-  // The socket closes only when the last queued copy let go of the connection: an initiator
-  // that sees end-of-stream knows no copy of this connection runs any more.
-  ~Conn() {
-    unmap_control_page(page);
-    if (pidfd >= 0) close(pidfd);
-    if (fd >= 0) close(fd);
-  }
-};
-
-/** One request being copied; its chunks are claimed one by one by the copy threads. */
-struct Server::Work {
-  std::shared_ptr<Conn> conn;
-  Request req;
-  te::Lease lease;    // on the target range: unregisterMemory waits for it
-  uint64_t next = 0;  // next chunk offset, under qmu_
-  uint64_t chunks = 0;
-  std::atomic<uint64_t> chunks_done{0};
-  std::atomic<int32_t> status{0};
-};
-
-constexpr size_t kMaxCancelled = 4096;
-
-// Back-pressure on the completions a peer does not read. Every request a peer sends ends in
-// one 16-byte completion, and refused ones (past maxOutstanding, out of range, unregistered,
-// a refused NOTIFY) are answered at once without counting against `outstanding`: a peer that
-// sends them and never reads its socket would grow `pending` by 16 B per 48 B it sends. So
-// while `pending` holds kPendingPauseAt completions or more this connection's messages are
-// not read (EPOLLIN is dropped; the peer's sends block or fail with EAGAIN once the socket
-// buffer fills); reading resumes when the peer drained `pending` below kPendingResumeAt.
-// Back-pressure rather than dropping the connection: an honest initiator that is merely slow
-// to read is not punished, and a peer that never drains holds what an idle connection holds
-// (one slot of maxConnections) plus a bounded `pending`: at most kPendingPauseAt + one
-// message's requests (kMaxRequestsPerMessage) + the copies it may have in flight
-// (maxOutstanding) completions.
-constexpr size_t kPendingPauseAt = 4096;
-constexpr size_t kPendingResumeAt = kPendingPauseAt / 2;
 
 Server::Server(Transport* owner, const Options& opt, te::MemoryRegistry& registry)
     : owner_(owner), opt_(opt), registry_(registry) {}
@@ -231,6 +174,23 @@ void Server::drop(const std::shared_ptr<Conn>& c, const std::string& why) {
         Event{Event::LOG, 0, 0, "dropped the connection of pid " + std::to_string(c->cred.pid) + ": " + why, {}});
 }
 
+// Whether a well-formed message may come now: HELLO first, then no initiator-bound type; a
+// descriptor on HELLO (its control page) and POOL (its memfd) only, and always on those.
+static Status fits_state(const Server::Conn& c, Type type, bool has_fd, std::string* why) {
+  bool may_carry_fd = (!c.hello_done && type == HELLO) || (c.hello_done && type == POOL);
+  if (has_fd && !may_carry_fd)
+    *why = "a descriptor attached to a message other than HELLO or POOL";
+  else if (!has_fd && type == POOL)
+    *why = "POOL without its memfd";
+  else if (!c.hello_done && type != HELLO)
+    *why = "a message before HELLO";
+  else if (c.hello_done && (type == HELLO || type == HELLO_REPLY || type == COMPLETIONS))
+    *why = "an unexpected message type from an initiator";
+  else
+    return te::TE_OK;
+  return te::TE_BAD_FRAME;
+}
+
 void Server::read_conn(const std::shared_ptr<Conn>& c) {
   std::vector<uint8_t> buf;
   Message m;
@@ -253,18 +213,7 @@ void Server::read_conn(const std::shared_ptr<Conn>& c) {
     std::string why;
     Status s = truncated ? te::TE_BAD_FRAME : parse_message(buf.data(), buf.size(), &m, &why);
     if (truncated) why = "message longer than 64 KiB";
-    if (s == te::TE_OK && got_fd >= 0 && (c->hello_done || m.type != HELLO)) {
-      s = te::TE_BAD_FRAME;
-      why = "a descriptor attached to a message other than HELLO";
-    }
-    if (s == te::TE_OK && !c->hello_done && m.type != HELLO) {
-      s = te::TE_BAD_FRAME;
-      why = "a message before HELLO";
-    }
-    if (s == te::TE_OK && c->hello_done && (m.type == HELLO || m.type == HELLO_REPLY || m.type == COMPLETIONS)) {
-      s = te::TE_BAD_FRAME;
-      why = "an unexpected message type from an initiator";
-    }
+    if (s == te::TE_OK) s = fits_state(*c, m.type, got_fd >= 0, &why);
     if (s != te::TE_OK) {
       if (got_fd >= 0) close(got_fd);
       return drop(c, "malformed message: " + why);
@@ -299,6 +248,13 @@ void Server::read_conn(const std::shared_ptr<Conn>& c) {
       case NOTIFY:
         complete(*c, m.notify_seq, owner_->deliver_notification(c->name, std::move(m.notify)), true);
         break;
+      case POOL:
+        handle_pool(*c, m.pool, got_fd);
+        close(got_fd);  // the mapping keeps the memory
+        break;
+      case POOL_GONE:
+        c->pools.erase(m.pool.id);  // a copy still running holds its own reference
+        break;
       default:
         break;
     }
@@ -330,6 +286,27 @@ Status Server::handle_hello(Conn& c, const Hello& h, int ctl_fd, std::string* wh
   return te::TE_OK;
 }
 
+void Server::handle_pool(Conn& c, const PoolAd& ad, int fd) {
+  std::string why;
+  std::shared_ptr<PeerPool> mapped;
+  if (c.pools.size() >= kMaxPoolsPerConnection && !c.pools.count(ad.id))
+    why = "more than " + std::to_string(kMaxPoolsPerConnection) + " pools on one connection";
+  else
+    map_peer_pool(fd, ad.base, ad.len, &mapped, &why);
+  if (mapped) {
+    c.pools[ad.id] = std::move(mapped);
+    return;
+  }
+  // Not fatal: requests naming this pool are copied with process_vm_* instead.
+  c.pools.erase(ad.id);
+  owner_->emit(Event{Event::LOG,
+                     0,
+                     0,
+                     "pool " + std::to_string(ad.id) + " of pid " + std::to_string(c.cred.pid) +
+                         " not mapped (its requests use process_vm_*): " + why,
+                     {}});
+}
+
 void Server::handle_requests(const std::shared_ptr<Conn>& c, const std::vector<Request>& reqs) {
   bool queued = false;
   for (const Request& q : reqs) {
@@ -350,6 +327,11 @@ void Server::handle_requests(const std::shared_ptr<Conn>& c, const std::vector<R
     }
     w->conn = c;
     w->req = q;
+    if (q.pool != 0) {
+      auto it = c->pools.find(q.pool);
+      // A range outside the pool it names is copied with process_vm_*: the kernel checks it.
+      if (it != c->pools.end() && it->second->holds(q.initiator_addr, q.len)) w->pool = it->second;
+    }
     w->chunks = (q.len + opt_.chunk_bytes - 1) / opt_.chunk_bytes;
     c->outstanding.fetch_add(1);
     {
@@ -361,117 +343,6 @@ void Server::handle_requests(const std::shared_ptr<Conn>& c, const std::vector<R
   if (queued) qcv_.notify_all();
   std::lock_guard<std::mutex> lock(c->mu);
   flush_locked(*c);
-}
-
-void Server::copy_worker(uint32_t slot) {
-  for (;;) {
-    std::shared_ptr<Work> w;
-    uint64_t off = 0, len = 0;
-    bool last_queued = false;
-    {
-      std::unique_lock<std::mutex> lock(qmu_);
-      qcv_.wait(lock, [this] { return stop_.load() || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping and drained
-      w = queue_.front();
-      off = w->next;
-      len = std::min<uint64_t>(opt_.chunk_bytes, w->req.len - off);
-      w->next += len;
-      if (w->next >= w->req.len) queue_.pop_front();
-      last_queued = queue_.empty();
-    }
-    (void)last_queued;
-    Conn& c = *w->conn;
-    int32_t st = te::TE_OK;
-    std::string why;
-    if (w->status.load() != te::TE_OK) {
-      // An earlier chunk failed: the rest of the request is not copied.
-    } else if (stop_.load()) {
-      st = te::TE_ABORTED;
-    } else if (c.dead.load()) {
-      st = te::TE_CONNECTION_LOST;
-    } else if (c.is_cancelled(w->req.batch)) {
-      st = te::TE_ABORTED;
-    } else if (pidfd_exited(c.pidfd)) {
-      st = te::TE_PEER_FAILED;  // never copy into a recycled pid
-    } else if (!enter(c.page, slot)) {
-      st = te::TE_CONNECTION_LOST;  // the initiator revoked the connection
-    } else {
-      st = copy_with_peer(c.cred.pid, w->req.op, w->req.target_addr + off, w->req.initiator_addr + off, len, &why);
-      leave(c.page, slot);
-    }
-    if (st != te::TE_OK) {
-      int32_t zero = te::TE_OK;
-      w->status.compare_exchange_strong(zero, st);
-    }
-    if (w->chunks_done.fetch_add(1) + 1 == w->chunks) finish(*w);
-  }
-}
-
-void Server::finish(Work& w) {
-  w.lease.release();
-  Conn& c = *w.conn;
-  c.outstanding.fetch_sub(1);
-  // Coalesce completions while more work is queued. The completion is queued before the
-  // queue is looked at: a thread that finishes later sees it and sends it with its own, so
-  // none is left behind when another thread emptied the queue in between.
-  complete(c, w.req.seq, w.status.load(), false);
-  bool idle;
-  {
-    std::lock_guard<std::mutex> lock(qmu_);
-    idle = queue_.empty();
-  }
-  if (idle) {
-    std::lock_guard<std::mutex> lock(c.mu);
-    flush_locked(c);
-  }
-}
-
-void Server::complete(Conn& c, uint64_t seq, int32_t status, bool flush_now) {
-  std::lock_guard<std::mutex> lock(c.mu);
-  c.pending.push_back(Completion{seq, status});
-  if (flush_now || c.pending.size() >= 256) flush_locked(c);
-  uint64_t peak = pending_peak_.load(std::memory_order_relaxed);
-  while (c.pending.size() > peak &&
-         !pending_peak_.compare_exchange_weak(peak, c.pending.size(), std::memory_order_relaxed)) {
-  }
-}
-
-// Loop thread, under c.mu: the events this connection is watched for. While paused only
-// EPOLLOUT: writable means the peer read, and the handler flushes and resumes reading.
-void Server::watch_locked(Conn& c) {
-  if (c.dead.load()) return;
-  epoll_event ev{};
-  ev.events = c.paused ? uint32_t(EPOLLOUT) : uint32_t(EPOLLIN) | (c.want_out ? uint32_t(EPOLLOUT) : 0u);
-  ev.data.fd = c.fd;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
-}
-
-void Server::flush_locked(Conn& c) {
-  if (c.dead.load()) {
-    c.pending.clear();
-    return;
-  }
-  // The socket was full and EPOLLOUT is awaited: the loop flushes when it drains. Trying again
-  // per completion would re-encode up to a whole message each time for nothing.
-  if (c.want_out) return;
-  std::vector<uint8_t> out;
-  size_t at = 0;
-  while (at < c.pending.size()) {
-    size_t n = std::min(kMaxCompletionsPerMessage, c.pending.size() - at);
-    encode_completions(c.pending.data() + at, n, &out);
-    if (send_message(c.fd, out) < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        if (!c.want_out) {
-          c.want_out = true;
-          wake();
-        }
-        break;
-      }
-      break;  // the initiator is gone: its end-of-stream drops the connection
-    }
-    at += n;
-  }
-  c.pending.erase(c.pending.begin(), c.pending.begin() + static_cast<long>(at));
 }
 
 }  // namespace teshm

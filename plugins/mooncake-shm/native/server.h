@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "pools.h"
 #include "socket.h"
 #include "transport.h"
 
@@ -30,7 +31,10 @@ class Server {
   struct Conn;
   struct Work;
 
-  ServerStats stats() const { return ServerStats{pending_peak_.load(), read_pauses_.load()}; }
+  ServerStats stats() const {
+    return ServerStats{pending_peak_.load(), read_pauses_.load(), pool_chunks_.load(), process_vm_chunks_.load(),
+                       peer_pools_mapped()};
+  }
 
  private:
   void loop();
@@ -39,6 +43,8 @@ class Server {
   void drop_silent();
   void read_conn(const std::shared_ptr<Conn>& c);
   Status handle_hello(Conn& c, const Hello& h, int ctl_fd, std::string* why);
+  /** Maps an announced pool of the initiator; a pool that cannot be mapped is logged and left out. */
+  void handle_pool(Conn& c, const PoolAd& ad, int fd);
   void handle_requests(const std::shared_ptr<Conn>& c, const std::vector<Request>& reqs);
   void drop(const std::shared_ptr<Conn>& c, const std::string& why);
   void finish(Work& w);
@@ -64,6 +70,8 @@ class Server {
   std::deque<std::shared_ptr<Work>> queue_;
   std::atomic<uint64_t> pending_peak_{0};
   std::atomic<uint64_t> read_pauses_{0};
+  std::atomic<uint64_t> pool_chunks_{0};
+  std::atomic<uint64_t> process_vm_chunks_{0};
 };
 
 }  // namespace teshm

@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
@@ -112,8 +113,10 @@ ssize_t send_message(int fd, const std::vector<uint8_t>& msg, int pass_fd) {
 }
 
 ssize_t recv_message(int fd, std::vector<uint8_t>* buf, int* got_fd, bool* truncated) {
-  buf->resize(65536 + 1);
-  iovec iov{buf->data(), buf->size()};
+  // Received into scratch and copied out: sizing `buf` to 64 KiB per call zero-filled it each
+  // time, which cost more than the message (a few hundred bytes) on every completion.
+  thread_local uint8_t scratch[65536 + 1];
+  iovec iov{scratch, sizeof scratch};
   msghdr h{};
   h.msg_iov = &iov;
   h.msg_iovlen = 1;
@@ -144,7 +147,7 @@ ssize_t recv_message(int fd, std::vector<uint8_t>* buf, int* got_fd, bool* trunc
       *got_fd = -1;
       *truncated = true;
     }
-    buf->resize(r > 0 ? static_cast<size_t>(r) : 0);
+    buf->assign(scratch, scratch + (r > 0 ? std::min<size_t>(static_cast<size_t>(r), sizeof scratch) : 0));
   }
   return r;
 }

@@ -3,6 +3,7 @@
 
 #include "client.h"
 #include "server.h"
+#include "te/hex.h"
 
 namespace teshm {
 
@@ -11,7 +12,7 @@ Transport::Transport(Options o, EventSink sink) : opt_(std::move(o)), sink_(std:
   if (opt_.copy_threads > kMaxCopyThreads) opt_.copy_threads = kMaxCopyThreads;
   if (opt_.chunk_bytes == 0) opt_.chunk_bytes = 256 << 10;
   server_ = std::make_unique<Server>(this, opt_, registry_);
-  client_ = std::make_unique<Client>(this, opt_, registry_);
+  client_ = std::make_unique<Client>(this, opt_, registry_, pools_);
 }
 
 Transport::~Transport() { close(); }
@@ -39,6 +40,25 @@ Status Transport::submit(uint64_t peer, const uint8_t* ops, const uint64_t* loca
     return te::TE_ABORTED;
   }
   return client_->submit(peer, ops, local, remote, lengths, n, notify, notify_len, batch_id, err);
+}
+
+Status Transport::allocate_pool(uint64_t len, std::shared_ptr<LocalPool>* out, std::string* err) {
+  return pools_.allocate(len, out, err);
+}
+
+Status Transport::free_pool(uint64_t base, std::string* err) {
+  std::shared_ptr<LocalPool> p = pools_.find(base, 1);
+  if (!p || p->base != base) {
+    *err = "no pool allocation starts at 0x" + te::hex(base);
+    return te::TE_INVALID_ARGUMENT;
+  }
+  if (registry_.overlaps(base, p->len)) {
+    *err = "the pool at 0x" + te::hex(base) + " is still registered: unregister it before freeing it";
+    return te::TE_INVALID_ARGUMENT;
+  }
+  pools_.release(base);
+  client_->forget_pool(p->id);
+  return te::TE_OK;
 }
 
 void Transport::cancel(uint64_t batch, int32_t status) { client_->cancel(batch, status); }

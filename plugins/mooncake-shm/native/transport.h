@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "control_page.h"
+#include "pools.h"
 #include "te/memory_registry.h"
 #include "te/notify_budget.h"
 #include "te/status.h"
@@ -59,8 +60,11 @@ class Client;
 
 /** Target-side counters, for tests and diagnostics (any thread). */
 struct ServerStats {
-  uint64_t pending_peak = 0;  // the most completions ever waiting on one connection's socket
-  uint64_t read_pauses = 0;   // times a connection's messages stopped being read (back-pressure)
+  uint64_t pending_peak = 0;       // the most completions ever waiting on one connection's socket
+  uint64_t read_pauses = 0;        // times a connection's messages stopped being read (back-pressure)
+  uint64_t pool_chunks = 0;        // chunks copied with memcpy through a mapped pool of the initiator
+  uint64_t process_vm_chunks = 0;  // chunks copied with process_vm_readv/writev
+  uint64_t pools_mapped = 0;       // initiators' pools mapped in this process now
 };
 
 /** An initiator's batch: per-request statuses, leases on its local ranges, cancel state. */
@@ -101,6 +105,10 @@ class Transport {
   /** Stops a batch with `status` (TIMEOUT, ABORTED); settles once the target copies nothing more for it. */
   void cancel(uint64_t batch, int32_t status);
   std::shared_ptr<Batch> take_batch(uint64_t id);
+  /** Pool memory (see pools.h): the caller holds the returned pool; its JS view holds another. */
+  Status allocate_pool(uint64_t len, std::shared_ptr<LocalPool>* out, std::string* err);
+  /** Frees the pool starting at `base` (unregistered first); targets drop their mappings. */
+  Status free_pool(uint64_t base, std::string* err);
   /** Stops both sides; pending batches fail with ABORTED. Blocking and idempotent. */
   void close();
 
@@ -114,6 +122,7 @@ class Transport {
   Options opt_;
   EventSink sink_;
   te::MemoryRegistry registry_;
+  LocalPools pools_;  // before client_: the client reads it until it is destroyed
   std::unique_ptr<Server> server_;
   std::unique_ptr<Client> client_;
   std::atomic<bool> closed_{false};

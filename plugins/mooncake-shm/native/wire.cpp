@@ -68,6 +68,38 @@ te::Status bad(std::string* why, const char* what) {
   return te::TE_BAD_FRAME;
 }
 
+te::Status parse_requests(Reader& r, std::vector<Request>* out, std::string* why) {
+  uint32_t n = 0;
+  if (!r.get(&n)) return bad(why, "truncated REQUESTS");
+  if (n == 0 || n > kMaxRequestsPerMessage) return bad(why, "REQUESTS count out of bounds");
+  if (r.left() != static_cast<size_t>(n) * kRequestSize) return bad(why, "REQUESTS length does not match its count");
+  out->resize(n);
+  for (Request& q : *out) {
+    r.get(&q.seq);
+    r.get(&q.batch);
+    r.get(&q.op);
+    r.skip(3);
+    r.get(&q.pool);
+    r.get(&q.initiator_addr);
+    r.get(&q.target_addr);
+    r.get(&q.len);
+    if (q.op != OP_READ && q.op != OP_WRITE) return bad(why, "unknown request op");
+    if (q.len == 0) return bad(why, "zero-length request");
+  }
+  return te::TE_OK;
+}
+
+// POOL: id, pad, base, length; POOL_GONE: id, pad.
+te::Status parse_pool(Reader& r, bool announce, PoolAd* p, std::string* why) {
+  uint32_t pad = 0;
+  if (!r.get(&p->id) || !r.get(&pad)) return bad(why, "truncated POOL");
+  if (announce && (!r.get(&p->base) || !r.get(&p->len))) return bad(why, "truncated POOL");
+  if (r.left() != 0) return bad(why, "POOL has the wrong length");
+  if (p->id == 0) return bad(why, "POOL with id 0");
+  if (announce && (p->len == 0 || p->base + p->len < p->base)) return bad(why, "POOL range is empty or wraps");
+  return te::TE_OK;
+}
+
 }  // namespace
 
 te::Status parse_message(const uint8_t* data, size_t len, Message* out, std::string* why) {
@@ -101,26 +133,8 @@ te::Status parse_message(const uint8_t* data, size_t len, Message* out, std::str
       out->reply.message.assign(reinterpret_cast<const char*>(data) + (len - msg_len), msg_len);
       return te::TE_OK;
     }
-    case REQUESTS: {
-      uint32_t n = 0;
-      if (!r.get(&n)) return bad(why, "truncated REQUESTS");
-      if (n == 0 || n > kMaxRequestsPerMessage) return bad(why, "REQUESTS count out of bounds");
-      if (r.left() != static_cast<size_t>(n) * kRequestSize)
-        return bad(why, "REQUESTS length does not match its count");
-      out->requests.resize(n);
-      for (Request& q : out->requests) {
-        r.get(&q.seq);
-        r.get(&q.batch);
-        r.get(&q.op);
-        r.skip(7);
-        r.get(&q.initiator_addr);
-        r.get(&q.target_addr);
-        r.get(&q.len);
-        if (q.op != OP_READ && q.op != OP_WRITE) return bad(why, "unknown request op");
-        if (q.len == 0) return bad(why, "zero-length request");
-      }
-      return te::TE_OK;
-    }
+    case REQUESTS:
+      return parse_requests(r, &out->requests, why);
     case CANCEL:
       if (!r.get(&out->cancel_batch) || r.left() != 0) return bad(why, "CANCEL has the wrong length");
       return te::TE_OK;
@@ -145,6 +159,9 @@ te::Status parse_message(const uint8_t* data, size_t len, Message* out, std::str
       out->notify.assign(data + (len - n), data + len);
       return te::TE_OK;
     }
+    case POOL:
+    case POOL_GONE:
+      return parse_pool(r, type == POOL, &out->pool, why);
     default:
       return bad(why, "unknown message type");
   }
@@ -172,12 +189,13 @@ void encode_hello_reply(const HelloReply& r, std::vector<uint8_t>* out) {
 void encode_requests(const Request* q, size_t n, std::vector<uint8_t>* out) {
   Writer w(out, REQUESTS);
   w.u32(static_cast<uint32_t>(n));
-  static const uint8_t pad[7] = {};
+  static const uint8_t pad[3] = {};
   for (size_t i = 0; i < n; ++i) {
     w.u64(q[i].seq);
     w.u64(q[i].batch);
     w.u8(q[i].op);
-    w.bytes(pad, 7);
+    w.bytes(pad, 3);
+    w.u32(q[i].pool);
     w.u64(q[i].initiator_addr);
     w.u64(q[i].target_addr);
     w.u64(q[i].len);
@@ -204,6 +222,20 @@ void encode_notify(uint64_t seq, const uint8_t* payload, size_t len, std::vector
   w.u64(seq);
   w.u32(static_cast<uint32_t>(len));
   w.bytes(payload, len);
+}
+
+void encode_pool(const PoolAd& p, std::vector<uint8_t>* out) {
+  Writer w(out, POOL);
+  w.u32(p.id);
+  w.u32(0);
+  w.u64(p.base);
+  w.u64(p.len);
+}
+
+void encode_pool_gone(uint32_t id, std::vector<uint8_t>* out) {
+  Writer w(out, POOL_GONE);
+  w.u32(id);
+  w.u32(0);
 }
 
 }  // namespace teshm

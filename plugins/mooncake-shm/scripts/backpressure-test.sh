@@ -16,7 +16,7 @@ sanitizer_mode "${1:-plain}" "usage: sh scripts/backpressure-test.sh [--tsan|--a
 out="$here/build/native-tests/backpressure-$mode"
 mkdir -p "$out"
 sources=""
-for f in wire socket control_page copy server client client_connection transport; do sources="$sources $here/native/$f.cpp"; done
+for f in wire socket control_page copy pools server server_copy client client_connection transport; do sources="$sources $here/native/$f.cpp"; done
 # shellcheck disable=SC2086  # the flags and the source list are words
 ${CXX:-g++} -std=c++17 -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter $flags \
   -I"$here/native" -I"$core/include" -I"$core/test" $sources "$core/src/status.cpp" "$core/src/memory_registry.cpp" \

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Builds and runs the mooncake-shm core's C++ tests (test/native/) without N-API or cmake:
-# the wire parser on malformed and random input, and a live target answering hostile clients.
+# the wire parser on malformed and random input, a live target answering hostile clients,
+# and pool memory (shm_pool_test).
 #   scripts/native-test.sh           plain build (-O1 -g)
 #   scripts/native-test.sh --tsan    ThreadSanitizer build; any report fails the run
 # CXX picks the compiler (g++ by default).
@@ -13,8 +14,14 @@ out="$here/build/native-tests/$mode"
 mkdir -p "$out"
 flags="-std=c++17 -O1 -g -Wall -Wextra -Wno-unused-parameter"
 [ "$mode" = tsan ] && flags="$flags -fsanitize=thread"
-sources="$here/native/wire.cpp $here/native/socket.cpp $here/native/control_page.cpp $here/native/copy.cpp
-  $here/native/server.cpp $here/native/client.cpp $here/native/client_connection.cpp $here/native/transport.cpp
+sources="$here/native/wire.cpp $here/native/socket.cpp $here/native/control_page.cpp $here/native/copy.cpp $here/native/pools.cpp
+  $here/native/server.cpp $here/native/server_copy.cpp $here/native/client.cpp $here/native/client_connection.cpp $here/native/transport.cpp
   $core/src/status.cpp $core/src/memory_registry.cpp $here/test/native/shm_core_test.cpp"
 ${CXX:-g++} $flags -I"$here/native" -I"$core/include" -I"$core/test" $sources -o "$out/shm_core_test" -lpthread
+pool_sources=$(echo "$sources" | sed "s|$here/test/native/shm_core_test.cpp|$here/test/native/shm_pool_test.cpp $here/test/native/shm_pool_live_test.cpp|")
+${CXX:-g++} $flags -I"$here/native" -I"$core/include" -I"$core/test" $pool_sources -o "$out/shm_pool_test" -lpthread
 TSAN_OPTIONS="halt_on_error=1 exitcode=66 ${TSAN_OPTIONS:-}" "$out/shm_core_test" "$@"
+# The pool tests run with the whole suite, not with a single named core case.
+if [ $# -eq 0 ]; then
+  TSAN_OPTIONS="halt_on_error=1 exitcode=66 ${TSAN_OPTIONS:-}" "$out/shm_pool_test"
+fi

@@ -38,6 +38,16 @@ export interface NativeShmTransport extends NativeTransportHandle {
     remoteAccess: boolean,
     hugePages: boolean,
   ): { addr: bigint; hugePages: string };
+  /**
+   * Pool memory: a sealed memfd mapped shared, which targets map and copy with memcpy. The
+   * returned ArrayBuffer holds the mapping (it stays valid after freeMemory until collected).
+   * Throws TransferError OUT_OF_MEMORY.
+   */
+  allocateMemory(length: bigint): { addr: bigint; buffer: ArrayBuffer };
+  /** Frees pool memory (unregister it first): INVALID_ARGUMENT when no pool starts there or it is still registered. */
+  freeMemory(addr: bigint): void;
+  /** As a target: chunks copied through mapped pools and with process_vm_*, and the pools mapped now. */
+  copyStats(): { poolChunks: number; processVmChunks: number; poolsMapped: number };
   /** Starts the handshake with the target listening on `socketName`; `onOpen(peerId, ...)` reports. */
   openPeer(socketName: string, epoch: bigint, name: string): number;
 }

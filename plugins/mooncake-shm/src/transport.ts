@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import {
   NativeTransportBase,
+  type AllocatedMemory,
+  type DeviceName,
   type RegisterRequest,
   type SegmentDescriptor,
   type Transport,
@@ -68,6 +70,24 @@ export class MooncakeShmTransport extends NativeTransportBase<NativeShmTransport
     return { addr: r.addr, length: request.length };
   }
 
+  /**
+   * The engine's allocator hook (`engine.allocateMemory`): host memory from a sealed memfd.
+   * A target maps it and copies requests on it with memcpy (memory speed) instead of
+   * process_vm_readv/writev; everything else about a transfer is the same.
+   */
+  async allocateMemory(length: bigint, device: DeviceName): Promise<AllocatedMemory> {
+    this.checkOpen();
+    if (device !== 'cpu') throw this.fail('MEMORY_KIND_UNSUPPORTED', `${PLUGIN_NAME} allocates host memory only; cannot allocate ${device}`);
+    if (length > BigInt(Number.MAX_SAFE_INTEGER)) throw this.fail('INVALID_ARGUMENT', `cannot allocate ${length} bytes of host memory`);
+    const a = this.native.allocateMemory(length);
+    return { addr: a.addr, length, buffer: new Uint8Array(a.buffer) };
+  }
+
+  async freeMemory(addr: bigint): Promise<void> {
+    this.checkOpen();
+    this.native.freeMemory(addr);
+  }
+
   async openPeer(peer: SegmentDescriptor): Promise<TransportPeer> {
     this.checkOpen();
     const local = this.isSelf(peer);
@@ -87,6 +107,8 @@ export class MooncakeShmTransport extends NativeTransportBase<NativeShmTransport
       chunkBytes: this.#options.chunkBytes,
       hugePages: this.#options.hugePages ? this.#hugePages : 'off',
       ptraceScope: scope === undefined ? 'no Yama (same user may attach)' : scope,
+      // As a target: how initiators' bytes were copied (pool memory with memcpy, other memory with process_vm_*).
+      ...(this.closed ? {} : { copies: { ...this.native.copyStats() } }),
     };
   }
 

@@ -174,7 +174,9 @@ export class TransferEngine {
     const device = options.device ?? 'cpu';
     if (!isDeviceName(device)) throw new TransferError('INVALID_ARGUMENT', `Expected \`device\` to be "cpu" or "cuda:N", got ${JSON.stringify(device)}`);
     const kind = memoryKindOf(device);
-    const allocator = this.held.find((t) => t.transport.allocateMemory && t.plugin.capabilities.memoryKinds.includes(kind));
+    const allocators = this.held.filter((t) => t.transport.allocateMemory && t.plugin.capabilities.memoryKinds.includes(kind));
+    // A transport that moves only its own memory comes first: memory from another allocator it could not move.
+    const allocator = allocators.find((t) => t.plugin.capabilities.ownMemoryOnly) ?? allocators[0];
     const registerOptions: RegisterOptions = options.remoteAccess === undefined ? {} : { remoteAccess: options.remoteAccess };
     if (!allocator) {
       if (kind !== 'cpu')

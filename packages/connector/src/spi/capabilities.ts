@@ -33,6 +33,13 @@ export interface TransportCapabilities {
    * such a batch before the transport sees it.
    */
   scatterWrites?: boolean;
+  /**
+   * Whether the transport moves only memory its own allocator handed out (a pre-registered
+   * pool). The engine's `allocateMemory` asks such a transport first, so an engine that
+   * also holds a transport whose allocator merely speeds things up (mooncake-shm's shared
+   * pages) still allocates memory every transport of it can move. Absent means no.
+   */
+  ownMemoryOnly?: boolean;
 }
 
 export function describeCapabilities(c: TransportCapabilities): string {
@@ -41,6 +48,7 @@ export function describeCapabilities(c: TransportCapabilities): string {
   if (c.rawAddresses) bits.push('raw-addresses');
   if (c.gatherWrites) bits.push('gather-writes');
   if (c.scatterWrites) bits.push('scatter-writes');
+  if (c.ownMemoryOnly) bits.push('own-memory-only');
   bits.push(`inflight=${c.maxInFlight}`);
   return bits.join(' ');
 }

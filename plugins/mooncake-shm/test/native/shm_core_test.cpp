@@ -23,6 +23,7 @@
 
 #include "check.h"
 #include "control_page.h"
+#include "raw_client.h"
 #include "socket.h"
 #include "transport.h"
 #include "wire.h"
@@ -137,20 +138,6 @@ struct LiveTarget {
     CHECK(t->registry().add(reinterpret_cast<uint64_t>(memory.data()), memory.size(), true) == te::TE_OK);
   }
 };
-
-/** Waits for one datagram (or end of stream: returns 0). */
-static ssize_t recv_wait(int fd, std::vector<uint8_t>* buf) {
-  for (int i = 0; i < 2000; ++i) {
-    int got = -1;
-    bool trunc = false;
-    ssize_t r = recv_message(fd, buf, &got, &trunc);
-    if (got >= 0) close(got);
-    if (r >= 0) return r;
-    if (errno != EAGAIN) return -1;
-    usleep(1000);
-  }
-  return -2;
-}
 
 static bool all_zero(const uint8_t* p, size_t n) {
   return std::all_of(p, p + n, [](uint8_t x) { return x == 0; });

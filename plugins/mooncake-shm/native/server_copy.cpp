@@ -1,0 +1,133 @@
+// The target side's copy threads and the completions they send back (see server.h).
+#include <sys/epoll.h>
+
+#include <cerrno>
+#include <string>
+
+#include "copy.h"
+#include "server_state.h"
+
+namespace teshm {
+
+void Server::copy_worker(uint32_t slot) {
+  for (;;) {
+    std::shared_ptr<Work> w;
+    uint64_t off = 0, len = 0;
+    bool last_queued = false;
+    {
+      std::unique_lock<std::mutex> lock(qmu_);
+      qcv_.wait(lock, [this] { return stop_.load() || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping and drained
+      w = queue_.front();
+      off = w->next;
+      len = std::min<uint64_t>(opt_.chunk_bytes, w->req.len - off);
+      w->next += len;
+      if (w->next >= w->req.len) queue_.pop_front();
+      last_queued = queue_.empty();
+    }
+    (void)last_queued;
+    Conn& c = *w->conn;
+    int32_t st = te::TE_OK;
+    std::string why;
+    if (w->status.load() != te::TE_OK) {
+      // An earlier chunk failed: the rest of the request is not copied.
+    } else if (stop_.load()) {
+      st = te::TE_ABORTED;
+    } else if (c.dead.load()) {
+      st = te::TE_CONNECTION_LOST;
+    } else if (c.is_cancelled(w->req.batch)) {
+      st = te::TE_ABORTED;
+    } else if (!w->pool && pidfd_exited(c.pidfd)) {
+      st = te::TE_PEER_FAILED;  // never copy into a recycled pid (a mapped pool is no pid's)
+    } else if (!enter(c.page, slot)) {
+      st = te::TE_CONNECTION_LOST;  // the initiator revoked the connection
+    } else {
+      if (w->pool) {
+        copy_mapped(w->req.op, w->req.target_addr + off, w->pool->at(w->req.initiator_addr + off), len);
+        pool_chunks_.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        st = copy_with_peer(c.cred.pid, w->req.op, w->req.target_addr + off, w->req.initiator_addr + off, len, &why);
+        process_vm_chunks_.fetch_add(1, std::memory_order_relaxed);
+      }
+      leave(c.page, slot);
+    }
+    if (st != te::TE_OK) {
+      int32_t zero = te::TE_OK;
+      w->status.compare_exchange_strong(zero, st);
+    }
+    if (w->chunks_done.fetch_add(1) + 1 == w->chunks) finish(*w);
+  }
+}
+
+void Server::finish(Work& w) {
+  w.lease.release();
+  Conn& c = *w.conn;
+  c.outstanding.fetch_sub(1);
+  // Coalesce completions while more work is queued, but only up to kFlushBytes of copies:
+  // held longer, the initiator learns of a whole window at once and the copy threads idle
+  // while it refills (at 1 MiB with 4 batches in flight a fifth of the time). The
+  // completion is queued before the queue is looked at: a thread that finishes later sees
+  // it and sends it with its own, so none is left behind when another thread emptied the
+  // queue in between.
+  complete(c, w.req.seq, w.status.load(), false);
+  bool idle = c.unflushed_bytes.fetch_add(w.req.len) + w.req.len >= kFlushBytes;
+  if (!idle) {
+    std::lock_guard<std::mutex> lock(qmu_);
+    idle = queue_.empty();
+  }
+  if (idle) {
+    std::lock_guard<std::mutex> lock(c.mu);
+    flush_locked(c);
+  }
+}
+
+void Server::complete(Conn& c, uint64_t seq, int32_t status, bool flush_now) {
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.pending.push_back(Completion{seq, status});
+  if (flush_now || c.pending.size() >= 256) flush_locked(c);
+  uint64_t peak = pending_peak_.load(std::memory_order_relaxed);
+  while (c.pending.size() > peak &&
+         !pending_peak_.compare_exchange_weak(peak, c.pending.size(), std::memory_order_relaxed)) {
+  }
+}
+
+// Loop thread, under c.mu: the events this connection is watched for. While paused only
+// EPOLLOUT: writable means the peer read, and the handler flushes and resumes reading.
+void Server::watch_locked(Conn& c) {
+  if (c.dead.load()) return;
+  epoll_event ev{};
+  ev.events = c.paused ? uint32_t(EPOLLOUT) : uint32_t(EPOLLIN) | (c.want_out ? uint32_t(EPOLLOUT) : 0u);
+  ev.data.fd = c.fd;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c.fd, &ev);
+}
+
+void Server::flush_locked(Conn& c) {
+  if (c.dead.load()) {
+    c.pending.clear();
+    return;
+  }
+  // The socket was full and EPOLLOUT is awaited: the loop flushes when it drains. Trying again
+  // per completion would re-encode up to a whole message each time for nothing.
+  if (c.want_out) return;
+  c.unflushed_bytes.store(0);
+  std::vector<uint8_t> out;
+  size_t at = 0;
+  while (at < c.pending.size()) {
+    size_t n = std::min(kMaxCompletionsPerMessage, c.pending.size() - at);
+    encode_completions(c.pending.data() + at, n, &out);
+    if (send_message(c.fd, out) < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        if (!c.want_out) {
+          c.want_out = true;
+          wake();
+        }
+        break;
+      }
+      break;  // the initiator is gone: its end-of-stream drops the connection
+    }
+    at += n;
+  }
+  c.pending.erase(c.pending.begin(), c.pending.begin() + static_cast<long>(at));
+}
+
+}  // namespace teshm
