@@ -36,6 +36,12 @@ std::vector<uint8_t> encode(const Message& m) {
     case NOTIFY:
       encode_notify(m.notify_seq, m.notify.data(), m.notify.size(), &out);
       break;
+    case POOL:
+      encode_pool(m.pool, &out);
+      break;
+    case POOL_GONE:
+      encode_pool_gone(m.pool.id, &out);
+      break;
   }
   return out;
 }
@@ -56,7 +62,7 @@ bool same(const Message& a, const Message& b) {
       for (size_t i = 0; i < a.requests.size(); ++i) {
         const Request &x = a.requests[i], &y = b.requests[i];
         if (x.seq != y.seq || x.batch != y.batch || x.op != y.op || x.initiator_addr != y.initiator_addr ||
-            x.target_addr != y.target_addr || x.len != y.len)
+            x.target_addr != y.target_addr || x.len != y.len || x.pool != y.pool)
           return false;
       }
       return true;
@@ -70,6 +76,10 @@ bool same(const Message& a, const Message& b) {
       return true;
     case NOTIFY:
       return a.notify_seq == b.notify_seq && a.notify == b.notify;
+    case POOL:
+      return a.pool.id == b.pool.id && a.pool.base == b.pool.base && a.pool.len == b.pool.len;
+    case POOL_GONE:
+      return a.pool.id == b.pool.id;
   }
   return false;
 }
