@@ -23,11 +23,13 @@ if (process.argv[2] === '--help' || process.argv[2] === '-h') {
   spawnSync(process.execPath, [uvuBin, '--help'], { stdio: 'inherit' });
   process.exit(0);
 }
+// The report's signal is one no test uses: SIGUSR1 starts the inspector, and the control
+// plane's signal test floods SIGUSR2.
 const EXIT_GRACE_MS = Number(process.env.TE_TEST_EXIT_GRACE_MS ?? 30_000);
 const reports = mkdtempSync(join(tmpdir(), 'te-uvu-report-'));
 const child = spawn(
   process.execPath,
-  ['--report-on-signal', '--report-signal=SIGUSR2', `--report-directory=${reports}`, '--import', 'tsx', uvuBin, ...process.argv.slice(2)],
+  ['--report-on-signal', '--report-signal=SIGPWR', `--report-directory=${reports}`, '--import', 'tsx', uvuBin, ...process.argv.slice(2)],
   { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, NODE_OPTIONS: '' } },
 );
 let out = '';
@@ -43,7 +45,7 @@ child.stdout.on('data', (chunk) => {
 /** The totals are out but the process lives on: print what keeps it alive, then end it. */
 function diagnoseAndKill() {
   stuck = true;
-  child.kill('SIGUSR2');
+  child.kill('SIGPWR');
   setTimeout(() => {
     const file = readdirSync(reports).find((f) => f.endsWith('.json'));
     let handles = 'no diagnostic report was written';
