@@ -46,33 +46,38 @@ test('a target killed while it holds the batch (stopped, then SIGKILL): CONNECTI
   }
 });
 
-test('a target killed in the middle of copying a large batch: a typed error, or every byte landed', async () => {
-  const target = await spawnTargetProcess(await compileWorkerScript(fixture), config);
-  const initiator = await createTransferEngine(config);
-  try {
-    const data = pattern(4, SIZE);
-    const local = await initiator.registerMemory(data);
-    const remote = await target.alloc(SIZE);
-    await initiator.write(target.segment, local.addr, remote, 4096);
-    // Many passes over the region keep the target's copy threads busy when the signal lands.
-    const ops = Array.from({ length: 64 }, () => ({ op: 'write' as const, local: local.addr, remote, length: SIZE }));
-    const p = initiator.transfer(target.segment, batchOf(ops));
-    await new Promise((r) => setTimeout(r, 20));
-    target.kill();
+// Registered memory is copied with process_vm_*, allocated memory (shm's pool memory)
+// through the target's mapping of it: the kill must end both the same way.
+for (const memory of ['registered', 'allocated'] as const) {
+  test(`a target killed in the middle of copying a large batch from ${memory} memory: a typed error, and the memory is free to release`, async () => {
+    const target = await spawnTargetProcess(await compileWorkerScript(fixture), config);
+    const initiator = await createTransferEngine(config);
     try {
-      await p;
-      // The kill came after the last copy: then the batch must really be complete.
-      assert.unreachable('the target died after all 2 GiB were copied; rerun (the machine was too fast)');
-    } catch (e) {
-      if (!isTransferError(e)) throw e;
-      assert.ok(['CONNECTION_LOST', 'PEER_FAILED'].includes(e.code), `${e.code}: ${e.message}`);
+      const local = memory === 'registered' ? await initiator.registerMemory(pattern(4, SIZE)) : await initiator.allocateMemory(SIZE);
+      const remote = await target.alloc(SIZE);
+      await initiator.write(target.segment, local.addr, remote, 4096);
+      // Many passes over the region keep the target's copy threads busy when the signal lands.
+      const ops = Array.from({ length: 64 }, () => ({ op: 'write' as const, local: local.addr, remote, length: SIZE }));
+      const p = initiator.transfer(target.segment, batchOf(ops));
+      await new Promise((r) => setTimeout(r, 20));
+      target.kill();
+      try {
+        await p;
+        // The kill came after the last copy: then the batch must really be complete.
+        assert.unreachable('the target died after all 2 GiB were copied; rerun (the machine was too fast)');
+      } catch (e) {
+        if (!isTransferError(e)) throw e;
+        assert.ok(['CONNECTION_LOST', 'PEER_FAILED'].includes(e.code), `${e.code}: ${e.message}`);
+      }
+      // Refused with MEMORY_IN_USE if the batch had not settled.
+      if (memory === 'registered') await initiator.unregisterMemory(local);
+      else await initiator.freeMemory(local);
+    } finally {
+      await initiator.close();
+      await target.close();
     }
-    await initiator.unregisterMemory(local);
-  } finally {
-    await initiator.close();
-    await target.close();
-  }
-});
+  });
+}
 
 test('a restarted target is reached through a fresh descriptor', async () => {
   const first = await spawnTargetProcess(await compileWorkerScript(fixture), config);

@@ -15,9 +15,9 @@
 
 namespace teshm {
 
-/** Waits (up to 2 s) for one datagram, or end of stream: returns 0. */
-inline ssize_t recv_wait(int fd, std::vector<uint8_t>* buf) {
-  for (int i = 0; i < 2000; ++i) {
+/** Waits up to `ms` for one datagram (0: end of stream, -2: nothing came). */
+inline ssize_t recv_wait(int fd, std::vector<uint8_t>* buf, int ms = 2000) {
+  for (int i = 0; i < ms; ++i) {
     int got = -1;
     bool trunc = false;
     ssize_t r = recv_message(fd, buf, &got, &trunc);

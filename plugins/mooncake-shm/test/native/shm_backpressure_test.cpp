@@ -14,25 +14,12 @@
 
 #include "check.h"
 #include "control_page.h"
+#include "raw_client.h"
 #include "socket.h"
 #include "transport.h"
 #include "wire.h"
 
 using namespace teshm;
-
-/** Waits up to `ms` for one datagram (0: end of stream, -2: nothing came). */
-static ssize_t recv_wait(int fd, std::vector<uint8_t>* buf, int ms = 2000) {
-  for (int i = 0; i < ms; ++i) {
-    int got = -1;
-    bool trunc = false;
-    ssize_t r = recv_message(fd, buf, &got, &trunc);
-    if (got >= 0) close(got);
-    if (r >= 0) return r;
-    if (errno != EAGAIN) return -1;
-    usleep(1000);
-  }
-  return -2;
-}
 
 struct Initiator {
   int fd = -1;
