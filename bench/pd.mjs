@@ -404,7 +404,7 @@ const hnd = await caseOf(
   'TP 2→4 HND',
   want('hnd', () => layoutRun(2, 4, { pageLayout: 'HND' })),
 );
-line('TP 2→4, HND, one range per page per layer', hnd, '0.9');
+line('TP 2→4, HND, one range per page per layer (a run of pages as one gathered write)', hnd, '0.9');
 const perTok = await caseOf(
   'TP 2→4 per token',
   want('nhd-token', () => layoutRun(2, 4, { staging: false, rooms: 1 })),

@@ -128,6 +128,12 @@ test('TP 2→4 and 4→2, HND both sides: one range per page per layer, no stagi
   await run({ model: MHA8, prefill: tps(4), decode: tps(2), prefillSide: HND, decodeSide: HND }, 'direct');
 });
 
+test('TP 2→4, HND both sides, slices of 4 KiB over mooncake-tcp: consecutive pages landing in a run of decode pages go as one request of rows the transport gathers', async () => {
+  await run({ model: WIDE, prefill: tps(2), decode: tps(4), prefillSide: HND, decodeSide: HND }, 'transport');
+  // TP 4→2: each piece is a whole prefill page, so runs merge as plain ranges; no rows.
+  await run({ model: WIDE, prefill: tps(4), decode: tps(2), prefillSide: HND, decodeSide: HND }, 'direct');
+});
+
 test('TP 2→4, NHD → HND and HND → NHD: re-laid out in prefill staging', async () => {
   await run({ model: MHA8, prefill: tps(2), decode: tps(4), prefillSide: NHD, decodeSide: HND }, 'gather');
   await run({ model: MHA8, prefill: tps(2), decode: tps(4), prefillSide: HND, decodeSide: NHD }, 'gather');

@@ -5,6 +5,7 @@ import {
   gatherCopies,
   offsetOf,
   packedBatch,
+  pageRowsBatch,
   planSliceCopy,
   routeOf,
   scatterCopies,
@@ -13,6 +14,7 @@ import {
   type PageGeometry,
   type PieceSet,
 } from '../src/index.js';
+import type { TransferBatch } from '@te/connector';
 
 /*
  * The staging planner against a byte-by-byte reference, in one JS "address space" (a
@@ -33,10 +35,16 @@ class JsCopies implements CopySink {
   }
 }
 
-function applyBatch(mem: Uint8Array, b: { localAddrs: BigUint64Array; remoteAddrs: BigUint64Array; lengths: BigUint64Array }): void {
+/** Executes a write batch in JS, gathering `localRows` rows `localPitches` apart where it has them. */
+function applyBatch(mem: Uint8Array, b: TransferBatch): void {
   for (let i = 0; i < b.lengths.length; i++) {
-    const l = Number(b.localAddrs[i]);
-    mem.copyWithin(Number(b.remoteAddrs[i]), l, l + Number(b.lengths[i]));
+    const rows = b.localRows?.[i] ?? 1;
+    const width = Number(b.lengths[i]) / rows;
+    const pitch = rows > 1 ? Number(b.localPitches![i]) : width;
+    for (let r = 0; r < rows; r++) {
+      const l = Number(b.localAddrs[i]) + r * pitch;
+      mem.copyWithin(Number(b.remoteAddrs[i]) + r * width, l, l + width);
+    }
   }
 }
 
@@ -206,6 +214,47 @@ test('routes: HND both sides is direct at equal page size; NHD slices gather; in
   assert.is(routeOf(planSliceCopy(g('HND', 8), g('HND', 8, 128), { srcOffset: 0, dstOffset: 0, count: 8 })), 'ring');
   assert.throws(() => planSliceCopy(g('NHD', 4), g('NHD', 4, 96), { srcOffset: 0, dstOffset: 0, count: 4 }), /multiple/);
   assert.throws(() => planSliceCopy(g('NHD', 4), g('NHD', 2), { srcOffset: 3, dstOffset: 0, count: 2 }), /exceeds/);
+});
+
+test('direct pieces as gathered page rows land every head slice exactly, and without gathers are the direct descriptors', () => {
+  let n = 0;
+  for (const c of cases()) {
+    const { mem, want, set } = setup(c);
+    if (routeOf(set.copy) !== 'direct') continue;
+    n++;
+    const plain = pageRowsBatch(set, false);
+    assert.equal(plain.lengths, directBatch(set).finish().lengths, label(c));
+    assert.is(plain.localRows, undefined);
+    for (const [from, to] of twoChunks(set)) applyBatch(mem, pageRowsBatch(set, true, from, to));
+    assert.ok(Buffer.compare(mem, want) === 0, label(c));
+  }
+  assert.ok(n >= 10, `${n} cases`);
+});
+
+test('HND head slices of consecutive pages landing in a run of destination pages are one request of rows', () => {
+  // TP 2→4, HND: each source page holds 4 heads, a decode rank takes 2 (half of each page).
+  const src: PageGeometry = { tokens: 4, heads: 4, headBytes: 8, layout: 'HND' };
+  const dst: PageGeometry = { tokens: 4, heads: 2, headBytes: 8, layout: 'HND' };
+  const copy = planSliceCopy(src, dst, { srcOffset: 2, dstOffset: 0, count: 2 });
+  const sItem = 4 * 4 * 8;
+  const dItem = 4 * 2 * 8;
+  const set: PieceSet = {
+    src: { addrs: Float64Array.of(0), lengths: Float64Array.of(sItem * 16), itemLens: Float64Array.of(sItem) },
+    dst: { addrs: Float64Array.of(1 << 20), lengths: Float64Array.of(dItem * 16), itemLens: Float64Array.of(dItem) },
+    pairs: Int32Array.of(0, 0),
+    srcPages: Uint32Array.of(0, 1, 2, 3, 9),
+    firstPage: 0,
+    dstPages: Uint32Array.of(4, 5, 6, 1, 3),
+    perDst: 1,
+    copy,
+  };
+  const b = pageRowsBatch(set, true);
+  // Pages 0-2 → 4-6 stride through the source and follow one another at the destination; 3 → 1 and 9 → 3 do not.
+  assert.equal([...b.lengths].map(Number), [3 * dItem, dItem, dItem]);
+  assert.equal([...b.localRows!], [3, 1, 1]);
+  assert.equal([...b.localPitches!].map(Number).slice(0, 1), [sItem]);
+  assert.equal(Number(b.localAddrs[0]), dItem); // heads 2-3 of page 0: half a source page in
+  assert.is(directBatch(set).finish().lengths.length, 5);
 });
 
 test('direct descriptors merge across pages contiguous on both sides', () => {

@@ -2,7 +2,7 @@ import { NATIVE_STATUS, TransferError, isTransferError, type TransferBatch, type
 import { kvBufferPairs } from '../plan/index.js';
 import type { PageGeometry } from '../plan/page-geometry.js';
 import { planSliceCopy, routeOf, type HeadSlice, type SliceCopy, type SliceRoute } from '../plan/slice-copy.js';
-import { checkPieces, directBatch, rowShape, stridedBatch, type PieceSet } from '../plan/slice-pieces.js';
+import { checkPieces, directBatch, pageRowsBatch, rowShape, stridedBatch, type PieceSet } from '../plan/slice-pieces.js';
 import type { RequestMessage } from '../protocol/messages.js';
 import { RingAllocReplySchema, STAGING_MSG, type RingAllocMessage, type ScatterMessage } from '../protocol/staging-messages.js';
 import { checkReply } from '../protocol/handle.js';
@@ -187,6 +187,24 @@ async function transportMovesRows(w: KvWrite, set: PieceSet, route: SliceRoute |
 }
 
 /**
+ * A direct write's requests. Where each piece is part of its source page (HND head slices),
+ * consecutive pages' pieces stride evenly through the source while landing one after another
+ * in a run of destination pages: a transport that gathers rows takes such a run as one
+ * request (8 pages of the bench's runs: 8× fewer requests), else one request per piece.
+ */
+async function directRequests(w: KvWrite, set: PieceSet): Promise<TransferBatch> {
+  const { options } = w.staging;
+  const partial = set.copy.bytes < set.src.itemLens[set.pairs[0]!]!;
+  if (!partial || !options.enabled || !options.transportGather || set.copy.bytes < MIN_ROWS_WRITE) return directBatch(set).finish();
+  const src = BigInt(set.src.addrs[set.pairs[0]!]!);
+  const dst = BigInt(set.dst.addrs[set.pairs[1]!]!);
+  if (!(await w.engine.gathersWrites(w.dest.segment, src, dst))) return directBatch(set).finish();
+  const batch = pageRowsBatch(set, true);
+  if (batch.localRows) w.staging.stats.transportGathers++;
+  return batch;
+}
+
+/**
  * The write as rows the transport moves itself; false when the decode's transport refused the
  * scattered rows as unsupported (an earlier build of the decode's transport, which sent
  * none of them): that decode's slices take the ring from then on.
@@ -224,7 +242,7 @@ export async function writeKv(w: KvWrite): Promise<void> {
   const plan = planKvWrite(w);
   if (plan.route === 'classic') return w.submit(classicBatch(w));
   const set = plan.set!;
-  if (plan.route === 'direct') return w.submit(directBatch(set).finish());
+  if (plan.route === 'direct') return w.submit(await directRequests(w, set));
   if ((await transportMovesRows(w, set, plan.route)) && (await rowsMoved(w, set, plan.route))) return;
   const why =
     w.staging.unavailable ??

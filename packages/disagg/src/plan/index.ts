@@ -19,6 +19,7 @@ export {
   pieceDestination,
   checkPieces,
   directBatch,
+  pageRowsBatch,
   stagedBatch,
   packedBatch,
   gatherCopies,

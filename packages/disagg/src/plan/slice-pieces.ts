@@ -214,6 +214,74 @@ export function stridedBatch(s: PieceSet, from = 0, to = pieceCount(s)): Transfe
   return batch;
 }
 
+/**
+ * Direct pieces (one range each way) as few requests as the transport allows: pieces that
+ * continue each other on both sides merge as in directBatch, and a run of equal pieces
+ * whose sources advance by one stride while their destinations follow one another (HND
+ * head slices of consecutive pages landing in a run of destination pages) becomes one
+ * request of rows the transport gathers (`localRows`). `gathers` false: directBatch's
+ * requests exactly. A run of rows spans at most MAX_REQUEST_ROWS rows and MAX_ROWS_BYTES bytes.
+ */
+export function pageRowsBatch(s: PieceSet, gathers: boolean, from = 0, to = pieceCount(s)): TransferBatch {
+  const cap = to - from;
+  const local = new Float64Array(cap);
+  const remote = new Float64Array(cap);
+  const width = new Float64Array(cap);
+  const pitch = new Float64Array(cap);
+  const rows = new Uint32Array(cap);
+  const c = s.copy;
+  let n = 0;
+  forPieces(s, from, to, (_i, src, dst) => {
+    const l = src + c.srcOffset;
+    const b = c.bytes;
+    const k = n - 1;
+    if (k >= 0) {
+      const w = width[k]!;
+      if (rows[k] === 1 && l === local[k]! + w && dst === remote[k]! + w) {
+        width[k] = w + b; // continues it on both sides: one wider range
+        return;
+      }
+      const stride = rows[k] === 1 ? l - local[k]! : pitch[k]!;
+      const inRow = rows[k] === 1 || l === local[k]! + rows[k]! * stride;
+      if (
+        gathers &&
+        b === w &&
+        stride > w &&
+        inRow &&
+        dst === remote[k]! + rows[k]! * w &&
+        rows[k]! < MAX_REQUEST_ROWS &&
+        (rows[k]! + 1) * w <= MAX_ROWS_BYTES
+      ) {
+        pitch[k] = stride;
+        rows[k]! += 1;
+        return;
+      }
+    }
+    local[n] = l;
+    remote[n] = dst;
+    width[n] = b;
+    pitch[n] = b;
+    rows[n++] = 1;
+  });
+  const batch: TransferBatch = allocateBatch(n);
+  batch.opcodes.fill(OP_WRITE);
+  let gathered = false;
+  for (let k = 0; k < n; k++) {
+    batch.localAddrs[k] = BigInt(local[k]!);
+    batch.remoteAddrs[k] = BigInt(remote[k]!);
+    batch.lengths[k] = BigInt(rows[k]! * width[k]!);
+    gathered ||= rows[k]! > 1;
+  }
+  if (gathered) {
+    batch.localRows = rows.slice(0, n);
+    batch.localPitches = BigUint64Array.from(pitch.subarray(0, n), (p) => BigInt(p));
+  }
+  return batch;
+}
+
+/** Bytes of one request of gathered page rows at most (a few MiB: the transport spreads its slices over the lanes). */
+const MAX_ROWS_BYTES = 4 << 20;
+
 /** Rows of one merged request at most (a request stays a few MiB: slices spread it over the lanes). */
 const MAX_REQUEST_ROWS = 8192;
 
