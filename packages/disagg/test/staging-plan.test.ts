@@ -257,6 +257,29 @@ test('HND head slices of consecutive pages landing in a run of destination pages
   assert.is(directBatch(set).finish().lengths.length, 5);
 });
 
+test('gathered page rows stay within one buffer pair, even where the next buffer continues the stride', () => {
+  // Two layer buffers back to back on each side, every page of each: the stride runs on
+  // from buffer 0's last page into buffer 1's first, but a request spanning two registered
+  // buffers is not one the transport can check, so the rows stop at the buffer.
+  const src: PageGeometry = { tokens: 4, heads: 4, headBytes: 8, layout: 'HND' };
+  const dst: PageGeometry = { tokens: 4, heads: 2, headBytes: 8, layout: 'HND' };
+  const sItem = 4 * 4 * 8;
+  const dItem = 4 * 2 * 8;
+  const set: PieceSet = {
+    src: { addrs: Float64Array.of(0, 4 * sItem), lengths: Float64Array.of(4 * sItem, 4 * sItem), itemLens: Float64Array.of(sItem, sItem) },
+    dst: { addrs: Float64Array.of(1 << 20, (1 << 20) + 4 * dItem), lengths: Float64Array.of(4 * dItem, 4 * dItem), itemLens: Float64Array.of(dItem, dItem) },
+    pairs: Int32Array.of(0, 0, 1, 1),
+    srcPages: Uint32Array.of(0, 1, 2, 3),
+    firstPage: 0,
+    dstPages: Uint32Array.of(0, 1, 2, 3),
+    perDst: 1,
+    copy: planSliceCopy(src, dst, { srcOffset: 0, dstOffset: 0, count: 2 }),
+  };
+  const b = pageRowsBatch(set, true);
+  assert.equal([...b.localRows!], [4, 4]);
+  assert.equal([...b.localAddrs].map(Number), [0, 4 * sItem]);
+});
+
 test('direct descriptors merge across pages contiguous on both sides', () => {
   const g = (heads: number): PageGeometry => ({ tokens: 4, heads, headBytes: 8, layout: 'NHD' });
   const item = 4 * 4 * 8;

@@ -219,8 +219,9 @@ export function stridedBatch(s: PieceSet, from = 0, to = pieceCount(s)): Transfe
  * continue each other on both sides merge as in directBatch, and a run of equal pieces
  * whose sources advance by one stride while their destinations follow one another (HND
  * head slices of consecutive pages landing in a run of destination pages) becomes one
- * request of rows the transport gathers (`localRows`). `gathers` false: directBatch's
- * requests exactly. A run of rows spans at most MAX_REQUEST_ROWS rows and MAX_ROWS_BYTES bytes.
+ * request of rows the transport gathers (`localRows`). Rows stay within one buffer pair (one
+ * registered source buffer: the transport checks a request's whole span). `gathers` false:
+ * directBatch's requests exactly. A run of rows spans at most MAX_REQUEST_ROWS rows and MAX_ROWS_BYTES bytes.
  */
 export function pageRowsBatch(s: PieceSet, gathers: boolean, from = 0, to = pieceCount(s)): TransferBatch {
   const cap = to - from;
@@ -229,9 +230,10 @@ export function pageRowsBatch(s: PieceSet, gathers: boolean, from = 0, to = piec
   const width = new Float64Array(cap);
   const pitch = new Float64Array(cap);
   const rows = new Uint32Array(cap);
+  const pairOf = new Int32Array(cap);
   const c = s.copy;
   let n = 0;
-  forPieces(s, from, to, (_i, src, dst) => {
+  forPieces(s, from, to, (_i, src, dst, p) => {
     const l = src + c.srcOffset;
     const b = c.bytes;
     const k = n - 1;
@@ -245,6 +247,7 @@ export function pageRowsBatch(s: PieceSet, gathers: boolean, from = 0, to = piec
       const inRow = rows[k] === 1 || l === local[k]! + rows[k]! * stride;
       if (
         gathers &&
+        p === pairOf[k] &&
         b === w &&
         stride > w &&
         inRow &&
@@ -261,6 +264,7 @@ export function pageRowsBatch(s: PieceSet, gathers: boolean, from = 0, to = piec
     remote[n] = dst;
     width[n] = b;
     pitch[n] = b;
+    pairOf[n] = p;
     rows[n++] = 1;
   });
   const batch: TransferBatch = allocateBatch(n);
