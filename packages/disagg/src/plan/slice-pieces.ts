@@ -39,14 +39,34 @@ function bases(s: PieceSet, index: number): [number, number, number] {
   return [s.src.addrs[sb]! + s.srcPages[k]! * s.src.itemLens[sb]!, s.dst.addrs[db]! + dPage * s.dst.itemLens[db]!, page % s.perDst];
 }
 
+/** Pieces [from, from + count) as arrays: each one's source item base, where it starts at the destination, and its buffer pair. */
+interface PieceAddresses {
+  count: number;
+  src: Float64Array;
+  dst: Float64Array;
+  pair: Int32Array;
+}
+
+/** Reused by every call (planning is synchronous, and no caller keeps it past its own loop): no typed arrays allocated per chunk. */
+const scratch: PieceAddresses = { count: 0, src: new Float64Array(256), dst: new Float64Array(256), pair: new Int32Array(256) };
+
 /**
- * Calls `each(i, srcItem, dstPiece, pair)` for pieces [from, to) in order, with the source
- * item base and where the piece starts at the destination: one pass without a division
- * per piece (planning walks 10^5 pieces for a long request).
+ * The addresses of pieces [from, to) in order, in one pass without a division per piece
+ * and without a call per piece (planning walks 10^5 pieces for a long request; its callers
+ * then loop over plain arrays). The arrays are shared scratch: valid until the next call.
  */
-function forPieces(s: PieceSet, from: number, to: number, each: (i: number, srcItem: number, dstPiece: number, pair: number) => void): void {
+function pieceAddresses(s: PieceSet, from: number, to: number): PieceAddresses {
+  const count = Math.max(0, to - from);
+  if (scratch.src.length < count) {
+    const size = Math.max(count, 2 * scratch.src.length);
+    scratch.src = new Float64Array(size);
+    scratch.dst = new Float64Array(size);
+    scratch.pair = new Int32Array(size);
+  }
+  const out = scratch;
   const n = s.srcPages.length;
-  if (from >= to || n === 0) return;
+  out.count = n === 0 ? 0 : count;
+  if (out.count === 0) return out;
   const c = s.copy;
   let p = Math.floor(from / n);
   let k = from - p * n;
@@ -55,12 +75,15 @@ function forPieces(s: PieceSet, from: number, to: number, each: (i: number, srcI
   let dBase = s.dst.addrs[s.pairs[2 * p + 1]!]! + c.dstOffset;
   let dItem = s.dst.itemLens[s.pairs[2 * p + 1]!]!;
   const m = s.perDst;
-  for (let i = from; i < to; i++) {
+  const { src, dst, pair } = out;
+  for (let j = 0; j < count; j++) {
     const page = s.firstPage + k;
     const d = m === 1 ? s.dstPages[page]! : s.dstPages[Math.floor(page / m)]!;
     const sub = m === 1 ? 0 : page % m;
-    each(i, sBase + s.srcPages[k]! * sItem, dBase + d * dItem + sub * c.subStride, p);
-    if (++k === n && i + 1 < to) {
+    src[j] = sBase + s.srcPages[k]! * sItem;
+    dst[j] = dBase + d * dItem + sub * c.subStride;
+    pair[j] = p;
+    if (++k === n && j + 1 < count) {
       k = 0;
       p++;
       sBase = s.src.addrs[s.pairs[2 * p]!]!;
@@ -69,6 +92,13 @@ function forPieces(s: PieceSet, from: number, to: number, each: (i: number, srcI
       dItem = s.dst.itemLens[s.pairs[2 * p + 1]!]!;
     }
   }
+  return out;
+}
+
+/** Calls `each(i, srcItem, dstPiece, pair)` for pieces [from, to) in order, with the source item base and where the piece starts at the destination. */
+function forPieces(s: PieceSet, from: number, to: number, each: (i: number, srcItem: number, dstPiece: number, pair: number) => void): void {
+  const { count, src, dst, pair } = pieceAddresses(s, from, to);
+  for (let j = 0; j < count; j++) each(from + j, src[j]!, dst[j]!, pair[j]!);
 }
 
 /** Where piece `index` starts at the destination. */
@@ -128,7 +158,8 @@ export function directBatch(s: PieceSet, from = 0, to = pieceCount(s)): Descript
 export function stagedBatch(s: PieceSet, image: number, from: number, to: number): DescriptorWriter {
   const w = new DescriptorWriter(to - from);
   const bytes = s.copy.bytes;
-  forPieces(s, from, to, (i, _src, dst) => w.pushMerged(image + (i - from) * bytes, dst, bytes));
+  const { count, dst } = pieceAddresses(s, from, to);
+  for (let j = 0; j < count; j++) w.pushMerged(image + j * bytes, dst[j]!, bytes);
   return w;
 }
 
@@ -311,10 +342,11 @@ export interface CopySink {
  */
 export function gatherCopies(s: PieceSet, sink: CopySink, image: number, from: number, to: number, srcDelta: Float64Array): void {
   const c = s.copy;
-  forPieces(s, from, to, (i, src, _dst, p) => {
+  const { count, src, pair } = pieceAddresses(s, from, to);
+  for (let j = 0; j < count; j++)
     sink.push(
-      src + c.srcOffset + srcDelta[s.pairs[2 * p]!]!,
-      image + (i - from) * c.bytes,
+      src[j]! + c.srcOffset + srcDelta[s.pairs[2 * pair[j]!]!]!,
+      image + j * c.bytes,
       c.width,
       c.rows,
       c.srcPitch,
@@ -323,7 +355,6 @@ export function gatherCopies(s: PieceSet, sink: CopySink, image: number, from: n
       c.srcRepStride,
       c.width * c.rows,
     );
-  });
 }
 
 /** Scatters a packed image of pieces [from, to) at `image` into their destinations (the decode side of the ring route). */
