@@ -19,15 +19,9 @@ sources="$here/native/transport.cpp $here/native/transport_batches.cpp $here/nat
   $core/cuda/src/device.cpp $here/test/native/tcp_core_test.cpp $here/test/native/control_order_test.cpp
   $here/test/native/receive_path_test.cpp $here/test/native/loop_test.cpp $here/test/native/writev_test.cpp
   $here/test/native/gather_rows_test.cpp $here/test/native/scatter_rows_test.cpp"
-# Compile in parallel (two jobs), only what changed since the last build of this mode.
-objs=""
-for src in $sources; do objs="$objs $out/$(basename "$src" .cpp).o"; done
-for src in $sources; do
-  obj="$out/$(basename "$src" .cpp).o"
-  if [ ! -f "$obj" ] || [ "$src" -nt "$obj" ] || [ -n "$(find "$here/native" "$here/test/native" "$core/include" "$core/test" -name '*.h' -newer "$obj" 2>/dev/null | head -1)" ]; then
-    echo "$src $obj"
-  fi
-done | xargs -r -P 2 -n 2 sh -c "${CXX:-g++} $flags $includes -c \"\$0\" -o \"\$1\""
+# Compiled in parallel, only what changed since the last build of this mode.
+flags="$flags $includes"
+objs=$(sh "$core/scripts/compile-objects.sh" "$out/obj" "$flags" $sources)
 ${CXX:-g++} $flags $objs -o "$out/tcp_core_test" -lpthread -ldl
 # halt_on_error: the first race fails the run (exit 66) instead of being printed and ignored.
 TSAN_OPTIONS="halt_on_error=1 exitcode=66 ${TSAN_OPTIONS:-}" "$out/tcp_core_test" "$@"
