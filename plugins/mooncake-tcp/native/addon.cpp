@@ -23,7 +23,9 @@ class TcpTransport : public te::napi::NativeTransportWrap<TcpTransport, tetcp::T
 
  public:
   static Napi::Function Init(Napi::Env env) {
-    return define_class(env, "TcpTransport", {InstanceMethod("port", &TcpTransport::Port)});
+    return define_class(
+        env, "TcpTransport",
+        {InstanceMethod("port", &TcpTransport::Port), InstanceMethod("rowsPacked", &TcpTransport::RowsPacked)});
   }
 
   explicit TcpTransport(const Napi::CallbackInfo& info) : Base(info, "new TcpTransport(options, callbacks)") {
@@ -113,6 +115,10 @@ class TcpTransport : public te::napi::NativeTransportWrap<TcpTransport, tetcp::T
 
   Napi::Value Port(const Napi::CallbackInfo& info) {
     return Napi::Number::New(info.Env(), transport_ ? transport_->port() : 0);
+  }
+
+  Napi::Value RowsPacked(const Napi::CallbackInfo& info) {
+    return Napi::BigInt::New(info.Env(), transport_ ? transport_->rows_packed() : 0);
   }
 
   // registerMemory(buffer | null, addr: bigint, length: bigint, remoteAccess: boolean, device?: number): bigint

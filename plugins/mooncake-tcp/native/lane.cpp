@@ -125,6 +125,7 @@ void Lane::close_connection() {
   tx_staged_id_ = 0;
   tx_index_ = 0;
   tx_off_ = 0;
+  pack_slice_ = nullptr;
   inflight_bytes_ = 0;
 }
 

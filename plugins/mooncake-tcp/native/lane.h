@@ -62,6 +62,11 @@ class Lane : public IoHandler {
   bool gather_frames(iovec* iov, size_t* n, std::vector<te::Lease>* leases);
   /** Takes a lease on WRITE slice `s`'s local range (its rows' span when it gathers `rows`) unless one in `leases`
    * covers it; false: unregistered. */
+  /**
+   * Appends the iovec for narrow rows of gathered slice `s` from body byte `body_skip`: the
+   * packed buffer, refilled unless it already holds that byte (a send that took part of it).
+   */
+  void append_packed(const Slice* s, const StridedRows& rows, uint64_t body_skip, iovec* iov, size_t* n);
   bool lease_body(const Slice* s, const StridedRows* rows, std::vector<te::Lease>* leases);
   /** `written` bytes went out: first the `ctrl_left` control bytes, then inflight_'s frames. */
   void account_sent(uint64_t written, size_t ctrl_left);
@@ -173,8 +178,15 @@ class Lane : public IoHandler {
   // direction at a time; the lane (kept alive by the job) resumes when the copy posts back.
   std::unique_ptr<Stager> tx_stage_;  // WRITE bodies: device -> pinned, then sent
   std::unique_ptr<Stager> rx_stage_;  // READ bodies: received into pinned, then -> device
-  uint64_t tx_staged_id_ = 0;         // frame id whose body the tx buffer holds (0: none)
-  bool body_staged_ = false;          // the READ body being received lands in rx staging
+  // Gathered writes of narrow rows: packed here before the send (kRowBounceBytes, allocated on
+  // first use). It holds packed body bytes [pack_from_, pack_from_ + pack_len_) of pack_slice_,
+  // which stays the slice being sent until the send moves past it (then nullptr).
+  std::unique_ptr<uint8_t[]> pack_;
+  const Slice* pack_slice_ = nullptr;
+  uint64_t pack_from_ = 0;
+  uint64_t pack_len_ = 0;
+  uint64_t tx_staged_id_ = 0;  // frame id whose body the tx buffer holds (0: none)
+  bool body_staged_ = false;   // the READ body being received lands in rx staging
   std::string body_why_;
   Slice* tx_job_ = nullptr;      // slice a worker is copying into tx staging
   bool tx_job_settled_ = false;  // ...which failed or was cancelled meanwhile:

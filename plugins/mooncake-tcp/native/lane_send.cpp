@@ -205,6 +205,10 @@ bool Lane::gather_frames(iovec* iov, size_t* n, std::vector<te::Lease>* leases) 
       fail(te::TE_CONNECTION_LOST, "local memory unregistered while its write was being sent");
       return false;
     }
+    if (rows && rows->width < kNarrowRowWidth) {
+      append_packed(s, *rows, body_skip, iov, n);
+      break;  // the buffer holds one piece: the next call goes on from there
+    }
     if (rows) {
       // One iovec per row: as many as the call has room for; the next call goes on from there.
       const uint64_t left = s->len - body_skip;
@@ -214,6 +218,21 @@ bool Lane::gather_frames(iovec* iov, size_t* n, std::vector<te::Lease>* leases) 
     iov[(*n)++] = {reinterpret_cast<void*>(s->local + body_skip), s->len - body_skip};
   }
   return true;
+}
+
+void Lane::append_packed(const Slice* s, const StridedRows& rows, uint64_t body_skip, iovec* iov, size_t* n) {
+  if (pack_slice_ != s || body_skip < pack_from_ || body_skip >= pack_from_ + pack_len_) {
+    if (!pack_) pack_.reset(new uint8_t[kRowBounceBytes]);
+    const uint64_t left = s->len - body_skip;
+    const uint64_t take = left < kRowBounceBytes ? left : kRowBounceBytes;
+    rows.copy_out(Batch::packed_offset(s) + body_skip, take, pack_.get());
+    pack_slice_ = s;
+    pack_from_ = body_skip;
+    pack_len_ = take;
+    peer_->owner->note_rows_packed(take);
+  }
+  const uint64_t off = body_skip - pack_from_;
+  iov[(*n)++] = {pack_.get() + off, static_cast<size_t>(pack_len_ - off)};
 }
 
 bool Lane::lease_body(const Slice* s, const StridedRows* rows, std::vector<te::Lease>* leases) {
@@ -244,6 +263,7 @@ void Lane::account_sent(uint64_t written, size_t ctrl_left) {
       left -= fb;
       tx_off_ = 0;
       ++tx_index_;
+      pack_slice_ = nullptr;
     } else {
       tx_off_ += left;
       left = 0;

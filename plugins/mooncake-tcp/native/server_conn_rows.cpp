@@ -15,9 +15,6 @@ namespace tetcp {
 namespace {
 // Row pieces one receive fills at most (IOV_MAX is 1024; one more iovec takes the next header).
 constexpr size_t kMaxRowIov = 512;
-// Rows narrower than this go through the bounce buffer, of this size (well inside a core's L2).
-constexpr uint64_t kBounceRowWidth = 4096;
-constexpr uint64_t kRowBounceBytes = 256 * 1024;
 }  // namespace
 
 bool ServerConn::on_rows_header(const Header& h) {
@@ -51,7 +48,7 @@ void ServerConn::on_rows_table() {
 }
 
 ssize_t ServerConn::recv_rows(bool* unregistered, uint64_t* asked, uint64_t* to_bodies) {
-  if (rows_.width < kBounceRowWidth) return recv_rows_bounced(unregistered, asked, to_bodies);
+  if (rows_.width < kNarrowRowWidth) return recv_rows_bounced(unregistered, asked, to_bodies);
   const uint64_t want = body_left_ < kDirectChunk ? body_left_ : kDirectChunk;
   iovec iov[kMaxRowIov + 1];
   size_t n = 0;

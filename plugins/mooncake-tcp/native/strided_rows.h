@@ -17,6 +17,14 @@
 
 namespace tetcp {
 
+// Rows narrower than this (a few heads of an NHD page) are packed through a small buffer that
+// stays in the cache, on both ends: the sender packs them before its send, the target receives
+// into one before it spreads them out. Straight through the kernel, as an iovec per row, each
+// narrow row costs the socket copy a pass over memory of its own.
+constexpr uint64_t kNarrowRowWidth = 4096;
+// That buffer's size: well inside a core's L2, and as much as one send or receive of rows takes.
+constexpr uint64_t kRowBounceBytes = 256 * 1024;
+
 struct StridedRows {
   uint64_t base = 0;   // the request's first row
   uint64_t width = 0;  // 0: the request is contiguous

@@ -237,6 +237,10 @@ class Transport {
   void connection_closed(const std::string& address);
   /** Accepted, handshaked connections by their initiator's nonce (REVOKE looks them up). */
   ServedConnections& served() { return served_; }
+  /** Loop threads: `bytes` of a gathered write's narrow rows were packed before their send. */
+  void note_rows_packed(uint64_t bytes) { rows_packed_.fetch_add(bytes, std::memory_order_relaxed); }
+  /** Bytes of gathered writes sent through a lane's packing buffer so far (describe()). */
+  uint64_t rows_packed() const { return rows_packed_.load(std::memory_order_relaxed); }
 
  private:
   /** submit's first step: the peer looked up and a batch for it, with its requests' lengths and notification. */
@@ -278,6 +282,7 @@ class Transport {
   uint64_t connections_ = 0;
   std::unordered_map<std::string, uint64_t> connections_by_address_;
   ServedConnections served_;
+  std::atomic<uint64_t> rows_packed_{0};
   te::NotifyBudget notify_budget_{opt_.notify_queue_per_peer, opt_.notify_queue_bytes};  // after opt_: reads it
 };
 

@@ -38,6 +38,8 @@ export interface NativeTransportOptions {
 export interface NativeTcpTransport extends NativeTransportHandle {
   /** The bound data port (the ephemeral one when options.port was 0). */
   port(): number;
+  /** Bytes of gathered writes with narrow rows (under 4 KiB) packed before their send, so far. */
+  rowsPacked(): bigint;
   /**
    * Registers [addr, addr+length) (inside `buffer` when given; `addr` 0n = its start) and
    * returns the start address. A buffer is kept alive until unregistered. `device` N >= 0

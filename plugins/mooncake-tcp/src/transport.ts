@@ -112,6 +112,8 @@ export class MooncakeTcpTransport extends NativeTransportBase<NativeTcpTransport
       congestionControl: this.#options.congestionControl ?? 'system default',
       authentication: (this.#options.authSecret ?? this.context.secret) ? 'hmac-sha256' : 'none',
       cuda: loadBinding().builtWithCuda ? 'staged through pinned host buffers' : 'built without CUDA',
+      // Gathered writes whose rows are under 4 KiB go out packed through a 256 KiB buffer per lane.
+      rowsPackedBytes: Number(this.native.rowsPacked()),
     };
   }
 }

@@ -1,7 +1,9 @@
 // Gathered writes (TransferBatch.localRows): a write whose local bytes are strided rows goes
-// out one iovec per row, and the target receives them packed, as an ordinary write. Checked
-// against a target process (coalesced into WRITEV frames and not), and on the same-process
-// path; a malformed or unregistered gather fails its own request before a byte is sent.
+// out packed (rows under 4 KiB through the lane's packing buffer, wider ones one iovec per
+// row), and the target receives them as an ordinary write. Checked against a target process
+// (coalesced into WRITEV frames and not, and through a socket buffer far smaller than the
+// packing buffer, so that sends stop inside a packed piece), and on the same-process path; a
+// malformed or unregistered gather fails its own request before a byte is sent.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { allocateBatch, NATIVE_STATUS, type TransferBatch } from '@te/connector';
@@ -47,6 +49,13 @@ function gatherBatch(local: Local, gathers: Gather[], src: Uint8Array): { batch:
   return { batch: b, expected };
 }
 
+/** Bytes the lane packs before sending: the gathers of more than one row under 4 KiB. */
+function narrowBytes(gathers: Gather[]): number {
+  return gathers.filter((g) => g.rows > 1 && g.width < 4096).reduce((a, g) => a + g.rows * g.width, 0);
+}
+
+const rowsPacked = (local: Local) => Number(local.transport.describe().rowsPackedBytes);
+
 /** Head slices of NHD pages (512-byte rows of 1 KiB tokens), odd shapes, and one gather of more rows than a writev takes. */
 function shapes(): Gather[] {
   const out: Gather[] = [];
@@ -72,6 +81,7 @@ for (const coalesceWrites of [true, false]) {
       local.buffer.set(src);
       const { batch, expected } = gatherBatch(local, shapes(), src);
       const peer = await local.transport.openPeer(target.descriptor);
+      assert.is(rowsPacked(local), 0);
       const r = await local.transport.submit(peer, batch, { timeoutMs: 20_000 });
       assert.equal(Array.from(r.statuses), new Array(batch.opcodes.length).fill(0));
       assert.is(
@@ -80,11 +90,35 @@ for (const coalesceWrites of [true, false]) {
       );
       // Every byte of the target: the packed rows where they were written, zeros elsewhere.
       assert.is(await target.call('hash', { offset: 0, length: SIZE }), hash(expected));
+      // Narrow rows went through the packing buffer, each byte once; wide rows did not.
+      assert.is(rowsPacked(local), narrowBytes(shapes()));
     } finally {
       await local.transport.close();
     }
   });
 }
+
+test('narrow rows land byte-exact when sends stop inside a packed piece (4 KiB socket buffers)', async () => {
+  await target.call('zero');
+  const local = await localTransport(SIZE, { socketBufferBytes: 4096, sliceSize: 1024 * 1024 });
+  try {
+    const src = pattern(13, SIZE);
+    local.buffer.set(src);
+    // 3 MiB of 512-byte rows (half of every 1 KiB token row of 6 MiB), and 3 MiB of 96-byte rows 200 apart.
+    const gathers: Gather[] = [
+      { at: 512, rows: 6144, width: 512, pitch: 1024, to: 0 },
+      { at: 0, rows: 32768, width: 96, pitch: 200, to: 3 * MiB },
+    ];
+    const { batch, expected } = gatherBatch(local, gathers, src);
+    const peer = await local.transport.openPeer(target.descriptor);
+    const r = await local.transport.submit(peer, batch, { timeoutMs: 20_000 });
+    assert.equal(Array.from(r.statuses), [0, 0]);
+    assert.is(await target.call('hash', { offset: 0, length: SIZE }), hash(expected));
+    assert.is(rowsPacked(local), narrowBytes(gathers));
+  } finally {
+    await local.transport.close();
+  }
+});
 
 test('a malformed or unregistered gather fails its own request; the others land', async () => {
   await target.call('zero');
