@@ -117,7 +117,7 @@ struct Rail {
   bool post_ctrl();
   void drop_ctrl(CtrlMsg&& m, const std::string& why);
   /** Posts `chunk`'s slices; `merged` counts the window places freed by carrying several slices in one op. */
-  bool post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted, int& merged);
+  bool post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted, int& merged, size_t max_ops);
   // The slices one RMA operation carries, as the provider takes them.
   struct Group {
     iovec iov[Op::kMaxParts];

@@ -32,14 +32,19 @@ bool Rail::post_some() {
   bool did = post_ctrl();
   // Slices are taken from the queue in chunks and posted without the queue lock: callers
   // queue more (push_slices, from the JS thread) while this thread is in the provider.
-  // Their places in the window are reserved while they are out of the queue.
+  // Their places in the window are reserved while they are out of the queue, one per slice;
+  // a place is an operation, and an operation carries up to max_parts slices, so `room` free
+  // places take up to max_parts times as many slices. Taken one per place, a full window
+  // (a PD batch of hundreds of requests) would free one place at a time and post every
+  // slice alone: grouping would end exactly where it pays.
   for (;;) {
     if (queued_slices.load() == 0) return did;
     std::deque<Slice> chunk;
+    size_t room = 0;
     {
       std::lock_guard<std::mutex> ql(q_mu);
-      size_t room = inflight < window ? static_cast<size_t>(window - inflight) : 0;
-      size_t take = std::min<size_t>({room, slices.size(), kPostChunk});
+      room = inflight < window ? static_cast<size_t>(window - inflight) : 0;
+      size_t take = std::min<size_t>({room * static_cast<size_t>(max_parts), slices.size(), kPostChunk});
       for (size_t i = 0; i < take; ++i) {
         chunk.push_back(std::move(slices.front()));
         slices.pop_front();
@@ -51,7 +56,7 @@ bool Rail::post_some() {
     std::vector<Op*> posted;
     posted.reserve(chunk.size());
     int merged = 0;
-    const bool full = post_chunk(chunk, posted, merged);
+    const bool full = post_chunk(chunk, posted, merged, room);
     did = true;  // posted, finished or refused: something moved
     {
       std::lock_guard<std::mutex> ql(q_mu);
@@ -108,10 +113,10 @@ int32_t Rail::admit(const Slice& s, Lease& lease, std::string& why) {
 // as one scatter-gather operation where the provider allows several iovs (tcp;ofi_rxm: 4),
 // which divides the provider's per-operation cost (a message and a syscall on tcp) among
 // them. Failed or refused slices are finished (and their places given back); posted ops are
-// added to `posted`; on a full provider the rest stays in `chunk` and the result is true.
-// The caller returns what stayed to the queue.
-bool Rail::post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted, int& merged) {
-  while (!chunk.empty()) {
+// added to `posted`, at most `max_ops` of them (the window's free places); on a full provider
+// the rest stays in `chunk` and the result is true. The caller returns what stayed to the queue.
+bool Rail::post_chunk(std::deque<Slice>& chunk, std::vector<Op*>& posted, int& merged, size_t max_ops) {
+  while (!chunk.empty() && posted.size() < max_ops) {
     Op* op = new Op();
     op->kind = Op::DATA;
     {

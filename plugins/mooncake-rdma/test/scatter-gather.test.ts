@@ -1,7 +1,8 @@
 // Scatter-gather RMA: consecutive slices of one batch to one peer region, in one direction,
 // go out as one operation carrying up to four iovs where the provider allows it. Every slice
 // must still land at its own address, a batch mixing directions and regions is split where
-// they change, and `slicesPerOp: 1` posts one operation per slice. On both loopback providers.
+// they change, a window kept full still posts whole groups, and `slicesPerOp: 1` posts one
+// operation per slice. On both loopback providers.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { randomBytes } from 'node:crypto';
@@ -76,9 +77,9 @@ function plan(): Planned[] {
   return out;
 }
 
-async function run(provider: string, slicesPerOp: number): Promise<{ ops: number; slices: number; requests: number }> {
+async function run(provider: string, slicesPerOp: number, options: Record<string, unknown> = {}): Promise<{ ops: number; slices: number; requests: number }> {
   const t = await side(provider, SLOTS * SLOT, 2);
-  const i = await side(provider, SLOTS * SLOT, 1, { slicesPerOp });
+  const i = await side(provider, SLOTS * SLOT, 1, { slicesPerOp, ...options });
   try {
     const peer = await i.transport.openPeer(t.descriptor);
     const p = plan();
@@ -131,6 +132,14 @@ for (const provider of PROVIDERS) {
     // group is full. Chunk boundaries of the rail's posting loop may split a few more.
     assert.ok(r.ops >= 24, `at least one operation per four slices of a run (${r.ops})`);
     assert.ok(r.ops <= 36, `slices were carried four to an operation (${r.ops} operations for ${r.slices} slices)`);
+  });
+
+  // A PD batch keeps the window full: every completion frees one place at a time, and each
+  // place must still take a whole group, not one slice.
+  test(`${provider}: a full window (2 operations) still carries four slices per operation`, async () => {
+    const r = await run(provider, 4, { window: 2 });
+    assert.is(r.slices, r.requests);
+    assert.ok(r.ops <= 36, `slices were carried four to an operation through a full window (${r.ops} operations for ${r.slices} slices)`);
   });
 
   test(`${provider}: slicesPerOp 1 posts one operation per slice, bytes identical`, async () => {
