@@ -56,6 +56,15 @@ test("bench/vs-iperf3.mjs: raw libfabric gets te's threads and grouping, and the
       assert.is(c.raw.span, c.blockSize * c.batchSize * c.concurrency, JSON.stringify(c.raw));
       assert.ok(c.raw.sweepBestBytesPerSecond > 0, JSON.stringify(c.raw));
       assert.is(c.rawSingleThread.endpoints, 1);
+      // Raw writes complete on te's promise: a fence per te batch's worth of operations per
+      // endpoint; the same point completing once sent is measured beside it for reference.
+      if (c.op === 'write') {
+        assert.is(c.raw.fenceEvery, Math.max(1, Math.ceil(c.batchSize / (c.raw.iov * c.raw.endpoints))), JSON.stringify(c.raw));
+        assert.ok(c.raw.sentBytesPerSecond > 0 && c.ratioToRawSent > 0, JSON.stringify(c.raw));
+      } else {
+        assert.is(c.raw.fenceEvery, 0, JSON.stringify(c.raw));
+        assert.is(c.raw.sentBytesPerSecond, undefined);
+      }
     }
     for (const row of out.sameHost.rows) assert.is(row.copyThreads, out.threads['mooncake-shm']);
   } finally {

@@ -42,6 +42,23 @@ fabricTest('writes and reads move verified bytes, with and without delivery comp
   }
 });
 
+// vs-iperf3 runs raw writes with te's completion promise: a batch's worth of operations ends
+// with one delivery-complete write (te's write fence), the others complete once sent.
+fabricTest('--fence-every N: writes verify, with their fence reported; 0 or junk is refused', () => {
+  for (const n of ['1', '4']) {
+    const r = run(['--op', 'write', '--size', '65536', '--window', '8', '--iov', '2', '--seconds', '0.3', '--fence-every', n, '--provider', provider]);
+    assert.is(r.status, 0, r.stderr);
+    assert.is(r.json.verified, true);
+    assert.is(r.json.fenceEvery, Number(n));
+    assert.is(r.json.deliveryComplete, n === '1');
+  }
+  for (const bad of ['0', '-3', 'x', '2097152']) {
+    const r = run(['--op', 'write', '--size', '4096', '--window', '4', '--seconds', '0.1', '--fence-every', bad, '--provider', provider]);
+    assert.is(r.status, 2, `--fence-every ${bad}`);
+    assert.match(r.stderr, /--fence-every takes a number of writes/);
+  }
+});
+
 fabricTest('--third-thread runs beside the transfer and the bytes still verify', () => {
   const r = run(['--op', 'write', '--size', '4096', '--window', '16', '--seconds', '0.3', '--third-thread', '30:90', '--provider', provider]);
   assert.is(r.status, 0, r.stderr);

@@ -20,6 +20,9 @@
 //                [--span BYTES]    (working set per side, all endpoints together; default
 //                                   and minimum: window × K × size, one position per operation)
 //                [--delivery-complete]   (writes complete once applied at the target)
+//                [--fence-every N] (every Nth write of an endpoint asks for delivery completion,
+//                                   the writes before it complete once sent: te's write fence,
+//                                   one per batch; 1 is --delivery-complete)
 //                [--third-thread ON_US:OFF_US]
 //                [--corrupt-one-byte]    (the verifier's own test: one byte of the timed
 //                                         destination is flipped before the check, which must fail)
@@ -73,7 +76,7 @@ struct options {
   int iov;        // slots per operation
   double seconds;
   const char *provider;
-  int delivery_complete;  // writes complete only once applied at the target, as te posts them
+  int fence_every;        // --fence-every: every Nth write asks for delivery completion (0: none)
   unsigned third_on_us, third_off_us;  // --third-thread; 0:0 = none
   int corrupt;            // --corrupt-one-byte
   size_t span;            // --span: working set per side (0: one position per operation)
@@ -289,6 +292,7 @@ struct worker {
   pthread_barrier_t *barrier;  // every endpoint's warm-up done: the timed run starts
   double start, until, end;
   uint64_t ops;
+  uint64_t posted;  // operations posted (the fence count)
   uint32_t *samples;
   size_t nsamples;
   int failed;
@@ -319,7 +323,8 @@ static ssize_t post_slot(struct worker *w, struct run *r, struct slot *s) {
   uint8_t *local = f->buf + s->pos * r->op_bytes;
   uint64_t remote = w->ti.base + (uint64_t)s->pos * r->op_bytes;
   s->posted = now_s();
-  if (o->iov > 1 || (o->write && o->delivery_complete)) {
+  const int fence = o->write && o->fence_every > 0 && (w->posted + 1) % (uint64_t)o->fence_every == 0;
+  if (o->iov > 1 || fence) {
     struct iovec iov[MAX_IOV];
     struct fi_rma_iov rma[MAX_IOV];
     for (int k = 0; k < o->iov; ++k) {
@@ -328,7 +333,7 @@ static ssize_t post_slot(struct worker *w, struct run *r, struct slot *s) {
     }
     struct fi_msg_rma msg = {.msg_iov = iov, .desc = r->descs, .iov_count = (size_t)o->iov, .addr = r->peer,
                              .rma_iov = rma, .rma_iov_count = (size_t)o->iov, .context = &s->ctx};
-    uint64_t flags = FI_COMPLETION | (o->write && o->delivery_complete ? FI_DELIVERY_COMPLETE : 0);
+    uint64_t flags = FI_COMPLETION | (fence ? FI_DELIVERY_COMPLETE : 0);
     return o->write ? fi_writemsg(f->ep, &msg, flags) : fi_readmsg(f->ep, &msg, flags);
   }
   return o->write ? fi_write(f->ep, local, o->size, f->desc, r->peer, remote, w->ti.key, &s->ctx)
@@ -368,6 +373,7 @@ static void post_ready(struct worker *w, struct run *r) {
     ssize_t rc = post_slot(w, r, s);
     if (rc == -FI_EAGAIN) break;  // the provider is full: poll, then retry
     if (rc) die(w->o->write ? "fi_write" : "fi_read", (int)rc);
+    ++w->posted;
     r->next = (r->next + 1) % r->positions;
     ++r->inflight;
     --r->nready;
@@ -458,7 +464,7 @@ static void *initiator_run(void *arg) {
   }
   // The clock stops once every timed write has landed: a plain write completes once sent, and
   // with a large window tens of MiB can still be on their way when the last completion comes.
-  if (o->write && !o->delivery_complete && !w->failed) {
+  if (o->write && o->fence_every != 1 && !w->failed) {
     flush_writes(w, &r);
     w->end = now_s();
   }
@@ -527,9 +533,9 @@ static int run_initiator(int sock, const struct options *o) {
   size_t span = 0;  // the working set walked, per side
   for (int e = 0; e < o->endpoints; ++e) span += w[e].f.bytes;
   const uint64_t requests = ops * (uint64_t)o->iov;
-  printf("{\"op\":\"%s\",\"deliveryComplete\":%s,\"size\":%zu,\"window\":%d,\"endpoints\":%d,\"iov\":%d,\"provider\":\"%s\",\"thirdThread\":\"%u:%u\","
+  printf("{\"op\":\"%s\",\"deliveryComplete\":%s,\"fenceEvery\":%d,\"size\":%zu,\"window\":%d,\"endpoints\":%d,\"iov\":%d,\"provider\":\"%s\",\"thirdThread\":\"%u:%u\","
          "\"span\":%zu,\"ops\":%llu,\"requests\":%llu,\"seconds\":%.3f,\"bytesPerSecond\":%.0f,\"requestsPerSecond\":%.0f,\"p50Us\":%u,\"p99Us\":%u,\"verified\":%s}\n",
-         o->write ? "write" : "read", o->write && o->delivery_complete ? "true" : "false", o->size, o->window, o->endpoints, o->iov, o->provider,
+         o->write ? "write" : "read", o->write && o->fence_every == 1 ? "true" : "false", o->write ? o->fence_every : 0, o->size, o->window, o->endpoints, o->iov, o->provider,
          o->third_on_us, o->third_off_us, span, (unsigned long long)ops, (unsigned long long)requests, secs, requests * (double)o->size / secs,
          requests / secs, nsamples ? samples[nsamples / 2] : 0, nsamples ? samples[(size_t)(nsamples * 0.99)] : 0, verified ? "true" : "false");
   free(samples);
@@ -557,7 +563,7 @@ static void *third_thread(void *arg) {
 static void usage(void) {
   fprintf(stderr,
           "usage: fi_rma_bench --op write|read --size BYTES --window N --seconds S [--provider P] [--endpoints E] [--iov K]\n"
-          "                    [--span BYTES] [--delivery-complete] [--third-thread ON_US:OFF_US] [--corrupt-one-byte]\n"
+          "                    [--span BYTES] [--delivery-complete] [--fence-every N] [--third-thread ON_US:OFF_US] [--corrupt-one-byte]\n"
           "                    [--drop-timed-position]\n");
 }
 
@@ -566,6 +572,7 @@ int main(int argc, char **argv) {
   static struct option longs[] = {{"op", required_argument, 0, 'o'},       {"size", required_argument, 0, 's'},
                                   {"window", required_argument, 0, 'w'},   {"seconds", required_argument, 0, 't'},
                                   {"provider", required_argument, 0, 'p'}, {"delivery-complete", no_argument, 0, 'd'},
+                                  {"fence-every", required_argument, 0, 'F'},
                                   {"third-thread", required_argument, 0, 'x'}, {"endpoints", required_argument, 0, 'e'},
                                   {"iov", required_argument, 0, 'k'},      {"corrupt-one-byte", no_argument, 0, 'c'},
                                   {"span", required_argument, 0, 'S'},     {"drop-timed-position", no_argument, 0, 'D'},
@@ -577,7 +584,17 @@ int main(int argc, char **argv) {
       case 'w': o.window = atoi(optarg); break;
       case 't': o.seconds = atof(optarg); break;
       case 'p': o.provider = optarg; break;
-      case 'd': o.delivery_complete = 1; break;
+      case 'd': o.fence_every = 1; break;
+      case 'F': {
+        char *end = NULL;
+        long n = strtol(optarg, &end, 10);
+        if (!end || *end || n < 1 || n > 1 << 20) {
+          fprintf(stderr, "fi_rma_bench: --fence-every takes a number of writes from 1 to 1048576, got %s\n", optarg);
+          return 2;
+        }
+        o.fence_every = (int)n;
+        break;
+      }
       case 'e': o.endpoints = atoi(optarg); break;
       case 'k': o.iov = atoi(optarg); break;
       case 'c': o.corrupt = 1; break;
