@@ -9,6 +9,8 @@ export interface Frame {
   op: number;
   /** WRITEV: the segments' target addresses and lengths; WRITE: one. */
   segments: { addr: bigint; length: bigint }[];
+  /** Which accepted connection (lane) carried it: 0, 1, … in the order they connected. */
+  connection: number;
 }
 
 /**
@@ -19,8 +21,10 @@ export async function recordingTarget(features: number, refuse: (addr: bigint) =
   const frames: Frame[] = [];
   const epoch = randomBytes(8).readBigUInt64LE() | 1n;
   const sockets = new Set<Socket>();
+  let connections = 0;
   const server: Server = createServer((socket) => {
     sockets.add(socket);
+    const connection = connections++;
     socket.on('close', () => sockets.delete(socket));
     let buf = Buffer.alloc(0);
     let helloDone = false;
@@ -45,7 +49,7 @@ export async function recordingTarget(features: number, refuse: (addr: bigint) =
           continue;
         }
         if (op === OP.WRITE) {
-          frames.push({ op, segments: [{ addr, length: BigInt(length) }] });
+          frames.push({ op, segments: [{ addr, length: BigInt(length) }], connection });
           const h = header(OP.WRITE | OP.RESPONSE, { id });
           h.writeInt32LE(refuse(addr) ? NATIVE_STATUS.ADDRESS_OUT_OF_RANGE : 0, 8);
           socket.write(h);
@@ -55,7 +59,7 @@ export async function recordingTarget(features: number, refuse: (addr: bigint) =
             addr: body.readBigUInt64LE(i * SEGMENT_ENTRY),
             length: body.readBigUInt64LE(i * SEGMENT_ENTRY + 8),
           }));
-          frames.push({ op, segments });
+          frames.push({ op, segments, connection });
           const statuses = segments.map((s) => (refuse(s.addr) ? NATIVE_STATUS.ADDRESS_OUT_OF_RANGE : 0));
           const first = statuses.find((s) => s !== 0) ?? 0;
           const h = header(OP.WRITEV | OP.RESPONSE, { id, length: first ? BigInt(4 * n) : 0n });

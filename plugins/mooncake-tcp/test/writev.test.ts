@@ -159,6 +159,44 @@ test('a target without the WRITEV feature, or coalesceWrites off, gets one WRITE
   }
 });
 
+// A batch of at most one slice's bytes goes out on one lane, as one frame with one answer;
+// the lanes take turns batch by batch. A larger batch is still spread over every lane.
+test('a batch within one slice travels on one lane as one frame, lanes taking turns; a larger batch uses every lane', async () => {
+  const peerTarget = await recordingTarget(FEATURE_REVOKE | FEATURE_WRITEV, () => false);
+  const local = await localTransport(4 * MiB, { lanesPerPeer: 2, sliceSize: MiB });
+  const batchOf = (n: number, size: number) => {
+    const b = allocateBatch(n);
+    for (let i = 0; i < n; i++) {
+      b.opcodes[i] = 1;
+      b.localAddrs[i] = local.addr + BigInt(i * size);
+      b.remoteAddrs[i] = (1n << 40n) + BigInt(i * size);
+      b.lengths[i] = BigInt(size);
+    }
+    return b;
+  };
+  try {
+    const peer = await local.transport.openPeer(peerTarget.descriptor);
+    const lanes: number[] = [];
+    for (let k = 0; k < 4; k++) {
+      const before = peerTarget.frames.length;
+      const r = await local.transport.submit(peer, batchOf(4, 64 * 1024), { timeoutMs: 10_000 });
+      assert.ok(r.statuses.every((s) => s === 0));
+      const frames = peerTarget.frames.slice(before);
+      assert.is(frames.length, 1, `batch ${k}: four 64 KiB writes in one frame (${frames.length} frames)`);
+      assert.is(frames[0]!.segments.length, 4);
+      lanes.push(frames[0]!.connection);
+    }
+    assert.is(new Set(lanes).size, 2, `the batches took turns on both lanes (${lanes})`);
+    const before = peerTarget.frames.length;
+    const r = await local.transport.submit(peer, batchOf(8, 256 * 1024), { timeoutMs: 10_000 });
+    assert.ok(r.statuses.every((s) => s === 0));
+    assert.is(new Set(peerTarget.frames.slice(before).map((f) => f.connection)).size, 2, '2 MiB in one batch went over both lanes');
+  } finally {
+    await local.transport.close();
+    await peerTarget.close();
+  }
+});
+
 test('coalesced writes between two real transports land byte-exact, refused ones alone fail', async () => {
   await target.call('zero');
   const local = await localTransport(4 * MiB);
