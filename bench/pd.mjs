@@ -389,7 +389,7 @@ const het = await caseOf(
   'TP 2→4 NHD',
   want('nhd', () => layoutRun(2, 4)),
 );
-line('TP 2→4, NHD, head slices gathered by the transport from the pages (rows as iovecs, no staging copy)', het, '0.8');
+line('TP 2→4, NHD, head slices gathered by the transport from the pages (rows packed per send, no staging)', het, '0.8');
 const hetCopier = await caseOf(
   'TP 2→4 NHD staging copier',
   want('nhd-copier', () => layoutRun(2, 4, { transportGather: false })),
