@@ -60,13 +60,13 @@ class Lane : public IoHandler {
    * `iov`, starting a device slice's staging copy where one is due; false when the lane failed.
    */
   bool gather_frames(iovec* iov, size_t* n, std::vector<te::Lease>* leases);
-  /** Takes a lease on WRITE slice `s`'s local range (its rows' span when it gathers `rows`) unless one in `leases`
-   * covers it; false: unregistered. */
   /**
    * Appends the iovec for narrow rows of gathered slice `s` from body byte `body_skip`: the
    * packed buffer, refilled unless it already holds that byte (a send that took part of it).
    */
   void append_packed(const Slice* s, const StridedRows& rows, uint64_t body_skip, iovec* iov, size_t* n);
+  /** Takes a lease on WRITE slice `s`'s local range (its rows' span when it gathers `rows`) unless one in `leases`
+   * covers it; false: unregistered. */
   bool lease_body(const Slice* s, const StridedRows* rows, std::vector<te::Lease>* leases);
   /** `written` bytes went out: first the `ctrl_left` control bytes, then inflight_'s frames. */
   void account_sent(uint64_t written, size_t ctrl_left);

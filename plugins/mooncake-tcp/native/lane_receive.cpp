@@ -291,6 +291,7 @@ void Lane::complete_front(int32_t status, const char* why) {
 
 void Lane::pop_front_slice(int32_t status, const char* why) {
   Slice* s = inflight_.front();
+  if (pack_slice_ == s) pack_slice_ = nullptr;  // its memory may hold the next slice
   inflight_.pop_front();
   --tx_index_;
   last_used_ = now_ms();
