@@ -1,6 +1,8 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { TransferError } from '@te/connector';
 import { startBootstrapServer, type RankRegistration } from '../src/index.js';
+import { BootstrapClient } from '../src/bootstrap/index.js';
 
 /*
  * The bootstrap server over real HTTP: what a refused registration leaves behind.
@@ -49,6 +51,32 @@ test('a registration refused for its rank bounds does not fix the layout: later 
   } finally {
     await server.close();
   }
+});
+
+// Bootstrap clients use fetch, which refuses the Fetch standard's bad ports (10080 among
+// them): a server there would never be reached, and its ranks would wait out bootstrapMs.
+test('a bootstrap server is refused on a port fetch will not connect to, naming why', async () => {
+  for (const port of [10080, 6000]) {
+    const e = await startBootstrapServer({ host: '127.0.0.1', port }).then(
+      (s) => s.close().then(() => undefined),
+      (x: unknown) => x,
+    );
+    assert.ok(e instanceof TransferError, `port ${port}: ${String(e)}`);
+    assert.is((e as TransferError).code, 'INVALID_CONFIG');
+    assert.match((e as TransferError).message, new RegExp(`port ${port} is one fetch refuses to connect to`));
+  }
+});
+
+test("a client that cannot reach its server says why in the timeout (fetch's cause, not only 'fetch failed')", async () => {
+  const client = new BootstrapClient('127.0.0.1:10080');
+  const registration = rank(1, 0);
+  const e = await client.register(registration, 300).then(
+    () => undefined,
+    (x: unknown) => x,
+  );
+  assert.ok(e instanceof TransferError, String(e));
+  assert.is((e as TransferError).code, 'TIMEOUT');
+  assert.match((e as TransferError).message, /last: bad port/);
 });
 
 test.run();

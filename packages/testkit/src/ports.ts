@@ -51,7 +51,9 @@ export async function freePort(): Promise<number> {
   if (span) {
     for (let attempt = 0; attempt < 200; attempt++) {
       const port = span[0] + Math.floor(Math.random() * (span[1] - span[0] + 1));
-      if (given.has(port)) continue;
+      // 10080 is the only port of these ranges that fetch refuses (the Fetch standard's bad
+      // ports): a bootstrap server there would never be reached.
+      if (given.has(port) || port === 10080) continue;
       if (await canListen(port)) {
         given.add(port);
         return port;

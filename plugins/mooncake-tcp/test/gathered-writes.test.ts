@@ -54,7 +54,7 @@ function narrowBytes(gathers: Gather[]): number {
   return gathers.filter((g) => g.rows > 1 && g.width < 4096).reduce((a, g) => a + g.rows * g.width, 0);
 }
 
-const rowsPacked = (local: Local) => Number(local.transport.describe().rowsPackedBytes);
+const rowsPacked = (local: Local) => Number(local.transport.describe?.()?.rowsPackedBytes);
 
 /** Head slices of NHD pages (512-byte rows of 1 KiB tokens), odd shapes, and one gather of more rows than a writev takes. */
 function shapes(): Gather[] {

@@ -63,7 +63,9 @@ export class BootstrapClient implements RankDirectory {
         last =
           (e as Error).message === 'This operation was aborted'
             ? 'request timed out'
-            : ((e as { cause?: { code?: string } }).cause?.code ?? (e as Error).message);
+            : ((e as { cause?: { code?: string; message?: string } }).cause?.code ??
+              (e as { cause?: { message?: string } }).cause?.message ??
+              (e as Error).message);
       }
       await sleep(Math.min(RETRY_MS, Math.max(1, deadline - Date.now())));
     }

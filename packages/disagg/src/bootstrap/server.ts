@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { TransferError, type KVBootstrapServer } from '@te/connector';
 import { HttpError, RankTable } from './rank-table.js';
 import type { PrefillInfo, RankEndpoint } from './schema.js';
+import { fetchBlockedPort } from './fetch-ports.js';
 const MAX_BODY_BYTES = 64 * 1024;
 
 export interface BootstrapServerOptions {
@@ -39,6 +40,8 @@ export class BootstrapServer implements KVBootstrapServer {
     server.requestTimeout = 10_000;
     server.keepAliveTimeout = 5_000;
     const host = options.host ?? '0.0.0.0';
+    const blocked = fetchBlockedPort(options.port ?? 8998);
+    if (blocked) throw new TransferError('INVALID_CONFIG', `Cannot start the bootstrap server on ${host}:${options.port ?? 8998}: ${blocked}`);
     await new Promise<void>((resolve, reject) => {
       server.once('error', (cause: NodeJS.ErrnoException) =>
         reject(new TransferError('INVALID_CONFIG', `Cannot start the bootstrap server on ${host}:${options.port ?? 8998}: ${cause.message}`, { cause })),

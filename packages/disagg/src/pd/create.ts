@@ -19,6 +19,7 @@ import { resolveTimeouts, type PDTimeouts } from './timeouts.js';
 import { resolveStaging, type StagingOptions } from '../staging/options.js';
 import type { StagingStats } from './kv-write.js';
 import type { RingService } from '../staging/ring-service.js';
+import { fetchBlockedPort } from '../bootstrap/fetch-ports.js';
 
 /** A decode rank's staging ring: capacity, bytes in use now and at most, waits for room, bytes scattered. */
 export type RingStats = RingService['stats'];
@@ -147,6 +148,8 @@ function checkBootstrap(b: BootstrapInfo): void {
   if (!b || typeof b.host !== 'string' || b.host === '') throw new TransferError('INVALID_ARGUMENT', 'Expected bootstrap.host to be a host name');
   if (!Number.isInteger(b.port) || b.port < 1 || b.port > 65535)
     throw new TransferError('INVALID_ARGUMENT', `Expected bootstrap.port to be a port number, got ${String(b.port)}`);
+  const blocked = fetchBlockedPort(b.port);
+  if (blocked) throw new TransferError('INVALID_ARGUMENT', `bootstrap ${b.host}:${b.port}: ${blocked}`);
   if (typeof b.room !== 'bigint' || b.room < 0n || b.room >= 1n << 63n)
     throw new TransferError('INVALID_ARGUMENT', `Expected bootstrap.room to be a u63 bigint, got ${String(b.room)}`);
 }
@@ -183,6 +186,8 @@ export async function createKVManager(options: CreateKVManagerOptions): Promise<
     const l = options.layout;
     const host = options.bootstrapHost ?? '127.0.0.1';
     const port = options.bootstrapPort ?? 8998;
+    const blocked = store === 'http' ? fetchBlockedPort(port) : undefined;
+    if (blocked) throw new TransferError('INVALID_CONFIG', `bootstrapPort ${port}: ${blocked}`);
     const first = l.attnTpRank === 0 && l.attnDpRank === 0 && l.ppRank === 0 && l.systemDpRank === 0;
     if (store === 'http' && (options.serveBootstrap ?? first)) server = await BootstrapServer.start({ host: options.bootstrapHost ?? '0.0.0.0', port });
     const prefill = new PrefillRank(engine, l, options.buffers, timeouts, directoryOf, {
