@@ -567,8 +567,9 @@ static void usage(void) {
           "                    [--drop-timed-position]\n");
 }
 
-int main(int argc, char **argv) {
-  struct options o = {.write = 1, .size = 1 << 20, .window = 4, .endpoints = 1, .iov = 1, .seconds = 2, .provider = "tcp;ofi_rxm"};
+// Reads the command line into `o` (its defaults already set): 0, or 2 after a message
+// when an option is unknown or out of range.
+static int parse_options(int argc, char **argv, struct options *o) {
   static struct option longs[] = {{"op", required_argument, 0, 'o'},       {"size", required_argument, 0, 's'},
                                   {"window", required_argument, 0, 'w'},   {"seconds", required_argument, 0, 't'},
                                   {"provider", required_argument, 0, 'p'}, {"delivery-complete", no_argument, 0, 'd'},
@@ -579,12 +580,12 @@ int main(int argc, char **argv) {
                                   {0, 0, 0, 0}};
   for (int c; (c = getopt_long(argc, argv, "", longs, NULL)) != -1;) {
     switch (c) {
-      case 'o': o.write = strcmp(optarg, "read") != 0; break;
-      case 's': o.size = strtoull(optarg, NULL, 0); break;
-      case 'w': o.window = atoi(optarg); break;
-      case 't': o.seconds = atof(optarg); break;
-      case 'p': o.provider = optarg; break;
-      case 'd': o.fence_every = 1; break;
+      case 'o': o->write = strcmp(optarg, "read") != 0; break;
+      case 's': o->size = strtoull(optarg, NULL, 0); break;
+      case 'w': o->window = atoi(optarg); break;
+      case 't': o->seconds = atof(optarg); break;
+      case 'p': o->provider = optarg; break;
+      case 'd': o->fence_every = 1; break;
       case 'F': {
         char *end = NULL;
         long n = strtol(optarg, &end, 10);
@@ -592,24 +593,24 @@ int main(int argc, char **argv) {
           fprintf(stderr, "fi_rma_bench: --fence-every takes a number of writes from 1 to 1048576, got %s\n", optarg);
           return 2;
         }
-        o.fence_every = (int)n;
+        o->fence_every = (int)n;
         break;
       }
-      case 'e': o.endpoints = atoi(optarg); break;
-      case 'k': o.iov = atoi(optarg); break;
-      case 'c': o.corrupt = 1; break;
+      case 'e': o->endpoints = atoi(optarg); break;
+      case 'k': o->iov = atoi(optarg); break;
+      case 'c': o->corrupt = 1; break;
       case 'S': {
         char *end = NULL;
-        o.span = strtoull(optarg, &end, 0);
-        if (!end || *end || o.span == 0) {
+        o->span = strtoull(optarg, &end, 0);
+        if (!end || *end || o->span == 0) {
           fprintf(stderr, "fi_rma_bench: --span takes a positive number of bytes, got %s\n", optarg);
           return 2;
         }
         break;
       }
-      case 'D': o.drop_timed = 1; break;
+      case 'D': o->drop_timed = 1; break;
       case 'x':
-        if (sscanf(optarg, "%u:%u", &o.third_on_us, &o.third_off_us) != 2 || o.third_on_us == 0) {
+        if (sscanf(optarg, "%u:%u", &o->third_on_us, &o->third_off_us) != 2 || o->third_on_us == 0) {
           fprintf(stderr, "fi_rma_bench: --third-thread takes ON_US:OFF_US with ON_US > 0, e.g. 30:90\n");
           return 2;
         }
@@ -619,19 +620,25 @@ int main(int argc, char **argv) {
         return 2;
     }
   }
-  if (o.size == 0 || o.window < 1 || o.seconds <= 0) {
+  if (o->size == 0 || o->window < 1 || o->seconds <= 0) {
     fprintf(stderr, "fi_rma_bench: --size, --window and --seconds must be positive\n");
     return 2;
   }
-  if (o.endpoints < 1 || o.endpoints > MAX_ENDPOINTS || o.iov < 1 || o.iov > MAX_IOV) {
+  if (o->endpoints < 1 || o->endpoints > MAX_ENDPOINTS || o->iov < 1 || o->iov > MAX_IOV) {
     fprintf(stderr, "fi_rma_bench: --endpoints takes 1 to %d, --iov 1 to %d\n", MAX_ENDPOINTS, MAX_IOV);
     return 2;
   }
-  // The end-of-run flush rewrites position 0, so the dropped position is the last: there must be two.
-  if (o.drop_timed && positions_of(&o, 0) < 2) {
+  // The end-of-run flush rewrites position 0, so the dropped position is the last: there must be two->
+  if (o->drop_timed && positions_of(o, 0) < 2) {
     fprintf(stderr, "fi_rma_bench: --drop-timed-position needs endpoint 0 to walk at least 2 positions (a larger --window or --span)\n");
     return 2;
   }
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  struct options o = {.write = 1, .size = 1 << 20, .window = 4, .endpoints = 1, .iov = 1, .seconds = 2, .provider = "tcp;ofi_rxm"};
+  if (parse_options(argc, argv, &o)) return 2;
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) die("socketpair", 0);
   pid_t child = fork();
