@@ -239,6 +239,7 @@ const SCENARIOS: [string, ((room: bigint) => Promise<Ended>) | string][] = [
       }),
   ],
   ["`bootstrapStore: 'etcd'` on an engine", 'refused at createKVManager, before any room'],
+  ['a bootstrap port that fetch refuses', 'refused before any room: the test "a bootstrap port fetch refuses" below, and bootstrap-server.test.ts'],
   [
     'a decode whose mooncake-tcp build does not take scattered writes',
     "nothing fails: the room succeeds through the ring (test/pd-scatter-fallback.test.ts); the transport's refusal is tested against a hand-built target in plugins/mooncake-tcp/test/scattered-writes.test.ts",
@@ -394,6 +395,33 @@ const SCENARIOS: [string, ((room: bigint) => Promise<Ended>) | string][] = [
 ];
 
 const rows = failureTable();
+
+test('a bootstrap port fetch refuses: createKVManager and createReceiver refuse it (createSender runs the same check), naming why', async () => {
+  const engine = await createTransferEngine({ connector: 'table-gate' }, { registry: gated.registry() });
+  try {
+    const memory = await allocateRank(engine, MODEL, layout(1, 0));
+    const base = { layout: layout(1, 0), buffers: memory.buffers as KVBuffers, engine, bootstrapHost: '127.0.0.1', timeouts: FAST };
+    const refused = await createKVManager({ ...base, role: 'prefill', bootstrapPort: 10080 }).then(
+      (m) => m.close().then(() => undefined),
+      (e: unknown) => e as TransferError,
+    );
+    assert.is(refused?.code, 'INVALID_CONFIG');
+    assert.match(refused!.message, /bootstrapPort 10080: port 10080 is one fetch refuses to connect to/);
+    const decode = await createKVManager({ ...base, role: 'decode', bootstrapPort: await freePort() });
+    try {
+      for (const port of [10080, 6000]) {
+        assert.throws(
+          () => decode.createReceiver({ host: '127.0.0.1', port, room: 7n }),
+          (e: TransferError) => e.code === 'INVALID_ARGUMENT' && e.message.includes(`port ${port} is one fetch refuses`),
+        );
+      }
+    } finally {
+      await decode.close();
+    }
+  } finally {
+    await engine.close();
+  }
+});
 
 test('every row of the failure table has a scenario here, and every scenario a row', () => {
   assert.ok(rows.length >= 10, `only ${rows.length} rows parsed`);
