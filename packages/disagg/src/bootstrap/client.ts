@@ -60,12 +60,8 @@ export class BootstrapClient implements RankDirectory {
         last = `${a.status} ${errorText(a.body)}`;
       } catch (e) {
         if (e instanceof TransferError) throw e;
-        last =
-          (e as Error).message === 'This operation was aborted'
-            ? 'request timed out'
-            : ((e as { cause?: { code?: string; message?: string } }).cause?.code ??
-              (e as { cause?: { message?: string } }).cause?.message ??
-              (e as Error).message);
+        const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+        last = (e as Error).message === 'This operation was aborted' ? 'request timed out' : (cause?.code ?? cause?.message ?? (e as Error).message);
       }
       await sleep(Math.min(RETRY_MS, Math.max(1, deadline - Date.now())));
     }
