@@ -628,7 +628,7 @@ static int parse_options(int argc, char **argv, struct options *o) {
     fprintf(stderr, "fi_rma_bench: --endpoints takes 1 to %d, --iov 1 to %d\n", MAX_ENDPOINTS, MAX_IOV);
     return 2;
   }
-  // The end-of-run flush rewrites position 0, so the dropped position is the last: there must be two->
+  // The end-of-run flush rewrites position 0, so the dropped position is the last: there must be two.
   if (o->drop_timed && positions_of(o, 0) < 2) {
     fprintf(stderr, "fi_rma_bench: --drop-timed-position needs endpoint 0 to walk at least 2 positions (a larger --window or --span)\n");
     return 2;
