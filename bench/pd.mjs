@@ -2,7 +2,7 @@
 // PD KV transfer benchmark: prefill and decode ranks in their own processes over a te
 // transport (mooncake-tcp by default), on loopback.
 //
-//   node bench/pd.mjs [--connector mooncake-tcp] [--tokens 8192] [--layers 32] [--rooms 5] [--warmup 2] [--json]
+//   node bench/pd.mjs [--connector mooncake-tcp] [--tokens 8192] [--layers 32] [--rooms 15] [--warmup 2] [--json]
 // Each case times --rooms rooms after --warmup untimed ones (a serving process is warm: see
 // docs/benchmarks.md, PD KV transfer).
 // Reports, in one run:
@@ -38,7 +38,7 @@ const { values: args } = parseCli({
     connector: { type: 'string', default: 'mooncake-tcp', help: 'te transport to use' },
     tokens: { type: 'string', default: '8192', help: 'tokens per request' },
     layers: { type: 'string', default: '32', help: 'layers of the simulated model' },
-    rooms: { type: 'string', default: '5', help: 'timed rooms per case (each ratio is the median of their room/raw pairs)' },
+    rooms: { type: 'string', default: '15', help: 'timed rooms per case (each ratio is the median of their room/raw pairs)' },
     warmup: { type: 'string', default: '2', help: 'untimed rooms before them (connections, staging memory, first-touched pages, compiled JavaScript)' },
     requests: { type: 'string', default: '200', help: 'requests of the planning-overhead case' },
     json: { type: 'boolean', default: false, help: 'print the result as JSON (the last line of output)' },
