@@ -16,6 +16,7 @@ enum Status : int32_t {
   TE_MEMORY_OVERLAP = -4,
   TE_MEMORY_KIND_UNSUPPORTED = -5,
   TE_UNSUPPORTED_OPERATION = -6,
+  TE_DATA_CORRUPTED = -7,  // a verified write's landed bytes differ from those sent
   TE_PEER_UNREACHABLE = -100,
   TE_CONNECTION_LOST = -101,
   TE_AUTH_FAILED = -102,

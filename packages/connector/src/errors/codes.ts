@@ -15,6 +15,7 @@ export const NATIVE_STATUS = {
   MEMORY_OVERLAP: -4,
   MEMORY_KIND_UNSUPPORTED: -5,
   UNSUPPORTED_OPERATION: -6,
+  DATA_CORRUPTED: -7,
   PEER_UNREACHABLE: -100,
   CONNECTION_LOST: -101,
   AUTH_FAILED: -102,
@@ -51,7 +52,6 @@ export const JS_ONLY_CODES = [
   'ENGINE_CLOSED',
   'LAYOUT_MISMATCH',
   'MEMORY_IN_USE',
-  'DATA_CORRUPTED',
 ] as const;
 
 export type TransferErrorCode = NativeStatusCode | (typeof JS_ONLY_CODES)[number];
