@@ -15,10 +15,11 @@
 //     fallback) and per page (staging), with the descriptor counts of each; page-run merging
 //     at equal TP;
 //   - per-request overhead: p50/p99 from a 1-page send() to decode Success (TP 1→1);
-//   - KV checksums (CRC32C per page slice and layer, taken by the prefill and checked by the
-//     decode before Success): TP 2→2 and TP 2→4 NHD staged, each with two sets of ranks
-//     alive at once, checksums off and on, their rooms alternating; the ratio is the median
-//     of each pair's on / off (target ≥ 0.85).
+//   - KV checksums (`checksums: true`: mooncake-tcp's verified writes, XXH3 digests of every
+//     write's bytes as sent and as landed, where no staging copy is involved; CRC32C page
+//     checksums checked by the decode elsewhere): TP 2→2 and TP 2→4 NHD, each with two sets
+//     of ranks alive at once, checksums off and on, their rooms alternating; the ratio is the
+//     median of each pair's on / off (target ≥ 0.85).
 // Every timed room is verified: each decode rank's destination pages are overwritten with a poison
 // byte before the room, then compared (sha256 per head slice) with the prefill ranks' pages after
 // it, so only bytes this room moved can pass. With --json the last stdout line is one JSON object.
@@ -371,7 +372,7 @@ line('TP 2→2', eq, '0.9');
 const sumsLine = (label, r) => {
   if (!r) return;
   line(`${label}, checksums off`, r.off);
-  line(`${label}, with KV checksums (CRC32C per page slice and layer, checked by the decode)`, r.on);
+  line(`${label}, with KV checksums (verified writes where the transport alone moves the bytes, else CRC32C per page slice)`, r.on);
   log(
     `KV checksums, ${label}: PD with / without = ${r.ratio.toFixed(2)} (median of ${r.ratios.length} alternating room pairs: ${r.ratios.map((x) => x.toFixed(2)).join(', ')}; target ≥ 0.85)`,
   );

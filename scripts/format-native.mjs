@@ -41,7 +41,7 @@ const files = positionals.length
       { cwd: root, encoding: 'utf8' },
     )
       .split('\n')
-      .filter((f) => CXX.test(f));
+      .filter((f) => CXX.test(f) && !f.includes('/third_party/')); // vendored libraries keep their authors' format
 const bin = clangFormat();
 const args = values.write ? ['-i', ...files] : ['--dry-run', '--Werror', ...files];
 const r = spawnSync(bin, ['--style=file', ...args], { cwd: root, stdio: 'inherit' });

@@ -21,7 +21,7 @@ clang++ $flags -Iplugins/mooncake-shm/native -Inative/include fuzz/shm_messages.
   native/src/status.cpp -o "$out/shm_messages"
 # Every source of the TCP transport core except its Node-API addon.
 clang++ $flags -I$tcp -Inative/include -Inative/cuda/include fuzz/tcp_frames.cpp $(ls $tcp/*.cpp | grep -v addon.cpp) \
-  native/src/status.cpp native/src/epoch.cpp native/src/memory_registry.cpp native/src/slice_plan.cpp native/src/hmac_sha256.cpp \
+  native/src/status.cpp native/src/epoch.cpp native/src/memory_registry.cpp native/src/slice_plan.cpp native/src/hmac_sha256.cpp native/src/digest.cpp \
   native/cuda/src/errors.cpp native/cuda/src/driver.cpp native/cuda/src/device.cpp -ldl -o "$out/tcp_frames"
 
 # The Mooncake-compatible data-path session of mooncake-wire, over an in-memory stream.

@@ -46,7 +46,8 @@ check() {
   fi
 }
 
-check core 0 0 native/src
+# digest_avx2.cpp is built alone, with -mavx2, and kept out of a unity build (native/CMakeLists.txt).
+check core 0 0 native/src digest_avx2.cpp
 if [ $have_fabric = 1 ]; then check fabric 0 1 native/fabric/src stub.cpp; else check fabric-stub 0 0 native/fabric/src; fi
 for cuda in 0 $( [ $have_cuda = 1 ] && echo 1 ); do
   check "cuda-layer-cuda$cuda" "$cuda" 0 native/cuda/src

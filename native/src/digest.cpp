@@ -3,8 +3,8 @@
 #include <cstdlib>
 #include <new>
 
-#include "digest_impl.h"
 #include "digest_calls.inc"
+#include "digest_impl.h"
 
 namespace te {
 

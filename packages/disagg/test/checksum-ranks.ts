@@ -13,9 +13,9 @@ export type Rank = { engine: TransferEngine; manager: DisaggKVManager; memory: A
 
 export interface RanksOptions {
   model: ModelSpec;
-  /** The flipping fake transport instead of mooncake-tcp. */
-  fake?: boolean;
-  checksums?: boolean;
+  /** The flipping fake transport instead of mooncake-tcp ('verifying': declaring verified writes). */
+  fake?: boolean | 'verifying';
+  checksums?: boolean | 'pages';
   prefillSide?: PageSide;
   decodeSide?: PageSide;
 }
@@ -29,7 +29,7 @@ export async function withRanks(
   try {
     await body(async (role, l) => {
       const engine = o.fake
-        ? await createTransferEngine({ connector: 'flip-fabric' }, { registry: flippingRegistry() })
+        ? await createTransferEngine({ connector: 'flip-fabric' }, { registry: flippingRegistry(o.fake === 'verifying') })
         : await createTransferEngine(TCP_CONFIG);
       const memory = await allocateRank(engine, o.model, l, (role === 'prefill' ? o.prefillSide : o.decodeSide) ?? {});
       const manager = await createKVManager({

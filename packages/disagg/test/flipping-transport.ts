@@ -1,8 +1,11 @@
 // A plugin over the testkit's fake transport (a test tool, in-process) that, when armed,
 // flips a byte of the next write it lands (the next one `flip.when` picks, when set): a
 // byte corrupted in flight, which no status reports. `flip.at` does the flipping (the test
-// reaches the peer's memory in-process).
+// reaches the peer's memory in-process). With `verifying`, it declares verified writes and
+// does what such a transport promises: a write of a `verifyWrites` batch whose landed bytes
+// differ from those it sent fails with DATA_CORRUPTED.
 import {
+  NATIVE_STATUS,
   PLUGIN_API_VERSION,
   PluginRegistry,
   definePlugin,
@@ -12,28 +15,38 @@ import {
   type TransportContext,
   type TransportPeer,
 } from '@te/connector';
-import { FakeFaults, FakeTransport } from '@te/testkit';
+import { FakeFaults, FakeTransport, fakeBytesAt } from '@te/testkit';
 
 export const flip: { armed: boolean; at?: (addr: bigint) => void; when?: (remote: bigint, length: bigint) => boolean } = { armed: false };
 
 class FlippingTransport extends FakeTransport {
   override async submit(peer: TransportPeer, batch: TransferBatch, options: SubmitOptions): Promise<BatchResult> {
+    // What a verified write sends, copied before it goes: compared with what landed.
+    const sent = batch.verifyWrites ? Array.from(batch.localAddrs, (a, i) => fakeBytesAt(a, batch.lengths[i]!)?.slice()) : [];
     const r = await super.submit(peer, batch, options);
-    if (!flip.armed) return r;
-    for (let i = 0; i < batch.opcodes.length; i++) {
-      if (flip.when && !flip.when(batch.remoteAddrs[i]!, batch.lengths[i]!)) continue;
-      flip.armed = false;
-      flip.at?.(batch.remoteAddrs[i]!);
-      break;
+    if (flip.armed) {
+      for (let i = 0; i < batch.opcodes.length; i++) {
+        if (flip.when && !flip.when(batch.remoteAddrs[i]!, batch.lengths[i]!)) continue;
+        flip.armed = false;
+        flip.at?.(batch.remoteAddrs[i]!);
+        break;
+      }
     }
+    sent.forEach((bytes, i) => {
+      const landed = fakeBytesAt(batch.remoteAddrs[i]!, batch.lengths[i]!);
+      if (r.statuses[i] === 0 && bytes && landed && Buffer.compare(bytes, landed) !== 0) {
+        r.statuses[i] = NATIVE_STATUS.DATA_CORRUPTED;
+        r.bytes -= batch.lengths[i]!;
+      }
+    });
     return r;
   }
 }
 
 const faults = new FakeFaults();
 
-/** A registry with only the flipping fake transport, as `flip-fabric`. */
-export function flippingRegistry(): PluginRegistry {
+/** A registry with only the flipping fake transport, as `flip-fabric` (declaring verified writes when `verifying`). */
+export function flippingRegistry(verifying = false): PluginRegistry {
   const r = new PluginRegistry({ builtins: false });
   r.register(
     'flip-fabric',
@@ -41,7 +54,7 @@ export function flippingRegistry(): PluginRegistry {
       apiVersion: PLUGIN_API_VERSION,
       name: 'flip-fabric',
       version: '0.0.0-test',
-      capabilities: { class: 'test', memoryKinds: ['cpu'], read: true, notifications: true, maxInFlight: 1024, rawAddresses: false },
+      capabilities: { class: 'test', memoryKinds: ['cpu'], read: true, notifications: true, maxInFlight: 1024, rawAddresses: false, verifiedWrites: verifying },
       options: {},
       probe: () => ({ available: true, details: {} }),
       create: async (context: TransportContext) => new FlippingTransport('flip-fabric', context, faults),

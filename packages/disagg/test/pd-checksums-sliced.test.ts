@@ -82,55 +82,61 @@ const CASES: Case[] = [
   },
 ];
 
-test('checksums on, head-sliced and state: every route succeeds byte-exact, each report carrying KV (and state) checksums', async () => {
-  let id = 0x6100n;
-  for (const c of CASES) {
-    await withRanks(
-      { model: c.model, ...(c.prefillSide ? { prefillSide: c.prefillSide } : {}), ...(c.decodeSide ? { decodeSide: c.decodeSide } : {}) },
-      async (make, port) => {
-        const { prefills, decodes } = await ranks(make, c.prefill, c.decode);
-        let reports = 0;
-        let kv = 0;
-        let state = 0;
-        for (const d of decodes) {
-          onReport(d, (m) => {
-            if (m.status !== KVStatus.Success) return;
-            reports++;
-            if (m.kvCrc32c instanceof Uint32Array && m.kvCrc32c.length > 0) kv++;
-            if (m.stateCrc32c instanceof Uint32Array && m.stateCrc32c.length > 0) state++;
-          });
-        }
-        const room = id++;
-        const perDst = (c.decodeSide?.pageSize ?? c.model.pageSize) / c.model.pageSize;
-        const src = [0, 1, 2, 3];
-        const dst = perDst === 2 ? [5, 9] : [5, 9, 6, 12];
-        const spec: RoomSpec = { room, src, dst, how: c.how, ...(c.model.state ? { stateSrc: [1, 3], stateDst: [2, 0] } : {}) };
-        const errors = await runRoom(c.model, prefills, decodes, port, spec);
-        errors.decode.forEach((e, i) => assert.is(e, undefined, `${c.name}: decode rank ${i}: ${String(e)}`));
-        errors.prefill.forEach((e, i) => assert.is(e, undefined, `${c.name}: prefill rank ${i}: ${String(e)}`));
-        const tokens = perDst === 2 ? { tokens: src.length * c.model.pageSize } : {};
-        for (const [k, d] of decodes.entries()) {
-          assert.is(
-            verifyDecode(c.model, d.memory, [
-              { room, pages: Uint32Array.from(dst), auxSlot: 2, ...(spec.stateDst ? { stateIdx: Uint32Array.from(spec.stateDst) } : {}), ...tokens },
-            ]),
-            undefined,
-            `${c.name}: decode rank ${k} bytes`,
-          );
-        }
-        const s = staged(prefills);
-        if (c.route === 'gather') assert.ok(s.gather > 0 && s.ring === 0, `${c.name}: gathered (${JSON.stringify(s)})`);
-        if (c.route === 'ring') assert.ok(s.ring > 0 && s.gather === 0, `${c.name}: staged on the ring (${JSON.stringify(s)})`);
-        if (c.route === 'direct') assert.ok(s.ring === 0 && s.gather === 0, `${c.name}: no staging (${JSON.stringify(s)})`);
-        if (c.route === 'transportGather') assert.ok(s.transportGather > 0 && s.gather === 0, `${c.name}: gathered by the transport (${JSON.stringify(s)})`);
-        if (c.route === 'transportScatter') assert.ok(s.transportScatter > 0 && s.ring === 0, `${c.name}: scattered by the transport (${JSON.stringify(s)})`);
-        assert.ok(reports >= c.prefill * c.decode, `${c.name}: ${reports} reports`);
-        assert.is(kv, reports, `${c.name}: every Success report carried KV checksums`);
-        if (c.model.state) assert.is(state, c.prefill, `${c.name}: every state sender's report carried state checksums`);
-      },
-    );
-  }
-});
+/** Routes whose bytes pass only through the transport: with checksums on, mooncake-tcp verifies their writes instead of page checksums. */
+const TRANSPORT_ONLY = new Set(['direct', 'transportGather']);
+
+for (const checksums of ['pages', true] as const)
+  test(`checksums ${checksums === true ? 'on' : "'pages'"}, head-sliced and state: every route succeeds byte-exact, each report carrying KV checksums${checksums === true ? ' (or, where the transport alone moves the bytes, kvVerifiedInTransfer)' : ''} and state checksums`, async () => {
+    let id = checksums === true ? 0x6180n : 0x6100n;
+    for (const c of CASES) {
+      await withRanks(
+        { model: c.model, checksums, ...(c.prefillSide ? { prefillSide: c.prefillSide } : {}), ...(c.decodeSide ? { decodeSide: c.decodeSide } : {}) },
+        async (make, port) => {
+          const { prefills, decodes } = await ranks(make, c.prefill, c.decode);
+          let reports = 0;
+          let kv = 0;
+          let state = 0;
+          for (const d of decodes) {
+            onReport(d, (m) => {
+              if (m.status !== KVStatus.Success) return;
+              reports++;
+              const sums = m.kvCrc32c instanceof Uint32Array && m.kvCrc32c.length > 0;
+              if (checksums === true && TRANSPORT_ONLY.has(c.route) ? !sums && m.kvVerifiedInTransfer === true : sums && m.kvVerifiedInTransfer === undefined)
+                kv++;
+              if (m.stateCrc32c instanceof Uint32Array && m.stateCrc32c.length > 0) state++;
+            });
+          }
+          const room = id++;
+          const perDst = (c.decodeSide?.pageSize ?? c.model.pageSize) / c.model.pageSize;
+          const src = [0, 1, 2, 3];
+          const dst = perDst === 2 ? [5, 9] : [5, 9, 6, 12];
+          const spec: RoomSpec = { room, src, dst, how: c.how, ...(c.model.state ? { stateSrc: [1, 3], stateDst: [2, 0] } : {}) };
+          const errors = await runRoom(c.model, prefills, decodes, port, spec);
+          errors.decode.forEach((e, i) => assert.is(e, undefined, `${c.name}: decode rank ${i}: ${String(e)}`));
+          errors.prefill.forEach((e, i) => assert.is(e, undefined, `${c.name}: prefill rank ${i}: ${String(e)}`));
+          const tokens = perDst === 2 ? { tokens: src.length * c.model.pageSize } : {};
+          for (const [k, d] of decodes.entries()) {
+            assert.is(
+              verifyDecode(c.model, d.memory, [
+                { room, pages: Uint32Array.from(dst), auxSlot: 2, ...(spec.stateDst ? { stateIdx: Uint32Array.from(spec.stateDst) } : {}), ...tokens },
+              ]),
+              undefined,
+              `${c.name}: decode rank ${k} bytes`,
+            );
+          }
+          const s = staged(prefills);
+          if (c.route === 'gather') assert.ok(s.gather > 0 && s.ring === 0, `${c.name}: gathered (${JSON.stringify(s)})`);
+          if (c.route === 'ring') assert.ok(s.ring > 0 && s.gather === 0, `${c.name}: staged on the ring (${JSON.stringify(s)})`);
+          if (c.route === 'direct') assert.ok(s.ring === 0 && s.gather === 0, `${c.name}: no staging (${JSON.stringify(s)})`);
+          if (c.route === 'transportGather') assert.ok(s.transportGather > 0 && s.gather === 0, `${c.name}: gathered by the transport (${JSON.stringify(s)})`);
+          if (c.route === 'transportScatter') assert.ok(s.transportScatter > 0 && s.ring === 0, `${c.name}: scattered by the transport (${JSON.stringify(s)})`);
+          assert.ok(reports >= c.prefill * c.decode, `${c.name}: ${reports} reports`);
+          assert.is(kv, reports, `${c.name}: every Success report carried KV checksums (or kvVerifiedInTransfer)`);
+          if (c.model.state) assert.is(state, c.prefill, `${c.name}: every state sender's report carried state checksums`);
+        },
+      );
+    }
+  });
 
 test('a byte flipped in flight on the gather route (fake transport, TP 1→2 NHD): DATA_CORRUPTED naming layer 1 V and the page, on both sides', async () => {
   await withRanks({ model: MHA, fake: true }, async (make, port) => {

@@ -59,61 +59,63 @@ async function oneRoom(
   return { senders, receiver, errors: { decode: await ending(receiver.cell), prefill: await Promise.all(senders.map((s) => ending(s.cell))) } };
 }
 
-test('checksums on: whole, chunked and layerwise rooms, TP 2→2, PP 2→1 and MLA succeed byte-exact, each report carrying its checksums', async () => {
-  for (const [name, prefillLayouts, decodeLayouts, model] of [
-    ['TP 2→2', [layout(2, 0), layout(2, 1)], [layout(2, 0), layout(2, 1)], MODEL],
-    ['PP 2→1', [layout(1, 0, { ppSize: 2, ppRank: 0 }), layout(1, 0, { ppSize: 2, ppRank: 1 })], [layout(1, 0)], MODEL],
-    ['MLA', [layout(1, 0)], [layout(1, 0)], MLA],
-  ] as const) {
-    await withRanks({ model }, async (make, port) => {
-      const prefills: Rank[] = [];
-      for (const l of prefillLayouts) prefills.push(await make('prefill', l));
-      const decodes: Rank[] = [];
-      for (const l of decodeLayouts) decodes.push(await make('decode', l));
-      let reports = 0;
-      let withSums = 0;
-      for (const d of decodes)
-        onReport(d, (m) => {
-          reports++;
-          if (m.kvCrc32c instanceof Uint32Array && m.kvCrc32c.length > 0) withSums++;
-        });
-      const rooms: { room: bigint; pages: Uint32Array; auxSlot: number }[] = [];
-      let id = 0x5100n;
-      for (const how of ['whole', 'chunked', 'layerwise'] as const) {
-        const room = id++;
-        const dst = [3 + rooms.length * 3, 4 + rooms.length * 3, 5 + rooms.length * 3];
-        // One room at a time, on every decode rank (each its own receiver, same pages).
-        const pages = Uint32Array.from([0, 1, 2]);
-        const senders = prefills.map((p) => {
-          fillPrefill(model, p.memory, room, pages, 1);
-          const s = p.manager.createSender({ host: '127.0.0.1', port, room });
-          s.init(pages.length, 1);
-          return s;
-        });
-        const receivers = decodes.map((d) => d.manager.createReceiver({ host: '127.0.0.1', port, room }));
-        await Promise.all(receivers.map((r) => r.init(Uint32Array.from(dst), 2)));
-        await Promise.all(
-          senders.map(async (s, i) => {
-            if (how === 'layerwise') {
-              await s.cell.reached(KVStatus.WaitingForInput, { timeoutMs: 10_000 });
-              const batch = prefills[i]!.manager.beginBatch([{ sender: s, pages }]);
-              for (let l = 0; l < prefills[i]!.memory.layers; l++) batch.layerReady(prefills[i]!.memory.firstLayer + l);
-              await batch.finish();
-            } else if (how === 'chunked') {
-              await s.send(pages.subarray(0, 2));
-              await s.send(pages.subarray(2), { last: true });
-            } else await s.send(pages, { last: true });
-          }),
-        );
-        for (const r of receivers) assert.is(await ending(r.cell), undefined, `${name} ${how}: the decode room failed`);
-        rooms.push({ room, pages: Uint32Array.from(dst), auxSlot: 2 });
-        for (const [k, d] of decodes.entries()) assert.is(verifyDecode(model, d.memory, rooms), undefined, `${name} ${how}: decode rank ${k} bytes`);
-      }
-      assert.ok(reports >= 3, `${name}: ${reports} reports`);
-      assert.is(withSums, reports, `${name}: every Success report carried checksums`);
-    });
-  }
-});
+for (const checksums of ['pages', true] as const)
+  test(`checksums ${checksums === true ? 'on (mooncake-tcp verifies the KV writes)' : "'pages'"}: whole, chunked and layerwise rooms, TP 2→2, PP 2→1 and MLA succeed byte-exact, each report carrying ${checksums === true ? 'kvVerifiedInTransfer and no KV checksums' : 'its checksums'}`, async () => {
+    for (const [name, prefillLayouts, decodeLayouts, model] of [
+      ['TP 2→2', [layout(2, 0), layout(2, 1)], [layout(2, 0), layout(2, 1)], MODEL],
+      ['PP 2→1', [layout(1, 0, { ppSize: 2, ppRank: 0 }), layout(1, 0, { ppSize: 2, ppRank: 1 })], [layout(1, 0)], MODEL],
+      ['MLA', [layout(1, 0)], [layout(1, 0)], MLA],
+    ] as const) {
+      await withRanks({ model, checksums }, async (make, port) => {
+        const prefills: Rank[] = [];
+        for (const l of prefillLayouts) prefills.push(await make('prefill', l));
+        const decodes: Rank[] = [];
+        for (const l of decodeLayouts) decodes.push(await make('decode', l));
+        let reports = 0;
+        let withSums = 0;
+        for (const d of decodes)
+          onReport(d, (m) => {
+            reports++;
+            const sums = m.kvCrc32c instanceof Uint32Array && m.kvCrc32c.length > 0;
+            if (checksums === 'pages' ? sums && m.kvVerifiedInTransfer === undefined : !sums && m.kvVerifiedInTransfer === true) withSums++;
+          });
+        const rooms: { room: bigint; pages: Uint32Array; auxSlot: number }[] = [];
+        let id = 0x5100n;
+        for (const how of ['whole', 'chunked', 'layerwise'] as const) {
+          const room = id++;
+          const dst = [3 + rooms.length * 3, 4 + rooms.length * 3, 5 + rooms.length * 3];
+          // One room at a time, on every decode rank (each its own receiver, same pages).
+          const pages = Uint32Array.from([0, 1, 2]);
+          const senders = prefills.map((p) => {
+            fillPrefill(model, p.memory, room, pages, 1);
+            const s = p.manager.createSender({ host: '127.0.0.1', port, room });
+            s.init(pages.length, 1);
+            return s;
+          });
+          const receivers = decodes.map((d) => d.manager.createReceiver({ host: '127.0.0.1', port, room }));
+          await Promise.all(receivers.map((r) => r.init(Uint32Array.from(dst), 2)));
+          await Promise.all(
+            senders.map(async (s, i) => {
+              if (how === 'layerwise') {
+                await s.cell.reached(KVStatus.WaitingForInput, { timeoutMs: 10_000 });
+                const batch = prefills[i]!.manager.beginBatch([{ sender: s, pages }]);
+                for (let l = 0; l < prefills[i]!.memory.layers; l++) batch.layerReady(prefills[i]!.memory.firstLayer + l);
+                await batch.finish();
+              } else if (how === 'chunked') {
+                await s.send(pages.subarray(0, 2));
+                await s.send(pages.subarray(2), { last: true });
+              } else await s.send(pages, { last: true });
+            }),
+          );
+          for (const r of receivers) assert.is(await ending(r.cell), undefined, `${name} ${how}: the decode room failed`);
+          rooms.push({ room, pages: Uint32Array.from(dst), auxSlot: 2 });
+          for (const [k, d] of decodes.entries()) assert.is(verifyDecode(model, d.memory, rooms), undefined, `${name} ${how}: decode rank ${k} bytes`);
+        }
+        assert.ok(reports >= 3, `${name}: ${reports} reports`);
+        assert.is(withSums, reports, `${name}: every Success report carried ${checksums === 'pages' ? 'checksums' : 'kvVerifiedInTransfer, no KV checksums'}`);
+      });
+    }
+  });
 
 test('a byte flipped in flight (fake transport): DATA_CORRUPTED on both sides, naming the layer and page; with checksums off the room succeeds on the bad byte', async () => {
   for (const checksums of [true, false]) {
@@ -137,8 +139,29 @@ test('a byte flipped in flight (fake transport): DATA_CORRUPTED on both sides, n
   }
 });
 
-test('a real write corrupted after it landed (mooncake-tcp, before the decode counts the report): DATA_CORRUPTED naming layer 1 V', async () => {
-  await withRanks({}, async (make, port) => {
+test('a byte flipped in flight by a transport that verifies writes (fake): the write fails, DATA_CORRUPTED on both sides naming the layer and page', async () => {
+  await withRanks({ fake: 'verifying' }, async (make, port) => {
+    const p = await make('prefill', layout(1, 0));
+    const d = await make('decode', layout(1, 0));
+    let reported = 0;
+    onReport(d, (m) => void (m.status === KVStatus.Success && reported++));
+    flip.at = (addr) => void (d.engine.hostView(addr, 1n)![0]! ^= 0xff);
+    flip.armed = true;
+    const { errors } = await oneRoom([p], d, port, 0x5250n, [0, 1], [6, 7], 'whole');
+    assert.is(flip.armed, false, 'the fake transport flipped a byte');
+    assert.is(reported, 0, 'no Success report went out');
+    const pe = errors.prefill[0] as (Error & { details?: Record<string, unknown> }) | undefined;
+    assert.ok(isTransferError(pe, 'DATA_CORRUPTED'), `prefill: ${String(pe)}`);
+    assert.match(pe!.message, /transport's digests differ\) in layer 0 K, destination pages 6\b/);
+    assert.is(pe!.details?.room, 0x5250n);
+    const de = errors.decode as (Error & { details?: Record<string, unknown> }) | undefined;
+    assert.ok(isTransferError(de, 'DATA_CORRUPTED'), `decode: ${String(de)}`);
+    assert.is(de!.details?.room, 0x5250n);
+  });
+});
+
+test("a real write corrupted after it landed (mooncake-tcp, before the decode counts the report), checksums 'pages': DATA_CORRUPTED naming layer 1 V", async () => {
+  await withRanks({ checksums: 'pages' }, async (make, port) => {
     const p = await make('prefill', layout(1, 0));
     const d = await make('decode', layout(1, 0));
     const dst = [9, 10, 11];
@@ -155,8 +178,8 @@ test('a real write corrupted after it landed (mooncake-tcp, before the decode co
   });
 });
 
-test('a chunk is checked once the prefill reports it written: a byte flipped in it fails the room before the last chunk is sent', async () => {
-  await withRanks({}, async (make, port) => {
+test("checksums 'pages': a chunk is checked once the prefill reports it written: a byte flipped in it fails the room before the last chunk is sent", async () => {
+  await withRanks({ checksums: 'pages' }, async (make, port) => {
     const p = await make('prefill', layout(1, 0));
     const d = await make('decode', layout(1, 0));
     const chunkSums: { firstPage: number; pages: number }[] = [];

@@ -88,9 +88,10 @@ class TcpTransport : public te::napi::NativeTransportWrap<TcpTransport, tetcp::T
   }
 
   /**
-   * submit(peer, opcodes, local, remote, lengths, notify, localRows?, localPitches?, remoteRows?, remotePitches?):
-   * the shared submit plus writes from and into strided rows (checked in TypeScript, and
-   * again by the core; rows: Uint32Array, pitches: BigUint64Array, each pair given or not).
+   * submit(peer, opcodes, local, remote, lengths, notify, localRows?, localPitches?, remoteRows?, remotePitches?,
+   * verifyWrites?): the shared submit plus writes from and into strided rows (checked in TypeScript, and again by the
+   * core; rows: Uint32Array, pitches: BigUint64Array, each pair given or not) and verified writes (a boolean; wire.h,
+   * kFlagDigest).
    */
   Napi::Value Submit(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
@@ -98,9 +99,10 @@ class TcpTransport : public te::napi::NativeTransportWrap<TcpTransport, tetcp::T
     uint64_t peer = get_u64(info[0], "peer");
     auto batch = te::napi::get_batch(info, 1);
     auto notify = te::napi::get_notify(info, 5);
-    tetcp::RowArrays rows;
+    tetcp::BatchExtras rows;
     row_pair(env, info, 6, batch.ops.length, "local", &rows.local_rows, &rows.local_pitches);
     row_pair(env, info, 8, batch.ops.length, "remote", &rows.remote_rows, &rows.remote_pitches);
+    rows.verify_writes = info.Length() > 10 && info[10].IsBoolean() && info[10].As<Napi::Boolean>().Value();
     this->bridge_->hold(env);
     uint64_t id = 0;
     std::string err;

@@ -11,9 +11,13 @@
 #include <vector>
 
 #include "recv_buffer.h"
+#include "te/digest.h"
 #include "transport.h"
 
 namespace tetcp {
+
+/** A verified write's bytes are digested this many at a time, just before the send copies them. */
+constexpr uint64_t kDigestPiece = 256 * 1024;
 
 class Lane : public IoHandler {
  public:
@@ -65,6 +69,16 @@ class Lane : public IoHandler {
    * packed buffer, refilled unless it already holds that byte (a send that took part of it).
    */
   void append_packed(const Slice* s, const StridedRows& rows, uint64_t body_skip, iovec* iov, size_t* n);
+  /** Packs body bytes from `body_skip` of narrow rows into pack_, unless it holds them already. */
+  void pack_rows(const Slice* s, const StridedRows& rows, uint64_t body_skip);
+  /**
+   * A verified write (lane_digest.cpp): digests the next piece of its body when everything
+   * digested so far was sent (`body_skip` there), adding the bytes to `fresh`. False (and the
+   * lane failed) when the digest cannot go on. The caller offers bytes up to s->digest_at.
+   */
+  bool digest_ahead(Slice* s, const StridedRows* rows, bool staged, uint64_t body_skip, uint64_t* fresh);
+  /** The status of a verified write whose target answered OK with `digest`: OK or DATA_CORRUPTED. */
+  int32_t check_digest(const Slice* s, uint64_t digest) const;
   /** Takes a lease on WRITE slice `s`'s local range (its rows' span when it gathers `rows`) unless one in `leases`
    * covers it; false: unregistered. */
   bool lease_body(const Slice* s, const StridedRows* rows, std::vector<te::Lease>* leases);
@@ -90,7 +104,7 @@ class Lane : public IoHandler {
   void finish_staged_body();
   void complete_front(int32_t status, const char* why = nullptr);
   /** The answer to the front WRITEV frame: its slices complete, each with `statuses[i]` (or all with `status`). */
-  void complete_frame(int32_t status, const uint8_t* statuses);
+  void complete_frame(int32_t status, const uint8_t* statuses, const uint8_t* digests = nullptr);
   /** The front slice leaves the window and completes (no refill). */
   void pop_front_slice(int32_t status, const char* why);
   void set_interest();
@@ -166,6 +180,7 @@ class Lane : public IoHandler {
   bool peer_revokes_ = false;   // the target answers REVOKE (HELLO_ACK feature)
   bool peer_writev_ = false;    // the target takes WRITEV frames (HELLO_ACK feature)
   bool peer_rows_ = false;      // the target takes WRITE_ROWS frames (HELLO_ACK feature)
+  bool peer_digest_ = false;    // the target answers verified writes with digests (HELLO_ACK feature)
   bool body_statuses_ = false;  // the body being received: a WRITEV answer's per-segment statuses
   // Slices of cancelled batches whose connection was reset: they settle once the target
   // confirmed (REVOKE on the next connection) that nothing more from it is applied.
@@ -185,6 +200,9 @@ class Lane : public IoHandler {
   const Slice* pack_slice_ = nullptr;
   uint64_t pack_from_ = 0;
   uint64_t pack_len_ = 0;
+  // The verified write being digested (its bytes in order, as they are offered to the socket).
+  te::StreamDigest tx_digest_;
+  const Slice* tx_digest_slice_ = nullptr;
   uint64_t tx_staged_id_ = 0;  // frame id whose body the tx buffer holds (0: none)
   bool body_staged_ = false;   // the READ body being received lands in rx staging
   std::string body_why_;

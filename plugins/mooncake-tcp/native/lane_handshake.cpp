@@ -189,6 +189,7 @@ void Lane::on_handshake_answer() {
     peer_revokes_ = (features & kFeatureRevoke) != 0;
     peer_writev_ = (features & kFeatureWriteV) != 0 && peer_->owner->options().coalesce_writes;
     peer_rows_ = (features & kFeatureRows) != 0;
+    peer_digest_ = (features & kFeatureDigest) != 0;
     if (auth_required != !o.secret.empty()) {
       fail(te::TE_AUTH_FAILED,
            auth_required ? "peer " + peer_->label() + " requires a shared secret (set TE_TCP_AUTH_SECRET / authSecret)"

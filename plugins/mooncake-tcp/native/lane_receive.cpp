@@ -153,11 +153,21 @@ bool Lane::on_header(const Header& h) {
     return false;
   }
   const char* why = nullptr;
-  if (h.status == te::TE_POOL_EXHAUSTED && s->op == OP_NOTIFY)
+  int32_t status = h.status;
+  if (s->batch->verifies(s) && status == te::TE_OK) {
+    if (!(h.flags & kFlagDigest)) {
+      fail(te::TE_BAD_FRAME, "answer to a verified write without its digest from " + peer_->label());
+      return false;
+    }
+    status = check_digest(s, h.addr);
+  }
+  if (status == te::TE_DATA_CORRUPTED)
+    why = "the bytes that landed at the target differ from those sent (their digests differ)";
+  else if (status == te::TE_POOL_EXHAUSTED && s->op == OP_NOTIFY)
     why = "the target's notification queue is full (its listeners are behind); the notification was not delivered";
-  else if (h.status != te::TE_OK)
+  else if (status != te::TE_OK)
     why = "the target refused the request";
-  complete_front(h.status, why);
+  complete_front(status, why);
   return fd_ >= 0;
 }
 
@@ -213,7 +223,11 @@ void Lane::finish_body() {
   if (body_statuses_) {
     body_statuses_ = false;
     body_ctrl_ = false;
-    complete_frame(cur_.status, ctrl_body_.data());
+    // Statuses after a failure, then digests of a verified frame (wire.h).
+    const bool failed = cur_.status != te::TE_OK;
+    const uint8_t* digests =
+        (cur_.flags & kFlagDigest) ? ctrl_body_.data() + (failed ? 4 * inflight_.front()->frame_n : 0) : nullptr;
+    complete_frame(cur_.status, failed ? ctrl_body_.data() : nullptr, digests);
     return;
   }
   if (body_ctrl_) {
@@ -304,11 +318,13 @@ void Lane::pop_front_slice(int32_t status, const char* why) {
 // A WRITEV answer: status 0 and no body (every segment applied), or the first failure and
 // one status per segment.
 bool Lane::on_writev_answer(const Header& h, Slice* s) {
-  if (h.status == te::TE_OK ? h.length != 0 : h.length != 4ull * s->frame_n) {
+  const bool verified = s->batch->verifies(s);
+  const uint64_t want = (h.status == te::TE_OK ? 0 : 4ull * s->frame_n) + (verified ? 8ull * s->frame_n : 0);
+  if (h.length != want || verified != ((h.flags & kFlagDigest) != 0)) {
     fail(te::TE_BAD_FRAME, "WRITEV answer of the wrong length from " + peer_->label());
     return false;
   }
-  if (h.status == te::TE_OK) {
+  if (want == 0) {
     complete_frame(te::TE_OK, nullptr);
     return fd_ >= 0;
   }
@@ -320,11 +336,15 @@ bool Lane::on_writev_answer(const Header& h, Slice* s) {
   return fd_ >= 0;
 }
 
-void Lane::complete_frame(int32_t status, const uint8_t* statuses) {
+void Lane::complete_frame(int32_t status, const uint8_t* statuses, const uint8_t* digests) {
   const uint32_t n = inflight_.front()->frame_n;
   for (uint32_t i = 0; i < n; ++i) {
-    const int32_t st = statuses ? static_cast<int32_t>(get32(statuses + 4 * i)) : status;
-    pop_front_slice(st, st == te::TE_OK ? nullptr : "the target refused the request");
+    int32_t st = statuses ? static_cast<int32_t>(get32(statuses + 4 * i)) : status;
+    if (digests && st == te::TE_OK) st = check_digest(inflight_.front(), get64(digests + 8 * i));
+    pop_front_slice(st, st == te::TE_OK ? nullptr
+                        : st == te::TE_DATA_CORRUPTED
+                            ? "the bytes that landed at the target differ from those sent (their digests differ)"
+                            : "the target refused the request");
   }
   if (!pending_.empty()) {
     refill();

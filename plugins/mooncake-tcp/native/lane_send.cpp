@@ -36,6 +36,12 @@ void Lane::refill() {
       continue;
     }
     last_used_ = now_ms();
+    s->digest_at = 0;  // (sent again after a reset: digested again)
+    if (s->batch->verifies(s) && !peer_digest_) {
+      settle(s, te::TE_UNSUPPORTED_OPERATION,
+             "the target does not verify writes (no digests of what landed): it runs an earlier mooncake-tcp");
+      continue;
+    }
     if (const StridedRows* rows = s->batch->scatter_of(s)) {
       if (!peer_rows_) {
         settle(s, te::TE_UNSUPPORTED_OPERATION,
@@ -57,6 +63,7 @@ void Lane::refill() {
     h.length = s->len;
     h.span_addr = s->op == OP_NOTIFY ? 0 : s->span_addr;
     h.span_length = s->op == OP_NOTIFY ? 0 : s->span_len;
+    if (s->batch->verifies(s)) h.flags = kFlagDigest;
     encode(h, s->hdr);
     s->frame_n = 1;
     s->head_len = kHeaderSize;
@@ -87,6 +94,7 @@ void Lane::start_writev(Slice* s, size_t run) {
   h.op = OP_WRITEV;
   h.id = next_id_++;
   h.addr = n;
+  if (s->batch->verifies(s)) h.flags = kFlagDigest;  // its segments are of the same batch
   h.length = n * kSegmentEntry;
   s->vhead.reset(new uint8_t[kHeaderSize + n * kSegmentEntry]);
   for (uint32_t i = 0; i < n; ++i) {
@@ -106,6 +114,7 @@ void Lane::start_writev(Slice* s, size_t run) {
     pending_.pop_front();
     seg->frame_n = 0;
     seg->head_len = 0;
+    seg->digest_at = 0;
     seg->vhead.reset();
     inflight_.push_back(seg);
     inflight_bytes_ += seg->len;
@@ -116,6 +125,7 @@ void Lane::start_rows(Slice* s, const StridedRows& rows) {
   Header h;
   h.op = OP_WRITE_ROWS;
   h.id = next_id_++;
+  if (s->batch->verifies(s)) h.flags = kFlagDigest;
   h.addr = Batch::packed_offset(s);
   h.length = kRowTable + s->len;
   h.span_addr = s->span_addr;
@@ -170,6 +180,7 @@ void Lane::flush() {
 
 bool Lane::gather_frames(iovec* iov, size_t* n, std::vector<te::Lease>* leases) {
   uint64_t skip = tx_off_;  // what of the first unsent frame is already written
+  uint64_t fresh = 0;       // verified writes' bytes digested by this call, not sent yet
   for (size_t i = tx_index_; i < inflight_.size() && *n + 2 <= kMaxRequestIov; ++i) {
     Slice* s = inflight_[i];
     const bool staged = s->device != kHost && s->op == OP_WRITE && s->len;
@@ -184,11 +195,25 @@ bool Lane::gather_frames(iovec* iov, size_t* n, std::vector<te::Lease>* leases) 
         break;
       }
     }
-    if (skip < s->head_len) iov[(*n)++] = {const_cast<uint8_t*>(s->head()) + skip, s->head_len - skip};
     const uint64_t body_skip = skip > s->head_len ? skip - s->head_len : 0;
+    const bool verified = s->batch->verifies(s) && s->len > 0;
+    // A verified write's body goes out a digested piece at a time, so its send copies it
+    // from the cache: a piece not digested yet waits for the next call, after this one's.
+    if (verified && body_skip == s->digest_at && s->digest_at < s->len && fresh >= kDigestPiece) break;
+    if (skip < s->head_len) iov[(*n)++] = {const_cast<uint8_t*>(s->head()) + skip, s->head_len - skip};
     skip = 0;
+    const StridedRows* rows = staged ? nullptr : s->batch->gather_of(s);
+    if (verified && !staged && !lease_body(s, rows, leases)) {  // (held while it is digested, too)
+      if (*n > 0) break;                                        // send what precedes it first
+      mark_sent_unconfirmed();
+      fail(te::TE_CONNECTION_LOST, "local memory unregistered while its write was being sent");
+      return false;
+    }
+    if (verified && !digest_ahead(s, rows, staged, body_skip, &fresh)) return false;
+    const uint64_t end = verified ? s->digest_at : s->len;  // offered up to here
     if (staged) {
-      iov[(*n)++] = {tx_stage_->data() + body_skip, s->len - body_skip};
+      iov[(*n)++] = {tx_stage_->data() + body_skip, end - body_skip};
+      if (end < s->len) break;
       continue;
     }
     if (s->op == OP_READ || s->len == 0) continue;
@@ -196,8 +221,7 @@ bool Lane::gather_frames(iovec* iov, size_t* n, std::vector<te::Lease>* leases) 
       iov[(*n)++] = {s->batch->notify.data() + body_skip, s->len - body_skip};
       continue;
     }
-    const StridedRows* rows = s->batch->gather_of(s);
-    if (!lease_body(s, rows, leases)) {
+    if (!verified && !lease_body(s, rows, leases)) {
       if (*n > 0) break;  // send what precedes it first
       // This side gives the connection up, the target did not: what was sent of
       // this write and those before it may still be applied after the reset.
@@ -207,20 +231,29 @@ bool Lane::gather_frames(iovec* iov, size_t* n, std::vector<te::Lease>* leases) 
     }
     if (rows && rows->width < kNarrowRowWidth) {
       append_packed(s, *rows, body_skip, iov, n);
+      if (verified) iov[*n - 1].iov_len = end - body_skip;  // (packing and digest go piece for piece)
       break;  // the buffer holds one piece: the next call goes on from there
     }
     if (rows) {
       // One iovec per row: as many as the call has room for; the next call goes on from there.
-      const uint64_t left = s->len - body_skip;
+      const uint64_t left = end - body_skip;
       if (rows->append(Batch::packed_offset(s) + body_skip, left, iov, n, kMaxRequestIov - *n) < left) break;
+      if (end < s->len) break;
       continue;
     }
-    iov[(*n)++] = {reinterpret_cast<void*>(s->local + body_skip), s->len - body_skip};
+    iov[(*n)++] = {reinterpret_cast<void*>(s->local + body_skip), end - body_skip};
+    if (end < s->len) break;
   }
   return true;
 }
 
 void Lane::append_packed(const Slice* s, const StridedRows& rows, uint64_t body_skip, iovec* iov, size_t* n) {
+  pack_rows(s, rows, body_skip);
+  const uint64_t off = body_skip - pack_from_;
+  iov[(*n)++] = {pack_.get() + off, static_cast<size_t>(pack_len_ - off)};
+}
+
+void Lane::pack_rows(const Slice* s, const StridedRows& rows, uint64_t body_skip) {
   if (pack_slice_ != s || body_skip < pack_from_ || body_skip >= pack_from_ + pack_len_) {
     if (!pack_) pack_.reset(new uint8_t[kRowBounceBytes]);
     const uint64_t left = s->len - body_skip;
@@ -231,8 +264,6 @@ void Lane::append_packed(const Slice* s, const StridedRows& rows, uint64_t body_
     pack_len_ = take;
     peer_->owner->note_rows_packed(take);
   }
-  const uint64_t off = body_skip - pack_from_;
-  iov[(*n)++] = {pack_.get() + off, static_cast<size_t>(pack_len_ - off)};
 }
 
 bool Lane::lease_body(const Slice* s, const StridedRows* rows, std::vector<te::Lease>* leases) {

@@ -17,6 +17,7 @@
 
 #include "recv_buffer.h"
 #include "served_connections.h"
+#include "te/digest.h"
 #include "transport.h"
 
 namespace tetcp {
@@ -41,7 +42,7 @@ class ServerConn : public IoHandler {
   static constexpr size_t kServerReadBuffer = 64 * 1024;
   enum State { HELLO, AUTH, READY };
   struct Out {
-    uint8_t head[kHeaderSize + 4 * kMaxSegments];  // a WRITEV answer's statuses fit
+    uint8_t head[kHeaderSize + 12 * kMaxSegments];  // a WRITEV answer's statuses and digests fit
     uint32_t head_len = 0;
     uint64_t body = 0;  // registered memory (READ responses)
     uint64_t body_len = 0;
@@ -108,6 +109,12 @@ class ServerConn : public IoHandler {
   void finish_request();
   void respond(const Header& req, int32_t status, uint64_t body = 0, uint64_t body_len = 0,
                const uint8_t* extra = nullptr, size_t extra_len = 0);
+  /** Answers a WRITE or WRITE_ROWS: with the digest of what landed when the request asked for it and it applied. */
+  void respond_write(const Header& req, int32_t status);
+  /** Starts the digest of a write body when its request asks for one and was accepted. */
+  void start_digest(int32_t status);
+  /** Feeds `len` bytes that landed at `at` (an address, or for rows a packed offset) to the body's digest. */
+  void digest_landed(uint64_t at, uint64_t len);
   void flush();
   /** The iovecs of one writev from the front of out_; false when the connection was dropped. */
   bool gather_responses(iovec* iov, size_t* count, std::vector<te::Lease>* leases);
@@ -161,9 +168,10 @@ class ServerConn : public IoHandler {
   struct WriteV {
     bool table = false;  // the table is being received (as a control body)
     std::vector<Segment> segs;
-    std::vector<int32_t> status;  // per segment: validation, then what became of its bytes
-    std::vector<int> device;      // per segment: device of its destination (kHost: host memory)
-    uint32_t at = 0;              // the segment being received
+    std::vector<int32_t> status;    // per segment: validation, then what became of its bytes
+    std::vector<int> device;        // per segment: device of its destination (kHost: host memory)
+    std::vector<uint64_t> digests;  // per segment of a verified WRITEV: the digest of what landed
+    uint32_t at = 0;                // the segment being received
   } vec_;
   // The WRITE_ROWS frame being received: its row table, then its body, whose body_dst_ is
   // then a packed offset into rows_ (not an address).
@@ -171,6 +179,9 @@ class ServerConn : public IoHandler {
   bool rows_body_ = false;   // the body goes into rows_ (DIRECT)
   StridedRows rows_;
   std::unique_ptr<uint8_t[]> row_bounce_;  // narrow rows land here first; freed when idle
+  // A verified write's body (wire.h, kFlagDigest): the digest of its bytes as they land.
+  bool digest_body_ = false;
+  te::StreamDigest rx_digest_;
   std::deque<Out> out_;
   uint64_t out_off_ = 0;
   uint8_t client_nonce_[kNonceSize];

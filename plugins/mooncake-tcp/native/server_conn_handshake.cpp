@@ -49,7 +49,7 @@ void ServerConn::finish_hello() {
   uint8_t extra[kNonceSize + 2];
   std::memcpy(extra, server_nonce_, kNonceSize);
   extra[kNonceSize] = o.secret.empty() ? 0 : 1;
-  extra[kNonceSize + 1] = kFeatureRevoke | kFeatureWriteV | kFeatureRows;
+  extra[kNonceSize + 1] = kFeatureRevoke | kFeatureWriteV | kFeatureRows | kFeatureDigest;
   Header h = cur_;
   respond(h, te::TE_OK, 0, 0, extra, sizeof extra);
   out_.back().head[24] = 0;  // addr field: our epoch

@@ -92,12 +92,15 @@ void ServerConn::read_available() {
       landed -= got;
       body_left_ -= got;
       if (mode_ == STAGED) {
+        digest_landed(reinterpret_cast<uint64_t>(rx_stage_->data() + stage_fill_), got);
         stage_fill_ += got;
         if (stage_fill_ == rx_stage_->capacity() || body_left_ == 0) {
           const bool handed_over = stage_flush();
           if (closed || handed_over) return;  // resumed (and the body finished) by on_stage_flushed
         }
       } else {
+        // Narrow rows were digested in their bounce buffer (recv_rows_bounced).
+        if (!rows_body_ || rows_.width >= kNarrowRowWidth) digest_landed(body_dst_, got);
         body_dst_ += got;
       }
       if (body_left_ != 0) break;
@@ -174,11 +177,16 @@ bool ServerConn::parse() {
         if (!landed) {
           mode_ = DRAIN;
           body_status_ = te::TE_MEMORY_NOT_REGISTERED;
+        } else if (rows_body_) {
+          if (digest_body_) rx_digest_.update(rbuf_.data(), take);  // what copy_into_rows put in the rows
+        } else {
+          digest_landed(body_dst_, take);
         }
       }  // DRAIN: the bytes stay in the scratch buffer and are dropped
       bool flush_now = false;
       if (mode_ == STAGED) {
         std::memcpy(rx_stage_->data() + stage_fill_, rbuf_.data(), take);
+        digest_landed(reinterpret_cast<uint64_t>(rx_stage_->data() + stage_fill_), take);
         stage_fill_ += take;
         flush_now = stage_fill_ == rx_stage_->capacity() || take == body_left_;
       }

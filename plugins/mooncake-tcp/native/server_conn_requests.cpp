@@ -70,6 +70,7 @@ bool ServerConn::on_write_header(const Header& h) {
 
 void ServerConn::start_write_body(uint64_t addr, uint64_t len, int32_t s) {
   body_status_ = s;
+  start_digest(s);
   int device = s == te::TE_OK ? t_->devices().device_of(addr) : kHost;
   if (device != kHost && len) {
     // Device region: receive into pinned staging, copy to the device, then acknowledge.
@@ -93,14 +94,14 @@ void ServerConn::start_write_body(uint64_t addr, uint64_t len, int32_t s) {
 // a NOTIFY is delivered.
 void ServerConn::finish_request() {
   if (cur_.op == OP_WRITE) {
-    respond(cur_, body_status_);
+    respond_write(cur_, body_status_);
   } else if (cur_.op == OP_WRITEV) {
     finish_writev_part();
   } else if (cur_.op == OP_WRITE_ROWS) {
     if (rows_table_)
       on_rows_table();
     else
-      respond(cur_, body_status_);
+      respond_write(cur_, body_status_);
   } else if (cur_.op == OP_REVOKE) {
     start_revoke(cur_);
   } else if (cur_.op == OP_NOTIFY) {

@@ -40,6 +40,7 @@ void ServerConn::on_rows_table() {
   if (s == te::TE_OK) s = t_->registry().check(cur_.span_addr, cur_.span_length, true);
   if (s == te::TE_OK && t_->devices().device_of(cur_.span_addr) != kHost) s = te::TE_MEMORY_KIND_UNSUPPORTED;
   body_status_ = s;
+  start_digest(s);
   start_body(s == te::TE_OK ? DIRECT : DRAIN, cur_.addr, len);
   if (s == te::TE_OK) {
     rows_ = rows;
@@ -75,6 +76,8 @@ ssize_t ServerConn::recv_rows_bounced(bool* unregistered, uint64_t* asked, uint6
   const ssize_t r = recv_bodies(iov, 1, want, want == body_left_, asked);
   if (r <= 0) return r;
   const uint64_t got = static_cast<uint64_t>(r) < want ? static_cast<uint64_t>(r) : want;
+  if (digest_body_)
+    rx_digest_.update(row_bounce_.get(), got);  // in the cache still, unlike the rows after streaming stores
   const uint8_t* src = row_bounce_.get();
   rows_.walk(body_dst_, got, [&](uint64_t a, uint64_t take) {
     te::streaming_copy(reinterpret_cast<uint8_t*>(a), src, take);

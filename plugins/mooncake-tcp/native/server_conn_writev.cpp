@@ -28,6 +28,7 @@ void ServerConn::on_writev_table() {
   vec_.segs.resize(n);
   vec_.status.resize(n);
   vec_.device.resize(n);
+  vec_.digests.assign(n, 0);
   for (uint32_t i = 0; i < n; ++i) {
     const Segment seg = decode_segment(ctrl_body_.data() + i * kSegmentEntry);
     // An empty segment or lengths that do not add up to the body: a malformed frame.
@@ -57,6 +58,7 @@ void ServerConn::finish_writev_part() {
     return;
   }
   vec_.status[vec_.at] = body_status_;
+  if (digest_body_ && body_status_ == te::TE_OK) vec_.digests[vec_.at] = rx_digest_.value();
   if (++vec_.at < vec_.segs.size()) {
     start_segment();
     return;
@@ -64,13 +66,21 @@ void ServerConn::finish_writev_part() {
   int32_t first = te::TE_OK;
   for (int32_t st : vec_.status)
     if (first == te::TE_OK) first = st;
-  if (first == te::TE_OK) {
+  const bool digests = (cur_.flags & kFlagDigest) != 0;
+  if (first == te::TE_OK && !digests) {
     respond(cur_, te::TE_OK);
     return;
   }
-  uint8_t statuses[4 * kMaxSegments];
-  for (size_t i = 0; i < vec_.status.size(); ++i) put32(statuses + 4 * i, static_cast<uint32_t>(vec_.status[i]));
-  respond(cur_, first, 0, 0, statuses, 4 * vec_.status.size());
+  // Statuses (after a failure), then digests (a verified frame): see wire.h.
+  uint8_t extra[12 * kMaxSegments];
+  const size_t n = vec_.status.size();
+  size_t len = 0;
+  if (first != te::TE_OK)
+    for (size_t i = 0; i < n; ++i, len += 4) put32(extra + len, static_cast<uint32_t>(vec_.status[i]));
+  if (digests)
+    for (size_t i = 0; i < n; ++i, len += 8) put64(extra + len, vec_.digests[i]);
+  respond(cur_, first, 0, 0, extra, len);
+  if (digests) out_.back().head[7] = kFlagDigest;
 }
 
 bool ServerConn::next_segments(iovec* iov, size_t* n, size_t max, uint64_t budget,

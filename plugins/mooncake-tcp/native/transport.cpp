@@ -293,10 +293,11 @@ void Transport::close_peer(uint64_t peer_id) {
 
 Status Transport::submit(uint64_t peer_id, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
                          const uint64_t* lengths, size_t n, const uint8_t* notify, size_t notify_len,
-                         uint64_t* batch_id, std::string* err, const RowArrays& rows) {
+                         uint64_t* batch_id, std::string* err, const BatchExtras& rows) {
   std::shared_ptr<Batch> b;
   Status st = new_batch(peer_id, lengths, n, notify, notify_len, &b, err);
   if (st != te::TE_OK) return st;
+  b->verify = rows.verify_writes;
   const std::shared_ptr<Peer>& p = b->peer;
   const uint32_t lanes = p->local ? 1 : static_cast<uint32_t>(p->lanes.size());
   plan_batch(b.get(), ops, local, remote, check_requests(b.get(), ops, local, remote, rows), lanes);

@@ -69,11 +69,13 @@ using EventSink = te::TransportEventSink;
  * apart; with remote_rows[i] > 1 its bytes land in that many remote rows, remote_pitches[i]
  * apart. A null pair: no request has rows on that side.
  */
-struct RowArrays {
+struct BatchExtras {
   const uint32_t* local_rows = nullptr;
   const uint64_t* local_pitches = nullptr;
   const uint32_t* remote_rows = nullptr;
   const uint64_t* remote_pitches = nullptr;
+  /** Verified writes (capabilities.verifiedWrites; wire.h, kFlagDigest). */
+  bool verify_writes = false;
 };
 
 class Transport;
@@ -99,6 +101,10 @@ struct Slice {
   uint32_t frame_n = 1;
   uint32_t head_len = kHeaderSize;
   std::unique_ptr<uint8_t[]> vhead;
+  // A verified write (Batch::verify): its body bytes digested so far, in the order sent (the
+  // lane offers the socket no byte before it is digested), and the digest once all are.
+  uint64_t digest_at = 0;
+  uint64_t digest = 0;
   const uint8_t* head() const { return vhead ? vhead.get() : hdr; }
 };
 
@@ -125,6 +131,8 @@ struct Batch {
   // (the peer did not confirm a cancel, or this side gave the connection up with them on their way).
   std::atomic<bool> remote_unconfirmed{false};
   bool has_notify = false;
+  // Its writes are verified (capabilities.verifiedWrites; wire.h, kFlagDigest).
+  bool verify = false;
   std::vector<uint8_t> notify;
   Slice notify_slice;
   std::mutex err_mu;
@@ -139,6 +147,8 @@ struct Batch {
   const StridedRows* scatter_of(const Slice* s) const {
     return s->req < scatters.size() && scatters[s->req].gathers() ? &scatters[s->req] : nullptr;
   }
+  /** Whether slice `s` is a verified write. */
+  bool verifies(const Slice* s) const { return verify && s->op == OP_WRITE; }
   /** Where slice `s`'s bytes start within its request (its packed offset). */
   static uint64_t packed_offset(const Slice* s) { return s->remote - s->span_addr; }
   void note_error(const std::string& why);
@@ -215,7 +225,7 @@ class Transport {
    */
   Status submit(uint64_t peer_id, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
                 const uint64_t* lengths, size_t n, const uint8_t* notify, size_t notify_len, uint64_t* batch_id,
-                std::string* err, const RowArrays& rows = {});
+                std::string* err, const BatchExtras& rows = {});
   /** Stops the batch: unsent slices fail with `status`, in-flight ones are awaited (bounded by the grace time). */
   void cancel(uint64_t batch_id, int32_t status);
   std::shared_ptr<Batch> take_batch(uint64_t id);
@@ -248,7 +258,7 @@ class Transport {
                    std::shared_ptr<Batch>* out, std::string* err);
   /** Sets each request's status from local checks; returns the lengths to plan (0 for a refused request). */
   std::vector<uint64_t> check_requests(Batch* b, const uint8_t* ops, const uint64_t* local, const uint64_t* remote,
-                                       const RowArrays& rows);
+                                       const BatchExtras& rows);
   /** check_requests for a gathered write: its rows set on the batch; a status. */
   int32_t check_gather(Batch* b, size_t i, uint64_t local, uint32_t rows, uint64_t pitch);
   /** check_requests for a scattered write: its remote rows set on the batch; a status. */

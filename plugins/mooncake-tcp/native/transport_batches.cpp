@@ -10,7 +10,7 @@
 namespace tetcp {
 
 std::vector<uint64_t> Transport::check_requests(Batch* b, const uint8_t* ops, const uint64_t* local,
-                                                const uint64_t* remote, const RowArrays& rows) {
+                                                const uint64_t* remote, const BatchExtras& rows) {
   // Local validation: op, length and the local range (any registered region; remote
   // ranges are validated by the target against its own registrations).
   const uint64_t* lengths = b->lengths.data();

@@ -4,7 +4,7 @@
 //     0    4 magic    "TETC" (0x43544554 read as LE u32)
 //     4    2 version  protocol version (1)
 //     6    1 op       request op, or request op | 0x80 for its response
-//     7    1 flags    reserved, 0
+//     7    1 flags    kFlagDigest on a verified write and on its answer, else 0
 //     8    4 status   int32 te status (responses), 0 in requests
 //    12    4 reserved 0
 //    16    8 id       request id, echoed by the response
@@ -49,6 +49,15 @@
 // receives the bytes straight into the rows (host memory only: MEMORY_KIND_UNSUPPORTED
 // otherwise). Answered as a WRITE. Targets say they take it in HELLO_ACK (kFeatureRows);
 // initiators send it to no other.
+// Verified writes (capabilities.verifiedWrites): a WRITE, WRITEV or WRITE_ROWS request with
+// kFlagDigest in `flags` asks the target for the 64-bit XXH3 digest (te/digest.h) of the
+// bytes that landed, taken as they landed. Its answer, when the status is OK, has kFlagDigest
+// set and the digest in `addr` (WRITE_ACK, WRITE_ROWS' answer); a WRITEV_ACK with the flag
+// carries n u64 digests, one per segment in table order, after the n int32 statuses when it
+// reports a failure (digest 0 for a failed segment). The initiator compares each with the
+// digest it took of the bytes it sent, and fails the write with DATA_CORRUPTED where they
+// differ. Targets say they take the flag in HELLO_ACK (kFeatureDigest); initiators set it
+// for no other, and a target ignores it on any other request.
 #pragma once
 
 #include <cstdint>
@@ -160,6 +169,10 @@ constexpr uint8_t kFeatureRevoke = 1;
 constexpr uint8_t kFeatureWriteV = 2;
 /** HELLO_ACK feature bit: this target takes WRITE_ROWS frames. */
 constexpr uint8_t kFeatureRows = 4;
+/** HELLO_ACK feature bit: this target answers verified writes with the digest of what landed. */
+constexpr uint8_t kFeatureDigest = 8;
+/** Header flag of a verified write and of its answer (see above). */
+constexpr uint8_t kFlagDigest = 1;
 /** Bytes of a WRITE_ROWS frame's row table (u64 width | u64 pitch). */
 constexpr size_t kRowTable = 16;
 /** Segments in one WRITEV frame at most (its table: 2 KiB; its failure answer: 256 bytes). */

@@ -15,7 +15,7 @@ flags="-std=c++17 -O1 -g -Wall -Wextra -Wno-unused-parameter -DTE_HAVE_CUDA=0"
 includes="-I$here/native -I$core/include -I$core/cuda/include -I$core/test"
 sources="$here/native/transport.cpp $here/native/transport_batches.cpp $here/native/listener.cpp $here/native/worker_pool.cpp $here/native/lane*.cpp $here/native/server_conn*.cpp $here/native/loop.cpp
   $here/native/cuda_staging.cpp $core/src/status.cpp $core/src/epoch.cpp $core/src/memory_registry.cpp
-  $core/src/slice_plan.cpp $core/src/hmac_sha256.cpp $core/cuda/src/errors.cpp $core/cuda/src/driver.cpp
+  $core/src/slice_plan.cpp $core/src/hmac_sha256.cpp $core/src/digest.cpp $core/cuda/src/errors.cpp $core/cuda/src/driver.cpp
   $core/cuda/src/device.cpp $here/test/native/tcp_core_test.cpp $here/test/native/control_order_test.cpp
   $here/test/native/receive_path_test.cpp $here/test/native/loop_test.cpp $here/test/native/writev_test.cpp
   $here/test/native/gather_rows_test.cpp $here/test/native/scatter_rows_test.cpp"

@@ -53,6 +53,9 @@ export default definePlugin({
     // remote rows is received straight into them (WRITE_ROWS): no staging copy on either side.
     gatherWrites: true,
     scatterWrites: true,
+    // An XXH3 digest of each write's bytes as sent and as landed, compared before the write
+    // is done (wire.h, kFlagDigest).
+    verifiedWrites: true,
   },
   options: tcpOptions,
   probe,

@@ -49,6 +49,7 @@ export class MooncakeTcpTransport extends NativeTransportBase<NativeTcpTransport
   readonly #endpoint: TcpEndpoint;
   protected override readonly gathersWrites = true;
   protected override readonly scattersWrites = true;
+  protected override readonly verifiesWrites = true;
 
   constructor(context: TransportContext, options: TcpOptions) {
     const native = loadBinding();

@@ -16,8 +16,20 @@ export interface Frame {
 /**
  * A target that speaks mooncake-tcp by hand: it answers HELLO with `features`, records every
  * request frame, and refuses the writes whose address `refuse` names (ADDRESS_OUT_OF_RANGE).
+ * A verified WRITE (flags bit 1) is answered with `digest`: a wrong digest, or none at all.
  */
-export async function recordingTarget(features: number, refuse: (addr: bigint) => boolean) {
+/** A WRITE's answer: refused (ADDRESS_OUT_OF_RANGE) or OK; a verified one's with a wrong digest, or without one. */
+function writeAnswer(id: bigint, refused: boolean, digest: 'wrong' | 'none' | undefined): Buffer {
+  const h = header(OP.WRITE | OP.RESPONSE, { id });
+  h.writeInt32LE(refused ? NATIVE_STATUS.ADDRESS_OUT_OF_RANGE : 0, 8);
+  if (digest === 'wrong') {
+    h[7] = 1; // kFlagDigest
+    h.writeBigUInt64LE(0x1234n, 24);
+  }
+  return h;
+}
+
+export async function recordingTarget(features: number, refuse: (addr: bigint) => boolean, answers: { digest?: 'wrong' | 'none' } = {}) {
   const frames: Frame[] = [];
   const epoch = randomBytes(8).readBigUInt64LE() | 1n;
   const sockets = new Set<Socket>();
@@ -34,6 +46,7 @@ export async function recordingTarget(features: number, refuse: (addr: bigint) =
         if (buf.length < HEADER) return;
         const length = Number(buf.readBigUInt64LE(32));
         const op = buf[6]!;
+        const flags = buf[7]!;
         const bodyLen = op === OP.READ ? 0 : length;
         if (buf.length < HEADER + bodyLen) return;
         const id = buf.readBigUInt64LE(16);
@@ -50,9 +63,7 @@ export async function recordingTarget(features: number, refuse: (addr: bigint) =
         }
         if (op === OP.WRITE) {
           frames.push({ op, segments: [{ addr, length: BigInt(length) }], connection });
-          const h = header(OP.WRITE | OP.RESPONSE, { id });
-          h.writeInt32LE(refuse(addr) ? NATIVE_STATUS.ADDRESS_OUT_OF_RANGE : 0, 8);
-          socket.write(h);
+          socket.write(writeAnswer(id, refuse(addr), (flags & 1) !== 0 ? answers.digest : undefined));
         } else if (op === OP.WRITEV) {
           const n = Number(addr);
           const segments = Array.from({ length: n }, (_, i) => ({

@@ -2,7 +2,7 @@ import { TransferError } from '../errors/transfer-error.js';
 import { OP_READ, OP_WRITE, type TransferBatch } from '../spi/batch.js';
 
 /** Checks a batch's shape once, in JS, so native code receives clean arrays. */
-export function checkBatch(batch: TransferBatch): { hasRead: boolean; gathers: boolean; scatters: boolean } {
+export function checkBatch(batch: TransferBatch): { hasRead: boolean; gathers: boolean; scatters: boolean; verifies: boolean } {
   if (typeof batch !== 'object' || batch === null) throw new TransferError('INVALID_ARGUMENT', 'Expected a batch {opcodes, localAddrs, remoteAddrs, lengths}');
   const { opcodes, localAddrs, remoteAddrs, lengths } = batch;
   if (!(opcodes instanceof Uint8Array)) throw new TransferError('INVALID_ARGUMENT', 'Expected `batch.opcodes` to be a Uint8Array');
@@ -21,7 +21,11 @@ export function checkBatch(batch: TransferBatch): { hasRead: boolean; gathers: b
     if (op === OP_READ) hasRead = true;
     else if (op !== OP_WRITE) throw new TransferError('INVALID_ARGUMENT', `\`batch.opcodes[${i}]\` is ${op}; expected 0 (read) or 1 (write)`);
   }
-  return { hasRead, gathers: checkRows(batch, 'local'), scatters: checkRows(batch, 'remote') };
+  const verifies = batch.verifyWrites ?? false;
+  if (typeof verifies !== 'boolean') throw new TransferError('INVALID_ARGUMENT', `Expected \`batch.verifyWrites\` to be a boolean, got ${typeof verifies}`);
+  if (verifies && hasRead)
+    throw new TransferError('INVALID_ARGUMENT', '`batch.verifyWrites` verifies writes only; this batch has reads (send them in a batch of their own)');
+  return { hasRead, gathers: checkRows(batch, 'local'), scatters: checkRows(batch, 'remote'), verifies };
 }
 
 /**

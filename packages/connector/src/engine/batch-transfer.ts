@@ -126,6 +126,12 @@ function checkCapabilities(route: Route, batch: TransferBatch, shape: BatchShape
       'This transport does not write into remote rows (capabilities.scatterWrites is not set); send contiguous requests',
       { plugin: route.via.name },
     );
+  if (shape.verifies && !caps.verifiedWrites)
+    throw new TransferError(
+      'UNSUPPORTED_CAPABILITY',
+      'This transport does not verify writes (capabilities.verifiedWrites is not set); send the batch without `verifyWrites`, or checksum the bytes yourself',
+      { plugin: route.via.name },
+    );
   const { hasRead } = shape;
   if (hasRead && !caps.read) {
     const reads = route.indexes ? [...route.indexes].some((i) => batch.opcodes[i] === 0) : true;

@@ -137,22 +137,25 @@ export function planRoutes(batch: TransferBatch, memory: MemoryMap, peer: PeerRo
   return { routes, refused };
 }
 
-/** The capabilities of a transport that moves strided rows: from local rows, into remote rows. */
-export type RowCapability = 'gatherWrites' | 'scatterWrites';
+/** Capabilities of a transport a caller shapes its writes by: strided rows (from local rows, into remote rows), verified writes. */
+export type WriteCapability = 'gatherWrites' | 'scatterWrites' | 'verifiedWrites';
 
 /**
  * Whether a write from `at.local` to the peer's `at.remote` would route through a transport
- * that declares `capability`, the rows' side being host memory (rows are host memory only).
+ * that declares `capability`; for rows, the rows' side must be host memory (rows are host
+ * memory only).
  */
-export function routesRows(
+export function routesWith(
   memory: MemoryMap,
   peer: PeerRouting,
   candidates: readonly EngineTransport[],
   at: { local: bigint; remote: bigint },
-  capability: RowCapability,
+  capability: WriteCapability,
 ): boolean {
-  const device = capability === 'gatherWrites' ? memory.find(at.local, 1n)?.device : findBuffer(peer.sortedBuffers, at.remote)?.device;
-  if (memoryKindOf(device ?? 'cpu') !== 'cpu') return false;
+  if (capability !== 'verifiedWrites') {
+    const device = capability === 'gatherWrites' ? memory.find(at.local, 1n)?.device : findBuffer(peer.sortedBuffers, at.remote)?.device;
+    if (memoryKindOf(device ?? 'cpu') !== 'cpu') return false;
+  }
   try {
     const { routes } = planRoutes(batchOf([{ op: 'write', local: at.local, remote: at.remote, length: 1 }]), memory, peer, candidates);
     return routes.length === 1 && routes[0]!.via.plugin.capabilities[capability] === true;

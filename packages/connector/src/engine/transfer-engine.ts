@@ -21,7 +21,7 @@ import type { AllocatedHandle, CreateEngineOptions, MemoryHandle, MemoryTarget, 
 import { registeringTransports, registers, registrationRequest, toBigInt } from './registration-request.js';
 import { RegionPins, beforeDeadline } from './watchdog.js';
 import { startMetricLog } from '../metrics/periodic-log.js';
-import { commonTransports, routesRows, type EngineTransport, type RowCapability } from './router.js';
+import { commonTransports, routesWith, type EngineTransport, type WriteCapability } from './router.js';
 
 export type { AllocatedHandle, CreateEngineOptions, MemoryHandle, MemoryTarget, RegisterOptions, TransferOptions } from './engine-api.js';
 
@@ -123,8 +123,7 @@ export class TransferEngine {
 
   /**
    * Registers memory with every transport that handles its kind and publishes it to peers.
-   * A JS buffer is kept alive until `unregisterMemory`; raw addresses (GPU pointers) need
-   * `length` and `device`.
+   * A JS buffer is kept alive until `unregisterMemory`; raw addresses (GPU pointers) need `length` and `device`.
    */
   async registerMemory(target: MemoryTarget, options: RegisterOptions = {}): Promise<MemoryHandle> {
     this.assertOpen();
@@ -248,8 +247,7 @@ export class TransferEngine {
    * The JS bytes behind registered host memory [addr, addr + length), when the region was
    * registered from a JS buffer (or allocated by `allocateMemory` as one); undefined for
    * memory registered by address or device memory. Native helpers that copy locally (the
-   * staging copier) find the region's real address from it: a transport written in
-   * JavaScript names JS buffers by addresses of its own.
+   * staging copier) find the region's real address from it: a transport written in JavaScript names JS buffers by addresses of its own.
    */
   hostView(addr: bigint, length: bigint): Uint8Array | undefined {
     const r = this.memory.find(addr, length);
@@ -362,25 +360,29 @@ export class TransferEngine {
   }
 
   /**
-   * Whether a write from local `local` to the peer's `remote` would go through a transport
-   * that gathers rows (`capabilities.gatherWrites`), so a caller can send strided rows as
-   * gathered writes rather than copy them into staging memory first. Fetches the peer's
-   * descriptor if it is not cached; false when no transport routes such a write.
+   * Whether a write from local `local` to the peer's `remote` would go through a transport that gathers rows
+   * (`capabilities.gatherWrites`), so a caller can send strided rows as gathered writes rather than copy them into
+   * staging memory first. Fetches the peer's descriptor if it is not cached; false when no transport routes such a write.
    */
   async gathersWrites(segment: string, local: bigint, remote: bigint): Promise<boolean> {
-    return this.routesRows(segment, local, remote, 'gatherWrites');
+    return this.routesWith(segment, local, remote, 'gatherWrites');
   }
 
   /** As gathersWrites, for writes into strided rows of the peer's memory (`capabilities.scatterWrites`). */
   async scattersWrites(segment: string, local: bigint, remote: bigint): Promise<boolean> {
-    return this.routesRows(segment, local, remote, 'scatterWrites');
+    return this.routesWith(segment, local, remote, 'scatterWrites');
   }
 
-  private async routesRows(segment: string, local: bigint, remote: bigint, capability: RowCapability): Promise<boolean> {
+  /** As gathersWrites, for verified writes (`capabilities.verifiedWrites`): the caller may then set `TransferBatch.verifyWrites`. */
+  async verifiesWrites(segment: string, local: bigint, remote: bigint): Promise<boolean> {
+    return this.routesWith(segment, local, remote, 'verifiedWrites');
+  }
+
+  private async routesWith(segment: string, local: bigint, remote: bigint, capability: WriteCapability): Promise<boolean> {
     this.assertOpen();
     const state = await this.peers.state(checkSegmentName(segment));
-    const candidates = (state.candidates ??= commonTransports(this.held, state.descriptor, this.config.forceTcp));
-    return routesRows(this.memory, state.routing, candidates, { local, remote }, capability);
+    state.candidates ??= commonTransports(this.held, state.descriptor, this.config.forceTcp);
+    return routesWith(this.memory, state.routing, state.candidates, { local, remote }, capability);
   }
 
   /** Drops what is cached about a peer (descriptor, transport connections). */

@@ -1,6 +1,6 @@
 import { NATIVE_STATUS, type TransferErrorCode } from '../errors/codes.js';
 import { TransferError } from '../errors/transfer-error.js';
-import type { BatchResult, Notification, SubmitOptions, TransferBatch } from '../spi/batch.js';
+import { OP_WRITE, type BatchResult, type Notification, type SubmitOptions, type TransferBatch } from '../spi/batch.js';
 import type { SegmentDescriptor } from '../spi/descriptor.js';
 import type { RegisterRequest, TransportRegistration, WireValue } from '../spi/memory.js';
 import type { Transport, TransportContext, TransportPeer } from '../spi/transport.js';
@@ -48,6 +48,8 @@ export interface NativeTransportHandle {
     /** Scattered writes (TransferBatch.remoteRows), passed only to a transport that declares `scatterWrites`. */
     remoteRows?: Uint32Array,
     remotePitches?: BigUint64Array,
+    /** Verified writes (TransferBatch.verifyWrites), passed only to a transport that declares `verifiedWrites`. */
+    verifyWrites?: boolean,
   ): number;
   cancel(batchId: number, status: number): void;
   /** Stops the transport on a worker thread; pending batches complete (ABORTED) first. */
@@ -126,9 +128,35 @@ export abstract class NativeTransportBase<N extends NativeTransportHandle> imple
       this.checkBatch(p, batch, options);
       const [rows, pitches] = this.rowsOf(batch, 'local');
       const [into, intoPitches] = this.rowsOf(batch, 'remote');
-      const id = into
-        ? this.native.submit(p.id, batch.opcodes, batch.localAddrs, batch.remoteAddrs, batch.lengths, options.notify ?? null, rows, pitches, into, intoPitches)
-        : this.native.submit(p.id, batch.opcodes, batch.localAddrs, batch.remoteAddrs, batch.lengths, options.notify ?? null, rows, pitches);
+      const verify = this.verifyOf(batch);
+      const id = verify
+        ? this.native.submit(
+            p.id,
+            batch.opcodes,
+            batch.localAddrs,
+            batch.remoteAddrs,
+            batch.lengths,
+            options.notify ?? null,
+            rows,
+            pitches,
+            into,
+            intoPitches,
+            true,
+          )
+        : into
+          ? this.native.submit(
+              p.id,
+              batch.opcodes,
+              batch.localAddrs,
+              batch.remoteAddrs,
+              batch.lengths,
+              options.notify ?? null,
+              rows,
+              pitches,
+              into,
+              intoPitches,
+            )
+          : this.native.submit(p.id, batch.opcodes, batch.localAddrs, batch.remoteAddrs, batch.lengths, options.notify ?? null, rows, pitches);
       return this.#batches.track(id, p.segment, options);
     } catch (error) {
       return Promise.reject(error);
@@ -165,6 +193,17 @@ export abstract class NativeTransportBase<N extends NativeTransportHandle> imple
   protected readonly gathersWrites: boolean = false;
   /** Whether the addon writes into remote rows (`capabilities.scatterWrites`); a transport that does sets it. */
   protected readonly scattersWrites: boolean = false;
+  /** Whether the addon verifies writes (`capabilities.verifiedWrites`); a transport that does sets it. */
+  protected readonly verifiesWrites: boolean = false;
+
+  /** Whether to ask native code to verify the batch's writes; refused unless the addon does. */
+  private verifyOf(batch: TransferBatch): boolean {
+    if (batch.verifyWrites === undefined || batch.verifyWrites === false) return false;
+    if (batch.verifyWrites !== true) throw this.fail('INVALID_ARGUMENT', '`verifyWrites` must be a boolean');
+    if (!this.verifiesWrites) throw this.fail('UNSUPPORTED_CAPABILITY', `${this.plugin} does not verify writes (capabilities.verifiedWrites)`);
+    if (batch.opcodes.some((op) => op !== OP_WRITE)) throw this.fail('INVALID_ARGUMENT', '`verifyWrites` verifies writes only; this batch has reads');
+    return true;
+  }
 
   /**
    * One side's rows and pitches to hand native code: none for a batch without rows there

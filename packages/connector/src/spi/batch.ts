@@ -33,6 +33,14 @@ export interface TransferBatch {
    */
   remoteRows?: Uint32Array;
   remotePitches?: BigUint64Array;
+  /**
+   * Verified writes (only to transports whose capabilities say `verifiedWrites`; writes
+   * only): each write is reported done only once the peer showed that the bytes that landed
+   * are the bytes sent, by a digest taken on each side as the bytes pass; where they differ
+   * the write fails with DATA_CORRUPTED. What a transport covers (the wire, its own copies)
+   * is in its documentation.
+   */
+  verifyWrites?: boolean;
 }
 
 export interface TransferRequest {
@@ -135,6 +143,7 @@ export function selectRequests(batch: TransferBatch, indexes: Uint32Array): Tran
   }
   if (batch.localRows && batch.localPitches) [out.localRows, out.localPitches] = [pick(batch.localRows, indexes), pick(batch.localPitches, indexes)];
   if (batch.remoteRows && batch.remotePitches) [out.remoteRows, out.remotePitches] = [pick(batch.remoteRows, indexes), pick(batch.remotePitches, indexes)];
+  if (batch.verifyWrites) out.verifyWrites = true;
   return out;
 }
 

@@ -34,6 +34,13 @@ export interface TransportCapabilities {
    */
   scatterWrites?: boolean;
   /**
+   * Whether the transport verifies writes (`TransferBatch.verifyWrites`): a digest of the
+   * bytes sent, compared with one of the bytes that landed, before the write is reported
+   * done (DATA_CORRUPTED where they differ). Absent means no, and the engine refuses such a
+   * batch before the transport sees it.
+   */
+  verifiedWrites?: boolean;
+  /**
    * Whether the transport moves only memory its own allocator handed out (a pre-registered
    * pool). The engine's `allocateMemory` asks such a transport first, so an engine that
    * also holds a transport whose allocator merely speeds things up (mooncake-shm's shared
@@ -48,6 +55,7 @@ export function describeCapabilities(c: TransportCapabilities): string {
   if (c.rawAddresses) bits.push('raw-addresses');
   if (c.gatherWrites) bits.push('gather-writes');
   if (c.scatterWrites) bits.push('scatter-writes');
+  if (c.verifiedWrites) bits.push('verified-writes');
   if (c.ownMemoryOnly) bits.push('own-memory-only');
   bits.push(`inflight=${c.maxInFlight}`);
   return bits.join(' ');

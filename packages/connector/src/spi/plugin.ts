@@ -89,7 +89,7 @@ export function validatePlugin(candidate: unknown, source: string): TransportPlu
     for (const flag of ['read', 'notifications', 'rawAddresses'] as const) {
       if (typeof c[flag] !== 'boolean') problems.push(`\`capabilities.${flag}\` must be a boolean`);
     }
-    for (const flag of ['gatherWrites', 'scatterWrites', 'ownMemoryOnly'] as const)
+    for (const flag of ['gatherWrites', 'scatterWrites', 'verifiedWrites', 'ownMemoryOnly'] as const)
       if (c[flag] !== undefined && typeof c[flag] !== 'boolean') problems.push(`\`capabilities.${flag}\` must be a boolean when given`);
     if (!Number.isInteger(c.maxInFlight) || c.maxInFlight < 1) problems.push('`capabilities.maxInFlight` must be a positive integer');
   }

@@ -62,11 +62,13 @@ export interface CreateKVManagerOptions {
   /** The staging path of heterogeneous TP: gather/scatter of head slices (see docs/disagg.md). */
   staging?: StagingOptions;
   /**
-   * Prefill: a CRC-32 of every whole KV page (and aux slot) written, sent with the Success
-   * report and checked by the decode before Success (DATA_CORRUPTED on a mismatch). Host
-   * memory, whole-page writes. Default: TE_KV_CHECKSUMS=1.
+   * Prefill: end-to-end integrity of the KV, state and aux it writes (DATA_CORRUPTED on a
+   * mismatch, on both sides, before Success). `true`: KV through the transport's verified
+   * writes (a digest of the bytes as sent and as landed) where the transport to a decode
+   * rank offers them and no staging copy is involved, else per-page CRC32C checked by the
+   * decode; `'pages'`: per-page CRC32C always. Default: TE_KV_CHECKSUMS (1 or pages).
    */
-  checksums?: boolean;
+  checksums?: boolean | 'pages';
 }
 
 /** The KV contract's manager, plus what a deployment needs to see. */

@@ -19,9 +19,26 @@ import { planSliceCopy, type HeadSlice, type SliceCopy } from '../plan/slice-cop
  * state buffer (a Mamba slot's shard, or the whole slot); aux: the whole slot.
  */
 
-/** Whether KV checksums are on: the option, else TE_KV_CHECKSUMS=1. */
-export function checksumsEnabled(option: boolean | undefined, env: NodeJS.ProcessEnv = process.env): boolean {
-  return option ?? /^(1|true|on)$/i.test(env.TE_KV_CHECKSUMS ?? '');
+/**
+ * How KV integrity is checked: `off`; `pages` (the CRC32C pieces below, always); `auto` (on:
+ * where the transport to a decode rank verifies writes and the room's KV passes through no
+ * staging copy, the transport's digests, taken as the bytes are sent and as they land
+ * (transfer-verified.ts); elsewhere pages).
+ */
+export type ChecksumMode = 'off' | 'pages' | 'auto';
+
+/** The checksum mode: the option (true: auto), else TE_KV_CHECKSUMS (1/true/on: auto, pages), else off. */
+export function checksumMode(option: boolean | 'pages' | undefined, env: NodeJS.ProcessEnv = process.env): ChecksumMode {
+  if (option === 'pages') return 'pages';
+  if (option !== undefined) return option ? 'auto' : 'off';
+  const v = env.TE_KV_CHECKSUMS ?? '';
+  if (/^pages$/i.test(v)) return 'pages';
+  return /^(1|true|on)$/i.test(v) ? 'auto' : 'off';
+}
+
+/** Whether KV checksums are on (either mode): the option, else TE_KV_CHECKSUMS. */
+export function checksumsEnabled(option: boolean | 'pages' | undefined, env: NodeJS.ProcessEnv = process.env): boolean {
+  return checksumMode(option, env) !== 'off';
 }
 
 /** Host views of a buffer table's buffers (undefined where one is not host memory this engine can read). */

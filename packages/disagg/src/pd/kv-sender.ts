@@ -2,10 +2,11 @@ import { KVStatus, StatusCell, TransferError, isTransferError, untilSettled, typ
 import { MSG, PD_PROTOCOL_VERSION, type StatusMessage, type SumsMessage } from '../protocol/messages.js';
 import type { Destination } from './destination.js';
 import { planAux, planState } from './transfer-plan.js';
-import { writeKv } from './kv-write.js';
+import { writeKv, type KvWrite } from './kv-write.js';
 import type { PrefillRoomContext, RoomRequest } from './room-context.js';
 import { withRoom } from './room-error.js';
 import { SenderChecksums, alongside } from './sender-checksums.js';
+import { TransferVerification, namedCorruption, verifiedBatch } from './transfer-verified.js';
 
 const CONNECTION_CODES = new Set(['CONNECTION_LOST', 'PEER_UNREACHABLE', 'PEER_FAILED', 'STALE_DESCRIPTOR', 'AUTH_FAILED']);
 /** A control request that got no answer (which a repeat may get), not a refusal. */
@@ -29,6 +30,8 @@ export class PrefillSender implements KVSender {
   private reporting = false;
   /** KV checksums per decode rank, when the rank has them on. */
   private readonly checksums = new SenderChecksums();
+  /** Decode ranks whose KV the transport verifies instead (checksums on; see transfer-verified.ts). */
+  private readonly verification = new TransferVerification();
   private chain: Promise<void> = Promise.resolve();
   /** Set while the room goes layer by layer (see layerwise.ts). */
   private layerwise: LayerwiseState | undefined;
@@ -171,29 +174,35 @@ export class PrefillSender implements KVSender {
   }
 
   /** A chunk (or layers) of this room's KV to one decode rank, by the route the layouts allow (kv-write.ts). */
-  private writeKv(rr: RoomRequest, pages: Uint32Array, firstPage: number, layers?: ArrayLike<number>): Promise<void> {
+  private async writeKv(rr: RoomRequest, pages: Uint32Array, firstPage: number, layers?: ArrayLike<number>): Promise<void> {
     const r = this.ctx;
+    const w: KvWrite = {
+      source: r.source,
+      dest: rr.dest,
+      req: rr.req,
+      srcPages: pages,
+      firstPage,
+      ...(layers ? { layers } : {}),
+      room: this.room,
+      prefillTpRank: r.source.layout.attnTpRank,
+      prefillPpRank: r.source.layout.ppRank,
+      engine: r.engine,
+      timeoutMs: r.timeouts.transferMs,
+      submit: (batch) => this.submit(rr.dest, batch),
+      staging: r.staging,
+      signal: this.stop.signal,
+    };
+    if (await this.verification.verifies(r, w)) {
+      // The transport compares digests of the bytes sent and landed: no page checksums.
+      const attention = r.source.buffers.attention;
+      return writeKv({
+        ...w,
+        submit: (batch) =>
+          this.submit(rr.dest, verifiedBatch(batch)).catch((e: unknown) => Promise.reject(namedCorruption(e, batch, rr.dest, attention, this.room))),
+      });
+    }
     // The checksums read the source pages beside the write, on native threads.
-    const sums = this.checksums.record(r, rr, pages, firstPage, layers);
-    return alongside(
-      sums,
-      writeKv({
-        source: r.source,
-        dest: rr.dest,
-        req: rr.req,
-        srcPages: pages,
-        firstPage,
-        ...(layers ? { layers } : {}),
-        room: this.room,
-        prefillTpRank: r.source.layout.attnTpRank,
-        prefillPpRank: r.source.layout.ppRank,
-        engine: r.engine,
-        timeoutMs: r.timeouts.transferMs,
-        submit: (batch) => this.submit(rr.dest, batch),
-        staging: r.staging,
-        signal: this.stop.signal,
-      }),
-    );
+    return alongside(this.checksums.record(r, rr, pages, firstPage, layers), writeKv(w));
   }
 
   private async submit(dest: Destination, batch: TransferBatch): Promise<void> {
@@ -284,6 +293,7 @@ export class PrefillSender implements KVSender {
       if (this.mayStillLand.has(rr.dest.segment)) msg.pagesMayBeWritten = true;
     } else {
       await this.checksums.addTo(msg, this.ctx, rr, this.sentPages, this.auxIndex);
+      if (await this.verification.verified(rr.dest)) msg.kvVerifiedInTransfer = true;
     }
     return this.ctx.engine.controlClient(rr.dest.segment).request(MSG.status, msg, this.ctx.timeouts.heartbeatMs * 2);
   }

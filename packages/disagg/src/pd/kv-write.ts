@@ -232,6 +232,19 @@ function refusedUnsent(e: unknown): boolean {
 }
 
 /**
+ * Whether this write's bytes go through the transport alone, with no staging copy on either
+ * side, so that the transport's verified writes cover them from the prefill's pages to the
+ * decode's: whole pages and HND slices (direct), today's per-token planner (classic), and
+ * slices the transport gathers itself. Slices the decode interleaves can fall back to its
+ * ring in the middle of a room, and slices gathered in staging pass the copier: no.
+ */
+export async function movesOnlyThroughTransport(w: KvWrite): Promise<boolean> {
+  const plan = planKvWrite(w);
+  if (plan.route === 'classic' || plan.route === 'direct') return true;
+  return plan.route === 'gather' && (await transportMovesRows(w, plan.set!, plan.route));
+}
+
+/**
  * Writes a room's KV pages to one decode rank by the best route the two layouts allow:
  * whole ranges straight from the pages, head slices gathered by the transport (or in staging) and written as
  * whole destination ranges, or (slices the decode must interleave) written into the

@@ -23,7 +23,7 @@ import { PrefillRoomTable } from './prefill-rooms.js';
 import type { EndedPrefillRoom, PrefillRoomContext, RoomRequest } from './room-context.js';
 import { tableOf } from './local-buffers.js';
 import { REFUSAL_CODES } from './refusal.js';
-import { checksumsEnabled, viewsOf } from './kv-checksum.js';
+import { checksumMode, viewsOf } from './kv-checksum.js';
 import type { PDTimeouts } from './timeouts.js';
 import { waitAtMost } from '../shared/wait-at-most.js';
 import type { SourceSide } from './transfer-plan.js';
@@ -39,8 +39,8 @@ export interface PrefillRankLimits {
   staging?: ResolvedStaging;
   /** Debug lines (staging fallbacks). */
   log?: (message: string) => void;
-  /** KV checksums with each Success report (default: TE_KV_CHECKSUMS; see kv-checksum.ts). */
-  checksums?: boolean;
+  /** KV integrity checks (default: TE_KV_CHECKSUMS; see kv-checksum.ts): true (the transport's digests where they cover a write, else page checksums), 'pages', false. */
+  checksums?: boolean | 'pages';
 }
 
 /**
@@ -82,7 +82,8 @@ export class PrefillRank {
       span: { firstLayer: buffers.firstLayer ?? 0, layers: buffers.numLayers },
     };
     this.staging = new PrefillStaging(engine, limits.staging ?? resolveStaging(), this.source.kv, buffers.device, limits.log ?? (() => undefined));
-    const views = checksumsEnabled(limits.checksums) ? viewsOf(engine, this.source.kv) : undefined;
+    const mode = checksumMode(limits.checksums);
+    const views = mode !== 'off' ? viewsOf(engine, this.source.kv) : undefined;
     this.checksumViews = views?.every((v) => v !== undefined) ? (views as Uint8Array[]) : undefined;
     this.roomContext = {
       engine,
@@ -90,6 +91,7 @@ export class PrefillRank {
       source: this.source,
       staging: this.staging,
       checksumViews: this.checksumViews,
+      checksums: mode,
       markFailed: (dest, error) => this.markFailed(dest, error),
       ended: (room) => this.forget(room),
     };

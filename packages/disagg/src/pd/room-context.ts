@@ -6,6 +6,7 @@ import type { HeadSlice } from '../plan/slice-copy.js';
 import type { RequestMessage } from '../protocol/messages.js';
 import type { DecodeLayout } from './decode-layout.js';
 import type { Destination } from './destination.js';
+import type { ChecksumMode } from './kv-checksum.js';
 import type { KvStaging } from './kv-write.js';
 import type { PDTimeouts } from './timeouts.js';
 import type { SourceSide } from './transfer-plan.js';
@@ -41,6 +42,8 @@ export interface PrefillRoomContext {
   readonly staging: KvStaging;
   /** Host views of the KV buffers when checksums are on (see kv-checksum.ts). */
   readonly checksumViews: Uint8Array[] | undefined;
+  /** How KV integrity is checked (see kv-checksum.ts). */
+  readonly checksums: ChecksumMode;
   /** A destination that failed at the connection level: its later rooms fail fast until it registers again. */
   markFailed(dest: Destination, error: TransferError): void;
   /** Completion: the room succeeded, or failed and every write of it settled. */

@@ -112,6 +112,8 @@ export const StatusSchema = Type.Object({
   checksumLayers: Type.Optional(Type.Object({ first: Int(0), count: Int(1, 4096) })),
   /** Success only, with KV checksums on: a CRC32C of the aux slot written, per aux buffer. */
   auxCrc32c: Type.Optional(Uint32ArrayType()),
+  /** The room's KV to this rank went as verified writes (the transport compared digests of what was sent and what landed) instead of with kvCrc32c. */
+  kvVerifiedInTransfer: Type.Optional(Type.Literal(true)),
   /** Success only, with KV checksums on: a CRC32C per state buffer written (`stateBuffers`, the decode's) per state slot of the room, buffer-major. */
   stateCrc32c: Type.Optional(Uint32ArrayType()),
   stateBuffers: Type.Optional(Uint32ArrayType()),

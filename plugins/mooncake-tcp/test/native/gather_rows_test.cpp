@@ -92,7 +92,7 @@ void gathered_batch_lands(bool coalesce) {
   uint64_t id = 0;
   std::string err;
   CHECK(init.t->submit(peer, ops.data(), local.data(), remote.data(), len.data(), kN, nullptr, 0, &id, &err,
-                       tetcp::RowArrays{rows.data(), pitch.data()}) == te::TE_OK);
+                       tetcp::BatchExtras{rows.data(), pitch.data()}) == te::TE_OK);
   CHECK(init.wait(Event::BATCH, id, &e));
   auto b = init.t->take_batch(id);
   CHECK(b != nullptr);

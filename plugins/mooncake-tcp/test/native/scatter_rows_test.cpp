@@ -85,7 +85,7 @@ void scattered_batch_lands(bool coalesce) {
   uint64_t id = 0;
   std::string err;
   CHECK(init.t->submit(peer, ops.data(), local.data(), remote.data(), len.data(), kN, nullptr, 0, &id, &err,
-                       RowArrays{lrows.data(), lpitch.data(), rrows.data(), rpitch.data()}) == te::TE_OK);
+                       BatchExtras{lrows.data(), lpitch.data(), rrows.data(), rpitch.data()}) == te::TE_OK);
   CHECK(init.wait(Event::BATCH, id, &e));
   auto b = init.t->take_batch(id);
   CHECK(b != nullptr);
