@@ -22,6 +22,9 @@
 
 namespace tetcp {
 
+/** A verified write's body is received at most this much at a time, so its digest reads it from the cache. */
+constexpr uint64_t kDigestReceive = 256 * 1024;
+
 class ServerConn : public IoHandler {
  public:
   /** `address`: the initiator's IP address, counted against the per-address cap until dropped. */
