@@ -73,6 +73,8 @@ test('abort() on the prefill while its Success report is on its way: both sides 
     await receiver.init(Uint32Array.of(5, 6, 7), 2);
     const sending = sender.send(pages, { last: true }).catch((e: Error) => e);
     await reached;
+    // (With checksums on, the decode checks aux and state before it records Success.)
+    await receiver.cell.reached(KVStatus.Success, { timeoutMs: 10_000 });
     assert.is(receiver.status, KVStatus.Success, 'the decode recorded Success');
     const aborting = sender.abort('the client went away');
     await sleep(50);
