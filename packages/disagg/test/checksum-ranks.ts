@@ -13,8 +13,8 @@ export type Rank = { engine: TransferEngine; manager: DisaggKVManager; memory: A
 
 export interface RanksOptions {
   model: ModelSpec;
-  /** The flipping fake transport instead of mooncake-tcp ('verifying': declaring verified writes). */
-  fake?: boolean | 'verifying';
+  /** The flipping fake transport instead of mooncake-tcp ('verifying': declaring verified writes; 'refusing': declaring them and refusing them unsent). */
+  fake?: boolean | 'verifying' | 'refusing';
   checksums?: boolean | 'pages';
   prefillSide?: PageSide;
   decodeSide?: PageSide;
@@ -29,7 +29,10 @@ export async function withRanks(
   try {
     await body(async (role, l) => {
       const engine = o.fake
-        ? await createTransferEngine({ connector: 'flip-fabric' }, { registry: flippingRegistry(o.fake === 'verifying') })
+        ? await createTransferEngine(
+            { connector: 'flip-fabric' },
+            { registry: flippingRegistry(o.fake === 'verifying' || o.fake === 'refusing' ? (o.fake === 'refusing' ? 'refusing' : true) : false) },
+          )
         : await createTransferEngine(TCP_CONFIG);
       const memory = await allocateRank(engine, o.model, l, (role === 'prefill' ? o.prefillSide : o.decodeSide) ?? {});
       const manager = await createKVManager({

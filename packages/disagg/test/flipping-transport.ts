@@ -19,8 +19,24 @@ import { FakeFaults, FakeTransport, fakeBytesAt } from '@te/testkit';
 
 export const flip: { armed: boolean; at?: (addr: bigint) => void; when?: (remote: bigint, length: bigint) => boolean } = { armed: false };
 
+/** Verified-write batches refused unsent (the 'refusing' registry: a peer of an earlier build). */
+export const refusals = { count: 0 };
+
 class FlippingTransport extends FakeTransport {
+  constructor(
+    name: string,
+    context: TransportContext,
+    faults: FakeFaults,
+    private readonly refusing: boolean,
+  ) {
+    super(name, context, faults);
+  }
+
   override async submit(peer: TransportPeer, batch: TransferBatch, options: SubmitOptions): Promise<BatchResult> {
+    if (this.refusing && batch.verifyWrites) {
+      refusals.count++;
+      return { statuses: new Int32Array(batch.opcodes.length).fill(NATIVE_STATUS.UNSUPPORTED_OPERATION), bytes: 0n };
+    }
     // What a verified write sends, copied before it goes: compared with what landed.
     const sent = batch.verifyWrites ? Array.from(batch.localAddrs, (a, i) => fakeBytesAt(a, batch.lengths[i]!)?.slice()) : [];
     const r = await super.submit(peer, batch, options);
@@ -45,8 +61,11 @@ class FlippingTransport extends FakeTransport {
 
 const faults = new FakeFaults();
 
-/** A registry with only the flipping fake transport, as `flip-fabric` (declaring verified writes when `verifying`). */
-export function flippingRegistry(verifying = false): PluginRegistry {
+/**
+ * A registry with only the flipping fake transport, as `flip-fabric`: declaring verified
+ * writes when `verifying` ('refusing': declaring them, and refusing every such batch unsent).
+ */
+export function flippingRegistry(verifying: boolean | 'refusing' = false): PluginRegistry {
   const r = new PluginRegistry({ builtins: false });
   r.register(
     'flip-fabric',
@@ -54,10 +73,18 @@ export function flippingRegistry(verifying = false): PluginRegistry {
       apiVersion: PLUGIN_API_VERSION,
       name: 'flip-fabric',
       version: '0.0.0-test',
-      capabilities: { class: 'test', memoryKinds: ['cpu'], read: true, notifications: true, maxInFlight: 1024, rawAddresses: false, verifiedWrites: verifying },
+      capabilities: {
+        class: 'test',
+        memoryKinds: ['cpu'],
+        read: true,
+        notifications: true,
+        maxInFlight: 1024,
+        rawAddresses: false,
+        verifiedWrites: verifying !== false,
+      },
       options: {},
       probe: () => ({ available: true, details: {} }),
-      create: async (context: TransportContext) => new FlippingTransport('flip-fabric', context, faults),
+      create: async (context: TransportContext) => new FlippingTransport('flip-fabric', context, faults, verifying === 'refusing'),
     }),
   );
   return r;

@@ -3,7 +3,7 @@ import * as assert from 'uvu/assert';
 import { KVStatus, isTransferError } from '@te/connector';
 import { PD_MESSAGES, PD_PROTOCOL_VERSION } from '../src/index.js';
 import { fillPrefill, verifyDecode, type ModelSpec } from './fixtures/pd-model.js';
-import { flip } from './flipping-transport.js';
+import { flip, refusals } from './flipping-transport.js';
 import { layout } from './pd-harness.js';
 import { ending, onChunkSums, onReport, withRanks as withRanksOf, type Rank, type RanksOptions } from './checksum-ranks.js';
 
@@ -157,6 +157,37 @@ test('a byte flipped in flight by a transport that verifies writes (fake): the w
     const de = errors.decode as (Error & { details?: Record<string, unknown> }) | undefined;
     assert.ok(isTransferError(de, 'DATA_CORRUPTED'), `decode: ${String(de)}`);
     assert.is(de!.details?.room, 0x5250n);
+  });
+});
+
+test('a decode whose transport refuses verified writes unsent (an earlier build): the write goes again with page checksums, and later rooms do not ask', async () => {
+  await withRanks({ fake: 'refusing' }, async (make, port) => {
+    const p = await make('prefill', layout(1, 0));
+    const d = await make('decode', layout(1, 0));
+    const reports: Record<string, unknown>[] = [];
+    onReport(d, (m) => void (m.status === KVStatus.Success && reports.push(m)));
+    refusals.count = 0;
+    for (const [room, dst] of [
+      [0x5260n, [6, 7]],
+      [0x5261n, [8, 9]],
+    ] as const) {
+      const { errors } = await oneRoom([p], d, port, room, [0, 1], [...dst], 'chunked');
+      assert.is(errors.decode, undefined, `room ${room}: decode: ${String(errors.decode)}`);
+      assert.is(errors.prefill[0], undefined, `room ${room}: prefill: ${String(errors.prefill[0])}`);
+    }
+    assert.is(refusals.count, 1, 'one verified batch was refused; the rest went unverified');
+    assert.is(reports.length, 2);
+    for (const m of reports) {
+      assert.ok(m.kvCrc32c instanceof Uint32Array && m.kvCrc32c.length > 0, 'page checksums instead');
+      assert.is(m.kvVerifiedInTransfer, undefined);
+    }
+    assert.is(
+      verifyDecode(MODEL, d.memory, [
+        { room: 0x5260n, pages: Uint32Array.of(6, 7), auxSlot: 2 },
+        { room: 0x5261n, pages: Uint32Array.of(8, 9), auxSlot: 2 },
+      ]),
+      undefined,
+    );
   });
 });
 

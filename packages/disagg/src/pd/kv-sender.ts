@@ -2,7 +2,7 @@ import { KVStatus, StatusCell, TransferError, isTransferError, untilSettled, typ
 import { MSG, PD_PROTOCOL_VERSION, type StatusMessage, type SumsMessage } from '../protocol/messages.js';
 import type { Destination } from './destination.js';
 import { planAux, planState } from './transfer-plan.js';
-import { writeKv, type KvWrite } from './kv-write.js';
+import { refusedUnsent, writeKv, type KvWrite } from './kv-write.js';
 import type { PrefillRoomContext, RoomRequest } from './room-context.js';
 import { withRoom } from './room-error.js';
 import { SenderChecksums, alongside } from './sender-checksums.js';
@@ -195,11 +195,16 @@ export class PrefillSender implements KVSender {
     if (await this.verification.verifies(r, w)) {
       // The transport compares digests of the bytes sent and landed: no page checksums.
       const attention = r.source.buffers.attention;
-      return writeKv({
-        ...w,
-        submit: (batch) =>
-          this.submit(rr.dest, verifiedBatch(batch)).catch((e: unknown) => Promise.reject(namedCorruption(e, batch, rr.dest, attention, this.room))),
-      });
+      try {
+        return await writeKv({
+          ...w,
+          submit: (batch) =>
+            this.submit(rr.dest, verifiedBatch(batch)).catch((e: unknown) => Promise.reject(namedCorruption(e, batch, rr.dest, attention, this.room))),
+        });
+      } catch (e) {
+        if (!refusedUnsent(e)) throw e;
+        this.verification.refused(r, rr.dest); // nothing was sent: the write goes again, with page checksums
+      }
     }
     // The checksums read the source pages beside the write, on native threads.
     return alongside(this.checksums.record(r, rr, pages, firstPage, layers), writeKv(w));

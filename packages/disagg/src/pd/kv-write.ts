@@ -226,7 +226,7 @@ async function rowsMoved(w: KvWrite, set: PieceSet, route: SliceRoute | 'classic
 }
 
 /** Whether every request of a failed write was refused as an unsupported operation (so none of its bytes was sent). */
-function refusedUnsent(e: unknown): boolean {
+export function refusedUnsent(e: unknown): boolean {
   const statuses = isTransferError(e) ? (e.statuses ?? (isTransferError(e.cause) ? e.cause.statuses : undefined)) : undefined;
   return statuses !== undefined && statuses.every((s) => s === NATIVE_STATUS.UNSUPPORTED_OPERATION);
 }

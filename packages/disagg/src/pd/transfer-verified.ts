@@ -25,7 +25,7 @@ export class TransferVerification {
   private readonly decided = new Map<string, Promise<boolean>>();
 
   verifies(rank: PrefillRoomContext, w: KvWrite): Promise<boolean> {
-    if (rank.checksums !== 'auto' || w.req.dummy) return Promise.resolve(false);
+    if (rank.checksums !== 'auto' || w.req.dummy || refusing.get(rank)?.has(w.dest.segment)) return Promise.resolve(false);
     let d = this.decided.get(w.dest.segment);
     if (!d) {
       d = decide(rank, w).catch(() => false); // no route at all: the write itself says why
@@ -34,11 +34,25 @@ export class TransferVerification {
     return d;
   }
 
+  /**
+   * The decode's transport refused a verified write unsent (an earlier build, without
+   * digests): this room's KV to it, and every later room's, goes with page checksums.
+   */
+  refused(rank: PrefillRoomContext, dest: Destination): void {
+    let set = refusing.get(rank);
+    if (!set) refusing.set(rank, (set = new Set()));
+    set.add(dest.segment);
+    this.decided.set(dest.segment, Promise.resolve(false));
+  }
+
   /** Whether the room's KV to `dest` was verified by the transport (decided, and yes). */
   async verified(dest: Destination): Promise<boolean> {
     return (await this.decided.get(dest.segment)) ?? false;
   }
 }
+
+/** Per prefill rank: decode segments whose transport refused verified writes unsent. */
+const refusing = new WeakMap<PrefillRoomContext, Set<string>>();
 
 async function decide(rank: PrefillRoomContext, w: KvWrite): Promise<boolean> {
   if (!(await movesOnlyThroughTransport(w))) return false;
