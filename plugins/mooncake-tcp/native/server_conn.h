@@ -116,6 +116,9 @@ class ServerConn : public IoHandler {
   void respond_write(const Header& req, int32_t status);
   /** Starts the digest of a write body when its request asks for one and was accepted. */
   void start_digest(int32_t status);
+  /** Bytes one in-place receive of a body takes at most: kDirectChunk; kDigestReceive for a verified write's, digested
+   * right after from the cache. */
+  uint64_t receive_most() const { return digest_body_ ? kDigestReceive : kDirectChunk; }
   /** Feeds `len` bytes that landed at `at` (an address, or for rows a packed offset) to the body's digest. */
   void digest_landed(uint64_t at, uint64_t len);
   void flush();

@@ -53,8 +53,7 @@ void ServerConn::read_available() {
         r = recv_segments(&unregistered, &asked, &to_bodies);
       } else {
         // The body's last part brings the next frame's header with it, when it has arrived.
-        // A verified write's body comes a cached piece at a time: it is digested right after.
-        const uint64_t most = digest_body_ ? kDigestReceive : kDirectChunk;
+        const uint64_t most = receive_most();
         r = body_left_ <= most
                 ? recv_body_end(fd_, t_->registry(), true, body_dst_, body_left_, rbuf_, kServerReadBuffer, kHeaderSize,
                                 &unregistered, &asked)
@@ -123,7 +122,7 @@ ssize_t ServerConn::recv_segments(bool* unregistered, uint64_t* asked, uint64_t*
   std::vector<te::Lease> leases;
   size_t n = 0;
   iov[n++] = {reinterpret_cast<void*>(body_dst_), body_left_};
-  const uint64_t most = digest_body_ ? kDigestReceive : kDirectChunk;  // (as in read_available)
+  const uint64_t most = receive_most();
   const bool to_end = next_segments(iov, &n, kMaxSegments, most > body_left_ ? most - body_left_ : 0, &leases);
   *to_bodies = iov_bytes(iov, n);
   return recv_bodies(iov, n, *to_bodies, to_end, asked);
