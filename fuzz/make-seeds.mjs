@@ -53,6 +53,19 @@ const rowsFrame = (id, from, spanLength, bytes) =>
   });
 const rowsSpan = 39n * 256n + 100n;
 save('tcp_frames', 'hello-write-rows', Buffer.concat([hello, rowsFrame(9n, 150n, rowsSpan, 2000), rowsFrame(10n, 0n, rowsSpan - 1n, 300), write]));
+// Verified writes (header flag bit 0): the target digests what lands and answers with the digest.
+const verified = (frame) => {
+  const f = Buffer.from(frame);
+  f[7] = 1;
+  return f;
+};
+save('tcp_frames', 'hello-write-verified', Buffer.concat([hello, verified(write)]));
+save('tcp_frames', 'hello-writev-verified', Buffer.concat([hello, verified(writev), verified(write)]));
+save(
+  'tcp_frames',
+  'hello-write-rows-verified',
+  Buffer.concat([hello, verified(rowsFrame(9n, 150n, rowsSpan, 2000)), verified(rowsFrame(10n, 0n, rowsSpan - 1n, 300)), verified(write)]),
+);
 save('tcp_frames', 'hello-all', Buffer.concat([hello, write, read, notify, read]));
 save(
   'tcp_frames',
