@@ -113,7 +113,7 @@ function vendor() {
     rmSync(dest, { recursive: true, force: true });
     for (const part of parts) if (existsSync(join(from, part))) cpSync(join(from, part), join(dest, part), { recursive: true });
   };
-  copy(coreRoot, join(pluginRoot, 'native', 'te-core'), ['CMakeLists.txt', 'cmake', 'include', 'src', 'scripts']);
+  copy(coreRoot, join(pluginRoot, 'native', 'te-core'), ['CMakeLists.txt', 'cmake', 'include', 'src', 'scripts', 'third_party']);
   for (const layer of pkg.teNative?.layers ?? []) copy(join(coreRoot, layer), join(pluginRoot, 'native', `te-${layer}`), ['CMakeLists.txt', 'include', 'src']);
 }
 
