@@ -7,12 +7,34 @@
 //                     types as "?"). Each side is evaluated once.
 #pragma once
 
+#include <cstddef>
 #include <cstdio>
 #include <string>
 #include <string_view>
 #include <type_traits>
 
 inline int failures = 0;
+
+/** A named group of checks, for run_groups. */
+struct CheckGroup {
+  const char* name;
+  void (*fn)();
+};
+
+/**
+ * Runs each group, printing "ok  " or "FAIL" with `prefix` and its name; returns main()'s
+ * exit status (1 when any check failed, with the count on stderr).
+ */
+template <size_t N>
+int run_groups(const CheckGroup (&groups)[N], const char* prefix = "") {
+  for (const CheckGroup& g : groups) {
+    const int before = failures;
+    g.fn();
+    std::printf("%s %s%s\n", failures == before ? "ok  " : "FAIL", prefix, g.name);
+  }
+  if (failures) std::fprintf(stderr, "%d check(s) failed\n", failures);
+  return failures ? 1 : 0;
+}
 
 #define CHECK(cond)                                                                 \
   do {                                                                              \

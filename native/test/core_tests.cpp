@@ -330,26 +330,17 @@ static void test_streaming_copy() {
 }
 
 int main() {
-  struct {
-    const char* name;
-    void (*fn)();
-  } groups[] = {{"status names", test_status_names},
-                {"registry basics", test_registry_basics},
-                {"registry lease fence", test_registry_lease_fence},
-                {"registry concurrency", test_registry_concurrency},
-                {"slice plan", test_slice_plan},
-                {"sha256/hmac", test_sha256},
-                {"epoch", test_epoch},
-                {"notify budget per peer", test_notify_budget_per_peer},
-                {"notify budget bytes", test_notify_budget_bytes},
-                {"notify budget release", test_notify_budget_release},
-                {"notify budget concurrency", test_notify_budget_concurrency},
-                {"streaming copy", test_streaming_copy}};
-  for (auto& g : groups) {
-    int before = failures;
-    g.fn();
-    std::printf("%s %s\n", failures == before ? "ok  " : "FAIL", g.name);
-  }
-  if (failures) std::fprintf(stderr, "%d check(s) failed\n", failures);
-  return failures ? 1 : 0;
+  static const CheckGroup groups[] = {{"status names", test_status_names},
+                                      {"registry basics", test_registry_basics},
+                                      {"registry lease fence", test_registry_lease_fence},
+                                      {"registry concurrency", test_registry_concurrency},
+                                      {"slice plan", test_slice_plan},
+                                      {"sha256/hmac", test_sha256},
+                                      {"epoch", test_epoch},
+                                      {"notify budget per peer", test_notify_budget_per_peer},
+                                      {"notify budget bytes", test_notify_budget_bytes},
+                                      {"notify budget release", test_notify_budget_release},
+                                      {"notify budget concurrency", test_notify_budget_concurrency},
+                                      {"streaming copy", test_streaming_copy}};
+  return run_groups(groups);
 }

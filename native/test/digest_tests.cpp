@@ -77,17 +77,8 @@ void test_implementations_agree() {
 }  // namespace
 
 int main() {
-  struct {
-    const char* name;
-    void (*fn)();
-  } groups[] = {{"digest known values", test_known_values},
-                {"digest in pieces", test_pieces},
-                {"digest implementations agree", test_implementations_agree}};
-  for (auto& g : groups) {
-    int before = failures;
-    g.fn();
-    std::printf("%s %s\n", failures == before ? "ok  " : "FAIL", g.name);
-  }
-  if (failures) std::fprintf(stderr, "%d check(s) failed\n", failures);
-  return failures ? 1 : 0;
+  static const CheckGroup groups[] = {{"digest known values", test_known_values},
+                                      {"digest in pieces", test_pieces},
+                                      {"digest implementations agree", test_implementations_agree}};
+  return run_groups(groups);
 }

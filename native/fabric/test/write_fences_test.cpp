@@ -113,20 +113,11 @@ static void test_fence_within_ordered_size() {
 }
 
 int main() {
-  struct {
-    const char* name;
-    void (*fn)();
-  } groups[] = {{"held until delivered", test_held_until_delivered},
-                {"fence delivered first", test_fence_first},
-                {"fence failed", test_fence_failed},
-                {"batches independent", test_batches_independent},
-                {"unknown batch", test_unknown_batch},
-                {"fence within the ordered size", test_fence_within_ordered_size}};
-  for (auto& g : groups) {
-    int before = failures;
-    g.fn();
-    std::printf("%s write fences: %s\n", failures == before ? "ok  " : "FAIL", g.name);
-  }
-  if (failures) std::fprintf(stderr, "%d check(s) failed\n", failures);
-  return failures ? 1 : 0;
+  static const CheckGroup groups[] = {{"held until delivered", test_held_until_delivered},
+                                      {"fence delivered first", test_fence_first},
+                                      {"fence failed", test_fence_failed},
+                                      {"batches independent", test_batches_independent},
+                                      {"unknown batch", test_unknown_batch},
+                                      {"fence within the ordered size", test_fence_within_ordered_size}};
+  return run_groups(groups, "write fences: ");
 }
