@@ -9,9 +9,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <set>
 
 #include "impl.h"
@@ -109,9 +111,22 @@ void Rail::wake() {
   if (sleeping.load() && can_wait) fi_cq_signal(cq);
 }
 
+namespace {
+int64_t now_us() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+int64_t thread_cpu_us() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
+}
+}  // namespace
+
 void Rail::run() {
   int idle = 0;
   int64_t last_house = 0;
+  int64_t active_at = now_us();  // the last sign of work: a completion, or a wait that moved data
   while (!stop.load(std::memory_order_acquire)) {
     bool did = post_some();
     did = poll_cq(-1) || did;
@@ -125,35 +140,54 @@ void Rail::run() {
     }
     if (did) {
       idle = 0;
+      active_at = now_us();
       continue;
     }
-    const bool busy = pending_work.load() > 0;
-    const bool debug = fabric_debug();
-    if (debug) {
-      static thread_local int64_t last = 0;
-      int64_t t = now_ms();
-      if (t - last > 1000) {
-        last = t;
-        std::lock_guard<std::mutex> l(q_mu);
-        fprintf(stderr, "[te_fabric rail %d %s] inflight=%d slices=%zu ctrl=%zu free_send=%zu\n", index,
-                owner->opt.segment_name.c_str(), inflight, slices.size(), ctrl.size(), free_send.size());
-      }
-    }
-    if (busy || ++idle < 2000) {
-      if ((idle & 63) == 63) sched_yield();
+    if (fabric_debug()) debug_line();
+    if (pending_work.load() > 0) {
+      // Operations in flight: keep polling, yielding now and then to the threads that submit.
+      if ((++idle & 63) == 63) sched_yield();
       continue;
     }
-    // Idle: sleep on the CQ's wait object (fi_cq_signal wakes it), else nap.
-    if (can_wait) {
-      sleeping.store(true);
-      // Re-checked after `sleeping` is set: a submitter that queued before it saw no sleeper.
-      if (pending_work.load() == 0 && !stop.load()) poll_cq(2);
-      sleeping.store(false, std::memory_order_release);
-    } else {
+    // Nothing to do. A provider may still be moving data for this rail's peers without a
+    // completion of its own (the target of RMA writes on tcp;ofi_rxm): keep polling for
+    // idle_spin_us after the last sign of work, yielding the CPU at every pass, so that data
+    // arriving meanwhile needs no wake-up; the clock is read every 64 passes.
+    if ((++idle & 63) != 0 || now_us() - active_at < owner->opt.idle_spin_us) {
+      sched_yield();
+      continue;
+    }
+    idle = 0;
+    if (!can_wait) {
       usleep(100);
+      continue;
     }
-    idle = 1000;  // after a wake-up, spin a little before sleeping again
+    // Sleep on the CQ's wait object (fi_cq_signal wakes it). The provider progresses inside the
+    // wait; a wait that took more than an eighth of its time in CPU moved data: poll again.
+    sleeping.store(true);
+    const int64_t cpu0 = thread_cpu_us(), wall0 = now_us();
+    bool got = false;
+    // Re-checked after `sleeping` is set: a submitter that queued before it saw no sleeper.
+    if (pending_work.load() == 0 && !stop.load()) got = poll_cq(2);
+    sleeping.store(false, std::memory_order_release);
+    const int64_t wall = now_us();
+    const bool moved = got || (thread_cpu_us() - cpu0) * 8 > wall - wall0;
+    waits.fetch_add(1, std::memory_order_relaxed);
+    if (moved) {
+      waits_with_data.fetch_add(1, std::memory_order_relaxed);
+      active_at = wall;
+    }
   }
+}
+
+void Rail::debug_line() {
+  static thread_local int64_t last = 0;
+  int64_t t = now_ms();
+  if (t - last <= 1000) return;
+  last = t;
+  std::lock_guard<std::mutex> l(q_mu);
+  fprintf(stderr, "[te_fabric rail %d %s] inflight=%d slices=%zu ctrl=%zu free_send=%zu\n", index,
+          owner->opt.segment_name.c_str(), inflight, slices.size(), ctrl.size(), free_send.size());
 }
 
 void Rail::shutdown() {

@@ -41,6 +41,7 @@ struct Rail {
   int max_parts = 1;
   std::atomic<uint64_t> rma_ops{0}, rma_slices{0};     // posted, for rails() (tests and tuning)
   std::atomic<uint64_t> rma_delivery_complete_ops{0};  // posted with FI_DELIVERY_COMPLETE (rails())
+  std::atomic<uint64_t> waits{0}, waits_with_data{0};  // sleeps on the CQ, and those that moved data (rails())
   // Fault injection for tests: the next `injected_post_errors` RMA posts fail with
   // -injected_post_errno instead of reaching the provider (a relaxed load when unused).
   std::atomic<int> injected_post_errors{0};
@@ -113,6 +114,7 @@ struct Rail {
   /** Queues a control message; false (dropped: answers carry no batch) for an answer beyond the bound. */
   bool push_ctrl(CtrlMsg&& m);
   void run();
+  void debug_line();  // TE_FABRIC_DEBUG: the rail's queues, once a second
   bool post_some();
   bool post_ctrl();
   void drop_ctrl(CtrlMsg&& m, const std::string& why);

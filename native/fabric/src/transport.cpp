@@ -62,6 +62,8 @@ std::vector<RailInfo> Transport::rails() const {
     out.back().rma_ops = r->rma_ops.load(std::memory_order_relaxed);
     out.back().rma_slices = r->rma_slices.load(std::memory_order_relaxed);
     out.back().rma_delivery_complete_ops = r->rma_delivery_complete_ops.load(std::memory_order_relaxed);
+    out.back().waits = r->waits.load(std::memory_order_relaxed);
+    out.back().waits_with_data = r->waits_with_data.load(std::memory_order_relaxed);
   }
   return out;
 }

@@ -75,6 +75,7 @@ export function nativeOptions(
     deliveryComplete: o.deliveryComplete,
     writeFence: o.writeFence,
     slicesPerOp: o.slicesPerOp,
+    idleSpinUs: o.idleSpinUs,
     notifyQueuePerPeer: o.notifyQueuePerPeer,
     notifyQueueBytes: o.notifyQueueBytes,
   };
@@ -104,6 +105,16 @@ export class FabricTransport extends NativeTransportBase<NativeFabricTransport> 
   rmaCounters(): { ops: number; slices: number }[] {
     this.checkOpen();
     return this.native.rails().map((r) => ({ ops: r.rmaOps, slices: r.rmaSlices }));
+  }
+
+  /**
+   * Per rail, how often its thread slept on the completion queue (`waits`) and how many
+   * of those waits saw the provider move data (`waitsWithData`: a target of RMA writes, which
+   * gets no completion of its own); after such a wait the rail polls for `idleSpinUs`.
+   */
+  waitCounters(): { waits: number; waitsWithData: number }[] {
+    this.checkOpen();
+    return this.native.rails().map((r) => ({ waits: r.waits, waitsWithData: r.waitsWithData }));
   }
 
   endpoint(): WireValue {
@@ -202,6 +213,7 @@ export class FabricTransport extends NativeTransportBase<NativeFabricTransport> 
       deliveryComplete: this.#rails.every((r) => r.deliveryComplete),
       writeFence: this.#options.writeFence,
       slicesPerOp: this.#options.slicesPerOp,
+      idleSpinUs: this.#options.idleSpinUs,
       shmAllowed: this.#options.allowShm,
     };
   }

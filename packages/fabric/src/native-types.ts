@@ -33,6 +33,8 @@ export interface NativeFabricOptions {
   writeFence: boolean;
   /** Slices one RMA may carry as a scatter-gather list (bounded by the provider's iov limits). */
   slicesPerOp: number;
+  /** Microseconds a rail keeps polling after its last sign of work before it sleeps. */
+  idleSpinUs: number;
   /** Received notifications not yet handed to listeners: per peer, and bytes in all. */
   notifyQueuePerPeer: number;
   notifyQueueBytes: number;
@@ -57,6 +59,9 @@ export interface NativeRail {
   rmaDeliveryCompleteOps: number;
   /** Writes ask for delivery completion: the `deliveryComplete` option, fixed for the rail's life. */
   deliveryComplete: boolean;
+  /** Times the rail's thread slept on its completion queue, and of those, the waits during which the provider moved data. */
+  waits: number;
+  waitsWithData: number;
 }
 
 export interface NativeRemoteRegion {

@@ -45,6 +45,18 @@ function railOptions<P extends string>(prefix: P) {
       description:
         'Endpoints per NIC, each with its own progress thread; slices are striped over all of them. 0: automatic, 1 on hardware providers (verbs, efa, ...), one per 4 CPUs (1 to 4) on socket-based ones (tcp;ofi_rxm, sockets), whose progress is CPU work',
     },
+    idleSpinUs: {
+      type: 'integer',
+      // 20 ms: on tcp;ofi_rxm the target of RMA writes progresses data without a completion of
+      // its own; a rail that slept whenever its CQ stayed empty was woken for every arrival,
+      // at the sender's cost (64 KiB writes +22–28% with the window; docs/benchmarks.md).
+      default: 20000,
+      min: 0,
+      max: 10000000,
+      env: `${prefix}_IDLE_SPIN_US`,
+      description:
+        "Microseconds a rail's progress thread keeps polling after its last sign of work (a completion, or a wait during which the provider moved data) before it sleeps on its completion queue; 0: sleep as soon as it finds nothing to do. A rail of an idle process sleeps",
+    },
     sourceAddress: {
       type: 'string',
       env: `${prefix}_SOURCE_ADDRESS`,

@@ -44,6 +44,7 @@ inline Options options_from(const Napi::Object& o) {
   opt.delivery_complete = bool_field_or(o, "deliveryComplete", true);
   opt.write_fence = bool_field_or(o, "writeFence", true);
   opt.max_op_parts = static_cast<int>(u64_field_or(o, "slicesPerOp", 4));
+  opt.idle_spin_us = static_cast<int64_t>(u64_field_or(o, "idleSpinUs", 20000));
   opt.env_prefix = string_field_or_empty(o, "envPrefix");
   opt.notify_queue_per_peer = u64_field_or(o, "notifyQueuePerPeer", 1024);
   opt.notify_queue_bytes = u64_field_or(o, "notifyQueueBytes", 64ull << 20);
@@ -107,6 +108,8 @@ class FabricTransport : public te::napi::NativeTransportWrap<FabricTransport, Tr
       o.Set("rmaSlices", Napi::Number::New(env, static_cast<double>(r.rma_slices)));
       o.Set("rmaDeliveryCompleteOps", Napi::Number::New(env, static_cast<double>(r.rma_delivery_complete_ops)));
       o.Set("deliveryComplete", r.delivery_complete);
+      o.Set("waits", Napi::Number::New(env, static_cast<double>(r.waits)));
+      o.Set("waitsWithData", Napi::Number::New(env, static_cast<double>(r.waits_with_data)));
       out.Set(i++, o);
     }
     return out;

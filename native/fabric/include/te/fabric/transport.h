@@ -49,6 +49,7 @@ struct Options {
   bool write_fence = true;  // one delivery-complete write per batch and rail where writes are ordered
   int max_op_parts =
       4;  // slices one RMA may carry as a scatter-gather list (the provider's iov limits bound it; 1: one each)
+  int64_t idle_spin_us = 20000;  // a rail polls this long after its last sign of work before it sleeps
   /**
    * Memory the plugin registers once, for local access, on every rail (a pool its transfer
    * memory comes from): [arena_base, arena_base + arena_size); size 0: none. Remote access
@@ -83,6 +84,8 @@ struct RailInfo {
   uint64_t rma_slices = 0;                 // slices those operations carried
   uint64_t rma_delivery_complete_ops = 0;  // of those, posted with FI_DELIVERY_COMPLETE
   bool delivery_complete = true;           // writes ask for delivery completion (fixed for the rail's life)
+  uint64_t waits = 0;                      // sleeps of the rail's thread on its completion queue
+  uint64_t waits_with_data = 0;            // of those, the ones during which the provider moved data
 };
 
 /** A remote buffer as published by the peer: [addr, addr+length) inside an MR starting at base. */
