@@ -165,10 +165,13 @@ void Rail::run() {
     // Sleep on the CQ's wait object (fi_cq_signal wakes it). The provider progresses inside the
     // wait; a wait that took more than an eighth of its time in CPU moved data: poll again.
     sleeping.store(true);
-    const int64_t cpu0 = thread_cpu_us(), wall0 = now_us();
-    bool got = false;
     // Re-checked after `sleeping` is set: a submitter that queued before it saw no sleeper.
-    if (pending_work.load() == 0 && !stop.load()) got = poll_cq(2);
+    if (pending_work.load() != 0 || stop.load()) {
+      sleeping.store(false, std::memory_order_release);
+      continue;
+    }
+    const int64_t cpu0 = thread_cpu_us(), wall0 = now_us();
+    const bool got = poll_cq(2);
     sleeping.store(false, std::memory_order_release);
     const int64_t wall = now_us();
     const bool moved = got || (thread_cpu_us() - cpu0) * 8 > wall - wall0;
