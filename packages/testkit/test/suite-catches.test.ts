@@ -23,4 +23,13 @@ test('one that honours it passes, with the other cases registered as skipped', (
   assert.match(r.stdout, /Skipped:\s+12/);
 });
 
+// uvu's own formatter throws on a thrown value without a name, which used to end the suite
+// silently: the case counted neither as passed nor as failed, and the exit status was 0.
+test('a case that throws a value that is not an Error fails, and says what was thrown', () => {
+  const r = run('throws');
+  assert.is.not(r.status, 0, r.stdout);
+  assert.match(r.stdout, /FAIL/);
+  assert.match(r.stdout, /not an Error: undefined/);
+});
+
 test.run();

@@ -1,3 +1,4 @@
+import { inspect } from 'node:util';
 import { suite } from 'uvu';
 import { batchCases, singleRequestCases } from './cases/data.js';
 import { notificationCase } from './cases/notification.js';
@@ -7,6 +8,16 @@ import { stallCases } from './cases/stall.js';
 import type { ConformanceOptions, ConformancePair } from './types.js';
 
 export { assertBytes, pattern } from './expect.js';
+
+/**
+ * uvu 0.5 formats a failure through its `name`; a thrown value without one (undefined, a
+ * plain object) makes the formatter throw, which ends the suite silently with its remaining
+ * cases never run. Such a value becomes an Error that says what was thrown.
+ */
+function reportable(e: unknown): unknown {
+  if (e instanceof Error && typeof e.name === 'string') return e;
+  return new Error(`the case threw a value that is not an Error: ${inspect(e, { depth: 4 })}`);
+}
 export type { ConformanceOptions, ConformancePair } from './types.js';
 
 /**
@@ -35,10 +46,14 @@ export function transportConformance(options: ConformanceOptions) {
       test.skip(`${caseName} — skipped: ${reason}`, () => undefined);
       return;
     }
-    test(caseName, (ctx) => {
+    test(caseName, async (ctx) => {
       // uvu 0.5 swallows errors thrown by `before` hooks: re-raise them in every case.
       if (!ctx.pair) throw ctx.setupError ?? new Error('conformance pair was not created');
-      return body(ctx.pair);
+      try {
+        await body(ctx.pair);
+      } catch (e) {
+        throw reportable(e);
+      }
     });
   };
   const needsStall = (caseName: string, body: (pair: ConformancePair) => Promise<void>): void =>

@@ -1,4 +1,5 @@
 import { fork, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { createTransferEngine, loadConfig, type TeConfigInput } from '@te/connector';
@@ -83,8 +84,15 @@ async function untilStopped(pid: number, timeoutMs = 5_000): Promise<void> {
           return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
         }),
       );
-    } catch {
-      return new Promise((r) => setTimeout(r, 50));
+    } catch (e) {
+      // No /proc (not Linux): nothing to watch, give the signal a moment.
+      if (!existsSync('/proc/self')) return new Promise((r) => setTimeout(r, 50));
+      // A thread that exited between the listing and the read: look again. The process gone: say so.
+      if ((e as NodeJS.ErrnoException).code !== 'ENOENT' || !existsSync(`/proc/${pid}`))
+        throw new Error(`process ${pid} is gone before it stopped (${String(e)})`);
+      if (Date.now() > end) throw new Error(`process ${pid} did not stop within ${timeoutMs} ms (${String(e)})`);
+      await new Promise((r) => setTimeout(r, 2));
+      continue;
     }
     if (states.every((st) => st === 'T' || st === 't')) return;
     if (Date.now() > end) throw new Error(`process ${pid} did not stop within ${timeoutMs} ms (thread states ${states.join('')})`);
