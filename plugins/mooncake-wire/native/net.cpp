@@ -57,7 +57,11 @@ int listen_on(const std::string& host, uint16_t port, std::string* err) {
   }
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0 || listen(fd, 512) != 0) {
+  // Mooncake initiators may open one connection per request (thousands a second): a full
+  // accept queue drops the handshake's last ACK, and the request then waits for a SYN-ACK
+  // retransmission (1, 3, 7 s). The kernel caps the backlog at net.core.somaxconn.
+  constexpr int kBacklog = 4096;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0 || listen(fd, kBacklog) != 0) {
     *err = errno_text(("cannot listen on " + host + ":" + std::to_string(port)).c_str());
     close(fd);
     return -1;
