@@ -9,11 +9,9 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <set>
 
 #include "impl.h"
@@ -110,18 +108,6 @@ void Rail::start_thread() {
 void Rail::wake() {
   if (sleeping.load() && can_wait) fi_cq_signal(cq);
 }
-
-namespace {
-int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-int64_t thread_cpu_us() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
-}
-}  // namespace
 
 void Rail::run() {
   int idle = 0;
