@@ -63,7 +63,7 @@ struct Server::Work {
 };
 
 constexpr size_t kMaxCancelled = 4096;
-constexpr uint64_t kFlushBytes = 256 << 10;  // see finish()
+constexpr uint64_t kFlushBytes = 1 << 20;  // see finish()
 // Pools one connection may have mapped; past it a pool is not mapped and its requests are
 // copied with process_vm_* like any other memory (slower, never wrong).
 constexpr size_t kMaxPoolsPerConnection = 64;
