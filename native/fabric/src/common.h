@@ -29,6 +29,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "te/clock.h"
 #include "te/fabric/transport.h"
 #include "te/hex.h"
 #include "te/memory_registry.h"
@@ -55,23 +56,6 @@ inline std::string json_escape(const std::string& s) {
       o += c;
   }
   return o;
-}
-
-inline int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-inline int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-/** CPU time this thread has used (a rail tells a wait that moved data from one that slept). */
-inline int64_t thread_cpu_us() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000 + ts.tv_nsec / 1000;
 }
 
 /** The te status of a failed completion's error (fi_cq_err_entry::err). */

@@ -166,7 +166,7 @@ void test_notify_ack_forged(Node& a, Node& b) {
     pd.kind = Pending::NOTIFY;
     pd.peer = p;
     pd.batch = batch;
-    pd.sent = now_ms();
+    pd.sent = te::now_ms();
     pd.deadline = pd.sent + 60000;
     a.m().pending[req] = pd;
     batch->notify_req = req;

@@ -88,7 +88,7 @@ void test_table_without_keys(Node& a, Node& b) {
       Pending pd;
       pd.kind = Pending::TABLE;
       pd.peer = p;
-      pd.sent = now_ms();
+      pd.sent = te::now_ms();
       pd.deadline = pd.sent + 60000;
       a.m().pending[req] = pd;
     }

@@ -29,12 +29,6 @@ socklen_t abstract_address(const std::string& name, sockaddr_un* a) {
 
 }  // namespace
 
-int64_t now_ms() {
-  timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return static_cast<int64_t>(t.tv_sec) * 1000 + t.tv_nsec / 1000000;
-}
-
 te::Status listen_abstract(const std::string& name, int backlog, int* fd, std::string* err) {
   int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (s < 0) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "te/clock.h"
 #include "te/status.h"
 
 namespace teshm {
@@ -40,6 +41,6 @@ int open_pidfd(pid_t pid);
 /** Whether a pidfd reports its process exited. */
 bool pidfd_exited(int pidfd);
 
-int64_t now_ms();
+using te::now_ms;
 
 }  // namespace teshm

@@ -5,19 +5,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include <chrono>
-
 namespace tetcp {
-
-int64_t now_us() {
-  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 Loop::Loop(int index, int64_t spin_us, int tick_ms)
     : index_(index), spin_us_(spin_us), tick_ms_(tick_ms > 0 ? tick_ms : 1) {

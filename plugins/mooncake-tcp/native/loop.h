@@ -10,10 +10,12 @@
 #include <unordered_set>
 #include <vector>
 
+#include "te/clock.h"
+
 namespace tetcp {
 
-int64_t now_ms();
-int64_t now_us();
+using te::now_ms;
+using te::now_us;
 
 class IoHandler {
  public:
