@@ -68,8 +68,9 @@ te::Status copy_with_peer(pid_t pid, uint8_t op, uint64_t local, uint64_t remote
 // From kStreamFrom bytes on it uses te::streaming_copy (the same loop with non-temporal
 // stores): the destination is written without first being read into the cache, and the
 // copy does not evict the cache for data nobody reads soon (KV cache lands for a later step
-// or a device). Two copy threads on the 2-vCPU bench machine moved 22.7 GB/s together with
-// cached stores and 29.6 GB/s with streaming ones; one thread alone 22.0 and 27.2.
+// or a device). Copying 64 KiB blocks on the 2-vCPU bench machine, two threads at once moved
+// 20-24 GB/s together with cached stores and 28-30 GB/s with streaming ones; one thread alone
+// 21-23 and 25-26.
 constexpr size_t kStreamFrom = 32 << 10;
 
 static void copy_bytes(uint8_t* d, const uint8_t* s, size_t n) {

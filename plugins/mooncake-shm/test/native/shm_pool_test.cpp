@@ -64,21 +64,8 @@ static void test_wire() {
 static void test_copy_alignments() {
   std::vector<uint8_t> src(48 << 10), dst((48 << 10) + 256);
   for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<uint8_t>(i * 131 + 7);
-  const size_t lengths[] = {0,
-                            1,
-                            15,
-                            16,
-                            17,
-                            63,
-                            64,
-                            65,
-                            127,
-                            1000,
-                            4096 + 13,
-                            (32 << 10) - 1,
-                            (32 << 10) + 7,
-                            (32 << 10) + 16,
-                            (40 << 10) + 77};
+  const size_t k = 32 << 10;  // where streaming stores begin
+  const size_t lengths[] = {0, 1, 15, 16, 17, 63, 64, 65, 127, 1000, 4096 + 13, k - 1, k + 7, k + 16, k + 8269};
   int bad = 0;
   for (size_t so = 0; so < 16; ++so)
     for (size_t d = 0; d < 64; ++d)
