@@ -1,7 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 /*
@@ -19,6 +19,30 @@ function running(pid: number): boolean {
   } catch {
     return false;
   }
+}
+
+/** What a process that did not exit is doing: its state and each thread's name, state and kernel wait. */
+function whereIs(pid: number): string {
+  const read = (f: string) => {
+    try {
+      return readFileSync(f, 'utf8').trim();
+    } catch {
+      return '?';
+    }
+  };
+  let tids: string[] = [];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return 'gone';
+  }
+  return tids
+    .map((t) => {
+      const stat = read(`/proc/${pid}/task/${t}/stat`);
+      const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+      return `${t} ${read(`/proc/${pid}/task/${t}/comm`)} ${state} ${read(`/proc/${pid}/task/${t}/wchan`)}`;
+    })
+    .join('; ');
 }
 
 test('a rank process exits when the test process that started it is killed', async () => {
@@ -42,8 +66,9 @@ test('a rank process exits when the test process that started it is killed', asy
   const deadline = Date.now() + 15_000;
   while (running(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
   const alive = running(pid);
+  const where = alive ? whereIs(pid) : '';
   if (alive) process.kill(pid, 'SIGKILL');
-  assert.not.ok(alive, `rank ${pid} outlived the process that started it`);
+  assert.not.ok(alive, `rank ${pid} outlived the process that started it (threads: ${where})`);
 });
 test('a test that leaves a rank behind does not hold its test process open, and the rank exits with it', async () => {
   // As a test does whose sibling rank failed to start: the rank that did start is never closed.
@@ -62,8 +87,9 @@ test('a test that leaves a rank behind does not hold its test process open, and 
   const deadline = Date.now() + 15_000;
   while (running(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
   const alive = running(pid);
+  const where = alive ? whereIs(pid) : '';
   if (alive) process.kill(pid, 'SIGKILL');
-  assert.not.ok(alive, `rank ${pid} outlived the test process that left it behind`);
+  assert.not.ok(alive, `rank ${pid} outlived the test process that left it behind (threads: ${where})`);
 });
 
 test.run();
