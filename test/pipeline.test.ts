@@ -1,6 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -85,6 +86,41 @@ test('odd sizes (--hidden 3 --image-tokens 3 --tokens 1 --layers 1) still verify
   const { status, report } = demo(['--requests', '3', '--hidden', '3', '--image-tokens', '3', '--tokens', '1', '--layers', '1', '--json']);
   assert.is(status, 0, JSON.stringify(report.rows));
   assert.ok(report.rows.every((r: any) => r.verified));
+});
+
+/** Whether `pid` still runs (a zombie waiting to be reaped has exited). */
+function running(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+test('te demo killed mid-run leaves no worker process behind', async () => {
+  const run = spawn(process.execPath, [te, 'demo', ...SMALL, '--requests', '400', '--concurrency', '2'], { stdio: 'ignore' });
+  const children = (): number[] => {
+    try {
+      return readFileSync(`/proc/${run.pid}/task/${run.pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number);
+    } catch {
+      return [];
+    }
+  };
+  // The three workers are up and the requests under way.
+  let workers: number[] = [];
+  const upBy = Date.now() + 60_000;
+  while ((workers = children()).length < 3 && run.exitCode === null && Date.now() < upBy) await new Promise((r) => setTimeout(r, 100));
+  await new Promise((r) => setTimeout(r, 2_000));
+  const stillRunning = run.exitCode === null;
+  run.kill('SIGKILL');
+  assert.is(workers.length, 3, 'the demo started its three workers');
+  assert.ok(stillRunning, 'the demo was still running when it was killed');
+  const goneBy = Date.now() + 15_000;
+  while (workers.some(running) && Date.now() < goneBy) await new Promise((r) => setTimeout(r, 50));
+  const left = workers.filter(running);
+  for (const pid of left) process.kill(pid, 'SIGKILL');
+  assert.equal(left, [], 'every worker ended within 15 s of the demo');
 });
 
 test.run();

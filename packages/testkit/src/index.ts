@@ -7,3 +7,4 @@ export { LocalTargetMemory, checkPayload, type TargetMemory, type ReceivedNotifi
 export { serveTargetProcess, spawnTargetProcess, type TargetProcess } from './conformance/target-process.js';
 export { freePort } from './ports.js';
 export { compileWorkerScript } from './workers/compile-worker-script.js';
+export { exitWithParent } from './workers/exit-with-parent.js';

@@ -106,7 +106,9 @@ const ops: Record<string, Op> = {
 async function main(): Promise<void> {
   const spec = JSON.parse(process.env.TE_PD_BENCH_RANK ?? '') as PdRankSpec;
   const r = await open(spec);
-  process.on('disconnect', () => process.exit(1));
+  // The bench is gone: end at once. SIGKILL, not process.exit(), which can hang for good in
+  // V8's platform shutdown while a background task waits for a collection (nodejs/node#54918).
+  process.on('disconnect', () => process.kill(process.pid, 'SIGKILL'));
   process.on('message', (m: { id: number; op: string; args: Record<string, unknown> }) => {
     Promise.resolve()
       .then(() => ops[m.op]!(r, m.args))

@@ -27,14 +27,21 @@ async function main(): Promise<void> {
       : spec.role === 'prefill'
         ? await startPrefill(engine, spec.model, spec.pages, spec.slots, host)
         : await startDecode(engine, spec.model, spec.pages, spec.slots, host);
-  const stop = async (): Promise<void> => {
+  const close = async (): Promise<void> => {
     await started.close().catch(() => undefined);
     await engine.close().catch(() => undefined);
-    process.exit(0);
   };
+  const stop = (): Promise<void> => close().then(() => process.exit(0));
   process.on('SIGTERM', () => void stop());
   process.on('message', (m: { op?: string }) => m.op === 'stop' && void stop());
-  process.on('disconnect', () => void stop());
+  // The parent is gone (it exited or was killed): close what closes within 5 s, then end by
+  // SIGKILL. Nobody reads this exit status, and process.exit() can hang for good in V8's
+  // platform shutdown while a background task waits for a collection (nodejs/node#54918).
+  process.on('disconnect', () => {
+    const end = (): void => void process.kill(process.pid, 'SIGKILL');
+    setTimeout(end, 5_000).unref();
+    void close().finally(end);
+  });
   process.send!({
     ready: true,
     role: spec.role,
