@@ -3,6 +3,7 @@
 // registration, so freeing and reusing arena memory never leaves an old key writable), the
 // published table peers read, and revocation at unregister.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
