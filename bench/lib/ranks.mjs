@@ -1,6 +1,7 @@
 // Process plumbing shared by the PD benchmarks: a rank is this script forked with
 // `--rank <json>`, answering ops over Node's IPC channel.
 import { fork } from 'node:child_process';
+import { exitWithParent } from '@te/testkit';
 
 export const now = () => performance.timeOrigin + performance.now();
 /** The middle value; for an even count, the mean of the two middle ones. */
@@ -39,7 +40,7 @@ export function spawnRank(script, spec) {
 /** In a rank: serves `ops` over IPC and tells the parent it is ready. */
 export function serveRank(ops) {
   // The benchmark that started this rank is gone (finished, killed, interrupted): so is this rank.
-  process.on('disconnect', () => process.exit(1));
+  exitWithParent();
   process.on('message', (m) =>
     ops[m.op](m.args).then(
       (value) => process.send({ id: m.id, ok: true, value }),
