@@ -1,6 +1,7 @@
 // Initiator side of mooncake-shm (see client.h and docs/design/same-host.md).
 #include "client.h"
 
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -34,7 +35,10 @@ Status Client::start(std::string* err) {
   ev.events = EPOLLIN;
   ev.data.fd = wake_fd_;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "te-shm-client");
+    loop();
+  });
   return te::TE_OK;
 }
 

@@ -1,6 +1,7 @@
 // Target side of mooncake-shm (see server.h and docs/design/same-host.md).
 #include "server.h"
 
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -37,8 +38,16 @@ Status Server::start(std::string* err) {
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
   ev.data.fd = wake_fd_;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
-  for (uint32_t i = 0; i < opt_.copy_threads; ++i) copy_threads_.emplace_back([this, i] { copy_worker(i); });
-  loop_thread_ = std::thread([this] { loop(); });
+  // Named for top, perf and /proc (te-shm-copy0.., te-shm-server; the initiator's is te-shm-client).
+  for (uint32_t i = 0; i < opt_.copy_threads; ++i)
+    copy_threads_.emplace_back([this, i] {
+      pthread_setname_np(pthread_self(), ("te-shm-copy" + std::to_string(i)).c_str());
+      copy_worker(i);
+    });
+  loop_thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "te-shm-server");
+    loop();
+  });
   return te::TE_OK;
 }
 
