@@ -4,6 +4,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { isRunning } from '@te/testkit';
 
 /*
  * The README's main job, `te demo`: encoder, prefill and decode worker processes behind an
@@ -88,16 +89,6 @@ test('odd sizes (--hidden 3 --image-tokens 3 --tokens 1 --layers 1) still verify
   assert.ok(report.rows.every((r: any) => r.verified));
 });
 
-/** Whether `pid` still runs (a zombie waiting to be reaped has exited). */
-function running(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    return false;
-  }
-}
-
 test('te demo killed mid-run leaves no worker process behind', async () => {
   const run = spawn(process.execPath, [te, 'demo', ...SMALL, '--requests', '400', '--concurrency', '2'], { stdio: 'ignore' });
   const children = (): number[] => {
@@ -117,8 +108,8 @@ test('te demo killed mid-run leaves no worker process behind', async () => {
   assert.is(workers.length, 3, 'the demo started its three workers');
   assert.ok(stillRunning, 'the demo was still running when it was killed');
   const goneBy = Date.now() + 15_000;
-  while (workers.some(running) && Date.now() < goneBy) await new Promise((r) => setTimeout(r, 50));
-  const left = workers.filter(running);
+  while (workers.some(isRunning) && Date.now() < goneBy) await new Promise((r) => setTimeout(r, 50));
+  const left = workers.filter(isRunning);
   for (const pid of left) process.kill(pid, 'SIGKILL');
   assert.equal(left, [], 'every worker ended within 15 s of the demo');
 });

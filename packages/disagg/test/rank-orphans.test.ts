@@ -1,8 +1,8 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { describeThreads, isRunning } from '@te/testkit';
 
 /*
  * A test process that dies (killed by a timeout, interrupted) must not leave its rank
@@ -10,40 +10,6 @@ import { fileURLToPath } from 'node:url';
  * machine restarts. The rank exits when its IPC channel to the test closes.
  */
 const harness = fileURLToPath(new URL('./pd-harness.ts', import.meta.url));
-
-/** Whether `pid` still runs (a zombie waiting for its new parent to reap it has exited). */
-function running(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    return false;
-  }
-}
-
-/** What a process that did not exit is doing: its state and each thread's name, state and kernel wait. */
-function whereIs(pid: number): string {
-  const read = (f: string) => {
-    try {
-      return readFileSync(f, 'utf8').trim();
-    } catch {
-      return '?';
-    }
-  };
-  let tids: string[] = [];
-  try {
-    tids = readdirSync(`/proc/${pid}/task`);
-  } catch {
-    return 'gone';
-  }
-  return tids
-    .map((t) => {
-      const stat = read(`/proc/${pid}/task/${t}/stat`);
-      const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-      return `${t} ${read(`/proc/${pid}/task/${t}/comm`)} ${state} ${read(`/proc/${pid}/task/${t}/wchan`)}`;
-    })
-    .join('; ');
-}
 
 test('a rank process exits when the test process that started it is killed', async () => {
   const script = `const h = await import(${JSON.stringify(harness)}); const r = await h.spawnEC({ role: 'producer' }); process.stdout.write('rank-pid ' + r.child.pid + ' '); setInterval(() => {}, 1000);`;
@@ -61,12 +27,12 @@ test('a rank process exits when the test process that started it is killed', asy
     parent.kill('SIGKILL');
     throw e;
   });
-  assert.ok(running(pid), 'the rank runs');
+  assert.ok(isRunning(pid), 'the rank runs');
   parent.kill('SIGKILL');
   const deadline = Date.now() + 15_000;
-  while (running(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-  const alive = running(pid);
-  const where = alive ? whereIs(pid) : '';
+  while (isRunning(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  const alive = isRunning(pid);
+  const where = alive ? describeThreads(pid) : '';
   if (alive) process.kill(pid, 'SIGKILL');
   assert.not.ok(alive, `rank ${pid} outlived the process that started it (threads: ${where})`);
 });
@@ -85,9 +51,9 @@ test('a test that leaves a rank behind does not hold its test process open, and 
   const pid = Number(out.match(/rank-pid (\d+) /)?.[1]);
   assert.ok(pid > 0, `no rank pid:\n${out}`);
   const deadline = Date.now() + 15_000;
-  while (running(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-  const alive = running(pid);
-  const where = alive ? whereIs(pid) : '';
+  while (isRunning(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  const alive = isRunning(pid);
+  const where = alive ? describeThreads(pid) : '';
   if (alive) process.kill(pid, 'SIGKILL');
   assert.not.ok(alive, `rank ${pid} outlived the test process that left it behind (threads: ${where})`);
 });

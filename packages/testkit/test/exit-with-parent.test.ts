@@ -1,8 +1,8 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { describeThreads, isRunning } from '../src/index.js';
 
 /*
  * A worker that calls exitWithParent() ends when its parent exits, even while V8's
@@ -13,34 +13,6 @@ import { fileURLToPath } from 'node:url';
 /** Enough workers to load a 2-core machine: the hang needs a main thread that is slow to come back to a collection. */
 const COUNT = 12;
 const parentScript = fileURLToPath(new URL('./fixtures/orphan-parent.ts', import.meta.url));
-
-/** Whether `pid` still runs (a zombie waiting to be reaped has exited). */
-function running(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
-  } catch {
-    return false;
-  }
-}
-
-/** Each thread of `pid` with its name and kernel wait, for a failure message. */
-function threads(pid: number): string {
-  const read = (f: string): string => {
-    try {
-      return readFileSync(f, 'utf8').trim();
-    } catch {
-      return '?';
-    }
-  };
-  try {
-    return readdirSync(`/proc/${pid}/task`)
-      .map((t) => `${read(`/proc/${pid}/task/${t}/comm`)} ${read(`/proc/${pid}/task/${t}/wchan`)}`)
-      .join(', ');
-  } catch {
-    return 'gone';
-  }
-}
 
 test('workers end with their parent, even while V8 background tasks wait for a collection', async () => {
   const parent = spawn(process.execPath, ['--import', 'tsx', parentScript], {
@@ -58,9 +30,9 @@ test('workers end with their parent, even while V8 background tasks wait for a c
   assert.ok(exited, `the parent did not exit within 60 s:\n${out}`);
   assert.is(pids.length, COUNT, `the parent did not start its workers:\n${out}`);
   const deadline = Date.now() + 15_000;
-  while (pids.some(running) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-  const left = pids.filter(running).map((pid) => `${pid} (${threads(pid)})`);
-  for (const pid of pids.filter(running)) process.kill(pid, 'SIGKILL');
+  while (pids.some(isRunning) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  const left = pids.filter(isRunning).map((pid) => `${pid} (${describeThreads(pid)})`);
+  for (const pid of pids.filter(isRunning)) process.kill(pid, 'SIGKILL');
   assert.equal(left, [], `workers outlived their parent by 15 s: ${left.join('; ')}`);
 });
 
