@@ -4,7 +4,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { isRunning } from '@te/testkit';
+import { survivors } from '@te/testkit';
 
 /*
  * The README's main job, `te demo`: encoder, prefill and decode worker processes behind an
@@ -107,11 +107,8 @@ test('te demo killed mid-run leaves no worker process behind', async () => {
   run.kill('SIGKILL');
   assert.is(workers.length, 3, 'the demo started its three workers');
   assert.ok(stillRunning, 'the demo was still running when it was killed');
-  const goneBy = Date.now() + 15_000;
-  while (workers.some(isRunning) && Date.now() < goneBy) await new Promise((r) => setTimeout(r, 50));
-  const left = workers.filter(isRunning);
-  for (const pid of left) process.kill(pid, 'SIGKILL');
-  assert.equal(left, [], 'every worker ended within 15 s of the demo');
+  const left = await survivors(workers, 15_000);
+  assert.equal(left, [], `every worker ended within 15 s of the demo (left: ${left.join('; ')})`);
 });
 
 test.run();

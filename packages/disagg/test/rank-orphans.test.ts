@@ -2,7 +2,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { describeThreads, isRunning } from '@te/testkit';
+import { exitsWithin, isRunning, survivors } from '@te/testkit';
 
 /*
  * A test process that dies (killed by a timeout, interrupted) must not leave its rank
@@ -29,12 +29,8 @@ test('a rank process exits when the test process that started it is killed', asy
   });
   assert.ok(isRunning(pid), 'the rank runs');
   parent.kill('SIGKILL');
-  const deadline = Date.now() + 15_000;
-  while (isRunning(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-  const alive = isRunning(pid);
-  const where = alive ? describeThreads(pid) : '';
-  if (alive) process.kill(pid, 'SIGKILL');
-  assert.not.ok(alive, `rank ${pid} outlived the process that started it (threads: ${where})`);
+  const left = await survivors([pid], 15_000);
+  assert.equal(left, [], `rank outlived the process that started it (threads: ${left.join('; ')})`);
 });
 test('a test that leaves a rank behind does not hold its test process open, and the rank exits with it', async () => {
   // As a test does whose sibling rank failed to start: the rank that did start is never closed.
@@ -42,20 +38,12 @@ test('a test that leaves a rank behind does not hold its test process open, and 
   const parent = spawn(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
   let out = '';
   parent.stdout!.on('data', (d) => (out += d));
-  const exited = await new Promise<boolean>((resolve) => {
-    parent.once('exit', () => resolve(true));
-    setTimeout(() => resolve(false), 60_000).unref();
-  });
-  if (!exited) parent.kill('SIGKILL');
+  const exited = await exitsWithin(parent, 60_000);
   assert.ok(exited, `the test process was held open by its rank:\n${out}`);
   const pid = Number(out.match(/rank-pid (\d+) /)?.[1]);
   assert.ok(pid > 0, `no rank pid:\n${out}`);
-  const deadline = Date.now() + 15_000;
-  while (isRunning(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-  const alive = isRunning(pid);
-  const where = alive ? describeThreads(pid) : '';
-  if (alive) process.kill(pid, 'SIGKILL');
-  assert.not.ok(alive, `rank ${pid} outlived the test process that left it behind (threads: ${where})`);
+  const left = await survivors([pid], 15_000);
+  assert.equal(left, [], `rank outlived the test process that left it behind (threads: ${left.join('; ')})`);
 });
 
 test.run();

@@ -8,4 +8,4 @@ export { serveTargetProcess, spawnTargetProcess, type TargetProcess } from './co
 export { freePort } from './ports.js';
 export { compileWorkerScript } from './workers/compile-worker-script.js';
 export { exitWithParent } from './workers/exit-with-parent.js';
-export { describeThreads, isRunning } from './workers/process-state.js';
+export { describeThreads, exitsWithin, isRunning, survivors } from './workers/process-state.js';

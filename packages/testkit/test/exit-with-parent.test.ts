@@ -2,7 +2,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { describeThreads, isRunning } from '../src/index.js';
+import { exitsWithin, survivors } from '../src/index.js';
 
 /*
  * A worker that calls exitWithParent() ends when its parent exits, even while V8's
@@ -21,18 +21,11 @@ test('workers end with their parent, even while V8 background tasks wait for a c
   });
   let out = '';
   parent.stdout!.on('data', (d) => (out += d));
-  const exited = await new Promise<boolean>((resolve) => {
-    parent.once('exit', () => resolve(true));
-    setTimeout(() => resolve(false), 60_000).unref();
-  });
-  if (!exited) parent.kill('SIGKILL');
+  const exited = await exitsWithin(parent, 60_000);
   const pids = (out.match(/pids ([\d,]+)/)?.[1] ?? '').split(',').filter(Boolean).map(Number);
   assert.ok(exited, `the parent did not exit within 60 s:\n${out}`);
   assert.is(pids.length, COUNT, `the parent did not start its workers:\n${out}`);
-  const deadline = Date.now() + 15_000;
-  while (pids.some(isRunning) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-  const left = pids.filter(isRunning).map((pid) => `${pid} (${describeThreads(pid)})`);
-  for (const pid of pids.filter(isRunning)) process.kill(pid, 'SIGKILL');
+  const left = await survivors(pids, 15_000);
   assert.equal(left, [], `workers outlived their parent by 15 s: ${left.join('; ')}`);
 });
 

@@ -1,3 +1,4 @@
+import type { ChildProcess } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 
 /** Whether process `pid` still runs (a zombie waiting to be reaped has exited). Linux /proc. */
@@ -35,4 +36,33 @@ export function describeThreads(pid: number): string {
       return `${t} ${read(`/proc/${pid}/task/${t}/comm`)} ${state} ${read(`/proc/${pid}/task/${t}/wchan`)}`;
     })
     .join('; ');
+}
+
+/** Waits up to `ms` for `child` to exit, and kills it (SIGKILL) if it has not: whether it exited on its own. */
+export function exitsWithin(child: ChildProcess, ms: number): Promise<boolean> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(true);
+  return new Promise<boolean>((resolve) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      resolve(false);
+    }, ms);
+    timer.unref();
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve(true);
+    });
+  });
+}
+
+/**
+ * Waits up to `ms` for every process of `pids` to end. Those still running are described
+ * ("pid (threads)", see describeThreads), killed, and returned; none left is [].
+ */
+export async function survivors(pids: number[], ms: number): Promise<string[]> {
+  const until = Date.now() + ms;
+  while (pids.some(isRunning) && Date.now() < until) await new Promise((r) => setTimeout(r, 50));
+  const left = pids.filter(isRunning);
+  const described = left.map((pid) => `${pid} (${describeThreads(pid)})`);
+  for (const pid of left) process.kill(pid, 'SIGKILL');
+  return described;
 }
