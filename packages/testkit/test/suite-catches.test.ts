@@ -32,4 +32,15 @@ test('a case that throws a value that is not an Error fails, and says what was t
   assert.match(r.stdout, /not an Error: undefined/);
 });
 
+// A TransferError carries `details` (an object), where uvu expects its own diff text: its
+// formatter threw on it the same way, hiding the failure and the cases after it.
+test('a case that throws a TransferError with details fails, and shows its code, message and details', () => {
+  const r = run('throws-details');
+  assert.is.not(r.status, 0, r.stdout);
+  assert.match(r.stdout, /FAIL/);
+  assert.match(r.stdout, /TIMEOUT/);
+  assert.match(r.stdout, /the stall timed out/);
+  assert.match(r.stdout, /settled: false/);
+});
+
 test.run();

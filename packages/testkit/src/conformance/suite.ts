@@ -10,13 +10,19 @@ import type { ConformanceOptions, ConformancePair } from './types.js';
 export { assertBytes, pattern } from './expect.js';
 
 /**
- * uvu 0.5 formats a failure through its `name`; a thrown value without one (undefined, a
- * plain object) makes the formatter throw, which ends the suite silently with its remaining
- * cases never run. Such a value becomes an Error that says what was thrown.
+ * uvu 0.5 formats a failure through its `name` and reads `details` as its own diff text; a
+ * thrown value without a name (undefined, a plain object), or an Error whose `details` is
+ * not a string (every TransferError that has details), makes the formatter throw, which
+ * ends the suite silently with its remaining cases never run. Such a value becomes an Error
+ * that says what was thrown: its name, code, message and details, with the original stack.
  */
 function reportable(e: unknown): unknown {
-  if (e instanceof Error && typeof e.name === 'string') return e;
-  return new Error(`the case threw a value that is not an Error: ${inspect(e, { depth: 4 })}`);
+  if (!(e instanceof Error) || typeof e.name !== 'string') return new Error(`the case threw a value that is not an Error: ${inspect(e, { depth: 4 })}`);
+  const { details, code } = e as Error & { details?: unknown; code?: unknown };
+  if (details === undefined || typeof details === 'string') return e;
+  const out = new Error(`${e.name}${code !== undefined ? ` [${String(code)}]` : ''}: ${e.message} (details: ${inspect(details, { depth: 4 })})`, { cause: e });
+  out.stack = `${out.name}: ${out.message}${e.stack?.slice(e.stack.indexOf('\n')) ?? ''}`;
+  return out;
 }
 export type { ConformanceOptions, ConformancePair } from './types.js';
 
