@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // Runs uvu and fails when any test did not pass. uvu 0.5 exits 0 when a `before` hook
 // throws (its tests are then neither passed nor failed), so the totals are checked here.
+// Every failure is printed, whatever was thrown (lib/uvu-report-guard.mjs).
 // With TE_TEST_SUMMARY set, the counts are appended there for the root summary.
 // A test process that has printed its totals but does not exit (a handle left open: an
 // engine or transport not closed, a worker's channel) is not waited for forever: after
@@ -23,13 +24,25 @@ if (process.argv[2] === '--help' || process.argv[2] === '-h') {
   spawnSync(process.execPath, [uvuBin, '--help'], { stdio: 'inherit' });
   process.exit(0);
 }
+// Makes uvu print every failure, whatever was thrown (see the module).
+const reportGuard = new URL('./lib/uvu-report-guard.mjs', import.meta.url).href;
 // The report's signal is one no test uses: SIGUSR1 starts the inspector, and the control
 // plane's signal test floods SIGUSR2.
 const EXIT_GRACE_MS = Number(process.env.TE_TEST_EXIT_GRACE_MS ?? 30_000);
 const reports = mkdtempSync(join(tmpdir(), 'te-uvu-report-'));
 const child = spawn(
   process.execPath,
-  ['--report-on-signal', '--report-signal=SIGPWR', `--report-directory=${reports}`, '--import', 'tsx', uvuBin, ...process.argv.slice(2)],
+  [
+    '--report-on-signal',
+    '--report-signal=SIGPWR',
+    `--report-directory=${reports}`,
+    '--import',
+    'tsx',
+    '--import',
+    reportGuard,
+    uvuBin,
+    ...process.argv.slice(2),
+  ],
   { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, NODE_OPTIONS: '' } },
 );
 let out = '';

@@ -24,4 +24,26 @@ test('a test process that lingers after its totals is killed, its handles named,
   assert.ok(Date.now() - started < 60_000, `took ${Date.now() - started} ms`);
 });
 
+test('a failure uvu cannot print by itself is printed, and the tests after it run', () => {
+  // uvu 0.5's formatter throws on an error whose details are an object (every TransferError
+  // with details) or on a thrown non-Error, and then drops that failure and the rest of the
+  // suite, printing "(0 / 1)" in green: the runner's guard gives it an Error it can print.
+  const r = spawnSync(process.execPath, ['scripts/uvu.mjs', 'test/fixtures/unprintable', 'fixture\\.ts$'], {
+    cwd: root,
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
+  // eslint-disable-next-line no-control-regex
+  const out = r.stdout.replace(/\x1b\[[0-9;]*m/g, '');
+  assert.is(r.status, 1, r.stdout + r.stderr);
+  assert.match(out, /TransferError \[TIMEOUT\]: the fixture timed out \(details: \{ settled: false, peer: 'p1' \}\)/);
+  assert.match(out, /a value that is not an Error was thrown: \{ reason: 'not an Error' \}/);
+  // Both passing tests ran: 2 of 4.
+  assert.match(out, /\(2 \/ 4\)/);
+  assert.match(out, /Total:\s+4/);
+  assert.match(out, /Passed:\s+2/);
+  // The stack of the original error is kept: it names the fixture's line.
+  assert.match(out, /unprintable\/fixture\.ts:7/);
+});
+
 test.run();
