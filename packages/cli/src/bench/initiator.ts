@@ -11,7 +11,7 @@ import {
   type TransferEngine,
 } from '@te/connector';
 import { BENCH_CORRUPT, BENCH_DIGEST, BENCH_INFO, BENCH_RANDOMIZE, type BenchInfo } from './protocol.js';
-import { Samples, percentile } from './stats.js';
+import { benchResult, timedRun } from './timed-run.js';
 
 export interface BenchOptions {
   plugin: string;
@@ -135,29 +135,7 @@ async function measure(engine: TransferEngine, o: BenchOptions): Promise<BenchRe
     }
   }
 
-  const samples = new Samples();
-  let requests = 0;
-  let batchesDone = 0;
-  const started = performance.now();
-  const endAt = started + o.durationS * 1000;
-  let lastReport = started;
-  const worker = async (b: TransferBatch): Promise<void> => {
-    while (performance.now() < endAt) {
-      const t0 = performance.now();
-      await engine.transfer(o.target, b, { timeoutMs });
-      const t1 = performance.now();
-      samples.push((t1 - t0) * 1000);
-      requests += o.batchSize;
-      batchesDone++;
-      if (o.onProgress && t1 - lastReport >= 250) {
-        lastReport = t1;
-        const s = (t1 - started) / 1000;
-        o.onProgress({ elapsedS: s, bytesPerSecond: (requests * o.blockSize) / s, requestsPerSecond: requests / s });
-      }
-    }
-  };
-  await Promise.all(batches.map(worker));
-  const elapsedS = (performance.now() - started) / 1000;
+  const run = await timedRun(batches, (b) => engine.transfer(o.target, b, { timeoutMs }), o);
 
   let verified = false;
   if (o.verify) {
@@ -167,21 +145,5 @@ async function measure(engine: TransferEngine, o: BenchOptions): Promise<BenchRe
     if (mine !== theirs) throw new TransferError('TRANSFER_FAILED', `verification failed after the timed run: local sha256 ${mine}, target ${theirs}`);
     verified = true;
   }
-  const sorted = samples.sorted();
-  return {
-    plugin: o.plugin,
-    op: o.op,
-    blockSize: o.blockSize,
-    batchSize: o.batchSize,
-    concurrency: o.concurrency,
-    durationS: elapsedS,
-    bytes: requests * o.blockSize,
-    requests,
-    batches: batchesDone,
-    bytesPerSecond: (requests * o.blockSize) / elapsedS,
-    requestsPerSecond: requests / elapsedS,
-    p50Us: percentile(sorted, 50),
-    p99Us: percentile(sorted, 99),
-    verified,
-  };
+  return benchResult(o.plugin, o, run, verified);
 }

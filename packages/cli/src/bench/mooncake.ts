@@ -16,7 +16,7 @@ import {
   type SegmentDescriptor,
 } from '@te/connector';
 import type { BenchOptions, BenchResult } from './initiator.js';
-import { Samples, percentile } from './stats.js';
+import { benchResult, timedRun } from './timed-run.js';
 
 export const WIRE_PLUGIN = 'mooncake-wire';
 
@@ -119,23 +119,7 @@ async function measure(t: WireTransport, o: BenchOptions): Promise<BenchResult> 
   const batches = Array.from({ length: o.concurrency }, (_, w) =>
     batchFor(o.op === 'write' ? OP_WRITE : OP_READ, w, o, o.op === 'write' ? l.addr : c.addr, remote.addr),
   );
-  const samples = new Samples();
-  let requests = 0;
-  let batchesDone = 0;
-  const started = performance.now();
-  const endAt = started + o.durationS * 1000;
-  await Promise.all(
-    batches.map(async (b) => {
-      while (performance.now() < endAt) {
-        const t0 = performance.now();
-        await t.submit(peer, b, { timeoutMs });
-        samples.push((performance.now() - t0) * 1000);
-        requests += o.batchSize;
-        batchesDone++;
-      }
-    }),
-  );
-  const elapsedS = (performance.now() - started) / 1000;
+  const run = await timedRun(batches, (b) => t.submit(peer, b, { timeoutMs }), o);
   let verified = false;
   if (o.verify) {
     if (o.op === 'write') await readBackAndCompare('verification after the timed run');
@@ -145,21 +129,5 @@ async function measure(t: WireTransport, o: BenchOptions): Promise<BenchResult> 
     }
     verified = true;
   }
-  const sorted = samples.sorted();
-  return {
-    plugin: WIRE_PLUGIN,
-    op: o.op,
-    blockSize: o.blockSize,
-    batchSize: o.batchSize,
-    concurrency: o.concurrency,
-    durationS: elapsedS,
-    bytes: requests * o.blockSize,
-    requests,
-    batches: batchesDone,
-    bytesPerSecond: (requests * o.blockSize) / elapsedS,
-    requestsPerSecond: requests / elapsedS,
-    p50Us: percentile(sorted, 50),
-    p99Us: percentile(sorted, 99),
-    verified,
-  };
+  return benchResult(WIRE_PLUGIN, o, run, verified);
 }
