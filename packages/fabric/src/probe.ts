@@ -1,6 +1,6 @@
 import type { ProbeResult } from '@te/connector';
 import { mrModeNames } from './fabric-transport.js';
-import { INSTALL_LIBFABRIC } from './load-addon.js';
+import { builtWithoutLibfabric } from './load-addon.js';
 import type { NativeFabricModule } from './native-types.js';
 import type { FabricOptions } from './options.js';
 
@@ -20,7 +20,7 @@ export function probeFabric(
   if (!native.builtWithLibfabric) {
     return {
       available: false,
-      reason: `${plugin} was built without libfabric (libfabric-dev was missing at build time): ${INSTALL_LIBFABRIC}, then rebuild (npm rebuild @te/${plugin}, or npm run build:native -w @te/${plugin})`,
+      reason: builtWithoutLibfabric(plugin),
       details: { builtWithLibfabric: false, ...extra },
     };
   }

@@ -1,5 +1,5 @@
-import { definePlugin, PLUGIN_API_VERSION, TransferError, type ProbeResult, type Transport, type TransportContext } from '@te/connector';
-import { INSTALL_LIBFABRIC, probeFabric } from '@te/fabric';
+import { definePlugin, PLUGIN_API_VERSION, type ProbeResult, type Transport, type TransportContext } from '@te/connector';
+import { probeFabric, requireLibfabric } from '@te/fabric';
 import { loadBinding, PLUGIN_NAME } from './binding.js';
 import { barexOptions, ENV_PREFIX, type BarexOptions } from './options.js';
 import { BarexTransport } from './transport.js';
@@ -39,13 +39,7 @@ function probe(): ProbeResult {
 
 export async function createBarexTransport(context: TransportContext, options: BarexOptions): Promise<Transport> {
   const native = loadBinding();
-  if (!native.builtWithLibfabric) {
-    throw new TransferError(
-      'PROVIDER_UNAVAILABLE',
-      `barex was built without libfabric (libfabric-dev was missing at build time): ${INSTALL_LIBFABRIC}, then rebuild (npm rebuild @te/barex, or npm run build:native -w @te/barex)`,
-      { plugin: PLUGIN_NAME },
-    );
-  }
+  requireLibfabric(native, PLUGIN_NAME);
   return new BarexTransport(native, context, options);
 }
 

@@ -1,5 +1,5 @@
-import { definePlugin, PLUGIN_API_VERSION, TransferError, type ProbeResult, type Transport, type TransportContext } from '@te/connector';
-import { FabricTransport, INSTALL_LIBFABRIC, nativeOptions, probeFabric } from '@te/fabric';
+import { definePlugin, PLUGIN_API_VERSION, type ProbeResult, type Transport, type TransportContext } from '@te/connector';
+import { FabricTransport, nativeOptions, probeFabric, requireLibfabric } from '@te/fabric';
 import { loadBinding, PLUGIN_NAME } from './binding.js';
 import { ENV_PREFIX, rdmaOptions, type RdmaOptions } from './options.js';
 
@@ -19,13 +19,7 @@ function probe(): ProbeResult {
 /** Creates a mooncake-rdma transport; PROVIDER_UNAVAILABLE names what was found and what to install. */
 export async function createRdmaTransport(context: TransportContext, options: RdmaOptions): Promise<Transport> {
   const native = loadBinding();
-  if (!native.builtWithLibfabric) {
-    throw new TransferError(
-      'PROVIDER_UNAVAILABLE',
-      `mooncake-rdma was built without libfabric (libfabric-dev was missing at build time): ${INSTALL_LIBFABRIC}, then rebuild (npm rebuild @te/mooncake-rdma, or npm run build:native -w @te/mooncake-rdma)`,
-      { plugin: PLUGIN_NAME },
-    );
-  }
+  requireLibfabric(native, PLUGIN_NAME);
   return new FabricTransport(native, context, nativeOptions(PLUGIN_NAME, context, options, ENV_PREFIX));
 }
 
