@@ -5,51 +5,15 @@ import {
   TransferError,
   allocateBatch,
   createTransferEngine,
-  type TeConfig,
   type TeConfigInput,
   type TransferBatch,
   type TransferEngine,
 } from '@te/connector';
 import { BENCH_CORRUPT, BENCH_DIGEST, BENCH_INFO, BENCH_RANDOMIZE, type BenchInfo } from './protocol.js';
+import type { BenchOptions, BenchResult } from './options.js';
 import { benchResult, timedRun } from './timed-run.js';
 
-export interface BenchOptions {
-  plugin: string;
-  /** Package or file of a third-party plugin (config `modulePath`). */
-  modulePath?: string;
-  target: string;
-  op: 'write' | 'read';
-  blockSize: number;
-  batchSize: number;
-  concurrency: number;
-  durationS: number;
-  verify: boolean;
-  timeoutMs?: number;
-  bindAddress?: string;
-  transportOptions?: Record<string, unknown>;
-  /** The engine config from the commands' one config path; the fields above are ignored when given. */
-  config?: TeConfig;
-  /** Called about every 250 ms while timing. */
-  onProgress?: (p: { elapsedS: number; bytesPerSecond: number; requestsPerSecond: number }) => void;
-}
-
-export interface BenchResult {
-  plugin: string;
-  op: 'write' | 'read';
-  blockSize: number;
-  batchSize: number;
-  concurrency: number;
-  durationS: number;
-  bytes: number;
-  requests: number;
-  batches: number;
-  bytesPerSecond: number;
-  requestsPerSecond: number;
-  p50Us: number;
-  p99Us: number;
-  /** True only when --verify ran and every byte matched. */
-  verified: boolean;
-}
+export type { BenchOptions, BenchResult } from './options.js';
 
 /** Bytes the target must register for these options. */
 export function benchBytes(o: Pick<BenchOptions, 'blockSize' | 'batchSize' | 'concurrency'>): number {

@@ -15,7 +15,7 @@ import {
   type TransportPeer,
   type SegmentDescriptor,
 } from '@te/connector';
-import type { BenchOptions, BenchResult } from './initiator.js';
+import type { BenchOptions, BenchResult } from './options.js';
 import { benchResult, timedRun } from './timed-run.js';
 
 export const WIRE_PLUGIN = 'mooncake-wire';

@@ -1,7 +1,7 @@
 // The timed part of `te bench`, shared by the engine path (initiator.ts) and the Mooncake
 // wire path (mooncake.ts): one worker per batch resubmits it until the duration is up, each
 // batch's latency sampled, and the figures assembled into the run's result the same way.
-import type { BenchOptions, BenchResult } from './initiator.js';
+import type { BenchOptions, BenchResult } from './options.js';
 import { Samples, percentile } from './stats.js';
 
 /** What the timed loop measured. */
