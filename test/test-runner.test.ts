@@ -9,6 +9,8 @@ import { fileURLToPath } from 'node:url';
  * grace period, naming the handles that held it, instead of hanging the suite.
  */
 const root = fileURLToPath(new URL('..', import.meta.url));
+// The runs below are fixtures, not part of this suite's totals: the root summary (TE_TEST_SUMMARY) must not count them.
+const { TE_TEST_SUMMARY: _summary, ...fixtureEnv } = process.env;
 
 test('a test process that lingers after its totals is killed, its handles named, the run failed', () => {
   const started = Date.now();
@@ -16,7 +18,7 @@ test('a test process that lingers after its totals is killed, its handles named,
     cwd: root,
     encoding: 'utf8',
     timeout: 120_000,
-    env: { ...process.env, TE_TEST_EXIT_GRACE_MS: '2000' },
+    env: { ...fixtureEnv, TE_TEST_EXIT_GRACE_MS: '2000' },
   });
   assert.is(r.status, 1, r.stdout + r.stderr);
   assert.match(r.stdout, /Passed:\s+\S*1/);
@@ -32,6 +34,7 @@ test('a failure uvu cannot print by itself is printed, and the tests after it ru
     cwd: root,
     encoding: 'utf8',
     timeout: 120_000,
+    env: fixtureEnv,
   });
   // eslint-disable-next-line no-control-regex
   const out = r.stdout.replace(/\x1b\[[0-9;]*m/g, '');
