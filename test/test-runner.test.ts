@@ -49,4 +49,18 @@ test('a failure uvu cannot print by itself is printed, and the tests after it ru
   assert.match(out, /unprintable\/fixture\.ts:7/);
 });
 
+test("the guard patches only uvu's formatter, and refuses a uvu whose formatter it does not recognise", async () => {
+  const hooks = (await import(new URL('../scripts/lib/uvu-report-guard-hooks.mjs', import.meta.url).href)) as {
+    load: (url: string, context: object, next: (url: string, context: object) => { format: string; source: string }) => { source: string };
+  };
+  const uvuUrl = 'file:///x/node_modules/uvu/dist/index.mjs';
+  const source = "function format(name, err, suite = '') {\n\tlet { details } = err;\n}";
+  const patched = hooks.load(uvuUrl, {}, () => ({ format: 'module', source })).source;
+  assert.match(patched, /function format\(name, err, suite = ''\) \{\n\terr = globalThis\.__teReportableError\(err\);/);
+  // Any other module passes through untouched.
+  assert.is(hooks.load('file:///x/src/format.js', {}, () => ({ format: 'module', source })).source, source);
+  // Another uvu whose formatter reads differently: loading fails rather than letting failures vanish.
+  assert.throws(() => hooks.load(uvuUrl, {}, () => ({ format: 'module', source: 'function format(name, err) {}' })), /update the guard for this uvu version/);
+});
+
 test.run();
