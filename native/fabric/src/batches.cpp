@@ -194,7 +194,7 @@ static int32_t locate_remote(const Peer& p, uint64_t ra, uint64_t len, const Rem
 
 // Validates every request (local: registered here; remote: inside a region the peer
 // published), then cuts the valid ones into slices striped over the rails.
-void Transport::Impl::dispatch(const std::shared_ptr<Batch>& b, bool allow_refresh) {
+void Transport::Impl::dispatch(const std::shared_ptr<Batch>& b, bool allow_refresh, bool may_join) {
   auto& p = b->peer;
   std::vector<std::vector<Slice>> per_rail(rails.size());
   {
@@ -205,9 +205,14 @@ void Transport::Impl::dispatch(const std::shared_ptr<Batch>& b, bool allow_refre
     for (size_t i = 0; i < b->n; ++i)
       if (b->lengths[i] != 0) st[i] = locate_remote(*p, b->remote[i], b->lengths[i], &reg[i], &miss);
     if (miss && allow_refresh) {
-      // The cached table may predate a registration: ask the peer for its table once.
-      p->parked.push_back(b);
-      bool send = !p->table_pending;
+      // The cached table may predate a registration: ask the peer for its table once. A
+      // request already in flight was sent before this batch unless the caller says
+      // otherwise; its answer may not have the region yet, so the batch waits for the next.
+      const bool send = !p->table_pending;
+      if (send || may_join)
+        p->parked.push_back(b);
+      else
+        p->parked_next.push_back(b);
       p->table_pending = true;
       l.unlock();
       if (send) request_table(p);
@@ -275,6 +280,9 @@ void Transport::Impl::housekeeping() {
   int64_t t = now_ms();
   // Requests without an answer.
   std::vector<std::pair<uint64_t, Pending>> expired;
+  // Unanswered table requests are failed once pending_mu is released: their batches are
+  // dispatched again, and one that waited for a later request sends it (request_table).
+  std::vector<std::pair<uint64_t, Pending>> tables;
   {
     std::lock_guard<std::mutex> l(pending_mu);
     for (auto it = pending.begin(); it != pending.end();) {
@@ -294,12 +302,27 @@ void Transport::Impl::housekeeping() {
                          std::to_string(notify_ack_ms()) + " ms (it may not have been delivered)");
         continue;
       }
-      std::string why = "no answer from \"" + pd.peer->name + "\" on rail " + std::to_string(pd.rail) + " (" +
-                        rails[static_cast<size_t>(pd.rail)]->pub.provider + ") within " +
-                        std::to_string(opt.connect_timeout_ms) + " ms";
-      fail_pending(id, pd, TE_PEER_UNREACHABLE, why);
+      if (pd.kind == Pending::TABLE) {
+        tables.emplace_back(id, pd);
+        continue;
+      }
+      fail_pending(id, pd, TE_PEER_UNREACHABLE, no_answer(pd));
     }
   }
+  for (auto& [id, pd] : tables) fail_pending(id, pd, TE_PEER_UNREACHABLE, no_answer(pd));
+}
+
+std::string Transport::Impl::no_answer(const Pending& pd) const {
+  return "no answer from \"" + pd.peer->name + "\" on rail " + std::to_string(pd.rail) + " (" +
+         rails[static_cast<size_t>(pd.rail)]->pub.provider + ") within " + std::to_string(opt.connect_timeout_ms) +
+         " ms";
+}
+
+void Transport::Impl::table_settled(std::vector<std::shared_ptr<Batch>> parked,
+                                    std::vector<std::shared_ptr<Batch>> parked_next) {
+  for (auto& b : parked) dispatch(b, false);
+  // Submitted before any request sent from now on: they may join the next one.
+  for (auto& b : parked_next) dispatch(b, true, true);
 }
 
 }  // namespace te::fabric

@@ -118,7 +118,20 @@ struct Transport::Impl {
   void complete(const std::shared_ptr<Batch>& b);
   void peer_broken(const std::shared_ptr<Peer>& p, const std::string& why);
   void housekeeping();
-  void dispatch(const std::shared_ptr<Batch>& b, bool allow_refresh);
+  /**
+   * Validates and posts `b`. A remote range missing from the peer's table parks the batch
+   * for a fresh table when `allow_refresh` (else it fails MEMORY_NOT_REGISTERED); it joins a
+   * table request already in flight only when `may_join` says that request was sent after
+   * the batch was submitted (an older one's answer may predate the batch's region).
+   */
+  void dispatch(const std::shared_ptr<Batch>& b, bool allow_refresh, bool may_join = false);
+  /**
+   * A peer's table request was answered (or given up): the batches that waited for it are
+   * dispatched without another refresh; those that waited for a later one may ask again.
+   */
+  void table_settled(std::vector<std::shared_ptr<Batch>> parked, std::vector<std::shared_ptr<Batch>> parked_next);
+  /** Why a request `pd` expired, for its failure. */
+  std::string no_answer(const Pending& pd) const;
   /**
    * Cuts request `i` of `b` (valid, in region `r` of its peer) into slices round-robin over
    * the rails (`per_rail`); returns how many. Under the peer's lock.

@@ -156,6 +156,8 @@ void Transport::Impl::on_table(Rail& r, const wire::Header& h, wire::Reader& rd)
       p->incoming.clear();
       p->table_pending = false;
       stale.swap(p->parked);
+      stale.insert(stale.end(), p->parked_next.begin(), p->parked_next.end());
+      p->parked_next.clear();
     }
     for (auto& b : stale) {
       b->batch_status.store(h.status);
@@ -174,7 +176,7 @@ void Transport::Impl::on_table(Rail& r, const wire::Header& h, wire::Reader& rd)
   // checked against the table this side already had.
   std::vector<wire::TableEntry> chunk;
   bool refused = !wire::get_table(rd, &chunk);
-  std::vector<std::shared_ptr<Batch>> parked;
+  std::vector<std::shared_ptr<Batch>> parked, parked_next;
   {
     std::lock_guard<std::mutex> l(p->mu);
     if (!refused && p->incoming.size() + chunk.size() > kMaxTableRegions) refused = true;
@@ -190,12 +192,13 @@ void Transport::Impl::on_table(Rail& r, const wire::Header& h, wire::Reader& rd)
     p->incoming.clear();
     p->table_pending = false;
     parked.swap(p->parked);
+    parked_next.swap(p->parked_next);
   }
   if (refused) {
     std::lock_guard<std::mutex> l(pending_mu);
     pending.erase(h.req_id);
   }
-  for (auto& b : parked) dispatch(b, false);
+  table_settled(std::move(parked), std::move(parked_next));
 }
 
 void Transport::Impl::on_revoke(Rail& r, const wire::Header& h, wire::Reader&) {

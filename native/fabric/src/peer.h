@@ -27,8 +27,8 @@ struct Peer {
   std::vector<fi_addr_t> dest;  // per local rail
   std::vector<int> peer_rail;   // per local rail: which peer rail it talks to
   std::atomic<int> state{0};    // 0 opening, 1 ready, 2 broken, 3 closed
-  // Guards broken_reason, regions, incoming, posted, owed, table_pending, parked and
-  // hellos_left; may be taken while a rail's q_mu is held.
+  // Guards broken_reason, regions, incoming, posted, owed, table_pending, parked,
+  // parked_next and hellos_left; may be taken while a rail's q_mu is held.
   std::mutex mu;
   std::string broken_reason;
   std::map<uint64_t, RemoteRegion> regions;                // by addr
@@ -36,7 +36,12 @@ struct Peer {
   std::map<uint64_t, int> posted;                          // region start -> operations posted into it
   std::multimap<uint64_t, std::shared_ptr<OwedAck>> owed;  // region start -> acks waiting for its drain
   bool table_pending = false;
+  // Batches whose remote range was not in the table, waiting for the answer to the table
+  // request in flight, which was sent after they were submitted.
   std::vector<std::shared_ptr<Batch>> parked;
+  // Batches that missed while a request sent before them was in flight: its answer may
+  // predate the registration they need, so they wait for a request sent after it.
+  std::vector<std::shared_ptr<Batch>> parked_next;
   int hellos_left = 0;
   std::atomic<bool> open_reported{false};
   std::atomic<uint64_t> rr{0};  // rail round robin

@@ -43,13 +43,14 @@ void Transport::Impl::fail_pending(uint64_t req, Pending& pd, int32_t status, co
       sink(std::move(e));
     }
   } else if (pd.kind == Pending::TABLE) {
-    std::vector<std::shared_ptr<Batch>> parked;
+    std::vector<std::shared_ptr<Batch>> parked, parked_next;
     {
       std::lock_guard<std::mutex> l(pd.peer->mu);
       pd.peer->table_pending = false;
       parked.swap(pd.peer->parked);
+      parked_next.swap(pd.peer->parked_next);
     }
-    for (auto& b : parked) dispatch(b, false);
+    table_settled(std::move(parked), std::move(parked_next));
   } else if (pd.kind == Pending::NOTIFY) {
     if (pd.batch) {
       pd.batch->fail_message(why);

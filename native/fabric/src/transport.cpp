@@ -150,11 +150,12 @@ void Transport::cancel(uint64_t id, int32_t status) {
   bool parked = false;
   {
     std::lock_guard<std::mutex> l(b->peer->mu);
-    auto& v = b->peer->parked;
-    auto it = std::find(v.begin(), v.end(), b);
-    if (it != v.end()) {
-      v.erase(it);
-      parked = true;
+    for (auto* v : {&b->peer->parked, &b->peer->parked_next}) {
+      auto it = std::find(v->begin(), v->end(), b);
+      if (it != v->end()) {
+        v->erase(it);
+        parked = true;
+      }
     }
   }
   if (parked) m.complete(b);
