@@ -107,4 +107,38 @@ test('a connection opened on a peer evicted between its lookup and its batch is 
   assert.ok(closed.includes(seg(1)), 'closed once the batch settled, not leaked');
 });
 
+// A batch to a peer already looked up and connected takes its state and transport peer
+// synchronously (no promise, no timer); anything not yet, or no longer, good goes the long way.
+test('a looked-up peer and its opened connection are handed out at once; pending, failed or dropped ones are not', async () => {
+  const { via } = fakeTransport();
+  let failOpen = false;
+  let holdOpen: ((p: { name: string }) => void) | undefined;
+  (via.transport as { openPeer: unknown }).openPeer = (d: SegmentDescriptor) =>
+    failOpen ? Promise.reject(new Error('refused')) : holdOpen === undefined ? Promise.resolve({ name: d.name }) : new Promise((r) => (holdOpen = r));
+  const table = new PeerTable([via], async (s) => descriptor(s), 8, 60_000);
+  assert.is(table.lookedUp(seg(1)), undefined, 'never looked up');
+  const looking = table.state(seg(1));
+  assert.is(table.lookedUp(seg(1)), undefined, 'lookup pending');
+  const s = await looking;
+  assert.is(table.lookedUp(seg(1)), s);
+
+  failOpen = true;
+  await table.open(s, via).catch(() => undefined);
+  await settle();
+  assert.is(table.openedPeer(s, via), undefined, 'a failed open is not handed out');
+  failOpen = false;
+  holdOpen = () => undefined; // the next open stays pending until released
+  const opening = table.open(s, via);
+  assert.is(table.openedPeer(s, via), undefined, 'an open in progress is not handed out');
+  holdOpen({ name: seg(1) });
+  const peer = await opening;
+  await settle();
+  assert.is(table.openedPeer(s, via), peer, 'the opened peer, without waiting');
+  assert.is(table.open(s, via), opening, 'one open per state');
+
+  await table.forget(seg(1));
+  assert.is(table.lookedUp(seg(1)), undefined, 'a forgotten peer is looked up again');
+  assert.is(table.openedPeer(s, via), undefined, "a forgotten peer's closed connection is not handed out");
+});
+
 test.run();

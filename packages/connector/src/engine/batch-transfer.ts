@@ -55,7 +55,9 @@ export async function transferBatch(ctx: TransferContext, segment: string, batch
   checkSegmentName(segment);
   const shape = checkBatch(batch);
   const call = { segment, batch, ...checkOptions(options, ctx.config.timeouts.transferMs) };
-  const routed = await routeCall(ctx, call, shape);
+  // A known peer is routed without an asynchronous step (the common case); a new one is looked up first.
+  const known = ctx.peers.lookedUp(segment);
+  const routed = known ? routeWith(ctx, call, shape, known) : await routeCall(ctx, call, shape);
   const statuses = new Int32Array(batch.opcodes.length);
   for (const [i, status] of routed.plan.refused) statuses[i] = status;
   const settle = trackBatch(ctx.stats, call, routed.plan.routes);
@@ -93,10 +95,15 @@ function checkOptions(options: TransferOptions, transferMs: number): Pick<Transf
   return { deadline: Date.now() + timeoutMs, signal: options.signal, notify: options.notify };
 }
 
-/** Fetches the peer's descriptor and splits the batch across the transports both sides share. */
+/** Fetches the peer's descriptor, then routes the call (`routeWith`). */
 async function routeCall(ctx: TransferContext, call: TransferCall, shape: BatchShape): Promise<RoutedCall> {
+  const state = await beforeDeadline(ctx.peers.state(call.segment), call.deadline, call.signal, `fetching the descriptor of ${call.segment}`);
+  return routeWith(ctx, call, shape, state);
+}
+
+/** Splits the batch across the transports both sides share. */
+function routeWith(ctx: TransferContext, call: TransferCall, shape: BatchShape, state: PeerState): RoutedCall {
   const { segment, batch, notify } = call;
-  const state = await beforeDeadline(ctx.peers.state(segment), call.deadline, call.signal, `fetching the descriptor of ${segment}`);
   const candidates = (state.candidates ??= commonTransports(ctx.held, state.descriptor, ctx.config.forceTcp));
   const plan = planRoutes(batch, ctx.memory, state.routing, candidates);
   // With one route the notification rides with the data; with several (or none: an
@@ -168,6 +175,14 @@ async function submitParts(ctx: TransferContext, call: RoutedCall, statuses: Int
   const submitVia = (via: EngineTransport, part: TransferBatch, withNotify: Uint8Array | undefined): Promise<BatchResult> =>
     submitPart(ctx, call, via, part, withNotify, unsettled);
   try {
+    const [only, ...others] = call.plan.routes;
+    if (only && others.length === 0 && !trailing) {
+      // One part (the common case): its own settlement is the batch's, without gathering.
+      const result = await submitVia(only.via, only.indexes ? selectRequests(batch, only.indexes) : batch, notify);
+      if (only.indexes) only.indexes.forEach((i, j) => (statuses[i] = result.statuses[j]!));
+      else statuses.set(result.statuses);
+      return result.bytes;
+    }
     // Every part settles before the caller is released, so no transport still uses the
     // caller's memory when one part failed early.
     const settled = await Promise.allSettled(
@@ -206,7 +221,9 @@ async function submitPart(
   unsettled: Promise<unknown>[],
 ): Promise<BatchResult> {
   const { segment, deadline, signal } = call;
-  const peer = await beforeDeadline(ctx.peers.open(call.state, via), deadline, signal, `connecting to ${segment} over ${via.name}`);
+  const peer =
+    ctx.peers.openedPeer(call.state, via) ??
+    (await beforeDeadline(ctx.peers.open(call.state, via), deadline, signal, `connecting to ${segment} over ${via.name}`));
   const submitOptions: SubmitOptions = { timeoutMs: Math.max(1, deadline - Date.now()) };
   if (signal) submitOptions.signal = signal;
   if (notify) submitOptions.notify = notify;

@@ -11,6 +11,8 @@ export interface PeerState {
   /** Transports both sides hold, best first (fixed for a descriptor; computed on first transfer). */
   candidates?: EngineTransport[];
   opened: Map<string, Promise<TransportPeer>>;
+  /** The peers of `opened` whose open succeeded, by transport: a batch takes them without waiting. */
+  ready: Map<string, TransportPeer>;
   /** Batches using this peer's connections now. */
   inFlight: number;
   /** Forgotten while batches were in flight: its connections close when the last one settles. */
@@ -46,6 +48,17 @@ export class PeerTable {
     private readonly idleMs = PEER_IDLE_MS,
   ) {}
 
+  /**
+   * The peer's state if its lookup already succeeded (and it was not forgotten since), without
+   * a promise: the common case of a batch to a known peer takes no asynchronous step here.
+   */
+  lookedUp(segment: string): PeerState | undefined {
+    const entry = this.peers.get(segment);
+    if (!entry?.settled) return undefined;
+    this.touch(segment, entry);
+    return entry.settled;
+  }
+
   /** The peer's state, looked up once; a failed lookup is not kept. */
   state(segment: string): Promise<PeerState> {
     const entry = this.peers.get(segment);
@@ -56,7 +69,7 @@ export class PeerTable {
     this.evictIdle();
     const state = (async () => {
       const descriptor = await this.lookup(segment);
-      return { descriptor, routing: peerRouting(descriptor), opened: new Map(), inFlight: 0 } as PeerState;
+      return { descriptor, routing: peerRouting(descriptor), opened: new Map(), ready: new Map(), inFlight: 0 } as PeerState;
     })();
     const created: Entry = { segment, state, lastUsedAt: Date.now() };
     this.peers.set(segment, created);
@@ -128,10 +141,23 @@ export class PeerTable {
     let p = state.opened.get(via.name);
     if (!p) {
       p = via.transport.openPeer(state.descriptor);
-      state.opened.set(via.name, p);
-      p.catch(() => state.opened.delete(via.name));
+      const opening = p;
+      state.opened.set(via.name, opening);
+      opening.then(
+        (peer) => {
+          if (state.opened.get(via.name) === opening) state.ready.set(via.name, peer);
+        },
+        () => {
+          if (state.opened.get(via.name) === opening) state.opened.delete(via.name);
+        },
+      );
     }
     return p;
+  }
+
+  /** The transport peer over `via` if its open already succeeded (else `open` waits for it). */
+  openedPeer(state: PeerState, via: EngineTransport): TransportPeer | undefined {
+    return state.ready.get(via.name);
   }
 
   /** A batch starts using the peer's connections. */
@@ -169,6 +195,7 @@ export class PeerTable {
   private async closeTransportPeers(s: PeerState): Promise<void> {
     const opened = [...s.opened];
     s.opened.clear();
+    s.ready.clear();
     await Promise.allSettled(
       opened.map(async ([name, p]) => {
         const peer = await p;
