@@ -6,6 +6,7 @@ import { TransferError, isTransferError } from '../errors/transfer-error.js';
 import { codeForStatus } from '../errors/codes.js';
 import { attachSettlement, markRemoteMayBeWritten, remoteMayBeWritten } from '../errors/settlement.js';
 import { batchOf, gathersRows, scattersRows, selectRequests, type BatchResult, type SubmitOptions, type TransferBatch } from '../spi/batch.js';
+import type { TransportPeer } from '../spi/transport.js';
 import { checkBatch, checkTimeout } from './batch-check.js';
 import type { BatchStats } from './batch-stats.js';
 import type { TransferOptions } from './engine-api.js';
@@ -175,8 +176,8 @@ async function submitParts(ctx: TransferContext, call: RoutedCall, statuses: Int
   const submitVia = (via: EngineTransport, part: TransferBatch, withNotify: Uint8Array | undefined): Promise<BatchResult> =>
     submitPart(ctx, call, via, part, withNotify, unsettled);
   try {
-    const [only, ...others] = call.plan.routes;
-    if (only && others.length === 0 && !trailing) {
+    const only = call.plan.routes.length === 1 ? call.plan.routes[0]! : undefined;
+    if (only && !trailing) {
       // One part (the common case): its own settlement is the batch's, without gathering.
       const result = await submitVia(only.via, only.indexes ? selectRequests(batch, only.indexes) : batch, notify);
       if (only.indexes) only.indexes.forEach((i, j) => (statuses[i] = result.statuses[j]!));
@@ -212,7 +213,7 @@ async function submitParts(ctx: TransferContext, call: RoutedCall, statuses: Int
 }
 
 /** One part through one transport, once its connection to the peer is open, under the call's deadline. */
-async function submitPart(
+function submitPart(
   ctx: TransferContext,
   call: RoutedCall,
   via: EngineTransport,
@@ -221,13 +222,16 @@ async function submitPart(
   unsettled: Promise<unknown>[],
 ): Promise<BatchResult> {
   const { segment, deadline, signal } = call;
-  const peer =
-    ctx.peers.openedPeer(call.state, via) ??
-    (await beforeDeadline(ctx.peers.open(call.state, via), deadline, signal, `connecting to ${segment} over ${via.name}`));
-  const submitOptions: SubmitOptions = { timeoutMs: Math.max(1, deadline - Date.now()) };
-  if (signal) submitOptions.signal = signal;
-  if (notify) submitOptions.notify = notify;
-  return submitWithWatchdog(via, peer, part, submitOptions, ctx.pins, ctx.log, (settlement) => unsettled.push(settlement));
+  const submitTo = (peer: TransportPeer): Promise<BatchResult> => {
+    const submitOptions: SubmitOptions = { timeoutMs: Math.max(1, deadline - Date.now()) };
+    if (signal) submitOptions.signal = signal;
+    if (notify) submitOptions.notify = notify;
+    return submitWithWatchdog(via, peer, part, submitOptions, ctx.pins, ctx.log, (settlement) => unsettled.push(settlement));
+  };
+  // Not an async function: a connected peer's part is the transport's own promise, no wrapper.
+  const ready = ctx.peers.openedPeer(call.state, via);
+  if (ready) return submitTo(ready);
+  return beforeDeadline(ctx.peers.open(call.state, via), deadline, signal, `connecting to ${segment} over ${via.name}`).then(submitTo);
 }
 
 /** The error of a batch whose transports settled but some requests failed: the first failure's code, every status. */
