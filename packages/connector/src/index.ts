@@ -122,3 +122,4 @@ export {
 export { HostAddressSpace } from './plugin-kit/host-address-space.js';
 export { advertisedHost } from './plugin-kit/advertised-host.js';
 export { usableCpus, cgroupCpuQuota, type ReadText } from './plugin-kit/usable-cpus.js';
+export { threadPolicyOf, policyOfStat } from './plugin-kit/thread-policy.js';

@@ -43,6 +43,7 @@ class ShmTransport : public te::napi::NativeTransportWrap<ShmTransport, teshm::T
     opt.cancel_grace_ms = static_cast<int>(u64_field(o, "cancelGraceMs"));
     opt.notify_queue_per_peer = u64_field(o, "notifyQueuePerPeer");
     opt.notify_queue_bytes = u64_field(o, "notifyQueueBytes");
+    opt.batch_scheduling = o.Get("batchScheduling").ToBoolean().Value();
 
     transport_ = std::make_shared<teshm::Transport>(opt, event_sink(env, "te:mooncake-shm"));
     start(env);

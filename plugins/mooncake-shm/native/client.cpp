@@ -11,6 +11,7 @@
 #include <random>
 
 #include "client_peer.h"
+#include "te/thread_policy.h"
 
 namespace teshm {
 
@@ -39,6 +40,9 @@ Status Client::start(std::string* err) {
     pthread_setname_np(pthread_self(), "te-shm-client");
     loop();
   });
+  std::string refused = opt_.batch_scheduling ? te::schedule_as_batch(thread_) : std::string();
+  if (!refused.empty())
+    owner_->emit(Event{Event::LOG, 0, 0, "the client thread keeps the default scheduling policy: " + refused, {}});
   return te::TE_OK;
 }
 

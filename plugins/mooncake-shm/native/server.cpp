@@ -14,6 +14,7 @@
 
 #include "copy.h"
 #include "server_state.h"
+#include "te/thread_policy.h"
 
 namespace teshm {
 
@@ -48,6 +49,13 @@ Status Server::start(std::string* err) {
     pthread_setname_np(pthread_self(), "te-shm-server");
     loop();
   });
+  if (opt_.batch_scheduling) {
+    std::string refused = te::schedule_as_batch(loop_thread_);
+    for (auto& t : copy_threads_)
+      if (refused.empty()) refused = te::schedule_as_batch(t);
+    if (!refused.empty())
+      owner_->emit(Event{Event::LOG, 0, 0, "copy threads keep the default scheduling policy: " + refused, {}});
+  }
   return te::TE_OK;
 }
 

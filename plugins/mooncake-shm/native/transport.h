@@ -49,6 +49,9 @@ struct Options {
   int cancel_grace_ms = 250;
   uint64_t notify_queue_per_peer = 1024;
   uint64_t notify_queue_bytes = 64ull << 20;
+  // Copy, server and client threads run under SCHED_BATCH (te/thread_policy.h): woken, they
+  // do not preempt the JS thread.
+  bool batch_scheduling = true;
 };
 
 /** Something for the JS thread (the event type every transport core shares). */

@@ -22,6 +22,7 @@ export interface NativeTransportOptions {
   cancelGraceMs: number;
   notifyQueuePerPeer: number;
   notifyQueueBytes: number;
+  batchScheduling: boolean;
 }
 
 export interface NativeShmTransport extends NativeTransportHandle {

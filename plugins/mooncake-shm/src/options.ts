@@ -35,6 +35,13 @@ export const shmOptions = {
     description:
       'Ask the kernel to back registered host memory with transparent huge pages (MADV_HUGEPAGE + MADV_COLLAPSE on the whole 2 MiB pages inside it): process_vm_* pins pages one by one, and huge pages make the copies about 1.6x faster. Best effort',
   },
+  batchScheduling: {
+    type: 'boolean',
+    default: true,
+    env: 'TE_SHM_BATCH_SCHEDULING',
+    description:
+      "Run the copy threads, the target's server thread and the initiator's client thread under SCHED_BATCH: a thread woken by a request or an answer does not take the CPU from the JS thread at once, which saves a pair of context switches per batch when no CPU is idle (docs/plugins/mooncake-shm.md). Unprivileged; a refusal is logged and the threads keep the default policy. Off: the system's default policy",
+  },
   maxOutstanding: {
     type: 'integer',
     default: 4096,

@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import {
   NativeTransportBase,
+  threadPolicyOf,
   type AllocatedMemory,
   type DeviceName,
   type RegisterRequest,
@@ -105,6 +106,8 @@ export class MooncakeShmTransport extends NativeTransportBase<NativeShmTransport
       socket: this.#endpoint.socket ? `@${this.#endpoint.socket}` : 'none (disabled)',
       copyThreads: this.#options.copyThreads,
       chunkBytes: this.#options.chunkBytes,
+      // What the kernel reports for this process's shm threads, not what was asked for (a refusal is also logged).
+      threadPolicy: threadPolicyOf('te-shm-'),
       hugePages: this.#options.hugePages ? this.#hugePages : 'off',
       ptraceScope: scope === undefined ? 'no Yama (same user may attach)' : scope,
       // As a target: how initiators' bytes were copied (pool memory with memcpy, other memory with process_vm_*).
@@ -132,6 +135,7 @@ function nativeOptions(context: TransportContext, options: ShmOptions, socket: s
     cancelGraceMs: options.cancelGraceMs,
     notifyQueuePerPeer: options.notifyQueuePerPeer,
     notifyQueueBytes: options.notifyQueueBytes,
+    batchScheduling: options.batchScheduling,
   };
 }
 

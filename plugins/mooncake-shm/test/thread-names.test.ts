@@ -34,4 +34,39 @@ test('a transport runs te-shm-copy0..N-1, te-shm-server and te-shm-client, and c
   assert.equal(shmThreads(), before, 'closing joined every thread');
 });
 
+/** Scheduling policy (stat field 41: 0 SCHED_OTHER, 3 SCHED_BATCH) of each of this process's te-shm threads. */
+function shmPolicies(): number[] {
+  const policies: number[] = [];
+  for (const t of readdirSync('/proc/self/task')) {
+    try {
+      if (!readFileSync(`/proc/self/task/${t}/comm`, 'utf8').startsWith('te-shm')) continue;
+      const stat = readFileSync(`/proc/self/task/${t}/stat`, 'utf8');
+      policies.push(Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[38]));
+    } catch {
+      // the thread exited
+    }
+  }
+  return policies;
+}
+
+// Woken by a request or an answer, a thread under SCHED_BATCH does not take the JS thread's
+// CPU at once (te/thread_policy.h); describe() reports what the kernel says.
+test('every te-shm thread runs under SCHED_BATCH by default, under the default policy with batchScheduling off', async () => {
+  assert.equal(shmThreads(), [], "no other shm transport in this process: every te-shm thread is this test's");
+  for (const [options, policy, reported] of [
+    [{}, 3, 'SCHED_BATCH'],
+    [{ batchScheduling: false }, 0, 'SCHED_OTHER'],
+  ] as const) {
+    const e = await createEndpoint('thread-policy', { copyThreads: 2, ...options });
+    try {
+      const until = Date.now() + 2000;
+      while (shmThreads().length < 4 && Date.now() < until) await new Promise((r) => setTimeout(r, 10));
+      assert.equal(shmPolicies(), [policy, policy, policy, policy], `client, server and 2 copy threads: ${JSON.stringify(options)}`);
+      assert.is(e.transport.describe?.().threadPolicy, reported);
+    } finally {
+      await e.transport.close();
+    }
+  }
+});
+
 test.run();

@@ -51,6 +51,7 @@ class TcpTransport : public te::napi::NativeTransportWrap<TcpTransport, tetcp::T
     opt.handshake_timeout_ms = static_cast<int64_t>(u64_field(o, "handshakeTimeoutMs"));
     opt.idle_timeout_ms = static_cast<int64_t>(u64_field(o, "idleTimeoutMs"));
     opt.busy_poll_us = static_cast<int64_t>(u64_field(o, "busyPollUs"));
+    opt.batch_scheduling = o.Get("batchScheduling").ToBoolean().Value();
     opt.coalesce_writes = te::napi::bool_field_or(o, "coalesceWrites", true);
     Napi::Value secret = o.Get("authSecret");
     if (te::napi::is_given(secret)) {

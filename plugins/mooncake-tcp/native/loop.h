@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <unordered_set>
 #include <vector>
 
 #include "te/clock.h"
+#include "te/thread_policy.h"
 
 namespace tetcp {
 
@@ -38,6 +40,8 @@ class Loop {
   explicit Loop(int index, int64_t spin_us = 0, int tick_ms = 10);
   ~Loop();
   void start();
+  /** Puts the loop's thread under SCHED_BATCH (te/thread_policy.h): "" or why not. */
+  std::string schedule_as_batch() { return te::schedule_as_batch(thread_); }
   /** Runs the remaining tasks, calls on_shutdown() on every handler and joins the thread. */
   void stop();
   /**

@@ -181,6 +181,8 @@ Status Transport::start(std::string* err) {
   for (int i = 0; i < opt_.io_threads; ++i) {
     loops_.push_back(std::make_unique<Loop>(i, opt_.busy_poll_us));
     loops_.back()->start();
+    std::string refused = opt_.batch_scheduling ? loops_.back()->schedule_as_batch() : std::string();
+    if (!refused.empty() && i == 0) warn("I/O threads keep the default scheduling policy: " + refused);
   }
   loops_[0]->post([this, fd] { listener_ = start_listener(this, loops_[0].get(), fd); });
   return te::TE_OK;

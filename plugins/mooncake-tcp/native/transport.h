@@ -55,6 +55,8 @@ struct Options {
   int worker_threads = 2;
   // After events, an I/O loop polls without sleeping for this long (0: never spins).
   int64_t busy_poll_us = 0;
+  // The I/O loops run under SCHED_BATCH (te/thread_policy.h): woken, they do not preempt the JS thread.
+  bool batch_scheduling = false;
   // Runs of small writes of one batch go out as WRITEV frames (to targets that take them).
   bool coalesce_writes = true;
 };

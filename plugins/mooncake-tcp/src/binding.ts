@@ -30,6 +30,7 @@ export interface NativeTransportOptions {
   handshakeTimeoutMs: number;
   idleTimeoutMs: number;
   busyPollUs: number;
+  batchScheduling: boolean;
   coalesceWrites: boolean;
   /** Shared secret bytes; absent: no authentication. */
   authSecret?: Uint8Array;

@@ -3,6 +3,7 @@ import { isIP } from 'node:net';
 import {
   advertisedHost,
   NativeTransportBase,
+  threadPolicyOf,
   TransferError,
   type RegisterRequest,
   type SegmentDescriptor,
@@ -111,6 +112,8 @@ export class MooncakeTcpTransport extends NativeTransportBase<NativeTcpTransport
       lanesPerPeer: this.#options.lanesPerPeer,
       sliceSize: this.#options.sliceSize,
       congestionControl: this.#options.congestionControl ?? 'system default',
+      // What the kernel reports for the I/O threads, not what was asked for (a refusal is also logged).
+      ioThreadPolicy: threadPolicyOf('te-tcp-io'),
       authentication: (this.#options.authSecret ?? this.context.secret) ? 'hmac-sha256' : 'none',
       cuda: loadBinding().builtWithCuda ? 'staged through pinned host buffers' : 'built without CUDA',
       // Gathered writes whose rows are under 4 KiB go out packed through a 256 KiB buffer per lane.
@@ -142,6 +145,7 @@ function nativeOptions(context: TransportContext, options: TcpOptions): NativeTr
     handshakeTimeoutMs: options.handshakeTimeoutMs,
     idleTimeoutMs: options.idleTimeoutMs,
     busyPollUs: options.busyPollUs,
+    batchScheduling: options.batchScheduling,
     coalesceWrites: options.coalesceWrites,
     // The plugin's own secret, else the deployment's (config `secret`): either turns authentication on.
     ...(secret ? { authSecret: Buffer.from(secret, 'utf8') } : {}),

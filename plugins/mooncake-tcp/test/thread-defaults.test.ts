@@ -9,15 +9,24 @@ import plugin from '../src/index.js';
 import { defaultIoThreads } from '../src/thread-defaults.js';
 import { localTransport } from './helpers.js';
 
+/** The scheduling policy (stat field 41: 0 SCHED_OTHER, 3 SCHED_BATCH) of this process's I/O threads, one entry per thread. */
+function ioThreadPolicies(): number[] {
+  const policies: number[] = [];
+  for (const t of readdirSync('/proc/self/task')) {
+    try {
+      if (!readFileSync(`/proc/self/task/${t}/comm`, 'utf8').startsWith('te-tcp-io')) continue;
+      const stat = readFileSync(`/proc/self/task/${t}/stat`, 'utf8');
+      policies.push(Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[38]));
+    } catch {
+      // the thread exited
+    }
+  }
+  return policies;
+}
+
 /** This process's threads named by mooncake-tcp's I/O loops. */
 function ioThreads(): number {
-  return readdirSync('/proc/self/task').filter((t) => {
-    try {
-      return readFileSync(`/proc/self/task/${t}/comm`, 'utf8').startsWith('te-tcp-io');
-    } catch {
-      return false; // the thread exited
-    }
-  }).length;
+  return ioThreadPolicies().length;
 }
 
 /**
@@ -61,6 +70,27 @@ test('a transport with default options runs the default number of I/O threads; c
 
   assert.is(parseOptions(plugin.options, {}, { TE_TCP_IO_THREADS: '3', TE_TCP_LANES_PER_PEER: '6' }, plugin.name).ioThreads, 3);
   assert.is(parseOptions(plugin.options, {}, { TE_TCP_IO_THREADS: '3', TE_TCP_LANES_PER_PEER: '6' }, plugin.name).lanesPerPeer, 6);
+});
+
+// Woken by the JS thread, an I/O thread under SCHED_BATCH does not take its CPU at once
+// (te/thread_policy.h); off by default (4 KiB reads lose), on with batchScheduling.
+// describe() reports what the kernel says the threads run under.
+test('the I/O threads run under the default policy, and under SCHED_BATCH with batchScheduling', async () => {
+  const before = ioThreads();
+  for (const [options, policy, reported] of [
+    [{}, 0, 'SCHED_OTHER'],
+    [{ batchScheduling: true }, 3, 'SCHED_BATCH'],
+  ] as const) {
+    const local = await localTransport(4096, { ioThreads: 2, ...options });
+    try {
+      assert.is(await newIoThreads(before, 2), 2);
+      assert.equal(ioThreadPolicies(), [policy, policy], JSON.stringify(options));
+      assert.is(local.transport.describe?.().ioThreadPolicy, reported);
+    } finally {
+      await local.transport.close();
+    }
+  }
+  assert.is(parseOptions(plugin.options, {}, { TE_TCP_BATCH_SCHEDULING: '1' }, plugin.name).batchScheduling, true);
 });
 
 test.run();

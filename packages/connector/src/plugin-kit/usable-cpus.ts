@@ -1,10 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 
-/** Reads a file's text, or undefined when it cannot be read. */
+/** Reads a file's text, or undefined when it cannot be read (tests pass their own). */
 export type ReadText = (path: string) => string | undefined;
 
-const readText: ReadText = (path) => {
+/** The file system's text. */
+export const readText: ReadText = (path) => {
   try {
     return readFileSync(path, 'utf8');
   } catch {
