@@ -50,11 +50,15 @@ Status Server::start(std::string* err) {
     loop();
   });
   if (opt_.batch_scheduling) {
+    // Every thread is asked; one warning names the first refusal (describe() shows the mix).
     std::string refused = te::schedule_as_batch(loop_thread_);
-    for (auto& t : copy_threads_)
-      if (refused.empty()) refused = te::schedule_as_batch(t);
+    for (auto& t : copy_threads_) {
+      std::string r = te::schedule_as_batch(t);
+      if (refused.empty()) refused = r;
+    }
     if (!refused.empty())
-      owner_->emit(Event{Event::LOG, 0, 0, "copy threads keep the default scheduling policy: " + refused, {}});
+      owner_->emit(
+          Event{Event::LOG, 0, 0, "server or copy threads keep the default scheduling policy: " + refused, {}});
   }
   return te::TE_OK;
 }

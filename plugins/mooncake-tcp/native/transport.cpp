@@ -178,12 +178,15 @@ Status Transport::start(std::string* err) {
   port_ = ntohs(bound.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
                                            : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
   listen_fd_ = fd;
+  std::string refused;
   for (int i = 0; i < opt_.io_threads; ++i) {
     loops_.push_back(std::make_unique<Loop>(i, opt_.busy_poll_us));
     loops_.back()->start();
-    std::string refused = opt_.batch_scheduling ? loops_.back()->schedule_as_batch() : std::string();
-    if (!refused.empty() && i == 0) warn("I/O threads keep the default scheduling policy: " + refused);
+    std::string r = opt_.batch_scheduling ? loops_.back()->schedule_as_batch() : std::string();
+    if (refused.empty()) refused = r;
   }
+  // One warning for all loops, naming the first refusal (describe() shows the mix).
+  if (!refused.empty()) warn("I/O threads keep the default scheduling policy: " + refused);
   loops_[0]->post([this, fd] { listener_ = start_listener(this, loops_[0].get(), fd); });
   return te::TE_OK;
 }
