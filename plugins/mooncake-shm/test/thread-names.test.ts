@@ -3,6 +3,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { policyOfStat } from '@te/connector';
 import { createEndpoint } from './helpers.js';
 
 /** The names of this process's threads that start with te-shm, sorted (other test files' transports included). */
@@ -40,8 +41,7 @@ function shmPolicies(): number[] {
   for (const t of readdirSync('/proc/self/task')) {
     try {
       if (!readFileSync(`/proc/self/task/${t}/comm`, 'utf8').startsWith('te-shm')) continue;
-      const stat = readFileSync(`/proc/self/task/${t}/stat`, 'utf8');
-      policies.push(Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[38]));
+      policies.push(policyOfStat(readFileSync(`/proc/self/task/${t}/stat`, 'utf8')) ?? -1);
     } catch {
       // the thread exited
     }

@@ -4,7 +4,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { parseOptions, usableCpus } from '@te/connector';
+import { parseOptions, policyOfStat, usableCpus } from '@te/connector';
 import plugin from '../src/index.js';
 import { defaultIoThreads } from '../src/thread-defaults.js';
 import { localTransport } from './helpers.js';
@@ -15,8 +15,7 @@ function ioThreadPolicies(): number[] {
   for (const t of readdirSync('/proc/self/task')) {
     try {
       if (!readFileSync(`/proc/self/task/${t}/comm`, 'utf8').startsWith('te-tcp-io')) continue;
-      const stat = readFileSync(`/proc/self/task/${t}/stat`, 'utf8');
-      policies.push(Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[38]));
+      policies.push(policyOfStat(readFileSync(`/proc/self/task/${t}/stat`, 'utf8')) ?? -1);
     } catch {
       // the thread exited
     }
