@@ -50,6 +50,26 @@ test('the peer table keeps at most maxPeers: least recently used idle peers go, 
   assert.is(await table.state(seg(1)), again, 'a kept peer is reused');
 });
 
+test('recency decides eviction: a peer used again outlives newer ones, however often the newest is used', async () => {
+  const { via, closed } = fakeTransport();
+  const table = new PeerTable([via], async (s) => descriptor(s), 3, 60_000);
+  for (const i of [1, 2, 3]) await use(table, via, seg(i));
+  // seg(1) used again (twice: the second use finds it newest already), then seg(3), the newest.
+  assert.ok(table.lookedUp(seg(1)));
+  assert.ok(table.lookedUp(seg(1)));
+  await use(table, via, seg(4)); // evicts the least recently used: seg(2)
+  await settle();
+  assert.equal(closed, [seg(2)]);
+  // The newest dropped from the table: using another peer still moves it behind the rest.
+  await table.forget(seg(4));
+  assert.ok(table.lookedUp(seg(3)));
+  await use(table, via, seg(5));
+  await use(table, via, seg(6)); // seg(1) is now the least recently used
+  await settle();
+  assert.equal(closed, [seg(2), seg(4), seg(1)]);
+  assert.ok(table.lookedUp(seg(3)), 'the peer used after the forget was kept');
+});
+
 test('idle peers expire when the table next changes', async () => {
   const { via, closed } = fakeTransport();
   const table = new PeerTable([via], async (s) => descriptor(s), 1024, 50);

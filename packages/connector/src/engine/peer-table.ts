@@ -39,6 +39,8 @@ export class PeerTable {
   private readonly peers = new Map<string, Entry>();
   /** The table entry a looked-up state came from. */
   private readonly entries = new WeakMap<PeerState, Entry>();
+  /** The entry last put at the end of `peers` (the most recently used, while it is in the table). */
+  private newest: Entry | undefined;
 
   constructor(
     private readonly held: EngineTransport[],
@@ -73,6 +75,7 @@ export class PeerTable {
     })();
     const created: Entry = { segment, state, lastUsedAt: Date.now() };
     this.peers.set(segment, created);
+    this.newest = created;
     state.then(
       (s) => {
         created.settled = s;
@@ -81,7 +84,7 @@ export class PeerTable {
         if (this.peers.get(segment) !== created) s.closeWhenIdle = true;
       },
       () => {
-        if (this.peers.get(segment) === created) this.peers.delete(segment);
+        if (this.peers.get(segment) === created) this.remove(segment);
       },
     );
     return state;
@@ -94,8 +97,18 @@ export class PeerTable {
 
   private touch(segment: string, entry: Entry): void {
     entry.lastUsedAt = Date.now();
+    // Already last (every batch to one peer touches it twice): moving it again would make V8
+    // shrink and regrow the Map's table each time.
+    if (this.newest === entry) return;
     this.peers.delete(segment);
     this.peers.set(segment, entry);
+    this.newest = entry;
+  }
+
+  /** Takes the segment's entry out of the table (and out of `newest`, which must not keep it alive). */
+  private remove(segment: string): void {
+    if (this.newest?.segment === segment) this.newest = undefined;
+    this.peers.delete(segment);
   }
 
   /**
@@ -112,7 +125,7 @@ export class PeerTable {
       if (!over && !idle) break;
       const s = entry.settled;
       if (!s || s.inFlight > 0) continue;
-      this.peers.delete(segment);
+      this.remove(segment);
       this.drop(s);
     }
   }
@@ -185,7 +198,7 @@ export class PeerTable {
   /** Drops the peer; its connections close now, or when its batches in flight settled. */
   async forget(segment: string): Promise<void> {
     const entry = this.peers.get(segment);
-    this.peers.delete(segment);
+    this.remove(segment);
     if (!entry) return;
     const s = await entry.state.catch(() => undefined);
     if (!s) return;
