@@ -53,12 +53,13 @@ interface RoutedCall extends TransferCall {
 
 /** Moves `batch` to or from `segment`; see `TransferEngine.transfer`. */
 export async function transferBatch(ctx: TransferContext, segment: string, batch: TransferBatch, options: TransferOptions): Promise<BatchResult> {
-  checkSegmentName(segment);
+  // A known peer's name was checked when it was first looked up (every way into the table checks it).
+  const known = typeof segment === 'string' ? ctx.peers.lookedUp(segment) : undefined;
+  if (!known) checkSegmentName(segment);
   const shape = checkBatch(batch);
   const { deadline, signal, notify } = checkOptions(options, ctx.config.timeouts.transferMs);
   const call: TransferCall = { segment, batch, deadline, signal, notify };
   // A known peer is routed without an asynchronous step (the common case); a new one is looked up first.
-  const known = ctx.peers.lookedUp(segment);
   const routed = known ? routeWith(ctx, call, shape, known) : await routeCall(ctx, call, shape);
   const statuses = new Int32Array(batch.opcodes.length);
   for (const [i, status] of routed.plan.refused) statuses[i] = status;
