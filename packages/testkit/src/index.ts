@@ -5,6 +5,7 @@ export { allocFakeDeviceMemory, fakeAddressOf, fakeBytesAt } from './fake/fake-m
 export { transportConformance, pattern, assertBytes, type ConformancePair, type ConformanceOptions } from './conformance/suite.js';
 export { LocalTargetMemory, checkPayload, type TargetMemory, type ReceivedNotification } from './conformance/target.js';
 export { serveTargetProcess, spawnTargetProcess, type TargetProcess } from './conformance/target-process.js';
+export { assertOptionRefused } from './options/assert-option-refused.js';
 export { freePort } from './ports.js';
 export { compileWorkerScript } from './workers/compile-worker-script.js';
 export { exitWithParent } from './workers/exit-with-parent.js';

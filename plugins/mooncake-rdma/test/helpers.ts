@@ -1,9 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { randomBytes } from 'node:crypto';
-import * as assert from 'uvu/assert';
 import {
   PluginRegistry,
-  TransferError,
   createTransferEngine,
   parseOptions,
   type SegmentDescriptor,
@@ -77,18 +75,4 @@ export async function bareSide(
     buffers: published,
   };
   return { transport, descriptor, addrs };
-}
-
-/** Each (config, environment) pair must be refused by the option parser with INVALID_CONFIG, its message matching `names`. */
-export function assertOptionRefused(cases: ReadonlyArray<readonly [Record<string, unknown>, Record<string, string>]>, names: RegExp): void {
-  for (const [input, env] of cases) {
-    try {
-      parseOptions(plugin.options, input, env, plugin.name);
-      assert.unreachable(`accepted ${JSON.stringify(input)} ${JSON.stringify(env)}`);
-    } catch (e) {
-      assert.instance(e, TransferError);
-      assert.is((e as TransferError).code, 'INVALID_CONFIG');
-      assert.match((e as Error).message, names);
-    }
-  }
 }

@@ -7,7 +7,9 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { randomBytes } from 'node:crypto';
 import { batchOf, type Transport } from '@te/connector';
-import { KiB, assertOptionRefused, bareSide } from './helpers.js';
+import { assertOptionRefused } from '@te/testkit';
+import plugin from '../src/index.js';
+import { KiB, bareSide } from './helpers.js';
 
 interface WaitCounters {
   waitCounters(): { waits: number; waitsWithData: number }[];
@@ -118,6 +120,7 @@ test(`${PROVIDER}: once the writes stop, the target's rail goes back to sleep (a
 
 test('idleSpinUs below 0, above 10 s or not an integer → INVALID_CONFIG naming the option', () => {
   assertOptionRefused(
+    plugin,
     [
       [{ idleSpinUs: -1 }, {}],
       [{ idleSpinUs: 10_000_001 }, {}],

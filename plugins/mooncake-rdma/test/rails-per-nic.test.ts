@@ -7,8 +7,9 @@ import { randomBytes } from 'node:crypto';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { batchOf, parseOptions, usableCpus, type SegmentDescriptor, type TransferRequest, type Transport } from '@te/connector';
+import { assertOptionRefused } from '@te/testkit';
 import plugin from '../src/index.js';
-import { PROVIDERS, assertOptionRefused, bareSide } from './helpers.js';
+import { PROVIDERS, bareSide } from './helpers.js';
 
 interface Side {
   transport: Transport & { rmaCounters(): { ops: number; slices: number }[] };
@@ -107,6 +108,7 @@ test('railsPerNic 0 (the default) is automatic: one per 4 CPUs, 1 to 4, on a soc
 
 test('railsPerNic outside 0..16 or not an integer → INVALID_CONFIG naming the option', () => {
   assertOptionRefused(
+    plugin,
     [
       [{ railsPerNic: -1 }, {}],
       [{ railsPerNic: 17 }, {}],

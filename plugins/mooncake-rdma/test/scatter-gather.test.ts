@@ -7,7 +7,9 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { randomBytes } from 'node:crypto';
 import { batchOf, type TransferRequest, type SegmentDescriptor, type Transport } from '@te/connector';
-import { PROVIDERS, assertOptionRefused, bareSide } from './helpers.js';
+import { assertOptionRefused } from '@te/testkit';
+import plugin from '../src/index.js';
+import { PROVIDERS, bareSide } from './helpers.js';
 
 interface Counters {
   rmaCounters(): { ops: number; slices: number }[];
@@ -150,6 +152,7 @@ for (const provider of PROVIDERS) {
 
 test('slicesPerOp outside 1..4 or not an integer → INVALID_CONFIG naming the option', () => {
   assertOptionRefused(
+    plugin,
     [
       [{ slicesPerOp: 0 }, {}],
       [{ slicesPerOp: 5 }, {}],
