@@ -259,6 +259,7 @@ void Server::read_conn(const std::shared_ptr<Conn>& c) {
       case CANCEL: {
         std::lock_guard<std::mutex> lock(c->mu);
         if (c->cancelled.insert(m.cancel_batch).second) c->cancel_order.push_back(m.cancel_batch);
+        c->any_cancelled.store(true, std::memory_order_release);
         // Bounded: a peer cancelling forever cannot grow the set; old batches are long finished.
         while (c->cancel_order.size() > kMaxCancelled) {
           c->cancelled.erase(c->cancel_order.front());
@@ -329,7 +330,9 @@ void Server::handle_pool(Conn& c, const PoolAd& ad, int fd) {
 }
 
 void Server::handle_requests(const std::shared_ptr<Conn>& c, const std::vector<Request>& reqs) {
-  bool queued = false;
+  // A message's requests join the queue together: one lock of it per message, not per request.
+  std::vector<std::shared_ptr<Work>> admitted;
+  admitted.reserve(reqs.size());
   for (const Request& q : reqs) {
     if (c->outstanding.load() >= opt_.max_outstanding) {
       complete(*c, q.seq, te::TE_POOL_EXHAUSTED, false);
@@ -355,13 +358,15 @@ void Server::handle_requests(const std::shared_ptr<Conn>& c, const std::vector<R
     }
     w->chunks = (q.len + opt_.chunk_bytes - 1) / opt_.chunk_bytes;
     c->outstanding.fetch_add(1);
+    admitted.push_back(std::move(w));
+  }
+  if (!admitted.empty()) {
     {
       std::lock_guard<std::mutex> lock(qmu_);
-      queue_.push_back(std::move(w));
+      for (auto& w : admitted) queue_.push_back(std::move(w));
     }
-    queued = true;
+    qcv_.notify_all();
   }
-  if (queued) qcv_.notify_all();
   std::lock_guard<std::mutex> lock(c->mu);
   flush_locked(*c);
 }

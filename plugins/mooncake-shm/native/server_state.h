@@ -37,7 +37,14 @@ struct Server::Conn {
   std::deque<uint64_t> cancel_order;
   std::unordered_map<uint32_t, std::shared_ptr<PeerPool>> pools;  // the loop thread's, not under mu
 
+  // Set (under mu) with the first CANCEL: until then a chunk's check takes no lock, which
+  // the copy threads otherwise fought over with each other and the loop thread per chunk.
+  // A CANCEL that lands just after the check finds the chunk already being copied, as it
+  // would had it come a moment later.
+  std::atomic<bool> any_cancelled{false};
+
   bool is_cancelled(uint64_t batch) {
+    if (!any_cancelled.load(std::memory_order_acquire)) return false;
     std::lock_guard<std::mutex> lock(mu);
     return cancelled.count(batch) != 0;
   }
