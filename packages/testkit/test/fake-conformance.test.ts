@@ -4,13 +4,15 @@ import { LocalTargetMemory, createFakePlugin, transportConformance } from '../sr
 // The fake transport must pass the same suite every real plugin runs.
 const { plugin, faults } = createFakePlugin();
 
+const registry = new PluginRegistry({ builtins: false });
+registry.register(plugin.name, plugin);
+const config = { connector: plugin.name };
+
 transportConformance({
   name: 'test-fake (in-process)',
   capabilities: plugin.capabilities,
+  createInitiator: () => createTransferEngine(config, { registry }),
   async createPair() {
-    const registry = new PluginRegistry({ builtins: false });
-    registry.register(plugin.name, plugin);
-    const config = { connector: plugin.name };
     const initiator = await createTransferEngine(config, { registry });
     const target = await createTransferEngine(config, { registry });
     return {

@@ -10,6 +10,7 @@ for (const provider of PROVIDERS) {
   transportConformance({
     name: `${plugin.name} over ${provider} (strict-pool target in a child process)`,
     capabilities: plugin.capabilities,
+    createInitiator: () => initiator(provider),
     async createPair() {
       const t: TargetProcess = await poolTarget(provider);
       let i: TransferEngine;

@@ -10,6 +10,7 @@ for (const provider of PROVIDERS) {
   transportConformance({
     name: `${plugin.name} over ${provider} (target in a child process)`,
     capabilities: plugin.capabilities,
+    createInitiator: () => initiator(provider),
     async createPair() {
       const t: TargetProcess = await target(provider);
       let i: TransferEngine;

@@ -11,6 +11,7 @@ transportConformance({
   name: 'mooncake-shm (two processes, same host)',
   capabilities: plugin.capabilities,
   maxBytes: 8 << 20,
+  createInitiator: () => createTransferEngine(config),
   async createPair() {
     const target = await spawnTargetProcess(await compileWorkerScript(fileURLToPath(new URL('./fixtures/conformance-target.ts', import.meta.url))), config);
     const initiator = await createTransferEngine(config);

@@ -10,6 +10,7 @@ transportConformance({
   name: 'mooncake-tcp (two processes, loopback)',
   capabilities: plugin.capabilities,
   maxBytes: 8 << 20,
+  createInitiator: () => createTransferEngine(config),
   async createPair() {
     const target = await spawnTargetProcess(await compileWorkerScript(fileURLToPath(new URL('./fixtures/conformance-target.ts', import.meta.url))), config);
     const initiator = await createTransferEngine(config);

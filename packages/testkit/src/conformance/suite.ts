@@ -4,6 +4,7 @@ import { batchCases, singleRequestCases } from './cases/data.js';
 import { notificationCase } from './cases/notification.js';
 import { malformedBatchCase, refusalCases } from './cases/refusals.js';
 import type { CaseRegistry } from './cases/registry.js';
+import { sharedTargetCase } from './cases/shared-target.js';
 import { stallCases } from './cases/stall.js';
 import type { ConformanceOptions, ConformancePair } from './types.js';
 
@@ -28,7 +29,7 @@ export type { ConformanceOptions, ConformancePair } from './types.js';
 
 /**
  * The conformance suite every transport plugin runs: register, write, read, batches,
- * bounds, abort, deadline, notifications. Cases a plugin's capabilities exclude are
+ * two initiators at one target, bounds, abort, deadline, notifications. Cases a plugin's capabilities exclude are
  * dropped with the reason printed.
  */
 export function transportConformance(options: ConformanceOptions) {
@@ -42,6 +43,7 @@ export function transportConformance(options: ConformanceOptions) {
     if (options.only && !options.only.includes(caseName)) return 'not selected (options.only)';
     if (caseName.startsWith('read') && !options.capabilities.read) return 'capabilities.read is false';
     if (caseName.startsWith('notification') && !options.capabilities.notifications) return 'capabilities.notifications is false';
+    if (caseName.startsWith('two initiators') && !options.createInitiator) return 'options.createInitiator is not given';
     return options.exclude?.[caseName];
   };
   const it = (caseName: string, body: (pair: ConformancePair) => Promise<void>): void => {
@@ -85,6 +87,7 @@ export function transportConformance(options: ConformanceOptions) {
   // The order the cases run in: one pair serves them all, the stalled peer after the data and refusal cases.
   singleRequestCases(cases);
   batchCases(cases);
+  sharedTargetCase(cases);
   refusalCases(cases);
   stallCases(cases);
   notificationCase(cases);

@@ -19,6 +19,12 @@ export interface ConformanceOptions {
   name: string;
   capabilities: TransportCapabilities;
   createPair(): Promise<ConformancePair>;
+  /**
+   * Another initiator that reaches the pair's target, built as the pair's initiator is (for
+   * the case with two initiators at one target; without it that case is skipped, with the
+   * reason). The suite closes it.
+   */
+  createInitiator?(): Promise<TransferEngine>;
   /** Cases this plugin does not run, each with the reason (printed, never silent). */
   exclude?: Record<string, string>;
   /** Run only these cases (while debugging one); the others are registered as skipped. */
