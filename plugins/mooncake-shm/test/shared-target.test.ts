@@ -25,24 +25,40 @@ interface Counts {
   failed: number;
 }
 
+/** The flooding initiator's answer to `cmd`; fails when it exits first or does not answer within 30 s. */
 function ask(child: ChildProcess, cmd: 'count' | 'stop'): Promise<Counts> {
-  return new Promise((resolve) => {
-    child.once('message', (m) => resolve(m as Counts));
-    child.send({ cmd });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => done(new Error(`the flooding initiator did not answer '${cmd}' within 30 s`)), 30_000);
+    const onExit = (code: number | null, signal: string | null) =>
+      done(new Error(`the flooding initiator exited (code ${code}, signal ${signal}) before answering '${cmd}'`));
+    const onMessage = (m: unknown) => done(undefined, m as Counts);
+    function done(error?: Error, counts?: Counts) {
+      clearTimeout(timer);
+      child.off('exit', onExit);
+      child.off('message', onMessage);
+      if (error) reject(error);
+      else resolve(counts!);
+    }
+    child.once('exit', onExit);
+    child.once('message', onMessage);
+    if (child.exitCode !== null || child.signalCode !== null) return onExit(child.exitCode, child.signalCode);
+    child.send({ cmd }, (e) => e && done(e));
   });
 }
 
 test("a small write beside another initiator's stream of large writes completes in time, its bytes landed", async () => {
   const target = await spawnTargetProcess(await compileWorkerScript(targetScript), config);
   const flooder = fork(await compileWorkerScript(floodScript), [], {
+    execArgv: [],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     env: { ...process.env, TE_FLOOD_CONFIG: JSON.stringify(config), TE_FLOOD_SEGMENT: target.segment, TE_FLOOD_REMOTE: String(await target.alloc(16 << 20)) },
   });
   const initiator = await createTransferEngine(config);
   try {
     await new Promise((resolve, reject) => {
-      flooder.once('message', resolve);
-      flooder.once('exit', (code) => reject(new Error(`the flooding initiator exited with ${code}`)));
+      const timer = setTimeout(() => reject(new Error('the flooding initiator was not writing within 30 s')), 30_000);
+      flooder.once('message', () => resolve(clearTimeout(timer)));
+      flooder.once('exit', (code, signal) => reject(new Error(`the flooding initiator exited (code ${code}, signal ${signal})`)));
     });
     const remote = await target.alloc(SMALL);
     const data = new Uint8Array(SMALL);
@@ -64,7 +80,7 @@ test("a small write beside another initiator's stream of large writes completes 
     assert.ok(after.completed - before.completed >= PROBES, `only ${after.completed - before.completed} large writes ran beside the small ones`);
     assert.is(after.failed, 0, 'every large write succeeded');
   } finally {
-    await ask(flooder, 'stop').catch(() => undefined);
+    await ask(flooder, 'stop').catch(() => flooder.kill('SIGKILL'));
     await initiator.close();
     await target.close();
   }

@@ -6,8 +6,8 @@ import type { TransferEngine } from '@te/connector';
 import { assertBytes, hostMemory, pattern } from '../expect.js';
 import type { CaseRegistry } from './registry.js';
 
-const SMALL_WRITES = 50;
-const LANES = 8;
+const SMALL_WRITES = 30;
+const LANES = 4;
 
 /** `other` writes `bytes` of 0x5a from each of LANES lanes to `remote` again and again until stopped. */
 function streamOfWrites(other: TransferEngine, target: string, local: bigint, remote: bigint, bytes: number) {
