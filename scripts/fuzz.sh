@@ -15,19 +15,27 @@ mkdir -p "$out" fuzz/crashes
 command -v clang++ >/dev/null || { echo "fuzz: clang++ is needed (Debian: apt-get install -y clang libclang-rt-14-dev)" >&2; exit 2; }
 
 flags="-std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -DTE_HAVE_CUDA=0 -pthread"
+# Each target's sources are compiled in parallel unity batches, again only where they changed
+# (native/scripts/compile-objects.sh), then linked with the fuzzer's runtime.
+build() {
+  local name=$1 includes=$2 objs
+  shift 2
+  objs=$(CXX=clang++ sh native/scripts/compile-objects.sh "$out/obj-$name" "$flags $includes" "$@")
+  # shellcheck disable=SC2086  # objs and flags are words
+  clang++ $flags $objs -ldl -o "$out/$name"
+}
 tcp=plugins/mooncake-tcp/native
-clang++ $flags -Inative/fabric/src -Inative/fabric/include fuzz/fabric_messages.cpp native/fabric/src/wire.cpp -o "$out/fabric_messages"
-clang++ $flags -Iplugins/mooncake-shm/native -Inative/include fuzz/shm_messages.cpp plugins/mooncake-shm/native/wire.cpp \
-  native/src/status.cpp -o "$out/shm_messages"
-# Every source of the TCP transport core except its Node-API addon.
-clang++ $flags -I$tcp -Inative/include -Inative/cuda/include fuzz/tcp_frames.cpp $(ls $tcp/*.cpp | grep -v addon.cpp) \
-  native/src/status.cpp native/src/epoch.cpp native/src/memory_registry.cpp native/src/slice_plan.cpp native/src/hmac_sha256.cpp native/src/digest.cpp \
-  native/cuda/src/errors.cpp native/cuda/src/driver.cpp native/cuda/src/device.cpp -ldl -o "$out/tcp_frames"
-
-# The Mooncake-compatible data-path session of mooncake-wire, over an in-memory stream.
 wire=plugins/mooncake-wire/native
-clang++ $flags -I$wire -Inative/include fuzz/mooncake_wire_session.cpp $wire/session.cpp $wire/wire.cpp \
-  native/src/status.cpp native/src/memory_registry.cpp -o "$out/mooncake_wire_session"
+build fabric_messages "-Inative/fabric/src -Inative/fabric/include" fuzz/fabric_messages.cpp native/fabric/src/wire.cpp
+build shm_messages "-Iplugins/mooncake-shm/native -Inative/include" fuzz/shm_messages.cpp plugins/mooncake-shm/native/wire.cpp native/src/status.cpp
+# Every source of the TCP transport core except its Node-API addon.
+# shellcheck disable=SC2046  # the transport's sources are words
+build tcp_frames "-I$tcp -Inative/include -Inative/cuda/include" fuzz/tcp_frames.cpp $(ls $tcp/*.cpp | grep -v addon.cpp) \
+  native/src/status.cpp native/src/epoch.cpp native/src/memory_registry.cpp native/src/slice_plan.cpp native/src/hmac_sha256.cpp native/src/digest.cpp \
+  native/cuda/src/errors.cpp native/cuda/src/driver.cpp native/cuda/src/device.cpp
+# The Mooncake-compatible data-path session of mooncake-wire, over an in-memory stream.
+build mooncake_wire_session "-I$wire -Inative/include" fuzz/mooncake_wire_session.cpp $wire/session.cpp $wire/wire.cpp \
+  native/src/status.cpp native/src/memory_registry.cpp
 
 run() {
   local name=$1; shift

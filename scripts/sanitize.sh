@@ -39,7 +39,7 @@ core() {
   local build="$root/build/sanitize/core-$name"
   echo "sanitize: core tests under $name"
   # A separate build tree per sanitizer; the core's sources themselves are unchanged.
-  cmake -S native -B "$build" -DCMAKE_BUILD_TYPE=Debug -DTE_BUILD_TESTS=ON \
+  cmake -S native -B "$build" -DCMAKE_BUILD_TYPE=Debug -DTE_BUILD_TESTS=ON -DCMAKE_UNITY_BUILD=ON \
     -DCMAKE_CXX_FLAGS="-O1 -g -fno-omit-frame-pointer $flags" \
     -DCMAKE_EXE_LINKER_FLAGS="$flags" >/dev/null
   cmake --build "$build" -j 2 --target te_core_tests te_write_fences_tests te_address_cache_tests >/dev/null
@@ -55,7 +55,7 @@ fabric() {
   local flags="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
   local build="$root/build/sanitize/fabric-asan-ubsan"
   echo "sanitize: fabric transport tests under asan-ubsan"
-  cmake -S native -B "$build" -DCMAKE_BUILD_TYPE=Debug -DTE_BUILD_TESTS=ON \
+  cmake -S native -B "$build" -DCMAKE_BUILD_TYPE=Debug -DTE_BUILD_TESTS=ON -DCMAKE_UNITY_BUILD=ON \
     -DCMAKE_CXX_FLAGS="-O1 -g -fno-omit-frame-pointer $flags" -DCMAKE_EXE_LINKER_FLAGS="$flags" >/dev/null
   if ! cmake --build "$build" -j 2 --target te_fabric_transport_tests >/dev/null 2>&1; then
     echo "sanitize: fabric transport tests not built (no libfabric?), skipped"

@@ -1,21 +1,25 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-// native/scripts/compile-objects.sh: the C++ test scripts' parallel, incremental compile.
+// native/scripts/compile-objects.sh: the C++ test scripts' parallel, incremental compile in
+// unity batches. The batch count is pinned (TE_COMPILE_JOBS) so that the cases do not depend on
+// this machine's CPUs.
 const script = join(import.meta.dirname, '..', 'native', 'scripts', 'compile-objects.sh');
-const compile = (out: string, flags: string, sources: string[]) => spawnSync('sh', [script, out, flags, ...sources], { encoding: 'utf8' });
+const compile = (out: string, flags: string, sources: string[], jobs = 2) =>
+  spawnSync('sh', [script, out, flags, ...sources], { encoding: 'utf8', env: { ...process.env, TE_COMPILE_JOBS: String(jobs) } });
 
-/** A folder with a header and two sources, only the first of which includes the header. */
+/** A folder with a header and three sources, only the first of which includes the header. */
 function project() {
   const dir = mkdtempSync(join(tmpdir(), 'te-compile-objects-'));
   writeFileSync(join(dir, 'value.h'), 'inline int value() { return 7; }\n');
   writeFileSync(join(dir, 'a.cpp'), '#include "value.h"\nint a() { return value(); }\n');
   writeFileSync(join(dir, 'b.cpp'), 'int b() { return 2; }\n');
-  return { dir, out: join(dir, 'obj'), sources: [join(dir, 'a.cpp'), join(dir, 'b.cpp')] };
+  writeFileSync(join(dir, 'c.cpp'), 'int c() { return 3; }\nint main() { return 0; }\n');
+  return { dir, out: join(dir, 'obj'), sources: [join(dir, 'a.cpp'), join(dir, 'b.cpp'), join(dir, 'c.cpp')] };
 }
 
 /** Sets files' times `seconds` into the past (one instant for all), so that a rebuild shows as a newer object. */
@@ -25,44 +29,100 @@ function age(paths: string[], seconds: number): void {
 }
 
 const mtime = (path: string) => statSync(path).mtimeMs;
+/** The sources a batch's unity file includes, by file name. */
+const members = (object: string) => [...readFileSync(object.replace(/\.o$/, '.cpp'), 'utf8').matchAll(/#include "[^"]*\/([^/"]+)"/g)].map((m) => m[1]);
 
-test('compiles every source and prints the objects in the order of the sources', () => {
+test('splits the sources, in order, into one batch per job, compiles each as one unit, and prints the objects; they link', () => {
   const p = project();
   try {
     const r = compile(p.out, `-O0 -I${p.dir}`, p.sources);
     assert.is(r.status, 0, r.stderr);
     const objects = r.stdout.trim().split('\n');
     assert.is(objects.length, 2);
-    assert.match(objects[0]!, /a\.o$/);
-    assert.match(objects[1]!, /b\.o$/);
+    assert.equal(objects.map(members), [['a.cpp', 'b.cpp'], ['c.cpp']]);
     for (const o of objects) assert.ok(statSync(o).size > 0, o);
+    const exe = join(p.dir, 'linked');
+    assert.is(spawnSync('g++', [...objects, '-o', exe]).status, 0, 'the objects link into one program');
+    // One job: every source in one unit; more jobs than sources: a unit per source.
+    assert.equal(compile(p.out, `-O0 -I${p.dir}`, p.sources, 1).stdout.trim().split('\n').map(members), [['a.cpp', 'b.cpp', 'c.cpp']]);
+    assert.equal(compile(p.out, `-O0 -I${p.dir}`, p.sources, 8).stdout.trim().split('\n').map(members), [['a.cpp'], ['b.cpp'], ['c.cpp']]);
   } finally {
     rmSync(p.dir, { recursive: true, force: true });
   }
 });
 
-test('compiles again only the objects whose source or included header changed, and all of them when the flags change', () => {
+test('compiles again only the batches whose source or included header changed, and all of them when the flags change', () => {
   const p = project();
   try {
     const flags = `-O0 -I${p.dir}`;
-    const [a, b] = compile(p.out, flags, p.sources).stdout.trim().split('\n') as [string, string];
+    const [ab, c] = compile(p.out, flags, p.sources).stdout.trim().split('\n') as [string, string];
     // As after a build: the sources and the header older than the objects.
-    age([...p.sources, join(p.dir, 'value.h')], 120);
-    age([a, b], 60);
-    const before = { a: mtime(a), b: mtime(b) };
+    age([...p.sources, join(p.dir, 'value.h'), ab.replace(/\.o$/, '.cpp'), c.replace(/\.o$/, '.cpp')], 120);
+    age([ab, c], 60);
+    const before = { ab: mtime(ab), c: mtime(c) };
 
     assert.is(compile(p.out, flags, p.sources).status, 0);
-    assert.equal({ a: mtime(a), b: mtime(b) }, before, 'nothing changed: nothing compiled');
+    assert.equal({ ab: mtime(ab), c: mtime(c) }, before, 'nothing changed: nothing compiled');
 
     writeFileSync(join(p.dir, 'value.h'), 'inline int value() { return 8; }\n');
     assert.is(compile(p.out, flags, p.sources).status, 0);
-    assert.ok(mtime(a) > before.a, 'a.cpp includes the changed header');
-    assert.is(mtime(b), before.b, 'b.cpp does not');
+    assert.ok(mtime(ab) > before.ab, "a.cpp's batch includes the changed header");
+    assert.is(mtime(c), before.c, "c.cpp's does not");
 
-    age([a, b], 60);
-    const aged = { a: mtime(a), b: mtime(b) };
+    age([...p.sources, join(p.dir, 'value.h')], 120);
+    age([ab], 60);
+    writeFileSync(join(p.dir, 'c.cpp'), 'int c() { return 4; }\nint main() { return 0; }\n');
+    const touched = mtime(ab);
+    assert.is(compile(p.out, flags, p.sources).status, 0);
+    assert.ok(mtime(c) > before.c, 'c.cpp changed');
+    assert.is(mtime(ab), touched, 'its batch alone was compiled again');
+
+    age([ab, c], 60);
+    const aged = { ab: mtime(ab), c: mtime(c) };
     assert.is(compile(p.out, `-O1 -I${p.dir}`, p.sources).status, 0);
-    assert.ok(mtime(a) > aged.a && mtime(b) > aged.b, 'new flags: every object again');
+    assert.ok(mtime(ab) > aged.ab && mtime(c) > aged.c, 'new flags: every batch again');
+  } finally {
+    rmSync(p.dir, { recursive: true, force: true });
+  }
+});
+
+test('calls with different sources into one folder keep their batches apart', () => {
+  const p = project();
+  try {
+    const flags = `-O0 -I${p.dir}`;
+    const [all] = compile(p.out, flags, p.sources, 1).stdout.trim().split('\n') as [string];
+    const [one] = compile(p.out, flags, [p.sources[1]!], 1).stdout.trim().split('\n') as [string];
+    assert.is.not(one, all);
+    assert.equal(members(one), ['b.cpp']);
+    assert.equal(members(all), ['a.cpp', 'b.cpp', 'c.cpp'], "the first call's batch is untouched");
+  } finally {
+    rmSync(p.dir, { recursive: true, force: true });
+  }
+});
+
+test('sources named relative to the working folder compile (the unity file includes them by absolute path)', () => {
+  const p = project();
+  try {
+    const r = spawnSync('sh', [script, 'obj', `-O0 -I${p.dir}`, 'a.cpp', 'b.cpp', 'c.cpp'], {
+      cwd: p.dir,
+      encoding: 'utf8',
+      env: { ...process.env, TE_COMPILE_JOBS: '1' },
+    });
+    assert.is(r.status, 0, r.stderr);
+    const [object] = r.stdout.trim().split('\n') as [string];
+    assert.ok(statSync(join(p.dir, object)).size > 0);
+    assert.match(readFileSync(join(p.dir, object.replace(/\.o$/, '.cpp')), 'utf8'), new RegExp(`#include "${p.dir}/a\\.cpp"`));
+  } finally {
+    rmSync(p.dir, { recursive: true, force: true });
+  }
+});
+
+test('TE_COMPILE_JOBS that is not a positive integer exits 2 with a message', () => {
+  const p = project();
+  try {
+    const r = spawnSync('sh', [script, p.out, '-O0', ...p.sources], { encoding: 'utf8', env: { ...process.env, TE_COMPILE_JOBS: 'many' } });
+    assert.is(r.status, 2);
+    assert.match(r.stderr, /TE_COMPILE_JOBS must be a positive integer, not 'many'/);
   } finally {
     rmSync(p.dir, { recursive: true, force: true });
   }

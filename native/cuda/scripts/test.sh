@@ -13,11 +13,10 @@ flags="-std=c++17 -O1 -g -Wall -Wextra -Wno-unused-parameter -DTE_HAVE_CUDA=0 -p
 layer="$here/src/copy_engine.cpp $here/src/copy_runtime.cpp $here/src/cuda_transport.cpp $here/src/errors.cpp
   $here/src/device.cpp $here/src/driver.cpp $here/src/event_waiter.cpp $core/src/status.cpp $core/src/memory_registry.cpp"
 tests="copy_engine_test slow_peer_test event_waiter_test"
-# Everything compiled at once, in parallel and only what changed; asked again, the script
-# only names the objects (all up to date), which each test is linked from.
+# The layer compiled once, in parallel unity batches and only what changed; each test's own
+# source apart, so that every test links the same layer objects.
 compile="$core/scripts/compile-objects.sh"
 flags="$flags -I$here/include -I$core/include -I$core/test"
-sh "$compile" "$out/obj" "$flags" $layer $(for t in $tests; do printf '%s ' "$here/test/$t.cpp"; done) >/dev/null
 objs=$(sh "$compile" "$out/obj" "$flags" $layer)
 for t in $tests; do
   ${CXX:-g++} $flags $(sh "$compile" "$out/obj" "$flags" "$here/test/$t.cpp") $objs -o "$out/$t" -ldl

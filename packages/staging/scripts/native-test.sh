@@ -15,7 +15,7 @@ flags="-std=c++17 -O1 -g -Wall -Wextra -Wno-unused-parameter"
 [ "$mode" = tsan ] && flags="$flags -fsanitize=thread"
 [ "$mode" = asan ] && flags="$flags -fsanitize=address,undefined -fno-sanitize-recover=all"
 sources="$here/native/strided_copy.cpp $here/native/copy_pool.cpp $here/native/crc32c.cpp $here/native/checksum_batch.cpp $core/src/status.cpp $here/test/native/staging_core_test.cpp $here/test/native/checksum_test.cpp"
-# Compiled in parallel, only what changed since the last build of this mode.
+# Compiled in parallel unity batches, only what changed since the last build of this mode.
 flags="$flags -I$here/native -I$core/include -I$core/test"
 objs=$(sh "$core/scripts/compile-objects.sh" "$out/obj" "$flags" $sources)
 ${CXX:-g++} $flags $objs -o "$out/staging_core_test" -lpthread

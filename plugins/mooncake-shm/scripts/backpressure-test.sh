@@ -18,7 +18,7 @@ mkdir -p "$out"
 sources=""
 for f in wire socket control_page copy pools server server_copy client client_connection transport; do sources="$sources $here/native/$f.cpp"; done
 flags="-std=c++17 -O1 -g -fno-omit-frame-pointer -Wall -Wextra -Wno-unused-parameter $flags -I$here/native -I$core/include -I$core/test"
-# Compiled in parallel, only what changed since the last build of this mode.
+# Compiled in parallel unity batches, only what changed since the last build of this mode.
 # shellcheck disable=SC2086  # the flags and the source list are words
 objs=$(sh "$core/scripts/compile-objects.sh" "$out/obj" "$flags" $sources "$core/src/status.cpp" "$core/src/memory_registry.cpp" \
   "$here/test/native/shm_backpressure_test.cpp")

@@ -17,16 +17,15 @@ flags="-std=c++17 -O1 -g -Wall -Wextra -Wno-unused-parameter"
 sources="$here/native/wire.cpp $here/native/socket.cpp $here/native/control_page.cpp $here/native/copy.cpp $here/native/pools.cpp
   $here/native/server.cpp $here/native/server_copy.cpp $here/native/client.cpp $here/native/client_connection.cpp $here/native/transport.cpp
   $core/src/status.cpp $core/src/memory_registry.cpp"
-# Everything compiled at once, in parallel and only what changed; asked again, the script
-# only names the objects (all up to date), which both tests are linked from.
+# The transport's sources compiled once, in parallel unity batches and only what changed;
+# each test program's own sources apart, so that both link the same transport objects.
 compile="$core/scripts/compile-objects.sh"
 flags="$flags -I$here/native -I$core/include -I$core/test"
-core_test="$here/test/native/shm_core_test.cpp"
-pool_tests="$here/test/native/shm_pool_test.cpp $here/test/native/shm_pool_live_test.cpp"
-sh "$compile" "$out/obj" "$flags" $sources $core_test $pool_tests >/dev/null
 objs=$(sh "$compile" "$out/obj" "$flags" $sources)
-${CXX:-g++} $flags $objs $(sh "$compile" "$out/obj" "$flags" $core_test) -o "$out/shm_core_test" -lpthread
-${CXX:-g++} $flags $objs $(sh "$compile" "$out/obj" "$flags" $pool_tests) -o "$out/shm_pool_test" -lpthread
+core_test=$(sh "$compile" "$out/obj" "$flags" "$here/test/native/shm_core_test.cpp")
+pool_tests=$(sh "$compile" "$out/obj" "$flags" "$here/test/native/shm_pool_test.cpp" "$here/test/native/shm_pool_live_test.cpp")
+${CXX:-g++} $flags $objs $core_test -o "$out/shm_core_test" -lpthread
+${CXX:-g++} $flags $objs $pool_tests -o "$out/shm_pool_test" -lpthread
 TSAN_OPTIONS="halt_on_error=1 exitcode=66 ${TSAN_OPTIONS:-}" "$out/shm_core_test" "$@"
 # The pool tests run with the whole suite, not with a single named core case.
 if [ $# -eq 0 ]; then

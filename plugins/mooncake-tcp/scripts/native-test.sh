@@ -19,7 +19,7 @@ sources="$here/native/transport.cpp $here/native/transport_batches.cpp $here/nat
   $core/cuda/src/device.cpp $here/test/native/tcp_core_test.cpp $here/test/native/control_order_test.cpp
   $here/test/native/receive_path_test.cpp $here/test/native/loop_test.cpp $here/test/native/writev_test.cpp
   $here/test/native/gather_rows_test.cpp $here/test/native/scatter_rows_test.cpp"
-# Compiled in parallel, only what changed since the last build of this mode.
+# Compiled in parallel unity batches, only what changed since the last build of this mode.
 flags="$flags $includes"
 objs=$(sh "$core/scripts/compile-objects.sh" "$out/obj" "$flags" $sources)
 ${CXX:-g++} $flags $objs -o "$out/tcp_core_test" -lpthread -ldl

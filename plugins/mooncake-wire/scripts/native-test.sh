@@ -15,7 +15,7 @@ flags="-std=c++17 -O1 -g -Wall -Wextra -Wno-unused-parameter"
 [ "$mode" = tsan ] && flags="$flags -fsanitize=thread"
 sources="$here/native/wire.cpp $here/native/net.cpp $here/native/session.cpp $here/native/target.cpp
   $here/native/initiator.cpp $core/src/status.cpp $core/src/memory_registry.cpp $here/test/native/wire_core_test.cpp"
-# Compiled in parallel, only what changed since the last build of this mode.
+# Compiled in parallel unity batches, only what changed since the last build of this mode.
 flags="$flags -I$here/native -I$core/include -I$core/test"
 objs=$(sh "$core/scripts/compile-objects.sh" "$out/obj" "$flags" $sources)
 ${CXX:-g++} $flags $objs -o "$out/wire_core_test" -lpthread

@@ -15,6 +15,9 @@
 using te::staging::ChecksumJob;
 using te::staging::CopyPool;
 
+// A namespace of its own: the test sources of a package are compiled as one translation unit
+// (native/scripts/compile-objects.sh), beside staging_core_test.cpp's helpers of the same names.
+namespace checksum_tests {
 namespace {
 
 uint64_t addr(const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); }
@@ -129,11 +132,12 @@ void test_batches(size_t threads) {
 }
 
 }  // namespace
+}  // namespace checksum_tests
 
 void run_checksum_tests() {
-  test_vectors();
-  test_paths_agree_and_continue();
-  test_strided_walk();
-  test_bounds();
-  for (size_t t : {1, 2, 4}) test_batches(t);
+  checksum_tests::test_vectors();
+  checksum_tests::test_paths_agree_and_continue();
+  checksum_tests::test_strided_walk();
+  checksum_tests::test_bounds();
+  for (size_t t : {1, 2, 4}) checksum_tests::test_batches(t);
 }
