@@ -117,6 +117,21 @@ test('sources named relative to the working folder compile (the unity file inclu
   }
 });
 
+test('TE_COMPILE_UNITY=0 compiles one unit per source (for the init-order check of AddressSanitizer); another value exits 2', () => {
+  const p = project();
+  try {
+    const env = { ...process.env, TE_COMPILE_JOBS: '2', TE_COMPILE_UNITY: '0' };
+    const r = spawnSync('sh', [script, p.out, `-O0 -I${p.dir}`, ...p.sources], { encoding: 'utf8', env });
+    assert.is(r.status, 0, r.stderr);
+    assert.equal(r.stdout.trim().split('\n').map(members), [['a.cpp'], ['b.cpp'], ['c.cpp']]);
+    const bad = spawnSync('sh', [script, p.out, '-O0', ...p.sources], { encoding: 'utf8', env: { ...env, TE_COMPILE_UNITY: 'yes' } });
+    assert.is(bad.status, 2);
+    assert.match(bad.stderr, /TE_COMPILE_UNITY must be 0 or 1, not 'yes'/);
+  } finally {
+    rmSync(p.dir, { recursive: true, force: true });
+  }
+});
+
 test('TE_COMPILE_JOBS that is not a positive integer exits 2 with a message', () => {
   const p = project();
   try {

@@ -6,7 +6,7 @@
 # of one object per source (the headers are parsed once per batch, not once per source). The
 # sources of one call therefore share a translation unit: none may define a name another
 # defines in its anonymous namespace (native/scripts/one-unit-check.sh checks the same of
-# every addon's sources).
+# every addon's sources); TE_COMPILE_UNITY=0 compiles one unit per source instead.
 #
 # A batch is compiled again only when a file it includes (a source, a header) changed since
 # its object was built (the compiler's own dependency list, -MMD), or when the flags differ
@@ -47,6 +47,16 @@ jobs=${TE_COMPILE_JOBS:-$(nproc 2>/dev/null || echo 2)}
 count=$#
 [ "$jobs" -gt "$count" ] && jobs=$count
 per=$(((count + jobs - 1) / jobs))
+# TE_COMPILE_UNITY=0: one unit per source, as for AddressSanitizer's check of the order in
+# which translation units initialize (strict_init_order), which a merged unit cannot show.
+case "${TE_COMPILE_UNITY:-1}" in
+  1) ;;
+  0) per=1 ;;
+  *)
+    echo "compile-objects.sh: TE_COMPILE_UNITY must be 0 or 1, not '$TE_COMPILE_UNITY'" >&2
+    exit 2
+    ;;
+esac
 
 # Writes each batch's unity source (rewritten only when its list changed, so that an unchanged
 # batch stays up to date) and prints "unity object" for each batch.
