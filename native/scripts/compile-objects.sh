@@ -58,8 +58,9 @@ case "${TE_COMPILE_UNITY:-1}" in
     ;;
 esac
 
-# Writes each batch's unity source (rewritten only when its list changed, so that an unchanged
-# batch stays up to date) and prints "unity object" for each batch.
+# Writes each batch's unity source and prints "unity object" for each batch. A unity source is
+# named after its content, so one already there holds this list: it is not written again (an
+# unchanged batch stays up to date).
 batches() {
   list=""
   n=0
@@ -80,7 +81,7 @@ batches() {
 emit() {
   name="batch-$(printf '%s' "$1" | cksum | cut -d ' ' -f 1)"
   unity="$out/$name.cpp"
-  if [ ! -f "$unity" ] || [ "$(cat "$unity")" != "$(printf '%s' "$1")" ]; then printf '%s' "$1" >"$unity"; fi
+  [ -f "$unity" ] || printf '%s' "$1" >"$unity"
   printf '%s %s\n' "$unity" "$out/$name.o"
 }
 
@@ -89,4 +90,4 @@ printf '%s\n' "$plan" | while read -r unity obj; do
   if stale "$obj"; then printf '%s\n%s\n' "$unity" "$obj"; fi
 done | xargs -r -P "$jobs" -n 2 sh -c "${CXX:-g++} $flags -MMD -MF \"\$1.d\" -c \"\$0\" -o \"\$1\"" >&2
 
-printf '%s\n' "$plan" | while read -r unity obj; do printf '%s\n' "$obj"; done
+printf '%s\n' "$plan" | cut -d ' ' -f 2
