@@ -99,7 +99,7 @@ if [ "$what" != core ]; then
   run "mooncake-shm core tests under tsan" sh $shm/scripts/native-test.sh --tsan
   run "mooncake-wire core tests under tsan" sh plugins/mooncake-wire/scripts/native-test.sh --tsan
   run "staging copier tests under tsan" sh packages/staging/scripts/native-test.sh --tsan
-  TE_COMPILE_UNITY=0 run "staging copier tests under asan-ubsan" sh packages/staging/scripts/native-test.sh --asan
+  TE_COMPILE_BATCH=1 run "staging copier tests under asan-ubsan" sh packages/staging/scripts/native-test.sh --asan
   run "mooncake-shm back-pressure test under tsan" sh $shm/scripts/backpressure-test.sh --tsan
   run "mooncake-tcp device map test under asan-ubsan" sh $tcp/scripts/device-map-test.sh --asan-ubsan
   run "mooncake-tcp device map test under tsan" sh $tcp/scripts/device-map-test.sh --tsan

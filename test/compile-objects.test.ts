@@ -6,11 +6,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 // native/scripts/compile-objects.sh: the C++ test scripts' parallel, incremental compile in
-// unity batches. The batch count is pinned (TE_COMPILE_JOBS) so that the cases do not depend on
-// this machine's CPUs.
+// unity batches. The batch size is pinned (TE_COMPILE_BATCH) so that the cases see batches of
+// more than one source among three.
 const script = join(import.meta.dirname, '..', 'native', 'scripts', 'compile-objects.sh');
-const compile = (out: string, flags: string, sources: string[], jobs = 2) =>
-  spawnSync('sh', [script, out, flags, ...sources], { encoding: 'utf8', env: { ...process.env, TE_COMPILE_JOBS: String(jobs) } });
+const compile = (out: string, flags: string, sources: string[], batch = 2, jobs = 2) =>
+  spawnSync('sh', [script, out, flags, ...sources], {
+    encoding: 'utf8',
+    env: { ...process.env, TE_COMPILE_BATCH: String(batch), TE_COMPILE_JOBS: String(jobs) },
+  });
 
 /** A folder with a header and three sources, only the first of which includes the header. */
 function project() {
@@ -32,7 +35,7 @@ const mtime = (path: string) => statSync(path).mtimeMs;
 /** The sources a batch's unity file includes, by file name. */
 const members = (object: string) => [...readFileSync(object.replace(/\.o$/, '.cpp'), 'utf8').matchAll(/#include "[^"]*\/([^/"]+)"/g)].map((m) => m[1]);
 
-test('splits the sources, in order, into one batch per job, compiles each as one unit, and prints the objects; they link', () => {
+test('splits the sources, sorted by path, into batches of TE_COMPILE_BATCH, compiles each as one unit, and prints the objects; they link', () => {
   const p = project();
   try {
     const r = compile(p.out, `-O0 -I${p.dir}`, p.sources);
@@ -43,9 +46,27 @@ test('splits the sources, in order, into one batch per job, compiles each as one
     for (const o of objects) assert.ok(statSync(o).size > 0, o);
     const exe = join(p.dir, 'linked');
     assert.is(spawnSync('g++', [...objects, '-o', exe]).status, 0, 'the objects link into one program');
-    // One job: every source in one unit; more jobs than sources: a unit per source.
-    assert.equal(compile(p.out, `-O0 -I${p.dir}`, p.sources, 1).stdout.trim().split('\n').map(members), [['a.cpp', 'b.cpp', 'c.cpp']]);
-    assert.equal(compile(p.out, `-O0 -I${p.dir}`, p.sources, 8).stdout.trim().split('\n').map(members), [['a.cpp'], ['b.cpp'], ['c.cpp']]);
+    // A batch of 1: a unit per source; the default (8): the three in one unit.
+    assert.equal(compile(p.out, `-O0 -I${p.dir}`, p.sources, 1).stdout.trim().split('\n').map(members), [['a.cpp'], ['b.cpp'], ['c.cpp']]);
+    const byDefault = spawnSync('sh', [script, p.out, `-O0 -I${p.dir}`, ...p.sources], { encoding: 'utf8', env: { ...process.env, TE_COMPILE_BATCH: '' } });
+    assert.equal(byDefault.stdout.trim().split('\n').map(members), [['a.cpp', 'b.cpp', 'c.cpp']]);
+  } finally {
+    rmSync(p.dir, { recursive: true, force: true });
+  }
+});
+
+test("a batch's members depend on the sources alone: not on the CPUs, the number of parallel compiles or the arguments' order", () => {
+  // Where batches followed the CPU count, a source that leaned on an #include of its batch's
+  // previous source compiled on one machine and failed on another.
+  const p = project();
+  try {
+    const flags = `-O0 -I${p.dir}`;
+    const runs = [compile(p.out, flags, p.sources, 2, 1), compile(p.out, flags, p.sources, 2, 8), compile(p.out, flags, [...p.sources].reverse(), 2, 2)];
+    for (const r of runs) {
+      assert.is(r.status, 0, r.stderr);
+      assert.equal(r.stdout.trim().split('\n').map(members), [['a.cpp', 'b.cpp'], ['c.cpp']]);
+    }
+    assert.is(runs[2]!.stdout, runs[0]!.stdout, 'the same objects');
   } finally {
     rmSync(p.dir, { recursive: true, force: true });
   }
@@ -90,8 +111,8 @@ test('calls with different sources into one folder keep their batches apart', ()
   const p = project();
   try {
     const flags = `-O0 -I${p.dir}`;
-    const [all] = compile(p.out, flags, p.sources, 1).stdout.trim().split('\n') as [string];
-    const [one] = compile(p.out, flags, [p.sources[1]!], 1).stdout.trim().split('\n') as [string];
+    const [all] = compile(p.out, flags, p.sources, 8).stdout.trim().split('\n') as [string];
+    const [one] = compile(p.out, flags, [p.sources[1]!], 8).stdout.trim().split('\n') as [string];
     assert.is.not(one, all);
     assert.equal(members(one), ['b.cpp']);
     assert.equal(members(all), ['a.cpp', 'b.cpp', 'c.cpp'], "the first call's batch is untouched");
@@ -106,7 +127,7 @@ test('sources named relative to the working folder compile (the unity file inclu
     const r = spawnSync('sh', [script, 'obj', `-O0 -I${p.dir}`, 'a.cpp', 'b.cpp', 'c.cpp'], {
       cwd: p.dir,
       encoding: 'utf8',
-      env: { ...process.env, TE_COMPILE_JOBS: '1' },
+      env: { ...process.env, TE_COMPILE_BATCH: '8' },
     });
     assert.is(r.status, 0, r.stderr);
     const [object] = r.stdout.trim().split('\n') as [string];
@@ -117,27 +138,19 @@ test('sources named relative to the working folder compile (the unity file inclu
   }
 });
 
-test('TE_COMPILE_UNITY=0 compiles one unit per source (for the init-order check of AddressSanitizer); another value exits 2', () => {
+test('TE_COMPILE_JOBS or TE_COMPILE_BATCH that is not a positive integer exits 2 with a message', () => {
   const p = project();
   try {
-    const env = { ...process.env, TE_COMPILE_JOBS: '2', TE_COMPILE_UNITY: '0' };
-    const r = spawnSync('sh', [script, p.out, `-O0 -I${p.dir}`, ...p.sources], { encoding: 'utf8', env });
-    assert.is(r.status, 0, r.stderr);
-    assert.equal(r.stdout.trim().split('\n').map(members), [['a.cpp'], ['b.cpp'], ['c.cpp']]);
-    const bad = spawnSync('sh', [script, p.out, '-O0', ...p.sources], { encoding: 'utf8', env: { ...env, TE_COMPILE_UNITY: 'yes' } });
-    assert.is(bad.status, 2);
-    assert.match(bad.stderr, /TE_COMPILE_UNITY must be 0 or 1, not 'yes'/);
-  } finally {
-    rmSync(p.dir, { recursive: true, force: true });
-  }
-});
-
-test('TE_COMPILE_JOBS that is not a positive integer exits 2 with a message', () => {
-  const p = project();
-  try {
-    const r = spawnSync('sh', [script, p.out, '-O0', ...p.sources], { encoding: 'utf8', env: { ...process.env, TE_COMPILE_JOBS: 'many' } });
-    assert.is(r.status, 2);
-    assert.match(r.stderr, /TE_COMPILE_JOBS must be a positive integer, not 'many'/);
+    for (const [name, value] of [
+      ['TE_COMPILE_JOBS', 'many'],
+      ['TE_COMPILE_JOBS', '0'],
+      ['TE_COMPILE_BATCH', 'all'],
+      ['TE_COMPILE_BATCH', '-1'],
+    ] as const) {
+      const r = spawnSync('sh', [script, p.out, '-O0', ...p.sources], { encoding: 'utf8', env: { ...process.env, [name]: value } });
+      assert.is(r.status, 2, `${name}=${value}`);
+      assert.match(r.stderr, `${name} must be a positive integer, not '${value}'`);
+    }
   } finally {
     rmSync(p.dir, { recursive: true, force: true });
   }

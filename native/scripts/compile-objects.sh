@@ -1,12 +1,15 @@
 #!/bin/sh
-# Compiles C++ sources for the C++ test scripts in unity batches: the sources are split, in
-# their order, into one batch per CPU (TE_COMPILE_JOBS overrides the count), each batch is
-# compiled as one translation unit that includes its sources, the batches in parallel, and the
-# batches' objects are printed, one per line. On 2 CPUs this takes a third of the compiler time
-# of one object per source (the headers are parsed once per batch, not once per source). The
-# sources of one call therefore share a translation unit: none may define a name another
-# defines in its anonymous namespace (native/scripts/one-unit-check.sh checks the same of
-# every addon's sources); TE_COMPILE_UNITY=0 compiles one unit per source instead.
+# Compiles C++ sources for the C++ test scripts in unity batches: the sources, sorted by path,
+# are split into batches of TE_COMPILE_BATCH (8 by default, as CMake's unity builds), each batch
+# is compiled as one translation unit that includes its sources, TE_COMPILE_JOBS batches at a
+# time (one per CPU by default), and the batches' objects are printed, one per line. On 2 CPUs
+# this takes a third of the compiler time of one object per source (the headers are parsed once
+# per batch, not once per source). The sources of one batch share a translation unit: none may
+# define a name another defines in its anonymous namespace (native/scripts/one-unit-check.sh
+# checks the same of every addon's sources). A batch's members depend on the sources alone, not
+# on the machine's CPUs, the order of the arguments or the locale's collation, so a source that
+# leans on an #include of the source before it in its batch compiles the same way everywhere;
+# TE_COMPILE_BATCH=1 compiles one unit per source.
 #
 # A batch is compiled again only when a file it includes (a source, a header) changed since
 # its object was built (the compiler's own dependency list, -MMD), or when the flags differ
@@ -39,24 +42,17 @@ stale() {
   return 1
 }
 
-jobs=${TE_COMPILE_JOBS:-$(nproc 2>/dev/null || echo 2)}
-[ "$jobs" -ge 1 ] 2>/dev/null || {
-  echo "compile-objects.sh: TE_COMPILE_JOBS must be a positive integer, not '$jobs'" >&2
-  exit 2
-}
-count=$#
-[ "$jobs" -gt "$count" ] && jobs=$count
-per=$(((count + jobs - 1) / jobs))
-# TE_COMPILE_UNITY=0: one unit per source, as for AddressSanitizer's check of the order in
-# which translation units initialize (strict_init_order), which a merged unit cannot show.
-case "${TE_COMPILE_UNITY:-1}" in
-  1) ;;
-  0) per=1 ;;
-  *)
-    echo "compile-objects.sh: TE_COMPILE_UNITY must be 0 or 1, not '$TE_COMPILE_UNITY'" >&2
+# positive NAME VALUE: exits 2 with a message unless VALUE is a positive integer.
+positive() {
+  [ "$2" -ge 1 ] 2>/dev/null || {
+    echo "compile-objects.sh: $1 must be a positive integer, not '$2'" >&2
     exit 2
-    ;;
-esac
+  }
+}
+jobs=${TE_COMPILE_JOBS:-$(nproc 2>/dev/null || echo 2)}
+positive TE_COMPILE_JOBS "$jobs"
+per=${TE_COMPILE_BATCH:-8}
+positive TE_COMPILE_BATCH "$per"
 
 # Writes each batch's unity source and prints "unity object" for each batch. A unity source is
 # named after its content, so one already there holds this list: it is not written again (an
@@ -85,7 +81,9 @@ emit() {
   printf '%s %s\n' "$unity" "$out/$name.o"
 }
 
-plan=$(batches "$@")
+# Sorted in the C locale: the batches do not depend on how a caller's globs were ordered.
+# shellcheck disable=SC2046  # the paths hold no blanks (above)
+plan=$(batches $(printf '%s\n' "$@" | LC_ALL=C sort))
 printf '%s\n' "$plan" | while read -r unity obj; do
   if stale "$obj"; then printf '%s\n%s\n' "$unity" "$obj"; fi
 done | xargs -r -P "$jobs" -n 2 sh -c "${CXX:-g++} $flags -MMD -MF \"\$1.d\" -c \"\$0\" -o \"\$1\"" >&2
