@@ -121,6 +121,19 @@ test('calls with different sources into one folder keep their batches apart', ()
   }
 });
 
+test('a source whose name is also a shell pattern is compiled, not the file the pattern matches', () => {
+  const p = project();
+  try {
+    writeFileSync(join(p.dir, 'x[1].cpp'), 'int x_bracket() { return 1; }\n');
+    writeFileSync(join(p.dir, 'x1.cpp'), 'int x_plain() { return 2; }\n');
+    const r = compile(p.out, `-O0 -I${p.dir}`, [p.sources[0]!, join(p.dir, 'x[1].cpp')], 8);
+    assert.is(r.status, 0, r.stderr);
+    assert.equal(r.stdout.trim().split('\n').map(members), [['a.cpp', 'x[1].cpp']]);
+  } finally {
+    rmSync(p.dir, { recursive: true, force: true });
+  }
+});
+
 test('sources named relative to the working folder compile (the unity file includes them by absolute path)', () => {
   const p = project();
   try {

@@ -32,6 +32,9 @@ if [ ! -f "$out/.flags" ] || [ "$(cat "$out/.flags")" != "${CXX:-g++} $flags" ];
   rm -f "$out"/*.o "$out"/*.o.d "$out"/*.cpp
   printf '%s' "${CXX:-g++} $flags" >"$out/.flags"
 fi
+# From here on, paths are split on blanks but never expanded as patterns: a source named
+# x[1].cpp is that file, not x1.cpp.
+set -f
 
 # Whether an object is missing or older than any file its dependency list names.
 stale() {
