@@ -23,13 +23,17 @@ test('the handshake keeps a bounded number of control clients: least recently us
 test('idle clients expire; a busy one is never closed under a request', async () => {
   const server = new ControlServer();
   const endpoint = await server.bind('127.0.0.1', 0);
-  let release: () => void = () => undefined;
-  server.handle('slow', () => new Promise<string>((r) => (release = () => r('done'))));
+  // The handler hands out its release once the request reached it: releasing after a fixed
+  // sleep instead left the request unanswered whenever it took longer than the sleep to arrive.
+  let arrived: (release: () => void) => void = () => undefined;
+  const received = new Promise<() => void>((r) => (arrived = r));
+  server.handle('slow', () => new Promise<string>((r) => arrived(() => r('done'))));
   const h = new P2PHandshake(server, undefined, 2, 50);
   try {
     const busy = h.client(endpoint);
     const answer = busy.request('slow', null, 5_000);
-    await new Promise((r) => setTimeout(r, 120)); // past idleMs, but a request is waiting
+    const release = await received;
+    await new Promise((r) => setTimeout(r, 120)); // past idleMs (50), while the request waits
     for (let i = 0; i < 5; i++) h.client(`127.0.0.1:${41000 + i}`);
     assert.is(h.client(endpoint), busy, 'the busy client survived eviction');
     release();
