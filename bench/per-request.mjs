@@ -23,6 +23,7 @@ import { fileURLToPath } from 'node:url';
 import { parseCli } from '../scripts/lib/cli.mjs';
 import { QUICK } from './lib/quick.mjs';
 import { buildRawFabric } from './lib/raw-fabric.mjs';
+import { frameName, layerOf } from './lib/js-layers.mjs';
 
 const { values } = parseCli({
   usage: 'node bench/per-request.mjs [options]',
@@ -84,18 +85,7 @@ function layersOf(profile) {
   }
   const layers = {};
   for (const [node, s] of self) {
-    const { url, functionName } = node.callFrame;
-    let layer;
-    if (functionName === '(idle)') layer = 'idle';
-    else if (functionName === '(garbage collector)') layer = 'garbage collection';
-    else if (functionName === '(program)' || (!url && functionName !== '(root)')) layer = 'native (called from JS)';
-    else if (url.includes('/packages/connector/')) layer = 'engine (@te/connector)';
-    // V8 counts the time of an addon method in the JS function that called it.
-    else if (url.includes('/plugins/') || url.includes('/packages/fabric/') || url.includes('/packages/cuda/'))
-      layer = 'plugin (TypeScript + the addon calls it makes)';
-    else if (url.startsWith('node:')) layer = 'Node internals';
-    else if (url.includes('/node_modules/')) layer = 'dependencies';
-    else layer = 'bench driver (@te/cli)';
+    const layer = layerOf(node.callFrame);
     layers[layer] = (layers[layer] ?? 0) + s;
   }
   return layers;
@@ -106,8 +96,7 @@ function printTop(profile, n) {
   const self = new Map();
   const byId = new Map(profile.nodes.map((x) => [x.id, x]));
   profile.samples.forEach((id, i) => {
-    const { functionName, url, lineNumber } = byId.get(id).callFrame;
-    const key = `${functionName || '(anonymous)'} ${url.replace(/^.*\/(packages|plugins)\//, '$1/')}:${lineNumber + 1}`;
+    const key = frameName(byId.get(id).callFrame);
     self.set(key, (self.get(key) ?? 0) + (profile.timeDeltas[i] ?? 0) / 1e3);
   });
   for (const [k, ms] of [...self].sort((a, b) => b[1] - a[1]).slice(0, n)) console.error(`    ${ms.toFixed(0).padStart(6)} ms  ${k}`);

@@ -165,6 +165,40 @@ test('bench/per-request.mjs --op read --vs-raw: reads are measured, raw libfabri
   }
 });
 
+test('bench/allocations.mjs: bad arguments exit 2 with a message, before any run', () => {
+  for (const [args, message] of [
+    [['--op', 'sideways'], /--op must be write or read, not sideways/],
+    [['--duration', '0'], /--duration must be a positive number of seconds/],
+    [['--top', 'all'], /--top a whole number/],
+  ] as const) {
+    const r = spawnSync(process.execPath, [join(root, 'bench', 'allocations.mjs'), ...args], { encoding: 'utf8', timeout: 30_000 });
+    assert.is(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, message);
+    assert.not.match(r.stderr, /^\s+at /m);
+  }
+});
+
+test("bench/allocations.mjs: a real run's steady-state heap bytes per batch, most of them the engine's", () => {
+  const r = spawnSync(process.execPath, [join(root, 'bench', 'allocations.mjs'), '--plugin', 'mooncake-tcp', '--json'], {
+    encoding: 'utf8',
+    timeout: 120_000,
+    env: { ...process.env, TE_BENCH_QUICK: '1' },
+  });
+  assert.is(r.status, 0, r.stderr);
+  const report = JSON.parse(r.stdout.trim().split('\n').pop()!) as {
+    batches: number;
+    bytesPerBatch: number;
+    bytesPerBatchByLayer: Record<string, number>;
+    topFunctions: { name: string; bytesPerBatch: number }[];
+  };
+  assert.ok(report.batches > 0, 'batches of difference between the two runs');
+  // A batch allocates its promise, its routed call and its deadline timer at least: well over
+  // 100 bytes, and (start-up cancelled out) far less than the megabytes a module load takes.
+  assert.ok(report.bytesPerBatch > 100 && report.bytesPerBatch < 100_000, `bytes per batch: ${report.bytesPerBatch}`);
+  assert.ok((report.bytesPerBatchByLayer['engine (@te/connector)'] ?? 0) > 0, JSON.stringify(report.bytesPerBatchByLayer));
+  assert.ok(report.topFunctions.length > 0 && report.topFunctions.some((f) => f.name.includes('packages/connector/')), JSON.stringify(report.topFunctions));
+});
+
 const straceWorks = spawnSync('strace', ['-f', '-c', '-o', '/dev/null', 'true'], { stdio: 'ignore' }).status === 0;
 const syscallsCase = straceWorks ? test : test.skip;
 syscallsCase(

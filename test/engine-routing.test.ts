@@ -188,6 +188,30 @@ test('MC_FORCE_TCP routes everything over TCP; GPU memory then has no route', as
   }
 });
 
+test('a batch after the local memory kinds changed is routed by the new kinds, not the plan of the last batch', async () => {
+  const [a, b] = [await make(both), await make(both)];
+  const dstBytes = new Uint8Array(64);
+  const dst = await b.registerMemory(dstBytes);
+  const host = await a.registerMemory(pattern(64, 5));
+  const before = tcp.faults.batches;
+  await a.write(b.segmentName, host.addr, dst.addr, 64);
+  await a.write(b.segmentName, host.addr, dst.addr, 64);
+  assert.is(tcp.faults.batches - before, 2, 'host to host over the TCP-class transport');
+  assert.equal(dstBytes, pattern(64, 5));
+  // Only GPU memory is registered here now: GPU to host memory has no transport both hold.
+  await a.unregisterMemory(host.addr);
+  const g = allocFakeDeviceMemory(64);
+  const gh = await a.registerMemory({ addr: g.addr, length: 64n, device: 'cuda:0' });
+  try {
+    await a.write(b.segmentName, gh.addr, dst.addr, 64);
+    assert.unreachable();
+  } catch (e) {
+    assert.ok(isTransferError(e, 'NO_COMMON_TRANSPORT'), String(e));
+    assert.match((e as Error).message, /moves cuda memory to cpu memory/);
+  }
+  assert.is(tcp.faults.batches - before, 2, 'nothing more went over the TCP-class transport');
+});
+
 test('two peers sharing no transport get NO_COMMON_TRANSPORT naming both lists', async () => {
   const a = await make({ connector: 'fake-tcp' });
   const b = await make({ connector: 'fake-write-only' });

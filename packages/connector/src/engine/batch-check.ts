@@ -1,20 +1,32 @@
 import { TransferError } from '../errors/transfer-error.js';
 import { OP_READ, OP_WRITE, type TransferBatch } from '../spi/batch.js';
 
+/** What checkBatch learned of a batch's requests (one shared, frozen object per combination). */
+export interface BatchShape {
+  readonly hasRead: boolean;
+  readonly gathers: boolean;
+  readonly scatters: boolean;
+  readonly verifies: boolean;
+}
+
+// Every batch is checked: answering from these 16 objects allocates nothing per batch.
+const SHAPES: readonly BatchShape[] = Array.from({ length: 16 }, (_, bits) =>
+  Object.freeze({ hasRead: (bits & 1) !== 0, gathers: (bits & 2) !== 0, scatters: (bits & 4) !== 0, verifies: (bits & 8) !== 0 }),
+);
+
+function checkAddressArray(name: string, arr: unknown, requests: number): void {
+  if (!(arr instanceof BigUint64Array)) throw new TransferError('INVALID_ARGUMENT', `Expected \`batch.${name}\` to be a BigUint64Array`);
+  if (arr.length !== requests) throw new TransferError('INVALID_ARGUMENT', `\`batch.${name}\` has ${arr.length} entries but \`batch.opcodes\` has ${requests}`);
+}
+
 /** Checks a batch's shape once, in JS, so native code receives clean arrays. */
-export function checkBatch(batch: TransferBatch): { hasRead: boolean; gathers: boolean; scatters: boolean; verifies: boolean } {
+export function checkBatch(batch: TransferBatch): BatchShape {
   if (typeof batch !== 'object' || batch === null) throw new TransferError('INVALID_ARGUMENT', 'Expected a batch {opcodes, localAddrs, remoteAddrs, lengths}');
   const { opcodes, localAddrs, remoteAddrs, lengths } = batch;
   if (!(opcodes instanceof Uint8Array)) throw new TransferError('INVALID_ARGUMENT', 'Expected `batch.opcodes` to be a Uint8Array');
-  for (const [name, arr] of [
-    ['localAddrs', localAddrs],
-    ['remoteAddrs', remoteAddrs],
-    ['lengths', lengths],
-  ] as const) {
-    if (!(arr instanceof BigUint64Array)) throw new TransferError('INVALID_ARGUMENT', `Expected \`batch.${name}\` to be a BigUint64Array`);
-    if (arr.length !== opcodes.length)
-      throw new TransferError('INVALID_ARGUMENT', `\`batch.${name}\` has ${arr.length} entries but \`batch.opcodes\` has ${opcodes.length}`);
-  }
+  checkAddressArray('localAddrs', localAddrs, opcodes.length);
+  checkAddressArray('remoteAddrs', remoteAddrs, opcodes.length);
+  checkAddressArray('lengths', lengths, opcodes.length);
   let hasRead = false;
   for (let i = 0; i < opcodes.length; i++) {
     const op = opcodes[i];
@@ -25,7 +37,7 @@ export function checkBatch(batch: TransferBatch): { hasRead: boolean; gathers: b
   if (typeof verifies !== 'boolean') throw new TransferError('INVALID_ARGUMENT', `Expected \`batch.verifyWrites\` to be a boolean, got ${typeof verifies}`);
   if (verifies && hasRead)
     throw new TransferError('INVALID_ARGUMENT', '`batch.verifyWrites` verifies writes only; this batch has reads (send them in a batch of their own)');
-  return { hasRead, gathers: checkRows(batch, 'local'), scatters: checkRows(batch, 'remote'), verifies };
+  return SHAPES[(hasRead ? 1 : 0) | (checkRows(batch, 'local') ? 2 : 0) | (checkRows(batch, 'remote') ? 4 : 0) | (verifies ? 8 : 0)]!;
 }
 
 /**

@@ -16,7 +16,7 @@ export class BatchStats {
   ) {}
 
   /** Counts a settled batch into the counters (only when `metrics` is on). */
-  count(routes: Route[], batch: TransferBatch, ok: boolean): void {
+  count(routes: readonly Route[], batch: TransferBatch, ok: boolean): void {
     if (!this.enabled) return;
     const c = this.counters;
     c.batches++;
@@ -26,9 +26,26 @@ export class BatchStats {
     for (const r of routes) c.byTransport[r.via.name] = (c.byTransport[r.via.name] ?? 0) + 1;
   }
 
-  /** A batch started (+1) or settled (-1) on these transports. */
-  track(transports: string[], delta: 1 | -1): void {
-    for (const t of transports) this.inFlightNow.set(t, (this.inFlightNow.get(t) ?? (delta < 0 ? 1 : 0)) + delta);
+  /** A batch started on these routes' transports. */
+  started(routes: readonly Route[]): void {
+    for (let i = 0; i < routes.length; i++) {
+      const name = routes[i]!.via.name;
+      this.inFlightNow.set(name, (this.inFlightNow.get(name) ?? 0) + 1);
+    }
+  }
+
+  /**
+   * A batch that `started` at `startedAt` (performance.now()) settled, with `code` when it
+   * failed; observers get its record. Nothing is built for a batch no one observes.
+   */
+  settled(routes: readonly Route[], segment: string, requests: number, code: string | undefined, bytes: bigint, startedAt: number): void {
+    for (let i = 0; i < routes.length; i++) {
+      const name = routes[i]!.via.name;
+      this.inFlightNow.set(name, (this.inFlightNow.get(name) ?? 1) - 1);
+    }
+    if (this.observers.size === 0) return;
+    const seconds = (performance.now() - startedAt) / 1000;
+    this.emit({ segment, transports: routes.map((r) => r.via.name), requests, bytes, code, seconds });
   }
 
   /** Calls `observer` after every batch settles (metrics exporters use it); returns the unsubscribe. */
@@ -43,7 +60,7 @@ export class BatchStats {
   }
 
   /** Hands a settled batch to every observer. */
-  emit(r: BatchRecord): void {
+  private emit(r: BatchRecord): void {
     for (const o of this.observers) {
       try {
         o(r);

@@ -7,7 +7,7 @@ import { codeForStatus } from '../errors/codes.js';
 import { attachSettlement, markRemoteMayBeWritten, remoteMayBeWritten } from '../errors/settlement.js';
 import { batchOf, gathersRows, scattersRows, selectRequests, type BatchResult, type SubmitOptions, type TransferBatch } from '../spi/batch.js';
 import type { TransportPeer } from '../spi/transport.js';
-import { checkBatch, checkTimeout } from './batch-check.js';
+import { checkBatch, checkTimeout, type BatchShape } from './batch-check.js';
 import type { BatchStats } from './batch-stats.js';
 import type { TransferOptions } from './engine-api.js';
 import type { Log } from './logger.js';
@@ -49,6 +49,8 @@ interface RoutedCall extends TransferCall {
   /** The notification follows alone once all data landed (through `notifier`) instead of riding with the data. */
   trailing: boolean;
   notifier: EngineTransport | undefined;
+  /** Parts whose transport had not settled when the watchdog released the caller (made on the first). */
+  unsettled: Promise<unknown>[] | undefined;
 }
 
 /** Moves `batch` to or from `segment`; see `TransferEngine.transfer`. */
@@ -61,24 +63,39 @@ export async function transferBatch(ctx: TransferContext, segment: string, batch
   const call: TransferCall = { segment, batch, deadline, signal, notify };
   // A known peer is routed without an asynchronous step (the common case); a new one is looked up first.
   const routed = known ? routeWith(ctx, call, shape, known) : await routeCall(ctx, call, shape);
-  const statuses = new Int32Array(batch.opcodes.length);
-  for (const [i, status] of routed.plan.refused) statuses[i] = status;
-  const settle = trackBatch(ctx.stats, call, routed.plan.routes);
+  const { routes, refused } = routed.plan;
+  const requests = batch.opcodes.length;
+  // One transport takes the whole batch (the common case): its part is the batch, submitted
+  // from here without gathering, and its statuses are the batch's.
+  const whole = routes.length === 1 && routes[0]!.indexes === null && refused.size === 0 && !routed.trailing ? routes[0]! : undefined;
+  let statuses: Int32Array;
+  const startedAt = performance.now();
+  ctx.stats.started(routes);
   let bytes: bigint;
   ctx.peers.acquire(routed.state);
   try {
-    bytes = await submitParts(ctx, routed, statuses);
+    if (whole) {
+      const result = await submitPart(ctx, routed, whole.via, batch, notify);
+      statuses = result.statuses instanceof Int32Array && result.statuses.length === requests ? result.statuses : copyStatuses(result.statuses, requests);
+      bytes = result.bytes;
+    } else {
+      statuses = new Int32Array(requests);
+      for (const [i, status] of refused) statuses[i] = status;
+      bytes = await submitParts(ctx, routed, statuses);
+    }
   } catch (error) {
-    ctx.stats.count(routed.plan.routes, batch, false);
-    settle(isTransferError(error) ? error.code : 'INTERNAL', 0n);
+    // Whichever part's error is thrown, the caller may wait for every transport to let go.
+    if (routed.unsettled && typeof error === 'object' && error !== null) attachSettlement(error, routed.unsettled);
+    ctx.stats.count(routes, batch, false);
+    ctx.stats.settled(routes, segment, requests, isTransferError(error) ? error.code : 'INTERNAL', 0n, startedAt);
     ctx.peers.release(routed.state);
     if (isTransferError(error) && RECONNECT_CODES.has(error.code)) await ctx.forgetSegment(segment);
     throw error;
   }
   ctx.peers.release(routed.state);
-  const failed = statuses.findIndex((s) => s !== 0);
-  ctx.stats.count(routed.plan.routes, batch, failed < 0);
-  settle(failed < 0 ? undefined : codeForStatus(statuses[failed]!), failed < 0 ? bytes : 0n);
+  const failed = firstFailed(statuses);
+  ctx.stats.count(routes, batch, failed < 0);
+  ctx.stats.settled(routes, segment, requests, failed < 0 ? undefined : codeForStatus(statuses[failed]!), failed < 0 ? bytes : 0n, startedAt);
   if (failed >= 0) {
     const error = failedRequestsError(segment, batch, statuses, failed);
     if (RECONNECT_CODES.has(error.code)) await ctx.forgetSegment(segment);
@@ -115,24 +132,21 @@ function routeWith(ctx: TransferContext, call: TransferCall, shape: BatchShape, 
   const trailing = notify !== undefined && (plan.routes.length !== 1 || plan.refused.size > 0);
   const notifier = trailing ? candidates.find((c) => c.plugin.capabilities.notifications) : undefined;
   if (trailing && !notifier) throw new TransferError('UNSUPPORTED_CAPABILITY', `No transport shared with ${segment} delivers notifications`);
-  for (const route of plan.routes) checkCapabilities(route, batch, shape, notify !== undefined && !trailing);
+  for (let i = 0; i < plan.routes.length; i++) checkCapabilities(plan.routes[i]!, batch, shape, notify !== undefined && !trailing);
   // Written out rather than spread from `call`: V8 gave each spread copy a hidden class of its
   // own, so every batch paid for a new one (9% of the JS thread, 64 KiB batches on rdma).
-  return { segment, batch, deadline: call.deadline, signal: call.signal, notify, state, plan, trailing, notifier };
+  return { segment, batch, deadline: call.deadline, signal: call.signal, notify, state, plan, trailing, notifier, unsettled: undefined };
 }
 
-type BatchShape = ReturnType<typeof checkBatch>;
-
-function checkCapabilities(route: Route, batch: TransferBatch, shape: BatchShape, notify: boolean): void {
+function checkCapabilities(route: Readonly<Route>, batch: TransferBatch, shape: BatchShape, notify: boolean): void {
   const caps = route.via.plugin.capabilities;
-  const some = (has: (b: TransferBatch, i: number) => boolean) => route.indexes === null || route.indexes.some((i) => has(batch, i));
-  if (shape.gathers && !caps.gatherWrites && some(gathersRows))
+  if (shape.gathers && !caps.gatherWrites && anyRequest(route, batch, gathersRows))
     throw new TransferError(
       'UNSUPPORTED_CAPABILITY',
       'This transport does not gather written rows (capabilities.gatherWrites is not set); send contiguous requests',
       { plugin: route.via.name },
     );
-  if (shape.scatters && !caps.scatterWrites && some(scattersRows))
+  if (shape.scatters && !caps.scatterWrites && anyRequest(route, batch, scattersRows))
     throw new TransferError(
       'UNSUPPORTED_CAPABILITY',
       'This transport does not write into remote rows (capabilities.scatterWrites is not set); send contiguous requests',
@@ -157,16 +171,9 @@ function checkCapabilities(route: Route, batch: TransferBatch, shape: BatchShape
   }
 }
 
-/** Counts the batch in flight on its transports; the returned function records how it settled. */
-function trackBatch(stats: BatchStats, call: TransferCall, routes: Route[]): (code: string | undefined, landed: bigint) => void {
-  const started = performance.now();
-  const carriers = routes.map((r) => r.via.name);
-  stats.track(carriers, 1);
-  return (code, landed) => {
-    stats.track(carriers, -1);
-    const seconds = (performance.now() - started) / 1000;
-    stats.emit({ segment: call.segment, transports: carriers, requests: call.batch.opcodes.length, bytes: landed, code, seconds });
-  };
+/** Whether any request of the route's part satisfies `has`. */
+function anyRequest(route: Readonly<Route>, batch: TransferBatch, has: (b: TransferBatch, i: number) => boolean): boolean {
+  return route.indexes === null || route.indexes.some((i) => has(batch, i));
 }
 
 /**
@@ -175,67 +182,64 @@ function trackBatch(stats: BatchStats, call: TransferCall, routes: Route[]): (co
  */
 async function submitParts(ctx: TransferContext, call: RoutedCall, statuses: Int32Array): Promise<bigint> {
   const { batch, trailing, notify } = call;
-  // Parts whose transport had not settled when the watchdog released the caller.
-  const unsettled: Promise<unknown>[] = [];
-  const submitVia = (via: EngineTransport, part: TransferBatch, withNotify: Uint8Array | undefined): Promise<BatchResult> =>
-    submitPart(ctx, call, via, part, withNotify, unsettled);
-  try {
-    const only = call.plan.routes.length === 1 ? call.plan.routes[0]! : undefined;
-    if (only && !trailing) {
-      // One part (the common case): its own settlement is the batch's, without gathering.
-      const result = await submitVia(only.via, only.indexes ? selectRequests(batch, only.indexes) : batch, notify);
-      if (only.indexes) only.indexes.forEach((i, j) => (statuses[i] = result.statuses[j]!));
+  // Every part settles before the caller is released, so no transport still uses the
+  // caller's memory when one part failed early.
+  const settled = await Promise.allSettled(
+    call.plan.routes.map(async (route) => {
+      const result = await submitPart(ctx, call, route.via, route.indexes ? selectRequests(batch, route.indexes) : batch, trailing ? undefined : notify);
+      if (route.indexes) route.indexes.forEach((i, j) => (statuses[i] = result.statuses[j]!));
       else statuses.set(result.statuses);
-      return result.bytes;
-    }
-    // Every part settles before the caller is released, so no transport still uses the
-    // caller's memory when one part failed early.
-    const settled = await Promise.allSettled(
-      call.plan.routes.map(async (route) => {
-        const result = await submitVia(route.via, route.indexes ? selectRequests(batch, route.indexes) : batch, trailing ? undefined : notify);
-        if (route.indexes) route.indexes.forEach((i, j) => (statuses[i] = result.statuses[j]!));
-        else statuses.set(result.statuses);
-        return result;
-      }),
-    );
-    const rejected = settled.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
-    if (rejected.length > 0) {
-      // The first part's error is thrown; if another part's write may still land at the
-      // peer, the thrown error says so too.
-      if (rejected.some((r) => remoteMayBeWritten(r.reason))) markRemoteMayBeWritten(rejected[0]!.reason);
-      throw rejected[0]!.reason;
-    }
-    let bytes = 0n;
-    for (const r of settled as PromiseFulfilledResult<BatchResult>[]) bytes += r.value.bytes;
-    if (trailing && statuses.every((st) => st === 0)) await submitVia(call.notifier!, batchOf([]), notify);
-    return bytes;
-  } catch (error) {
-    // Whichever part's error is thrown, the caller may wait for every transport to let go.
-    if (unsettled.length > 0 && typeof error === 'object' && error !== null) attachSettlement(error, unsettled);
-    throw error;
+      return result;
+    }),
+  );
+  const rejected = settled.filter((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (rejected.length > 0) {
+    // The first part's error is thrown; if another part's write may still land at the
+    // peer, the thrown error says so too.
+    if (rejected.some((r) => remoteMayBeWritten(r.reason))) markRemoteMayBeWritten(rejected[0]!.reason);
+    throw rejected[0]!.reason;
   }
+  let bytes = 0n;
+  for (const r of settled as PromiseFulfilledResult<BatchResult>[]) bytes += r.value.bytes;
+  if (trailing && statuses.every((st) => st === 0)) await submitPart(ctx, call, call.notifier!, batchOf([]), notify);
+  return bytes;
+}
+
+/** A transport's statuses of another type or length, as the batch's Int32Array (missing ones 0, as `set` left them). */
+function copyStatuses(from: ArrayLike<number>, requests: number): Int32Array {
+  const statuses = new Int32Array(requests);
+  statuses.set(from);
+  return statuses;
+}
+
+/** The index of the first request that failed, or -1. */
+function firstFailed(statuses: Int32Array): number {
+  for (let i = 0; i < statuses.length; i++) if (statuses[i] !== 0) return i;
+  return -1;
 }
 
 /** One part through one transport, once its connection to the peer is open, under the call's deadline. */
-function submitPart(
+function submitPart(ctx: TransferContext, call: RoutedCall, via: EngineTransport, part: TransferBatch, notify: Uint8Array | undefined): Promise<BatchResult> {
+  // Not an async function: a connected peer's part is the transport's own promise, no wrapper.
+  const ready = ctx.peers.openedPeer(call.state, via);
+  if (ready) return submitTo(ctx, call, via, ready, part, notify);
+  return beforeDeadline(ctx.peers.open(call.state, via), call.deadline, call.signal, `connecting to ${call.segment} over ${via.name}`).then((peer) =>
+    submitTo(ctx, call, via, peer, part, notify),
+  );
+}
+
+function submitTo(
   ctx: TransferContext,
   call: RoutedCall,
   via: EngineTransport,
+  peer: TransportPeer,
   part: TransferBatch,
   notify: Uint8Array | undefined,
-  unsettled: Promise<unknown>[],
 ): Promise<BatchResult> {
-  const { segment, deadline, signal } = call;
-  const submitTo = (peer: TransportPeer): Promise<BatchResult> => {
-    const submitOptions: SubmitOptions = { timeoutMs: Math.max(1, deadline - Date.now()) };
-    if (signal) submitOptions.signal = signal;
-    if (notify) submitOptions.notify = notify;
-    return submitWithWatchdog(via, peer, part, submitOptions, ctx.pins, ctx.log, (settlement) => unsettled.push(settlement));
-  };
-  // Not an async function: a connected peer's part is the transport's own promise, no wrapper.
-  const ready = ctx.peers.openedPeer(call.state, via);
-  if (ready) return submitTo(ready);
-  return beforeDeadline(ctx.peers.open(call.state, via), deadline, signal, `connecting to ${segment} over ${via.name}`).then(submitTo);
+  const submitOptions: SubmitOptions = { timeoutMs: Math.max(1, call.deadline - Date.now()) };
+  if (call.signal) submitOptions.signal = call.signal;
+  if (notify) submitOptions.notify = notify;
+  return submitWithWatchdog(via, peer, part, submitOptions, ctx.pins, ctx.log, call);
 }
 
 /** The error of a batch whose transports settled but some requests failed: the first failure's code, every status. */

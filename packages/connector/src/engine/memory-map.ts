@@ -21,6 +21,8 @@ export class MemoryMap {
   private regions: LocalRegion[] = [];
   // Regions per memory kind, so routing knows "all cpu" without a scan per batch.
   private readonly kindCounts = new Map<MemoryKind, number>();
+  // kinds() is read by every batch's routing: built when registrations change, not per call.
+  private kindList: readonly MemoryKind[] = [];
 
   get size(): number {
     return this.regions.length;
@@ -69,11 +71,16 @@ export class MemoryMap {
     this.regions.splice(i + 1, 0, region);
     const kind = memoryKindOf(region.device);
     this.kindCounts.set(kind, (this.kindCounts.get(kind) ?? 0) + 1);
+    this.kindList = this.listKinds();
   }
 
-  /** The memory kinds registered now. */
-  kinds(): MemoryKind[] {
-    return [...this.kindCounts].filter(([, n]) => n > 0).map(([k]) => k);
+  /** The memory kinds registered now (the same array until a registration changes them). */
+  kinds(): readonly MemoryKind[] {
+    return this.kindList;
+  }
+
+  private listKinds(): readonly MemoryKind[] {
+    return Object.freeze([...this.kindCounts].filter(([, n]) => n > 0).map(([k]) => k));
   }
 
   /** Removes the region starting exactly at addr; MEMORY_NOT_REGISTERED otherwise. */
@@ -86,6 +93,7 @@ export class MemoryMap {
     this.regions.splice(i, 1);
     const kind = memoryKindOf(r.device);
     this.kindCounts.set(kind, this.kindCounts.get(kind)! - 1);
+    this.kindList = this.listKinds();
     return r;
   }
 

@@ -19,6 +19,8 @@ export interface PeerRouting {
   descriptor: SegmentDescriptor;
   remoteKinds: MemoryKind[];
   sortedBuffers: BufferDescriptor[];
+  /** The last whole-batch plan made for this peer, reused while its inputs are the same. */
+  wholeBatch?: { local: MemoryKind; remote: MemoryKind; candidates: readonly EngineTransport[]; plan: RoutePlan };
 }
 
 export function peerRouting(descriptor: SegmentDescriptor): PeerRouting {
@@ -35,11 +37,14 @@ export interface Route {
   indexes: Uint32Array | null;
 }
 
+/** Shared by every batch of a peer that takes one route (readonly: never modified). */
 export interface RoutePlan {
-  routes: Route[];
+  readonly routes: readonly Readonly<Route>[];
   /** Requests refused before submission (index → native status). */
-  refused: Map<number, number>;
+  readonly refused: ReadonlyMap<number, number>;
 }
+
+const NONE_REFUSED: ReadonlyMap<number, number> = new Map();
 
 const rank = (t: EngineTransport): number => localityOf(t.plugin.capabilities);
 
@@ -99,19 +104,19 @@ function findBuffer(sorted: readonly BufferDescriptor[], addr: bigint): BufferDe
 export function planRoutes(batch: TransferBatch, memory: MemoryMap, peer: PeerRouting, candidates: readonly EngineTransport[]): RoutePlan {
   const localKinds = memory.kinds();
   const { remoteKinds } = peer;
-  const noRoute = (l: MemoryKind, r: MemoryKind): TransferError =>
-    new TransferError(
-      'NO_COMMON_TRANSPORT',
-      `No transport shared with ${peer.descriptor.name} moves ${l} memory to ${r} memory (candidates: ${candidates.map((c) => c.name).join(', ')})`,
-      { details: { peer: peer.descriptor.name } },
-    );
 
   if (localKinds.length <= 1 && remoteKinds.length <= 1) {
     const l = localKinds[0] ?? 'cpu';
     const r = remoteKinds[0] ?? l;
+    // The same plan for every batch of this peer while the kinds and transports stay: a
+    // plan object (and its empty map) per batch was garbage the JS thread collected.
+    const last = peer.wholeBatch;
+    if (last && last.local === l && last.remote === r && last.candidates === candidates) return last.plan;
     const via = pick(candidates, peer.descriptor, l, r);
-    if (!via) throw noRoute(l, r);
-    return { routes: [{ via, indexes: null }], refused: new Map() };
+    if (!via) throw noRoute(peer, candidates, l, r);
+    const plan: RoutePlan = { routes: [{ via, indexes: null }], refused: NONE_REFUSED };
+    peer.wholeBatch = { local: l, remote: r, candidates, plan };
+    return plan;
   }
 
   const sortedRemote = peer.sortedBuffers;
@@ -128,13 +133,21 @@ export function planRoutes(batch: TransferBatch, memory: MemoryMap, peer: PeerRo
     // A buffer the cached descriptor does not list yet is validated by the peer itself.
     const r = remoteBuffer ? memoryKindOf(remoteBuffer.device) : l;
     const via = pick(candidates, peer.descriptor, l, r);
-    if (!via) throw noRoute(l, r);
+    if (!via) throw noRoute(peer, candidates, l, r);
     let list = perTransport.get(via);
     if (!list) perTransport.set(via, (list = []));
     list.push(i);
   }
   const routes = [...perTransport].map(([via, idx]) => ({ via, indexes: Uint32Array.from(idx) }));
   return { routes, refused };
+}
+
+function noRoute(peer: PeerRouting, candidates: readonly EngineTransport[], l: MemoryKind, r: MemoryKind): TransferError {
+  return new TransferError(
+    'NO_COMMON_TRANSPORT',
+    `No transport shared with ${peer.descriptor.name} moves ${l} memory to ${r} memory (candidates: ${candidates.map((c) => c.name).join(', ')})`,
+    { details: { peer: peer.descriptor.name } },
+  );
 }
 
 /** Capabilities of a transport a caller shapes its writes by: strided rows (from local rows, into remote rows), verified writes. */

@@ -71,6 +71,11 @@ export function beforeDeadline<T>(step: Promise<T>, deadline: number, signal: Ab
   });
 }
 
+/** Where the watchdog leaves the settlements of batches it released the caller from. */
+export interface UnsettledSink {
+  unsettled: Promise<unknown>[] | undefined;
+}
+
 /**
  * Submits through a transport and enforces the deadline from outside too: a transport
  * that does not settle well past its deadline is reported, and the caller is released.
@@ -82,8 +87,8 @@ export function submitWithWatchdog(
   options: SubmitOptions,
   pins: RegionPins,
   log: Log,
-  /** Called when the caller is released before the transport settled, with the moment it does. */
-  onUnsettled: (settlement: Promise<unknown>) => void = () => undefined,
+  /** Collects the settlement of a batch whose caller was released before its transport settled. */
+  sink: UnsettledSink = { unsettled: undefined },
 ): Promise<BatchResult> {
   return new Promise((resolve, reject) => {
     let pinned: bigint[] | undefined;
@@ -93,7 +98,7 @@ export function submitWithWatchdog(
       // deadline-bound answer, but the batch's local regions stay marked in use (their
       // unregistration is refused) until the transport really settles it.
       pinned = pins.pin(batch);
-      onUnsettled(submitted);
+      (sink.unsettled ??= []).push(submitted);
       log(
         'error',
         `transport ${via.name} did not settle a batch ${WATCHDOG_GRACE_MS} ms past its ${options.timeoutMs} ms deadline; its memory stays in use until it does`,

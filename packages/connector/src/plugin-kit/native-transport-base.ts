@@ -126,16 +126,22 @@ export abstract class NativeTransportBase<N extends NativeTransportHandle> imple
       this.checkOpen();
       const p = this.own(peer);
       this.checkBatch(p, batch, options);
-      const [rows, pitches] = this.rowsOf(batch, 'local');
-      const [into, intoPitches] = this.rowsOf(batch, 'remote');
+      const gathers = this.usesRows(batch, 'local');
+      const scatters = this.usesRows(batch, 'remote');
       const verify = this.verifyOf(batch);
-      const args = [p.id, batch.opcodes, batch.localAddrs, batch.remoteAddrs, batch.lengths, options.notify ?? null, rows, pitches] as const;
-      // Only the arguments a batch uses: an addon without remote rows or verified writes reads fewer.
+      const notify = options.notify ?? null;
+      const rows = gathers ? batch.localRows : undefined;
+      const pitches = gathers ? batch.localPitches : undefined;
+      const into = scatters ? batch.remoteRows : undefined;
+      const intoPitches = scatters ? batch.remotePitches : undefined;
+      const { opcodes, localAddrs, remoteAddrs, lengths } = batch;
+      // Only the arguments a batch uses: an addon without remote rows or verified writes reads
+      // fewer. Written out, not spread from an array: that array was garbage of every batch.
       const id = verify
-        ? this.native.submit(...args, into, intoPitches, true)
-        : into
-          ? this.native.submit(...args, into, intoPitches)
-          : this.native.submit(...args);
+        ? this.native.submit(p.id, opcodes, localAddrs, remoteAddrs, lengths, notify, rows, pitches, into, intoPitches, true)
+        : scatters
+          ? this.native.submit(p.id, opcodes, localAddrs, remoteAddrs, lengths, notify, rows, pitches, into, intoPitches)
+          : this.native.submit(p.id, opcodes, localAddrs, remoteAddrs, lengths, notify, rows, pitches);
       return this.#batches.track(id, p.segment, options);
     } catch (error) {
       return Promise.reject(error);
@@ -185,21 +191,21 @@ export abstract class NativeTransportBase<N extends NativeTransportHandle> imple
   }
 
   /**
-   * One side's rows and pitches to hand native code: none for a batch without rows there
-   * (rows of 1 are ordinary requests); refused unless the addon handles rows on that side.
+   * Whether a batch hands native code rows on one side: not when it has none there (rows of 1
+   * are ordinary requests); refused unless the addon handles rows on that side.
    */
-  private rowsOf(batch: TransferBatch, side: 'local' | 'remote'): [Uint32Array, BigUint64Array] | [] {
+  private usesRows(batch: TransferBatch, side: 'local' | 'remote'): boolean {
     const rows = side === 'local' ? batch.localRows : batch.remoteRows;
     const pitches = side === 'local' ? batch.localPitches : batch.remotePitches;
-    if (rows === undefined) return [];
+    if (rows === undefined) return false;
     if (!(rows instanceof Uint32Array) || !(pitches instanceof BigUint64Array) || rows.length !== batch.opcodes.length || pitches.length !== rows.length)
       throw this.fail('INVALID_ARGUMENT', `\`${side}Rows\` (Uint32Array) and \`${side}Pitches\` (BigUint64Array) need one entry per request`);
-    if (!rows.some((r) => r > 1)) return [];
+    if (!rows.some((r) => r > 1)) return false;
     if (side === 'local' && !this.gathersWrites)
       throw this.fail('UNSUPPORTED_CAPABILITY', `${this.plugin} does not gather written rows (capabilities.gatherWrites)`);
     if (side === 'remote' && !this.scattersWrites)
       throw this.fail('UNSUPPORTED_CAPABILITY', `${this.plugin} does not write into remote rows (capabilities.scatterWrites)`);
-    return [rows, pitches];
+    return true;
   }
 
   /** The checks before a batch reaches native code (a transport without notifications refuses them first). */
