@@ -103,7 +103,7 @@ class ShmTransport : public te::napi::NativeTransportWrap<ShmTransport, teshm::T
     return env.Undefined();
   }
 
-  // copyStats(): { poolChunks, processVmChunks, poolsMapped } (this process as a target)
+  // copyStats(): { poolChunks, processVmChunks, poolsMapped, completionMessages } (this process as a target)
   Napi::Value CopyStats(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     check_open(env);
@@ -112,6 +112,7 @@ class ShmTransport : public te::napi::NativeTransportWrap<ShmTransport, teshm::T
     out.Set("poolChunks", Napi::Number::New(env, static_cast<double>(s.pool_chunks)));
     out.Set("processVmChunks", Napi::Number::New(env, static_cast<double>(s.process_vm_chunks)));
     out.Set("poolsMapped", Napi::Number::New(env, static_cast<double>(s.pools_mapped)));
+    out.Set("completionMessages", Napi::Number::New(env, static_cast<double>(s.completion_messages)));
     return out;
   }
 

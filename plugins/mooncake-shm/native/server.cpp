@@ -333,13 +333,16 @@ void Server::handle_requests(const std::shared_ptr<Conn>& c, const std::vector<R
   // A message's requests join the queue together: one lock of it per message, not per request.
   std::vector<std::shared_ptr<Work>> admitted;
   admitted.reserve(reqs.size());
+  bool refused = false;
   for (const Request& q : reqs) {
     if (c->outstanding.load() >= opt_.max_outstanding) {
       complete(*c, q.seq, te::TE_POOL_EXHAUSTED, false);
+      refused = true;
       continue;
     }
     if (te::range_overflows(q.initiator_addr, q.len)) {
       complete(*c, q.seq, te::TE_INVALID_ARGUMENT, false);
+      refused = true;
       continue;
     }
     auto w = std::make_shared<Work>();
@@ -347,6 +350,7 @@ void Server::handle_requests(const std::shared_ptr<Conn>& c, const std::vector<R
     Status s = registry_.acquire(q.target_addr, q.len, true, w->lease);
     if (s != te::TE_OK) {
       complete(*c, q.seq, s, false);
+      refused = true;
       continue;
     }
     w->conn = c;
@@ -358,6 +362,7 @@ void Server::handle_requests(const std::shared_ptr<Conn>& c, const std::vector<R
     }
     w->chunks = (q.len + opt_.chunk_bytes - 1) / opt_.chunk_bytes;
     c->outstanding.fetch_add(1);
+    c->outstanding_bytes.fetch_add(q.len);
     admitted.push_back(std::move(w));
   }
   if (!admitted.empty()) {
@@ -367,8 +372,13 @@ void Server::handle_requests(const std::shared_ptr<Conn>& c, const std::vector<R
     }
     qcv_.notify_all();
   }
+  // Refusals are answered now, and waiting completions while less than kHoldWhileQueued of
+  // this connection's work is queued: a small window (a few batches of a few requests)
+  // moves on as soon as its initiator hears, and this message is a moment to tell it. A
+  // deeper one is answered as finish() decides: answering every message undid finish()'s
+  // coalescing (64 KiB, batches of 16, 16 in flight: about one message per batch).
   std::lock_guard<std::mutex> lock(c->mu);
-  flush_locked(*c);
+  if (refused || (!c->pending.empty() && c->outstanding_bytes.load() < kHoldWhileQueued)) flush_locked(*c);
 }
 
 }  // namespace teshm

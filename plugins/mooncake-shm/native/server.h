@@ -32,8 +32,14 @@ class Server {
   struct Work;
 
   ServerStats stats() const {
-    return ServerStats{pending_peak_.load(), read_pauses_.load(), pool_chunks_.load(), process_vm_chunks_.load(),
-                       peer_pools_mapped()};
+    ServerStats s;
+    s.pending_peak = pending_peak_.load();
+    s.read_pauses = read_pauses_.load();
+    s.pool_chunks = pool_chunks_.load();
+    s.process_vm_chunks = process_vm_chunks_.load();
+    s.pools_mapped = peer_pools_mapped();
+    s.completion_messages = completion_messages_.load();
+    return s;
   }
 
  private:
@@ -72,6 +78,7 @@ class Server {
   std::atomic<uint64_t> read_pauses_{0};
   std::atomic<uint64_t> pool_chunks_{0};
   std::atomic<uint64_t> process_vm_chunks_{0};
+  std::atomic<uint64_t> completion_messages_{0};
 };
 
 }  // namespace teshm

@@ -72,13 +72,21 @@ void Server::finish(Work& w) {
   // initiator (64 KiB, 16 batches in flight: 13.8-15.1 GB/s against 10.6-12.5; 1-4 in
   // flight unchanged).
   //
+  // Past kFlushBytes they are still held while kHoldWhileQueued or more of this
+  // connection's copies wait behind them, until they reach half of what waits: the copy
+  // threads have that much left to do while the initiator hears and refills, so a deep
+  // window is answered in a few messages instead of one per MiB (64 KiB, batches of 16, 16
+  // in flight: 1.12x writes and reads; windows under 4 MiB are answered as before).
+  //
   // "More of this connection's requests", not "more work in the queue": another
   // connection's work may keep the queue busy for as long as its initiator sends, and a
   // completion held for that was stranded (its initiator waiting for its deadline).
   // Every request queues its completion before it leaves `outstanding`, so the request
   // that takes `outstanding` to zero sees every completion queued before it, and sends them.
   complete(c, w.req.seq, w.status.load(), false);
-  const bool over = c.unflushed_bytes.fetch_add(w.req.len) + w.req.len >= kFlushBytes;
+  const uint64_t unflushed = c.unflushed_bytes.fetch_add(w.req.len) + w.req.len;
+  const uint64_t remaining = c.outstanding_bytes.fetch_sub(w.req.len) - w.req.len;
+  const bool over = unflushed >= kFlushBytes && (remaining < kHoldWhileQueued || unflushed >= remaining / 2);
   const bool last = c.outstanding.fetch_sub(1) == 1;
   if (over || last) {
     std::lock_guard<std::mutex> lock(c.mu);
@@ -130,6 +138,7 @@ void Server::flush_locked(Conn& c) {
       }
       break;  // the initiator is gone: its end-of-stream drops the connection
     }
+    completion_messages_.fetch_add(1, std::memory_order_relaxed);
     at += n;
   }
   c.pending.erase(c.pending.begin(), c.pending.begin() + static_cast<long>(at));

@@ -28,8 +28,9 @@ struct Server::Conn {
   std::string name;
   std::atomic<bool> dead{false};
   std::atomic<uint32_t> outstanding{0};
-  std::atomic<uint64_t> unflushed_bytes{0};  // copied since completions were last sent
-  std::mutex mu;                             // guards everything below
+  std::atomic<uint64_t> outstanding_bytes{0};  // of the requests in `outstanding` (see finish())
+  std::atomic<uint64_t> unflushed_bytes{0};    // copied since completions were last sent
+  std::mutex mu;                               // guards everything below
   std::vector<Completion> pending;
   bool want_out = false;
   bool paused = false;  // reading this connection's messages is suspended (see kPendingPauseAt)
@@ -70,7 +71,8 @@ struct Server::Work {
 };
 
 constexpr size_t kMaxCancelled = 4096;
-constexpr uint64_t kFlushBytes = 1 << 20;  // see finish()
+constexpr uint64_t kFlushBytes = 1 << 20;       // see finish()
+constexpr uint64_t kHoldWhileQueued = 4 << 20;  // see finish()
 // Pools one connection may have mapped; past it a pool is not mapped and its requests are
 // copied with process_vm_* like any other memory (slower, never wrong).
 constexpr size_t kMaxPoolsPerConnection = 64;

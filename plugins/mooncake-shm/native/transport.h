@@ -63,11 +63,12 @@ class Client;
 
 /** Target-side counters, for tests and diagnostics (any thread). */
 struct ServerStats {
-  uint64_t pending_peak = 0;       // the most completions ever waiting on one connection's socket
-  uint64_t read_pauses = 0;        // times a connection's messages stopped being read (back-pressure)
-  uint64_t pool_chunks = 0;        // chunks copied with memcpy through a mapped pool of the initiator
-  uint64_t process_vm_chunks = 0;  // chunks copied with process_vm_readv/writev
-  uint64_t pools_mapped = 0;       // initiators' pools mapped in this process now
+  uint64_t pending_peak = 0;         // the most completions ever waiting on one connection's socket
+  uint64_t read_pauses = 0;          // times a connection's messages stopped being read (back-pressure)
+  uint64_t pool_chunks = 0;          // chunks copied with memcpy through a mapped pool of the initiator
+  uint64_t process_vm_chunks = 0;    // chunks copied with process_vm_readv/writev
+  uint64_t pools_mapped = 0;         // initiators' pools mapped in this process now
+  uint64_t completion_messages = 0;  // COMPLETIONS messages sent to initiators (each answers one or more requests)
 };
 
 /** An initiator's batch: per-request statuses, leases on its local ranges, cancel state. */

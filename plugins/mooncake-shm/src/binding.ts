@@ -48,7 +48,7 @@ export interface NativeShmTransport extends NativeTransportHandle {
   /** Frees pool memory (unregister it first): INVALID_ARGUMENT when no pool starts there or it is still registered. */
   freeMemory(addr: bigint): void;
   /** As a target: chunks copied through mapped pools and with process_vm_*, and the pools mapped now. */
-  copyStats(): { poolChunks: number; processVmChunks: number; poolsMapped: number };
+  copyStats(): { poolChunks: number; processVmChunks: number; poolsMapped: number; completionMessages: number };
   /** Starts the handshake with the target listening on `socketName`; `onOpen(peerId, ...)` reports. */
   openPeer(socketName: string, epoch: bigint, name: string): number;
 }

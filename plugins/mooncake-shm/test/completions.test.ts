@@ -1,0 +1,85 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { batchOf } from '@te/connector';
+import { createEndpoint, pattern, register } from './helpers.js';
+
+/*
+ * How a target answers: a deep window of copies (many batches queued on one connection) is
+ * answered in fewer messages than it has batches, while every batch still completes with its
+ * bytes landed; a window of one small batch at a time is answered batch by batch.
+ */
+const KiB = 1024;
+
+test('a deep window is answered in fewer messages than batches; every byte lands', async () => {
+  const a = await createEndpoint('completions-initiator');
+  const b = await createEndpoint('completions-target');
+  try {
+    const perBatch = 16;
+    const size = 64 * KiB;
+    const inFlight = 16;
+    const bytes = perBatch * size * inFlight; // 16 MiB queued on one connection
+    const src = pattern(31, bytes);
+    const dst = new Uint8Array(bytes);
+    const local = await register(a.transport, src, false);
+    const remote = await register(b.transport, dst);
+    const peer = await a.transport.openPeer(b.descriptor());
+    const messages = () => (b.transport.describe!().copies as { completionMessages: number }).completionMessages;
+    const rounds = 4;
+    const before = messages();
+    for (let round = 0; round < rounds; round++) {
+      dst.fill(0);
+      const results = await Promise.all(
+        Array.from({ length: inFlight }, (_, k) =>
+          a.transport.submit(
+            peer,
+            batchOf(
+              Array.from({ length: perBatch }, (_, i) => {
+                const off = BigInt((k * perBatch + i) * size);
+                return { op: 'write' as const, local: local + off, remote: remote + off, length: size };
+              }),
+            ),
+            { timeoutMs: 10_000 },
+          ),
+        ),
+      );
+      for (const r of results) assert.equal([...r.statuses], new Array(perBatch).fill(0));
+      assert.ok(Buffer.compare(dst, src) === 0, `round ${round}: the target's buffer differs from what was written`);
+    }
+    const sent = messages() - before;
+    // One message per batch (or more) is what answering each 1 MiB of copies gives.
+    assert.ok(sent > 0 && sent < rounds * inFlight, `${sent} completion messages for ${rounds * inFlight} batches`);
+  } finally {
+    await a.transport.close();
+    await b.transport.close();
+  }
+});
+
+test('one small batch at a time is answered batch by batch', async () => {
+  const a = await createEndpoint('completions-small-initiator');
+  const b = await createEndpoint('completions-small-target');
+  try {
+    const src = pattern(32, 16 * KiB);
+    const dst = new Uint8Array(16 * KiB);
+    const local = await register(a.transport, src, false);
+    const remote = await register(b.transport, dst);
+    const peer = await a.transport.openPeer(b.descriptor());
+    const messages = () => (b.transport.describe!().copies as { completionMessages: number }).completionMessages;
+    const before = messages();
+    for (let i = 0; i < 8; i++) {
+      const r = await a.transport.submit(
+        peer,
+        batchOf([0, 1, 2, 3].map((j) => ({ op: 'write' as const, local: local + BigInt(j * 4 * KiB), remote: remote + BigInt(j * 4 * KiB), length: 4 * KiB }))),
+        { timeoutMs: 5_000 },
+      );
+      assert.equal([...r.statuses], [0, 0, 0, 0]);
+    }
+    assert.ok(Buffer.compare(dst, src) === 0);
+    // Each batch waited for its answer before the next was sent: at least one message each.
+    assert.ok(messages() - before >= 8, `${messages() - before} messages for 8 batches`);
+  } finally {
+    await a.transport.close();
+    await b.transport.close();
+  }
+});
+
+test.run();
