@@ -333,16 +333,13 @@ void Server::handle_requests(const std::shared_ptr<Conn>& c, const std::vector<R
   // A message's requests join the queue together: one lock of it per message, not per request.
   std::vector<std::shared_ptr<Work>> admitted;
   admitted.reserve(reqs.size());
-  bool refused = false;
   for (const Request& q : reqs) {
     if (c->outstanding.load() >= opt_.max_outstanding) {
       complete(*c, q.seq, te::TE_POOL_EXHAUSTED, false);
-      refused = true;
       continue;
     }
     if (te::range_overflows(q.initiator_addr, q.len)) {
       complete(*c, q.seq, te::TE_INVALID_ARGUMENT, false);
-      refused = true;
       continue;
     }
     auto w = std::make_shared<Work>();
@@ -350,7 +347,6 @@ void Server::handle_requests(const std::shared_ptr<Conn>& c, const std::vector<R
     Status s = registry_.acquire(q.target_addr, q.len, true, w->lease);
     if (s != te::TE_OK) {
       complete(*c, q.seq, s, false);
-      refused = true;
       continue;
     }
     w->conn = c;
@@ -377,6 +373,7 @@ void Server::handle_requests(const std::shared_ptr<Conn>& c, const std::vector<R
   // moves on as soon as its initiator hears, and this message is a moment to tell it. A
   // deeper one is answered as finish() decides: answering every message undid finish()'s
   // coalescing (64 KiB, batches of 16, 16 in flight: about one message per batch).
+  const bool refused = admitted.size() != reqs.size();  // each one not admitted was answered above
   std::lock_guard<std::mutex> lock(c->mu);
   if (refused || (!c->pending.empty() && c->outstanding_bytes.load() < kHoldWhileQueued)) flush_locked(*c);
 }

@@ -80,7 +80,7 @@ export class MemoryMap {
   }
 
   private listKinds(): readonly MemoryKind[] {
-    return Object.freeze([...this.kindCounts].filter(([, n]) => n > 0).map(([k]) => k));
+    return [...this.kindCounts].filter(([, n]) => n > 0).map(([k]) => k);
   }
 
   /** Removes the region starting exactly at addr; MEMORY_NOT_REGISTERED otherwise. */
