@@ -50,6 +50,25 @@ test('a transport that ignores its deadline: the caller is answered, and the mem
   }
 });
 
+test('the longest deadline (2^31 - 1 ms): the watchdog, set past it, does not fire at once and answer a batch its transport still holds', async () => {
+  const { a, b, local, remote, close } = await pair();
+  try {
+    await a.openSegment(b.segmentName);
+    fake.faults.hang = true;
+    const writing = a.write(b.segmentName, local, remote, 64, { timeoutMs: 2_147_483_647 }).then(
+      () => 'landed',
+      (x: unknown) => x,
+    );
+    // Node.js runs a timer set past 2^31 - 1 ms after 1 ms: a watchdog set that way answers
+    // TIMEOUT (settled: false) here, long before the deadline.
+    await new Promise((r) => setTimeout(r, 100));
+    fake.faults.releaseHung();
+    assert.is(await writing, 'landed');
+  } finally {
+    await close();
+  }
+});
+
 test('untilSettled: the error of a transfer answered before its transport settled resolves only when the transport lets go; any other error at once', async () => {
   const { a, b, local, remote, close } = await pair();
   try {

@@ -10,12 +10,11 @@ import type { TransportPeer } from '../spi/transport.js';
 import { checkBatch, checkTimeout, type BatchShape } from './batch-check.js';
 import type { BatchStats } from './batch-stats.js';
 import type { TransferOptions } from './engine-api.js';
-import type { Log } from './logger.js';
 import type { MemoryMap } from './memory-map.js';
 import type { PeerState, PeerTable } from './peer-table.js';
 import { commonTransports, planRoutes, type EngineTransport, type Route, type RoutePlan } from './router.js';
 import { checkSegmentName } from './segment-name.js';
-import { beforeDeadline, submitWithWatchdog, type RegionPins } from './watchdog.js';
+import { beforeDeadline, type Watchdog } from './watchdog.js';
 
 /** Codes after which the peer's cached descriptor and connections are dropped (the next batch fetches them again). */
 const RECONNECT_CODES = new Set(['STALE_DESCRIPTOR', 'CONNECTION_LOST', 'PEER_FAILED', 'PEER_UNREACHABLE']);
@@ -25,9 +24,9 @@ export interface TransferContext {
   readonly held: readonly EngineTransport[];
   readonly memory: MemoryMap;
   readonly peers: PeerTable;
-  readonly pins: RegionPins;
+  /** Submits through a transport, and answers the caller if the transport does not settle in time. */
+  readonly watchdog: Watchdog;
   readonly stats: BatchStats;
-  readonly log: Log;
   /** `forceTcp`, and `timeouts.transferMs` for a batch whose options name no deadline. */
   readonly config: Pick<TeConfig, 'forceTcp' | 'timeouts'>;
   forgetSegment(segment: string): Promise<void>;
@@ -239,7 +238,7 @@ function submitTo(
   const submitOptions: SubmitOptions = { timeoutMs: Math.max(1, call.deadline - Date.now()) };
   if (call.signal) submitOptions.signal = call.signal;
   if (notify) submitOptions.notify = notify;
-  return submitWithWatchdog(via, peer, part, submitOptions, ctx.pins, ctx.log, call);
+  return ctx.watchdog.submit(via, peer, part, submitOptions, call);
 }
 
 /** The error of a batch whose transports settled but some requests failed: the first failure's code, every status. */

@@ -19,7 +19,7 @@ import type { BatchRecord, EngineMetrics } from './metrics.js';
 import { BatchStats } from './batch-stats.js';
 import type { AllocatedHandle, CreateEngineOptions, MemoryHandle, MemoryTarget, RegisterOptions, TransferOptions } from './engine-api.js';
 import { registeringTransports, registers, registrationRequest, toBigInt } from './registration-request.js';
-import { RegionPins, beforeDeadline } from './watchdog.js';
+import { RegionPins, Watchdog, beforeDeadline } from './watchdog.js';
 import { startMetricLog } from '../metrics/periodic-log.js';
 import { commonTransports, routesWith, type EngineTransport, type WriteCapability } from './router.js';
 
@@ -97,8 +97,9 @@ export class TransferEngine {
   }
 
   private transferContext(): TransferContext {
-    const { held, memory, peers, pins, stats, log, config } = this;
-    return { held, memory, peers, pins, stats, log, config, forgetSegment: (segment) => this.forgetSegment(segment) };
+    const { held, memory, peers, stats, config } = this;
+    const watchdog = new Watchdog(this.pins, this.log);
+    return { held, memory, peers, watchdog, stats, config, forgetSegment: (segment) => this.forgetSegment(segment) };
   }
 
   /** Names of the transports this engine holds, primary first. */

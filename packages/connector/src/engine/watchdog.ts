@@ -7,6 +7,7 @@ import type { BatchResult, SubmitOptions, TransferBatch } from '../spi/batch.js'
 import type { TransportPeer } from '../spi/transport.js';
 import type { Log } from './logger.js';
 import type { MemoryMap } from './memory-map.js';
+import { Deadlines, type Deadline } from '../timing/deadlines.js';
 import type { EngineTransport } from './router.js';
 
 /** Extra time a transport gets past the deadline before the engine stops waiting for it. */
@@ -76,64 +77,98 @@ export interface UnsettledSink {
   unsettled: Promise<unknown>[] | undefined;
 }
 
+/** A batch its transport has not settled yet, queued on the watchdog's deadlines. */
+class WatchedBatch implements Deadline {
+  at = 0;
+  slot = -1;
+  /** The regions kept in use once the watchdog gave up waiting, until the transport settles. */
+  pinned: bigint[] | undefined = undefined;
+
+  constructor(
+    private readonly dog: Watchdog,
+    readonly via: EngineTransport,
+    readonly batch: TransferBatch,
+    readonly timeoutMs: number,
+    readonly submitted: Promise<BatchResult>,
+    readonly sink: UnsettledSink,
+    readonly reject: (error: TransferError) => void,
+  ) {}
+
+  expire(): void {
+    this.dog.overdue(this);
+  }
+}
+
 /**
  * Submits through a transport and enforces the deadline from outside too: a transport
  * that does not settle well past its deadline is reported, and the caller is released.
+ * The batches of an engine share one timer (timing/deadlines.ts).
  */
-export function submitWithWatchdog(
-  via: EngineTransport,
-  peer: TransportPeer,
-  batch: TransferBatch,
-  options: SubmitOptions,
-  pins: RegionPins,
-  log: Log,
-  /** Collects the settlement of a batch whose caller was released before its transport settled. */
-  sink: UnsettledSink = { unsettled: undefined },
-): Promise<BatchResult> {
-  return new Promise((resolve, reject) => {
-    let pinned: bigint[] | undefined;
-    const submitted = via.transport.submit(peer, batch, options);
-    const timer = setTimeout(() => {
-      // Settled means done with memory, and this batch is not settled: the caller gets a
-      // deadline-bound answer, but the batch's local regions stay marked in use (their
-      // unregistration is refused) until the transport really settles it.
-      pinned = pins.pin(batch);
-      (sink.unsettled ??= []).push(submitted);
-      log(
-        'error',
-        `transport ${via.name} did not settle a batch ${WATCHDOG_GRACE_MS} ms past its ${options.timeoutMs} ms deadline; its memory stays in use until it does`,
+export class Watchdog {
+  private readonly deadlines = new Deadlines();
+
+  constructor(
+    private readonly pins: RegionPins,
+    private readonly log: Log,
+  ) {}
+
+  submit(
+    via: EngineTransport,
+    peer: TransportPeer,
+    batch: TransferBatch,
+    options: SubmitOptions,
+    /** Collects the settlement of a batch whose caller was released before its transport settled. */
+    sink: UnsettledSink = { unsettled: undefined },
+  ): Promise<BatchResult> {
+    return new Promise((resolve, reject) => {
+      const submitted = via.transport.submit(peer, batch, options);
+      const watched = new WatchedBatch(this, via, batch, options.timeoutMs, submitted, sink, reject);
+      this.deadlines.add(watched, options.timeoutMs + WATCHDOG_GRACE_MS);
+      submitted.then(
+        (r) => {
+          this.release(watched);
+          resolve(r);
+        },
+        (e) => {
+          this.release(watched);
+          reject(
+            isTransferError(e)
+              ? e
+              : new TransferError('INTERNAL', `transport ${via.name} failed with a non-TransferError: ${(e as Error)?.message ?? String(e)}`, {
+                  plugin: via.name,
+                  cause: e,
+                }),
+          );
+        },
       );
-      reject(
-        new TransferError(
-          'TIMEOUT',
-          `Batch did not complete within ${options.timeoutMs} ms and the transport has not settled it: its local memory is still in use (unregistering it is refused until the transport lets go)`,
-          {
-            plugin: via.name,
-            details: { settled: false },
-          },
-        ),
-      );
-    }, options.timeoutMs + WATCHDOG_GRACE_MS);
-    const release = (): void => {
-      clearTimeout(timer);
-      if (pinned) pins.unpin(pinned);
-    };
-    submitted.then(
-      (r) => {
-        release();
-        resolve(r);
-      },
-      (e) => {
-        release();
-        reject(
-          isTransferError(e)
-            ? e
-            : new TransferError('INTERNAL', `transport ${via.name} failed with a non-TransferError: ${(e as Error)?.message ?? String(e)}`, {
-                plugin: via.name,
-                cause: e,
-              }),
-        );
-      },
+    });
+  }
+
+  /** The grace past the deadline ran out and the transport has not settled the batch. */
+  overdue(w: WatchedBatch): void {
+    // Settled means done with memory, and this batch is not settled: the caller gets a
+    // deadline-bound answer, but the batch's local regions stay marked in use (their
+    // unregistration is refused) until the transport really settles it.
+    w.pinned = this.pins.pin(w.batch);
+    (w.sink.unsettled ??= []).push(w.submitted);
+    this.log(
+      'error',
+      `transport ${w.via.name} did not settle a batch ${WATCHDOG_GRACE_MS} ms past its ${w.timeoutMs} ms deadline; its memory stays in use until it does`,
     );
-  });
+    w.reject(
+      new TransferError(
+        'TIMEOUT',
+        `Batch did not complete within ${w.timeoutMs} ms and the transport has not settled it: its local memory is still in use (unregistering it is refused until the transport lets go)`,
+        {
+          plugin: w.via.name,
+          details: { settled: false },
+        },
+      ),
+    );
+  }
+
+  private release(w: WatchedBatch): void {
+    this.deadlines.remove(w);
+    if (w.pinned) this.pins.unpin(w.pinned);
+  }
 }

@@ -1,24 +1,38 @@
 import { NATIVE_STATUS } from '../errors/codes.js';
 import { TransferError } from '../errors/transfer-error.js';
 import type { BatchResult, SubmitOptions } from '../spi/batch.js';
+import { Deadlines, type Deadline } from '../timing/deadlines.js';
 
-interface Pending {
-  resolve(result: BatchResult): void;
-  reject(error: TransferError): void;
-  timer: NodeJS.Timeout;
-  signal: AbortSignal | undefined;
-  onAbort: (() => void) | undefined;
-  peer: string;
+/** A submitted batch waiting for its native completion; queued on the tracker's deadlines. */
+class Pending implements Deadline {
+  at = 0;
+  slot = -1;
+  onAbort: (() => void) | undefined = undefined;
+
+  constructor(
+    readonly id: number,
+    readonly peer: string,
+    readonly signal: AbortSignal | undefined,
+    readonly resolve: (result: BatchResult) => void,
+    readonly reject: (error: TransferError) => void,
+    private readonly cancel: (id: number, status: number) => void,
+  ) {}
+
+  expire(): void {
+    this.cancel(this.id, NATIVE_STATUS.TIMEOUT);
+  }
 }
 
 /**
- * The JS half of a native transport's batches: one promise per batch id, a deadline
- * timer and an abort listener that ask native code to cancel, and the rule that turns a
- * native completion into a result or a TransferError. Native code completes every batch
- * exactly once (also after a cancel); this class never settles a batch on its own.
+ * The JS half of a native transport's batches: one promise per batch id, a deadline and
+ * an abort listener that ask native code to cancel, and the rule that turns a native
+ * completion into a result or a TransferError. Native code completes every batch exactly
+ * once (also after a cancel); this class never settles a batch on its own. The deadlines
+ * of all its batches share one timer (timing/deadlines.ts).
  */
 export class BatchTracker {
   private readonly pending = new Map<number, Pending>();
+  private readonly deadlines = new Deadlines();
 
   constructor(
     private readonly plugin: string,
@@ -33,14 +47,8 @@ export class BatchTracker {
   /** Registers a submitted batch; returns its promise. */
   track(id: number, peer: string, options: Pick<SubmitOptions, 'timeoutMs' | 'signal'>): Promise<BatchResult> {
     return new Promise<BatchResult>((resolve, reject) => {
-      const entry: Pending = {
-        resolve,
-        reject,
-        peer,
-        timer: setTimeout(() => this.cancel(id, NATIVE_STATUS.TIMEOUT), options.timeoutMs),
-        signal: options.signal,
-        onAbort: undefined,
-      };
+      const entry = new Pending(id, peer, options.signal, resolve, reject, this.cancel);
+      this.deadlines.add(entry, options.timeoutMs);
       if (options.signal) {
         entry.onAbort = () => this.cancel(id, NATIVE_STATUS.ABORTED);
         options.signal.addEventListener('abort', entry.onAbort, { once: true });
@@ -60,7 +68,7 @@ export class BatchTracker {
     const b = this.pending.get(id);
     if (!b) return;
     this.pending.delete(id);
-    clearTimeout(b.timer);
+    this.deadlines.remove(b);
     if (b.signal && b.onAbort) b.signal.removeEventListener('abort', b.onAbort);
     let status = batchStatus;
     if (status === 0) {
@@ -91,7 +99,7 @@ export class BatchTracker {
   /** Rejects every pending batch (the transport closed and native code will not complete them). */
   abandonAll(reason: string): void {
     for (const [id, b] of this.pending) {
-      clearTimeout(b.timer);
+      this.deadlines.remove(b);
       if (b.signal && b.onAbort) b.signal.removeEventListener('abort', b.onAbort);
       b.reject(new TransferError('ABORTED', `${reason}; batch to "${b.peer}" abandoned`, { plugin: this.plugin }));
       this.pending.delete(id);

@@ -1,0 +1,148 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { Deadlines, type Deadline } from '../src/timing/deadlines.js';
+
+/*
+ * Many deadlines on one timer (the batches of a transport, the engine's watchdog): each
+ * queued entry expires once, in deadline order and never early; a removed one never does;
+ * an idle queue does not keep the process alive.
+ */
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function entry(name: string, fired: string[], then?: () => void): Deadline & { firedAt: number } {
+  return {
+    at: 0,
+    slot: -1,
+    firedAt: 0,
+    expire() {
+      this.firedAt = performance.now();
+      fired.push(name);
+      then?.();
+    },
+  };
+}
+
+test('entries expire once each, in deadline order, not before their time; removed ones never', async () => {
+  const q = new Deadlines();
+  const fired: string[] = [];
+  const entries = [
+    ['c', 60],
+    ['a', 20],
+    ['gone', 30],
+    ['b', 40],
+    ['d', 80],
+  ].map(([name, ms]) => ({ e: entry(name as string, fired), ms: ms as number }));
+  for (const { e, ms } of entries) q.add(e, ms);
+  q.remove(entries[2]!.e);
+  q.remove(entries[2]!.e); // not queued: nothing happens
+  assert.is(q.size, 4);
+  await sleep(200);
+  assert.equal(fired, ['a', 'b', 'c', 'd']);
+  for (const { e } of entries.filter((x) => x.e.firedAt > 0)) assert.ok(e.firedAt >= e.at, `expired ${(e.at - e.firedAt).toFixed(2)} ms early`);
+  assert.is(q.size, 0);
+});
+
+test('an entry added with an earlier deadline than the timer is set for expires on time', async () => {
+  const q = new Deadlines();
+  const fired: string[] = [];
+  q.add(entry('late', fired), 5_000);
+  const early = entry('early', fired);
+  const start = performance.now();
+  q.add(early, 30);
+  await sleep(300);
+  assert.equal(fired, ['early']);
+  assert.ok(early.firedAt - start < 250, `expired after ${(early.firedAt - start).toFixed(0)} ms`);
+  q.clear();
+});
+
+test('the earliest entry leaving does not lose the next: the timer fires, finds nothing due, and is set again', async () => {
+  const q = new Deadlines();
+  const fired: string[] = [];
+  const first = entry('first', fired);
+  q.add(first, 20);
+  q.add(entry('second', fired), 60);
+  q.remove(first);
+  await sleep(150);
+  assert.equal(fired, ['second']);
+});
+
+test('a heap of many entries with mixed deadlines, half removed at random, expires the rest in order', async () => {
+  const q = new Deadlines();
+  const fired: string[] = [];
+  const all: { e: Deadline; ms: number; name: string }[] = [];
+  let seed = 7;
+  const rand = () => (seed = (seed * 1103515245 + 12345) & 0x7fffffff) / 0x7fffffff;
+  for (let i = 0; i < 400; i++) {
+    const name = String(i);
+    const e = entry(name, fired);
+    const ms = 10 + Math.floor(rand() * 90);
+    q.add(e, ms);
+    all.push({ e, ms, name });
+  }
+  const kept = all.filter(() => rand() < 0.5);
+  for (const x of all) if (!kept.includes(x)) q.remove(x.e);
+  assert.is(q.size, kept.length);
+  await sleep(250);
+  assert.is(fired.length, kept.length);
+  const at = new Map(kept.map((x) => [x.name, x.e.at]));
+  for (let i = 1; i < fired.length; i++) assert.ok(at.get(fired[i - 1]!)! <= at.get(fired[i]!)!, 'out of deadline order');
+});
+
+test('an expire that adds and removes entries (a cancel settling at once) is safe', async () => {
+  const q = new Deadlines();
+  const fired: string[] = [];
+  const other = entry('other', fired);
+  const again = entry('again', fired);
+  q.add(other, 40);
+  q.add(
+    entry('first', fired, () => {
+      q.remove(other);
+      q.add(again, 10);
+    }),
+    10,
+  );
+  await sleep(150);
+  assert.equal(fired, ['first', 'again']);
+});
+
+test('a deadline past what a Node.js timer can hold waits in steps, without a TimeoutOverflowWarning', async () => {
+  const warnings: string[] = [];
+  const onWarning = (w: Error) => warnings.push(w.name);
+  process.on('warning', onWarning);
+  try {
+    const q = new Deadlines();
+    const fired: string[] = [];
+    q.add(entry('far', fired), 2 ** 31 + 5_000);
+    await sleep(50);
+    assert.equal(fired, []);
+    assert.equal(warnings, []);
+    q.clear();
+  } finally {
+    process.off('warning', onWarning);
+  }
+});
+
+test('a queue with entries keeps the process alive; an empty one does not', async () => {
+  const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+  const before = timers();
+  const q = new Deadlines();
+  const e = entry('x', []);
+  q.add(e, 60_000);
+  assert.is(timers(), before + 1, 'a queued deadline holds the process');
+  q.remove(e);
+  assert.is(timers(), before, 'an empty queue holds nothing');
+  q.add(e, 60_000);
+  assert.is(timers(), before + 1, 'queued again, held again');
+  q.clear();
+  assert.is(timers(), before);
+});
+
+test('an entry queued twice is refused', () => {
+  const q = new Deadlines();
+  const e = entry('x', []);
+  q.add(e, 1_000);
+  assert.throws(() => q.add(e, 1_000), /already queued/);
+  q.clear();
+});
+
+test.run();
