@@ -204,4 +204,34 @@ test('waitForLoad with a signal: aborted → the items still out fail ABORTED at
   }
 });
 
+test('a load timeout outside what a producer accepts, or a wait no timer holds, is INVALID_ARGUMENT; the loads in flight are kept for the next wait', async () => {
+  const engines: TransferEngine[] = [await createTransferEngine(TCP_CONFIG), await createTransferEngine(TCP_CONFIG)];
+  const [pe, ce] = engines as [TransferEngine, TransferEngine];
+  try {
+    // A producer refuses a pull longer than 600 s: a consumer asking for it would fail every load.
+    for (const bad of [0, 1.5, 600_001, Number.NaN, '30000']) {
+      const r = await codeOf(createECConsumer({ engine: ce, loadTimeoutMs: bad as number }));
+      assert.is(r.code, 'INVALID_ARGUMENT', `loadTimeoutMs ${String(bad)}: ${r.message}`);
+      assert.match(r.message, /`loadTimeoutMs` to be an integer of milliseconds from 1 to 600000/);
+    }
+    const producer = await createECProducer({ engine: pe, poolBytes: 1 << 20 });
+    const params = { small: await producer.save('small', embedding('small', 4096)) };
+    const dest = await ce.allocateMemory(4096);
+    const consumer = await createECConsumer({ engine: ce, loadTimeoutMs: 600_000 });
+    consumer.startLoad(params, () => ({ addr: dest.addr }));
+    // Past 2^31 - 1 ms a Node.js timer runs after 1 ms: the wait would report the load failed at once.
+    for (const bad of [-1, 2 ** 31, 0.5]) {
+      const r = await codeOf(consumer.waitForLoad({ timeoutMs: bad }));
+      assert.is(r.code, 'INVALID_ARGUMENT', `timeoutMs ${bad}: ${r.message}`);
+    }
+    const r = await consumer.waitForLoad({ timeoutMs: 2 ** 31 - 1 });
+    assert.equal(r.loaded, ['small'], 'the load outlived the refused waits');
+    assert.ok(Buffer.compare(dest.buffer!, embedding('small', 4096)) === 0, 'bytes landed');
+    await consumer.close();
+    await producer.close();
+  } finally {
+    for (const e of engines) await e.close();
+  }
+});
+
 test.run();

@@ -9,7 +9,7 @@ import {
 } from '@te/connector';
 import { checkReply } from '../protocol/handle.js';
 import { engineFor } from '../shared/engine.js';
-import { EC_PROTOCOL_VERSION, EC_PULL, MAX_ITEMS_PER_PULL, PullReplySchema, type PullMessage } from './messages.js';
+import { EC_PROTOCOL_VERSION, EC_PULL, MAX_ITEMS_PER_PULL, MAX_PULL_TIMEOUT_MS, PullReplySchema, type PullMessage } from './messages.js';
 import { crc32cOfViews } from './item-checksums.js';
 
 /** Why each item that landed differs from what its producer sent (its CRC32C), or undefined; items without a CRC or not in host memory are not checked. */
@@ -27,6 +27,16 @@ async function corruptedItems(
       out[i] = `checksum mismatch (CRC32C ${got[j]!.toString(16)}, the producer sent ${want[i]!.toString(16)}): the bytes that landed are not the item's`;
   });
   return out;
+}
+
+/** The longest wait a Node.js timer holds: a longer one runs after 1 ms. */
+const MAX_TIMER_MS = 2_147_483_647;
+
+/** An integer of milliseconds within [min, max], or INVALID_ARGUMENT naming the option and why the bound. */
+function checkMs(name: string, v: unknown, min: number, max: number, why: string): number {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max)
+    throw new TransferError('INVALID_ARGUMENT', `Expected \`${name}\` to be an integer of milliseconds from ${min} to ${max} (${why}), got ${String(v)}`);
+  return v;
 }
 
 export interface ECConsumerOptions {
@@ -62,8 +72,10 @@ export class ECPullConsumer implements ECConsumer {
   ) {}
 
   static async create(options: ECConsumerOptions = {}): Promise<ECPullConsumer> {
+    // Checked before an engine exists: a refused option leaves nothing open.
+    const loadTimeoutMs = checkMs('loadTimeoutMs', options.loadTimeoutMs ?? 30_000, 1, MAX_PULL_TIMEOUT_MS, 'what a producer accepts in a pull');
     const engine = await engineFor(options);
-    return new ECPullConsumer(engine, options.loadTimeoutMs ?? 30_000);
+    return new ECPullConsumer(engine, loadTimeoutMs);
   }
 
   startLoad(params: ECTransferParams, destination: (mmHash: string, length: bigint) => { addr: bigint }): void {
@@ -143,11 +155,11 @@ export class ECPullConsumer implements ECConsumer {
   }
 
   async waitForLoad(options: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<ECLoadResult> {
+    const timeoutMs = checkMs('timeoutMs', options.timeoutMs ?? this.loadTimeoutMs + 5_000, 0, MAX_TIMER_MS, 'the longest a timer holds');
     const pending = this.pending;
     const result: ECLoadResult = { loaded: [], failed: this.refused };
     this.pending = [];
     this.refused = [];
-    const timeoutMs = options.timeoutMs ?? this.loadTimeoutMs + 5_000;
     const outcomes: (ECLoadResult | undefined)[] = pending.map(() => undefined);
     let timer: NodeJS.Timeout | undefined;
     let onAbort: (() => void) | undefined;

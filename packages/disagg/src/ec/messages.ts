@@ -12,13 +12,16 @@ export const EC_PROTOCOL_VERSION = 1;
 export const EC_PULL = 'te.ec.pull';
 export const MAX_ITEMS_PER_PULL = 4096;
 
+/** The longest a pull may take: a producer refuses a pull asking for more. */
+export const MAX_PULL_TIMEOUT_MS = 600_000;
+
 export const PullSchema = Type.Object({
   v: Type.Literal(EC_PROTOCOL_VERSION),
   consumerSegment: Type.String({ minLength: 3, maxLength: 300 }),
   hashes: Type.Array(Type.String({ minLength: 1, maxLength: 256 }), { maxItems: MAX_ITEMS_PER_PULL }),
   addrs: BigUint64ArrayType(),
   lengths: BigUint64ArrayType(),
-  timeoutMs: Type.Integer({ minimum: 1, maximum: 600_000 }),
+  timeoutMs: Type.Integer({ minimum: 1, maximum: MAX_PULL_TIMEOUT_MS }),
 });
 export type PullMessage = Static<typeof PullSchema>;
 

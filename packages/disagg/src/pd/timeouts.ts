@@ -18,6 +18,26 @@ export const DEFAULT_PD_TIMEOUTS: PDTimeouts = {
   transferMs: 60_000,
 };
 
+/**
+ * The longest wait a Node.js timer holds (2^31 - 1 ms, 24.8 days): a longer one runs after
+ * 1 ms, so a larger timeout would fail every room at once instead of never.
+ */
+const MAX_TIMER_MS = 2_147_483_647;
+/** heartbeatMs is waited for twice (a heartbeat's answer), so it gets half. */
+const LIMIT_MS: Partial<Record<keyof PDTimeouts, number>> = {
+  bootstrapMs: MAX_TIMER_MS,
+  waitingMs: MAX_TIMER_MS,
+  heartbeatMs: Math.floor(MAX_TIMER_MS / 2),
+  abortMs: MAX_TIMER_MS,
+  transferMs: MAX_TIMER_MS,
+};
+/** Where an environment variable sets a timeout, its name (an error names what the user set). */
+const ENV_OF: Partial<Record<keyof PDTimeouts, string>> = {
+  bootstrapMs: 'SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT',
+  waitingMs: 'SGLANG_DISAGGREGATION_WAITING_TIMEOUT',
+  heartbeatMs: 'SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL',
+};
+
 function seconds(env: NodeJS.ProcessEnv, name: string): number | undefined {
   const raw = env[name];
   if (raw === undefined || raw === '') return undefined;
@@ -43,14 +63,20 @@ export function resolveTimeouts(input: Partial<PDTimeouts> = {}, env: NodeJS.Pro
   const put = <K extends keyof PDTimeouts>(k: K, v: number | undefined): void => {
     if (v !== undefined) fromEnv[k] = v;
   };
-  put('bootstrapMs', seconds(env, 'SGLANG_DISAGGREGATION_BOOTSTRAP_TIMEOUT'));
-  put('waitingMs', seconds(env, 'SGLANG_DISAGGREGATION_WAITING_TIMEOUT'));
-  put('heartbeatMs', seconds(env, 'SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL'));
+  for (const [k, name] of Object.entries(ENV_OF) as [keyof PDTimeouts, string][]) put(k, seconds(env, name));
   put('heartbeatMaxFailures', count(env, 'SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE'));
   const out = { ...DEFAULT_PD_TIMEOUTS, ...fromEnv, ...input };
-  for (const [k, v] of Object.entries(out)) {
+  for (const [k, v] of Object.entries(out) as [keyof PDTimeouts, unknown][]) {
     if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0)
       throw new TransferError('INVALID_CONFIG', `Expected the \`timeouts.${k}\` option to be a positive number, got ${String(v)}`);
+    const limit = LIMIT_MS[k];
+    if (limit !== undefined && v > limit) {
+      const what = input[k] === undefined && fromEnv[k] !== undefined ? `${ENV_OF[k]} (${v / 1000} s)` : `the \`timeouts.${k}\` option (${v} ms)`;
+      throw new TransferError(
+        'INVALID_CONFIG',
+        `Expected ${what} to be at most ${limit} ms (${(limit / 86_400_000).toFixed(1)} days): a longer timer runs at once`,
+      );
+    }
   }
   return out;
 }
