@@ -1,7 +1,7 @@
-import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { onceTest } from './fixtures/node-lines.js';
 
 /*
  * The PD benchmarks' verifier sees the timed bytes (bench/pd.mjs, and bench/pd-tail.mjs,
@@ -10,6 +10,7 @@ import { fileURLToPath } from 'node:url';
  * the run without the flip is `npm run bench:pd`, which the documented-commands test runs.
  * Smoke sizes (TE_BENCH_QUICK).
  */
+const test = onceTest("the PD benchmarks' verifier's own checks");
 const root = fileURLToPath(new URL('..', import.meta.url));
 const run = (extra: string[], script = 'bench/pd.mjs') =>
   spawnSync(process.execPath, [script, ...extra], { cwd: root, env: { ...process.env, TE_BENCH_QUICK: '1' }, encoding: 'utf8', timeout: 240_000 });

@@ -2,11 +2,14 @@
 // bench` divides by: it must move and verify real bytes over tcp;ofi_rxm (with te's
 // endpoints and grouping too), fail on a corrupted byte, refuse bad arguments, and run its
 // optional third thread (--third-thread) without losing bytes.
-import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawnSync } from 'node:child_process';
 // @ts-expect-error plain ES module without types (the benchmark's own helper)
 import { buildRawFabric } from '../bench/lib/raw-fabric.mjs';
+import { onceTest } from './fixtures/node-lines.js';
+
+// A C program checked by a Node.js driver: what it does does not depend on the Node.js line.
+const test = onceTest('the raw libfabric baseline (a C program) checks');
 
 const provider = 'tcp;ofi_rxm';
 const fabricInfo = spawnSync('fi_info', ['-p', provider], { encoding: 'utf8' });
