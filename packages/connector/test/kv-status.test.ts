@@ -78,4 +78,30 @@ test('reached() has a deadline and honours an AbortSignal', async () => {
   assert.is(cell.listenerCount('status'), 0, 'waiters clean up after themselves');
 });
 
+test('reached() refuses a status that does not exist, a timeout no timer holds, a signal that is not one (INVALID_ARGUMENT), and waits on', async () => {
+  const cell = new StatusCell();
+  const refusals: [number, { timeoutMs?: number; signal?: AbortSignal }, RegExp][] = [
+    [7, {}, /a KVStatus \(0 to 4\) to wait for, got 7/],
+    [-1, {}, /got -1/],
+    [KVStatus.Success, { timeoutMs: 3e9 }, /`timeoutMs` option to be an integer of milliseconds from 0 to 2147483647, got 3000000000/],
+    [KVStatus.Success, { timeoutMs: -5 }, /got -5/],
+    [KVStatus.Success, { timeoutMs: Number.NaN }, /got NaN/],
+    [KVStatus.Success, { signal: {} as AbortSignal }, /`signal` option to be an AbortSignal/],
+  ];
+  for (const [target, options, message] of refusals) {
+    const e = await cell.reached(target as KVStatus, options).then(
+      () => undefined,
+      (x: unknown) => x,
+    );
+    assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), `${target} ${JSON.stringify(options)}: ${String(e)}`);
+    assert.match((e as Error).message, message);
+  }
+  assert.is(cell.listenerCount('status'), 0);
+  // The longest timeout is a real wait: progress, not the timer, answers it.
+  const waiting = cell.reached(KVStatus.Transferring, { timeoutMs: 2_147_483_647 });
+  await new Promise((r) => setTimeout(r, 20));
+  cell.advance(KVStatus.Transferring);
+  assert.is(await waiting, KVStatus.Transferring);
+});
+
 test.run();

@@ -71,6 +71,8 @@ export class StatusCell extends EventEmitter<StatusEvents> {
 
   /** Resolves once the status is at least `target`; rejects with the failure if it fails first. */
   reached(target: KVStatus, options: { signal?: AbortSignal; timeoutMs?: number } = {}): Promise<KVStatus> {
+    const refused = checkReachedArgs(target, options);
+    if (refused) return Promise.reject(refused);
     if (this.current === KVStatus.Failed) return Promise.reject(this.failure);
     if (this.current >= target) return Promise.resolve(this.current);
     return new Promise((resolve, reject) => {
@@ -108,4 +110,25 @@ export class StatusCell extends EventEmitter<StatusEvents> {
       }
     });
   }
+}
+
+/** The longest wait a Node.js timer holds: a longer one runs after 1 ms. */
+const MAX_WAIT_MS = 2_147_483_647;
+
+/**
+ * What `reached` refuses: a status that does not exist (it would never be reached), a
+ * timeout no timer can hold (it would fire at once), a signal that is not an AbortSignal.
+ */
+function checkReachedArgs(target: unknown, options: { signal?: unknown; timeoutMs?: unknown }): TransferError | undefined {
+  if (typeof target !== 'number' || !Number.isInteger(target) || target < KVStatus.Failed || target > KVStatus.Success)
+    return new TransferError('INVALID_ARGUMENT', `Expected a KVStatus (${KVStatus.Failed} to ${KVStatus.Success}) to wait for, got ${String(target)}`);
+  const t = options.timeoutMs;
+  if (t !== undefined && (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t > MAX_WAIT_MS))
+    return new TransferError(
+      'INVALID_ARGUMENT',
+      `Expected the \`timeoutMs\` option to be an integer of milliseconds from 0 to ${MAX_WAIT_MS}, got ${String(t)}`,
+    );
+  if (options.signal !== undefined && !(options.signal instanceof AbortSignal))
+    return new TransferError('INVALID_ARGUMENT', 'Expected the `signal` option to be an AbortSignal');
+  return undefined;
 }
