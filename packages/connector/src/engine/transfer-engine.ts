@@ -98,8 +98,7 @@ export class TransferEngine {
 
   private transferContext(): TransferContext {
     const { held, memory, peers, stats, config } = this;
-    const watchdog = new Watchdog(this.pins, this.log);
-    return { held, memory, peers, watchdog, stats, config, forgetSegment: (segment) => this.forgetSegment(segment) };
+    return { held, memory, peers, watchdog: new Watchdog(this.pins, this.log), stats, config, forgetSegment: (segment) => this.forgetSegment(segment) };
   }
 
   /** Names of the transports this engine holds, primary first. */
