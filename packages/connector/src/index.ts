@@ -1,6 +1,7 @@
 // Errors
 export { TransferError, isTransferError, type TransferErrorOptions } from './errors/transfer-error.js';
 export { untilSettled, type Settlement } from './errors/settlement.js';
+export { MAX_TIMER_MS } from './timing/deadlines.js';
 export {
   NATIVE_STATUS,
   JS_ONLY_CODES,

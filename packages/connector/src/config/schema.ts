@@ -1,5 +1,6 @@
 import { Type, type TSchema } from '@sinclair/typebox';
 import { BUILTIN_PLUGINS } from '../registry/builtins.js';
+import { MAX_TIMER_MS } from '../timing/deadlines.js';
 
 /** The built-in named as the example of a connector name. */
 const EXAMPLE_CONNECTOR = Object.keys(BUILTIN_PLUGINS)[0]!;
@@ -11,7 +12,7 @@ const EXAMPLE_CONNECTOR = Object.keys(BUILTIN_PLUGINS)[0]!;
  */
 const expect = <T extends TSchema>(schema: T, expected: string): T => Object.assign(schema, { expected });
 
-const MAX_MS = 2_147_483_647;
+const MAX_MS = MAX_TIMER_MS;
 
 export const TimeoutsSchema = Type.Object(
   {

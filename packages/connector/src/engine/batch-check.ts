@@ -1,5 +1,6 @@
 import { TransferError } from '../errors/transfer-error.js';
 import { OP_READ, OP_WRITE, type TransferBatch } from '../spi/batch.js';
+import { MAX_TIMER_MS } from '../timing/deadlines.js';
 
 /** What checkBatch learned of a batch's requests (one shared, frozen object per combination). */
 export interface BatchShape {
@@ -78,7 +79,7 @@ function checkRows(batch: TransferBatch, side: 'local' | 'remote'): boolean {
 }
 
 export function checkTimeout(timeoutMs: unknown): number {
-  if (typeof timeoutMs !== 'number' || !Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 2_147_483_647) {
+  if (typeof timeoutMs !== 'number' || !Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_TIMER_MS) {
     throw new TransferError('INVALID_ARGUMENT', `Expected the \`timeoutMs\` option to be a positive integer of milliseconds, got ${String(timeoutMs)}`);
   }
   return timeoutMs;

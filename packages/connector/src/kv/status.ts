@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { TransferError } from '../errors/transfer-error.js';
+import { MAX_TIMER_MS } from '../timing/deadlines.js';
 
 /**
  * Per-request transfer status (SGLang's KVPoll). Ordered: a request only moves up,
@@ -112,9 +113,6 @@ export class StatusCell extends EventEmitter<StatusEvents> {
   }
 }
 
-/** The longest wait a Node.js timer holds: a longer one runs after 1 ms. */
-const MAX_WAIT_MS = 2_147_483_647;
-
 /**
  * What `reached` refuses: a status that does not exist (it would never be reached), a
  * timeout no timer can hold (it would fire at once), a signal that is not an AbortSignal.
@@ -123,10 +121,10 @@ function checkReachedArgs(target: unknown, options: { signal?: unknown; timeoutM
   if (typeof target !== 'number' || !Number.isInteger(target) || target < KVStatus.Failed || target > KVStatus.Success)
     return new TransferError('INVALID_ARGUMENT', `Expected a KVStatus (${KVStatus.Failed} to ${KVStatus.Success}) to wait for, got ${String(target)}`);
   const t = options.timeoutMs;
-  if (t !== undefined && (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t > MAX_WAIT_MS))
+  if (t !== undefined && (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t > MAX_TIMER_MS))
     return new TransferError(
       'INVALID_ARGUMENT',
-      `Expected the \`timeoutMs\` option to be an integer of milliseconds from 0 to ${MAX_WAIT_MS}, got ${String(t)}`,
+      `Expected the \`timeoutMs\` option to be an integer of milliseconds from 0 to ${MAX_TIMER_MS}, got ${String(t)}`,
     );
   if (options.signal !== undefined && !(options.signal instanceof AbortSignal))
     return new TransferError('INVALID_ARGUMENT', 'Expected the `signal` option to be an AbortSignal');

@@ -12,6 +12,12 @@ export interface Deadline {
 }
 
 /**
+ * The longest delay a Node.js timer holds (2^31 - 1 ms, 24.9 days): a longer one runs after
+ * 1 ms. Every timeout te accepts is at most this.
+ */
+export const MAX_TIMER_MS = 2_147_483_647;
+
+/**
  * Many deadlines on one Node.js timer. A batch used to get a setTimeout of its own (and
  * the engine's watchdog a second one), an object, a closure and a timer-list insertion per
  * batch, plus a clearTimeout when it settled, nearly always long before its deadline.
@@ -25,8 +31,6 @@ export interface Deadline {
  * It is set earlier only when an entry is added with an earlier deadline than it is set
  * for. While the queue is empty the timer does not keep the process alive.
  */
-const MAX_TIMER_MS = 2 ** 31 - 1;
-
 export class Deadlines {
   private readonly heap: Deadline[] = [];
   private timer: NodeJS.Timeout | undefined;

@@ -1,4 +1,5 @@
 import {
+  MAX_TIMER_MS,
   TransferError,
   isTransferError,
   isTransferErrorCode,
@@ -28,9 +29,6 @@ async function corruptedItems(
   });
   return out;
 }
-
-/** The longest wait a Node.js timer holds: a longer one runs after 1 ms. */
-const MAX_TIMER_MS = 2_147_483_647;
 
 /** An integer of milliseconds within [min, max], or INVALID_ARGUMENT naming the option and why the bound. */
 function checkMs(name: string, v: unknown, min: number, max: number, why: string): number {

@@ -1,4 +1,4 @@
-import { TransferError, type KVTimeouts } from '@te/connector';
+import { MAX_TIMER_MS, TransferError, type KVTimeouts } from '@te/connector';
 
 export interface PDTimeouts extends KVTimeouts {
   /** Consecutive missed heartbeats after which a peer's rooms fail. */
@@ -19,11 +19,10 @@ export const DEFAULT_PD_TIMEOUTS: PDTimeouts = {
 };
 
 /**
- * The longest wait a Node.js timer holds (2^31 - 1 ms, 24.8 days): a longer one runs after
- * 1 ms, so a larger timeout would fail every room at once instead of never.
+ * At most what a Node.js timer holds (MAX_TIMER_MS): a longer timer runs after 1 ms, so a
+ * larger timeout would fail every room at once instead of never. heartbeatMs gets half: a
+ * heartbeat's answer is waited for twice as long.
  */
-const MAX_TIMER_MS = 2_147_483_647;
-/** heartbeatMs is waited for twice (a heartbeat's answer), so it gets half. */
 const LIMIT_MS: Partial<Record<keyof PDTimeouts, number>> = {
   bootstrapMs: MAX_TIMER_MS,
   waitingMs: MAX_TIMER_MS,
