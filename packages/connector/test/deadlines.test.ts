@@ -137,6 +137,34 @@ test('a queue with entries keeps the process alive; an empty one does not', asyn
   assert.is(timers(), before);
 });
 
+test('an expire that throws is reported as uncaught, and the entries due beside it and after it still expire', async () => {
+  const q = new Deadlines();
+  const fired: string[] = [];
+  const uncaught: unknown[] = [];
+  const listeners = process.listeners('uncaughtException');
+  process.removeAllListeners('uncaughtException');
+  process.on('uncaughtException', (e) => uncaught.push(e));
+  try {
+    q.add(
+      entry('thrower', fired, () => {
+        throw new Error('cancel failed');
+      }),
+      10,
+    );
+    q.add(entry('beside', fired), 10);
+    q.add(entry('after', fired), 60);
+    await sleep(200);
+    assert.equal(fired, ['thrower', 'beside', 'after']);
+    assert.equal(
+      uncaught.map((e) => (e as Error).message),
+      ['cancel failed'],
+    );
+  } finally {
+    process.removeAllListeners('uncaughtException');
+    for (const l of listeners) process.on('uncaughtException', l);
+  }
+});
+
 test('an entry queued twice is refused', () => {
   const q = new Deadlines();
   const e = entry('x', []);

@@ -100,7 +100,15 @@ export class Deadlines {
     while (heap.length > 0 && heap[0]!.at <= now) {
       const d = heap[0]!;
       this.remove(d);
-      d.expire();
+      try {
+        d.expire();
+      } catch (error) {
+        // Thrown on as a timer of its own would have (an uncaught exception), but only
+        // after the other entries due now have expired and the timer is set again.
+        queueMicrotask(() => {
+          throw error;
+        });
+      }
     }
     if (heap.length > 0 && heap[0]!.at < this.timerAt) this.arm(heap[0]!.at);
   };
