@@ -46,8 +46,8 @@ core() {
   cmake -S native -B "$build" -DCMAKE_BUILD_TYPE=Debug -DTE_BUILD_TESTS=ON -DCMAKE_UNITY_BUILD=$unity \
     -DCMAKE_CXX_FLAGS="-O1 -g -fno-omit-frame-pointer $flags" \
     -DCMAKE_EXE_LINKER_FLAGS="$flags" >/dev/null
-  cmake --build "$build" -j 2 --target te_core_tests te_write_fences_tests te_address_cache_tests >/dev/null
-  if ! "$build/te_core_tests" || ! "$build/te_write_fences_tests" || ! "$build/te_address_cache_tests"; then
+  cmake --build "$build" -j 2 --target te_core_tests te_digest_tests te_write_fences_tests te_address_cache_tests >/dev/null
+  if ! "$build/te_core_tests" || ! "$build/te_digest_tests" || ! "$build/te_write_fences_tests" || ! "$build/te_address_cache_tests"; then
     echo "sanitize: core tests under $name FAILED" >&2
     fail=1
   fi
