@@ -2,6 +2,7 @@
 export { TransferError, isTransferError, type TransferErrorOptions } from './errors/transfer-error.js';
 export { untilSettled, type Settlement } from './errors/settlement.js';
 export { MAX_TIMER_MS } from './timing/deadlines.js';
+export { checkMilliseconds } from './timing/milliseconds.js';
 export {
   NATIVE_STATUS,
   JS_ONLY_CODES,

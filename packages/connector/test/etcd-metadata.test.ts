@@ -169,6 +169,9 @@ etcdTest('records: bad input is refused with a TransferError, values round-trip'
     [() => records.list('a b', 1000), 'INVALID_ARGUMENT'],
     [() => records.list('a', Number.NaN), 'INVALID_ARGUMENT'],
     [() => records.list('a', -1), 'INVALID_ARGUMENT'],
+    // Past what a Node.js timer holds (it would run after 1 ms), and not a whole number of ms.
+    [() => records.list('a', 3e9), 'INVALID_ARGUMENT'],
+    [() => records.list('a', 1.5), 'INVALID_ARGUMENT'],
     [() => records.delete(''), 'INVALID_ARGUMENT'],
   ];
   for (const [call, code] of bad) assert.is(await codeOf(call()), code, call.toString());

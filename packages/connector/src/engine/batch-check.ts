@@ -1,6 +1,6 @@
 import { TransferError } from '../errors/transfer-error.js';
 import { OP_READ, OP_WRITE, type TransferBatch } from '../spi/batch.js';
-import { MAX_TIMER_MS } from '../timing/deadlines.js';
+import { checkMilliseconds } from '../timing/milliseconds.js';
 
 /** What checkBatch learned of a batch's requests (one shared, frozen object per combination). */
 export interface BatchShape {
@@ -79,8 +79,5 @@ function checkRows(batch: TransferBatch, side: 'local' | 'remote'): boolean {
 }
 
 export function checkTimeout(timeoutMs: unknown): number {
-  if (typeof timeoutMs !== 'number' || !Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > MAX_TIMER_MS) {
-    throw new TransferError('INVALID_ARGUMENT', `Expected the \`timeoutMs\` option to be a positive integer of milliseconds, got ${String(timeoutMs)}`);
-  }
-  return timeoutMs;
+  return checkMilliseconds('the `timeoutMs` option', timeoutMs, 1);
 }

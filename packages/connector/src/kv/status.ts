@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { TransferError } from '../errors/transfer-error.js';
-import { MAX_TIMER_MS } from '../timing/deadlines.js';
+import { checkMilliseconds } from '../timing/milliseconds.js';
 
 /**
  * Per-request transfer status (SGLang's KVPoll). Ordered: a request only moves up,
@@ -120,12 +120,13 @@ export class StatusCell extends EventEmitter<StatusEvents> {
 function checkReachedArgs(target: unknown, options: { signal?: unknown; timeoutMs?: unknown }): TransferError | undefined {
   if (typeof target !== 'number' || !Number.isInteger(target) || target < KVStatus.Failed || target > KVStatus.Success)
     return new TransferError('INVALID_ARGUMENT', `Expected a KVStatus (${KVStatus.Failed} to ${KVStatus.Success}) to wait for, got ${String(target)}`);
-  const t = options.timeoutMs;
-  if (t !== undefined && (typeof t !== 'number' || !Number.isInteger(t) || t < 0 || t > MAX_TIMER_MS))
-    return new TransferError(
-      'INVALID_ARGUMENT',
-      `Expected the \`timeoutMs\` option to be an integer of milliseconds from 0 to ${MAX_TIMER_MS}, got ${String(t)}`,
-    );
+  if (options.timeoutMs !== undefined) {
+    try {
+      checkMilliseconds('the `timeoutMs` option', options.timeoutMs, 0);
+    } catch (e) {
+      return e as TransferError;
+    }
+  }
   if (options.signal !== undefined && !(options.signal instanceof AbortSignal))
     return new TransferError('INVALID_ARGUMENT', 'Expected the `signal` option to be an AbortSignal');
   return undefined;

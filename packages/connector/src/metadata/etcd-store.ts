@@ -6,6 +6,7 @@ import type { SegmentDescriptor } from '../spi/descriptor.js';
 import { etcdCall, openEtcdClient, type EtcdClient, type EtcdLease } from './etcd-client.js';
 import { PeerDescriptorCache, epochOf } from './etcd-peer-cache.js';
 import type { MetadataRecords } from './records.js';
+import { checkMilliseconds } from '../timing/milliseconds.js';
 
 export interface EtcdStoreOptions {
   endpoints: string[];
@@ -211,7 +212,7 @@ export class EtcdMetadata implements MetadataStore, MetadataRecords {
 
   async list(prefix: string, timeoutMs: number): Promise<Map<string, Uint8Array>> {
     checkRecordKey(prefix, true);
-    checkTimeout(timeoutMs);
+    checkMilliseconds('the list timeout', timeoutMs, 1);
     const all = await etcdCall(
       this.options.endpoints,
       this.client.getAll().prefix(this.recordKey(prefix)).buffers(),
@@ -246,11 +247,5 @@ function checkRecordKey(key: unknown, prefix = false): asserts key is string {
       'INVALID_ARGUMENT',
       `Expected a record key of up to 512 characters of letters, digits and . _ : / -, got ${JSON.stringify(key)?.slice(0, 80)}`,
     );
-  }
-}
-
-function checkTimeout(ms: unknown): void {
-  if (typeof ms !== 'number' || !Number.isFinite(ms) || ms <= 0) {
-    throw new TransferError('INVALID_ARGUMENT', `Expected a timeout in ms (a positive number), got ${String(ms)}`);
   }
 }

@@ -1,6 +1,6 @@
 import {
-  MAX_TIMER_MS,
   TransferError,
+  checkMilliseconds,
   isTransferError,
   isTransferErrorCode,
   type ECConsumer,
@@ -28,13 +28,6 @@ async function corruptedItems(
       out[i] = `checksum mismatch (CRC32C ${got[j]!.toString(16)}, the producer sent ${want[i]!.toString(16)}): the bytes that landed are not the item's`;
   });
   return out;
-}
-
-/** An integer of milliseconds within [min, max], or INVALID_ARGUMENT naming the option and why the bound. */
-function checkMs(name: string, v: unknown, min: number, max: number, why: string): number {
-  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max)
-    throw new TransferError('INVALID_ARGUMENT', `Expected \`${name}\` to be an integer of milliseconds from ${min} to ${max} (${why}), got ${String(v)}`);
-  return v;
 }
 
 export interface ECConsumerOptions {
@@ -71,7 +64,7 @@ export class ECPullConsumer implements ECConsumer {
 
   static async create(options: ECConsumerOptions = {}): Promise<ECPullConsumer> {
     // Checked before an engine exists: a refused option leaves nothing open.
-    const loadTimeoutMs = checkMs('loadTimeoutMs', options.loadTimeoutMs ?? 30_000, 1, MAX_PULL_TIMEOUT_MS, 'what a producer accepts in a pull');
+    const loadTimeoutMs = checkMilliseconds('`loadTimeoutMs`', options.loadTimeoutMs ?? 30_000, 1, MAX_PULL_TIMEOUT_MS, 'what a producer accepts in a pull');
     const engine = await engineFor(options);
     return new ECPullConsumer(engine, loadTimeoutMs);
   }
@@ -153,7 +146,7 @@ export class ECPullConsumer implements ECConsumer {
   }
 
   async waitForLoad(options: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<ECLoadResult> {
-    const timeoutMs = checkMs('timeoutMs', options.timeoutMs ?? this.loadTimeoutMs + 5_000, 0, MAX_TIMER_MS, 'the longest a timer holds');
+    const timeoutMs = checkMilliseconds('the `timeoutMs` option', options.timeoutMs ?? this.loadTimeoutMs + 5_000, 0);
     const pending = this.pending;
     const result: ECLoadResult = { loaded: [], failed: this.refused };
     this.pending = [];
