@@ -16,6 +16,10 @@
 // mooncake-shm runs twice: from memory of engine.allocateMemory (its pool memory: a sealed
 // memfd the target maps and copies with memcpy; the row the target is judged on) and from
 // a registered JS buffer (ordinary memory: the target copies with process_vm_readv).
+// Each is compared with memcpy from the same kind of memory: from a memfd mapped shared for
+// the pool row (the kernel gives shared memory huge pages only where shmem_enabled allows,
+// private memory wherever madvise asks), from private memory for the registered row. The
+// report prints the part of every buffer each side got in huge pages (/proc/self/smaps).
 //
 //   node bench/same-host.mjs [--seconds 1] [--pool-mib 64] [--inflight 16] [--no-tcp] [--json]
 //   TE_BENCH_QUICK=1 node bench/same-host.mjs      smoke run (small pool, short cases)
@@ -28,6 +32,7 @@ import { cpus } from 'node:os';
 import { parseCli } from '../scripts/lib/cli.mjs';
 import { batchOf, createTransferEngine } from '@te/connector';
 import { buildCBench } from './lib/c-bench.mjs';
+import { hugePageShare, pagesLine, shmemHugePolicy } from './lib/huge-pages.mjs';
 import { quick, QUICK } from './lib/quick.mjs';
 
 const SIZES = [64 << 10, 1 << 20, 16 << 20];
@@ -89,6 +94,7 @@ if (values.target) {
     if (m.cmd === 'stamps') return process.send({ id: m.id, bad: badStamps(pool, m.size, m.requests, m.pass) });
     if (m.cmd === 'corrupt') pool[m.offset] ^= 0xff;
     if (m.cmd === 'hash') return process.send({ id: m.id, hash: sha(pool) });
+    if (m.cmd === 'pages') return process.send({ id: m.id, share: hugePageShare(handle.addr, POOL) });
     if (m.cmd === 'close') {
       await engine.close();
       process.send({ id: m.id });
@@ -130,11 +136,13 @@ function startTarget(config) {
 
 /**
  * memcpy over two pools of this size, in requests of `size` bytes (bench/memcpy), with
- * `threads` threads, pages touched and warmed, huge pages when `hugePages`: {gbps, verified}.
+ * `threads` threads, pages touched and warmed, huge pages when `hugePages`, the source a
+ * memfd mapped shared when `sharedSource` (as shm's pool): {gbps, verified, pages}.
  */
-function memcpyRun(size, threads, hugePages) {
+function memcpyRun(size, threads, hugePages, sharedSource) {
   const args = ['--size', String(size), '--pool-mib', String(POOL >> 20), '--threads', String(threads), '--seconds', String(SECONDS)];
   if (hugePages) args.push('--huge-pages');
+  if (sharedSource) args.push('--shared-source');
   if (CORRUPT) args.push('--corrupt-one-byte');
   let out;
   try {
@@ -144,7 +152,7 @@ function memcpyRun(size, threads, hugePages) {
     out = e.stdout; // exit 1: ran, not verified
   }
   const r = JSON.parse(out.trim().split('\n').pop());
-  return { gbps: r.bytesPerSecond / 1e9, verified: r.verified === true };
+  return { gbps: r.bytesPerSecond / 1e9, verified: r.verified === true, pages: { source: r.sourceHugeShare, destination: r.destinationHugeShare } };
 }
 
 /**
@@ -215,6 +223,7 @@ async function run(connector, memory) {
   const out = { describe: engine.describe()[connector] ?? {} };
   try {
     for (const size of SIZES) if (size <= POOL) out[size] = await transferGBps(engine, target, addr, data, size);
+    out.pages = { source: hugePageShare(addr, POOL), destination: (await target.ask('pages')).share };
   } finally {
     await engine.close();
     await target.close();
@@ -226,21 +235,24 @@ async function main() {
   const shm = await run('mooncake-shm', 'allocated');
   const shmRegistered = await run('mooncake-shm', 'registered');
   const tcp = values['no-tcp'] ? undefined : await run('mooncake-tcp', 'registered');
-  // The baseline gets what shm got: its copy threads and its huge-page advice.
+  // The baseline gets what shm got: its copy threads, its huge-page advice, and the kind of
+  // memory it copies from (shared for the pool row, private for the registered one).
   const copyThreads = Number(shm.describe.copyThreads ?? 1);
   const hugePages = String(shm.describe.hugePages ?? 'off') !== 'off';
   const memcpy1 = {};
   const memcpyT = {};
+  const memcpyPrivateT = {};
   for (const size of SIZES) {
     if (size > POOL) continue;
-    memcpy1[size] = memcpyRun(size, 1, hugePages);
-    memcpyT[size] = copyThreads === 1 ? memcpy1[size] : memcpyRun(size, copyThreads, hugePages);
+    memcpy1[size] = memcpyRun(size, 1, hugePages, true);
+    memcpyT[size] = copyThreads === 1 ? memcpy1[size] : memcpyRun(size, copyThreads, hugePages, true);
+    memcpyPrivateT[size] = memcpyRun(size, copyThreads, hugePages, false);
   }
   const label = (s) => (s >= 1 << 20 ? `${s >> 20} MiB` : `${s >> 10} KiB`);
   const failures = [];
   const rows = SIZES.filter((s) => s <= POOL).map((s) => {
     // Every run this size had, each verified from its own timed bytes (tcp only when it ran).
-    const verified = [shm[s], shmRegistered[s], memcpy1[s], memcpyT[s], tcp?.[s]].filter(Boolean).every((r) => r.verified);
+    const verified = [shm[s], shmRegistered[s], memcpy1[s], memcpyT[s], memcpyPrivateT[s], tcp?.[s]].filter(Boolean).every((r) => r.verified);
     for (const [what, r] of [
       ['mooncake-shm', shm[s]],
       ['mooncake-shm (registered)', shmRegistered[s]],
@@ -250,6 +262,7 @@ async function main() {
     for (const [what, r] of [
       ['memcpy', memcpy1[s]],
       [`memcpy ×${copyThreads}`, memcpyT[s]],
+      [`memcpy ×${copyThreads} from private memory`, memcpyPrivateT[s]],
     ])
       if (!r.verified) failures.push(`${label(s)} ${what}: the copy does not match`);
     return {
@@ -261,8 +274,9 @@ async function main() {
       shmGBps: +shm[s].gbps.toFixed(2),
       shmVsMemcpy: +(shm[s].gbps / memcpy1[s].gbps).toFixed(2),
       shmVsMemcpyThreads: +(shm[s].gbps / memcpyT[s].gbps).toFixed(2),
+      memcpyPrivateThreadsGBps: +memcpyPrivateT[s].gbps.toFixed(2),
       shmRegisteredGBps: +shmRegistered[s].gbps.toFixed(2),
-      shmRegisteredVsMemcpyThreads: +(shmRegistered[s].gbps / memcpyT[s].gbps).toFixed(2),
+      shmRegisteredVsMemcpyThreads: +(shmRegistered[s].gbps / memcpyPrivateT[s].gbps).toFixed(2),
       ...(tcp ? { tcpGBps: +tcp[s].gbps.toFixed(2), shmVsTcp: +(shm[s].gbps / tcp[s].gbps).toFixed(2) } : {}),
       verified,
     };
@@ -270,27 +284,39 @@ async function main() {
   for (const f of failures) console.error(`same-host: NOT VERIFIED: ${f}`);
   process.exitCode = failures.length ? 1 : 0;
   const machine = `${cpus().length} × ${cpus()[0]?.model ?? '?'}`;
+  // Huge-page shares: the pool run's and memcpy's from shared memory (the last size's runs: one pool each).
+  const last = SIZES.filter((s) => s <= POOL).pop();
+  const pages = {
+    shmemEnabled: shmemHugePolicy(),
+    shm: shm.pages,
+    memcpy: memcpyT[last].pages,
+    shmRegistered: shmRegistered.pages,
+    memcpyPrivate: memcpyPrivateT[last].pages,
+  };
   if (values.json) {
-    console.log(JSON.stringify({ machine, poolMiB: POOL >> 20, seconds: SECONDS, inflight: INFLIGHT, quick: QUICK, rows }));
+    console.log(JSON.stringify({ machine, poolMiB: POOL >> 20, seconds: SECONDS, inflight: INFLIGHT, quick: QUICK, pages, rows }));
     return;
   }
-  printTable(rows, machine, copyThreads, hugePages, tcp !== undefined);
+  printTable(rows, machine, copyThreads, hugePages, pages, tcp !== undefined);
 }
 
-function printTable(rows, machine, copyThreads, hugePages, withTcp) {
+function printTable(rows, machine, copyThreads, hugePages, pages, withTcp) {
   console.log(
     `same-host writes, ${machine}; pool ${POOL >> 20} MiB per side, ${INFLIGHT} batches in flight, ~${SECONDS} s per case${QUICK ? ' (TE_BENCH_QUICK: smoke run, figures not meaningful)' : ''}`,
   );
   console.log(
-    `memcpy: pages touched and warmed${hugePages ? ', huge pages advised (as shm)' : ''}; 1 thread, and ${copyThreads} (shm's copy threads: the target)`,
+    `memcpy: pages touched and warmed${hugePages ? ', huge pages advised (as shm)' : ''}; 1 thread, and ${copyThreads} (shm's copy threads: the target); from shared memory (a memfd, as shm's pool), and from private memory for the registered row`,
   );
   console.log('mooncake-shm: from engine.allocateMemory (pool memory, copied with memcpy); registered: from a JS buffer (process_vm_readv)');
+  console.log(pagesLine(pages));
   console.log(
     'size     memcpy GB/s  memcpy ×' +
       copyThreads +
       ' GB/s  mooncake-shm GB/s  shm/memcpy  shm/memcpy ×' +
       copyThreads +
-      '  registered GB/s  registered/memcpy ×' +
+      '  private memcpy ×' +
+      copyThreads +
+      ' GB/s  registered GB/s  registered/private memcpy ×' +
       copyThreads +
       (withTcp ? '  mooncake-tcp GB/s  shm/tcp' : '') +
       '  verified',
@@ -303,8 +329,9 @@ function printTable(rows, machine, copyThreads, hugePages, withTcp) {
       String(r.shmGBps).padStart(18),
       `${r.shmVsMemcpy}x`.padStart(11),
       `${r.shmVsMemcpyThreads}x`.padStart(13),
+      String(r.memcpyPrivateThreadsGBps).padStart(22),
       String(r.shmRegisteredGBps).padStart(16),
-      `${r.shmRegisteredVsMemcpyThreads}x`.padStart(20),
+      `${r.shmRegisteredVsMemcpyThreads}x`.padStart(28),
     ];
     if (withTcp) cols.push(String(r.tcpGBps).padStart(18), `${r.shmVsTcp}x`.padStart(8));
     cols.push(r.verified ? '  yes' : '  NO');

@@ -10,8 +10,9 @@
 //     is run again for as long as te's case and each te figure is divided by that run (the
 //     target), and, for reference, by the single-thread figure got the same way, and per thread;
 //   - iperf3 with one stream and with as many streams as mooncake-tcp has I/O threads;
-//   - memcpy (bench/same-host.mjs: pages touched and warmed, huge pages as shm) single-
-//     threaded and with mooncake-shm's copy threads; shm's target is the second.
+//   - memcpy (bench/same-host.mjs: pages touched and warmed, huge pages advised as shm, from
+//     the kind of memory shm's pool is) single-threaded and with mooncake-shm's copy threads;
+//     shm's target is the second.
 //
 //   node bench/vs-iperf3.mjs [--plugin mooncake-tcp,mooncake-rdma] [--duration 3] [--sweep-seconds 1]
 //                            [--rounds 1] [--json out.json] [--strict]
@@ -34,6 +35,7 @@ import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseCli } from '../scripts/lib/cli.mjs';
+import { pagesLine } from './lib/huge-pages.mjs';
 import { QUICK } from './lib/quick.mjs';
 import { runRawFabric } from './lib/raw-fabric.mjs';
 import { runTeBench } from './lib/te-bench.mjs';
@@ -399,8 +401,9 @@ for (const plugin of plugins) {
 }
 printTable(rows);
 console.log(
-  `\nsame-host (mooncake-shm, ${sameHost.inflight} batches in flight, ${threads['mooncake-shm']} copy threads; from engine.allocateMemory, and from a registered JS buffer for reference) beside memcpy in this run (pages touched and warmed, huge pages as shm):`,
+  `\nsame-host (mooncake-shm, ${sameHost.inflight} batches in flight, ${threads['mooncake-shm']} copy threads; from engine.allocateMemory, and from a registered JS buffer for reference) beside memcpy in this run (pages touched and warmed, huge pages advised as shm; from shared memory as shm's pool, and from private memory for the registered row):`,
 );
+console.log(pagesLine(sameHost.pages));
 const shmRows = [
   [
     'size',
@@ -409,8 +412,9 @@ const shmRows = [
     'mooncake-shm GB/s',
     '× memcpy 1 thread',
     `× memcpy ${threads['mooncake-shm']} threads`,
+    `memcpy ${threads['mooncake-shm']} threads from private memory GB/s`,
     'registered GB/s',
-    `registered × memcpy ${threads['mooncake-shm']} threads`,
+    `registered × private memcpy ${threads['mooncake-shm']} threads`,
     'target',
     'met',
     'verified',
@@ -427,6 +431,7 @@ for (const r of sameHost.rows) {
     r.shmGBps,
     r.shmVsMemcpy,
     r.shmVsMemcpyThreads,
+    r.memcpyPrivateThreadsGBps,
     r.shmRegisteredGBps,
     r.shmRegisteredVsMemcpyThreads,
     `≥ 0.8× memcpy ${r.copyThreads} threads`,

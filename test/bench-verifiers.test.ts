@@ -36,6 +36,7 @@ test('same-host (mooncake-shm from allocated and from registered memory, memcpy 
   assert.match(bad.stderr, /mooncake-shm: after the last pass the target's pool does not match/);
   assert.match(bad.stderr, /mooncake-shm \(registered\): after the last pass the target's pool does not match/);
   assert.match(bad.stderr, /memcpy ×\d+: the copy does not match/);
+  assert.match(bad.stderr, /memcpy ×\d+ from private memory: the copy does not match/);
 });
 
 test('EC benchmark: a flipped byte of a pulled item fails the run', () => {
