@@ -15,6 +15,7 @@ import {
 import { loadBinding, PLUGIN_NAME, type NativeShmTransport, type NativeTransportOptions } from './binding.js';
 import { parseEndpoint, type ShmEndpoint } from './endpoint.js';
 import { localLocality, ptraceScope, unreachableBecause } from './locality.js';
+import { poolPages } from './pool-pages.js';
 import type { ShmOptions } from './options.js';
 
 export class MooncakeShmTransport extends NativeTransportBase<NativeShmTransport> {
@@ -109,6 +110,8 @@ export class MooncakeShmTransport extends NativeTransportBase<NativeShmTransport
       // What the kernel reports for this process's shm threads, not what was asked for (a refusal is also logged).
       threadPolicy: threadPolicyOf('te-shm-'),
       hugePages: this.#options.hugePages ? this.#hugePages : 'off',
+      // What the kernel gives allocateMemory's pool memory, whose huge pages a system setting decides.
+      poolPages: poolPages(),
       ptraceScope: scope === undefined ? 'no Yama (same user may attach)' : scope,
       // As a target: how initiators' bytes were copied (pool memory with memcpy, other memory with process_vm_*).
       ...(this.closed ? {} : { copies: { ...this.native.copyStats() } }),
