@@ -1,6 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawnSync } from 'node:child_process';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -35,5 +36,30 @@ for (const bad of ['2', 'yes', 'on']) {
     assert.not.match(r.stdout, /CMD (BUILD|CONFIGURE|COMPILE)|cmake/i);
   });
 }
+
+// nx's build cache restores build/Release (its outputs) without the objects and CMake cache
+// beside it, and ninja then takes the restored addon for up to date: an addon of another
+// configuration (built without libfabric) stayed, and doctor's rebuild command changed
+// nothing. The build links again an addon it did not link itself.
+test('an addon in build/Release that this build folder did not link (as a cache restores one) is linked again', () => {
+  const build = () => spawnSync(process.execPath, ['scripts/native.mjs', 'build'], { cwd: plugin, encoding: 'utf8', timeout: 300_000 });
+  const first = build(); // this folder's own link, recorded
+  assert.is(first.status, 0, first.stdout + first.stderr);
+  const addon = join(plugin, 'build', 'Release', 'te_mooncake_shm.node');
+  const linked = readFileSync(addon);
+  try {
+    writeFileSync(addon, 'an addon from somewhere else');
+    const again = build();
+    assert.is(again.status, 0, again.stdout + again.stderr);
+    assert.match(again.stderr, /te_mooncake_shm\.node is not the one this build folder linked \(restored from a cache\?\): linking it again/);
+    assert.ok(readFileSync(addon).equals(linked), 'the addon was not linked again from the build folder');
+    // Once linked here, the next build leaves it alone.
+    const third = build();
+    assert.is(third.status, 0, third.stdout + third.stderr);
+    assert.not.match(third.stderr, /not the one this build folder linked/);
+  } finally {
+    if (!readFileSync(addon).equals(linked)) writeFileSync(addon, linked);
+  }
+});
 
 test.run();

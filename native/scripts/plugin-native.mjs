@@ -8,7 +8,7 @@
 //   unvendor after `npm pack` in the repository: remove those copies again, so later builds
 //           compile the repository's native/ and not a stale snapshot of it
 import { spawnSync } from 'node:child_process';
-import { cpSync, existsSync, readFileSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -48,6 +48,7 @@ function build() {
   if (process.env.TE_NATIVE_DEBUG === '1') common.unshift('--debug');
   const configure = ['configure', ...common, `--CDCMAKE_UNITY_BUILD=${unity === '0' ? 'OFF' : 'ON'}`, ...deps.defines];
   const steps = reconfigure ? [configure, ['compile', ...common]] : [['compile', ...common]];
+  dropForeignAddons();
   for (const step of steps) {
     const r = spawnSync(process.execPath, [cli, ...step], { cwd: pluginRoot, stdio: 'inherit' });
     if (r.status !== 0) {
@@ -55,6 +56,45 @@ function build() {
       process.exit(r.status ?? 1);
     }
   }
+  stampAddons();
+}
+
+// What this build folder last linked: each addon's size and mtime. nx's build cache restores
+// build/Release (its outputs) and not the objects and CMake cache beside it, with a new
+// mtime, so ninja takes a restored addon for up to date ("no work to do") even where it came
+// from another configuration (a build without libfabric) and doctor's rebuild command would
+// change nothing. An addon this folder did not link is removed before the compile, which
+// links it again from this folder's objects.
+const addonDir = join(pluginRoot, 'build', 'Release');
+const stampFile = join(pluginRoot, 'build', 'te-linked-addons.json');
+
+function addons() {
+  if (!existsSync(addonDir)) return {};
+  const out = {};
+  for (const f of readdirSync(addonDir).filter((n) => n.endsWith('.node'))) {
+    const st = statSync(join(addonDir, f));
+    out[f] = `${st.size}:${st.mtimeMs}`;
+  }
+  return out;
+}
+
+function dropForeignAddons() {
+  if (!existsSync(stampFile)) return;
+  let linked;
+  try {
+    linked = JSON.parse(readFileSync(stampFile, 'utf8'));
+  } catch {
+    linked = {};
+  }
+  for (const [file, seen] of Object.entries(addons())) {
+    if (linked[file] === seen) continue;
+    console.error(`[${pkg.name}] build/Release/${file} is not the one this build folder linked (restored from a cache?): linking it again`);
+    rmSync(join(addonDir, file), { force: true });
+  }
+}
+
+function stampAddons() {
+  writeFileSync(stampFile, `${JSON.stringify(addons())}\n`);
 }
 
 /**
