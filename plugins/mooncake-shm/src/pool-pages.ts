@@ -6,7 +6,7 @@ const SHMEM_ENABLED = '/sys/kernel/mm/transparent_hugepage/shmem_enabled';
  * The pages the kernel gives pool memory (`allocateMemory`: a memfd mapped shared, hinted
  * with MADV_HUGEPAGE), for describe(). Shared memory follows `shmem_enabled`, not the THP
  * setting private memory follows, and distributions often leave it `never`: the pool's
- * copies then walk 4 KiB pages (memcpy from such memory ran 5-35% slower than from huge
+ * copies then walk 4 KiB pages (memcpy from such memory ran up to 27% slower than from huge
  * pages on the bench machine), and the fix is a system setting, which this names.
  */
 export function poolPages(path = SHMEM_ENABLED): string {
