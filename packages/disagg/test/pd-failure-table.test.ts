@@ -254,7 +254,8 @@ const SCENARIOS: [string, ((room: bigint) => Promise<Ended>) | string][] = [
         const sent = senders.map((s) => s.send(PAGES, { last: true }).catch(() => undefined));
         await parked;
         const aborting = receiver.abort().catch(() => undefined);
-        await sleep(50);
+        // The abort reached both prefill ranks (each sender failed) while their writes are held.
+        await Promise.all(senders.map((s) => s.cell.reached(KVStatus.Success).catch(() => undefined)));
         gated.releaseAll();
         await Promise.all([aborting, ...sent]);
         return collect([

@@ -74,7 +74,7 @@ async function twoRanksIntoOne(make: MakeRank, port: number, room: bigint) {
   const parked = gated.arm({ holdFrom: prefills[0]!.engine.segmentName, failFrom: prefills[1]!.engine.segmentName });
   const sent = senders.map((s) => outcome(s.send(PAGES, { last: true })));
   await parked;
-  return { receiver: receivers[0]!, sent };
+  return { senders, receiver: receivers[0]!, sent };
 }
 
 test.after.each(() => gated.reset());
@@ -213,9 +213,10 @@ test("a prefill whose transport settles a write to the decode without the decode
 test("a decode's abort answered after an unconfirmed write: abort() rejects and says the pages may still be written", async () => {
   await withInProcessRanks({ model: MODEL, engine }, async (make, port) => {
     try {
-      const { receiver, sending } = await oneIntoOneHeld(make, port, 36n);
+      const { sender, receiver, sending } = await oneIntoOneHeld(make, port, 36n);
       const aborting = outcome(receiver.abort('test'));
-      await sleep(200); // the abort reached the prefill, which waits for the held write
+      // The abort reached the prefill (its sender failed), which now waits for the held write.
+      assert.is((await failureOf(sender.cell, { ms: 0 }))?.code, 'ABORTED');
       gated.releaseAll({ unconfirmed: true });
       const e = await aborting;
       assert.ok(e, 'abort() resolved: the decode would free pages a write may still land in');
@@ -231,10 +232,11 @@ test("a decode's abort answered after an unconfirmed write: abort() rejects and 
 test('prefill TP 2 into decode TP 1: rank 1 fails, rank 0 settles its write unconfirmed; the Failed the decode shows says its pages may still be written', async () => {
   await withInProcessRanks({ model: MODEL, engine }, async (make, port) => {
     try {
-      const { receiver, sent } = await twoRanksIntoOne(make, port, 37n);
+      const { senders, receiver, sent } = await twoRanksIntoOne(make, port, 37n);
       const failure = failureOf(receiver.cell, { ms: 0 });
       assert.is((await sent[1])?.code, 'TRANSFER_FAILED');
-      await sleep(200); // the decode's abort reached rank 0, which waits for its held write
+      // The decode's abort reached rank 0 (its sender failed), which now waits for its held write.
+      assert.is((await failureOf(senders[0]!.cell, { ms: 0 }))?.code, 'ABORTED');
       gated.releaseAll({ unconfirmed: true });
       const e = await failure;
       assert.is(e?.code, 'TRANSFER_FAILED', e?.message);

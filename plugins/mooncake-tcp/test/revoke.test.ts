@@ -101,19 +101,31 @@ test('a REVOKE whose body is not 16 bytes, or one sent before the handshake, clo
  * Hand-written targets for the initiator's side. Each speaks just enough of the protocol:
  * HELLO is answered (with or without the REVOKE feature), WRITEs are swallowed unanswered
  * (a stalled target: the batch can only end by its deadline), and REVOKE is answered as
- * `onRevoke` says. They record the nonces of the HELLOs and REVOKEs they saw.
+ * `onRevoke` says. They record the nonces of the HELLOs and REVOKEs they saw, and the
+ * opcode of every other request once its whole body arrived.
  */
 interface FakeTarget {
   server: Server;
   descriptor: SegmentDescriptor;
   hellos: Buffer[];
   revokes: Buffer[];
+  requests: number[];
+}
+
+/** Resolves once the target has received `n` requests whole (so they were sent), within 10 s. */
+async function untilReceived(fake: FakeTarget, n: number): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (fake.requests.length < n) {
+    if (Date.now() > deadline) throw new Error(`the target received ${fake.requests.length} of ${n} requests within 10 s`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
 }
 
 async function fakeTarget(o: { features: number | null; onRevoke: 'confirm' | 'refuse' | 'ignore' }): Promise<FakeTarget> {
   const fakeEpoch = 0x5eed_0001n;
   const hellos: Buffer[] = [];
   const revokes: Buffer[] = [];
+  const requests: number[] = [];
   const serve = (s: Socket) => {
     let buf = Buffer.alloc(0);
     s.on('error', () => undefined);
@@ -121,9 +133,10 @@ async function fakeTarget(o: { features: number | null; onRevoke: 'confirm' | 'r
       buf = Buffer.concat([buf, d]);
       for (;;) {
         if (buf.length < HEADER) return;
-        const length = Number(buf.readBigUInt64LE(32));
-        if (buf.length < HEADER + length) return;
         const op = buf[6]!;
+        // A READ's length is what it asks for: it has no body.
+        const length = op === OP.READ ? 0 : Number(buf.readBigUInt64LE(32));
+        if (buf.length < HEADER + length) return;
         const id = buf.readBigUInt64LE(16);
         const body = buf.subarray(HEADER, HEADER + length);
         buf = buf.subarray(HEADER + length);
@@ -137,8 +150,9 @@ async function fakeTarget(o: { features: number | null; onRevoke: 'confirm' | 'r
           const h = header(OP.REVOKE | OP.RESPONSE, { id });
           h.writeInt32LE(o.onRevoke === 'confirm' ? 0 : NATIVE_STATUS.INVALID_ARGUMENT, 8);
           s.write(h);
+        } else {
+          requests.push(op); // WRITE or READ: swallowed, never answered.
         }
-        // WRITE: swallowed, never answered.
       }
     });
   };
@@ -149,6 +163,7 @@ async function fakeTarget(o: { features: number | null; onRevoke: 'confirm' | 'r
     server,
     hellos,
     revokes,
+    requests,
     descriptor: descriptorOf({
       name: 'fake-target',
       epoch: String(fakeEpoch),
@@ -214,6 +229,8 @@ test('an unconfirmed cancel of a READ does not say the peer may be written (a RE
   const r = await cancelAgainst(silent, 500, 'read');
   assert.match(r.message, /the peer did not confirm within 20 ms/);
   assert.is(r.remoteMayBeWritten, undefined);
+  assert.equal(silent.requests, [OP.READ], 'the READ was sent');
+  assert.is(silent.revokes.length, 1, 'one REVOKE');
 });
 
 test('closing the peer with a WRITE sent and unanswered says its bytes may still land there', async () => {
@@ -225,7 +242,7 @@ test('closing the peer with a WRITE sent and unanswered says its bytes may still
       local.transport.submit(peer, batchOf([{ op: 'write', local: local.addr, remote: 1n << 40n, length: 64 * 1024 }]), { timeoutMs: 30_000 }),
       'ABORTED',
     );
-    await new Promise((r) => setTimeout(r, 200)); // sent (the target swallows it)
+    await untilReceived(silent, 1); // sent; the target swallows it
     await local.transport.closePeer(peer);
     const w = await write;
     assert.match(w.message, /peer closed/);
@@ -244,7 +261,7 @@ test('closing the transport with a WRITE sent and unanswered says its bytes may 
     const write = local.transport.submit(peer, batchOf([{ op: 'write', local: local.addr, remote: 1n << 40n, length: 64 * 1024 }]), { timeoutMs: 30_000 });
     const read = local.transport.submit(peer, batchOf([{ op: 'read', local: local.addr + 65536n, remote: 1n << 40n, length: 4096 }]), { timeoutMs: 30_000 });
     const outcomes = [rejectsWith(write, 'ABORTED'), rejectsWith(read, 'ABORTED')] as const;
-    await new Promise((r) => setTimeout(r, 200)); // both sent (the target swallows them)
+    await untilReceived(silent, 2); // both sent; the target swallows them
     await local.transport.close();
     const w = await outcomes[0];
     assert.is(w.details?.remoteMayBeWritten, true, 'the write: details.remoteMayBeWritten');
