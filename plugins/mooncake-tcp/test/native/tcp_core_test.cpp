@@ -245,16 +245,27 @@ void test_notification_queue_is_bounded() {
  */
 struct SlowHostStaging : StagingBackend {
   std::atomic<int> delay_ms{0};
+  std::atomic<int> started{0};
   std::atomic<int> copies{0};
   std::atomic<int64_t> last_copy_end{0};
   void* alloc(uint64_t bytes, te::Status*, std::string*) override { return std::malloc(bytes); }
   void release(void* p) override { std::free(p); }
   te::Status copy(int, void* dst, const void* src, uint64_t len, std::string*) override {
+    ++started;
     std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms.load()));
     std::memcpy(dst, src, len);
     ++copies;
     last_copy_end.store(now_ms());
     return te::TE_OK;
+  }
+  /** Waits (up to 10 s) until `n` copies have begun: the state a test means to catch, not a guess at its timing. */
+  bool began(int n) const {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (started.load() < n) {
+      if (std::chrono::steady_clock::now() > until) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
   }
 };
 
@@ -299,7 +310,7 @@ void test_slow_staging_stalls_no_other_peer() {
   staging.delay_ms = 600;
   const int64_t t0 = now_ms();
   uint64_t slow = start(init, pa, 1, d0, a0, 256 << 10);
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the copy has begun
+  CHECK(staging.began(1));
   uint64_t fast = start(init, pb, 1, h0, b0, 256 << 10);
   int64_t fast_at = 0, slow_at = 0;
   CHECK(finish(init, fast, &fast_at) == te::TE_OK);
@@ -334,7 +345,7 @@ void test_revoke_waits_for_the_target_device_copy() {
   CHECK(open(init, target, 0x1111, 1, &peer) == te::TE_OK);
   staging.delay_ms = 700;
   uint64_t a = start(init, peer, 1, h0, d0, 1 << 20);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the body arrived; its copy runs
+  CHECK(staging.began(1));  // the body arrived; its copy runs
   init.t->cancel(a, te::TE_TIMEOUT);
   int64_t settled_at = 0;
   CHECK(finish(init, a, &settled_at) == te::TE_TIMEOUT);
@@ -405,7 +416,7 @@ void test_staged_slice_settles_after_its_copy() {
   CHECK(open(init, target, 0x1111, 1, &peer) == te::TE_OK);
   staging.delay_ms = 400;
   uint64_t id = start(init, peer, 1, d0, t0, 512 << 10);
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(staging.began(1));  // closed while the copy runs
   init.t->close_peer(peer);
   int64_t at = 0;
   CHECK(finish(init, id, &at) == te::TE_ABORTED);
