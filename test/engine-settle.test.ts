@@ -43,7 +43,7 @@ test('a transport that ignores its deadline: the caller is answered, and the mem
     );
     assert.ok(isTransferError(u, 'MEMORY_IN_USE'), `unregister while the batch is unsettled: ${String(u)}`);
     fake.faults.releaseHung();
-    await new Promise((r) => setTimeout(r, 20));
+    await untilSettled(e); // the transport let go
     await a.unregisterMemory(local); // now free
   } finally {
     await close();
