@@ -113,6 +113,7 @@ void Rail::run() {
   int idle = 0;
   int64_t last_house = 0;
   int64_t active_at = now_us();  // the last sign of work: a completion, or a wait that moved data
+  bool spin_over = false;        // idle_spin_us has passed since active_at: sleep at once when idle
   while (!stop.load(std::memory_order_acquire)) {
     bool did = post_some();
     did = poll_cq(-1) || did;
@@ -127,6 +128,7 @@ void Rail::run() {
     if (did) {
       idle = 0;
       active_at = now_us();
+      spin_over = false;
       continue;
     }
     if (fabric_debug()) debug_line();
@@ -138,10 +140,16 @@ void Rail::run() {
     // Nothing to do. A provider may still be moving data for this rail's peers without a
     // completion of its own (the target of RMA writes on tcp;ofi_rxm): keep polling for
     // idle_spin_us after the last sign of work, yielding the CPU at every pass, so that data
-    // arriving meanwhile needs no wake-up; the clock is read every 64 passes.
-    if ((++idle & 63) != 0 || now_us() - active_at < owner->opt.idle_spin_us) {
-      sched_yield();
-      continue;
+    // arriving meanwhile needs no wake-up. The clock is read on the first idle pass and every
+    // 64th after it; once the window has passed the rail sleeps whenever it is idle, with no
+    // further passes: each costs a time slice on a loaded machine, where 64 of them kept a rail
+    // with idle_spin_us 0 awake through whole pauses between arrivals.
+    if (!spin_over) {
+      if ((idle++ & 63) != 0 || now_us() - active_at < owner->opt.idle_spin_us) {
+        sched_yield();
+        continue;
+      }
+      spin_over = true;
     }
     idle = 0;
     if (!can_wait) {
@@ -165,6 +173,7 @@ void Rail::run() {
     if (moved) {
       waits_with_data.fetch_add(1, std::memory_order_relaxed);
       active_at = wall;
+      spin_over = false;
     }
   }
 }
