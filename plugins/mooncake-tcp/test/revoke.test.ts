@@ -99,8 +99,8 @@ test('a REVOKE whose body is not 16 bytes, or one sent before the handshake, clo
 
 /*
  * Hand-written targets for the initiator's side. Each speaks just enough of the protocol:
- * HELLO is answered (with or without the REVOKE feature), WRITEs are swallowed unanswered
- * (a stalled target: the batch can only end by its deadline), and REVOKE is answered as
+ * HELLO is answered (with or without the REVOKE feature), WRITEs and READs are swallowed
+ * unanswered (a stalled target: the batch can only end by its deadline), and REVOKE is answered as
  * `onRevoke` says. They record the nonces of the HELLOs and REVOKEs they saw, and the
  * opcode of every other request once its whole body arrived.
  */
