@@ -255,7 +255,7 @@ const SCENARIOS: [string, ((room: bigint) => Promise<Ended>) | string][] = [
         await parked;
         const aborting = receiver.abort().catch(() => undefined);
         // The abort reached both prefill ranks (each sender failed) while their writes are held.
-        await Promise.all(senders.map((s) => s.cell.reached(KVStatus.Success).catch(() => undefined)));
+        await Promise.all(senders.map((s) => s.cell.reached(KVStatus.Success, { timeoutMs: 10_000 }).catch(() => undefined)));
         gated.releaseAll();
         await Promise.all([aborting, ...sent]);
         return collect([
@@ -280,7 +280,7 @@ const SCENARIOS: [string, ((room: bigint) => Promise<Ended>) | string][] = [
         const parked = gated.arm({ hold: d.engine.segmentName });
         const sent = senders.map((s) => s.send(PAGES, { last: true }).catch(() => undefined));
         await parked;
-        await Promise.all(senders.map((s) => s.cell.reached(KVStatus.Success).catch(() => undefined)));
+        await Promise.all(senders.map((s) => s.cell.reached(KVStatus.Success, { timeoutMs: 10_000 }).catch(() => undefined)));
         gated.releaseAll();
         await Promise.all(sent);
         return collect([

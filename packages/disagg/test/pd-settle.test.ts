@@ -20,9 +20,9 @@ const engine = () => createTransferEngine({ connector: 'settle-gate' }, { regist
 const PAGES = Uint32Array.of(0, 1, 2, 3);
 const DEST = Uint32Array.of(8, 9, 10, 11);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-/** Resolves with the error a cell failed with (undefined on Success), and records when. */
-const failureOf = (cell: { reached(s: KVStatus): Promise<unknown> }, at: { ms: number }) =>
-  cell.reached(KVStatus.Success).then(
+/** Resolves with the error a cell failed with (undefined on Success; a TIMEOUT error if it did neither within 30 s), and records when. */
+const failureOf = (cell: { reached(s: KVStatus, o: { timeoutMs: number }): Promise<unknown> }, at: { ms: number }) =>
+  cell.reached(KVStatus.Success, { timeoutMs: 30_000 }).then(
     () => undefined,
     (e: TransferError) => ((at.ms = Date.now()), e),
   );
