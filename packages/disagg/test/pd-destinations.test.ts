@@ -1,6 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { KVStatus, TransferError, createTransferEngine, isTransferError, type KVBuffers, type TransferEngine } from '@te/connector';
+import { until } from '@te/testkit';
 import { acceptDestination } from '../src/pd/destination.js';
 import { PrefillRank } from '../src/pd/prefill-rank.js';
 import { resolveTimeouts } from '../src/pd/timeouts.js';
@@ -89,14 +90,6 @@ async function errorOf(p: Promise<unknown>): Promise<unknown> {
   );
 }
 
-async function until(f: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  while (!f()) {
-    if (Date.now() > end) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 async function setup(timeouts: Parameters<typeof resolveTimeouts>[0], maxDestinations?: number) {
   const engine = await createTransferEngine(TCP_CONFIG);
   const probe = await createTransferEngine(TCP_CONFIG);
@@ -167,16 +160,16 @@ test('a decode lost to the heartbeat: its registration is dropped once no room u
     const sender = rank.createSender({ host: '127.0.0.1', port: 1, room: 1n });
     await client.request(MSG.request, request(dead, 1n), 5_000);
     assert.is(sender.status, KVStatus.WaitingForInput);
-    await until(() => sender.status === KVStatus.Failed);
+    await until('the sender failed (its decode lost to the heartbeat)', () => sender.status === KVStatus.Failed, 10_000, 20);
     assert.is(sender.failure?.code, 'PEER_FAILED', sender.failure?.message);
     await sender.settled();
-    await until(() => rank.destinationCount === 1);
+    await until('one registration left (the other rank, its room still open)', () => rank.destinationCount === 1, 10_000, 20);
     const gone = await errorOf(client.request(MSG.request, request(dead, 3n), 5_000));
     assert.ok(isTransferError(gone, 'STALE_DESCRIPTOR'), `dropped, so the decode (if it comes back) registers again: ${String(gone)}`);
     const kept = await errorOf(client.request(MSG.request, request(dead, 4n, 1), 5_000));
     assert.ok(isTransferError(kept, 'PEER_FAILED'), `still used by room 2, so kept and failed: ${String(kept)}`);
     // Room 2 expires (bootstrap timeout, swept): nothing uses it any more.
-    await until(() => rank.destinationCount === 0);
+    await until('no registration left (room 2 expired)', () => rank.destinationCount === 0, 10_000, 20);
   } finally {
     await close();
   }

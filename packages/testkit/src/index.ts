@@ -7,6 +7,7 @@ export { LocalTargetMemory, checkPayload, type TargetMemory, type ReceivedNotifi
 export { serveTargetProcess, spawnTargetProcess, type TargetProcess } from './conformance/target-process.js';
 export { assertOptionRefused } from './options/assert-option-refused.js';
 export { freePort } from './ports.js';
+export { until } from './waits/until.js';
 export { compileWorkerScript } from './workers/compile-worker-script.js';
 export { exitWithParent } from './workers/exit-with-parent.js';
 export { describeThreads, exitsWithin, isRunning, survivors } from './workers/process-state.js';

@@ -9,6 +9,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { batchOf, NATIVE_STATUS, type SegmentDescriptor } from '@te/connector';
+import { until } from '@te/testkit';
 import { descriptorOf } from './descriptor.js';
 import { hash, localTransport, MiB, pattern, rejectsWith, spawnTarget, type TargetProcess } from './helpers.js';
 import { FEATURE_REVOKE, header, HEADER, hello, HELLO_ACK_BODY, OP, rawConnect, type RawConn } from './wire.js';
@@ -113,12 +114,11 @@ interface FakeTarget {
 }
 
 /** Resolves once the target has received `n` requests whole (so they were sent), within 10 s. */
-async function untilReceived(fake: FakeTarget, n: number): Promise<void> {
-  const deadline = Date.now() + 10_000;
-  while (fake.requests.length < n) {
-    if (Date.now() > deadline) throw new Error(`the target received ${fake.requests.length} of ${n} requests within 10 s`);
-    await new Promise((r) => setTimeout(r, 5));
-  }
+function untilReceived(fake: FakeTarget, n: number): Promise<void> {
+  return until(
+    () => `the target received ${fake.requests.length} of ${n} requests`,
+    () => fake.requests.length >= n,
+  );
 }
 
 async function fakeTarget(o: { features: number | null; onRevoke: 'confirm' | 'refuse' | 'ignore' }): Promise<FakeTarget> {
