@@ -90,6 +90,9 @@ child.on('exit', (code, signal) => {
   if (stuck) {
     process.exitCode = 1;
   } else if (code !== 0 || signal) {
+    // Without its totals a dead test process says nothing itself: name how it ended.
+    if (Number.isNaN(total))
+      console.error(`\n${where}: the test process ${signal ? `was killed by ${signal}` : `exited with ${code}`} before uvu printed its totals`);
     process.exitCode = code || 1;
   } else if (Number.isNaN(total) || failed !== 0) {
     console.error(`\n${where}: ${Number.isNaN(total) ? 'no uvu totals found' : `${failed} of ${total} tests did not pass (a before/after hook failed?)`}`);

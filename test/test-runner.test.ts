@@ -26,6 +26,19 @@ test('a test process that lingers after its totals is killed, its handles named,
   assert.ok(Date.now() - started < 60_000, `took ${Date.now() - started} ms`);
 });
 
+test('a test process killed by a signal before its totals fails the run, naming the signal', () => {
+  // Node prints nothing when native code faults: without the runner's line, a log ends
+  // mid-file with no reason given.
+  const r = spawnSync(process.execPath, ['scripts/uvu.mjs', 'test/fixtures/killed', 'fixture\\.ts$'], {
+    cwd: root,
+    encoding: 'utf8',
+    timeout: 120_000,
+    env: fixtureEnv,
+  });
+  assert.is(r.status, 1, r.stdout + r.stderr);
+  assert.match(r.stderr, /the test process was killed by SIGTERM before uvu printed its totals/);
+});
+
 test('a failure uvu cannot print by itself is printed, and the tests after it run', () => {
   // uvu 0.5's formatter throws on an error whose details are an object (every TransferError
   // with details) or on a thrown non-Error, and then drops that failure and the rest of the
