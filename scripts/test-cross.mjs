@@ -5,7 +5,7 @@
 // order. Each lane's output is printed whole when it ends, so that two lanes' lines do not
 // interleave. Exit 1 when any run failed.
 import { spawn } from 'node:child_process';
-import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { readdirSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseCli } from './lib/cli.mjs';
@@ -14,10 +14,7 @@ const { values } = parseCli({
   usage: 'node scripts/test-cross.mjs [--lanes <n>]',
   summary:
     "Runs test/**/*.test.ts (fixtures and release checks left out): the files that rebuild an addon first, alone, then the rest in lanes run at once; each lane's output printed when it ends.",
-  options: {
-    lanes: { type: 'string', default: '2', help: 'runs at once after the first (1: one run, in name order)' },
-    list: { type: 'boolean', help: 'print which files run alone and in each lane, and run nothing' },
-  },
+  options: { lanes: { type: 'string', default: '2', help: 'runs at once after the first (1: one run, in name order)' } },
 });
 const lanes = Number(values.lanes);
 if (!Number.isInteger(lanes) || lanes < 1 || lanes > 8) {
@@ -27,9 +24,8 @@ if (!Number.isInteger(lanes) || lanes < 1 || lanes > 8) {
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const testDir = join(root, 'test');
-// A file that runs a plugin's native build replaces a built addon while it runs: nothing
-// else may load that addon meanwhile. Found by what the file runs, so a new one is too.
-const runsNativeBuild = (rel) => /scripts\/native\.mjs|build:native/.test(readFileSync(join(testDir, rel), 'utf8'));
+// Files that replace a built addon while they run: nothing else may load it meanwhile.
+const ALONE = new Set(['native-build-options.test.ts']);
 
 function testFiles(dir) {
   const out = [];
@@ -61,19 +57,14 @@ function run(files, label, live) {
 }
 
 const files = testFiles(testDir);
-const alone = files.filter(runsNativeBuild);
-const rest = files.filter((f) => !alone.includes(f));
-const dealt = Array.from({ length: Math.min(lanes, rest.length) }, (_, i) => rest.filter((_, k) => k % lanes === i));
-if (values.list) {
-  console.log(`alone: ${alone.join(' ') || '(none)'}`);
-  dealt.forEach((set, i) => console.log(`lane ${i + 1}: ${set.join(' ')}`));
-  process.exit(0);
-}
+const alone = files.filter((f) => ALONE.has(f));
+const rest = files.filter((f) => !ALONE.has(f));
 let failed = false;
 if (alone.length > 0) {
   const r = await run(alone, 'test (cross-package, alone)', true);
   failed ||= r.code !== 0;
 }
+const dealt = Array.from({ length: Math.min(lanes, rest.length) }, (_, i) => rest.filter((_, k) => k % lanes === i));
 const results = await Promise.all(
   dealt.map((set, i) =>
     run(set, dealt.length === 1 ? 'test (cross-package)' : `test (cross-package, lane ${i + 1})`, dealt.length === 1).then((r) => {

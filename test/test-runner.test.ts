@@ -62,26 +62,6 @@ test('a failure uvu cannot print by itself is printed, and the tests after it ru
   assert.match(out, /unprintable\/fixture\.ts:7/);
 });
 
-test('test:cross runs the files that build an addon alone and deals every other file to one lane', () => {
-  const r = spawnSync(process.execPath, ['scripts/test-cross.mjs', '--list'], { cwd: root, encoding: 'utf8', env: fixtureEnv });
-  assert.is(r.status, 0, r.stderr);
-  const lines = Object.fromEntries(
-    r.stdout
-      .trim()
-      .split('\n')
-      .map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 2).split(' ')]),
-  );
-  // The file that replaces mooncake-shm's addon: any file loading it beside that run fails.
-  assert.equal(lines.alone, ['native-build-options.test.ts']);
-  const dealt = [...lines['lane 1']!, ...lines['lane 2']!];
-  assert.is(new Set(dealt).size, dealt.length, 'a file in two lanes');
-  for (const f of ['netns/pd.test.ts', 'pipeline.test.ts', 'test-runner.test.ts']) assert.ok(dealt.includes(f), `${f} is in no lane`);
-  assert.not.ok(
-    dealt.some((f) => f.startsWith('fixtures/') || f.startsWith('release/')),
-    'a fixture or release check was dealt',
-  );
-});
-
 test("the guard patches only uvu's formatter, and refuses a uvu whose formatter it does not recognise", async () => {
   const hooks = (await import(new URL('../scripts/lib/uvu-report-guard-hooks.mjs', import.meta.url).href)) as {
     load: (url: string, context: object, next: (url: string, context: object) => { format: string; source: string }) => { source: string };
