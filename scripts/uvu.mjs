@@ -85,8 +85,7 @@ child.on('exit', (code, signal) => {
   // uvu's Total counts the tests that ran; skipped ones are reported apart.
   const failed = Number.isNaN(total) ? 1 : total - passed;
   const root = process.env.TE_TEST_SUMMARY ? dirname(process.env.TE_TEST_SUMMARY) : process.cwd();
-  // A caller running several uvu processes over one folder names each (scripts/test-cross.mjs).
-  const where = process.env.TE_TEST_LABEL || relative(root, process.cwd()) || 'test (cross-package)';
+  const where = relative(root, process.cwd()) || 'test (cross-package)';
   if (process.env.TE_TEST_SUMMARY) appendFileSync(process.env.TE_TEST_SUMMARY, `${JSON.stringify({ where, total, passed, skipped, failed, seconds })}\n`);
   if (stuck) {
     process.exitCode = 1;
