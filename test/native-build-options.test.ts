@@ -38,10 +38,6 @@ for (const bad of ['2', 'yes', 'on']) {
   });
 }
 
-// nx's build cache restores build/Release (its outputs) without the objects and CMake cache
-// beside it, and ninja then takes the restored addon for up to date: an addon of another
-// configuration (built without libfabric) stayed, and doctor's rebuild command changed
-// nothing. The build links again an addon it did not link itself.
 // The addon is replaced as a new file renamed over it, never rewritten in place: this
 // process (and any other) may have it loaded, and truncating a mapped shared object kills
 // the process with SIGBUS at its next touch of the object's pages (a later test's dlopen
@@ -51,6 +47,10 @@ function replace(file: string, bytes: string | Buffer): void {
   renameSync(`${file}.tmp`, file);
 }
 
+// nx's build cache restores build/Release (its outputs) without the objects and CMake cache
+// beside it, and ninja then takes the restored addon for up to date: an addon of another
+// configuration (built without libfabric) stayed, and doctor's rebuild command changed
+// nothing. The build links again an addon it did not link itself.
 test('an addon in build/Release that this build folder did not link (as a cache restores one) is linked again', () => {
   const build = () => spawnSync(process.execPath, ['scripts/native.mjs', 'build'], { cwd: plugin, encoding: 'utf8', timeout: 300_000 });
   const first = build(); // this folder's own link, recorded

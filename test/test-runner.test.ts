@@ -11,15 +11,18 @@ import { fileURLToPath } from 'node:url';
 const root = fileURLToPath(new URL('..', import.meta.url));
 // The runs below are fixtures, not part of this suite's totals: the root summary (TE_TEST_SUMMARY) must not count them.
 const { TE_TEST_SUMMARY: _summary, ...fixtureEnv } = process.env;
-
-test('a test process that lingers after its totals is killed, its handles named, the run failed', () => {
-  const started = Date.now();
-  const r = spawnSync(process.execPath, ['scripts/uvu.mjs', 'test/fixtures/lingering', 'fixture\\.ts$'], {
+/** The runner over one fixture folder under test/fixtures, as a package's `npm test` runs it. */
+const runFixture = (folder: string, env: NodeJS.ProcessEnv = {}) =>
+  spawnSync(process.execPath, ['scripts/uvu.mjs', `test/fixtures/${folder}`, 'fixture\\.ts$'], {
     cwd: root,
     encoding: 'utf8',
     timeout: 120_000,
-    env: { ...fixtureEnv, TE_TEST_EXIT_GRACE_MS: '2000' },
+    env: { ...fixtureEnv, ...env },
   });
+
+test('a test process that lingers after its totals is killed, its handles named, the run failed', () => {
+  const started = Date.now();
+  const r = runFixture('lingering', { TE_TEST_EXIT_GRACE_MS: '2000' });
   assert.is(r.status, 1, r.stdout + r.stderr);
   assert.match(r.stdout, /Passed:\s+\S*1/);
   assert.match(r.stderr, /printed its totals but had not exited 2 s later; referenced libuv handles: .*\w.*; killed/);
@@ -29,12 +32,7 @@ test('a test process that lingers after its totals is killed, its handles named,
 test('a test process killed by a signal before its totals fails the run, naming the signal', () => {
   // Node prints nothing when native code faults: without the runner's line, a log ends
   // mid-file with no reason given.
-  const r = spawnSync(process.execPath, ['scripts/uvu.mjs', 'test/fixtures/killed', 'fixture\\.ts$'], {
-    cwd: root,
-    encoding: 'utf8',
-    timeout: 120_000,
-    env: fixtureEnv,
-  });
+  const r = runFixture('killed');
   assert.is(r.status, 1, r.stdout + r.stderr);
   assert.match(r.stderr, /the test process was killed by SIGTERM before uvu printed its totals/);
 });
@@ -43,12 +41,7 @@ test('a failure uvu cannot print by itself is printed, and the tests after it ru
   // uvu 0.5's formatter throws on an error whose details are an object (every TransferError
   // with details) or on a thrown non-Error, and then drops that failure and the rest of the
   // suite, printing "(0 / 1)" in green: the runner's guard gives it an Error it can print.
-  const r = spawnSync(process.execPath, ['scripts/uvu.mjs', 'test/fixtures/unprintable', 'fixture\\.ts$'], {
-    cwd: root,
-    encoding: 'utf8',
-    timeout: 120_000,
-    env: fixtureEnv,
-  });
+  const r = runFixture('unprintable');
   // eslint-disable-next-line no-control-regex
   const out = r.stdout.replace(/\x1b\[[0-9;]*m/g, '');
   assert.is(r.status, 1, r.stdout + r.stderr);
