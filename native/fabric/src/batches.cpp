@@ -109,7 +109,7 @@ void Transport::Impl::data_done(const std::shared_ptr<Batch>& b) {
       pd.batch = b;
       pd.sent = now_ms();
       pd.deadline = pd.sent + notify_ack_ms();
-      pending[req] = pd;
+      track_pending(req, pd);
       b->notify_req = req;
     }
     // Cancelled meanwhile (cancel() saw no wait to end): settled here, nothing sent.
@@ -274,6 +274,16 @@ uint32_t Transport::Impl::stripe_request(const std::shared_ptr<Batch>& b, size_t
     ++count;
   }
   return count;
+}
+
+void Transport::Impl::track_pending(uint64_t req, const Pending& pd) {
+  pending[req] = pd;
+  rails[0]->wake();
+}
+
+bool Transport::Impl::has_pending() {
+  std::lock_guard<std::mutex> l(pending_mu);
+  return !pending.empty();
 }
 
 void Transport::Impl::housekeeping() {

@@ -119,6 +119,13 @@ struct Transport::Impl {
   void peer_broken(const std::shared_ptr<Peer>& p, const std::string& why);
   void housekeeping();
   /**
+   * Adds a request that waits for an answer (caller holds pending_mu). Rail 0 checks their
+   * deadlines (housekeeping) and sleeps long only while there are none, so it is woken here.
+   */
+  void track_pending(uint64_t req, const Pending& pd);
+  /** Whether any request waits for an answer: rail 0 then wakes often enough to time it out. */
+  bool has_pending();
+  /**
    * Validates and posts `b`. A remote range missing from the peer's table parks the batch
    * for a fresh table when `allow_refresh` (else it fails MEMORY_NOT_REGISTERED); it joins a
    * table request already in flight only when `may_join` says that request was sent after

@@ -123,7 +123,7 @@ void Transport::Impl::request_table(const std::shared_ptr<Peer>& p) {
     pd.peer = p;
     pd.sent = now_ms();
     pd.deadline = pd.sent + opt.connect_timeout_ms;
-    pending[req] = pd;
+    track_pending(req, pd);
   }
   wire::Header h = header(0, wire::TABLE_REQ, p->epoch);
   h.req_id = req;

@@ -72,7 +72,7 @@ uint64_t Transport::open_peer(const std::string& name, uint64_t epoch, const Pee
       pd.rail = static_cast<int>(r);
       pd.sent = now_ms();
       pd.deadline = pd.sent + m.opt.connect_timeout_ms;
-      m.pending[req] = pd;
+      m.track_pending(req, pd);
     }
     wire::Header h = m.header(static_cast<int>(r), wire::HELLO, epoch);
     h.req_id = req;
@@ -139,7 +139,7 @@ Status Transport::check_peer(uint64_t id, int timeout_ms, uint64_t* check_id, st
       pd.sent = now_ms();
       pd.deadline = pd.sent + timeout_ms;
       uint64_t req = m.next_req++;
-      m.pending[req] = pd;
+      m.track_pending(req, pd);
       wire::Header h = m.header(static_cast<int>(r), wire::HELLO, p->epoch);
       h.req_id = req;
       m.send_ctrl(static_cast<int>(r), p, h, {});

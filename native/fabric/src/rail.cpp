@@ -4,6 +4,7 @@
 // opening the rail, its thread's loop and shutdown; rail_addresses.cpp (the address-vector
 // cache), rail_control.cpp (the control queue), rail_post.cpp (posting slices) and
 // rail_completions.cpp (the completion queue) hold the rest.
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
@@ -54,6 +55,15 @@ Status Rail::open(std::string* err) {
   if ((rc = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV))) return fail("fi_ep_bind(cq)", rc);
   if ((rc = fi_ep_bind(ep, &av->fid, 0))) return fail("fi_ep_bind(av)", rc);
   if ((rc = fi_enable(ep))) return fail("fi_enable", rc);
+  if (can_wait) {
+    // The wait object as an fd, for sleeping on it directly (sleep_on_wait_fd); a provider
+    // without one is waited on in fi_cq_sread.
+    fi_wait_obj obj = FI_WAIT_NONE;
+    int fd = -1;
+    if (fi_control(&cq->fid, FI_GETWAITOBJ, &obj) == 0 && obj == FI_WAIT_FD &&
+        fi_control(&cq->fid, FI_GETWAIT, &fd) == 0)
+      wait_fd = fd;
+  }
   uint8_t name[512];
   size_t len = sizeof name;
   if ((rc = fi_getname(&ep->fid, name, &len))) return fail("fi_getname", rc);
@@ -156,26 +166,67 @@ void Rail::run() {
       usleep(100);
       continue;
     }
-    // Sleep on the CQ's wait object (fi_cq_signal wakes it). The provider progresses inside the
-    // wait; a wait that took more than an eighth of its time in CPU moved data: poll again.
     sleeping.store(true);
     // Re-checked after `sleeping` is set: a submitter that queued before it saw no sleeper.
     if (pending_work.load() != 0 || stop.load()) {
       sleeping.store(false, std::memory_order_release);
       continue;
     }
-    const int64_t cpu0 = thread_cpu_us(), wall0 = now_us();
-    const bool got = poll_cq(2);
+    const int64_t wall0 = now_us();
+    const bool moved = wait_fd >= 0 ? sleep_on_wait_fd() : sleep_in_sread();
     sleeping.store(false, std::memory_order_release);
-    const int64_t wall = now_us();
-    const bool moved = got || (thread_cpu_us() - cpu0) * 8 > wall - wall0;
     waits.fetch_add(1, std::memory_order_relaxed);
     if (moved) {
       waits_with_data.fetch_add(1, std::memory_order_relaxed);
-      active_at = wall;
+      active_at = std::max(wall0, now_us());
       spin_over = false;
     }
   }
+}
+
+// Sleeps on the CQ's wait object itself (an epoll fd), so that the first sign of traffic ends
+// the sleep: fi_cq_sread would progress arriving RMA data inside its wait (no completion of
+// ours) and go on sleeping, so a long timeout there would keep the rail out of its polling
+// window for a whole transfer. fi_trywait progresses the provider and says whether blocking
+// is safe; it also clears the wait object's signal, so whatever a wake() before it announced
+// is looked for after it (a wake() after it leaves the fd readable). True when the sleep
+// ended on activity (data, a connection, a post), false when it ran out: so a sleep that
+// timed out while traffic went on is a wake-up lost (the waits counters tell).
+bool Rail::sleep_on_wait_fd() {
+  fid* f = &cq->fid;
+  const int rc = fi_trywait(fabric, &f, 1);
+  if (rc == -FI_EAGAIN) return true;  // the provider has something to progress: poll again
+  if (rc != 0) {
+    // Not supported after all: fi_cq_sread from now on.
+    wait_fd = -1;
+    return false;
+  }
+  // A post that came before the sleep; and the timeout is read after trywait, so a request
+  // added later wakes the rail.
+  if (pending_work.load() != 0 || stop.load()) return true;
+  const int timeout = idle_wait_ms();
+  pollfd p{wait_fd, POLLIN, 0};
+  return ::poll(&p, 1, timeout) > 0;
+}
+
+// Sleeps in fi_cq_sread, for providers whose wait object is not an fd. The provider
+// progresses inside the wait without returning, so the timeout stays short, and a wait that
+// took more than an eighth of its time in CPU counts as one that moved data.
+bool Rail::sleep_in_sread() {
+  const int64_t cpu0 = thread_cpu_us(), wall0 = now_us();
+  const bool got = poll_cq(2);
+  return got || (thread_cpu_us() - cpu0) * 8 > now_us() - wall0;
+}
+
+// How long an idle rail sleeps on its wait fd. Data arriving, a connection and a post (wake())
+// end the sleep at once; the timeout is only for what the rail does on a clock: rail 0 times
+// out requests that wait for an answer (housekeeping, every 5 ms), and every rail retires
+// forgotten addresses after their grace (scanned every 50 ms). With neither, an idle rail
+// wakes once a second.
+int Rail::idle_wait_ms() {
+  if (index == 0 && owner->has_pending()) return 2;
+  if (has_retiring.load(std::memory_order_acquire)) return 50;
+  return 1000;
 }
 
 void Rail::debug_line() {

@@ -27,6 +27,8 @@ struct Rail {
   RailInfo pub;
   bool mr_local = false, mr_endpoint = false, prov_key = false;
   bool can_wait = true;
+  // The CQ's wait object when it is an fd (FI_GETWAIT), else -1: an idle rail sleeps on it.
+  int wait_fd = -1;
   // Writes ask for FI_DELIVERY_COMPLETE (the transport's option), fixed at open for the rail's
   // life: a post error fails that write (and its peer when the connection is gone), never
   // the guarantee of later writes to every peer.
@@ -115,6 +117,9 @@ struct Rail {
   bool push_ctrl(CtrlMsg&& m);
   void run();
   void debug_line();  // TE_FABRIC_DEBUG: the rail's queues, once a second
+  int idle_wait_ms();
+  bool sleep_on_wait_fd();
+  bool sleep_in_sread();
   bool post_some();
   bool post_ctrl();
   void drop_ctrl(CtrlMsg&& m, const std::string& why);
