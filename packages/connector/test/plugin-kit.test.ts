@@ -116,6 +116,14 @@ test('checkSubmit refuses malformed submissions', () => {
   const b = allocateBatch(2);
   assert.throws(() => checkSubmit('demo', 'p', { ...b, lengths: new BigUint64Array(1) }, { timeoutMs: 10 }), /batch arrays differ in length/);
   assert.throws(() => checkSubmit('demo', 'p', b, { timeoutMs: 0 }), /timeoutMs/);
+  // Whole milliseconds a timer can hold, as the engine asks (a transport may be driven directly).
+  for (const timeoutMs of [2.5, 0.5, NaN, Infinity, 2 ** 31])
+    assert.throws(
+      () => checkSubmit('demo', 'p', b, { timeoutMs }),
+      (e: unknown) => isTransferError(e, 'INVALID_ARGUMENT') && /`timeoutMs` to be an integer of milliseconds from 1 to 2147483647/.test((e as Error).message),
+      `timeoutMs ${timeoutMs}`,
+    );
+  checkSubmit('demo', 'p', b, { timeoutMs: 2 ** 31 - 1 });
   assert.throws(() => checkSubmit('demo', 'p', b, { timeoutMs: 10, notify: new Uint8Array(70_000) }), /at most 65536 bytes/);
   const ac = new AbortController();
   ac.abort();

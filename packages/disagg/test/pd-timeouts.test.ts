@@ -50,7 +50,11 @@ test('a timeout too long from the environment names the variable a user set', ()
 });
 
 test('non-positive and non-numeric values stay refused', () => {
-  assert.match(refusal({ waitingMs: 0 }).message, /timeouts\.waitingMs` option to be a positive number/);
+  assert.match(refusal({ waitingMs: 0 }).message, /timeouts\.waitingMs` option to be a positive whole number of milliseconds, got 0/);
+  // A fraction: the engine takes a batch's timeoutMs in whole milliseconds, so a transferMs
+  // of 1500.5 used to be accepted here and then failed every write batch (INVALID_ARGUMENT).
+  assert.match(refusal({ transferMs: 1500.5 }).message, /timeouts\.transferMs` option to be a positive whole number of milliseconds, got 1500\.5/);
+  assert.match(refusal({ heartbeatMaxFailures: 1.5 }).message, /timeouts\.heartbeatMaxFailures` option to be a positive whole number, got 1\.5/);
   assert.match(refusal({}, { SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL: 'soon' }).message, /SGLANG_DISAGGREGATION_HEARTBEAT_INTERVAL/);
 });
 

@@ -1,4 +1,5 @@
 import { TransferError } from '../errors/transfer-error.js';
+import { MAX_TIMER_MS } from '../timing/deadlines.js';
 import type { SubmitOptions, TransferBatch } from '../spi/batch.js';
 
 /**
@@ -18,8 +19,13 @@ export function checkSubmit(plugin: string, peer: string, batch: TransferBatch, 
     const op = batch.opcodes[i];
     if (op !== 0 && op !== 1) throw new TransferError('INVALID_ARGUMENT', `\`opcodes[${i}]\` is ${op}; expected 0 (read) or 1 (write)`, { plugin });
   }
-  if (!Number.isFinite(options.timeoutMs) || options.timeoutMs <= 0)
-    throw new TransferError('INVALID_ARGUMENT', `Expected \`timeoutMs\` to be a positive number, got ${options.timeoutMs}`, { plugin });
+  // The engine's rule (batch-check.ts): whole milliseconds a timer can hold, so a transport
+  // driven directly never arms a deadline the engine would have refused.
+  const t = options.timeoutMs;
+  if (!Number.isInteger(t) || t < 1 || t > MAX_TIMER_MS)
+    throw new TransferError('INVALID_ARGUMENT', `Expected \`timeoutMs\` to be an integer of milliseconds from 1 to ${MAX_TIMER_MS}, got ${String(t)}`, {
+      plugin,
+    });
   if (options.notify && options.notify.length > maxNotifyBytes)
     throw new TransferError('INVALID_ARGUMENT', `a notification payload is at most ${maxNotifyBytes} bytes, got ${options.notify.length}`, { plugin });
   if (options.signal?.aborted) throw new TransferError('ABORTED', `batch to "${peer}" aborted before it was submitted`, { plugin });

@@ -66,8 +66,13 @@ export function resolveTimeouts(input: Partial<PDTimeouts> = {}, env: NodeJS.Pro
   put('heartbeatMaxFailures', count(env, 'SGLANG_DISAGGREGATION_HEARTBEAT_MAX_FAILURE'));
   const out = { ...DEFAULT_PD_TIMEOUTS, ...fromEnv, ...input };
   for (const [k, v] of Object.entries(out) as [keyof PDTimeouts, unknown][]) {
-    if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0)
-      throw new TransferError('INVALID_CONFIG', `Expected the \`timeouts.${k}\` option to be a positive number, got ${String(v)}`);
+    // Whole numbers: transferMs becomes each write batch's `timeoutMs`, which the engine takes
+    // in whole milliseconds only, so a fraction accepted here would fail every transfer.
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 1)
+      throw new TransferError(
+        'INVALID_CONFIG',
+        `Expected the \`timeouts.${k}\` option to be a positive whole number${k === 'heartbeatMaxFailures' ? '' : ' of milliseconds'}, got ${String(v)}`,
+      );
     const limit = LIMIT_MS[k];
     if (limit !== undefined && v > limit) {
       const what = input[k] === undefined && fromEnv[k] !== undefined ? `${ENV_OF[k]} (${v / 1000} s)` : `the \`timeouts.${k}\` option (${v} ms)`;
