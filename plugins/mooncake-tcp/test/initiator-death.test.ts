@@ -4,6 +4,7 @@
 import { readFileSync } from 'node:fs';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { tcpSocketsOf, until } from '@te/testkit';
 import { MiB, spawnTarget, stopped } from './helpers.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -43,8 +44,13 @@ test('a WRITE whose initiator is killed while its bytes wait in the socket buffe
     } finally {
       target.child.kill('SIGCONT');
     }
-    // Time for the target to read whatever still reached it.
-    await sleep(500);
+    // The target reads whatever still reached it and drops the connection the dead initiator's
+    // kernel reset: once it holds no connection on its port, nothing of that WRITE can land.
+    const served = () => tcpSocketsOf(target.child.pid!).filter((s) => s.localPort === port);
+    await until(
+      () => `the target dropped the dead initiator's connection (${JSON.stringify(served())})`,
+      () => served().length === 0,
+    );
     assert.is(await target.call('hash', { offset: 0, length: size }), untouched, 'no byte of the dead initiator’s WRITE landed');
   } finally {
     await initiator.kill();

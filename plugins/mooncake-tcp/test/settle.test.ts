@@ -3,9 +3,8 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { batchOf } from '@te/connector';
+import { tcpSocketsOf, until } from '@te/testkit';
 import { hash, KiB, localTransport, MiB, pattern, rejectsWith, spawnTarget, stopped } from './helpers.js';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 test('a timed-out WRITE queued at a stopped target never lands after settle; a sibling batch on the same lane completes', async () => {
   const target = await spawnTarget(4 * MiB);
@@ -40,8 +39,15 @@ test('a timed-out WRITE queued at a stopped target never lands after settle; a s
     assert.ok(!(r instanceof Error), `the sibling batch failed: ${(r as Error & { code?: string }).code} ${(r as Error).message}`);
     assert.equal(Array.from((r as { statuses: Int32Array }).statuses), [0], 'the sibling batch completed');
     assert.is(await target.call('hash', { offset: 2 * MiB, length: sibling.length }), hash(sibling));
-    // The settled batch's bytes were queued at the target when it resumed: none applied.
-    await sleep(300);
+    // The settled batch's bytes were queued at the target when it resumed, on the connection
+    // the initiator closed to settle it: once the target has dropped every connection its
+    // initiator closed, it has read or discarded all of them, and none may have landed.
+    const port = (target.info.endpoint as { port: number }).port;
+    const closing = () => tcpSocketsOf(target.child.pid!).filter((s) => s.localPort === port && s.state !== 'ESTABLISHED');
+    await until(
+      () => `the target dropped the connection the initiator closed (${JSON.stringify(closing())})`,
+      () => closing().length === 0,
+    );
     assert.is(await target.call('hash', { offset: 0, length: MiB }), untouched, 'nothing of the timed-out WRITE landed after it settled');
   } finally {
     await local.transport.close();
