@@ -6,11 +6,11 @@ import { connect, type Socket } from 'node:net';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { batchOf } from '@te/connector';
+import { tcpSocketsOf, until } from '@te/testkit';
 import { hash, localTransport, MiB, pattern, spawnTarget, type TargetProcess } from './helpers.js';
 import { HEADER, hello, HELLO_ACK_BODY } from './wire.js';
 
 const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** `p`, or a rejection naming `what` after `ms` (a fix that regressed fails, never hangs). */
 const within = <T>(p: Promise<T>, ms: number, what: string) =>
   Promise.race([p, new Promise<T>((_, reject) => setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms))]);
@@ -98,7 +98,12 @@ test('connections past the per-address and total caps are closed at once; the ot
     // Closing some makes room again: a real initiator is served.
     for (const c of conns) c.socket.destroy();
     await Promise.all(conns.map((c) => c.closed));
-    await sleep(100);
+    // Room again once the target has dropped them (it counts what it still holds).
+    const held = () => tcpSocketsOf(target.child.pid!).filter((s) => s.localPort === port);
+    await until(
+      () => `the target dropped the closed connections (${held().length} left)`,
+      () => held().length === 0,
+    );
     const local = await localTransport(MiB);
     try {
       const peer = await local.transport.openPeer(target.descriptor);
@@ -139,7 +144,13 @@ test('silent connections close after handshakeTimeoutMs, idle ones after idleTim
     const write = () =>
       local.transport.submit(peer, batchOf([{ op: 'write', local: local.addr, remote: BigInt(target.info.addr), length: data.length }]), { timeoutMs: 5000 });
     await write();
-    await sleep(1500);
+    // The lane goes idle past idleTimeoutMs and is closed (by either side); the next write
+    // opens a new one. Waited for as it happens, so that the second write surely reconnects.
+    const lanes = () => tcpSocketsOf(target.child.pid!).filter((s) => s.localPort === portOf(target));
+    await until(
+      () => `the idle lane closed (${JSON.stringify(lanes())})`,
+      () => lanes().length === 0,
+    );
     await write();
     assert.is(await target.call('hash', { offset: 0, length: data.length }), hash(data));
   } finally {
