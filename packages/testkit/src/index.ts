@@ -8,7 +8,7 @@ export { serveTargetProcess, spawnTargetProcess, type TargetProcess } from './co
 export { assertOptionRefused } from './options/assert-option-refused.js';
 export { freePort } from './ports.js';
 export { until } from './waits/until.js';
-export { tcpSocketsOf, type TcpSocket } from './waits/tcp-sockets.js';
+export { bytesQueuedTo, tcpSocketsOf, type TcpSocket } from './waits/tcp-sockets.js';
 export { compileWorkerScript } from './workers/compile-worker-script.js';
 export { exitWithParent } from './workers/exit-with-parent.js';
 export { describeThreads, exitsWithin, isRunning, survivors } from './workers/process-state.js';

@@ -1,8 +1,9 @@
+import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { connect, createServer, type Socket } from 'node:net';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { tcpSocketsOf, until } from '../src/index.js';
+import { bytesQueuedTo, tcpSocketsOf, until } from '../src/index.js';
 
 test('tcpSocketsOf lists this process’s connections with their state and queues', async () => {
   const accepted: Socket[] = [];
@@ -43,6 +44,35 @@ test('tcpSocketsOf lists this process’s connections with their state and queue
     for (const s of accepted) s.destroy();
     server.close();
   }
+});
+
+test("bytesQueuedTo counts what is on its way into another process: its unread bytes and the senders' unacknowledged ones", async () => {
+  // A process that accepts one connection and never reads from it.
+  const child = spawn(
+    process.execPath,
+    ['-e', "const s = require('net').createServer((c) => c.pause()).listen(0, '127.0.0.1', () => process.stdout.write(String(s.address().port)))"],
+    {
+      stdio: ['ignore', 'pipe', 'inherit'],
+    },
+  );
+  try {
+    const [line] = (await once(child.stdout!, 'data')) as [Buffer];
+    const port = Number(line.toString().trim());
+    if (!Number.isInteger(port)) throw new Error(`the child printed ${JSON.stringify(line.toString())}`);
+    const client = connect({ host: '127.0.0.1', port });
+    await once(client, 'connect');
+    assert.is(bytesQueuedTo(child.pid!), 0, 'nothing sent yet');
+    client.write(Buffer.alloc(8 << 20, 1)); // more than the socket buffers hold: some stays unacknowledged or unsent
+    await until(
+      () => `bytes queued toward the child (${bytesQueuedTo(child.pid!)})`,
+      () => bytesQueuedTo(child.pid!) > 0,
+    );
+    client.destroy();
+  } finally {
+    child.kill('SIGKILL');
+    await once(child, 'exit');
+  }
+  assert.is(bytesQueuedTo(child.pid!), 0, 'a process that is gone has nothing on its way');
 });
 
 test('tcpSocketsOf of a process that is gone is empty', () => {

@@ -4,6 +4,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createHash, randomBytes } from 'node:crypto';
 import { batchOf, parseOptions, type SegmentDescriptor, type Transport, type TransportPeer } from '@te/connector';
+import { bytesQueuedTo, until } from '@te/testkit';
 import plugin from '../src/index.js';
 import { MiB, PROVIDERS, bareSide, initiator, target } from './helpers.js';
 
@@ -129,7 +130,8 @@ for (const provider of PROVIDERS) {
       const reqs = Array.from({ length: 64 }, () => ({ op: 'write' as const, local: local.addr, remote, length: 16 * MiB }));
       const t0 = Date.now();
       const p = code(engine.transfer(victim.segment, batchOf(reqs), { timeoutMs: 15_000 }));
-      await new Promise((r) => setTimeout(r, 60));
+      // Killed once the batch's bytes are on their way (1 GiB: it is far from done).
+      await until('the batch started moving bytes to the victim', () => bytesQueuedTo(victim.child.pid!) > 0);
       victim.kill();
       const c = await p;
       const took = Date.now() - t0;

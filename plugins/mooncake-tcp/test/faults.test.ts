@@ -3,6 +3,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { batchOf, NATIVE_STATUS } from '@te/connector';
+import { bytesQueuedTo, until } from '@te/testkit';
 import { hash, localTransport, MiB, pattern, rejectsWith, spawnTarget, type Local, type TargetProcess } from './helpers.js';
 import { header, HEADER, hello, OP, rawConnect, HELLO_ACK_BODY } from './wire.js';
 
@@ -181,7 +182,8 @@ test('a peer killed mid-batch fails the batch fast with CONNECTION_LOST, never h
   for (let k = 0; k < 256; k++) reqs.push({ op: 'write' as const, local: local.addr, remote: BigInt(victim.info.addr), length: 16 * MiB });
   const t0 = Date.now();
   const settled = rejectsWith(local.transport.submit(peer, batchOf(reqs), { timeoutMs: 20000 }), ['CONNECTION_LOST', 'PEER_UNREACHABLE']);
-  await new Promise((r) => setTimeout(r, 50));
+  // Killed once the batch's bytes are on their way (4 GiB: it is far from done).
+  await until('the batch started moving bytes to the victim', () => bytesQueuedTo(victim.child.pid!) > 0);
   await victim.kill('SIGKILL');
   const err = await settled;
   assert.ok(Date.now() - t0 < 5000, `failed within ${Date.now() - t0} ms`);

@@ -34,14 +34,17 @@ function socketInodes(pid: number): Set<string> {
   return inodes;
 }
 
-/**
- * The TCP sockets process `pid` holds (listening ones left out), read from /proc: what a test
- * waits on when it means "the target has dropped that connection" or "read what was sent",
- * rather than a sleep long enough on a quiet machine. Linux only; [] for a process that is gone.
- */
-export function tcpSocketsOf(pid: number): TcpSocket[] {
-  const inodes = socketInodes(pid);
-  const out: TcpSocket[] = [];
+interface Row {
+  local: string; // hex address:port, as the kernel prints it
+  remote: string;
+  state: string;
+  unread: number;
+  unacked: number;
+  inode: string;
+}
+
+function rows(): Row[] {
+  const out: Row[] = [];
   for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
     let text: string;
     try {
@@ -52,12 +55,41 @@ export function tcpSocketsOf(pid: number): TcpSocket[] {
     for (const line of text.split('\n').slice(1)) {
       // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
       const f = line.trim().split(/\s+/);
-      if (f.length < 10 || !inodes.has(f[9]!)) continue;
-      const state = STATES[parseInt(f[3]!, 16)] ?? f[3]!;
-      if (state === 'LISTEN') continue;
+      if (f.length < 10) continue;
       const [tx, rx] = f[4]!.split(':').map((h) => parseInt(h, 16));
-      out.push({ localPort: parseInt(f[1]!.split(':')[1]!, 16), remotePort: parseInt(f[2]!.split(':')[1]!, 16), state, unread: rx!, unacked: tx! });
+      out.push({ local: f[1]!, remote: f[2]!, state: STATES[parseInt(f[3]!, 16)] ?? f[3]!, unread: rx!, unacked: tx!, inode: f[9]! });
     }
   }
   return out;
+}
+
+const portOf = (hexAddress: string) => parseInt(hexAddress.split(':')[1]!, 16);
+
+/**
+ * The TCP sockets process `pid` holds (listening ones left out), read from /proc: what a test
+ * waits on when it means "the target has dropped that connection" or "read what was sent",
+ * rather than a sleep long enough on a quiet machine. Linux only; [] for a process that is gone.
+ */
+export function tcpSocketsOf(pid: number): TcpSocket[] {
+  const inodes = socketInodes(pid);
+  return rows()
+    .filter((r) => inodes.has(r.inode) && r.state !== 'LISTEN')
+    .map((r) => ({ localPort: portOf(r.local), remotePort: portOf(r.remote), state: r.state, unread: r.unread, unacked: r.unacked }));
+}
+
+/**
+ * Bytes on their way to process `pid` over this host's TCP connections: what it has received
+ * and not read, plus what the other ends (any process of this host, this one included) have
+ * sent it and not had acknowledged. More than 0 while a transfer into it is under way: the
+ * event a test means by "mid-transfer", where a sleep of some milliseconds only hopes for it.
+ */
+export function bytesQueuedTo(pid: number): number {
+  const inodes = socketInodes(pid);
+  const all = rows();
+  const mine = all.filter((r) => inodes.has(r.inode) && r.state !== 'LISTEN');
+  const ends = new Set(mine.map((r) => r.local));
+  let queued = 0;
+  for (const r of mine) queued += r.unread;
+  for (const r of all) if (!inodes.has(r.inode) && ends.has(r.remote)) queued += r.unacked;
+  return queued;
 }
