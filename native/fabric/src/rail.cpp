@@ -55,15 +55,7 @@ Status Rail::open(std::string* err) {
   if ((rc = fi_ep_bind(ep, &cq->fid, FI_TRANSMIT | FI_RECV))) return fail("fi_ep_bind(cq)", rc);
   if ((rc = fi_ep_bind(ep, &av->fid, 0))) return fail("fi_ep_bind(av)", rc);
   if ((rc = fi_enable(ep))) return fail("fi_enable", rc);
-  if (can_wait) {
-    // The wait object as an fd, for sleeping on it directly (sleep_on_wait_fd); a provider
-    // without one is waited on in fi_cq_sread.
-    fi_wait_obj obj = FI_WAIT_NONE;
-    int fd = -1;
-    if (fi_control(&cq->fid, FI_GETWAITOBJ, &obj) == 0 && obj == FI_WAIT_FD &&
-        fi_control(&cq->fid, FI_GETWAIT, &fd) == 0)
-      wait_fd = fd;
-  }
+  find_wait_fd();
   uint8_t name[512];
   size_t len = sizeof name;
   if ((rc = fi_getname(&ep->fid, name, &len))) return fail("fi_getname", rc);
@@ -106,6 +98,16 @@ Status Rail::open(std::string* err) {
     if (rc) return fail("fi_recv", rc);
   }
   return TE_OK;
+}
+
+// The CQ's wait object as an fd, for sleeping on it directly (sleep_on_wait_fd); a provider
+// without one is waited on in fi_cq_sread.
+void Rail::find_wait_fd() {
+  if (!can_wait) return;
+  fi_wait_obj obj = FI_WAIT_NONE;
+  int fd = -1;
+  if (fi_control(&cq->fid, FI_GETWAITOBJ, &obj) == 0 && obj == FI_WAIT_FD && fi_control(&cq->fid, FI_GETWAIT, &fd) == 0)
+    wait_fd = fd;
 }
 
 void Rail::start_thread() {
@@ -166,19 +168,20 @@ void Rail::run() {
       usleep(100);
       continue;
     }
+    // Sleep until something happens (wake() ends the sleep); one that ended on activity
+    // restarts the polling window.
     sleeping.store(true);
     // Re-checked after `sleeping` is set: a submitter that queued before it saw no sleeper.
     if (pending_work.load() != 0 || stop.load()) {
       sleeping.store(false, std::memory_order_release);
       continue;
     }
-    const int64_t wall0 = now_us();
     const bool moved = wait_fd >= 0 ? sleep_on_wait_fd() : sleep_in_sread();
     sleeping.store(false, std::memory_order_release);
     waits.fetch_add(1, std::memory_order_relaxed);
     if (moved) {
       waits_with_data.fetch_add(1, std::memory_order_relaxed);
-      active_at = std::max(wall0, now_us());
+      active_at = now_us();
       spin_over = false;
     }
   }

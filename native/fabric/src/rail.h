@@ -117,6 +117,7 @@ struct Rail {
   bool push_ctrl(CtrlMsg&& m);
   void run();
   void debug_line();  // TE_FABRIC_DEBUG: the rail's queues, once a second
+  void find_wait_fd();
   int idle_wait_ms();
   bool sleep_on_wait_fd();
   bool sleep_in_sread();
