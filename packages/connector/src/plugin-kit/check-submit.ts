@@ -1,5 +1,5 @@
 import { TransferError } from '../errors/transfer-error.js';
-import { MAX_TIMER_MS } from '../timing/deadlines.js';
+import { checkMilliseconds } from '../timing/milliseconds.js';
 import type { SubmitOptions, TransferBatch } from '../spi/batch.js';
 
 /**
@@ -19,13 +19,13 @@ export function checkSubmit(plugin: string, peer: string, batch: TransferBatch, 
     const op = batch.opcodes[i];
     if (op !== 0 && op !== 1) throw new TransferError('INVALID_ARGUMENT', `\`opcodes[${i}]\` is ${op}; expected 0 (read) or 1 (write)`, { plugin });
   }
-  // The engine's rule (batch-check.ts): whole milliseconds a timer can hold, so a transport
-  // driven directly never arms a deadline the engine would have refused.
-  const t = options.timeoutMs;
-  if (!Number.isInteger(t) || t < 1 || t > MAX_TIMER_MS)
-    throw new TransferError('INVALID_ARGUMENT', `Expected \`timeoutMs\` to be an integer of milliseconds from 1 to ${MAX_TIMER_MS}, got ${String(t)}`, {
-      plugin,
-    });
+  // The engine's rule (checkMilliseconds, as batch-check.ts asks it), so a transport driven
+  // directly never arms a deadline the engine would have refused; named by plugin like the rest.
+  try {
+    checkMilliseconds('`timeoutMs`', options.timeoutMs, 1);
+  } catch (e) {
+    throw new TransferError('INVALID_ARGUMENT', (e as Error).message, { plugin });
+  }
   if (options.notify && options.notify.length > maxNotifyBytes)
     throw new TransferError('INVALID_ARGUMENT', `a notification payload is at most ${maxNotifyBytes} bytes, got ${options.notify.length}`, { plugin });
   if (options.signal?.aborted) throw new TransferError('ABORTED', `batch to "${peer}" aborted before it was submitted`, { plugin });
