@@ -174,12 +174,19 @@ async function fakeTarget(o: { features: number | null; onRevoke: 'confirm' | 'r
   };
 }
 
+/**
+ * Submits one request against `fake` with a 100 ms deadline and returns the TIMEOUT it settles
+ * with. `cancelGraceMs` is both the wait before the reset and the target's time to answer the
+ * REVOKE: the fake answers from this process's event loop, so a case that expects its answer
+ * gives it a whole second (20 ms was missed on a loaded 2-core machine, and the slices then
+ * settled as unconfirmed); a case that expects no answer keeps it short.
+ */
 async function cancelAgainst(
   fake: FakeTarget,
-  connectTimeoutMs = 3000,
-  op: 'write' | 'read' = 'write',
+  o: { cancelGraceMs: number; connectTimeoutMs?: number; op?: 'write' | 'read' },
 ): Promise<{ code: string; message: string; remoteMayBeWritten: unknown }> {
-  const local = await localTransport(MiB, { lanesPerPeer: 1, cancelGraceMs: 20, connectTimeoutMs });
+  const { cancelGraceMs, connectTimeoutMs = 3000, op = 'write' } = o;
+  const local = await localTransport(MiB, { lanesPerPeer: 1, cancelGraceMs, connectTimeoutMs });
   try {
     const peer = await local.transport.openPeer(fake.descriptor);
     const e = await rejectsWith(
@@ -193,9 +200,12 @@ async function cancelAgainst(
   }
 }
 
+/** The grace of a case whose fake target answers the REVOKE. */
+const ANSWERED_GRACE_MS = 1000;
+
 test('the initiator names the reset connection in its REVOKE, and settles once the target confirmed', async () => {
   const fake = await fakeTarget({ features: FEATURE_REVOKE, onRevoke: 'confirm' });
-  const { message, remoteMayBeWritten } = await cancelAgainst(fake);
+  const { message, remoteMayBeWritten } = await cancelAgainst(fake, { cancelGraceMs: ANSWERED_GRACE_MS });
   assert.match(message, /timed out; .*connection was reset; the peer confirmed that nothing more of it is applied/);
   assert.is(remoteMayBeWritten, undefined, 'a confirmed cancel does not say the peer may still be written');
   assert.is(fake.revokes.length, 1, 'one REVOKE');
@@ -205,7 +215,7 @@ test('the initiator names the reset connection in its REVOKE, and settles once t
 
 test('a target of an earlier build (no feature byte) is not asked: the batch settles after the reset, as before', async () => {
   const fake = await fakeTarget({ features: null, onRevoke: 'confirm' });
-  const { message, remoteMayBeWritten } = await cancelAgainst(fake);
+  const { message, remoteMayBeWritten } = await cancelAgainst(fake, { cancelGraceMs: 20 });
   assert.match(message, /this peer cannot confirm that bytes already on their way were discarded/);
   assert.is(remoteMayBeWritten, true, 'details.remoteMayBeWritten');
   assert.is(fake.revokes.length, 0, 'no REVOKE sent');
@@ -213,12 +223,12 @@ test('a target of an earlier build (no feature byte) is not asked: the batch set
 
 test('a refused REVOKE, or one never answered, still settles the batch with its code (no hang past connectTimeoutMs)', async () => {
   const refusing = await fakeTarget({ features: FEATURE_REVOKE, onRevoke: 'refuse' });
-  const refused = await cancelAgainst(refusing);
+  const refused = await cancelAgainst(refusing, { cancelGraceMs: ANSWERED_GRACE_MS });
   assert.match(refused.message, /the peer refused to confirm .*\(INVALID_ARGUMENT\): bytes already on their way may still have landed/);
   assert.is(refused.remoteMayBeWritten, true, 'refused: details.remoteMayBeWritten');
   assert.is(refusing.revokes.length, 1);
   const silent = await fakeTarget({ features: FEATURE_REVOKE, onRevoke: 'ignore' });
-  const unanswered = await cancelAgainst(silent, 500);
+  const unanswered = await cancelAgainst(silent, { cancelGraceMs: 20, connectTimeoutMs: 500 });
   assert.match(unanswered.message, /the peer did not confirm within 20 ms .*may still land/);
   assert.is(unanswered.remoteMayBeWritten, true, 'unanswered: details.remoteMayBeWritten');
   assert.is(silent.revokes.length, 1);
@@ -226,7 +236,7 @@ test('a refused REVOKE, or one never answered, still settles the batch with its 
 
 test('an unconfirmed cancel of a READ does not say the peer may be written (a READ writes only here, and nothing more is received)', async () => {
   const silent = await fakeTarget({ features: FEATURE_REVOKE, onRevoke: 'ignore' });
-  const r = await cancelAgainst(silent, 500, 'read');
+  const r = await cancelAgainst(silent, { cancelGraceMs: 20, connectTimeoutMs: 500, op: 'read' });
   assert.match(r.message, /the peer did not confirm within 20 ms/);
   assert.is(r.remoteMayBeWritten, undefined);
   assert.equal(silent.requests, [OP.READ], 'the READ was sent');
