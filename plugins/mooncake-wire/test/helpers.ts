@@ -91,12 +91,3 @@ export function closed(s: Socket, timeoutMs = 3000): Promise<boolean> {
     s.resume();
   });
 }
-
-export async function until(check: () => boolean, timeoutMs = 3000): Promise<boolean> {
-  const end = Date.now() + timeoutMs;
-  while (Date.now() < end) {
-    if (check()) return true;
-    await new Promise((r) => setTimeout(r, 10));
-  }
-  return check();
-}

@@ -6,7 +6,8 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { batchOf, isTransferError, type TransferError } from '@te/connector';
 import { HandshakeServer, encodeSegment, type MooncakeWireTransport } from '../src/index.js';
-import { guarded, until, wire } from './helpers.js';
+import { until } from '@te/testkit';
+import { guarded, wire } from './helpers.js';
 
 function pattern(n: number, seed: number): Uint8Array {
   const b = new Uint8Array(n);
@@ -92,7 +93,7 @@ test('a kept connection the target closed while idle is replaced, not used: the 
     for (const framing of ['first', 'after the idle close']) {
       const r = await init.submit(peer, batchOf([{ op: 'write', local: s.addr, remote: addr, length: 64 }]), { timeoutMs: 3000 });
       assert.is(r.statuses[0], 0, framing);
-      await until(() => target.stats().connectionsOpen === 0, 3000);
+      await until(`the target closed the connection (${framing})`, () => target.stats().connectionsOpen === 0, 3000);
     }
     assert.is(init.stats().connectionsOpened, 2);
   } finally {
@@ -270,7 +271,7 @@ test('closing the transport with a batch in flight settles it ABORTED', async ()
     const reg = await init.registerMemory({ buffer: buf, length: 4096n, device: 'cpu', remoteAccess: false });
     const { peer } = await init.openSegment(f.segment);
     const p = init.submit(peer, batchOf([{ op: 'read', local: reg.addr, remote: 0x10000n, length: 4096 }]), { timeoutMs: 10000 }).catch((x: unknown) => x);
-    await until(() => f.data.listening && init.stats().connectionsOpened === 1);
+    await until('the initiator connected to the silent target', () => f.data.listening && init.stats().connectionsOpened === 1, 3000);
     await init.close();
     const e = await p;
     assert.ok(isTransferError(e) && e.code === 'ABORTED', String(e));

@@ -4,7 +4,8 @@
 // are served; a request outside te's registered memory fails it.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { guarded, until, wire } from './helpers.js';
+import { until } from '@te/testkit';
+import { guarded, wire } from './helpers.js';
 import { runInitiator, unavailable } from './mooncake-bin.js';
 
 const why = unavailable();
@@ -38,7 +39,11 @@ if (why) {
         // A legacy-framing initiator counts a WRITE done once its bytes are in its socket: te
         // may still be applying the last ones when the process has exited, and a connection
         // that found te's accept queue full arrives with a SYN-ACK retransmission (up to 7 s).
-        await until(() => t.stats().writes === w.batches * BATCH, 15_000);
+        await until(
+          () => `te applied ${t.stats().writes} of the ${w.batches * BATCH} WRITEs`,
+          () => t.stats().writes === w.batches * BATCH,
+          15_000,
+        );
         assert.ok(
           region.every((b) => b === 0),
           "every addressed byte holds the initiator's bytes",

@@ -2,7 +2,8 @@
 // frame type of the data path in both framings, and the hostile cases.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { STATUS_OK, STATUS_REJECTED, closed, connect, guarded, header, readN, until, wire } from './helpers.js';
+import { until } from '@te/testkit';
+import { STATUS_OK, STATUS_REJECTED, closed, connect, guarded, header, readN, wire } from './helpers.js';
 
 test('v2 WRITE lands exactly in the addressed range and is acknowledged after the bytes are in memory', async () => {
   const t = await wire({ listen: true });
@@ -133,9 +134,9 @@ test('a truncated WRITE body (peer disappears mid-request): no acknowledgement, 
     const { all, region, addr } = await guarded(t, 65536);
     const s = await connect((t.endpoint() as { dataPort: number }).dataPort);
     s.write(Buffer.concat([header(65536n, addr, 0x81), Buffer.alloc(1000, 0xcc)]));
-    await until(() => region[999] === 0xcc);
+    await until('the 1000 bytes sent of the WRITE landed', () => region[999] === 0xcc, 3000);
     s.destroy();
-    assert.ok(await until(() => t.stats().truncated === 1), 'counted as truncated');
+    await until('the WRITE counted as truncated', () => t.stats().truncated === 1, 3000);
     assert.ok(all.subarray(0, 4096).every((b) => b === 0) && all.subarray(4096 + 65536).every((b) => b === 0));
     // still serving
     const s2 = await connect((t.endpoint() as { dataPort: number }).dataPort);
@@ -153,7 +154,7 @@ test('bounded: connections beyond maxConnectionsPerAddress are closed at accept;
     const port = (t.endpoint() as { dataPort: number }).dataPort;
     const a = await connect(port);
     const b = await connect(port);
-    await until(() => t.stats().connectionsAccepted === 2);
+    await until('both connections accepted', () => t.stats().connectionsAccepted === 2, 3000);
     const c = await connect(port);
     assert.ok(await closed(c, 2000), 'the third connection is refused');
     assert.is(t.stats().connectionsRefused, 1);
