@@ -5,8 +5,8 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { batchOf, isTransferError, type TransferError } from '@te/connector';
-import { HandshakeServer, encodeSegment, type MooncakeWireTransport } from '../src/index.js';
 import { until } from '@te/testkit';
+import { HandshakeServer, encodeSegment, type MooncakeWireTransport } from '../src/index.js';
 import { guarded, wire } from './helpers.js';
 
 function pattern(n: number, seed: number): Uint8Array {
