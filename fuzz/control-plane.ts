@@ -114,7 +114,7 @@ function intIn(min: number, max: number): number {
 }
 
 function wrongValue(): unknown {
-  return pick([
+  return pick<unknown>([
     null,
     undefined,
     -1,
@@ -138,9 +138,25 @@ function wrongValue(): unknown {
 // to 1.5 GiB) tripped the memory bound without the ranks holding anything.
 let elementBudget = 0;
 
+/** The JSON Schema keywords of a TypeBox schema that `generate` reads. */
+interface SchemaKeywords {
+  [Kind]?: string;
+  const?: unknown;
+  anyOf?: TSchema[];
+  type?: string;
+  properties?: Record<string, TSchema>;
+  required?: string[];
+  items?: TSchema;
+  minimum?: number;
+  maximum?: number;
+  maxItems?: number;
+  minLength?: number;
+  maxLength?: number;
+}
+
 /** A value of `schema`'s shape with edge values, depth- and size-bounded. */
 function generate(schema: TSchema, depth = 0): unknown {
-  const s = schema as Record<string | symbol, any>;
+  const s: SchemaKeywords = schema;
   const kind = s[Kind];
   if (kind === 'TeUint32Array') {
     const n = Math.min(Math.max(elementBudget, 0), Math.random() < 0.1 ? rnd(70000) : rnd(20));
@@ -161,7 +177,7 @@ function generate(schema: TSchema, depth = 0): unknown {
       if (depth > 4 || elementBudget <= 0) return [];
       const n = Math.min(elementBudget, Math.random() < 0.1 ? Math.min(s.maxItems ?? 100, 5000) : rnd(4));
       elementBudget -= n;
-      return Array.from({ length: n }, () => generate(s.items, depth + 1));
+      return Array.from({ length: n }, () => generate(s.items!, depth + 1));
     }
     case 'integer':
       return intIn(s.minimum ?? -(2 ** 31), s.maximum ?? 2 ** 31);

@@ -134,7 +134,7 @@ async function main(): Promise<void> {
     { host: '127.0.0.1', port: 0, maxConnections: 64, timeoutMs: 500 },
     { metadata: () => descriptor, notify: () => true },
   );
-  let hostileReply = Buffer.alloc(0);
+  let hostileReply: Buffer = Buffer.alloc(0);
   const hostile = createServer((s) => {
     s.on('error', () => undefined);
     s.once('data', () => s.end(hostileReply));

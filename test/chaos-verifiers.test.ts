@@ -1,6 +1,8 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+// @ts-expect-error: a plain .mjs module of the chaos soak, without types
 import { fillSeeded, pageSeed, prng, wrongBytes } from '../scripts/chaos/pattern.mjs';
+// @ts-expect-error: a plain .mjs module of the chaos soak, without types
 import { judgeRoom } from '../scripts/chaos/judge.mjs';
 
 /*

@@ -51,7 +51,7 @@ test("MC_TE_METRIC's periodic line reports the interval's throughput and failure
     const src = await a.allocateMemory(1 << 20);
     const dst = await b.allocateMemory(1 << 20);
     await a.write(b.segmentName, src.addr, dst.addr, 1 << 20);
-    const line = await Promise.race([countedLine, new Promise<undefined>((r) => setTimeout(r, 10_000).unref())]);
+    const line = await Promise.race([countedLine, new Promise<undefined>((r) => setTimeout(() => r(undefined), 10_000).unref())]);
     assert.ok(line, lines.join('\n'));
     assert.match(line!, /\[Metric\] Transfer Engine throughput: [\d.]+ MB\/s over 0.3 s, 1 batches, 0 failed/);
   } finally {

@@ -13,12 +13,24 @@ import { survivors } from '@te/testkit';
 const te = join(dirname(fileURLToPath(import.meta.url)), '..', 'packages', 'cli', 'dist', 'te.js');
 const SMALL = ['--requests', '6', '--concurrency', '3', '--layers', '8', '--images', '4', '--pool-images', '3', '--json'];
 
+/** `te demo --json`'s report (packages/cli/src/demo/pipeline/run.ts): the fields these tests read. */
+interface DemoReport {
+  connector: string;
+  passed: boolean;
+  /** One per request; `error` only where it failed, the timings only where it was answered. */
+  rows: { id: number; ok: boolean; verified: boolean; error?: string; bytes?: number; totalMs?: number }[];
+  stats: {
+    encoder: { reused: number; evictions: number };
+    prefill: { layerwise: { layerwiseRooms: number } };
+  };
+}
+
 function demo(args: string[], env: NodeJS.ProcessEnv = {}) {
   const r = spawnSync(process.execPath, [te, 'demo', ...args], { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 120_000 });
   const last = r.stdout.trim().split('\n').pop() ?? '';
-  let report: any;
+  let report: DemoReport;
   try {
-    report = JSON.parse(last);
+    report = JSON.parse(last) as DemoReport;
   } catch {
     throw new Error(`te demo printed no JSON report (exit ${r.status}):\n${r.stdout}\n${r.stderr}`);
   }
@@ -32,7 +44,7 @@ test('te demo over mooncake-tcp: every request verified, images shared and evict
   assert.is(report.rows.length, 6);
   for (const r of report.rows) {
     assert.ok(r.verified, `request ${r.id}: ${r.error}`);
-    assert.ok(r.bytes > 0 && r.totalMs > 0);
+    assert.ok(r.bytes! > 0 && r.totalMs! > 0);
   }
   assert.ok(report.stats.encoder.reused > 0, 'requests shared images');
   assert.ok(report.stats.encoder.evictions > 0, 'the pool evicted');
@@ -41,18 +53,18 @@ test('te demo over mooncake-tcp: every request verified, images shared and evict
 
 test('te demo over mooncake-rdma (tcp;ofi_rxm)', () => {
   const { status, report } = demo([...SMALL, '--connector', 'mooncake-rdma'], { FI_PROVIDER: 'tcp;ofi_rxm' });
-  assert.is(status, 0, JSON.stringify(report.rows?.find((r: any) => !r.verified)));
-  assert.ok(report.rows.every((r: any) => r.verified));
+  assert.is(status, 0, JSON.stringify(report.rows?.find((r) => !r.verified)));
+  assert.ok(report.rows.every((r) => r.verified));
   assert.is(report.connector, 'mooncake-rdma');
 });
 
 test('a request whose images the encoder fails on is answered with an error; the others still verify', () => {
   const { status, report } = demo([...SMALL, '--fail-encoder', '2']);
   assert.is(status, 0);
-  const failed = report.rows.find((r: any) => r.id === 2);
+  const failed = report.rows.find((r) => r.id === 2)!;
   assert.is(failed.ok, false);
-  assert.match(failed.error, /encoder/);
-  assert.ok(report.rows.filter((r: any) => r.id !== 2).every((r: any) => r.verified));
+  assert.match(failed.error!, /encoder/);
+  assert.ok(report.rows.filter((r) => r.id !== 2).every((r) => r.verified));
 });
 
 test('te demo --module-path runs every worker on the plugin loaded from that path (this one is in-process: each request fails with its typed error, exit 1)', () => {
@@ -60,7 +72,7 @@ test('te demo --module-path runs every worker on the plugin loaded from that pat
   assert.is(status, 1);
   assert.is(report.connector, 'example-memcpy');
   assert.is(report.passed, false);
-  for (const r of report.rows) assert.match(r.error, /\[example-memcpy\] no peer 127\.0\.0\.1:\d+/);
+  for (const r of report.rows) assert.match(r.error!, /\[example-memcpy\] no peer 127\.0\.0\.1:\d+/);
 });
 
 test('one corrupted KV byte fails verification and the exit code', () => {
@@ -68,7 +80,7 @@ test('one corrupted KV byte fails verification and the exit code', () => {
   assert.is(status, 1);
   assert.is(report.passed, false);
   assert.ok(
-    report.rows.some((r: any) => !r.verified && /layer 0 K byte/.test(r.error)),
+    report.rows.some((r) => !r.verified && /layer 0 K byte/.test(r.error!)),
     JSON.stringify(report.rows),
   );
 });
@@ -78,7 +90,7 @@ test('one wrong byte inside a pulled embedding fails verification (the KV depend
   assert.is(status, 1);
   assert.is(report.passed, false);
   assert.ok(
-    report.rows.some((r: any) => !r.verified && /layer 0 K byte/.test(r.error)),
+    report.rows.some((r) => !r.verified && /layer 0 K byte/.test(r.error!)),
     JSON.stringify(report.rows),
   );
 });
@@ -86,7 +98,7 @@ test('one wrong byte inside a pulled embedding fails verification (the KV depend
 test('odd sizes (--hidden 3 --image-tokens 3 --tokens 1 --layers 1) still verify', () => {
   const { status, report } = demo(['--requests', '3', '--hidden', '3', '--image-tokens', '3', '--tokens', '1', '--layers', '1', '--json']);
   assert.is(status, 0, JSON.stringify(report.rows));
-  assert.ok(report.rows.every((r: any) => r.verified));
+  assert.ok(report.rows.every((r) => r.verified));
 });
 
 test('te demo killed mid-run leaves no worker process behind', async () => {

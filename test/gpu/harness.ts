@@ -149,8 +149,17 @@ async function child(plugin: PluginName): Promise<void> {
 }
 
 // ---------------------------------------------------------------- parent
+/** The target's answer: `ok` with the command's value (`sha`: the digest) or, at start-up, its descriptor; else the error. */
+interface Answer {
+  ok: boolean;
+  error?: string;
+  value?: string;
+  descriptor?: SegmentDescriptor;
+}
+
 interface Child {
-  call(cmd: string, args?: Record<string, unknown>): Promise<any>;
+  /** Resolves with the command's value: the hex digest for `sha`, nothing for the others. */
+  call(cmd: string, args?: Record<string, unknown>): Promise<string | undefined>;
   descriptor: SegmentDescriptor;
 }
 
@@ -159,8 +168,8 @@ const CALL_DEADLINE_MS = 120_000;
 
 function startChild(plugin: PluginName): Promise<Child> {
   const c = fork(fileURLToPath(import.meta.url), ['--child', plugin], { serialization: 'advanced', stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  let waiter: { resolve(v: any): void; reject(e: Error): void } | undefined;
-  c.on('message', (m: { ok: boolean; error?: string }) => {
+  let waiter: { resolve(v: Answer): void; reject(e: Error): void } | undefined;
+  c.on('message', (m: Answer) => {
     const w = waiter;
     waiter = undefined;
     if (!w) return;
@@ -171,7 +180,7 @@ function startChild(plugin: PluginName): Promise<Child> {
   // Every answer has a deadline: a target stuck in a driver call fails its check and the run
   // goes on, instead of hanging until the outer timeout (if one was given).
   const next = (what: string) =>
-    new Promise<any>((resolve, reject) => {
+    new Promise<Answer>((resolve, reject) => {
       const timer = setTimeout(() => {
         waiter = undefined;
         c.kill('SIGKILL');

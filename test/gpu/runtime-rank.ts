@@ -200,11 +200,19 @@ function verify(received: RoomArgs[]): string | null {
   return null;
 }
 
+/** How a room ended on this rank: its status, with the error where it failed. */
+interface RoomReply {
+  status: KVStatus;
+  code?: string;
+  message?: string;
+}
+
 const received: RoomArgs[] = [];
 const failedPages = new Set<number>();
-const ops: Record<string, (a: any) => Promise<unknown>> = {
+// Each op takes the arguments the parent sent (JSON over IPC) and answers with its reply's value.
+const ops = {
   /** Prefill: fill the room, send it in `chunks` chunks (pausing after the first when asked), wait for the result. */
-  async send(a: RoomArgs & { chunks?: number; pauseMs?: number }) {
+  async send(a: RoomArgs & { chunks?: number; pauseMs?: number }): Promise<RoomReply & { ms: number; handshakeMs?: number; transferMs?: number }> {
     fill(a);
     const sender = manager.createSender({ host: '127.0.0.1', port: spec.bootstrapPort, room: BigInt(a.room) });
     rooms.set(a.room, { sender });
@@ -232,7 +240,7 @@ const ops: Record<string, (a: any) => Promise<unknown>> = {
     }
   },
   /** Decode: ask for the room, wait for its result, then verify all of this rank's memory. */
-  async receive(a: RoomArgs & { verify?: boolean }) {
+  async receive(a: RoomArgs & { verify?: boolean }): Promise<RoomReply & { mismatch?: string | null }> {
     const receiver = manager.createReceiver({ host: '127.0.0.1', port: spec.bootstrapPort, room: BigInt(a.room) });
     rooms.set(a.room, { receiver });
     try {
@@ -247,7 +255,7 @@ const ops: Record<string, (a: any) => Promise<unknown>> = {
       return { status: receiver.status, ...errorOf(receiver.failure ?? e) };
     }
   },
-  async abort(a: { room: string; reason: string }) {
+  async abort(a: { room: string; reason: string }): Promise<{ ok: boolean; code?: string; message?: string }> {
     const entry = rooms.get(a.room)!;
     try {
       await (entry.sender ?? entry.receiver)!.abort(a.reason);
@@ -369,9 +377,11 @@ const ops: Record<string, (a: any) => Promise<unknown>> = {
     return true;
   },
 };
+/** The ops this rank serves, for runtime.ts to type each call's reply. */
+export type RankOps = typeof ops;
 
 process.on('message', (msg: { id: number; op: string; args: unknown }) => {
-  ops[msg.op]!(msg.args).then(
+  (ops as Record<string, (a: unknown) => Promise<unknown>>)[msg.op]!(msg.args).then(
     (value) => process.send!({ id: msg.id, ok: true, value }),
     (e) => process.send!({ id: msg.id, ok: false, error: `${errorOf(e).code}: ${errorOf(e).message}` }),
   );

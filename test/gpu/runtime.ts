@@ -20,7 +20,7 @@ import { KVStatus, createTransferEngine, isTransferError } from '@te/connector';
 import { createECProducer } from '@te/disagg';
 import { addonLoader, probeCuda, type NativeCudaModule } from '@te/cuda';
 import { compileWorkerScript, freePort } from '@te/testkit';
-import type { Model, RankSpec, RoomArgs } from './runtime-rank.js';
+import type { Model, RankOps, RankSpec, RoomArgs } from './runtime-rank.js';
 
 const root = join(import.meta.dirname, '..', '..');
 const OUT = process.env.OUT ?? join(root, 'test', 'gpu', 'build', 'out');
@@ -75,11 +75,31 @@ function save(): void {
   );
 }
 
+/** The value a rank's op (runtime-rank.ts) replies with. */
+type Reply<K extends keyof RankOps> = Awaited<ReturnType<RankOps[K]>>;
+
+/** The events a rank sends, by name. */
+interface RankEvents {
+  ready: { event: 'ready'; segment: string };
+  startFailed: { event: 'startFailed'; code: string; message: string };
+  chunk: { event: 'chunk'; room: string };
+  requested: { event: 'requested'; room: string };
+}
+
+/** A message from a rank: a call's reply (by `id`: `value` or `error`) or an event (by `event` name). */
+interface RankMessage {
+  id?: number;
+  ok?: boolean;
+  value?: unknown;
+  error?: string;
+  event?: string;
+}
+
 interface Rank {
   child: ChildProcess;
   segment: string;
-  call<T = any>(op: string, args?: unknown, timeoutMs?: number): Promise<T>;
-  event(name: string, timeoutMs?: number): Promise<any>;
+  call<K extends keyof RankOps>(op: K, args?: unknown, timeoutMs?: number): Promise<Reply<K>>;
+  event<K extends keyof RankEvents>(name: K, timeoutMs?: number): Promise<RankEvents[K]>;
 }
 
 /**
@@ -106,7 +126,7 @@ async function spawnRank(spec: RankSpec): Promise<Rank> {
   let next = 1;
   const pending = new Map<number, { resolve(v: unknown): void; reject(e: Error): void }>();
   const listeners: { name: string; resolve(v: unknown): void }[] = [];
-  child.on('message', (msg: any) => {
+  child.on('message', (msg: RankMessage) => {
     if (msg.id !== undefined) {
       const p = pending.get(msg.id);
       pending.delete(msg.id);
@@ -124,10 +144,10 @@ async function spawnRank(spec: RankSpec): Promise<Rank> {
     for (const p of pending.values()) p.reject(new Error(`rank exited (${code ?? signal})`));
     pending.clear();
   });
-  const event = (name: string, timeoutMs = CALL_MS) =>
-    new Promise<any>((resolve, reject) => {
+  const event = <K extends keyof RankEvents>(name: K, timeoutMs = CALL_MS) =>
+    new Promise<RankEvents[K]>((resolve, reject) => {
       const t = setTimeout(() => reject(new Error(`no "${name}" event within ${timeoutMs} ms`)), timeoutMs);
-      listeners.push({ name, resolve: (v) => (clearTimeout(t), resolve(v)) });
+      listeners.push({ name, resolve: (v) => (clearTimeout(t), resolve(v as RankEvents[K])) });
     });
   const call = <T>(op: string, args?: unknown, timeoutMs = CALL_MS) =>
     new Promise<T>((resolve, reject) => {
@@ -193,7 +213,7 @@ async function moveRoom(pd: { prefills: Rank[]; decodes: Rank[] }, r: { prefill:
   return { sent, received };
 }
 
-function roomOk(name: string, x: { sent: any[]; received: any[] }): boolean {
+function roomOk(name: string, x: { sent: Reply<'send'>[]; received: Reply<'receive'>[] }): boolean {
   const bad = [
     ...x.sent.map((s, i) => (s.status === KVStatus.Success ? undefined : `prefill ${i}: ${s.status} ${s.code ?? ''} ${s.message ?? ''}`)),
     ...x.received.map((d, i) =>
@@ -232,7 +252,7 @@ async function pdCase(connector: RankSpec['connector'], tpP: number, tpD: number
         iterations: 3,
       });
       const bytes = BENCH_PAGES * info.bytesPerPage;
-      const pdGBs = bytes / (again.sent[0].transferMs / 1e3) / 1e9;
+      const pdGBs = bytes / (again.sent[0].transferMs! / 1e3) / 1e9;
       const rawGBs = raw.bytes / (raw.ms / 1e3) / 1e9;
       results.figures[`pd ${connector}`] = {
         bytes,
@@ -308,7 +328,7 @@ async function layerwiseCase(): Promise<void> {
     const got = await Promise.all(recv);
     const after = await pd.decodes[0]!.call('verify');
     const bad = [
-      ...b.results.filter((r: any) => r.status !== KVStatus.Success).map((r: any) => `prefill room ${r.room}: ${r.status} ${r.code} ${r.message}`),
+      ...b.results.filter((r) => r.status !== KVStatus.Success).map((r) => `prefill room ${r.room}: ${r.status} ${r.code} ${r.message}`),
       ...got.filter((g) => g.status !== KVStatus.Success).map((g) => `decode: ${g.status} ${g.code ?? ''} ${g.message ?? ''}`),
       ...(after.mismatch ? [`decode memory: ${after.mismatch}`] : []),
     ];
@@ -324,7 +344,7 @@ async function layerwiseCase(): Promise<void> {
     const v = await pd.decodes[0]!.call('verify');
     check(`${name}: decode memory after the whole rooms, every byte compared on the host`, v.mismatch === null, v.mismatch ?? undefined);
     // A whole room starts after compute; its handshake, as the layerwise rooms', is done before.
-    const wholeMs = Math.max(...whole.map((w) => w.sent[0].transferMs));
+    const wholeMs = Math.max(...whole.map((w) => w.sent[0].transferMs!));
     const hidden = 1 - b.tailMs / wholeMs;
     results.figures.layerwise = { layers: MODEL.layers, layerMs, tailMs: b.tailMs, wholeMs, hiddenShare: hidden, stats: b.stats };
     log(`${name}: tail ${b.tailMs.toFixed(1)} ms after the last layer vs ${wholeMs.toFixed(1)} ms whole: ${(hidden * 100).toFixed(0)}% hidden`);

@@ -1,7 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { fileURLToPath } from 'node:url';
-import type { TeConfigInput } from '@te/connector';
+import type { ECItemParams, TeConfigInput } from '@te/connector';
 import { Cluster, netnsSupport, testIf } from './harness/index.js';
 
 /*
@@ -30,6 +30,13 @@ const CONFIGS: [string, (address: string) => TeConfigInput][] = [
   ],
 ];
 
+/** The consumer's `load` reply (fixtures/ec-node.ts): what arrived, what failed, and what arrived with the wrong bytes. */
+interface LoadReply {
+  loaded: string[];
+  failed: { hash: string; code?: string }[];
+  mismatches: string[];
+}
+
 for (const [name, config] of CONFIGS)
   testIf(test, netnsSupport(), `EC across hosts over ${name}: the prefill host pulls every item byte-exact from the encoder host`, async () => {
     await Cluster.with(['encoder', 'prefill'], async (c) => {
@@ -38,16 +45,16 @@ for (const [name, config] of CONFIGS)
         c.spawn('encoder', EC_NODE, { env: spec('producer', c.host('encoder').address) }),
         c.spawn('prefill', EC_NODE, { env: spec('consumer', c.host('prefill').address) }),
       ]);
-      const params: Record<string, any> = {};
-      for (const [hash, length] of ITEMS) params[hash] = await producer.call('save', { hash, length });
+      const params: Record<string, ECItemParams> = {};
+      for (const [hash, length] of ITEMS) params[hash] = await producer.call<ECItemParams>('save', { hash, length });
       // The router hands the consumer the encoder host's address, nothing else.
       for (const p of Object.values(params)) assert.is(p.remote_host, c.host('encoder').address);
       const before = c.counters('prefill');
-      const r = await consumer.call('load', { params }, 30_000);
+      const r = await consumer.call<LoadReply>('load', { params }, 30_000);
       assert.equal(r.loaded, ITEMS.map(([h]) => h).sort());
       assert.equal(r.failed, []);
       assert.equal(r.mismatches, []);
-      assert.is((await producer.call('stats')).pulls, 1);
+      assert.is((await producer.call<{ pulls: number; count: number }>('stats')).pulls, 1);
       const bytes = ITEMS.reduce((n, [, l]) => n + l, 0);
       assert.ok(c.counters('prefill').rx - before.rx >= bytes, "the embeddings crossed the prefill host's link");
     });

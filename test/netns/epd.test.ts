@@ -19,6 +19,12 @@ const CONCURRENCY = 3;
 /** Distinct images; the encoder's pool holds them all, so none is evicted and every one is pulled, none encoded locally. */
 const IMAGES = 4;
 
+/** The proxy's reply to a completion: `te`, the pipeline's verdict, on 200 (read only then), `{ error }` otherwise. */
+interface CompletionReply {
+  error?: { message: string; code: string | null };
+  te: { verified: boolean; mismatch: string | null };
+}
+
 testIf(
   test,
   netnsSupport(),
@@ -43,12 +49,12 @@ testIf(
         encoder: url('encoder', encoder),
         prefill: url('prefill', prefill),
         decode: url('decode', decode),
-        bootstrap: { host: c.host('prefill').address, port: prefill.info.bootstrapPort },
+        bootstrap: { host: c.host('prefill').address, port: prefill.info.bootstrapPort as number },
       });
       try {
         const before = { prefill: c.counters('prefill'), decode: c.counters('decode') };
         const endpoint = `http://127.0.0.1:${proxy.port}/v1/chat/completions`;
-        const rows: any[] = [];
+        const rows: { i: number; status: number; body: CompletionReply }[] = [];
         const queue = Array.from({ length: REQUESTS }, (_, i) => i);
         await Promise.all(
           Array.from({ length: CONCURRENCY }, async () => {
@@ -70,7 +76,7 @@ testIf(
                 body: JSON.stringify(body),
                 signal: AbortSignal.timeout(30_000),
               });
-              rows.push({ i, status: res.status, body: await res.json() });
+              rows.push({ i, status: res.status, body: (await res.json()) as CompletionReply });
             }
           }),
         );

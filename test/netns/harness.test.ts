@@ -81,11 +81,18 @@ testIf(test, support, 'close stops the processes and removes namespaces, veths a
   gone(c.hosts, c.bridge);
 });
 
-async function dyingRun(): Promise<{ child: ReturnType<typeof fork>; report: { hosts: Host[]; bridge: string; inside: number } }> {
+/** What the dying run (fixtures/dying-run.ts) reports: its cluster's hosts and bridge, and the pid of the process inside. */
+interface DyingReport {
+  hosts: Host[];
+  bridge: string;
+  inside: number;
+}
+
+async function dyingRun(): Promise<{ child: ReturnType<typeof fork>; report: DyingReport }> {
   const child = fork(await compileWorkerScript(DYING), [], { execArgv: [], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  const report = await new Promise<any>((resolve, reject) => {
+  const report = await new Promise<DyingReport>((resolve, reject) => {
     const t = setTimeout(() => reject(new Error('the dying run did not report within 20 s')), 20_000);
-    child.once('message', (m) => (clearTimeout(t), resolve(m)));
+    child.once('message', (m) => (clearTimeout(t), resolve(m as DyingReport)));
     child.once('exit', (code) => (clearTimeout(t), reject(new Error(`the dying run exited (${code})`))));
   });
   return { child, report };

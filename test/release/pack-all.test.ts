@@ -21,7 +21,7 @@ const run = (cmd: string, args: string[], cwd = work) =>
   execFileSync(cmd, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], timeout: 600_000 });
 /** The environment without te's own variables (unset, not empty: an empty value is a setting). */
 function cleanEnv(): NodeJS.ProcessEnv {
-  const env = { ...process.env, FORCE_COLOR: '0' };
+  const env: NodeJS.ProcessEnv = { ...process.env, FORCE_COLOR: '0' };
   for (const k of Object.keys(env)) if (/^(TE|MC)_/.test(k)) delete env[k];
   return env;
 }

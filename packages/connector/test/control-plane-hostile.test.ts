@@ -51,7 +51,16 @@ function inbox(raw: Dealer): { queue: unknown[]; wake?: () => void } {
   return box;
 }
 
-async function reply(raw: Dealer, timeoutMs = 2_000): Promise<any> {
+/** The reply envelope of a refused request, as these tests read it. */
+interface ErrorReply {
+  id: number;
+  ok: boolean;
+  code: string;
+  message: string;
+}
+
+/** The next decoded reply on `raw`, or 'no reply' when none came within `timeoutMs`. */
+async function reply(raw: Dealer, timeoutMs = 2_000): Promise<unknown> {
   const box = inbox(raw);
   const end = Date.now() + timeoutMs;
   while (box.queue.length === 0) {
@@ -77,7 +86,7 @@ async function stillServes(endpoint: string): Promise<void> {
 test('a hostile field type ({v: {toString: 0}}) is answered INVALID_ARGUMENT, not a crash', async () => {
   await withServer(async (_s, endpoint, raw) => {
     await raw.send(encodeMessage({ v: { toString: 0 }, id: 1, type: 'x' }));
-    const r = await reply(raw);
+    const r = (await reply(raw)) as ErrorReply;
     assert.is(r.id, 1);
     assert.is(r.ok, false);
     assert.is(r.code, 'INVALID_ARGUMENT');
@@ -110,7 +119,7 @@ test('malformed envelopes: a reply when the id can be read, silence otherwise; n
         assert.is(await reply(raw, 300), 'no reply', `${label}: no id to answer to, so no reply`);
         continue;
       }
-      const r = await reply(raw);
+      const r = (await reply(raw)) as ErrorReply;
       assert.is.not(r, 'no reply', `${label}: the id can be read, so a reply is due`);
       assert.is(r.id, id, `${label}: the reply answers this envelope`);
       assert.is(r.ok, false, `${label}: ${JSON.stringify(r)}`);
@@ -126,7 +135,7 @@ test('malformed envelopes: a reply when the id can be read, silence otherwise; n
 test('a long type is refused without being echoed; an oversized message is dropped', async () => {
   await withServer(async (_s, endpoint, raw) => {
     await raw.send(encodeMessage({ v: 1, id: 9, type: 'x'.repeat(100_000) }));
-    const r = await reply(raw);
+    const r = (await reply(raw)) as ErrorReply;
     assert.is(r.code, 'INVALID_ARGUMENT');
     assert.ok(r.message.length < 300, `reply of ${r.message.length} characters`);
     const big = new Dealer({ linger: 0 });

@@ -27,16 +27,17 @@ function rank(tp: number, tpRank: number): RankRegistration {
   };
 }
 
-async function put(port: number, body: unknown): Promise<{ status: number; body: any }> {
+/** Registers `body`; the reply's JSON body is read as `T` (a refusal's is `{ error }`). */
+async function put<T = unknown>(port: number, body: unknown): Promise<{ status: number; body: T }> {
   const res = await fetch(`http://127.0.0.1:${port}/route`, { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  return { status: res.status, body: await res.json() };
+  return { status: res.status, body: (await res.json()) as T };
 }
 
 test('a registration refused for its rank bounds does not fix the layout: later valid ranks register and the instance gets ready', async () => {
   const server = await startBootstrapServer({ host: '127.0.0.1', port: 0 });
   try {
     // A misconfigured rank (tp size 1, rank 3) is refused...
-    const bad = await put(server.port, rank(1, 3));
+    const bad = await put<{ error: string }>(server.port, rank(1, 3));
     assert.is(bad.status, 400, JSON.stringify(bad.body));
     assert.match(bad.body.error, /outside the layout/);
     assert.is(server.expectedRanks, Infinity, 'a refused rank must not set the expected rank count');

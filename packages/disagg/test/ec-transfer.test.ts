@@ -2,7 +2,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import type { TeConfigInput } from '@te/connector';
 import { readFile } from 'node:fs/promises';
-import { closeAll, spawnEC, type RankProcess } from './pd-harness.js';
+import { closeAll, spawnEC, type ECProcess } from './pd-harness.js';
 
 /** The scheduler state letter of a process (T: stopped). */
 async function readState(pid: number): Promise<string> {
@@ -27,7 +27,7 @@ for (const [name, config] of [
   ['mooncake-rdma (tcp;ofi_rxm)', RDMA],
 ] as const) {
   test(`items arrive byte-exact over ${name}; two consumers pull the same items; an unknown hash is reported failed`, async () => {
-    const ranks: RankProcess[] = [];
+    const ranks: ECProcess[] = [];
     try {
       const [p, c1, c2] = await Promise.all([
         spawnEC({ role: 'producer', config, poolBytes: 32 * MiB }),
@@ -57,7 +57,7 @@ for (const [name, config] of [
 }
 
 test('a producer killed before the pull: the items are reported failed within the timeout, waitForLoad resolves', async () => {
-  const ranks: RankProcess[] = [];
+  const ranks: ECProcess[] = [];
   try {
     const [p, c] = await Promise.all([spawnEC({ role: 'producer' }), spawnEC({ role: 'consumer', loadTimeoutMs: 1_500 })]);
     ranks.push(p, c);
@@ -66,7 +66,7 @@ test('a producer killed before the pull: the items are reported failed within th
     const r = await c.call('load', { params }, 15_000);
     assert.equal(r.loaded, []);
     assert.is(r.failed.length, 1);
-    assert.ok(['TIMEOUT', 'PEER_UNREACHABLE', 'CONNECTION_LOST'].includes(r.failed[0].code), r.failed[0].code);
+    assert.ok(['TIMEOUT', 'PEER_UNREACHABLE', 'CONNECTION_LOST'].includes(r.failed[0].code!), r.failed[0].code);
     assert.ok(r.ms < 1_500 + 2_000 + 5_000, `${r.ms} ms`);
   } finally {
     await closeAll(ranks);
@@ -74,7 +74,7 @@ test('a producer killed before the pull: the items are reported failed within th
 });
 
 test('eviction never frees an item while it is being written to a stalled consumer; the consumer, resumed, reads the right bytes', async () => {
-  const ranks: RankProcess[] = [];
+  const ranks: ECProcess[] = [];
   try {
     const big = 256 * MiB;
     const [p, c, c2] = await Promise.all([
@@ -115,7 +115,7 @@ test('eviction never frees an item while it is being written to a stalled consum
 });
 
 test('a load given up at its timeout keeps its late answer out of the next load; close waits for the abandoned pull', async () => {
-  const ranks: RankProcess[] = [];
+  const ranks: ECProcess[] = [];
   try {
     const [p, c] = await Promise.all([spawnEC({ role: 'producer', poolBytes: 96 * MiB }), spawnEC({ role: 'consumer', destBytes: 64 * MiB })]);
     ranks.push(p, c);
@@ -134,7 +134,7 @@ test('a load given up at its timeout keeps its late answer out of the next load;
 });
 
 test('closing a producer waits for the pulls it is serving before freeing its pool', async () => {
-  const ranks: RankProcess[] = [];
+  const ranks: ECProcess[] = [];
   try {
     const big = 256 * MiB;
     const [p, c] = await Promise.all([

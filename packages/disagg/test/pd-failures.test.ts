@@ -41,7 +41,7 @@ test('prefill killed mid-transfer: the decode room fails within the heartbeat de
     const waited = Date.now() - killedAt;
     assert.is(r.status, 0);
     assert.is(r.code, 'PEER_FAILED', r.message);
-    assert.match(r.message, /room 1/);
+    assert.match(r.message!, /room 1/);
     // heartbeat 300 ms × 2 misses, plus scheduling slack on a loaded machine
     assert.ok(waited < 5_000, `failed after ${waited} ms`);
     const [s2, r2] = await other;
@@ -67,8 +67,8 @@ test('decode killed: the prefill room fails with a connection error; a room to a
     const started = Date.now();
     const [r, ok1, ok2] = await Promise.all([doomed, p.call('send', roomArgs(6n, PAGES, 3)), d2.call('receive', roomArgs(6n, DST, 3))]);
     assert.is(r.status, 0);
-    assert.ok(CONNECTION_CODES.includes(r.code), `${r.code}: ${r.message}`);
-    assert.match(r.message, /room 5/);
+    assert.ok(CONNECTION_CODES.includes(r.code!), `${r.code}: ${r.message}`);
+    assert.match(r.message!, /room 5/);
     assert.ok(Date.now() - started < 10_000);
     assert.is(ok1.status, 4, ok1.message);
     assert.is(ok2.status, 4, ok2.message);
@@ -119,7 +119,7 @@ test('bootstrap server that never answers: the receiver fails with TIMEOUT', asy
     const r = await d.call('receive', roomArgs(9n, DST, 1));
     assert.is(r.status, 0);
     assert.is(r.code, 'TIMEOUT', r.message);
-    assert.match(r.message, /bootstrap server 127\.0\.0\.1:\d+/);
+    assert.match(r.message!, /bootstrap server 127\.0\.0\.1:\d+/);
     assert.ok(Date.now() - started < 6_000);
   } finally {
     await closeAll([d]);
@@ -139,8 +139,8 @@ test('page size mismatch is refused at bootstrap, naming both values', async () 
     const r = await d.call('receive', roomArgs(10n, [0, 1], 1));
     assert.is(r.status, 0);
     assert.is(r.code, 'LAYOUT_MISMATCH');
-    assert.match(r.message, /page_size/);
-    assert.match(r.message, /decode has page_size=6, prefill has page_size=4 \(a decode page must hold a whole number of prefill pages\)/);
+    assert.match(r.message!, /page_size/);
+    assert.match(r.message!, /decode has page_size=6, prefill has page_size=4 \(a decode page must hold a whole number of prefill pages\)/);
   } finally {
     await closeAll(ranks);
   }

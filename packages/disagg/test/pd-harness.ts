@@ -5,6 +5,8 @@ import type { PDTimeouts } from '../src/index.js';
 import { compileWorkerScript } from '@te/testkit';
 import type { ModelSpec, PageSide } from './fixtures/pd-model.js';
 import type { StagingOptions } from '../src/index.js';
+import type { ECRankOps } from './fixtures/ec-rank.js';
+import type { PDRankOps } from './fixtures/pd-rank.js';
 
 const RANK_SCRIPT = fileURLToPath(new URL('./fixtures/pd-rank.ts', import.meta.url));
 const EC_SCRIPT = fileURLToPath(new URL('./fixtures/ec-rank.ts', import.meta.url));
@@ -13,15 +15,35 @@ const EC_SCRIPT = fileURLToPath(new URL('./fixtures/ec-rank.ts', import.meta.url
 // another test process's connection before the rank binds it.
 export { freePort } from '@te/testkit';
 
-export interface RankProcess {
+/** The value each op of a worker's table (`PDRankOps`, `ECRankOps`) replies with. */
+export type OpReplies<Ops> = { [K in keyof Ops]: Ops[K] extends (...args: never[]) => Promise<infer R> ? R : never };
+
+/** A message from a worker: a call's reply (by `id`: `value` or `error`) or an event (by `event` name, with its fields). */
+export interface WorkerMessage {
+  id?: number;
+  ok?: boolean;
+  value?: unknown;
+  error?: string;
+  event?: string;
+  [field: string]: unknown;
+}
+
+/** What a worker sends before it serves calls: `ready` with its engine's segment, or `startFailed`. */
+type StartReport = { event: 'ready'; segment: string } | { event: 'startFailed'; code: string; message: string };
+
+/** A worker process serving the ops of `Ops` (a PD rank's by default). */
+export interface RankProcess<Ops = PDRankOps> {
   segment: string;
   child: ChildProcess;
-  call<T = any>(op: string, args?: unknown, timeoutMs?: number): Promise<T>;
+  call<K extends keyof Ops & string>(op: K, args?: unknown, timeoutMs?: number): Promise<OpReplies<Ops>[K]>;
   /** Resolves on the next event of that name from the worker. */
-  event(name: string, timeoutMs?: number): Promise<any>;
+  event(name: string, timeoutMs?: number): Promise<WorkerMessage>;
   kill(signal?: NodeJS.Signals): void;
   close(): Promise<void>;
 }
+
+/** A worker process serving an EC producer's or consumer's ops. */
+export type ECProcess = RankProcess<ECRankOps>;
 
 export interface RankSpec {
   role: 'prefill' | 'decode';
@@ -54,7 +76,7 @@ export interface ECSpec {
 }
 
 /** Starts an EC producer or consumer in its own process. */
-export function spawnEC(spec: ECSpec): Promise<RankProcess> {
+export function spawnEC(spec: ECSpec): Promise<ECProcess> {
   return spawnWorker(EC_SCRIPT, { ...process.env, ...spec.env, TE_EC_SPEC: JSON.stringify({ ...spec, config: spec.config ?? TCP_CONFIG }) }, `EC ${spec.role}`);
 }
 
@@ -97,7 +119,7 @@ function park(child: ChildProcess): void {
   idle.push(child);
 }
 
-async function spawnWorker(script: string, env: NodeJS.ProcessEnv, what: string, recyclable = false): Promise<RankProcess> {
+async function spawnWorker<Ops>(script: string, env: NodeJS.ProcessEnv, what: string, recyclable = false): Promise<RankProcess<Ops>> {
   const child = fork(await compileWorkerScript(script), [], {
     env,
     execArgv: [],
@@ -113,7 +135,7 @@ async function spawnWorker(script: string, env: NodeJS.ProcessEnv, what: string,
 }
 
 /** Drives a worker process: its calls, events and close; with `start`, sends it the spec to start from. */
-async function attach(child: ChildProcess, what: string, start?: object, recyclable = true): Promise<RankProcess> {
+async function attach<Ops>(child: ChildProcess, what: string, start?: object, recyclable = true): Promise<RankProcess<Ops>> {
   const channel = new WorkerChannel(child, what);
   /** Closes the rank; its process then waits for the next rank (`recyclable`) or exits. */
   const close = async (): Promise<void> => {
@@ -143,9 +165,9 @@ class WorkerChannel {
   exited = false;
   released = false;
   private next = 1;
-  private readonly pending = new Map<number, { resolve: (v: any) => void; reject: (e: Error) => void }>();
-  private readonly waiters: { name: string; resolve: (v: any) => void }[] = [];
-  private readonly onMessage = (m: any): void => {
+  private readonly pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  private readonly waiters: { name: string; resolve: (v: WorkerMessage) => void }[] = [];
+  private readonly onMessage = (m: WorkerMessage): void => {
     if (m.id !== undefined) {
       const p = this.pending.get(m.id);
       this.pending.delete(m.id);
@@ -170,7 +192,8 @@ class WorkerChannel {
     child.on('exit', this.onExit);
   }
 
-  call(op: string, args?: unknown, timeoutMs = 60_000): Promise<any> {
+  /** Resolves with the value of the worker's reply, typed by the caller (the reply is not checked). */
+  call<T>(op: string, args?: unknown, timeoutMs = 60_000): Promise<T> {
     return new Promise((res, rej) => {
       if (this.exited || this.released) return rej(new Error(`${this.what} has ${this.exited ? 'exited' : 'been closed'}`));
       const id = this.next++;
@@ -178,12 +201,12 @@ class WorkerChannel {
         this.pending.delete(id);
         rej(new Error(`${this.what}: "${op}" did not answer within ${timeoutMs} ms`));
       }, timeoutMs);
-      this.pending.set(id, { resolve: (v) => (clearTimeout(t), res(v)), reject: (e) => (clearTimeout(t), rej(e)) });
+      this.pending.set(id, { resolve: (v) => (clearTimeout(t), res(v as T)), reject: (e) => (clearTimeout(t), rej(e)) });
       this.child.send({ id, op, args });
     });
   }
 
-  event(name: string, timeoutMs = 30_000): Promise<any> {
+  event(name: string, timeoutMs = 30_000): Promise<WorkerMessage> {
     return new Promise((resolve, reject) => {
       const t = setTimeout(() => reject(new Error(`no "${name}" event from the ${this.what} within ${timeoutMs} ms`)), timeoutMs);
       this.waiters.push({ name, resolve: (v) => (clearTimeout(t), resolve(v)) });
@@ -229,7 +252,7 @@ function waitReady(child: ChildProcess, what: string, start?: object): Promise<{
       settle();
       reject(new Error(`${what} exited before it was ready (${code})`));
     };
-    const readyOrFail = (m: any): void => {
+    const readyOrFail = (m: StartReport): void => {
       if (m.event === 'startFailed') {
         settle();
         child.kill('SIGKILL');
@@ -250,6 +273,6 @@ export function roomArgs(room: bigint, pages: number[], auxSlot: number, extra: 
   return { room: room.toString(), pages, auxSlot, ...extra };
 }
 
-export async function closeAll(ranks: (RankProcess | undefined)[]): Promise<void> {
+export async function closeAll<Ops>(ranks: (RankProcess<Ops> | undefined)[]): Promise<void> {
   await Promise.all(ranks.map((r) => r?.close().catch(() => r.kill())));
 }

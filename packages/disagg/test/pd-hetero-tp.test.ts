@@ -3,6 +3,7 @@ import * as assert from 'uvu/assert';
 import { closeAll, freePort, layout, roomArgs, spawnRank, type RankProcess } from './pd-harness.js';
 import { STEADY, runScenario, type Scenario, type ScenarioStats } from './pd-scenario.js';
 import type { ModelSpec } from './fixtures/pd-model.js';
+import type { StagingStats } from '../src/index.js';
 
 /*
  * Heterogeneous TP across page layouts and page sizes, every rank its own process over
@@ -219,7 +220,7 @@ for (const [model, route, p, d] of [
         for (const x of b.results) assert.is(x.status, 4, `${x.code}: ${x.message}`);
       }
       for (const d of decode) assert.equal(await d.call('verify'), { mismatch: null });
-      const stats = { prefill: await Promise.all(prefill.map((p) => p.call('stats'))), decode: [] };
+      const stats: ScenarioStats = { prefill: (await Promise.all(prefill.map((p) => p.call('stats')))) as ScenarioStats['prefill'], decode: [] };
       expectRoute(stats, route);
       // One staged write per layer (and per room and destination), not one for the whole room.
       const counter = ({ gather: 'gatherWrites', transport: 'transportGathers', scatter: 'transportScatters' } as const)[route];
@@ -247,9 +248,9 @@ test('a decode killed while its ring holds a room: that room fails on the prefil
     const results = await Promise.all(doomed);
     for (const r of results) {
       assert.is(r.status, 0);
-      assert.ok(['CONNECTION_LOST', 'PEER_UNREACHABLE', 'PEER_FAILED', 'TIMEOUT', 'ABORTED'].includes(r.code), `${r.code}: ${r.message}`);
+      assert.ok(['CONNECTION_LOST', 'PEER_UNREACHABLE', 'PEER_FAILED', 'TIMEOUT', 'ABORTED'].includes(r.code!), `${r.code}: ${r.message}`);
     }
-    const after = await Promise.all(prefill.map((p) => p.call('stats')));
+    const after = (await Promise.all(prefill.map((p) => p.call('stats')))) as StagingStats[]; // prefill ranks: their staging's stats
     assert.ok(
       after.every((s) => s.inUse === 0),
       `staging still held: ${JSON.stringify(after)}`,

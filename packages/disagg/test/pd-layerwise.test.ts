@@ -122,11 +122,11 @@ test('a failure at layer k (one decode killed) fails that room only; nothing han
     dB.kill('SIGKILL');
     await p.call('resume');
     const [sent, okA] = await Promise.all([batch, gotA]);
-    const byRoom = Object.fromEntries(sent.results.map((x: { room: string }) => [x.room, x]));
+    const byRoom = Object.fromEntries(sent.results.map((x) => [x.room, x]));
     assert.is(byRoom['101'].status, 4, byRoom['101'].message);
     assert.is(byRoom['102'].status, 0);
-    assert.ok(['CONNECTION_LOST', 'PEER_UNREACHABLE', 'PEER_FAILED'].includes(byRoom['102'].code), `${byRoom['102'].code}: ${byRoom['102'].message}`);
-    assert.match(byRoom['102'].message, /room 102/);
+    assert.ok(['CONNECTION_LOST', 'PEER_UNREACHABLE', 'PEER_FAILED'].includes(byRoom['102'].code!), `${byRoom['102'].code}: ${byRoom['102'].message}`);
+    assert.match(byRoom['102'].message!, /room 102/);
     assert.is(okA.status, 4);
     // Room 102's layers before k may have landed in decode B, never in A: A's memory is exactly room 101.
     assert.equal(await dA.call('verify'), { mismatch: null });

@@ -87,7 +87,11 @@ export async function runScenario(s: Scenario): Promise<ScenarioStats> {
     }
     // Every decode rank's whole memory: exactly its rooms' bytes and nothing else.
     for (const d of decode) assert.is((await d.call('verify')).mismatch, null);
-    return { prefill: await Promise.all(prefill.map((p) => p.call('stats'))), decode: await Promise.all(decode.map((d) => d.call('stats'))) };
+    // A prefill rank answers with its staging's stats, a decode rank with its ring's.
+    return {
+      prefill: (await Promise.all(prefill.map((p) => p.call('stats')))) as ScenarioStats['prefill'],
+      decode: (await Promise.all(decode.map((d) => d.call('stats')))) as ScenarioStats['decode'],
+    };
   } finally {
     await closeAll(ranks);
   }

@@ -2,7 +2,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { execFileSync, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { KVStatus, closeTransferEngine, initTransferEngine } from '@te/connector';
+import { KVStatus, closeTransferEngine, initTransferEngine, type ECItemParams } from '@te/connector';
 import { createECConsumer, createKVManager } from '../src/index.js';
 import { allocateRank, verifyDecode, type ModelSpec } from './fixtures/pd-model.js';
 import { compileWorkerScript } from '@te/testkit';
@@ -16,6 +16,20 @@ import { FAST } from './pd-scenario.js';
  * single engine. Connections are counted from the kernel's socket table.
  */
 const MODEL: ModelSpec = { attention: 'mha', totalLayers: 2, heads: 2, headBytes: 16, pageSize: 4, pages: 16, auxSlots: 4, auxBytes: 64 };
+
+/** A message from the peer: a call's reply (by `id`) or its `ready` event. */
+interface PeerMessage {
+  id?: number;
+  value?: unknown;
+  event?: string;
+}
+
+/** The peer's `ready` event: its engine's segment, and whether its KV manager and EC producer share that engine. */
+interface PeerReady {
+  event: 'ready';
+  segment: string;
+  sameEngine: boolean;
+}
 
 function tcpSockets(pid: number, state: 'listening' | 'established'): { local: string; peer: string }[] {
   const out = execFileSync('ss', ['-tnpH', 'state', state], { encoding: 'utf8' });
@@ -36,14 +50,15 @@ test('KV manager and EC consumer share one engine: one registration per buffer, 
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   let id = 1;
-  const call = (op: string, args: unknown = {}): Promise<any> =>
+  // The peer's reply to a call is read as `T` (see fixtures/shared-peer.ts for what each op answers).
+  const call = <T>(op: string, args: unknown = {}): Promise<T> =>
     new Promise((resolve) => {
       const my = id++;
-      const on = (m: any) => m.id === my && (child.off('message', on), resolve(m.value));
+      const on = (m: PeerMessage) => m.id === my && (child.off('message', on), resolve(m.value as T));
       child.on('message', on);
       child.send({ id: my, op, args });
     });
-  const ready: any = await new Promise((r) => child.on('message', (m: any) => m.event === 'ready' && r(m)));
+  const ready = await new Promise<PeerReady>((r) => child.on('message', (m: PeerMessage) => m.event === 'ready' && r(m as PeerReady)));
   try {
     assert.ok(ready.sameEngine, "the peer's KV manager and EC producer share its engine");
     const engine = await initTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1' });
@@ -59,7 +74,7 @@ test('KV manager and EC consumer share one engine: one registration per buffer, 
 
     // KV leg: the decode pulls a room from the peer's prefill rank.
     const receiver = kv.createReceiver({ host: '127.0.0.1', port, room: 77n });
-    const [sent] = await Promise.all([call('send', { room: '77', pages: [1, 2] }), receiver.init(Uint32Array.of(5, 6), 1)]);
+    const [sent] = await Promise.all([call<{ status: KVStatus }>('send', { room: '77', pages: [1, 2] }), receiver.init(Uint32Array.of(5, 6), 1)]);
     await receiver.cell.reached(KVStatus.Success, { timeoutMs: 10_000 });
     assert.is(sent.status, KVStatus.Success);
     assert.is(verifyDecode(MODEL, memory, [{ room: 77n, pages: Uint32Array.of(5, 6), auxSlot: 1 }]), undefined);
@@ -68,7 +83,7 @@ test('KV manager and EC consumer share one engine: one registration per buffer, 
     assert.ok(afterKv.length > 0);
 
     // EC leg, same peer: no new control endpoint, no new connection, no new registration.
-    const params = { img: await call('save', { hash: 'img', length: 65_536 }) };
+    const params = { img: await call<ECItemParams>('save', { hash: 'img', length: 65_536 }) };
     ec.startLoad(params, () => ({ addr: ecCache.addr }));
     const loaded = await ec.waitForLoad();
     assert.equal(loaded.loaded, ['img']);

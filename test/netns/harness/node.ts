@@ -12,12 +12,23 @@ export interface NodeProcess {
   readonly pid: number;
   readonly ns: string;
   /** The ready message (what the process reports about itself: ports, segment name). */
-  readonly info: Record<string, any>;
-  call<T = any>(op: string, args?: unknown, timeoutMs?: number): Promise<T>;
+  readonly info: Record<string, unknown>;
+  /** Resolves with the value of the process's reply, read as `T` (the reply is not checked). */
+  call<T = unknown>(op: string, args?: unknown, timeoutMs?: number): Promise<T>;
   /** Asks the process to stop; SIGKILL after `timeoutMs`. Resolves once it exited. */
   stop(timeoutMs?: number): Promise<void>;
   kill(): void;
   readonly exited: boolean;
+}
+
+/** A message from the process: its ready report first, then replies to calls (by `id`: `value` or `error`). */
+interface NodeMessage {
+  ready?: unknown;
+  id?: number;
+  ok?: boolean;
+  value?: unknown;
+  error?: string;
+  [field: string]: unknown;
 }
 
 export interface SpawnOptions {
@@ -33,7 +44,7 @@ export async function spawnNode(ns: string, script: string, o: SpawnOptions = {}
   const what = `${script.split('/').pop()} in ${ns}`;
   let exited = false;
   let next = 1;
-  const pending = new Map<number, { resolve: (v: any) => void; reject: (e: Error) => void }>();
+  const pending = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   const gone = new Promise<void>((r) => child.once('exit', () => r()));
   child.on('error', () => undefined);
   child.on('exit', (code, signal) => {
@@ -41,7 +52,7 @@ export async function spawnNode(ns: string, script: string, o: SpawnOptions = {}
     for (const p of pending.values()) p.reject(new Error(`${what} exited (${signal ?? code})`));
     pending.clear();
   });
-  child.on('message', (m: any) => {
+  child.on('message', (m: NodeMessage | null) => {
     if (m?.id === undefined) return;
     const p = pending.get(m.id);
     pending.delete(m.id);
@@ -61,7 +72,7 @@ export async function spawnNode(ns: string, script: string, o: SpawnOptions = {}
       reject(new Error(`${what} exited (${signal ?? code}) before it was ready`));
     };
     child.once('exit', onExit);
-    child.once('message', (m: any) => {
+    child.once('message', (m: NodeMessage | null) => {
       clearTimeout(timer);
       child.off('exit', onExit);
       if (!m?.ready) {
@@ -76,15 +87,15 @@ export async function spawnNode(ns: string, script: string, o: SpawnOptions = {}
           return exited;
         },
         kill,
-        call: (op, args, timeoutMs = 30_000) =>
-          new Promise((res, rej) => {
+        call: <T>(op: string, args?: unknown, timeoutMs = 30_000) =>
+          new Promise<T>((res, rej) => {
             if (exited) return rej(new Error(`${what} has exited`));
             const id = next++;
             const t = setTimeout(() => {
               pending.delete(id);
               rej(new Error(`${what}: "${op}" did not answer within ${timeoutMs} ms`));
             }, timeoutMs);
-            pending.set(id, { resolve: (v) => (clearTimeout(t), res(v)), reject: (e) => (clearTimeout(t), rej(e)) });
+            pending.set(id, { resolve: (v) => (clearTimeout(t), res(v as T)), reject: (e) => (clearTimeout(t), rej(e)) });
             child.send({ id, op, args });
           }),
         stop: async (timeoutMs = 5_000) => {
