@@ -128,8 +128,9 @@ void Client::arm_locked(Peer& p, bool out) {
 
 void Client::flush_locked(Peer& p) {
   if (p.state != Peer::OPEN) return;
-  std::vector<uint8_t> msg;
-  std::vector<Request> reqs;
+  std::vector<uint8_t>& msg = p.out_msg;
+  std::vector<Request>& reqs = p.out_reqs;
+  std::vector<uint64_t>& tokens = p.out_tokens;
   while (!p.unsent.empty() && p.inflight.size() < p.window) {
     if (p.unsent.front().index == kPool || p.unsent.front().index == kPoolGone) {
       if (!send_control_locked(p)) return;
@@ -137,25 +138,37 @@ void Client::flush_locked(Peer& p) {
     }
     size_t room = std::min<size_t>(kMaxRequestsPerMessage, p.window - p.inflight.size());
     reqs.clear();
+    tokens.clear();
+    // What this message carries moves to `inflight` first: its sequence numbers are the tokens.
     if (p.unsent.front().index == kNotify) {
-      const Pending& n = p.unsent.front();
-      encode_notify(n.req.seq, n.batch->notify.data(), n.batch->notify.size(), &msg);
+      uint64_t t = p.inflight.put(std::move(p.unsent.front()));
+      p.unsent.pop_front();
+      tokens.push_back(t);
+      Pending& n = *p.inflight.find(t);
+      n.req.seq = t;
+      encode_notify(t, n.batch->notify.data(), n.batch->notify.size(), &msg);
     } else {
-      for (size_t i = 0; i < p.unsent.size() && reqs.size() < room && is_request(p.unsent[i]); ++i)
-        reqs.push_back(p.unsent[i].req);
+      while (!p.unsent.empty() && reqs.size() < room && is_request(p.unsent.front())) {
+        uint64_t t = p.inflight.put(std::move(p.unsent.front()));
+        p.unsent.pop_front();
+        tokens.push_back(t);
+        Pending& q = *p.inflight.find(t);
+        q.req.seq = t;
+        reqs.push_back(q.req);
+      }
       encode_requests(reqs.data(), reqs.size(), &msg);
     }
     if (send_message(p.fd, msg) < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return arm_locked(p, true);
+      const int e = errno;
+      // Not sent: back to the head of `unsent`, in their order.
+      for (size_t i = tokens.size(); i-- > 0;) {
+        Pending q;
+        p.inflight.take(tokens[i], &q);
+        p.unsent.push_front(std::move(q));
+      }
+      if (e == EAGAIN || e == EWOULDBLOCK) return arm_locked(p, true);
       // The target closed its end: its end-of-stream (read next) fails the peer once it is safe.
-      return revoke_locked(p, te::TE_CONNECTION_LOST, std::string("sending to the target: ") + std::strerror(errno));
-    }
-    size_t sent = reqs.empty() ? 1 : reqs.size();
-    for (size_t i = 0; i < sent; ++i) {
-      Pending q = std::move(p.unsent.front());
-      p.unsent.pop_front();
-      uint64_t seq = q.req.seq;
-      p.inflight.emplace(seq, std::move(q));
+      return revoke_locked(p, te::TE_CONNECTION_LOST, std::string("sending to the target: ") + std::strerror(e));
     }
   }
   arm_locked(p, false);
@@ -254,7 +267,7 @@ Status Client::submit(uint64_t peer, const uint8_t* ops, const uint64_t* local, 
     Pending q;
     q.batch = b;
     q.index = i;
-    q.req = Request{p.next_seq++, b->id, ops[i], local[i], remote[i], lengths[i]};
+    q.req = Request{0, b->id, ops[i], local[i], remote[i], lengths[i]};  // seq: given when sent
     tag_pool_locked(p, q.req);
     p.unsent.push_back(std::move(q));
     b->remaining++;
@@ -295,7 +308,6 @@ void Client::settle_or_notify_locked(Peer& p, const std::shared_ptr<Batch>& b) {
     Pending q;
     q.batch = b;
     q.index = kNotify;
-    q.req.seq = p.next_seq++;
     p.unsent.push_back(std::move(q));
     flush_locked(p);
     return;
@@ -337,7 +349,7 @@ void Client::cancel(uint64_t id, int32_t status) {
   }
   p.unsent.swap(keep);
   bool at_target = false;
-  for (auto& [seq, q] : p.inflight) at_target = at_target || q.batch == b;
+  p.inflight.for_each([&](const Pending& q) { at_target = at_target || q.batch == b; });
   if (at_target && p.state == Peer::OPEN) {
     std::vector<uint8_t> msg;
     encode_cancel(b->id, &msg);
@@ -383,9 +395,8 @@ void Client::fail_locked(Peer& p, int32_t status, const std::string& why) {
   (void)was_open;
   std::vector<Pending> all;
   for (Pending& q : p.unsent) all.push_back(std::move(q));
-  for (auto& [seq, q] : p.inflight) all.push_back(std::move(q));
+  p.inflight.drain(&all);
   p.unsent.clear();
-  p.inflight.clear();
   p.announced.clear();  // the next connection's target has mapped nothing
   for (Pending& q : all) {
     if (q.index == kPool || q.index == kPoolGone) continue;

@@ -100,10 +100,8 @@ void Client::read_peer_locked(const std::shared_ptr<Peer>& pp) {
       continue;
     }
     for (const Completion& c : m.completions) {
-      auto it = p.inflight.find(c.seq);
-      if (it == p.inflight.end()) continue;  // already failed locally (cancel) or unknown
-      Pending q = std::move(it->second);
-      p.inflight.erase(it);
+      Pending q;
+      if (!p.inflight.take(c.seq, &q)) continue;  // already failed locally (cancel) or unknown
       complete_locked(p, q.batch, q.index, c.status);
     }
     flush_locked(p);

@@ -7,8 +7,10 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "client.h"
+#include "token_slots.h"
 
 namespace teshm {
 
@@ -28,11 +30,16 @@ struct Client::Peer {
   std::string failure_msg;
   int32_t revoke_status = 0;
   std::string revoke_msg;
-  uint64_t next_seq = 1;
   uint32_t window = 0;
   std::deque<Pending> unsent;
-  std::unordered_map<uint64_t, Pending> inflight;
+  // Sent and not answered yet; a request's sequence number on the wire is its token here,
+  // given when it is sent.
+  TokenSlots<Pending> inflight;
   bool want_out = false;
+  // flush_locked()'s encoding buffers, kept so that sending a message allocates nothing.
+  std::vector<uint8_t> out_msg;
+  std::vector<Request> out_reqs;
+  std::vector<uint64_t> out_tokens;
   std::unordered_set<uint32_t> announced;  // pools this connection's target was sent (POOL)
   uint8_t nonce[16] = {};                  // the target reads it from this process to prove it may (HELLO probe)
 

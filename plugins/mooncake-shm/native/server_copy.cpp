@@ -123,7 +123,7 @@ void Server::flush_locked(Conn& c) {
   // per completion would re-encode up to a whole message each time for nothing.
   if (c.want_out) return;
   c.unflushed_bytes.store(0);
-  std::vector<uint8_t> out;
+  std::vector<uint8_t>& out = c.out_msg;
   size_t at = 0;
   while (at < c.pending.size()) {
     size_t n = std::min(kMaxCompletionsPerMessage, c.pending.size() - at);

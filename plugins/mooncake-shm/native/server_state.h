@@ -32,6 +32,7 @@ struct Server::Conn {
   std::atomic<uint64_t> unflushed_bytes{0};    // copied since completions were last sent
   std::mutex mu;                               // guards everything below
   std::vector<Completion> pending;
+  std::vector<uint8_t> out_msg;  // flush_locked()'s encoding buffer, kept: sending allocates nothing
   bool want_out = false;
   bool paused = false;  // reading this connection's messages is suspended (see kPendingPauseAt)
   std::unordered_set<uint64_t> cancelled;

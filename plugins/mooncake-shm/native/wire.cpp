@@ -8,8 +8,11 @@ namespace {
 
 class Writer {
  public:
-  explicit Writer(std::vector<uint8_t>* out, Type t) : out_(out) {
+  // `body` is the message's size past its header when known: reserved at once, a message is
+  // encoded without growing its buffer field by field (a vector kept by the caller keeps it).
+  explicit Writer(std::vector<uint8_t>* out, Type t, size_t body = 0) : out_(out) {
     out_->clear();
+    out_->reserve(kHeaderSize + body);
     u32(kMagic);
     u16(kVersion);
     u16(t);
@@ -187,7 +190,7 @@ void encode_hello_reply(const HelloReply& r, std::vector<uint8_t>* out) {
 }
 
 void encode_requests(const Request* q, size_t n, std::vector<uint8_t>* out) {
-  Writer w(out, REQUESTS);
+  Writer w(out, REQUESTS, 4 + n * kRequestSize);
   w.u32(static_cast<uint32_t>(n));
   static const uint8_t pad[3] = {};
   for (size_t i = 0; i < n; ++i) {
@@ -208,7 +211,7 @@ void encode_cancel(uint64_t batch, std::vector<uint8_t>* out) {
 }
 
 void encode_completions(const Completion* c, size_t n, std::vector<uint8_t>* out) {
-  Writer w(out, COMPLETIONS);
+  Writer w(out, COMPLETIONS, 4 + n * kCompletionSize);
   w.u32(static_cast<uint32_t>(n));
   for (size_t i = 0; i < n; ++i) {
     w.u64(c[i].seq);
@@ -218,7 +221,7 @@ void encode_completions(const Completion* c, size_t n, std::vector<uint8_t>* out
 }
 
 void encode_notify(uint64_t seq, const uint8_t* payload, size_t len, std::vector<uint8_t>* out) {
-  Writer w(out, NOTIFY);
+  Writer w(out, NOTIFY, 12 + len);
   w.u64(seq);
   w.u32(static_cast<uint32_t>(len));
   w.bytes(payload, len);

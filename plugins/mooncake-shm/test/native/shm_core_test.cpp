@@ -1,5 +1,6 @@
 // C++ tests of the mooncake-shm core without N-API: the wire parser on malformed and
-// random input, and a live target answering hostile clients on its real socket.
+// random input, the initiator's table of requests in flight, and a live target answering
+// hostile clients on its real socket.
 //   shm_core_test             every case; the other-uid case needs root and is reported as
 //                             skipped without it (the run still exits 0: npm run test:core)
 //   shm_core_test other-uid   that case alone; exit 77 when it is skipped (not root). Run
@@ -25,6 +26,7 @@
 #include "control_page.h"
 #include "raw_client.h"
 #include "socket.h"
+#include "token_slots.h"
 #include "transport.h"
 #include "wire.h"
 
@@ -54,6 +56,34 @@ static void test_round_trips() {
   uint8_t payload[3] = {1, 2, 3};
   encode_notify(5, payload, 3, &b);
   CHECK(parse(b, &m) == te::TE_OK && m.notify.size() == 3 && m.notify_seq == 5);
+}
+
+// The initiator finds a completion's request by its token: only a token it handed out and
+// did not take back finds anything, a reused slot's old token included.
+static void test_token_slots() {
+  TokenSlots<std::string> t;
+  uint64_t a = t.put("a"), b = t.put("b");
+  CHECK(t.size() == 2 && a != b && *t.find(a) == "a" && *t.find(b) == "b");
+  std::string out;
+  CHECK(t.take(a, &out) && out == "a" && t.size() == 1);
+  CHECK(!t.take(a, &out) && t.find(a) == nullptr);  // answered twice: the second finds nothing
+  uint64_t c = t.put("c");                            // reuses a's slot under a new use
+  CHECK(static_cast<uint32_t>(c) == static_cast<uint32_t>(a) && c != a);
+  CHECK(t.find(a) == nullptr && *t.find(c) == "c");
+  CHECK(t.find(0) == nullptr && t.find(~0ull) == nullptr && t.find((1ull << 32) | 7) == nullptr);
+  int seen = 0;
+  t.for_each([&](const std::string& v) { seen += v == "b" || v == "c"; });
+  CHECK(seen == 2);
+  std::vector<std::string> all;
+  t.drain(&all);
+  CHECK(all.size() == 2 && t.size() == 0 && t.find(b) == nullptr && t.find(c) == nullptr);
+  // Many in flight at once, answered out of order: each finds its own value exactly once.
+  std::vector<uint64_t> tokens;
+  for (int i = 0; i < 1000; ++i) tokens.push_back(t.put(std::to_string(i)));
+  bool each = true;
+  for (int i = 999; i >= 0; i -= 2) each = each && t.take(tokens[i], &out) && out == std::to_string(i);
+  for (int i = 0; i < 1000; i += 2) each = each && t.take(tokens[i], &out) && out == std::to_string(i);
+  CHECK(each && t.size() == 0);
 }
 
 static void test_malformed() {
@@ -358,6 +388,7 @@ int main(int argc, char** argv) {
   }
   int skipped = 0;
   test_round_trips();
+  test_token_slots();
   test_malformed();
   test_random_input();
   {
