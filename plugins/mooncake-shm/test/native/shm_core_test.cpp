@@ -67,7 +67,7 @@ static void test_token_slots() {
   std::string out;
   CHECK(t.take(a, &out) && out == "a" && t.size() == 1);
   CHECK(!t.take(a, &out) && t.find(a) == nullptr);  // answered twice: the second finds nothing
-  uint64_t c = t.put("c");                            // reuses a's slot under a new use
+  uint64_t c = t.put("c");                          // reuses a's slot under a new use
   CHECK(static_cast<uint32_t>(c) == static_cast<uint32_t>(a) && c != a);
   CHECK(t.find(a) == nullptr && *t.find(c) == "c");
   CHECK(t.find(0) == nullptr && t.find(~0ull) == nullptr && t.find((1ull << 32) | 7) == nullptr);
