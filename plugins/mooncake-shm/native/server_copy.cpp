@@ -1,4 +1,5 @@
 // The target side's copy threads and the completions they send back (see server.h).
+#include <sched.h>
 #include <sys/epoll.h>
 
 #include <cerrno>
@@ -89,8 +90,18 @@ void Server::finish(Work& w) {
   const bool over = unflushed >= kFlushBytes && (remaining < kHoldWhileQueued || unflushed >= remaining / 2);
   const bool last = c.outstanding.fetch_sub(1) == 1;
   if (over || last) {
-    std::lock_guard<std::mutex> lock(c.mu);
-    flush_locked(c);
+    {
+      std::lock_guard<std::mutex> lock(c.mu);
+      flush_locked(c);
+    }
+    // The answer just sent starts the initiator's refill (its connection thread, then its JS
+    // thread, then this process's server thread), while the copy threads may hold every CPU:
+    // the threads woken to refill then wait out this thread's time slice, and the queue runs
+    // dry meanwhile. Giving the CPU up once per answer lets them run now. Not after the last
+    // answer: the queue is empty then and this thread sleeps anyway. Two vCPUs, 5-6
+    // alternating rounds: 1 MiB x 16 in flight 1.08-1.12x (writes) and 1.08x (reads); 64 KiB
+    // and 16 MiB 0.98-1.03x.
+    if (over && !last) sched_yield();
   }
 }
 
