@@ -3,7 +3,11 @@
 import { fork } from 'node:child_process';
 import { exitWithParent } from '@te/testkit';
 
-export const now = () => performance.timeOrigin + performance.now();
+// The host's monotonic clock, ms: the same clock in every rank, so a time taken in one
+// process can be subtracted from one taken in another. performance.timeOrigin is fixed per
+// process from the wall clock at its start, and a wall clock stepped between two starts
+// puts two processes' readings milliseconds apart.
+export const now = () => Number(process.hrtime.bigint()) / 1e6;
 /** The middle value; for an even count, the mean of the two middle ones. */
 export const median = (xs) => {
   const v = [...xs].sort((a, b) => a - b);

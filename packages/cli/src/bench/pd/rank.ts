@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto';
 import { createTransferEngine, KVStatus, type KVReceiver, type TransferEngine } from '@te/connector';
 import { createKVManager, type DisaggKVManager } from '@te/disagg';
 import { allocateKv, type KvMemory } from '../../demo/pipeline/kv-memory.js';
+import { monotonicMs } from './clock.js';
 import { HEAD_DIM, KV_HEADS, PAGE_TOKENS, type PdRankSpec } from './model.js';
 
 interface Rank {
@@ -72,7 +73,7 @@ const ops: Record<string, Op> = {
     await receiver.init(Uint32Array.from(a.pages as number[]), 0);
     return true;
   },
-  /** Resolves once the room reached Success here, with when (ms since the epoch). */
+  /** Resolves once the room reached Success here, with when (ms on the host's monotonic clock). */
   wait: async (r, a) => {
     const receiver = r.receivers.get(a.room as string)!;
     try {
@@ -80,7 +81,7 @@ const ops: Record<string, Op> = {
     } finally {
       r.receivers.delete(a.room as string);
     }
-    return performance.timeOrigin + performance.now();
+    return monotonicMs();
   },
   send: async (r, a) => {
     const sender = r.kv.createSender({ host: '127.0.0.1', port: r.kv.bootstrapServer!.port, room: BigInt(a.room as string) });

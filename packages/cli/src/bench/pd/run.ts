@@ -7,6 +7,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { TransferError } from '@te/connector';
+import { monotonicMs } from './clock.js';
 import { HEAD_BYTES, KV_HEADS, PAGE_TOKENS, type PdRankSpec } from './model.js';
 
 export interface PdBenchOptions {
@@ -52,7 +53,6 @@ interface RankProcess {
   child: ChildProcess;
 }
 
-const now = (): number => performance.timeOrigin + performance.now();
 const median = (xs: number[]): number => {
   const v = [...xs].sort((a, b) => a - b);
   const m = v.length >> 1;
@@ -158,7 +158,7 @@ export async function runPdBench(o: PdBenchOptions): Promise<PdBenchResult> {
         await p.decode.call('receive', { room, pages: dst });
         const cpu = async (): Promise<number> => (await p.prefill.call<number>('cpu')) + (await p.decode.call<number>('cpu'));
         const c0 = await cpu();
-        const t0 = now();
+        const t0 = monotonicMs();
         const sent = p.prefill.call('send', { room, pages: src });
         sent.catch(() => undefined); // its failure is reported below, after the decode's
         const t1 = await p.decode.call<number>('wait', { room });
@@ -172,6 +172,8 @@ export async function runPdBench(o: PdBenchOptions): Promise<PdBenchResult> {
           failures.push(
             `room ${room} (checksums ${p.mode}): the decode's pages differ from the prefill's (sha256 ${got.slice(0, 12)}… vs ${want.slice(0, 12)}…)`,
           );
+        // A room that did not take positive time was timed on two clocks; never report it as a rate.
+        if (!(t1 > t0)) throw new Error(`room ${room}: its end (${t1} ms) is not after its start (${t0} ms) on the monotonic clock`);
         if (k > 0) timed.get(p.mode)!.push({ bps: bytesPerRoom / ((t1 - t0) / 1000), cpuMs });
       }
     }
