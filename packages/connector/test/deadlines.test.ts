@@ -9,17 +9,39 @@ import { Deadlines, type Deadline } from '../src/timing/deadlines.js';
  */
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-function entry(name: string, fired: string[], then?: () => void): Deadline & { firedAt: number } {
+type TestEntry = Deadline & { firedAt: number; expired: Promise<void> };
+
+/** An entry that records its expiry in `fired`; `expired` settles when it does. */
+function entry(name: string, fired: string[], then?: () => void): TestEntry {
+  let done!: () => void;
+  const expired = new Promise<void>((r) => (done = r));
   return {
     at: 0,
     slot: -1,
     firedAt: 0,
+    expired,
     expire() {
       this.firedAt = performance.now();
       fired.push(name);
+      done();
       then?.();
     },
   };
+}
+
+/**
+ * Waits for `e` to expire, failing after `ms`: the tests wait for the expiry they mean, not for
+ * a sleep that a loaded machine can outlast. The queue expires in deadline order, so once an
+ * entry has expired, every entry with an earlier deadline that was going to expire has too.
+ */
+async function expiry(e: TestEntry, what: string, ms = 5_000): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not expired within ${ms} ms`)), ms)));
+  try {
+    await Promise.race([e.expired, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 test('entries expire once each, in deadline order, not before their time; removed ones never', async () => {
@@ -36,7 +58,7 @@ test('entries expire once each, in deadline order, not before their time; remove
   q.remove(entries[2]!.e);
   q.remove(entries[2]!.e); // not queued: nothing happens
   assert.is(q.size, 4);
-  await sleep(200);
+  await expiry(entries[4]!.e, 'd, the last deadline');
   assert.equal(fired, ['a', 'b', 'c', 'd']);
   for (const { e } of entries.filter((x) => x.e.firedAt > 0)) assert.ok(e.firedAt >= e.at, `expired ${(e.at - e.firedAt).toFixed(2)} ms early`);
   assert.is(q.size, 0);
@@ -49,9 +71,10 @@ test('an entry added with an earlier deadline than the timer is set for expires 
   const early = entry('early', fired);
   const start = performance.now();
   q.add(early, 30);
-  await sleep(300);
+  // Set for the 5 s entry, the timer would expire the early one with it: waiting 2.5 s sees that.
+  await expiry(early, 'the early entry, behind a timer set for 5 s', 2_500);
   assert.equal(fired, ['early']);
-  assert.ok(early.firedAt - start < 250, `expired after ${(early.firedAt - start).toFixed(0)} ms`);
+  assert.ok(early.firedAt - start < 2_500, `expired after ${(early.firedAt - start).toFixed(0)} ms`);
   q.clear();
 });
 
@@ -59,10 +82,11 @@ test('the earliest entry leaving does not lose the next: the timer fires, finds 
   const q = new Deadlines();
   const fired: string[] = [];
   const first = entry('first', fired);
+  const second = entry('second', fired);
   q.add(first, 20);
-  q.add(entry('second', fired), 60);
+  q.add(second, 60);
   q.remove(first);
-  await sleep(150);
+  await expiry(second, 'the second entry');
   assert.equal(fired, ['second']);
 });
 
@@ -82,7 +106,10 @@ test('a heap of many entries with mixed deadlines, half removed at random, expir
   const kept = all.filter(() => rand() < 0.5);
   for (const x of all) if (!kept.includes(x)) q.remove(x.e);
   assert.is(q.size, kept.length);
-  await sleep(250);
+  // Past every deadline above: once it has expired, a removed entry that was going to has too.
+  const last = entry('last', []);
+  q.add(last, 150);
+  await expiry(last, 'an entry after all the others');
   assert.is(fired.length, kept.length);
   const at = new Map(kept.map((x) => [x.name, x.e.at]));
   for (let i = 1; i < fired.length; i++) assert.ok(at.get(fired[i - 1]!)! <= at.get(fired[i]!)!, 'out of deadline order');
@@ -101,8 +128,10 @@ test('an expire that adds and removes entries (a cancel settling at once) is saf
     }),
     10,
   );
-  await sleep(150);
-  assert.equal(fired, ['first', 'again']);
+  const after = entry('after', fired);
+  q.add(after, 100); // past the removed entry's 40 ms
+  await expiry(after, 'an entry after the removed one');
+  assert.equal(fired, ['first', 'again', 'after']);
 });
 
 test('a deadline past what a Node.js timer can hold waits in steps, without a TimeoutOverflowWarning', async () => {
@@ -152,8 +181,9 @@ test('an expire that throws is reported as uncaught, and the entries due beside 
       10,
     );
     q.add(entry('beside', fired), 10);
-    q.add(entry('after', fired), 60);
-    await sleep(200);
+    const after = entry('after', fired);
+    q.add(after, 60);
+    await expiry(after, 'the entry after the one that threw');
     assert.equal(fired, ['thrower', 'beside', 'after']);
     assert.equal(
       uncaught.map((e) => (e as Error).message),
