@@ -64,7 +64,9 @@ test('never complete: the deadline ends the batch and nothing lands', async ({ a
   } catch (e) {
     assert.ok(isTransferError(e, 'TIMEOUT'), String(e));
   }
-  assert.ok(Date.now() - started < 1000);
+  // The transport's deadline ended it, not the engine's watchdog (the deadline plus 2 s of
+  // grace): the bound sits under the watchdog, with 1.4 s of slack for a loaded machine.
+  assert.ok(Date.now() - started < 1_500, `the transport's deadline, not the watchdog, ended it (${Date.now() - started} ms)`);
   faults.neverComplete = false;
   assert.equal(dst.subarray(0, 4096), new Uint8Array(4096));
 });
