@@ -2,6 +2,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createTransferEngine, isTransferError, type TransferEngine, type TransferError } from '@te/connector';
 import { createECConsumer, createECProducer } from '../src/index.js';
+import { until } from '@te/testkit';
 import { gatedPlugin } from './gated-transport.js';
 
 /*
@@ -67,7 +68,9 @@ test('a pull whose write the transport holds past the deadline: the item stays p
     assert.is(producer.pool.evictions, 0);
 
     gated.releaseAll();
-    await new Promise((r) => setTimeout(r, 200));
+    // The released write lands when the transport gets to it: waited for, not slept on. The
+    // destination was zeros, the item and what would have overwritten it are not.
+    await until('the released write landed', () => destination.every((b) => b !== 0));
     assert.ok(
       destination.every((b) => b === 0x5a),
       'the late write carried bytes other than the item',
