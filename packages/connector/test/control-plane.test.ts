@@ -141,4 +141,35 @@ test('a peer that answered a moment ago and then died: a request to it fails wit
   }
 });
 
+test('a peer that dies while it is asked (alive when first probed): PEER_UNREACHABLE, not at its deadline', async () => {
+  // The endpoint accepts connections and never answers, as a live but busy process does, so
+  // the request's first probe finds it there; then the process exits. Without a second look
+  // the request would wait out its whole deadline.
+  const DEADLINE_MS = 6_000;
+  const held: import('node:net').Socket[] = [];
+  let bothConnected: () => void = () => undefined;
+  const connected = new Promise<void>((r) => (bothConnected = r));
+  const dying = createServer((sock) => {
+    held.push(sock);
+    if (held.length === 2) bothConnected(); // the client's socket and its probe
+  });
+  await new Promise<void>((r) => dying.listen(0, '127.0.0.1', r));
+  const client = new ControlClient(`127.0.0.1:${(dying.address() as { port: number }).port}`);
+  try {
+    const asked = client.request('ping', null, DEADLINE_MS).then(
+      () => undefined,
+      (x: unknown) => x,
+    );
+    await connected;
+    for (const s of held) s.destroy();
+    await new Promise((r) => dying.close(r)); // nothing listens there any more
+    const e = await asked;
+    assert.ok(isTransferError(e, 'PEER_UNREACHABLE'), `${String(e)}: the deadline, not a probe, ended the request`);
+    assert.match((e as Error).message, /refused the connection/);
+  } finally {
+    client.close();
+    for (const s of held) s.destroy();
+  }
+});
+
 test.run();

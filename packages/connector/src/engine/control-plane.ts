@@ -173,6 +173,9 @@ interface Pending {
 
 const PROBE_AFTER_SILENCE_MS = 1_000;
 const PROBE_TIMEOUT_MS = 1_000;
+// Requests that look at the peer within this of each other share one probe: however many
+// wait, the peer gets at most a few probe connections a second from this client.
+const PROBE_SHARED_MS = 500;
 
 /** A connection to one peer's control endpoint; requests are multiplexed by id. */
 export class ControlClient {
@@ -182,6 +185,8 @@ export class ControlClient {
   private closed = false;
   /** When the peer last answered anything: a peer silent for longer is probed alongside a request. */
   private lastAnswerAt = 0;
+  /** The latest probe of the endpoint, shared by requests that look within PROBE_SHARED_MS of it. */
+  private lastProbe: { at: number; result: ReturnType<typeof probeEndpoint> } | undefined;
   /** When a request was last made (idle clients are closed by their owner). */
   lastUsedAt = Date.now();
 
@@ -256,8 +261,16 @@ export class ControlClient {
       // A dead peer refuses the connection at once: fail fast as PEER_UNREACHABLE rather than
       // wait out the deadline. A probe that cannot even be made (a malformed endpoint) fails
       // the request too: every outcome is handled here, none may escape as an unhandled rejection.
+      // While the request waits, the peer is looked at again every PROBE_AFTER_SILENCE_MS: one
+      // that was there at the first look may exit while it is asked.
+      const lookAgain = (): void => {
+        const p = this.pending.get(id);
+        if (p) p.probe = setTimeout(probe, PROBE_AFTER_SILENCE_MS);
+      };
       const probe = (): void => {
-        probeEndpoint(this.endpoint, Math.min(timeoutMs, PROBE_TIMEOUT_MS)).then(
+        // A peer that answered anything a moment ago is alive; no connection is needed to know.
+        if (Date.now() - this.lastAnswerAt <= PROBE_AFTER_SILENCE_MS) return lookAgain();
+        this.probeShared(Math.min(timeoutMs, PROBE_TIMEOUT_MS)).then(
           (r) => {
             if (r === 'refused')
               fail(
@@ -265,6 +278,7 @@ export class ControlClient {
                   details: { endpoint: this.endpoint, type },
                 }),
               );
+            else lookAgain();
           },
           (e: unknown) =>
             fail(
@@ -279,14 +293,21 @@ export class ControlClient {
       };
       const entry: Pending = { resolve: resolve as (v: unknown) => void, reject, timer };
       this.pending.set(id, entry);
-      if (Date.now() - this.lastAnswerAt > PROBE_AFTER_SILENCE_MS) probe();
-      // A peer that answered a moment ago may have died since (the request then waits for
-      // an answer that never comes): probed once the request itself has waited that long.
-      else if (timeoutMs > PROBE_AFTER_SILENCE_MS) entry.probe = setTimeout(probe, PROBE_AFTER_SILENCE_MS);
+      // A peer silent for a while is looked at now; one that answered a moment ago may have
+      // died since, and is looked at once the request itself has waited that long.
+      probe();
       this.dealer.send(encodeMessage({ v: CONTROL_VERSION, id, type, body } satisfies RequestEnvelope)).catch((cause: Error) => {
         fail(new TransferError('PEER_UNREACHABLE', `Cannot send to ${this.endpoint}: ${cause.message}`, { cause }));
       });
     });
+  }
+
+  private probeShared(timeoutMs: number): ReturnType<typeof probeEndpoint> {
+    const now = Date.now();
+    if (this.lastProbe && now - this.lastProbe.at < PROBE_SHARED_MS) return this.lastProbe.result;
+    const result = probeEndpoint(this.endpoint, timeoutMs);
+    this.lastProbe = { at: now, result };
+    return result;
   }
 
   close(): void {
