@@ -35,7 +35,7 @@ for (const provider of PROVIDERS) {
       assert.ok(described.openSegments.includes(target.segment));
       // A killed peer shows up as unhealthy channels.
       target.kill();
-      await new Promise((r) => setTimeout(r, 100));
+      await target.close(); // returns once the killed process has exited: its channels are gone
       const dead = await checkSegment(target.segment, 500);
       assert.not.ok(dead.healthy, JSON.stringify(dead));
       await engine.unregisterMemory(hs);

@@ -217,8 +217,7 @@ test('the handshake client: garbage, a reply of another type, a half reply, sile
     }
   }
   const { server, port } = await fakePeer(() => undefined);
-  server.close();
-  await new Promise((r) => setTimeout(r, 20));
+  await new Promise((r) => server.close(r)); // the port no longer listens
   assert.is(await code(handshake('127.0.0.1', port, MSG_METADATA, '{}\n', 1000)), 'PEER_UNREACHABLE');
 });
 
