@@ -172,4 +172,57 @@ test('a peer that dies while it is asked (alive when first probed): PEER_UNREACH
   }
 });
 
+test('a burst of requests larger than the sockets queue is answered in full, each with its own answer', async () => {
+  // zeromq sockets take one send at a time and queue about a thousand messages per peer: a
+  // burst past that must wait its turn in the client, and the replies in the server, not be
+  // refused (EBUSY) or dropped.
+  const server = new ControlServer();
+  const endpoint = await server.bind('127.0.0.1', 0);
+  server.handle('echo', async (body) => {
+    await new Promise((r) => setTimeout(r, 20)); // every reply of the burst is due at once
+    return body;
+  });
+  const client = new ControlClient(endpoint);
+  try {
+    const n = 3_000;
+    const answers = await Promise.all(
+      Array.from({ length: n }, (_, i) =>
+        client.request<{ i: number }>('echo', { i }, 10_000).then(
+          (a) => a.i,
+          (e: unknown) => `${(e as { code?: string }).code}: ${String(e)}`,
+        ),
+      ),
+    );
+    const wrong = answers.map((a, i) => [i, a] as const).filter(([i, a]) => a !== i);
+    assert.is(wrong.length, 0, `${wrong.length} of ${n} requests not answered with their own body, e.g. ${JSON.stringify(wrong.slice(0, 3))}`);
+  } finally {
+    client.close();
+    await server.close();
+  }
+});
+
+test('a flood of requests to a peer that takes nothing in: bounded, and every request ends with a typed error', async () => {
+  const held: import('node:net').Socket[] = [];
+  const silent = createServer((sock) => void held.push(sock));
+  await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+  const client = new ControlClient(`127.0.0.1:${(silent.address() as { port: number }).port}`);
+  try {
+    const outcomes = await Promise.all(
+      Array.from({ length: 20_000 }, (_, i) =>
+        client.request('echo', { i }, 1_000).then(
+          () => 'answered',
+          (e: unknown) => (isTransferError(e) ? e.code : `untyped: ${String(e)}`),
+        ),
+      ),
+    );
+    const counts: Record<string, number> = {};
+    for (const o of outcomes) counts[o] = (counts[o] ?? 0) + 1;
+    assert.equal(Object.keys(counts).sort(), ['POOL_EXHAUSTED', 'TIMEOUT'], JSON.stringify(counts));
+  } finally {
+    client.close();
+    for (const s of held) s.destroy();
+    silent.close();
+  }
+});
+
 test.run();

@@ -2,6 +2,7 @@ import { Dealer, Router } from 'zeromq';
 import { TransferError, isTransferError } from '../errors/transfer-error.js';
 import { isTransferErrorCode } from '../errors/codes.js';
 import { decodeMessage, encodeMessage } from './codec.js';
+import { Fifo } from './fifo.js';
 import { probeEndpoint } from './reachability.js';
 import { MAX_CONTROL_MESSAGE_BYTES, checkReplyEnvelope, checkRequestEnvelope, salvageId, type ReplyEnvelope, type RequestEnvelope } from './messages.js';
 import type { ControlKeys } from './control-security.js';
@@ -30,12 +31,22 @@ function connectThroughSignals(socket: Dealer, address: string): void {
 export type ControlHandler = (body: unknown) => Promise<unknown> | unknown;
 
 /**
+ * Replies the control endpoint queues for one client that has not read them yet; past this
+ * they are dropped (the client's requests then time out), so a client that never reads
+ * costs the process a bounded amount of memory. A client keeps fewer requests than this in
+ * flight (MAX_IN_FLIGHT).
+ */
+const SERVER_REPLY_QUEUE = 4_096;
+// Replies of all clients waiting for the socket, which takes one send at a time.
+const MAX_WAITING_REPLIES = 65_536;
+
+/**
  * The process's one control endpoint (zeromq ROUTER). Every user of the engine (the P2P
  * handshake, KV bootstrap, EC coordination) registers handlers by message type here, so
  * one listener serves all of them.
  */
 export class ControlServer {
-  private readonly router = new Router({ linger: 0, maxMessageSize: MAX_CONTROL_MESSAGE_BYTES });
+  private readonly router = new Router({ linger: 0, maxMessageSize: MAX_CONTROL_MESSAGE_BYTES, sendHighWaterMark: SERVER_REPLY_QUEUE });
 
   /** With keys (a shared secret is configured), only clients holding the secret get through. */
   constructor(readonly keys?: ControlKeys) {
@@ -47,6 +58,9 @@ export class ControlServer {
   private readonly handlers = new Map<string, ControlHandler>();
   private endpointValue = '';
   private loop: Promise<void> | undefined;
+  /** Replies not yet handed to the socket (see sendReplies). */
+  private readonly replies = new Fifo<[Buffer, Buffer]>();
+  private replying = false;
 
   async bind(host: string, port: number): Promise<string> {
     const hostPart = host.includes(':') ? `[${host}]` : host;
@@ -124,10 +138,31 @@ export class ControlServer {
     } else {
       reply = await this.answer(decoded);
     }
+    let frame: Buffer;
     try {
-      await this.router.send([identity, encodeMessage(reply)]);
-    } catch {
-      // Peer gone or socket closed: nothing to do.
+      frame = encodeMessage(reply);
+    } catch (e) {
+      const why = (e as Error)?.message ?? String(e);
+      frame = encodeMessage({ v: CONTROL_VERSION, id: reply.id, ok: false, code: 'INTERNAL', message: `the reply cannot be encoded: ${why.slice(0, 200)}` });
+    }
+    if (this.replies.length >= MAX_WAITING_REPLIES) return; // dropped, as past the socket's queue: the request times out
+    this.replies.push([identity, frame]);
+    if (!this.replying) void this.sendReplies();
+  }
+
+  /** Sends the waiting replies one at a time: the socket refuses a second send while one is under way. */
+  private async sendReplies(): Promise<void> {
+    this.replying = true;
+    try {
+      for (let next = this.replies.take(); next && !this.router.closed; next = this.replies.take()) {
+        try {
+          await this.router.send(next);
+        } catch {
+          // Peer gone or socket closed: nothing to do.
+        }
+      }
+    } finally {
+      this.replying = false;
     }
   }
 
@@ -176,6 +211,13 @@ const PROBE_TIMEOUT_MS = 1_000;
 // Requests that look at the peer within this of each other share one probe: however many
 // wait, the peer gets at most a few probe connections a second from this client.
 const PROBE_SHARED_MS = 500;
+// Requests of one client sent and not yet answered. The peer's control socket queues at most
+// SERVER_REPLY_QUEUE replies for one client and drops the rest, so a burst larger than
+// that would lose answers; the requests past this wait in the client's outbox instead.
+const MAX_IN_FLIGHT = 1_024;
+// Requests of one client waiting for their turn to be sent: past this the peer is not taking
+// them in as fast as they are made, and a new request fails at once.
+const MAX_WAITING_SENDS = 16_384;
 
 /** A connection to one peer's control endpoint; requests are multiplexed by id. */
 export class ControlClient {
@@ -189,6 +231,14 @@ export class ControlClient {
   private lastProbe: { at: number; result: ReturnType<typeof probeEndpoint> } | undefined;
   /** When a request was last made (idle clients are closed by their owner). */
   lastUsedAt = Date.now();
+  /**
+   * Requests not yet handed to the socket. The socket takes one send at a time (a second
+   * one while the first waits for room is refused), so sends go out in order from here,
+   * while fewer than MAX_IN_FLIGHT sent ones wait for their answers (`inFlight`).
+   */
+  private readonly outbox = new Fifo<{ id: number; frame: Buffer }>();
+  private readonly inFlight = new Set<number>();
+  private sending = false;
 
   /** Requests waiting for an answer: a busy client is never evicted. */
   get busy(): boolean {
@@ -223,11 +273,8 @@ export class ControlClient {
           continue;
         }
         this.lastAnswerAt = Date.now();
-        const p = this.pending.get(reply.id);
+        const p = this.take(reply.id);
         if (!p) continue;
-        this.pending.delete(reply.id);
-        clearTimeout(p.timer);
-        clearTimeout(p.probe);
         if (reply.ok) p.resolve(reply.body);
         else p.reject(new TransferError(isTransferErrorCode(reply.code) ? reply.code : 'INTERNAL', `${this.endpoint}: ${reply.message ?? 'request failed'}`));
       }
@@ -240,15 +287,16 @@ export class ControlClient {
     if (this.closed) return Promise.reject(new TransferError('ENGINE_CLOSED', `control client for ${this.endpoint} is closed`));
     this.lastUsedAt = Date.now();
     const id = this.nextId++;
+    let frame: Buffer;
+    try {
+      frame = encodeMessage({ v: CONTROL_VERSION, id, type, body } satisfies RequestEnvelope);
+    } catch (cause) {
+      return Promise.reject(
+        new TransferError('INVALID_ARGUMENT', `control request "${type}" cannot be encoded: ${(cause as Error)?.message ?? String(cause)}`, { cause }),
+      );
+    }
     return new Promise<T>((resolve, reject) => {
-      const fail = (error: TransferError): void => {
-        const p = this.pending.get(id);
-        if (!p) return;
-        this.pending.delete(id);
-        clearTimeout(p.timer);
-        clearTimeout(p.probe);
-        p.reject(error);
-      };
+      const fail = (error: TransferError): void => this.take(id)?.reject(error);
       const timer = setTimeout(() => {
         fail(
           new TransferError(
@@ -296,10 +344,65 @@ export class ControlClient {
       // A peer silent for a while is looked at now; one that answered a moment ago may have
       // died since, and is looked at once the request itself has waited that long.
       probe();
-      this.dealer.send(encodeMessage({ v: CONTROL_VERSION, id, type, body } satisfies RequestEnvelope)).catch((cause: Error) => {
-        fail(new TransferError('PEER_UNREACHABLE', `Cannot send to ${this.endpoint}: ${cause.message}`, { cause }));
-      });
+      this.post(id, frame, fail);
     });
+  }
+
+  /** Ends a request's wait (answered, failed or timed out): its timers stop, its place in flight frees. */
+  private take(id: number): Pending | undefined {
+    const p = this.pending.get(id);
+    if (!p) return undefined;
+    this.pending.delete(id);
+    clearTimeout(p.timer);
+    clearTimeout(p.probe);
+    if (this.inFlight.delete(id) && this.outbox.length > 0 && !this.sending && !this.closed) void this.sendWaiting();
+    return p;
+  }
+
+  /** Queues a request's frame and starts the sender if it is idle; refuses one past the bound. */
+  private post(id: number, frame: Buffer, fail: (error: TransferError) => void): void {
+    // At the bound, entries of requests that ended while they waited (timed out) go first,
+    // when there are any: the requests still waiting are those pending and not in flight.
+    const waiting = this.pending.size - this.inFlight.size - 1; // this one is not queued yet
+    if (this.outbox.length >= MAX_WAITING_SENDS && this.outbox.length > waiting) this.outbox.keep((m) => this.pending.has(m.id));
+    if (this.outbox.length >= MAX_WAITING_SENDS) {
+      fail(
+        new TransferError(
+          'POOL_EXHAUSTED',
+          `${MAX_WAITING_SENDS} control requests to ${this.endpoint} are waiting to be sent: the peer does not take them in`,
+          {
+            details: { endpoint: this.endpoint },
+          },
+        ),
+      );
+      return;
+    }
+    this.outbox.push({ id, frame });
+    if (!this.sending) void this.sendWaiting();
+  }
+
+  /**
+   * Sends what waits, one send at a time, while fewer than MAX_IN_FLIGHT wait for answers (an
+   * answer starts it again); a request that ended meanwhile is not sent.
+   */
+  private async sendWaiting(): Promise<void> {
+    this.sending = true;
+    try {
+      while (this.outbox.length > 0 && this.inFlight.size < MAX_IN_FLIGHT && !this.closed) {
+        const next = this.outbox.take()!;
+        if (!this.pending.has(next.id)) continue;
+        this.inFlight.add(next.id);
+        try {
+          await this.dealer.send(next.frame);
+        } catch (cause) {
+          this.take(next.id)?.reject(
+            new TransferError('PEER_UNREACHABLE', `Cannot send to ${this.endpoint}: ${(cause as Error)?.message ?? String(cause)}`, { cause }),
+          );
+        }
+      }
+    } finally {
+      this.sending = false;
+    }
   }
 
   private probeShared(timeoutMs: number): ReturnType<typeof probeEndpoint> {
@@ -319,6 +422,8 @@ export class ControlClient {
       p.reject(new TransferError('ENGINE_CLOSED', `control client for ${this.endpoint} closed`));
       this.pending.delete(id);
     }
+    this.outbox.clear();
+    this.inFlight.clear();
     this.dealer.close();
   }
 }
