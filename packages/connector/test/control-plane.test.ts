@@ -1,6 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { createServer } from 'node:net';
+import { createServer, type Socket } from 'node:net';
 import { ControlClient, ControlServer, TransferError, decodeMessage, encodeMessage, isTransferError } from '../src/index.js';
 
 test('codec keeps u64 values as bigint', () => {
@@ -101,11 +101,32 @@ test('garbage sent to the control endpoint does not disturb other clients', asyn
   }
 });
 
+/**
+ * A TCP listener that accepts connections and never answers, as a live but stuck process's
+ * control endpoint does. `connected(n)` resolves once n connections came; `close` drops them
+ * and stops listening (the process exits).
+ */
+async function silentPeer(): Promise<{ endpoint: string; connected: (n: number) => Promise<void>; close: () => Promise<void> }> {
+  const held: Socket[] = [];
+  const waiters: { n: number; resolve: () => void }[] = [];
+  const server = createServer((sock) => {
+    held.push(sock);
+    for (const w of waiters) if (held.length >= w.n) w.resolve();
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    endpoint: `127.0.0.1:${(server.address() as { port: number }).port}`,
+    connected: (n) => (held.length >= n ? Promise.resolve() : new Promise((resolve) => waiters.push({ n, resolve }))),
+    close: async () => {
+      for (const sock of held) sock.destroy();
+      if (server.listening) await new Promise((r) => server.close(r));
+    },
+  };
+}
+
 test('a peer that accepts but never answers is slow, not dead: TIMEOUT at the deadline', async () => {
-  const held: import('node:net').Socket[] = [];
-  const silent = createServer((sock) => void held.push(sock));
-  await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
-  const client = new ControlClient(`127.0.0.1:${(silent.address() as { port: number }).port}`);
+  const silent = await silentPeer();
+  const client = new ControlClient(silent.endpoint);
   const started = Date.now();
   try {
     const e = await client.request('echo', null, 400).then(
@@ -116,8 +137,7 @@ test('a peer that accepts but never answers is slow, not dead: TIMEOUT at the de
     assert.ok(Date.now() - started >= 350);
   } finally {
     client.close();
-    for (const s of held) s.destroy();
-    silent.close();
+    await silent.close();
   }
 });
 
@@ -146,29 +166,21 @@ test('a peer that dies while it is asked (alive when first probed): PEER_UNREACH
   // the request's first probe finds it there; then the process exits. Without a second look
   // the request would wait out its whole deadline.
   const DEADLINE_MS = 6_000;
-  const held: import('node:net').Socket[] = [];
-  let bothConnected: () => void = () => undefined;
-  const connected = new Promise<void>((r) => (bothConnected = r));
-  const dying = createServer((sock) => {
-    held.push(sock);
-    if (held.length === 2) bothConnected(); // the client's socket and its probe
-  });
-  await new Promise<void>((r) => dying.listen(0, '127.0.0.1', r));
-  const client = new ControlClient(`127.0.0.1:${(dying.address() as { port: number }).port}`);
+  const dying = await silentPeer();
+  const client = new ControlClient(dying.endpoint);
   try {
     const asked = client.request('ping', null, DEADLINE_MS).then(
       () => undefined,
       (x: unknown) => x,
     );
-    await connected;
-    for (const s of held) s.destroy();
-    await new Promise((r) => dying.close(r)); // nothing listens there any more
+    await dying.connected(2); // the client's socket and its probe
+    await dying.close(); // nothing listens there any more
     const e = await asked;
     assert.ok(isTransferError(e, 'PEER_UNREACHABLE'), `${String(e)}: the deadline, not a probe, ended the request`);
     assert.match((e as Error).message, /refused the connection/);
   } finally {
     client.close();
-    for (const s of held) s.destroy();
+    await dying.close();
   }
 });
 
@@ -202,10 +214,8 @@ test('a burst of requests larger than the sockets queue is answered in full, eac
 });
 
 test('a flood of requests to a peer that takes nothing in: bounded, and every request ends with a typed error', async () => {
-  const held: import('node:net').Socket[] = [];
-  const silent = createServer((sock) => void held.push(sock));
-  await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
-  const client = new ControlClient(`127.0.0.1:${(silent.address() as { port: number }).port}`);
+  const silent = await silentPeer();
+  const client = new ControlClient(silent.endpoint);
   try {
     const outcomes = await Promise.all(
       Array.from({ length: 20_000 }, (_, i) =>
@@ -220,8 +230,7 @@ test('a flood of requests to a peer that takes nothing in: bounded, and every re
     assert.equal(Object.keys(counts).sort(), ['POOL_EXHAUSTED', 'TIMEOUT'], JSON.stringify(counts));
   } finally {
     client.close();
-    for (const s of held) s.destroy();
-    silent.close();
+    await silent.close();
   }
 });
 
