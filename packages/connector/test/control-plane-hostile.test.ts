@@ -2,6 +2,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { Dealer } from 'zeromq';
 import { ControlClient, ControlServer, createTransferEngine, decodeMessage, encodeMessage, isTransferError } from '../src/index.js';
+import { MAX_RUNNING_HANDLERS } from '../src/engine/control-plane.js';
 
 /*
  * A hostile or careless peer on the control plane: malformed envelopes, hostile field
@@ -238,6 +239,24 @@ test('a request to an endpoint that cannot be dialled (bad port) rejects INVALID
     }
   });
   assert.equal(rejections.map(String), []);
+});
+
+test('a flood of requests whose handlers wait: past the bound each is answered POOL_EXHAUSTED at once; served again once they finish', async () => {
+  await withServer(async (server, endpoint, raw) => {
+    const waiting: (() => void)[] = [];
+    server.handle('stuck', () => new Promise<string>((r) => waiting.push(() => r('done'))));
+    for (let id = 1; id <= MAX_RUNNING_HANDLERS + 3; id++) await raw.send(encodeMessage({ v: 1, id, type: 'stuck', body: null }));
+    const refused = [];
+    for (let k = 0; k < 3; k++) refused.push((await reply(raw, 10_000)) as ErrorReply);
+    assert.equal(
+      refused.map((r) => [r.id, r.code]),
+      [1, 2, 3].map((k) => [MAX_RUNNING_HANDLERS + k, 'POOL_EXHAUSTED']),
+      'the requests past the bound were refused, and only those',
+    );
+    assert.is(waiting.length, MAX_RUNNING_HANDLERS, 'a handler ran for each request within the bound');
+    for (const release of waiting) release();
+    await stillServes(endpoint);
+  });
 });
 
 test.run();

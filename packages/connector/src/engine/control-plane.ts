@@ -39,6 +39,10 @@ export type ControlHandler = (body: unknown) => Promise<unknown> | unknown;
 const SERVER_REPLY_QUEUE = 4_096;
 // Replies of all clients waiting for the socket, which takes one send at a time.
 const MAX_WAITING_REPLIES = 65_536;
+// Requests whose handlers run at once (a handler may wait: for a transfer, for staging
+// space). Past this a request is answered POOL_EXHAUSTED at once, so a flood of requests
+// costs a bounded amount of memory and other clients' requests are still read.
+export const MAX_RUNNING_HANDLERS = 16_384;
 
 /**
  * The process's one control endpoint (zeromq ROUTER). Every user of the engine (the P2P
@@ -61,6 +65,7 @@ export class ControlServer {
   /** Replies not yet handed to the socket (see sendReplies). */
   private readonly replies = new Fifo<[Buffer, Buffer]>();
   private replying = false;
+  private running = 0;
 
   async bind(host: string, port: number): Promise<string> {
     const hostPart = host.includes(':') ? `[${host}]` : host;
@@ -135,8 +140,21 @@ export class ControlServer {
         code: 'INVALID_ARGUMENT',
         message: `malformed control message: ${first ? `${first.path || '(envelope)'} ${first.message}` : 'not an envelope'}`,
       };
+    } else if (this.running >= MAX_RUNNING_HANDLERS) {
+      reply = {
+        v: CONTROL_VERSION,
+        id: decoded.id,
+        ok: false,
+        code: 'POOL_EXHAUSTED',
+        message: `this process is already answering ${MAX_RUNNING_HANDLERS} control requests; try again later`,
+      };
     } else {
-      reply = await this.answer(decoded);
+      this.running++;
+      try {
+        reply = await this.answer(decoded);
+      } finally {
+        this.running--;
+      }
     }
     let frame: Buffer;
     try {
