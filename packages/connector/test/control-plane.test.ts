@@ -234,4 +234,26 @@ test('a flood of requests to a peer that takes nothing in: bounded, and every re
   }
 });
 
+test('what cannot be encoded: a request body is refused INVALID_ARGUMENT before it is sent, a reply comes back as an INTERNAL error', async () => {
+  const server = new ControlServer();
+  const endpoint = await server.bind('127.0.0.1', 0);
+  server.handle('odd', () => Symbol('not msgpack'));
+  server.handle('echo', (body) => body);
+  const client = new ControlClient(endpoint);
+  const codeOf = (p: Promise<unknown>): Promise<string> =>
+    p.then(
+      () => 'answered',
+      (e: unknown) => (isTransferError(e) ? `${e.code}: ${e.message}` : `untyped: ${String(e)}`),
+    );
+  try {
+    assert.match(await codeOf(client.request('echo', { s: Symbol('x') }, 2_000)), /^INVALID_ARGUMENT: control request "echo" cannot be encoded/);
+    assert.match(await codeOf(client.request('odd', null, 2_000)), /^INTERNAL: .*the reply cannot be encoded/);
+    assert.is(client.busy, false, 'nothing left waiting');
+    assert.equal(await client.request('echo', 7, 2_000), 7);
+  } finally {
+    client.close();
+    await server.close();
+  }
+});
+
 test.run();
