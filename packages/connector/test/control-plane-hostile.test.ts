@@ -2,7 +2,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { Dealer } from 'zeromq';
 import { ControlClient, ControlServer, createTransferEngine, decodeMessage, encodeMessage, isTransferError } from '../src/index.js';
-import { MAX_RUNNING_HANDLERS } from '../src/engine/control-plane.js';
+import { MAX_RUNNING_HANDLERS, MAX_RUNNING_PER_CLIENT } from '../src/engine/control-plane.js';
 
 /*
  * A hostile or careless peer on the control plane: malformed envelopes, hostile field
@@ -241,21 +241,75 @@ test('a request to an endpoint that cannot be dialled (bad port) rejects INVALID
   assert.equal(rejections.map(String), []);
 });
 
-test('a flood of requests whose handlers wait: past the bound each is answered POOL_EXHAUSTED at once; served again once they finish', async () => {
+test('one client flooding requests whose handlers wait is refused past its own bound, while another client is still served', async () => {
   await withServer(async (server, endpoint, raw) => {
     const waiting: (() => void)[] = [];
     server.handle('stuck', () => new Promise<string>((r) => waiting.push(() => r('done'))));
-    for (let id = 1; id <= MAX_RUNNING_HANDLERS + 3; id++) await raw.send(encodeMessage({ v: 1, id, type: 'stuck', body: null }));
+    for (let id = 1; id <= MAX_RUNNING_PER_CLIENT + 3; id++) await raw.send(encodeMessage({ v: 1, id, type: 'stuck', body: null }));
     const refused = [];
     for (let k = 0; k < 3; k++) refused.push((await reply(raw, 10_000)) as ErrorReply);
     assert.equal(
       refused.map((r) => [r.id, r.code]),
-      [1, 2, 3].map((k) => [MAX_RUNNING_HANDLERS + k, 'POOL_EXHAUSTED']),
-      'the requests past the bound were refused, and only those',
+      [1, 2, 3].map((k) => [MAX_RUNNING_PER_CLIENT + k, 'POOL_EXHAUSTED']),
+      "the flooding client's requests past its bound were refused, and only those",
     );
-    assert.is(waiting.length, MAX_RUNNING_HANDLERS, 'a handler ran for each request within the bound');
-    for (const release of waiting) release();
+    assert.match(refused[0]!.message, /of this client/);
+    assert.is(waiting.length, MAX_RUNNING_PER_CLIENT, 'a handler ran for each request within the bound');
+    // The flood's handlers still wait: another client's request is answered meanwhile.
     await stillServes(endpoint);
+    for (const release of waiting) release();
+  });
+});
+
+test('clients together past the process bound: each request past it is answered POOL_EXHAUSTED at once; served again once they finish', async () => {
+  await withServer(async (server, endpoint, raw) => {
+    const waiting: (() => void)[] = [];
+    let allRunning = (): void => undefined;
+    const running = new Promise<void>((r) => (allRunning = r));
+    server.handle(
+      'stuck',
+      () =>
+        new Promise<string>((r) => {
+          waiting.push(() => r('done'));
+          if (waiting.length === MAX_RUNNING_HANDLERS) allRunning();
+        }),
+    );
+    const clients = MAX_RUNNING_HANDLERS / MAX_RUNNING_PER_CLIENT;
+    const dealers = [raw];
+    for (let c = 1; c <= clients; c++) {
+      const d = new Dealer({ linger: 0 });
+      d.connect(`tcp://${endpoint}`);
+      dealers.push(d);
+    }
+    try {
+      // `clients` clients fill the process's bound, each within its own; the last one is refused.
+      let id = 0;
+      for (const d of dealers.slice(1))
+        for (let k = 0; k < MAX_RUNNING_PER_CLIENT; k++) await d.send(encodeMessage({ v: 1, id: ++id, type: 'stuck', body: null }));
+      // The server reads its clients in turn: the last client sends once the bound is full.
+      let stop: NodeJS.Timeout | undefined;
+      await Promise.race([running, new Promise((_, no) => (stop = setTimeout(() => no(new Error(`${waiting.length} handlers ran within 20 s`)), 20_000)))]);
+      clearTimeout(stop);
+      for (let k = 1; k <= 3; k++) await raw.send(encodeMessage({ v: 1, id: ++id, type: 'stuck', body: null }));
+      const refused = [];
+      for (let k = 0; k < 3; k++) refused.push((await reply(raw, 10_000)) as ErrorReply);
+      assert.equal(
+        refused.map((r) => [r.id, r.code]),
+        [1, 2, 3].map((k) => [MAX_RUNNING_HANDLERS + k, 'POOL_EXHAUSTED']),
+        'the requests past the bound were refused, and only those',
+      );
+      assert.match(refused[0]!.message, new RegExp(`answering ${MAX_RUNNING_HANDLERS} control requests;`));
+      assert.is(waiting.length, MAX_RUNNING_HANDLERS, 'a handler ran for each request within the bound');
+      for (const release of waiting) release();
+      const answered = await Promise.all(dealers.slice(1).map((d) => reply(d, 10_000)));
+      assert.ok(
+        answered.every((r) => (r as { ok?: boolean }).ok === true),
+        'the released handlers were answered',
+      );
+      await stillServes(endpoint);
+    } finally {
+      for (const d of dealers.slice(1)) d.close();
+    }
   });
 });
 

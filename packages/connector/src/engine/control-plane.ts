@@ -43,6 +43,10 @@ const MAX_WAITING_REPLIES = 65_536;
 // space). Past this a request is answered POOL_EXHAUSTED at once, so a flood of requests
 // costs a bounded amount of memory and other clients' requests are still read.
 export const MAX_RUNNING_HANDLERS = 16_384;
+// Of those, the ones one client (one connection's identity) may hold: a client flooding
+// requests whose handlers wait is refused past this, while other clients are still served.
+// A te client keeps at most MAX_IN_FLIGHT requests in flight, a quarter of this.
+export const MAX_RUNNING_PER_CLIENT = 4_096;
 
 /**
  * The process's one control endpoint (zeromq ROUTER). Every user of the engine (the P2P
@@ -66,6 +70,8 @@ export class ControlServer {
   private readonly replies = new Fifo<[Buffer, Buffer]>();
   private replying = false;
   private running = 0;
+  /** Running handlers per client identity (latin1 key); an entry goes when its count reaches 0. */
+  private readonly runningPerClient = new Map<string, number>();
 
   async bind(host: string, port: number): Promise<string> {
     const hostPart = host.includes(':') ? `[${host}]` : host;
@@ -140,20 +146,28 @@ export class ControlServer {
         code: 'INVALID_ARGUMENT',
         message: `malformed control message: ${first ? `${first.path || '(envelope)'} ${first.message}` : 'not an envelope'}`,
       };
-    } else if (this.running >= MAX_RUNNING_HANDLERS) {
-      reply = {
-        v: CONTROL_VERSION,
-        id: decoded.id,
-        ok: false,
-        code: 'POOL_EXHAUSTED',
-        message: `this process is already answering ${MAX_RUNNING_HANDLERS} control requests; try again later`,
-      };
     } else {
-      this.running++;
-      try {
-        reply = await this.answer(decoded);
-      } finally {
-        this.running--;
+      const client = identity.toString('latin1');
+      const mine = this.runningPerClient.get(client) ?? 0;
+      const refusal =
+        mine >= MAX_RUNNING_PER_CLIENT
+          ? `this process is already answering ${MAX_RUNNING_PER_CLIENT} control requests of this client; try again later`
+          : this.running >= MAX_RUNNING_HANDLERS
+            ? `this process is already answering ${MAX_RUNNING_HANDLERS} control requests; try again later`
+            : undefined;
+      if (refusal !== undefined) {
+        reply = { v: CONTROL_VERSION, id: decoded.id, ok: false, code: 'POOL_EXHAUSTED', message: refusal };
+      } else {
+        this.running++;
+        this.runningPerClient.set(client, mine + 1);
+        try {
+          reply = await this.answer(decoded);
+        } finally {
+          this.running--;
+          const left = (this.runningPerClient.get(client) ?? 1) - 1;
+          if (left > 0) this.runningPerClient.set(client, left);
+          else this.runningPerClient.delete(client);
+        }
       }
     }
     let frame: Buffer;
