@@ -103,10 +103,10 @@ test('garbage sent to the control endpoint does not disturb other clients', asyn
 
 /**
  * A TCP listener that accepts connections and never answers, as a live but stuck process's
- * control endpoint does. `connected(n)` resolves once n connections came; `close` drops them
- * and stops listening (the process exits).
+ * control endpoint does. `connected(n)` resolves once n connections came, `count()` says how
+ * many came; `close` drops them and stops listening (the process exits).
  */
-async function silentPeer(): Promise<{ endpoint: string; connected: (n: number) => Promise<void>; close: () => Promise<void> }> {
+async function silentPeer(): Promise<{ endpoint: string; connected: (n: number) => Promise<void>; count: () => number; close: () => Promise<void> }> {
   const held: Socket[] = [];
   const waiters: { n: number; resolve: () => void }[] = [];
   const server = createServer((sock) => {
@@ -117,6 +117,7 @@ async function silentPeer(): Promise<{ endpoint: string; connected: (n: number) 
   return {
     endpoint: `127.0.0.1:${(server.address() as { port: number }).port}`,
     connected: (n) => (held.length >= n ? Promise.resolve() : new Promise((resolve) => waiters.push({ n, resolve }))),
+    count: () => held.length,
     close: async () => {
       for (const sock of held) sock.destroy();
       if (server.listening) await new Promise((r) => server.close(r));
@@ -181,6 +182,36 @@ test('a peer that dies while it is asked (alive when first probed): PEER_UNREACH
   } finally {
     client.close();
     await dying.close();
+  }
+});
+
+test('however many requests wait at a silent peer, the client probes it about once a second', async () => {
+  // One look per client, not one per request: 1,000 requests made over 2 s, each waiting 3 s.
+  const silent = await silentPeer();
+  const client = new ControlClient(silent.endpoint);
+  const started = Date.now();
+  try {
+    const asked: Promise<unknown>[] = [];
+    for (let wave = 0; wave < 20; wave++) {
+      for (let k = 0; k < 50; k++)
+        asked.push(
+          client.request('ping', null, 3_000).then(
+            () => 'answered',
+            (e: unknown) => (isTransferError(e) ? e.code : String(e)),
+          ),
+        );
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const outcomes = await Promise.all(asked);
+    assert.equal([...new Set(outcomes)], ['TIMEOUT'], 'a peer that accepts connections is slow, not dead');
+    const seconds = (Date.now() - started) / 1000;
+    const probes = silent.count() - 1; // the client's own zeromq connection is the first
+    assert.ok(probes >= 1, 'the silent peer was looked at');
+    // Probes at least a second apart: at most one at the start and one per whole second after.
+    assert.ok(probes <= Math.floor(seconds) + 1, `${probes} probe connections in ${seconds.toFixed(1)} s`);
+  } finally {
+    client.close();
+    await silent.close();
   }
 });
 

@@ -234,15 +234,12 @@ interface Pending {
   resolve: (value: unknown) => void;
   reject: (error: TransferError) => void;
   timer: NodeJS.Timeout;
-  /** A probe scheduled for when the request has waited PROBE_AFTER_SILENCE_MS. */
-  probe?: NodeJS.Timeout | undefined;
+  /** The request's message type, named in the error that fails it. */
+  type: string;
 }
 
 const PROBE_AFTER_SILENCE_MS = 1_000;
 const PROBE_TIMEOUT_MS = 1_000;
-// Requests that look at the peer within this of each other share one probe: however many
-// wait, the peer gets at most a few probe connections a second from this client.
-const PROBE_SHARED_MS = 500;
 // Requests of one client sent and not yet answered. The peer's control socket queues at most
 // SERVER_REPLY_QUEUE replies for one client and drops the rest, so a burst larger than
 // that would lose answers; the requests past this wait in the client's outbox instead.
@@ -257,10 +254,13 @@ export class ControlClient {
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
   private closed = false;
-  /** When the peer last answered anything: a peer silent for longer is probed alongside a request. */
+  /** When the peer last answered anything: a peer silent for longer is probed while requests wait. */
   private lastAnswerAt = 0;
-  /** The latest probe of the endpoint, shared by requests that look within PROBE_SHARED_MS of it. */
-  private lastProbe: { at: number; result: ReturnType<typeof probeEndpoint> } | undefined;
+  /** The one timer that looks at a silent peer while requests wait (see watchWhileWaiting). */
+  private watch: NodeJS.Timeout | undefined;
+  /** A probe of the endpoint is under way; when the latest one began. */
+  private probing = false;
+  private lastProbeAt = 0;
   /** When a request was last made (idle clients are closed by their owner). */
   lastUsedAt = Date.now();
   /**
@@ -338,46 +338,78 @@ export class ControlClient {
           ),
         );
       }, timeoutMs);
-      // A dead peer refuses the connection at once: fail fast as PEER_UNREACHABLE rather than
-      // wait out the deadline. A probe that cannot even be made (a malformed endpoint) fails
-      // the request too: every outcome is handled here, none may escape as an unhandled rejection.
-      // While the request waits, the peer is looked at again every PROBE_AFTER_SILENCE_MS: one
-      // that was there at the first look may exit while it is asked.
-      const lookAgain = (): void => {
-        const p = this.pending.get(id);
-        if (p) p.probe = setTimeout(probe, PROBE_AFTER_SILENCE_MS);
-      };
-      const probe = (): void => {
-        // A peer that answered anything a moment ago is alive; no connection is needed to know.
-        if (Date.now() - this.lastAnswerAt <= PROBE_AFTER_SILENCE_MS) return lookAgain();
-        this.probeShared(Math.min(timeoutMs, PROBE_TIMEOUT_MS)).then(
-          (r) => {
-            if (r === 'refused')
-              fail(
-                new TransferError('PEER_UNREACHABLE', `${this.endpoint} refused the connection: no process listens there (it exited or never started)`, {
-                  details: { endpoint: this.endpoint, type },
-                }),
-              );
-            else lookAgain();
-          },
-          (e: unknown) =>
-            fail(
-              isTransferError(e)
-                ? e
-                : new TransferError('PEER_UNREACHABLE', `Cannot reach ${this.endpoint}: ${(e as Error)?.message ?? String(e)}`, {
-                    cause: e,
-                    details: { endpoint: this.endpoint, type },
-                  }),
-            ),
-        );
-      };
-      const entry: Pending = { resolve: resolve as (v: unknown) => void, reject, timer };
-      this.pending.set(id, entry);
-      // A peer silent for a while is looked at now; one that answered a moment ago may have
-      // died since, and is looked at once the request itself has waited that long.
-      probe();
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, timer, type });
       this.post(id, frame, fail);
+      if (!this.pending.has(id)) return; // refused at once: nothing to look at
+      // A peer silent for a while is looked at now; one that answered a moment ago may have
+      // died since, and is looked at once it has been silent that long.
+      this.look();
+      this.watchWhileWaiting();
     });
+  }
+
+  /**
+   * While requests wait, the client looks at its peer whenever the peer has been silent for
+   * PROBE_AFTER_SILENCE_MS: a dead peer refuses the connection at once, and every waiting
+   * request fails fast as PEER_UNREACHABLE rather than at its deadline; one that was there at
+   * the first look may exit while it is asked. One timer per client, however many requests wait.
+   */
+  private watchWhileWaiting(): void {
+    if (this.watch || this.closed || this.pending.size === 0) return;
+    const silentFor = Date.now() - this.lastAnswerAt;
+    const wait = silentFor < PROBE_AFTER_SILENCE_MS ? PROBE_AFTER_SILENCE_MS - silentFor + 1 : PROBE_AFTER_SILENCE_MS;
+    this.watch = setTimeout(() => {
+      this.watch = undefined;
+      this.look();
+      this.watchWhileWaiting();
+    }, wait);
+  }
+
+  /**
+   * Probes the peer's endpoint (one TCP connect) when requests wait and it has been silent,
+   * unless a probe is under way or began less than a second ago. A refused connection fails every
+   * waiting request; a probe that cannot even be made (a malformed endpoint) fails them too:
+   * every outcome is handled here, none may escape as an unhandled rejection.
+   */
+  private look(): void {
+    const now = Date.now();
+    if (this.closed || this.pending.size === 0 || now - this.lastAnswerAt <= PROBE_AFTER_SILENCE_MS) return;
+    // A look within a second of the last probe shares it: the peer gets about one probe
+    // connection a second from this client.
+    if (this.probing || now - this.lastProbeAt < PROBE_AFTER_SILENCE_MS) return;
+    this.probing = true;
+    this.lastProbeAt = now;
+    probeEndpoint(this.endpoint, PROBE_TIMEOUT_MS).then(
+      (r) => {
+        this.probing = false;
+        if (r === 'refused')
+          this.failWaiting(
+            (type) =>
+              new TransferError('PEER_UNREACHABLE', `${this.endpoint} refused the connection: no process listens there (it exited or never started)`, {
+                details: { endpoint: this.endpoint, type },
+              }),
+          );
+      },
+      (e: unknown) => {
+        this.probing = false;
+        this.failWaiting((type) =>
+          isTransferError(e)
+            ? e
+            : new TransferError('PEER_UNREACHABLE', `Cannot reach ${this.endpoint}: ${(e as Error)?.message ?? String(e)}`, {
+                cause: e,
+                details: { endpoint: this.endpoint, type },
+              }),
+        );
+      },
+    );
+  }
+
+  /** Fails every request still waiting, each with the error `errorFor` makes for its type. */
+  private failWaiting(errorFor: (type: string) => TransferError): void {
+    for (const id of [...this.pending.keys()]) {
+      const p = this.take(id);
+      p?.reject(errorFor(p.type));
+    }
   }
 
   /** Ends a request's wait (answered, failed or timed out): its timers stop, its place in flight frees. */
@@ -386,7 +418,7 @@ export class ControlClient {
     if (!p) return undefined;
     this.pending.delete(id);
     clearTimeout(p.timer);
-    clearTimeout(p.probe);
+    if (this.pending.size === 0) this.stopWatching();
     if (this.inFlight.delete(id) && this.outbox.length > 0 && !this.sending && !this.closed) void this.sendWaiting();
     return p;
   }
@@ -437,20 +469,17 @@ export class ControlClient {
     }
   }
 
-  private probeShared(timeoutMs: number): ReturnType<typeof probeEndpoint> {
-    const now = Date.now();
-    if (this.lastProbe && now - this.lastProbe.at < PROBE_SHARED_MS) return this.lastProbe.result;
-    const result = probeEndpoint(this.endpoint, timeoutMs);
-    this.lastProbe = { at: now, result };
-    return result;
+  private stopWatching(): void {
+    clearTimeout(this.watch);
+    this.watch = undefined;
   }
 
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    this.stopWatching();
     for (const [id, p] of this.pending) {
       clearTimeout(p.timer);
-      clearTimeout(p.probe);
       p.reject(new TransferError('ENGINE_CLOSED', `control client for ${this.endpoint} closed`));
       this.pending.delete(id);
     }
