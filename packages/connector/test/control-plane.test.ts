@@ -2,6 +2,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createServer, type Socket } from 'node:net';
 import { ControlClient, ControlServer, TransferError, decodeMessage, encodeMessage, isTransferError } from '../src/index.js';
+import { MAX_IN_FLIGHT } from '../src/engine/control-client.js';
 
 test('codec keeps u64 values as bigint', () => {
   const v = decodeMessage<{ a: bigint; b: bigint; c: number }>(encodeMessage({ a: 0xffff_ffff_ffff_fff0n, b: 5n, c: 3 }));
@@ -212,6 +213,50 @@ test('however many requests wait at a silent peer, the client probes it about on
   } finally {
     client.close();
     await silent.close();
+  }
+});
+
+test('an urgent request is not held up by the ordinary requests a peer holds; an ordinary one waits its turn', async () => {
+  // A peer holding MAX_IN_FLIGHT ordinary requests (staging allocations waiting for space,
+  // say) must still answer a liveness check or an abort at once.
+  const server = new ControlServer();
+  const endpoint = await server.bind('127.0.0.1', 0);
+  const held: (() => void)[] = [];
+  const waiters: { n: number; resolve: () => void }[] = [];
+  const whenHeld = (n: number): Promise<void> => (held.length >= n ? Promise.resolve() : new Promise((resolve) => waiters.push({ n, resolve })));
+  server.handle(
+    'hold',
+    () =>
+      new Promise<string>((r) => {
+        held.push(() => r('done'));
+        for (const w of waiters) if (held.length >= w.n) w.resolve();
+      }),
+  );
+  server.handle('ping', () => 'pong');
+  const client = new ControlClient(endpoint);
+  try {
+    const holds = Array.from({ length: MAX_IN_FLIGHT + 10 }, () =>
+      client.request('hold', null, 30_000).then(
+        (v) => v,
+        (e: unknown) => (isTransferError(e) ? e.code : String(e)),
+      ),
+    );
+    await whenHeld(MAX_IN_FLIGHT);
+    assert.is(await client.request('ping', null, 2_000, { urgent: true }), 'pong', 'the urgent request went past the held ones');
+    const ordinary = await client.request('ping', null, 500).then(
+      () => 'answered',
+      (e: unknown) => (isTransferError(e) ? e.code : String(e)),
+    );
+    assert.is(ordinary, 'TIMEOUT', 'an ordinary request waits until a place in flight frees');
+    assert.is(held.length, MAX_IN_FLIGHT, 'no more than MAX_IN_FLIGHT ordinary requests were sent');
+    // Released, the held ones are answered and the ten that waited are sent and answered too.
+    for (const release of held.splice(0)) release();
+    await whenHeld(10);
+    for (const release of held.splice(0)) release();
+    assert.equal([...new Set(await Promise.all(holds))], ['done']);
+  } finally {
+    client.close();
+    await server.close();
   }
 });
 

@@ -6,6 +6,9 @@ import { TypeCompiler } from '@sinclair/typebox/compiler';
  * the handlers' business (each checks its own); the envelope is checked before any field
  * is read, so a hostile message can never reach code that assumes its shape.
  */
+/** Version of the control-plane envelope. Fields are appended and optional. */
+export const CONTROL_VERSION = 1;
+
 export const MAX_TYPE_LENGTH = 128;
 /** Largest control message accepted (zeromq drops larger ones before they are buffered). */
 export const MAX_CONTROL_MESSAGE_BYTES = 16 * 1024 * 1024;

@@ -1,5 +1,6 @@
 import type { SegmentDescriptor } from '../spi/descriptor.js';
-import { ControlClient, type ControlServer } from './control-plane.js';
+import { ControlClient } from './control-client.js';
+import type { ControlServer } from './control-plane.js';
 import { checkDescriptor } from './descriptor-check.js';
 import { checkSegmentName } from './segment-name.js';
 import { TransferError } from '../errors/transfer-error.js';

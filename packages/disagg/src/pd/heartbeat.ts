@@ -63,7 +63,8 @@ export class Heartbeat {
  */
 export async function pingPeer(engine: TransferEngine, segment: string, type: string, timeoutMs: number): Promise<'alive' | 'dead' | 'missed'> {
   try {
-    await engine.controlClient(segment).request(type, { v: PD_PROTOCOL_VERSION }, timeoutMs);
+    // Urgent: a peer holding many long requests of this rank (staging allocations) still answers.
+    await engine.controlClient(segment).request(type, { v: PD_PROTOCOL_VERSION }, timeoutMs, { urgent: true });
     return 'alive';
   } catch (e) {
     return isTransferError(e, 'PEER_UNREACHABLE') ? 'dead' : 'missed';

@@ -343,7 +343,9 @@ export class DecodeReceiver implements KVReceiver {
   private async sendAborts(targets: ResolvedTarget[], reason: string, code?: string): Promise<boolean> {
     const msg: AbortMessage = { v: PD_PROTOCOL_VERSION, room: this.room, decodeSegment: this.ctx.engine.segmentName, reason: reason.slice(0, 2000) };
     if (code) msg.code = code;
-    const results = await Promise.allSettled(targets.map((t) => this.ctx.engine.controlClient(t.segment).request(MSG.abort, msg, this.ctx.timeouts.abortMs)));
+    const results = await Promise.allSettled(
+      targets.map((t) => this.ctx.engine.controlClient(t.segment).request(MSG.abort, msg, this.ctx.timeouts.abortMs, { urgent: true })),
+    );
     const unsafe = results.find((r): r is PromiseRejectedResult => r.status === 'rejected' && !isTransferError(r.reason, 'PEER_UNREACHABLE'));
     if (unsafe) {
       throw new TransferError(

@@ -300,7 +300,7 @@ export class PrefillSender implements KVSender {
       await this.checksums.addTo(msg, this.ctx, rr, this.sentPages, this.auxIndex);
       if (await this.verification.verified(rr.dest)) msg.kvVerifiedInTransfer = true;
     }
-    return this.ctx.engine.controlClient(rr.dest.segment).request(MSG.status, msg, this.ctx.timeouts.heartbeatMs * 2);
+    return this.ctx.engine.controlClient(rr.dest.segment).request(MSG.status, msg, this.ctx.timeouts.heartbeatMs * 2, { urgent: true });
   }
 
   /**

@@ -49,7 +49,7 @@ export async function tellRefusal(ctx: RefusalContext, bootstrap: BootstrapInfo,
     await Promise.allSettled(
       ranks.map(async ({ tp, pp }) => {
         const ep = await directory.rankEndpoint(dp, tp, pp, left());
-        await ctx.engine.controlClient(ep.endpoint).request(MSG.abort, msg, left());
+        await ctx.engine.controlClient(ep.endpoint).request(MSG.abort, msg, left(), { urgent: true });
       }),
     );
   })();
