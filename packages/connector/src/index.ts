@@ -92,7 +92,8 @@ export {
   type CreateEngineOptions,
 } from './engine/transfer-engine.js';
 export { initTransferEngine, getTransferEngine, closeTransferEngine, hasTransferEngine } from './engine/shared.js';
-export { ControlServer, CONTROL_VERSION, type ControlHandler } from './engine/control-plane.js';
+export { ControlServer, type ControlHandler } from './engine/control-plane.js';
+export { CONTROL_VERSION } from './engine/messages.js';
 export { ControlClient, type ControlRequestOptions } from './engine/control-client.js';
 export { checkSegmentName } from './engine/segment-name.js';
 export { P2PHandshake, type MetadataStore } from './engine/metadata.js';

@@ -7,10 +7,6 @@ import { CONTROL_VERSION, MAX_CONTROL_MESSAGE_BYTES, checkRequestEnvelope, salva
 import type { ControlKeys } from './control-security.js';
 import { MAX_IN_FLIGHT, MAX_URGENT_IN_FLIGHT } from './control-client.js';
 
-// The client end lives in its own file; the control plane is both.
-export { CONTROL_VERSION };
-export { ControlClient, type ControlRequestOptions } from './control-client.js';
-
 export type ControlHandler = (body: unknown) => Promise<unknown> | unknown;
 
 /**

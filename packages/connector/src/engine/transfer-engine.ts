@@ -6,7 +6,8 @@ import { DESCRIPTOR_VERSION, type SegmentDescriptor } from '../spi/descriptor.js
 import { isDeviceName, memoryKindOf, type DeviceName, type RegisterRequest, type WireValue } from '../spi/memory.js';
 import type { TransportPlugin } from '../spi/plugin.js';
 import { transferBatch, type TransferContext } from './batch-transfer.js';
-import type { ControlServer, ControlClient } from './control-plane.js';
+import type { ControlServer } from './control-plane.js';
+import type { ControlClient } from './control-client.js';
 import type { Log } from './logger.js';
 import { assembleEngine } from './assemble.js';
 import { PeerTable } from './peer-table.js';
@@ -33,7 +34,6 @@ export type { AllocatedHandle, CreateEngineOptions, MemoryHandle, MemoryTarget, 
 export class TransferEngine {
   readonly segmentName: string;
   readonly epoch: bigint;
-  readonly config: TeConfig;
   private readonly memory = new MemoryMap();
   private readonly peers: PeerTable;
   private readonly listeners = new Set<(n: Notification) => void>();
@@ -47,7 +47,7 @@ export class TransferEngine {
   private readonly batches: TransferContext;
 
   private constructor(
-    config: TeConfig,
+    readonly config: TeConfig,
     readonly control: ControlServer,
     private readonly handshake: P2PHandshake,
     private readonly held: EngineTransport[],
@@ -57,7 +57,6 @@ export class TransferEngine {
     /** Descriptors in etcd (metadata type `etcd`); otherwise they are fetched from peers. */
     private readonly etcd?: EtcdMetadata,
   ) {
-    this.config = config;
     this.stats = new BatchStats(config.metrics, log);
     this.peers = new PeerTable(held, (segment) => (segment === this.segmentName ? Promise.resolve(this.descriptor()) : this.fetchDescriptor(segment)));
     this.segmentName = segmentName;
