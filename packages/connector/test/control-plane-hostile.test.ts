@@ -3,6 +3,7 @@ import * as assert from 'uvu/assert';
 import { Dealer } from 'zeromq';
 import { ControlClient, ControlServer, createTransferEngine, decodeMessage, encodeMessage, isTransferError } from '../src/index.js';
 import { MAX_RUNNING_HANDLERS, MAX_RUNNING_PER_CLIENT } from '../src/engine/control-plane.js';
+import { holdingHandler } from './fixtures/holding-handler.js';
 
 /*
  * A hostile or careless peer on the control plane: malformed envelopes, hostile field
@@ -243,8 +244,8 @@ test('a request to an endpoint that cannot be dialled (bad port) rejects INVALID
 
 test('one client flooding requests whose handlers wait is refused past its own bound, while another client is still served', async () => {
   await withServer(async (server, endpoint, raw) => {
-    const waiting: (() => void)[] = [];
-    server.handle('stuck', () => new Promise<string>((r) => waiting.push(() => r('done'))));
+    const stuck = holdingHandler();
+    server.handle('stuck', stuck.handler);
     for (let id = 1; id <= MAX_RUNNING_PER_CLIENT + 3; id++) await raw.send(encodeMessage({ v: 1, id, type: 'stuck', body: null }));
     const refused = [];
     for (let k = 0; k < 3; k++) refused.push((await reply(raw, 10_000)) as ErrorReply);
@@ -254,26 +255,17 @@ test('one client flooding requests whose handlers wait is refused past its own b
       "the flooding client's requests past its bound were refused, and only those",
     );
     assert.match(refused[0]!.message, /of this client/);
-    assert.is(waiting.length, MAX_RUNNING_PER_CLIENT, 'a handler ran for each request within the bound');
+    assert.is(stuck.holding, MAX_RUNNING_PER_CLIENT, 'a handler ran for each request within the bound');
     // The flood's handlers still wait: another client's request is answered meanwhile.
     await stillServes(endpoint);
-    for (const release of waiting) release();
+    stuck.release();
   });
 });
 
 test('clients together past the process bound: each request past it is answered POOL_EXHAUSTED at once; served again once they finish', async () => {
   await withServer(async (server, endpoint, raw) => {
-    const waiting: (() => void)[] = [];
-    let allRunning = (): void => undefined;
-    const running = new Promise<void>((r) => (allRunning = r));
-    server.handle(
-      'stuck',
-      () =>
-        new Promise<string>((r) => {
-          waiting.push(() => r('done'));
-          if (waiting.length === MAX_RUNNING_HANDLERS) allRunning();
-        }),
-    );
+    const stuck = holdingHandler();
+    server.handle('stuck', stuck.handler);
     const clients = MAX_RUNNING_HANDLERS / MAX_RUNNING_PER_CLIENT;
     const dealers = [raw];
     for (let c = 1; c <= clients; c++) {
@@ -288,7 +280,10 @@ test('clients together past the process bound: each request past it is answered 
         for (let k = 0; k < MAX_RUNNING_PER_CLIENT; k++) await d.send(encodeMessage({ v: 1, id: ++id, type: 'stuck', body: null }));
       // The server reads its clients in turn: the last client sends once the bound is full.
       let stop: NodeJS.Timeout | undefined;
-      await Promise.race([running, new Promise((_, no) => (stop = setTimeout(() => no(new Error(`${waiting.length} handlers ran within 20 s`)), 20_000)))]);
+      await Promise.race([
+        stuck.whenHolding(MAX_RUNNING_HANDLERS),
+        new Promise((_, no) => (stop = setTimeout(() => no(new Error(`${stuck.holding} handlers ran within 20 s`)), 20_000))),
+      ]);
       clearTimeout(stop);
       for (let k = 1; k <= 3; k++) await raw.send(encodeMessage({ v: 1, id: ++id, type: 'stuck', body: null }));
       const refused = [];
@@ -299,8 +294,8 @@ test('clients together past the process bound: each request past it is answered 
         'the requests past the bound were refused, and only those',
       );
       assert.match(refused[0]!.message, new RegExp(`answering ${MAX_RUNNING_HANDLERS} control requests;`));
-      assert.is(waiting.length, MAX_RUNNING_HANDLERS, 'a handler ran for each request within the bound');
-      for (const release of waiting) release();
+      assert.is(stuck.holding, MAX_RUNNING_HANDLERS, 'a handler ran for each request within the bound');
+      stuck.release();
       const answered = await Promise.all(dealers.slice(1).map((d) => reply(d, 10_000)));
       assert.ok(
         answered.every((r) => (r as { ok?: boolean }).ok === true),

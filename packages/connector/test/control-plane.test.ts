@@ -3,6 +3,7 @@ import * as assert from 'uvu/assert';
 import { createServer, type Socket } from 'node:net';
 import { ControlClient, ControlServer, TransferError, decodeMessage, encodeMessage, isTransferError } from '../src/index.js';
 import { MAX_IN_FLIGHT } from '../src/engine/control-client.js';
+import { holdingHandler } from './fixtures/holding-handler.js';
 
 test('codec keeps u64 values as bigint', () => {
   const v = decodeMessage<{ a: bigint; b: bigint; c: number }>(encodeMessage({ a: 0xffff_ffff_ffff_fff0n, b: 5n, c: 3 }));
@@ -221,17 +222,8 @@ test('an urgent request is not held up by the ordinary requests a peer holds; an
   // say) must still answer a liveness check or an abort at once.
   const server = new ControlServer();
   const endpoint = await server.bind('127.0.0.1', 0);
-  const held: (() => void)[] = [];
-  const waiters: { n: number; resolve: () => void }[] = [];
-  const whenHeld = (n: number): Promise<void> => (held.length >= n ? Promise.resolve() : new Promise((resolve) => waiters.push({ n, resolve })));
-  server.handle(
-    'hold',
-    () =>
-      new Promise<string>((r) => {
-        held.push(() => r('done'));
-        for (const w of waiters) if (held.length >= w.n) w.resolve();
-      }),
-  );
+  const hold = holdingHandler();
+  server.handle('hold', hold.handler);
   server.handle('ping', () => 'pong');
   const client = new ControlClient(endpoint);
   try {
@@ -241,18 +233,18 @@ test('an urgent request is not held up by the ordinary requests a peer holds; an
         (e: unknown) => (isTransferError(e) ? e.code : String(e)),
       ),
     );
-    await whenHeld(MAX_IN_FLIGHT);
+    await hold.whenHolding(MAX_IN_FLIGHT);
     assert.is(await client.request('ping', null, 2_000, { urgent: true }), 'pong', 'the urgent request went past the held ones');
     const ordinary = await client.request('ping', null, 500).then(
       () => 'answered',
       (e: unknown) => (isTransferError(e) ? e.code : String(e)),
     );
     assert.is(ordinary, 'TIMEOUT', 'an ordinary request waits until a place in flight frees');
-    assert.is(held.length, MAX_IN_FLIGHT, 'no more than MAX_IN_FLIGHT ordinary requests were sent');
+    assert.is(hold.holding, MAX_IN_FLIGHT, 'no more than MAX_IN_FLIGHT ordinary requests were sent');
     // Released, the held ones are answered and the ten that waited are sent and answered too.
-    for (const release of held.splice(0)) release();
-    await whenHeld(10);
-    for (const release of held.splice(0)) release();
+    hold.release();
+    await hold.whenHolding(10);
+    hold.release();
     assert.equal([...new Set(await Promise.all(holds))], ['done']);
   } finally {
     client.close();
