@@ -1,6 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawnSync } from 'node:child_process';
+import { networkInterfaces } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -22,6 +23,29 @@ test('doctor --json lists every built-in plugin with its package', () => {
   ]);
   for (const p of report.plugins) assert.ok(p.loaded || typeof p.error === 'string', `${p.name} says why it does not load`);
   assert.is(report.config.connector, 'mooncake-tcp');
+  assert.equal(
+    report.checks.map((c: { name: string; ok: boolean }) => [c.name, c.ok]),
+    [['bind', true]],
+    'the default config binds here; p2p metadata needs no etcd check',
+  );
+});
+
+test('doctor binds as an engine would: an address of another machine fails it, and says which addresses there are', () => {
+  // A documentation address (RFC 5737) that no interface of this machine has.
+  const local = new Set(Object.values(networkInterfaces()).flatMap((list) => (list ?? []).map((a) => a.address)));
+  const foreign = ['203.0.113.77', '198.51.100.77', '192.0.2.77'].find((a) => !local.has(a))!;
+  const env = { MC_TCP_BIND_ADDRESS: foreign, NO_COLOR: '1' };
+  const r = run(['doctor'], env);
+  assert.is(r.status, 1);
+  assert.match(
+    r.stdout,
+    new RegExp(`✘ bind {2}INVALID_CONFIG: .*${foreign.replace(/\./g, '\\.')} is not an address of this machine \\(its addresses: .*127\\.0\\.0\\.1`),
+  );
+  const json = run(['doctor', '--json'], env);
+  assert.is(json.status, 1);
+  const report = JSON.parse(json.stdout.trim().split('\n').pop()!);
+  assert.is(report.ok, false);
+  assert.equal([report.checks[0].name, report.checks[0].ok, report.checks[0].code], ['bind', false, 'INVALID_CONFIG']);
 });
 
 test('doctor exits non-zero on contradictory environment and names both variables', () => {

@@ -5,7 +5,9 @@ import {
   PluginRegistry,
   describeCapabilities,
   isTransferError,
+  preflight,
   transportsOf,
+  type PreflightCheck,
   type TeConfig,
   type TransportPlugin,
 } from '@te/connector';
@@ -28,6 +30,8 @@ export interface DoctorReport {
   ok: boolean;
   config?: TeConfig;
   configError?: { code: string; message: string };
+  /** What an engine with this config would find at start: its bind, and etcd when configured. */
+  checks: PreflightCheck[];
   environment: Record<string, string>;
   plugins: PluginReport[];
 }
@@ -59,13 +63,17 @@ export async function runDoctor(env: NodeJS.ProcessEnv = process.env, flags: Com
       .filter((k) => env[k] !== undefined)
       .map((k) => [k, env[k]!]),
   );
-  const report: DoctorReport = { ok: true, environment, plugins: [] };
+  const report: DoctorReport = { ok: true, checks: [], environment, plugins: [] };
   try {
     report.config = await commandConfig(flags, env);
   } catch (e) {
     report.ok = false;
     report.configError = { code: isTransferError(e) ? e.code : 'INVALID_CONFIG', message: (e as Error).message };
   }
+  // A config can be valid and still not start here: an address of another machine, a port
+  // another process holds, an etcd that does not answer.
+  if (report.config) report.checks = await preflight(report.config);
+  if (report.checks.some((c) => !c.ok)) report.ok = false;
   const registry = new PluginRegistry();
   for (const [name, pkg] of Object.entries(BUILTIN_PLUGINS)) report.plugins.push(await inspect(name, pkg, () => registry.load(name)));
   const modulePath = report.config?.modulePath;
@@ -93,6 +101,7 @@ export function printDoctor(report: DoctorReport): void {
       `${pc.green('✔ config')}  connector=${c.connector} role=${c.role} transports=[${[c.connector, ...c.transports].join(', ')}] bind=${c.bindAddress} forceTcp=${c.forceTcp} intranodeNvlink=${c.intranodeNvlink} forceMnnvl=${c.forceMnnvl} metrics=${c.metrics} log=${c.logLevel}`,
     );
   }
+  for (const c of report.checks) console.log(c.ok ? `${pc.green(`✔ ${c.name}`)}  ${c.detail}` : `${pc.red(`✘ ${c.name}`)}  ${c.code}: ${c.detail}`);
   const env = Object.entries(report.environment);
   console.log(`  environment: ${env.length ? env.map(([k, v]) => `${k}=${v}`).join(' ') : '(no TE_/MC_ variables set)'}`);
   console.log('');

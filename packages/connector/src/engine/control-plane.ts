@@ -3,6 +3,7 @@ import { TransferError } from '../errors/transfer-error.js';
 import { isTransferErrorCode } from '../errors/codes.js';
 import { decodeMessage, encodeMessage } from './codec.js';
 import { Fifo } from './fifo.js';
+import { bindAdvice } from './bind-advice.js';
 import { CONTROL_VERSION, MAX_CONTROL_MESSAGE_BYTES, checkRequestEnvelope, salvageId, type ReplyEnvelope, type RequestEnvelope } from './messages.js';
 import type { ControlKeys } from './control-security.js';
 import { MAX_IN_FLIGHT, MAX_URGENT_IN_FLIGHT } from './control-client.js';
@@ -72,7 +73,7 @@ export class ControlServer {
     } catch (cause) {
       throw new TransferError(
         'INVALID_CONFIG',
-        `Cannot bind the control endpoint on ${hostPart}:${port}: ${(cause as Error).message}; choose another port (TE_HANDSHAKE_PORT) or address (MC_TCP_BIND_ADDRESS)`,
+        `Cannot bind the control endpoint on ${hostPart}:${port}: ${(cause as Error).message}; ${bindAdvice(host, port, (cause as Error).message)}`,
         { cause },
       );
     }

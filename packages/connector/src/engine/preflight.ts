@@ -1,0 +1,66 @@
+import type { TeConfig } from '../config/types.js';
+import type { TransferErrorCode } from '../errors/codes.js';
+import { isTransferError } from '../errors/transfer-error.js';
+import { etcdCall, openEtcdClient } from '../metadata/etcd-client.js';
+import { ControlServer } from './control-plane.js';
+
+/** One thing an engine needs from this machine at start, tried the way the engine does it. */
+export interface PreflightCheck {
+  /** `bind`: the control endpoint on `bindAddress` and the handshake port; `metadata`: etcd answers. */
+  name: 'bind' | 'metadata';
+  ok: boolean;
+  /** What was found (ok), or what went wrong and what to change. */
+  detail: string;
+  /** The code an engine's start would fail with (only when not ok). */
+  code?: TransferErrorCode;
+}
+
+/**
+ * What an engine with `config` would find at start, without starting one: whether its
+ * control endpoint binds on the configured address and port (an address of another machine,
+ * a port another process holds), and, with etcd metadata, whether etcd answers within the
+ * handshake deadline. `te doctor` prints these; a framework may call it before it commits
+ * to a config. Nothing is left behind: the endpoint is closed and no key is written.
+ */
+export async function preflight(config: TeConfig): Promise<PreflightCheck[]> {
+  const checks = [await checkBind(config)];
+  if (config.metadata.type === 'etcd') checks.push(await checkEtcd(config));
+  return checks;
+}
+
+function failed(name: PreflightCheck['name'], error: unknown): PreflightCheck {
+  return {
+    name,
+    ok: false,
+    detail: (error as Error)?.message ?? String(error),
+    code: isTransferError(error) ? error.code : 'INTERNAL',
+  };
+}
+
+async function checkBind(config: TeConfig): Promise<PreflightCheck> {
+  const server = new ControlServer();
+  try {
+    const endpoint = await server.bind(config.bindAddress, config.metadata.port);
+    const which = config.metadata.port === 0 ? ' (port 0: an engine takes any free port)' : '';
+    return { name: 'bind', ok: true, detail: `the control endpoint binds on ${endpoint}${which}` };
+  } catch (error) {
+    return failed('bind', error);
+  } finally {
+    await server.close();
+  }
+}
+
+async function checkEtcd(config: TeConfig): Promise<PreflightCheck> {
+  const { endpoints, prefix } = config.metadata;
+  const ms = config.timeouts.handshakeMs;
+  let client;
+  try {
+    client = await openEtcdClient(endpoints, ms);
+    const { kvs } = await etcdCall(endpoints, client.getAll().prefix(`${prefix}/segments/`).exec(), ms, 'reading the registered segments');
+    return { name: 'metadata', ok: true, detail: `etcd at ${endpoints.join(',')} answered: ${kvs.length} segment(s) registered under "${prefix}"` };
+  } catch (error) {
+    return failed('metadata', error);
+  } finally {
+    client?.close();
+  }
+}
