@@ -25,8 +25,11 @@ test('doctor --json lists every built-in plugin with its package', () => {
   assert.is(report.config.connector, 'mooncake-tcp');
   assert.equal(
     report.checks.map((c: { name: string; ok: boolean }) => [c.name, c.ok]),
-    [['bind', true]],
-    'the default config binds here; p2p metadata needs no etcd check',
+    [
+      ['plugins', true],
+      ['bind', true],
+    ],
+    'the default config starts here; p2p metadata needs no etcd check',
   );
 });
 
@@ -45,7 +48,23 @@ test('doctor binds as an engine would: an address of another machine fails it, a
   assert.is(json.status, 1);
   const report = JSON.parse(json.stdout.trim().split('\n').pop()!);
   assert.is(report.ok, false);
-  assert.equal([report.checks[0].name, report.checks[0].ok, report.checks[0].code], ['bind', false, 'INVALID_CONFIG']);
+  assert.equal(
+    report.checks.map((c: { name: string; ok: boolean; code?: string }) => [c.name, c.ok, c.code]),
+    [
+      ['plugins', true, undefined],
+      ['bind', false, 'INVALID_CONFIG'],
+    ],
+  );
+});
+
+test("doctor parses the plugins' options as an engine would, and lists the plugins' variables that are set", () => {
+  const r = run(['doctor'], { TE_TCP_WINDOW_BYTES: '5', NO_COLOR: '1' });
+  assert.is(r.status, 1);
+  assert.match(
+    r.stdout,
+    /✘ plugins {2}INVALID_CONFIG: \[mooncake-tcp\] Expected option `windowBytes` .* got 5 \(from environment variable TE_TCP_WINDOW_BYTES\)/,
+  );
+  assert.match(r.stdout, /environment: TE_TCP_WINDOW_BYTES=5/);
 });
 
 test('doctor exits non-zero on contradictory environment and names both variables', () => {

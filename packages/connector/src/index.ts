@@ -96,7 +96,7 @@ export { ControlServer, type ControlHandler } from './engine/control-plane.js';
 export { CONTROL_VERSION } from './engine/messages.js';
 export { ControlClient, type ControlRequestOptions } from './engine/control-client.js';
 export { checkSegmentName } from './engine/segment-name.js';
-export { preflight, type PreflightCheck } from './engine/preflight.js';
+export { preflight, type PreflightCheck, type PreflightOptions } from './engine/preflight.js';
 export { P2PHandshake, type MetadataStore } from './engine/metadata.js';
 export type { MetadataRecords } from './metadata/records.js';
 export { parseMetadataString } from './metadata/connection-string.js';

@@ -21,9 +21,9 @@ function only(checks: PreflightCheck[], name: PreflightCheck['name']): Preflight
 }
 
 /** The code an engine's start fails with, or 'OK' (the engine is closed). */
-async function startCode(input: Partial<TeConfigInput>): Promise<string> {
+async function startCode(input: Partial<TeConfigInput>, env: NodeJS.ProcessEnv = {}): Promise<string> {
   try {
-    const engine = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1', ...input }, { env: {} });
+    const engine = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1', ...input }, { env });
     await engine.close();
     return 'OK';
   } catch (e) {
@@ -31,10 +31,18 @@ async function startCode(input: Partial<TeConfigInput>): Promise<string> {
   }
 }
 
-test('p2p metadata on a local address: one check, the bind, which passes and releases its port', async () => {
+test('p2p metadata on a local address: the plugins and the bind pass, and the port is released', async () => {
   const port = await freePort();
-  const checks = await preflight(config({ metadata: { type: 'p2p', port } }));
-  assert.is(checks.length, 1, 'no etcd check without etcd metadata');
+  const checks = await preflight(config({ metadata: { type: 'p2p', port } }), { env: {} });
+  assert.equal(
+    checks.map((c) => [c.name, c.ok]),
+    [
+      ['plugins', true],
+      ['bind', true],
+    ],
+    'no etcd check without etcd metadata',
+  );
+  assert.match(only(checks, 'plugins').detail, 'mooncake-tcp loaded');
   const bind = only(checks, 'bind');
   assert.ok(bind.ok, bind.detail);
   assert.is(bind.code, undefined);
@@ -46,6 +54,27 @@ test('p2p metadata on a local address: one check, the bind, which passes and rel
   } finally {
     await server.close();
   }
+});
+
+test("a plugin option the environment sets out of range: the plugins check fails as the engine's start does, naming the variable", async () => {
+  const env = { TE_TCP_WINDOW_BYTES: '5' };
+  const plugins = only(await preflight(config(), { env }), 'plugins');
+  assert.not.ok(plugins.ok);
+  assert.is(plugins.code, 'INVALID_CONFIG');
+  assert.match(plugins.detail, 'TE_TCP_WINDOW_BYTES');
+  assert.match(plugins.detail, '[mooncake-tcp]');
+  assert.is(await startCode({}, env), 'INVALID_CONFIG');
+  assert.ok(only(await preflight(config(), { env: {} }), 'plugins').ok, 'the same config without the variable passes');
+});
+
+test('an unknown option in transportOptions, and the transport MC_FORCE_TCP adds: checked as the engine loads them', async () => {
+  const typo = only(await preflight(config({ transportOptions: { 'mooncake-tcp': { windowByte: 1 << 20 } } }), { env: {} }), 'plugins');
+  assert.not.ok(typo.ok);
+  assert.is(typo.code, 'INVALID_CONFIG');
+  assert.match(typo.detail, 'Unknown option `windowByte`');
+  const forced = only(await preflight(config({ connector: 'mooncake-shm', forceTcp: true }), { env: {} }), 'plugins');
+  assert.ok(forced.ok, forced.detail);
+  assert.match(forced.detail, 'mooncake-shm, mooncake-tcp loaded');
 });
 
 test('an address no interface of this machine has: the bind fails INVALID_CONFIG and lists the addresses there are', async () => {

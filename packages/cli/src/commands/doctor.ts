@@ -36,13 +36,14 @@ export interface DoctorReport {
   plugins: PluginReport[];
 }
 
-async function inspect(name: string, source: string, load: () => Promise<TransportPlugin>): Promise<PluginReport> {
+async function inspect(name: string, source: string, load: () => Promise<TransportPlugin>, loaded: TransportPlugin[]): Promise<PluginReport> {
   let plugin: TransportPlugin;
   try {
     plugin = await load();
   } catch (e) {
     return { name, source, loaded: false, error: (e as Error).message };
   }
+  loaded.push(plugin);
   const report: PluginReport = { name, source, loaded: true, version: plugin.version, capabilities: describeCapabilities(plugin.capabilities) };
   try {
     const probe = plugin.probe ? await plugin.probe() : { available: true };
@@ -70,19 +71,25 @@ export async function runDoctor(env: NodeJS.ProcessEnv = process.env, flags: Com
     report.ok = false;
     report.configError = { code: isTransferError(e) ? e.code : 'INVALID_CONFIG', message: (e as Error).message };
   }
-  // A config can be valid and still not start here: an address of another machine, a port
-  // another process holds, an etcd that does not answer.
-  if (report.config) report.checks = await preflight(report.config);
-  if (report.checks.some((c) => !c.ok)) report.ok = false;
   const registry = new PluginRegistry();
-  for (const [name, pkg] of Object.entries(BUILTIN_PLUGINS)) report.plugins.push(await inspect(name, pkg, () => registry.load(name)));
+  // A config can be valid and still not start here: a plugin option the environment sets
+  // wrong, an address of another machine, a port another process holds, an etcd that does
+  // not answer.
+  if (report.config) report.checks = await preflight(report.config, { registry, env });
+  if (report.checks.some((c) => !c.ok)) report.ok = false;
+  const loaded: TransportPlugin[] = [];
+  for (const [name, pkg] of Object.entries(BUILTIN_PLUGINS)) report.plugins.push(await inspect(name, pkg, () => registry.load(name), loaded));
   const modulePath = report.config?.modulePath;
-  if (modulePath) report.plugins.push(await inspect(report.config!.connector, modulePath, () => registry.loadModulePath(modulePath, report.config!.connector)));
+  if (modulePath)
+    report.plugins.push(await inspect(report.config!.connector, modulePath, () => registry.loadModulePath(modulePath, report.config!.connector), loaded));
   const required = report.config ? transportsOf(report.config) : [];
   for (const name of required) {
     if (!report.plugins.some((p) => p.name === name))
-      report.plugins.push(await inspect(name, registry.sourceOf(name) ?? '(not registered)', () => registry.load(name)));
+      report.plugins.push(await inspect(name, registry.sourceOf(name) ?? '(not registered)', () => registry.load(name), loaded));
   }
+  // The plugins' own variables (TE_TCP_WINDOW_BYTES, …) are part of the effective setup too.
+  for (const plugin of loaded)
+    for (const spec of Object.values(plugin.options ?? {})) if (spec.env && env[spec.env] !== undefined) report.environment[spec.env] = env[spec.env]!;
   const wanted = new Set(required);
   for (const p of report.plugins) {
     if (wanted.has(p.name) && (!p.loaded || p.available === false)) report.ok = false;

@@ -3,16 +3,14 @@
 // started is closed again, so a failed createTransferEngine leaves no socket or thread.
 import { randomBytes } from 'node:crypto';
 import { TransferError, isTransferError } from '../errors/transfer-error.js';
-import { transportsOf } from '../config/load.js';
 import type { TeConfig, TeConfigInput } from '../config/types.js';
 import { validateConfig } from '../config/validate.js';
 import { parseOptions } from '../spi/options.js';
-import type { TransportPlugin } from '../spi/plugin.js';
-import { type PluginRegistry, defaultRegistry } from '../registry/registry.js';
-import { SWITCH_PROVIDERS } from '../registry/builtins.js';
+import { defaultRegistry } from '../registry/registry.js';
 import { EtcdMetadata } from '../metadata/etcd-store.js';
 import { ControlServer } from './control-plane.js';
 import { controlKeys } from './control-security.js';
+import { loadPlugins } from './load-plugins.js';
 import { createLogger, type Log } from './logger.js';
 import { P2PHandshake } from './metadata.js';
 import type { CreateEngineOptions } from './engine-api.js';
@@ -34,15 +32,6 @@ export interface EngineParts {
 /** A random 63-bit epoch: a restarted process at the same address is told apart by it. */
 function randomEpoch(): bigint {
   return randomBytes(8).readBigUInt64LE() & ((1n << 63n) - 1n);
-}
-
-async function loadPlugins(config: TeConfig, registry: PluginRegistry): Promise<TransportPlugin[]> {
-  const names = transportsOf(config);
-  const plugins: TransportPlugin[] = [await registry.resolve(config)];
-  for (const name of names.slice(1)) plugins.push(await registry.load(name));
-  // MC_FORCE_TCP needs a TCP-class transport: any plugin of that class (a third party's too) will do.
-  if (config.forceTcp && !plugins.some((p) => p.capabilities.class === 'tcp')) plugins.push(await registry.load(SWITCH_PROVIDERS.forceTcp));
-  return plugins;
 }
 
 /**

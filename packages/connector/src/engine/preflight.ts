@@ -2,12 +2,19 @@ import type { TeConfig } from '../config/types.js';
 import type { TransferErrorCode } from '../errors/codes.js';
 import { isTransferError } from '../errors/transfer-error.js';
 import { etcdCall, openEtcdClient } from '../metadata/etcd-client.js';
+import { type PluginRegistry, defaultRegistry } from '../registry/registry.js';
+import { parseOptions } from '../spi/options.js';
 import { ControlServer } from './control-plane.js';
+import { loadPlugins } from './load-plugins.js';
 
-/** One thing an engine needs from this machine at start, tried the way the engine does it. */
+/** One thing an engine needs at start, tried the way the engine does it. */
 export interface PreflightCheck {
-  /** `bind`: the control endpoint on `bindAddress` and the handshake port; `metadata`: etcd answers. */
-  name: 'bind' | 'metadata';
+  /**
+   * `plugins`: every transport the engine would run loads and its options parse (config and
+   * environment); `bind`: the control endpoint on `bindAddress` and the handshake port;
+   * `metadata`: etcd answers (etcd metadata only).
+   */
+  name: 'plugins' | 'bind' | 'metadata';
   ok: boolean;
   /** What was found (ok), or what went wrong and what to change. */
   detail: string;
@@ -15,15 +22,23 @@ export interface PreflightCheck {
   code?: TransferErrorCode;
 }
 
+export interface PreflightOptions {
+  /** Where plugins are looked up (default: the process's registry, as for an engine). */
+  registry?: PluginRegistry;
+  /** The environment plugin options are read from (default: `process.env`, as for an engine). */
+  env?: NodeJS.ProcessEnv;
+}
+
 /**
- * What an engine with `config` would find at start, without starting one: whether its
- * control endpoint binds on the configured address and port (an address of another machine,
- * a port another process holds), and, with etcd metadata, whether etcd answers within the
- * handshake deadline. `te doctor` prints these; a framework may call it before it commits
- * to a config. Nothing is left behind: the endpoint is closed and no key is written.
+ * What an engine with `config` would find at start, short of starting one: its plugins
+ * loaded and their options parsed, its control endpoint bound on the configured address and
+ * port (an address of another machine, a port another process holds), and with etcd
+ * metadata, etcd answering within the handshake deadline. `te doctor` prints these; a
+ * framework may call it before it commits to a config. Nothing is left behind: no transport
+ * is created, the endpoint is closed again and no key is written.
  */
-export async function preflight(config: TeConfig): Promise<PreflightCheck[]> {
-  const checks = [await checkBind(config)];
+export async function preflight(config: TeConfig, options: PreflightOptions = {}): Promise<PreflightCheck[]> {
+  const checks = [await checkPlugins(config, options), await checkBind(config)];
   if (config.metadata.type === 'etcd') checks.push(await checkEtcd(config));
   return checks;
 }
@@ -35,6 +50,16 @@ function failed(name: PreflightCheck['name'], error: unknown): PreflightCheck {
     detail: (error as Error)?.message ?? String(error),
     code: isTransferError(error) ? error.code : 'INTERNAL',
   };
+}
+
+async function checkPlugins(config: TeConfig, options: PreflightOptions): Promise<PreflightCheck> {
+  try {
+    const plugins = await loadPlugins(config, options.registry ?? defaultRegistry());
+    for (const plugin of plugins) parseOptions(plugin.options, config.transportOptions[plugin.name] ?? {}, options.env ?? process.env, plugin.name);
+    return { name: 'plugins', ok: true, detail: `${plugins.map((p) => p.name).join(', ')} loaded; their options are valid` };
+  } catch (error) {
+    return failed('plugins', error);
+  }
 }
 
 async function checkBind(config: TeConfig): Promise<PreflightCheck> {
