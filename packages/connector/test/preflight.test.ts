@@ -103,6 +103,21 @@ test('a handshake port another process holds: the bind fails INVALID_CONFIG nami
   }
 });
 
+test('a config that does not validate is refused as the engine refuses it; an unvalidated input that does is checked', async () => {
+  try {
+    await preflight({ connector: 'mooncake-tcp', bindAddress: '0.0.0.0' });
+    assert.unreachable('a wildcard bind address passed');
+  } catch (e) {
+    assert.is((e as { code?: string }).code, 'INVALID_CONFIG');
+    assert.match((e as Error).message, 'wildcard');
+  }
+  const checks = await preflight({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1' }, { env: {} });
+  assert.ok(
+    checks.every((c) => c.ok),
+    JSON.stringify(checks),
+  );
+});
+
 test('etcd metadata where no etcd listens: PEER_UNREACHABLE naming the endpoint, within the handshake deadline', async () => {
   const port = await freePort();
   const t0 = Date.now();

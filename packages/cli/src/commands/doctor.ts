@@ -30,7 +30,7 @@ export interface DoctorReport {
   ok: boolean;
   config?: TeConfig;
   configError?: { code: string; message: string };
-  /** What an engine with this config would find at start: its bind, and etcd when configured. */
+  /** What an engine with this config would find at start: its plugins and their options, its bind, and etcd when configured. */
   checks: PreflightCheck[];
   environment: Record<string, string>;
   plugins: PluginReport[];

@@ -1,4 +1,5 @@
-import type { TeConfig } from '../config/types.js';
+import type { TeConfig, TeConfigInput } from '../config/types.js';
+import { validateConfig } from '../config/validate.js';
 import type { TransferErrorCode } from '../errors/codes.js';
 import { isTransferError } from '../errors/transfer-error.js';
 import { etcdCall, openEtcdClient } from '../metadata/etcd-client.js';
@@ -35,9 +36,11 @@ export interface PreflightOptions {
  * port (an address of another machine, a port another process holds), and with etcd
  * metadata, etcd answering within the handshake deadline. `te doctor` prints these; a
  * framework may call it before it commits to a config. Nothing is left behind: no transport
- * is created, the endpoint is closed again and no key is written.
+ * is created, the endpoint is closed again and no key is written. A config that does not
+ * validate is refused as `createTransferEngine` refuses it (INVALID_CONFIG, thrown).
  */
-export async function preflight(config: TeConfig, options: PreflightOptions = {}): Promise<PreflightCheck[]> {
+export async function preflight(input: TeConfig | TeConfigInput, options: PreflightOptions = {}): Promise<PreflightCheck[]> {
+  const config = validateConfig(input);
   const checks = [await checkPlugins(config, options), await checkBind(config)];
   if (config.metadata.type === 'etcd') checks.push(await checkEtcd(config));
   return checks;
