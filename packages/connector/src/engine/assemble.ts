@@ -5,12 +5,11 @@ import { randomBytes } from 'node:crypto';
 import { TransferError, isTransferError } from '../errors/transfer-error.js';
 import type { TeConfig, TeConfigInput } from '../config/types.js';
 import { validateConfig } from '../config/validate.js';
-import { parseOptions } from '../spi/options.js';
 import { defaultRegistry } from '../registry/registry.js';
 import { EtcdMetadata } from '../metadata/etcd-store.js';
 import { ControlServer } from './control-plane.js';
 import { controlKeys } from './control-security.js';
-import { loadPlugins } from './load-plugins.js';
+import { loadPlugins, optionsOf } from './load-plugins.js';
 import { createLogger, type Log } from './logger.js';
 import { P2PHandshake } from './metadata.js';
 import type { CreateEngineOptions } from './engine-api.js';
@@ -61,7 +60,7 @@ export async function assembleEngine(
       etcd = await EtcdMetadata.connect({ endpoints, prefix, leaseTtlS, self: endpoint, connectMs: config.timeouts.handshakeMs, log, onPeerChanged });
     }
     for (const plugin of plugins) {
-      const pluginOptions = parseOptions(plugin.options, config.transportOptions[plugin.name] ?? {}, env, plugin.name);
+      const pluginOptions = optionsOf(plugin, config, env);
       let transport;
       try {
         transport = await plugin.create(

@@ -3,10 +3,10 @@ import { validateConfig } from '../config/validate.js';
 import type { TransferErrorCode } from '../errors/codes.js';
 import { isTransferError } from '../errors/transfer-error.js';
 import { etcdCall, openEtcdClient } from '../metadata/etcd-client.js';
+import { segmentKeyPrefix } from '../metadata/etcd-store.js';
 import { type PluginRegistry, defaultRegistry } from '../registry/registry.js';
-import { parseOptions } from '../spi/options.js';
 import { ControlServer } from './control-plane.js';
-import { loadPlugins } from './load-plugins.js';
+import { loadPlugins, optionsOf } from './load-plugins.js';
 
 /** One thing an engine needs at start, tried the way the engine does it. */
 export interface PreflightCheck {
@@ -58,7 +58,7 @@ function failed(name: PreflightCheck['name'], error: unknown): PreflightCheck {
 async function checkPlugins(config: TeConfig, options: PreflightOptions): Promise<PreflightCheck> {
   try {
     const plugins = await loadPlugins(config, options.registry ?? defaultRegistry());
-    for (const plugin of plugins) parseOptions(plugin.options, config.transportOptions[plugin.name] ?? {}, options.env ?? process.env, plugin.name);
+    for (const plugin of plugins) optionsOf(plugin, config, options.env ?? process.env);
     return { name: 'plugins', ok: true, detail: `${plugins.map((p) => p.name).join(', ')} loaded; their options are valid` };
   } catch (error) {
     return failed('plugins', error);
@@ -84,7 +84,7 @@ async function checkEtcd(config: TeConfig): Promise<PreflightCheck> {
   let client;
   try {
     client = await openEtcdClient(endpoints, ms);
-    const { kvs } = await etcdCall(endpoints, client.getAll().prefix(`${prefix}/segments/`).exec(), ms, 'reading the registered segments');
+    const { kvs } = await etcdCall(endpoints, client.getAll().prefix(segmentKeyPrefix(prefix)).exec(), ms, 'reading the registered segments');
     return { name: 'metadata', ok: true, detail: `etcd at ${endpoints.join(',')} answered: ${kvs.length} segment(s) registered under "${prefix}"` };
   } catch (error) {
     return failed('metadata', error);

@@ -23,6 +23,11 @@ export interface EtcdStoreOptions {
 }
 
 const RETRY_MS = 500;
+
+/** Where the segment descriptors of cluster `prefix` live: `<prefix>/segments/<segment name>`. */
+export function segmentKeyPrefix(prefix: string): string {
+  return `${prefix}/segments/`;
+}
 /** Records one process may keep (each is written again after a lost lease). */
 const MAX_RECORDS = 1024;
 /** etcd refuses requests over 1.5 MiB by default; a record is far smaller than that. */
@@ -56,7 +61,7 @@ export class EtcdMetadata implements MetadataStore, MetadataRecords {
   ) {
     this.peers = new PeerDescriptorCache(client, {
       endpoints: options.endpoints,
-      keyPrefix: `${options.prefix}/segments/`,
+      keyPrefix: segmentKeyPrefix(options.prefix),
       self: options.self,
       callMs: options.connectMs,
       log: options.log,
@@ -156,7 +161,7 @@ export class EtcdMetadata implements MetadataStore, MetadataRecords {
   }
 
   private keyOf(segment: string): string {
-    return `${this.options.prefix}/segments/${segment}`;
+    return segmentKeyPrefix(this.options.prefix) + segment;
   }
 
   async publish(descriptor: SegmentDescriptor): Promise<void> {
