@@ -2,10 +2,11 @@
 import { Command, Option } from 'commander';
 import pc from 'picocolors';
 import { isTransferError } from '@te/connector';
-import { UsageError, benchCommand, type BenchCliOptions } from './commands/bench.js';
+import { benchCommand, type BenchCliOptions } from './commands/bench.js';
 import { benchPdCommand, type BenchPdCliOptions } from './commands/bench-pd.js';
 import { demoCommand, type DemoOptions } from './commands/demo.js';
 import { printDoctor, runDoctor } from './commands/doctor.js';
+import { UsageError } from './usage-error.js';
 
 // Positional options: what follows a subcommand is the subcommand's (`te bench pd --json`).
 const program = new Command('te').description('te: KV and encoder cache transfer for disaggregated LLM serving').showHelpAfterError().enablePositionalOptions();

@@ -1,11 +1,13 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawnSync } from 'node:child_process';
-import { networkInterfaces } from 'node:os';
+import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { networkInterfaces, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const te = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'te.js');
+const failsInOneWorker = fileURLToPath(new URL('./fixtures/fails-in-one-worker.mjs', import.meta.url));
 const run = (args: string[], env: NodeJS.ProcessEnv = {}) => {
   const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(MC_|TE_)/.test(k)));
   return spawnSync(process.execPath, [te, ...args], { encoding: 'utf8', env: { ...clean, ...env }, timeout: 60_000 });
@@ -103,5 +105,50 @@ for (const [args, message] of usage) {
     assert.match(r.stderr, message);
   });
 }
+
+// Each is refused before any worker starts; before, some were exit 1, and the last three ran
+// (a request number past --requests failed nothing; 23.5 GiB of KV failed in a worker).
+const demoUsage: [string[], NodeJS.ProcessEnv, RegExp][] = [
+  [['--requests', '0'], {}, /Expected --requests to be an integer from 1 to 100000, got "0"/],
+  [['--layers', '1.5'], {}, /Expected --layers to be an integer from 1 to 1024, got "1.5"/],
+  [['--layer-ms', '1e9'], {}, /Expected --layer-ms to be an integer from 0 to 1000, got "1e9"/],
+  [['--fail-encoder', '3', '--requests', '2'], {}, /Expected --fail-encoder to be an integer from 1 to 2, got "3"/],
+  [['--concurrency', '1000'], {}, /the workers would allocate 23\.5 GiB for KV caches and the encoder's pool; keep it at or under 4 GiB/],
+  [[], { TE_HANDSHAKE_PORT: '17777' }, /cannot share the fixed handshake port 17777 \(TE_HANDSHAKE_PORT/],
+];
+for (const [args, env, message] of demoUsage) {
+  test(`demo refuses bad usage with exit 2: ${[...Object.entries(env).map(([k, v]) => `${k}=${v}`), ...args].join(' ')}`, () => {
+    const r = run(['demo', ...args], env);
+    assert.is(r.status, 2, r.stderr);
+    assert.match(r.stderr, message);
+  });
+}
+
+test('a demo worker that fails to start stops the others, and te ends with its error and code', () => {
+  const pids = mkdtempSync(join(tmpdir(), 'te-demo-pids-'));
+  try {
+    const r = run(['demo', '--module-path', failsInOneWorker, '--requests', '1'], { FAIL_DEMO_ROLE: 'decode', FAIL_DEMO_PIDS: pids, NO_COLOR: '1' });
+    // Before, the encoder and the prefill kept running and te never ended (killed here at 60 s).
+    assert.is(r.status, 1, `status ${r.status}, signal ${r.signal}: ${r.stderr}`);
+    assert.match(
+      r.stderr,
+      /te: the decode worker failed to start: .*failed to create its transport \(create\(\)\): refused in the decode worker \[INTERNAL\]$/m,
+    );
+    const started = readdirSync(pids);
+    assert.equal(started.sort(), ['decode', 'encoder', 'prefill']);
+    for (const role of started) {
+      const pid = Number(readFileSync(join(pids, role), 'utf8'));
+      assert.throws(() => process.kill(pid, 0), /ESRCH/, `the ${role} worker (pid ${pid}) is still running`);
+    }
+  } finally {
+    rmSync(pids, { recursive: true, force: true });
+  }
+});
+
+test('bench pd ends with the code of what failed in its prefill process, not a generic one', () => {
+  const r = run(['bench', 'pd', '--connector', 'warp-drive', '--rooms', '1', '--tokens', '64'], { NO_COLOR: '1' });
+  assert.is(r.status, 1, r.stderr);
+  assert.match(r.stderr, /te: the prefill process failed to start: Unknown connector "warp-drive".*\[PLUGIN_UNKNOWN\]$/m);
+});
 
 test.run();

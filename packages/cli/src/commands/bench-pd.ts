@@ -1,7 +1,7 @@
 import pc from 'picocolors';
 import { commandConfig } from '../config.js';
 import { runPdBench, type PdBenchResult } from '../bench/pd/run.js';
-import { positiveInt } from './bench.js';
+import { positiveInt } from '../usage-error.js';
 
 export interface BenchPdCliOptions {
   connector?: string;

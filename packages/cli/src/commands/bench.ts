@@ -7,6 +7,7 @@ import { startBenchTarget } from '../bench/target.js';
 import { commandConfig, type CommandFlags } from '../config.js';
 import { SWEEP_SIZES, runSweep } from '../sweep/run-sweep.js';
 import { bytes, count, gbps, parseSize, table } from '../format.js';
+import { UsageError, positiveInt } from '../usage-error.js';
 
 export interface BenchCliOptions {
   mode: string;
@@ -36,19 +37,9 @@ export interface BenchCliOptions {
   wire?: string;
 }
 
-/** A usage error: printed without a stack, exit code 2. */
-export class UsageError extends Error {}
-
 /** File paths are made absolute so the spawned target resolves them the same way; package names stay. */
 function resolvePath(modulePath: string): string {
   return modulePath.startsWith('.') ? resolveFromCwd(modulePath) : modulePath;
-}
-
-/** A count option's value, or a UsageError naming the option (`name`, with its dashes). */
-export function positiveInt(name: string, text: string, max = 1 << 30): number {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < 1 || n > max) throw new UsageError(`Expected ${name} to be an integer from 1 to ${max}, got ${JSON.stringify(text)}`);
-  return n;
 }
 
 /** `--option ioThreads=2` pairs, values parsed as JSON when they look like JSON. */

@@ -4,6 +4,7 @@
 import { createHash } from 'node:crypto';
 import { createTransferEngine, KVStatus, type KVReceiver, type TransferEngine } from '@te/connector';
 import { createKVManager, type DisaggKVManager } from '@te/disagg';
+import { sentError } from '../../child-error.js';
 import { allocateKv, type KvMemory } from '../../demo/pipeline/kv-memory.js';
 import { monotonicMs } from './clock.js';
 import { HEAD_DIM, KV_HEADS, PAGE_TOKENS, type PdRankSpec } from './model.js';
@@ -115,13 +116,13 @@ async function main(): Promise<void> {
       .then(() => ops[m.op]!(r, m.args))
       .then(
         (value) => process.send!({ id: m.id, ok: true, value }),
-        (e: Error & { code?: string }) => process.send!({ id: m.id, ok: false, error: `${e.code ? `[${e.code}] ` : ''}${e.message}` }),
+        (e: unknown) => process.send!({ id: m.id, ok: false, error: sentError(e) }),
       );
   });
   process.send!({ ready: true, bootstrapPort: r.kv.bootstrapServer?.port });
 }
 
-main().catch((e: Error & { code?: string }) => {
-  process.send?.({ ready: false, error: `${e.code ? `[${e.code}] ` : ''}${e.message}` });
+main().catch((e: unknown) => {
+  process.send?.({ ready: false, error: sentError(e) });
   process.exit(1);
 });

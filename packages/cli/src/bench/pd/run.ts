@@ -7,6 +7,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { TransferError } from '@te/connector';
+import { errorFromChild, type SentError } from '../../child-error.js';
 import { monotonicMs } from './clock.js';
 import { HEAD_BYTES, KV_HEADS, PAGE_TOKENS, type PdRankSpec } from './model.js';
 
@@ -69,17 +70,17 @@ function spawnRank(spec: PdRankSpec): Promise<RankProcess> {
     pending.clear();
   };
   child.on('exit', (code, signal) => gone(`exited (${signal ?? code})`));
-  child.on('message', (m: { id?: number; ok?: boolean; value?: unknown; error?: string }) => {
+  child.on('message', (m: { id?: number; ok?: boolean; value?: unknown; error?: SentError }) => {
     if (m.id === undefined) return;
     const p = pending.get(m.id);
     pending.delete(m.id);
     if (m.ok) p?.resolve(m.value);
-    else p?.reject(new TransferError('TRANSFER_FAILED', `${spec.role}: ${m.error}`));
+    else p?.reject(errorFromChild(spec.role, m.error, 'TRANSFER_FAILED'));
   });
   return new Promise((resolve, reject) => {
     child.once('exit', (code) => reject(new TransferError('INTERNAL', `the ${spec.role} process exited (${code}) before it was ready`)));
-    child.once('message', (m: { ready: boolean; error?: string; bootstrapPort?: number }) => {
-      if (!m.ready) return reject(new TransferError('INTERNAL', `the ${spec.role} process failed to start: ${m.error}`));
+    child.once('message', (m: { ready: boolean; error?: SentError; bootstrapPort?: number }) => {
+      if (!m.ready) return reject(errorFromChild(`the ${spec.role} process failed to start`, m.error));
       resolve({
         ready: m,
         child,

@@ -1,11 +1,13 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import pc from 'picocolors';
-import { loadConfig } from '@te/connector';
+import { TransferError, loadConfig } from '@te/connector';
+import { errorFromChild } from '../../child-error.js';
+import { AUX_BYTES } from './kv-memory.js';
 import { postJson } from './http.js';
 import { embeddingBytes, rowBytes, type ModelSpec } from './model.js';
 import { startProxy, type Timings } from './proxy.js';
-import type { WorkerSpec } from './worker.js';
+import type { WorkerReady, WorkerSpec } from './worker.js';
 
 export interface PipelineOptions {
   connector?: string;
@@ -42,15 +44,21 @@ interface Worker {
   bootstrapPort?: number;
 }
 
-function spawnWorker(spec: WorkerSpec): Promise<Worker> {
+/**
+ * Starts one worker and records its process in `running` at once, so that a sibling's failed
+ * start stops it too (a worker left running keeps this process alive for good).
+ */
+function spawnWorker(spec: WorkerSpec, running: Running): Promise<Worker> {
   const script = fileURLToPath(new URL('./demo-worker.js', import.meta.url));
   const child = fork(script, [], { env: { ...process.env, TE_DEMO_WORKER: JSON.stringify(spec) }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  running.children.push(child);
   return new Promise((resolve, reject) => {
-    child.once('exit', (code) => reject(new Error(`the ${spec.role} worker exited (${code}) before it was ready`)));
-    child.once('message', (m: { ready: boolean; error?: string; port: number; bootstrapPort?: number }) => {
-      if (!m.ready) return reject(new Error(`the ${spec.role} worker failed to start: ${m.error}`));
+    child.once('exit', (code, signal) => reject(new TransferError('INTERNAL', `the ${spec.role} worker exited (${signal ?? code}) before it was ready`)));
+    child.once('message', (m: WorkerReady) => {
+      if (!m.ready) return reject(errorFromChild(`the ${spec.role} worker failed to start`, m.error));
       child.removeAllListeners('exit');
-      resolve({ child, port: m.port, ...(m.bootstrapPort !== undefined ? { bootstrapPort: m.bootstrapPort } : {}) });
+      running.ready.add(child);
+      resolve({ child, port: m.port!, ...(m.bootstrapPort !== undefined ? { bootstrapPort: m.bootstrapPort } : {}) });
     });
   });
 }
@@ -62,7 +70,10 @@ type Out = (line: string) => void;
 
 /** What runs while the demo does, for `stopPipeline` to close whatever started. */
 interface Running {
-  workers: Worker[];
+  /** Every worker process forked, ready or not. */
+  children: ChildProcess[];
+  /** Those that said they were ready: they close their engine when asked to stop. */
+  ready: Set<ChildProcess>;
   proxy?: Proxy;
 }
 
@@ -94,7 +105,7 @@ export async function runPipeline(o: PipelineOptions): Promise<boolean> {
   const model = modelOf(o);
   const out: Out = (line) => (o.json ? process.stderr.write(`${line}\n`) : console.log(line));
   printPlan(o, model, config.connector, out);
-  const running: Running = { workers: [] };
+  const running: Running = { children: [], ready: new Set() };
   try {
     const started = await startPipeline(o, model, engineConfig, running);
     const rows = await driveRequests(o, started.endpoint);
@@ -131,16 +142,31 @@ function printPlan(o: PipelineOptions, model: ModelSpec, connector: string, out:
   );
 }
 
+/** KV pages and slots of the prefill and the decode (each), and the encoder's pool. */
+function workerSizes(o: PipelineOptions): { pages: number; slots: number; poolBytes: number } {
+  const model = modelOf(o);
+  return {
+    pages: Math.ceil(tokensPerRequest(o) / model.pageSize) * (o.concurrency + 1),
+    slots: o.concurrency + 1,
+    poolBytes: Math.max(1, o.poolImages) * (embeddingBytes(model) + 64),
+  };
+}
+
+/** Memory the three workers allocate for transfers: the prefill's and the decode's KV caches and the encoder's pool. */
+export function pipelineMemoryBytes(o: PipelineOptions): number {
+  const model = modelOf(o);
+  const { pages, slots, poolBytes } = workerSizes(o);
+  return 2 * (2 * model.layers * pages * model.pageSize * rowBytes(model) + slots * AUX_BYTES) + poolBytes;
+}
+
 /** The three workers and the proxy in front of them; what started is recorded in `running`. */
 async function startPipeline(o: PipelineOptions, model: ModelSpec, config: WorkerSpec['config'], running: Running): Promise<Started> {
-  const pages = Math.ceil(tokensPerRequest(o) / model.pageSize) * (o.concurrency + 1);
-  const base = { model, config, pages, slots: o.concurrency + 1, poolBytes: Math.max(1, o.poolImages) * (embeddingBytes(model) + 64) };
+  const base = { model, config, ...workerSizes(o) };
   const [encoder, prefill, decode] = await Promise.all([
-    spawnWorker({ ...base, role: 'encoder' }),
-    spawnWorker({ ...base, role: 'prefill' }),
-    spawnWorker({ ...base, role: 'decode' }),
+    spawnWorker({ ...base, role: 'encoder' }, running),
+    spawnWorker({ ...base, role: 'prefill' }, running),
+    spawnWorker({ ...base, role: 'decode' }, running),
   ]);
-  running.workers.push(encoder, prefill, decode);
   running.proxy = await startProxy({
     encoder: workerUrl(encoder),
     prefill: workerUrl(prefill),
@@ -230,17 +256,23 @@ function printReport(rows: Row[], stats: Stats, passed: boolean, out: Out): void
   );
 }
 
-/** Closes the proxy, then stops each worker (killed if it has not exited 5 s after being asked). */
+/**
+ * Closes the proxy, then stops each worker: one that is ready closes its engine when asked
+ * (killed if it has not exited 5 s later); one still starting, which cannot be asked yet, is
+ * killed at once.
+ */
 async function stopPipeline(running: Running): Promise<void> {
   const { proxy } = running;
   await new Promise<void>((r) => (proxy ? proxy.server.close(() => r()) : r()));
   await Promise.all(
-    running.workers.map(
-      (w) =>
+    running.children.map(
+      (child) =>
         new Promise<void>((r) => {
-          w.child.once('exit', () => r());
-          w.child.send({ op: 'stop' }, () => undefined);
-          setTimeout(() => w.child.kill('SIGKILL'), 5_000).unref();
+          if (child.exitCode !== null || child.signalCode !== null) return r();
+          child.once('exit', () => r());
+          if (!running.ready.has(child)) return void child.kill('SIGKILL');
+          child.send({ op: 'stop' }, () => undefined);
+          setTimeout(() => child.kill('SIGKILL'), 5_000).unref();
         }),
     ),
   );

@@ -1,5 +1,6 @@
 // A pipeline worker process (encoder, prefill or decode), started by `te demo`.
 import { initTransferEngine, loadConfig } from '@te/connector';
+import { sentError, type SentError } from '../../child-error.js';
 import { startDecode } from './decode.js';
 import { startEncoder } from './encoder.js';
 import type { ModelSpec } from './model.js';
@@ -15,6 +16,16 @@ export interface WorkerSpec {
   poolBytes: number;
   /** Address the worker binds (engine, HTTP, bootstrap) and advertises; default 127.0.0.1. Set when the workers run on different hosts. */
   host?: string;
+}
+
+/** A worker's first message: ready (with where it listens), or why it could not start. */
+export interface WorkerReady {
+  ready: boolean;
+  error?: SentError;
+  role?: WorkerSpec['role'];
+  port?: number;
+  bootstrapPort?: number;
+  segment?: string;
 }
 
 async function main(): Promise<void> {
@@ -46,12 +57,12 @@ async function main(): Promise<void> {
     ready: true,
     role: spec.role,
     port: started.port,
-    bootstrapPort: 'bootstrapPort' in started ? started.bootstrapPort : undefined,
+    ...('bootstrapPort' in started && typeof started.bootstrapPort === 'number' ? { bootstrapPort: started.bootstrapPort } : {}),
     segment: engine.segmentName,
-  });
+  } satisfies WorkerReady);
 }
 
-main().catch((e: Error & { code?: string }) => {
-  process.send?.({ ready: false, error: `${e.code ? `[${e.code}] ` : ''}${e.message}` });
+main().catch((e: unknown) => {
+  process.send?.({ ready: false, error: sentError(e) } satisfies WorkerReady);
   process.exit(1);
 });
