@@ -48,6 +48,17 @@ export async function openEtcdClient(endpoints: string[], dialTimeoutMs: number)
 }
 
 /**
+ * A gRPC failure's message, for a person: gRPC ends some with a resolution note that is
+ * empty ("… Resolution note: "), and a refused connection says so in a Node error's words.
+ */
+export function etcdFailureReason(cause: unknown): string {
+  const text = String((cause as Error)?.message ?? cause).replace(/\s*Resolution note:\s*$/, '');
+  return /ECONNREFUSED/.test(text)
+    ? `nothing listens there (connection refused): start etcd, or correct its endpoints (TE_METADATA, metadata.endpoints). gRPC said: ${text}`
+    : text;
+}
+
+/**
  * Runs one etcd call with a deadline: whatever goes wrong (no answer in time, gRPC
  * unavailable) is PEER_UNREACHABLE naming the endpoints, so callers see a typed error
  * rather than etcd3's retries going on without end.
@@ -64,7 +75,7 @@ export function etcdCall<T>(endpoints: string[], p: Promise<T>, ms: number, what
   return Promise.race([p, deadline])
     .catch((cause: unknown) => {
       if (isTransferError(cause)) throw cause;
-      throw new TransferError('PEER_UNREACHABLE', `${where} failed while ${what}: ${(cause as Error)?.message ?? cause}`, { cause, details: { endpoints } });
+      throw new TransferError('PEER_UNREACHABLE', `${where} failed while ${what}: ${etcdFailureReason(cause)}`, { cause, details: { endpoints } });
     })
     .finally(() => clearTimeout(timer));
 }
