@@ -1,4 +1,3 @@
-import { createHash, randomFillSync } from 'node:crypto';
 import {
   OP_READ,
   OP_WRITE,
@@ -11,6 +10,7 @@ import {
 } from '@te/connector';
 import { BENCH_CORRUPT, BENCH_DIGEST, BENCH_INFO, BENCH_RANDOMIZE, type BenchInfo } from './protocol.js';
 import type { BenchOptions, BenchResult } from './options.js';
+import { fillRandom, sha256Of } from './whole-buffer.js';
 import { benchResult, timedRun } from './timed-run.js';
 
 export type { BenchOptions, BenchResult } from './options.js';
@@ -32,8 +32,6 @@ function workerBatch(op: 'write' | 'read', worker: number, o: BenchOptions, loca
   }
   return batch;
 }
-
-const sha256 = (bytes: Uint8Array): string => createHash('sha256').update(bytes).digest('hex');
 
 /**
  * The verifier's own test: with TE_BENCH_CORRUPT_BYTE=<offset> one byte of the timed run's
@@ -78,21 +76,21 @@ async function measure(engine: TransferEngine, o: BenchOptions): Promise<BenchRe
   // From the engine's allocator: pool-model transports (barex) only reach pool memory.
   const handle = await engine.allocateMemory(total);
   const local = handle.buffer!;
-  randomFillSync(local);
+  fillRandom(local);
   const timeoutMs = o.timeoutMs ?? 30_000;
   const remoteDigest = (): Promise<string> => control.request<string>(BENCH_DIGEST, { offset: 0n, length: BigInt(total) }, 60_000);
   const batches = Array.from({ length: o.concurrency }, (_, w) => workerBatch(o.op, w, o, handle.addr, info.addr));
 
   // Correctness before speed: one full pass in each direction that matters, checked by digest.
   await Promise.all(batches.map((b) => engine.transfer(o.target, b, { timeoutMs })));
-  const afterFirstPass = o.op === 'write' ? await remoteDigest() : sha256(local);
-  const expected = o.op === 'write' ? sha256(local) : await remoteDigest();
+  const afterFirstPass = o.op === 'write' ? await remoteDigest() : sha256Of(local);
+  const expected = o.op === 'write' ? sha256Of(local) : await remoteDigest();
   if (afterFirstPass !== expected)
     throw new TransferError('TRANSFER_FAILED', `pre-timing check failed: ${o.op} data does not match (sha256 ${afterFirstPass} vs ${expected})`);
 
   if (o.verify) {
     // Fresh contents so that the final check proves the timed run moved the bytes.
-    if (o.op === 'write') randomFillSync(local);
+    if (o.op === 'write') fillRandom(local);
     else {
       await control.request(BENCH_RANDOMIZE, { offset: 0n, length: BigInt(total) }, 60_000);
       local.fill(0);
@@ -104,7 +102,7 @@ async function measure(engine: TransferEngine, o: BenchOptions): Promise<BenchRe
   let verified = false;
   if (o.verify) {
     await corruptForSelfTest(o, local, (offset) => control.request(BENCH_CORRUPT, { offset }, 10_000));
-    const mine = sha256(local);
+    const mine = sha256Of(local);
     const theirs = await remoteDigest();
     if (mine !== theirs) throw new TransferError('TRANSFER_FAILED', `verification failed after the timed run: local sha256 ${mine}, target ${theirs}`);
     verified = true;

@@ -1,7 +1,6 @@
 // `te bench --wire mooncake`: te against Mooncake Transfer Engine peers, through the
 // mooncake-wire plugin. A Mooncake target has no digest service, so --verify reads the
 // written bytes back over the same wire and compares them in this process.
-import { randomFillSync } from 'node:crypto';
 import {
   OP_READ,
   OP_WRITE,
@@ -17,6 +16,7 @@ import {
 } from '@te/connector';
 import type { BenchOptions, BenchResult } from './options.js';
 import { benchResult, timedRun } from './timed-run.js';
+import { fillRandom } from './whole-buffer.js';
 
 export const WIRE_PLUGIN = 'mooncake-wire';
 
@@ -97,7 +97,7 @@ async function measure(t: WireTransport, o: BenchOptions): Promise<BenchResult> 
     throw new TransferError('INVALID_ARGUMENT', `Mooncake segment ${o.target}'s first buffer has ${remote?.length ?? 0} bytes, the run needs ${total}`);
   const local = new Uint8Array(total);
   const check = new Uint8Array(total);
-  randomFillSync(local);
+  fillRandom(local);
   const l = await t.registerMemory({ buffer: local, length: BigInt(total), device: 'cpu', remoteAccess: false });
   const c = await t.registerMemory({ buffer: check, length: BigInt(total), device: 'cpu', remoteAccess: false });
   const timeoutMs = o.timeoutMs ?? 30_000;
@@ -113,7 +113,7 @@ async function measure(t: WireTransport, o: BenchOptions): Promise<BenchResult> 
   await readBackAndCompare('pre-timing check');
   // With --verify the timed run must be what moves the compared bytes: new bytes to write, or
   // an emptied destination for the reads.
-  if (o.verify && o.op === 'write') randomFillSync(local);
+  if (o.verify && o.op === 'write') fillRandom(local);
   if (o.verify && o.op === 'read') check.fill(0);
 
   const batches = Array.from({ length: o.concurrency }, (_, w) =>
