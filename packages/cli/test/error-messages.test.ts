@@ -24,6 +24,25 @@ test('a plugin whose create() throws is named with the phase and the cause; no s
   assert.not.match(r.stderr, /bench target exited/);
 });
 
+// mooncake-nvlink registers no host memory, so the bench target's engine starts and its buffer
+// cannot be allocated. Before, that engine stayed open: the target printed the error and never
+// ended, and --loopback waited 30 s for it, then printed a second, wrong reason.
+test('a bench target whose buffer cannot be allocated ends at once with that error', () => {
+  const target = spawnSync(process.execPath, [te, 'bench', '--mode', 'target', '--plugin', 'mooncake-nvlink'], { encoding: 'utf8', timeout: 20_000, env });
+  assert.is(target.status, 1, `status ${target.status}, signal ${target.signal}: ${target.stderr}`);
+  assert.match(target.stderr, /\[(MEMORY_KIND_UNSUPPORTED|NO_DEVICE|PROVIDER_UNAVAILABLE)\]/);
+  const loopback = spawnSync(process.execPath, [te, 'bench', '--loopback', '--plugin', 'mooncake-nvlink', '--duration', '0.2'], {
+    encoding: 'utf8',
+    timeout: 20_000,
+    env,
+  });
+  assert.is(loopback.status, 1, `status ${loopback.status}, signal ${loopback.signal}: ${loopback.stderr}`);
+  assert.not.match(loopback.stderr, /did not start within/);
+  // eslint-disable-next-line no-control-regex
+  const lines = loopback.stderr.replace(/\x1b\[[0-9;]*m/g, '').split('\n');
+  assert.is(lines.filter((l) => l.startsWith('te: ')).length, 1, loopback.stderr);
+});
+
 // CUDA_VISIBLE_DEVICES="" hides every GPU, so both CUDA plugins are unavailable for the same
 // long reason on any machine; which reasons are shared is read from `doctor --json`.
 const noGpuEnv: NodeJS.ProcessEnv = { ...env, CUDA_VISIBLE_DEVICES: '' };

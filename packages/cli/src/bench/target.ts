@@ -1,6 +1,6 @@
-import { createHash, randomFillSync } from 'node:crypto';
 import { TransferError, createTransferEngine, type TeConfig, type TeConfigInput, type TransferEngine } from '@te/connector';
 import { BENCH_CORRUPT, BENCH_DIGEST, BENCH_INFO, BENCH_RANDOMIZE, type BenchInfo, type DigestRequest } from './protocol.js';
+import { fillRandom, sha256Of } from './whole-buffer.js';
 
 export interface BenchTargetOptions {
   plugin: string;
@@ -32,9 +32,17 @@ export async function startBenchTarget(options: BenchTargetOptions): Promise<Ben
     if (options.transportOptions) config.transportOptions = { [options.plugin]: options.transportOptions };
   }
   const engine = await createTransferEngine(config);
-  const handle = await engine.allocateMemory(options.bytes);
+  let handle: Awaited<ReturnType<TransferEngine['allocateMemory']>>;
+  try {
+    handle = await engine.allocateMemory(options.bytes);
+  } catch (e) {
+    // An open engine keeps this process alive: close it, so that the error ends the target
+    // at once (its parent, with --loopback, waits for it to exit or say it is ready).
+    await engine.close().catch(() => undefined);
+    throw e;
+  }
   const buffer = handle.buffer!;
-  randomFillSync(buffer);
+  fillRandom(buffer);
   const checkRange = ({ offset, length }: DigestRequest): Uint8Array => {
     if (typeof offset !== 'bigint' || typeof length !== 'bigint' || offset < 0n || length < 0n || offset + length > BigInt(buffer.length)) {
       throw new TransferError('INVALID_ARGUMENT', `digest range out of the bench buffer (${buffer.length} bytes)`);
@@ -42,18 +50,14 @@ export async function startBenchTarget(options: BenchTargetOptions): Promise<Ben
     return buffer.subarray(Number(offset), Number(offset + length));
   };
   engine.control.handle(BENCH_INFO, (): BenchInfo => ({ addr: handle.addr, length: handle.length, plugin: options.plugin }));
-  engine.control.handle(BENCH_DIGEST, (body) =>
-    createHash('sha256')
-      .update(checkRange(body as DigestRequest))
-      .digest('hex'),
-  );
+  engine.control.handle(BENCH_DIGEST, (body) => sha256Of(checkRange(body as DigestRequest)));
   engine.control.handle(BENCH_CORRUPT, (body) => {
     const byte = checkRange({ offset: (body as DigestRequest).offset, length: 1n });
     byte[0] = ~byte[0]! & 0xff;
     return true;
   });
   engine.control.handle(BENCH_RANDOMIZE, (body) => {
-    randomFillSync(checkRange(body as DigestRequest));
+    fillRandom(checkRange(body as DigestRequest));
     return true;
   });
   return { engine, close: () => engine.close() };
