@@ -29,11 +29,11 @@ const { values } = parseCli({
   options: {
     plugin: { type: 'string', default: 'mooncake-tcp', help: 'te transport' },
     op: { type: 'string', default: 'write', help: 'write or read' },
-    'block-size': { type: 'string', default: '1048576', help: 'bytes per request' },
-    'batch-size': { type: 'string', default: '1', help: 'requests per batch' },
-    concurrency: { type: 'string', default: '16', help: 'batches in flight' },
-    duration: { type: 'string', default: '3', help: 'seconds of the long run (the short one is a third)' },
-    top: { type: 'string', default: '12', help: 'functions listed, most bytes first' },
+    'block-size': { type: 'string', number: { integer: true, min: 1, max: 1073741824 }, default: '1048576', help: 'bytes per request' },
+    'batch-size': { type: 'string', number: { integer: true, min: 1, max: 1000000 }, default: '1', help: 'requests per batch' },
+    concurrency: { type: 'string', number: { integer: true, min: 1, max: 1024 }, default: '16', help: 'batches in flight' },
+    duration: { type: 'string', number: { above: 0, max: 3600 }, default: '3', help: 'seconds of the long run (the short one is a third)' },
+    top: { type: 'string', number: { integer: true, min: 1, max: 1000 }, default: '12', help: 'functions listed, most bytes first' },
     json: { type: 'boolean', default: false, help: 'print the result as JSON (the last line of output)' },
   },
 });

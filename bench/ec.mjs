@@ -23,8 +23,8 @@ const { values: args } = parseCli({
   notes: 'TE_BENCH_CORRUPT_BYTE=1 flips one received byte before each check (the run must fail); TE_BENCH_QUICK=1 makes a small smoke run.',
   options: {
     connector: { type: 'string', default: 'mooncake-tcp', help: 'te transport to use' },
-    'total-mib': { type: 'string', default: '256', help: 'MiB pulled per timed run' },
-    runs: { type: 'string', default: '5', help: 'timed runs per case (the median is reported)' },
+    'total-mib': { type: 'string', number: { integer: true, min: 1, max: 65536 }, default: '256', help: 'MiB pulled per timed run' },
+    runs: { type: 'string', number: { integer: true, min: 1, max: 100 }, default: '5', help: 'timed runs per case (the median is reported)' },
     json: { type: 'boolean', default: false, help: 'print the result as JSON (the last line of output)' },
     rank: { type: 'string', hidden: true, help: "internal: a forked child's role" },
   },

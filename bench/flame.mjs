@@ -23,10 +23,10 @@ const { values } = parseCli({
   options: {
     plugin: { type: 'string', default: 'mooncake-tcp', help: 'te transport to profile' },
     op: { type: 'string', default: 'write', help: 'write or read' },
-    'block-size': { type: 'string', default: '65536', help: 'bytes per request' },
-    'batch-size': { type: 'string', default: '4', help: 'requests per batch' },
-    concurrency: { type: 'string', default: '4', help: 'batches in flight' },
-    seconds: { type: 'string', default: '3', help: 'seconds profiled' },
+    'block-size': { type: 'string', number: { integer: true, min: 1, max: 1073741824 }, default: '65536', help: 'bytes per request' },
+    'batch-size': { type: 'string', number: { integer: true, min: 1, max: 1000000 }, default: '4', help: 'requests per batch' },
+    concurrency: { type: 'string', number: { integer: true, min: 1, max: 1024 }, default: '4', help: 'batches in flight' },
+    seconds: { type: 'string', number: { above: 0, max: 3600 }, default: '3', help: 'seconds profiled' },
     out: { type: 'string', default: 'flame.svg', help: 'SVG file to write' },
   },
 });

@@ -37,8 +37,8 @@ const { values } = parseCli({
     'te beside the real Mooncake Transfer Engine (transfer_engine_bench, TCP): Mooncake into Mooncake (the baseline), Mooncake into a te target, te into the Mooncake target; 1 MiB and 64 KiB, batch 128.',
   notes: 'The Mooncake binary is looked up in $TE_MOONCAKE_TE_DIR (default ../shared/mooncake-te).',
   options: {
-    seconds: { type: 'string', default: '3', help: 'seconds per timed run (1 to 60)' },
-    rounds: { type: 'string', default: '3', help: 'rounds alternating the targets (1 to 20; medians reported)' },
+    seconds: { type: 'string', number: { above: 0, max: 3600 }, default: '3', help: 'seconds per timed run (1 to 60)' },
+    rounds: { type: 'string', number: { integer: true, min: 1, max: 100 }, default: '3', help: 'rounds alternating the targets (1 to 20; medians reported)' },
     json: { type: 'boolean', default: false, help: 'print the rows as JSON' },
   },
 });

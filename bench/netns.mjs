@@ -24,8 +24,8 @@ const { values } = parseCli({
   usage: 'node bench/netns.mjs [options]',
   summary: 'mooncake-tcp between two network namespaces joined by veths through a bridge, beside iperf3 over the same link in the same run. Needs root.',
   options: {
-    duration: { type: 'string', default: '3', help: 'seconds per timed case' },
-    mtu: { type: 'string', default: '1500', help: 'MTU of the veth link' },
+    duration: { type: 'string', number: { above: 0, max: 3600 }, default: '3', help: 'seconds per timed case' },
+    mtu: { type: 'string', number: { integer: true, min: 68, max: 65535 }, default: '1500', help: 'MTU of the veth link' },
     json: { type: 'string', help: 'write the results as JSON to this file' },
   },
 });

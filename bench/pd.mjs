@@ -37,11 +37,21 @@ const { values: args } = parseCli({
     'PD KV transfer on loopback: prefill and decode ranks in their own processes (TP 2->2, 2->4 NHD/HND, 4->2, with and without KV checksums) beside the raw transport writing the same bytes in the same run, every byte verified.',
   options: {
     connector: { type: 'string', default: 'mooncake-tcp', help: 'te transport to use' },
-    tokens: { type: 'string', default: '8192', help: 'tokens per request' },
-    layers: { type: 'string', default: '32', help: 'layers of the simulated model' },
-    rooms: { type: 'string', default: '15', help: 'timed rooms per case (each ratio is the median of their room/raw pairs)' },
-    warmup: { type: 'string', default: '2', help: 'untimed rooms before them (connections, staging memory, first-touched pages, compiled JavaScript)' },
-    requests: { type: 'string', default: '200', help: 'requests of the planning-overhead case' },
+    tokens: { type: 'string', number: { integer: true, min: 1, max: 1048576 }, default: '8192', help: 'tokens per request' },
+    layers: { type: 'string', number: { integer: true, min: 1, max: 1024 }, default: '32', help: 'layers of the simulated model' },
+    rooms: {
+      type: 'string',
+      number: { integer: true, min: 1, max: 1000 },
+      default: '15',
+      help: 'timed rooms per case (each ratio is the median of their room/raw pairs)',
+    },
+    warmup: {
+      type: 'string',
+      number: { integer: true, min: 0, max: 100 },
+      default: '2',
+      help: 'untimed rooms before them (connections, staging memory, first-touched pages, compiled JavaScript)',
+    },
+    requests: { type: 'string', number: { integer: true, min: 1, max: 1000000 }, default: '200', help: 'requests of the planning-overhead case' },
     json: { type: 'boolean', default: false, help: 'print the result as JSON (the last line of output)' },
     corrupt: { type: 'boolean', default: false, help: "test hook: flip one byte of a decode rank's pages after the first timed room (the run must fail)" },
     only: {

@@ -14,8 +14,8 @@ const { values: args } = parseCli({
   usage: 'node bench/pipeline.mjs [options]',
   summary: 'Per-stage latency (p50/p99) of the EPD pipeline (`te demo`) over its verified requests.',
   options: {
-    requests: { type: 'string', default: '48', help: 'requests to run' },
-    concurrency: { type: 'string', default: '4', help: 'requests in flight' },
+    requests: { type: 'string', number: { integer: true, min: 1, max: 100000 }, default: '48', help: 'requests to run' },
+    concurrency: { type: 'string', number: { integer: true, min: 1, max: 1024 }, default: '4', help: 'requests in flight' },
     connector: { type: 'string', default: 'mooncake-tcp', help: 'te transport to use' },
     json: { type: 'boolean', default: false, help: 'print the result as JSON (the last line of output)' },
   },

@@ -41,9 +41,9 @@ const { values } = parseCli({
   summary:
     'Same-host transfers: mooncake-shm (and mooncake-tcp over loopback) at 64 KiB, 1 MiB and 16 MiB beside memcpy of the same sizes in the same run, every pass verified.',
   options: {
-    seconds: { type: 'string', default: '1', help: 'seconds per case' },
-    'pool-mib': { type: 'string', default: '64', help: 'MiB of the pool both sides rotate through' },
-    inflight: { type: 'string', default: '16', help: 'batches in flight' },
+    seconds: { type: 'string', number: { above: 0, max: 3600 }, default: '1', help: 'seconds per case' },
+    'pool-mib': { type: 'string', number: { integer: true, min: 1, max: 65536 }, default: '64', help: 'MiB of the pool both sides rotate through' },
+    inflight: { type: 'string', number: { integer: true, min: 1, max: 1024 }, default: '16', help: 'batches in flight' },
     'no-tcp': { type: 'boolean', default: false, help: 'leave out the mooncake-tcp rows' },
     json: { type: 'boolean', default: false, help: 'print the result as JSON (the last line of output)' },
     target: { type: 'string', hidden: true, help: "internal: a forked child's role" },

@@ -40,8 +40,8 @@ try {
         default: ['default='],
         help: 'NAME= or NAME=VAR=VALUE[,VAR=VALUE...] (repeatable; the first is the reference)',
       },
-      rounds: { type: 'string', default: '3', help: 'rounds' },
-      duration: { type: 'string', default: '1', help: 'seconds per run' },
+      rounds: { type: 'string', number: { integer: true, min: 1, max: 50 }, default: '3', help: 'rounds' },
+      duration: { type: 'string', number: { above: 0, max: 3600 }, default: '1', help: 'seconds per run' },
       json: { type: 'string', help: 'write the results as JSON to this file' },
     },
   }));

@@ -48,9 +48,9 @@ const { values } = parseCli({
     "te transports on loopback beside raw libfabric RMA (given te's threads, grouping and window), iperf3 and memcpy, measured in the same run; every te byte verified.",
   options: {
     plugin: { type: 'string', default: 'mooncake-tcp,mooncake-rdma', help: 'te transports, comma-separated' },
-    duration: { type: 'string', default: '3', help: 'seconds per te case' },
-    'sweep-seconds': { type: 'string', default: '1', help: 'seconds per point of the raw window sweep' },
-    rounds: { type: 'string', default: '1', help: 'repeats of the whole sequence (1 to 20; medians reported)' },
+    duration: { type: 'string', number: { above: 0, max: 3600 }, default: '3', help: 'seconds per te case' },
+    'sweep-seconds': { type: 'string', number: { above: 0, max: 3600 }, default: '1', help: 'seconds per point of the raw window sweep' },
+    rounds: { type: 'string', number: { integer: true, min: 1, max: 20 }, default: '1', help: 'repeats of the whole sequence (1 to 20; medians reported)' },
     json: { type: 'string', help: 'write the results as JSON to this file' },
     strict: { type: 'boolean', default: false, help: 'exit 1 when a case misses its target ratio' },
   },

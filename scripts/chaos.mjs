@@ -40,9 +40,9 @@ const { values: opt } = parseCli({
     'Chaos soak of the disaggregation runtime: PD and EC across 14 processes under load while ranks are killed, stalled and restarted, bootstrap servers restarted and a link slowed; exit 0 only when no invariant broke.',
   options: {
     quick: { type: 'boolean', default: false, help: 'a 90 s run (about 2 min 15 s in all)' },
-    duration: { type: 'string', help: 'seconds of load (more than 20; default 1800, or 90 with --quick)' },
-    seed: { type: 'string', default: '1', help: 'seed of the fault schedule (an integer)' },
-    rate: { type: 'string', default: '12', help: 'rooms started per second' },
+    duration: { type: 'string', number: { above: 20, max: 86400 }, help: 'seconds of load (more than 20; default 1800, or 90 with --quick)' },
+    seed: { type: 'string', number: { integer: true }, default: '1', help: 'seed of the fault schedule (an integer)' },
+    rate: { type: 'string', number: { above: 0, max: 10000 }, default: '12', help: 'rooms started per second' },
     'no-netns': { type: 'boolean', default: false, help: 'no network namespaces (no slowed link)' },
     checksums: { type: 'boolean', default: false, help: 'KV and EC checksums on in every rank' },
     json: { type: 'boolean', default: false, help: 'the last line of output is the report as JSON' },

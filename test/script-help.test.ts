@@ -21,13 +21,31 @@ const scripts = ['bench', 'scripts'].flatMap((dir) =>
     .map((e) => `${dir}/${e.name}`),
 );
 
-/** The options a script's parseCli call lists, without the hidden ones. */
-function listedOptions(file: string): string[] {
+/** Each option of a script's parseCli call: its name and the text of its spec. */
+function optionSpecs(file: string): { name: string; spec: string }[] {
   const text = readFileSync(join(root, file), 'utf8');
   const start = text.indexOf('parseCli({');
   if (start < 0) return [];
-  const block = text.slice(start, text.indexOf('\n});', start) >>> 0 || undefined);
-  return [...block.matchAll(/^\s*'?([\w-]+)'?: \{ type: '(?:string|boolean)'(.*)$/gm)].filter((m) => !m[2]!.includes('hidden: true')).map((m) => m[1]!);
+  const lines = text.slice(start, text.indexOf('\n});', start) >>> 0 || undefined).split('\n');
+  const first = lines.findIndex((l) => /^\s*options: \{$/.test(l));
+  if (first < 0) return [];
+  const indent = /^\s*/.exec(lines[first + 1]!)![0];
+  const specs: { name: string; spec: string }[] = [];
+  for (const line of lines.slice(first + 1)) {
+    const lead = /^\s*/.exec(line)![0].length;
+    if (line.trim() !== '' && lead < indent.length) break; // the options object's closing brace
+    const entry = lead === indent.length ? /^\s*'?([\w-]+)'?: \{/.exec(line) : null;
+    if (entry) specs.push({ name: entry[1]!, spec: line });
+    else if (specs.length) specs[specs.length - 1]!.spec += `\n${line}`;
+  }
+  return specs;
+}
+
+/** The options a script's parseCli call lists, without the hidden ones. */
+function listedOptions(file: string): string[] {
+  return optionSpecs(file)
+    .filter((o) => !o.spec.includes('hidden: true'))
+    .map((o) => o.name);
 }
 
 const run = (file: string, arg: string) =>
@@ -51,6 +69,21 @@ for (const file of scripts) {
     assert.not.match(r.stderr, /\n\s+at /, 'a stack trace');
     for (const name of listedOptions(file)) assert.ok(r.stdout.includes(`--${name}`), `--${name} missing:\n${r.stdout}`);
   });
+  // A numeric option declares its range, and parseCli refuses a value outside it before the
+  // script starts anything; before, `--duration abc` ran a bench for NaN seconds.
+  const specs = optionSpecs(file);
+  if (specs.length) {
+    test(`${file}: every numeric option declares its range, and a value outside it is refused`, () => {
+      for (const { name, spec } of specs) {
+        const numericDefault = /default: '-?[\d.]+'/.test(spec);
+        assert.ok(!numericDefault || spec.includes('number: {'), `--${name} has a numeric default but no number range:\n${spec}`);
+        if (!spec.includes('number: {')) continue;
+        const r = run(file, `--${name}=not-a-number`);
+        assert.is(r.status, 2, `--${name}=not-a-number: exit ${r.status}\n${r.stderr}`);
+        assert.match(r.stderr, new RegExp(`^Expected --${name} to be (an integer|a number)[^\\n]*, got "not-a-number"\\n\\nusage: `));
+      }
+    });
+  }
   if (file.endsWith('.mjs') && readFileSync(join(root, file), 'utf8').includes('parseCli(')) {
     test(`${file} refuses an unknown option`, () => {
       const r = run(file, '--no-such-option');

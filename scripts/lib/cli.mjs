@@ -4,7 +4,10 @@
 import { parseArgs } from 'node:util';
 
 /**
- * @typedef {{ type: 'string' | 'boolean', short?: string, multiple?: boolean, default?: unknown, help: string, hidden?: boolean }} CliOption
+ * @typedef {{ integer?: boolean, min?: number, above?: number, max?: number }} NumberRange
+ *   a numeric option's values: an integer or any finite number, at least `min` or more than
+ *   `above`, at most `max`
+ * @typedef {{ type: 'string' | 'boolean', short?: string, multiple?: boolean, default?: unknown, help: string, hidden?: boolean, number?: NumberRange }} CliOption
  * @param {{ usage: string, summary: string, options?: Record<string, CliOption>, allowPositionals?: boolean, args?: string[], notes?: string }} spec
  *   usage: the synopsis after "usage: " (e.g. "node bench/pd.mjs [options]"); summary: what the
  *   script does; hidden options (internal hooks such as a forked child's --rank) are accepted
@@ -13,7 +16,7 @@ import { parseArgs } from 'node:util';
  */
 export function parseCli(spec) {
   const options = { help: { type: 'boolean', short: 'h', help: 'print this help and exit' }, ...(spec.options ?? {}) };
-  const forParseArgs = Object.fromEntries(Object.entries(options).map(([name, { help: _help, hidden: _hidden, ...rest }]) => [name, rest]));
+  const forParseArgs = Object.fromEntries(Object.entries(options).map(([name, { help: _help, hidden: _hidden, number: _number, ...rest }]) => [name, rest]));
   let parsed;
   try {
     parsed = parseArgs({ args: spec.args, options: forParseArgs, allowPositionals: spec.allowPositionals ?? false });
@@ -25,7 +28,38 @@ export function parseCli(spec) {
     process.stdout.write(usageText(spec, options));
     process.exit(0);
   }
+  for (const [name, o] of Object.entries(options)) {
+    if (!o.number || parsed.values[name] === undefined) continue;
+    for (const value of [parsed.values[name]].flat()) {
+      const problem = rangeProblem(name, String(value), o.number);
+      if (problem) {
+        process.stderr.write(`${problem}\n\n${usageText(spec, options)}`);
+        process.exit(2);
+      }
+    }
+  }
   return parsed;
+}
+
+/** Why `text` is not a value of the numeric option `--name`, or undefined when it is. */
+export function rangeProblem(name, text, range) {
+  const n = Number(text);
+  const fits =
+    text.trim() !== '' &&
+    Number.isFinite(n) &&
+    (!range.integer || Number.isInteger(n)) &&
+    (range.min === undefined || n >= range.min) &&
+    (range.above === undefined || n > range.above) &&
+    (range.max === undefined || n <= range.max);
+  if (fits) return undefined;
+  const bounds = [
+    range.min !== undefined && range.max !== undefined ? `from ${range.min} to ${range.max}` : undefined,
+    range.min !== undefined && range.max === undefined ? `of at least ${range.min}` : undefined,
+    range.above !== undefined ? `above ${range.above}` : undefined,
+    range.above !== undefined && range.max !== undefined ? `and at most ${range.max}` : undefined,
+    range.min === undefined && range.above === undefined && range.max !== undefined ? `of at most ${range.max}` : undefined,
+  ].filter(Boolean);
+  return `Expected --${name} to be ${range.integer ? 'an integer' : 'a number'}${bounds.length ? ` ${bounds.join(' ')}` : ''}, got ${JSON.stringify(text)}`;
 }
 
 /** The --help text: synopsis, summary, then one line per listed option with its default. */
