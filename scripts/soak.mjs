@@ -27,6 +27,11 @@ const MiB = 1024 * 1024;
 
 // ====================================================================== engine processes
 if (role) {
+  // The soak is gone (ended by a signal, which skips its exit handler, or killed): end at
+  // once rather than transfer on for good. SIGKILL, not process.exit(), which can hang in
+  // V8's platform shutdown (nodejs/node#54918).
+  process.on('disconnect', () => process.kill(process.pid, 'SIGKILL'));
+  if (!process.connected) process.kill(process.pid, 'SIGKILL'); // gone while this module loaded
   const { createTransferEngine, TransferError } = await import('@te/connector');
   const send = (m) => process.send?.(m);
   const engine = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1', logLevel: 'error', metadata: { port: 0 } });
@@ -143,10 +148,10 @@ else {
       'Soak run over mooncake-tcp: transfers read back and compared, a churning peer killed and restarted, hostile connections; PASS when nothing failed and RSS stayed within the tolerance.',
     allowPositionals: true,
     options: {
-      warmup: { type: 'string', default: '20', help: 'seconds before the start RSS is taken' },
-      churn: { type: 'string', default: '15', help: 'seconds between restarts of the churning peer' },
-      'tolerance-pct': { type: 'string', default: '20', help: 'allowed RSS growth in percent' },
-      'tolerance-mib': { type: 'string', default: '32', help: 'allowed RSS growth in MiB (the larger of the two applies)' },
+      warmup: { type: 'string', number: { min: 0, max: 3600 }, default: '20', help: 'seconds before the start RSS is taken' },
+      churn: { type: 'string', number: { above: 0, max: 3600 }, default: '15', help: 'seconds between restarts of the churning peer' },
+      'tolerance-pct': { type: 'string', number: { min: 0 }, default: '20', help: 'allowed RSS growth in percent' },
+      'tolerance-mib': { type: 'string', number: { min: 0 }, default: '32', help: 'allowed RSS growth in MiB (the larger of the two applies)' },
       json: { type: 'string', help: 'write the report as JSON to this file' },
     },
   });

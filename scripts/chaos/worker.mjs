@@ -13,6 +13,10 @@ import { BootstrapServer, createECConsumer, createECProducer, createKVManager } 
 import { fillSeeded, pageSeed, wrongBytes } from './pattern.mjs';
 
 const spec = JSON.parse(process.env.TE_CHAOS_SPEC);
+// The driver is gone (ended by a signal or killed): end at once rather than serve on for good.
+// SIGKILL, not process.exit(), which can hang in V8's platform shutdown (nodejs/node#54918).
+process.on('disconnect', () => process.kill(process.pid, 'SIGKILL'));
+if (!process.connected) process.kill(process.pid, 'SIGKILL'); // gone while this module loaded
 const send = (m) => process.send?.(m);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
