@@ -100,7 +100,16 @@ const badValues: [string, Record<string, unknown>, Record<string, string>, RegEx
   ['bad role', { connector: 'x', role: 'prefill' }, {}, /Expected `role` to be one of producer, consumer, both, got "prefill"/],
   ['negative timeout', { connector: 'x', timeouts: { transferMs: -1 } }, {}, /Expected `timeouts.transferMs` to be a positive integer.*got -1/],
   ['port too large', { connector: 'x', metadata: { port: 70000 } }, {}, /`metadata.port`.*no larger than 65535, got 70000/],
-  ['unknown key', { connector: 'x', conector: 'y' }, {}, /Unknown config key `conector`/],
+  ['unknown key', { connector: 'x', conector: 'y' }, {}, /Unknown config key `conector` \(did you mean `connector`\?\)/],
+  // Before, the missing connector was named and the misspelling that caused it was not.
+  ['misspelt required key', { conector: 'mooncake-tcp' }, {}, /^Unknown config key `conector` \(did you mean `connector`\?\)/],
+  [
+    'misspelt key, case',
+    { transportoptions: {}, connector: 'x' },
+    {},
+    /Unknown config key `transportoptions` \(did you mean `transportOptions`\?\); known keys/,
+  ],
+  ['unknown key, nothing close', { connector: 'x', gpu: true }, {}, /^Unknown config key `gpu`; known keys: /],
   ['bad transports', { connector: 'x', transports: 'tcp' }, {}, /Expected `transports` to be a list of plugin names/],
   ['bad bind address', { connector: 'x', bindAddress: 'not an address!' }, {}, /Expected `bindAddress` to be an IPv4\/IPv6 address or a host name/],
   ['wildcard bind address', { connector: 'x', bindAddress: '0.0.0.0' }, {}, /peers cannot reach a wildcard address/],

@@ -3,6 +3,7 @@ import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { ValueErrorType } from '@sinclair/typebox/errors';
 import type { TSchema } from '@sinclair/typebox';
 import { TransferError } from '../errors/transfer-error.js';
+import { closestName } from './closest-name.js';
 import { ConfigInputSchema, MetadataObjectSchema } from './schema.js';
 import { checkEndpoint, parseMetadataString } from '../metadata/connection-string.js';
 import { DEFAULT_CONFIG, type ConnectorRole, type LogLevel, type TeConfig } from './types.js';
@@ -38,7 +39,10 @@ const KNOWN_KEYS = Object.keys(ConfigInputSchema.properties);
 
 /** The first schema error, in the words of the field it is about. */
 function schemaFailure(input: unknown): never {
-  let e = checkInput.Errors(input).First()!;
+  const errors = [...checkInput.Errors(input)];
+  // A misspelt key is also a missing one (`conector`: no `connector`); the misspelling is the
+  // cause, so it is named first.
+  let e = errors.find((x) => x.type === ValueErrorType.ObjectAdditionalProperties) ?? errors[0]!;
   // `metadata` is a string or an object: for an object, report the field that is wrong.
   const metadata = (input as Record<string, unknown>).metadata;
   if (e.path === '/metadata' && isObject(metadata)) {
@@ -48,7 +52,8 @@ function schemaFailure(input: unknown): never {
   const path = e.path.replace(/^\//, '').replace(/\//g, '.');
   if (e.type === ValueErrorType.ObjectAdditionalProperties) {
     const top = path.split('.')[0];
-    if (!path.includes('.')) fail(`Unknown config key \`${top}\`; known keys: ${KNOWN_KEYS.join(', ')}`);
+    const meant = closestName(top!, KNOWN_KEYS);
+    if (!path.includes('.')) fail(`Unknown config key \`${top}\`${meant ? ` (did you mean \`${meant}\`?)` : ''}; known keys: ${KNOWN_KEYS.join(', ')}`);
     fail(`Unknown key \`${path}\` in the config`);
   }
   // The property's own schema carries the phrase; a nested error (an item of a list) uses its parent's.
