@@ -64,4 +64,13 @@ test('bad input is a usage error (exit 2) naming the option', () => {
   assert.match(c.stderr, /--checksums/);
 });
 
+// 1,048,576 tokens × 1024 layers is 2 TiB of KV per process: refused before any process starts
+// (before, the prefill process failed allocating it, OUT_OF_MEMORY, after starting).
+test('KV more than the machine holds is a usage error before any process starts', () => {
+  const r = run(['--tokens', '1048576', '--layers', '1024', '--rooms', '1']);
+  assert.is(r.status, 2, r.stderr);
+  assert.match(r.stderr, /te bench pd would hold [\d.]+ GiB of KV in its processes .* more than three quarters of this machine's [\d.]+ GiB/);
+  assert.not.match(r.stderr, /process failed to start/);
+});
+
 test.run();

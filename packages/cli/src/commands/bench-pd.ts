@@ -1,7 +1,8 @@
+import { totalmem } from 'node:os';
 import pc from 'picocolors';
 import { commandConfig } from '../config.js';
-import { runPdBench, type PdBenchResult } from '../bench/pd/run.js';
-import { positiveInt } from '../usage-error.js';
+import { pdBenchMemoryBytes, runPdBench, type PdBenchOptions, type PdBenchResult } from '../bench/pd/run.js';
+import { UsageError, positiveInt } from '../usage-error.js';
 
 export interface BenchPdCliOptions {
   connector?: string;
@@ -15,6 +16,7 @@ export interface BenchPdCliOptions {
 }
 
 const gb = (x: number): string => (x / 1e9).toFixed(2);
+const gib = (x: number): string => (x / 2 ** 30).toFixed(1);
 
 function print(r: PdBenchResult, rooms: number): void {
   console.log(
@@ -37,6 +39,13 @@ export async function benchPdCommand(o: BenchPdCliOptions): Promise<void> {
   const rooms = positiveInt('--rooms', o.rooms, 100);
   const tokens = positiveInt('--tokens', o.tokens, 1 << 20);
   const layers = positiveInt('--layers', o.layers, 1024);
+  const modes: PdBenchOptions['modes'] = o.checksums === 'both' ? ['off', 'on'] : [o.checksums];
+  // Refused up front, before two processes per mode start and fail (or swap) allocating it.
+  const memory = pdBenchMemoryBytes({ tokens, layers, modes });
+  if (memory > 0.75 * totalmem())
+    throw new UsageError(
+      `te bench pd would hold ${gib(memory)} GiB of KV in its processes (${modes.length} mode(s) × the prefill's pages and the decode's), more than three quarters of this machine's ${gib(totalmem())} GiB; give fewer --tokens or --layers, or --checksums on or off`,
+    );
   const config = await commandConfig({ ...(o.connector ? { plugin: o.connector } : {}), ...(o.modulePath ? { modulePath: o.modulePath } : {}) });
   const r = await runPdBench({
     connector: config.connector,
@@ -44,7 +53,7 @@ export async function benchPdCommand(o: BenchPdCliOptions): Promise<void> {
     tokens,
     layers,
     rooms,
-    modes: o.checksums === 'both' ? ['off', 'on'] : [o.checksums],
+    modes,
     ...(o.corrupt ? { corrupt: true } : {}),
   });
   print(r, rooms);

@@ -138,6 +138,16 @@ async function closePair(p: Pair): Promise<void> {
   }
 }
 
+/**
+ * KV memory the bench's processes hold at once: per mode, the prefill's pages and the
+ * decode's (a quarter more, see openPair); both modes' pairs are alive together.
+ */
+export function pdBenchMemoryBytes(o: Pick<PdBenchOptions, 'tokens' | 'layers' | 'modes'>): number {
+  const pages = Math.ceil(o.tokens / PAGE_TOKENS);
+  const perPage = 2 * o.layers * PAGE_TOKENS * KV_HEADS * HEAD_BYTES;
+  return o.modes.length * (pages + pages + Math.ceil(pages / 4)) * perPage;
+}
+
 export async function runPdBench(o: PdBenchOptions): Promise<PdBenchResult> {
   const pages = Math.ceil(o.tokens / PAGE_TOKENS);
   const item = PAGE_TOKENS * KV_HEADS * HEAD_BYTES;
