@@ -3,7 +3,7 @@ import { TransferError, isTransferError } from '../errors/transfer-error.js';
 import { isTransferErrorCode } from '../errors/codes.js';
 import { decodeMessage, encodeMessage } from './codec.js';
 import { Fifo } from './fifo.js';
-import { probeEndpoint } from './reachability.js';
+import { probeEndpoint, type ProbeResult } from './reachability.js';
 import { CONTROL_VERSION, MAX_CONTROL_MESSAGE_BYTES, checkReplyEnvelope, type ReplyEnvelope, type RequestEnvelope } from './messages.js';
 import type { ControlKeys } from './control-security.js';
 
@@ -92,6 +92,8 @@ export class ControlClient {
   /** A probe of the endpoint is under way; when the latest one began. */
   private probing = false;
   private lastProbeAt = 0;
+  /** What the last probe found: a request that times out says so when it was 'silent'. */
+  private lastProbe: ProbeResult | undefined;
   /** When a request was last made (idle clients are closed by their owner). */
   lastUsedAt = Date.now();
   /** Urgent requests are sent first; each lane has its own places in flight. */
@@ -158,12 +160,14 @@ export class ControlClient {
     return new Promise<T>((resolve, reject) => {
       const fail = (error: TransferError): void => this.take(id)?.reject(error);
       const timer = setTimeout(() => {
+        const why =
+          this.lastProbe === 'silent'
+            ? `${this.endpoint} accepts connections but sent no ZMTP greeting, as a te control endpoint does at once: another service listens there, or the te process is stopped`
+            : 'is the peer running and is its control endpoint reachable?';
         fail(
-          new TransferError(
-            'TIMEOUT',
-            `No answer from ${this.endpoint} to "${type}" within ${timeoutMs} ms; is the peer running and is its control endpoint reachable?`,
-            { details: { endpoint: this.endpoint, type } },
-          ),
+          new TransferError('TIMEOUT', `No answer from ${this.endpoint} to "${type}" within ${timeoutMs} ms; ${why}`, {
+            details: { endpoint: this.endpoint, type },
+          }),
         );
       }, timeoutMs);
       this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject, timer, type, lane, queued: false });
@@ -210,6 +214,18 @@ export class ControlClient {
     probeEndpoint(this.endpoint, PROBE_TIMEOUT_MS).then(
       (r) => {
         this.probing = false;
+        this.lastProbe = r;
+        // Bytes no ZMTP peer sends first: whatever listens there is not a te control endpoint,
+        // and no answer will come.
+        if (r === 'foreign')
+          this.failWaiting(
+            (type) =>
+              new TransferError(
+                'PROTOCOL_MISMATCH',
+                `${this.endpoint} is not a te control endpoint: it answered the connection with bytes a ZMTP peer never sends first (another service listens there; check the port)`,
+                { details: { endpoint: this.endpoint, type } },
+              ),
+          );
         if (r === 'refused')
           this.failWaiting(
             (type) =>

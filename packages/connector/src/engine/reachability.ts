@@ -4,13 +4,26 @@ import { TransferError } from '../errors/transfer-error.js';
 const REFUSED = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNRESET', 'EADDRNOTAVAIL']);
 
 /**
- * Whether a control endpoint accepts TCP connections: 'refused' when the peer's host
- * answered that nothing listens (a dead process), 'open' when it accepted, 'unknown' on a
- * timeout or another error (a slow or filtered peer). zeromq retries refused connects
- * silently, so without this a dead peer looks exactly like a slow one. An endpoint that
- * cannot even be dialled (a malformed port) rejects with INVALID_ARGUMENT.
+ * What a probe of a control endpoint found:
+ * - 'refused': the peer's host answered that nothing listens (a dead process);
+ * - 'zmtp': it accepted and greeted as a ZMTP peer does at once (a te control endpoint);
+ * - 'foreign': it accepted and sent bytes no ZMTP peer sends first (another service);
+ * - 'silent': it accepted and sent nothing within the probe's time (another service that
+ *   waits for its client, such as an HTTP server, or a te process that is stopped);
+ * - 'unknown': a timeout or another error (a slow or filtered peer).
  */
-export function probeEndpoint(endpoint: string, timeoutMs: number): Promise<'open' | 'refused' | 'unknown'> {
+export type ProbeResult = 'refused' | 'zmtp' | 'foreign' | 'silent' | 'unknown';
+
+/** The first byte of a ZMTP 3 greeting's signature, which a ZMTP peer sends as soon as it accepts. */
+const ZMTP_SIGNATURE_FIRST = 0xff;
+
+/**
+ * Probes a control endpoint with one TCP connection (see ProbeResult). zeromq retries
+ * refused connects silently and says nothing of a peer that does not speak ZMTP, so without
+ * this a dead peer, or a port of another service, looks exactly like a slow peer. An endpoint
+ * that cannot even be dialled (a malformed port) rejects with INVALID_ARGUMENT.
+ */
+export function probeEndpoint(endpoint: string, timeoutMs: number): Promise<ProbeResult> {
   const colon = endpoint.lastIndexOf(':');
   const host = endpoint.slice(0, colon).replace(/^\[|\]$/g, '');
   const port = Number(endpoint.slice(colon + 1));
@@ -29,15 +42,19 @@ export function probeEndpoint(endpoint: string, timeoutMs: number): Promise<'ope
       );
       return;
     }
-    const done = (r: 'open' | 'refused' | 'unknown'): void => {
+    let connected = false;
+    const done = (r: ProbeResult): void => {
       clearTimeout(timer);
       socket.removeAllListeners();
       socket.on('error', () => undefined);
       socket.destroy();
       resolve(r);
     };
-    const timer = setTimeout(() => done('unknown'), Math.max(1, timeoutMs));
-    socket.once('connect', () => done('open'));
-    socket.once('error', (e: NodeJS.ErrnoException) => done(REFUSED.has(e.code ?? '') ? 'refused' : 'unknown'));
+    // Connected and nothing sent by the deadline: silent; not connected by then: unknown.
+    const timer = setTimeout(() => done(connected ? 'silent' : 'unknown'), Math.max(1, timeoutMs));
+    socket.once('connect', () => (connected = true));
+    socket.once('data', (bytes: Buffer) => done(bytes[0] === ZMTP_SIGNATURE_FIRST ? 'zmtp' : 'foreign'));
+    socket.once('end', () => done('unknown'));
+    socket.once('error', (e: NodeJS.ErrnoException) => done(!connected && REFUSED.has(e.code ?? '') ? 'refused' : 'unknown'));
   });
 }
