@@ -33,7 +33,7 @@ const { values } = parseCli({
     'batch-size': { type: 'string', number: { integer: true, min: 1, max: 1000000 }, default: '1', help: 'requests per batch' },
     concurrency: { type: 'string', number: { integer: true, min: 1, max: 1024 }, default: '16', help: 'batches in flight' },
     duration: { type: 'string', number: { above: 0, max: 3600 }, default: '3', help: 'seconds of the long run (the short one is a third)' },
-    top: { type: 'string', number: { integer: true, min: 1, max: 1000 }, default: '12', help: 'functions listed, most bytes first' },
+    top: { type: 'string', number: { integer: true, min: 0, max: 1000 }, default: '12', help: 'functions listed, most bytes first' },
     json: { type: 'boolean', default: false, help: 'print the result as JSON (the last line of output)' },
   },
 });
@@ -44,10 +44,6 @@ const duration = QUICK ? 1 : Number(values.duration);
 const top = Number(values.top);
 if (values.op !== 'write' && values.op !== 'read') {
   console.error(`bench/allocations.mjs: --op must be write or read, not ${values.op}`);
-  process.exit(2);
-}
-if (!(duration > 0) || !Number.isInteger(top) || top < 0) {
-  console.error(`bench/allocations.mjs: --duration must be a positive number of seconds and --top a whole number, not ${values.duration} and ${values.top}`);
   process.exit(2);
 }
 
