@@ -49,35 +49,38 @@ test('the probe tells a te control endpoint, a service that greets first, a sile
   }
 });
 
-test('a request to a service that greets first with its own bytes fails as PROTOCOL_MISMATCH, before its deadline', async () => {
-  const ssh = await listener(banner);
-  const client = new ControlClient(ssh.endpoint);
+/** What a `te.bench.info` request to `endpoint` is rejected with (undefined if it succeeds). */
+async function rejectionOf(endpoint: string, deadlineMs: number): Promise<unknown> {
+  const client = new ControlClient(endpoint);
   try {
-    // Without the probe's verdict this ends at its deadline, as TIMEOUT.
-    const e = await client.request('te.bench.info', null, 20_000).then(
+    return await client.request('te.bench.info', null, deadlineMs).then(
       () => undefined,
       (x: unknown) => x,
     );
+  } finally {
+    client.close();
+  }
+}
+
+test('a request to a service that greets first with its own bytes fails as PROTOCOL_MISMATCH, before its deadline', async () => {
+  const ssh = await listener(banner);
+  try {
+    // Without the probe's verdict this ends at its deadline, as TIMEOUT.
+    const e = await rejectionOf(ssh.endpoint, 20_000);
     assert.ok(isTransferError(e, 'PROTOCOL_MISMATCH'), String(e));
     assert.match((e as Error).message, `${ssh.endpoint} is not a te control endpoint`);
   } finally {
-    client.close();
     await ssh.close();
   }
 });
 
 test('a request to a silent service times out saying it sent no ZMTP greeting', async () => {
   const quiet = await listener(silent);
-  const client = new ControlClient(quiet.endpoint);
   try {
-    const e = await client.request('te.bench.info', null, 5_000).then(
-      () => undefined,
-      (x: unknown) => x,
-    );
+    const e = await rejectionOf(quiet.endpoint, 5_000);
     assert.ok(isTransferError(e, 'TIMEOUT'), String(e));
     assert.match((e as Error).message, `${quiet.endpoint} accepts connections but sent no ZMTP greeting`);
   } finally {
-    client.close();
     await quiet.close();
   }
 });
