@@ -81,6 +81,33 @@ test('doctor exits non-zero on a bad value and says which', () => {
   assert.match(r.stdout, /INVALID_CONFIG: .*MC_TCP_BIND_ADDRESS is 0\.0\.0\.0: peers cannot reach a wildcard address/);
 });
 
+test('doctor names a misspelt variable and the one it most likely meant, and leaves names it reads or cannot place alone', () => {
+  // TE_TCP_IO_THREADS is a plugin option, TE_KV_CHECKSUMS the runtime's, TE_MOONCAKE_TCP_ADDON the
+  // addon's location; TE_SOMETHING_ELSE is near none of them.
+  const env = {
+    TE_HANDSHAKE_PROT: '7000',
+    TE_SECRETT: 'abcdefghijklmnop',
+    TE_TCP_IO_THREADS: '2',
+    TE_KV_CHECKSUMS: '1',
+    TE_MOONCAKE_TCP_ADDON: '',
+    TE_SOMETHING_ELSE: '1',
+    NO_COLOR: '1',
+  };
+  const r = run(['doctor'], env);
+  assert.is(r.status, 1, r.stdout);
+  assert.match(r.stdout, /✘ environment {2}TE_HANDSHAKE_PROT is set, but te reads no such variable: did you mean TE_HANDSHAKE_PORT\?/);
+  assert.match(r.stdout, /✘ environment {2}TE_SECRETT is set, but te reads no such variable: did you mean TE_SECRET\?/);
+  const report = JSON.parse(run(['doctor', '--json'], env).stdout.trim().split('\n').pop()!);
+  assert.is(report.ok, false);
+  assert.equal(report.unread, [
+    { name: 'TE_HANDSHAKE_PROT', meant: 'TE_HANDSHAKE_PORT' },
+    { name: 'TE_SECRETT', meant: 'TE_SECRET' },
+  ]);
+  const clean = run(['doctor', '--json'], { TE_TCP_IO_THREADS: '2', TE_KV_CHECKSUMS: '1', TE_SOMETHING_ELSE: '1' });
+  assert.is(clean.status, 0, clean.stdout);
+  assert.equal(JSON.parse(clean.stdout.trim().split('\n').pop()!).unread, []);
+});
+
 test('doctor reports an unknown configured connector', () => {
   const r = run(['doctor', '--json'], { TE_CONNECTOR: 'warp-drive' });
   const report = JSON.parse(r.stdout);

@@ -70,6 +70,7 @@ export { validateConfig, validateBindAddress } from './config/validate.js';
 export { ConfigInputSchema } from './config/schema.js';
 export { OptionSpecSchema } from './spi/option-spec-schema.js';
 export { configFromEnv, ENVIRONMENT_VARIABLES } from './config/env.js';
+export { closestName } from './config/closest-name.js';
 export {
   DEFAULT_CONFIG,
   type TeConfig,

@@ -2,3 +2,4 @@
 export * from './pd/index.js';
 export * from './vllm/index.js';
 export * from './ec/index.js';
+export { RUNTIME_ENVIRONMENT_VARIABLES } from './environment.js';

@@ -13,6 +13,7 @@ import {
 } from '@te/connector';
 import { table } from '../format.js';
 import { commandConfig, type CommandFlags } from '../config.js';
+import { knownVariables, unreadVariables, type UnreadVariable } from './environment-names.js';
 
 export interface PluginReport {
   name: string;
@@ -33,6 +34,8 @@ export interface DoctorReport {
   /** What an engine with this config would find at start: its plugins and their options, its bind, and etcd when configured. */
   checks: PreflightCheck[];
   environment: Record<string, string>;
+  /** TE_/MC_ variables set that te does not read, each with the name it most likely meant (a typo: fails the report). */
+  unread: UnreadVariable[];
   plugins: PluginReport[];
 }
 
@@ -64,7 +67,7 @@ export async function runDoctor(env: NodeJS.ProcessEnv = process.env, flags: Com
       .filter((k) => env[k] !== undefined)
       .map((k) => [k, env[k]!]),
   );
-  const report: DoctorReport = { ok: true, checks: [], environment, plugins: [] };
+  const report: DoctorReport = { ok: true, checks: [], environment, unread: [], plugins: [] };
   try {
     report.config = await commandConfig(flags, env);
   } catch (e) {
@@ -90,6 +93,8 @@ export async function runDoctor(env: NodeJS.ProcessEnv = process.env, flags: Com
   // The plugins' own variables (TE_TCP_WINDOW_BYTES, …) are part of the effective setup too.
   for (const plugin of loaded)
     for (const spec of Object.values(plugin.options ?? {})) if (spec.env && env[spec.env] !== undefined) report.environment[spec.env] = env[spec.env]!;
+  report.unread = unreadVariables(env, knownVariables(loaded));
+  if (report.unread.length > 0) report.ok = false;
   const wanted = new Set(required);
   for (const p of report.plugins) {
     if (wanted.has(p.name) && (!p.loaded || p.available === false)) report.ok = false;
@@ -110,6 +115,7 @@ export function printDoctor(report: DoctorReport): void {
   }
   for (const c of report.checks) console.log(c.ok ? `${pc.green(`✔ ${c.name}`)}  ${c.detail}` : `${pc.red(`✘ ${c.name}`)}  ${c.code}: ${c.detail}`);
   const env = Object.entries(report.environment);
+  for (const u of report.unread) console.log(`${pc.red('✘ environment')}  ${u.name} is set, but te reads no such variable: did you mean ${u.meant}?`);
   console.log(`  environment: ${env.length ? env.map(([k, v]) => `${k}=${v}`).join(' ') : '(no TE_/MC_ variables set)'}`);
   console.log('');
   const rows = [['plugin', 'package', 'status', 'details']];

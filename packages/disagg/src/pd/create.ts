@@ -57,7 +57,7 @@ export interface CreateKVManagerOptions {
    * TE_LAYERWISE or SGLANG_MOONCAKE_ASYNC_KV environment switch.
    */
   layerwise?: boolean;
-  /** Debug lines (layerwise and staging fallbacks); default: stderr when MC_LOG_LEVEL / TE_LOG_LEVEL is debug. */
+  /** Debug lines (layerwise and staging fallbacks); default: stderr when MC_LOG_LEVEL is debug or trace. */
   log?: (message: string) => void;
   /** The staging path of heterogeneous TP: gather/scatter of head slices (see docs/disagg.md). */
   staging?: StagingOptions;
@@ -165,7 +165,7 @@ export async function createKVManager(options: CreateKVManagerOptions): Promise<
   if (options.role !== 'prefill' && options.role !== 'decode')
     throw new TransferError('INVALID_ARGUMENT', `Expected role 'prefill' or 'decode', got ${String(options.role)}`);
   const layerwise = layerwiseEnabled(options.layerwise);
-  const debug = /^(debug|trace)$/i.test(process.env.TE_LOG_LEVEL ?? process.env.MC_LOG_LEVEL ?? '');
+  const debug = /^(debug|trace)$/i.test(process.env.MC_LOG_LEVEL ?? '');
   const log = options.log ?? ((m: string) => void (debug && process.stderr.write(`te:disagg ${m}\n`)));
   checkLayout(options.layout);
   checkBuffers(options.buffers);
