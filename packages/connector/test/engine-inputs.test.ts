@@ -63,6 +63,71 @@ test('bad segment names: INVALID_ARGUMENT naming the value from every method', a
   }
 });
 
+test('bad request fields: INVALID_ARGUMENT naming the request and field, and no byte moves', async () => {
+  const a = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1' }, { env: {} });
+  const b = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1' }, { env: {} });
+  try {
+    const src = new Uint8Array(4096).fill(7);
+    const dst = new Uint8Array(4096);
+    const local = (await a.registerMemory(src)).addr;
+    const remote = (await b.registerMemory(dst)).addr;
+    // Before, a BigUint64Array stored -1 as 2^64 - 1 (sent to the peer), op 'copy' became a
+    // read (the peer's bytes written over local memory), and 2.5 rows were truncated to 2.
+    const cases: [string, () => unknown, RegExp][] = [
+      ['length -1', () => a.write(b.segmentName, local, remote, -1), /request 0's `length` .* got -1$/],
+      ['length -1n', () => a.read(b.segmentName, local, remote, -1n), /request 0's `length` .* got -1n$/],
+      ['length 1.5', () => a.write(b.segmentName, local, remote, 1.5), /request 0's `length` .* got 1\.5$/],
+      ['length NaN', () => a.write(b.segmentName, local, remote, NaN), /request 0's `length` .* got NaN$/],
+      ['length 2^53', () => a.write(b.segmentName, local, remote, 2 ** 53), /request 0's `length` .* got 9007199254740992$/],
+      ['local as a number', () => a.write(b.segmentName, Number(local) as never, remote, 16), /request 0's `local` to be an address, .* use BigInt\)/],
+      ['remote 2^64', () => a.write(b.segmentName, local, 1n << 64n, 16), /request 0's `remote` .* got 18446744073709551616n$/],
+      [
+        "batchOf: op 'copy'",
+        () =>
+          a.transfer(
+            b.segmentName,
+            batchOf([
+              { op: 'write', local, remote, length: 8 },
+              { op: 'copy' as never, local, remote, length: 8 },
+            ]),
+          ),
+        /request 1's `op` to be 'write' or 'read', got "copy"$/,
+      ],
+      ['batchOf: a request that is not an object', () => batchOf([null as never]), /request 0's `request` to be an object/],
+      [
+        'batchOf: rows 2.5',
+        () => batchOf([{ op: 'write', local, remote, length: 10, rows: 2.5, localPitch: 64 }]),
+        /request 0's `rows` to be an integer from 0 to 4294967295, got 2\.5$/,
+      ],
+      [
+        'batchOf: remotePitch -64',
+        () => batchOf([{ op: 'write', local, remote, length: 16, remoteRows: 2, remotePitch: -64 }]),
+        /request 0's `remotePitch` .* got -64$/,
+      ],
+    ];
+    for (const [what, call, message] of cases) {
+      // write and read reject; batchOf, which is synchronous, throws.
+      const settled = await outcome(call);
+      const thrown = (settled as { threwSynchronously?: unknown }).threwSynchronously;
+      assert.is(thrown !== undefined, what.startsWith('batchOf'), `${what}: thrown synchronously only by batchOf`);
+      const e = thrown ?? settled;
+      assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), `${what}: ${String(e)}`);
+      assert.match((e as Error).message, message, what);
+    }
+    assert.ok(
+      dst.every((x) => x === 0),
+      'no byte landed at the peer',
+    );
+    assert.ok(
+      src.every((x) => x === 7),
+      'no byte of the local buffer was overwritten',
+    );
+  } finally {
+    await a.close();
+    await b.close();
+  }
+});
+
 async function peerProcess(): Promise<{ segment: string; kill: () => void }> {
   const script = `import { createTransferEngine } from '@te/connector';
 const e = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1' }, { env: {} });

@@ -1,3 +1,6 @@
+import { TransferError } from '../errors/transfer-error.js';
+import { addressOf, byteCountOf, isWrite, rowCountOf } from './request-fields.js';
+
 /** Opcode of one request in a batch, as stored in `TransferBatch.opcodes`. */
 export const OP_READ = 0;
 export const OP_WRITE = 1;
@@ -88,8 +91,13 @@ export function localSpan(batch: TransferBatch, i: number): bigint {
   return spanOf(batch, batch.localRows, batch.localPitches, i);
 }
 
-/** Builds a batch from request objects (convenient for small batches; large ones build the arrays directly). */
+/**
+ * Builds a batch from request objects (convenient for small batches; large ones build the
+ * arrays directly). Each field is checked first: a bad one is INVALID_ARGUMENT naming the
+ * request, where the typed arrays would store it changed.
+ */
 export function batchOf(requests: readonly TransferRequest[]): TransferBatch {
+  if (!Array.isArray(requests)) throw new TransferError('INVALID_ARGUMENT', 'Expected an array of requests { op, local, remote, length }');
   const n = requests.length;
   const batch: TransferBatch = {
     opcodes: new Uint8Array(n),
@@ -98,18 +106,18 @@ export function batchOf(requests: readonly TransferRequest[]): TransferBatch {
     lengths: new BigUint64Array(n),
   };
   requests.forEach((r, i) => {
-    batch.opcodes[i] = r.op === 'write' ? OP_WRITE : OP_READ;
-    batch.localAddrs[i] = r.local;
-    batch.remoteAddrs[i] = r.remote;
-    batch.lengths[i] = BigInt(r.length);
+    batch.opcodes[i] = isWrite(r, i) ? OP_WRITE : OP_READ;
+    batch.localAddrs[i] = addressOf(r.local, i, 'local');
+    batch.remoteAddrs[i] = addressOf(r.remote, i, 'remote');
+    batch.lengths[i] = byteCountOf(r.length, i, 'length');
   });
   if (requests.some((r) => r.rows !== undefined)) {
-    batch.localRows = Uint32Array.from(requests, (r) => r.rows ?? 1);
-    batch.localPitches = BigUint64Array.from(requests, (r) => BigInt(r.localPitch ?? 0));
+    batch.localRows = Uint32Array.from(requests, (r, i) => rowCountOf(r.rows, i, 'rows'));
+    batch.localPitches = BigUint64Array.from(requests, (r, i) => byteCountOf(r.localPitch ?? 0, i, 'localPitch'));
   }
   if (requests.some((r) => r.remoteRows !== undefined)) {
-    batch.remoteRows = Uint32Array.from(requests, (r) => r.remoteRows ?? 1);
-    batch.remotePitches = BigUint64Array.from(requests, (r) => BigInt(r.remotePitch ?? 0));
+    batch.remoteRows = Uint32Array.from(requests, (r, i) => rowCountOf(r.remoteRows, i, 'remoteRows'));
+    batch.remotePitches = BigUint64Array.from(requests, (r, i) => byteCountOf(r.remotePitch ?? 0, i, 'remotePitch'));
   }
   return batch;
 }
