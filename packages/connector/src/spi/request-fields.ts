@@ -1,3 +1,6 @@
+// The checks `batchOf` makes before it stores a request in its typed arrays, which would
+// otherwise take a bad value silently: a BigUint64Array stores -1n as 2^64 - 1, a Uint32Array
+// truncates 2.5 rows to 2, and an op other than 'write' would have been stored as a read.
 import { TransferError } from '../errors/transfer-error.js';
 
 const MAX_U64 = (1n << 64n) - 1n;
@@ -13,11 +16,7 @@ function invalid(i: number, field: string, expected: string, value: unknown): Tr
   return new TransferError('INVALID_ARGUMENT', `Expected request ${i}'s \`${field}\` to be ${expected}, got ${shown(value)}`);
 }
 
-/**
- * The checks `batchOf` makes before it stores a request in its typed arrays, which would
- * otherwise take a bad value silently: a BigUint64Array stores -1n as 2^64 - 1, a Uint32Array
- * truncates 2.5 rows to 2, and an op other than 'write' would have been stored as a read.
- */
+/** Whether request i is a write; a request that is not an object, or an op other than 'write' or 'read', is INVALID_ARGUMENT. */
 export function isWrite(r: unknown, i: number): boolean {
   if (typeof r !== 'object' || r === null) throw invalid(i, 'request', 'an object { op, local, remote, length }', r);
   const op = (r as { op?: unknown }).op;
