@@ -5,6 +5,7 @@ import { MEMORY_KIND_PROVIDERS } from '../registry/builtins.js';
 import { isDeviceName, memoryKindOf, type BufferSource, type DeviceName, type RegisterRequest } from '../spi/memory.js';
 import type { MemoryTarget, RegisterOptions } from './engine-api.js';
 import type { EngineTransport } from './router.js';
+import { assertHostMapped } from './host-mapping.js';
 
 function isBufferSource(value: unknown): value is BufferSource {
   return value instanceof ArrayBuffer || value instanceof SharedArrayBuffer || ArrayBuffer.isView(value);
@@ -49,7 +50,7 @@ export function registers(t: EngineTransport, device: DeviceName, fromBuffer: bo
 }
 
 /** The transports of `held` that register `request`; none is a typed error saying which transport would. */
-export function registeringTransports(held: readonly EngineTransport[], request: RegisterRequest): EngineTransport[] {
+function registeringTransports(held: readonly EngineTransport[], request: RegisterRequest): EngineTransport[] {
   const able = held.filter((t) => registers(t, request.device, request.buffer !== undefined));
   if (able.length > 0) return able;
   const kind = memoryKindOf(request.device);
@@ -65,4 +66,11 @@ export function registeringTransports(held: readonly EngineTransport[], request:
     `No transport of this engine (${held.map((t) => t.name).join(', ')}) registers${raw} ${kind} memory: ${hint}`,
     { details: { device: request.device } },
   );
+}
+
+/** `registeringTransports`, once raw host memory is known to be mapped read-write in this process (see host-mapping.ts). */
+export async function registrationTargets(held: readonly EngineTransport[], request: RegisterRequest): Promise<EngineTransport[]> {
+  const able = registeringTransports(held, request);
+  if (request.buffer === undefined && request.addr !== undefined && request.device === 'cpu') await assertHostMapped(request.addr, request.length);
+  return able;
 }

@@ -19,7 +19,7 @@ import type { MetadataRecords } from '../metadata/records.js';
 import type { BatchRecord, EngineMetrics } from './metrics.js';
 import { BatchStats } from './batch-stats.js';
 import type { AllocatedHandle, CreateEngineOptions, MemoryHandle, MemoryTarget, RegisterOptions, TransferOptions } from './engine-api.js';
-import { registeringTransports, registers, registrationRequest, toBigInt } from './registration-request.js';
+import { registers, registrationRequest, registrationTargets, toBigInt } from './registration-request.js';
 import { RegionPins, Watchdog, beforeDeadline } from './watchdog.js';
 import { startMetricLog } from '../metrics/periodic-log.js';
 import { commonTransports, routesWith, type EngineTransport, type WriteCapability } from './router.js';
@@ -133,7 +133,7 @@ export class TransferEngine {
   private async registerNow(request: RegisterRequest): Promise<MemoryHandle> {
     this.assertOpen();
     if (request.addr !== undefined) this.memory.assertFree(request.addr, request.length);
-    const able = registeringTransports(this.held, request);
+    const able = await registrationTargets(this.held, request);
     const done: { t: EngineTransport; addr: bigint }[] = [];
     const attrs: Record<string, unknown> = {};
     let addr = request.addr;
