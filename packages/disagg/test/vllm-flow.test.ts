@@ -1,6 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { createTransferEngine, type TransferEngine } from '@te/connector';
+import { createTransferEngine, isTransferError, type TransferEngine } from '@te/connector';
 import { KVConnectorScheduler, KVConnectorWorker, type KVTransferParams, type KVRequestView } from '../src/index.js';
 import { freePort, TCP_CONFIG } from './pd-harness.js';
 import { FAST } from './pd-scenario.js';
@@ -215,39 +215,98 @@ test('layerwise prefill: a proxy dispatching both sides with one room sends each
   });
 });
 
-test("a request whose transfer cannot start (malformed room) fails alone; the step's other requests still transfer", async () => {
+test("a request whose transfer cannot start (malformed room or block ids) fails alone, at once; the step's other requests still transfer", async () => {
   await withPair(false, async ({ P, D }) => {
     const pReq: KVRequestView = { requestId: 'p-ok', promptTokens: 8, kvTransferParams: { do_remote_decode: true }, finishReason: 'length' };
     const [, params] = P.scheduler.requestFinished(pReq, [1, 2]);
     const pMeta = P.scheduler.buildConnectorMeta();
-    pMeta.sends.unshift({ requestId: 'p-bad', blockIds: [3], room: 'room-1' });
+    pMeta.sends.unshift({ requestId: 'p-bad', blockIds: [3], room: 'room-1' }, { requestId: 'p-frac', blockIds: [2.5], room: '905' });
     assert.not.throws(() => P.worker.startLoadKv(pMeta));
+    // Block ids that are not blocks of the worker were turned into other blocks before
+    // (1.5 into 1, -1 into 4294967295) and failed, if at all, only once the prefill
+    // answered; each now fails before its transfer starts.
+    const badBlocks = {
+      'd-frac': [1.5],
+      'd-neg': [-1],
+      'd-past': [BLOCKS],
+      'd-twice': [10, 10],
+    };
     const dMeta = {
       loads: [
         { requestId: 'd-bad', blockIds: [4, 5], params: { ...params!, remote_request_id: 'not-a-number' } },
         { requestId: 'd-hex', blockIds: [6], params: { ...params!, remote_request_id: '0x10' } },
         { requestId: 'd-noport', blockIds: [9], params: { ...params!, remote_port: null } },
+        ...Object.entries(badBlocks).map(([requestId, blockIds], i) => ({ requestId, blockIds, params: { ...params!, remote_request_id: String(901 + i) } })),
         { requestId: 'd-ok', blockIds: [7, 8], params: { ...params! } },
       ],
       sends: [],
     };
     assert.not.throws(() => D.worker.startLoadKv(dMeta));
-    const recving = new Set<string>();
+    await new Promise((resolve) => setImmediate(resolve));
+    const recving = new Set<string>(D.worker.getFinished().recving);
+    for (const id of ['d-bad', ...Object.keys(badBlocks)]) assert.ok(recving.has(id), `${id} failed before its transfer started`);
     const errors = new Set<number>();
     await until(() => {
       for (const id of D.worker.getFinished().recving) recving.add(id);
       for (const b of D.worker.getBlockIdsWithLoadErrors()) errors.add(b);
-      return recving.size === 4 ? true : undefined;
+      return recving.size === 8 ? true : undefined;
     });
-    assert.equal([...errors].sort(), [4, 5, 6, 9], "only the malformed requests' blocks are load errors");
+    assert.equal(
+      [...errors].sort((a, b) => a - b),
+      [4, 5, 6, 9, 10],
+      "only the malformed requests' blocks are load errors, and only ids that are blocks of the worker",
+    );
     checkBlocks(D.views, [7, 8], [1, 2]);
     const sending = new Set<string>();
     await until(() => {
       for (const id of P.worker.getFinished().sending) sending.add(id);
-      return sending.size === 2 ? true : undefined;
+      return sending.size === 3 ? true : undefined;
     });
-    assert.equal([...sending].sort(), ['p-bad', 'p-ok']);
+    assert.equal([...sending].sort(), ['p-bad', 'p-frac', 'p-ok']);
   });
+});
+
+test('registerKvCaches: a block count, layer size, layer name or address it cannot use is INVALID_ARGUMENT (or ADDRESS_OUT_OF_RANGE), and a good call after it works', async () => {
+  const engine = await createTransferEngine(TCP_CONFIG);
+  const port = await freePort();
+  try {
+    const mem = await engine.allocateMemory(2 * BLOCKS * BLOCK_BYTES);
+    const layer = { name: 'model.layers.0.self_attn', addr: mem.addr, length: mem.length };
+    const worker = (numBlocks: number) =>
+      new KVConnectorWorker({ role: 'decode', layout, engine, numBlocks, blockSize: 4, kvCacheDtype: 'bf16', bootstrapPort: port, timeouts: FAST });
+    const cases: [number, unknown[], string, RegExp][] = [
+      [0, [layer], 'INVALID_ARGUMENT', /numBlocks to be a positive integer, got 0/],
+      [2.5, [layer], 'INVALID_ARGUMENT', /numBlocks to be a positive integer, got 2.5/],
+      [Number.NaN, [layer], 'INVALID_ARGUMENT', /numBlocks to be a positive integer, got NaN/],
+      [-BLOCKS, [layer], 'INVALID_ARGUMENT', /numBlocks to be a positive integer/],
+      [BLOCKS, [{ ...layer, length: 2n * BigInt(BLOCKS) + 1n }], 'INVALID_ARGUMENT', /a multiple of 32 bytes/],
+      [
+        BLOCKS,
+        [layer, { ...layer, name: 'model.layers.1.self_attn', length: layer.length / 2n }],
+        'INVALID_ARGUMENT',
+        /every layer cache must be the same size/,
+      ],
+      [BLOCKS, [layer, layer], 'INVALID_ARGUMENT', /layer model.layers.0.self_attn is given twice/],
+      [BLOCKS, [{ ...layer, addr: -1 }], 'INVALID_ARGUMENT', /expected `addr` to be a u64 bigint/],
+      [BLOCKS, [{ ...layer, length: '8192' }], 'INVALID_ARGUMENT', /expected `length` to be a u64 bigint/],
+      [BLOCKS, [{ ...layer, addr: 0x1000n }], 'ADDRESS_OUT_OF_RANGE', /is not mapped in this process/],
+    ];
+    for (const [numBlocks, layers, code, message] of cases) {
+      const e = await worker(numBlocks)
+        .registerKvCaches(layers as never)
+        .then(
+          () => undefined,
+          (x: unknown) => x as Error,
+        );
+      assert.ok(isTransferError(e, code as never), `${String(numBlocks)} blocks, ${layers.length} layers: ${String(e)}`);
+      assert.match(e.message, message);
+    }
+    const good = worker(BLOCKS);
+    await good.registerKvCaches([layer]);
+    await good.shutdown();
+  } finally {
+    await engine.close();
+  }
 });
 
 test("layerwise: a request that stops mid-send keeps its blocks until the aborted send settled, and the decode's load fails", async () => {

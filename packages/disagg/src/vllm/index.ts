@@ -1,3 +1,3 @@
 export { KVConnectorScheduler, type SchedulerOptions } from './scheduler.js';
-export { KVConnectorWorker, type WorkerOptions, type LayerCache } from './worker.js';
-export type { KVTransferParams, KVConnectorMeta, KVRequestView } from './types.js';
+export { KVConnectorWorker, type WorkerOptions } from './worker.js';
+export type { KVTransferParams, LayerCache, KVConnectorMeta, KVRequestView } from './types.js';

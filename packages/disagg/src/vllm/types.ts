@@ -1,3 +1,10 @@
+/** One layer's cache as vLLM registers it: one region, K half then V half (`[2, numBlocks, ...]`). */
+export interface LayerCache {
+  name: string;
+  addr: bigint;
+  length: bigint;
+}
+
 /**
  * vLLM's `kv_transfer_params`, as they travel through the proxy (JSON: no u64, so the
  * room is a decimal string).

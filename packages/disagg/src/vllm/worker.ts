@@ -1,14 +1,8 @@
 import { KVStatus, StatusCell, TransferError, isTransferError, type KVBuffers, type KVReceiver, type KVRequest, type KVSender } from '@te/connector';
 import { createKVManager, type CreateKVManagerOptions, type DisaggKVManager } from '../pd/create.js';
 import type { BatchEntry, LayerwiseBatch } from '../pd/layerwise.js';
-import type { KVConnectorMeta } from './types.js';
-
-/** One layer's cache as vLLM registers it: one region, K half then V half (`[2, numBlocks, ...]`). */
-export interface LayerCache {
-  name: string;
-  addr: bigint;
-  length: bigint;
-}
+import type { KVConnectorMeta, LayerCache } from './types.js';
+import { blockCountOf, blockIdsOf, layerRegionsOf } from './inputs.js';
 
 export interface WorkerOptions extends Omit<CreateKVManagerOptions, 'buffers'> {
   /** Blocks per layer cache and tokens per block. */
@@ -52,6 +46,8 @@ export class KVConnectorWorker {
   private readonly failedBlocks = new Set<number>();
   private readonly layerIndex = new Map<string, number>();
   private forward: LayerwiseBatch | undefined;
+  /** `numBlocks`, checked by registerKvCaches. */
+  private blocks = 0n;
 
   constructor(readonly options: WorkerOptions) {}
 
@@ -62,19 +58,9 @@ export class KVConnectorWorker {
   /** vLLM's register_kv_caches: every layer's region, in layer order. */
   async registerKvCaches(layers: LayerCache[]): Promise<void> {
     if (this.manager) throw new TransferError('INVALID_ARGUMENT', 'registerKvCaches was already called');
-    if (layers.length === 0) throw new TransferError('INVALID_ARGUMENT', 'registerKvCaches needs at least one layer');
-    const length = layers[0]!.length;
-    const half = length / 2n;
-    const blocks = BigInt(this.options.numBlocks);
-    for (const l of layers) {
-      if (l.length !== length || half % blocks !== 0n)
-        throw new TransferError(
-          'INVALID_ARGUMENT',
-          `layer ${l.name}: every layer cache must be ${length} bytes, two halves of ${this.options.numBlocks} equal blocks`,
-        );
-    }
-    layers.forEach((l, i) => this.layerIndex.set(l.name, i));
-    const regions = [...layers.map((l) => l.addr), ...layers.map((l) => l.addr + half)];
+    const blocks = blockCountOf(this.options.numBlocks);
+    const { regions, half } = layerRegionsOf(layers, blocks);
+    this.blocks = blocks;
     const buffers: KVBuffers = {
       kv: {
         addrs: BigUint64Array.from(regions),
@@ -91,6 +77,7 @@ export class KVConnectorWorker {
     if (this.options.totalKvHeads !== undefined) buffers.totalKvHeads = this.options.totalKvHeads;
     if (this.options.kvHeadsPerRank !== undefined) buffers.kvHeadsPerRank = this.options.kvHeadsPerRank;
     this.manager = await createKVManager({ ...this.options, buffers });
+    layers.forEach((l, i) => this.layerIndex.set(l.name, i));
   }
 
   private need(): DisaggKVManager {
@@ -113,19 +100,23 @@ export class KVConnectorWorker {
     for (const load of meta.loads) {
       const p = load.params;
       let receiver: KVReceiver;
+      let pages: Uint32Array;
       try {
+        pages = blockIdsOf(load.requestId, load.blockIds, this.blocks);
         receiver = m.createReceiver({ host: p.remote_host!, port: p.remote_port!, room: roomOf(p.remote_request_id, load.requestId) });
       } catch (e) {
         this.track(load.requestId, failedRequest(e, load.requestId), 'recv', load.blockIds);
         continue;
       }
       this.track(load.requestId, receiver, 'recv', load.blockIds);
-      receiver.init(Uint32Array.from(load.blockIds), 0).catch(() => undefined); // the failure is on the cell
+      receiver.init(pages, 0).catch(() => undefined); // the failure is on the cell
     }
     const layerwise: BatchEntry[] = [];
     for (const send of meta.sends) {
       let sender: KVSender | undefined;
+      let pages: Uint32Array;
       try {
+        pages = blockIdsOf(send.requestId, send.blockIds, this.blocks);
         sender = m.createSender({
           host: this.options.bootstrapHost ?? '127.0.0.1',
           port: m.bootstrapServer?.port ?? this.options.bootstrapPort ?? 8998,
@@ -139,8 +130,8 @@ export class KVConnectorWorker {
         continue;
       }
       this.track(send.requestId, sender, 'send', send.blockIds, !send.layerwise);
-      if (send.layerwise) layerwise.push({ sender, pages: Uint32Array.from(send.blockIds) });
-      else sender.send(Uint32Array.from(send.blockIds), { last: true }).catch(() => undefined);
+      if (send.layerwise) layerwise.push({ sender, pages });
+      else sender.send(pages, { last: true }).catch(() => undefined);
     }
     // The batch-start marker: requests whose decode is not registered yet fall back (counted).
     if (layerwise.length > 0) this.forward = m.beginBatch(layerwise);
@@ -155,7 +146,9 @@ export class KVConnectorWorker {
       if (this.active.get(requestId) === entry) this.active.delete(requestId);
       if (direction === 'send' && !entry.released) this.unreleased.add(requestId);
       else (direction === 'send' ? this.done.sending : this.done.recving).add(requestId);
-      if (direction === 'recv' && request.status === KVStatus.Failed) for (const b of blockIds) this.failedBlocks.add(b);
+      // Ids that are not blocks of this worker (a request refused for them) are not reported.
+      if (direction === 'recv' && request.status === KVStatus.Failed)
+        for (const b of blockIds) if (Number.isInteger(b) && b >= 0 && b < this.blocks) this.failedBlocks.add(b);
     };
     // A failed send is reported (its blocks freed) only once none of its writes is in
     // flight: the sender's abort resolves then.
