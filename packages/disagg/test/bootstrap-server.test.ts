@@ -68,6 +68,25 @@ test('a bootstrap server is refused on a port fetch will not connect to, naming 
   }
 });
 
+// Before, listen() threw Node's ERR_SOCKET_BAD_PORT RangeError, without a code of te's.
+test('a bootstrap server on a port that is not a port number is INVALID_CONFIG naming the value', async () => {
+  for (const [port, shown] of [
+    [-1, '-1'],
+    [1.5, '1.5'],
+    [70000, '70000'],
+    [Number.NaN, 'NaN'],
+    ['8998', '"8998"'],
+  ] as const) {
+    const e = await startBootstrapServer({ host: '127.0.0.1', port: port as number }).then(
+      (s) => s.close().then(() => undefined),
+      (x: unknown) => x,
+    );
+    assert.ok(e instanceof TransferError, `port ${shown}: ${String(e)}`);
+    assert.is((e as TransferError).code, 'INVALID_CONFIG');
+    assert.ok((e as TransferError).message.endsWith(`expected a port number from 0 to 65535, got ${shown}`), (e as TransferError).message);
+  }
+});
+
 test("a client that cannot reach its server says why in the timeout (fetch's cause, not only 'fetch failed')", async () => {
   const client = new BootstrapClient('127.0.0.1:10080');
   const registration = rank(1, 0);

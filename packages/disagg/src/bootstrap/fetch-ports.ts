@@ -12,6 +12,9 @@ const BLOCKED = new Set([
 
 /** Why a bootstrap server on `port` cannot be reached, or undefined when it can. */
 export function fetchBlockedPort(port: number): string | undefined {
+  // Checked here, not left to listen(): Node's ERR_SOCKET_BAD_PORT is a RangeError without a code of te's.
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    return `expected a port number from 0 to 65535, got ${typeof port === 'string' ? JSON.stringify(port) : String(port)}`;
   return BLOCKED.has(port)
     ? `port ${port} is one fetch refuses to connect to (the Fetch standard's bad ports), and bootstrap clients use fetch: choose another port`
     : undefined;
