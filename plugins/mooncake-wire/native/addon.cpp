@@ -43,6 +43,7 @@ class WireTransport : public te::napi::TransportWrap<WireTransport, mcwire::Tran
     opt.target.port = static_cast<uint16_t>(u64_field(o, "port"));
     opt.target.max_connections = static_cast<uint32_t>(u64_field(o, "maxConnections"));
     opt.target.max_per_address = static_cast<uint32_t>(u64_field(o, "maxConnectionsPerAddress"));
+    opt.target.max_waiting = static_cast<uint32_t>(u64_field(o, "maxWaitingConnections"));
     opt.target.idle_ms = static_cast<int>(u64_field(o, "idleTimeoutMs"));
     opt.target.io_ms = static_cast<int>(u64_field(o, "ioTimeoutMs"));
     opt.initiator.connect_ms = static_cast<int>(u64_field(o, "connectTimeoutMs"));
@@ -147,6 +148,7 @@ class WireTransport : public te::napi::TransportWrap<WireTransport, mcwire::Tran
       set("timeouts", c.timeouts);
       set("connectionsAccepted", c.connections);
       set("connectionsRefused", c.refused_connections);
+      set("connectionsWaited", c.waited_connections);
       set("connectionsOpen", t->open_connections());
     }
     return out;

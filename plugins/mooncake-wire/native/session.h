@@ -19,6 +19,7 @@ struct TargetCounters {
   std::atomic<uint64_t> writes{0}, reads{0}, bytes_written{0}, bytes_read{0};
   std::atomic<uint64_t> v2_requests{0}, v1_requests{0};
   std::atomic<uint64_t> rejected{0}, truncated{0}, connections{0}, refused_connections{0}, timeouts{0};
+  std::atomic<uint64_t> waited_connections{0};  // accepted over a bound; served once a place freed
 };
 
 enum class SessionEnd { PEER_CLOSED, REJECTED, TRUNCATED, TIMEOUT, STOPPED, REPLY_FAILED };

@@ -1,6 +1,7 @@
 #include "target.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -33,7 +34,27 @@ bool Target::start(std::string* err) {
 
 uint32_t Target::open_connections() {
   std::lock_guard<std::mutex> l(mu_);
-  return active_;
+  return active_ + static_cast<uint32_t>(waiting_.size());
+}
+
+bool Target::has_place(const std::string& ip) const {
+  if (active_ >= o_.max_connections) return false;
+  auto it = per_ip_.find(ip);
+  return it == per_ip_.end() || it->second < o_.max_per_address;
+}
+
+void Target::admit(Accepted a, bool spawn) {
+  set_nonblocking_nodelay(a.fd);
+  counters_.connections++;
+  per_ip_[a.ip]++;
+  active_++;
+  queue_.push_back(std::move(a));
+  // Every queued connection needs a waiting thread of its own (a pooled connection holds
+  // its thread until it closes); a thread starts only when none is left to wake.
+  if (spawn && queue_.size() > idle_)
+    sessions_.emplace_back([this] { session_loop(); });
+  else
+    cv_.notify_one();
 }
 
 void Target::accept_loop() {
@@ -43,27 +64,23 @@ void Target::accept_loop() {
     sockaddr_storage sa{};
     socklen_t len = sizeof sa;
     int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&sa), &len, SOCK_CLOEXEC);
-    if (fd < 0) continue;
-    std::string ip = peer_ip(sa);
-    std::lock_guard<std::mutex> l(mu_);
-    auto it = per_ip_.find(ip);
-    uint32_t from_ip = it == per_ip_.end() ? 0 : it->second;
-    if (stopping_.load() || active_ >= o_.max_connections || from_ip >= o_.max_per_address) {
-      counters_.refused_connections++;
-      close(fd);
+    if (fd < 0) {
+      // Out of descriptors or kernel memory: the connection stays in the backlog, and poll
+      // would report it again at once; wait one slice instead of spinning on it.
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) poll(nullptr, 0, 50);
       continue;
     }
-    set_nonblocking_nodelay(fd);
-    counters_.connections++;
-    per_ip_[ip]++;
-    active_++;
-    queue_.push_back({fd, std::move(ip)});
-    // Every queued connection needs a waiting thread of its own (a pooled connection holds
-    // its thread until it closes); a thread starts only when none is left to wake.
-    if (queue_.size() > idle_)
-      sessions_.emplace_back([this] { session_loop(); });
-    else
-      cv_.notify_one();
+    Accepted a{fd, peer_ip(sa)};
+    std::lock_guard<std::mutex> l(mu_);
+    if (!stopping_.load() && has_place(a.ip)) {
+      admit(std::move(a), true);
+    } else if (!stopping_.load() && waiting_.size() < o_.max_waiting) {
+      counters_.waited_connections++;
+      waiting_.push_back(std::move(a));
+    } else {
+      counters_.refused_connections++;
+      close(fd);
+    }
   }
 }
 
@@ -87,6 +104,17 @@ void Target::session_loop() {
     l.lock();
     active_--;
     if (--per_ip_[a.ip] == 0) per_ip_.erase(a.ip);
+    // The place this connection held goes to the oldest waiting one that may take it. No
+    // thread is started here (sessions_ grows on the accept thread only, which stop() joins
+    // first): this thread is about to wait for the queue, so one is always there to take it.
+    if (stopping_.load()) continue;
+    for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+      if (!has_place(it->ip)) continue;
+      Accepted w = std::move(*it);
+      waiting_.erase(it);
+      admit(std::move(w), false);
+      break;
+    }
   }
 }
 
@@ -105,6 +133,8 @@ void Target::stop() {
   std::lock_guard<std::mutex> l(mu_);
   for (auto& a : queue_) close(a.fd);
   queue_.clear();
+  for (auto& a : waiting_) close(a.fd);
+  waiting_.clear();
 }
 
 }  // namespace mcwire

@@ -1,9 +1,15 @@
 // The data listener a Mooncake initiator connects to: one accept thread and a pool of
 // session threads, each serving one connection at a time (a Mooncake initiator keeps one
 // request outstanding per connection, and by default opens a connection per request: the
-// pool keeps that churn from costing a thread start per request). Bounded: connections beyond
-// max_connections (or max_per_address from one IP) are closed at accept; a connection idle
-// longer than idle_ms, or stalled in the middle of a request longer than io_ms, is closed.
+// pool keeps that churn from costing a thread start per request). Bounded: at most
+// max_connections are served at once (max_per_address from one IP); a connection beyond
+// either waits, accepted but unread and without a thread, and is served oldest first when
+// a place frees. A Mooncake initiator without connection pooling counts a legacy WRITE done
+// once it is in its socket and opens the next connection at once, so a burst of hundreds of
+// connections from one address is ordinary when this process is slower than the initiator:
+// refusing them failed the initiator's transfers. Only past max_waiting waiting connections
+// is one closed at accept. A connection idle longer than idle_ms, or stalled in the middle of
+// a request longer than io_ms, is closed.
 #pragma once
 
 #include <atomic>
@@ -26,6 +32,7 @@ struct TargetOptions {
   uint16_t port = 0;
   uint32_t max_connections = 1024;
   uint32_t max_per_address = 256;
+  uint32_t max_waiting = 4096;
   int idle_ms = 300000;
   int io_ms = 30000;
 };
@@ -40,7 +47,7 @@ class Target {
   /** Closes the listener and every connection, and joins their threads. Idempotent. */
   void stop();
   TargetCounters& counters() { return counters_; }
-  /** Connections being served or waiting for a session thread. */
+  /** Connections being served, queued for a session thread or waiting for a place. */
   uint32_t open_connections();
 
  private:
@@ -50,6 +57,10 @@ class Target {
   };
   void accept_loop();
   void session_loop();
+  /** Whether a connection from `ip` may be served now (under both bounds). Holds mu_. */
+  bool has_place(const std::string& ip) const;
+  /** Queues `a` for a session thread; `spawn`: start a thread when none is idle. Holds mu_. */
+  void admit(Accepted a, bool spawn);
   TargetOptions o_;
   const te::MemoryRegistry& registry_;
   TargetCounters counters_;
@@ -60,10 +71,11 @@ class Target {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Accepted> queue_;
+  std::deque<Accepted> waiting_;  // over a bound: accepted, nothing read, served oldest first
   std::vector<std::thread> sessions_;
-  uint32_t idle_ = 0;    // session threads waiting for a connection
-  uint32_t active_ = 0;  // connections queued or being served
-  std::map<std::string, uint32_t> per_ip_;
+  uint32_t idle_ = 0;                       // session threads waiting for a connection
+  uint32_t active_ = 0;                     // connections queued or being served
+  std::map<std::string, uint32_t> per_ip_;  // the same, by peer address
 };
 
 }  // namespace mcwire

@@ -13,6 +13,7 @@ export interface NativeTransportOptions {
   port: number;
   maxConnections: number;
   maxConnectionsPerAddress: number;
+  maxWaitingConnections: number;
   idleTimeoutMs: number;
   ioTimeoutMs: number;
   connectTimeoutMs: number;
@@ -48,6 +49,8 @@ export interface NativeStats {
   timeouts?: number;
   connectionsAccepted?: number;
   connectionsRefused?: number;
+  /** Connections accepted over maxConnections or maxConnectionsPerAddress, served once a place freed. */
+  connectionsWaited?: number;
   connectionsOpen?: number;
 }
 

@@ -126,7 +126,7 @@ export const wireOptions = {
     min: 1,
     max: 65536,
     env: 'TE_MOONCAKE_WIRE_MAX_CONNECTIONS',
-    description: 'As target: data connections held at once (each has a thread); further ones are closed at accept',
+    description: 'As target: data connections served at once (each has a thread); further ones wait for a place (maxWaitingConnections)',
   },
   maxHandshakeConnections: {
     type: 'integer',
@@ -142,7 +142,16 @@ export const wireOptions = {
     min: 1,
     max: 65536,
     env: 'TE_MOONCAKE_WIRE_MAX_CONNECTIONS_PER_ADDRESS',
-    description: 'As target: data connections held at once from one IP address',
+    description: 'As target: data connections served at once from one IP address; further ones wait for a place (maxWaitingConnections)',
+  },
+  maxWaitingConnections: {
+    type: 'integer',
+    default: 4096,
+    min: 0,
+    max: 1048576,
+    env: 'TE_MOONCAKE_WIRE_MAX_WAITING_CONNECTIONS',
+    description:
+      'As target: data connections accepted over maxConnections or maxConnectionsPerAddress, waiting (no thread, nothing read) to be served oldest first; further ones are closed at accept',
   },
   maxQueued: {
     type: 'integer',

@@ -116,6 +116,7 @@ export class MooncakeWireTransport implements Transport {
         port: options.dataPort,
         maxConnections: options.maxConnections,
         maxConnectionsPerAddress: options.maxConnectionsPerAddress,
+        maxWaitingConnections: options.maxWaitingConnections,
         idleTimeoutMs: options.idleTimeoutMs,
         ioTimeoutMs: options.ioTimeoutMs,
         connectTimeoutMs: options.connectTimeoutMs ?? context.connectTimeoutMs,

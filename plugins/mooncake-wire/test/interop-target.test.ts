@@ -34,7 +34,7 @@ if (why) {
         // addressed range must turn to zeros while the guards around it keep 0xA5.
         const { all, region } = await guarded(t, BLOCK * BATCH * 2, 65536, 0xa5);
         const w = await runInitiator({ segment: t.mooncakeSegment!, op: 'write', blockSize: BLOCK, batchSize: BATCH, threads: 2, seconds: 1, env: m.env });
-        assert.is(w.code, 0, `the initiator failed:\n${w.log.slice(-2000)}`);
+        assert.is(w.code, 0, `the initiator failed (te's counters: ${JSON.stringify(t.stats())}):\n${w.log.slice(-2000)}`);
         assert.ok(w.batches > 0);
         // A legacy-framing initiator counts a WRITE done once its bytes are in its socket: te
         // may still be applying the last ones when the process has exited, and a connection
@@ -61,7 +61,7 @@ if (why) {
         else assert.is(s.connectionsAccepted, s.writes, 'one connection per request');
         region.fill(0x3c);
         const r = await runInitiator({ segment: t.mooncakeSegment!, op: 'read', blockSize: BLOCK, batchSize: BATCH, threads: 2, seconds: 1, env: m.env });
-        assert.is(r.code, 0, `the initiator failed:\n${r.log.slice(-2000)}`);
+        assert.is(r.code, 0, `the initiator failed (te's counters: ${JSON.stringify(t.stats())}):\n${r.log.slice(-2000)}`);
         assert.is(t.stats().reads, r.batches * BATCH);
         assert.is(t.stats().bytesRead, r.batches * BATCH * BLOCK);
         assert.ok(

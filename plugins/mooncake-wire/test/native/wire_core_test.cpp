@@ -191,12 +191,31 @@ void cancel_and_unregister_under_traffic() {
   p.init.close();
 }
 
+// A target that serves one connection from an address at a time: the initiator's other
+// connections (one per request, several lanes) wait and are served in turn, none refused.
+void connections_over_the_bound_wait() {
+  TargetOptions to;
+  to.max_per_address = 1;
+  Pair p(1 << 20, to);
+  for (size_t i = 0; i < p.local.size(); ++i) p.local[i] = static_cast<uint8_t>(i * 7 + 3);
+  uint64_t peer = p.peer(false, false, 8);
+  CHECK(all_ok(p.run(peer, kOpWrite, 64, 16384)));
+  CHECK(p.remote == p.local);
+  CHECK_EQ(p.target.counters().refused_connections.load(), 0u);
+  CHECK_EQ(p.target.counters().connections.load(), 64u);
+  std::printf("  one connection served at a time: %llu of 64 waited\n",
+              static_cast<unsigned long long>(p.target.counters().waited_connections.load()));
+  p.init.close();
+  p.target.stop();
+}
+
 }  // namespace
 
 int main() {
   session_over_memory();
   loopback_both_framings();
   cancel_and_unregister_under_traffic();
+  connections_over_the_bound_wait();
   if (failures)
     std::fprintf(stderr, "%d check(s) failed\n", failures);
   else
