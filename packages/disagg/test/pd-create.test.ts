@@ -100,4 +100,53 @@ test('a prefill rank whose bootstrap server never comes up times out and unregis
   }
 });
 
+// Before, an array of the wrong length or a missing aux threw a plain TypeError from the
+// registration, and overlapping buffers or head counts that cannot be sharded were taken
+// (a page written into one buffer landed in the other; the planner failed per request).
+test('KV buffers it cannot use are INVALID_ARGUMENT naming the problem, before anything is registered', async () => {
+  const engine = await createTransferEngine(TCP_CONFIG);
+  try {
+    const { base, keep } = await rawMemory(engine);
+    const cases: [string, (b: KVBuffers) => void, RegExp, number?][] = [
+      ['one length short', (b) => void (b.kv.lengths = BigUint64Array.of(1024n)), /kv: addrs, lengths and itemLengths must have the same length \(2, 1, 2\)/],
+      ['no aux', (b) => void delete (b as Partial<KVBuffers>).aux, /aux must be \{ addrs, lengths, itemLengths \}, got undefined/],
+      ['a number address', (b) => void (b.kv.addrs = [Number(base), base + 1024n] as unknown as BigUint64Array), /kv\.addrs\[0\] must be a u64 bigint/],
+      ['kv over aux', (b) => void (b.aux.addrs = BigUint64Array.of(base + 1000n)), /kv buffer 0 \[0x[0-9a-f]+, 0x[0-9a-f]+\) overlaps aux buffer 0/],
+      ['kvHeadsPerRank 0', (b) => void (b.kvHeadsPerRank = 0), /kvHeadsPerRank must be a positive integer, got 0/],
+      [
+        'heads over TP 3',
+        (b) => void (b.totalKvHeads = 8),
+        /totalKvHeads 8 cannot be sharded over attention TP 3: 8 units do not divide evenly over TP size 3/,
+        3,
+      ],
+      [
+        'heads of the rank',
+        (b) => Object.assign(b, { totalKvHeads: 8, kvHeadsPerRank: 8 }),
+        /kvHeadsPerRank 8, but totalKvHeads 8 over attention TP 2 gives rank 0 4/,
+        2,
+      ],
+    ];
+    for (const [name, spoil, message, tp = 1] of cases) {
+      const b = buffers(base, 256n);
+      spoil(b);
+      const e = await createKVManager({ role: 'decode', layout: layout(tp, 0), buffers: b, engine, timeouts: FAST }).then(
+        () => assert.unreachable(`${name}: accepted`),
+        (x: unknown) => x as Error,
+      );
+      assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), `${name}: ${String(e)}`);
+      assert.match(e.message, message, name);
+      assert.equal(inside(engine, base), [], `${name}: nothing registered`);
+    }
+    // The same region given twice is one buffer, registered once.
+    const twice = buffers(base, 256n);
+    twice.kv.addrs[1] = base;
+    const m = await createKVManager({ role: 'decode', layout: layout(1, 0), buffers: twice, engine, timeouts: FAST });
+    assert.is(inside(engine, base).length, 2);
+    await m.close();
+    keep.fill(0);
+  } finally {
+    await engine.close();
+  }
+});
+
 test.run();

@@ -96,9 +96,10 @@ test('a page layout other than NHD or HND is refused with INVALID_ARGUMENT befor
     aux: { addrs: new BigUint64Array(0), lengths: new BigUint64Array(0), itemLengths: new BigUint64Array(0) },
     device: 'cpu',
   } as KVBuffers;
-  checkBuffers({ ...buffers, pageLayout: 'HND' });
+  const layout = { attnTpSize: 1, attnTpRank: 0, attnDpSize: 1, attnDpRank: 0, ppSize: 1, ppRank: 0, systemDpSize: 1, systemDpRank: 0 };
+  checkBuffers({ ...buffers, pageLayout: 'HND' }, layout);
   try {
-    checkBuffers({ ...buffers, pageLayout: 'HDN' as 'HND' });
+    checkBuffers({ ...buffers, pageLayout: 'HDN' as 'HND' }, layout);
     assert.unreachable('accepted');
   } catch (e) {
     assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), String(e));

@@ -168,7 +168,7 @@ export async function createKVManager(options: CreateKVManagerOptions): Promise<
   const debug = /^(debug|trace)$/i.test(process.env.MC_LOG_LEVEL ?? '');
   const log = options.log ?? ((m: string) => void (debug && process.stderr.write(`te:disagg ${m}\n`)));
   checkLayout(options.layout);
-  checkBuffers(options.buffers);
+  checkBuffers(options.buffers, options.layout);
   const timeouts = resolveTimeouts(options.timeouts);
   const staging = resolveStaging(options.staging);
   const engine = await engineFor(options);
