@@ -73,22 +73,27 @@ class ShmTransport : public te::napi::NativeTransportWrap<ShmTransport, teshm::T
     return unregister_registered(info, "te:mooncake-shm:unregister");
   }
 
-  // allocateMemory(length: bigint): { addr: bigint, buffer: ArrayBuffer } (pool memory, see pools.h)
+  // allocateMemory(length: bigint, view: boolean): { addr: bigint, buffer?: ArrayBuffer }
+  // (pool memory, see pools.h). `view` false: no ArrayBuffer, for a length past what this
+  // Node.js takes in one (4 GiB on Node 20): an external ArrayBuffer that V8 refuses has its
+  // finalizer run by the failed call and again by node-addon-api, a double free.
   Napi::Value AllocateMemory(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     check_open(env);
     uint64_t len = get_u64(info[0], "length");
+    bool view = info[1].ToBoolean().Value();
     std::shared_ptr<teshm::LocalPool> pool;
     std::string err;
     te::Status s = transport_->allocate_pool(len, &pool, &err);
     if (s != te::TE_OK) te::napi::throw_status(env, s, err);
+    Napi::Object out = Napi::Object::New(env);
+    out.Set("addr", Napi::BigInt::New(env, pool->base));
+    if (!view) return out;
     // The view holds the mapping: it stays valid after freeMemory until the view is collected.
     auto* hold = new std::shared_ptr<teshm::LocalPool>(pool);
     Napi::ArrayBuffer buffer = Napi::ArrayBuffer::New(
         env, reinterpret_cast<void*>(pool->base), static_cast<size_t>(pool->len),
         [](Napi::Env, void*, std::shared_ptr<teshm::LocalPool>* h) { delete h; }, hold);
-    Napi::Object out = Napi::Object::New(env);
-    out.Set("addr", Napi::BigInt::New(env, pool->base));
     out.Set("buffer", buffer);
     return out;
   }

@@ -40,11 +40,12 @@ export interface NativeShmTransport extends NativeTransportHandle {
     hugePages: boolean,
   ): { addr: bigint; hugePages: string };
   /**
-   * Pool memory: a sealed memfd mapped shared, which targets map and copy with memcpy. The
-   * returned ArrayBuffer holds the mapping (it stays valid after freeMemory until collected).
+   * Pool memory: a sealed memfd mapped shared, which targets map and copy with memcpy. With
+   * `view`, an ArrayBuffer over it, which holds the mapping (it stays valid after freeMemory
+   * until collected); pass false for a length no ArrayBuffer of this Node.js can have.
    * Throws TransferError OUT_OF_MEMORY.
    */
-  allocateMemory(length: bigint): { addr: bigint; buffer: ArrayBuffer };
+  allocateMemory(length: bigint, view: boolean): { addr: bigint; buffer?: ArrayBuffer };
   /** Frees pool memory (unregister it first): INVALID_ARGUMENT when no pool starts there or it is still registered. */
   freeMemory(addr: bigint): void;
   /** As a target: chunks copied through mapped pools and with process_vm_*, and the pools mapped now. */

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { constants as bufferConstants } from 'node:buffer';
 import {
   NativeTransportBase,
   threadPolicyOf,
@@ -81,8 +82,10 @@ export class MooncakeShmTransport extends NativeTransportBase<NativeShmTransport
     this.checkOpen();
     if (device !== 'cpu') throw this.fail('MEMORY_KIND_UNSUPPORTED', `${PLUGIN_NAME} allocates host memory only; cannot allocate ${device}`);
     if (length > BigInt(Number.MAX_SAFE_INTEGER)) throw this.fail('INVALID_ARGUMENT', `cannot allocate ${length} bytes of host memory`);
-    const a = this.native.allocateMemory(length);
-    return { addr: a.addr, length, buffer: new Uint8Array(a.buffer) };
+    // Past the longest ArrayBuffer this Node.js makes (4 GiB on Node 20) the pool has no JS
+    // view: it is registered by address, and moves like any other.
+    const a = this.native.allocateMemory(length, length <= BigInt(bufferConstants.MAX_LENGTH));
+    return a.buffer ? { addr: a.addr, length, buffer: new Uint8Array(a.buffer) } : { addr: a.addr, length };
   }
 
   async freeMemory(addr: bigint): Promise<void> {

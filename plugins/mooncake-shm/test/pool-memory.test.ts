@@ -1,5 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
+import { constants as bufferConstants } from 'node:buffer';
 import { fileURLToPath } from 'node:url';
 import { batchOf, createTransferEngine, isTransferError, type TransferEngine } from '@te/connector';
 import { compileWorkerScript, spawnTargetProcess } from '@te/testkit';
@@ -40,6 +41,29 @@ test('writes and reads on pool memory land byte for byte in another process, at 
     await target.write(remote, pattern(22, 1 << 20));
     await initiator.read(target.segment, pool.addr + 9n, remote, 1 << 20);
     assert.equal(pool.buffer.subarray(9, 9 + (1 << 20)), pattern(22, 1 << 20));
+    await initiator.freeMemory(pool);
+  } finally {
+    await initiator.close();
+    await target.close();
+  }
+});
+
+// Node 20 makes no ArrayBuffer past 4 GiB: creating the view of such a pool ran its
+// finalizer twice ("free(): double free detected"), killing the process. A pool past the
+// limit now has no view, and moves like any other.
+test('a pool past the longest ArrayBuffer of this Node.js has no JS view, and its bytes move at high offsets', async () => {
+  const target = await spawnTargetProcess(await compileWorkerScript(fixture), config);
+  const initiator: TransferEngine = await createTransferEngine(config);
+  try {
+    const size = 8n << 30n; // memfd pages are allocated when touched: two are
+    const pool = await initiator.allocateMemory(size);
+    assert.is(pool.buffer === undefined, size > BigInt(bufferConstants.MAX_LENGTH), `a view exactly when Node.js takes one of ${size} bytes`);
+    const at = pool.addr + (6n << 30n) + 3n;
+    const remote = await target.alloc(8192, { fill: 0 });
+    await target.write(remote, pattern(23, 4096));
+    await initiator.read(target.segment, at, remote, 4096);
+    await initiator.write(target.segment, at, remote + 4096n, 4096);
+    assert.equal(await target.read(remote + 4096n, 4096), pattern(23, 4096), 'the bytes went into the pool 6 GiB in and back out');
     await initiator.freeMemory(pool);
   } finally {
     await initiator.close();
