@@ -1,3 +1,4 @@
+import { constants as bufferConstants } from 'node:buffer';
 import {
   TransferError,
   type AllocatedMemory,
@@ -49,26 +50,46 @@ export class BarexTransport extends FabricTransport {
     live.add(this);
   }
 
-  /** Allocates from the pool; POOL_EXHAUSTED when it cannot. */
+  /**
+   * Allocates from the pool; POOL_EXHAUSTED when it cannot. The view needs the whole pool
+   * in one ArrayBuffer: a pool longer than this Node.js makes one (`buffer.constants.MAX_LENGTH`,
+   * 4 GiB on Node 20) is UNSUPPORTED_OPERATION here, and `engine.allocateMemory` serves it.
+   */
   allocate(bytes: number | bigint): PoolAllocation {
+    const size = this.#module.poolStats().size;
+    if (size > BigInt(bufferConstants.MAX_LENGTH))
+      throw this.fail(
+        'UNSUPPORTED_OPERATION',
+        `the barex pool (${size} bytes) is longer than the longest ArrayBuffer of this Node.js (${bufferConstants.MAX_LENGTH} bytes), so allocate() has no view to return: use engine.allocateMemory (registered by address, no view), a smaller poolSize, or Node.js 22 or later`,
+      );
+    const { addr, length } = this.#take(bytes);
+    const pool = this.#module.poolBuffer();
+    if (!pool) throw this.fail('INTERNAL', 'the barex pool has no buffer');
+    return { addr, length, buffer: new Uint8Array(pool, Number(addr - this.#module.poolStats().base), length) };
+  }
+
+  #take(bytes: number | bigint): { addr: bigint; length: number } {
     this.checkOpen();
     if (typeof bytes === 'number' && !Number.isSafeInteger(bytes))
       throw this.fail('INVALID_ARGUMENT', `Expected \`bytes\` to be a positive integer, got ${String(bytes)}`);
     const n = typeof bytes === 'bigint' ? bytes : BigInt(bytes);
     if (n <= 0n || n > BigInt(Number.MAX_SAFE_INTEGER))
       throw this.fail('INVALID_ARGUMENT', `Expected \`bytes\` to be a positive integer, got ${String(bytes)}`);
-    const addr = this.#module.poolAlloc(n);
-    const pool = this.#module.poolBuffer();
-    const base = this.#module.poolStats().base;
-    if (!pool) throw this.fail('INTERNAL', 'the barex pool has no buffer');
-    return { addr, length: Number(n), buffer: new Uint8Array(pool, Number(addr - base), Number(n)) };
+    return { addr: this.#module.poolAlloc(n), length: Number(n) };
   }
 
-  /** The engine's allocator hook (`engine.allocateMemory`): pool memory, host only. */
+  /**
+   * The engine's allocator hook (`engine.allocateMemory`): pool memory, host only, with a
+   * view when the pool has one (see `allocate`), else registered by address.
+   */
   async allocateMemory(length: bigint, device: DeviceName): Promise<AllocatedMemory> {
     if (device !== 'cpu') throw this.fail('MEMORY_KIND_UNSUPPORTED', `the barex pool is host memory; cannot allocate ${device}`);
-    const a = this.allocate(length);
-    return { addr: a.addr, length: BigInt(a.length), buffer: a.buffer };
+    if (this.#module.poolStats().size <= BigInt(bufferConstants.MAX_LENGTH)) {
+      const a = this.allocate(length);
+      return { addr: a.addr, length: BigInt(a.length), buffer: a.buffer };
+    }
+    const a = this.#take(length);
+    return { addr: a.addr, length: BigInt(a.length) };
   }
 
   async freeMemory(addr: bigint): Promise<void> {

@@ -31,11 +31,11 @@ export function initiator(provider: string, options: Record<string, unknown> = {
  * The script and the plugin's sources (its modulePath) are bundled to JavaScript first, so
  * the child starts without a TypeScript loader.
  */
-export async function poolTarget(provider: string): Promise<TargetProcess> {
+export async function poolTarget(provider: string, poolSize = POOL): Promise<TargetProcess> {
   const config: TeConfigInput = {
     connector: plugin.name,
     modulePath: await compileWorkerScript(SOURCE),
-    transportOptions: { [plugin.name]: { poolSize: POOL, connectTimeoutMs: 2000 } },
+    transportOptions: { [plugin.name]: { poolSize, connectTimeoutMs: 2000 } },
   };
   return spawnTargetProcess(await compileWorkerScript(POOL_TARGET), config, { env: { FI_PROVIDER: provider } });
 }

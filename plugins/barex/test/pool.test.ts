@@ -2,6 +2,7 @@
 // it refused, pool exhaustion typed, channels opened eagerly and checked; two processes,
 // both loopback providers, every byte verified.
 import { test } from 'uvu';
+import { constants as bufferConstants } from 'node:buffer';
 import * as assert from 'uvu/assert';
 import { pattern } from '@te/testkit';
 import plugin, { allocate, checkSegment, free, poolStats } from '../src/index.js';
@@ -93,6 +94,42 @@ test('memory outside the pool is refused with a clear error; pool exhaustion is 
     assert.throws(() => free(a.addr), /still registered/);
     await engine.unregisterMemory(h);
     free(a.addr);
+  } finally {
+    await engine.close();
+    await target.close();
+  }
+});
+
+// On Node 20 no ArrayBuffer is longer than 4 GiB: allocating from a larger pool threw
+// Node's untyped ERR_BUFFER_TOO_LARGE after taking the allocation, so no pool memory could
+// be had at all. engine.allocateMemory now serves it by address.
+test('a pool longer than the longest ArrayBuffer of this Node.js: engine.allocateMemory serves it by address, allocate() says why it cannot', async () => {
+  const big = 8 * 1024 * MiB; // MAP_NORESERVE: only the pages touched are used
+  const target = await poolTarget(PROVIDERS[0], big);
+  const engine = await initiator(PROVIDERS[0]);
+  try {
+    const r = JSON.parse(await extra<string>(target, 'allocateMemory', 4096)) as { addr: string; view: boolean; allocate: string };
+    const viewable = big <= bufferConstants.MAX_LENGTH;
+    assert.is(r.view, viewable);
+    if (viewable) assert.is(r.allocate, 'OK');
+    else
+      assert.match(
+        r.allocate,
+        /^UNSUPPORTED_OPERATION: .*the barex pool \(8589934592 bytes\) is longer than the longest ArrayBuffer of this Node\.js/,
+        r.allocate,
+      );
+    const src = allocate(4096);
+    const dst = allocate(4096);
+    src.buffer.set(pattern(4096, 31));
+    const hs = await engine.registerMemory(src.buffer);
+    const hd = await engine.registerMemory(dst.buffer);
+    await engine.write(target.segment, src.addr, BigInt(r.addr), 4096);
+    await engine.read(target.segment, dst.addr, BigInt(r.addr), 4096);
+    assert.equal(dst.buffer, pattern(4096, 31), "the bytes went into the target's pool memory and back");
+    await engine.unregisterMemory(hs);
+    await engine.unregisterMemory(hd);
+    free(src.addr);
+    free(dst.addr);
   } finally {
     await engine.close();
     await target.close();
