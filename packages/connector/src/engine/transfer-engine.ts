@@ -20,6 +20,7 @@ import type { BatchRecord, EngineMetrics } from './metrics.js';
 import { BatchStats } from './batch-stats.js';
 import type { AllocatedHandle, CreateEngineOptions, MemoryHandle, MemoryTarget, RegisterOptions, TransferOptions } from './engine-api.js';
 import { registers, registrationRequest, registrationTargets, toBigInt } from './registration-request.js';
+import { jsHostBuffer } from './js-host-buffer.js';
 import { RegionPins, Watchdog, beforeDeadline } from './watchdog.js';
 import { startMetricLog } from '../metrics/periodic-log.js';
 import { commonTransports, routesWith, type EngineTransport, type WriteCapability } from './router.js';
@@ -182,13 +183,7 @@ export class TransferEngine {
           'MEMORY_KIND_UNSUPPORTED',
           `No transport of this engine (${this.transports.join(', ')}) allocates ${kind} memory; allocate it yourself and use registerMemory({addr, length, device})`,
         );
-      if (size > BigInt(Number.MAX_SAFE_INTEGER)) throw new TransferError('INVALID_ARGUMENT', `Cannot allocate ${size} bytes of host memory`);
-      let buffer: Uint8Array;
-      try {
-        buffer = new Uint8Array(Number(size));
-      } catch (cause) {
-        throw new TransferError('OUT_OF_MEMORY', `Cannot allocate ${size} bytes of host memory: ${(cause as Error).message}`, { cause });
-      }
+      const buffer = jsHostBuffer(size);
       const handle = await this.registerMemory(buffer, registerOptions);
       this.allocations.set(handle.addr, undefined);
       return { ...handle, buffer };
