@@ -16,6 +16,7 @@ export const MEMORY_KIND_PROVIDERS = Object.freeze({
   device: 'mooncake-intra-nvlink, mooncake-nvlink, or mooncake-tcp built with CUDA',
   rawHost: 'mooncake-tcp, mooncake-rdma',
   host: 'mooncake-tcp, mooncake-rdma',
+  hostAllocator: 'mooncake-shm, barex',
 } as const);
 
 /**
