@@ -1,4 +1,5 @@
 import { test } from 'uvu';
+import { constants as bufferConstants } from 'node:buffer';
 import { getEventListeners } from 'node:events';
 import * as assert from 'uvu/assert';
 import { closeTransferEngine, createTransferEngine, isTransferError, type TransferEngine } from '@te/connector';
@@ -107,6 +108,31 @@ test("a device pool: without a GPU the engine's NO_DEVICE names the pool; withou
     await hostOnly.close();
   }
 });
+
+// Past the longest JS buffer the encoder cannot copy items into host pool memory. Before, a
+// transport that hands out such a pool without a view (mooncake-shm past 4 GiB on Node 20)
+// left it allocated behind an INTERNAL error, and one that cannot allocate it said
+// OUT_OF_MEMORY; now nothing is allocated and the message says why.
+const LONG_POOL = 'a host pool longer than the longest JS buffer is INVALID_ARGUMENT before anything is allocated';
+if (bufferConstants.MAX_LENGTH >= Number.MAX_SAFE_INTEGER) {
+  const why = `Node.js ${process.version} makes buffers of any safe-integer length, so no pool size is past it`;
+  console.log(`  skipped "${LONG_POOL}": ${why}`);
+  test.skip(`${LONG_POOL} — skipped: ${why}`, () => undefined);
+} else
+  test(LONG_POOL, async () => {
+    for (const connector of ['mooncake-tcp', 'mooncake-shm']) {
+      const engine = await createTransferEngine({ connector, bindAddress: '127.0.0.1' });
+      try {
+        const bytes = bufferConstants.MAX_LENGTH + 64;
+        const e = await codeOf(createECProducer({ engine, poolBytes: bytes }));
+        assert.is(e.code, 'INVALID_ARGUMENT', `${connector}: ${e.message}`);
+        assert.match(e.message, `the EC transfer pool (${bytes} bytes of host memory) is longer than the longest buffer of Node.js`);
+        assert.equal(engine.registeredMemory(), [], `${connector}: nothing allocated`);
+      } finally {
+        await engine.close();
+      }
+    }
+  });
 
 test('vLLM flow: saveCaches → requestFinished params → proxy (JSON) → hasCacheItem, updateStateAfterAlloc, buildConnectorMeta → startLoadCaches, waitForLoad, getFinished', async () => {
   const engines: TransferEngine[] = [await createTransferEngine(TCP_CONFIG), await createTransferEngine(TCP_CONFIG)];

@@ -1,3 +1,4 @@
+import { constants as bufferConstants } from 'node:buffer';
 import { TransferError, isTransferError, type AllocatedHandle, type DeviceName, type TransferEngine } from '@te/connector';
 import { PoolAllocator, type PoolItem } from './pool-allocator.js';
 
@@ -24,6 +25,13 @@ export class TransferPool {
   static async create(engine: TransferEngine, bytes: number, device: DeviceName = 'cpu'): Promise<TransferPool> {
     if (!Number.isSafeInteger(bytes) || bytes < 64)
       throw new TransferError('INVALID_ARGUMENT', `Expected the EC transfer pool size to be an integer of at least 64 bytes, got ${bytes}`);
+    // Items are copied into host pool memory through a JS view, and no view is longer than
+    // the longest buffer of this Node.js: refused before anything is allocated.
+    if (device === 'cpu' && bytes > bufferConstants.MAX_LENGTH)
+      throw new TransferError(
+        'INVALID_ARGUMENT',
+        `the EC transfer pool (${bytes} bytes of host memory) is longer than the longest buffer of Node.js ${process.version} (${bufferConstants.MAX_LENGTH} bytes), through which items are copied into it: use a pool of at most that size`,
+      );
     let memory: AllocatedHandle;
     try {
       memory = await engine.allocateMemory(bytes, { device });
@@ -33,7 +41,10 @@ export class TransferPool {
       if (!isTransferError(e)) throw e;
       throw new TransferError(e.code, `the EC transfer pool (${bytes} bytes on ${String(device)}) could not be allocated: ${e.message}`, { cause: e });
     }
-    if (device === 'cpu' && !memory.buffer) throw new TransferError('INTERNAL', 'the engine returned host pool memory without a view');
+    if (device === 'cpu' && !memory.buffer) {
+      await engine.freeMemory(memory).catch(() => undefined);
+      throw new TransferError('INTERNAL', 'the engine returned host pool memory without a view');
+    }
     return new TransferPool(engine, memory);
   }
 
