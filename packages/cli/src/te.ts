@@ -89,17 +89,31 @@ bench
   .option('--json', 'print one JSON object as the last line of stdout')
   .action((o: BenchPdCliOptions) => benchPdCommand(o));
 
-program.parseAsync(process.argv).catch((error: unknown) => {
-  if ((error as { quiet?: boolean }).quiet) {
-    process.exitCode = (error as { exitCode?: number }).exitCode ?? 1;
-    return;
-  }
-  if (error instanceof UsageError) {
-    console.error(pc.red(`te: ${error.message}`));
-    process.exitCode = 2;
-    return;
-  }
-  const code = isTransferError(error) ? ` [${error.code}]` : '';
-  console.error(pc.red(`te: ${(error as Error)?.message ?? String(error)}${code}`));
+// A command whose work is still pending when nothing is left to run (no socket, timer or child
+// to wait for) never settles: without this, Node.js would end with exit 0, as if it passed.
+let ended = false;
+process.once('beforeExit', () => {
+  if (ended) return;
+  console.error(
+    pc.red('te: the command ended before its work did: nothing was left to wait for (a promise that can never settle, in te or in a plugin) [INTERNAL]'),
+  );
   process.exitCode = 1;
 });
+
+program
+  .parseAsync(process.argv)
+  .finally(() => (ended = true))
+  .catch((error: unknown) => {
+    if ((error as { quiet?: boolean }).quiet) {
+      process.exitCode = (error as { exitCode?: number }).exitCode ?? 1;
+      return;
+    }
+    if (error instanceof UsageError) {
+      console.error(pc.red(`te: ${error.message}`));
+      process.exitCode = 2;
+      return;
+    }
+    const code = isTransferError(error) ? ` [${error.code}]` : '';
+    console.error(pc.red(`te: ${(error as Error)?.message ?? String(error)}${code}`));
+    process.exitCode = 1;
+  });

@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 
 const te = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'te.js');
 const failsInOneWorker = fileURLToPath(new URL('./fixtures/fails-in-one-worker.mjs', import.meta.url));
+const neverLoads = fileURLToPath(new URL('./fixtures/never-loads.mjs', import.meta.url));
 const run = (args: string[], env: NodeJS.ProcessEnv = {}) => {
   const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(MC_|TE_)/.test(k)));
   return spawnSync(process.execPath, [te, ...args], { encoding: 'utf8', env: { ...clean, ...env }, timeout: 60_000 });
@@ -170,6 +171,14 @@ test('a demo worker that fails to start stops the others, and te ends with its e
   } finally {
     rmSync(pids, { recursive: true, force: true });
   }
+});
+
+test('a command whose work can never finish ends with exit 1 and says so, not exit 0', () => {
+  // Loading this plugin module never ends and holds nothing open: the event loop empties with
+  // the command pending. Before, te then ended with exit 0 and printed nothing.
+  const r = run(['doctor', '--module-path', neverLoads], { NO_COLOR: '1' });
+  assert.is(r.status, 1, `status ${r.status}, signal ${r.signal}: ${r.stderr}`);
+  assert.match(r.stderr, /te: the command ended before its work did: nothing was left to wait for .*\[INTERNAL\]/);
 });
 
 test('bench pd ends with the code of what failed in its prefill process, not a generic one', () => {

@@ -1,13 +1,11 @@
-import { fork, type ChildProcess } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import pc from 'picocolors';
-import { TransferError, loadConfig } from '@te/connector';
-import { errorFromChild } from '../../child-error.js';
+import { loadConfig } from '@te/connector';
 import { AUX_BYTES } from './kv-memory.js';
 import { postJson } from './http.js';
 import { embeddingBytes, rowBytes, type ModelSpec } from './model.js';
 import { startProxy, type Timings } from './proxy.js';
-import type { WorkerReady, WorkerSpec } from './worker.js';
+import type { WorkerSpec } from './worker.js';
+import { spawnWorker, stopWorkers, type RunningWorkers, type Worker } from './workers.js';
 
 export interface PipelineOptions {
   connector?: string;
@@ -38,42 +36,13 @@ interface Row extends Partial<Timings> {
   expectedFailure: boolean;
 }
 
-interface Worker {
-  child: ChildProcess;
-  port: number;
-  bootstrapPort?: number;
-}
-
-/**
- * Starts one worker and records its process in `running` at once, so that a sibling's failed
- * start stops it too (a worker left running keeps this process alive for good).
- */
-function spawnWorker(spec: WorkerSpec, running: Running): Promise<Worker> {
-  const script = fileURLToPath(new URL('./demo-worker.js', import.meta.url));
-  const child = fork(script, [], { env: { ...process.env, TE_DEMO_WORKER: JSON.stringify(spec) }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
-  running.children.push(child);
-  return new Promise((resolve, reject) => {
-    child.once('exit', (code, signal) => reject(new TransferError('INTERNAL', `the ${spec.role} worker exited (${signal ?? code}) before it was ready`)));
-    child.once('message', (m: WorkerReady) => {
-      if (!m.ready) return reject(errorFromChild(`the ${spec.role} worker failed to start`, m.error));
-      child.removeAllListeners('exit');
-      running.ready.add(child);
-      resolve({ child, port: m.port!, ...(m.bootstrapPort !== undefined ? { bootstrapPort: m.bootstrapPort } : {}) });
-    });
-  });
-}
-
 const ms = (x: number | undefined) => (x === undefined ? '—' : x.toFixed(1));
 
 type Proxy = Awaited<ReturnType<typeof startProxy>>;
 type Out = (line: string) => void;
 
 /** What runs while the demo does, for `stopPipeline` to close whatever started. */
-interface Running {
-  /** Every worker process forked, ready or not. */
-  children: ChildProcess[];
-  /** Those that said they were ready: they close their engine when asked to stop. */
-  ready: Set<ChildProcess>;
+interface Running extends RunningWorkers {
   proxy?: Proxy;
 }
 
@@ -264,16 +233,5 @@ function printReport(rows: Row[], stats: Stats, passed: boolean, out: Out): void
 async function stopPipeline(running: Running): Promise<void> {
   const { proxy } = running;
   await new Promise<void>((r) => (proxy ? proxy.server.close(() => r()) : r()));
-  await Promise.all(
-    running.children.map(
-      (child) =>
-        new Promise<void>((r) => {
-          if (child.exitCode !== null || child.signalCode !== null) return r();
-          child.once('exit', () => r());
-          if (!running.ready.has(child)) return void child.kill('SIGKILL');
-          child.send({ op: 'stop' }, () => undefined);
-          setTimeout(() => child.kill('SIGKILL'), 5_000).unref();
-        }),
-    ),
-  );
+  await stopWorkers(running);
 }

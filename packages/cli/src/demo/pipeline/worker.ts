@@ -63,6 +63,10 @@ async function main(): Promise<void> {
 }
 
 main().catch((e: unknown) => {
-  process.send?.({ ready: false, error: sentError(e) } satisfies WorkerReady);
-  process.exit(1);
+  // Exit once the message is written: process.exit() at once can drop it, and the parent
+  // then reports an exit without the reason.
+  process.exitCode = 1;
+  const exit = (): never => process.exit(1);
+  if (process.send) process.send({ ready: false, error: sentError(e) } satisfies WorkerReady, exit);
+  else exit();
 });
