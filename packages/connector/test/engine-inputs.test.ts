@@ -56,8 +56,18 @@ test('bad segment names: INVALID_ARGUMENT naming the value from every method', a
       const e = await outcome(() => engine.registerMemory(bad as never));
       assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), `registerMemory(${String(bad)}): ${String(e)}`);
     }
-    const e = await outcome(() => engine.unregisterMemory('nope' as never));
-    assert.ok(isTransferError(e), String(e));
+    // Named as given: before, every one read "got undefined" (the missing `.addr`).
+    for (const [bad, shown] of [
+      ['nope', '"nope"'],
+      [7, '7'],
+      [null, 'null'],
+      [{ length: 4 }, 'an object without `addr`'],
+      [{ addr: -1 }, '-1'],
+    ] as const) {
+      const e = await outcome(() => engine.unregisterMemory(bad as never));
+      assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), `unregisterMemory(${String(bad)}): ${String(e)}`);
+      assert.ok((e as Error).message.endsWith(`got ${shown}`), (e as Error).message);
+    }
   } finally {
     await engine.close();
   }

@@ -101,8 +101,13 @@ test("a device pool: without a GPU the engine's NO_DEVICE names the pool; withou
     const unsupported = await codeOf(createECProducer({ engine: hostOnly, poolBytes: 1 << 20, poolDevice: 'cuda:0' }));
     assert.is(unsupported.code, 'MEMORY_KIND_UNSUPPORTED', unsupported.message);
     assert.match(unsupported.message, /EC transfer pool/);
-    const tiny = await codeOf(createECProducer({ engine: hostOnly, poolBytes: 10 }));
-    assert.is(tiny.code, 'INVALID_ARGUMENT');
+    // Each named with the range; before, 2^60 (a whole number, past the safe range) was told
+    // it was not "an integer".
+    for (const poolBytes of [10, 2 ** 60, 1.5e3 + 0.5, Number.NaN]) {
+      const bad = await codeOf(createECProducer({ engine: hostOnly, poolBytes }));
+      assert.is(bad.code, 'INVALID_ARGUMENT', `${poolBytes}: ${bad.message}`);
+      assert.match(bad.message, `Expected the EC transfer pool size to be a whole number of bytes from 64 to 2^53 - 1, got ${poolBytes}`);
+    }
   } finally {
     await withCuda.close();
     await hostOnly.close();

@@ -20,6 +20,15 @@ export function toBigInt(name: string, value: unknown): bigint {
   );
 }
 
+/** The start address `unregisterMemory` was given: a handle from `registerMemory` or the address itself. */
+export function regionAddressOf(target: unknown): bigint {
+  if (typeof target === 'bigint') return toBigInt('addr', target);
+  if (typeof target === 'object' && target !== null && 'addr' in target) return toBigInt('addr', target.addr);
+  const shown =
+    typeof target === 'string' ? JSON.stringify(target) : typeof target === 'object' && target !== null ? 'an object without `addr`' : String(target);
+  throw new TransferError('INVALID_ARGUMENT', `Expected the handle registerMemory returned, or its start address as a bigint, got ${shown}`);
+}
+
 export function registrationRequest(target: MemoryTarget, options: RegisterOptions): RegisterRequest {
   const remoteAccess = options.remoteAccess ?? true;
   if (typeof remoteAccess !== 'boolean') throw new TransferError('INVALID_ARGUMENT', 'Expected the `remoteAccess` option to be a boolean');

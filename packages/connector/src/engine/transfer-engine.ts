@@ -19,7 +19,7 @@ import type { MetadataRecords } from '../metadata/records.js';
 import type { BatchRecord, EngineMetrics } from './metrics.js';
 import { BatchStats } from './batch-stats.js';
 import type { AllocatedHandle, CreateEngineOptions, MemoryHandle, MemoryTarget, RegisterOptions, TransferOptions } from './engine-api.js';
-import { registers, registrationRequest, registrationTargets, toBigInt } from './registration-request.js';
+import { registers, registrationRequest, registrationTargets, regionAddressOf, toBigInt } from './registration-request.js';
 import { jsHostBuffer } from './js-host-buffer.js';
 import { RegionPins, Watchdog, beforeDeadline } from './watchdog.js';
 import { startMetricLog } from '../metrics/periodic-log.js';
@@ -201,7 +201,7 @@ export class TransferEngine {
 
   /** Unregisters and returns memory from `allocateMemory`. */
   async freeMemory(target: MemoryHandle | bigint): Promise<void> {
-    const addr = typeof target === 'bigint' ? target : toBigInt('addr', target?.addr);
+    const addr = regionAddressOf(target);
     if (!this.allocations.has(addr)) throw new TransferError('MEMORY_NOT_REGISTERED', `0x${addr.toString(16)} was not allocated by allocateMemory`);
     const allocator = this.allocations.get(addr);
     await this.unregisterMemory(addr);
@@ -212,7 +212,7 @@ export class TransferEngine {
   /** Unregisters a region by handle or start address; peers' later requests to it fail. */
   async unregisterMemory(target: MemoryHandle | bigint): Promise<void> {
     this.assertOpen();
-    const addr = typeof target === 'bigint' ? target : toBigInt('addr', target?.addr);
+    const addr = regionAddressOf(target);
     return this.serialize(async () => {
       if (this.pins.has(addr)) {
         throw new TransferError(

@@ -24,7 +24,7 @@ export class TransferPool {
 
   static async create(engine: TransferEngine, bytes: number, device: DeviceName = 'cpu'): Promise<TransferPool> {
     if (!Number.isSafeInteger(bytes) || bytes < 64)
-      throw new TransferError('INVALID_ARGUMENT', `Expected the EC transfer pool size to be an integer of at least 64 bytes, got ${bytes}`);
+      throw new TransferError('INVALID_ARGUMENT', `Expected the EC transfer pool size to be a whole number of bytes from 64 to 2^53 - 1, got ${bytes}`);
     // Items are copied into host pool memory through a JS view, and no view is longer than
     // the longest buffer of this Node.js: refused before anything is allocated.
     if (device === 'cpu' && bytes > bufferConstants.MAX_LENGTH)
