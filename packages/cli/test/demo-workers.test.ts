@@ -11,6 +11,7 @@ import { awaitReady, stopWorkers, type RunningWorkers } from '../src/demo/pipeli
 class FakeWorkerProcess extends EventEmitter {
   exitCode: number | null = null;
   signalCode: NodeJS.Signals | null = null;
+  connected = true;
   readonly signals: string[] = [];
   readonly sent: unknown[] = [];
   kill(signal: NodeJS.Signals): boolean {

@@ -8,6 +8,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { TransferError } from '@te/connector';
 import { errorFromChild, type SentError } from '../../child-error.js';
+import { exitOf } from '../../child-exit.js';
 import { monotonicMs } from './clock.js';
 import { HEAD_BYTES, KV_HEADS, PAGE_TOKENS, type PdRankSpec } from './model.js';
 
@@ -127,7 +128,10 @@ async function openPair(o: PdBenchOptions, mode: 'off' | 'on', pages: number): P
   }
 }
 
-/** Closes both ranks; one that does not answer within 10 s is killed. */
+/**
+ * Closes both ranks; one that does not answer within 10 s is killed, and so is one that
+ * answered but has not exited 5 s later (te cannot end while a rank runs).
+ */
 async function closePair(p: Pair): Promise<void> {
   for (const r of [p.decode, p.prefill]) {
     let timer: NodeJS.Timeout | undefined;
@@ -135,6 +139,7 @@ async function closePair(p: Pair): Promise<void> {
     await Promise.race([r.call('close'), late])
       .catch(() => r.child.kill('SIGKILL'))
       .finally(() => clearTimeout(timer));
+    await exitOf(r.child, 5_000);
   }
 }
 

@@ -4,6 +4,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { TransferError } from '@te/connector';
 import { errorFromChild } from '../../child-error.js';
+import { exitOf } from '../../child-exit.js';
 import type { WorkerReady, WorkerSpec } from './worker.js';
 
 export interface Worker {
@@ -54,15 +55,10 @@ export function awaitReady(child: ChildProcess, role: WorkerSpec['role'], runnin
  */
 export async function stopWorkers(running: RunningWorkers): Promise<void> {
   await Promise.all(
-    running.children.map(
-      (child) =>
-        new Promise<void>((r) => {
-          if (child.exitCode !== null || child.signalCode !== null) return r();
-          child.once('exit', () => r());
-          if (!running.ready.has(child)) return void child.kill('SIGKILL');
-          child.send({ op: 'stop' }, () => undefined);
-          setTimeout(() => child.kill('SIGKILL'), 5_000).unref();
-        }),
-    ),
+    running.children.map((child) => {
+      if (!running.ready.has(child)) child.kill('SIGKILL');
+      else if (child.connected) child.send({ op: 'stop' }, () => undefined);
+      return exitOf(child, 5_000);
+    }),
   );
 }
