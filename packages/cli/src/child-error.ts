@@ -25,3 +25,16 @@ export function errorFromChild(what: string, sent: SentError | undefined, fallba
   const sentCode = sent?.code;
   return new TransferError(isTransferErrorCode(sentCode) ? sentCode : fallback, `${what}: ${sent?.message ?? 'no reason given'}`);
 }
+
+/**
+ * A child's last act when it cannot start: it sends `{ ready: false, error }` to its parent and
+ * exits with 1 once the message is written. Exiting at once can drop the message, and the
+ * parent then reports an exit without the reason.
+ */
+export function exitWithStartFailure(error: unknown): void {
+  // Exit status 1 even if the process ends before the send's callback runs.
+  process.exitCode = 1;
+  const exit = (): never => process.exit(1);
+  if (process.send) process.send({ ready: false, error: sentError(error) }, exit);
+  else exit();
+}

@@ -4,7 +4,7 @@
 import { createHash } from 'node:crypto';
 import { createTransferEngine, KVStatus, type KVReceiver, type TransferEngine } from '@te/connector';
 import { createKVManager, type DisaggKVManager } from '@te/disagg';
-import { sentError } from '../../child-error.js';
+import { exitWithStartFailure, sentError } from '../../child-error.js';
 import { allocateKv, type KvMemory } from '../../demo/pipeline/kv-memory.js';
 import { monotonicMs } from './clock.js';
 import { HEAD_DIM, KV_HEADS, PAGE_TOKENS, type PdRankSpec } from './model.js';
@@ -122,11 +122,4 @@ async function main(): Promise<void> {
   process.send!({ ready: true, bootstrapPort: r.kv.bootstrapServer?.port });
 }
 
-main().catch((e: unknown) => {
-  // Exit once the message is written: process.exit() at once can drop it, and the bench then
-  // reports an exit without the reason.
-  process.exitCode = 1;
-  const exit = (): never => process.exit(1);
-  if (process.send) process.send({ ready: false, error: sentError(e) }, exit);
-  else exit();
-});
+main().catch(exitWithStartFailure);

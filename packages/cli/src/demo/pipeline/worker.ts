@@ -1,6 +1,6 @@
 // A pipeline worker process (encoder, prefill or decode), started by `te demo`.
 import { initTransferEngine, loadConfig } from '@te/connector';
-import { sentError, type SentError } from '../../child-error.js';
+import { exitWithStartFailure, type SentError } from '../../child-error.js';
 import { startDecode } from './decode.js';
 import { startEncoder } from './encoder.js';
 import type { ModelSpec } from './model.js';
@@ -62,11 +62,4 @@ async function main(): Promise<void> {
   } satisfies WorkerReady);
 }
 
-main().catch((e: unknown) => {
-  // Exit once the message is written: process.exit() at once can drop it, and the parent
-  // then reports an exit without the reason.
-  process.exitCode = 1;
-  const exit = (): never => process.exit(1);
-  if (process.send) process.send({ ready: false, error: sentError(e) } satisfies WorkerReady, exit);
-  else exit();
-});
+main().catch(exitWithStartFailure);
