@@ -52,6 +52,8 @@ export class ControlServer {
   private running = 0;
   /** Running handlers per client identity (latin1 key); an entry goes when its count reaches 0. */
   private readonly runningPerClient = new Map<string, number>();
+  /** Set once the owner began to shut down: requests read from then on are refused with it. */
+  private shuttingDown: string | undefined;
 
   async bind(host: string, port: number): Promise<string> {
     const hostPart = host.includes(':') ? `[${host}]` : host;
@@ -92,6 +94,16 @@ export class ControlServer {
     if (this.handlers.has(type)) throw new TransferError('INVALID_ARGUMENT', `A control handler for "${type}" is already registered`);
     this.handlers.set(type, handler);
     return () => this.handlers.delete(type);
+  }
+
+  /**
+   * The owner is shutting down (its engine is closing, its handlers going away one by one):
+   * every request read from now on is answered `PEER_UNREACHABLE` with `why`, the code a
+   * peer gets a moment later when nothing listens any more, instead of an "unknown message
+   * type" for a handler already removed. Requests already running finish as they would.
+   */
+  refuseRequests(why: string): void {
+    this.shuttingDown ??= why;
   }
 
   private async serve(): Promise<void> {
@@ -189,6 +201,7 @@ export class ControlServer {
         message: `control protocol version ${request.v} is not supported (this process speaks ${CONTROL_VERSION})`,
       };
     }
+    if (this.shuttingDown !== undefined) return { v: CONTROL_VERSION, id: request.id, ok: false, code: 'PEER_UNREACHABLE', message: this.shuttingDown };
     const handler = this.handlers.get(request.type);
     if (!handler) return { v: CONTROL_VERSION, id: request.id, ok: false, code: 'INVALID_ARGUMENT', message: `unknown control message type "${request.type}"` };
     try {

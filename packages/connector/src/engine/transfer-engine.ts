@@ -463,6 +463,8 @@ export class TransferEngine {
   close(): Promise<void> {
     this.stopMetricLog?.();
     this.closing ??= (async () => {
+      // From here on peers are told this process is going away, not that its handlers are unknown.
+      this.control.refuseRequests('this process is closing its transfer engine');
       await this.registrationQueue;
       // Memory from transport allocators goes back (a transport's pool may outlive one engine).
       for (const [addr, allocator] of this.allocations) {

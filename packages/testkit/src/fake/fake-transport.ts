@@ -292,6 +292,7 @@ export class FakeTransport implements Transport {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    await this.faults.heldClose();
     fabric.delete(key(this.plugin, this.context.segmentName));
     this.regions.length = 0;
     this.listeners.clear();

@@ -31,6 +31,13 @@ export class FakeFaults {
    * changed memory. Off, data is applied only at completion.
    */
   writeEarly = false;
+  /**
+   * A transport's close() waits until `releaseClose()`, as one draining a long queue does:
+   * it holds its engine's close at that step, for testing what peers see meanwhile.
+   */
+  holdClose = false;
+  private readonly heldCloses = new Set<() => void>();
+  private readonly closeWaiters = new Set<() => void>();
   /** Segments whose peer is considered dead. */
   readonly droppedPeers = new Set<string>();
   submitted = 0;
@@ -87,6 +94,28 @@ export class FakeFaults {
     for (const settle of all) settle(options.unconfirmed === true);
   }
 
+  /** @internal A transport's close() waits here while `holdClose` is set. */
+  heldClose(): Promise<void> {
+    if (!this.holdClose) return Promise.resolve();
+    const held = new Promise<void>((resolve) => this.heldCloses.add(resolve));
+    for (const w of [...this.closeWaiters]) w();
+    this.closeWaiters.clear();
+    return held;
+  }
+
+  /** Resolves once a transport's close() is held (`holdClose`): an event, not a clock. */
+  untilCloseHeld(): Promise<void> {
+    if (this.heldCloses.size > 0) return Promise.resolve();
+    return new Promise((resolve) => this.closeWaiters.add(resolve));
+  }
+
+  /** Lets every held close() go on. */
+  releaseClose(): void {
+    const all = [...this.heldCloses];
+    this.heldCloses.clear();
+    for (const go of all) go();
+  }
+
   onDrop(listener: (segment: string) => void): () => void {
     this.dropListeners.add(listener);
     return () => this.dropListeners.delete(listener);
@@ -100,6 +129,8 @@ export class FakeFaults {
     this.outOfOrder = false;
     this.latencyMs = 0;
     this.writeEarly = false;
+    this.holdClose = false;
+    this.releaseClose();
     this.droppedPeers.clear();
   }
 }
