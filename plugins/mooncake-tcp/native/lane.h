@@ -103,6 +103,8 @@ class Lane : public IoHandler {
   void on_handshake_answer();
   void finish_staged_body();
   void complete_front(int32_t status, const char* why = nullptr);
+  /** The message of a request the target answered with `status`. */
+  static std::string refusal(const Slice* s, int32_t status);
   /** The answer to the front WRITEV frame: its slices complete, each with `statuses[i]` (or all with `status`). */
   void complete_frame(int32_t status, const uint8_t* statuses, const uint8_t* digests = nullptr);
   /** The front slice leaves the window and completes (no refill). */

@@ -153,6 +153,7 @@ bool Lane::on_header(const Header& h) {
     return false;
   }
   const char* why = nullptr;
+  std::string refused;
   int32_t status = h.status;
   if (s->batch->verifies(s) && status == te::TE_OK) {
     if (!(h.flags & kFlagDigest)) {
@@ -166,7 +167,7 @@ bool Lane::on_header(const Header& h) {
   else if (status == te::TE_POOL_EXHAUSTED && s->op == OP_NOTIFY)
     why = "the target's notification queue is full (its listeners are behind); the notification was not delivered";
   else if (status != te::TE_OK)
-    why = "the target refused the request";
+    why = (refused = refusal(s, status)).c_str();
   complete_front(status, why);
   return fd_ >= 0;
 }
@@ -295,6 +296,13 @@ void Lane::on_rx_unstaged(Slice* s, int32_t status, const std::string& why) {
   }
 }
 
+// The batch keeps one message for all its failures, while its code may come from another
+// request's status: the refusal names its request and status, so the two cannot be confused.
+std::string Lane::refusal(const Slice* s, int32_t status) {
+  const std::string what = s->req == kNotifyRequest ? "the notification" : "request " + std::to_string(s->req);
+  return "the target refused " + what + " (" + te::status_name(status) + ")";
+}
+
 void Lane::complete_front(int32_t status, const char* why) {
   pop_front_slice(status, why);
   if (!pending_.empty()) {
@@ -341,10 +349,12 @@ void Lane::complete_frame(int32_t status, const uint8_t* statuses, const uint8_t
   for (uint32_t i = 0; i < n; ++i) {
     int32_t st = statuses ? static_cast<int32_t>(get32(statuses + 4 * i)) : status;
     if (digests && st == te::TE_OK) st = check_digest(inflight_.front(), get64(digests + 8 * i));
+    const std::string refused =
+        st == te::TE_OK || st == te::TE_DATA_CORRUPTED ? std::string() : refusal(inflight_.front(), st);
     pop_front_slice(st, st == te::TE_OK ? nullptr
                         : st == te::TE_DATA_CORRUPTED
                             ? "the bytes that landed at the target differ from those sent (their digests differ)"
-                            : "the target refused the request");
+                            : refused.c_str());
   }
   if (!pending_.empty()) {
     refill();

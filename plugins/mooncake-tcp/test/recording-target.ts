@@ -17,6 +17,7 @@ export interface Frame {
  * A target that speaks mooncake-tcp by hand: it answers HELLO with `features`, records every
  * request frame, and refuses the writes whose address `refuse` names (ADDRESS_OUT_OF_RANGE).
  * A verified WRITE (flags bit 1) is answered with `digest`: a wrong digest, or none at all.
+ * A WRITE whose address `hangUpAt` names is not answered: the target ends the connection.
  */
 /** A WRITE's answer: refused (ADDRESS_OUT_OF_RANGE) or OK; a verified one's with a wrong digest, or without one. */
 function writeAnswer(id: bigint, refused: boolean, digest: 'wrong' | 'none' | undefined): Buffer {
@@ -29,7 +30,12 @@ function writeAnswer(id: bigint, refused: boolean, digest: 'wrong' | 'none' | un
   return h;
 }
 
-export async function recordingTarget(features: number, refuse: (addr: bigint) => boolean, answers: { digest?: 'wrong' | 'none' } = {}) {
+interface Answers {
+  digest?: 'wrong' | 'none';
+  hangUpAt?: (addr: bigint) => boolean;
+}
+
+export async function recordingTarget(features: number, refuse: (addr: bigint) => boolean, answers: Answers = {}) {
   const frames: Frame[] = [];
   const epoch = randomBytes(8).readBigUInt64LE() | 1n;
   const sockets = new Set<Socket>();
@@ -63,6 +69,7 @@ export async function recordingTarget(features: number, refuse: (addr: bigint) =
         }
         if (op === OP.WRITE) {
           frames.push({ op, segments: [{ addr, length: BigInt(length) }], connection });
+          if (answers.hangUpAt?.(addr)) return void socket.end(); // earlier answers still arrive, then the end
           socket.write(writeAnswer(id, refuse(addr), (flags & 1) !== 0 ? answers.digest : undefined));
         } else if (op === OP.WRITEV) {
           const n = Number(addr);
