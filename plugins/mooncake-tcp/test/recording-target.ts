@@ -13,12 +13,6 @@ export interface Frame {
   connection: number;
 }
 
-/**
- * A target that speaks mooncake-tcp by hand: it answers HELLO with `features`, records every
- * request frame, and refuses the writes whose address `refuse` names (ADDRESS_OUT_OF_RANGE).
- * A verified WRITE (flags bit 1) is answered with `digest`: a wrong digest, or none at all.
- * A WRITE whose address `hangUpAt` names is not answered: the target ends the connection.
- */
 /** A WRITE's answer: refused (ADDRESS_OUT_OF_RANGE) or OK; a verified one's with a wrong digest, or without one. */
 function writeAnswer(id: bigint, refused: boolean, digest: 'wrong' | 'none' | undefined): Buffer {
   const h = header(OP.WRITE | OP.RESPONSE, { id });
@@ -35,6 +29,12 @@ interface Answers {
   hangUpAt?: (addr: bigint) => boolean;
 }
 
+/**
+ * A target that speaks mooncake-tcp by hand: it answers HELLO with `features`, records every
+ * request frame, and refuses the writes whose address `refuse` names (ADDRESS_OUT_OF_RANGE).
+ * A verified WRITE (flags bit 1) is answered with `digest`: a wrong digest, or none at all.
+ * A WRITE whose address `hangUpAt` names is not answered: the target ends the connection.
+ */
 export async function recordingTarget(features: number, refuse: (addr: bigint) => boolean, answers: Answers = {}) {
   const frames: Frame[] = [];
   const epoch = randomBytes(8).readBigUInt64LE() | 1n;
