@@ -1,12 +1,14 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 /*
- * scripts/uvu.mjs, the runner behind every package's `npm test`: a test process that has
- * printed its totals but cannot exit (here an engine left open) fails the run within the
- * grace period, naming the handles that held it, instead of hanging the suite.
+ * scripts/uvu.mjs, the runner behind every package's `npm test`, never waits forever: a test
+ * process that has printed its totals but cannot exit (here an engine left open), one whose
+ * test never ends, and a process the tests left running each fail the run within a bound,
+ * named, instead of hanging the suite.
  */
 const root = fileURLToPath(new URL('..', import.meta.url));
 // The runs below are fixtures, not part of this suite's totals: the root summary (TE_TEST_SUMMARY) must not count them.
@@ -35,6 +37,38 @@ test('a test process killed by a signal before its totals fails the run, naming 
   const r = runFixture('killed');
   assert.is(r.status, 1, r.stdout + r.stderr);
   assert.match(r.stderr, /the test process was killed by SIGTERM before uvu printed its totals/);
+});
+
+test('a process the tests left running is named and killed, and the run fails, without waiting for it', () => {
+  const started = Date.now();
+  const r = runFixture('left-running');
+  assert.is(r.status, 1, r.stdout + r.stderr);
+  // Its one test passed: the run fails for the process alone.
+  assert.match(r.stdout, /Passed:\s+\S*1/);
+  const left = r.stderr.match(/the test process left 1 process running when it ended, killed: (\d+) \(.*setTimeout/);
+  assert.ok(left, r.stderr);
+  // The worker would have lived 10 minutes, holding the runner's output pipe open.
+  assert.ok(Date.now() - started < 60_000, `took ${Date.now() - started} ms`);
+  // Gone, or a zombie: dead, waiting for whichever process adopted it to collect it.
+  let state = 'gone';
+  try {
+    const stat = readFileSync(`/proc/${left[1]}/stat`, 'utf8');
+    state = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0]!;
+  } catch {
+    // No such process.
+  }
+  assert.ok(state === 'gone' || state === 'Z', `the worker still runs (state ${state})`);
+});
+
+test('a test that never ends is stopped at the deadline, naming the file and how far it got', () => {
+  const started = Date.now();
+  const r = runFixture('hung', { TE_TEST_DEADLINE_MS: '3000' });
+  assert.is(r.status, 1, r.stdout + r.stderr);
+  assert.match(
+    r.stderr,
+    /had not printed its totals 3 s after it started; it was in fixture\.ts, after 1 of its tests had ended; referenced libuv handles: .*timer.*; killed/,
+  );
+  assert.ok(Date.now() - started < 60_000, `took ${Date.now() - started} ms`);
 });
 
 test('a failure uvu cannot print by itself is printed, and the tests after it run', () => {
