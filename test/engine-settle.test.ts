@@ -50,6 +50,31 @@ test('a transport that ignores its deadline: the caller is answered, and the mem
   }
 });
 
+test('a batch in flight keeps its local memory: unregistering it is refused, a region it does not use may go', async () => {
+  const { a, b, local, remote, close } = await pair();
+  try {
+    const spare = (await a.registerMemory(new Uint8Array(4096))).addr;
+    await a.openSegment(b.segmentName);
+    fake.faults.hang = true;
+    const writing = a.write(b.segmentName, local, remote, 64, { timeoutMs: 60_000 });
+    writing.catch(() => {});
+    const u = await a.unregisterMemory(local).then(
+      () => undefined,
+      (x: unknown) => x,
+    );
+    assert.ok(isTransferError(u, 'MEMORY_IN_USE'), `unregister under a batch in flight: ${String(u)}`);
+    assert.match((u as Error).message, /is local memory of 1 batch in flight; await it \(or abort it\)/);
+    assert.equal((u as { details?: unknown }).details, { addr: local, inFlight: 1, overdue: 0 });
+    // A region of the same engine that no batch uses may go meanwhile.
+    await a.unregisterMemory(spare);
+    fake.faults.releaseHung();
+    await writing;
+    await a.unregisterMemory(local);
+  } finally {
+    await close();
+  }
+});
+
 test('the longest deadline (2^31 - 1 ms): the watchdog, set past it, does not fire at once and answer a batch its transport still holds', async () => {
   const { a, b, local, remote, close } = await pair();
   try {

@@ -21,7 +21,7 @@ import { BatchStats } from './batch-stats.js';
 import type { AllocatedHandle, CreateEngineOptions, MemoryHandle, MemoryTarget, RegisterOptions, TransferOptions } from './engine-api.js';
 import { registers, registrationRequest, registrationTargets, regionAddressOf, toBigInt } from './registration-request.js';
 import { jsHostBuffer } from './js-host-buffer.js';
-import { RegionPins, Watchdog, beforeDeadline } from './watchdog.js';
+import { Watchdog, beforeDeadline } from './watchdog.js';
 import { startMetricLog } from '../metrics/periodic-log.js';
 import { commonTransports, routesWith, type EngineTransport, type WriteCapability } from './router.js';
 
@@ -42,7 +42,6 @@ export class TransferEngine {
   private readonly allocations = new Map<bigint, EngineTransport | undefined>();
   private registrationQueue: Promise<unknown> = Promise.resolve();
   private closing: Promise<void> | undefined;
-  private readonly pins = new RegionPins(this.memory);
   private readonly stats: BatchStats;
   /** What `transfer` needs of this engine. */
   private readonly batches: TransferContext;
@@ -98,7 +97,7 @@ export class TransferEngine {
 
   private transferContext(): TransferContext {
     const { held, memory, peers, stats, config } = this;
-    return { held, memory, peers, watchdog: new Watchdog(this.pins, this.log), stats, config, forgetSegment: (segment) => this.forgetSegment(segment) };
+    return { held, memory, peers, watchdog: new Watchdog(this.log), stats, config, forgetSegment: (segment) => this.forgetSegment(segment) };
   }
 
   /** Names of the transports this engine holds, primary first. */
@@ -214,13 +213,9 @@ export class TransferEngine {
     this.assertOpen();
     const addr = regionAddressOf(target);
     return this.serialize(async () => {
-      if (this.pins.has(addr)) {
-        throw new TransferError(
-          'MEMORY_IN_USE',
-          `Region 0x${addr.toString(16)} is still used by a batch its transport has not settled (it timed out without releasing the memory); it cannot be unregistered yet`,
-          { details: { addr } },
-        );
-      }
+      // A batch of this engine still using it (in flight, or unsettled past its deadline): refused.
+      const held = this.memory.find(addr, 1n);
+      if (held?.addr === addr) this.batches.watchdog.assertUnused(held);
       const region = this.memory.remove(addr);
       if (region.remoteAccess) {
         // Peers drop what they cached of it (imported handles, keys) and finish their

@@ -1,47 +1,18 @@
 // Deadlines enforced from outside the transports: a step (descriptor fetch, connect) that
 // outlives the batch deadline or its signal is abandoned, and a transport that does not
-// settle a batch well past its deadline is reported while the batch's memory stays
-// marked in use until it does (settled means done with memory).
+// settle a batch well past its deadline is reported. Every batch a transport has not
+// settled keeps its local memory in use: its unregistration is refused (settled means
+// done with memory).
 import { TransferError, isTransferError } from '../errors/transfer-error.js';
 import type { BatchResult, SubmitOptions, TransferBatch } from '../spi/batch.js';
 import type { TransportPeer } from '../spi/transport.js';
 import type { Log } from './logger.js';
-import type { MemoryMap } from './memory-map.js';
+import type { LocalRegion } from './memory-map.js';
 import { Deadlines, type Deadline } from '../timing/deadlines.js';
 import type { EngineTransport } from './router.js';
 
 /** Extra time a transport gets past the deadline before the engine stops waiting for it. */
 export const WATCHDOG_GRACE_MS = 2_000;
-
-/** Regions that a batch no transport has settled still uses, by start address. */
-export class RegionPins {
-  private readonly inUse = new Map<bigint, number>();
-
-  constructor(private readonly memory: MemoryMap) {}
-
-  has(addr: bigint): boolean {
-    return this.inUse.has(addr);
-  }
-
-  /** Marks the regions holding the batch's local addresses as in use; returns their starts. */
-  pin(batch: TransferBatch): bigint[] {
-    const starts = new Set<bigint>();
-    for (let i = 0; i < batch.localAddrs.length; i++) {
-      const r = this.memory.find(batch.localAddrs[i]!, 1n);
-      if (r) starts.add(r.addr);
-    }
-    for (const a of starts) this.inUse.set(a, (this.inUse.get(a) ?? 0) + 1);
-    return [...starts];
-  }
-
-  unpin(starts: bigint[]): void {
-    for (const a of starts) {
-      const n = (this.inUse.get(a) ?? 1) - 1;
-      if (n <= 0) this.inUse.delete(a);
-      else this.inUse.set(a, n);
-    }
-  }
-}
 
 export function beforeDeadline<T>(step: Promise<T>, deadline: number, signal: AbortSignal | undefined, what: string): Promise<T> {
   return new Promise<T>((resolve, reject) => {
@@ -81,8 +52,8 @@ export interface UnsettledSink {
 class WatchedBatch implements Deadline {
   at = 0;
   slot = -1;
-  /** The regions kept in use once the watchdog gave up waiting, until the transport settles. */
-  pinned: bigint[] | undefined = undefined;
+  /** Whether the watchdog gave up waiting: the caller was answered, the transport has not settled. */
+  overdue = false;
 
   constructor(
     private readonly dog: Watchdog,
@@ -106,11 +77,10 @@ class WatchedBatch implements Deadline {
  */
 export class Watchdog {
   private readonly deadlines = new Deadlines();
+  /** Batches past their deadline and the grace, which the transport has not settled. */
+  private readonly overdueBatches = new Set<WatchedBatch>();
 
-  constructor(
-    private readonly pins: RegionPins,
-    private readonly log: Log,
-  ) {}
+  constructor(private readonly log: Log) {}
 
   submit(
     via: EngineTransport,
@@ -149,7 +119,8 @@ export class Watchdog {
     // Settled means done with memory, and this batch is not settled: the caller gets a
     // deadline-bound answer, but the batch's local regions stay marked in use (their
     // unregistration is refused) until the transport really settles it.
-    w.pinned = this.pins.pin(w.batch);
+    w.overdue = true;
+    this.overdueBatches.add(w);
     (w.sink.unsettled ??= []).push(w.submitted);
     this.log(
       'error',
@@ -169,6 +140,39 @@ export class Watchdog {
 
   private release(w: WatchedBatch): void {
     this.deadlines.remove(w);
-    if (w.pinned) this.pins.unpin(w.pinned);
+    if (w.overdue) this.overdueBatches.delete(w);
   }
+
+  /**
+   * Refuses to let `region` go while a batch of this engine still has local memory in it:
+   * one in flight (its caller can await or abort it), or one its transport has not settled
+   * past the deadline. A transport that lost a batch's memory under it would end the batch
+   * its own way (a lost connection, a refused request, a copy from freed memory). Scans the
+   * batches in flight: unregistering is rare, submitting is not, so submitting pays nothing.
+   */
+  assertUnused(region: Pick<LocalRegion, 'addr' | 'length'>): void {
+    let inFlight = 0;
+    let overdue = 0;
+    for (const d of this.deadlines.entries()) if (hasLocalIn((d as WatchedBatch).batch, region)) inFlight++;
+    for (const w of this.overdueBatches) if (hasLocalIn(w.batch, region)) overdue++;
+    if (inFlight + overdue === 0) return;
+    const at = `0x${region.addr.toString(16)}`;
+    const why =
+      inFlight > 0
+        ? `is local memory of ${inFlight} batch${inFlight > 1 ? 'es' : ''} in flight${overdue > 0 ? ` and of ${overdue} its transport has not settled past the deadline` : ''}; await ${inFlight + overdue > 1 ? 'them' : 'it'} (or abort ${inFlight + overdue > 1 ? 'them' : 'it'}) before unregistering the region`
+        : `is still used by ${overdue > 1 ? `${overdue} batches` : 'a batch'} its transport has not settled (it timed out without releasing the memory); it cannot be unregistered yet`;
+    throw new TransferError('MEMORY_IN_USE', `Region ${at} ${why}`, { details: { addr: region.addr, inFlight, overdue } });
+  }
+}
+
+/** Whether a request of `batch` has its local address in `region` (a request lies in one region). */
+function hasLocalIn(batch: TransferBatch, region: Pick<LocalRegion, 'addr' | 'length'>): boolean {
+  const start = region.addr;
+  const end = region.addr + region.length;
+  const addrs = batch.localAddrs;
+  for (let i = 0; i < addrs.length; i++) {
+    const a = addrs[i]!;
+    if (a >= start && a < end) return true;
+  }
+  return false;
 }

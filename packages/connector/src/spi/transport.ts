@@ -82,7 +82,8 @@ export interface Transport {
    * finished or can no longer complete (its connection or endpoint torn down), and says
    * which in the rejection's message. Until then the engine answers the caller at the
    * deadline plus a grace period with TIMEOUT and `details.settled: false`, and keeps the
-   * batch's local memory in use (unregistering it is refused with MEMORY_IN_USE).
+   * batch's local memory in use (unregistering it is refused with MEMORY_IN_USE, as while
+   * the batch is in flight).
    * The one exception a transport may make, and must then declare: when it settles a
    * write whose bytes it already sent without knowing that the peer discarded them (the
    * peer did not confirm a cancel in time), it rejects with `details.remoteMayBeWritten:

@@ -41,6 +41,11 @@ export class Deadlines {
     return this.heap.length;
   }
 
+  /** The queued entries, in no useful order: for a rare scan, not to be changed. */
+  entries(): readonly Deadline[] {
+    return this.heap;
+  }
+
   /** Queues `d` to expire `ms` from now. A queued entry must be removed before it is added again. */
   add(d: Deadline, ms: number): void {
     if (d.slot !== -1) throw new Error('deadline entry is already queued');
