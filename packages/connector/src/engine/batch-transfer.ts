@@ -75,7 +75,8 @@ export async function transferBatch(ctx: TransferContext, segment: string, batch
   try {
     if (whole) {
       const result = await submitPart(ctx, routed, whole.via, batch, notify);
-      statuses = result.statuses instanceof Int32Array && result.statuses.length === requests ? result.statuses : copyStatuses(result.statuses, requests);
+      // Checked as the transport settled (transport-answer.ts): one Int32Array status per request.
+      statuses = result.statuses;
       bytes = result.bytes;
     } else {
       statuses = new Int32Array(requests);
@@ -202,13 +203,6 @@ async function submitParts(ctx: TransferContext, call: RoutedCall, statuses: Int
   for (const r of settled as PromiseFulfilledResult<BatchResult>[]) bytes += r.value.bytes;
   if (trailing && statuses.every((st) => st === 0)) await submitPart(ctx, call, call.notifier!, batchOf([]), notify);
   return bytes;
-}
-
-/** A transport's statuses of another type or length, as the batch's Int32Array (missing ones 0, as `set` left them). */
-function copyStatuses(from: ArrayLike<number>, requests: number): Int32Array {
-  const statuses = new Int32Array(requests);
-  statuses.set(from);
-  return statuses;
 }
 
 /** The index of the first request that failed, or -1. */

@@ -10,6 +10,7 @@ import type { Log } from './logger.js';
 import type { LocalRegion } from './memory-map.js';
 import { Deadlines, type Deadline } from '../timing/deadlines.js';
 import type { EngineTransport } from './router.js';
+import { checkedResult, submitThrough } from './transport-answer.js';
 
 /** Extra time a transport gets past the deadline before the engine stops waiting for it. */
 export const WATCHDOG_GRACE_MS = 2_000;
@@ -91,13 +92,17 @@ export class Watchdog {
     sink: UnsettledSink = { unsettled: undefined },
   ): Promise<BatchResult> {
     return new Promise((resolve, reject) => {
-      const submitted = via.transport.submit(peer, batch, options);
+      const submitted = submitThrough(via.name, via.transport, peer, batch, options);
       const watched = new WatchedBatch(this, via, batch, options.timeoutMs, submitted, sink, reject);
       this.deadlines.add(watched, options.timeoutMs + WATCHDOG_GRACE_MS);
       submitted.then(
         (r) => {
           this.release(watched);
-          resolve(r);
+          try {
+            resolve(checkedResult(via.name, batch, r));
+          } catch (e) {
+            reject(e as TransferError);
+          }
         },
         (e) => {
           this.release(watched);

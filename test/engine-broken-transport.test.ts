@@ -1,0 +1,114 @@
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import {
+  PluginRegistry,
+  createTransferEngine,
+  isTransferError,
+  type BatchResult,
+  type TransferBatch,
+  type TransferEngine,
+  type Transport,
+} from '@te/connector';
+import { createFakePlugin } from '@te/testkit';
+
+/*
+ * A transport that breaks the SPI's contract (engine logic, over the in-process fake
+ * transport with its submit replaced): a plugin may come from a third party, so the engine
+ * checks what submit gives back. It used to let a plain TypeError through (a throw from
+ * submit, no promise, no result), keep a batch that was never started in use for good
+ * (unregistering its memory refused), and report success for a request the transport gave
+ * no status, or NaN.
+ */
+type Answer = (batch: TransferBatch, real: () => Promise<BatchResult>) => unknown;
+let answer: Answer = (_batch, real) => real();
+const fake = createFakePlugin({ name: 'fake-broken' });
+const registry = new PluginRegistry({ builtins: false });
+registry.register(fake.plugin.name, {
+  ...fake.plugin,
+  create: async (context, options) => {
+    const transport: Transport = await fake.plugin.create(context, options);
+    const submit = transport.submit.bind(transport);
+    transport.submit = ((peer, batch, submitOptions) => answer(batch, () => submit(peer, batch, submitOptions))) as Transport['submit'];
+    return transport;
+  },
+});
+
+const cases: [string, Answer, RegExp][] = [
+  [
+    'throws from submit',
+    () => {
+      throw new TypeError('boom');
+    },
+    /transport fake-broken threw from submit instead of rejecting: boom/,
+  ],
+  [
+    'returns a result, not a promise',
+    (batch) => ({ statuses: new Int32Array(batch.opcodes.length), bytes: 0n }),
+    /returned an object \(Object\) from submit, not a promise/,
+  ],
+  ['resolves with nothing', async (_b, real) => (await real(), undefined), /settled a batch of 1 requests with undefined instead of \{ statuses, bytes \}/],
+  [
+    'gives fewer statuses than requests',
+    async (_b, real) => ({ ...(await real()), statuses: new Int32Array(0) }),
+    /settled a batch of 1 requests with 0 statuses; which requests landed is unknown/,
+  ],
+  [
+    'gives a status that is not an integer',
+    async (_b, real) => ({ ...(await real()), statuses: [Number.NaN] }),
+    /gave request 0 the status NaN, not an integer/,
+  ],
+  ['gives a byte count that is not an integer', async (_b, real) => ({ ...(await real()), bytes: -1 }), /settled a batch with -1 as its byte count/],
+];
+
+async function pair(): Promise<{ a: TransferEngine; b: TransferEngine; local: bigint; remote: bigint }> {
+  const a = await createTransferEngine({ connector: 'fake-broken', bindAddress: '127.0.0.1' }, { registry, env: {} });
+  const b = await createTransferEngine({ connector: 'fake-broken', bindAddress: '127.0.0.1' }, { registry, env: {} });
+  const local = (await a.registerMemory(new Uint8Array(4096))).addr;
+  const remote = (await b.registerMemory(new Uint8Array(4096))).addr;
+  await a.openSegment(b.segmentName);
+  return { a, b, local, remote };
+}
+
+for (const [what, broken, message] of cases) {
+  test(`a transport that ${what}: INTERNAL naming the plugin, and the memory is free`, async () => {
+    const { a, b, local, remote } = await pair();
+    try {
+      answer = broken;
+      const e = await a.write(b.segmentName, local, remote, 64, { timeoutMs: 5_000 }).then(
+        () => undefined,
+        (x: unknown) => x,
+      );
+      assert.ok(isTransferError(e, 'INTERNAL'), `expected INTERNAL, got ${String(e)}`);
+      assert.is((e as { plugin?: string }).plugin, 'fake-broken');
+      assert.match((e as Error).message, message);
+      answer = (_batch, real) => real();
+      // Nothing of the batch is left in use, and the engine goes on.
+      await a.write(b.segmentName, local, remote, 64, { timeoutMs: 5_000 });
+      await a.unregisterMemory(local);
+    } finally {
+      answer = (_batch, real) => real();
+      await a.close();
+      await b.close();
+    }
+  });
+}
+
+test('an array of integer statuses and a number of bytes are taken as the Int32Array and bigint they stand for', async () => {
+  const { a, b, local, remote } = await pair();
+  try {
+    answer = async (_b, real) => {
+      const r = await real();
+      return { statuses: [...r.statuses], bytes: Number(r.bytes) };
+    };
+    const r = await a.write(b.segmentName, local, remote, 64, { timeoutMs: 5_000 });
+    assert.ok(r.statuses instanceof Int32Array);
+    assert.equal([...r.statuses], [0]);
+    assert.is(r.bytes, 64n);
+  } finally {
+    answer = (_batch, real) => real();
+    await a.close();
+    await b.close();
+  }
+});
+
+test.run();
