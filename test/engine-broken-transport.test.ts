@@ -17,10 +17,13 @@ import { createFakePlugin } from '@te/testkit';
  * checks what submit gives back. It used to let a plain TypeError through (a throw from
  * submit, no promise, no result), keep a batch that was never started in use for good
  * (unregistering its memory refused), and report success for a request the transport gave
- * no status, or NaN.
+ * no status, or NaN. The other methods alike: registerMemory and openPeer answers are
+ * checked, and a close() that never settles no longer holds engine.close() for good.
  */
 type Answer = (batch: TransferBatch, real: () => Promise<BatchResult>) => unknown;
 let answer: Answer = (_batch, real) => real();
+/** Replacements of the transport's other methods, by name, while a test sets them. */
+let lifecycle: Partial<Record<'registerMemory' | 'openPeer' | 'close', () => unknown>> = {};
 const fake = createFakePlugin({ name: 'fake-broken' });
 const registry = new PluginRegistry({ builtins: false });
 registry.register(fake.plugin.name, {
@@ -29,6 +32,10 @@ registry.register(fake.plugin.name, {
     const transport: Transport = await fake.plugin.create(context, options);
     const submit = transport.submit.bind(transport);
     transport.submit = ((peer, batch, submitOptions) => answer(batch, () => submit(peer, batch, submitOptions))) as Transport['submit'];
+    for (const method of ['registerMemory', 'openPeer', 'close'] as const) {
+      const real = (transport[method] as (...args: unknown[]) => unknown).bind(transport);
+      (transport as unknown as Record<string, unknown>)[method] = (...args: unknown[]) => (lifecycle[method] ?? (() => real(...args)))();
+    }
     return transport;
   },
 });
@@ -60,12 +67,12 @@ const cases: [string, Answer, RegExp][] = [
   ['gives a byte count that is not an integer', async (_b, real) => ({ ...(await real()), bytes: -1 }), /settled a batch with -1 as its byte count/],
 ];
 
-async function pair(): Promise<{ a: TransferEngine; b: TransferEngine; local: bigint; remote: bigint }> {
+async function pair(open = true): Promise<{ a: TransferEngine; b: TransferEngine; local: bigint; remote: bigint }> {
   const a = await createTransferEngine({ connector: 'fake-broken', bindAddress: '127.0.0.1' }, { registry, env: {} });
   const b = await createTransferEngine({ connector: 'fake-broken', bindAddress: '127.0.0.1' }, { registry, env: {} });
   const local = (await a.registerMemory(new Uint8Array(4096))).addr;
   const remote = (await b.registerMemory(new Uint8Array(4096))).addr;
-  await a.openSegment(b.segmentName);
+  if (open) await a.openSegment(b.segmentName);
   return { a, b, local, remote };
 }
 
@@ -107,6 +114,69 @@ test('an array of integer statuses and a number of bytes are taken as the Int32A
   } finally {
     answer = (_batch, real) => real();
     await a.close();
+    await b.close();
+  }
+});
+
+const lifecycleCases: [string, typeof lifecycle, (a: TransferEngine, b: TransferEngine) => Promise<unknown>, RegExp][] = [
+  [
+    'registerMemory throws',
+    {
+      registerMemory: () => {
+        throw new TypeError('boom');
+      },
+    },
+    (a) => a.registerMemory(new Uint8Array(64)),
+    /transport fake-broken's registerMemory\(\) threw a non-TransferError: boom/,
+  ],
+  [
+    'registerMemory resolves with nothing',
+    { registerMemory: async () => undefined },
+    (a) => a.registerMemory(new Uint8Array(64)),
+    /registerMemory\(\) resolved with undefined, not \{ addr: bigint, length: bigint \}/,
+  ],
+  [
+    'openPeer rejects with a string',
+    { openPeer: () => Promise.reject('nope') },
+    (a, b) => a.openSegment(b.segmentName),
+    /openPeer\(\) rejected with a non-TransferError: nope/,
+  ],
+  ['openPeer returns no peer', { openPeer: () => 42 }, (a, b) => a.openSegment(b.segmentName), /openPeer resolved with 42, not a peer/],
+];
+
+for (const [what, broken, act, message] of lifecycleCases) {
+  test(`a transport whose ${what}: INTERNAL naming the plugin`, async () => {
+    const { a, b } = await pair(false);
+    try {
+      lifecycle = broken;
+      const e = await act(a, b).then(
+        () => undefined,
+        (x: unknown) => x,
+      );
+      assert.ok(isTransferError(e, 'INTERNAL'), `expected INTERNAL, got ${String(e)}`);
+      assert.is((e as { plugin?: string }).plugin, 'fake-broken');
+      assert.match((e as Error).message, message);
+    } finally {
+      lifecycle = {};
+      await a.close();
+      await b.close();
+    }
+  });
+}
+
+/** TRANSPORT_CLOSE_BOUND_MS of engine/guarded-transport.ts. */
+const CLOSE_BOUND_MS = 10_000;
+
+test('a transport whose close() never settles: engine.close() goes on without it after the bound', async () => {
+  const { a, b } = await pair();
+  try {
+    lifecycle = { close: () => new Promise(() => {}) };
+    const started = Date.now();
+    await a.close();
+    const took = Date.now() - started;
+    assert.ok(took >= CLOSE_BOUND_MS - 100 && took < CLOSE_BOUND_MS + 5_000, `close took ${took} ms`);
+  } finally {
+    lifecycle = {};
     await b.close();
   }
 });

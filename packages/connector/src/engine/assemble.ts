@@ -14,6 +14,7 @@ import { createLogger, type Log } from './logger.js';
 import { P2PHandshake } from './metadata.js';
 import type { CreateEngineOptions } from './engine-api.js';
 import type { EngineTransport } from './router.js';
+import { guardTransport } from './guarded-transport.js';
 
 export interface EngineParts {
   config: TeConfig;
@@ -83,7 +84,8 @@ export async function assembleEngine(
           { plugin: plugin.name, cause },
         );
       }
-      held.push({ name: plugin.name, plugin, transport });
+      // Held guarded: the plugin's mistakes come back as TransferErrors naming it, and close() is bounded.
+      held.push({ name: plugin.name, plugin, transport: guardTransport(plugin.name, transport, config.timeouts.connectMs, log) });
     }
   } catch (error) {
     await Promise.allSettled(held.map((t) => t.transport.close()));
