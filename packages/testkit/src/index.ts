@@ -11,4 +11,4 @@ export { until } from './waits/until.js';
 export { bytesQueuedTo, tcpSocketsOf, type TcpSocket } from './waits/tcp-sockets.js';
 export { compileWorkerScript } from './workers/compile-worker-script.js';
 export { exitWithParent } from './workers/exit-with-parent.js';
-export { describeThreads, exitsWithin, isRunning, survivors } from './workers/process-state.js';
+export { describeThreads, exitsWithin, isRunning, stopProcess, survivors } from './workers/process-state.js';

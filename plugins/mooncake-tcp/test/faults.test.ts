@@ -3,7 +3,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { batchOf, NATIVE_STATUS } from '@te/connector';
-import { bytesQueuedTo, until } from '@te/testkit';
+import { bytesQueuedTo, stopProcess, until } from '@te/testkit';
 import { hash, localTransport, MiB, pattern, rejectsWith, spawnTarget, type Local, type TargetProcess } from './helpers.js';
 import { header, HEADER, hello, OP, rawConnect, HELLO_ACK_BODY } from './wire.js';
 
@@ -209,8 +209,10 @@ test('abort via AbortSignal and a per-batch deadline (stopped peer) reject with 
   assert.ok((err as unknown as { statuses: Int32Array }).statuses.some((s) => s === NATIVE_STATUS.ABORTED));
   await rejectsWith(local.transport.submit(peer, batchOf(reqs.slice(0, 1)), { timeoutMs: 1000, signal: AbortSignal.abort() }), 'ABORTED');
 
-  // Deadline: the target is stopped (SIGSTOP) so nothing is acknowledged.
-  target.child.kill('SIGSTOP');
+  // Deadline: the target is stopped (SIGSTOP) so nothing is acknowledged. Every one of its
+  // threads must be stopped before the batch goes out: kill() returns first, and a target
+  // still running for a few milliseconds could finish the 32 MiB before the deadline.
+  await stopProcess(target.child.pid!);
   try {
     const t1 = Date.now();
     await rejectsWith(local.transport.submit(peer, batchOf(reqs.slice(0, 8)), { timeoutMs: 300 }), 'TIMEOUT');

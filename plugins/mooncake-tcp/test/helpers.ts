@@ -1,6 +1,6 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -123,29 +123,6 @@ export function selfDescriptor(local: Local, like: SegmentDescriptor): SegmentDe
     epoch: local.epoch,
     transports: { 'mooncake-tcp': { class: 'tcp' as const, memoryKinds: ['cpu' as const], endpoint: local.transport.endpoint() } },
   };
-}
-
-/**
- * SIGSTOPs `pid` and resolves once every one of its threads is stopped (the signal is
- * delivered asynchronously: a thread may still run for a moment after kill() returned).
- */
-export async function stopped(pid: number, deadlineMs = 5000): Promise<void> {
-  process.kill(pid, 'SIGSTOP');
-  const until = Date.now() + deadlineMs;
-  for (;;) {
-    const states = readdirSync(`/proc/${pid}/task`).map((t) => {
-      try {
-        // The state follows the parenthesised command name, which may contain spaces.
-        const stat = readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8');
-        return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-      } catch {
-        return 'T'; // the thread exited
-      }
-    });
-    if (states.every((s) => s === 'T' || s === 't')) return;
-    if (Date.now() > until) throw new Error(`process ${pid} did not stop within ${deadlineMs} ms (thread states ${states.join('')})`);
-    await new Promise((r) => setTimeout(r, 2));
-  }
 }
 
 export async function rejectsWith(p: Promise<unknown>, code: string | string[]): Promise<Error & { code: string; details?: Record<string, unknown> }> {

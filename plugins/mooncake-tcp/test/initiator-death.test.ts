@@ -3,8 +3,8 @@
 // it: a decode told that its prefill's process is gone may free the pages it was writing.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { tcpSocketsOf, until } from '@te/testkit';
-import { MiB, spawnTarget, stopped } from './helpers.js';
+import { stopProcess, tcpSocketsOf, until } from '@te/testkit';
+import { MiB, spawnTarget } from './helpers.js';
 
 test('a WRITE whose initiator is killed while its bytes wait in the socket buffers lands none of them at the target', async () => {
   const size = 8 * MiB;
@@ -18,7 +18,7 @@ test('a WRITE whose initiator is killed while its bytes wait in the socket buffe
     await target.call('zero');
     const untouched = await target.call('hash', { offset: 0, length: size });
     // A stopped target reads nothing: the WRITE fills the socket buffers on both sides.
-    await stopped(target.child.pid!);
+    await stopProcess(target.child.pid!);
     try {
       await initiator.call('write', { info: target.info, length: size });
       // Bytes the initiator has sent toward the target and not had acknowledged.

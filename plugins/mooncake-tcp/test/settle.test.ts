@@ -3,8 +3,8 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { batchOf } from '@te/connector';
-import { tcpSocketsOf, until } from '@te/testkit';
-import { hash, KiB, localTransport, MiB, pattern, rejectsWith, spawnTarget, stopped } from './helpers.js';
+import { stopProcess, tcpSocketsOf, until } from '@te/testkit';
+import { hash, KiB, localTransport, MiB, pattern, rejectsWith, spawnTarget } from './helpers.js';
 
 test('a timed-out WRITE queued at a stopped target never lands after settle; a sibling batch on the same lane completes', async () => {
   const target = await spawnTarget(4 * MiB);
@@ -19,7 +19,7 @@ test('a timed-out WRITE queued at a stopped target never lands after settle; a s
     local.buffer.set(sibling, 2 * MiB);
     await target.call('zero');
     const untouched = await target.call('hash', { offset: 0, length: MiB });
-    await stopped(target.child.pid!);
+    await stopProcess(target.child.pid!);
     let siblingDone: Promise<{ statuses: Int32Array }>;
     try {
       // Both frames fit in the loopback socket buffers: they sit at the stopped target.

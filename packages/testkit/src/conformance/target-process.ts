@@ -1,8 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { readdir, readFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { createTransferEngine, loadConfig, type TeConfigInput } from '@te/connector';
+import { stopProcess } from '../workers/process-state.js';
 import { LocalTargetMemory, type ReceivedNotification, type TargetMemory } from './target.js';
 
 /*
@@ -65,39 +64,6 @@ export interface TargetProcess extends TargetMemory {
   resume(): Promise<void>;
   kill(): void;
   close(): Promise<void>;
-}
-
-/**
- * Resolves once every thread of the process is stopped (state T in /proc), so a test that
- * stalls a peer never races the signal: a thread busy in a system call stops only when it
- * returns. Where /proc is missing it waits a fixed 50 ms.
- */
-async function untilStopped(pid: number, timeoutMs = 5_000): Promise<void> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    let states: string[];
-    try {
-      const tasks = await readdir(`/proc/${pid}/task`);
-      states = await Promise.all(
-        tasks.map(async (t) => {
-          const stat = await readFile(`/proc/${pid}/task/${t}/stat`, 'utf8');
-          return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
-        }),
-      );
-    } catch (e) {
-      // No /proc (not Linux): nothing to watch, give the signal a moment.
-      if (!existsSync('/proc/self')) return new Promise((r) => setTimeout(r, 50));
-      // A thread that exited between the listing and the read: look again. The process gone: say so.
-      if ((e as NodeJS.ErrnoException).code !== 'ENOENT' || !existsSync(`/proc/${pid}`))
-        throw new Error(`process ${pid} is gone before it stopped (${String(e)})`);
-      if (Date.now() > end) throw new Error(`process ${pid} did not stop within ${timeoutMs} ms (${String(e)})`);
-      await new Promise((r) => setTimeout(r, 2));
-      continue;
-    }
-    if (states.every((st) => st === 'T' || st === 't')) return;
-    if (Date.now() > end) throw new Error(`process ${pid} did not stop within ${timeoutMs} ms (thread states ${states.join('')})`);
-    await new Promise((r) => setTimeout(r, 2));
-  }
 }
 
 /**
@@ -207,8 +173,7 @@ function targetHandle(child: ChildProcess, segment: string, ipc: OpChannel): Tar
         ...(n.snapshot ? { snapshot: new Uint8Array(Buffer.from(n.snapshot, 'base64')) } : {}),
       })),
     stall: async () => {
-      child.kill('SIGSTOP');
-      await untilStopped(child.pid!);
+      await stopProcess(child.pid!);
     },
     resume: async () => void child.kill('SIGCONT'),
     kill: () => {

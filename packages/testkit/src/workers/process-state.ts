@@ -1,5 +1,5 @@
 import type { ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 
 /** Whether process `pid` still runs (a zombie waiting to be reaped has exited). Linux /proc. */
 export function isRunning(pid: number): boolean {
@@ -36,6 +36,46 @@ export function describeThreads(pid: number): string {
       return `${t} ${read(`/proc/${pid}/task/${t}/comm`)} ${state} ${read(`/proc/${pid}/task/${t}/wchan`)}`;
     })
     .join('; ');
+}
+
+/**
+ * Sends SIGSTOP to `pid` and resolves once every one of its threads is stopped (state T in
+ * /proc). kill() returns before that: the stop begins only when one of the target's threads
+ * runs to take the signal, and a thread busy in a system call stops when it returns. On a
+ * loaded machine a peer "stopped" without this wait can still answer for milliseconds,
+ * enough to finish a 32 MiB batch that a test expects to time out. Where /proc is missing
+ * it waits a fixed 50 ms.
+ */
+export async function stopProcess(pid: number, timeoutMs = 5_000): Promise<void> {
+  process.kill(pid, 'SIGSTOP');
+  if (!existsSync('/proc/self')) return new Promise((r) => setTimeout(r, 50));
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const states = threadStates(pid);
+    if (states === undefined) throw new Error(`process ${pid} is gone before it stopped`);
+    // null: a thread exited between the listing and the read; look again.
+    if (states !== null && states.every((st) => st === 'T' || st === 't')) return;
+    if (Date.now() > end) throw new Error(`process ${pid} did not stop within ${timeoutMs} ms (thread states ${states?.join('') ?? '?'})`);
+    await new Promise((r) => setTimeout(r, 2));
+  }
+}
+
+/** Each thread's state letter from /proc; undefined when the process is gone, null when a thread vanished meanwhile. */
+function threadStates(pid: number): string[] | null | undefined {
+  let tids: string[];
+  try {
+    tids = readdirSync(`/proc/${pid}/task`);
+  } catch {
+    return undefined;
+  }
+  try {
+    return tids.map((t) => {
+      const stat = readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8');
+      return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    });
+  } catch {
+    return existsSync(`/proc/${pid}`) ? null : undefined;
+  }
 }
 
 /** Waits up to `ms` for `child` to exit, and kills it (SIGKILL) if it has not: whether it exited on its own. */
