@@ -119,6 +119,26 @@ if (NO_ETCD) {
     assert.not.ok(await directory.health(1000), 'a closed prefill instance is no longer healthy');
   });
 
+  // Before, a rank whose own record was not JSON got a SyntaxError from ensureRegistered.
+  test("a rank's record that is not JSON: ensureRegistered fails with BAD_FRAME naming the record", async () => {
+    const { prefix, de } = await pair();
+    const port = await freePort();
+    const key = `pd/127.0.0.1:${port}/0/0/0`;
+    await etcd.put(`${prefix}/records/${key}`, Buffer.from('{not json'));
+    const directory = new EtcdRankDirectory(`127.0.0.1:${port}`, de.metadataRecords!);
+    const registration = {
+      ...{ attn_tp_size: 1, attn_tp_rank: 0, attn_dp_size: 1, attn_dp_rank: 0, pp_size: 1, pp_rank: 0, system_dp_size: 1, system_dp_rank: 0 },
+      ...{ endpoint: '127.0.0.1:7000', page_size: 4, kv_cache_dtype: 'bf16', attention: 'mha' as const, num_layers: 2, first_layer: 0, stage_layers: 2 },
+    };
+    const e = await directory.ensureRegistered(registration, 2000).then(
+      () => undefined,
+      (x: unknown) => x,
+    );
+    assert.ok(isTransferError(e), String(e));
+    assert.is(e.code, 'BAD_FRAME');
+    assert.match(e.message, `record ${key} of prefill instance 127.0.0.1:${port} is not JSON`);
+  });
+
   test('bootstrapStore "etcd" without etcd metadata is refused with the reason', async () => {
     const e = await createTransferEngine({ connector: 'mooncake-tcp' });
     engines.push(e);

@@ -1,6 +1,6 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { createServer } from 'node:http';
+import { createServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { KVStatus, TransferError, createTransferEngine, type ParallelLayout, type TransferErrorCode } from '@te/connector';
 import { createKVManager } from '../src/index.js';
@@ -32,11 +32,57 @@ const cases: { name: string; answer: unknown; layout: ParallelLayout; prefillDpR
   },
 ];
 
-for (const c of cases) {
+/** A body of 2 GiB, streamed: before the bound, the decode read it all into memory (3.4 GB RSS) and timed out. */
+function endless(res: ServerResponse): void {
+  const chunk = Buffer.alloc(1 << 20, 0x61);
+  let sent = 0;
+  const more = (): void => {
+    while (sent < 2048 && res.write(chunk)) sent++;
+    if (sent < 2048) res.once('drain', more);
+    else res.end();
+  };
+  more();
+}
+
+// The layout answered well, the endpoint query badly. Before, a malformed endpoint failed
+// later, naming neither the server nor the field.
+const endpointCases: { name: string; answer: (res: ServerResponse) => void; code: TransferErrorCode; message: RegExp }[] = [
+  { name: 'no endpoint', answer: (res) => res.end('{}'), code: 'INVALID_ARGUMENT', message: /answered a malformed endpoint for dp=0 tp=0 pp=0: \/endpoint/ },
+  {
+    name: 'an endpoint that is a number',
+    answer: (res) => res.end('{"endpoint":5,"first_layer":0,"stage_layers":2}'),
+    code: 'INVALID_ARGUMENT',
+    message: /malformed endpoint .*\/endpoint Expected string/,
+  },
+  {
+    name: 'a negative first layer',
+    answer: (res) => res.end('{"endpoint":"127.0.0.1:1","first_layer":-1,"stage_layers":2}'),
+    code: 'INVALID_ARGUMENT',
+    message: /malformed endpoint .*\/first_layer/,
+  },
+  { name: 'text', answer: (res) => res.end('hello'), code: 'INVALID_ARGUMENT', message: /malformed endpoint .*\(body\) Expected object/ },
+  { name: '2 GiB', answer: endless, code: 'PROTOCOL_MISMATCH', message: /answered more than 1048576 bytes/ },
+];
+
+const all = [
+  ...cases.map((c) => ({ ...c, layoutAnswer: c.answer, endpointAnswer: undefined as ((res: ServerResponse) => void) | undefined })),
+  ...endpointCases.map((c) => ({
+    name: `a good layout and, for the endpoint, ${c.name}`,
+    layoutAnswer: GOOD,
+    endpointAnswer: c.answer,
+    layout: layout(2, 0),
+    prefillDpRank: undefined,
+    code: c.code,
+    message: c.message,
+  })),
+];
+
+for (const c of all) {
   test(`a bootstrap server answering ${c.name}: init fails the room with ${c.code}`, async () => {
     const server = createServer((req, res) => {
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(c.answer));
+      if (c.endpointAnswer && req.url?.includes('prefill_dp_rank')) c.endpointAnswer(res);
+      else res.end(JSON.stringify(c.layoutAnswer));
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
     const port = (server.address() as AddressInfo).port;
@@ -51,6 +97,7 @@ for (const c of cases) {
           room: 4n,
           ...(c.prefillDpRank !== undefined ? { prefillDpRank: c.prefillDpRank } : {}),
         });
+        const started = Date.now();
         const e = await receiver.init(Uint32Array.of(0, 1), 0).then(
           () => undefined,
           (x: unknown) => x,
@@ -58,6 +105,7 @@ for (const c of cases) {
         assert.ok(e instanceof TransferError, `init rejected with ${String(e)}`);
         assert.is(e.code, c.code, e.message);
         assert.match(e.message, c.message);
+        assert.ok(Date.now() - started < 5_000, `failed after ${Date.now() - started} ms, not at once`);
         assert.is(receiver.status, KVStatus.Failed);
         assert.is(receiver.failure?.code, c.code);
       } finally {

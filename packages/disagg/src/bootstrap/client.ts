@@ -1,9 +1,12 @@
+import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { TransferError } from '@te/connector';
 import type { DecodeDescription, RankDirectory } from './directory.js';
-import type { PrefillInfo, RankEndpoint, RankRegistration } from './schema.js';
+import { RankEndpointSchema, type PrefillInfo, type RankEndpoint, type RankRegistration } from './schema.js';
 import { dpGroupOf } from './rank-table.js';
 
 const RETRY_MS = 100;
+/** The largest answer read from a bootstrap server (its answers are a few hundred bytes). */
+const MAX_ANSWER_BYTES = 1 << 20;
 
 interface Answer {
   status: number;
@@ -16,7 +19,7 @@ function sleep(ms: number): Promise<void> {
 
 async function call(url: string, init: RequestInit, timeoutMs: number): Promise<Answer> {
   const res = await fetch(url, { ...init, signal: AbortSignal.timeout(Math.max(1, timeoutMs)) });
-  const text = await res.text();
+  const text = await boundedText(res, url);
   let body: unknown = text;
   try {
     body = JSON.parse(text);
@@ -25,6 +28,34 @@ async function call(url: string, init: RequestInit, timeoutMs: number): Promise<
   }
   return { status: res.status, body };
 }
+
+/**
+ * The answer's body, refused past MAX_ANSWER_BYTES: every answer of the protocol is a few
+ * hundred bytes, and the server is a peer (or whatever listens at its address), so its
+ * body is not read into memory without a bound.
+ */
+async function boundedText(res: Response, url: string): Promise<string> {
+  if (!res.body) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = res.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > MAX_ANSWER_BYTES) {
+      await reader.cancel().catch(() => undefined);
+      throw new TransferError(
+        'PROTOCOL_MISMATCH',
+        `${url} answered more than ${MAX_ANSWER_BYTES} bytes (status ${res.status}); a bootstrap server's answers are small: is something else listening at that address?`,
+      );
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+const checkEndpoint = TypeCompiler.Compile(RankEndpointSchema);
 
 function errorText(body: unknown): string {
   return typeof body === 'object' && body !== null && 'error' in body ? String((body as { error: unknown }).error) : String(body).slice(0, 300);
@@ -89,7 +120,7 @@ export class BootstrapClient implements RankDirectory {
     const q = `prefill_dp_rank=${dpGroupOf(registration)}&target_tp_rank=${registration.attn_tp_rank}&target_pp_rank=${registration.pp_rank}`;
     const a = await call(this.url(`/route?${q}`), {}, timeoutMs);
     // 503 also answers while another rank is missing: registering again then is harmless.
-    if (a.status === 200 && (a.body as { endpoint?: unknown }).endpoint === registration.endpoint) return;
+    if (a.status === 200 && checkEndpoint.Check(a.body) && a.body.endpoint === registration.endpoint) return;
     const put = await call(
       this.url('/route'),
       { method: 'PUT', headers: { 'content-type': 'application/json' }, body: JSON.stringify(registration) },
@@ -138,7 +169,17 @@ export class BootstrapClient implements RankDirectory {
         `endpoint query dp=${dp} tp=${tp} pp=${pp}`,
         deadline,
         () => call(this.url(`/route?prefill_dp_rank=${dp}&target_tp_rank=${tp}&target_pp_rank=${pp}`), {}, deadline - Date.now()),
-        (a) => (a.status === 200 ? a.body : 'retry'),
+        (a) => {
+          if (a.status !== 200) return 'retry';
+          if (checkEndpoint.Check(a.body)) return a.body;
+          // A peer's answer, checked before its endpoint becomes a segment name and a control address.
+          const first = checkEndpoint.Errors(a.body).First();
+          throw new TransferError(
+            'INVALID_ARGUMENT',
+            `bootstrap server ${this.address} answered a malformed endpoint for dp=${dp} tp=${tp} pp=${pp}: ${first ? `${first.path || '(body)'} ${first.message}` : 'does not match the schema'}`,
+            { details: { bootstrap: this.address } },
+          );
+        },
       ) as Promise<RankEndpoint>;
       this.endpoints.set(key, p);
       p.catch(() => this.endpoints.delete(key));

@@ -81,7 +81,9 @@ export class EtcdRankDirectory implements RankDirectory {
   async ensureRegistered(registration: RankRegistration, timeoutMs: number): Promise<void> {
     const records = await this.records.list(this.prefix, timeoutMs);
     const mine = records.get(`${this.prefix}${rankKey(registration)}`);
-    if (mine && (JSON.parse(Buffer.from(mine).toString('utf8')) as { endpoint?: unknown }).endpoint === registration.endpoint) return;
+    if (mine && endpointOf(mine) === registration.endpoint) return;
+    // Absent, another endpoint's or unreadable: written again (a record that is not JSON, this
+    // rank's or another's, then fails the registration with BAD_FRAME naming it).
     await this.register(registration, timeoutMs);
   }
 
@@ -126,5 +128,15 @@ export class EtcdRankDirectory implements RankDirectory {
     } catch {
       return false;
     }
+  }
+}
+
+/** The `endpoint` of a stored registration; undefined when the record is not JSON or has none. */
+function endpointOf(record: Uint8Array): unknown {
+  try {
+    const body: unknown = JSON.parse(Buffer.from(record).toString('utf8'));
+    return typeof body === 'object' && body !== null ? (body as { endpoint?: unknown }).endpoint : undefined;
+  } catch {
+    return undefined;
   }
 }

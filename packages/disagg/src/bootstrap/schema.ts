@@ -58,8 +58,10 @@ export const PrefillInfoSchema = Type.Object({
 });
 export type PrefillInfo = Static<typeof PrefillInfoSchema>;
 
-export interface RankEndpoint {
-  endpoint: string;
-  first_layer: number;
-  stage_layers: number;
-}
+/** What GET /route?prefill_dp_rank=… answers; a decode checks it too, with the registration's bounds. */
+export const RankEndpointSchema = Type.Object({
+  endpoint: RankRegistrationSchema.properties.endpoint,
+  first_layer: Int(0),
+  stage_layers: Int(1),
+});
+export type RankEndpoint = Static<typeof RankEndpointSchema>;

@@ -65,7 +65,10 @@ export class BootstrapServer implements KVBootstrapServer {
   private serve(req: IncomingMessage, res: ServerResponse): void {
     const reply = (status: number, body: unknown): void => {
       const text = typeof body === 'string' ? body : JSON.stringify(body);
-      res.writeHead(status, { 'content-type': typeof body === 'string' ? 'text/plain' : 'application/json' });
+      const headers: Record<string, string> = { 'content-type': typeof body === 'string' ? 'text/plain' : 'application/json' };
+      // The rest of an oversized body is not read: the connection ends after this answer.
+      if (status === 413) headers.connection = 'close';
+      res.writeHead(status, headers);
       res.end(text);
     };
     this.route(req)
@@ -77,7 +80,12 @@ export class BootstrapServer implements KVBootstrapServer {
   }
 
   private async route(req: IncomingMessage): Promise<unknown> {
-    const url = new URL(req.url ?? '/', 'http://bootstrap');
+    let url: URL;
+    try {
+      url = new URL(req.url ?? '/', 'http://bootstrap');
+    } catch {
+      throw new HttpError(400, `malformed request target ${JSON.stringify((req.url ?? '').slice(0, 100))}`);
+    }
     if (url.pathname === '/health' && req.method === 'GET') return 'OK';
     if (url.pathname !== '/route') throw new HttpError(404, `no route ${req.method} ${url.pathname}`);
     if (req.method === 'PUT') return this.register(await readJson(req));
@@ -114,10 +122,14 @@ function readJson(req: IncomingMessage): Promise<unknown> {
     const chunks: Buffer[] = [];
     let size = 0;
     req.on('data', (c: Buffer) => {
+      if (size > MAX_BODY_BYTES) return; // refused already: the rest is discarded, not kept
       size += c.length;
       if (size > MAX_BODY_BYTES) {
+        // Answered at once, while the sender may still be sending: destroying the socket here
+        // instead would reach the client as a reset, not as this refusal. The server's
+        // request timeout bounds a body that never ends.
+        chunks.length = 0;
         reject(new HttpError(413, `request body over ${MAX_BODY_BYTES} bytes`));
-        req.destroy();
         return;
       }
       chunks.push(c);
