@@ -58,6 +58,35 @@ test('requests reach handlers by type; errors come back typed', async () => {
   }
 });
 
+// Before, a removed handler's type was answered like one never served: INVALID_ARGUMENT
+// "unknown control message type", which reads as the sender's mistake.
+test('a type whose handler was removed is answered PEER_UNREACHABLE; a stale remover leaves a newer handler in place', async () => {
+  const server = new ControlServer();
+  const endpoint = await server.bind('127.0.0.1', 0);
+  const client = new ControlClient(endpoint);
+  const code = (type: string): Promise<string> =>
+    client.request(type, null, 2000).then(
+      () => 'OK',
+      (e: unknown) => (isTransferError(e) ? `${e.code}: ${e.message}` : String(e)),
+    );
+  try {
+    const remove = server.handle('te.kv.p.request', () => 1);
+    assert.is(await code('te.kv.p.request'), 'OK');
+    remove();
+    const gone = await code('te.kv.p.request');
+    assert.match(gone, /^PEER_UNREACHABLE: .*this process no longer serves "te.kv.p.request"/, gone);
+    const never = await code('never.served');
+    assert.match(never, /^INVALID_ARGUMENT: .*unknown control message type "never.served"/, never);
+    // Served again (a new manager in the same process); the first remover must not take it away.
+    server.handle('te.kv.p.request', () => 2);
+    remove();
+    assert.equal(await client.request('te.kv.p.request', null, 2000), 2);
+  } finally {
+    client.close();
+    await server.close();
+  }
+});
+
 test('a request to an endpoint nobody serves fails fast with PEER_UNREACHABLE', async () => {
   // Find a port nobody listens on.
   const probe = createServer();

@@ -44,6 +44,12 @@ export class ControlServer {
     }
   }
   private readonly handlers = new Map<string, ControlHandler>();
+  /**
+   * Types whose handler was removed while this process lives on (the KV manager or EC
+   * connector that served them closed): a peer still sending one hears that the service is
+   * gone here, not that it sent a type nobody knows. Bounded by the types ever registered.
+   */
+  private readonly retired = new Set<string>();
   private endpointValue = '';
   private loop: Promise<void> | undefined;
   /** Replies not yet handed to the socket (see sendReplies). */
@@ -93,7 +99,13 @@ export class ControlServer {
   handle(type: string, handler: ControlHandler): () => void {
     if (this.handlers.has(type)) throw new TransferError('INVALID_ARGUMENT', `A control handler for "${type}" is already registered`);
     this.handlers.set(type, handler);
-    return () => this.handlers.delete(type);
+    this.retired.delete(type);
+    return () => {
+      // An older registration's remover leaves a newer handler of the same type in place.
+      if (this.handlers.get(type) !== handler) return;
+      this.handlers.delete(type);
+      this.retired.add(type);
+    };
   }
 
   /**
@@ -203,6 +215,10 @@ export class ControlServer {
     }
     if (this.shuttingDown !== undefined) return { v: CONTROL_VERSION, id: request.id, ok: false, code: 'PEER_UNREACHABLE', message: this.shuttingDown };
     const handler = this.handlers.get(request.type);
+    if (!handler && this.retired.has(request.type)) {
+      const message = `this process no longer serves "${request.type}": what served it (a KV manager or EC connector) has closed`;
+      return { v: CONTROL_VERSION, id: request.id, ok: false, code: 'PEER_UNREACHABLE', message };
+    }
     if (!handler) return { v: CONTROL_VERSION, id: request.id, ok: false, code: 'INVALID_ARGUMENT', message: `unknown control message type "${request.type}"` };
     try {
       return { v: CONTROL_VERSION, id: request.id, ok: true, body: await handler(request.body) };
