@@ -1,5 +1,5 @@
 export { createFakePlugin, type FakePlugin, type FakePluginOptions } from './fake/fake-plugin.js';
-export { FakeFaults } from './fake/faults.js';
+export { FakeFaults, HeldStep } from './fake/faults.js';
 export { FakeTransport } from './fake/fake-transport.js';
 export { allocFakeDeviceMemory, fakeAddressOf, fakeBytesAt } from './fake/fake-memory.js';
 export { transportConformance, pattern, assertBytes, type ConformancePair, type ConformanceOptions } from './conformance/suite.js';

@@ -24,6 +24,9 @@ export class MemoryMap {
   // kinds() is read by every batch's routing: built when registrations change, not per call.
   private kindList: readonly MemoryKind[] = [];
 
+  // Regions removed whose transports still hold them (an unregistration under way): see retire().
+  private retiringCount = 0;
+
   get size(): number {
     return this.regions.length;
   }
@@ -95,6 +98,28 @@ export class MemoryMap {
     this.kindCounts.set(kind, this.kindCounts.get(kind)! - 1);
     this.kindList = this.listKinds();
     return r;
+  }
+
+  /**
+   * Removes the region at addr for an unregistration that goes on until `retired()`: its
+   * transports still hold it meanwhile. While any region is retiring, routing checks every
+   * request's local range against this map (`retiring`), so a batch from it is refused by
+   * the engine, never sent by a transport that is letting go of the memory (each ended such
+   * a batch its own way; mooncake-rdma after part of it had landed).
+   */
+  retire(addr: bigint): LocalRegion {
+    const region = this.remove(addr);
+    this.retiringCount++;
+    return region;
+  }
+
+  retired(): void {
+    this.retiringCount--;
+  }
+
+  /** How many removed regions their transports still hold (0 nearly always). */
+  get retiring(): number {
+    return this.retiringCount;
   }
 
   /** The region wholly containing [addr, addr+length), or undefined. */

@@ -99,13 +99,16 @@ function findBuffer(sorted: readonly BufferDescriptor[], addr: bigint): BufferDe
 /**
  * Chooses a transport for every request by the memory kinds on both ends. When each side
  * has one memory kind (the common case) the whole batch takes one route without a
- * per-request look-up; mixed kinds (GPU KV beside host aux buffers) are classified per request.
+ * per-request look-up; mixed kinds (GPU KV beside host aux buffers) are classified per
+ * request, and so is every batch while a local region is being unregistered (a request
+ * from it is refused MEMORY_NOT_REGISTERED).
  */
 export function planRoutes(batch: TransferBatch, memory: MemoryMap, peer: PeerRouting, candidates: readonly EngineTransport[]): RoutePlan {
   const localKinds = memory.kinds();
   const { remoteKinds } = peer;
 
-  if (localKinds.length <= 1 && remoteKinds.length <= 1) {
+  // While an unregistration is under way, every request's local range is looked up (below).
+  if (localKinds.length <= 1 && remoteKinds.length <= 1 && memory.retiring === 0) {
     const l = localKinds[0] ?? 'cpu';
     const r = remoteKinds[0] ?? l;
     // The same plan for every batch of this peer while the kinds and transports stay: a

@@ -216,16 +216,20 @@ export class TransferEngine {
       // A batch of this engine still using it (in flight, or unsettled past its deadline): refused.
       const held = this.memory.find(addr, 1n);
       if (held?.addr === addr) this.batches.watchdog.assertUnused(held);
-      const region = this.memory.remove(addr);
-      if (region.remoteAccess) {
-        // Peers drop what they cached of it (imported handles, keys) and finish their
-        // batches into it before the transports let go of the memory.
-        await this.publish();
-        await this.handshake.revoke({ segment: this.segmentName, epoch: this.epoch }, addr, this.config.timeouts.handshakeMs);
+      const region = this.memory.retire(addr);
+      let results: PromiseSettledResult<void>[];
+      try {
+        if (region.remoteAccess) {
+          // Peers drop what they cached of it (imported handles, keys) and finish their
+          // batches into it before the transports let go of the memory.
+          await this.publish();
+          await this.handshake.revoke({ segment: this.segmentName, epoch: this.epoch }, addr, this.config.timeouts.handshakeMs);
+        }
+        const holders = this.held.filter((t) => registers(t, region.device, region.buffer !== undefined));
+        results = await Promise.allSettled(holders.map((t) => t.transport.unregisterMemory(addr)));
+      } finally {
+        this.memory.retired();
       }
-      const results = await Promise.allSettled(
-        this.held.filter((t) => registers(t, region.device, region.buffer !== undefined)).map((t) => t.transport.unregisterMemory(addr)),
-      );
       await this.publish();
       const failed = results.find((r) => r.status === 'rejected') as PromiseRejectedResult | undefined;
       if (failed) throw failed.reason;

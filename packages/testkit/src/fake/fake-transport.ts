@@ -82,6 +82,7 @@ export class FakeTransport implements Transport {
   }
 
   async unregisterMemory(addr: bigint): Promise<void> {
+    await this.faults.unregisterStep.pass();
     const i = this.regions.findIndex((r) => r.addr === addr);
     if (i < 0) throw new TransferError('MEMORY_NOT_REGISTERED', `no region starts at 0x${addr.toString(16)}`, { plugin: this.plugin });
     this.regions.splice(i, 1);
@@ -292,7 +293,7 @@ export class FakeTransport implements Transport {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    await this.faults.heldClose();
+    await this.faults.closeStep.pass();
     fabric.delete(key(this.plugin, this.context.segmentName));
     this.regions.length = 0;
     this.listeners.clear();

@@ -35,9 +35,13 @@ export class FakeFaults {
    * A transport's close() waits until `releaseClose()`, as one draining a long queue does:
    * it holds its engine's close at that step, for testing what peers see meanwhile.
    */
-  holdClose = false;
-  private readonly heldCloses = new Set<() => void>();
-  private readonly closeWaiters = new Set<() => void>();
+  readonly closeStep = new HeldStep();
+  /**
+   * A transport's unregisterMemory() waits until `unregisterStep.release()`: the engine's
+   * unregistration is then under way (the region out of its map, the transport still
+   * holding it), for testing what a batch from that region gets meanwhile.
+   */
+  readonly unregisterStep = new HeldStep();
   /** Segments whose peer is considered dead. */
   readonly droppedPeers = new Set<string>();
   submitted = 0;
@@ -94,26 +98,23 @@ export class FakeFaults {
     for (const settle of all) settle(options.unconfirmed === true);
   }
 
-  /** @internal A transport's close() waits here while `holdClose` is set. */
-  heldClose(): Promise<void> {
-    if (!this.holdClose) return Promise.resolve();
-    const held = new Promise<void>((resolve) => this.heldCloses.add(resolve));
-    for (const w of [...this.closeWaiters]) w();
-    this.closeWaiters.clear();
-    return held;
+  /** Whether close() is held (`closeStep.hold`). */
+  get holdClose(): boolean {
+    return this.closeStep.hold;
+  }
+
+  set holdClose(on: boolean) {
+    this.closeStep.hold = on;
   }
 
   /** Resolves once a transport's close() is held (`holdClose`): an event, not a clock. */
   untilCloseHeld(): Promise<void> {
-    if (this.heldCloses.size > 0) return Promise.resolve();
-    return new Promise((resolve) => this.closeWaiters.add(resolve));
+    return this.closeStep.untilHeld();
   }
 
   /** Lets every held close() go on. */
   releaseClose(): void {
-    const all = [...this.heldCloses];
-    this.heldCloses.clear();
-    for (const go of all) go();
+    this.closeStep.release();
   }
 
   onDrop(listener: (segment: string) => void): () => void {
@@ -129,8 +130,41 @@ export class FakeFaults {
     this.outOfOrder = false;
     this.latencyMs = 0;
     this.writeEarly = false;
-    this.holdClose = false;
-    this.releaseClose();
+    for (const step of [this.closeStep, this.unregisterStep]) {
+      step.hold = false;
+      step.release();
+    }
     this.droppedPeers.clear();
+  }
+}
+
+/**
+ * A step of the fake transport that waits while `hold` is set, until `release()`:
+ * `untilHeld()` resolves once a call waits there (an event a test waits for, not a clock).
+ */
+export class HeldStep {
+  hold = false;
+  private readonly held = new Set<() => void>();
+  private readonly waiters = new Set<() => void>();
+
+  /** @internal The transport's method waits here. */
+  pass(): Promise<void> {
+    if (!this.hold) return Promise.resolve();
+    const held = new Promise<void>((resolve) => this.held.add(resolve));
+    for (const w of [...this.waiters]) w();
+    this.waiters.clear();
+    return held;
+  }
+
+  untilHeld(): Promise<void> {
+    if (this.held.size > 0) return Promise.resolve();
+    return new Promise((resolve) => this.waiters.add(resolve));
+  }
+
+  /** Lets every held call go on. */
+  release(): void {
+    const all = [...this.held];
+    this.held.clear();
+    for (const go of all) go();
   }
 }
