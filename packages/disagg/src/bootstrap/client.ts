@@ -1,5 +1,6 @@
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { TransferError } from '@te/connector';
+import { firstSchemaError } from '../shared/schema-error.js';
 import type { DecodeDescription, RankDirectory } from './directory.js';
 import { RankEndpointSchema, type PrefillInfo, type RankEndpoint, type RankRegistration } from './schema.js';
 import { dpGroupOf } from './rank-table.js';
@@ -173,10 +174,9 @@ export class BootstrapClient implements RankDirectory {
           if (a.status !== 200) return 'retry';
           if (checkEndpoint.Check(a.body)) return a.body;
           // A peer's answer, checked before its endpoint becomes a segment name and a control address.
-          const first = checkEndpoint.Errors(a.body).First();
           throw new TransferError(
             'INVALID_ARGUMENT',
-            `bootstrap server ${this.address} answered a malformed endpoint for dp=${dp} tp=${tp} pp=${pp}: ${first ? `${first.path || '(body)'} ${first.message}` : 'does not match the schema'}`,
+            `bootstrap server ${this.address} answered a malformed endpoint for dp=${dp} tp=${tp} pp=${pp}: ${firstSchemaError(checkEndpoint, a.body)}`,
             { details: { bootstrap: this.address } },
           );
         },

@@ -1,5 +1,6 @@
 import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { pairingMismatch } from '../shared/pairing.js';
+import { firstSchemaError } from '../shared/schema-error.js';
 import { RankRegistrationSchema, SHARED_FIELDS, type PrefillInfo, type RankEndpoint, type RankRegistration } from './schema.js';
 
 const checkRegistration = TypeCompiler.Compile(RankRegistrationSchema);
@@ -49,8 +50,7 @@ export class RankTable {
 
   register(body: unknown): { registered: number; expected: number } {
     if (!checkRegistration.Check(body)) {
-      const first = checkRegistration.Errors(body).First();
-      throw new HttpError(400, `malformed registration: ${first ? `${first.path || '(body)'} ${first.message}` : 'does not match the schema'}`);
+      throw new HttpError(400, `malformed registration: ${firstSchemaError(checkRegistration, body)}`);
     }
     if (this.shared) {
       for (const field of SHARED_FIELDS) {

@@ -2,6 +2,7 @@ import { TypeCompiler } from '@sinclair/typebox/compiler';
 import { TransferError, type KVBuffers, type ParallelLayout } from '@te/connector';
 import { PrefillInfoSchema, type PrefillInfo } from '../bootstrap/schema.js';
 import { totalHeadsMismatch } from '../shared/pairing.js';
+import { firstSchemaError } from '../shared/schema-error.js';
 import { planShardSlices, prefillDpRankFor, resolveRankTargets, slicesCover, type ShardSlice } from '../plan/index.js';
 
 /** One prefill rank a decode rank receives a room from, and what it sends. */
@@ -34,11 +35,7 @@ const checkInfo = TypeCompiler.Compile(PrefillInfoSchema);
  */
 export function checkPrefillInfo(info: unknown, source: string): PrefillInfo {
   if (!checkInfo.Check(info)) {
-    const first = checkInfo.Errors(info).First();
-    throw new TransferError(
-      'INVALID_ARGUMENT',
-      `${source} answered a malformed prefill layout: ${first ? `${first.path || '(body)'} ${first.message}` : 'does not match the schema'}`,
-    );
+    throw new TransferError('INVALID_ARGUMENT', `${source} answered a malformed prefill layout: ${firstSchemaError(checkInfo, info)}`);
   }
   return info;
 }

@@ -1,6 +1,7 @@
 import { TypeCompiler, type TypeCheck } from '@sinclair/typebox/compiler';
 import type { TSchema, Static } from '@sinclair/typebox';
 import { TransferError, type TransferEngine } from '@te/connector';
+import { firstSchemaError } from '../shared/schema-error.js';
 
 // Compiling a schema costs far more than checking a body with it: each schema is compiled
 // once, on first use, however many messages and replies it checks.
@@ -20,11 +21,7 @@ export function handleMessage<S extends TSchema>(engine: TransferEngine, type: s
   const check = checkerOf(schema);
   return engine.control.handle(type, (body: unknown) => {
     if (!check.Check(body)) {
-      const first = check.Errors(body).First();
-      throw new TransferError(
-        'INVALID_ARGUMENT',
-        `malformed "${type}" message: ${first ? `${first.path || '(body)'} ${first.message}` : 'does not match its schema'}`,
-      );
+      throw new TransferError('INVALID_ARGUMENT', `malformed "${type}" message: ${firstSchemaError(check, body)}`);
     }
     return handler(body);
   });
