@@ -1,7 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { PluginRegistry, batchOf, createTransferEngine, isTransferError, type TransferEngine } from '@te/connector';
-import { createFakePlugin } from '@te/testkit';
+import { batchOf, isTransferError } from '@te/connector';
+import { fakeEngines } from './fixtures/fake-engine.js';
 
 /*
  * What a peer hears from an engine that is closing (engine logic, over the in-process fake
@@ -10,10 +10,7 @@ import { createFakePlugin } from '@te/testkit';
  * be answered "unknown control message type" (INVALID_ARGUMENT, a caller's mistake). It is
  * the code a peer gets a moment later, when nothing listens: PEER_UNREACHABLE.
  */
-const fake = createFakePlugin({ name: 'fake-closing' });
-const registry = new PluginRegistry({ builtins: false });
-registry.register(fake.plugin.name, fake.plugin);
-const engine = (): Promise<TransferEngine> => createTransferEngine({ connector: 'fake-closing', bindAddress: '127.0.0.1' }, { registry, env: {} });
+const { fake, engine } = fakeEngines('fake-closing');
 
 test('a peer that asks an engine in the middle of its close hears PEER_UNREACHABLE, and names it as closing', async () => {
   const closing = await engine();

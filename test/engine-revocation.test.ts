@@ -1,7 +1,8 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { PluginRegistry, createTransferEngine, type TransferEngine } from '@te/connector';
-import { createFakePlugin, until } from '@te/testkit';
+import type { TransferEngine } from '@te/connector';
+import { until } from '@te/testkit';
+import { fakeEngines } from './fixtures/fake-engine.js';
 import { Router } from 'zeromq';
 
 /*
@@ -11,14 +12,11 @@ import { Router } from 'zeromq';
  * cached and finished its batches into the region, and a peer's next transfer uses a fresh
  * descriptor.
  */
-const fake = createFakePlugin({ name: 'fake-revoke' });
-const registry = new PluginRegistry({ builtins: false });
-registry.register(fake.plugin.name, fake.plugin);
+const { fake, engine: fakeEngine } = fakeEngines('fake-revoke');
 // An owner's deadline for a peer's answer to a revocation, shorter than the default (5 s) so
 // that the cases with a peer that never answers run quickly.
 const HANDSHAKE_MS = 1_000;
-const engine = (timeouts: { handshakeMs?: number } = {}): Promise<TransferEngine> =>
-  createTransferEngine({ connector: 'fake-revoke', bindAddress: '127.0.0.1', timeouts }, { registry, env: {} });
+const engine = (timeouts: { handshakeMs?: number } = {}): Promise<TransferEngine> => fakeEngine({ timeouts });
 
 test('unregisterMemory waits until the peer writing into the region finished, then the peer sees it gone', async () => {
   const owner = await engine();

@@ -1,7 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { PluginRegistry, batchOf, createTransferEngine, isTransferError, type TransferEngine } from '@te/connector';
-import { createFakePlugin } from '@te/testkit';
+import { batchOf, isTransferError } from '@te/connector';
+import { fakeEngines } from './fixtures/fake-engine.js';
 
 /*
  * A batch from a region whose unregistration is under way (engine logic, over the
@@ -12,10 +12,7 @@ import { createFakePlugin } from '@te/testkit';
  * landed. The engine now refuses its requests itself, MEMORY_NOT_REGISTERED, and nothing of
  * it reaches a transport.
  */
-const fake = createFakePlugin({ name: 'fake-unregistering' });
-const registry = new PluginRegistry({ builtins: false });
-registry.register(fake.plugin.name, fake.plugin);
-const engine = (): Promise<TransferEngine> => createTransferEngine({ connector: 'fake-unregistering', bindAddress: '127.0.0.1' }, { registry, env: {} });
+const { fake, engine } = fakeEngines('fake-unregistering');
 
 test('a batch from a region being unregistered is refused MEMORY_NOT_REGISTERED and nothing of it lands; other regions move', async () => {
   const sender = await engine();
