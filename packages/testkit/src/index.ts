@@ -7,6 +7,7 @@ export { LocalTargetMemory, checkPayload, type TargetMemory, type ReceivedNotifi
 export { serveTargetProcess, spawnTargetProcess, type TargetProcess } from './conformance/target-process.js';
 export { assertOptionRefused } from './options/assert-option-refused.js';
 export { freePort } from './ports.js';
+export { tryToDetach } from './memory/try-to-detach.js';
 export { until } from './waits/until.js';
 export { bytesQueuedTo, tcpSocketsOf, type TcpSocket } from './waits/tcp-sockets.js';
 export { compileWorkerScript } from './workers/compile-worker-script.js';

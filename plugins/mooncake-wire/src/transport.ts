@@ -6,6 +6,7 @@ import {
   BatchTracker,
   TransferError,
   checkSubmit,
+  keepAttached,
   type BatchResult,
   type Notification,
   type RegisterRequest,
@@ -205,6 +206,7 @@ export class MooncakeWireTransport implements Transport {
     if (request.device !== 'cpu')
       throw fail('MEMORY_KIND_UNSUPPORTED', `${PLUGIN_NAME} moves host memory only (Mooncake's TCP transport), not ${request.device}`);
     if (!request.buffer && request.addr === undefined) throw fail('INVALID_ARGUMENT', 'registerMemory needs `buffer` or `addr`');
+    if (request.buffer) keepAttached(request.buffer);
     const buffer = request.buffer instanceof SharedArrayBuffer ? new Uint8Array(request.buffer) : (request.buffer ?? null);
     const addr = this.#native.registerMemory(buffer, request.addr ?? 0n, request.length, request.remoteAccess);
     if (request.remoteAccess) {

@@ -21,6 +21,7 @@ import { BatchStats } from './batch-stats.js';
 import type { AllocatedHandle, CreateEngineOptions, MemoryHandle, MemoryTarget, RegisterOptions, TransferOptions } from './engine-api.js';
 import { registers, registrationRequest, registrationTargets, regionAddressOf, toBigInt } from './registration-request.js';
 import { jsHostBuffer } from './js-host-buffer.js';
+import { keepAttached } from '../spi/keep-attached.js';
 import { Watchdog, beforeDeadline } from './watchdog.js';
 import { startMetricLog } from '../metrics/periodic-log.js';
 import { commonTransports, routesWith, type EngineTransport, type WriteCapability } from './router.js';
@@ -134,6 +135,7 @@ export class TransferEngine {
     this.assertOpen();
     if (request.addr !== undefined) this.memory.assertFree(request.addr, request.length);
     const able = await registrationTargets(this.held, request);
+    if (request.buffer !== undefined) keepAttached(request.buffer);
     const done: { t: EngineTransport; addr: bigint }[] = [];
     const attrs: Record<string, unknown> = {};
     let addr = request.addr;

@@ -1,5 +1,6 @@
 import { NATIVE_STATUS } from '../errors/codes.js';
 import { TransferError } from '../errors/transfer-error.js';
+import { keepAttached } from '../spi/keep-attached.js';
 import type { BufferSource, RegisterRequest } from '../spi/memory.js';
 
 interface Region {
@@ -35,6 +36,7 @@ export class HostAddressSpace {
     const bytes = bytesOf(request.buffer);
     if (BigInt(bytes.byteLength) < request.length)
       throw new TransferError('INVALID_ARGUMENT', `buffer of ${bytes.byteLength} bytes is shorter than the ${request.length} registered`);
+    keepAttached(request.buffer);
     const addr = request.addr ?? this.next;
     if (this.regions.some((r) => addr < r.addr + r.length && r.addr < addr + request.length)) {
       throw new TransferError('MEMORY_OVERLAP', `0x${addr.toString(16)} (+${request.length}) overlaps a registered region`);

@@ -6,6 +6,7 @@ import type { RegisterRequest, TransportRegistration, WireValue } from '../spi/m
 import type { Transport, TransportContext, TransportPeer } from '../spi/transport.js';
 import { BatchTracker } from './batch-tracker.js';
 import { checkSubmit } from './check-submit.js';
+import { keepAttached } from '../spi/keep-attached.js';
 
 /**
  * The callbacks a native transport's constructor takes (`new X(options, callbacks)`), called
@@ -277,6 +278,7 @@ export abstract class NativeTransportBase<N extends NativeTransportHandle> imple
    */
   protected hostBuffer(request: RegisterRequest): ArrayBuffer | ArrayBufferView | null {
     if (!request.buffer && request.addr === undefined) throw this.fail('INVALID_ARGUMENT', 'registerMemory needs `buffer` or `addr`');
+    if (request.buffer) keepAttached(request.buffer);
     return request.buffer instanceof SharedArrayBuffer ? new Uint8Array(request.buffer) : (request.buffer ?? null);
   }
 
