@@ -3,7 +3,7 @@
 // row's end (the length where a request has no rows).
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { batchOf, localSpan, remoteSpan, selectRequests } from '../src/index.js';
+import { allocateBatch, batchOf, isTransferError, localSpan, remoteSpan, selectRequests } from '../src/index.js';
 
 const batch = batchOf([
   { op: 'write', local: 0n, remote: 0n, length: 1024, rows: 4, localPitch: 1000 },
@@ -33,6 +33,21 @@ test("selectRequests keeps every side's rows and pitches with the requests it pi
   const plain = selectRequests(batchOf([{ op: 'read', local: 1n, remote: 2n, length: 3 }]), Uint32Array.of(0));
   assert.is(plain.localRows, undefined);
   assert.is(plain.remoteRows, undefined);
+});
+
+// A size that is not a count threw a RangeError or a TypeError from a typed array constructor.
+test('allocateBatch refuses a size that is not a non-negative integer', () => {
+  for (const n of [-1, 1.5, Number.NaN, 2 ** 60, 10n, '4']) {
+    try {
+      allocateBatch(n as never);
+      assert.unreachable(`allocateBatch(${String(n)}) accepted`);
+    } catch (e) {
+      assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), `allocateBatch(${String(n)}): ${String(e)}`);
+      assert.match((e as Error).message, /Expected a batch size to be a non-negative integer/);
+    }
+  }
+  assert.is(allocateBatch(0).lengths.length, 0);
+  assert.is(allocateBatch(3).opcodes.length, 3);
 });
 
 test.run();

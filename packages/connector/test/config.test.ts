@@ -128,4 +128,12 @@ test('malformed JSON and unreadable files are INVALID_CONFIG', () => {
   expectError(() => loadConfig({ file: '/nonexistent/te.json', env: {} }), 'INVALID_CONFIG', /Cannot read config file \/nonexistent\/te.json/);
 });
 
+// A JavaScript caller's null options, or a framework config that is not an object, met a
+// TypeError or was taken as an empty config.
+test('loadConfig refuses options and a framework config that are not objects', () => {
+  expectError(() => loadConfig(null as never), 'INVALID_ARGUMENT', /Expected loadConfig's options to be an object \(\{ file\?, json\?, env\? \}\), got null/);
+  expectError(() => loadConfig({ json: 5 as never, env: {} }), 'INVALID_CONFIG', /Expected a framework's transfer config to be an object, got number/);
+  expectError(() => loadConfig({ json: [] as never, env: {} }), 'INVALID_CONFIG', /Expected a framework's transfer config to be an object, got an array/);
+});
+
 test.run();

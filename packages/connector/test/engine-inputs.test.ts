@@ -56,6 +56,12 @@ test('bad segment names: INVALID_ARGUMENT naming the value from every method', a
       const e = await outcome(() => engine.registerMemory(bad as never));
       assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), `registerMemory(${String(bad)}): ${String(e)}`);
     }
+    // Options of null or a number were read as an object (a TypeError before).
+    for (const options of [null, 3]) {
+      const e = await outcome(() => engine.registerMemory(new Uint8Array(64), options as never));
+      assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), `registerMemory(buffer, ${String(options)}): ${String(e)}`);
+      assert.match((e as Error).message, /Expected registerMemory's options to be an object/);
+    }
     // Named as given: before, every one read "got undefined" (the missing `.addr`).
     for (const [bad, shown] of [
       ['nope', '"nope"'],

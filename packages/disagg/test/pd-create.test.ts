@@ -1,7 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createTransferEngine, isTransferError, type KVBuffers, type TransferEngine } from '@te/connector';
-import { createKVManager, startBootstrapServer } from '../src/index.js';
+import { KVConnectorScheduler, createECConsumer, createECProducer, createKVManager, startBootstrapServer } from '../src/index.js';
 import { freePort, layout, TCP_CONFIG } from './pd-harness.js';
 import { FAST } from './pd-scenario.js';
 
@@ -146,6 +146,38 @@ test('KV buffers it cannot use are INVALID_ARGUMENT naming the problem, before a
     keep.fill(0);
   } finally {
     await engine.close();
+  }
+});
+
+// A JavaScript caller that leaves an options object out met a TypeError ("Cannot read
+// properties of undefined (reading 'attnTpRank')") from inside the runtime.
+test('entry points refuse a missing options, layout or buffers object with INVALID_ARGUMENT naming it', async () => {
+  const calls: [string, () => Promise<unknown> | unknown, RegExp][] = [
+    ['createKVManager(null)', () => createKVManager(null as never), /Expected createKVManager's options to be an object, got null/],
+    ['no layout', () => createKVManager({ role: 'prefill' } as never), /Expected `layout` \(the rank's ParallelLayout\) to be an object, got undefined/],
+    ['layout an array', () => createKVManager({ role: 'decode', layout: [] } as never), /Expected `layout` .* to be an object, got an array/],
+    [
+      'no buffers',
+      () => createKVManager({ role: 'decode', layout: layout(1, 0) } as never),
+      /Expected `buffers` \(the rank's KVBuffers\) to be an object, got undefined/,
+    ],
+    ['createECProducer(null)', () => createECProducer(null as never), /Expected createECProducer's options to be an object, got null/],
+    ['createECConsumer(7)', () => createECConsumer(7 as never), /Expected createECConsumer's options to be an object, got number/],
+    [
+      'new KVConnectorScheduler()',
+      () => new KVConnectorScheduler(undefined as never),
+      /Expected KVConnectorScheduler's options to be an object, got undefined/,
+    ],
+  ];
+  for (const [name, call, message] of calls) {
+    const e = await Promise.resolve()
+      .then(call)
+      .then(
+        () => assert.unreachable(`${name}: accepted`),
+        (x: unknown) => x as Error,
+      );
+    assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), `${name}: ${String(e)}`);
+    assert.match(e.message, message, name);
   }
 });
 

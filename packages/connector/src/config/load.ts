@@ -17,6 +17,11 @@ const VLLM_ONLY_KEYS = /^(engine_id|(kv|ec)_[a-z_]+)$/;
  * are kept in `extra` under their own names for the connector runtime.
  */
 export function fromFrameworkConfig(input: Record<string, unknown>): Record<string, unknown> {
+  if (typeof input !== 'object' || input === null || Array.isArray(input))
+    throw new TransferError(
+      'INVALID_CONFIG',
+      `Expected a framework's transfer config to be an object, got ${input === null ? 'null' : Array.isArray(input) ? 'an array' : typeof input}`,
+    );
   const out: Record<string, unknown> = {};
   const passThrough: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(input)) {
@@ -109,6 +114,11 @@ export interface LoadConfigOptions {
  * environment variables, overrides in code.
  */
 export function loadConfig(options: LoadConfigOptions = {}): TeConfig {
+  if (typeof options !== 'object' || options === null)
+    throw new TransferError(
+      'INVALID_ARGUMENT',
+      `Expected loadConfig's options to be an object ({ file?, json?, env? }), got ${options === null ? 'null' : typeof options}`,
+    );
   const env = options.env ?? process.env;
   const file = options.file ?? env.TE_CONFIG;
   const fromFile = file ? readConfigFile(file) : {};

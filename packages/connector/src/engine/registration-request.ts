@@ -30,6 +30,11 @@ export function regionAddressOf(target: unknown): bigint {
 }
 
 export function registrationRequest(target: MemoryTarget, options: RegisterOptions): RegisterRequest {
+  if (typeof options !== 'object' || options === null)
+    throw new TransferError(
+      'INVALID_ARGUMENT',
+      `Expected registerMemory's options to be an object ({ device?, remoteAccess? }), got ${options === null ? 'null' : typeof options}`,
+    );
   const remoteAccess = options.remoteAccess ?? true;
   if (typeof remoteAccess !== 'boolean') throw new TransferError('INVALID_ARGUMENT', 'Expected the `remoteAccess` option to be a boolean');
   if (isBufferSource(target)) {

@@ -124,6 +124,8 @@ export function batchOf(requests: readonly TransferRequest[]): TransferBatch {
 
 /** Allocates an empty batch of n requests, for planners that fill the arrays in place. */
 export function allocateBatch(n: number): TransferBatch {
+  if (!Number.isSafeInteger(n) || n < 0)
+    throw new TransferError('INVALID_ARGUMENT', `Expected a batch size to be a non-negative integer, got ${typeof n === 'bigint' ? `${n}n` : String(n)}`);
   return {
     opcodes: new Uint8Array(n),
     localAddrs: new BigUint64Array(n),

@@ -12,6 +12,7 @@ import { checkReply } from '../protocol/handle.js';
 import { engineFor } from '../shared/engine.js';
 import { EC_PROTOCOL_VERSION, EC_PULL, MAX_ITEMS_PER_PULL, MAX_PULL_TIMEOUT_MS, PullReplySchema, type PullMessage } from './messages.js';
 import { crc32cOfViews } from './item-checksums.js';
+import { expectObject } from '../shared/expect-object.js';
 
 /** Why each item that landed differs from what its producer sent (its CRC32C), or undefined; items without a CRC or not in host memory are not checked. */
 async function corruptedItems(
@@ -64,6 +65,7 @@ export class ECPullConsumer implements ECConsumer {
 
   static async create(options: ECConsumerOptions = {}): Promise<ECPullConsumer> {
     // Checked before an engine exists: a refused option leaves nothing open.
+    expectObject(options, "createECConsumer's options");
     const loadTimeoutMs = checkMilliseconds('`loadTimeoutMs`', options.loadTimeoutMs ?? 30_000, 1, MAX_PULL_TIMEOUT_MS, 'what a producer accepts in a pull');
     const engine = await engineFor(options);
     return new ECPullConsumer(engine, loadTimeoutMs);

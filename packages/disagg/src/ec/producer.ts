@@ -18,6 +18,7 @@ import { TransferPool } from './transfer-pool.js';
 import type { PoolItem } from './pool-allocator.js';
 import { checksumsEnabled } from '../pd/kv-checksum.js';
 import { crc32cOfViews } from './item-checksums.js';
+import { expectObject } from '../shared/expect-object.js';
 
 /** How long close waits past the last pull's deadline for a transport that holds a batch longer. */
 const CLOSE_GRACE_MS = 10_000;
@@ -106,6 +107,7 @@ export class ECPoolProducer implements ECProducer {
   }
 
   static async create(options: ECProducerOptions = {}): Promise<ECPoolProducer> {
+    expectObject(options, "createECProducer's options");
     const port = options.port ?? options.bootstrapPort ?? portFromEnv(options.rank);
     const engine = await engineFor(options, port !== undefined && !options.engine ? { metadata: { port } } : {});
     // A given (or already shared) engine listens where it listens: a different port asked

@@ -20,6 +20,7 @@ import { resolveStaging, type StagingOptions } from '../staging/options.js';
 import type { StagingStats } from './kv-write.js';
 import type { RingService } from '../staging/ring-service.js';
 import { fetchBlockedPort } from '../bootstrap/fetch-ports.js';
+import { expectObject } from '../shared/expect-object.js';
 
 /** A decode rank's staging ring: capacity, bytes in use now and at most, waits for room, bytes scattered. */
 export type RingStats = RingService['stats'];
@@ -162,12 +163,15 @@ function checkBootstrap(b: BootstrapInfo): void {
  * prefill — registers with the instance's bootstrap server (starting it on rank 0).
  */
 export async function createKVManager(options: CreateKVManagerOptions): Promise<DisaggKVManager> {
+  expectObject(options, "createKVManager's options");
   if (options.role !== 'prefill' && options.role !== 'decode')
     throw new TransferError('INVALID_ARGUMENT', `Expected role 'prefill' or 'decode', got ${String(options.role)}`);
   const layerwise = layerwiseEnabled(options.layerwise);
   const debug = /^(debug|trace)$/i.test(process.env.MC_LOG_LEVEL ?? '');
   const log = options.log ?? ((m: string) => void (debug && process.stderr.write(`te:disagg ${m}\n`)));
+  expectObject(options.layout, "`layout` (the rank's ParallelLayout)");
   checkLayout(options.layout);
+  expectObject(options.buffers, "`buffers` (the rank's KVBuffers)");
   checkBuffers(options.buffers, options.layout);
   const timeouts = resolveTimeouts(options.timeouts);
   const staging = resolveStaging(options.staging);

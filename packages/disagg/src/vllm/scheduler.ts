@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { TransferError } from '@te/connector';
 import type { KVConnectorMeta, KVTransferParams, KVRequestView } from './types.js';
+import { expectObject } from '../shared/expect-object.js';
 
 export interface SchedulerOptions {
   role: 'prefill' | 'decode';
@@ -30,6 +31,7 @@ export class KVConnectorScheduler {
   private readonly queued = new Map<string, string>();
 
   constructor(readonly options: SchedulerOptions) {
+    expectObject(options, "KVConnectorScheduler's options");
     if (options.role === 'prefill' && (!options.bootstrapHost || !options.bootstrapPort)) {
       throw new TransferError(
         'INVALID_ARGUMENT',
