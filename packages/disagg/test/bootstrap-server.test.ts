@@ -1,7 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { connect } from 'node:net';
 import { TransferError } from '@te/connector';
+import { rawHttpAnswer } from '@te/testkit';
 import { startBootstrapServer, type RankRegistration } from '../src/index.js';
 import { BootstrapClient } from '../src/bootstrap/index.js';
 
@@ -100,33 +100,6 @@ test("a client that cannot reach its server says why in the timeout (fetch's cau
   assert.match((e as TransferError).message, /last: bad port/);
 });
 
-/** The first line and the body of the server's answer to `request`, sent over a raw socket. */
-function rawAnswer(port: number, request: string, body?: () => Buffer): Promise<{ statusLine: string; body: string; closedMs: number }> {
-  return new Promise((resolve, reject) => {
-    const started = Date.now();
-    const socket = connect(port, '127.0.0.1', () => {
-      socket.write(request);
-      // An endless chunked body: the sender never stops on its own.
-      if (body) timer = setInterval(() => socket.writable && socket.write(body()), 1);
-    });
-    let timer: NodeJS.Timeout | undefined;
-    let text = '';
-    socket.on('data', (d) => (text += d));
-    socket.on('error', (e: NodeJS.ErrnoException) => {
-      // A sender that keeps sending sees the server close its end: a write then fails with
-      // EPIPE (or the reset arrives first); the answer already received is what is checked.
-      if (body && (e.code === 'EPIPE' || e.code === 'ECONNRESET')) return;
-      reject(e);
-    });
-    socket.on('close', () => {
-      clearInterval(timer);
-      const [head = '', rest = ''] = text.split('\r\n\r\n');
-      resolve({ statusLine: head.split('\r\n')[0] ?? '', body: rest, closedMs: Date.now() - started });
-    });
-    setTimeout(() => socket.destroy(), 15_000).unref();
-  });
-}
-
 // Before, the server destroyed the connection of an oversized body: its sender saw a reset
 // ("fetch failed", ECONNRESET), never why.
 test('a body over 64 KiB is answered 413 and the connection closed, also while the sender keeps sending', async () => {
@@ -136,7 +109,7 @@ test('a body over 64 KiB is answered 413 and the connection closed, also while t
     assert.is(res.status, 413);
     assert.equal(await res.json(), { error: 'request body over 65536 bytes' });
     const chunk = Buffer.from(`4000\r\n${'a'.repeat(0x4000)}\r\n`);
-    const endless = await rawAnswer(server.port, 'PUT /route HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n', () => chunk);
+    const endless = await rawHttpAnswer(server.port, 'PUT /route HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n', () => chunk);
     assert.is(endless.statusLine, 'HTTP/1.1 413 Payload Too Large');
     assert.ok(endless.closedMs < 5_000, `closed after ${endless.closedMs} ms`);
     // The server still serves.
@@ -150,7 +123,7 @@ test('a body over 64 KiB is answered 413 and the connection closed, also while t
 test('a malformed request target is answered 400, not 500', async () => {
   const server = await startBootstrapServer({ host: '127.0.0.1', port: 0 });
   try {
-    const answer = await rawAnswer(server.port, 'GET //%%%/route HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    const answer = await rawHttpAnswer(server.port, 'GET //%%%/route HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
     assert.is(answer.statusLine, 'HTTP/1.1 400 Bad Request');
     assert.match(answer.body, /malformed request target/);
   } finally {

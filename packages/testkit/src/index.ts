@@ -6,6 +6,7 @@ export { transportConformance, pattern, assertBytes, type ConformancePair, type 
 export { LocalTargetMemory, checkPayload, type TargetMemory, type ReceivedNotification } from './conformance/target.js';
 export { serveTargetProcess, spawnTargetProcess, type TargetProcess } from './conformance/target-process.js';
 export { assertOptionRefused } from './options/assert-option-refused.js';
+export { rawHttpAnswer, type RawAnswer } from './http/raw-answer.js';
 export { freePort } from './ports.js';
 export { tryToDetach } from './memory/try-to-detach.js';
 export { until } from './waits/until.js';

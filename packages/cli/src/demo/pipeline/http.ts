@@ -25,20 +25,16 @@ export async function serveJson(routes: Record<string, Route>, port = 0, host = 
 
 async function handle(routes: Record<string, Route>, req: IncomingMessage, res: ServerResponse): Promise<void> {
   const reply = (status: number, body: unknown): void => {
-    res.writeHead(status, { 'content-type': 'application/json' });
+    const headers: Record<string, string> = { 'content-type': 'application/json' };
+    // The rest of an oversized body is not read: the connection ends after this answer.
+    if (status === 413) headers.connection = 'close';
+    res.writeHead(status, headers);
     res.end(JSON.stringify(body));
   };
   try {
-    const route = routes[`${req.method} ${new URL(req.url ?? '/', 'http://x').pathname}`];
+    const route = routes[`${req.method} ${pathOf(req)}`];
     if (!route) throw new HttpError(404, `no route ${req.method} ${req.url}`);
-    const chunks: Buffer[] = [];
-    let size = 0;
-    for await (const c of req) {
-      size += (c as Buffer).length;
-      if (size > MAX_BODY) throw new HttpError(413, 'body too large');
-      chunks.push(c as Buffer);
-    }
-    const text = Buffer.concat(chunks).toString('utf8');
+    const text = await readBody(req);
     let body: unknown = undefined;
     if (text) {
       try {
@@ -52,6 +48,38 @@ async function handle(routes: Record<string, Route>, req: IncomingMessage, res: 
     const status = e instanceof HttpError ? e.status : 500;
     reply(status, { error: { message: (e as Error).message, code: (e as { code?: string }).code ?? null } });
   }
+}
+
+function pathOf(req: IncomingMessage): string {
+  try {
+    return new URL(req.url ?? '/', 'http://x').pathname;
+  } catch {
+    throw new HttpError(400, `malformed request target ${JSON.stringify((req.url ?? '').slice(0, 100))}`);
+  }
+}
+
+/**
+ * The body as text, at most MAX_BODY bytes. Past it the request is refused with 413 at once
+ * and the rest is read and dropped, not kept: destroying the socket instead would reach the
+ * sender as a reset, not as the refusal.
+ */
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      if (size > MAX_BODY) return;
+      size += c.length;
+      if (size > MAX_BODY) {
+        chunks.length = 0;
+        reject(new HttpError(413, `body over ${MAX_BODY} bytes`));
+        return;
+      }
+      chunks.push(c);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
 }
 
 export async function postJson<T>(url: string, body: unknown, timeoutMs = 60_000): Promise<T> {

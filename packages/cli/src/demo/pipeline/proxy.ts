@@ -31,9 +31,11 @@ export function parseChat(body: { messages?: OpenAIMessage[] }, id: string): Cha
   let text = '';
   const images: string[] = [];
   for (const m of body.messages) {
+    if (typeof m !== 'object' || m === null) throw new HttpError(400, 'Expected every message to be an object with `content`');
     if (typeof m.content === 'string') text += m.content;
     else if (Array.isArray(m.content)) {
       for (const part of m.content) {
+        if (typeof part !== 'object' || part === null) throw new HttpError(400, `unsupported content part ${JSON.stringify(part)}`);
         if (part.type === 'text' && typeof part.text === 'string') text += part.text;
         else if (part.type === 'image_url' && typeof part.image_url?.url === 'string') images.push(part.image_url.url);
         else throw new HttpError(400, `unsupported content part ${JSON.stringify(part).slice(0, 80)}`);
