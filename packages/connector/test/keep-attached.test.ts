@@ -82,6 +82,15 @@ test('a view keeps its whole ArrayBuffer attached, and a buffer left alone stays
   assert.is(other.byteLength, 0, 'an unregistered buffer is detached as before');
 });
 
+test('a frozen buffer is kept without an error', () => {
+  const bytes = filled(64);
+  Object.freeze(bytes.buffer);
+  keepAttached(bytes);
+  const ab = bytes.buffer as Detachable;
+  thrownBy(() => structuredClone(ab, { transfer: [ab] }));
+  assertIntact(bytes, 64, 'a frozen buffer in a transfer list');
+});
+
 test('a SharedArrayBuffer and a buffer kept twice are accepted', () => {
   const shared = new SharedArrayBuffer(64);
   keepAttached(shared);

@@ -45,7 +45,8 @@ export function keepAttached(buffer: BufferSource): void {
   const arrayBuffer = ArrayBuffer.isView(buffer) ? buffer.buffer : buffer;
   if (!(arrayBuffer instanceof ArrayBuffer)) return;
   markAsUntransferable(arrayBuffer);
-  if (!SHADOW_DETACHING_METHODS) return;
+  // A frozen or sealed buffer takes no methods of its own; Node.js 22 leaves it detachable.
+  if (!SHADOW_DETACHING_METHODS || !Object.isExtensible(arrayBuffer)) return;
   for (const name of DETACHING_METHODS) {
     if (Object.hasOwn(arrayBuffer, name)) continue;
     Object.defineProperty(arrayBuffer, name, { value: refuseDetaching, writable: false, configurable: false, enumerable: false });
