@@ -2,8 +2,9 @@ import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { batchOf, createTransferEngine, type TransferEngine } from '@te/connector';
+import { batchOf } from '@te/connector';
 import { tryToDetach } from '@te/testkit';
+import { withEnginePair } from './fixtures/engine-pair.js';
 
 /*
  * A JS buffer registered as a peer's destination, which the application then tries to
@@ -19,12 +20,7 @@ const SIZE = 8 << 20;
 
 for (const connector of ['mooncake-tcp', 'mooncake-shm', 'mooncake-rdma']) {
   test(`${connector}: a registered destination cannot be detached, and a peer's write lands in it`, async () => {
-    const engines: TransferEngine[] = [];
-    try {
-      const sender = await createTransferEngine({ connector, bindAddress: '127.0.0.1' }, { env: {} });
-      engines.push(sender);
-      const target = await createTransferEngine({ connector, bindAddress: '127.0.0.1' }, { env: {} });
-      engines.push(target);
+    await withEnginePair(connector, async (sender, target) => {
       const source = new Uint8Array(SIZE);
       for (let i = 0; i < SIZE; i += 512) source[i] = ((i / 512) % 253) + 1;
       const destination = new Uint8Array(SIZE);
@@ -45,9 +41,7 @@ for (const connector of ['mooncake-tcp', 'mooncake-shm', 'mooncake-rdma']) {
       assert.ok(Buffer.from(destination.buffer, 0, SIZE).equals(Buffer.from(source.buffer, 0, SIZE)), 'every byte landed in the registered buffer');
       await target.unregisterMemory(remote);
       assert.is(destination.byteLength, SIZE, 'still attached after unregisterMemory (the mark stays)');
-    } finally {
-      for (const e of engines) await e.close();
-    }
+    });
   });
 }
 

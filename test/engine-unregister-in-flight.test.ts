@@ -1,6 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { batchOf, createTransferEngine, isTransferError, type TransferEngine } from '@te/connector';
+import { batchOf, isTransferError } from '@te/connector';
+import { withEnginePair } from './fixtures/engine-pair.js';
 
 /*
  * Unregistering local memory that this process's own batches are still moving, over real
@@ -15,12 +16,7 @@ const SIZE = 1 << 20;
 
 for (const connector of ['mooncake-tcp', 'mooncake-shm', 'mooncake-rdma']) {
   test(`${connector}: unregistering a source under ${BATCHES} batches in flight is refused, and every byte lands`, async () => {
-    const engines: TransferEngine[] = [];
-    try {
-      const sender = await createTransferEngine({ connector, bindAddress: '127.0.0.1' }, { env: {} });
-      engines.push(sender);
-      const target = await createTransferEngine({ connector, bindAddress: '127.0.0.1' }, { env: {} });
-      engines.push(target);
+    await withEnginePair(connector, async (sender, target) => {
       const bytes = BATCHES * REQUESTS * SIZE;
       const source = new Uint8Array(bytes);
       for (let i = 0; i < bytes; i += 4096) source[i] = (i / 4096) % 251;
@@ -54,9 +50,7 @@ for (const connector of ['mooncake-tcp', 'mooncake-shm', 'mooncake-rdma']) {
       assert.ok(Buffer.from(destination).equals(Buffer.from(source)), 'every byte landed');
       // Settled: the region may go now.
       await sender.unregisterMemory(local);
-    } finally {
-      for (const e of engines) await e.close();
-    }
+    });
   });
 }
 

@@ -5,7 +5,7 @@ import type { TeConfig } from '../config/types.js';
 import { TransferError, isTransferError } from '../errors/transfer-error.js';
 import { codeForStatus } from '../errors/codes.js';
 import { attachSettlement, markRemoteMayBeWritten, remoteMayBeWritten } from '../errors/settlement.js';
-import { batchOf, gathersRows, scattersRows, selectRequests, type BatchResult, type SubmitOptions, type TransferBatch } from '../spi/batch.js';
+import { batchOf, copyBatch, gathersRows, scattersRows, selectRequests, type BatchResult, type SubmitOptions, type TransferBatch } from '../spi/batch.js';
 import type { TransportPeer } from '../spi/transport.js';
 import { checkBatch, checkTimeout, type BatchShape } from './batch-check.js';
 import type { BatchStats } from './batch-stats.js';
@@ -59,9 +59,12 @@ export async function transferBatch(ctx: TransferContext, segment: string, batch
   if (!known) checkSegmentName(segment);
   const shape = checkBatch(batch);
   const { deadline, signal, notify } = checkOptions(options, ctx.config.timeouts.transferMs);
-  const call: TransferCall = { segment, batch, deadline, signal, notify };
-  // A known peer is routed without an asynchronous step (the common case); a new one is looked up first.
-  const routed = known ? routeWith(ctx, call, shape, known) : await routeCall(ctx, call, shape);
+  // A known peer is routed without an asynchronous step (the common case): its transport
+  // takes the batch before `transfer` returns, and the caller may reuse its arrays from then
+  // on. A new one is looked up first, so its batch is copied: what moves is what the call said.
+  const routed = known
+    ? routeWith(ctx, { segment, batch, deadline, signal, notify }, shape, known)
+    : await routeCall(ctx, { segment, batch: copyBatch(batch), deadline, signal, notify: notify?.slice() }, shape);
   const { routes, refused } = routed.plan;
   const requests = batch.opcodes.length;
   // One transport takes the whole batch (the common case): its part is the batch, submitted
@@ -74,7 +77,7 @@ export async function transferBatch(ctx: TransferContext, segment: string, batch
   ctx.peers.acquire(routed.state);
   try {
     if (whole) {
-      const result = await submitPart(ctx, routed, whole.via, batch, notify);
+      const result = await submitPart(ctx, routed, whole.via, routed.batch, routed.notify);
       // Checked as the transport settled (transport-answer.ts): one Int32Array status per request.
       statuses = result.statuses;
       bytes = result.bytes;
@@ -86,7 +89,7 @@ export async function transferBatch(ctx: TransferContext, segment: string, batch
   } catch (error) {
     // Whichever part's error is thrown, the caller may wait for every transport to let go.
     if (routed.unsettled && typeof error === 'object' && error !== null) attachSettlement(error, routed.unsettled);
-    ctx.stats.count(routes, batch, false);
+    ctx.stats.count(routes, routed.batch, false);
     ctx.stats.settled(routes, segment, requests, isTransferError(error) ? error.code : 'INTERNAL', 0n, startedAt);
     ctx.peers.release(routed.state);
     if (isTransferError(error) && RECONNECT_CODES.has(error.code)) await ctx.forgetSegment(segment);
@@ -94,10 +97,10 @@ export async function transferBatch(ctx: TransferContext, segment: string, batch
   }
   ctx.peers.release(routed.state);
   const failed = firstFailed(statuses);
-  ctx.stats.count(routes, batch, failed < 0);
+  ctx.stats.count(routes, routed.batch, failed < 0);
   ctx.stats.settled(routes, segment, requests, failed < 0 ? undefined : codeForStatus(statuses[failed]!), failed < 0 ? bytes : 0n, startedAt);
   if (failed >= 0) {
-    const error = failedRequestsError(segment, batch, statuses, failed);
+    const error = failedRequestsError(segment, routed.batch, statuses, failed);
     if (RECONNECT_CODES.has(error.code)) await ctx.forgetSegment(segment);
     throw error;
   }
@@ -135,7 +138,9 @@ function routeWith(ctx: TransferContext, call: TransferCall, shape: BatchShape, 
   for (let i = 0; i < plan.routes.length; i++) checkCapabilities(plan.routes[i]!, batch, shape, notify !== undefined && !trailing);
   // Written out rather than spread from `call`: V8 gave each spread copy a hidden class of its
   // own, so every batch paid for a new one (9% of the JS thread, 64 KiB batches on rdma).
-  return { segment, batch, deadline: call.deadline, signal: call.signal, notify, state, plan, trailing, notifier, unsettled: undefined };
+  // A trailing notification goes out after the data settled: its bytes are the call's, copied now.
+  const note = trailing ? notify!.slice() : notify;
+  return { segment, batch, deadline: call.deadline, signal: call.signal, notify: note, state, plan, trailing, notifier, unsettled: undefined };
 }
 
 function checkCapabilities(route: Readonly<Route>, batch: TransferBatch, shape: BatchShape, notify: boolean): void {
@@ -216,8 +221,12 @@ function submitPart(ctx: TransferContext, call: RoutedCall, via: EngineTransport
   // Not an async function: a connected peer's part is the transport's own promise, no wrapper.
   const ready = ctx.peers.openedPeer(call.state, via);
   if (ready) return submitTo(ctx, call, via, ready, part, notify);
+  // Submitted once the connection is open, after `transfer` returned: the caller's arrays
+  // (a part of several routes is a copy already) and notification are copied now.
+  const own = part === call.batch ? copyBatch(part) : part;
+  const note = notify?.slice();
   return beforeDeadline(ctx.peers.open(call.state, via), call.deadline, call.signal, `connecting to ${call.segment} over ${via.name}`).then((peer) =>
-    submitTo(ctx, call, via, peer, part, notify),
+    submitTo(ctx, call, via, peer, own, note),
   );
 }
 

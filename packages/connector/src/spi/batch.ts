@@ -157,6 +157,20 @@ export function selectRequests(batch: TransferBatch, indexes: Uint32Array): Tran
   return out;
 }
 
+/** A copy of every array of `batch`, for a batch the engine holds past the caller's call. */
+export function copyBatch(batch: TransferBatch): TransferBatch {
+  const out: TransferBatch = {
+    opcodes: batch.opcodes.slice(),
+    localAddrs: batch.localAddrs.slice(),
+    remoteAddrs: batch.remoteAddrs.slice(),
+    lengths: batch.lengths.slice(),
+  };
+  if (batch.localRows && batch.localPitches) [out.localRows, out.localPitches] = [batch.localRows.slice(), batch.localPitches.slice()];
+  if (batch.remoteRows && batch.remotePitches) [out.remoteRows, out.remotePitches] = [batch.remoteRows.slice(), batch.remotePitches.slice()];
+  if (batch.verifyWrites) out.verifyWrites = true;
+  return out;
+}
+
 export function batchSize(batch: TransferBatch): number {
   return batch.opcodes.length;
 }
