@@ -60,8 +60,8 @@ export async function transferBatch(ctx: TransferContext, segment: string, batch
   const shape = checkBatch(batch);
   const { deadline, signal, notify } = checkOptions(options, ctx.config.timeouts.transferMs);
   // A known peer is routed without an asynchronous step (the common case): its transport
-  // takes the batch before `transfer` returns, and the caller may reuse its arrays from then
-  // on. A new one is looked up first, so its batch is copied: what moves is what the call said.
+  // takes the batch before `transfer` returns. A new one is looked up first, so its batch is
+  // copied: what moves is what the call said, whatever the caller's arrays say after the call.
   const routed = known
     ? routeWith(ctx, { segment, batch, deadline, signal, notify }, shape, known)
     : await routeCall(ctx, { segment, batch: copyBatch(batch), deadline, signal, notify: notify?.slice() }, shape);
