@@ -3,7 +3,7 @@ import { runInNewContext } from 'node:vm';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { batchOf } from '@te/connector';
-import { tryToDetach } from '@te/testkit';
+import { TRANSFER_LISTS_KEEP_REGISTERED_BUFFERS, tryToDetach } from '@te/testkit';
 import { withEnginePair } from './fixtures/engine-pair.js';
 
 /*
@@ -27,7 +27,7 @@ for (const connector of ['mooncake-tcp', 'mooncake-shm', 'mooncake-rdma']) {
       const local = await sender.registerMemory(source);
       const remote = await target.registerMemory(destination);
 
-      tryToDetach(destination.buffer);
+      tryToDetach(destination.buffer, { transferLists: TRANSFER_LISTS_KEEP_REGISTERED_BUFFERS });
       assert.is(destination.byteLength, SIZE, 'the registered destination is still attached');
       for (let i = 0; i < 3; i++) {
         collectGarbage();

@@ -2,15 +2,15 @@ import { MessageChannel } from 'node:worker_threads';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { isTransferError } from '../src/errors/transfer-error.js';
-import { keepAttached } from '../src/spi/keep-attached.js';
+import { MARK_IS_SAFE, keepAttached } from '../src/spi/keep-attached.js';
 
 /*
  * A registered buffer's memory must stay with its ArrayBuffer: every way Node.js offers to
  * detach one either refuses or leaves the memory where it was. Node.js 20 has no
  * ArrayBuffer.prototype.transfer and copies a marked buffer named in a transfer list;
- * 22 and later refuse the transfer list; 24 and later refuse transfer() themselves, and on
- * 22 the buffer's own methods do (ArrayBuffer.prototype.transfer.call() still detaches it
- * there: Node.js 22 offers nothing that stops it).
+ * 22 refuses the transfer list; from 24 on the mark is not used (it crashed processes at
+ * exit), so a transfer list detaches there. From 22 on the buffer's own transfer() and
+ * transferToFixedLength() throw (ArrayBuffer.prototype.transfer.call() still detaches it).
  */
 type Detachable = ArrayBuffer & { transfer?: () => ArrayBuffer; transferToFixedLength?: () => ArrayBuffer; detached?: boolean };
 
@@ -35,23 +35,30 @@ function thrownBy(attempt: () => unknown): unknown {
   }
 }
 
-test('a kept buffer named in a structuredClone or postMessage transfer list is not detached', () => {
-  const bytes = filled(1 << 20);
-  keepAttached(bytes);
-  const ab = bytes.buffer as Detachable;
-  const cloned = thrownBy(() => structuredClone(ab, { transfer: [ab] }));
-  if (cloned !== undefined) assert.is((cloned as Error).name, 'DataCloneError', String(cloned));
-  assertIntact(bytes, 1 << 20, 'structuredClone');
-  const { port1, port2 } = new MessageChannel();
-  try {
-    const posted = thrownBy(() => port1.postMessage(ab, [ab]));
-    if (posted !== undefined) assert.is((posted as Error).name, 'DataCloneError', String(posted));
-  } finally {
-    port1.close();
-    port2.close();
-  }
-  assertIntact(bytes, 1 << 20, 'postMessage');
-});
+const LISTS_CASE = 'a kept buffer named in a structuredClone or postMessage transfer list is not detached';
+if (!MARK_IS_SAFE) {
+  const why = `on Node.js ${process.version} the untransferable mark is a V8 detach key, which crashed processes at exit; keepAttached does not mark, and a transfer list can detach a registered buffer`;
+  console.log(`  skipped "${LISTS_CASE}": ${why}`);
+  test.skip(`${LISTS_CASE} — skipped: ${why}`, () => undefined);
+} else {
+  test(LISTS_CASE, () => {
+    const bytes = filled(1 << 20);
+    keepAttached(bytes);
+    const ab = bytes.buffer as Detachable;
+    const cloned = thrownBy(() => structuredClone(ab, { transfer: [ab] }));
+    if (cloned !== undefined) assert.is((cloned as Error).name, 'DataCloneError', String(cloned));
+    assertIntact(bytes, 1 << 20, 'structuredClone');
+    const { port1, port2 } = new MessageChannel();
+    try {
+      const posted = thrownBy(() => port1.postMessage(ab, [ab]));
+      if (posted !== undefined) assert.is((posted as Error).name, 'DataCloneError', String(posted));
+    } finally {
+      port1.close();
+      port2.close();
+    }
+    assertIntact(bytes, 1 << 20, 'postMessage');
+  });
+}
 
 const TRANSFER_CASE = 'transfer() and transferToFixedLength() of a kept buffer throw and leave it attached';
 if (typeof (new ArrayBuffer(1) as Detachable).transfer !== 'function') {
@@ -66,8 +73,7 @@ if (typeof (new ArrayBuffer(1) as Detachable).transfer !== 'function') {
       const ab = bytes.buffer as Detachable;
       const error = thrownBy(() => ab[method]!());
       assert.ok(error !== undefined, `${method}() of a kept buffer returned`);
-      // Node.js 24 and later refuse it themselves (TypeError); on 22 the buffer's own method does.
-      assert.ok(error instanceof TypeError || isTransferError(error, 'MEMORY_IN_USE'), `${method}(): ${String(error)}`);
+      assert.ok(isTransferError(error, 'MEMORY_IN_USE'), `${method}(): ${String(error)}`);
       assertIntact(bytes, 4096, method);
     }
   });
@@ -87,8 +93,8 @@ test('a frozen buffer is kept without an error', () => {
   Object.freeze(bytes.buffer);
   keepAttached(bytes);
   const ab = bytes.buffer as Detachable;
-  thrownBy(() => structuredClone(ab, { transfer: [ab] }));
-  assertIntact(bytes, 64, 'a frozen buffer in a transfer list');
+  if (MARK_IS_SAFE) thrownBy(() => structuredClone(ab, { transfer: [ab] }));
+  assertIntact(bytes, 64, 'a frozen buffer, kept');
 });
 
 test('a SharedArrayBuffer and a buffer kept twice are accepted', () => {

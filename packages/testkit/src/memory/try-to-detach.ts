@@ -5,12 +5,13 @@ import { MessageChannel } from 'node:worker_threads';
 type Detachable = ArrayBuffer & { transfer?: () => ArrayBuffer; transferToFixedLength?: () => ArrayBuffer };
 
 /**
- * Tries a structuredClone transfer list, a postMessage transfer list, `transfer()` and
- * `transferToFixedLength()` (where this Node.js has them), each allowed to throw. Returns
+ * Tries a structuredClone transfer list, a postMessage transfer list (unless
+ * `transferLists` is false), `transfer()` and `transferToFixedLength()` (where this Node.js
+ * has them), each allowed to throw. Returns
  * how many went through: a refusal, or Node.js 20 copying a marked buffer instead of moving
  * it, leaves `buffer` attached either way; the caller checks `byteLength`.
  */
-export function tryToDetach(buffer: ArrayBufferLike): number {
+export function tryToDetach(buffer: ArrayBufferLike, options: { transferLists?: boolean } = {}): number {
   const ab = buffer as Detachable;
   let went = 0;
   const attempt = (f: () => unknown): void => {
@@ -21,12 +22,21 @@ export function tryToDetach(buffer: ArrayBufferLike): number {
       // Refused.
     }
   };
-  attempt(() => structuredClone(ab, { transfer: [ab] }));
-  const { port1, port2 } = new MessageChannel();
-  attempt(() => port1.postMessage(ab, [ab]));
-  port1.close();
-  port2.close();
+  if (options.transferLists ?? true) {
+    attempt(() => structuredClone(ab, { transfer: [ab] }));
+    const { port1, port2 } = new MessageChannel();
+    attempt(() => port1.postMessage(ab, [ab]));
+    port1.close();
+    port2.close();
+  }
   if (typeof ab.transfer === 'function') attempt(() => ab.transfer!());
   if (typeof ab.transferToFixedLength === 'function') attempt(() => ab.transferToFixedLength!());
   return went;
 }
+
+/**
+ * Whether a registered buffer named in a transfer list stays attached on this Node.js:
+ * keepAttached marks buffers untransferable only before Node.js 24 (from 24 on the mark is a
+ * V8 detach key, which crashed processes at exit).
+ */
+export const TRANSFER_LISTS_KEEP_REGISTERED_BUFFERS = Number(process.versions.node.split('.')[0]) < 24;
