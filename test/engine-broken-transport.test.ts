@@ -18,12 +18,13 @@ import { createFakePlugin } from '@te/testkit';
  * submit, no promise, no result), keep a batch that was never started in use for good
  * (unregistering its memory refused), and report success for a request the transport gave
  * no status, or NaN. The other methods alike: registerMemory and openPeer answers are
- * checked, and a close() that never settles no longer holds engine.close() for good.
+ * checked, and a close() that never settles no longer holds engine.close() for good, nor
+ * a registerMemory or unregisterMemory that never settles the engine's registration queue.
  */
 type Answer = (batch: TransferBatch, real: () => Promise<BatchResult>) => unknown;
 let answer: Answer = (_batch, real) => real();
 /** Replacements of the transport's other methods, by name, while a test sets them. */
-let lifecycle: Partial<Record<'registerMemory' | 'openPeer' | 'close', () => unknown>> = {};
+let lifecycle: Partial<Record<'registerMemory' | 'unregisterMemory' | 'openPeer' | 'close', () => unknown>> = {};
 const fake = createFakePlugin({ name: 'fake-broken' });
 const registry = new PluginRegistry({ builtins: false });
 registry.register(fake.plugin.name, {
@@ -32,7 +33,7 @@ registry.register(fake.plugin.name, {
     const transport: Transport = await fake.plugin.create(context, options);
     const submit = transport.submit.bind(transport);
     transport.submit = ((peer, batch, submitOptions) => answer(batch, () => submit(peer, batch, submitOptions))) as Transport['submit'];
-    for (const method of ['registerMemory', 'openPeer', 'close'] as const) {
+    for (const method of ['registerMemory', 'unregisterMemory', 'openPeer', 'close'] as const) {
       const real = (transport[method] as (...args: unknown[]) => unknown).bind(transport);
       (transport as unknown as Record<string, unknown>)[method] = (...args: unknown[]) => (lifecycle[method] ?? (() => real(...args)))();
     }
@@ -67,8 +68,8 @@ const cases: [string, Answer, RegExp][] = [
   ['gives a byte count that is not an integer', async (_b, real) => ({ ...(await real()), bytes: -1 }), /settled a batch with -1 as its byte count/],
 ];
 
-async function pair(open = true): Promise<{ a: TransferEngine; b: TransferEngine; local: bigint; remote: bigint }> {
-  const a = await createTransferEngine({ connector: 'fake-broken', bindAddress: '127.0.0.1' }, { registry, env: {} });
+async function pair(open = true, timeouts: { registerMs?: number } = {}): Promise<{ a: TransferEngine; b: TransferEngine; local: bigint; remote: bigint }> {
+  const a = await createTransferEngine({ connector: 'fake-broken', bindAddress: '127.0.0.1', timeouts }, { registry, env: {} });
   const b = await createTransferEngine({ connector: 'fake-broken', bindAddress: '127.0.0.1' }, { registry, env: {} });
   const local = (await a.registerMemory(new Uint8Array(4096))).addr;
   const remote = (await b.registerMemory(new Uint8Array(4096))).addr;
@@ -180,5 +181,47 @@ test('a transport whose close() never settles: engine.close() goes on without it
     await b.close();
   }
 });
+
+/** Settles with 'hung' if `work` has not settled within `ms`: a test of a bound fails rather than hangs. */
+function within(work: Promise<unknown>, ms: number): Promise<unknown> {
+  let timer: NodeJS.Timeout | undefined;
+  const hung = new Promise((resolve) => (timer = setTimeout(() => resolve('hung'), ms)));
+  return Promise.race([
+    work.then(
+      (v) => v,
+      (e: unknown) => e,
+    ),
+    hung,
+  ]).finally(() => clearTimeout(timer));
+}
+
+const REGISTER_MS = 300;
+const registrationHangs: [string, typeof lifecycle, (a: TransferEngine, local: bigint) => Promise<unknown>][] = [
+  ['registerMemory', { registerMemory: () => new Promise(() => {}) }, (a) => a.registerMemory(new Uint8Array(4096))],
+  ['unregisterMemory', { unregisterMemory: () => new Promise(() => {}) }, (a, local) => a.unregisterMemory(local)],
+];
+
+for (const [method, broken, act] of registrationHangs) {
+  test(`a transport whose ${method}() never settles: TIMEOUT after timeouts.registerMs, and the next registration goes on`, async () => {
+    const { a, b, local } = await pair(false, { registerMs: REGISTER_MS });
+    try {
+      lifecycle = broken;
+      const started = Date.now();
+      const e = await within(act(a, local), 5_000);
+      assert.ok(isTransferError(e, 'TIMEOUT'), `expected TIMEOUT, got ${String(e)}`);
+      assert.is((e as { plugin?: string }).plugin, 'fake-broken');
+      assert.match((e as Error).message, new RegExp(`did not settle ${method}\\(\\) within ${REGISTER_MS} ms`));
+      assert.ok(Date.now() - started >= REGISTER_MS - 20, `settled after ${Date.now() - started} ms`);
+      lifecycle = {};
+      // The registration queue is not held by the call the plugin never answered.
+      const next = await within(a.registerMemory(new Uint8Array(4096)), 5_000);
+      assert.is(typeof (next as { addr?: unknown }).addr, 'bigint', `the next registration gave ${String(next)}`);
+    } finally {
+      lifecycle = {};
+      await a.close();
+      await b.close();
+    }
+  });
+}
 
 test.run();

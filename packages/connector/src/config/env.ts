@@ -23,6 +23,7 @@ export const ENVIRONMENT_VARIABLES = {
   TE_TRANSFER_TIMEOUT_MS: 'timeouts.transferMs: default batch deadline',
   TE_HANDSHAKE_TIMEOUT_MS: 'timeouts.handshakeMs: descriptor fetch deadline',
   TE_CONNECT_TIMEOUT_MS: 'timeouts.connectMs: transport connect deadline',
+  TE_REGISTER_TIMEOUT_MS: "timeouts.registerMs: deadline of a transport's memory registration",
   MC_FORCE_TCP: 'forceTcp: route every request over TCP',
   MC_INTRANODE_NVLINK: `intranodeNvlink: add ${SWITCH_PROVIDERS.intranodeNvlink} (exclusive with MC_FORCE_MNNVL)`,
   MC_FORCE_MNNVL: `forceMnnvl: add ${SWITCH_PROVIDERS.forceMnnvl} (exclusive with MC_INTRANODE_NVLINK)`,
@@ -78,6 +79,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): TeConfigInp
   if (get('TE_TRANSFER_TIMEOUT_MS') !== undefined) timeouts.transferMs = integer('TE_TRANSFER_TIMEOUT_MS', get('TE_TRANSFER_TIMEOUT_MS')!);
   if (get('TE_HANDSHAKE_TIMEOUT_MS') !== undefined) timeouts.handshakeMs = integer('TE_HANDSHAKE_TIMEOUT_MS', get('TE_HANDSHAKE_TIMEOUT_MS')!);
   if (get('TE_CONNECT_TIMEOUT_MS') !== undefined) timeouts.connectMs = integer('TE_CONNECT_TIMEOUT_MS', get('TE_CONNECT_TIMEOUT_MS')!);
+  if (get('TE_REGISTER_TIMEOUT_MS') !== undefined) timeouts.registerMs = integer('TE_REGISTER_TIMEOUT_MS', get('TE_REGISTER_TIMEOUT_MS')!);
   if (Object.keys(timeouts).length > 0) out.timeouts = timeouts;
   for (const [name, key] of [
     ['MC_FORCE_TCP', 'forceTcp'],

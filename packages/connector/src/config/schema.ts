@@ -28,6 +28,10 @@ export const TimeoutsSchema = Type.Object(
       Type.Integer({ minimum: 1, maximum: MAX_MS, description: 'Connecting a transport to a peer (ms)' }),
       `be a positive integer no larger than ${MAX_MS}`,
     ),
+    registerMs: expect(
+      Type.Integer({ minimum: 1, maximum: MAX_MS, description: "A transport's registering, unregistering, allocating or freeing memory (ms)" }),
+      `be a positive integer no larger than ${MAX_MS}`,
+    ),
   },
   { additionalProperties: false },
 );

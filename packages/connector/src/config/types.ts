@@ -26,6 +26,12 @@ export interface TimeoutConfig {
   handshakeMs: number;
   /** Connecting a transport to a peer. */
   connectMs: number;
+  /**
+   * One transport's registerMemory, unregisterMemory, allocateMemory or freeMemory: past it
+   * the call fails with TIMEOUT and the engine's next registration goes on. Generous, since
+   * pinning a large region can take minutes.
+   */
+  registerMs: number;
 }
 
 /** The one config object of te, mirroring vLLM's KVTransferConfig / ECTransferConfig. */
@@ -75,7 +81,7 @@ export const DEFAULT_CONFIG: Readonly<Omit<TeConfig, 'connector'>> = Object.free
   transportOptions: {},
   metadata: { type: 'p2p' as const, port: 0, endpoints: [], prefix: 'te', leaseTtlS: 10 },
   bindAddress: '127.0.0.1',
-  timeouts: { transferMs: 30_000, handshakeMs: 5_000, connectMs: 5_000 },
+  timeouts: { transferMs: 30_000, handshakeMs: 5_000, connectMs: 5_000, registerMs: 600_000 },
   forceTcp: false,
   intranodeNvlink: false,
   forceMnnvl: false,

@@ -85,7 +85,11 @@ export async function assembleEngine(
         );
       }
       // Held guarded: the plugin's mistakes come back as TransferErrors naming it, and close() is bounded.
-      held.push({ name: plugin.name, plugin, transport: guardTransport(plugin.name, transport, config.timeouts.connectMs, log) });
+      held.push({
+        name: plugin.name,
+        plugin,
+        transport: guardTransport(plugin.name, transport, { connectTimeoutMs: config.timeouts.connectMs, registerMs: config.timeouts.registerMs }, log),
+      });
     }
   } catch (error) {
     await Promise.allSettled(held.map((t) => t.transport.close()));

@@ -1,9 +1,10 @@
 // A transport as the engine holds it: each call of its SPI methods answers a TransferError
 // naming the plugin, whatever the plugin did (threw, returned something that is not a
-// promise, rejected with a string, resolved with nothing), and the calls the engine makes
-// while closing or forgetting a peer settle within a bound even if the plugin never
-// answers. A plugin may come from a third party; its bug is reported as its own, and does
-// not hang close() or reach the caller as a plain TypeError.
+// promise, rejected with a string, resolved with nothing), and every call but submit (which
+// the watchdog bounds per batch) settles within a bound even if the plugin never answers. A
+// plugin may come from a third party; its bug is reported as its own, and does not hang
+// close(), hold the engine's registration queue for good, or reach the caller as a plain
+// TypeError.
 import { TransferError, isTransferError } from '../errors/transfer-error.js';
 import type { TransportRegistration } from '../spi/memory.js';
 import type { Transport } from '../spi/transport.js';
@@ -11,18 +12,32 @@ import type { Log } from './logger.js';
 
 /** How long `close()` and `closePeer()` of a transport may take before the engine goes on without them. */
 export const TRANSPORT_CLOSE_BOUND_MS = 10_000;
-/** Past the connect timeout the plugin was given, how long `openPeer()` may take before the engine stops waiting. */
+/** Past the deadline the plugin was given, how long `openPeer()` and `lookupSegment()` may take before the engine stops waiting. */
 export const OPEN_PEER_GRACE_MS = 2_000;
 
+/** The bounds a held transport's calls settle within (from the engine's `timeouts`). */
+export interface TransportBounds {
+  /** `timeouts.connectMs`: the plugin's own connect deadline; openPeer gets OPEN_PEER_GRACE_MS more. */
+  connectTimeoutMs: number;
+  /** `timeouts.registerMs`: registerMemory, unregisterMemory, allocateMemory, freeMemory. */
+  registerMs: number;
+}
+
 /** Wraps `transport` (see the module); `submit` is passed through, checked per batch by the watchdog. */
-export function guardTransport(plugin: string, transport: Transport, connectTimeoutMs: number, log: Log): Transport {
-  const call = <T>(method: string, run: () => Promise<T>, boundMs?: number): Promise<T> => guarded(plugin, method, run, log, boundMs);
+export function guardTransport(plugin: string, transport: Transport, bounds: TransportBounds, log: Log): Transport {
+  const call = <T>(method: string, run: () => Promise<T>, boundMs: number, late?: (value: T) => unknown): Promise<T> =>
+    guarded({ plugin, method, log, boundMs, late }, run);
+  const { registerMs } = bounds;
   const guardedTransport: Transport = {
     endpoint: () => transport.endpoint(),
-    registerMemory: (request) => call('registerMemory', () => transport.registerMemory(request)).then((r) => checkRegistration(plugin, 'registerMemory', r)),
-    unregisterMemory: (addr) => call('unregisterMemory', () => transport.unregisterMemory(addr)),
+    // A registration or a peer that arrives after its bound is not given back: the caller may
+    // have registered the same buffer again (or opened the same peer), and a plugin may answer
+    // both calls with the same address or object. It is logged (`late`), and stays the plugin's.
+    registerMemory: (request) =>
+      call('registerMemory', () => transport.registerMemory(request), registerMs).then((r) => checkRegistration(plugin, 'registerMemory', r)),
+    unregisterMemory: (addr) => call('unregisterMemory', () => transport.unregisterMemory(addr), registerMs),
     openPeer: (peer) =>
-      call('openPeer', () => transport.openPeer(peer), connectTimeoutMs + OPEN_PEER_GRACE_MS).then((p) => {
+      call('openPeer', () => transport.openPeer(peer), bounds.connectTimeoutMs + OPEN_PEER_GRACE_MS).then((p) => {
         if (typeof p !== 'object' || p === null)
           throw new TransferError('INTERNAL', `transport ${plugin}'s openPeer resolved with ${String(p)}, not a peer`, { plugin });
         return p;
@@ -33,17 +48,33 @@ export function guardTransport(plugin: string, transport: Transport, connectTime
   };
   if (transport.allocateMemory)
     guardedTransport.allocateMemory = (length, device) =>
-      call('allocateMemory', () => transport.allocateMemory!(length, device)).then((a) => checkRegistration(plugin, 'allocateMemory', a));
-  if (transport.freeMemory) guardedTransport.freeMemory = (addr) => call('freeMemory', () => transport.freeMemory!(addr));
+      // An allocation that arrives after its bound is fresh memory nobody else holds: freed.
+      call(
+        'allocateMemory',
+        () => transport.allocateMemory!(length, device),
+        registerMs,
+        (a) => transport.freeMemory?.(a.addr),
+      ).then((a) => checkRegistration(plugin, 'allocateMemory', a));
+  if (transport.freeMemory) guardedTransport.freeMemory = (addr) => call('freeMemory', () => transport.freeMemory!(addr), registerMs);
   if (transport.reaches) guardedTransport.reaches = (peer) => transport.reaches!(peer);
   if (transport.lookupSegment)
-    guardedTransport.lookupSegment = (segment, timeoutMs) => call('lookupSegment', () => transport.lookupSegment!(segment, timeoutMs));
+    guardedTransport.lookupSegment = (segment, timeoutMs) =>
+      call('lookupSegment', () => transport.lookupSegment!(segment, timeoutMs), timeoutMs + OPEN_PEER_GRACE_MS);
   if (transport.onNotification) guardedTransport.onNotification = (listener) => transport.onNotification!(listener);
   if (transport.describe) guardedTransport.describe = () => transport.describe!();
   return guardedTransport;
 }
 
-function guarded<T>(plugin: string, method: string, run: () => Promise<T>, log: Log, boundMs: number | undefined): Promise<T> {
+interface GuardedCall<T> {
+  plugin: string;
+  method: string;
+  log: Log;
+  boundMs: number;
+  /** What to do with a value the plugin resolves with after the bound passed (it is logged either way). */
+  late: ((value: T) => unknown) | undefined;
+}
+
+function guarded<T>({ plugin, method, log, boundMs, late }: GuardedCall<T>, run: () => Promise<T>): Promise<T> {
   let started: unknown;
   try {
     started = run();
@@ -58,14 +89,23 @@ function guarded<T>(plugin: string, method: string, run: () => Promise<T>, log: 
   const settled = (started as Promise<T>).then(undefined, (error: unknown) => {
     throw asTransferError(plugin, method, error, 'rejected with');
   });
-  if (boundMs === undefined) return settled;
   return new Promise<T>((resolve, reject) => {
+    let timedOut = false;
     const timer = setTimeout(() => {
+      timedOut = true;
       log('error', `transport ${plugin} did not settle ${method}() within ${boundMs} ms; the engine goes on without it`);
       reject(new TransferError('TIMEOUT', `transport ${plugin} did not settle ${method}() within ${boundMs} ms`, { plugin }));
     }, boundMs);
     settled.then(
-      (value) => (clearTimeout(timer), resolve(value)),
+      (value) => {
+        clearTimeout(timer);
+        if (!timedOut) return resolve(value);
+        log('error', `transport ${plugin} settled ${method}() after the engine stopped waiting${late ? '; what it gave is given back' : ''}`);
+        if (late && value !== undefined && value !== null)
+          void Promise.resolve()
+            .then(() => late(value))
+            .catch(() => undefined);
+      },
       (error: unknown) => (clearTimeout(timer), reject(error)),
     );
   });
