@@ -24,7 +24,7 @@ import { createFakePlugin } from '@te/testkit';
 type Answer = (batch: TransferBatch, real: () => Promise<BatchResult>) => unknown;
 let answer: Answer = (_batch, real) => real();
 /** Replacements of the transport's other methods, by name, while a test sets them. */
-let lifecycle: Partial<Record<'registerMemory' | 'unregisterMemory' | 'openPeer' | 'close', () => unknown>> = {};
+let lifecycle: Partial<Record<'registerMemory' | 'unregisterMemory' | 'openPeer' | 'close', (real: () => unknown) => unknown>> = {};
 const fake = createFakePlugin({ name: 'fake-broken' });
 const registry = new PluginRegistry({ builtins: false });
 registry.register(fake.plugin.name, {
@@ -35,7 +35,8 @@ registry.register(fake.plugin.name, {
     transport.submit = ((peer, batch, submitOptions) => answer(batch, () => submit(peer, batch, submitOptions))) as Transport['submit'];
     for (const method of ['registerMemory', 'unregisterMemory', 'openPeer', 'close'] as const) {
       const real = (transport[method] as (...args: unknown[]) => unknown).bind(transport);
-      (transport as unknown as Record<string, unknown>)[method] = (...args: unknown[]) => (lifecycle[method] ?? (() => real(...args)))();
+      (transport as unknown as Record<string, unknown>)[method] = (...args: unknown[]) =>
+        (lifecycle[method] ?? ((call: () => unknown) => call()))(() => real(...args));
     }
     return transport;
   },
@@ -167,6 +168,36 @@ for (const [what, broken, act, message] of lifecycleCases) {
 
 /** TRANSPORT_CLOSE_BOUND_MS of engine/guarded-transport.ts. */
 const CLOSE_BOUND_MS = 10_000;
+
+test('a registration under way when close() is called: close() ends after the bound, and what the transport registers later is given back', async () => {
+  const { a, b } = await pair(false, { registerMs: 60_000 });
+  let gaveBack = 0;
+  try {
+    lifecycle = {
+      // Registered at once, answered after close() stopped waiting.
+      registerMemory: (real) => {
+        const registered = real();
+        return new Promise((resolve) => setTimeout(() => resolve(registered), CLOSE_BOUND_MS + 4_000));
+      },
+      unregisterMemory: (real) => (gaveBack++, real()),
+    };
+    const registering = a.registerMemory(new Uint8Array(4096)).then(
+      () => 'registered',
+      (e: unknown) => e,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const started = Date.now();
+    assert.is(await within(a.close(), CLOSE_BOUND_MS + 5_000), undefined);
+    const took = Date.now() - started;
+    assert.ok(took >= CLOSE_BOUND_MS - 100 && took < CLOSE_BOUND_MS + 3_000, `close took ${took} ms`);
+    const e = await within(registering, 8_000);
+    assert.ok(isTransferError(e, 'ENGINE_CLOSED'), `expected ENGINE_CLOSED, got ${String(e)}`);
+    assert.is(gaveBack, 1);
+  } finally {
+    lifecycle = {};
+    await b.close();
+  }
+});
 
 test('a transport whose close() never settles: engine.close() goes on without it after the bound', async () => {
   const { a, b } = await pair();

@@ -10,6 +10,8 @@ import type { ControlServer } from './control-plane.js';
 import type { ControlClient } from './control-client.js';
 import type { Log } from './logger.js';
 import { assembleEngine } from './assemble.js';
+import { RegistrationQueue } from './registration-queue.js';
+import { TRANSPORT_CLOSE_BOUND_MS } from './guarded-transport.js';
 import { PeerTable } from './peer-table.js';
 import { MemoryMap, type LocalRegion } from './memory-map.js';
 import { checkSegmentName } from './segment-name.js';
@@ -41,7 +43,7 @@ export class TransferEngine {
   private readonly listeners = new Set<(n: Notification) => void>();
   /** Allocations by address, with the transport that made them (none: plain host memory). */
   private readonly allocations = new Map<bigint, EngineTransport | undefined>();
-  private registrationQueue: Promise<unknown> = Promise.resolve();
+  private readonly registrations = new RegistrationQueue();
   private closing: Promise<void> | undefined;
   private readonly stats: BatchStats;
   /** What `transfer` needs of this engine. */
@@ -115,12 +117,6 @@ export class TransferEngine {
     if (this.closing) throw new TransferError('ENGINE_CLOSED', `The transfer engine of segment ${this.segmentName} is closed`);
   }
 
-  private serialize<T>(work: () => Promise<T>): Promise<T> {
-    const next = this.registrationQueue.then(work, work);
-    this.registrationQueue = next.catch(() => undefined);
-    return next;
-  }
-
   /**
    * Registers memory with every transport that handles its kind and publishes it to peers.
    * A JS buffer is kept alive until `unregisterMemory`; raw addresses (GPU pointers) need `length` and `device`.
@@ -128,7 +124,7 @@ export class TransferEngine {
   async registerMemory(target: MemoryTarget, options: RegisterOptions = {}): Promise<MemoryHandle> {
     this.assertOpen();
     const request = registrationRequest(target, options);
-    return this.serialize(() => this.registerNow(request));
+    return this.registrations.run(() => this.registerNow(request));
   }
 
   private async registerNow(request: RegisterRequest): Promise<MemoryHandle> {
@@ -151,6 +147,8 @@ export class TransferEngine {
         done.push({ t, addr: reg.addr });
         if (reg.attrs !== undefined) attrs[t.name] = reg.attrs;
       }
+      if (this.registrations.abandoned)
+        throw new TransferError('ENGINE_CLOSED', `The transfer engine of segment ${this.segmentName} closed during this registration`);
     } catch (error) {
       await Promise.allSettled(done.map((d) => d.t.transport.unregisterMemory(d.addr)));
       throw error;
@@ -214,7 +212,7 @@ export class TransferEngine {
   async unregisterMemory(target: MemoryHandle | bigint): Promise<void> {
     this.assertOpen();
     const addr = regionAddressOf(target);
-    return this.serialize(async () => {
+    return this.registrations.run(async () => {
       // A batch of this engine still using it (in flight, or unsettled past its deadline): refused.
       const held = this.memory.find(addr, 1n);
       if (held?.addr === addr) this.batches.watchdog.assertUnused(held);
@@ -457,16 +455,16 @@ export class TransferEngine {
     return this.closing !== undefined;
   }
 
-  /** Closes transports and the control endpoint. Idempotent. */
   /** Stops MC_TE_METRIC's periodic line (set when metrics are on). */
   private stopMetricLog: (() => void) | undefined;
 
+  /** Closes transports and the control endpoint. Idempotent. A registration under way gets TRANSPORT_CLOSE_BOUND_MS to finish. */
   close(): Promise<void> {
     this.stopMetricLog?.();
     this.closing ??= (async () => {
       // From here on peers are told this process is going away, not that its handlers are unknown.
       this.control.refuseRequests('this process is closing its transfer engine');
-      await this.registrationQueue;
+      await this.registrations.drain(TRANSPORT_CLOSE_BOUND_MS, this.log);
       // Memory from transport allocators goes back (a transport's pool may outlive one engine).
       for (const [addr, allocator] of this.allocations) {
         if (!allocator) continue;
