@@ -24,7 +24,7 @@ import { createFakePlugin } from '@te/testkit';
 type Answer = (batch: TransferBatch, real: () => Promise<BatchResult>) => unknown;
 let answer: Answer = (_batch, real) => real();
 /** Replacements of the transport's other methods, by name, while a test sets them. */
-let lifecycle: Partial<Record<'registerMemory' | 'unregisterMemory' | 'openPeer' | 'close', (real: () => unknown) => unknown>> = {};
+let lifecycle: Partial<Record<'registerMemory' | 'unregisterMemory' | 'openPeer' | 'close' | 'lookupSegment', (real: () => unknown) => unknown>> = {};
 const fake = createFakePlugin({ name: 'fake-broken' });
 const registry = new PluginRegistry({ builtins: false });
 registry.register(fake.plugin.name, {
@@ -38,6 +38,8 @@ registry.register(fake.plugin.name, {
       (transport as unknown as Record<string, unknown>)[method] = (...args: unknown[]) =>
         (lifecycle[method] ?? ((call: () => unknown) => call()))(() => real(...args));
     }
+    // The fake speaks no foreign metadata protocol: its lookup finds no peer unless a test says otherwise.
+    transport.lookupSegment = (() => (lifecycle.lookupSegment ?? ((call: () => unknown) => call()))(async () => undefined)) as Transport['lookupSegment'];
     return transport;
   },
 });
@@ -168,6 +170,27 @@ for (const [what, broken, act, message] of lifecycleCases) {
 
 /** TRANSPORT_CLOSE_BOUND_MS of engine/guarded-transport.ts. */
 const CLOSE_BOUND_MS = 10_000;
+
+test("a transport whose lookupSegment() never settles: openSegment fails with TIMEOUT after the handshake deadline plus the plugin's grace", async () => {
+  const { a, b } = await pair(false);
+  try {
+    lifecycle = { lookupSegment: () => new Promise(() => {}) };
+    const started = Date.now();
+    const e = await within(a.openSegment(b.segmentName), 15_000);
+    const took = Date.now() - started;
+    assert.ok(isTransferError(e, 'TIMEOUT'), `expected TIMEOUT, got ${String(e)}`);
+    assert.match((e as Error).message, /transport fake-broken did not settle lookupSegment\(\) within 7000 ms/);
+    assert.ok(took >= 6_900 && took < 10_000, `openSegment took ${took} ms`);
+    lifecycle = {};
+    // The failed look-up is not kept: the next one reaches the peer.
+    await a.openSegment(b.segmentName);
+  } finally {
+    lifecycle = {};
+    // Bounded: before the guard bounded the look-up, close() waited for it for good too.
+    await within(a.close(), 15_000);
+    await b.close();
+  }
+});
 
 test('a registration under way when close() is called: close() ends after the bound, and what the transport registers later is given back', async () => {
   const { a, b } = await pair(false, { registerMs: 60_000 });
