@@ -118,7 +118,7 @@ export type { ECProducer, ECConsumer, ECConnectorOptions, ECItemParams, ECTransf
 export { loadNativeAddon, type LoadAddonOptions } from './plugin-kit/load-addon.js';
 export { BatchTracker } from './plugin-kit/batch-tracker.js';
 export { checkSubmit } from './plugin-kit/check-submit.js';
-export { keepAttached } from './spi/keep-attached.js';
+export { TRANSFER_LISTS_KEEP_REGISTERED_BUFFERS, keepAttached } from './spi/keep-attached.js';
 export {
   NativeTransportBase,
   type NativeAddonModule,

@@ -8,7 +8,9 @@ export { serveTargetProcess, spawnTargetProcess, type TargetProcess } from './co
 export { assertOptionRefused } from './options/assert-option-refused.js';
 export { rawHttpAnswer, type RawAnswer } from './http/raw-answer.js';
 export { freePort } from './ports.js';
-export { TRANSFER_LISTS_KEEP_REGISTERED_BUFFERS, tryToDetach } from './memory/try-to-detach.js';
+export { tryToDetach } from './memory/try-to-detach.js';
+// The tests of keepAttached's callers ask it where they import tryToDetach from.
+export { TRANSFER_LISTS_KEEP_REGISTERED_BUFFERS } from '@te/connector';
 export { until } from './waits/until.js';
 export { bytesQueuedTo, tcpSocketsOf, type TcpSocket } from './waits/tcp-sockets.js';
 export { compileWorkerScript } from './workers/compile-worker-script.js';

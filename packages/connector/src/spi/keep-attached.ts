@@ -18,6 +18,9 @@ const DETACHING_METHODS = ['transfer', 'transferToFixedLength'] as const;
  */
 export const MARK_IS_SAFE = Number(process.versions.node.split('.')[0]) < 24;
 
+/** Whether keepAttached also keeps a buffer named in a transfer list attached (before Node.js 24: the mark). */
+export const TRANSFER_LISTS_KEEP_REGISTERED_BUFFERS = MARK_IS_SAFE;
+
 /** Whether this Node.js has `ArrayBuffer.prototype.transfer` (22 and later). */
 const HAS_TRANSFER = typeof (ArrayBuffer.prototype as { transfer?: unknown }).transfer === 'function';
 

@@ -33,10 +33,3 @@ export function tryToDetach(buffer: ArrayBufferLike, options: { transferLists?: 
   if (typeof ab.transferToFixedLength === 'function') attempt(() => ab.transferToFixedLength!());
   return went;
 }
-
-/**
- * Whether a registered buffer named in a transfer list stays attached on this Node.js:
- * keepAttached marks buffers untransferable only before Node.js 24 (from 24 on the mark is a
- * V8 detach key, which crashed processes at exit).
- */
-export const TRANSFER_LISTS_KEEP_REGISTERED_BUFFERS = Number(process.versions.node.split('.')[0]) < 24;
