@@ -117,7 +117,14 @@ const badValues: [string, Record<string, unknown>, Record<string, string>, RegEx
   ['env boolean', { connector: 'x' }, { MC_FORCE_TCP: 'sure' }, /MC_FORCE_TCP to be a boolean/],
   ['env log level', { connector: 'x' }, { MC_LOG_LEVEL: 'loud' }, /MC_LOG_LEVEL to be one of/],
   ['env integer', { connector: 'x' }, { TE_HANDSHAKE_PORT: '12ab' }, /TE_HANDSHAKE_PORT to be an integer, got "12ab"/],
+  ['registration bound of 0', { connector: 'x', timeouts: { registerMs: 0 } }, {}, /Expected `timeouts.registerMs` to be a positive integer.*got 0/],
+  ['env registration bound', { connector: 'x' }, { TE_REGISTER_TIMEOUT_MS: '10m' }, /TE_REGISTER_TIMEOUT_MS to be an integer, got "10m"/],
 ];
+
+test('timeouts.registerMs: 10 minutes by default, TE_REGISTER_TIMEOUT_MS sets it', () => {
+  assert.is(loadConfig({ json: { connector: 'x' }, env: {} }).timeouts.registerMs, 600_000);
+  assert.is(loadConfig({ json: { connector: 'x' }, env: { TE_REGISTER_TIMEOUT_MS: '1500' } }).timeouts.registerMs, 1500);
+});
 for (const [name, json, env, message] of badValues) {
   test(`bad config value refused precisely: ${name}`, () => expectError(() => loadConfig({ json, env }), 'INVALID_CONFIG', message));
 }
