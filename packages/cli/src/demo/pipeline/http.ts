@@ -82,6 +82,11 @@ function readBody(req: IncomingMessage): Promise<string> {
   });
 }
 
+/**
+ * POSTs `body` as JSON and parses the answer, which may be at most MAX_BODY bytes: a worker
+ * that answers more (or never stops) is cut off there rather than held in memory whole. An
+ * answer that is not JSON is an error naming the URL and status, not a bare SyntaxError.
+ */
 export async function postJson<T>(url: string, body: unknown, timeoutMs = 60_000): Promise<T> {
   const res = await fetch(url, {
     method: 'POST',
@@ -89,7 +94,30 @@ export async function postJson<T>(url: string, body: unknown, timeoutMs = 60_000
     body: JSON.stringify(body),
     signal: AbortSignal.timeout(timeoutMs),
   });
-  const json = (await res.json()) as T & { error?: { message: string; code?: string } };
-  if (!res.ok) throw Object.assign(new Error(json.error?.message ?? `HTTP ${res.status}`), { status: res.status, code: json.error?.code });
+  const text = await readAnswer(res, url);
+  let json: T & { error?: { message?: string; code?: string } };
+  try {
+    json = JSON.parse(text);
+  } catch {
+    throw Object.assign(new Error(`${url} answered HTTP ${res.status} with a body that is not JSON: ${JSON.stringify(text.slice(0, 100))}`), {
+      status: res.status,
+    });
+  }
+  if (!res.ok) throw Object.assign(new Error(json?.error?.message ?? `HTTP ${res.status}`), { status: res.status, code: json?.error?.code });
   return json;
+}
+
+async function readAnswer(res: Response, url: string): Promise<string> {
+  if (!res.body) return '';
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of res.body as AsyncIterable<Uint8Array>) {
+    size += chunk.length;
+    if (size > MAX_BODY) {
+      // Leaving the loop early cancels the stream, so the connection is dropped, not drained.
+      throw Object.assign(new Error(`${url} answered more than ${MAX_BODY} bytes`), { status: res.status });
+    }
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }
