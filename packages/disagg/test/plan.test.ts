@@ -10,6 +10,8 @@ import {
   prefillDpRankFor,
   resolveRankTargets,
   shardOfRank,
+  targetPrefillPpRanks,
+  targetPrefillTpRanks,
   slicesCover,
   type BufferTable,
 } from '../src/index.js';
@@ -102,6 +104,36 @@ test('rank targets: equal, decode TP > prefill TP, decode TP < prefill TP, PP, D
   assert.is(prefillDpRankFor((1n << 62n) + 4n, 4), 0);
   assert.is(prefillDpRankFor(11n, 2, 0), 0);
   assert.throws(() => prefillDpRankFor(1n, 2, 2), /outside/);
+});
+
+test('rank targets refuse sizes and ranks that name no rank, by name, instead of returning a rank list', () => {
+  // Before, a decode rank of -1 or 9 (of 4) mapped to prefill rank 0 or 4, a PP size of 0 to no
+  // stage, a DP size of 0 threw "Division by zero", and a room given as a number a TypeError.
+  const refused: [() => unknown, RegExp][] = [
+    [() => targetPrefillTpRanks(2, 4, -1), /^decode TP rank -1 is outside \[0, 4\)$/],
+    [() => targetPrefillTpRanks(2, 4, 9), /^decode TP rank 9 is outside \[0, 4\)$/],
+    [() => targetPrefillTpRanks(0, 2, 0), /^prefill TP size must be a positive integer, got 0$/],
+    [() => targetPrefillTpRanks(2.5, 4, 0), /^prefill TP size must be a positive integer, got 2.5$/],
+    [() => targetPrefillTpRanks(2, NaN, 0), /^decode TP size must be a positive integer, got NaN$/],
+    [() => targetPrefillPpRanks(0, 1, 0), /^prefill PP size must be a positive integer, got 0$/],
+    [() => targetPrefillPpRanks(2, 2, 2), /^decode PP rank 2 is outside \[0, 2\)$/],
+    [() => resolveRankTargets(undefined as never, undefined as never), /^the prefill shape must be an object, got undefined$/],
+    [() => resolveRankTargets({ tpSize: 2, ppSize: 1, dpSize: 1 }, null as never), /^the decode rank's shape must be an object, got null$/],
+    [() => prefillDpRankFor(5n, 0), /^prefill DP size must be a positive integer, got 0$/],
+    [() => prefillDpRankFor(5 as never, 2), /^a bootstrap room must be a non-negative bigint, got number 5$/],
+    [() => prefillDpRankFor(-1n, 2), /^a bootstrap room must be a non-negative bigint, got bigint -1$/],
+    [() => prefillDpRankFor(1n, 2, 0.5), /^prefill DP rank 0.5 is outside \[0, 2\)$/],
+  ];
+  for (const [call, message] of refused) {
+    let error: unknown;
+    try {
+      call();
+    } catch (e) {
+      error = e;
+    }
+    assert.ok(error instanceof RangeError, `${call}: expected a RangeError, got ${String(error)}`);
+    assert.match((error as Error).message, message);
+  }
 });
 
 const buffers = (over: Partial<KVBuffers> = {}): KVBuffers => {
