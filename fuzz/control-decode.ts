@@ -52,9 +52,11 @@ function checkInProcess(input: Buffer): { decoded: unknown; decodedOk: boolean; 
     decoded = decodeMessage(input);
   } catch (e) {
     // Undecodable bytes are dropped by the server before any field is read (by design);
-    // the codec must still fail as an Error, not with a thrown primitive.
-    if (!(e instanceof Error)) throw new FuzzFailure(`codec threw a non-Error: ${String(e)}`);
-    return { decoded: undefined, decodedOk: false, signature: `codec:${e.constructor.name}` };
+    // the codec must still fail as a TransferError BAD_FRAME, not as some other throw.
+    if (!isTypedError(e) || (e as TransferError).code !== 'BAD_FRAME')
+      throw new FuzzFailure(`codec threw ${e instanceof Error ? `${e.constructor.name}: ${e.message}` : String(e)} (not a BAD_FRAME TransferError)`);
+    const cause = (e as TransferError).cause;
+    return { decoded: undefined, decodedOk: false, signature: `codec:${cause instanceof Error ? cause.constructor.name : typeof cause}` };
   } finally {
     // A polluted prototype outranks whatever the decode returned or threw: it is the finding.
     // eslint-disable-next-line no-unsafe-finally -- the fuzzer's verdict must replace the result

@@ -3,7 +3,7 @@ import * as assert from 'uvu/assert';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { DEFAULT_CONFIG, isTransferError, loadConfig, transportsOf, validateConfig, type TransferErrorCode } from '../src/index.js';
+import { DEFAULT_CONFIG, isTransferError, loadConfig, parseMetadataString, transportsOf, validateConfig, type TransferErrorCode } from '../src/index.js';
 
 function expectError(fn: () => unknown, code: TransferErrorCode, message: RegExp): void {
   try {
@@ -128,6 +128,16 @@ test('timeouts.registerMs: 10 minutes by default, TE_REGISTER_TIMEOUT_MS sets it
 for (const [name, json, env, message] of badValues) {
   test(`bad config value refused precisely: ${name}`, () => expectError(() => loadConfig({ json, env }), 'INVALID_CONFIG', message));
 }
+
+test('parseMetadataString refuses a value that is not a string as INVALID_CONFIG (was a TypeError reading trim)', () => {
+  expectError(
+    () => parseMetadataString(undefined as never),
+    'INVALID_CONFIG',
+    /Expected `metadata` to be "p2p" or "etcd:\/\/host:port\[,host:port\]", got undefined$/,
+  );
+  expectError(() => parseMetadataString(null as never, 'MC_METADATA_SERVER'), 'INVALID_CONFIG', /Expected MC_METADATA_SERVER to be .*, got null$/);
+  assert.equal(parseMetadataString(' P2PHANDSHAKE '), { type: 'p2p' });
+});
 
 test('malformed JSON and unreadable files are INVALID_CONFIG', () => {
   expectError(() => loadConfig({ json: '{"connector":', env: {} }), 'INVALID_CONFIG', /config JSON is not valid JSON/);

@@ -1,7 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { randomBytes } from 'node:crypto';
-import { decodeMessage, encodeMessage } from '../src/index.js';
+import { decodeMessage, encodeMessage, isTransferError } from '../src/index.js';
 import { Unpackr } from 'msgpackr';
 import { MsgpackBoundsError, checkMsgpackBounds } from '../src/engine/msgpack-bounds.js';
 
@@ -51,8 +51,9 @@ test('a header declaring millions of elements is refused before the decoder sees
         error = e;
       }
     });
-    assert.ok(error instanceof MsgpackBoundsError, `refused by the bounds scan: ${String(error)}`);
-    assert.match((error as Error).message, /declares \d+ elements with 0 bytes left/);
+    assert.ok(isTransferError(error) && error.code === 'BAD_FRAME', `refused as BAD_FRAME: ${String(error)}`);
+    assert.ok(error.cause instanceof MsgpackBoundsError, `refused by the bounds scan: ${String(error.cause)}`);
+    assert.match(error.message, /declares \d+ elements with 0 bytes left/);
     assert.is(calls, 0, 'the decoder never ran, so it allocated and walked nothing');
   }
 });
@@ -83,6 +84,28 @@ test('deep nesting, truncation and payloads past the end are refused with the po
   assert.throws(() => checkMsgpackBounds(Buffer.from([0xdb, 0, 1, 0, 0, 0x41])), /needs 65541 bytes/);
   assert.throws(() => checkMsgpackBounds(Buffer.from([0x93, 0x01])), /declares 3 elements|ended inside/);
   assert.throws(() => checkMsgpackBounds(Buffer.from([0xc1])), /0xc1/);
+});
+
+test('decodeMessage answers bytes that are not one msgpack value with BAD_FRAME, whichever check refuses them', () => {
+  // Before, the bounds scan threw its own Error subclass and msgpackr a plain Error
+  // ("Unexpected end of MessagePack data"), neither of them a TransferError.
+  for (const [bytes, why] of [
+    [Buffer.alloc(0), /malformed msgpack message: .*(end|ended|empty)/i],
+    [Buffer.from([0xc1]), /malformed msgpack message: .*0xc1/],
+    [Buffer.from([0x93, 0x01]), /malformed msgpack message: /],
+    [Buffer.from([0xdd, 0xff, 0xff, 0xff, 0xff]), /malformed msgpack message: .*declares 4294967295 elements/],
+    ['not bytes' as unknown as Uint8Array, /malformed msgpack message: /],
+  ] as const) {
+    let error: unknown;
+    try {
+      decodeMessage(bytes);
+    } catch (e) {
+      error = e;
+    }
+    assert.ok(isTransferError(error), `${bytes.toString()}: a TransferError, got ${String(error)}`);
+    assert.is(error.code, 'BAD_FRAME');
+    assert.match(error.message, why);
+  }
 });
 
 test('every message shape te encodes passes the scan and decodes as before (random values)', () => {

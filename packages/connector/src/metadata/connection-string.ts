@@ -6,6 +6,8 @@ import { TransferError } from '../errors/transfer-error.js';
  * spelling). Endpoints are `host:port`; the port defaults to 2379.
  */
 export function parseMetadataString(text: string, source = '`metadata`'): { type: 'p2p' } | { type: 'etcd'; endpoints: string[] } {
+  if (typeof text !== 'string')
+    throw new TransferError('INVALID_CONFIG', `Expected ${source} to be "p2p" or "etcd://host:port[,host:port]", got ${text === null ? 'null' : typeof text}`);
   const s = text.trim();
   if (/^(p2p|p2phandshake)$/i.test(s)) return { type: 'p2p' };
   const m = /^etcd:\/\/(.+)$/i.exec(s);

@@ -170,8 +170,14 @@ export class PeerDescriptorCache {
       );
     }
     let descriptor: SegmentDescriptor;
+    let decoded: unknown;
     try {
-      descriptor = checkDescriptor(decodeMessage(bytes), segment);
+      decoded = decodeMessage(bytes);
+    } catch (cause) {
+      throw new TransferError('BAD_FRAME', `Segment descriptor of ${segment} in ${where} is not a te descriptor`, { cause });
+    }
+    try {
+      descriptor = checkDescriptor(decoded, segment);
     } catch (cause) {
       if (isTransferError(cause)) throw cause;
       throw new TransferError('BAD_FRAME', `Segment descriptor of ${segment} in ${where} is not a te descriptor`, { cause });
