@@ -14,7 +14,7 @@ export {
 } from './errors/codes.js';
 
 // Transport SPI
-export { PLUGIN_API_VERSION, definePlugin, validatePlugin, type TransportPlugin, type ProbeResult } from './spi/plugin.js';
+export { PLUGIN_API_VERSION, PLUGIN_NAME_PATTERN, definePlugin, validatePlugin, type TransportPlugin, type ProbeResult } from './spi/plugin.js';
 export type { Transport, TransportContext, TransportPeer } from './spi/transport.js';
 export { describeCapabilities, type TransportCapabilities } from './spi/capabilities.js';
 export { parseOptions, parseEnvBoolean, type OptionSpec, type OptionsSchema, type OptionsOf } from './spi/options.js';

@@ -50,4 +50,16 @@ test('allocateBatch refuses a size that is not a non-negative integer', () => {
   assert.is(allocateBatch(3).opcodes.length, 3);
 });
 
+// A safe integer past what a typed array holds threw V8's RangeError ("Invalid typed array length").
+test('allocateBatch refuses a size past what a typed array holds with INVALID_ARGUMENT, V8 reason kept', () => {
+  try {
+    allocateBatch(2 ** 40);
+    assert.unreachable('allocateBatch(2^40) accepted');
+  } catch (e) {
+    assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), String(e));
+    assert.match((e as Error).message, /^A batch of 1099511627776 requests cannot be allocated: Invalid typed array length/);
+    assert.ok((e as Error).cause instanceof RangeError);
+  }
+});
+
 test.run();

@@ -54,6 +54,41 @@ test('a duplicate name is refused', async () => {
   await expectError(() => r.register('mine', plugin('mine')), 'PLUGIN_DUPLICATE', /"mine" is already registered/);
 });
 
+// Before, register() took any name and any source: `register(undefined, undefined)` made
+// has(undefined) true, and the mistake surfaced only at the first load, if ever (a name no
+// plugin may declare can never load). resolve(undefined) and loadModulePath(undefined) threw
+// TypeErrors.
+test('register refuses a name no plugin may declare and a source that is not one; resolve and loadModulePath refuse junk', async () => {
+  const r = new PluginRegistry({ builtins: false });
+  for (const [name, shown] of [
+    [undefined, 'undefined'],
+    ['', '""'],
+    ['Acme', '"Acme"'],
+    ['has space', '"has space"'],
+    ['-lead', '"-lead"'],
+    [5, 'number'],
+  ] as const)
+    await expectError(
+      () => r.register(name as never, plugin('x')),
+      'INVALID_ARGUMENT',
+      new RegExp(`^Expected a plugin name to be a lower-case identifier \\(.*\\), got ${shown.replace(/[$()*+.?[\\\]^{|}-]/g, '\\$&')}$`),
+    );
+  for (const [source, shown] of [
+    [undefined, 'undefined'],
+    [null, 'null'],
+    [5, 'number'],
+    ['', '""'],
+  ] as const)
+    await expectError(() => r.register('acme', source as never), 'INVALID_ARGUMENT', new RegExp(`^Expected plugin "acme"'s source to be .*, got ${shown}$`));
+  assert.equal(r.names(), [], 'nothing was registered');
+  r.register('acme.tcp_2', '@acme/tcp');
+  r.register('acme-loader', async () => plugin('acme-loader'));
+  assert.equal(r.names(), ['acme-loader', 'acme.tcp_2']);
+  await expectError(r.resolve(undefined as never), 'INVALID_ARGUMENT', /^Expected a config with `connector` to resolve, got undefined$/);
+  await expectError(r.loadModulePath(undefined as never), 'INVALID_CONFIG', /^Expected `modulePath` to be a package name or file path, got undefined$/);
+  await expectError(r.loadModulePath(''), 'INVALID_CONFIG', /got ""$/);
+});
+
 test('plugins load lazily, once', async () => {
   const r = new PluginRegistry({ builtins: false });
   let loads = 0;

@@ -1,5 +1,5 @@
 import { TransferError } from '../errors/transfer-error.js';
-import { validatePlugin, type TransportPlugin } from '../spi/plugin.js';
+import { PLUGIN_NAME_PATTERN, validatePlugin, type TransportPlugin } from '../spi/plugin.js';
 import { BUILTIN_PLUGINS } from './builtins.js';
 import { importPluginModule, pluginExportOf } from './load-module.js';
 
@@ -30,8 +30,22 @@ export class PluginRegistry {
     }
   }
 
-  /** Adds a name; a name already taken is a PLUGIN_DUPLICATE error. */
+  /**
+   * Adds a name; a name already taken is a PLUGIN_DUPLICATE error. A name no plugin could
+   * declare, or a source that is not a module name, a loader or an object, is refused here
+   * (INVALID_ARGUMENT) rather than at the first load, which may come much later.
+   */
   register(name: string, source: PluginSource): void {
+    if (typeof name !== 'string' || !PLUGIN_NAME_PATTERN.test(name))
+      throw new TransferError(
+        'INVALID_ARGUMENT',
+        `Expected a plugin name to be a lower-case identifier (${String(PLUGIN_NAME_PATTERN)}), got ${describe(name)}`,
+      );
+    if (!(typeof source === 'string' ? source.length > 0 : typeof source === 'function' || (typeof source === 'object' && source !== null)))
+      throw new TransferError(
+        'INVALID_ARGUMENT',
+        `Expected plugin "${name}"'s source to be a package name or file path, a loader function or a plugin object, got ${describe(source)}`,
+      );
     if (this.sources.has(name)) {
       const existing = this.sources.get(name);
       const from = typeof existing === 'string' ? ` (provided by ${existing})` : '';
@@ -114,6 +128,8 @@ export class PluginRegistry {
 
   /** Loads a plugin from a package name or file path (config `modulePath`). */
   async loadModulePath(modulePath: string, expectedName?: string): Promise<TransportPlugin> {
+    if (typeof modulePath !== 'string' || modulePath.length === 0)
+      throw new TransferError('INVALID_CONFIG', `Expected \`modulePath\` to be a package name or file path, got ${describe(modulePath)}`);
     const { module, resolved } = await importPluginModule(modulePath, this.baseDir);
     const plugin = validatePlugin(pluginExportOf(module), `module ${modulePath} (${resolved})`);
     if (expectedName !== undefined && plugin.name !== expectedName) {
@@ -126,8 +142,15 @@ export class PluginRegistry {
 
   /** Resolves a config's connector: `modulePath` wins over the name table. */
   resolve(config: { connector: string; modulePath?: string }): Promise<TransportPlugin> {
+    if (typeof config !== 'object' || config === null)
+      return Promise.reject(new TransferError('INVALID_ARGUMENT', `Expected a config with \`connector\` to resolve, got ${describe(config)}`));
     return config.modulePath ? this.loadModulePath(config.modulePath, config.connector) : this.load(config.connector);
   }
+}
+
+function describe(value: unknown): string {
+  if (value === null) return 'null';
+  return typeof value === 'string' ? JSON.stringify(value.slice(0, 100)) : typeof value;
 }
 
 const DEFAULT_REGISTRY = Symbol.for('te.defaultPluginRegistry');

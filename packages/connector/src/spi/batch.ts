@@ -126,12 +126,17 @@ export function batchOf(requests: readonly TransferRequest[]): TransferBatch {
 export function allocateBatch(n: number): TransferBatch {
   if (!Number.isSafeInteger(n) || n < 0)
     throw new TransferError('INVALID_ARGUMENT', `Expected a batch size to be a non-negative integer, got ${typeof n === 'bigint' ? `${n}n` : String(n)}`);
-  return {
-    opcodes: new Uint8Array(n),
-    localAddrs: new BigUint64Array(n),
-    remoteAddrs: new BigUint64Array(n),
-    lengths: new BigUint64Array(n),
-  };
+  try {
+    return {
+      opcodes: new Uint8Array(n),
+      localAddrs: new BigUint64Array(n),
+      remoteAddrs: new BigUint64Array(n),
+      lengths: new BigUint64Array(n),
+    };
+  } catch (cause) {
+    // Past what a typed array may hold, or past the memory there is: V8's RangeError says which.
+    throw new TransferError('INVALID_ARGUMENT', `A batch of ${n} requests cannot be allocated: ${(cause as Error).message}`, { cause });
+  }
 }
 
 /** `array`'s entries at `indexes`, in that order. */

@@ -34,6 +34,9 @@ export function definePlugin<S extends OptionsSchema>(plugin: TransportPlugin<S>
   return plugin;
 }
 
+/** What a plugin's `name` (and so a connector name) must look like: a lower-case identifier. */
+export const PLUGIN_NAME_PATTERN = /^[a-z0-9][a-z0-9._-]*$/;
+
 /**
  * Checks a loaded module's plugin object before anything uses it. `source` names the
  * package or file, so the message says which install is at fault.
@@ -51,7 +54,7 @@ export function validatePlugin(candidate: unknown, source: string): TransportPlu
     );
   }
   const problems: string[] = [];
-  if (typeof p.name !== 'string' || !/^[a-z0-9][a-z0-9._-]*$/.test(p.name)) problems.push('`name` must be a lower-case identifier');
+  if (typeof p.name !== 'string' || !PLUGIN_NAME_PATTERN.test(p.name)) problems.push('`name` must be a lower-case identifier');
   if (typeof p.version !== 'string') problems.push('`version` must be a string');
   if (typeof p.create !== 'function') problems.push('`create` must be a function');
   if (typeof p.options !== 'object' || p.options === null) problems.push('`options` must be an options schema object');
