@@ -1,7 +1,16 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createTransferEngine, isTransferError, type KVBuffers, type TransferEngine } from '@te/connector';
-import { KVConnectorScheduler, createECConsumer, createECProducer, createKVManager, startBootstrapServer } from '../src/index.js';
+import {
+  ECConnectorScheduler,
+  ECConnectorWorker,
+  KVConnectorScheduler,
+  KVConnectorWorker,
+  createECConsumer,
+  createECProducer,
+  createKVManager,
+  startBootstrapServer,
+} from '../src/index.js';
 import { freePort, layout, TCP_CONFIG } from './pd-harness.js';
 import { FAST } from './pd-scenario.js';
 
@@ -168,6 +177,27 @@ test('entry points refuse a missing options, layout or buffers object with INVAL
       () => new KVConnectorScheduler(undefined as never),
       /Expected KVConnectorScheduler's options to be an object, got undefined/,
     ],
+    // These met a TypeError when first used (KVConnectorWorker: registerKvCaches; the EC
+    // adapters: hasCacheItem, saveCaches, waitForLoad), and a role other than 'producer'
+    // made an EC scheduler a consumer without a word.
+    ['new KVConnectorWorker()', () => new KVConnectorWorker(undefined as never), /Expected KVConnectorWorker's options to be an object, got undefined/],
+    [
+      'new ECConnectorScheduler()',
+      () => new ECConnectorScheduler(undefined as never),
+      /Expected ECConnectorScheduler's options to be an object, got undefined/,
+    ],
+    [
+      "ECConnectorScheduler role 'prefill'",
+      () => new ECConnectorScheduler({ role: 'prefill' } as never),
+      /^Expected ECConnectorScheduler's role to be 'producer' or 'consumer', got "prefill"$/,
+    ],
+    ['new ECConnectorWorker(null)', () => new ECConnectorWorker(null as never), /Expected ECConnectorWorker's options to be an object, got null/],
+    [
+      'saveCaches without a producer',
+      () => new ECConnectorWorker({}).saveCaches(new Map([['h', new Uint8Array(4)]]), 'h'),
+      /^saveCaches needs a producer \(ECConnectorWorker's `producer`\)$/,
+    ],
+    ['waitForLoad without a consumer', () => new ECConnectorWorker({}).waitForLoad(), /^waitForLoad needs a consumer \(ECConnectorWorker's `consumer`\)$/],
   ];
   for (const [name, call, message] of calls) {
     const e = await Promise.resolve()

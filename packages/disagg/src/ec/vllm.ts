@@ -1,6 +1,7 @@
 import { TransferError, type ECItemParams, type ECLoadResult, type ECTransferParams } from '@te/connector';
 import type { ECPullConsumer } from './consumer.js';
 import type { ECPoolProducer } from './producer.js';
+import { expectObject } from '../shared/expect-object.js';
 
 /** The part of a vLLM request the EC connector reads. */
 export interface ECRequestView {
@@ -24,6 +25,13 @@ export class ECConnectorScheduler {
   private loads: ECConnectorMeta['loads'] = [];
 
   constructor(readonly options: { role: 'producer' | 'consumer'; producer?: ECPoolProducer }) {
+    expectObject(options, "ECConnectorScheduler's options");
+    // Any other role would be served as a consumer without a word.
+    if (options.role !== 'producer' && options.role !== 'consumer')
+      throw new TransferError(
+        'INVALID_ARGUMENT',
+        `Expected ECConnectorScheduler's role to be 'producer' or 'consumer', got ${JSON.stringify(options.role) ?? 'undefined'}`,
+      );
     if (options.role === 'producer' && !options.producer)
       throw new TransferError('INVALID_ARGUMENT', 'a producer EC scheduler needs its producer (for the params it returns)');
   }
@@ -69,19 +77,27 @@ export class ECConnectorWorker {
   private readonly failedItems = new Map<string, Error>();
   private readonly saved = new Set<string>();
 
-  constructor(readonly options: { producer?: ECPoolProducer; consumer?: ECPullConsumer }) {}
+  constructor(readonly options: { producer?: ECPoolProducer; consumer?: ECPullConsumer }) {
+    expectObject(options, "ECConnectorWorker's options");
+  }
+
+  /** The consumer a consumer-side call needs, or INVALID_ARGUMENT naming the call. */
+  private consumer(call: string): ECPullConsumer {
+    if (!this.options.consumer) throw new TransferError('INVALID_ARGUMENT', `${call} needs a consumer (ECConnectorWorker's \`consumer\`)`);
+    return this.options.consumer;
+  }
 
   /** Consumer: starts pulling this step's items into the encoder cache. */
   startLoadCaches(meta: ECConnectorMeta, cache: EncoderCacheSink): void {
-    if (!this.options.consumer) throw new TransferError('INVALID_ARGUMENT', 'startLoadCaches needs a consumer');
+    const consumer = this.consumer('startLoadCaches');
     const params: ECTransferParams = {};
     for (const l of meta.loads) params[l.mmHash] = l.params;
-    this.options.consumer.startLoad(params, (h, len) => cache.allocate(h, len));
+    consumer.startLoad(params, (h, len) => cache.allocate(h, len));
   }
 
   /** Consumer: resolves when this step's items arrived or failed (failed ones are encoded locally). */
   async waitForLoad(timeoutMs?: number): Promise<ECLoadResult> {
-    const r = await this.options.consumer!.waitForLoad(timeoutMs !== undefined ? { timeoutMs } : {});
+    const r = await this.consumer('waitForLoad').waitForLoad(timeoutMs !== undefined ? { timeoutMs } : {});
     for (const h of r.loaded) this.recving.add(h);
     for (const f of r.failed) this.failedItems.set(f.mmHash, f.error);
     return r;
@@ -91,7 +107,8 @@ export class ECConnectorWorker {
   async saveCaches(encoderCache: Map<string, ArrayBufferView>, mmHash: string): Promise<void> {
     const embedding = encoderCache.get(mmHash);
     if (!embedding) throw new TransferError('INVALID_ARGUMENT', `no encoder output for ${mmHash}`);
-    await this.options.producer!.save(mmHash, embedding);
+    if (!this.options.producer) throw new TransferError('INVALID_ARGUMENT', "saveCaches needs a producer (ECConnectorWorker's `producer`)");
+    await this.options.producer.save(mmHash, embedding);
     this.saved.add(mmHash);
   }
 

@@ -3,6 +3,7 @@ import { createKVManager, type CreateKVManagerOptions, type DisaggKVManager } fr
 import type { BatchEntry, LayerwiseBatch } from '../pd/layerwise.js';
 import type { KVConnectorMeta, LayerCache } from './types.js';
 import { blockCountOf, blockIdsOf, layerRegionsOf } from './inputs.js';
+import { expectObject } from '../shared/expect-object.js';
 
 export interface WorkerOptions extends Omit<CreateKVManagerOptions, 'buffers'> {
   /** Blocks per layer cache and tokens per block. */
@@ -49,7 +50,9 @@ export class KVConnectorWorker {
   /** `numBlocks`, checked by registerKvCaches. */
   private blocks = 0n;
 
-  constructor(readonly options: WorkerOptions) {}
+  constructor(readonly options: WorkerOptions) {
+    expectObject(options, "KVConnectorWorker's options");
+  }
 
   get kvManager(): DisaggKVManager | undefined {
     return this.manager;
