@@ -158,6 +158,35 @@ setInterval(() => {}, 1000);`;
   return { segment, kill: () => child.kill('SIGKILL') };
 }
 
+// A listener that is not a function was taken, then called at every batch or notification:
+// each call failed, was caught and logged, for the engine's whole life.
+test('onNotification and observeBatches refuse a listener that is not a function, naming the method', async () => {
+  const engine = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1' }, { env: {} });
+  try {
+    for (const junk of [undefined, null, 5, 'f', {}]) {
+      for (const method of ['onNotification', 'observeBatches'] as const) {
+        let error: unknown;
+        try {
+          engine[method](junk as never);
+        } catch (e) {
+          error = e;
+        }
+        assert.ok(isTransferError(error, 'INVALID_ARGUMENT'), `${method}(${String(junk)}): ${String(error)}`);
+        assert.match((error as Error).message, new RegExp(`^Expected ${method} to be given a function, got (undefined|null|number|string|object)$`));
+      }
+    }
+    const seen: number[] = [];
+    const stop = engine.observeBatches((r) => seen.push(r.requests));
+    const a = await engine.registerMemory(new Uint8Array(64));
+    const b = await engine.registerMemory(new Uint8Array(64));
+    await engine.write(engine.segmentName, a.addr, b.addr, 64);
+    stop();
+    assert.equal(seen, [1], 'a function is still taken');
+  } finally {
+    await engine.close();
+  }
+});
+
 test('a dead peer fails fast with PEER_UNREACHABLE, not a TIMEOUT at the deadline', async () => {
   const engine: TransferEngine = await createTransferEngine(
     { connector: 'mooncake-tcp', bindAddress: '127.0.0.1', timeouts: { handshakeMs: 8_000 } },

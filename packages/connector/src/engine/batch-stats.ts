@@ -1,6 +1,7 @@
 // What the engine knows about its batches: counters (when `metrics` is on), batches in
 // flight per transport, and observers called after each batch settles (exporters).
 import type { TransferBatch } from '../spi/batch.js';
+import { checkListener } from './listener-check.js';
 import type { Log } from './logger.js';
 import { emptyMetrics, type BatchRecord, type EngineMetrics } from './metrics.js';
 import type { Route } from './router.js';
@@ -50,6 +51,7 @@ export class BatchStats {
 
   /** Calls `observer` after every batch settles (metrics exporters use it); returns the unsubscribe. */
   observe(observer: (r: BatchRecord) => void): () => void {
+    checkListener(observer, 'observeBatches');
     this.observers.add(observer);
     return () => this.observers.delete(observer);
   }

@@ -25,6 +25,7 @@ import { registers, registrationRequest, registrationTargets, regionAddressOf, t
 import { jsHostBuffer } from './js-host-buffer.js';
 import { keepAttached } from '../spi/keep-attached.js';
 import { Watchdog, beforeDeadline } from './watchdog.js';
+import { checkListener } from './listener-check.js';
 import { startMetricLog } from '../metrics/periodic-log.js';
 import { commonTransports, routesWith, type EngineTransport, type WriteCapability } from './router.js';
 
@@ -440,6 +441,7 @@ export class TransferEngine {
 
   /** Subscribes to notifications from peers; returns the unsubscribe function. */
   onNotification(listener: (notification: Notification) => void): () => void {
+    checkListener(listener, 'onNotification');
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
