@@ -201,6 +201,30 @@ test('vLLM flow: saveCaches → requestFinished params → proxy (JSON) → hasC
   }
 });
 
+// A string is iterable: transferParams('h1') looked up the hashes 'h' and '1', and
+// transferParams(undefined) threw "mmHashes is not iterable".
+test('transferParams refuses mmHashes that are not an array (INVALID_ARGUMENT) and answers an array as before', async () => {
+  const engine = await createTransferEngine(TCP_CONFIG);
+  try {
+    const producer = await createECProducer({ engine, poolBytes: 1 << 20 });
+    await producer.save('h', new Uint8Array(100));
+    await producer.save('1', new Uint8Array(100));
+    for (const [junk, shown] of [
+      ['h1', 'string'],
+      [undefined, 'undefined'],
+      [null, 'null'],
+    ] as const) {
+      const r = await codeOf(Promise.resolve().then(() => producer.transferParams(junk as never)));
+      assert.is(r.code, 'INVALID_ARGUMENT', `${String(junk)}: ${r.message}`);
+      assert.is(r.message, `Expected transferParams' mmHashes to be an array of strings, got ${shown}`);
+    }
+    assert.equal(Object.keys(producer.transferParams(['h', 'h9'])), ['h']);
+    await producer.close();
+  } finally {
+    await engine.close();
+  }
+});
+
 test('waitForLoad with a signal: aborted → the items still out fail ABORTED at once; a long-lived signal keeps no listener per load', async () => {
   const engines: TransferEngine[] = [await createTransferEngine(TCP_CONFIG), await createTransferEngine(TCP_CONFIG)];
   const [pe, ce] = engines as [TransferEngine, TransferEngine];

@@ -164,6 +164,12 @@ export class ECPoolProducer implements ECProducer {
 
   /** Params of saved items; handing them out counts as a use (a consumer is about to pull them). */
   transferParams(mmHashes: readonly string[]): ECTransferParams {
+    // A string is iterable too: "abc" would be looked up as the hashes "a", "b" and "c".
+    if (!Array.isArray(mmHashes))
+      throw new TransferError(
+        'INVALID_ARGUMENT',
+        `Expected transferParams' mmHashes to be an array of strings, got ${mmHashes === null ? 'null' : typeof mmHashes}`,
+      );
     const out: ECTransferParams = {};
     for (const h of mmHashes) {
       const p = this.paramsOf(h);
