@@ -8,8 +8,25 @@ import { demoCommand, type DemoOptions } from './commands/demo.js';
 import { printDoctor, runDoctor } from './commands/doctor.js';
 import { UsageError } from './usage-error.js';
 
+/** Commander's own refusals of a command line: exit 2, as te's UsageError, not Commander's 1. */
+const USAGE_ERRORS = new Set([
+  'commander.unknownOption',
+  'commander.unknownCommand',
+  'commander.missingArgument',
+  'commander.optionMissingArgument',
+  'commander.missingMandatoryOptionValue',
+  'commander.conflictingOption',
+  'commander.excessArguments',
+  'commander.invalidArgument',
+]);
+
 // Positional options: what follows a subcommand is the subcommand's (`te bench pd --json`).
-const program = new Command('te').description('te: KV and encoder cache transfer for disaggregated LLM serving').showHelpAfterError().enablePositionalOptions();
+// The exit override is set before any subcommand is added, so that each inherits it.
+const program = new Command('te')
+  .description('te: KV and encoder cache transfer for disaggregated LLM serving')
+  .showHelpAfterError()
+  .enablePositionalOptions()
+  .exitOverride((error) => process.exit(USAGE_ERRORS.has(error.code) ? 2 : error.exitCode));
 const collect = (value: string, previous: string[]) => [...previous, value];
 
 program

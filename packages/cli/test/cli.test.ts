@@ -125,9 +125,15 @@ const usage: [string[], RegExp][] = [
   [['bench'], /Give --target <host:port> of a running `te bench --mode target`, or --loopback/],
   [['bench', '--loopback', '--block-size', '1g', '--batch-size', '8'], /keep it at or under 4 GiB/],
   [['bench', '--loopback', '--option', 'novalue'], /Expected --option key=value, got "novalue"/],
+  // Refused by the command-line parser itself: these exited 1 before, unlike te's own refusals.
+  [['bench', '--loopback', '--bogus'], /error: unknown option '--bogus'/],
+  [['bench', '--loopback', '--block-size'], /error: option '--block-size <bytes>' argument missing/],
+  [['bench', 'pd', '--checksums', 'sometimes'], /error: option '--checksums <mode>' argument 'sometimes' is invalid/],
+  [['doctor', '--bogus'], /error: unknown option '--bogus'/],
+  [['benchmark'], /error: unknown command 'benchmark'/],
 ];
 for (const [args, message] of usage) {
-  test(`bench refuses bad usage with exit 2: ${args.slice(1).join(' ')}`, () => {
+  test(`bad usage is refused with exit 2: ${args.join(' ')}`, () => {
     const r = run(args);
     assert.is(r.status, 2, r.stderr);
     assert.match(r.stderr, message);
