@@ -3,6 +3,7 @@ import * as assert from 'uvu/assert';
 import {
   PluginRegistry,
   createTransferEngine,
+  TransferError,
   isTransferError,
   type BatchResult,
   type TransferBatch,
@@ -69,6 +70,13 @@ const cases: [string, Answer, RegExp][] = [
     /gave request 0 the status NaN, not an integer/,
   ],
   ['gives a byte count that is not an integer', async (_b, real) => ({ ...(await real()), bytes: -1 }), /settled a batch with -1 as its byte count/],
+  ['rejects with a string', () => Promise.reject('nope'), /transport fake-broken's submit\(\) rejected with a non-TransferError: nope/],
+  // Before, a TransferError reached the caller whatever its code, one that no caller's switch on `code` knows.
+  [
+    "rejects with a TransferError whose code is not one of te's",
+    () => Promise.reject(new TransferError('WARP_CORE_BREACH' as never, 'breach')),
+    /transport fake-broken's submit\(\) rejected with a TransferError with the unknown code "WARP_CORE_BREACH": breach/,
+  ],
 ];
 
 async function pair(open = true, timeouts: { registerMs?: number } = {}): Promise<{ a: TransferEngine; b: TransferEngine; local: bigint; remote: bigint }> {
@@ -146,6 +154,12 @@ const lifecycleCases: [string, typeof lifecycle, (a: TransferEngine, b: Transfer
     /openPeer\(\) rejected with a non-TransferError: nope/,
   ],
   ['openPeer returns no peer', { openPeer: () => 42 }, (a, b) => a.openSegment(b.segmentName), /openPeer resolved with 42, not a peer/],
+  [
+    "registerMemory rejects with a TransferError whose code is not one of te's",
+    { registerMemory: () => Promise.reject(new TransferError('PINNING_FAILED' as never, 'no pages')) },
+    (a) => a.registerMemory(new Uint8Array(64)),
+    /transport fake-broken's registerMemory\(\) rejected with a TransferError with the unknown code "PINNING_FAILED": no pages/,
+  ],
 ];
 
 for (const [what, broken, act, message] of lifecycleCases) {

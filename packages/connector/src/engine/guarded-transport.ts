@@ -6,6 +6,7 @@
 // close(), hold the engine's registration queue for good, or reach the caller as a plain
 // TypeError.
 import { TransferError, isTransferError } from '../errors/transfer-error.js';
+import { isTransferErrorCode } from '../errors/codes.js';
 import type { TransportRegistration } from '../spi/memory.js';
 import type { Transport } from '../spi/transport.js';
 import type { Log } from './logger.js';
@@ -111,9 +112,15 @@ function guarded<T>({ plugin, method, log, boundMs, late }: GuardedCall<T>, run:
   });
 }
 
-function asTransferError(plugin: string, method: string, error: unknown, how: string): TransferError {
-  if (isTransferError(error)) return error;
-  return new TransferError('INTERNAL', `transport ${plugin}'s ${method}() ${how} a non-TransferError: ${(error as Error)?.message ?? String(error)}`, {
+/**
+ * What a plugin threw or rejected with, as the engine hands it on: its own TransferError, or
+ * INTERNAL naming the plugin for anything else, a TransferError whose code is not one of
+ * te's included (callers switch on `code`, and an unknown one matches none of their cases).
+ */
+export function asTransferError(plugin: string, method: string, error: unknown, how: string): TransferError {
+  if (isTransferError(error) && isTransferErrorCode(error.code)) return error;
+  const what = isTransferError(error) ? `a TransferError with the unknown code ${JSON.stringify(String(error.code))}` : 'a non-TransferError';
+  return new TransferError('INTERNAL', `transport ${plugin}'s ${method}() ${how} ${what}: ${(error as Error)?.message ?? String(error)}`, {
     plugin,
     cause: error,
   });

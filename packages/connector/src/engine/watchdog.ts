@@ -3,7 +3,7 @@
 // settle a batch well past its deadline is reported. Every batch a transport has not
 // settled keeps its local memory in use: its unregistration is refused (settled means
 // done with memory).
-import { TransferError, isTransferError } from '../errors/transfer-error.js';
+import { TransferError } from '../errors/transfer-error.js';
 import type { BatchResult, SubmitOptions, TransferBatch } from '../spi/batch.js';
 import type { TransportPeer } from '../spi/transport.js';
 import type { Log } from './logger.js';
@@ -11,6 +11,7 @@ import type { LocalRegion } from './memory-map.js';
 import { Deadlines, type Deadline } from '../timing/deadlines.js';
 import type { EngineTransport } from './router.js';
 import { checkedResult, submitThrough } from './transport-answer.js';
+import { asTransferError } from './guarded-transport.js';
 
 /** Extra time a transport gets past the deadline before the engine stops waiting for it. */
 export const WATCHDOG_GRACE_MS = 2_000;
@@ -106,14 +107,7 @@ export class Watchdog {
         },
         (e) => {
           this.release(watched);
-          reject(
-            isTransferError(e)
-              ? e
-              : new TransferError('INTERNAL', `transport ${via.name} failed with a non-TransferError: ${(e as Error)?.message ?? String(e)}`, {
-                  plugin: via.name,
-                  cause: e,
-                }),
-          );
+          reject(asTransferError(via.name, 'submit', e, 'rejected with'));
         },
       );
     });
