@@ -223,23 +223,46 @@ test('a descriptor request whose `from` is not a segment name is refused; unregi
   }
 });
 
-test('a request to an endpoint that cannot be dialled (bad port) rejects INVALID_ARGUMENT, no unhandled rejection', async () => {
+// An endpoint zeromq cannot dial was taken and failed each request; one it refuses outright
+// ("junk", undefined) threw zeromq's bare "Invalid argument" or a TypeError from the constructor.
+test('a control client for an endpoint that is not host:port is refused at construction with INVALID_ARGUMENT, no unhandled rejection', async () => {
   const rejections = await collectRejections(async () => {
-    for (const endpoint of ['127.0.0.1:1x', '127.0.0.1:99999']) {
-      const client = new ControlClient(endpoint); // zeromq accepts these addresses
+    for (const endpoint of ['127.0.0.1:1x', '127.0.0.1:99999', 'junk', 'tcp://127.0.0.1:9', undefined]) {
+      let e: unknown;
       try {
-        const e = await client.request('echo', null, 5_000).then(
-          () => 'answered',
-          (x: unknown) => x,
-        );
-        assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), `${endpoint}: ${String(e)}`);
-        assert.is(client.busy, false, 'the failed request is not left pending');
-      } finally {
-        client.close();
+        new ControlClient(endpoint as never).close();
+      } catch (x) {
+        e = x;
       }
+      assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), `${String(endpoint)}: ${String(e)}`);
+      assert.match((e as Error).message, /segment name/i);
     }
   });
   assert.equal(rejections.map(String), []);
+});
+
+test('a control handler that is not a function, or a type that is not a string, is refused when registered', () => {
+  const server = new ControlServer();
+  try {
+    for (const [type, handler, message] of [
+      ['x', 5, /^Expected the handler of "x" to be a function, got number$/],
+      ['x', undefined, /^Expected the handler of "x" to be a function, got undefined$/],
+      ['', async () => null, /^Expected a control message type \(a non-empty string\), got string$/],
+      [7, async () => null, /^Expected a control message type \(a non-empty string\), got number$/],
+    ] as const) {
+      let e: unknown;
+      try {
+        server.handle(type as never, handler as never);
+      } catch (x) {
+        e = x;
+      }
+      assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), `${String(type)}: ${String(e)}`);
+      assert.match((e as Error).message, message);
+    }
+    server.handle('x', async () => null)(); // a function is still taken
+  } finally {
+    void server.close();
+  }
 });
 
 test('one client flooding requests whose handlers wait is refused past its own bound, while another client is still served', async () => {

@@ -172,7 +172,10 @@ test('onNotification and observeBatches refuse a listener that is not a function
           error = e;
         }
         assert.ok(isTransferError(error, 'INVALID_ARGUMENT'), `${method}(${String(junk)}): ${String(error)}`);
-        assert.match((error as Error).message, new RegExp(`^Expected ${method} to be given a function, got (undefined|null|number|string|object)$`));
+        assert.match(
+          (error as Error).message,
+          new RegExp(`^Expected ${method}'s? (listener|observer) to be a function, got (undefined|null|number|string|object)$`),
+        );
       }
     }
     const seen: number[] = [];

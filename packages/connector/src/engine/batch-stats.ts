@@ -51,7 +51,7 @@ export class BatchStats {
 
   /** Calls `observer` after every batch settles (metrics exporters use it); returns the unsubscribe. */
   observe(observer: (r: BatchRecord) => void): () => void {
-    checkListener(observer, 'observeBatches');
+    checkListener(observer, "observeBatches' observer");
     this.observers.add(observer);
     return () => this.observers.delete(observer);
   }

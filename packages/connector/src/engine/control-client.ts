@@ -6,6 +6,7 @@ import { Fifo } from './fifo.js';
 import { probeEndpoint, type ProbeResult } from './reachability.js';
 import { CONTROL_VERSION, MAX_CONTROL_MESSAGE_BYTES, checkReplyEnvelope, type ReplyEnvelope, type RequestEnvelope } from './messages.js';
 import type { ControlKeys } from './control-security.js';
+import { checkSegmentName } from './segment-name.js';
 
 /**
  * zmq_connect first drains the socket's command mailbox with a zero-timeout poll, which a
@@ -81,7 +82,7 @@ interface Pending {
 
 /** A connection to one peer's control endpoint; requests are multiplexed by id. */
 export class ControlClient {
-  private readonly dealer = new Dealer({ linger: 0, sendHighWaterMark: 1000, maxMessageSize: MAX_CONTROL_MESSAGE_BYTES });
+  private readonly dealer: Dealer;
   private readonly pending = new Map<number, Pending>();
   private nextId = 1;
   private closed = false;
@@ -110,6 +111,9 @@ export class ControlClient {
     readonly endpoint: string,
     keys?: ControlKeys,
   ) {
+    // Checked before the socket exists: zeromq's own refusal is a bare "Invalid argument".
+    checkSegmentName(endpoint);
+    this.dealer = new Dealer({ linger: 0, sendHighWaterMark: 1000, maxMessageSize: MAX_CONTROL_MESSAGE_BYTES });
     if (endpoint.startsWith('[')) this.dealer.ipv6 = true;
     if (keys) {
       const mine = keys.client();

@@ -3,6 +3,7 @@ import { TransferError } from '../errors/transfer-error.js';
 import { isTransferErrorCode } from '../errors/codes.js';
 import { decodeMessage, encodeMessage } from './codec.js';
 import { Fifo } from './fifo.js';
+import { checkListener } from './listener-check.js';
 import { bindAdvice } from './bind-advice.js';
 import { CONTROL_VERSION, MAX_CONTROL_MESSAGE_BYTES, checkRequestEnvelope, salvageId, type ReplyEnvelope, type RequestEnvelope } from './messages.js';
 import type { ControlKeys } from './control-security.js';
@@ -97,6 +98,9 @@ export class ControlServer {
   }
 
   handle(type: string, handler: ControlHandler): () => void {
+    if (typeof type !== 'string' || type === '')
+      throw new TransferError('INVALID_ARGUMENT', `Expected a control message type (a non-empty string), got ${typeof type}`);
+    checkListener(handler, `the handler of "${type}"`);
     if (this.handlers.has(type)) throw new TransferError('INVALID_ARGUMENT', `A control handler for "${type}" is already registered`);
     this.handlers.set(type, handler);
     this.retired.delete(type);

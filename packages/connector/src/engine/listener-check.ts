@@ -7,5 +7,5 @@ import { TransferError } from '../errors/transfer-error.js';
  */
 export function checkListener(value: unknown, what: string): void {
   if (typeof value !== 'function')
-    throw new TransferError('INVALID_ARGUMENT', `Expected ${what} to be given a function, got ${value === null ? 'null' : typeof value}`);
+    throw new TransferError('INVALID_ARGUMENT', `Expected ${what} to be a function, got ${value === null ? 'null' : typeof value}`);
 }

@@ -441,7 +441,7 @@ export class TransferEngine {
 
   /** Subscribes to notifications from peers; returns the unsubscribe function. */
   onNotification(listener: (notification: Notification) => void): () => void {
-    checkListener(listener, 'onNotification');
+    checkListener(listener, "onNotification's listener");
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
   }
