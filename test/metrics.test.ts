@@ -1,7 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { Registry } from 'prom-client';
-import { createMetricsRegistry, createTransferEngine, startMetricLog } from '@te/connector';
+import { createMetricsRegistry, createTransferEngine, isTransferError, startMetricLog } from '@te/connector';
 
 /*
  * Metrics after real transfers over mooncake-tcp: the prom-client registry a framework
@@ -58,6 +58,40 @@ test("MC_TE_METRIC's periodic line reports the interval's throughput and failure
     stop();
     await a.close();
     await b.close();
+  }
+});
+
+// Before: an interval of 0, 1e-9 or 1e10 s wrote the line every millisecond (a timer below
+// 1 ms, or past its limit), NaN as well; a missing engine or log was a TypeError.
+test('startMetricLog and createMetricsRegistry refuse what they cannot use with INVALID_ARGUMENT', async () => {
+  const a = await createTransferEngine(CONFIG, { env: {} });
+  try {
+    const log = () => undefined;
+    for (const [call, message] of [
+      [() => startMetricLog(a, log, 0), /^Expected the metric interval to be seconds from 0\.01 to 86400, got 0$/],
+      [() => startMetricLog(a, log, 1e10), /got 10000000000$/],
+      [() => startMetricLog(a, log, Number.NaN), /got NaN$/],
+      [() => startMetricLog(a, log, '5' as never), /got 5$/],
+      [() => startMetricLog(undefined as never, log), /^startMetricLog needs an engine/],
+      [() => startMetricLog(a, 5 as never), /^Expected startMetricLog's log to be a function, got number$/],
+    ] as const) {
+      let e: unknown;
+      try {
+        call()();
+      } catch (x) {
+        e = x;
+      }
+      assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), String(e));
+      assert.match((e as Error).message, message);
+    }
+    const e = await createMetricsRegistry(undefined as never).then(
+      () => undefined,
+      (x: unknown) => x,
+    );
+    assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), String(e));
+    assert.match((e as Error).message, /^createMetricsRegistry needs the TransferEngine/);
+  } finally {
+    await a.close();
   }
 });
 

@@ -119,7 +119,24 @@ const badValues: [string, Record<string, unknown>, Record<string, string>, RegEx
   ['env integer', { connector: 'x' }, { TE_HANDSHAKE_PORT: '12ab' }, /TE_HANDSHAKE_PORT to be an integer, got "12ab"/],
   ['registration bound of 0', { connector: 'x', timeouts: { registerMs: 0 } }, {}, /Expected `timeouts.registerMs` to be a positive integer.*got 0/],
   ['env registration bound', { connector: 'x' }, { TE_REGISTER_TIMEOUT_MS: '10m' }, /TE_REGISTER_TIMEOUT_MS to be an integer, got "10m"/],
+  // Before, the engine read the variable itself: "abc" or "0" gave 5 s without a word, and
+  // "1e-9" or "1e10" a line every millisecond (a timer below 1 ms, or past its limit).
+  ['env metric interval', { connector: 'x' }, { TE_METRIC_INTERVAL_S: 'abc' }, /TE_METRIC_INTERVAL_S to be an integer, got "abc"/],
+  ['env metric interval 1e-9', { connector: 'x' }, { TE_METRIC_INTERVAL_S: '1e-9' }, /TE_METRIC_INTERVAL_S to be an integer, got "1e-9"/],
+  ['metric interval 0', { connector: 'x' }, { TE_METRIC_INTERVAL_S: '0' }, /Expected `metricIntervalS` to be an integer of seconds from 1 to 86400.*got 0/],
+  [
+    'metric interval 1e10',
+    { connector: 'x', metricIntervalS: 1e10 },
+    {},
+    /Expected `metricIntervalS` to be an integer of seconds from 1 to 86400.*got 10000000000/,
+  ],
 ];
+
+test('metricIntervalS: 5 s by default, TE_METRIC_INTERVAL_S sets it', () => {
+  assert.is(loadConfig({ json: { connector: 'x' }, env: {} }).metricIntervalS, 5);
+  assert.is(loadConfig({ json: { connector: 'x' }, env: { TE_METRIC_INTERVAL_S: '60' } }).metricIntervalS, 60);
+  assert.is(loadConfig({ json: { connector: 'x', metricIntervalS: 2 }, env: {} }).metricIntervalS, 2);
+});
 
 test('timeouts.registerMs: 10 minutes by default, TE_REGISTER_TIMEOUT_MS sets it', () => {
   assert.is(loadConfig({ json: { connector: 'x' }, env: {} }).timeouts.registerMs, 600_000);

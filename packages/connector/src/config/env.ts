@@ -81,6 +81,7 @@ export function configFromEnv(env: NodeJS.ProcessEnv = process.env): TeConfigInp
   if (get('TE_CONNECT_TIMEOUT_MS') !== undefined) timeouts.connectMs = integer('TE_CONNECT_TIMEOUT_MS', get('TE_CONNECT_TIMEOUT_MS')!);
   if (get('TE_REGISTER_TIMEOUT_MS') !== undefined) timeouts.registerMs = integer('TE_REGISTER_TIMEOUT_MS', get('TE_REGISTER_TIMEOUT_MS')!);
   if (Object.keys(timeouts).length > 0) out.timeouts = timeouts;
+  if (get('TE_METRIC_INTERVAL_S') !== undefined) out.metricIntervalS = integer('TE_METRIC_INTERVAL_S', get('TE_METRIC_INTERVAL_S')!);
   for (const [name, key] of [
     ['MC_FORCE_TCP', 'forceTcp'],
     ['MC_INTRANODE_NVLINK', 'intranodeNvlink'],

@@ -13,6 +13,8 @@ const EXAMPLE_CONNECTOR = Object.keys(BUILTIN_PLUGINS)[0]!;
 const expect = <T extends TSchema>(schema: T, expected: string): T => Object.assign(schema, { expected });
 
 const MAX_MS = MAX_TIMER_MS;
+/** A day: the longest interval between metric lines (a timer's own limit is under 25 days). */
+export const MAX_METRIC_INTERVAL_S = 86_400;
 
 export const TimeoutsSchema = Type.Object(
   {
@@ -121,6 +123,12 @@ export const ConfigInputSchema = Type.Object(
     intranodeNvlink: Type.Optional(expect(Type.Boolean({ description: 'MC_INTRANODE_NVLINK' }), 'be a boolean')),
     forceMnnvl: Type.Optional(expect(Type.Boolean({ description: 'MC_FORCE_MNNVL' }), 'be a boolean')),
     metrics: Type.Optional(expect(Type.Boolean({ description: 'MC_TE_METRIC' }), 'be a boolean')),
+    metricIntervalS: Type.Optional(
+      expect(
+        Type.Integer({ minimum: 1, maximum: MAX_METRIC_INTERVAL_S, description: 'Seconds between the lines `metrics` logs (TE_METRIC_INTERVAL_S)' }),
+        `be an integer of seconds from 1 to ${MAX_METRIC_INTERVAL_S}`,
+      ),
+    ),
     logLevel: Type.Optional(
       expect(
         Type.Union(

@@ -57,6 +57,8 @@ export interface TeConfig {
   forceMnnvl: boolean;
   /** MC_TE_METRIC: collect transfer metrics. */
   metrics: boolean;
+  /** TE_METRIC_INTERVAL_S: seconds between the lines `metrics` logs. */
+  metricIntervalS: number;
   /** MC_LOG_LEVEL. */
   logLevel: LogLevel;
   /** Free-form settings for the connector runtime (kv_connector_extra_config). */
@@ -86,6 +88,7 @@ export const DEFAULT_CONFIG: Readonly<Omit<TeConfig, 'connector'>> = Object.free
   intranodeNvlink: false,
   forceMnnvl: false,
   metrics: false,
+  metricIntervalS: 5,
   logLevel: 'warn',
   extra: {},
 });

@@ -110,6 +110,7 @@ export function validateConfig(input: unknown): TeConfig {
     intranodeNvlink: (c.intranodeNvlink as boolean | undefined) ?? false,
     forceMnnvl: (c.forceMnnvl as boolean | undefined) ?? false,
     metrics: (c.metrics as boolean | undefined) ?? false,
+    metricIntervalS: (c.metricIntervalS as number | undefined) ?? DEFAULT_CONFIG.metricIntervalS,
     logLevel: logLevel as LogLevel,
     extra: extra as Record<string, unknown>,
   };

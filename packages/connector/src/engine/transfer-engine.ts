@@ -82,18 +82,13 @@ export class TransferEngine {
 
   /** Builds an engine; most code calls `initTransferEngine` to share one per process. */
   static async create(input: TeConfig | TeConfigInput, options: CreateEngineOptions = {}): Promise<TransferEngine> {
-    const env = options.env ?? process.env;
     // The watch may report a changed peer before the engine exists: held until then.
     let onPeerChanged: (segment: string) => void = () => undefined;
     const parts = await assembleEngine(input, options, (segment) => onPeerChanged(segment));
     const { config, control, handshake, held, endpoint, epoch, log, etcd } = parts;
     const engine = new TransferEngine(config, control, handshake, held, endpoint, epoch, log, etcd);
     onPeerChanged = (segment) => void engine.forgetSegment(segment).catch(() => undefined);
-    if (config.metrics) {
-      const raw = env.TE_METRIC_INTERVAL_S;
-      const interval = raw !== undefined && Number(raw) > 0 ? Number(raw) : 5;
-      engine.stopMetricLog = startMetricLog(engine, (line) => log('info', line), interval);
-    }
+    if (config.metrics) engine.stopMetricLog = startMetricLog(engine, (line) => log('info', line), config.metricIntervalS);
     await engine.publish();
     log('info', `segment ${endpoint} epoch ${epoch} with transports ${held.map((t) => t.name).join(', ')}`);
     return engine;

@@ -1,4 +1,8 @@
 import type { BatchRecord } from '../engine/metrics.js';
+import { TransferError } from '../errors/transfer-error.js';
+import { MAX_METRIC_INTERVAL_S } from '../config/schema.js';
+
+const MIN_INTERVAL_S = 0.01;
 
 /**
  * What the periodic line reads of an engine. The engine starts the line itself (with
@@ -15,6 +19,16 @@ export interface ObservedEngine {
  * default 5). Stops with the engine.
  */
 export function startMetricLog(engine: ObservedEngine, log: (line: string) => void, intervalS = 5): () => void {
+  if (typeof engine?.observeBatches !== 'function' || typeof engine.inFlight !== 'function')
+    throw new TransferError('INVALID_ARGUMENT', 'startMetricLog needs an engine (observeBatches and inFlight)');
+  if (typeof log !== 'function') throw new TransferError('INVALID_ARGUMENT', `Expected startMetricLog's log to be a function, got ${typeof log}`);
+  // Below 10 ms the line would be written at every turn of the event loop; past a day, a
+  // timer's limit makes Node.js fire it every millisecond instead.
+  if (typeof intervalS !== 'number' || !(intervalS >= MIN_INTERVAL_S && intervalS <= MAX_METRIC_INTERVAL_S))
+    throw new TransferError(
+      'INVALID_ARGUMENT',
+      `Expected the metric interval to be seconds from ${MIN_INTERVAL_S} to ${MAX_METRIC_INTERVAL_S}, got ${String(intervalS)}`,
+    );
   let bytes = 0n;
   let batches = 0;
   let failed = 0;

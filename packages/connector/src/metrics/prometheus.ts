@@ -29,6 +29,8 @@ export interface PromRegistry {
  * (`Registry.merge`). prom-client is an optional peer dependency: install it to use this.
  */
 export async function createMetricsRegistry(engine: TransferEngine, options: { registry?: PromRegistry; prefix?: string } = {}): Promise<PromRegistry> {
+  if (typeof engine?.observeBatches !== 'function')
+    throw new TransferError('INVALID_ARGUMENT', 'createMetricsRegistry needs the TransferEngine whose batches it counts');
   let prom: PromModule;
   try {
     prom = (await import('prom-client')) as unknown as PromModule;
