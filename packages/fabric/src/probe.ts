@@ -1,8 +1,34 @@
-import type { ProbeResult } from '@te/connector';
+import { parseOptions, type ProbeResult } from '@te/connector';
 import { mrModeNames } from './fabric-transport.js';
 import { builtWithoutLibfabric } from './load-addon.js';
 import type { NativeFabricModule } from './native-types.js';
-import type { FabricOptions } from './options.js';
+import { fabricOptionsSchema, type FabricOptions } from './options.js';
+
+/**
+ * probe() for a libfabric plugin whose options come from the environment under `envPrefix`:
+ * read through the plugin's own schema, so the probe sees what a transport created in the
+ * same environment would use (`TE_RDMA_ALLOW_SHM=true` included, which a comparison with
+ * "1" missed, and the NIC limit and source address, which it did not read at all). A
+ * variable the schema refuses makes the plugin unavailable, with the schema's reason.
+ */
+export function probeFabricFromEnv(
+  load: () => NativeFabricModule,
+  plugin: string,
+  envPrefix: string,
+  extra: Record<string, unknown> = {},
+  env: NodeJS.ProcessEnv = process.env,
+): ProbeResult {
+  let o: FabricOptions;
+  try {
+    o = parseOptions(fabricOptionsSchema(envPrefix), {}, env, plugin) as FabricOptions;
+  } catch (e) {
+    return { available: false, reason: (e as Error).message, details: extra };
+  }
+  const chosen: Partial<FabricOptions> & { envPrefix: string } = { nics: o.nics, allowShm: o.allowShm, maxRails: o.maxRails, envPrefix };
+  if (o.provider !== undefined) chosen.provider = o.provider;
+  if (o.sourceAddress !== undefined) chosen.sourceAddress = o.sourceAddress;
+  return probeFabric(load, plugin, chosen, extra);
+}
 
 /** probe() for a libfabric plugin: what was found, what would be chosen, what to install. */
 export function probeFabric(

@@ -1,5 +1,5 @@
 import { definePlugin, PLUGIN_API_VERSION, type ProbeResult, type Transport, type TransportContext } from '@te/connector';
-import { probeFabric, requireLibfabric } from '@te/fabric';
+import { probeFabricFromEnv, requireLibfabric } from '@te/fabric';
 import { loadBinding, PLUGIN_NAME } from './binding.js';
 import { barexOptions, ENV_PREFIX, type BarexOptions } from './options.js';
 import { BarexTransport } from './transport.js';
@@ -21,20 +21,7 @@ function vendor(): string {
 }
 
 function probe(): ProbeResult {
-  return probeFabric(
-    loadBinding,
-    PLUGIN_NAME,
-    {
-      provider: process.env.TE_BAREX_PROVIDER,
-      allowShm: process.env.TE_BAREX_ALLOW_SHM === '1',
-      nics: process.env.TE_BAREX_NICS?.split(',').filter(Boolean) ?? [],
-      envPrefix: ENV_PREFIX,
-    },
-    {
-      model: MODEL,
-      vendorLibrary: vendor(),
-    },
-  );
+  return probeFabricFromEnv(loadBinding, PLUGIN_NAME, ENV_PREFIX, { model: MODEL, vendorLibrary: vendor() });
 }
 
 export async function createBarexTransport(context: TransportContext, options: BarexOptions): Promise<Transport> {

@@ -1,5 +1,5 @@
 import { definePlugin, PLUGIN_API_VERSION, type ProbeResult, type Transport, type TransportContext } from '@te/connector';
-import { FabricTransport, nativeOptions, probeFabric, requireLibfabric } from '@te/fabric';
+import { FabricTransport, nativeOptions, probeFabricFromEnv, requireLibfabric } from '@te/fabric';
 import { loadBinding, PLUGIN_NAME } from './binding.js';
 import { ENV_PREFIX, rdmaOptions, type RdmaOptions } from './options.js';
 
@@ -8,12 +8,7 @@ export { rdmaOptions, type RdmaOptions } from './options.js';
 export const VERSION = '0.1.0';
 
 function probe(): ProbeResult {
-  return probeFabric(loadBinding, PLUGIN_NAME, {
-    provider: process.env.TE_RDMA_PROVIDER,
-    allowShm: process.env.TE_RDMA_ALLOW_SHM === '1',
-    nics: process.env.TE_RDMA_NICS?.split(',').filter(Boolean) ?? [],
-    envPrefix: ENV_PREFIX,
-  });
+  return probeFabricFromEnv(loadBinding, PLUGIN_NAME, ENV_PREFIX);
 }
 
 /** Creates a mooncake-rdma transport; PROVIDER_UNAVAILABLE names what was found and what to install. */
