@@ -4,8 +4,8 @@
  * misspelt one is named instead of being silently ignored.
  */
 export const RUNTIME_ENVIRONMENT_VARIABLES = {
-  TE_KV_CHECKSUMS: 'KV and EC checksums: 1 (or true, on) for the automatic mode, pages for per-page CRC32C',
-  TE_LAYERWISE: 'layerwise KV transfer on (1) or off, where the connector option does not say',
+  TE_KV_CHECKSUMS: 'KV and EC checksums: a boolean (1, true, yes, on) for the automatic mode, pages for per-page CRC32C',
+  TE_LAYERWISE: 'layerwise KV transfer on or off (a boolean), where the connector option does not say; decides over SGLANG_MOONCAKE_ASYNC_KV',
   SGLANG_MOONCAKE_ASYNC_KV: "SGLang's spelling of TE_LAYERWISE",
   TE_PD_BOOTSTRAP_STORE: 'where prefill ranks publish themselves: http (default) or etcd',
   TE_PD_STAGING: 'the staging path of heterogeneous TP: 0 turns it off',

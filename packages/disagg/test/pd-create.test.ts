@@ -9,6 +9,7 @@ import {
   createECConsumer,
   createECProducer,
   createKVManager,
+  layerwiseEnabled,
   startBootstrapServer,
 } from '../src/index.js';
 import { freePort, layout, TCP_CONFIG } from './pd-harness.js';
@@ -208,6 +209,52 @@ test('entry points refuse a missing options, layout or buffers object with INVAL
       );
     assert.ok(isTransferError(e, 'INVALID_ARGUMENT'), `${name}: ${String(e)}`);
     assert.match(e.message, message, name);
+  }
+});
+
+// Before, TE_KV_CHECKSUMS=maybe (or yes) and TE_LAYERWISE=maybe were read as off without a
+// word, turning off the check the variable was set to turn on; and TE_LAYERWISE=0 did not
+// override SGLang's SGLANG_MOONCAKE_ASYNC_KV=1.
+test('TE_KV_CHECKSUMS and TE_LAYERWISE are read as booleans (pages too for checksums); another value is INVALID_CONFIG before anything is registered', async () => {
+  const refused = (f: () => unknown): Error => {
+    try {
+      f();
+    } catch (e) {
+      return e as Error;
+    }
+    return assert.unreachable('accepted') as never;
+  };
+  const e = refused(() => layerwiseEnabled(undefined, { TE_LAYERWISE: 'maybe' }));
+  assert.ok(isTransferError(e, 'INVALID_CONFIG'), String(e));
+  assert.match(e.message, /Expected environment variable TE_LAYERWISE to be a boolean .*, got "maybe"/);
+  assert.is(layerwiseEnabled(undefined, { TE_LAYERWISE: 'yes' }), true);
+  assert.is(layerwiseEnabled(undefined, { TE_LAYERWISE: '0', SGLANG_MOONCAKE_ASYNC_KV: '1' }), false, "te's own variable decides");
+  assert.is(layerwiseEnabled(undefined, { SGLANG_MOONCAKE_ASYNC_KV: 'True' }), true);
+  assert.is(layerwiseEnabled(undefined, { SGLANG_MOONCAKE_ASYNC_KV: 'junk' }), false, "SGLang's variable, read as SGLang reads it");
+  assert.is(layerwiseEnabled(false, { TE_LAYERWISE: 'maybe' }), false, 'the option wins and the variable is not read');
+
+  const engine = await createTransferEngine(TCP_CONFIG);
+  const before = process.env.TE_KV_CHECKSUMS;
+  try {
+    const { base, keep } = await rawMemory(engine);
+    process.env.TE_KV_CHECKSUMS = 'maybe';
+    const c = await createKVManager({ role: 'decode', layout: layout(1, 0), buffers: buffers(base, 256n), engine, timeouts: FAST }).then(
+      () => assert.unreachable('TE_KV_CHECKSUMS=maybe must be refused'),
+      (x: unknown) => x as Error,
+    );
+    assert.ok(isTransferError(c, 'INVALID_CONFIG'), String(c));
+    assert.match(c.message, /Expected environment variable TE_KV_CHECKSUMS to be a boolean \(1\/0, true\/false, yes\/no, on\/off\) or pages, got "maybe"/);
+    assert.equal(inside(engine, base), [], 'nothing was registered');
+    for (const value of ['yes', 'pages', 'off']) {
+      process.env.TE_KV_CHECKSUMS = value;
+      const m = await createKVManager({ role: 'decode', layout: layout(1, 0), buffers: buffers(base, 256n), engine, timeouts: FAST });
+      await m.close();
+    }
+    keep.fill(0);
+  } finally {
+    if (before === undefined) delete process.env.TE_KV_CHECKSUMS;
+    else process.env.TE_KV_CHECKSUMS = before;
+    await engine.close();
   }
 });
 

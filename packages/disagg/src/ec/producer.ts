@@ -108,6 +108,7 @@ export class ECPoolProducer implements ECProducer {
 
   static async create(options: ECProducerOptions = {}): Promise<ECPoolProducer> {
     expectObject(options, "createECProducer's options");
+    const checksums = checksumsEnabled(options.checksums); // TE_KV_CHECKSUMS refused, if it must be, before anything is allocated
     const port = options.port ?? options.bootstrapPort ?? portFromEnv(options.rank);
     const engine = await engineFor(options, port !== undefined && !options.engine ? { metadata: { port } } : {});
     // A given (or already shared) engine listens where it listens: a different port asked
@@ -121,7 +122,7 @@ export class ECPoolProducer implements ECProducer {
     const maxPulls = options.maxPulls ?? 256;
     if (!Number.isInteger(maxPulls) || maxPulls < 1) throw new TransferError('INVALID_ARGUMENT', `Expected maxPulls to be an integer ≥ 1, got ${maxPulls}`);
     const pool = await TransferPool.create(engine, options.poolBytes ?? 256 << 20, options.poolDevice ?? 'cpu');
-    return new ECPoolProducer(engine, pool, maxPulls, checksumsEnabled(options.checksums));
+    return new ECPoolProducer(engine, pool, maxPulls, checksums);
   }
 
   /** The written items' answers, with their CRC32C when checksums are on (still pinned: their bytes are as written). */

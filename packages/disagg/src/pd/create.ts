@@ -14,6 +14,7 @@ import { engineFor } from '../shared/engine.js';
 import { DecodeRank } from './decode-rank.js';
 import { checkBuffers, registerBuffers } from './local-buffers.js';
 import { LayerwiseBatch, layerwiseEnabled, type BatchEntry, type LayerwiseStats } from './layerwise.js';
+import { checksumMode } from './kv-checksum.js';
 import { PrefillRank } from './prefill-rank.js';
 import { resolveTimeouts, type PDTimeouts } from './timeouts.js';
 import { resolveStaging, type StagingOptions } from '../staging/options.js';
@@ -167,6 +168,7 @@ export async function createKVManager(options: CreateKVManagerOptions): Promise<
   if (options.role !== 'prefill' && options.role !== 'decode')
     throw new TransferError('INVALID_ARGUMENT', `Expected role 'prefill' or 'decode', got ${String(options.role)}`);
   const layerwise = layerwiseEnabled(options.layerwise);
+  checksumMode(options.checksums); // a TE_KV_CHECKSUMS it cannot read is refused before anything is registered
   const debug = /^(debug|trace)$/i.test(process.env.MC_LOG_LEVEL ?? '');
   const log = options.log ?? ((m: string) => void (debug && process.stderr.write(`te:disagg ${m}\n`)));
   expectObject(options.layout, "`layout` (the rank's ParallelLayout)");

@@ -1,4 +1,4 @@
-import { TransferError, type TransferEngine } from '@te/connector';
+import { TransferError, parseEnvBoolean, type TransferEngine } from '@te/connector';
 import { Checksummer, ChecksumList, addressOf, type CopyRegion } from '@te/staging';
 import type { BufferTable } from '../plan/index.js';
 import type { PageGeometry } from '../plan/page-geometry.js';
@@ -27,13 +27,25 @@ import { planSliceCopy, type HeadSlice, type SliceCopy } from '../plan/slice-cop
  */
 export type ChecksumMode = 'off' | 'pages' | 'auto';
 
-/** The checksum mode: the option (true: auto), else TE_KV_CHECKSUMS (1/true/on: auto, pages), else off. */
+/**
+ * The checksum mode: the option (true: auto), else TE_KV_CHECKSUMS (a boolean, true for auto,
+ * or `pages`), else off. Another value of the variable is INVALID_CONFIG: read as off, a
+ * misspelt value would turn off the check it was set to turn on.
+ */
 export function checksumMode(option: boolean | 'pages' | undefined, env: NodeJS.ProcessEnv = process.env): ChecksumMode {
   if (option === 'pages') return 'pages';
   if (option !== undefined) return option ? 'auto' : 'off';
-  const v = env.TE_KV_CHECKSUMS ?? '';
+  const v = (env.TE_KV_CHECKSUMS ?? '').trim();
+  if (v === '') return 'off';
   if (/^pages$/i.test(v)) return 'pages';
-  return /^(1|true|on)$/i.test(v) ? 'auto' : 'off';
+  try {
+    return parseEnvBoolean('TE_KV_CHECKSUMS', v) ? 'auto' : 'off';
+  } catch {
+    throw new TransferError(
+      'INVALID_CONFIG',
+      `Expected environment variable TE_KV_CHECKSUMS to be a boolean (1/0, true/false, yes/no, on/off) or pages, got ${JSON.stringify(env.TE_KV_CHECKSUMS)}`,
+    );
+  }
 }
 
 /** Whether KV checksums are on (either mode): the option, else TE_KV_CHECKSUMS. */

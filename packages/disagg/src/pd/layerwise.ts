@@ -1,4 +1,4 @@
-import { KVStatus, TransferError, type KVSender } from '@te/connector';
+import { KVStatus, TransferError, parseEnvBoolean, type KVSender } from '@te/connector';
 import { PrefillSender } from './kv-sender.js';
 
 /** One request of a forward batch: its sender and all of its pages (and state slots). */
@@ -26,11 +26,15 @@ function resultOf(s: KVSender): RoomResult {
   return r;
 }
 
-/** Whether layerwise transfer is on: the connector option, else TE_LAYERWISE or SGLang's SGLANG_MOONCAKE_ASYNC_KV. */
+/**
+ * Whether layerwise transfer is on: the connector option, else TE_LAYERWISE (a boolean as
+ * every te variable; another value is INVALID_CONFIG), else SGLang's SGLANG_MOONCAKE_ASYNC_KV,
+ * read as SGLang reads it (1, true, yes, on; anything else is off).
+ */
 export function layerwiseEnabled(option: boolean | undefined, env: NodeJS.ProcessEnv = process.env): boolean {
   if (option !== undefined) return option;
-  const on = (v: string | undefined) => v !== undefined && /^(1|true|yes|on)$/i.test(v);
-  return on(env.TE_LAYERWISE) || on(env.SGLANG_MOONCAKE_ASYNC_KV);
+  if (env.TE_LAYERWISE !== undefined && env.TE_LAYERWISE.trim() !== '') return parseEnvBoolean('TE_LAYERWISE', env.TE_LAYERWISE);
+  return env.SGLANG_MOONCAKE_ASYNC_KV !== undefined && /^(1|true|yes|on)$/i.test(env.SGLANG_MOONCAKE_ASYNC_KV.trim());
 }
 
 /**
