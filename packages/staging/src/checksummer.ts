@@ -1,5 +1,5 @@
 import { TransferError } from '@te/connector';
-import { loadStagingAddon, type NativeChecksummer } from './binding.js';
+import { PACKAGE_NAME, loadStagingAddon, type NativeChecksummer } from './binding.js';
 import { defaultCopyThreads, type CopyRegion } from './copier.js';
 
 /**
@@ -75,6 +75,8 @@ export class Checksummer {
   /** One CRC32C per job; rejects with ADDRESS_OUT_OF_RANGE before any byte is read when one leaves the regions. */
   checksum(jobs: Float64Array | ChecksumList): Promise<Uint32Array> {
     const flat = jobs instanceof ChecksumList ? jobs.finish() : jobs;
+    if (!(flat instanceof Float64Array))
+      return Promise.reject(new TransferError('INVALID_ARGUMENT', 'Expected `jobs` to be a Float64Array or a ChecksumList', { plugin: PACKAGE_NAME }));
     if (flat.length % CHECKSUM_FIELDS !== 0)
       return Promise.reject(new TransferError('INVALID_ARGUMENT', `Expected ${CHECKSUM_FIELDS} numbers per checksum, got ${flat.length} numbers`));
     if (flat.length === 0) return Promise.resolve(new Uint32Array(0));

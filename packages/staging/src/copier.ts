@@ -1,5 +1,5 @@
 import { TransferError, usableCpus } from '@te/connector';
-import { loadStagingAddon, type NativeCopier } from './binding.js';
+import { PACKAGE_NAME, loadStagingAddon, type NativeCopier } from './binding.js';
 import { JOB_FIELDS } from './jobs.js';
 
 export interface CopierOptions {
@@ -47,6 +47,9 @@ export class StagingCopier {
 
   /** Runs `jobs` (JOB_FIELDS numbers each); rejects with ADDRESS_OUT_OF_RANGE before any copy when one leaves the regions. */
   copy(jobs: Float64Array): Promise<void> {
+    // The addon refuses any other type too, but a missing list would be a synchronous TypeError here.
+    if (!(jobs instanceof Float64Array))
+      return Promise.reject(new TransferError('INVALID_ARGUMENT', 'Expected `jobs` to be a Float64Array', { plugin: PACKAGE_NAME }));
     if (jobs.length % JOB_FIELDS !== 0)
       return Promise.reject(new TransferError('INVALID_ARGUMENT', `Expected ${JOB_FIELDS} numbers per copy, got ${jobs.length} numbers`));
     if (jobs.length === 0) return Promise.resolve();

@@ -1,7 +1,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { isTransferError } from '@te/connector';
-import { CopyList, StagingCopier, addressOf } from '../src/index.js';
+import { Checksummer, CopyList, StagingCopier, addressOf } from '../src/index.js';
 
 function patterned(n: number, seed: number): Uint8Array {
   const b = new Uint8Array(n);
@@ -89,6 +89,30 @@ test('malformed batches are INVALID_ARGUMENT', async () => {
   );
   assert.is((e2 as { code: string }).code, 'INVALID_ARGUMENT');
   assert.throws(() => StagingCopier.create({ threads: 0 }), /threads/);
+});
+
+// A missing list threw a TypeError synchronously from these promise-returning calls.
+test('copy and checksum without a job list reject with INVALID_ARGUMENT, not a synchronous TypeError', async () => {
+  const copier = StagingCopier.create({ threads: 1 });
+  const checksummer = Checksummer.create({ threads: 1 });
+  for (const [call, message] of [
+    [() => copier.copy(undefined as never), /Expected `jobs` to be a Float64Array$/],
+    [() => copier.copy(null as never), /Expected `jobs` to be a Float64Array$/],
+    [() => checksummer.checksum(undefined as never), /Expected `jobs` to be a Float64Array or a ChecksumList$/],
+  ] as const) {
+    let outcome: unknown;
+    try {
+      outcome = await call().then(
+        () => 'resolved',
+        (e: unknown) => e,
+      );
+    } catch (e) {
+      outcome = `threw synchronously: ${String(e)}`;
+    }
+    assert.ok(isTransferError(outcome, 'INVALID_ARGUMENT'), String(outcome));
+    assert.match((outcome as Error).message, message);
+    assert.is((outcome as { plugin?: string }).plugin, '@te/staging');
+  }
 });
 
 test.run();
