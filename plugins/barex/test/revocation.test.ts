@@ -114,8 +114,25 @@ for (const provider of PROVIDERS) {
       await new Promise((r) => setTimeout(r, 300));
       assert.is(createHash('sha256').update(reg.buffer).digest('hex'), atReturn, 'bytes landed after unregisterMemory returned');
       if (result instanceof Int32Array) {
-        const refused = result.filter((x) => x !== 0).length;
-        assert.ok(refused > 0, 'requests still queued at the revocation were refused');
+        // Exact whatever the timing: a request reported done landed whole. (How many were still
+        // queued at the revocation depends on the scheduler: the test used to require some to be
+        // refused, and failed on a busy host where all 2048 had landed first. A revoked batch
+        // reports every request refused, those that landed included: failure is claimed for
+        // bytes that landed, never success for bytes that did not.)
+        for (let k = 0; k < result.length; k++) {
+          if (result[k] !== 0) continue;
+          assert.ok(
+            reg.buffer.subarray(k * chunk, (k + 1) * chunk).every((x) => x === 0x22),
+            `request ${k} was reported done but did not land whole`,
+          );
+        }
+        const landed = result.filter((_, k) => reg.buffer[k * chunk] === 0x22).length;
+        if (landed < result.length)
+          assert.ok(
+            result.some((x) => x !== 0),
+            `${result.length - landed} writes did not land, yet the batch succeeded`,
+          );
+        else console.log(`  ${provider}: all ${result.length} writes landed before the revocation; none was left to refuse`);
       }
     } finally {
       await i.transport.close();
