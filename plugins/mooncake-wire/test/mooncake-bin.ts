@@ -5,6 +5,7 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { MSG_METADATA, handshake, parseSegment } from '../src/index.js';
 
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 export const MOONCAKE_DIR = process.env.TE_MOONCAKE_TE_DIR ?? join(repo, '..', 'shared', 'mooncake-te');
@@ -31,7 +32,21 @@ export interface MooncakeTarget {
   stop(): Promise<void>;
 }
 
-/** Starts a Mooncake target (P2P handshake) and resolves once its segment name is logged. */
+/** Whether `segment`'s descriptor lists a buffer, asked every 20 ms until it does or `over()` says to stop. */
+async function untilRegistered(segment: string, over: () => boolean): Promise<boolean> {
+  const port = Number(segment.slice(segment.lastIndexOf(':') + 1));
+  while (!over()) {
+    try {
+      if (parseSegment(await handshake('127.0.0.1', port, MSG_METADATA, '{}\n', 2000), segment).buffers.length > 0) return true;
+    } catch {
+      // not answering yet: asked again
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return false;
+}
+
+/** Starts a Mooncake target (P2P handshake) and resolves once its descriptor lists its buffer. */
 export function startTarget(bufferSize: number, env: Record<string, string> = {}): Promise<MooncakeTarget> {
   const p = spawn(
     BENCH,
@@ -52,33 +67,44 @@ export function startTarget(bufferSize: number, env: Record<string, string> = {}
   );
   let out = '';
   return new Promise((resolveTarget, reject) => {
+    let settled = false;
     const timer = setTimeout(() => {
+      settled = true;
       p.kill('SIGKILL');
       reject(new Error(`Mooncake target did not start:\n${out}`));
     }, 15000);
+    let waiting = false;
     const onData = (c: Buffer) => {
       out += c.toString();
       const m = /listening on (\S+:\d+)/.exec(out);
-      // The buffers are registered after "DRAM is used" is logged; the handshake answers at once.
-      if (m && /DRAM is used/.test(out)) {
-        clearTimeout(timer);
-        resolveTarget({
-          segment: m[1]!,
-          process: p,
-          log: () => out,
-          stop: () =>
-            new Promise<void>((r) => {
-              if (p.exitCode !== null) return r();
-              p.once('exit', () => r());
-              p.kill('SIGTERM');
-              setTimeout(() => p.kill('SIGKILL'), 3000).unref();
-            }),
+      // The buffers are registered after "DRAM is used" is logged, and the handshake answers at
+      // once: the target is ready when its descriptor lists a buffer (resolving at the log line,
+      // a first test once opened it with none).
+      if (m && /DRAM is used/.test(out) && !waiting) {
+        waiting = true;
+        void untilRegistered(m[1]!, () => settled).then((ready) => {
+          if (!ready) return;
+          settled = true;
+          clearTimeout(timer);
+          resolveTarget({
+            segment: m[1]!,
+            process: p,
+            log: () => out,
+            stop: () =>
+              new Promise<void>((r) => {
+                if (p.exitCode !== null) return r();
+                p.once('exit', () => r());
+                p.kill('SIGTERM');
+                setTimeout(() => p.kill('SIGKILL'), 3000).unref();
+              }),
+          });
         });
       }
     };
     p.stdout!.on('data', onData);
     p.stderr!.on('data', onData);
     p.once('exit', (code) => {
+      settled = true;
       clearTimeout(timer);
       reject(new Error(`Mooncake target exited (${code}):\n${out}`));
     });
