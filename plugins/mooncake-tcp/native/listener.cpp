@@ -37,8 +37,7 @@ std::string address_key(const sockaddr_storage& sa) {
 // listener pauses for a while. Each episode is logged once.
 class Listener : public IoHandler {
  public:
-  Listener(Transport* t, Loop* loop, int fd) : t_(t), loop_(loop), fd_(fd) {
-    reserve_ = open_reserve();
+  Listener(Transport* t, Loop* loop, int fd, int reserve) : t_(t), loop_(loop), fd_(fd), reserve_(reserve) {
     loop_->add(fd_, EPOLLIN, this);
   }
   void on_event(uint32_t) override {
@@ -59,7 +58,7 @@ class Listener : public IoHandler {
   void on_tick(int64_t now) override {
     if (paused_until_ != 0 && now >= paused_until_) {
       paused_until_ = 0;
-      if (reserve_ < 0) reserve_ = open_reserve();
+      if (reserve_ < 0) reserve_ = open_descriptor_reserve();
       loop_->modify(fd_, EPOLLIN, this);
     }
   }
@@ -73,7 +72,6 @@ class Listener : public IoHandler {
 
  private:
   static constexpr int64_t kPauseMs = 100;
-  static int open_reserve() { return ::open("/dev/null", O_RDONLY | O_CLOEXEC); }
 
   void shed() {
     if (!exhausted_) {
@@ -87,7 +85,7 @@ class Listener : public IoHandler {
       reserve_ = -1;
       int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
       if (c >= 0) ::close(c);
-      reserve_ = open_reserve();
+      reserve_ = open_descriptor_reserve();
       if (c < 0) return;  // backlog drained (EAGAIN), or still no descriptor to accept with
     }
     // No reserve (another thread took the descriptor): stop listening for a while.
@@ -104,6 +102,8 @@ class Listener : public IoHandler {
 };
 }  // namespace
 
-IoHandler* start_listener(Transport* t, Loop* loop, int fd) { return new Listener(t, loop, fd); }
+int open_descriptor_reserve() { return ::open("/dev/null", O_RDONLY | O_CLOEXEC); }
+
+IoHandler* start_listener(Transport* t, Loop* loop, int fd, int reserve) { return new Listener(t, loop, fd, reserve); }
 
 }  // namespace tetcp

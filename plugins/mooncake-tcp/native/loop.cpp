@@ -10,7 +10,8 @@ namespace tetcp {
 Loop::Loop(int index, int64_t spin_us, int tick_ms)
     : index_(index), spin_us_(spin_us), tick_ms_(tick_ms > 0 ? tick_ms : 1) {
   epfd_ = epoll_create1(EPOLL_CLOEXEC);
-  evfd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  evfd_ = epfd_ >= 0 ? eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC) : -1;
+  if (!ready()) return;  // errno says why; the owner does not start this loop
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.ptr = nullptr;

@@ -39,6 +39,8 @@ class Loop {
    */
   explicit Loop(int index, int64_t spin_us = 0, int tick_ms = 10);
   ~Loop();
+  /** False when the process had no descriptor for the loop's epoll or eventfd: do not start it. */
+  bool ready() const { return epfd_ >= 0 && evfd_ >= 0; }
   void start();
   /** Puts the loop's thread under SCHED_BATCH (te/thread_policy.h): "" or why not. */
   std::string schedule_as_batch() { return te::schedule_as_batch(thread_); }

@@ -178,17 +178,28 @@ Status Transport::start(std::string* err) {
   port_ = ntohs(bound.ss_family == AF_INET ? reinterpret_cast<sockaddr_in*>(&bound)->sin_port
                                            : reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
   listen_fd_ = fd;
+  // Every descriptor the transport needs to run is taken here, so that a start that
+  // succeeds cannot leave the listener without its reserve (close() releases them on failure).
+  reserve_fd_ = open_descriptor_reserve();
+  if (reserve_fd_ < 0) return out_of_descriptors(err);
   std::string refused;
   for (int i = 0; i < opt_.io_threads; ++i) {
     loops_.push_back(std::make_unique<Loop>(i, opt_.busy_poll_us));
+    if (!loops_.back()->ready()) return out_of_descriptors(err);
     loops_.back()->start();
     std::string r = opt_.batch_scheduling ? loops_.back()->schedule_as_batch() : std::string();
     if (refused.empty()) refused = r;
   }
   // One warning for all loops, naming the first refusal (describe() shows the mix).
   if (!refused.empty()) warn("I/O threads keep the default scheduling policy: " + refused);
-  loops_[0]->post([this, fd] { listener_ = start_listener(this, loops_[0].get(), fd); });
+  int reserve = reserve_fd_;
+  loops_[0]->post([this, fd, reserve] { listener_ = start_listener(this, loops_[0].get(), fd, reserve); });
   return te::TE_OK;
+}
+
+Status Transport::out_of_descriptors(std::string* err) {
+  *err = std::string("cannot start: out of file descriptors (") + strerror(errno) + "); raise the limit (ulimit -n)";
+  return te::TE_INTERNAL;
 }
 
 void Transport::accept_fd(int fd, const std::string& address) {
@@ -409,9 +420,11 @@ void Transport::close() {
   // Copies in progress finish first and post their results to the loops, which still run,
   // so no slice settles while a worker still touches its memory.
   workers_.stop();
-  for (auto& l : loops_) l->stop();  // lanes fail their slices with ABORTED, connections close
-  if (!listener_ && listen_fd_ >= 0) ::close(listen_fd_);
+  for (auto& l : loops_) l->stop();                        // lanes fail their slices with ABORTED, connections close
+  if (!listener_ && listen_fd_ >= 0) ::close(listen_fd_);  // a listener closes both itself
+  if (!listener_ && reserve_fd_ >= 0) ::close(reserve_fd_);
   listen_fd_ = -1;
+  reserve_fd_ = -1;
   std::lock_guard<std::mutex> lock(mu_);
   peers_.clear();
 }

@@ -273,6 +273,8 @@ class Transport {
   void run_local(std::shared_ptr<Batch> b);
   /** run_local for one slice: its bytes copied, or why not. */
   int32_t copy_local(const Batch& b, const Slice& s, std::string* why);
+  /** start()'s failure when the process has no descriptor left for what it opens. */
+  static Status out_of_descriptors(std::string* err);
   Options opt_;
   EventSink sink_;
   te::MemoryRegistry registry_;
@@ -282,6 +284,7 @@ class Transport {
   WorkerPool workers_{opt_.worker_threads};
   IoHandler* listener_ = nullptr;
   int listen_fd_ = -1;
+  int reserve_fd_ = -1;  // the listener's reserve descriptor (listener.h)
   uint16_t port_ = 0;
   std::atomic<bool> closing_{false};
   std::atomic<uint32_t> next_accept_{0};

@@ -5,7 +5,7 @@ import { connect, type Socket } from 'node:net';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { batchOf } from '@te/connector';
-import { hash, localTransport, MiB, pattern, rejectsWith, spawnTarget } from './helpers.js';
+import { hash, localTransport, MiB, pattern, rejectsWith, spawnTarget, type TargetProcess } from './helpers.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** CPU seconds (user + system, all threads) the process used so far. */
@@ -15,14 +15,13 @@ function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime (fields 14, 15) in clock ticks
 }
 
-test('EMFILE: the listener does not spin, waiting connections are closed, a peer is served once descriptors are free', async () => {
-  const target = await spawnTarget(MiB, {}, undefined, { nofile: 256 });
+/** The target is out of descriptors: the checks of both cases below. */
+async function shedsWhileOutOfDescriptors(target: TargetProcess): Promise<void> {
   const local = await localTransport(MiB);
   const waiting: Socket[] = [];
   try {
     const pid = target.child.pid!;
     const port = (target.info.endpoint as { port: number }).port;
-    assert.ok((await target.call<number>('exhaustDescriptors')) > 0);
     // Connections the target cannot accept: the kernel completes them into the backlog.
     const closedByTarget: Promise<boolean>[] = [];
     for (let i = 0; i < 5; i++) {
@@ -68,6 +67,27 @@ test('EMFILE: the listener does not spin, waiting connections are closed, a peer
     await target.call('releaseDescriptors').catch(() => {});
     await target.call('exit').catch(() => {});
   }
+}
+
+test('EMFILE: the listener does not spin, waiting connections are closed, a peer is served once descriptors are free', async () => {
+  const target = await spawnTarget(MiB, {}, undefined, { nofile: 256 });
+  assert.ok((await target.call<number>('exhaustDescriptors')) > 0);
+  await shedsWhileOutOfDescriptors(target);
+});
+
+// The listener's reserve descriptor is taken before create() resolves: a process that uses
+// up its descriptors right after the start (or starts with none to spare) still sheds.
+test('EMFILE: a transport started with no descriptor to spare still closes the connections it cannot accept', async () => {
+  const target = await spawnTarget(MiB, {}, undefined, { nofile: 256, tight: true });
+  const failures = await target.call<{ code?: string; message: string }[]>('tightFailures');
+  assert.ok(failures.length > 0, 'the start ran short of descriptors at least once');
+  for (const f of failures) assert.match(f.message, /out of file descriptors|Too many open files/, `a start short of descriptors says so: ${f.message}`);
+  assert.ok(
+    failures.every((f) => f.code === 'INTERNAL'),
+    'each failed start is a TransferError',
+  );
+  assert.is(await target.call<number>('exhaustDescriptors'), 0, 'the started transport left no descriptor free');
+  await shedsWhileOutOfDescriptors(target);
 });
 
 test.run();

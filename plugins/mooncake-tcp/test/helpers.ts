@@ -30,12 +30,15 @@ export interface TargetProcess {
   kill(signal?: NodeJS.Signals): Promise<void>;
 }
 
-/** `nofile`: run the target with this RLIMIT_NOFILE (soft and hard), through prlimit(1). */
+/**
+ * `nofile`: run the target with this RLIMIT_NOFILE (soft and hard), through prlimit(1).
+ * `tight`: the target starts its transport with no descriptor to spare (fixtures/target.ts).
+ */
 export async function spawnTarget(
   size: number,
   options: Record<string, unknown> = {},
   name?: string,
-  limits: { nofile?: number } = {},
+  limits: { nofile?: number; tight?: boolean } = {},
 ): Promise<TargetProcess> {
   const script = await compileWorkerScript(fileURLToPath(new URL('./fixtures/target.ts', import.meta.url)));
   const child = limits.nofile
@@ -70,7 +73,7 @@ export async function spawnTarget(
       waiting.set(id, { resolve: resolve as (v: unknown) => void, reject });
       child.send({ id, cmd, ...args });
     });
-  const info = await call<BenchEndpointInfo>('start', { size, options, name });
+  const info = await call<BenchEndpointInfo>('start', { size, options, name, tight: limits.tight });
   const block = (maxMs = 60_000) => {
     const dir = mkdtempSync(join(tmpdir(), 'te-block-'));
     const releaseFile = join(dir, 'release');
