@@ -14,6 +14,8 @@
 // - it leads its own process group, and whatever it started and left running when it
 //   ended (a worker process, a spawned peer) is named, killed, and fails the run. Such a
 //   process holds the runner's pipe open, so without this the runner would wait for it.
+//   A worker that follows its parent (it exits once its IPC channel closes, as parked PD
+//   ranks do) has FOLLOW_GRACE_MS to be gone; one caught mid-exit is not left running.
 import { spawn, spawnSync } from 'node:child_process';
 import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -115,9 +117,24 @@ function whereItWas() {
   return `it was in ${lines[title].trim()}, after ${ended} of its tests had ended`;
 }
 
+const FOLLOW_GRACE_MS = 1_000;
 let exitCode;
 let exitSignal;
 let leftBehind = [];
+/** Settles once the test process's group was checked for what it left running. */
+let groupChecked = Promise.resolve();
+
+/** The group's members that are still there once those following their parent had FOLLOW_GRACE_MS to exit. */
+async function membersAfterGrace(pgid) {
+  const until = Date.now() + FOLLOW_GRACE_MS;
+  let members = groupMembers(pgid);
+  while (members.length && Date.now() < until) {
+    await new Promise((r) => setTimeout(r, 50));
+    members = groupMembers(pgid);
+  }
+  return members;
+}
+
 child.on('exit', (code, signal) => {
   exitCode = code;
   exitSignal = signal;
@@ -125,14 +142,17 @@ child.on('exit', (code, signal) => {
   clearTimeout(deadline);
   // What the test process started and left running is ended with it; it would otherwise
   // keep the stdout pipe, and so this runner, open.
-  leftBehind = groupMembers(child.pid);
-  signalGroup(child.pid, 'SIGKILL');
-  // A process that left the group (its own session) may still hold the pipe: the output
-  // read so far is all there is after a while.
-  setTimeout(() => child.stdout.destroy(), 5_000).unref();
+  groupChecked = membersAfterGrace(child.pid).then((members) => {
+    leftBehind = members;
+    signalGroup(child.pid, 'SIGKILL');
+    // A process that left the group (its own session) may still hold the pipe: the output
+    // read so far is all there is after a while.
+    setTimeout(() => child.stdout.destroy(), 5_000).unref();
+  });
 });
 // 'close' comes once the output is read to its end: the totals are in `out` by then.
-child.on('close', () => {
+child.on('close', async () => {
+  await groupChecked;
   rmSync(reports, { recursive: true, force: true });
   const code = exitCode;
   const signal = exitSignal;

@@ -53,6 +53,12 @@ test('a process the tests left running is named and killed, and the run fails, w
   assert.not.ok(isRunning(Number(left[1])), 'the worker still runs');
 });
 
+test('a worker that follows its parent (it exits once its IPC channel closes) is not a process left running', () => {
+  const r = runFixture('follows-parent');
+  assert.is(r.status, 0, r.stdout + r.stderr);
+  assert.not.match(r.stderr, /left \d+ process/);
+});
+
 test('a test that never ends is stopped at the deadline, naming the file and how far it got', () => {
   const started = Date.now();
   const r = runFixture('hung', { TE_TEST_DEADLINE_MS: '3000' });

@@ -20,6 +20,8 @@ export function groupMembers(pgid) {
       // A zombie is dead already; it only waits for its parent to collect it.
       if (Number(pgrp) !== pgid || state === 'Z') continue;
       const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean).join(' ');
+      // No command line: the process is exiting and its memory is gone already.
+      if (!cmdline) continue;
       members.push({ pid: Number(pid), cmdline });
     } catch {
       // The process ended while it was being read.
