@@ -16,3 +16,4 @@ export { bytesQueuedTo, tcpSocketsOf, type TcpSocket } from './waits/tcp-sockets
 export { compileWorkerScript } from './workers/compile-worker-script.js';
 export { exitWithParent } from './workers/exit-with-parent.js';
 export { describeThreads, exitsWithin, isRunning, stopProcess, survivors } from './workers/process-state.js';
+export { cpuSeconds, DescriptorHoard } from './workers/descriptors.js';

@@ -1,19 +1,13 @@
 // Out of file descriptors: the listener must not spin on a connection it cannot accept,
 // and once descriptors are free again a well-behaved peer is served.
-import { readFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { batchOf } from '@te/connector';
+import { cpuSeconds } from '@te/testkit';
 import { hash, localTransport, MiB, pattern, rejectsWith, spawnTarget, type TargetProcess } from './helpers.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-/** CPU seconds (user + system, all threads) the process used so far. */
-function cpuSeconds(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime (fields 14, 15) in clock ticks
-}
 
 /** The target is out of descriptors: the checks of both cases below. */
 async function shedsWhileOutOfDescriptors(target: TargetProcess): Promise<void> {
