@@ -103,7 +103,12 @@ void run(int lfd) {
     int r = poll(&p, 1, 200);
     if (r <= 0) continue;
     int c = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
-    if (c < 0) continue;
+    if (c < 0) {
+      // Out of descriptors (or kernel memory): the connection stays in the backlog and poll
+      // reports it again at once; wait instead of spinning on it. It is served once one is free.
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) poll(nullptr, 0, 100);
+      continue;
+    }
     serve_one(c);
     ::close(c);
   }

@@ -88,8 +88,9 @@ void Server::stop() {
 void Server::loop() {
   epoll_event events[64];
   while (!stop_.load()) {
-    int n = epoll_wait(epoll_fd_, events, 64, kSweepMs);
+    int n = epoll_wait(epoll_fd_, events, 64, accept_paused_ ? kAcceptPauseMs : kSweepMs);
     drop_silent();
+    resume_accepting();
     for (int i = 0; i < n; ++i) {
       int fd = events[i].data.fd;
       if (fd == wake_fd_) {
@@ -144,10 +145,43 @@ void Server::drop_silent() {
   for (auto& c : late) drop(c, "no HELLO within " + std::to_string(opt_.handshake_timeout_ms) + " ms");
 }
 
+// A connection that cannot be accepted for want of a descriptor (or of kernel memory) stays
+// in the backlog and keeps the listener readable: accepting again at once would spin.
+void Server::pause_accepting(int err) {
+  if (!out_of_descriptors_) {
+    out_of_descriptors_ = true;
+    owner_->emit(Event{Event::LOG,
+                       0,
+                       0,
+                       std::string("cannot accept connections (") + strerror(err) +
+                           "): they wait in the backlog until descriptors are freed; raise the limit (ulimit -n) or "
+                           "lower maxConnections",
+                       {}});
+  }
+  epoll_event ev{};
+  ev.data.fd = listen_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fd_, &ev);
+  accept_paused_ = true;
+  accept_paused_until_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(kAcceptPauseMs);
+}
+
+void Server::resume_accepting() {
+  if (!accept_paused_ || std::chrono::steady_clock::now() < accept_paused_until_) return;
+  accept_paused_ = false;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = listen_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fd_, &ev);
+}
+
 void Server::accept_all() {
   for (;;) {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) pause_accepting(errno);
+      return;  // EAGAIN: the backlog is empty
+    }
+    out_of_descriptors_ = false;
     auto c = std::make_shared<Conn>();
     c->fd = fd;
     std::vector<uint8_t> msg;

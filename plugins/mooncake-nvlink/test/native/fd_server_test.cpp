@@ -3,11 +3,59 @@
 // root; without it the cross-user case reports itself skipped (exit code 77).
 #include "fd_server.h"
 
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// Out of descriptors, the server cannot accept a waiting client: it must not spin on it, and
+// must serve it once descriptors are free again. Returns the number of failures.
+int out_of_descriptors_case(const std::string& name) {
+  std::vector<int> hoarded;
+  for (int f; (f = open("/dev/null", O_RDONLY | O_CLOEXEC)) >= 0;) hoarded.push_back(f);
+  if (hoarded.empty()) return std::fprintf(stderr, "out of descriptors: could not open any\n"), 1;
+  close(hoarded.back());  // the client's socket
+  hoarded.pop_back();
+  int32_t status = te::TE_OK;
+  std::thread client([&] {
+    int fd = -1;
+    uint64_t size = 0;
+    status = tenvl::fetch_fd(name, 12345, 5000, &fd, &size).status;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  double cpu0 = cpu_seconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  double used = cpu_seconds() - cpu0;
+  for (int f : hoarded) close(f);
+  client.join();
+  int failures = 0;
+  if (used > 0.15) {
+    std::fprintf(stderr, "out of descriptors: the process used %.2f s of CPU in 0.5 s (the server spins)\n", used);
+    ++failures;
+  }
+  if (status != te::TE_MEMORY_NOT_REGISTERED) {
+    std::fprintf(stderr, "out of descriptors: the waiting client was not served once descriptors were free (%d)\n",
+                 status);
+    ++failures;
+  }
+  return failures;
+}
+
+}  // namespace
 
 int main() {
   std::string name;
@@ -25,6 +73,7 @@ int main() {
     std::fprintf(stderr, "same user: expected MEMORY_NOT_REGISTERED, got %d %s\n", same.status, same.message.c_str());
     ++failures;
   }
+  failures += out_of_descriptors_case(name);
   if (getuid() != 0) {
     std::printf("skip other user: changing user needs root\n");
     tenvl::fd_server_release();
@@ -47,6 +96,8 @@ int main() {
     ++failures;
   }
   tenvl::fd_server_release();
-  std::printf("%s\n", failures ? "FAIL" : "ok   fd server: same user served, other user refused");
+  std::printf("%s\n", failures
+                          ? "FAIL"
+                          : "ok   fd server: same user served, other user refused, no spin while out of descriptors");
   return failures ? 1 : 0;
 }
