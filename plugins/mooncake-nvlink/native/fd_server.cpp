@@ -67,10 +67,14 @@ void serve_one(int c) {
   setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   Request req{};
-  ssize_t got = recv(c, &req, sizeof req, MSG_WAITALL);
   Reply rep{kMagic, te::TE_OK, 0};
   int fd = -1;
-  if (!peer_allowed(c)) {
+  // Who connected is known at accept: another user's connection is answered before anything
+  // is read from it, so a silent one cannot hold the server (it serves one at a time) for
+  // the read timeout.
+  const bool allowed = peer_allowed(c);
+  ssize_t got = allowed ? recv(c, &req, sizeof req, MSG_WAITALL) : 0;
+  if (!allowed) {
     rep.status = te::TE_AUTH_FAILED;
   } else if (got != static_cast<ssize_t>(sizeof req) || req.magic != kMagic || req.version != kVersion) {
     rep.status = te::TE_PROTOCOL_MISMATCH;
@@ -186,8 +190,12 @@ Error fetch_fd(const std::string& name, uint64_t id, int timeout_ms, int* fd_out
   Request req{kMagic, kVersion, id};
   if (send(s, &req, sizeof req, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof req)) {
     int err = errno;
-    ::close(s);
-    return Error::make(te::TE_CONNECTION_LOST, std::string("sending the fd request failed: ") + strerror(err));
+    // The server answers a refused process without reading its request and closes: the
+    // refusal may be waiting to be read although the send failed.
+    if (err != EPIPE && err != ECONNRESET) {
+      ::close(s);
+      return Error::make(te::TE_CONNECTION_LOST, std::string("sending the fd request failed: ") + strerror(err));
+    }
   }
   Reply rep{};
   iovec iov{&rep, sizeof rep};

@@ -4,12 +4,18 @@
 #include "fd_server.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,6 +61,52 @@ int out_of_descriptors_case(const std::string& name) {
   return failures;
 }
 
+// A process of another user that connects and sends nothing must not hold up this user's
+// request: the server answers it without reading. Needs root (changes user). Returns failures.
+int silent_other_user_case(const std::string& name) {
+  int ready[2];
+  if (pipe(ready) != 0) return 1;
+  pid_t child = fork();
+  if (child == 0) {
+    close(ready[0]);
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
+    int s = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    memcpy(a.sun_path + 1, name.data(), std::min(name.size(), sizeof(a.sun_path) - 2));
+    socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+    if (connect(s, reinterpret_cast<sockaddr*>(&a), len) != 0) _exit(4);
+    char one = 1;
+    if (write(ready[1], &one, 1) != 1) _exit(5);
+    sleep(3);  // connected and silent
+    _exit(0);
+  }
+  close(ready[1]);
+  char one = 0;
+  bool connected = read(ready[0], &one, 1) == 1;
+  close(ready[0]);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the server has taken it up
+  auto t0 = std::chrono::steady_clock::now();
+  int fd = -1;
+  uint64_t size = 0;
+  auto r = tenvl::fetch_fd(name, 12345, 5000, &fd, &size);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
+  int failures = 0;
+  if (!connected) {
+    std::fprintf(stderr, "silent other user: the child could not connect\n");
+    ++failures;
+  }
+  if (r.status != te::TE_MEMORY_NOT_REGISTERED || ms > 1000) {
+    std::fprintf(stderr,
+                 "silent other user: this user's request took %lld ms (status %d); it waited for the silent one\n",
+                 static_cast<long long>(ms), r.status);
+    ++failures;
+  }
+  return failures;
+}
+
 }  // namespace
 
 int main() {
@@ -79,6 +131,7 @@ int main() {
     tenvl::fd_server_release();
     return failures ? 1 : 77;
   }
+  failures += silent_other_user_case(name);
   pid_t child = fork();
   if (child == 0) {
     if (setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
@@ -96,8 +149,8 @@ int main() {
     ++failures;
   }
   tenvl::fd_server_release();
-  std::printf("%s\n", failures
-                          ? "FAIL"
-                          : "ok   fd server: same user served, other user refused, no spin while out of descriptors");
+  std::printf("%s\n", failures ? "FAIL"
+                               : "ok   fd server: same user served, other user refused (a silent one holds nothing "
+                                 "up), no spin while out of descriptors");
   return failures ? 1 : 0;
 }
