@@ -41,15 +41,6 @@ std::string server_name;
 std::atomic<bool> stopping{false};
 std::thread server;
 
-socklen_t address_of(const std::string& name, sockaddr_un* a) {
-  memset(a, 0, sizeof *a);
-  a->sun_family = AF_UNIX;
-  // Abstract namespace: sun_path[0] = 0, no file to clean up.
-  size_t n = std::min(name.size(), sizeof(a->sun_path) - 2);
-  memcpy(a->sun_path + 1, name.data(), n);
-  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
-}
-
 /**
  * Only processes of this user (or root) may import this process's GPU memory: the abstract
  * socket's name is not a secret (it travels in descriptors), so the kernel's record of who
@@ -120,6 +111,15 @@ void run(int lfd) {
 
 }  // namespace
 
+socklen_t fd_socket_address(const std::string& name, sockaddr_un* a) {
+  memset(a, 0, sizeof *a);
+  a->sun_family = AF_UNIX;
+  // Abstract namespace: sun_path[0] = 0, no file to clean up.
+  size_t n = std::min(name.size(), sizeof(a->sun_path) - 2);
+  memcpy(a->sun_path + 1, name.data(), n);
+  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+}
+
 Error fd_server_acquire(std::string* name) {
   std::lock_guard<std::mutex> lock(server_mu);
   if (users > 0) {
@@ -134,7 +134,7 @@ Error fd_server_acquire(std::string* name) {
   int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (lfd < 0) return Error::make(te::TE_INTERNAL, std::string("socket(AF_UNIX) failed: ") + strerror(errno));
   sockaddr_un a;
-  socklen_t len = address_of(buf, &a);
+  socklen_t len = fd_socket_address(buf, &a);
   if (bind(lfd, reinterpret_cast<sockaddr*>(&a), len) != 0 || listen(lfd, 64) != 0) {
     int err = errno;
     ::close(lfd);
@@ -179,7 +179,7 @@ Error fetch_fd(const std::string& name, uint64_t id, int timeout_ms, int* fd_out
   setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   sockaddr_un a;
-  socklen_t len = address_of(name, &a);
+  socklen_t len = fd_socket_address(name, &a);
   if (connect(s, reinterpret_cast<sockaddr*>(&a), len) != 0) {
     int err = errno;
     ::close(s);

@@ -4,6 +4,9 @@
 // first posix-fd transport and stopped with the last.
 #pragma once
 
+#include <sys/socket.h>
+#include <sys/un.h>
+
 #include <cstdint>
 #include <string>
 
@@ -16,6 +19,8 @@ te::cuda::Error fd_server_acquire(std::string* name);
 void fd_server_release();
 /** The running server's socket name, '' when none runs. */
 std::string fd_server_name();
+/** The abstract unix socket address of the server named `name`, and its length. */
+socklen_t fd_socket_address(const std::string& name, sockaddr_un* a);
 
 /**
  * Fetches the fd of allocation `id` from the server named `name` (deadline `timeout_ms`).

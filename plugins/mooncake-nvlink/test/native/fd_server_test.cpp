@@ -6,16 +6,11 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
-#include <cstddef>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -71,10 +66,8 @@ int silent_other_user_case(const std::string& name) {
     close(ready[0]);
     if (setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
     int s = socket(AF_UNIX, SOCK_STREAM, 0);
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    memcpy(a.sun_path + 1, name.data(), std::min(name.size(), sizeof(a.sun_path) - 2));
-    socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+    sockaddr_un a;
+    socklen_t len = tenvl::fd_socket_address(name, &a);
     if (connect(s, reinterpret_cast<sockaddr*>(&a), len) != 0) _exit(4);
     char one = 1;
     if (write(ready[1], &one, 1) != 1) _exit(5);
