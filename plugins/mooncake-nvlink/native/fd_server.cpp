@@ -7,12 +7,15 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "allocator.h"
+#include "te/clock.h"
 #include "te/epoch.h"
 
 namespace tenvl {
@@ -53,26 +56,13 @@ bool peer_allowed(int c) {
   return cred.uid == getuid() || cred.uid == 0;
 }
 
-void serve_one(int c) {
-  timeval tv{2, 0};
-  setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-  Request req{};
-  Reply rep{kMagic, te::TE_OK, 0};
-  int fd = -1;
-  // Who connected is known at accept: another user's connection is answered before anything
-  // is read from it, so a silent one cannot hold the server (it serves one at a time) for
-  // the read timeout.
-  const bool allowed = peer_allowed(c);
-  ssize_t got = allowed ? recv(c, &req, sizeof req, MSG_WAITALL) : 0;
-  if (!allowed) {
-    rep.status = te::TE_AUTH_FAILED;
-  } else if (got != static_cast<ssize_t>(sizeof req) || req.magic != kMagic || req.version != kVersion) {
-    rep.status = te::TE_PROTOCOL_MISMATCH;
-  } else {
-    fd = exported_fd(req.id, &rep.size);
-    if (fd < 0) rep.status = te::TE_MEMORY_NOT_REGISTERED;
-  }
+constexpr int kRequestTimeoutMs = 2000;  // a connection's whole request must come within this
+constexpr size_t kMaxClients = 64;       // connections read at once; more wait in the backlog
+
+// Sends the reply (with the allocation's fd when there is one) and closes the connection.
+// The reply is 16 bytes on a fresh socket, so a non-blocking send does not fall short.
+void answer(int c, int32_t status, int fd, uint64_t size) {
+  Reply rep{kMagic, status, size};
   iovec iov{&rep, sizeof rep};
   msghdr msg{};
   msg.msg_iov = &iov;
@@ -88,25 +78,113 @@ void serve_one(int c) {
     cm->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(cm), &fd, sizeof fd);
   }
-  sendmsg(c, &msg, MSG_NOSIGNAL);
+  sendmsg(c, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
   if (fd >= 0) ::close(fd);
+  ::close(c);
 }
 
-void run(int lfd) {
-  while (!stopping.load()) {
-    pollfd p{lfd, POLLIN, 0};
-    int r = poll(&p, 1, 200);
-    if (r <= 0) continue;
-    int c = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC);
+// One connection whose request is being read.
+struct Client {
+  int fd;
+  int64_t deadline_ms;
+  size_t got = 0;
+  Request req{};
+};
+
+// Answers a complete request, or a connection that ended or ran out of time before it.
+void finish(const Client& k) {
+  if (k.got != sizeof k.req || k.req.magic != kMagic || k.req.version != kVersion) {
+    answer(k.fd, te::TE_PROTOCOL_MISMATCH, -1, 0);
+    return;
+  }
+  uint64_t size = 0;
+  const int fd = exported_fd(k.req.id, &size);
+  answer(k.fd, fd < 0 ? te::TE_MEMORY_NOT_REGISTERED : te::TE_OK, fd, size);
+}
+
+// Reads what has arrived of a client's request; true when the client is finished with
+// (answered and closed).
+bool read_request(Client& k) {
+  char* into = reinterpret_cast<char*>(&k.req);
+  for (;;) {
+    ssize_t n = recv(k.fd, into + k.got, sizeof k.req - k.got, MSG_DONTWAIT);
+    if (n > 0) {
+      k.got += static_cast<size_t>(n);
+      if (k.got < sizeof k.req) continue;
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return false;  // the rest has not arrived yet
+    }
+    finish(k);  // complete, or the peer closed or failed before completing it
+    return true;
+  }
+}
+
+// Takes up the connections waiting on the listener, as many as there is room for. Another
+// user's connection is answered at once, before anything is read from it. False when out of
+// descriptors (the rest stay in the backlog).
+bool accept_waiting(int lfd, std::vector<Client>& clients) {
+  while (clients.size() < kMaxClients) {
+    int c = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (c < 0) {
-      // Out of descriptors (or kernel memory): the connection stays in the backlog and poll
-      // reports it again at once; wait instead of spinning on it. It is served once one is free.
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) poll(nullptr, 0, 100);
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      return !(errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM);
+    }
+    if (!peer_allowed(c)) {
+      answer(c, te::TE_AUTH_FAILED, -1, 0);
       continue;
     }
-    serve_one(c);
-    ::close(c);
+    clients.push_back(Client{c, te::now_ms() + kRequestTimeoutMs});
   }
+  return true;
+}
+
+// Serves every connection at once, each with its own deadline: a client that connects and
+// stays silent holds only its own place, not the imports of every other process.
+void run(int lfd) {
+  std::vector<Client> clients;
+  std::vector<pollfd> fds;
+  int64_t listen_paused_until = 0;
+  while (!stopping.load()) {
+    const int64_t now = te::now_ms();
+    // Clients past their deadline are answered (their request never came whole).
+    for (size_t i = 0; i < clients.size();) {
+      if (clients[i].deadline_ms <= now) {
+        finish(clients[i]);
+        clients[i] = clients.back();
+        clients.pop_back();
+      } else {
+        ++i;
+      }
+    }
+    fds.clear();
+    // The listener is left out while every place is taken, and for 100 ms after the process
+    // ran out of descriptors: the connection stays in the backlog, and poll would report it
+    // again at once.
+    const bool listening = clients.size() < kMaxClients && now >= listen_paused_until;
+    if (listening) fds.push_back(pollfd{lfd, POLLIN, 0});
+    int timeout = 200;
+    for (const Client& k : clients) {
+      fds.push_back(pollfd{k.fd, POLLIN, 0});
+      timeout = static_cast<int>(std::min<int64_t>(timeout, std::max<int64_t>(0, k.deadline_ms - now)));
+    }
+    if (!listening && now < listen_paused_until)
+      timeout = static_cast<int>(std::min<int64_t>(timeout, listen_paused_until - now));
+    if (poll(fds.data(), fds.size(), timeout) <= 0) continue;
+    const size_t first = listening ? 1 : 0;
+    // Clients first (their indices match fds from `first`), then new connections.
+    for (size_t i = fds.size(); i-- > first;) {
+      if (fds[i].revents == 0) continue;
+      const size_t k = i - first;
+      if (read_request(clients[k])) {
+        clients[k] = clients.back();
+        clients.pop_back();
+      }
+    }
+    if (listening && fds[0].revents != 0 && !accept_waiting(lfd, clients)) listen_paused_until = te::now_ms() + 100;
+  }
+  for (const Client& k : clients) ::close(k.fd);
 }
 
 }  // namespace
@@ -131,7 +209,7 @@ Error fd_server_acquire(std::string* name) {
   te::random_bytes(&rnd, sizeof rnd);
   char buf[96];
   snprintf(buf, sizeof buf, "te-nvlink-%d-%016llx", static_cast<int>(getpid()), static_cast<unsigned long long>(rnd));
-  int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);  // accept_waiting takes until EAGAIN
   if (lfd < 0) return Error::make(te::TE_INTERNAL, std::string("socket(AF_UNIX) failed: ") + strerror(errno));
   sockaddr_un a;
   socklen_t len = fd_socket_address(buf, &a);

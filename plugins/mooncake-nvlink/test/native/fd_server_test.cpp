@@ -1,5 +1,6 @@
 // C++ test of the posix-fd server (no GPU needed: it is a unix socket server). A process of
-// another user is refused (SO_PEERCRED), one of this user is served. Changing user needs
+// another user is refused (SO_PEERCRED), one of this user is served, a silent one of either
+// user holds no other up. Changing user needs
 // root; without it the cross-user case reports itself skipped (exit code 77).
 #include "fd_server.h"
 
@@ -53,6 +54,67 @@ int out_of_descriptors_case(const std::string& name) {
                  status);
     ++failures;
   }
+  return failures;
+}
+
+int connect_raw(const std::string& name) {
+  int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a;
+  socklen_t len = tenvl::fd_socket_address(name, &a);
+  if (s >= 0 && connect(s, reinterpret_cast<sockaddr*>(&a), len) != 0) {
+    close(s);
+    return -1;
+  }
+  return s;
+}
+
+// The status of the server's reply on `s`, read within `timeout_ms`; 1 when none came.
+int32_t reply_status(int s, int timeout_ms) {
+  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  struct {
+    uint32_t magic;
+    int32_t status;
+    uint64_t size;
+  } rep{};
+  return recv(s, &rep, sizeof rep, MSG_WAITALL) == static_cast<ssize_t>(sizeof rep) ? rep.status : 1;
+}
+
+// Processes of this user that connect and stay silent, or send half a request, must not hold
+// up another's request; each is answered on its own deadline. Returns the number of failures.
+int silent_same_user_case(const std::string& name) {
+  int failures = 0;
+  int silent = connect_raw(name);
+  int halting = connect_raw(name);
+  if (silent < 0 || halting < 0) return std::fprintf(stderr, "silent same user: cannot connect\n"), 1;
+  const uint32_t request[4] = {0x564e4554, 1, 12345, 0};         // magic "TENV", version 1, allocation 12345
+  if (send(halting, request, 6, MSG_NOSIGNAL) != 6) ++failures;  // part of a request
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));   // the server has taken both up
+  auto t0 = std::chrono::steady_clock::now();
+  int fd = -1;
+  uint64_t size = 0;
+  auto r = tenvl::fetch_fd(name, 12345, 5000, &fd, &size);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  if (r.status != te::TE_MEMORY_NOT_REGISTERED || ms > 500) {
+    std::fprintf(stderr, "silent same user: another request took %lld ms (status %d); it waited for the silent ones\n",
+                 static_cast<long long>(ms), r.status);
+    ++failures;
+  }
+  // The rest of the half request completes it: it is answered.
+  if (send(halting, reinterpret_cast<const char*>(request) + 6, 10, MSG_NOSIGNAL) != 10) ++failures;
+  int32_t completed = reply_status(halting, 1000);
+  if (completed != te::TE_MEMORY_NOT_REGISTERED) {
+    std::fprintf(stderr, "silent same user: a request sent in two parts was answered %d\n", completed);
+    ++failures;
+  }
+  // The silent one is answered when its deadline (2 s) passes, not left open.
+  int32_t timed_out = reply_status(silent, 3000);
+  if (timed_out != te::TE_PROTOCOL_MISMATCH) {
+    std::fprintf(stderr, "silent same user: the silent connection was answered %d, not PROTOCOL_MISMATCH\n", timed_out);
+    ++failures;
+  }
+  close(silent);
+  close(halting);
   return failures;
 }
 
@@ -119,6 +181,7 @@ int main() {
     ++failures;
   }
   failures += out_of_descriptors_case(name);
+  failures += silent_same_user_case(name);
   if (getuid() != 0) {
     std::printf("skip other user: changing user needs root\n");
     tenvl::fd_server_release();
@@ -143,7 +206,7 @@ int main() {
   }
   tenvl::fd_server_release();
   std::printf("%s\n", failures ? "FAIL"
-                               : "ok   fd server: same user served, other user refused (a silent one holds nothing "
-                                 "up), no spin while out of descriptors");
+                               : "ok   fd server: same user served, other user refused, silent clients of either "
+                                 "user hold nothing up, no spin while out of descriptors");
   return failures ? 1 : 0;
 }
