@@ -17,3 +17,4 @@ export { compileWorkerScript } from './workers/compile-worker-script.js';
 export { exitWithParent } from './workers/exit-with-parent.js';
 export { describeThreads, exitsWithin, isRunning, stopProcess, survivors } from './workers/process-state.js';
 export { cpuSeconds, DescriptorHoard } from './workers/descriptors.js';
+export { cpuUsedOver, forkCommandChild, serveCommands, type CommandChild, type CommandChildOptions } from './workers/command-child.js';

@@ -1,12 +1,11 @@
 // Out of file descriptors: the target's server must not spin on a connection it cannot
 // accept, and once descriptors are free again the waiting initiator is served.
-import { fork } from 'node:child_process';
 import { hostname } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { batchOf, type SegmentDescriptor, type WireValue } from '@te/connector';
-import { compileWorkerScript, cpuSeconds } from '@te/testkit';
+import { compileWorkerScript, cpuUsedOver, forkCommandChild } from '@te/testkit';
 import plugin from '../src/index.js';
 import { createEndpoint, register } from './helpers.js';
 
@@ -14,27 +13,18 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 test('EMFILE: the server does not spin, logs the episode once, and serves the waiting initiator once descriptors are free', async () => {
   const script = await compileWorkerScript(fileURLToPath(new URL('./fixtures/descriptor-target.ts', import.meta.url)));
-  const child = fork(script, [], { execPath: 'prlimit', execArgv: ['--nofile=256:256', process.execPath], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  let next = 1;
-  const pending = new Map<number, (v: unknown) => void>();
-  const ready = new Promise<{ name: string; epoch: string; endpoint: WireValue; addr: string }>((resolve, reject) => {
-    child.on('message', (m: { ready?: { name: string; epoch: string; endpoint: WireValue; addr: string }; id?: number; result?: unknown }) => {
-      if (m.ready) resolve(m.ready);
-      else pending.get(m.id!)?.(m.result);
-    });
-    child.once('exit', (code) => reject(new Error(`the target exited (${code})`)));
-  });
-  const call = <T>(cmd: string) => new Promise<T>((resolve) => (pending.set(next, resolve as (v: unknown) => void), child.send({ id: next++, cmd })));
+  const target = forkCommandChild<{ name: string; epoch: string; endpoint: WireValue; addr: string }>(script, [], { nofile: 256 });
+  const call = target.call;
   const initiator = await createEndpoint(`shm-initiator-${process.pid}`, {});
   try {
-    const t = await ready;
+    const t = await target.ready;
     assert.ok((await call<number>('exhaust')) > 0);
     const descriptor: SegmentDescriptor = {
       version: 1,
       name: t.name,
       epoch: BigInt(t.epoch),
       hostname: hostname(),
-      pid: child.pid!,
+      pid: target.child.pid!,
       transports: { [plugin.name]: { class: plugin.capabilities.class, memoryKinds: ['cpu'], endpoint: t.endpoint } },
       buffers: [],
     };
@@ -42,11 +32,7 @@ test('EMFILE: the server does not spin, logs the episode once, and serves the wa
     const opened = initiator.transport.openPeer(descriptor);
     opened.catch(() => {});
     await sleep(300);
-    const cpu0 = cpuSeconds(child.pid!);
-    const t0 = Date.now();
-    await sleep(1000);
-    const used = cpuSeconds(child.pid!) - cpu0;
-    const wall = (Date.now() - t0) / 1000;
+    const { used, wall } = await cpuUsedOver(target.child.pid!, 1000);
     assert.ok(used < 0.3 * wall, `target used ${used.toFixed(2)} s of CPU in ${wall.toFixed(2)} s while out of descriptors`);
     const warnings = await call<string[]>('warnings');
     assert.is(warnings.filter((w) => /cannot accept connections/.test(w)).length, 1, 'the episode is logged once');
@@ -62,8 +48,7 @@ test('EMFILE: the server does not spin, logs the episode once, and serves the wa
     assert.is(await call<number>('byte'), 0xa7);
   } finally {
     await initiator.transport.close();
-    await call('exit').catch(() => {});
-    child.kill('SIGKILL');
+    await target.close();
   }
 });
 

@@ -1,0 +1,36 @@
+// forkCommandChild runs a child under a descriptor limit and calls its commands; cpuUsedOver
+// sees the CPU the child burns.
+import { fileURLToPath } from 'node:url';
+import { test } from 'uvu';
+import * as assert from 'uvu/assert';
+import { compileWorkerScript, cpuUsedOver, forkCommandChild } from '../src/index.js';
+
+const script = () => compileWorkerScript(fileURLToPath(new URL('./fixtures/command-child.ts', import.meta.url)));
+
+test('the child runs under the descriptor limit asked for, answers commands, and closes', async () => {
+  const c = forkCommandChild<{ soft: number; pid: number }>(await script(), [], { nofile: 200, serialization: 'advanced' });
+  try {
+    const ready = await c.ready;
+    assert.is(ready.soft, 200);
+    assert.is(ready.pid, c.child.pid, 'the limit is applied by exec, in the same process');
+    assert.is(await c.call<bigint>('big'), 2n ** 70n);
+    assert.match(await c.call<string>('nothing'), /unknown command nothing/);
+    const spinning = c.call('spin');
+    const { used, wall } = await cpuUsedOver(c.child.pid!, 200);
+    await spinning;
+    assert.ok(used > 0.1 && wall >= 0.19, `the spinning child used ${used} s of CPU in ${wall} s`);
+  } finally {
+    await c.close();
+  }
+  assert.ok(c.child.exitCode === 0 || c.child.signalCode !== null, 'the child has ended');
+});
+
+test('ready rejects when the child exits before it is ready', async () => {
+  const c = forkCommandChild(fileURLToPath(new URL('./fixtures/exits-at-once.mjs', import.meta.url)));
+  await c.ready.then(
+    () => assert.unreachable('ready resolved'),
+    (e: Error) => assert.match(e.message, /exited \(3\) before it was ready/),
+  );
+});
+
+test.run();
