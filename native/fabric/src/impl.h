@@ -40,6 +40,9 @@ struct Transport::Impl {
 
   Options opt;
   std::function<void(Event)> sink;
+  // Set while a rail finds the process out of descriptors (nap_if_out_of_descriptors), so
+  // an episode is logged once for all rails.
+  std::atomic<bool> out_of_descriptors{false};
   std::vector<std::unique_ptr<Rail>> rails;
   MemoryRegistry registry;
   // Guards mrs (shared for lookups of local descriptors, exclusive to add or remove).

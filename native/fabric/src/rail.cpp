@@ -17,6 +17,7 @@
 
 #include "impl.h"
 #include "select.h"
+#include "te/descriptors.h"
 
 namespace te::fabric {
 
@@ -176,9 +177,10 @@ void Rail::run() {
       sleeping.store(false, std::memory_order_release);
       continue;
     }
-    const bool moved = wait_fd >= 0 ? sleep_on_wait_fd() : sleep_in_sread();
+    bool moved = wait_fd >= 0 ? sleep_on_wait_fd() : sleep_in_sread();
     sleeping.store(false, std::memory_order_release);
     waits.fetch_add(1, std::memory_order_relaxed);
+    if (moved && nap_if_out_of_descriptors()) moved = false;
     if (moved) {
       waits_with_data.fetch_add(1, std::memory_order_relaxed);
       active_at = now_us();
@@ -219,6 +221,29 @@ bool Rail::sleep_in_sread() {
   const int64_t cpu0 = thread_cpu_us(), wall0 = now_us();
   const bool got = poll_cq(2);
   return got || (thread_cpu_us() - cpu0) * 8 > now_us() - wall0;
+}
+
+// A sleep that ended on "activity" with no completion may be the provider's listener: a
+// peer connecting while this process is out of descriptors stays in the backlog, the
+// listening socket stays readable, and every progress pass retries the accept (the rail
+// then spun a whole CPU, 2.0 s in 2 s). Checked only when a sleep ends on activity (at most
+// once per polling window); out of descriptors, the rail naps kDescriptorRetryMs instead of
+// polling again, logs the episode once, and true is returned (the sleep moved nothing).
+bool Rail::nap_if_out_of_descriptors() {
+  if (!te::descriptors_exhausted()) {
+    owner->out_of_descriptors.store(false, std::memory_order_relaxed);
+    return false;
+  }
+  if (!owner->out_of_descriptors.exchange(true)) {
+    Event e;
+    e.kind = Event::LOG;
+    e.text =
+        "out of file descriptors: connections from peers wait in the backlog until descriptors are freed; "
+        "raise the limit (ulimit -n)";
+    owner->sink(std::move(e));
+  }
+  ::poll(nullptr, 0, te::kDescriptorRetryMs);
+  return true;
 }
 
 // How long an idle rail sleeps on its wait fd. Data arriving, a connection and a post (wake())

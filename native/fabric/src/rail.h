@@ -121,6 +121,7 @@ struct Rail {
   int idle_wait_ms();
   bool sleep_on_wait_fd();
   bool sleep_in_sread();
+  bool nap_if_out_of_descriptors();
   bool post_some();
   bool post_ctrl();
   void drop_ctrl(CtrlMsg&& m, const std::string& why);

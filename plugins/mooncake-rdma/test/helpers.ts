@@ -51,11 +51,12 @@ export async function bareSide(
   provider: string,
   buffers: Uint8Array[],
   options: Record<string, unknown> = {},
+  log: (level: string, message: string) => void = () => {},
 ): Promise<{ transport: Transport; descriptor: SegmentDescriptor; addrs: bigint[] }> {
   const epoch = randomBytes(8).readBigUInt64LE() | 1n;
   const name = `side-${randomBytes(3).toString('hex')}`;
   const transport = await plugin.create(
-    { segmentName: name, epoch, bindAddress: '127.0.0.1', connectTimeoutMs: 2000, env: {}, log: () => {} },
+    { segmentName: name, epoch, bindAddress: '127.0.0.1', connectTimeoutMs: 2000, env: {}, log },
     parseOptions(plugin.options, { provider, ...options }, {}, plugin.name),
   );
   const addrs: bigint[] = [];
