@@ -16,6 +16,7 @@
 
 #include "allocator.h"
 #include "te/clock.h"
+#include "te/descriptors.h"
 #include "te/epoch.h"
 
 namespace tenvl {
@@ -129,7 +130,7 @@ bool accept_waiting(int lfd, std::vector<Client>& clients) {
     int c = accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (c < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      return !(errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM);
+      return !te::accept_starved(errno);
     }
     if (!peer_allowed(c)) {
       answer(c, te::TE_AUTH_FAILED, -1, 0);
@@ -159,7 +160,7 @@ void run(int lfd) {
       }
     }
     fds.clear();
-    // The listener is left out while every place is taken, and for 100 ms after the process
+    // The listener is left out while every place is taken, and for kDescriptorRetryMs after the process
     // ran out of descriptors: the connection stays in the backlog, and poll would report it
     // again at once.
     const bool listening = clients.size() < kMaxClients && now >= listen_paused_until;
@@ -182,7 +183,8 @@ void run(int lfd) {
         clients.pop_back();
       }
     }
-    if (listening && fds[0].revents != 0 && !accept_waiting(lfd, clients)) listen_paused_until = te::now_ms() + 100;
+    if (listening && fds[0].revents != 0 && !accept_waiting(lfd, clients))
+      listen_paused_until = te::now_ms() + te::kDescriptorRetryMs;
   }
   for (const Client& k : clients) ::close(k.fd);
 }

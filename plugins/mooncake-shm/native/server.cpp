@@ -14,6 +14,7 @@
 
 #include "copy.h"
 #include "server_state.h"
+#include "te/descriptors.h"
 #include "te/thread_policy.h"
 
 namespace teshm {
@@ -88,7 +89,7 @@ void Server::stop() {
 void Server::loop() {
   epoll_event events[64];
   while (!stop_.load()) {
-    int n = epoll_wait(epoll_fd_, events, 64, accept_paused_ ? kAcceptPauseMs : kSweepMs);
+    int n = epoll_wait(epoll_fd_, events, 64, accept_paused_ ? te::kDescriptorRetryMs : kSweepMs);
     drop_silent();
     resume_accepting();
     for (int i = 0; i < n; ++i) {
@@ -162,7 +163,7 @@ void Server::pause_accepting(int err) {
   ev.data.fd = listen_fd_;
   epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, listen_fd_, &ev);
   accept_paused_ = true;
-  accept_paused_until_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(kAcceptPauseMs);
+  accept_paused_until_ = std::chrono::steady_clock::now() + std::chrono::milliseconds(te::kDescriptorRetryMs);
 }
 
 void Server::resume_accepting() {
@@ -178,7 +179,7 @@ void Server::accept_all() {
   for (;;) {
     int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) pause_accepting(errno);
+      if (te::accept_starved(errno)) pause_accepting(errno);
       return;  // EAGAIN: the backlog is empty
     }
     out_of_descriptors_ = false;

@@ -46,7 +46,7 @@ class Server {
   void loop();
   void copy_worker(uint32_t slot);
   void accept_all();
-  /** Out of descriptors: the listener leaves the epoll set for kAcceptPauseMs (no spinning on it). */
+  /** Out of descriptors: the listener leaves the epoll set for te::kDescriptorRetryMs (no spinning on it). */
   void pause_accepting(int err);
   /** Loop thread: puts the listener back once its pause is over. */
   void resume_accepting();
@@ -75,7 +75,6 @@ class Server {
   std::unordered_map<int, std::shared_ptr<Conn>> conns_;  // loop thread only
   static constexpr int kSweepMs = 250;                    // how often silent connections are looked for
   std::chrono::steady_clock::time_point last_sweep_{};
-  static constexpr int kAcceptPauseMs = 100;
   bool accept_paused_ = false;       // loop thread only
   bool out_of_descriptors_ = false;  // in an episode (logged once); ends at the next accept
   std::chrono::steady_clock::time_point accept_paused_until_{};

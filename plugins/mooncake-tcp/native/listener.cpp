@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 
+#include "te/descriptors.h"
 #include "transport.h"
 
 namespace tetcp {
@@ -51,8 +52,8 @@ class Listener : public IoHandler {
         continue;
       }
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno == EMFILE || errno == ENFILE) shed();
-      return;  // EAGAIN, or out of descriptors (handled above)
+      if (te::accept_starved(errno)) shed(errno);
+      return;  // EAGAIN, or out of descriptors or memory (handled above)
     }
   }
   void on_tick(int64_t now) override {
@@ -71,12 +72,13 @@ class Listener : public IoHandler {
   }
 
  private:
-  static constexpr int64_t kPauseMs = 100;
-
-  void shed() {
+  // Closes the connections waiting in the backlog, accepting each with the reserve
+  // descriptor; when that cannot go on (no reserve, or the accept fails for want of kernel
+  // memory), stops listening for kDescriptorRetryMs instead of being woken for them again.
+  void shed(int err) {
     if (!exhausted_) {
       exhausted_ = true;
-      t_->warn(std::string("out of file descriptors (") + strerror(errno) +
+      t_->warn(std::string("out of file descriptors (") + strerror(err) +
                "): new data connections are closed until descriptors are freed; raise the limit (ulimit -n) or "
                "lower maxConnections");
     }
@@ -84,13 +86,16 @@ class Listener : public IoHandler {
       ::close(reserve_);
       reserve_ = -1;
       int c = accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      const int accept_err = errno;
       if (c >= 0) ::close(c);
       reserve_ = open_descriptor_reserve();
-      if (c < 0) return;  // backlog drained (EAGAIN), or still no descriptor to accept with
+      if (c >= 0 || accept_err == EINTR || accept_err == ECONNABORTED) continue;
+      if (accept_err == EAGAIN || accept_err == EWOULDBLOCK) return;  // the backlog is drained
+      break;  // still nothing to accept with (the descriptor went elsewhere, or no memory)
     }
-    // No reserve (another thread took the descriptor): stop listening for a while.
+    // No reserve (another thread took the descriptor) or no memory: stop listening a while.
     loop_->modify(fd_, 0, this);
-    paused_until_ = now_ms() + kPauseMs;
+    paused_until_ = now_ms() + te::kDescriptorRetryMs;
   }
 
   Transport* t_;

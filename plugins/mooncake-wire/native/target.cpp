@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "net.h"
+#include "te/descriptors.h"
 
 namespace mcwire {
 
@@ -66,8 +67,8 @@ void Target::accept_loop() {
     int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&sa), &len, SOCK_CLOEXEC);
     if (fd < 0) {
       // Out of descriptors or kernel memory: the connection stays in the backlog, and poll
-      // would report it again at once; wait one slice instead of spinning on it.
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) poll(nullptr, 0, 50);
+      // would report it again at once; wait instead of spinning on it.
+      if (te::accept_starved(errno)) poll(nullptr, 0, te::kDescriptorRetryMs);
       continue;
     }
     Accepted a{fd, peer_ip(sa)};
