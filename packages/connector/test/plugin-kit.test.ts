@@ -130,6 +130,23 @@ test('checkSubmit refuses malformed submissions', () => {
   assert.throws(() => checkSubmit('demo', 'p', b, { timeoutMs: 10, signal: ac.signal }), /aborted before it was submitted/);
 });
 
+test('checkSubmit answers a batch or options of the wrong shape with INVALID_ARGUMENT, not a TypeError', () => {
+  const b = allocateBatch(1);
+  const junk: [unknown, unknown, RegExp][] = [
+    [null, { timeoutMs: 10 }, /a batch must be an object of typed arrays .*got null/],
+    [[{ op: 'write' }], { timeoutMs: 10 }, /`opcodes` must be a Uint8Array, got undefined/],
+    [{ ...b, localAddrs: [1n] }, { timeoutMs: 10 }, /`localAddrs` must be a BigUint64Array, got Array/],
+    [{ ...b, lengths: new Uint32Array(1) }, { timeoutMs: 10 }, /`lengths` must be a BigUint64Array, got Uint32Array/],
+    [b, undefined, /submit options must be an object .*got undefined/],
+  ];
+  for (const [batch, options, message] of junk)
+    assert.throws(
+      () => checkSubmit('demo', 'p', batch as never, options as never),
+      (e: unknown) => isTransferError(e, 'INVALID_ARGUMENT') && message.test((e as Error).message),
+      String(message),
+    );
+});
+
 test('loadNativeAddon lists every path tried and the fixes', () => {
   try {
     loadNativeAddon({
