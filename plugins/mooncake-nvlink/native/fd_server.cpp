@@ -160,9 +160,9 @@ void run(int lfd) {
       }
     }
     fds.clear();
-    // The listener is left out while every place is taken, and for kDescriptorRetryMs after the process
-    // ran out of descriptors: the connection stays in the backlog, and poll would report it
-    // again at once.
+    // The listener is left out while every place is taken, and for kDescriptorRetryMs after
+    // the process ran out of descriptors: the connection stays in the backlog, and poll would
+    // report it again at once.
     const bool listening = clients.size() < kMaxClients && now >= listen_paused_until;
     if (listening) fds.push_back(pollfd{lfd, POLLIN, 0});
     int timeout = 200;

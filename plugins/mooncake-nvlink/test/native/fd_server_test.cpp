@@ -80,6 +80,17 @@ int32_t reply_status(int s, int timeout_ms) {
   return recv(s, &rep, sizeof rep, MSG_WAITALL) == static_cast<ssize_t>(sizeof rep) ? rep.status : 1;
 }
 
+// Fetches allocation 12345 (never exported: the server answers MEMORY_NOT_REGISTERED) and
+// says how long the answer took.
+te::cuda::Error timed_fetch(const std::string& name, long long* ms) {
+  auto t0 = std::chrono::steady_clock::now();
+  int fd = -1;
+  uint64_t size = 0;
+  auto r = tenvl::fetch_fd(name, 12345, 5000, &fd, &size);
+  *ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
 // Processes of this user that connect and stay silent, or send half a request, must not hold
 // up another's request; each is answered on its own deadline. Returns the number of failures.
 int silent_same_user_case(const std::string& name) {
@@ -90,14 +101,11 @@ int silent_same_user_case(const std::string& name) {
   const uint32_t request[4] = {0x564e4554, 1, 12345, 0};         // magic "TENV", version 1, allocation 12345
   if (send(halting, request, 6, MSG_NOSIGNAL) != 6) ++failures;  // part of a request
   std::this_thread::sleep_for(std::chrono::milliseconds(100));   // the server has taken both up
-  auto t0 = std::chrono::steady_clock::now();
-  int fd = -1;
-  uint64_t size = 0;
-  auto r = tenvl::fetch_fd(name, 12345, 5000, &fd, &size);
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  long long ms = 0;
+  auto r = timed_fetch(name, &ms);
   if (r.status != te::TE_MEMORY_NOT_REGISTERED || ms > 500) {
     std::fprintf(stderr, "silent same user: another request took %lld ms (status %d); it waited for the silent ones\n",
-                 static_cast<long long>(ms), r.status);
+                 ms, r.status);
     ++failures;
   }
   // The rest of the half request completes it: it is answered.
@@ -127,10 +135,7 @@ int silent_other_user_case(const std::string& name) {
   if (child == 0) {
     close(ready[0]);
     if (setgid(65534) != 0 || setuid(65534) != 0) _exit(3);
-    int s = socket(AF_UNIX, SOCK_STREAM, 0);
-    sockaddr_un a;
-    socklen_t len = tenvl::fd_socket_address(name, &a);
-    if (connect(s, reinterpret_cast<sockaddr*>(&a), len) != 0) _exit(4);
+    if (connect_raw(name) < 0) _exit(4);
     char one = 1;
     if (write(ready[1], &one, 1) != 1) _exit(5);
     sleep(3);  // connected and silent
@@ -141,11 +146,8 @@ int silent_other_user_case(const std::string& name) {
   bool connected = read(ready[0], &one, 1) == 1;
   close(ready[0]);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the server has taken it up
-  auto t0 = std::chrono::steady_clock::now();
-  int fd = -1;
-  uint64_t size = 0;
-  auto r = tenvl::fetch_fd(name, 12345, 5000, &fd, &size);
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+  long long ms = 0;
+  auto r = timed_fetch(name, &ms);
   kill(child, SIGKILL);
   waitpid(child, nullptr, 0);
   int failures = 0;
@@ -155,8 +157,8 @@ int silent_other_user_case(const std::string& name) {
   }
   if (r.status != te::TE_MEMORY_NOT_REGISTERED || ms > 1000) {
     std::fprintf(stderr,
-                 "silent other user: this user's request took %lld ms (status %d); it waited for the silent one\n",
-                 static_cast<long long>(ms), r.status);
+                 "silent other user: this user's request took %lld ms (status %d); it waited for the silent one\n", ms,
+                 r.status);
     ++failures;
   }
   return failures;
