@@ -25,6 +25,18 @@ test('the child runs under the descriptor limit asked for, answers commands, and
   assert.ok(c.child.exitCode === 0 || c.child.signalCode !== null, 'the child has ended');
 });
 
+test('a call rejects when the child exits before it answers', async () => {
+  const c = forkCommandChild(await script(), [], { serialization: 'advanced' });
+  await c.ready;
+  const spinning = c.call('spin'); // answers after 300 ms
+  c.child.kill('SIGKILL');
+  for (const call of [spinning, (await c.close(), c.call('big'))])
+    await call.then(
+      () => assert.unreachable('the call resolved'),
+      (e: Error) => assert.match(e.message, /exited .* before it answered/),
+    );
+});
+
 test('ready rejects when the child exits before it is ready', async () => {
   const c = forkCommandChild(fileURLToPath(new URL('./fixtures/exits-at-once.mjs', import.meta.url)));
   await c.ready.then(

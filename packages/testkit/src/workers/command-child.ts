@@ -9,7 +9,6 @@ import { cpuSeconds } from './descriptors.js';
 export interface CommandChildOptions {
   /** RLIMIT_NOFILE of the child (soft and hard), through `prlimit`. */
   nofile?: number;
-  env?: NodeJS.ProcessEnv;
   /** 'advanced' carries bigints and typed arrays (a SegmentDescriptor as it is). */
   serialization?: 'json' | 'advanced';
 }
@@ -18,6 +17,7 @@ export interface CommandChild<R> {
   readonly child: ChildProcess;
   /** What the child sent with serveCommands; rejects when it exits first. */
   readonly ready: Promise<R>;
+  /** The command's result; rejects when the child exits before answering. */
   call<T>(command: string): Promise<T>;
   /** Asks the child to run its `exit` command (2 s at most), then kills it; resolves once it has ended. */
   close(): Promise<void>;
@@ -31,24 +31,33 @@ export function forkCommandChild<R>(script: string, args: string[] = [], options
     ...(limited ? { execPath: 'prlimit', execArgv: [`--nofile=${options.nofile}:${options.nofile}`, process.execPath] } : {}),
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     serialization: options.serialization ?? 'json',
-    ...(options.env ? { env: options.env } : {}),
   });
   let next = 1;
-  const pending = new Map<number, (value: unknown) => void>();
+  const pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
   const ready = new Promise<R>((resolve, reject) => {
     child.on('message', (m: Message) => {
       if (m.id === undefined) resolve(m.ready as R);
-      else pending.get(m.id)?.(m.result);
+      else pending.get(m.id)?.resolve(m.result);
+      pending.delete(m.id ?? 0);
     });
-    child.once('exit', (code, signal) => reject(new Error(`the child exited (${code ?? signal}) before it was ready`)));
+    child.once('exit', (code, signal) => {
+      reject(new Error(`the child exited (${code ?? signal}) before it was ready`));
+      for (const [id, call] of pending) call.reject(new Error(`the child exited (${code ?? signal}) before it answered call ${id}`));
+      pending.clear();
+    });
   });
   ready.catch(() => {});
-  const call = <T>(command: string) =>
-    new Promise<T>((resolve) => {
-      pending.set(next, resolve as (value: unknown) => void);
-      child.send({ id: next++, command });
-    });
   const ended = () => child.exitCode !== null || child.signalCode !== null;
+  const call = <T>(command: string) =>
+    new Promise<T>((resolve, reject) => {
+      if (ended()) return reject(new Error(`the child exited (${child.exitCode ?? child.signalCode}) before it answered ${command}`));
+      const id = next++;
+      pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
+      // With a callback a closed channel is reported here, not as an 'error' event on the child.
+      child.send({ id, command }, (error) => {
+        if (error && pending.delete(id)) reject(error);
+      });
+    });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const close = async () => {
     if (!ended() && child.connected) await Promise.race([call('exit'), new Promise((r) => setTimeout(r, 2000))]).catch(() => {});
