@@ -1,4 +1,8 @@
 // C++ tests of the te core. Plain executable: exits non-zero on the first failed group.
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -9,6 +13,7 @@
 #include <vector>
 
 #include "check.h"
+#include "te/descriptors.h"
 #include "te/epoch.h"
 #include "te/hmac_sha256.h"
 #include "te/memory_registry.h"
@@ -329,6 +334,40 @@ static void test_streaming_copy() {
   }
 }
 
+// descriptors: what listeners take for "wait and accept again" (every failure that frees
+// itself) against what they take for a broken connection, and the probe for code that never
+// sees the failed accept: false with descriptors to spare, true once the soft limit is used up.
+static void test_descriptors() {
+  for (int err : {EMFILE, ENFILE, ENOBUFS, ENOMEM}) CHECK(accept_starved(err));
+  for (int err : {0, EAGAIN, ECONNABORTED, EINTR, EPROTO, EPERM, EBADF, EINVAL}) CHECK(!accept_starved(err));
+  CHECK(!descriptors_exhausted());
+  rlimit saved{};
+  CHECK_EQ(getrlimit(RLIMIT_NOFILE, &saved), 0);
+  const int base = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  CHECK(base >= 0);
+  std::vector<int> held;
+  for (;;) {  // Use the lowest free descriptors up to a limit just above them.
+    const int fd = dup(base);
+    if (fd < 0) break;
+    held.push_back(fd);
+    if (held.size() == 8) break;
+  }
+  CHECK_EQ(held.size(), 8u);
+  rlimit tight = saved;
+  tight.rlim_cur = static_cast<rlim_t>(*std::max_element(held.begin(), held.end()) + 1);
+  CHECK_EQ(setrlimit(RLIMIT_NOFILE, &tight), 0);
+  // Fill every free descriptor below the limit, then the probe must see none left.
+  for (int fd; (fd = dup(base)) >= 0;) held.push_back(fd);
+  CHECK(descriptors_exhausted());
+  const int last = held.back();
+  held.pop_back();
+  ::close(last);
+  CHECK(!descriptors_exhausted());
+  CHECK_EQ(setrlimit(RLIMIT_NOFILE, &saved), 0);
+  for (int fd : held) ::close(fd);
+  ::close(base);
+}
+
 int main() {
   static const CheckGroup groups[] = {{"status names", test_status_names},
                                       {"registry basics", test_registry_basics},
@@ -341,6 +380,7 @@ int main() {
                                       {"notify budget bytes", test_notify_budget_bytes},
                                       {"notify budget release", test_notify_budget_release},
                                       {"notify budget concurrency", test_notify_budget_concurrency},
-                                      {"streaming copy", test_streaming_copy}};
+                                      {"streaming copy", test_streaming_copy},
+                                      {"descriptors", test_descriptors}};
   return run_groups(groups);
 }
