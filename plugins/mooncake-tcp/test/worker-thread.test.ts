@@ -14,11 +14,14 @@ interface Outcome {
   exitCode: number;
 }
 
-async function runWorker(mode: 'close' | 'leave' | 'throw'): Promise<Outcome> {
+async function runWorker(mode: 'close' | 'leave' | 'busy' | 'throw', terminateAfterMs?: number): Promise<Outcome> {
   const script = await compileWorkerScript(fileURLToPath(new URL('./fixtures/bridge-worker.ts', import.meta.url)));
   const worker = new Worker(script, { workerData: { mode } });
   const outcome: Outcome = { messages: [], exitCode: -1 };
-  worker.on('message', (m: { done: boolean; landed: boolean }) => outcome.messages.push(m));
+  worker.on('message', (m: { done: boolean; landed: boolean }) => {
+    outcome.messages.push(m);
+    if (terminateAfterMs !== undefined) setTimeout(() => void worker.terminate(), terminateAfterMs);
+  });
   worker.on('error', (e) => (outcome.error = e));
   outcome.exitCode = await new Promise<number>((resolve) => worker.on('exit', resolve));
   return outcome;
@@ -37,6 +40,15 @@ test('a worker thread that ends with its transports open is torn down cleanly, t
     assert.is(o.error, undefined, `no error, got ${o.error?.stack}`);
     assert.equal(o.messages, [{ done: true, landed: true }], 'the bytes landed');
     assert.is(o.exitCode, 0);
+  }
+});
+
+test('a worker thread terminated while its writes are in flight ends, and the process goes on', async () => {
+  for (const after of [0, 2, 20]) {
+    const o = await runWorker('busy', after);
+    assert.is(o.error, undefined, `no error, got ${o.error?.stack}`);
+    assert.equal(o.messages, [{ done: true, landed: true }], 'the first write landed');
+    assert.is(o.exitCode, 1, 'terminated');
   }
 });
 
