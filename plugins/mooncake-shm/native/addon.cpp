@@ -1,6 +1,6 @@
 // N-API surface of mooncake-shm (declared for TypeScript in src/binding.ts). Arguments are
 // validated in TypeScript; this layer converts them, runs the transport and carries its
-// events back through a thread-safe function.
+// events back through the completion bridge (te/napi/completion_bridge.h).
 #include <napi.h>
 
 #include <memory>
