@@ -4,6 +4,7 @@ import { connect, createServer, type Socket } from 'node:net';
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { bytesQueuedTo, tcpSocketsOf, until } from '../src/index.js';
+import { mergeTableReads, parseTcpTable } from '../src/waits/tcp-sockets.js';
 
 test('tcpSocketsOf lists this process’s connections with their state and queues', async () => {
   const accepted: Socket[] = [];
@@ -73,6 +74,36 @@ test("bytesQueuedTo counts what is on its way into another process: its unread b
     await once(child, 'exit');
   }
   assert.is(bytesQueuedTo(child.pid!), 0, 'a process that is gone has nothing on its way');
+});
+
+// Rows as /proc/net/tcp prints them: 127.0.0.1:8000 <-> 127.0.0.1:40000 and back, one in TIME_WAIT.
+const header = '  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode';
+const client = '   0: 0100007F:9C40 0100007F:1F40 01 00000000:00000000 00:00000000 00000000     0        0 1001 1 0 20 4 30 10 -1';
+const server = '   1: 0100007F:1F40 0100007F:9C40 01 00000000:000003E8 00:00000000 00000000     0        0 1002 1 0 20 4 30 10 -1';
+const closing = '   2: 0100007F:1F40 0100007F:9C41 06 00000000:00000000 03:00001770 00000000     0        0 0 3 0';
+const table = (...lines: string[]) => [header, ...lines, ''].join('\n');
+
+test('one read of the tables that lists a socket twice and skips another is merged with a second into one row per socket', () => {
+  // While other sockets open and close, the kernel resumes a page of its table at a shifted
+  // position: the first read repeats the client's row and never reaches the server's.
+  const first = parseTcpTable(table(client, client, closing, closing));
+  const second = parseTcpTable(table(client, server, closing));
+  const merged = mergeTableReads([first, second]);
+  assert.equal(merged.map((r) => r.inode).sort(), ['0', '1001', '1002']);
+  assert.equal(
+    merged.find((r) => r.inode === '1002'),
+    { local: '0100007F:1F40', remote: '0100007F:9C40', state: 'ESTABLISHED', unread: 1000, unacked: 0, inode: '1002' },
+  );
+  assert.is(merged.find((r) => r.inode === '0')!.state, 'TIME_WAIT');
+});
+
+test('the later read of a socket wins: its state is the newest one', () => {
+  const closeWait = server.replace(' 01 ', ' 08 ');
+  const merged = mergeTableReads([parseTcpTable(table(server)), parseTcpTable(table(closeWait))]);
+  assert.equal(
+    merged.map((r) => r.state),
+    ['CLOSE_WAIT'],
+  );
 });
 
 test('tcpSocketsOf of a process that is gone is empty', () => {

@@ -34,7 +34,7 @@ function socketInodes(pid: number): Set<string> {
   return inodes;
 }
 
-interface Row {
+export interface TcpTableRow {
   local: string; // hex address:port, as the kernel prints it
   remote: string;
   state: string;
@@ -43,25 +43,46 @@ interface Row {
   inode: string;
 }
 
-function rows(): Row[] {
-  const out: Row[] = [];
+/** The rows of one /proc/net/tcp or tcp6 text, header left out. */
+export function parseTcpTable(text: string): TcpTableRow[] {
+  const out: TcpTableRow[] = [];
+  for (const line of text.split('\n').slice(1)) {
+    // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+    const f = line.trim().split(/\s+/);
+    if (f.length < 10) continue;
+    const [tx, rx] = f[4]!.split(':').map((h) => parseInt(h, 16));
+    out.push({ local: f[1]!, remote: f[2]!, state: STATES[parseInt(f[3]!, 16)] ?? f[3]!, unread: rx!, unacked: tx!, inode: f[9]! });
+  }
+  return out;
+}
+
+function readTables(): TcpTableRow[] {
+  const out: TcpTableRow[] = [];
   for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
-    let text: string;
     try {
-      text = readFileSync(table, 'utf8');
+      out.push(...parseTcpTable(readFileSync(table, 'utf8')));
     } catch {
-      continue;
-    }
-    for (const line of text.split('\n').slice(1)) {
-      // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
-      const f = line.trim().split(/\s+/);
-      if (f.length < 10) continue;
-      const [tx, rx] = f[4]!.split(':').map((h) => parseInt(h, 16));
-      out.push({ local: f[1]!, remote: f[2]!, state: STATES[parseInt(f[3]!, 16)] ?? f[3]!, unread: rx!, unacked: tx!, inode: f[9]! });
+      // no IPv6 (or no /proc): nothing listed there
     }
   }
   return out;
 }
+
+/**
+ * Several reads of the tables merged into one row per socket, the later read's row winning. The
+ * kernel prints its tables a page at a time and resumes each page from a position in its hash
+ * table, so while other sockets open and close, one read lists some sockets twice and skips
+ * others; merging two reads lists nothing twice, and a socket one read skipped is still listed.
+ * A socket is known by its inode, or by its two addresses where it has none (TIME_WAIT, or closed
+ * by its process with bytes still queued).
+ */
+export function mergeTableReads(reads: TcpTableRow[][]): TcpTableRow[] {
+  const merged = new Map<string, TcpTableRow>();
+  for (const read of reads) for (const r of read) merged.set(r.inode === '0' ? `${r.local}>${r.remote}` : r.inode, r);
+  return [...merged.values()];
+}
+
+const rows = () => mergeTableReads([readTables(), readTables()]);
 
 const portOf = (hexAddress: string) => parseInt(hexAddress.split(':')[1]!, 16);
 
