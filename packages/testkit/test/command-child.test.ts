@@ -15,10 +15,13 @@ test('the child runs under the descriptor limit asked for, answers commands, and
     assert.is(ready.pid, c.child.pid, 'the limit is applied by exec, in the same process');
     assert.is(await c.call<bigint>('big'), 2n ** 70n);
     assert.match(await c.call<string>('nothing'), /unknown command nothing/);
+    const idle = await cpuUsedOver(c.child.pid!, 200);
     const spinning = c.call('spin');
     const { used, wall } = await cpuUsedOver(c.child.pid!, 200);
     await spinning;
-    assert.ok(used > 0.1 && wall >= 0.19, `the spinning child used ${used} s of CPU in ${wall} s`);
+    // A fifth of the 0.2 s at least: on a host busy with other work the spinning child shares
+    // its CPU (beside two other spinning processes on two CPUs it got 0.1 s).
+    assert.ok(used >= 0.04 && used > idle.used && wall >= 0.19, `the spinning child used ${used} s of CPU in ${wall} s, ${idle.used} s idle`);
   } finally {
     await c.close();
   }
