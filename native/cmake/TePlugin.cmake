@@ -56,7 +56,11 @@ function(add_te_plugin)
   set_target_properties(${TP_NAME} PROPERTIES PREFIX "" SUFFIX ".node"
                         CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
   target_include_directories(${TP_NAME} PRIVATE ${CMAKE_JS_INC} ${napi_dir})
-  target_compile_definitions(${TP_NAME} PRIVATE NAPI_VERSION=8 NAPI_CPP_EXCEPTIONS BUILDING_NODE_EXTENSION)
+  # NODE_API_SWALLOW_UNTHROWABLE_EXCEPTIONS: in an env that is shutting down (a worker being
+  # terminated) a Node-API call fails with napi_pending_exception and no exception; without it
+  # node-addon-api's Napi::Error aborts the process while wrapping that non-exception.
+  target_compile_definitions(${TP_NAME} PRIVATE NAPI_VERSION=8 NAPI_CPP_EXCEPTIONS NODE_API_SWALLOW_UNTHROWABLE_EXCEPTIONS
+                                                BUILDING_NODE_EXTENSION)
   target_compile_options(${TP_NAME} PRIVATE -Wall -Wextra -Wno-unused-parameter)
   target_link_libraries(${TP_NAME} PRIVATE te_core ${CMAKE_JS_LIB} ${TP_REQUIRES})
   if(MSVC AND CMAKE_JS_NODELIB_DEF AND CMAKE_JS_NODELIB_TARGET)

@@ -136,6 +136,17 @@ class CompletionBridge {
     std::free(h);
   }
 
+  // Whether JS can run in env: Node-API's calls that may run JS (napi_define_properties among
+  // them) fail with napi_pending_exception, and no exception pending, once its env is shutting
+  // down, which loop callbacks still run into while a worker is terminated.
+  static bool can_run_js(napi_env env) {
+    napi_value probe;
+    bool pending = false;
+    if (napi_create_object(env, &probe) != napi_ok) return false;
+    if (napi_define_properties(env, probe, 0, nullptr) == napi_ok) return true;
+    return napi_is_exception_pending(env, &pending) == napi_ok && pending;
+  }
+
   static void on_async(uv_async_t* async) {
     auto* b = static_cast<CompletionBridge*>(uv_handle_get_data(reinterpret_cast<uv_handle_t*>(async)));
     std::vector<Event> events;
@@ -150,6 +161,11 @@ class CompletionBridge {
     napi_env env = b->env_;
     napi_handle_scope scope;
     if (napi_open_handle_scope(env, &scope) != napi_ok) return;
+    if (!can_run_js(env)) {
+      // The env is shutting down (a worker being terminated): no listener can run any more.
+      napi_close_handle_scope(env, scope);
+      return;
+    }
     // The scope's resource argument is ignored by Node (the context's resource is used).
     napi_value ignored;
     napi_callback_scope callback_scope = nullptr;
