@@ -23,6 +23,7 @@ import { fileURLToPath } from 'node:url';
 import { parseCli } from '../scripts/lib/cli.mjs';
 import { QUICK } from './lib/quick.mjs';
 import { buildRawFabric } from './lib/raw-fabric.mjs';
+import { ATTEMPTS, measureSteadyState } from './lib/steady-state.mjs';
 import { frameName, layerOf } from './lib/js-layers.mjs';
 
 const { values } = parseCli({
@@ -177,33 +178,6 @@ async function runRaw(seconds) {
   return { result: { requests: result.ops, requestsPerSecond: result.requestsPerSecond, op: result.op, blockSize: result.size }, perThread, jsLayers: {} };
 }
 
-// A host busy with other work can stall one run long enough that the longer run moves no more
-// requests than the shorter one; the pair is run again before the figures are given up.
-const ATTEMPTS = 3;
-
-/** Steady-state cost: the long run less the short one, per request of the difference. */
-async function measure(name, once) {
-  for (let attempt = 1; ; attempt++) {
-    const m = await measurePair(name, once);
-    if (m.requests > 0 || attempt === ATTEMPTS) return m;
-    process.stderr.write(`${name}: the longer run moved no more requests than the shorter one; both run again (${attempt + 1} of ${ATTEMPTS})\n`);
-  }
-}
-
-async function measurePair(name, once) {
-  const long = await once(duration);
-  const short = await once(duration / 3);
-  const requests = long.result.requests - short.result.requests;
-  const perThread = {};
-  for (const [k, t] of Object.entries(long.perThread)) {
-    const s = short.perThread[k] ?? { user: 0, sys: 0 };
-    perThread[k] = { user: Math.max(0, t.user - s.user), sys: Math.max(0, t.sys - s.sys) };
-  }
-  const jsLayers = {};
-  for (const [k, t] of Object.entries(long.jsLayers)) jsLayers[k] = Math.max(0, t - (short.jsLayers[k] ?? 0));
-  return { plugin: name, result: long.result, requests, perThread, jsLayers };
-}
-
 const ns = (seconds, requests) => (requests > 0 ? (seconds / requests) * 1e9 : 0);
 const cpuOf = (t) => t.user + t.sys;
 const total = (m, f) => Object.values(m.perThread).reduce((acc, t) => acc + f(t), 0);
@@ -256,7 +230,9 @@ if (values['vs-raw']) {
 }
 for (const job of jobs) {
   process.stderr.write(`${job.name}: ${shape}, ${duration} s and ${(duration / 3).toFixed(1)} s ...\n`);
-  const m = await measure(job.name, job.once);
+  const m = await measureSteadyState(job.name, job.once, duration, (next) =>
+    process.stderr.write(`${job.name}: the longer run moved no more requests than the shorter one; both run again (${next} of ${ATTEMPTS})\n`),
+  );
   reports.push(m);
   if (m.requests <= 0) {
     // A stalled host gives no figures; the exit status says so to a script.
