@@ -8,7 +8,8 @@
 // freed included (bench/lib/heap-sampler.cjs). Steady state only: each case runs for
 // `--duration` seconds and for a third of it, and every figure is (long run − short run) ÷
 // (batches of the long run − of the short one), so start-up, module loading, registration
-// and the verification passes cancel out. Sampling is statistical (one sample per KiB on
+// and the verification passes cancel out (a pair whose long run completed no more batches, on
+// a stalled host, is run again, up to 3 pairs). Sampling is statistical (one sample per KiB on
 // average): figures move by a few percent between runs.
 //
 //   node bench/allocations.mjs [--plugin mooncake-tcp] [--op write] [--block-size 1048576]
@@ -21,6 +22,7 @@ import { fileURLToPath } from 'node:url';
 import { parseCli } from '../scripts/lib/cli.mjs';
 import { frameName, layerOf } from './lib/js-layers.mjs';
 import { QUICK } from './lib/quick.mjs';
+import { ATTEMPTS, runSteadyPair } from './lib/steady-state.mjs';
 
 const { values } = parseCli({
   usage: 'node bench/allocations.mjs [options]',
@@ -77,11 +79,15 @@ function run(seconds) {
   }
 }
 
-const long = run(duration);
-const short = run(duration / 3);
+const moved = (l, s) => l.result.batches > s.result.batches;
+const { long, short } = await runSteadyPair(run, duration, duration / 3, moved, (next) =>
+  console.error(`bench/allocations.mjs: the long run completed no more batches than the short one; both run again (${next} of ${ATTEMPTS})`),
+);
 const batches = long.result.batches - short.result.batches;
 if (!(batches > 0)) {
-  console.error(`bench/allocations.mjs: the long run completed no more batches than the short one (${long.result.batches} and ${short.result.batches})`);
+  console.error(
+    `bench/allocations.mjs: in ${ATTEMPTS} tries the long run completed no more batches than the short one (last: ${long.result.batches} and ${short.result.batches}; a stalled host?)`,
+  );
   process.exit(1);
 }
 const functions = [];

@@ -4,9 +4,10 @@
 // few kilobytes, so the count per request is a speed figure that does not move with the
 // load of the host, unlike GB/s.
 //
-// Each case runs twice under `strace -f -c`, for a short and a longer timed period. The
+// Each case runs twice under `strace -f -c`, for a longer and a short timed period. The
 // difference of the two counts divided by the difference of the requests is the steady
-// state: start-up, registration and the verification pass cancel out.
+// state: start-up, registration and the verification pass cancel out. A pair whose longer
+// run moved no more requests (a stalled host) is run again, up to 3 pairs.
 //
 //   node bench/syscalls.mjs [--plugin mooncake-tcp] [--json]
 import { execFileSync, spawnSync } from 'node:child_process';
@@ -16,6 +17,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseCli } from '../scripts/lib/cli.mjs';
 import { QUICK } from './lib/quick.mjs';
+import { ATTEMPTS, runSteadyPair } from './lib/steady-state.mjs';
 
 const { values } = parseCli({
   usage: 'node bench/syscalls.mjs [options]',
@@ -110,16 +112,24 @@ function traced(c, seconds) {
 }
 
 /** Calls per request in the steady state of each case. */
-function measureAll() {
+async function measureAll() {
   const rows = [];
   for (const c of CASES) {
     const name = `${c.size >= MiB ? `${c.size / MiB} MiB` : `${c.size / KiB} KiB`} ${c.op} (${c.batch} × 4)`;
     console.error(`${values.plugin}: ${name} ...`);
-    const a = traced(c, SHORT_S);
-    const b = traced(c, LONG_S);
+    const moved = (long, short) => long.requests > short.requests;
+    const { long: b, short: a } = await runSteadyPair(
+      (seconds) => traced(c, seconds),
+      LONG_S,
+      SHORT_S,
+      moved,
+      (next) => console.error(`${name}: the longer run moved no more requests than the shorter one; both run again (${next} of ${ATTEMPTS})`),
+    );
     const requests = b.requests - a.requests;
     if (!(requests > 0))
-      throw new Error(`${name}: the longer run moved no more requests than the shorter one (${b.requests} in ${LONG_S} s, ${a.requests} in ${SHORT_S} s)`);
+      throw new Error(
+        `${name}: in ${ATTEMPTS} tries the longer run moved no more requests than the shorter one (last: ${b.requests} in ${LONG_S} s, ${a.requests} in ${SHORT_S} s; a stalled host?)`,
+      );
     const per = (names) => names.reduce((s, n) => s + ((b.calls[n] ?? 0) - (a.calls[n] ?? 0)), 0) / requests;
     const groups = Object.fromEntries(Object.entries(GROUPS).map(([g, names]) => [g, per(names)]));
     const total = per(Object.keys({ ...a.calls, ...b.calls }).filter((n) => !NOISE.has(n)));
@@ -130,7 +140,7 @@ function measureAll() {
 
 let rows;
 try {
-  rows = measureAll();
+  rows = await measureAll();
 } catch (e) {
   console.error(`bench/syscalls.mjs: ${e.message}`);
   process.exit(1);

@@ -1,9 +1,10 @@
-// bench/per-request.mjs's steady-state figures: the long run less the short one, and a pair run
-// again when the host stalled one of them. The runs here are scripted results (what a run
+// The benchmark tools' steady-state figures (bench/per-request.mjs, syscalls.mjs,
+// allocations.mjs): the long run less the short one, and a pair run again when the host
+// stalled one of them. The runs here are scripted results (what a run
 // reports), so each case sees exactly the stall it is about, whatever the host does.
 import * as assert from 'uvu/assert';
 // @ts-expect-error: a plain .mjs helper of the benchmarks, without types
-import { ATTEMPTS, measureSteadyState, steadyDifference } from '../bench/lib/steady-state.mjs';
+import { ATTEMPTS, measureSteadyState, runSteadyPair, steadyDifference } from '../bench/lib/steady-state.mjs';
 import { onceTest } from './fixtures/node-lines.js';
 
 const test = onceTest("the benchmark tools' own checks");
@@ -82,6 +83,37 @@ test('a host that stalls every pair gives no figures after the last attempt, and
     retries,
     Array.from({ length: ATTEMPTS - 1 }, (_, i) => i + 2),
   );
+});
+
+test('a pair of runs that return at once (as strace runs do) takes the durations given, and what "moved" means', async () => {
+  // bench/syscalls.mjs counts requests at the top level of a run and runs 4 s and 1 s.
+  const runs = [{ requests: 500 }, { requests: 500 }, { requests: 900 }, { requests: 400 }];
+  const asked: number[] = [];
+  const retries: number[] = [];
+  const once = (seconds: number) => {
+    asked.push(seconds);
+    return runs[asked.length - 1];
+  };
+  const moved = (long: { requests: number }, short: { requests: number }) => long.requests > short.requests;
+  const pair = await runSteadyPair(once, 4, 1, moved, (n: number) => retries.push(n));
+  assert.equal(pair, { long: { requests: 900 }, short: { requests: 400 } });
+  assert.equal(asked, [4, 1, 4, 1]);
+  assert.equal(retries, [2]);
+});
+
+test('a stalled host gets ATTEMPTS pairs from runSteadyPair, and the last pair comes back for the caller to refuse', async () => {
+  const asked: number[] = [];
+  const pair = await runSteadyPair(
+    (seconds: number) => {
+      asked.push(seconds);
+      return { batches: 7 };
+    },
+    3,
+    1,
+    (long: { batches: number }, short: { batches: number }) => long.batches > short.batches,
+  );
+  assert.equal(pair, { long: { batches: 7 }, short: { batches: 7 } });
+  assert.is(asked.length, 2 * ATTEMPTS);
 });
 
 test.run();

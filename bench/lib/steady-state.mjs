@@ -1,6 +1,8 @@
-// Steady-state cost from two runs of one case: a long run and one a third as long. Start-up,
+// Steady-state cost from two runs of one case: a long run and a shorter one. Start-up,
 // registration and verification are paid once by each, so (long − short) ÷ (requests of the
-// long − of the short) is what a request costs once the case is running.
+// long − of the short) is what a request costs once the case is running. Used by
+// bench/per-request.mjs (CPU), bench/syscalls.mjs (system calls) and bench/allocations.mjs
+// (JS heap bytes).
 
 /** How many times a pair is run before a stalled host is given up on. */
 export const ATTEMPTS = 3;
@@ -23,17 +25,27 @@ export function steadyDifference(name, long, short) {
 }
 
 /**
- * Runs `once(seconds)` for `duration` and for a third of it, and returns their difference. A
- * host busy with other work can stall one run long enough that the longer run moves no more
- * requests than the shorter one; the pair is then run again, up to ATTEMPTS pairs in all
- * (`onRetry(nextAttempt)` is told each time), and the last difference is returned either way.
+ * Runs `once(longSeconds)` and then `once(shortSeconds)`, and returns the pair. A host busy with
+ * other work can stall one run long enough that the longer run moves no more than the shorter
+ * one (`moved(long, short)` says whether it did); the pair is then run again, up to ATTEMPTS
+ * pairs in all (`onRetry(nextAttempt)` is told each time), and the last pair is returned either
+ * way. `once` may return its run or a promise of it.
  */
-export async function measureSteadyState(name, once, duration, onRetry = () => {}) {
+export async function runSteadyPair(once, longSeconds, shortSeconds, moved, onRetry = () => {}) {
   for (let attempt = 1; ; attempt++) {
-    const long = await once(duration);
-    const short = await once(duration / 3);
-    const m = steadyDifference(name, long, short);
-    if (m.requests > 0 || attempt === ATTEMPTS) return m;
+    const long = await once(longSeconds);
+    const short = await once(shortSeconds);
+    if (moved(long, short) || attempt === ATTEMPTS) return { long, short };
     onRetry(attempt + 1);
   }
+}
+
+/**
+ * Runs `once(seconds)` for `duration` and for a third of it, and returns their difference
+ * (steadyDifference), the pair run again while the longer run moved no more requests.
+ */
+export async function measureSteadyState(name, once, duration, onRetry = () => {}) {
+  const moved = (long, short) => long.result.requests > short.result.requests;
+  const { long, short } = await runSteadyPair(once, duration, duration / 3, moved, onRetry);
+  return steadyDifference(name, long, short);
 }
