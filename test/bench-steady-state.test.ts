@@ -1,7 +1,7 @@
 // The benchmark tools' steady-state figures (bench/per-request.mjs, syscalls.mjs,
 // allocations.mjs): the long run less the short one, and a pair run again when the host
-// stalled one of them. The runs here are scripted results (what a run
-// reports), so each case sees exactly the stall it is about, whatever the host does.
+// stalled one of them. The runs here are scripted results (what a run reports), so each
+// case sees exactly the stall it is about, whatever the host does.
 import * as assert from 'uvu/assert';
 // @ts-expect-error: a plain .mjs helper of the benchmarks, without types
 import { ATTEMPTS, measureSteadyState, runSteadyPair, steadyDifference } from '../bench/lib/steady-state.mjs';
