@@ -5,7 +5,8 @@
 #     native/fabric/test/address_cache_test.cpp, through native/CMakeLists.txt) under
 #     ThreadSanitizer and under AddressSanitizer + UndefinedBehaviorSanitizer;
 #   - the mooncake-tcp, mooncake-shm and mooncake-wire transport cores' tests and the CUDA copy engine's tests (on its
-#     fault-injection runtime) under ThreadSanitizer, through their own scripts;
+#     fault-injection runtime) under ThreadSanitizer, through their own scripts, and mooncake-shm's also under
+#     ASan + UBSan;
 #   - mooncake-shm's back-pressure test (a live target flooded by a hostile peer) under
 #     ThreadSanitizer, and mooncake-tcp's device map test (lookups over overlapping entries,
 #     and lookups racing registration churn) under ASan + UBSan and under ThreadSanitizer,
@@ -97,6 +98,7 @@ if [ "$what" != core ]; then
   run "mooncake-tcp core tests under tsan" sh $tcp/scripts/native-test.sh --tsan
   run "CUDA copy engine tests under tsan" sh native/cuda/scripts/test.sh --tsan
   run "mooncake-shm core tests under tsan" sh $shm/scripts/native-test.sh --tsan
+  run "mooncake-shm core tests under asan-ubsan" sh $shm/scripts/native-test.sh --asan-ubsan
   run "mooncake-wire core tests under tsan" sh plugins/mooncake-wire/scripts/native-test.sh --tsan
   run "staging copier tests under tsan" sh packages/staging/scripts/native-test.sh --tsan
   TE_COMPILE_BATCH=1 run "staging copier tests under asan-ubsan" sh packages/staging/scripts/native-test.sh --asan

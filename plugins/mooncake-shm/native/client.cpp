@@ -60,11 +60,15 @@ void Client::stop() {
   }
   std::lock_guard<std::mutex> lock(mu_);
   // Fence every connection, then wait (bounded) until no target copies into this process.
+  // Walked over a copy: failing a peer its user already closed erases it from peers_.
+  std::vector<std::shared_ptr<Peer>> peers;
+  peers.reserve(peers_.size());
+  for (auto& [id, p] : peers_) peers.push_back(p);
   int64_t deadline = now_ms() + 2000;
-  for (auto& [id, p] : peers_) {
+  for (auto& p : peers) {
     if (p->page) revoke(p->page);
   }
-  for (auto& [id, p] : peers_) {
+  for (auto& p : peers) {
     while (p->page && !quiescent(p->page, kMaxCopyThreads) && !pidfd_exited(p->pidfd) && now_ms() < deadline)
       usleep(1000);
     if (p->page && !quiescent(p->page, kMaxCopyThreads) && !pidfd_exited(p->pidfd))

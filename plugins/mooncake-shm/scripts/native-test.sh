@@ -1,19 +1,24 @@
 #!/bin/sh
 # Builds and runs the mooncake-shm core's C++ tests (test/native/) without N-API or cmake:
 # the wire parser on malformed and random input, a live target answering hostile clients,
-# and pool memory (shm_pool_test).
+# an initiator closed while a target is inside a copy, and pool memory (shm_pool_test).
 #   scripts/native-test.sh           plain build (-O1 -g)
 #   scripts/native-test.sh --tsan    ThreadSanitizer build; any report fails the run
+#   scripts/native-test.sh --asan-ubsan   AddressSanitizer and UBSan build; any report fails it
 # CXX picks the compiler (g++ by default).
 set -eu
 here=$(cd "$(dirname "$0")/.." && pwd)
 core=$(cd "$here/../../native" && pwd)
 mode=plain
-if [ "${1:-}" = "--tsan" ]; then mode=tsan; shift; fi
+case "${1:-}" in
+  --tsan) mode=tsan; shift ;;
+  --asan-ubsan) mode=asan-ubsan; shift ;;
+esac
 out="$here/build/native-tests/$mode"
 mkdir -p "$out"
 flags="-std=c++17 -O1 -g -Wall -Wextra -Wno-unused-parameter"
 [ "$mode" = tsan ] && flags="$flags -fsanitize=thread"
+[ "$mode" = asan-ubsan ] && flags="$flags -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 sources="$here/native/wire.cpp $here/native/socket.cpp $here/native/control_page.cpp $here/native/copy.cpp $here/native/pools.cpp
   $here/native/server.cpp $here/native/server_copy.cpp $here/native/client.cpp $here/native/client_connection.cpp $here/native/transport.cpp
   $core/src/status.cpp $core/src/memory_registry.cpp"
@@ -22,7 +27,7 @@ sources="$here/native/wire.cpp $here/native/socket.cpp $here/native/control_page
 compile="$core/scripts/compile-objects.sh"
 flags="$flags -I$here/native -I$core/include -I$core/test"
 objs=$(sh "$compile" "$out/obj" "$flags" $sources)
-core_test=$(sh "$compile" "$out/obj" "$flags" "$here/test/native/shm_core_test.cpp")
+core_test=$(sh "$compile" "$out/obj" "$flags" "$here/test/native/shm_core_test.cpp" "$here/test/native/shm_client_stop_test.cpp")
 pool_tests=$(sh "$compile" "$out/obj" "$flags" "$here/test/native/shm_pool_test.cpp" "$here/test/native/shm_pool_live_test.cpp")
 ${CXX:-g++} $flags $objs $core_test -o "$out/shm_core_test" -lpthread
 ${CXX:-g++} $flags $objs $pool_tests -o "$out/shm_pool_test" -lpthread

@@ -366,6 +366,8 @@ static void test_silent_connection_dropped() {
   t.close();
 }
 
+void test_close_while_a_closed_peer_is_revoked();  // shm_client_stop_test.cpp
+
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "other-uid") == 0) {
     bool ran = false;
@@ -398,6 +400,7 @@ int main(int argc, char** argv) {
     lt.t->close();
   }
   test_silent_connection_dropped();
+  test_close_while_a_closed_peer_is_revoked();
   if (failures) {
     std::fprintf(stderr, "%d check(s) failed\n", failures);
     return 1;
