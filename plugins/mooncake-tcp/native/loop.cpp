@@ -80,6 +80,13 @@ void Loop::run_tasks() {
     has_tasks_.store(false, std::memory_order_relaxed);  // a later post sets it again under mu_
   }
   for (auto& t : tasks) t();
+  // Kept until the end of the iteration: epoll_wait already returned events for handlers
+  // whose last owner may be one of these tasks (Lane::shut keeps its peer, which owns the lane).
+  if (ran_.empty()) {
+    ran_.swap(tasks);
+  } else {
+    for (auto& t : tasks) ran_.push_back(std::move(t));
+  }
 }
 
 void Loop::run() {
@@ -111,17 +118,18 @@ void Loop::run() {
         (void)r;
         continue;
       }
-      if (!h->closed && handlers_.count(h)) h->on_event(events[i].events);
+      if (handlers_.count(h) && !h->closed) h->on_event(events[i].events);
     }
     int64_t now = now_ms();
     if (now - last_tick_ >= tick_ms_) {
       last_tick_ = now;
       std::vector<IoHandler*> hs(handlers_.begin(), handlers_.end());
       for (auto* h : hs)
-        if (!h->closed && handlers_.count(h)) h->on_tick(now);
+        if (handlers_.count(h) && !h->closed) h->on_tick(now);
     }
     for (auto* h : graveyard_) delete h;
     graveyard_.clear();
+    ran_.clear();
   }
   // Shutdown: finish queued tasks (they see stopping()), then close every handler.
   run_tasks();
@@ -131,6 +139,7 @@ void Loop::run() {
   run_tasks();
   for (auto* h : graveyard_) delete h;
   graveyard_.clear();
+  ran_.clear();
 }
 
 }  // namespace tetcp

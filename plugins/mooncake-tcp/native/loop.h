@@ -86,6 +86,9 @@ class Loop {
   std::atomic<uint64_t> wakeups_{0};
   std::unordered_set<IoHandler*> handlers_;
   std::vector<IoHandler*> graveyard_;
+  // Tasks that ran this iteration, destroyed at its end with the graveyard: what they hold
+  // (a lane's peer, and so the lane) stays alive while the iteration's events are dispatched.
+  std::vector<std::function<void()>> ran_;
   int64_t last_tick_ = 0;
 };
 

@@ -10,6 +10,7 @@ void test_receive_mark();
 void test_congestion_control();
 // loop_test.cpp
 void test_post_wakes_only_a_sleeping_loop();
+void test_task_keeps_what_it_holds_through_the_iteration();
 // writev_test.cpp, gather_rows_test.cpp, scatter_rows_test.cpp
 void test_writev_segments_land_each_on_its_own();
 void test_gather_rows_iovecs();

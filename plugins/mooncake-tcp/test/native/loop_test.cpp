@@ -1,9 +1,16 @@
-// The I/O loop's wake-ups, a case of tcp_core_test (scripts/native-test.sh).
+// The I/O loop: its wake-ups, and how long what a task holds lives; cases of tcp_core_test
+// (scripts/native-test.sh).
 #include "loop.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -67,5 +74,89 @@ void test_post_wakes_only_a_sleeping_loop() {
     CHECK(ran_now.load());
     CHECK(loop.wakeups() - before <= 1);
   }
+  loop.stop();
+}
+
+namespace {
+
+/** A handler on its own eventfd that says when its events come and when it is destroyed. */
+struct ProbeHandler : IoHandler {
+  int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  std::function<void()> on_readable;
+  std::atomic<bool>* destroyed = nullptr;
+  ~ProbeHandler() override {
+    if (destroyed) destroyed->store(true);
+    ::close(fd);
+  }
+  void on_event(uint32_t) override {
+    uint64_t v;
+    while (read(fd, &v, sizeof v) > 0) {
+    }
+    if (on_readable) on_readable();
+  }
+  void on_shutdown() override { closed = true; }
+  void make_readable() const {
+    uint64_t one = 1;
+    CHECK(write(fd, &one, sizeof one) == sizeof one);
+  }
+};
+
+}  // namespace
+
+// A task can hold the last owner of a handler whose socket has events in the same epoll_wait
+// (Lane::shut keeps the lane's peer, and the peer owns its lanes). The loop dispatched those
+// events after the task, and the task's capture, were gone: it read the freed handler's
+// `closed`. A task's captures now live until the end of the loop's iteration: here a second
+// handler, dispatched in that iteration, sees the first one still alive.
+void test_task_keeps_what_it_holds_through_the_iteration() {
+  Loop loop(0, 0, 60000);
+  loop.start();
+  std::atomic<bool> doomed_destroyed{false};
+  std::atomic<int> witness_runs{0};
+  std::atomic<bool> doomed_seen_alive{false};
+  auto doomed = std::make_shared<ProbeHandler>();
+  doomed->destroyed = &doomed_destroyed;
+  auto* witness = new ProbeHandler();
+  witness->on_readable = [&] {
+    doomed_seen_alive.store(!doomed_destroyed.load());
+    witness_runs.fetch_add(1);
+  };
+  std::atomic<bool> added{false};
+  loop.post([&, d = doomed.get()] {
+    loop.add(d->fd, EPOLLIN, d);
+    loop.add(witness->fd, EPOLLIN, witness);
+    added.store(true);
+  });
+  while (!added.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+
+  // While a task blocks the loop: both handlers become readable, and a task that holds the
+  // last owner of `doomed` retires it. The next epoll_wait returns both handlers' events.
+  std::atomic<bool> release{false};
+  loop.post([&] {
+    while (!release.load()) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  doomed->make_readable();
+  witness->make_readable();
+  loop.post([&, keep = std::move(doomed)] {
+    loop.remove(keep->fd, keep.get());
+    keep->closed = true;
+  });
+  doomed.reset();
+  release.store(true);
+
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while ((witness_runs.load() == 0 || !doomed_destroyed.load()) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CHECK(witness_runs.load() == 1);
+  CHECK(doomed_seen_alive.load());  // false before: destroyed as soon as its task had run
+  CHECK(doomed_destroyed.load());   // and destroyed at the end of that iteration
+  std::atomic<bool> removed{false};
+  loop.post([&] {
+    loop.remove(witness->fd, witness);
+    delete witness;
+    removed.store(true);
+  });
+  while (!removed.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   loop.stop();
 }

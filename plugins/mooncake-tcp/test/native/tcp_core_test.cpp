@@ -472,6 +472,7 @@ int main(int argc, char** argv) {
       {"revoke_waits_for_the_target_device_copy", test_revoke_waits_for_the_target_device_copy},
       {"busy_poll_window_sleeps_when_idle", test_busy_poll_window_sleeps_when_idle},
       {"post_wakes_only_a_sleeping_loop", test_post_wakes_only_a_sleeping_loop},
+      {"task_keeps_what_it_holds_through_the_iteration", test_task_keeps_what_it_holds_through_the_iteration},
       {"body_end_brings_next_header", test_body_end_brings_next_header},
       {"after_recv_reads_each_result", test_after_recv_reads_each_result},
       {"receive_mark", test_receive_mark},
