@@ -95,8 +95,10 @@ Status Transport::unregister_memory(uint64_t addr, std::string* err) {
     std::lock_guard<std::mutex> l(m.pub_mu);
     was_published = m.published.erase(addr) > 0;
   }
-  if (was_published && !m.closed.load() && !m.rails.empty()) m.revoke(addr);
+  // Held through the revocation too: it posts on rail 0's address vector and endpoint, which
+  // close() closes, so close() waits for it (bounded: a silent peer gets 1 s).
   std::shared_lock<std::shared_mutex> life(m.life_mu);  // close() closes every region itself
+  if (was_published && !m.closed.load() && !m.rails.empty()) m.revoke(addr);
   std::unique_lock<std::shared_mutex> l(m.mr_mu);
   auto it = m.mrs.find(addr);
   if (it != m.mrs.end()) {

@@ -401,6 +401,8 @@ void test_notify_unanswered();
 void test_notify_ack_forged(fabric_test::Node& a, fabric_test::Node& b);
 // table_refresh_test.cpp
 void test_table_answer_older_than_batch();
+// close_race_test.cpp
+void test_close_waits_for_an_unregistration();
 
 int main() {
   Node a("a", 7), b("b", 8);
@@ -422,6 +424,7 @@ int main() {
   test_provider_failure_of_a_lost_peer();
   test_post_error_keeps_delivery_complete();
   test_table_answer_older_than_batch();
+  test_close_waits_for_an_unregistration();
   a.t->close();
   b.t->close();
   if (failures)
