@@ -25,11 +25,11 @@ using namespace teshm;
 
 namespace {
 
-/** Accepts one connection on `listen_fd` within `ms`, or returns -1. */
+/** Accepts one connection on `listen_fd` within `ms` (non-blocking), or returns -1. */
 int accept_within(int listen_fd, int ms) {
   pollfd p{listen_fd, POLLIN, 0};
   if (poll(&p, 1, ms) != 1) return -1;
-  return accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+  return accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
 }
 
 /** Waits up to `ms` for `flag`. */
@@ -69,6 +69,11 @@ void test_close_while_a_closed_peer_is_revoked() {
   // The raw target: takes HELLO and its control page, marks copy thread 0 busy, answers OK.
   int conn = accept_within(listen_fd, 2000);
   CHECK(conn >= 0);
+  if (conn < 0) {
+    initiator.close();
+    close(listen_fd);
+    return;
+  }
   std::vector<uint8_t> buf;
   int page_fd = -1;
   bool truncated = false;
@@ -78,7 +83,14 @@ void test_close_while_a_closed_peer_is_revoked() {
   }
   CHECK(page_fd >= 0);
   ControlPage* page = nullptr;
-  CHECK(map_control_page(page_fd, &page, &err) == te::TE_OK);
+  CHECK(page_fd >= 0 && map_control_page(page_fd, &page, &err) == te::TE_OK);
+  if (page == nullptr) {
+    initiator.close();
+    if (page_fd >= 0) close(page_fd);
+    close(conn);
+    close(listen_fd);
+    return;
+  }
   page->busy[0].store(1);
   std::vector<uint8_t> msg;
   encode_hello_reply(HelloReply{te::TE_OK, 16, ""}, &msg);
