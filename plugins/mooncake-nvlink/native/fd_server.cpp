@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -38,12 +39,19 @@ struct Reply {
   uint64_t size;
 };
 
+// One started server. Each has its own stop flag and listener: the last user's release stops
+// the one it took out, while a transport that acquires meanwhile starts a new one, whose start
+// must not tell the old one to go on.
+struct Server {
+  int listen_fd = -1;
+  std::string name;
+  std::atomic<bool> stopping{false};
+  std::thread thread;
+};
+
 std::mutex server_mu;
 int users = 0;
-int listen_fd = -1;
-std::string server_name;
-std::atomic<bool> stopping{false};
-std::thread server;
+std::unique_ptr<Server> current;  // the running server; null while no transport uses one
 
 /**
  * Only processes of this user (or root) may import this process's GPU memory: the abstract
@@ -143,11 +151,12 @@ bool accept_waiting(int lfd, std::vector<Client>& clients) {
 
 // Serves every connection at once, each with its own deadline: a client that connects and
 // stays silent holds only its own place, not the imports of every other process.
-void run(int lfd) {
+void run(Server* server) {
+  const int lfd = server->listen_fd;
   std::vector<Client> clients;
   std::vector<pollfd> fds;
   int64_t listen_paused_until = 0;
-  while (!stopping.load()) {
+  while (!server->stopping.load()) {
     const int64_t now = te::now_ms();
     // Clients past their deadline are answered (their request never came whole).
     for (size_t i = 0; i < clients.size();) {
@@ -204,7 +213,7 @@ Error fd_server_acquire(std::string* name) {
   std::lock_guard<std::mutex> lock(server_mu);
   if (users > 0) {
     ++users;
-    *name = server_name;
+    *name = current->name;
     return Error::none();
   }
   uint64_t rnd = 0;
@@ -220,34 +229,33 @@ Error fd_server_acquire(std::string* name) {
     ::close(lfd);
     return Error::make(te::TE_INTERNAL, std::string("cannot listen on the unix socket @") + buf + ": " + strerror(err));
   }
-  listen_fd = lfd;
-  server_name = buf;
-  stopping = false;
-  server = std::thread(run, lfd);
+  auto server = std::make_unique<Server>();
+  server->listen_fd = lfd;
+  server->name = buf;
+  server->thread = std::thread(run, server.get());
+  current = std::move(server);
   users = 1;
-  *name = server_name;
+  *name = current->name;
   return Error::none();
 }
 
 void fd_server_release() {
-  std::thread t;
+  std::unique_ptr<Server> stopped;
   {
     std::lock_guard<std::mutex> lock(server_mu);
     if (users == 0 || --users > 0) return;
-    stopping = true;
-    t = std::move(server);
+    stopped = std::move(current);
   }
-  if (t.joinable()) t.join();
-  std::lock_guard<std::mutex> lock(server_mu);
-  if (users == 0 && listen_fd >= 0) {
-    ::close(listen_fd);
-    listen_fd = -1;
-  }
+  // Outside the lock: the server may take up to its poll timeout to see the flag, and an
+  // acquire meanwhile starts a server of its own.
+  stopped->stopping = true;
+  if (stopped->thread.joinable()) stopped->thread.join();
+  ::close(stopped->listen_fd);
 }
 
 std::string fd_server_name() {
   std::lock_guard<std::mutex> lock(server_mu);
-  return users > 0 ? server_name : std::string();
+  return users > 0 ? current->name : std::string();
 }
 
 Error fetch_fd(const std::string& name, uint64_t id, int timeout_ms, int* fd_out, uint64_t* size_out) {

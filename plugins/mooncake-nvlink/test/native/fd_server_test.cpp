@@ -1,6 +1,6 @@
 // C++ test of the posix-fd server (no GPU needed: it is a unix socket server). A process of
 // another user is refused (SO_PEERCRED), one of this user is served, a silent one of either
-// user holds no other up. Changing user needs
+// user holds no other up, and a release beside a new acquire ends. Changing user needs
 // root; without it the cross-user case reports itself skipped (exit code 77).
 #include "fd_server.h"
 
@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -164,6 +165,47 @@ int silent_other_user_case(const std::string& name) {
   return failures;
 }
 
+// The last user's release stops the server while another transport acquires a new one: the
+// release must end (not wait on a server told to go on), and the old server's socket must be
+// closed. The old server sits in poll for up to 200 ms when the new acquire comes, so five
+// rounds cannot all miss the window. Returns the number of failures.
+int release_beside_acquire_case() {
+  int failures = 0;
+  for (int round = 0; round < 5 && failures == 0; ++round) {
+    std::string old_name, new_name;
+    if (!tenvl::fd_server_acquire(&old_name).ok())
+      return std::fprintf(stderr, "release beside acquire: no server\n"), 1;
+    std::atomic<bool> released{false};
+    std::thread releaser([&] {
+      tenvl::fd_server_release();
+      released = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (!tenvl::fd_server_acquire(&new_name).ok()) ++failures;
+    for (int i = 0; i < 200 && !released; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (!released) {
+      std::fprintf(stderr, "release beside acquire: the release did not end within 2 s (round %d)\n", round);
+      std::fflush(stderr);
+      _exit(1);  // the releasing thread is stuck in join: it cannot be joined here
+    }
+    releaser.join();
+    const int stale = connect_raw(old_name);
+    if (stale >= 0) {
+      std::fprintf(stderr, "release beside acquire: the released server's socket @%s still accepts\n",
+                   old_name.c_str());
+      close(stale);
+      ++failures;
+    }
+    long long ms = 0;
+    if (timed_fetch(new_name, &ms).status != te::TE_MEMORY_NOT_REGISTERED) {
+      std::fprintf(stderr, "release beside acquire: the new server does not answer\n");
+      ++failures;
+    }
+    tenvl::fd_server_release();
+  }
+  return failures;
+}
+
 }  // namespace
 
 int main() {
@@ -184,6 +226,9 @@ int main() {
   }
   failures += out_of_descriptors_case(name);
   failures += silent_same_user_case(name);
+  tenvl::fd_server_release();
+  failures += release_beside_acquire_case();
+  if (!tenvl::fd_server_acquire(&name).ok()) return std::fprintf(stderr, "fd server: cannot start again\n"), 1;
   if (getuid() != 0) {
     std::printf("skip other user: changing user needs root\n");
     tenvl::fd_server_release();
@@ -207,8 +252,9 @@ int main() {
     ++failures;
   }
   tenvl::fd_server_release();
-  std::printf("%s\n", failures ? "FAIL"
-                               : "ok   fd server: same user served, other user refused, silent clients of either "
-                                 "user hold nothing up, no spin while out of descriptors");
+  std::printf("%s\n", failures
+                          ? "FAIL"
+                          : "ok   fd server: same user served, other user refused, silent clients of either "
+                            "user hold nothing up, no spin while out of descriptors, a release beside an acquire ends");
   return failures ? 1 : 0;
 }
