@@ -22,7 +22,7 @@ import { fileURLToPath } from 'node:url';
 import { parseCli } from '../scripts/lib/cli.mjs';
 import { frameName, layerOf } from './lib/js-layers.mjs';
 import { QUICK } from './lib/quick.mjs';
-import { ATTEMPTS, runSteadyPair } from './lib/steady-state.mjs';
+import { runSteadyPair, stalledPairMessages } from './lib/steady-state.mjs';
 
 const { values } = parseCli({
   usage: 'node bench/allocations.mjs [options]',
@@ -80,14 +80,11 @@ function run(seconds) {
 }
 
 const moved = (l, s) => l.result.batches > s.result.batches;
-const { long, short } = await runSteadyPair(run, duration, duration / 3, moved, (next) =>
-  console.error(`bench/allocations.mjs: the long run completed no more batches than the short one; both run again (${next} of ${ATTEMPTS})`),
-);
+const stalled = stalledPairMessages('bench/allocations.mjs', 'batches');
+const { long, short } = await runSteadyPair(run, duration, duration / 3, moved, (next) => console.error(stalled.retry(next)));
 const batches = long.result.batches - short.result.batches;
 if (!(batches > 0)) {
-  console.error(
-    `bench/allocations.mjs: in ${ATTEMPTS} tries the long run completed no more batches than the short one (last: ${long.result.batches} and ${short.result.batches}; a stalled host?)`,
-  );
+  console.error(stalled.givenUp(`last: ${long.result.batches} and ${short.result.batches}`));
   process.exit(1);
 }
 const functions = [];

@@ -23,7 +23,7 @@ import { fileURLToPath } from 'node:url';
 import { parseCli } from '../scripts/lib/cli.mjs';
 import { QUICK } from './lib/quick.mjs';
 import { buildRawFabric } from './lib/raw-fabric.mjs';
-import { ATTEMPTS, measureSteadyState } from './lib/steady-state.mjs';
+import { measureSteadyState, stalledPairMessages } from './lib/steady-state.mjs';
 import { frameName, layerOf } from './lib/js-layers.mjs';
 
 const { values } = parseCli({
@@ -230,13 +230,12 @@ if (values['vs-raw']) {
 }
 for (const job of jobs) {
   process.stderr.write(`${job.name}: ${shape}, ${duration} s and ${(duration / 3).toFixed(1)} s ...\n`);
-  const m = await measureSteadyState(job.name, job.once, duration, (next) =>
-    process.stderr.write(`${job.name}: the longer run moved no more requests than the shorter one; both run again (${next} of ${ATTEMPTS})\n`),
-  );
+  const stalled = stalledPairMessages(job.name, 'requests');
+  const m = await measureSteadyState(job.name, job.once, duration, (next) => process.stderr.write(`${stalled.retry(next)}\n`));
   reports.push(m);
   if (m.requests <= 0) {
     // A stalled host gives no figures; the exit status says so to a script.
-    console.error(`${job.name}: in ${ATTEMPTS} tries the longer run moved no more requests than the shorter one (a stalled host?); no steady-state figures`);
+    console.error(`${stalled.givenUp()}; no steady-state figures`);
     process.exitCode = 1;
     continue;
   }

@@ -17,7 +17,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseCli } from '../scripts/lib/cli.mjs';
 import { QUICK } from './lib/quick.mjs';
-import { ATTEMPTS, runSteadyPair } from './lib/steady-state.mjs';
+import { runSteadyPair, stalledPairMessages } from './lib/steady-state.mjs';
 
 const { values } = parseCli({
   usage: 'node bench/syscalls.mjs [options]',
@@ -118,18 +118,16 @@ async function measureAll() {
     const name = `${c.size >= MiB ? `${c.size / MiB} MiB` : `${c.size / KiB} KiB`} ${c.op} (${c.batch} × 4)`;
     console.error(`${values.plugin}: ${name} ...`);
     const moved = (long, short) => long.requests > short.requests;
+    const stalled = stalledPairMessages(name, 'requests');
     const { long: b, short: a } = await runSteadyPair(
       (seconds) => traced(c, seconds),
       LONG_S,
       SHORT_S,
       moved,
-      (next) => console.error(`${name}: the longer run moved no more requests than the shorter one; both run again (${next} of ${ATTEMPTS})`),
+      (next) => console.error(stalled.retry(next)),
     );
     const requests = b.requests - a.requests;
-    if (!(requests > 0))
-      throw new Error(
-        `${name}: in ${ATTEMPTS} tries the longer run moved no more requests than the shorter one (last: ${b.requests} in ${LONG_S} s, ${a.requests} in ${SHORT_S} s; a stalled host?)`,
-      );
+    if (!(requests > 0)) throw new Error(stalled.givenUp(`last: ${b.requests} in ${LONG_S} s, ${a.requests} in ${SHORT_S} s`));
     const per = (names) => names.reduce((s, n) => s + ((b.calls[n] ?? 0) - (a.calls[n] ?? 0)), 0) / requests;
     const groups = Object.fromEntries(Object.entries(GROUPS).map(([g, names]) => [g, per(names)]));
     const total = per(Object.keys({ ...a.calls, ...b.calls }).filter((n) => !NOISE.has(n)));

@@ -4,7 +4,7 @@
 // case sees exactly the stall it is about, whatever the host does.
 import * as assert from 'uvu/assert';
 // @ts-expect-error: a plain .mjs helper of the benchmarks, without types
-import { ATTEMPTS, measureSteadyState, runSteadyPair, steadyDifference } from '../bench/lib/steady-state.mjs';
+import { ATTEMPTS, measureSteadyState, runSteadyPair, stalledPairMessages, steadyDifference } from '../bench/lib/steady-state.mjs';
 import { onceTest } from './fixtures/node-lines.js';
 
 const test = onceTest("the benchmark tools' own checks");
@@ -114,6 +114,19 @@ test('a stalled host gets ATTEMPTS pairs from runSteadyPair, and the last pair c
   );
   assert.equal(pair, { long: { batches: 7 }, short: { batches: 7 } });
   assert.is(asked.length, 2 * ATTEMPTS);
+});
+
+test('the three tools say the same of a stalled pair: what ran again, and what was given up', () => {
+  const m = stalledPairMessages('64 KiB write (4 × 4)', 'requests');
+  assert.is(m.retry(2), `64 KiB write (4 × 4): the longer run moved no more requests than the shorter one; both run again (2 of ${ATTEMPTS})`);
+  assert.is(
+    m.givenUp('last: 5 in 4 s, 9 in 1 s'),
+    `64 KiB write (4 × 4): in ${ATTEMPTS} tries the longer run moved no more requests than the shorter one (last: 5 in 4 s, 9 in 1 s; a stalled host?)`,
+  );
+  assert.is(
+    stalledPairMessages('bench/allocations.mjs', 'batches').givenUp(),
+    `bench/allocations.mjs: in ${ATTEMPTS} tries the longer run moved no more batches than the shorter one (a stalled host?)`,
+  );
 });
 
 test.run();

@@ -41,6 +41,18 @@ export async function runSteadyPair(once, longSeconds, shortSeconds, moved, onRe
 }
 
 /**
+ * What a bench tool prints when a pair is run again and when it gives up: `name` is the case
+ * (or tool), `what` what the runs count ("requests", "batches").
+ */
+export function stalledPairMessages(name, what) {
+  const stalled = `the longer run moved no more ${what} than the shorter one`;
+  return {
+    retry: (next) => `${name}: ${stalled}; both run again (${next} of ${ATTEMPTS})`,
+    givenUp: (detail) => `${name}: in ${ATTEMPTS} tries ${stalled} (${detail ? `${detail}; ` : ''}a stalled host?)`,
+  };
+}
+
+/**
  * Runs `once(seconds)` for `duration` and for a third of it, and returns their difference
  * (steadyDifference), the pair run again while the longer run moved no more requests.
  */
