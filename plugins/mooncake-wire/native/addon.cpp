@@ -154,6 +154,9 @@ class WireTransport : public te::napi::TransportWrap<WireTransport, mcwire::Tran
     return out;
   }
 
+  /** TransportWrap, once closed: onBatch closes over the JS object that owns this one. */
+  void release_callbacks() { on_batch_.Reset(); }
+
   Napi::FunctionReference on_batch_;
 };
 

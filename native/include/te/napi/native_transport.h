@@ -75,6 +75,9 @@ class NativeTransportWrap : public TransportWrap<Derived, Transport, TransportEv
     }
   }
 
+  /** TransportWrap, once closed: the callbacks close over the JS object that owns this one. */
+  void release_callbacks() { callbacks_ = NativeCallbackRefs(); }
+
  protected:
   using Method = typename Napi::ObjectWrap<Derived>::PropertyDescriptor;
 

@@ -120,6 +120,11 @@ inline void call_on_notify(Napi::Env env, const Napi::FunctionReference& fn, con
  *
  * Shutdown happens once, from whichever comes first: close(), the env cleanup hook (the env
  * is torn down with the object still open), or the destructor (the object is collected).
+ *
+ * Derived may define `release_callbacks()` (the JS callbacks it holds). It runs on the JS
+ * thread once close() has delivered the last event: the callbacks close over the JS object
+ * that owns this one, so holding them past close would keep a closed transport, and all it
+ * references, alive for the life of the process.
  */
 template <typename Derived, typename Transport, typename Event>
 class TransportWrap : public Napi::ObjectWrap<Derived> {
@@ -244,8 +249,8 @@ class TransportWrap : public Napi::ObjectWrap<Derived> {
     Napi::Env env = info.Env();
     check_open(env);
     uint64_t addr = get_u64(info[0], "addr");
-    auto* w =
-        new UnregisterWorker(env, resource, transport_, addr, std::move(remove), [this, addr] { refs_.erase(addr); });
+    auto* w = new UnregisterWorker(env, resource, this->Value(), transport_, addr, std::move(remove),
+                                   [this, addr] { refs_.erase(addr); });
     Napi::Promise p = w->promise();
     w->Queue();
     return p;
@@ -278,20 +283,29 @@ class TransportWrap : public Napi::ObjectWrap<Derived> {
     }
     closed_ = true;
     closing_ = true;
-    (new CloseWorker(env, transport_, deferred, [this](Napi::Env e) { finish_close(e); }))->Queue();
+    (new CloseWorker(env, this->Value(), transport_, deferred, [this](Napi::Env e) { finish_close(e); }))->Queue();
     return deferred.Promise();
   }
+
+  /** Derived's JS callbacks, dropped once closed (see the class comment); Derived hides it. */
+  void release_callbacks() {}
 
   std::shared_ptr<Transport> transport_;
   Bridge* bridge_ = nullptr;
   bool closed_ = false;
 
  private:
+  // The workers below hold the JS object (`owner`) until they completed: their completion
+  // calls back into this object, which must not be collected while they run.
   class CloseWorker : public Napi::AsyncWorker {
    public:
-    CloseWorker(Napi::Env env, std::shared_ptr<Transport> t, Napi::Promise::Deferred deferred,
+    CloseWorker(Napi::Env env, Napi::Object owner, std::shared_ptr<Transport> t, Napi::Promise::Deferred deferred,
                 std::function<void(Napi::Env)> done)
-        : Napi::AsyncWorker(env, "te:close"), t_(std::move(t)), deferred_(deferred), done_(std::move(done)) {}
+        : Napi::AsyncWorker(env, "te:close"),
+          owner_(Napi::Persistent(owner)),
+          t_(std::move(t)),
+          deferred_(deferred),
+          done_(std::move(done)) {}
     void Execute() override { t_->close(); }
     void OnOK() override {
       done_(Env());
@@ -299,27 +313,37 @@ class TransportWrap : public Napi::ObjectWrap<Derived> {
     }
 
    private:
+    Napi::ObjectReference owner_;
     std::shared_ptr<Transport> t_;
     Napi::Promise::Deferred deferred_;
     std::function<void(Napi::Env)> done_;
   };
 
-  /** JS thread, after an asynchronous close: deliver what is queued, then release the bridge. */
+  /**
+   * JS thread, after an asynchronous close: deliver what is queued, release the bridge, then
+   * the callbacks. Never called from inside a delivery, so no listener is running when the
+   * callbacks go (a listener may call close() again; that call leaves them alone).
+   */
   void finish_close(Napi::Env env) {
-    if (!closing_) return;  // the env cleanup hook got there first
-    closing_ = false;
-    if (bridge_) bridge_->close(env);
-    bridge_ = nullptr;
-    if (hook_) napi_remove_env_cleanup_hook(env, &TransportWrap::cleanup_hook, this);
-    hook_ = false;
-    refs_.clear();
+    // Not closing any more where a second close() or the env cleanup hook got there first
+    // (shutdown delivered and released the bridge); the callbacks still go.
+    if (closing_) {
+      closing_ = false;
+      if (bridge_) bridge_->close(env);
+      bridge_ = nullptr;
+      if (hook_) napi_remove_env_cleanup_hook(env, &TransportWrap::cleanup_hook, this);
+      hook_ = false;
+      refs_.clear();
+    }
+    static_cast<Derived*>(this)->release_callbacks();
   }
 
   class UnregisterWorker : public Napi::AsyncWorker {
    public:
-    UnregisterWorker(Napi::Env env, const char* resource, std::shared_ptr<Transport> t, uint64_t addr,
-                     RemoveMemory remove, std::function<void()> done)
+    UnregisterWorker(Napi::Env env, const char* resource, Napi::Object owner, std::shared_ptr<Transport> t,
+                     uint64_t addr, RemoveMemory remove, std::function<void()> done)
         : Napi::AsyncWorker(env, resource),
+          owner_(Napi::Persistent(owner)),
           deferred_(Napi::Promise::Deferred::New(env)),
           t_(std::move(t)),
           addr_(addr),
@@ -337,6 +361,7 @@ class TransportWrap : public Napi::ObjectWrap<Derived> {
     }
 
    private:
+    Napi::ObjectReference owner_;
     Napi::Promise::Deferred deferred_;
     std::shared_ptr<Transport> t_;  // the transport outlives the job even if closed meanwhile
     uint64_t addr_;

@@ -163,6 +163,9 @@ class CudaTransportWrap : public te::napi::TransportWrap<CudaTransportWrap<Trait
     return Napi::Number::New(info.Env(), closed_ ? 0 : static_cast<double>(transport_->imports_open()));
   }
 
+  /** TransportWrap, once closed: onBatch closes over the JS object that owns this one. */
+  void release_callbacks() { on_batch_.Reset(); }
+
   Napi::FunctionReference on_batch_;
 };
 
