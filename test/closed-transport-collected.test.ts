@@ -9,8 +9,8 @@ import { parseOptions, type Transport, type TransportPlugin } from '@te/connecto
  * worker that reconnects, a test suite) must not keep every one it closed. The native object
  * held its JS callbacks, which close over the transport's JS object, which holds the native
  * object: a cycle through a persistent reference that the collector cannot break, so every
- * closed transport stayed alive with all it referenced. Each addon built on the shared
- * Node-API wrapper, on the machines every CI run has (the CUDA addons need a GPU to exist).
+ * closed transport stayed alive with all it referenced. The cases cover every addon built on
+ * the shared Node-API wrapper that runs without a GPU (the two CUDA addons need one).
  */
 setFlagsFromString('--expose_gc');
 const gc = runInNewContext('gc') as () => void;
