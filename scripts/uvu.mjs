@@ -2,7 +2,8 @@
 // Runs uvu and fails when any test did not pass. uvu 0.5 exits 0 when a `before` hook
 // throws (its tests are then neither passed nor failed), so the totals are checked here.
 // Every failure is printed, whatever was thrown (lib/uvu-report-guard.mjs).
-// With TE_TEST_SUMMARY set, the counts are appended there for the root summary.
+// With TE_TEST_SUMMARY set, the counts are appended there for the root summary; its messages
+// name the package (or TE_TEST_WHERE, which scripts/uvu-parallel.mjs sets to the file).
 // No test process is waited for forever:
 // - one that has printed its totals but does not exit (a handle left open: an engine or
 //   transport not closed, a worker's channel) is, after EXIT_GRACE_MS, asked for a
@@ -166,7 +167,7 @@ child.on('close', async () => {
   // uvu's Total counts the tests that ran; skipped ones are reported apart.
   const failed = Number.isNaN(total) ? 1 : total - passed;
   const root = process.env.TE_TEST_SUMMARY ? dirname(process.env.TE_TEST_SUMMARY) : process.cwd();
-  const where = relative(root, process.cwd()) || 'test (cross-package)';
+  const where = process.env.TE_TEST_WHERE || relative(root, process.cwd()) || 'test (cross-package)';
   if (process.env.TE_TEST_SUMMARY) appendFileSync(process.env.TE_TEST_SUMMARY, `${JSON.stringify({ where, total, passed, skipped, failed, seconds })}\n`);
   if (leftBehind.length)
     console.error(

@@ -1,6 +1,9 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { isRunning } from '@te/testkit';
 import { fileURLToPath } from 'node:url';
 
@@ -100,6 +103,79 @@ test("the guard patches only uvu's formatter, and refuses a uvu whose formatter 
   assert.is(hooks.load('file:///x/src/format.js', {}, () => ({ format: 'module', source })).source, source);
   // Another uvu whose formatter reads differently: loading fails rather than letting failures vanish.
   assert.throws(() => hooks.load(uvuUrl, {}, () => ({ format: 'module', source: 'function format(name, err) {}' })), /update the guard for this uvu version/);
+});
+
+/** scripts/uvu-parallel.mjs over test/fixtures, `jobs` files at a time, the files not matching `keep` left out. */
+const runParallel = (jobs: number, keep: string[], env: NodeJS.ProcessEnv = {}) => {
+  const others = ['follows-parent', 'hung', 'killed', 'left-running', 'lingering', 'side-by-side', 'unprintable'].filter((f) => !keep.includes(f));
+  return spawnSync(
+    process.execPath,
+    ['scripts/uvu-parallel.mjs', '--jobs', String(jobs), 'test/fixtures', 'fixture\\.ts$', ...others.flatMap((f) => ['-i', f])],
+    {
+      cwd: root,
+      encoding: 'utf8',
+      timeout: 120_000,
+      env: { ...fixtureEnv, ...env },
+    },
+  );
+};
+
+test('the parallel runner runs two files at once, each through the runner, and sums their counts into one summary row', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'te-uvu-parallel-'));
+  try {
+    const summary = join(dir, 'summary.jsonl');
+    writeFileSync(join(dir, 'log'), '');
+    const r = runParallel(2, ['side-by-side', 'follows-parent'], { TE_FIXTURE_LOG: join(dir, 'log'), TE_TEST_SUMMARY: summary });
+    assert.is(r.status, 0, r.stdout + r.stderr);
+    // Each side-by-side file passes only while the other one runs.
+    assert.match(readFileSync(join(dir, 'log'), 'utf8'), /start a\n[\s\S]*start b|start b\n[\s\S]*start a/);
+    assert.match(r.stdout, /Files:\s+3 of 3, 2 at a time/);
+    const rows = readFileSync(summary, 'utf8').trim().split('\n');
+    assert.is(rows.length, 1, rows.join('\n'));
+    assert.equal(pick(JSON.parse(rows[0]!)), { total: 3, passed: 3, skipped: 0, failed: 0 });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('the parallel runner fails when one file fails, prints that file whole, and names it', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'te-uvu-parallel-'));
+  try {
+    const summary = join(dir, 'summary.jsonl');
+    const r = runParallel(2, ['follows-parent', 'unprintable', 'left-running'], { TE_TEST_SUMMARY: summary });
+    // eslint-disable-next-line no-control-regex
+    const out = r.stdout.replace(/\x1b\[[0-9;]*m/g, '');
+    assert.is(r.status, 1, r.stdout + r.stderr);
+    // The failing file's own report, not cut by the other files' lines.
+    assert.match(out, /a value that is not an Error was thrown: \{ reason: 'not an Error' \}/);
+    assert.match(r.stderr, /test\/fixtures\/left-running\/fixture\.ts: the test process left 1 process running when it ended/);
+    assert.match(r.stderr, /2 test files did not pass: .*unprintable\/fixture\.ts \(exit 1\)/);
+    assert.match(r.stderr, /left-running\/fixture\.ts \(exit 1\)/);
+    // unprintable: 2 of 4 failed; left-running: its test passed but the file failed.
+    assert.equal(pick(JSON.parse(readFileSync(summary, 'utf8').trim())), { total: 6, passed: 4, skipped: 0, failed: 2 });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('the parallel runner with one job runs the files one after the other', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'te-uvu-parallel-'));
+  try {
+    writeFileSync(join(dir, 'log'), '');
+    // Each side-by-side file waits for the other to start: one at a time, the first gives up.
+    const r = runParallel(1, ['side-by-side'], { TE_FIXTURE_LOG: join(dir, 'log'), TE_FIXTURE_WAIT_MS: '2000' });
+    assert.is(r.status, 1, r.stdout + r.stderr);
+    assert.match(r.stderr, /1 test file did not pass: side-by-side\/a\.fixture\.ts \(exit 1\)/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+const pick = (row: { total: number; passed: number; skipped: number; failed: number }) => ({
+  total: row.total,
+  passed: row.passed,
+  skipped: row.skipped,
+  failed: row.failed,
 });
 
 test.run();
