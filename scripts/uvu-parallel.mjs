@@ -1,9 +1,10 @@
 #!/usr/bin/env node
 // Runs a folder's test files a few at a time, each file in its own scripts/uvu.mjs run (with
 // that runner's deadlines and its check for processes left running), and fails when any file
-// did not pass. The cross-package suite is mostly waiting on other processes (peers, workers,
-// benchmarks, compilers), so two files side by side on 2 cores take little more than the
-// longer of them.
+// did not pass. A cross-package test file spends much of its time waiting on other processes
+// (peers, workers, timeouts), so a second file beside it uses what the first leaves idle of a
+// 2-core machine (there the cross-package tests took 263 s two at a time, 335 s one after
+// another).
 // - The files are the ones uvu itself would pick (the same folder, pattern and -i ignores).
 // - Each file's output is printed whole once it ended, so files side by side do not
 //   interleave their lines.
