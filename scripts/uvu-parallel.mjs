@@ -11,19 +11,21 @@
 // - With TE_TEST_SUMMARY set, one row for the whole folder is appended there (as a single
 //   uvu run appends), summed over the files; its time is the wall time of the run.
 import { spawn } from 'node:child_process';
-import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { availableParallelism, tmpdir } from 'node:os';
-import { dirname, join, relative } from 'node:path';
+import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseCli } from './lib/cli.mjs';
+import { appendSummaryRow, suiteName } from './lib/test-summary-row.mjs';
 
 const require = createRequire(import.meta.url);
 const { parse } = require('uvu/parse');
 const runner = join(dirname(fileURLToPath(import.meta.url)), 'uvu.mjs');
 
+const usage = 'node scripts/uvu-parallel.mjs [--jobs N] [-i PATTERN]... <dir> [pattern]';
 const { values, positionals } = parseCli({
-  usage: 'node scripts/uvu-parallel.mjs [--jobs N] [-i PATTERN]... <dir> [pattern]',
+  usage,
   summary:
     "Runs the test files uvu would pick under <dir> (matching [pattern], without -i's) N at a time, each in its own scripts/uvu.mjs run; exit 1 when any did not pass.",
   options: {
@@ -40,7 +42,7 @@ const { values, positionals } = parseCli({
 });
 const [dir, pattern] = positionals;
 if (!dir || positionals.length > 2) {
-  console.error('usage: node scripts/uvu-parallel.mjs [--jobs N] [-i PATTERN]... <dir> [pattern]');
+  console.error(`usage: ${usage}`);
   process.exit(2);
 }
 const jobs = Number(values.jobs);
@@ -117,11 +119,7 @@ console.log(`\n  Files:     ${took.length} of ${suites.length}, ${jobs} at a tim
 console.log(`  Total:     ${total}\n  Passed:    ${passed}\n  Skipped:   ${skipped}\n  Duration:  ${Date.now() - started}ms`);
 console.log(`  Slowest:   ${slowest.map((t) => `${t.name} ${t.seconds.toFixed(1)} s`).join(', ')}`);
 
-if (process.env.TE_TEST_SUMMARY) {
-  const root = dirname(process.env.TE_TEST_SUMMARY);
-  const where = process.env.TE_TEST_WHERE || relative(root, process.cwd()) || 'test (cross-package)';
-  appendFileSync(process.env.TE_TEST_SUMMARY, `${JSON.stringify({ where, total, passed, skipped, failed, seconds })}\n`);
-}
+appendSummaryRow({ where: suiteName(), total, passed, skipped, failed, seconds });
 if (failedFiles.length) console.error(`\n${failedFiles.length} test file${failedFiles.length > 1 ? 's' : ''} did not pass: ${failedFiles.join(', ')}`);
 if (interrupted) process.exitCode = 128 + (interrupted === 'SIGINT' ? 2 : interrupted === 'SIGHUP' ? 1 : 15);
 else if (failed || took.length < suites.length) process.exitCode = 1;

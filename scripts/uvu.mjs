@@ -18,11 +18,12 @@
 //   A worker that follows its parent (it exits once its IPC channel closes, as parked PD
 //   ranks do) has FOLLOW_GRACE_MS to be gone; one caught mid-exit is not left running.
 import { spawn, spawnSync } from 'node:child_process';
-import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
-import { dirname, join, relative } from 'node:path';
+import { dirname, join } from 'node:path';
 import { groupMembers, signalGroup } from './lib/process-group.mjs';
+import { appendSummaryRow, suiteName } from './lib/test-summary-row.mjs';
 
 const require = createRequire(import.meta.url);
 // uvu exports no ./bin.js subpath: find its folder through the main entry (dist/index.js).
@@ -166,9 +167,8 @@ child.on('close', async () => {
   const seconds = Math.round(Number(plain.match(/^\s*Duration:\s+([\d.]+)ms/m)?.[1] ?? NaN) / 1000);
   // uvu's Total counts the tests that ran; skipped ones are reported apart.
   const failed = Number.isNaN(total) ? 1 : total - passed;
-  const root = process.env.TE_TEST_SUMMARY ? dirname(process.env.TE_TEST_SUMMARY) : process.cwd();
-  const where = process.env.TE_TEST_WHERE || relative(root, process.cwd()) || 'test (cross-package)';
-  if (process.env.TE_TEST_SUMMARY) appendFileSync(process.env.TE_TEST_SUMMARY, `${JSON.stringify({ where, total, passed, skipped, failed, seconds })}\n`);
+  const where = suiteName();
+  appendSummaryRow({ where, total, passed, skipped, failed, seconds });
   if (leftBehind.length)
     console.error(
       `\n${where}: the test process left ${leftBehind.length} process${leftBehind.length > 1 ? 'es' : ''} running when it ended, killed: ${leftBehind.map((m) => `${m.pid} (${m.cmdline})`).join(', ')}`,
