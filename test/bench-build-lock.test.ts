@@ -1,10 +1,10 @@
 // The benchmarks build their C programs on first use (bench/lib/c-bench.mjs). Two processes
 // doing so at once (two benchmarks started together, test files run side by side) must not run
-// CMake in one build folder at the same time: the build holds a lock folder, and a lock whose
-// holder has exited is taken over rather than waited for.
+// CMake in one build folder at the same time: the build holds the kernel's lock on a file in a
+// lock folder, which ends with its holder however the holder ends.
 import * as assert from 'uvu/assert';
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { onceTest } from './fixtures/node-lines.js';
@@ -12,8 +12,13 @@ import { onceTest } from './fixtures/node-lines.js';
 const test = onceTest("the benchmark tools' own checks");
 const cBench = new URL('../bench/lib/c-bench.mjs', import.meta.url).href;
 
+/** Runs a holder (below) to its end; rejects if it failed. */
+function holder(lock: string, log: string, tag: string, holdMs: number): Promise<void> {
+  return ended(startHolder(lock, log, tag, holdMs), tag);
+}
+
 /** A process that takes `lock` and, holding it, writes its start, waits `holdMs`, and writes its end to `log`. */
-function holder(lock: string, log: string, tag: string, holdMs: number) {
+function startHolder(lock: string, log: string, tag: string, holdMs: number) {
   const script = `
     import { appendFileSync } from 'node:fs';
     import { withBuildLock } from ${JSON.stringify(cBench)};
@@ -22,7 +27,10 @@ function holder(lock: string, log: string, tag: string, holdMs: number) {
       Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ${holdMs});
       appendFileSync(${JSON.stringify(log)}, 'end ${tag}\\n');
     });`;
-  const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'ignore', 'pipe'], timeout: 30_000 });
+  return spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'ignore', 'pipe'], timeout: 30_000 });
+}
+
+function ended(child: ReturnType<typeof startHolder>, tag: string) {
   let stderr = '';
   child.stderr.on('data', (d) => (stderr += d));
   return new Promise<void>((resolve, reject) =>
@@ -47,20 +55,43 @@ test('two processes that build at once take turns: one ends before the other sta
   }
 });
 
-test('a lock left by a process that exited is taken over at once', async () => {
+test('a holder killed while it builds releases the lock at once', async () => {
   const dir = mkdtempSync(join(tmpdir(), 'te-build-lock-'));
   try {
     const lock = join(dir, '.te-build-lock');
     const log = join(dir, 'log');
-    // A process that has exited: its pid names the lock it left behind.
-    const gone = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' });
+    writeFileSync(log, '');
+    const doomed = startHolder(lock, log, 'a', 60_000);
+    const killed = new Promise((resolve) => doomed.on('exit', resolve));
+    for (const until = Date.now() + 20_000; !readFileSync(log, 'utf8').includes('start a');) {
+      assert.ok(Date.now() < until, 'the first holder never took the lock');
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    doomed.kill('SIGKILL');
+    await killed;
+    const started = Date.now();
+    await holder(lock, log, 'b', 0);
+    assert.is(readFileSync(log, 'utf8'), 'start a\nstart b\nend b\n');
+    assert.ok(Date.now() - started < 5_000, `took ${Date.now() - started} ms`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a lock folder naming a live process that is not building (a reused pid) holds no one up', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'te-build-lock-'));
+  try {
+    const lock = join(dir, '.te-build-lock');
+    const log = join(dir, 'log');
+    // As an earlier lock left it behind: a folder with a pid that now names a live process (this one).
     mkdirSync(lock);
-    writeFileSync(join(lock, 'pid'), gone.stdout);
+    writeFileSync(join(lock, 'pid'), String(process.pid));
     writeFileSync(log, '');
     const started = Date.now();
     await holder(lock, log, 'a', 0);
     assert.is(readFileSync(log, 'utf8'), 'start a\nend a\n');
     assert.ok(Date.now() - started < 5_000, `took ${Date.now() - started} ms`);
+    assert.ok(existsSync(join(lock, 'flock')), 'the lock file stays for the next build');
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -1,7 +1,7 @@
 // The C and C++ programs the benchmarks run beside te (bench/<dir>/<name>.c or .cpp, each its own CMake
 // project): configured and built on first use, and again when the source changed.
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { closeSync, existsSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -30,66 +30,38 @@ export function buildCBench(dir, name, needs = 'cmake and a C compiler: apt-get 
   return binary;
 }
 
-const LOCK_WAIT_MS = 10 * 60_000;
-// A lock folder without its holder's pid yet is being taken; past this age its taker died in between.
-const UNNAMED_LOCK_MS = 10_000;
+const LOCK_WAIT_S = 600;
+// flock's exit status when the wait ran out (its -E), told apart from its other failures.
+const LOCK_TIMED_OUT = 75;
 
 /**
- * Runs `work` holding the lock folder `lock` (mkdir is atomic): two processes building the same
- * program at once (two benchmarks started together, test files run side by side) would otherwise
- * run CMake in one build folder at the same time. A lock whose holder has exited is taken over.
+ * Runs `work` holding the lock folder `lock`: two processes building the same program at once (two
+ * benchmarks started together, test files run side by side) would otherwise run CMake in one build
+ * folder at the same time. The lock is the kernel's (flock(2) on `lock`/flock, taken through
+ * util-linux's `flock` on a descriptor this process keeps open), so it ends with its holder however
+ * the holder ends: nothing is left to judge stale, and a pid written down and later reused by
+ * another process holds no one up.
  */
 export function withBuildLock(lock, work) {
-  const started = Date.now();
-  for (;;) {
-    try {
-      mkdirSync(lock);
-      writeFileSync(join(lock, 'pid'), String(process.pid));
-      break;
-    } catch (e) {
-      if (e.code !== 'EEXIST') throw e;
-    }
-    const holder = lockHolder(lock);
-    if (holder.gone) {
-      rmSync(lock, { recursive: true, force: true });
-      continue;
-    }
-    if (Date.now() - started > LOCK_WAIT_MS)
-      throw new Error(
-        `${lock} has been held by process ${holder.pid ?? '(unnamed)'} for over ${LOCK_WAIT_MS / 60_000} minutes; remove it if no build is running`,
-      );
-    // Synchronous, as the build is: a 100 ms sleep between looks.
-    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 100);
-  }
+  mkdirSync(lock, { recursive: true });
+  const file = join(lock, 'flock');
+  const fd = openSync(file, 'a');
   try {
+    // The child locks the open file it inherits as its fd 3; a flock(2) lock belongs to that open
+    // file, which this process still holds after the child exits, and it is released on close.
+    const taken = spawnSync('flock', ['--exclusive', '--wait', String(LOCK_WAIT_S), '--conflict-exit-code', String(LOCK_TIMED_OUT), '3'], {
+      stdio: ['ignore', 'ignore', 'pipe', fd],
+      encoding: 'utf8',
+    });
+    if (taken.error) {
+      const missing = taken.error.code === 'ENOENT';
+      throw new Error(`could not take the build lock ${file}: ${missing ? 'flock(1) is needed (apt-get install -y util-linux)' : taken.error.message}`);
+    }
+    if (taken.status === LOCK_TIMED_OUT)
+      throw new Error(`${file} has been held by another build for over ${LOCK_WAIT_S / 60} minutes (fuser ${file} names it)`);
+    if (taken.status !== 0) throw new Error(`could not take the build lock ${file}: flock exited ${taken.status ?? taken.signal}: ${taken.stderr.trim()}`);
     return work();
   } finally {
-    rmSync(lock, { recursive: true, force: true });
-  }
-}
-
-/** Who holds `lock`, and whether it is gone (exited, or died between taking the folder and naming itself). */
-function lockHolder(lock) {
-  let pid;
-  try {
-    pid = Number(readFileSync(join(lock, 'pid'), 'utf8'));
-  } catch {
-    // Not named yet, or released between the two looks.
-  }
-  if (!Number.isInteger(pid) || pid <= 0) {
-    // Not named yet (or unreadable): judged by its age.
-    let age;
-    try {
-      age = Date.now() - statSync(lock).mtimeMs;
-    } catch {
-      return { gone: false };
-    }
-    return { gone: age > UNNAMED_LOCK_MS };
-  }
-  try {
-    process.kill(pid, 0);
-    return { pid, gone: false };
-  } catch (e) {
-    return { pid, gone: e.code === 'ESRCH' };
+    closeSync(fd);
   }
 }
