@@ -30,6 +30,7 @@ function startHolder(lock: string, log: string, tag: string, holdMs: number) {
   return spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'ignore', 'pipe'], timeout: 30_000 });
 }
 
+/** Resolves when a holder exits 0; rejects with its stderr otherwise. */
 function ended(child: ReturnType<typeof startHolder>, tag: string) {
   let stderr = '';
   child.stderr.on('data', (d) => (stderr += d));
@@ -38,29 +39,32 @@ function ended(child: ReturnType<typeof startHolder>, tag: string) {
   );
 }
 
-test('two processes that build at once take turns: one ends before the other starts', async () => {
+/** Runs `body` with a lock path and an empty log file in a new temporary folder, removed afterwards. */
+async function inLockFolder(body: (lock: string, log: string) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'te-build-lock-'));
   try {
     const lock = join(dir, '.te-build-lock');
     const log = join(dir, 'log');
     writeFileSync(log, '');
+    await body(lock, log);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+test('two processes that build at once take turns: one ends before the other starts', async () => {
+  await inLockFolder(async (lock, log) => {
     await Promise.all([holder(lock, log, 'a', 400), holder(lock, log, 'b', 400)]);
     const lines = readFileSync(log, 'utf8').trim().split('\n');
     assert.is(lines.length, 4, lines.join(', '));
     // Each start is followed by its own end: no build ran inside another.
     assert.is(lines[1], lines[0]!.replace('start', 'end'), lines.join(', '));
     assert.is(lines[3], lines[2]!.replace('start', 'end'), lines.join(', '));
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 test('a holder killed while it builds releases the lock at once', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'te-build-lock-'));
-  try {
-    const lock = join(dir, '.te-build-lock');
-    const log = join(dir, 'log');
-    writeFileSync(log, '');
+  await inLockFolder(async (lock, log) => {
     const doomed = startHolder(lock, log, 'a', 60_000);
     const killed = new Promise((resolve) => doomed.on('exit', resolve));
     for (const until = Date.now() + 20_000; !readFileSync(log, 'utf8').includes('start a');) {
@@ -73,28 +77,20 @@ test('a holder killed while it builds releases the lock at once', async () => {
     await holder(lock, log, 'b', 0);
     assert.is(readFileSync(log, 'utf8'), 'start a\nstart b\nend b\n');
     assert.ok(Date.now() - started < 5_000, `took ${Date.now() - started} ms`);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 test('a lock folder naming a live process that is not building (a reused pid) holds no one up', async () => {
-  const dir = mkdtempSync(join(tmpdir(), 'te-build-lock-'));
-  try {
-    const lock = join(dir, '.te-build-lock');
-    const log = join(dir, 'log');
+  await inLockFolder(async (lock, log) => {
     // As an earlier lock left it behind: a folder with a pid that now names a live process (this one).
     mkdirSync(lock);
     writeFileSync(join(lock, 'pid'), String(process.pid));
-    writeFileSync(log, '');
     const started = Date.now();
     await holder(lock, log, 'a', 0);
     assert.is(readFileSync(log, 'utf8'), 'start a\nend a\n');
     assert.ok(Date.now() - started < 5_000, `took ${Date.now() - started} ms`);
     assert.ok(existsSync(join(lock, 'flock')), 'the lock file stays for the next build');
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  });
 });
 
 test.run();
