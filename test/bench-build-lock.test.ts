@@ -39,6 +39,14 @@ function ended(child: ReturnType<typeof startHolder>, tag: string) {
   );
 }
 
+/** Resolves once the holder `tag` has written that it holds the lock. */
+async function tookLock(log: string, tag: string): Promise<void> {
+  for (const until = Date.now() + 20_000; !readFileSync(log, 'utf8').includes(`start ${tag}`);) {
+    assert.ok(Date.now() < until, `holder ${tag} never took the lock`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
 /** Runs `body` with a lock path and an empty log file in a new temporary folder, removed afterwards. */
 async function inLockFolder(body: (lock: string, log: string) => Promise<void>): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'te-build-lock-'));
@@ -67,10 +75,7 @@ test('a holder killed while it builds releases the lock at once', async () => {
   await inLockFolder(async (lock, log) => {
     const doomed = startHolder(lock, log, 'a', 60_000);
     const killed = new Promise((resolve) => doomed.on('exit', resolve));
-    for (const until = Date.now() + 20_000; !readFileSync(log, 'utf8').includes('start a');) {
-      assert.ok(Date.now() < until, 'the first holder never took the lock');
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+    await tookLock(log, 'a');
     doomed.kill('SIGKILL');
     await killed;
     const started = Date.now();
@@ -90,6 +95,32 @@ test('a lock folder naming a live process that is not building (a reused pid) ho
     assert.is(readFileSync(log, 'utf8'), 'start a\nend a\n');
     assert.ok(Date.now() - started < 5_000, `took ${Date.now() - started} ms`);
     assert.ok(existsSync(join(lock, 'flock')), 'the lock file stays for the next build');
+  });
+});
+
+test('a wait that runs out fails with an error that names the holding process', async () => {
+  await inLockFolder(async (lock, log) => {
+    const stuck = startHolder(lock, log, 'a', 60_000);
+    const gone = new Promise((resolve) => stuck.on('exit', resolve));
+    try {
+      await tookLock(log, 'a');
+      // @ts-expect-error: a plain ES module without types
+      const { withBuildLock } = await import('../bench/lib/c-bench.mjs');
+      let ran = false;
+      const error = (() => {
+        try {
+          withBuildLock(lock, () => (ran = true), { waitSeconds: 1 });
+        } catch (e) {
+          return e as Error;
+        }
+      })();
+      assert.ok(error, 'the wait ended without an error');
+      assert.not.ok(ran, 'the work ran without the lock');
+      assert.match(error.message, `${join(lock, 'flock')} has been held for over 1 s by pid ${stuck.pid} (node)`);
+    } finally {
+      stuck.kill('SIGKILL');
+      await gone;
+    }
   });
 });
 
