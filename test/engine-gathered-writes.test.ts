@@ -4,28 +4,16 @@
 // beforehand with `gathersWrites`.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { allocateBatch, batchOf, createTransferEngine, isTransferError, loadConfig, type TransferBatch } from '@te/connector';
-
-const fixture = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'third-party-plugin');
+import { allocateBatch, batchOf, isTransferError, type TransferBatch } from '@te/connector';
+import { rejection, thirdPartyPluginConfig, withEnginePair } from './fixtures/engine-pair.js';
 
 /** 64 rows of 512 bytes, 1 KiB apart (the second half of each 1 KiB token), written packed. */
 function headSlice(local: bigint, remote: bigint): TransferBatch {
   return batchOf([{ op: 'write', local: local + 512n, remote, length: 64 * 512, rows: 64, localPitch: 1024 }]);
 }
 
-async function rejection(p: Promise<unknown>): Promise<unknown> {
-  return p.then(
-    () => assert.unreachable('resolved'),
-    (e: unknown) => e,
-  );
-}
-
 test('mooncake-tcp: a gathered write lands packed; gathersWrites says so first', async () => {
-  const a = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1' }, { env: {} });
-  const b = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1' }, { env: {} });
-  try {
+  await withEnginePair('mooncake-tcp', async (a, b) => {
     const src = new Uint8Array(64 * 1024).map((_, i) => (i * 7 + (i >> 10)) & 0xff);
     const dstBytes = new Uint8Array(64 * 512 + 16);
     const s = await a.registerMemory(src);
@@ -39,16 +27,11 @@ test('mooncake-tcp: a gathered write lands packed; gathersWrites says so first',
       dstBytes.subarray(64 * 512).every((x) => x === 0),
       'nothing past the packed rows',
     );
-  } finally {
-    await a.close();
-    await b.close();
-  }
+  });
 });
 
 test('malformed rows and pitches: INVALID_ARGUMENT before anything is sent', async () => {
-  const a = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1' }, { env: {} });
-  const b = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1' }, { env: {} });
-  try {
+  await withEnginePair('mooncake-tcp', async (a, b) => {
     const s = await a.allocateMemory(64 * 1024);
     const dstBytes = new Uint8Array(64 * 1024);
     const d = await b.registerMemory(dstBytes);
@@ -73,17 +56,11 @@ test('malformed rows and pitches: INVALID_ARGUMENT before anything is sent', asy
       dstBytes.every((x) => x === 0),
       'no byte landed',
     );
-  } finally {
-    await a.close();
-    await b.close();
-  }
+  });
 });
 
 test("a transport without gatherWrites (a third party's plugin): UNSUPPORTED_CAPABILITY, and gathersWrites is false", async () => {
-  const config = loadConfig({ json: { connector: 'example-memcpy', modulePath: fixture }, env: {} });
-  const a = await createTransferEngine(config);
-  const b = await createTransferEngine(config);
-  try {
+  await withEnginePair(thirdPartyPluginConfig(), async (a, b) => {
     const src = await a.registerMemory(new Uint8Array(64 * 1024));
     const dstBytes = new Uint8Array(64 * 512);
     const dst = await b.registerMemory(dstBytes);
@@ -100,10 +77,7 @@ test("a transport without gatherWrites (a third party's plugin): UNSUPPORTED_CAP
     plain.localRows = Uint32Array.of(1);
     plain.localPitches = BigUint64Array.of(0n);
     assert.is((await a.transfer(b.segmentName, plain)).bytes, 512n);
-  } finally {
-    await a.close();
-    await b.close();
-  }
+  });
 });
 
 test.run();

@@ -4,28 +4,16 @@
 // beforehand with `scattersWrites`.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { allocateBatch, batchOf, createTransferEngine, isTransferError, loadConfig, type TransferBatch } from '@te/connector';
-
-const fixture = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'third-party-plugin');
+import { allocateBatch, batchOf, isTransferError, type TransferBatch } from '@te/connector';
+import { rejection, thirdPartyPluginConfig, withEnginePair } from './fixtures/engine-pair.js';
 
 /** 64 rows of 512 bytes landing 1 KiB apart (the second half of each 1 KiB token of a page). */
 function headSlice(local: bigint, remote: bigint): TransferBatch {
   return batchOf([{ op: 'write', local, remote: remote + 512n, length: 64 * 512, remoteRows: 64, remotePitch: 1024 }]);
 }
 
-async function rejection(p: Promise<unknown>): Promise<unknown> {
-  return p.then(
-    () => assert.unreachable('resolved'),
-    (e: unknown) => e,
-  );
-}
-
 test('mooncake-tcp: a scattered write lands in its rows, the bytes between untouched; scattersWrites says so first', async () => {
-  const a = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1' }, { env: {} });
-  const b = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1' }, { env: {} });
-  try {
+  await withEnginePair('mooncake-tcp', async (a, b) => {
     const src = new Uint8Array(64 * 512).map((_, i) => (i * 7 + (i >> 9)) & 0xff);
     const dstBytes = new Uint8Array(64 * 1024 + 16).fill(0xee);
     const s = await a.registerMemory(src);
@@ -44,16 +32,11 @@ test('mooncake-tcp: a scattered write lands in its rows, the bytes between untou
       dstBytes.subarray(64 * 1024).every((x) => x === 0xee),
       'nothing past the last row',
     );
-  } finally {
-    await a.close();
-    await b.close();
-  }
+  });
 });
 
 test('malformed remote rows and pitches: INVALID_ARGUMENT before anything is sent', async () => {
-  const a = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1' }, { env: {} });
-  const b = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1' }, { env: {} });
-  try {
+  await withEnginePair('mooncake-tcp', async (a, b) => {
     const s = await a.allocateMemory(64 * 1024);
     const dstBytes = new Uint8Array(128 * 1024);
     const d = await b.registerMemory(dstBytes);
@@ -82,17 +65,11 @@ test('malformed remote rows and pitches: INVALID_ARGUMENT before anything is sen
       dstBytes.every((x) => x === 0),
       'no byte landed',
     );
-  } finally {
-    await a.close();
-    await b.close();
-  }
+  });
 });
 
 test("a transport without scatterWrites (a third party's plugin): UNSUPPORTED_CAPABILITY, and scattersWrites is false", async () => {
-  const config = loadConfig({ json: { connector: 'example-memcpy', modulePath: fixture }, env: {} });
-  const a = await createTransferEngine(config);
-  const b = await createTransferEngine(config);
-  try {
+  await withEnginePair(thirdPartyPluginConfig(), async (a, b) => {
     const src = await a.registerMemory(new Uint8Array(64 * 512));
     const dstBytes = new Uint8Array(64 * 1024);
     const dst = await b.registerMemory(dstBytes);
@@ -113,10 +90,7 @@ test("a transport without scatterWrites (a third party's plugin): UNSUPPORTED_CA
     plain.remoteRows = Uint32Array.of(1);
     plain.remotePitches = BigUint64Array.of(0n);
     assert.is((await a.transfer(b.segmentName, plain)).bytes, 512n);
-  } finally {
-    await a.close();
-    await b.close();
-  }
+  });
 });
 
 test.run();

@@ -4,27 +4,15 @@
 // party's plugin), and asked about beforehand with `verifiesWrites`.
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { batchOf, createTransferEngine, isTransferError, loadConfig, type TransferBatch } from '@te/connector';
-
-const fixture = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'third-party-plugin');
+import { batchOf, isTransferError, type TransferBatch } from '@te/connector';
+import { rejection, thirdPartyPluginConfig, withEnginePair } from './fixtures/engine-pair.js';
 
 function verified(requests: Parameters<typeof batchOf>[0]): TransferBatch {
   return { ...batchOf(requests), verifyWrites: true };
 }
 
-async function rejection(p: Promise<unknown>): Promise<unknown> {
-  return p.then(
-    () => assert.unreachable('resolved'),
-    (e: unknown) => e,
-  );
-}
-
 test('mooncake-tcp: verified writes land byte-exact; verifiesWrites says so first; reads or a non-boolean flag are refused unsent', async () => {
-  const a = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1' }, { env: {} });
-  const b = await createTransferEngine({ connector: 'mooncake-tcp', bindAddress: '127.0.0.1' }, { env: {} });
-  try {
+  await withEnginePair('mooncake-tcp', async (a, b) => {
     const src = new Uint8Array(3 << 20).map((_, i) => (i * 13 + (i >> 12)) & 0xff);
     const dstBytes = new Uint8Array(3 << 20);
     const s = await a.registerMemory(src);
@@ -53,17 +41,11 @@ test('mooncake-tcp: verified writes land byte-exact; verifiesWrites says so firs
       dstBytes.every((x) => x === 0),
       'no byte landed',
     );
-  } finally {
-    await a.close();
-    await b.close();
-  }
+  });
 });
 
 test("a transport without verifiedWrites (a third party's plugin): UNSUPPORTED_CAPABILITY, and verifiesWrites is false", async () => {
-  const config = loadConfig({ json: { connector: 'example-memcpy', modulePath: fixture }, env: {} });
-  const a = await createTransferEngine(config);
-  const b = await createTransferEngine(config);
-  try {
+  await withEnginePair(thirdPartyPluginConfig(), async (a, b) => {
     const src = await a.registerMemory(new Uint8Array(4096).fill(7));
     const dstBytes = new Uint8Array(4096);
     const dst = await b.registerMemory(dstBytes);
@@ -75,10 +57,7 @@ test("a transport without verifiedWrites (a third party's plugin): UNSUPPORTED_C
       dstBytes.every((x) => x === 0),
       'no byte landed',
     );
-  } finally {
-    await a.close();
-    await b.close();
-  }
+  });
 });
 
 test.run();
