@@ -7,7 +7,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { batchOf } from '@te/connector';
 import { tcpSocketsOf, until } from '@te/testkit';
-import { hash, localTransport, MiB, pattern, spawnTarget, type TargetProcess } from './helpers.js';
+import { hash, MiB, pattern, spawnTarget, type TargetProcess, localTransport, withLocalTransport } from './helpers.js';
 import { HEADER, hello, HELLO_ACK_BODY } from './wire.js';
 
 const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
@@ -104,8 +104,7 @@ test('connections past the per-address and total caps are closed at once; the ot
       () => `the target dropped the closed connections (${held().length} left)`,
       () => held().length === 0,
     );
-    const local = await localTransport(MiB);
-    try {
+    await withLocalTransport(MiB, {}, async (local) => {
       const peer = await local.transport.openPeer(target.descriptor);
       const data = pattern(3, 4096);
       local.buffer.set(data, 0);
@@ -113,9 +112,7 @@ test('connections past the per-address and total caps are closed at once; the ot
         timeoutMs: 5000,
       });
       assert.is(await target.call('hash', { offset: 0, length: data.length }), hash(data));
-    } finally {
-      await local.transport.close();
-    }
+    });
   } finally {
     for (const c of conns) c.socket.destroy();
     await target.call('exit').catch(() => {});

@@ -9,7 +9,7 @@ import * as assert from 'uvu/assert';
 import { batchOf, createTransferEngine, NATIVE_STATUS, parseOptions, type SegmentDescriptor, type Transport } from '@te/connector';
 import plugin, { deviceMemory } from '../src/index.js';
 import { loadBinding } from '../src/binding.js';
-import { hash, KiB, localTransport, MiB, pattern, rejectsWith } from './helpers.js';
+import { hash, KiB, MiB, pattern, rejectsWith, withLocalTransport } from './helpers.js';
 
 const native = loadBinding();
 const cuda = native.probeCuda();
@@ -58,8 +58,7 @@ test('capabilities: cpu and cuda; the addon says whether it was built with CUDA'
 });
 
 noDevice('registering cuda:0 memory through the plugin: NO_DEVICE with the failing CUDA call', async () => {
-  const l = await localTransport(64 * KiB);
-  try {
+  await withLocalTransport(64 * KiB, {}, async (l) => {
     const err = await rejectsWith(l.transport.registerMemory({ addr: FAKE, length: 4096n, device: 'cuda:0', remoteAccess: true }), [
       'NO_DEVICE',
       'MEMORY_KIND_UNSUPPORTED',
@@ -86,9 +85,7 @@ noDevice('registering cuda:0 memory through the plugin: NO_DEVICE with the faili
     const r = await l.transport.submit(peer, batchOf([{ op: 'write', local: l.addr, remote: l.addr + 8192n, length: 4096 }]), { timeoutMs: 5000 });
     assert.equal(Array.from(r.statuses), [0]);
     assert.is(hash(l.buffer.subarray(8192, 8192 + 4096)), hash(pattern(3, 4 * KiB)));
-  } finally {
-    await l.transport.close();
-  }
+  });
 });
 
 noDevice('registering cuda:0 memory through an engine: NO_DEVICE, nothing registered or published', async () => {
@@ -116,14 +113,11 @@ noDevice('device memory helpers fail with NO_DEVICE (or built without CUDA)', ()
 });
 
 test('device registration argument checks', async () => {
-  const l = await localTransport(4 * KiB);
-  try {
+  await withLocalTransport(4 * KiB, {}, async (l) => {
     await rejectsWith(l.transport.registerMemory({ buffer: new Uint8Array(16), length: 16n, device: 'cuda:0', remoteAccess: true }), 'INVALID_ARGUMENT');
     await rejectsWith(l.transport.registerMemory({ length: 16n, device: 'cuda:0', remoteAccess: true }), 'INVALID_ARGUMENT');
     await rejectsWith(l.transport.registerMemory({ addr: FAKE, length: 16n, device: 'gpu0' as never, remoteAccess: true }), 'INVALID_ARGUMENT');
-  } finally {
-    await l.transport.close();
-  }
+  });
 });
 
 // ---------------------------------------------------------------- GPU only

@@ -7,7 +7,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { allocateBatch, NATIVE_STATUS, type TransferBatch } from '@te/connector';
-import { hash, localTransport, MiB, pattern, selfDescriptor, spawnTarget, type Local, type TargetProcess } from './helpers.js';
+import { hash, MiB, pattern, selfDescriptor, spawnTarget, type Local, type TargetProcess, withLocalTransport } from './helpers.js';
 
 const SIZE = 8 * MiB;
 let target: TargetProcess;
@@ -75,8 +75,7 @@ function shapes(): Gather[] {
 for (const coalesceWrites of [true, false]) {
   test(`gathered writes land packed and byte-exact at a target process (coalesceWrites: ${coalesceWrites})`, async () => {
     await target.call('zero');
-    const local = await localTransport(SIZE, { coalesceWrites, sliceSize: 256 * 1024 });
-    try {
+    await withLocalTransport(SIZE, { coalesceWrites, sliceSize: 256 * 1024 }, async (local) => {
       const src = pattern(coalesceWrites ? 11 : 12, SIZE);
       local.buffer.set(src);
       const { batch, expected } = gatherBatch(local, shapes(), src);
@@ -92,16 +91,13 @@ for (const coalesceWrites of [true, false]) {
       assert.is(await target.call('hash', { offset: 0, length: SIZE }), hash(expected));
       // Narrow rows went through the packing buffer, each byte once; wide rows did not.
       assert.is(rowsPacked(local), narrowBytes(shapes()));
-    } finally {
-      await local.transport.close();
-    }
+    });
   });
 }
 
 test('narrow rows land byte-exact when sends stop inside a packed piece (4 KiB socket buffers)', async () => {
   await target.call('zero');
-  const local = await localTransport(SIZE, { socketBufferBytes: 4096, sliceSize: 1024 * 1024 });
-  try {
+  await withLocalTransport(SIZE, { socketBufferBytes: 4096, sliceSize: 1024 * 1024 }, async (local) => {
     const src = pattern(13, SIZE);
     local.buffer.set(src);
     // 3 MiB of 512-byte rows (half of every 1 KiB token row of 6 MiB), and 3 MiB of 96-byte rows 200 apart.
@@ -115,15 +111,12 @@ test('narrow rows land byte-exact when sends stop inside a packed piece (4 KiB s
     assert.equal(Array.from(r.statuses), [0, 0]);
     assert.is(await target.call('hash', { offset: 0, length: SIZE }), hash(expected));
     assert.is(rowsPacked(local), narrowBytes(gathers));
-  } finally {
-    await local.transport.close();
-  }
+  });
 });
 
 test('a malformed or unregistered gather fails its own request; the others land', async () => {
   await target.call('zero');
-  const local = await localTransport(2 * MiB);
-  try {
+  await withLocalTransport(2 * MiB, {}, async (local) => {
     const src = pattern(21, 2 * MiB);
     local.buffer.set(src);
     const good: Gather = { at: 0, rows: 8, width: 100, pitch: 256, to: 0 };
@@ -151,14 +144,11 @@ test('a malformed or unregistered gather fails its own request; the others land'
     for (let row = 0; row < 8; row++) expected.set(src.subarray(row * 256, row * 256 + 100), row * 100);
     assert.is(await target.call('hash', { offset: 0, length: 800 }), hash(expected));
     assert.is(await target.call('hash', { offset: 800, length: SIZE - 800 }), hash(new Uint8Array(SIZE - 800)), 'nothing else was written');
-  } finally {
-    await local.transport.close();
-  }
+  });
 });
 
 test('the same-process path gathers rows as the wire does', async () => {
-  const local = await localTransport(SIZE);
-  try {
+  await withLocalTransport(SIZE, {}, async (local) => {
     const peer = await local.transport.openPeer(selfDescriptor(local, target.descriptor));
     const src = pattern(31, 4 * MiB);
     local.buffer.set(src);
@@ -174,9 +164,7 @@ test('the same-process path gathers rows as the wire does', async () => {
     const expected = new Uint8Array(1000 * 512);
     for (let row = 0; row < 1000; row++) expected.set(src.subarray(512 + row * 1024, 512 + row * 1024 + 512), row * 512);
     assert.ok(Buffer.from(local.buffer.buffer, 6 * MiB, expected.length).equals(expected));
-  } finally {
-    await local.transport.close();
-  }
+  });
 });
 
 test.run();

@@ -118,6 +118,16 @@ export async function localTransport(
   return { transport, buffer, addr: r.addr, epoch };
 }
 
+/** Runs `body` with a local transport (as `localTransport`) and closes it afterwards, whether `body` passed or threw. */
+export async function withLocalTransport<T>(size: number, options: Record<string, unknown>, body: (local: Local) => Promise<T>): Promise<T> {
+  const local = await localTransport(size, options);
+  try {
+    return await body(local);
+  } finally {
+    await local.transport.close();
+  }
+}
+
 /** A descriptor naming `local`'s own transport with its epoch: opening it is the same-process path. */
 export function selfDescriptor(local: Local, like: SegmentDescriptor): SegmentDescriptor {
   return {

@@ -5,7 +5,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { allocateBatch, isTransferError, NATIVE_STATUS } from '@te/connector';
-import { localTransport, MiB } from './helpers.js';
+import { MiB, withLocalTransport } from './helpers.js';
 import { recordingTarget } from './recording-target.js';
 import { FEATURE_REVOKE } from './wire.js';
 
@@ -16,8 +16,7 @@ test("a refusal beside a lost connection: the message names the refused request 
   // and at request 2 the target hangs up.
   const peerTarget = await recordingTarget(FEATURE_REVOKE, (a) => a === refused, { hangUpAt: (a) => a === lost });
   try {
-    const local = await localTransport(MiB, { lanesPerPeer: 1 });
-    try {
+    await withLocalTransport(MiB, { lanesPerPeer: 1 }, async (local) => {
       const peer = await local.transport.openPeer(peerTarget.descriptor);
       const b = allocateBatch(3);
       for (let i = 0; i < 3; i++) {
@@ -34,9 +33,7 @@ test("a refusal beside a lost connection: the message names the refused request 
         assert.equal(Array.from(e.statuses ?? []), [0, NATIVE_STATUS.ADDRESS_OUT_OF_RANGE, NATIVE_STATUS.CONNECTION_LOST], 'each request has its own status');
         assert.match(e.message, /refused request 1 \(ADDRESS_OUT_OF_RANGE\)/, `the message names the refused request: ${e.message}`);
       }
-    } finally {
-      await local.transport.close();
-    }
+    });
   } finally {
     await peerTarget.close();
   }

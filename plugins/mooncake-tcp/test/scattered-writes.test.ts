@@ -6,7 +6,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { allocateBatch, NATIVE_STATUS, type TransferBatch } from '@te/connector';
-import { hash, localTransport, MiB, pattern, selfDescriptor, spawnTarget, type Local, type TargetProcess } from './helpers.js';
+import { hash, MiB, pattern, selfDescriptor, spawnTarget, type Local, type TargetProcess, localTransport, withLocalTransport } from './helpers.js';
 import { recordingTarget } from './recording-target.js';
 import { FEATURE_REVOKE, FEATURE_ROWS, FEATURE_WRITEV, HEADER, hello, HELLO_ACK_BODY, OP, rawConnect, writeRows } from './wire.js';
 
@@ -76,8 +76,7 @@ function shapes(): Scatter[] {
 for (const coalesceWrites of [true, false]) {
   test(`scattered writes land in their rows, byte-exact, at a target process (coalesceWrites: ${coalesceWrites})`, async () => {
     await target.call('zero');
-    const local = await localTransport(SIZE, { coalesceWrites, sliceSize: 256 * 1024 });
-    try {
+    await withLocalTransport(SIZE, { coalesceWrites, sliceSize: 256 * 1024 }, async (local) => {
       const src = pattern(coalesceWrites ? 41 : 42, SIZE);
       local.buffer.set(src);
       const { batch, expected } = scatterBatch(local, shapes(), src);
@@ -86,16 +85,13 @@ for (const coalesceWrites of [true, false]) {
       assert.equal(Array.from(r.statuses), new Array(batch.opcodes.length).fill(0));
       // Every byte of the target: the rows where they were written, zeros between and elsewhere.
       assert.is(await target.call('hash', { offset: 0, length: SIZE }), hash(expected));
-    } finally {
-      await local.transport.close();
-    }
+    });
   });
 }
 
 test('a malformed or unregistered scatter fails its own request; the others land', async () => {
   await target.call('zero');
-  const local = await localTransport(2 * MiB);
-  try {
+  await withLocalTransport(2 * MiB, {}, async (local) => {
     const src = pattern(51, 2 * MiB);
     local.buffer.set(src);
     const good: Scatter = { at: 0, rows: 8, width: 100, pitch: 256, to: 0 };
@@ -119,9 +115,7 @@ test('a malformed or unregistered scatter fails its own request; the others land
     const expected = new Uint8Array(SIZE);
     for (let row = 0; row < 8; row++) expected.set(src.subarray(row * 100, row * 100 + 100), row * 256);
     assert.is(await target.call('hash', { offset: 0, length: SIZE }), hash(expected), 'only the good rows were written');
-  } finally {
-    await local.transport.close();
-  }
+  });
 });
 
 test('the target announces WRITE_ROWS, refuses a malformed row table and drains its bytes, and serves on', async () => {
@@ -203,8 +197,7 @@ test('a target without the WRITE_ROWS feature (an earlier build): the scattered 
 });
 
 test('the same-process path scatters rows as the wire does', async () => {
-  const local = await localTransport(SIZE);
-  try {
+  await withLocalTransport(SIZE, {}, async (local) => {
     const peer = await local.transport.openPeer(selfDescriptor(local, target.descriptor));
     const src = pattern(71, 4 * MiB);
     local.buffer.set(src);
@@ -221,9 +214,7 @@ test('the same-process path scatters rows as the wire does', async () => {
     const expected = Buffer.from(before);
     for (let row = 0; row < 1000; row++) expected.set(src.subarray(512 + row * 512, 512 + row * 512 + 512), row * 1024);
     assert.ok(Buffer.from(local.buffer.buffer, local.buffer.byteOffset + 5 * MiB, MiB).equals(expected), 'rows landed, the gaps untouched');
-  } finally {
-    await local.transport.close();
-  }
+  });
 });
 
 test.run();

@@ -8,7 +8,7 @@ import { parseOptions, policyOfStat, usableCpus } from '@te/connector';
 import { assertOptionRefused } from '@te/testkit';
 import plugin from '../src/index.js';
 import { defaultIoThreads } from '../src/thread-defaults.js';
-import { localTransport } from './helpers.js';
+import { localTransport, withLocalTransport } from './helpers.js';
 
 /** The scheduling policy (stat field 41: 0 SCHED_OTHER, 3 SCHED_BATCH) of this process's I/O threads, one entry per thread. */
 function ioThreadPolicies(): number[] {
@@ -81,14 +81,11 @@ test('the I/O threads run under the default policy, and under SCHED_BATCH with b
     [{}, 0, 'SCHED_OTHER'],
     [{ batchScheduling: true }, 3, 'SCHED_BATCH'],
   ] as const) {
-    const local = await localTransport(4096, { ioThreads: 2, ...options });
-    try {
+    await withLocalTransport(4096, { ioThreads: 2, ...options }, async (local) => {
       assert.is(await newIoThreads(before, 2), 2);
       assert.equal(ioThreadPolicies(), [policy, policy], JSON.stringify(options));
       assert.is(local.transport.describe?.().ioThreadPolicy, reported);
-    } finally {
-      await local.transport.close();
-    }
+    });
   }
   assert.is(parseOptions(plugin.options, {}, { TE_TCP_BATCH_SCHEDULING: '1' }, plugin.name).batchScheduling, true);
   assertOptionRefused(

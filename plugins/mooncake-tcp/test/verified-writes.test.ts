@@ -7,7 +7,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createServer, connect, type AddressInfo, type Server, type Socket } from 'node:net';
 import { allocateBatch, NATIVE_STATUS, type SegmentDescriptor, type TransferBatch } from '@te/connector';
-import { hash, localTransport, MiB, pattern, rejectsWith, selfDescriptor, spawnTarget, type TargetProcess } from './helpers.js';
+import { hash, MiB, pattern, rejectsWith, selfDescriptor, spawnTarget, type TargetProcess, localTransport, withLocalTransport } from './helpers.js';
 import { FEATURE_REVOKE, FEATURE_ROWS, FEATURE_WRITEV } from './wire.js';
 import { recordingTarget } from './recording-target.js';
 
@@ -73,8 +73,7 @@ function shapes(): Write[] {
 for (const options of [{}, { coalesceWrites: false, sliceSize: 256 * 1024 }, { socketBufferBytes: 4096 }]) {
   test(`verified writes of every shape land byte-exact with their digests compared (${JSON.stringify(options)})`, async () => {
     await target.call('zero');
-    const local = await localTransport(SIZE, options);
-    try {
+    await withLocalTransport(SIZE, options, async (local) => {
       const src = pattern(31, SIZE);
       local.buffer.set(src);
       const { batch, expected } = batchOf(local.addr, shapes(), src);
@@ -82,9 +81,7 @@ for (const options of [{}, { coalesceWrites: false, sliceSize: 256 * 1024 }, { s
       const r = await local.transport.submit(peer, batch, { timeoutMs: 30_000 });
       assert.equal(Array.from(r.statuses), new Array(batch.opcodes.length).fill(0));
       assert.is(await target.call('hash', { offset: 0, length: SIZE }), hash(expected));
-    } finally {
-      await local.transport.close();
-    }
+    });
   });
 }
 
@@ -206,21 +203,17 @@ test('a target without digests (an earlier build) refuses verified writes unsent
 });
 
 test('verifyWrites is refused on a batch with reads, and on a transport that does not verify', async () => {
-  const local = await localTransport(MiB);
-  try {
+  await withLocalTransport(MiB, {}, async (local) => {
     const peer = await local.transport.openPeer(target.descriptor);
     const b = allocateBatch(1);
     [b.opcodes[0], b.localAddrs[0], b.remoteAddrs[0], b.lengths[0]] = [0, local.addr, base, 4096n];
     b.verifyWrites = true;
     await rejectsWith(local.transport.submit(peer, b, { timeoutMs: 10_000 }), 'INVALID_ARGUMENT');
-  } finally {
-    await local.transport.close();
-  }
+  });
 });
 
 test('same process: a verified write is one copy in this process and lands', async () => {
-  const local = await localTransport(4 * MiB);
-  try {
+  await withLocalTransport(4 * MiB, {}, async (local) => {
     const src = pattern(33, 2 * MiB);
     local.buffer.set(src);
     const peer = await local.transport.openPeer(selfDescriptor(local, target.descriptor));
@@ -230,9 +223,7 @@ test('same process: a verified write is one copy in this process and lands', asy
     const r = await local.transport.submit(peer, b, { timeoutMs: 10_000 });
     assert.equal(Array.from(r.statuses), [0]);
     assert.is(hash(local.buffer.subarray(2 * MiB)), hash(src));
-  } finally {
-    await local.transport.close();
-  }
+  });
 });
 
 test.run();

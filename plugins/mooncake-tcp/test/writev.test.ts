@@ -5,7 +5,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { allocateBatch, batchOf, NATIVE_STATUS } from '@te/connector';
-import { hash, KiB, localTransport, MiB, pattern, spawnTarget, type Local, type TargetProcess } from './helpers.js';
+import { hash, KiB, MiB, pattern, spawnTarget, type Local, type TargetProcess, localTransport, withLocalTransport } from './helpers.js';
 import { recordingTarget } from './recording-target.js';
 import { FEATURE_REVOKE, FEATURE_WRITEV, header, HEADER, hello, HELLO_ACK_BODY, OP, rawConnect, SEGMENT_ENTRY, writev } from './wire.js';
 
@@ -199,8 +199,7 @@ test('a batch within one slice travels on one lane as one frame, lanes taking tu
 
 test('coalesced writes between two real transports land byte-exact, refused ones alone fail', async () => {
   await target.call('zero');
-  const local = await localTransport(4 * MiB);
-  try {
+  await withLocalTransport(4 * MiB, {}, async (local) => {
     const peer = await local.transport.openPeer(target.descriptor);
     const n = 500;
     const item = 3000;
@@ -226,9 +225,7 @@ test('coalesced writes between two real transports land byte-exact, refused ones
     assert.is(await target.call('hash', { offset: SIZE - 10, length: 10 }), hash(new Uint8Array(10)));
     const one = await local.transport.submit(peer, batchOf([{ op: 'write', local: local.addr, remote: base, length: 8 }]), { timeoutMs: 5000 });
     assert.equal(Array.from(one.statuses), [0], 'the connection still serves');
-  } finally {
-    await local.transport.close();
-  }
+  });
 });
 
 test.run();
