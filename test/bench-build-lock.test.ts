@@ -116,7 +116,7 @@ test('a wait that runs out fails with an error that names the holding process', 
       })();
       assert.ok(error, 'the wait ended without an error');
       assert.not.ok(ran, 'the work ran without the lock');
-      assert.match(error.message, `${join(lock, 'flock')} has been held for over 1 s by pid ${stuck.pid} (node)`);
+      assert.match(error.message, `${join(lock, 'flock')} has been held for over 1 s; open in pid ${stuck.pid} (node) (the holder, and any other waiters)`);
     } finally {
       stuck.kill('SIGKILL');
       await gone;

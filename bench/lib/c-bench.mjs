@@ -30,7 +30,7 @@ export function buildCBench(dir, name, needs = 'cmake and a C compiler: apt-get 
   return binary;
 }
 
-// A build takes about a minute on 2 CPUs; a wait this long means the holder is stuck.
+// A build takes seconds (fi_rma_bench: about 2 s on 2 CPUs); a wait this long means the holder is stuck.
 const LOCK_WAIT_S = 600;
 // flock's exit status when the wait ran out (its -E), told apart from its other failures.
 const LOCK_TIMED_OUT = 75;
@@ -42,7 +42,7 @@ const LOCK_TIMED_OUT = 75;
  * util-linux's `flock` on a descriptor this process keeps open), so it ends with its holder however
  * the holder ends: nothing is left to judge stale, and a pid written down and later reused by
  * another process holds no one up. `waitSeconds` bounds the wait; when it runs out, the error
- * names the processes that hold the lock file open.
+ * names the processes that have the lock file open: the holder, and any other waiters.
  */
 export function withBuildLock(lock, work, { waitSeconds = LOCK_WAIT_S } = {}) {
   mkdirSync(lock, { recursive: true });
@@ -59,7 +59,8 @@ export function withBuildLock(lock, work, { waitSeconds = LOCK_WAIT_S } = {}) {
       const missing = taken.error.code === 'ENOENT';
       throw new Error(`could not take the build lock ${file}: ${missing ? 'flock(1) is needed (apt-get install -y util-linux)' : taken.error.message}`);
     }
-    if (taken.status === LOCK_TIMED_OUT) throw new Error(`${file} has been held for over ${waitSeconds} s by ${describeHolders(holdersOf(file))}`);
+    if (taken.status === LOCK_TIMED_OUT)
+      throw new Error(`${file} has been held for over ${waitSeconds} s; open in ${describeHolders(holdersOf(file), file)} (the holder, and any other waiters)`);
     if (taken.status !== 0) throw new Error(`could not take the build lock ${file}: flock exited ${taken.status ?? taken.signal}: ${taken.stderr.trim()}`);
     return work();
   } finally {
@@ -94,7 +95,7 @@ function readlinkOr(path) {
   }
 }
 
-function describeHolders(holders) {
-  if (holders.length === 0) return "a process this user cannot see (another user's: see lslocks)";
+function describeHolders(holders, file) {
+  if (holders.length === 0) return `another user's process only (as root, find /proc/[0-9]*/fd -lname '${file}' names it)`;
   return holders.map(({ pid, command }) => `pid ${pid} (${command})`).join(', ');
 }
