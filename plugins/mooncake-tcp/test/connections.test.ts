@@ -7,7 +7,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { batchOf } from '@te/connector';
 import { tcpSocketsOf, until } from '@te/testkit';
-import { hash, MiB, pattern, spawnTarget, type TargetProcess, localTransport, withLocalTransport } from './helpers.js';
+import { hash, localTransport, MiB, pattern, spawnTarget, withLocalTransport, type TargetProcess } from './helpers.js';
 import { HEADER, hello, HELLO_ACK_BODY } from './wire.js';
 
 const rssMiB = (pid: number) => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;

@@ -7,7 +7,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { allocateBatch, NATIVE_STATUS, type TransferBatch } from '@te/connector';
-import { hash, MiB, pattern, selfDescriptor, spawnTarget, type Local, type TargetProcess, withLocalTransport } from './helpers.js';
+import { hash, MiB, pattern, selfDescriptor, spawnTarget, withLocalTransport, type Local, type TargetProcess } from './helpers.js';
 
 const SIZE = 8 * MiB;
 let target: TargetProcess;

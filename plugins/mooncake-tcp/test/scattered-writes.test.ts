@@ -6,7 +6,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { allocateBatch, NATIVE_STATUS, type TransferBatch } from '@te/connector';
-import { hash, MiB, pattern, selfDescriptor, spawnTarget, type Local, type TargetProcess, localTransport, withLocalTransport } from './helpers.js';
+import { hash, localTransport, MiB, pattern, selfDescriptor, spawnTarget, withLocalTransport, type Local, type TargetProcess } from './helpers.js';
 import { recordingTarget } from './recording-target.js';
 import { FEATURE_REVOKE, FEATURE_ROWS, FEATURE_WRITEV, HEADER, hello, HELLO_ACK_BODY, OP, rawConnect, writeRows } from './wire.js';
 

@@ -7,7 +7,7 @@ import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { createServer, connect, type AddressInfo, type Server, type Socket } from 'node:net';
 import { allocateBatch, NATIVE_STATUS, type SegmentDescriptor, type TransferBatch } from '@te/connector';
-import { hash, MiB, pattern, rejectsWith, selfDescriptor, spawnTarget, type TargetProcess, localTransport, withLocalTransport } from './helpers.js';
+import { hash, localTransport, MiB, pattern, rejectsWith, selfDescriptor, spawnTarget, withLocalTransport, type TargetProcess } from './helpers.js';
 import { FEATURE_REVOKE, FEATURE_ROWS, FEATURE_WRITEV } from './wire.js';
 import { recordingTarget } from './recording-target.js';
 

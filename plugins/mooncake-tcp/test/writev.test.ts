@@ -5,7 +5,7 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { allocateBatch, batchOf, NATIVE_STATUS } from '@te/connector';
-import { hash, KiB, MiB, pattern, spawnTarget, type Local, type TargetProcess, localTransport, withLocalTransport } from './helpers.js';
+import { hash, KiB, localTransport, MiB, pattern, spawnTarget, withLocalTransport, type Local, type TargetProcess } from './helpers.js';
 import { recordingTarget } from './recording-target.js';
 import { FEATURE_REVOKE, FEATURE_WRITEV, header, HEADER, hello, HELLO_ACK_BODY, OP, rawConnect, SEGMENT_ENTRY, writev } from './wire.js';
 
