@@ -5,7 +5,8 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { allocateBatch, batchOf, isTransferError, type TransferBatch } from '@te/connector';
-import { rejection, thirdPartyPluginConfig, withEnginePair } from './fixtures/engine-pair.js';
+import { thirdPartyPluginConfig, withEnginePair } from './fixtures/engine-pair.js';
+import { rejection } from './fixtures/rejection.js';
 
 /** 64 rows of 512 bytes, 1 KiB apart (the second half of each 1 KiB token), written packed. */
 function headSlice(local: bigint, remote: bigint): TransferBatch {

@@ -5,7 +5,8 @@
 import { test } from 'uvu';
 import * as assert from 'uvu/assert';
 import { batchOf, isTransferError, type TransferBatch } from '@te/connector';
-import { rejection, thirdPartyPluginConfig, withEnginePair } from './fixtures/engine-pair.js';
+import { thirdPartyPluginConfig, withEnginePair } from './fixtures/engine-pair.js';
+import { rejection } from './fixtures/rejection.js';
 
 function verified(requests: Parameters<typeof batchOf>[0]): TransferBatch {
   return { ...batchOf(requests), verifyWrites: true };
