@@ -17,6 +17,10 @@
 //   node bench/vs-iperf3.mjs [--plugin mooncake-tcp,mooncake-rdma] [--duration 3] [--sweep-seconds 1]
 //                            [--rounds 1] [--json out.json] [--strict]
 //
+// Beside them, before and after the cases, what the host charges for a system call and for
+// waking a sleeping thread (bench/host-costs): te's threads pay both, the spinning raw
+// pollers do not.
+//
 // Each case's raw sweep runs immediately before its te runs, so a ratio compares figures
 // taken seconds apart. `--rounds N` repeats the whole sequence; a figure is the median over
 // rounds and a ratio the median of each round's te ÷ that round's best raw.
@@ -35,6 +39,7 @@ import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseCli } from '../scripts/lib/cli.mjs';
+import { hostCostsLine, measureHostCosts } from './lib/host-costs.mjs';
 import { pagesLine } from './lib/huge-pages.mjs';
 import { QUICK } from './lib/quick.mjs';
 import { runRawFabric } from './lib/raw-fabric.mjs';
@@ -62,6 +67,7 @@ const requestedRounds = Number(values.rounds);
 const duration = QUICK ? 0.3 : Number(values.duration);
 const sweepSeconds = QUICK ? 0.2 : Math.min(Number(values['sweep-seconds']), duration);
 const iperf3Seconds = QUICK ? 1 : duration;
+const hostCostSeconds = QUICK ? 0.1 : 0.5;
 const plugins = values.plugin
   .split(',')
   .map((p) => p.trim())
@@ -152,6 +158,7 @@ function printTable(rows) {
 const threads = await teThreads([...new Set([...plugins, 'mooncake-shm'])]);
 const endpointsOf = (plugin) => threads[plugin] ?? 1;
 const streams = [...new Set([1, threads['mooncake-tcp'] ?? 1])];
+const hostBefore = measureHostCosts(hostCostSeconds);
 const iperfBefore = {};
 for (const n of streams) iperfBefore[n] = await iperf3(n);
 
@@ -245,6 +252,7 @@ const sameHost = (() => {
 })();
 const iperfAfter = {};
 for (const n of streams) iperfAfter[n] = await iperf3(n);
+const hostAfter = measureHostCosts(hostCostSeconds);
 const iperf = Object.fromEntries(streams.map((n) => [n, (iperfBefore[n] + iperfAfter[n]) / 2]));
 
 /** One figure per field, the median over rounds (verified only when every round was). */
@@ -282,6 +290,9 @@ console.log(`TCP congestion control: ${congestion} (the system's, for te, raw li
 console.log(
   `iperf3 loopback: ${streams.map((n) => `${n} stream${n > 1 ? 's' : ''} ${gb(iperfBefore[n])} GB/s before, ${gb(iperfAfter[n])} after`).join('; ')}`,
 );
+// te's threads sleep between events and the raw baselines spin: what the host charges for a
+// system call and a wake-up moves te's small batches, and it differs between hosts.
+console.log(hostCostsLine(hostBefore, hostAfter));
 console.log(
   `raw libfabric RMA (tcp;ofi_rxm, two processes): per case the best of a sweep (${sweepSeconds} s per run) over grouping (1 and te's requests per operation)`,
 );
@@ -456,6 +467,7 @@ if (values.json)
         threads,
         tcpCongestionControl: congestion,
         iperf3: { before: iperfBefore, after: iperfAfter },
+        hostCosts: { before: hostBefore, after: hostAfter },
         rounds,
         duration,
         sweepSeconds,

@@ -67,6 +67,15 @@ test("bench/vs-iperf3.mjs: raw libfabric gets te's threads and grouping, and the
       }
     }
     for (const row of out.sameHost.rows) assert.is(row.copyThreads, out.threads['mooncake-shm']);
+    // What the host charged for a system call and a wake-up, before and after the cases.
+    assert.match(
+      r.stdout,
+      /\nhost costs: a system call \(getppid\) \d+ ns before, \d+ after; a wake-up round trip between two threads \(eventfd\) [\d.]+ µs before, [\d.]+ after\n/,
+    );
+    for (const when of ['before', 'after']) {
+      const h = out.hostCosts[when];
+      assert.ok(h.syscallNs > 0 && h.syscalls > 0 && h.wakeRoundTripUs > 0 && h.roundTrips > 0, JSON.stringify(h));
+    }
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -235,6 +244,27 @@ test('zc_bench: plain and MSG_ZEROCOPY sends both move bytes; every zerocopy sen
   assert.ok(z.bytesPerSecond > 0 && z.sends > 0, zero.stdout);
   // Releases come as ranges, so there are at most as many reports as sends, and at least one.
   assert.ok(z.notifications >= 1 && z.notifications <= z.sends, zero.stdout);
+});
+
+const hostCosts = (args: string[]) => spawnSync(buildCBench('host-costs', 'host_costs') as string, args, { encoding: 'utf8', timeout: 60_000 });
+
+test('host_costs: bad arguments exit 2 with a message', () => {
+  for (const args of [['--seconds', '0'], ['--seconds', '61'], ['--seconds', 'soon'], ['--seconds', '1x'], ['extra'], ['--bogus']]) {
+    const r = hostCosts(args);
+    assert.is(r.status, 2, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, /host_costs: --seconds must be|usage: host_costs/);
+  }
+});
+
+test('host_costs: a system call and a wake-up round trip are timed over the whole window', () => {
+  const r = hostCosts(['--seconds', '0.2']);
+  assert.is(r.status, 0, r.stderr);
+  const h = JSON.parse(r.stdout.trim());
+  assert.is(h.seconds, 0.2);
+  // Each figure is the window over the count: at least the window was spent, however fast the host.
+  assert.ok(h.syscalls > 0 && h.roundTrips > 0, r.stdout);
+  assert.ok((h.syscallNs * h.syscalls) / 1e9 >= 0.2 * 0.99, r.stdout);
+  assert.ok((h.wakeRoundTripUs * h.roundTrips) / 1e6 >= 0.2 * 0.99, r.stdout);
 });
 
 test.run();
