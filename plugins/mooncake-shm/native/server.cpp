@@ -364,10 +364,25 @@ void Server::handle_pool(Conn& c, const PoolAd& ad, int fd) {
                      {}});
 }
 
+std::shared_ptr<Server::Work> Server::take_work() {
+  while (!spare_.empty()) {
+    std::shared_ptr<Work> w = std::move(spare_.back());
+    spare_.pop_back();
+    // A copy thread that claimed an earlier chunk of a large request may not have let go of
+    // it yet; such a Work is left to whichever holder lets go last.
+    if (w.use_count() == 1) {
+      w->reset();
+      return w;
+    }
+  }
+  work_allocations_.fetch_add(1, std::memory_order_relaxed);
+  return std::make_shared<Work>();
+}
+
 void Server::handle_requests(const std::shared_ptr<Conn>& c, const std::vector<Request>& reqs) {
   // A message's requests join the queue together: one lock of it per message, not per request.
-  std::vector<std::shared_ptr<Work>> admitted;
-  admitted.reserve(reqs.size());
+  std::vector<std::shared_ptr<Work>>& admitted = admitted_;
+  admitted.clear();
   for (const Request& q : reqs) {
     if (c->outstanding.load() >= opt_.max_outstanding) {
       complete(*c, q.seq, te::TE_POOL_EXHAUSTED, false);
@@ -377,11 +392,12 @@ void Server::handle_requests(const std::shared_ptr<Conn>& c, const std::vector<R
       complete(*c, q.seq, te::TE_INVALID_ARGUMENT, false);
       continue;
     }
-    auto w = std::make_shared<Work>();
+    std::shared_ptr<Work> w = take_work();
     // The target range must lie inside one remote-accessible region of this process.
     Status s = registry_.acquire(q.target_addr, q.len, true, w->lease);
     if (s != te::TE_OK) {
       complete(*c, q.seq, s, false);
+      spare_.push_back(std::move(w));  // untouched: reused for the next request
       continue;
     }
     w->conn = c;
@@ -400,8 +416,12 @@ void Server::handle_requests(const std::shared_ptr<Conn>& c, const std::vector<R
     {
       std::lock_guard<std::mutex> lock(qmu_);
       for (auto& w : admitted) queue_.push_back(std::move(w));
+      for (auto& w : returned_)
+        if (spare_.size() < kMaxSpareWork) spare_.push_back(std::move(w));
+      returned_.clear();  // what spare_ had no room for is freed here, on this thread
     }
     qcv_.notify_all();
+    admitted.clear();
   }
   // Refusals are answered now, and waiting completions while less than kHoldWhileQueued of
   // this connection's work is queued: a small window (a few batches of a few requests)

@@ -11,11 +11,13 @@
 namespace teshm {
 
 void Server::copy_worker(uint32_t slot) {
+  std::shared_ptr<Work> finished;  // the Work this thread last finished, handed back at the next pop
   for (;;) {
     std::shared_ptr<Work> w;
     uint64_t off = 0, len = 0;
     {
       std::unique_lock<std::mutex> lock(qmu_);
+      if (finished) returned_.push_back(std::move(finished));
       qcv_.wait(lock, [this] { return stop_.load() || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping and drained
       std::shared_ptr<Work>& head = queue_.front();
@@ -58,7 +60,10 @@ void Server::copy_worker(uint32_t slot) {
       int32_t zero = te::TE_OK;
       w->status.compare_exchange_strong(zero, st);
     }
-    if (w->chunks_done.fetch_add(1) + 1 == w->chunks) finish(*w);
+    if (w->chunks_done.fetch_add(1) + 1 == w->chunks) {
+      finish(*w);
+      finished = std::move(w);
+    }
   }
 }
 
@@ -103,6 +108,10 @@ void Server::finish(Work& w) {
     // and 16 MiB 0.98-1.03x.
     if (over && !last) sched_yield();
   }
+  // Every chunk is done: nothing copies for this connection through this Work any more, and
+  // the connection closes when its last queued copy lets go of it (see ~Conn).
+  w.pool.reset();
+  w.conn.reset();
 }
 
 void Server::complete(Conn& c, uint64_t seq, int32_t status, bool flush_now) {

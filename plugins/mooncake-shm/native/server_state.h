@@ -59,7 +59,10 @@ struct Server::Conn {
   }
 };
 
-/** One request being copied; its chunks are claimed one by one by the copy threads. */
+/**
+ * One request being copied; its chunks are claimed one by one by the copy threads. A finished
+ * Work is handed back to the loop thread and reused (see Server::returned_).
+ */
 struct Server::Work {
   std::shared_ptr<Conn> conn;
   Request req;
@@ -69,7 +72,20 @@ struct Server::Work {
   uint64_t chunks = 0;
   std::atomic<uint64_t> chunks_done{0};
   std::atomic<int32_t> status{0};
+
+  /** Ready for another request; finish() has let go of the connection, the pool and the lease. */
+  void reset() {
+    req = Request{};
+    next = 0;
+    chunks = 0;
+    chunks_done.store(0, std::memory_order_relaxed);
+    status.store(0, std::memory_order_relaxed);
+  }
 };
+
+// Finished Works the loop thread keeps for reuse; past this many (a burst deeper than any
+// steady window) the rest are freed.
+constexpr size_t kMaxSpareWork = 1024;
 
 constexpr size_t kMaxCancelled = 4096;
 constexpr uint64_t kFlushBytes = 1 << 20;       // see finish()

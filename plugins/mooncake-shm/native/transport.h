@@ -69,6 +69,7 @@ struct ServerStats {
   uint64_t process_vm_chunks = 0;    // chunks copied with process_vm_readv/writev
   uint64_t pools_mapped = 0;         // initiators' pools mapped in this process now
   uint64_t completion_messages = 0;  // COMPLETIONS messages sent to initiators (each answers one or more requests)
+  uint64_t work_allocations = 0;     // per-request records allocated (finished ones are reused)
 };
 
 /** An initiator's batch: per-request statuses, leases on its local ranges, cancel state. */

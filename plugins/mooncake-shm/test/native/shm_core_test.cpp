@@ -1,6 +1,6 @@
 // C++ tests of the mooncake-shm core without N-API: the wire parser on malformed and
-// random input, the initiator's table of requests in flight, and a live target answering
-// hostile clients on its real socket.
+// random input, the initiator's table of requests in flight, a live target answering
+// hostile clients on its real socket, and a live target reusing its per-request records.
 //   shm_core_test             every case; the other-uid case needs root and is reported as
 //                             skipped without it (the run still exits 0: npm run test:core)
 //   shm_core_test other-uid   that case alone; exit 77 when it is skipped (not root). Run
@@ -366,6 +366,43 @@ static void test_silent_connection_dropped() {
   t.close();
 }
 
+// The target reuses its per-request records: a Work allocated by the loop thread and freed
+// by a copy thread cost every request glibc's arena lock from two threads. 300 requests one
+// after another (single-chunk, multi-chunk ones that both copy threads share, and refused
+// ones) allocate a handful, not one each, and every byte still lands where it was sent.
+static void test_work_records_reused() {
+  Options o;
+  o.segment_name = "target";
+  o.epoch = 79;
+  o.socket_name = "te-shm-reuse/" + std::to_string(getpid());
+  o.chunk_bytes = 4096;  // a 32 KiB request is 8 chunks, claimed by both copy threads
+  Transport t(o, [](Event) {});
+  std::string err;
+  CHECK(t.start(&err) == te::TE_OK);
+  std::vector<uint8_t> memory(1 << 16, 0), source(1 << 16);
+  const uint64_t base = reinterpret_cast<uint64_t>(memory.data());
+  CHECK(t.registry().add(base, memory.size(), true) == te::TE_OK);
+  RawClient c(o.socket_name, o.epoch);
+  CHECK(c.fd >= 0);
+  const uint64_t before = t.server_stats().work_allocations;
+  for (uint64_t i = 0; i < 300; ++i) {
+    for (size_t b = 0; b < source.size(); ++b) source[b] = static_cast<uint8_t>(i * 31 + b);
+    const uint64_t len = i % 3 == 0 ? 32768 : 1000 + i;
+    const uint64_t at = (i * 4099) % (memory.size() - len);
+    const uint64_t src = reinterpret_cast<uint64_t>(source.data());
+    if (i % 10 == 9) {  // refused: a target range past the registered memory
+      CHECK(c.request(Request{i, i, OP_WRITE, src, base + memory.size() - 8, 64}) == te::TE_ADDRESS_OUT_OF_RANGE);
+      continue;
+    }
+    CHECK(c.request(Request{i, i, OP_WRITE, src, base + at, len}) == te::TE_OK);
+    CHECK(std::memcmp(memory.data() + at, source.data(), len) == 0);
+  }
+  const uint64_t allocated = t.server_stats().work_allocations - before;
+  std::printf("  300 requests one after another: %llu per-request records allocated\n", (unsigned long long)allocated);
+  CHECK(allocated >= 1 && allocated <= 8);
+  t.close();
+}
+
 void test_close_while_a_closed_peer_is_revoked();  // shm_client_stop_test.cpp
 
 int main(int argc, char** argv) {
@@ -400,6 +437,7 @@ int main(int argc, char** argv) {
     lt.t->close();
   }
   test_silent_connection_dropped();
+  test_work_records_reused();
   test_close_while_a_closed_peer_is_revoked();
   if (failures) {
     std::fprintf(stderr, "%d check(s) failed\n", failures);
