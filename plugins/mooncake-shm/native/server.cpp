@@ -381,8 +381,7 @@ std::shared_ptr<Server::Work> Server::take_work() {
 
 void Server::handle_requests(const std::shared_ptr<Conn>& c, const std::vector<Request>& reqs) {
   // A message's requests join the queue together: one lock of it per message, not per request.
-  std::vector<std::shared_ptr<Work>>& admitted = admitted_;
-  admitted.clear();
+  std::vector<std::shared_ptr<Work>>& admitted = admitted_;  // empty: emptied after every push below
   for (const Request& q : reqs) {
     if (c->outstanding.load() >= opt_.max_outstanding) {
       complete(*c, q.seq, te::TE_POOL_EXHAUSTED, false);
@@ -416,12 +415,16 @@ void Server::handle_requests(const std::shared_ptr<Conn>& c, const std::vector<R
     {
       std::lock_guard<std::mutex> lock(qmu_);
       for (auto& w : admitted) queue_.push_back(std::move(w));
-      for (auto& w : returned_)
-        if (spare_.size() < kMaxSpareWork) spare_.push_back(std::move(w));
-      returned_.clear();  // what spare_ had no room for is freed here, on this thread
+      // Only the handover is done under the lock; sorting the returned Works into spare_ (and
+      // freeing what it has no room for) is not. The two vectors trade places, so their
+      // storage is kept and nothing is allocated.
+      returned_.swap(handed_back_);
     }
     qcv_.notify_all();
     admitted.clear();
+    for (auto& w : handed_back_)
+      if (spare_.size() < kMaxSpareWork) spare_.push_back(std::move(w));
+    handed_back_.clear();  // what spare_ had no room for is freed here, on this thread
   }
   // Refusals are answered now, and waiting completions while less than kHoldWhileQueued of
   // this connection's work is queued: a small window (a few batches of a few requests)

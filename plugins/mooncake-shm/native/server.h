@@ -89,9 +89,10 @@ class Server {
   // batches of 16, 16 in flight). The copy threads hand finished Works back instead (under
   // qmu_, at their next pop); the loop thread takes them (under qmu_, when it queues a
   // message) into spare_, which only it touches, and reuses them.
-  std::vector<std::shared_ptr<Work>> returned_;  // under qmu_
-  std::vector<std::shared_ptr<Work>> spare_;     // loop thread only
-  std::vector<std::shared_ptr<Work>> admitted_;  // loop thread only: one message's Works, kept between messages
+  std::vector<std::shared_ptr<Work>> returned_;     // under qmu_
+  std::vector<std::shared_ptr<Work>> handed_back_;  // loop thread only: returned_ swapped out
+  std::vector<std::shared_ptr<Work>> spare_;        // loop thread only
+  std::vector<std::shared_ptr<Work>> admitted_;     // loop thread only: one message's Works, kept between messages
   std::atomic<uint64_t> work_allocations_{0};
   std::atomic<uint64_t> pending_peak_{0};
   std::atomic<uint64_t> read_pauses_{0};
