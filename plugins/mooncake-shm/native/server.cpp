@@ -411,6 +411,8 @@ void Server::handle_requests(const std::shared_ptr<Conn>& c, const std::vector<R
     c->outstanding_bytes.fetch_add(q.len);
     admitted.push_back(std::move(w));
   }
+  // Counted before `admitted` is emptied below: every request not admitted was answered above.
+  const bool refused = admitted.size() != reqs.size();
   if (!admitted.empty()) {
     {
       std::lock_guard<std::mutex> lock(qmu_);
@@ -431,7 +433,6 @@ void Server::handle_requests(const std::shared_ptr<Conn>& c, const std::vector<R
   // moves on as soon as its initiator hears, and this message is a moment to tell it. A
   // deeper one is answered as finish() decides: answering every message undid finish()'s
   // coalescing (64 KiB, batches of 16, 16 in flight: about one message per batch).
-  const bool refused = admitted.size() != reqs.size();  // each one not admitted was answered above
   std::lock_guard<std::mutex> lock(c->mu);
   if (refused || (!c->pending.empty() && c->outstanding_bytes.load() < kHoldWhileQueued)) flush_locked(*c);
 }
