@@ -371,6 +371,9 @@ std::shared_ptr<Server::Work> Server::take_work() {
     // A copy thread that claimed an earlier chunk of a large request may not have let go of
     // it yet; such a Work is left to whichever holder lets go last.
     if (w.use_count() == 1) {
+      // use_count() is a relaxed load: the fence orders the reset after the other holder's
+      // last use of it, which its release of the reference published.
+      std::atomic_thread_fence(std::memory_order_acquire);
       w->reset();
       return w;
     }
