@@ -27,7 +27,8 @@ sources="$here/native/wire.cpp $here/native/socket.cpp $here/native/control_page
 compile="$core/scripts/compile-objects.sh"
 flags="$flags -I$here/native -I$core/include -I$core/test"
 objs=$(sh "$compile" "$out/obj" "$flags" $sources)
-core_test=$(sh "$compile" "$out/obj" "$flags" "$here/test/native/shm_core_test.cpp" "$here/test/native/shm_client_stop_test.cpp")
+core_test=$(sh "$compile" "$out/obj" "$flags" "$here/test/native/shm_core_test.cpp" "$here/test/native/shm_client_stop_test.cpp" \
+  "$here/test/native/shm_deep_window_test.cpp")
 pool_tests=$(sh "$compile" "$out/obj" "$flags" "$here/test/native/shm_pool_test.cpp" "$here/test/native/shm_pool_live_test.cpp")
 ${CXX:-g++} $flags $objs $core_test -o "$out/shm_core_test" -lpthread
 ${CXX:-g++} $flags $objs $pool_tests -o "$out/shm_pool_test" -lpthread
