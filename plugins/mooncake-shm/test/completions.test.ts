@@ -90,7 +90,8 @@ test('a window kept full (each batch sent again as it completes) is answered in 
     const sent = messages() - before;
     const batches = inFlight * resends;
     // About a third of the batches when messages leave the waiting completions alone; 58-79% of
-    // them when every message sent them.
+    // them when every message sent them, on an idle host. On a busy one that fault also stayed
+    // under the bound: test/native/shm_deep_window_test.cpp is the case that always catches it.
     assert.ok(sent > 0 && sent < batches / 2, `${sent} completion messages for ${batches} batches`);
   } finally {
     await a.transport.close();
